@@ -1,0 +1,26 @@
+package acceptance
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// sqliteHarness opens a new SQLite file per test: the embedded default
+// database, no server needed.
+var sqliteHarness = Harness{
+	Name: "sqlite",
+	Open: func(t *testing.T) *sqlx.DB {
+		db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "outbox.db"))
+		if err != nil {
+			t.Fatalf("open sqlite: %v", err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	},
+}
+
+func TestAcceptanceSQLite(t *testing.T) { Run(t, sqliteHarness) }

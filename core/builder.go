@@ -1,0 +1,142 @@
+package core
+
+import (
+	"encoding/json"
+	"maps"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Builder assembles an [Envelope]. Setters never fail; [Builder.Build]
+// validates everything at once. A Builder is not safe for concurrent use and
+// may be reused: Build copies what it keeps.
+type Builder struct {
+	env      Envelope
+	json     []byte
+	bytes    []byte
+	hasJSON  bool
+	hasBytes bool
+	valueErr error
+}
+
+// NewEvent starts an envelope of the given event type name.
+func NewEvent(eventType string) *Builder {
+	return &Builder{env: Envelope{eventType: eventType}}
+}
+
+// NewEventOf starts an envelope of a type-safe event type. A nil type
+// fails validation with ErrEmptyEventType.
+func NewEventOf(t EventType) *Builder {
+	if t == nil {
+		return NewEvent("")
+	}
+	return NewEvent(t.Name())
+}
+
+// JSONEvent is shorthand for NewEvent(eventType).PayloadJSONString(payload).Build().
+func JSONEvent(eventType, payload string) (Envelope, error) {
+	return NewEvent(eventType).PayloadJSONString(payload).Build()
+}
+
+// ID sets an explicit event id (at most MaxEventIDLen characters). Without
+// it Build assigns a monotonic ULID.
+func (b *Builder) ID(id string) *Builder { b.env.id = id; return b }
+
+// OccurredAt sets when the event happened. Defaults to now. Stored in UTC
+// with microsecond precision.
+func (b *Builder) OccurredAt(t time.Time) *Builder { b.env.occurredAt = t; return b }
+
+// AggregateType sets the aggregate type by name.
+func (b *Builder) AggregateType(name string) *Builder { b.env.aggregateType = name; return b }
+
+// AggregateTypeOf sets a type-safe aggregate type; nil clears it.
+func (b *Builder) AggregateTypeOf(t AggregateType) *Builder {
+	if t == nil {
+		return b.AggregateType("")
+	}
+	return b.AggregateType(t.Name())
+}
+
+// AggregateID sets the aggregate id.
+func (b *Builder) AggregateID(id string) *Builder { b.env.aggregateID = id; return b }
+
+// TenantID sets the pass-through tenant id.
+func (b *Builder) TenantID(id string) *Builder { b.env.tenantID = id; return b }
+
+// Header sets one header.
+func (b *Builder) Header(key, value string) *Builder {
+	if b.env.headers == nil {
+		b.env.headers = make(map[string]string, 4)
+	}
+	b.env.headers[key] = value
+	return b
+}
+
+// Headers adds every entry of h (copied).
+func (b *Builder) Headers(h map[string]string) *Builder {
+	for k, v := range h {
+		b.Header(k, v)
+	}
+	return b
+}
+
+// PayloadJSON sets a JSON payload (copied at Build).
+func (b *Builder) PayloadJSON(doc []byte) *Builder {
+	b.json, b.hasJSON = doc, true
+	return b
+}
+
+// PayloadJSONString sets a JSON payload from a string.
+func (b *Builder) PayloadJSONString(doc string) *Builder { return b.PayloadJSON([]byte(doc)) }
+
+// PayloadValue sets a JSON payload by marshaling v with encoding/json. A
+// marshal error is reported by Build as ErrInvalidJSON.
+func (b *Builder) PayloadValue(v any) *Builder {
+	doc, err := json.Marshal(v)
+	b.valueErr = err
+	return b.PayloadJSON(doc)
+}
+
+// PayloadBytes sets an opaque bytes payload (copied at Build).
+func (b *Builder) PayloadBytes(p []byte) *Builder {
+	b.bytes, b.hasBytes = p, true
+	return b
+}
+
+// Build validates and returns the immutable envelope. Errors are
+// *ValidationError values wrapping the Err* sentinels of this package.
+func (b *Builder) Build() (Envelope, error) {
+	env := b.env
+	switch {
+	case b.hasJSON && b.hasBytes:
+		return Envelope{}, invalid("payload", ErrBothPayloads, "")
+	case b.valueErr != nil:
+		return Envelope{}, &ValidationError{Field: "payload", Err: ErrInvalidJSON, Msg: "marshal: " + b.valueErr.Error()}
+	case b.hasJSON:
+		env.kind, env.payload = PayloadJSON, b.json
+	case b.hasBytes:
+		env.kind, env.payload = PayloadBytes, b.bytes
+	default:
+		return Envelope{}, invalid("payload", ErrNoPayload, "")
+	}
+	if env.id == "" {
+		env.id = ulid.Make().String()
+	}
+	if env.occurredAt.IsZero() {
+		env.occurredAt = time.Now()
+	}
+	env.occurredAt = env.occurredAt.UTC().Truncate(time.Microsecond)
+	if err := validate(&env); err != nil {
+		return Envelope{}, err
+	}
+	// Defensive copies: the caller keeps its slices and map.
+	env.payload = append(make([]byte, 0, len(env.payload)), env.payload...)
+	if env.headers != nil {
+		env.headers = maps.Clone(env.headers)
+		b.env.headers = nil // a reused builder must not share the map
+		b.Headers(env.headers)
+	}
+	env.validated = true
+	return env, nil
+}

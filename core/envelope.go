@@ -1,0 +1,101 @@
+package core
+
+import (
+	"encoding/json"
+	"maps"
+	"time"
+)
+
+// Limits enforced by validation. Lengths are counted in characters (runes),
+// as SQL VARCHAR columns count them; the payload limit is in bytes.
+const (
+	MaxEventIDLen       = 36
+	MaxEventTypeLen     = 128
+	MaxAggregateTypeLen = 64
+	MaxAggregateIDLen   = 128
+	MaxTenantIDLen      = 64
+	MaxPayloadBytes     = 1 << 20 // 1,048,576
+)
+
+// Envelope is an immutable event: identity, type, routing metadata and a
+// payload that is serialized once and reused for the insert and the dispatch.
+//
+// Build one with [NewEvent], [NewEventOf] or [JSONEvent]. Accessors return
+// copies of the headers and payload, so a listener cannot change what other
+// listeners see. The zero Envelope is invalid.
+type Envelope struct {
+	id            string
+	eventType     string
+	occurredAt    time.Time
+	aggregateType string
+	aggregateID   string
+	tenantID      string
+	headers       map[string]string
+	payload       []byte
+	kind          PayloadKind
+	validated     bool
+}
+
+// ID returns the event id (a monotonic ULID unless set explicitly).
+func (e Envelope) ID() string { return e.id }
+
+// Type returns the event type name.
+func (e Envelope) Type() string { return e.eventType }
+
+// OccurredAt returns when the event happened (UTC).
+func (e Envelope) OccurredAt() time.Time { return e.occurredAt }
+
+// AggregateType returns the aggregate type name, or "".
+func (e Envelope) AggregateType() string { return e.aggregateType }
+
+// AggregateID returns the aggregate id, or "".
+func (e Envelope) AggregateID() string { return e.aggregateID }
+
+// TenantID returns the tenant id, or "". The framework stores and passes it
+// through; it does not filter or isolate by tenant.
+func (e Envelope) TenantID() string { return e.tenantID }
+
+// Headers returns a copy of the headers (never nil).
+func (e Envelope) Headers() map[string]string {
+	if len(e.headers) == 0 {
+		return map[string]string{}
+	}
+	return maps.Clone(e.headers)
+}
+
+// Header returns one header value.
+func (e Envelope) Header(key string) (string, bool) {
+	v, ok := e.headers[key]
+	return v, ok
+}
+
+// PayloadKind tells whether the payload is JSON or opaque bytes.
+func (e Envelope) PayloadKind() PayloadKind { return e.kind }
+
+// IsJSON reports whether the payload is a JSON document.
+func (e Envelope) IsJSON() bool { return e.kind == PayloadJSON }
+
+// Payload returns a copy of the payload bytes, whichever the kind.
+func (e Envelope) Payload() []byte { return append([]byte(nil), e.payload...) }
+
+// PayloadString returns the payload as a string (for JSON payloads, the document).
+func (e Envelope) PayloadString() string { return string(e.payload) }
+
+// PayloadLen returns the payload size in bytes.
+func (e Envelope) PayloadLen() int { return len(e.payload) }
+
+// Decode unmarshals a JSON payload into v without copying it first.
+func (e Envelope) Decode(v any) error {
+	if e.kind != PayloadJSON {
+		return invalid("payload", ErrInvalidJSON, "payload is bytes, not JSON")
+	}
+	return json.Unmarshal(e.payload, v)
+}
+
+// RawPayload returns the payload without copying. The caller must not modify
+// it; stores and codecs use it to avoid a copy of up to 1 MiB per event.
+func (e Envelope) RawPayload() []byte { return e.payload }
+
+// RawHeaders returns the headers map without copying. The caller must not
+// modify it.
+func (e Envelope) RawHeaders() map[string]string { return e.headers }

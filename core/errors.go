@@ -1,0 +1,95 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Validation errors. Each is returned wrapped in a *[ValidationError] and can
+// be matched with errors.Is.
+var (
+	// ErrEmptyEventType reports an envelope without an event type.
+	ErrEmptyEventType = errors.New("outbox: event type is empty")
+	// ErrEventTypeTooLong reports an event type over MaxEventTypeLen characters.
+	ErrEventTypeTooLong = errors.New("outbox: event type is too long")
+	// ErrAggregateTypeTooLong reports an aggregate type over MaxAggregateTypeLen characters.
+	ErrAggregateTypeTooLong = errors.New("outbox: aggregate type is too long")
+	// ErrAggregateIDTooLong reports an aggregate id over MaxAggregateIDLen characters.
+	ErrAggregateIDTooLong = errors.New("outbox: aggregate id is too long")
+	// ErrTenantIDTooLong reports a tenant id over MaxTenantIDLen characters.
+	ErrTenantIDTooLong = errors.New("outbox: tenant id is too long")
+	// ErrInvalidEventID reports an explicit event id that is empty or longer
+	// than MaxEventIDLen characters.
+	ErrInvalidEventID = errors.New("outbox: invalid event id")
+	// ErrInvalidText reports a text field that is not valid UTF-8 or holds a NUL byte.
+	ErrInvalidText = errors.New("outbox: text is not valid UTF-8 or contains NUL")
+	// ErrInvalidHeader reports a header with an empty key, or a key or value
+	// that is not valid UTF-8 or holds a NUL byte.
+	ErrInvalidHeader = errors.New("outbox: invalid header")
+	// ErrNoPayload reports an envelope with neither a JSON nor a bytes payload.
+	ErrNoPayload = errors.New("outbox: no payload: set exactly one of JSON or bytes")
+	// ErrBothPayloads reports an envelope given both a JSON and a bytes payload.
+	ErrBothPayloads = errors.New("outbox: both JSON and bytes payloads set: set exactly one")
+	// ErrInvalidJSON reports a JSON payload that is not valid JSON.
+	ErrInvalidJSON = errors.New("outbox: payload is not valid JSON")
+	// ErrPayloadTooLarge reports a payload over MaxPayloadBytes bytes.
+	ErrPayloadTooLarge = errors.New("outbox: payload is too large")
+)
+
+// Runtime errors.
+var (
+	// ErrNoTransaction is returned by Publish when ctx carries no active
+	// transaction. Nothing is written.
+	ErrNoTransaction = errors.New("outbox: no active transaction")
+	// ErrDuplicateEvent is returned by a Store when an event id already exists.
+	ErrDuplicateEvent = errors.New("outbox: duplicate event id")
+	// ErrClosed is returned by components used after Close/Stop.
+	ErrClosed = errors.New("outbox: closed")
+	// ErrInvalidConfig reports a configuration value that cannot work.
+	ErrInvalidConfig = errors.New("outbox: invalid configuration")
+	// ErrInvalidIdentifier reports a table or other SQL identifier from
+	// configuration that is not a plain identifier.
+	ErrInvalidIdentifier = errors.New("outbox: invalid SQL identifier")
+	// ErrDecode reports a stored row that cannot be turned back into an envelope.
+	ErrDecode = errors.New("outbox: cannot decode stored event")
+)
+
+// ValidationError tells which field of an envelope is invalid. It wraps one
+// of the Err* sentinels of this package.
+type ValidationError struct {
+	Field string // the envelope field, e.g. "event_type"
+	Err   error  // the sentinel, e.g. ErrEventTypeTooLong
+	Msg   string // optional detail, never the field's content
+}
+
+// Error implements error.
+func (e *ValidationError) Error() string {
+	if e.Msg == "" {
+		return fmt.Sprintf("%v (field %s)", e.Err, e.Field)
+	}
+	return fmt.Sprintf("%v (field %s: %s)", e.Err, e.Field, e.Msg)
+}
+
+// Unwrap returns the sentinel error.
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+func invalid(field string, err error, msg string) error {
+	return &ValidationError{Field: field, Err: err, Msg: msg}
+}
+
+// ConfigError reports an invalid configuration field. It wraps ErrInvalidConfig.
+type ConfigError struct {
+	Field string // e.g. "Workers"
+	Msg   string // why it is invalid
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: %s %s", ErrInvalidConfig, e.Field, e.Msg)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// ErrNotFound is returned by lookups of an event id that does not exist.
+var ErrNotFound = errors.New("outbox: event not found")

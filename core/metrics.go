@@ -1,0 +1,31 @@
+package core
+
+import "time"
+
+// Metrics receives the framework's signals. Calls happen on hot paths and
+// must not block. Embed [NopMetrics] in an implementation so that signals
+// added in later versions keep it compiling.
+type Metrics interface {
+	HotEnqueued()                // an event entered the hot queue
+	HotDropped()                 // the hot queue was full; the poller will deliver it
+	ColdEnqueued()               // the poller queued an event
+	DispatchSuccess()            // all listeners succeeded
+	DispatchFailure()            // a delivery failed and will be retried
+	DispatchDead()               // a delivery failed for the last time
+	QueueDepths(hot, cold int)   // current queue lengths
+	OldestLag(lag time.Duration) // age of the oldest pending event seen by the poller
+}
+
+// NopMetrics discards every signal. It is the default.
+type NopMetrics struct{}
+
+func (NopMetrics) HotEnqueued()              {}
+func (NopMetrics) HotDropped()               {}
+func (NopMetrics) ColdEnqueued()             {}
+func (NopMetrics) DispatchSuccess()          {}
+func (NopMetrics) DispatchFailure()          {}
+func (NopMetrics) DispatchDead()             {}
+func (NopMetrics) QueueDepths(hot, cold int) {}
+func (NopMetrics) OldestLag(time.Duration)   {}
+
+var _ Metrics = NopMetrics{}

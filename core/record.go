@@ -1,0 +1,87 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Record is a stored event row as a [Store] reads it back, before it is
+// turned into an [Envelope]. Stores fill it; the poller calls
+// [Record.Envelope] and marks rows that fail to decode DEAD.
+type Record struct {
+	ID            string
+	Type          string
+	OccurredAt    time.Time
+	AggregateType string
+	AggregateID   string
+	TenantID      string
+	HeadersJSON   string // JSON object of string values, or "" for none
+	Payload       []byte
+	PayloadKind   PayloadKind
+	Status        Status
+	Attempts      int
+	AvailableAt   time.Time
+	CreatedAt     time.Time
+	DoneAt        time.Time // zero unless DONE
+	LastError     string
+	// DecodeErr is set by a store that could not decode a column (for
+	// example a bytes payload whose stored encoding is corrupt).
+	DecodeErr error
+}
+
+// Envelope rebuilds and validates the envelope of r. Failures wrap ErrDecode
+// (and, for invalid fields, the validation sentinel).
+func (r Record) Envelope() (Envelope, error) {
+	if r.DecodeErr != nil {
+		return Envelope{}, fmt.Errorf("%w: event %q: %w", ErrDecode, r.ID, r.DecodeErr)
+	}
+	headers, err := DecodeHeaders(r.HeadersJSON)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("%w: event %q: %w", ErrDecode, r.ID, err)
+	}
+	env := Envelope{
+		id:            r.ID,
+		eventType:     r.Type,
+		occurredAt:    r.OccurredAt.UTC(),
+		aggregateType: r.AggregateType,
+		aggregateID:   r.AggregateID,
+		tenantID:      r.TenantID,
+		headers:       headers,
+		payload:       r.Payload,
+		kind:          r.PayloadKind,
+	}
+	if err := validate(&env); err != nil {
+		return Envelope{}, fmt.Errorf("%w: event %q: %w", ErrDecode, r.ID, err)
+	}
+	env.validated = true
+	return env, nil
+}
+
+// EncodeHeaders renders headers as a JSON object, or "" when there are none.
+func EncodeHeaders(h map[string]string) (string, error) {
+	if len(h) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("outbox: encode headers: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeHeaders parses what EncodeHeaders produced. "" and "null" decode to
+// nil. Anything other than a JSON object of strings is an error; it never panics.
+func DecodeHeaders(s string) (map[string]string, error) {
+	if s == "" || s == "null" {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal([]byte(s), &h); err != nil {
+		return nil, fmt.Errorf("malformed headers: %w", err)
+	}
+	if len(h) == 0 {
+		return nil, nil
+	}
+	return h, nil
+}

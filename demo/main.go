@@ -1,0 +1,326 @@
+// Command demo walks through the outbox on an embedded SQLite database (no
+// server): commit → hot path → DONE, rollback → no row, hot-queue overflow
+// → poller, failing listener → RETRY → DEAD, and a wildcard listener.
+//
+//	go run ./demo            # temporary database, removed at exit
+//	go run ./demo -keep f.db # keep the database file for inspection
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/retry"
+	"github.com/outbox-go/outbox/txctx"
+)
+
+func main() {
+	keep := flag.String("keep", "", "keep the SQLite database at this path (default: a temporary file, removed at exit)")
+	verbose := flag.Bool("v", false, "show the framework's own log lines")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := run(ctx, os.Stdout, *keep, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+}
+
+// demo holds the walkthrough's state.
+type demo struct {
+	out io.Writer
+	ob  *outbox.Outbox
+
+	gate     chan struct{} // holds the "Slow" listener while open
+	slowIn   chan string
+	wildcard atomic.Int64
+	mu       sync.Mutex
+	seen     []string
+}
+
+func run(ctx context.Context, out io.Writer, keep string, verbose bool) error {
+	path := keep
+	if path == "" {
+		dir, err := os.MkdirTemp("", "outbox-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path = filepath.Join(dir, "demo.db")
+	}
+	db, err := jdbcstore.OpenSQLite(path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`); err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	cfg := outbox.Config{Logger: logger}
+	cfg.Dispatcher.Workers = 1     // one worker makes the overflow scenario easy to see
+	cfg.Dispatcher.HotCapacity = 2 // a tiny hot queue, to overflow it on purpose
+	cfg.Dispatcher.MaxAttempts = 3
+	cfg.Dispatcher.Retry = retry.Exponential{BaseDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond}
+	cfg.Poller.Interval = 200 * time.Millisecond
+	cfg.Poller.SkipRecent = 100 * time.Millisecond
+	ob, err := outbox.New(ctx, db, cfg)
+	if err != nil {
+		return err
+	}
+	d := &demo{out: out, ob: ob, gate: make(chan struct{}), slowIn: make(chan string, 16)}
+	close(d.gate) // open until scenario 3 closes it
+	d.register()
+	if err := ob.Start(ctx); err != nil {
+		return err
+	}
+	defer ob.Close(context.WithoutCancel(ctx))
+
+	fmt.Fprintf(out, "outbox demo on SQLite (%s)\n\n", path)
+	steps := []func(context.Context) error{d.commit, d.rollback, d.overflow, d.failing, d.wildcardSummary}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	if err := ob.Close(ctx); err != nil {
+		return err
+	}
+	return d.table(ctx)
+}
+
+func (d *demo) register() {
+	d.ob.RegisterFunc("OrderPlaced", func(_ context.Context, e core.Envelope) error {
+		d.say("   listener OrderPlaced got %s for aggregate %s", short(e.ID()), e.AggregateID())
+		return nil
+	})
+	d.ob.RegisterFunc("Slow", func(_ context.Context, e core.Envelope) error {
+		d.slowIn <- e.ID()
+		return nil
+	})
+	d.ob.RegisterFunc("PaymentRequested", func(context.Context, core.Envelope) error {
+		return errors.New("payment provider unavailable")
+	})
+	d.ob.RegisterAll(core.ListenerFunc(func(_ context.Context, e core.Envelope) error {
+		d.wildcard.Add(1)
+		d.mu.Lock()
+		d.seen = append(d.seen, e.Type())
+		d.mu.Unlock()
+		return nil
+	}))
+}
+
+// publish runs one business transaction: an order row and the given events.
+// fail makes the business code return an error, so everything rolls back.
+func (d *demo) publish(ctx context.Context, fail error, envs ...core.Envelope) error {
+	return d.ob.InTx(ctx, func(ctx context.Context) error {
+		tx, _ := txctx.From(ctx)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES (?)`, "book"); err != nil {
+			return err
+		}
+		for _, env := range envs {
+			if _, err := d.ob.Publish(ctx, env); err != nil {
+				return err
+			}
+		}
+		return fail
+	})
+}
+
+func (d *demo) commit(ctx context.Context) error {
+	d.say("1. Commit: the event row commits with the business row, then goes straight to a worker")
+	env, err := outbox.NewEvent("OrderPlaced").AggregateType("Order").AggregateID("order-1").
+		PayloadJSONString(`{"item":"book","qty":1}`).Build()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := d.publish(ctx, nil, env); err != nil {
+		return err
+	}
+	if err := d.waitStatus(ctx, env.ID(), core.StatusDone); err != nil {
+		return err
+	}
+	d.say("   row %s is DONE %v after commit: the hot path delivered it (the poller runs every %v)\n",
+		short(env.ID()), time.Since(start).Round(time.Microsecond), 200*time.Millisecond)
+	return nil
+}
+
+func (d *demo) rollback(ctx context.Context) error {
+	d.say("2. Rollback: the business code fails, so neither the order nor the event exists")
+	env, err := outbox.JSONEvent("OrderPlaced", `{"item":"lamp"}`)
+	if err != nil {
+		return err
+	}
+	err = d.publish(ctx, errors.New("out of stock"), env)
+	d.say("   transaction returned %q", err)
+	if _, err := d.ob.Store.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
+		return fmt.Errorf("rollback left a row behind: %v", err)
+	}
+	d.say("   no row for %s: nothing is ever sent for a rolled-back transaction\n", short(env.ID()))
+	return nil
+}
+
+func (d *demo) overflow(ctx context.Context) error {
+	d.say("3. Overflow: one busy worker, a hot queue of 2; six events in one transaction")
+	blocker, err := outbox.JSONEvent("Slow", `{}`)
+	if err != nil {
+		return err
+	}
+	d.gate = make(chan struct{})
+	d.ob.Registry.Register("Slow", core.ListenerFunc(func(context.Context, core.Envelope) error {
+		<-d.gate
+		return nil
+	}))
+	if err := d.publish(ctx, nil, blocker); err != nil {
+		return err
+	}
+	<-d.slowIn // the worker is now held by the slow listener
+	var envs []core.Envelope
+	for i := range 6 {
+		env, err := outbox.NewEvent("Slow").PayloadJSONString(fmt.Sprintf(`{"n":%d}`, i)).Build()
+		if err != nil {
+			return err
+		}
+		envs = append(envs, env)
+	}
+	if err := d.publish(ctx, nil, envs...); err != nil {
+		return err
+	}
+	counts, err := d.ob.Store.CountByStatus(ctx)
+	if err != nil {
+		return err
+	}
+	d.say("   Publish returned OK for all six; hot queue holds %d, %d rows stay NEW for the poller",
+		d.hotDepth(), counts[core.StatusNew]-d.hotDepth()-1)
+	close(d.gate)
+	start := time.Now()
+	for _, env := range append(envs, blocker) {
+		if err := d.waitStatus(ctx, env.ID(), core.StatusDone); err != nil {
+			return err
+		}
+	}
+	d.say("   worker freed: the poller picked up the dropped rows; all seven DONE after %v\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (d *demo) hotDepth() int { h, _ := d.ob.Dispatcher.QueueDepths(); return h }
+
+func (d *demo) failing(ctx context.Context) error {
+	d.say("4. Failing listener: retried in process with backoff, DEAD after 3 attempts")
+	env, err := outbox.JSONEvent("PaymentRequested", `{"amount":42}`)
+	if err != nil {
+		return err
+	}
+	if err := d.publish(ctx, nil, env); err != nil {
+		return err
+	}
+	last := -1
+	for {
+		rec, err := d.ob.Store.Get(ctx, env.ID())
+		if err != nil {
+			return err
+		}
+		if rec.Attempts != last {
+			last = rec.Attempts
+			d.say("   status %-5s attempts %d %s", rec.Status, rec.Attempts, errNote(rec.LastError))
+		}
+		if rec.Status == core.StatusDead {
+			break
+		}
+		if err := pause(ctx); err != nil {
+			return fmt.Errorf("waiting for DEAD: %w", err)
+		}
+	}
+	d.say("")
+	return nil
+}
+
+func (d *demo) wildcardSummary(context.Context) error {
+	d.say("5. Wildcard: a RegisterAll listener ran after the typed listeners for every delivered event")
+	d.mu.Lock()
+	types := map[string]int{}
+	for _, t := range d.seen {
+		types[t]++
+	}
+	d.mu.Unlock()
+	names := make([]string, 0, len(types))
+	for t, n := range types {
+		names = append(names, fmt.Sprintf("%s×%d", t, n))
+	}
+	sort.Strings(names)
+	d.say("   it saw %d deliveries: %s", d.wildcard.Load(), strings.Join(names, ", "))
+	d.say("   (PaymentRequested is absent: its typed listener failed first, so the wildcard never ran for it)\n")
+	return nil
+}
+
+func (d *demo) table(ctx context.Context) error {
+	counts, err := d.ob.Store.CountByStatus(ctx)
+	if err != nil {
+		return err
+	}
+	d.say("Rows per status:")
+	d.say("   %-6s %-6s %s", "status", "value", "rows")
+	for _, st := range []core.Status{core.StatusNew, core.StatusDone, core.StatusRetry, core.StatusDead} {
+		d.say("   %-6s %-6d %d", st, int(st), counts[st])
+	}
+	return nil
+}
+
+func (d *demo) waitStatus(ctx context.Context, id string, want core.Status) error {
+	for {
+		rec, err := d.ob.Store.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if rec.Status == want {
+			return nil
+		}
+		if err := pause(ctx); err != nil {
+			return fmt.Errorf("waiting for %s to be %v (is %v): %w", short(id), want, rec.Status, err)
+		}
+	}
+}
+
+// pause waits a little before re-reading a row, or returns ctx's error.
+func pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * time.Millisecond):
+		return nil
+	}
+}
+
+func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
+
+func short(id string) string {
+	if len(id) > 10 {
+		return id[:4] + "…" + id[len(id)-4:]
+	}
+	return id
+}
+
+func errNote(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "(last error: " + s + ")"
+}

@@ -1,0 +1,282 @@
+// Package dispatcher runs listeners for outbox events on a bounded worker
+// pool fed by two bounded queues: hot (events whose transaction just
+// committed) and cold (events found by the poller, and in-process retries).
+//
+// Workers prefer the hot queue with a plain select, so a committed event is
+// picked up microseconds after commit. Listeners run synchronously, which
+// gives natural backpressure: when they are slow the queues fill, EnqueueHot
+// returns false, and the event waits in the database for the poller.
+// Nothing held in memory is ever the only copy of an event.
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Source tells where a queued event came from.
+type Source uint8
+
+// The queue sources.
+const (
+	SourceHot   Source = iota // enqueued after commit
+	SourceCold                // enqueued by the poller
+	SourceRetry               // an in-process retry whose delay elapsed
+)
+
+// String returns "hot", "cold" or "retry".
+func (s Source) String() string {
+	switch s {
+	case SourceHot:
+		return "hot"
+	case SourceCold:
+		return "cold"
+	case SourceRetry:
+		return "retry"
+	}
+	return "unknown"
+}
+
+type item struct {
+	env      core.Envelope
+	attempts int // failed deliveries so far
+	source   Source
+}
+
+// Dispatcher delivers events to listeners and records the outcome. Create
+// it with [New], call [Dispatcher.Start], and [Dispatcher.Close] when done.
+// Its methods are safe for concurrent use.
+type Dispatcher struct {
+	cfg       Config
+	store     core.StatusWriter
+	listeners core.ListenerSource
+	log       *slog.Logger
+	metrics   core.Metrics
+	tracker   *InFlight
+
+	hot  chan item
+	cold chan item
+
+	started  atomic.Bool
+	closed   atomic.Bool
+	stopping chan struct{} // closed by Close: drain and exit
+	hardStop chan struct{} // closed when Close's ctx expires: exit now
+	runCtx   context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	done     chan struct{} // closed when every worker has exited
+
+	closeOnce, hardOnce sync.Once
+
+	retryMu     sync.Mutex
+	retryTimers map[*time.Timer]string // timer → event id
+
+	dropLog, statusLog rateLog
+	noListener         sync.Map // event types already warned about
+	noListenerCount    atomic.Int32
+}
+
+// New returns a dispatcher writing outcomes to store and reading listeners
+// from listeners. It does not start any goroutine.
+func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*Dispatcher, error) {
+	if store == nil {
+		return nil, &core.ConfigError{Field: "dispatcher store", Msg: "must not be nil"}
+	}
+	if listeners == nil {
+		return nil, &core.ConfigError{Field: "dispatcher listeners", Msg: "must not be nil"}
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Dispatcher{
+		cfg:         cfg,
+		store:       store,
+		listeners:   listeners,
+		log:         cfg.Logger.With(slog.String("component", "outbox.dispatcher")),
+		metrics:     cfg.Metrics,
+		tracker:     NewInFlight(cfg.InFlightTTL, cfg.Now),
+		hot:         make(chan item, cfg.HotCapacity),
+		cold:        make(chan item, cfg.ColdCapacity),
+		stopping:    make(chan struct{}),
+		hardStop:    make(chan struct{}),
+		runCtx:      ctx,
+		cancel:      cancel,
+		done:        make(chan struct{}),
+		retryTimers: make(map[*time.Timer]string),
+		dropLog:     rateLog{interval: 5 * time.Second},
+		statusLog:   rateLog{interval: 5 * time.Second},
+	}, nil
+}
+
+// Start launches the workers and returns. Events enqueued before Start wait
+// in the queues. Starting twice, or after Close, returns an error.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	if d.closed.Load() {
+		return core.ErrClosed
+	}
+	if !d.started.CompareAndSwap(false, true) {
+		return &core.ConfigError{Field: "dispatcher", Msg: "already started"}
+	}
+	d.wg.Add(d.cfg.Workers)
+	for range d.cfg.Workers {
+		go d.worker()
+	}
+	go func() { d.wg.Wait(); close(d.done) }()
+	d.log.LogAttrs(ctx, slog.LevelDebug, "dispatcher started", slog.Int("workers", d.cfg.Workers))
+	return nil
+}
+
+// EnqueueHot offers an event whose transaction has committed. It never
+// blocks: when the hot queue is full, or the dispatcher is closed, it
+// returns false, counts a HotDropped and the event stays in the database
+// for the poller. An event already held by this dispatcher is not queued
+// twice (true is returned: it is being handled).
+func (d *Dispatcher) EnqueueHot(env core.Envelope) bool {
+	if d.closed.Load() {
+		d.metrics.HotDropped()
+		return false
+	}
+	if !d.tracker.TryAcquire(env.ID()) {
+		return true
+	}
+	select {
+	case d.hot <- item{env: env, source: SourceHot}:
+		d.metrics.HotEnqueued()
+		return true
+	default:
+		d.tracker.Release(env.ID())
+		d.metrics.HotDropped()
+		d.dropLog.hit(d.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
+			slog.String("event_id", env.ID()), slog.Int("hot_capacity", d.cfg.HotCapacity))
+		return false
+	}
+}
+
+// EnqueueCold offers an event found by the poller, with the number of
+// failed deliveries so far. It never blocks; false means the cold queue is
+// full, the event is already held, or the dispatcher is closed.
+func (d *Dispatcher) EnqueueCold(env core.Envelope, attempts int) bool {
+	if d.closed.Load() || !d.tracker.TryAcquire(env.ID()) {
+		return false
+	}
+	select {
+	case d.cold <- item{env: env, attempts: attempts, source: SourceCold}:
+		d.metrics.ColdEnqueued()
+		return true
+	default:
+		d.tracker.Release(env.ID())
+		return false
+	}
+}
+
+// ColdRoom returns how many more events the cold queue can take now.
+func (d *Dispatcher) ColdRoom() int { return cap(d.cold) - len(d.cold) }
+
+// InFlight reports whether the event is queued, running or waiting for an
+// in-process retry here.
+func (d *Dispatcher) InFlight(eventID string) bool { return d.tracker.Contains(eventID) }
+
+// QueueDepths returns the current lengths of the hot and cold queues.
+func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
+
+// Close stops intake (EnqueueHot/EnqueueCold return false), cancels pending
+// in-process retries and lets the workers drain the queues. If ctx expires
+// first, listener contexts are cancelled, queued events are left to the
+// database, and ctx's error is returned; calling Close again waits again.
+// Events not delivered stay NEW/RETRY in the database. Stop is an alias.
+func (d *Dispatcher) Close(ctx context.Context) error {
+	d.closeOnce.Do(func() {
+		d.closed.Store(true)
+		close(d.stopping)
+		d.cancelRetries()
+		if !d.started.Load() {
+			// Never started: nothing runs, release what was queued.
+			d.hardOnce.Do(func() { close(d.hardStop); d.cancel() })
+			n := d.discard()
+			close(d.done)
+			d.logDiscarded(n)
+		}
+	})
+	select {
+	case <-d.done:
+		d.cancel()
+		return nil
+	case <-ctx.Done():
+		d.hardOnce.Do(func() { close(d.hardStop); d.cancel() })
+		return ctx.Err()
+	}
+}
+
+// Stop is Close.
+func (d *Dispatcher) Stop(ctx context.Context) error { return d.Close(ctx) }
+
+func (d *Dispatcher) worker() {
+	defer d.wg.Done()
+	for {
+		// Hot first: take a hot event whenever one is waiting.
+		select {
+		case it := <-d.hot:
+			d.process(it)
+			continue
+		default:
+		}
+		select {
+		case it := <-d.hot:
+			d.process(it)
+		case it := <-d.cold:
+			d.process(it)
+		case <-d.stopping:
+			d.drain()
+			return
+		}
+	}
+}
+
+// drain processes what is queued until both queues are empty or a hard stop.
+func (d *Dispatcher) drain() {
+	for {
+		select {
+		case <-d.hardStop:
+			d.logDiscarded(d.discard())
+			return
+		default:
+		}
+		select {
+		case it := <-d.hot:
+			d.process(it)
+		case it := <-d.cold:
+			d.process(it)
+		default:
+			return
+		}
+	}
+}
+
+// discard empties the queues, releasing their events; it returns how many.
+func (d *Dispatcher) discard() int {
+	n := 0
+	for {
+		select {
+		case it := <-d.hot:
+			d.tracker.Release(it.env.ID())
+		case it := <-d.cold:
+			d.tracker.Release(it.env.ID())
+		default:
+			return n
+		}
+		n++
+	}
+}
+
+func (d *Dispatcher) logDiscarded(n int) {
+	if n > 0 {
+		d.log.Info("dispatcher stopped with queued events; they stay in the database for the poller", slog.Int("events", n))
+	}
+}

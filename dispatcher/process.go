@@ -1,0 +1,178 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// ErrListenerPanic wraps the value of a listener panic; the delivery counts
+// as failed.
+var ErrListenerPanic = errors.New("outbox: listener panicked")
+
+// maxNoListenerWarnings bounds the set of event types warned about.
+const maxNoListenerWarnings = 1000
+
+// process runs the listeners of one event and records the outcome. The
+// event's id is held in the tracker on entry; process releases it, or hands
+// it over to an in-process retry timer.
+func (d *Dispatcher) process(it item) {
+	id := it.env.ID()
+	err := d.runListeners(it.env)
+	if err == nil {
+		d.writeStatus(it, "done", func(ctx context.Context) (bool, error) {
+			return d.store.MarkDone(ctx, id)
+		})
+		d.tracker.Release(id)
+		d.metrics.DispatchSuccess()
+		return
+	}
+	attempts := it.attempts + 1
+	msg := err.Error()
+	if attempts >= d.cfg.MaxAttempts {
+		d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
+			return d.store.MarkDead(ctx, id, msg)
+		})
+		d.tracker.Release(id)
+		d.metrics.DispatchDead()
+		d.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
+			eventAttrs(it.env, attempts, slog.String("error", msg))...)
+		return
+	}
+	delay := d.cfg.Retry.Delay(attempts)
+	nextAt := d.cfg.Now().Add(delay)
+	ok := d.writeStatus(it, "retry", func(ctx context.Context) (bool, error) {
+		return d.store.MarkRetry(ctx, id, nextAt, msg)
+	})
+	d.metrics.DispatchFailure()
+	d.log.LogAttrs(context.Background(), slog.LevelWarn, "delivery failed; will retry",
+		eventAttrs(it.env, attempts, slog.String("error", msg), slog.Duration("retry_in", delay))...)
+	if !ok || !d.scheduleRetry(item{env: it.env, attempts: attempts, source: SourceRetry}, delay) {
+		d.tracker.Release(id)
+	}
+}
+
+// runListeners calls every listener in order; the first error or panic
+// stops the run and fails the delivery.
+func (d *Dispatcher) runListeners(env core.Envelope) error {
+	ls := d.listeners.ListenersFor(env.Type())
+	if len(ls) == 0 {
+		d.warnNoListener(env.Type())
+		return nil
+	}
+	for i, l := range ls {
+		if err := d.call(l, env); err != nil {
+			return fmt.Errorf("listener %d of %d: %w", i+1, len(ls), err)
+		}
+	}
+	return nil
+}
+
+// call runs one listener, turning a panic into an error.
+func (d *Dispatcher) call(l core.Listener, env core.Envelope) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
+				eventAttrs(env, -1, slog.String("panic_type", fmt.Sprintf("%T", r)), slog.String("stack", string(debug.Stack())))...)
+			err = fmt.Errorf("%w: %v", ErrListenerPanic, r)
+		}
+	}()
+	return l.OnEvent(d.runCtx, env)
+}
+
+// writeStatus runs one status write with a timeout and reports whether it
+// changed the row (false when it failed, or the row is already DONE).
+// A failed write is logged (rate-limited) and leaves the row for the poller,
+// which delivers the event again: at least once, never lost.
+func (d *Dispatcher) writeStatus(it item, what string, write func(context.Context) (bool, error)) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
+	defer cancel()
+	changed, err := write(ctx)
+	if err != nil {
+		d.statusLog.hit(d.log, slog.LevelError, "status write failed; the poller will deliver the event again",
+			eventAttrs(it.env, it.attempts, slog.String("status", what), slog.String("error", err.Error()))...)
+		return false
+	}
+	return changed
+}
+
+// scheduleRetry keeps the event in memory until delay elapses, then puts it
+// on the cold queue. It reports false (and keeps nothing) when retries are
+// disabled, the retry capacity is used up, or the dispatcher is closing.
+func (d *Dispatcher) scheduleRetry(it item, delay time.Duration) bool {
+	if d.cfg.RetryCapacity < 0 {
+		return false
+	}
+	d.retryMu.Lock()
+	defer d.retryMu.Unlock()
+	if d.closed.Load() || len(d.retryTimers) >= d.cfg.RetryCapacity {
+		return false
+	}
+	var t *time.Timer
+	t = time.AfterFunc(delay, func() {
+		d.retryMu.Lock()
+		_, live := d.retryTimers[t]
+		delete(d.retryTimers, t)
+		d.retryMu.Unlock()
+		if !live { // cancelled by Close, which released the event
+			return
+		}
+		if d.closed.Load() {
+			d.tracker.Release(it.env.ID())
+			return
+		}
+		select {
+		case d.cold <- it:
+		default:
+			d.tracker.Release(it.env.ID()) // the poller retries it
+		}
+	})
+	d.retryTimers[t] = it.env.ID()
+	return true
+}
+
+// cancelRetries stops every pending retry timer and releases its event.
+func (d *Dispatcher) cancelRetries() {
+	d.retryMu.Lock()
+	timers := d.retryTimers
+	d.retryTimers = make(map[*time.Timer]string)
+	d.retryMu.Unlock()
+	for t, id := range timers {
+		t.Stop()
+		d.tracker.Release(id)
+	}
+}
+
+// PendingRetries returns how many failed events wait for an in-process retry.
+func (d *Dispatcher) PendingRetries() int {
+	d.retryMu.Lock()
+	defer d.retryMu.Unlock()
+	return len(d.retryTimers)
+}
+
+func (d *Dispatcher) warnNoListener(eventType string) {
+	if d.noListenerCount.Load() >= maxNoListenerWarnings {
+		return
+	}
+	if _, seen := d.noListener.LoadOrStore(eventType, struct{}{}); !seen {
+		d.noListenerCount.Add(1)
+		d.log.Warn("no listener registered for event type; events of this type are marked DONE",
+			slog.String("event_type", eventType))
+	}
+}
+
+// eventAttrs are the log attributes of an event: never its payload or
+// header values. attempts < 0 is omitted.
+func eventAttrs(env core.Envelope, attempts int, extra ...slog.Attr) []slog.Attr {
+	attrs := make([]slog.Attr, 0, 3+len(extra))
+	attrs = append(attrs, slog.String("event_id", env.ID()), slog.String("event_type", env.Type()))
+	if attempts >= 0 {
+		attrs = append(attrs, slog.Int("attempts", attempts))
+	}
+	return append(attrs, extra...)
+}

@@ -1,0 +1,168 @@
+// Package outbox is the one-screen entry point of the transactional outbox:
+// it wires a SQL store, a listener registry, a dispatcher, a poller and a
+// transaction manager together.
+//
+// Business code publishes events inside its database transaction; the
+// event row commits (or rolls back) with the business writes, and after
+// commit the event goes straight to an in-process worker that runs the
+// listeners and marks the row DONE. A low-frequency poller delivers
+// whatever the fast path missed. Delivery is at least once: listeners must
+// deduplicate by event id.
+//
+// Every part also works on its own: see packages core, txctx, jdbcstore,
+// registry, retry, dispatcher and poller.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/poller"
+	"github.com/outbox-go/outbox/registry"
+	"github.com/outbox-go/outbox/txctx"
+)
+
+// Config configures [New]. The zero value is a working configuration for
+// the default table on a database whose driver is detected (sqlite3, mysql).
+type Config struct {
+	// Store configures the SQL store (dialect, table name, error length).
+	// Logger and Now default to this Config's.
+	Store jdbcstore.Config
+	// Dispatcher configures workers, queues and retries. Logger and
+	// Metrics default to this Config's.
+	Dispatcher dispatcher.Config
+	// Poller configures the fallback scan. Logger and Metrics default to
+	// this Config's.
+	Poller poller.Config
+	// DisablePoller turns the fallback scan off (spec pollerEnabled=false).
+	// Events dropped by a full hot queue then wait until a poller runs.
+	DisablePoller bool
+	// SkipSchema leaves the schema alone; by default New applies the
+	// embedded, idempotent schema (CREATE … IF NOT EXISTS).
+	SkipSchema bool
+	// Logger is the default logger of every part. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics is the default metrics sink of every part. Defaults to core.NopMetrics{}.
+	Metrics core.Metrics
+}
+
+// Outbox bundles the parts. Its fields are the parts themselves, for
+// whatever the methods here do not cover.
+type Outbox struct {
+	Store      *jdbcstore.Store
+	Registry   *registry.Registry
+	Dispatcher *dispatcher.Dispatcher
+	Poller     *poller.Poller // nil when DisablePoller
+	Client     *core.Client
+	Tx         *txctx.Manager
+}
+
+// New builds the parts on db and, unless cfg.SkipSchema, applies the
+// schema. Nothing runs until [Outbox.Start].
+func New(ctx context.Context, db *sqlx.DB, cfg Config) (*Outbox, error) {
+	if db == nil {
+		return nil, &core.ConfigError{Field: "db", Msg: "must not be nil"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = core.NopMetrics{}
+	}
+	if cfg.Store.Logger == nil {
+		cfg.Store.Logger = cfg.Logger
+	}
+	if cfg.Dispatcher.Logger == nil {
+		cfg.Dispatcher.Logger = cfg.Logger
+	}
+	if cfg.Dispatcher.Metrics == nil {
+		cfg.Dispatcher.Metrics = cfg.Metrics
+	}
+	if cfg.Poller.Logger == nil {
+		cfg.Poller.Logger = cfg.Logger
+	}
+	if cfg.Poller.Metrics == nil {
+		cfg.Poller.Metrics = cfg.Metrics
+	}
+	store, err := jdbcstore.New(db, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.SkipSchema {
+		if err := store.ApplySchema(ctx); err != nil {
+			return nil, err
+		}
+	}
+	reg := registry.New()
+	disp, err := dispatcher.New(store, reg, cfg.Dispatcher)
+	if err != nil {
+		return nil, err
+	}
+	o := &Outbox{Store: store, Registry: reg, Dispatcher: disp,
+		Tx: txctx.NewX(db, txctx.WithLogger(cfg.Logger))}
+	if o.Client, err = core.NewClient(store, disp); err != nil {
+		return nil, err
+	}
+	if !cfg.DisablePoller {
+		if o.Poller, err = poller.New(store, disp, cfg.Poller); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// Start starts the dispatcher's workers and the poller. Register listeners
+// before Start; registering later is allowed and takes effect at once.
+func (o *Outbox) Start(ctx context.Context) error {
+	if err := o.Dispatcher.Start(ctx); err != nil {
+		return err
+	}
+	if o.Poller != nil {
+		if err := o.Poller.Start(ctx); err != nil {
+			return errors.Join(err, o.Dispatcher.Close(ctx))
+		}
+	}
+	return nil
+}
+
+// Close stops the poller, then lets the dispatcher finish what it holds
+// until ctx expires. Undelivered events stay in the database. It does not
+// close db.
+func (o *Outbox) Close(ctx context.Context) error {
+	var errPoller error
+	if o.Poller != nil {
+		errPoller = o.Poller.Stop(ctx)
+	}
+	return errors.Join(errPoller, o.Dispatcher.Close(ctx))
+}
+
+// InTx runs fn in a transaction carried by the ctx given to fn (see
+// txctx.Manager.Do): commit on nil, rollback on error or panic. Use
+// txctx.From(ctx) inside fn for the business writes.
+func (o *Outbox) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return o.Tx.Do(ctx, fn)
+}
+
+// Publish inserts env on the transaction carried by ctx and hands it to the
+// dispatcher after commit. See core.Client.Publish.
+func (o *Outbox) Publish(ctx context.Context, env Envelope) (string, error) {
+	return o.Client.Publish(ctx, env)
+}
+
+// Register adds a listener for one event type (see registry.Registry.Register).
+func (o *Outbox) Register(eventType string, l Listener) { o.Registry.Register(eventType, l) }
+
+// RegisterFunc adds a function listener for one event type.
+func (o *Outbox) RegisterFunc(eventType string, fn func(ctx context.Context, env Envelope) error) {
+	o.Registry.Register(eventType, core.ListenerFunc(fn))
+}
+
+// RegisterAll adds a listener for every event type, run after the
+// exact-type listeners.
+func (o *Outbox) RegisterAll(l Listener) { o.Registry.RegisterAll(l) }

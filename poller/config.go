@@ -1,0 +1,89 @@
+package poller
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Defaults of [Config] (spec §11, §15).
+const (
+	DefaultInterval        = 5 * time.Second
+	DefaultBatchSize       = 200
+	DefaultSkipRecent      = time.Second
+	DefaultBacklogInterval = 100 * time.Millisecond
+	DefaultQueryTimeout    = 30 * time.Second
+)
+
+// Config tunes a [Poller]. The zero value takes every default.
+type Config struct {
+	// Interval is the pause between cycles. Defaults to 5 s.
+	Interval time.Duration
+	// BacklogInterval is the pause after a cycle that filled its whole
+	// batch, so a backlog (after overload or a restart) drains at worker
+	// speed instead of one batch per Interval. Defaults to 100 ms; it is
+	// capped at Interval.
+	BacklogInterval time.Duration
+	// BatchSize is the most rows read per cycle. Defaults to 200.
+	BatchSize int
+	// SkipRecent leaves rows younger than this to the hot path. Defaults
+	// to 1 s; set a negative value to skip nothing.
+	SkipRecent time.Duration
+	// QueryTimeout bounds each cycle's database work. Defaults to 30 s.
+	QueryTimeout time.Duration
+	// Logger receives the poller's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics receives ColdEnqueued (via the queue), DispatchDead for
+	// undecodable rows, QueueDepths and OldestLag. Defaults to core.NopMetrics{}.
+	Metrics core.Metrics
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.BacklogInterval == 0 {
+		c.BacklogInterval = DefaultBacklogInterval
+	}
+	if c.BacklogInterval > c.Interval {
+		c.BacklogInterval = c.Interval
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.SkipRecent == 0 {
+		c.SkipRecent = DefaultSkipRecent
+	} else if c.SkipRecent < 0 {
+		c.SkipRecent = 0
+	}
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = DefaultQueryTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = core.NopMetrics{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Interval < 0:
+		return &core.ConfigError{Field: "poller.Interval", Msg: "must be positive"}
+	case c.BacklogInterval < 0:
+		return &core.ConfigError{Field: "poller.BacklogInterval", Msg: "must be positive"}
+	case c.BatchSize < 1:
+		return &core.ConfigError{Field: "poller.BatchSize", Msg: "must be at least 1"}
+	case c.QueryTimeout < 0:
+		return &core.ConfigError{Field: "poller.QueryTimeout", Msg: "must be positive"}
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+// Package registry maps event types to listeners.
+//
+// Listeners registered for an exact event type run first, then wildcard
+// listeners registered with [Registry.RegisterAll], each group in
+// registration order. Reads are lock-free (an immutable snapshot swapped on
+// every registration), so the dispatcher's per-event lookup costs one map
+// read and no allocation.
+package registry
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Wildcard is the event type under which RegisterAll listeners are listed
+// in [Registry.Types].
+const Wildcard = "*"
+
+// Registry holds listeners per event type. The zero value is not usable;
+// call [New]. It is safe for concurrent use.
+type Registry struct {
+	mu   sync.Mutex // serializes writers
+	snap atomic.Pointer[snapshot]
+}
+
+type snapshot struct {
+	exact    map[string][]core.Listener // registered per type
+	wildcard []core.Listener
+	combined map[string][]core.Listener // exact + wildcard, precomputed
+}
+
+var _ core.ListenerSource = (*Registry)(nil)
+
+// New returns an empty registry.
+func New() *Registry {
+	r := &Registry{}
+	r.snap.Store(&snapshot{exact: map[string][]core.Listener{}, combined: map[string][]core.Listener{}})
+	return r
+}
+
+// Register adds l for the event type name. It returns r for chaining and
+// panics only on programmer errors: an empty type or a nil listener.
+func (r *Registry) Register(eventType string, l core.Listener) *Registry {
+	if err := r.TryRegister(eventType, l); err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// RegisterFunc is Register with a function listener.
+func (r *Registry) RegisterFunc(eventType string, fn func(ctx context.Context, env core.Envelope) error) *Registry {
+	return r.Register(eventType, core.ListenerFunc(fn))
+}
+
+// RegisterType adds l for a type-safe event type.
+func (r *Registry) RegisterType(t core.EventType, l core.Listener) *Registry {
+	name := ""
+	if t != nil {
+		name = t.Name()
+	}
+	return r.Register(name, l)
+}
+
+// RegisterAll adds a wildcard listener that sees every event after the
+// exact-type listeners.
+func (r *Registry) RegisterAll(l core.Listener) *Registry {
+	if l == nil {
+		panic(fmt.Errorf("%w: registry: nil listener", core.ErrInvalidConfig))
+	}
+	r.update(func(s *snapshot) { s.wildcard = append(s.wildcard, l) })
+	return r
+}
+
+// TryRegister is Register returning an error (wrapping core.ErrInvalidConfig)
+// instead of panicking, for listeners configured from data.
+func (r *Registry) TryRegister(eventType string, l core.Listener) error {
+	switch {
+	case eventType == "":
+		return fmt.Errorf("%w: registry: empty event type", core.ErrInvalidConfig)
+	case eventType == Wildcard:
+		return fmt.Errorf("%w: registry: use RegisterAll for the wildcard", core.ErrInvalidConfig)
+	case l == nil:
+		return fmt.Errorf("%w: registry: nil listener for %q", core.ErrInvalidConfig, eventType)
+	}
+	r.update(func(s *snapshot) { s.exact[eventType] = append(s.exact[eventType], l) })
+	return nil
+}
+
+// ListenersFor returns the exact-type listeners of eventType followed by the
+// wildcard listeners. The slice is shared and must not be modified (its
+// capacity equals its length, so append copies).
+func (r *Registry) ListenersFor(eventType string) []core.Listener {
+	s := r.snap.Load()
+	if ls, ok := s.combined[eventType]; ok {
+		return ls
+	}
+	return s.wildcard
+}
+
+// Types returns the registered event types (Wildcard included when wildcard
+// listeners exist), sorted.
+func (r *Registry) Types() []string {
+	s := r.snap.Load()
+	out := make([]string, 0, len(s.exact)+1)
+	for t := range s.exact {
+		out = append(out, t)
+	}
+	if len(s.wildcard) > 0 {
+		out = append(out, Wildcard)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// update copies the current snapshot, applies fn and publishes the result.
+func (r *Registry) update(fn func(*snapshot)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.snap.Load()
+	next := &snapshot{
+		exact:    make(map[string][]core.Listener, len(old.exact)+1),
+		wildcard: slices.Clip(slices.Clone(old.wildcard)),
+	}
+	for t, ls := range old.exact {
+		next.exact[t] = slices.Clone(ls)
+	}
+	fn(next)
+	next.wildcard = slices.Clip(next.wildcard)
+	next.combined = make(map[string][]core.Listener, len(next.exact))
+	for t, ls := range next.exact {
+		next.combined[t] = slices.Clip(slices.Concat(ls, next.wildcard))
+	}
+	r.snap.Store(next)
+}

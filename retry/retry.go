@@ -1,0 +1,88 @@
+// Package retry decides how long a failed delivery waits before its next
+// attempt.
+package retry
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Defaults of [Exponential] (spec §13.3).
+const (
+	DefaultBaseDelay   = 200 * time.Millisecond
+	DefaultMaxDelay    = 60 * time.Second
+	DefaultMaxAttempts = 10
+)
+
+// Policy returns the delay before the next attempt, given how many attempts
+// have failed so far (1 after the first failure). Implementations must be
+// safe for concurrent use.
+type Policy interface {
+	Delay(attempts int) time.Duration
+}
+
+// PolicyFunc adapts a function to [Policy].
+type PolicyFunc func(attempts int) time.Duration
+
+// Delay calls f.
+func (f PolicyFunc) Delay(attempts int) time.Duration { return f(attempts) }
+
+// Exponential is exponential backoff with jitter:
+//
+//	delay = min(MaxDelay, BaseDelay·2^(attempts−1)) · jitter,  jitter ∈ [0.5, 1.5)
+//
+// The zero value uses the defaults. Build it with [NewExponential] to have
+// the values validated.
+type Exponential struct {
+	BaseDelay time.Duration  // Defaults to 200 ms.
+	MaxDelay  time.Duration  // Defaults to 60 s.
+	Rand      func() float64 // uniform in [0,1); defaults to math/rand/v2.Float64
+	_         struct{}       // keyed literals only
+}
+
+var _ Policy = Exponential{}
+
+// NewExponential returns a validated policy; zero durations take the defaults.
+func NewExponential(base, max time.Duration) (Exponential, error) {
+	p := Exponential{BaseDelay: base, MaxDelay: max}.withDefaults()
+	if p.BaseDelay < 0 || p.MaxDelay < 0 {
+		return Exponential{}, &core.ConfigError{Field: "retry delay", Msg: "must not be negative"}
+	}
+	if p.MaxDelay < p.BaseDelay {
+		return Exponential{}, &core.ConfigError{Field: "retry MaxDelay", Msg: fmt.Sprintf("(%v) must be at least BaseDelay (%v)", p.MaxDelay, p.BaseDelay)}
+	}
+	return p, nil
+}
+
+func (p Exponential) withDefaults() Exponential {
+	if p.BaseDelay == 0 {
+		p.BaseDelay = DefaultBaseDelay
+	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = DefaultMaxDelay
+	}
+	return p
+}
+
+// Delay implements [Policy]. attempts below 1 count as 1.
+func (p Exponential) Delay(attempts int) time.Duration {
+	p = p.withDefaults()
+	if attempts < 1 {
+		attempts = 1
+	}
+	d := p.MaxDelay
+	// base·2^(attempts−1) without overflow: stop doubling once past max.
+	if shift := attempts - 1; shift < 62 {
+		if b := p.BaseDelay << shift; b>>shift == p.BaseDelay && b > 0 && b < p.MaxDelay {
+			d = b
+		}
+	}
+	r := rand.Float64
+	if p.Rand != nil {
+		r = p.Rand
+	}
+	return time.Duration(float64(d) * (0.5 + r()))
+}
