@@ -1,6 +1,6 @@
 module github.com/outbox-go/outbox
 
-go 1.26.8
+go 1.26
 
 require (
 	github.com/jmoiron/sqlx v1.4.0

@@ -7,6 +7,8 @@ package acceptance
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,7 +69,7 @@ func newFixture(t *testing.T, h Harness, start bool, tweak func(*outbox.Config))
 	t.Helper()
 	db := h.Open(t)
 	m := &counters{}
-	cfg := outbox.Config{Metrics: m}
+	cfg := outbox.Config{Metrics: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg.Poller.Interval = time.Hour // cases drive the poller with PollOnce
 	if tweak != nil {
 		tweak(&cfg)

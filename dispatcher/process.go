@@ -24,34 +24,36 @@ const maxNoListenerWarnings = 1000
 func (d *Dispatcher) process(it item) {
 	id := it.env.ID()
 	err := d.runListeners(it.env)
+	// Metrics and logs come before the status write, so whoever sees the
+	// new status also sees them.
 	if err == nil {
+		d.metrics.DispatchSuccess()
 		d.writeStatus(it, "done", func(ctx context.Context) (bool, error) {
 			return d.store.MarkDone(ctx, id)
 		})
 		d.tracker.Release(id)
-		d.metrics.DispatchSuccess()
 		return
 	}
 	attempts := it.attempts + 1
 	msg := err.Error()
 	if attempts >= d.cfg.MaxAttempts {
+		d.metrics.DispatchDead()
+		d.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
+			eventAttrs(it.env, attempts, slog.String("error", msg))...)
 		d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
 			return d.store.MarkDead(ctx, id, msg)
 		})
 		d.tracker.Release(id)
-		d.metrics.DispatchDead()
-		d.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
-			eventAttrs(it.env, attempts, slog.String("error", msg))...)
 		return
 	}
 	delay := d.cfg.Retry.Delay(attempts)
 	nextAt := d.cfg.Now().Add(delay)
-	ok := d.writeStatus(it, "retry", func(ctx context.Context) (bool, error) {
-		return d.store.MarkRetry(ctx, id, nextAt, msg)
-	})
 	d.metrics.DispatchFailure()
 	d.log.LogAttrs(context.Background(), slog.LevelWarn, "delivery failed; will retry",
 		eventAttrs(it.env, attempts, slog.String("error", msg), slog.Duration("retry_in", delay))...)
+	ok := d.writeStatus(it, "retry", func(ctx context.Context) (bool, error) {
+		return d.store.MarkRetry(ctx, id, nextAt, msg)
+	})
 	if !ok || !d.scheduleRetry(item{env: it.env, attempts: attempts, source: SourceRetry}, delay) {
 		d.tracker.Release(id)
 	}
