@@ -83,7 +83,7 @@ func (b *Builder) Headers(h map[string]string) *Builder {
 
 // PayloadJSON sets a JSON payload (copied at Build).
 func (b *Builder) PayloadJSON(doc []byte) *Builder {
-	b.json, b.hasJSON = doc, true
+	b.json, b.hasJSON, b.valueErr = doc, true, nil
 	return b
 }
 
@@ -94,11 +94,13 @@ func (b *Builder) PayloadJSONString(doc string) *Builder { return b.PayloadJSON(
 // marshal error is reported by Build as ErrInvalidJSON.
 func (b *Builder) PayloadValue(v any) *Builder {
 	doc, err := json.Marshal(v)
+	b.PayloadJSON(doc)
 	b.valueErr = err
-	return b.PayloadJSON(doc)
+	return b
 }
 
-// PayloadBytes sets an opaque bytes payload (copied at Build).
+// PayloadBytes sets an opaque bytes payload (copied at Build). An empty
+// non-nil slice is a valid empty payload; nil counts as no payload.
 func (b *Builder) PayloadBytes(p []byte) *Builder {
 	b.bytes, b.hasBytes = p, true
 	return b
@@ -115,6 +117,8 @@ func (b *Builder) Build() (Envelope, error) {
 		return Envelope{}, &ValidationError{Field: "payload", Err: ErrInvalidJSON, Msg: "marshal: " + b.valueErr.Error()}
 	case b.hasJSON:
 		env.kind, env.payload = PayloadJSON, b.json
+	case b.hasBytes && b.bytes == nil:
+		return Envelope{}, invalid("payload", ErrNoPayload, "nil bytes")
 	case b.hasBytes:
 		env.kind, env.payload = PayloadBytes, b.bytes
 	default:

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"time"
@@ -76,7 +77,7 @@ func (e Envelope) PayloadKind() PayloadKind { return e.kind }
 func (e Envelope) IsJSON() bool { return e.kind == PayloadJSON }
 
 // Payload returns a copy of the payload bytes, whichever the kind.
-func (e Envelope) Payload() []byte { return append([]byte(nil), e.payload...) }
+func (e Envelope) Payload() []byte { return bytes.Clone(e.payload) }
 
 // PayloadString returns the payload as a string (for JSON payloads, the document).
 func (e Envelope) PayloadString() string { return string(e.payload) }

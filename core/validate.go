@@ -56,9 +56,7 @@ func validate(e *Envelope) error {
 			return invalid("payload", ErrInvalidJSON, "")
 		}
 	case PayloadBytes:
-		if e.payload == nil {
-			return invalid("payload", ErrNoPayload, "nil bytes")
-		}
+		// Any bytes, including none: a stored empty payload may read back as nil.
 	default:
 		return invalid("payload", ErrNoPayload, "unknown payload kind")
 	}

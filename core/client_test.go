@@ -1,0 +1,277 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+func newTestClient(t *testing.T, hot core.HotQueue) (*core.Client, *fakeInserter) {
+	t.Helper()
+	ins := &fakeInserter{}
+	c, err := core.NewClient(ins, hot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ins
+}
+
+func TestNewClientNilStore(t *testing.T) {
+	c, err := core.NewClient(nil, nil)
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	}
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "store" {
+		t.Errorf("err = %#v, want *ConfigError for field store", err)
+	}
+	if c != nil {
+		t.Error("NewClient returned a client with an error")
+	}
+	c, err = core.NewClient(&fakeInserter{}, nil)
+	if err != nil || c == nil {
+		t.Fatalf("NewClient with nil hot queue: %v", err)
+	}
+}
+
+func TestConfigError(t *testing.T) {
+	err := error(&core.ConfigError{Field: "Workers", Msg: "must be positive"})
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Error("ConfigError does not wrap ErrInvalidConfig")
+	}
+	if want := core.ErrInvalidConfig.Error() + ": Workers must be positive"; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err.Error(), want)
+	}
+}
+
+func TestTxContext(t *testing.T) {
+	if _, ok := core.TxFromContext(context.Background()); ok {
+		t.Error("empty context carries a tx")
+	}
+	tx := newFakeTx()
+	got, ok := core.TxFromContext(core.ContextWithTx(context.Background(), tx))
+	if !ok || got != tx {
+		t.Errorf("TxFromContext = %v, %v", got, ok)
+	}
+	if _, ok := core.TxFromContext(core.ContextWithTx(context.Background(), nil)); ok {
+		t.Error("nil tx reported as present")
+	}
+}
+
+func TestPublishWithoutTransaction(t *testing.T) {
+	hot := &fakeHotQueue{}
+	c, ins := newTestClient(t, hot)
+	id, err := c.Publish(context.Background(), mustBuild(t, ev()))
+	if !errors.Is(err, core.ErrNoTransaction) || id != "" {
+		t.Fatalf("Publish = %q, %v; want ErrNoTransaction", id, err)
+	}
+	id, err = c.Publish(core.ContextWithTx(context.Background(), nil), mustBuild(t, ev()))
+	if !errors.Is(err, core.ErrNoTransaction) || id != "" {
+		t.Fatalf("Publish with nil tx in ctx = %q, %v; want ErrNoTransaction", id, err)
+	}
+	if ins.count() != 0 || len(hot.received()) != 0 {
+		t.Errorf("inserted %d, hot %d; want nothing", ins.count(), len(hot.received()))
+	}
+}
+
+func TestPublishInactiveTransaction(t *testing.T) {
+	c, ins := newTestClient(t, &fakeHotQueue{})
+	tx := newFakeTx()
+	tx.Commit()
+	_, err := c.Publish(core.ContextWithTx(context.Background(), tx), mustBuild(t, ev()))
+	if !errors.Is(err, core.ErrNoTransaction) {
+		t.Fatalf("err = %v, want ErrNoTransaction", err)
+	}
+	if ins.count() != 0 || tx.execCount() != 0 || tx.commitHooks() != 0 {
+		t.Errorf("inactive tx written to: inserts=%d execs=%d hooks=%d", ins.count(), tx.execCount(), tx.commitHooks())
+	}
+}
+
+func TestPublishTxNil(t *testing.T) {
+	c, ins := newTestClient(t, &fakeHotQueue{})
+	_, err := c.PublishTx(context.Background(), nil, mustBuild(t, ev()))
+	if !errors.Is(err, core.ErrNoTransaction) {
+		t.Fatalf("err = %v, want ErrNoTransaction", err)
+	}
+	tx := newFakeTx()
+	tx.Rollback()
+	if _, err := c.PublishTx(context.Background(), tx, mustBuild(t, ev())); !errors.Is(err, core.ErrNoTransaction) {
+		t.Fatalf("rolled-back tx: err = %v, want ErrNoTransaction", err)
+	}
+	if ins.count() != 0 {
+		t.Errorf("inserted %d", ins.count())
+	}
+}
+
+func TestPublishInvalidEnvelope(t *testing.T) {
+	hot := &fakeHotQueue{}
+	c, ins := newTestClient(t, hot)
+	tx := newFakeTx()
+	id, err := c.Publish(core.ContextWithTx(context.Background(), tx), core.Envelope{})
+	requireValidationError(t, err, core.ErrEmptyEventType, "event_type")
+	if id != "" || ins.count() != 0 || tx.execCount() != 0 || tx.commitHooks() != 0 {
+		t.Errorf("id=%q inserts=%d execs=%d hooks=%d; want nothing", id, ins.count(), tx.execCount(), tx.commitHooks())
+	}
+}
+
+func TestPublishInsertError(t *testing.T) {
+	for _, cause := range []error{errors.New("connection reset"), fmt.Errorf("store: %w", core.ErrDuplicateEvent)} {
+		hot := &fakeHotQueue{}
+		c, ins := newTestClient(t, hot)
+		ins.err = cause
+		tx := newFakeTx()
+		env := mustBuild(t, ev())
+		id, err := c.Publish(core.ContextWithTx(context.Background(), tx), env)
+		if !errors.Is(err, cause) {
+			t.Fatalf("err = %v, does not wrap %v", err, cause)
+		}
+		if errors.Is(cause, core.ErrDuplicateEvent) && !errors.Is(err, core.ErrDuplicateEvent) {
+			t.Errorf("err = %v, lost ErrDuplicateEvent", err)
+		}
+		if id != "" || tx.commitHooks() != 0 {
+			t.Errorf("id=%q hooks=%d after insert failure", id, tx.commitHooks())
+		}
+		tx.Commit()
+		if len(hot.received()) != 0 {
+			t.Error("failed insert reached the hot queue")
+		}
+	}
+}
+
+func TestPublishSuccess(t *testing.T) {
+	hot := &fakeHotQueue{}
+	c, ins := newTestClient(t, hot)
+	tx := newFakeTx()
+	env := mustBuild(t, core.NewEventOf(UserCreated).AggregateTypeOf(AggregateUser).AggregateID("1").PayloadJSONString(`{"a":1}`))
+
+	id, err := c.Publish(core.ContextWithTx(context.Background(), tx), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != env.ID() {
+		t.Errorf("id = %q, want %q", id, env.ID())
+	}
+	if ins.count() != 1 || ins.envs[0].ID() != env.ID() {
+		t.Fatalf("inserts = %d", ins.count())
+	}
+	if ins.exs[0] != core.Execer(tx) {
+		t.Errorf("inserted on %T, not on the caller's transaction", ins.exs[0])
+	}
+	if tx.execCount() != 1 {
+		t.Errorf("execs on tx = %d, want 1", tx.execCount())
+	}
+	if n := tx.commitHooks(); n != 1 {
+		t.Fatalf("after-commit hooks = %d, want exactly 1", n)
+	}
+	if len(hot.received()) != 0 {
+		t.Fatal("hot queue received the event before commit")
+	}
+	tx.Commit()
+	got := hot.received()
+	if len(got) != 1 {
+		t.Fatalf("hot queue received %d events after commit, want 1", len(got))
+	}
+	if d := diffEnvelopes(env, got[0]); d != "" {
+		t.Errorf("hot queue got a different envelope: %s", d)
+	}
+}
+
+func TestPublishRollbackNeverReachesHotQueue(t *testing.T) {
+	hot := &fakeHotQueue{}
+	c, _ := newTestClient(t, hot)
+	tx := newFakeTx()
+	if _, err := c.Publish(core.ContextWithTx(context.Background(), tx), mustBuild(t, ev())); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback()
+	if len(hot.received()) != 0 {
+		t.Error("rolled-back event reached the hot queue")
+	}
+}
+
+func TestPublishFullHotQueueIsNotAnError(t *testing.T) {
+	hot := &fakeHotQueue{reject: true}
+	c, _ := newTestClient(t, hot)
+	tx := newFakeTx()
+	id, err := c.Publish(core.ContextWithTx(context.Background(), tx), mustBuild(t, ev()))
+	if err != nil || id == "" {
+		t.Fatalf("Publish = %q, %v", id, err)
+	}
+	tx.Commit() // the hook must swallow the rejection
+	if len(hot.received()) != 1 {
+		t.Errorf("hot queue offered %d events, want 1", len(hot.received()))
+	}
+}
+
+func TestPublishNilHotQueue(t *testing.T) {
+	c, ins := newTestClient(t, nil)
+	tx := newFakeTx()
+	env := mustBuild(t, ev())
+	id, err := c.Publish(core.ContextWithTx(context.Background(), tx), env)
+	if err != nil || id != env.ID() {
+		t.Fatalf("Publish = %q, %v", id, err)
+	}
+	if ins.count() != 1 {
+		t.Errorf("inserts = %d", ins.count())
+	}
+	if n := tx.commitHooks(); n > 1 {
+		t.Errorf("after-commit hooks = %d", n)
+	}
+	tx.Commit() // whatever hook exists must not panic
+}
+
+func TestPublishTxExplicit(t *testing.T) {
+	hot := &fakeHotQueue{}
+	c, ins := newTestClient(t, hot)
+	tx := newFakeTx()
+	env := mustBuild(t, ev())
+	// The explicit tx wins; ctx need not carry one.
+	id, err := c.PublishTx(context.Background(), tx, env)
+	if err != nil || id != env.ID() || ins.count() != 1 || tx.commitHooks() != 1 {
+		t.Fatalf("PublishTx = %q, %v; inserts=%d hooks=%d", id, err, ins.count(), tx.commitHooks())
+	}
+}
+
+func TestPublishRecordEnvelope(t *testing.T) {
+	c, ins := newTestClient(t, nil)
+	rec := core.Record{ID: "evt-r", Type: "E", Payload: []byte(`{}`)}
+	env, err := rec.Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishTx(context.Background(), newFakeTx(), env); err != nil || ins.count() != 1 {
+		t.Fatalf("PublishTx = %v, inserts = %d", err, ins.count())
+	}
+}
+
+func TestPublishConcurrent(t *testing.T) {
+	hot := &fakeHotQueue{}
+	c, ins := newTestClient(t, hot)
+	const goroutines, perG = 8, 50
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range perG {
+				tx := newFakeTx()
+				env, err := core.JSONEvent("E", `{}`)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := c.Publish(core.ContextWithTx(context.Background(), tx), env); err != nil {
+					t.Error(err)
+					return
+				}
+				tx.Commit()
+			}
+		})
+	}
+	wg.Wait()
+	if ins.count() != goroutines*perG || len(hot.received()) != goroutines*perG {
+		t.Errorf("inserts=%d hot=%d, want %d", ins.count(), len(hot.received()), goroutines*perG)
+	}
+}
