@@ -1,0 +1,33 @@
+// Package txctx runs business code in database/sql (or sqlx) transactions
+// carried by a [context.Context], with hooks that run after the transaction
+// commits or rolls back. It is the Go form of the spec's TxContext: a
+// [*Tx] implements [core.Tx], and [Manager.Do] stores it in the context
+// with [core.ContextWithTx], so [core.Client.Publish] finds the transaction
+// and registers its after-commit hand-off there.
+//
+// Guarantees:
+//   - after-commit hooks run only after a successful commit, in registration
+//     order, each once;
+//   - after-rollback hooks run after a rollback: an explicit one, fn
+//     returning an error or panicking, or a failed commit (the transaction is
+//     then not known to have committed);
+//   - hooks run after the transaction is finished, outside any lock of this
+//     package; a panicking hook is recovered and logged, and the next hook
+//     still runs.
+//
+// Typical use:
+//
+//	m := txctx.New(db)
+//	err := m.Do(ctx, func(ctx context.Context) error {
+//		tx, _ := txctx.From(ctx)
+//		if _, err := tx.ExecContext(ctx, "INSERT INTO orders(id) VALUES (?)", id); err != nil {
+//			return err // rolled back
+//		}
+//		_, err := client.Publish(ctx, env) // same transaction
+//		return err                         // nil: committed, then hooks run
+//	})
+//
+// Code that manages its own *sql.Tx can still publish: [Adopt] (or
+// [Manager.Adopt]) wraps it, and the hooks run when the caller commits or
+// rolls back through the returned [*Tx].
+package txctx

@@ -1,0 +1,21 @@
+package txctx
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrManagedTx is returned by [Tx.Commit] and [Tx.Rollback] on a
+	// transaction owned by [Manager.Do]: return nil or an error from the
+	// function instead.
+	ErrManagedTx = errors.New("outbox: transaction is managed by Manager.Do; return from fn to commit or roll back")
+	// ErrForeignTx is returned by [Manager.Do] when the context already
+	// carries an active transaction that does not belong to the Manager's
+	// database (or whose database is unknown).
+	ErrForeignTx = errors.New("outbox: context carries an active transaction of another database")
+	// ErrTxDone is returned when a transaction is committed or rolled back a
+	// second time. It also matches [sql.ErrTxDone] with errors.Is.
+	ErrTxDone = fmt.Errorf("outbox: transaction already committed or rolled back: %w", sql.ErrTxDone)
+)

@@ -1,0 +1,207 @@
+package txctx
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Option configures a [Manager] (or an adopted transaction, see [Adopt]).
+type Option func(*options)
+
+type options struct {
+	logger *slog.Logger
+	txOpts *sql.TxOptions
+}
+
+// WithLogger sets the logger for panicking hooks and hooks registered too
+// late. Defaults to [slog.Default]. A nil logger keeps the default.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithTxOptions sets the isolation level and read-only flag of the
+// transactions begun by [Manager.Do]. Defaults to nil (the driver's
+// defaults).
+func WithTxOptions(txOpts *sql.TxOptions) Option {
+	return func(o *options) { o.txOpts = txOpts }
+}
+
+func buildOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.logger == nil {
+		o.logger = slog.Default()
+	}
+	return o
+}
+
+// Manager begins transactions on one database and carries them in contexts.
+// It is safe for concurrent use.
+type Manager struct {
+	db   *sqlx.DB
+	opts options
+}
+
+// New returns a Manager for db. [Tx.Sqlx] binds parameters for the driver
+// detected from db.Driver() (sqlite3, mysql, postgres, pgx, sqlite); use
+// [NewX] to choose the sqlx driver name explicitly.
+func New(db *sql.DB, opts ...Option) *Manager {
+	var x *sqlx.DB
+	if db != nil {
+		x = sqlx.NewDb(db, driverName(db))
+	}
+	return &Manager{db: x, opts: buildOptions(opts)}
+}
+
+// NewX returns a Manager for an sqlx database.
+func NewX(db *sqlx.DB, opts ...Option) *Manager {
+	return &Manager{db: db, opts: buildOptions(opts)}
+}
+
+// driverName maps well-known database/sql drivers to their sqlx names so
+// that sqlx's Rebind uses the right placeholder style.
+func driverName(db *sql.DB) string {
+	switch fmt.Sprintf("%T", db.Driver()) {
+	case "*sqlite3.SQLiteDriver":
+		return "sqlite3"
+	case "*mysql.MySQLDriver":
+		return "mysql"
+	case "*pq.Driver":
+		return "postgres"
+	case "*stdlib.Driver":
+		return "pgx"
+	case "*sqlite.Driver":
+		return "sqlite"
+	}
+	return ""
+}
+
+// Do runs fn in a transaction carried by the context passed to fn (find it
+// with [From] or [core.TxFromContext]).
+//
+// Do commits when fn returns nil and then runs the after-commit hooks. It
+// rolls back, runs the after-rollback hooks and returns fn's error unchanged
+// (joined with the rollback error if the rollback fails) when fn returns an
+// error. If fn panics, Do rolls back, runs the after-rollback hooks and
+// panics again with the same value. If ctx is done when fn returns nil, Do
+// rolls back and returns an error wrapping ctx.Err(), as database/sql would.
+// A failed commit is returned wrapped and runs the after-rollback hooks,
+// never the after-commit hooks.
+//
+// The transaction is begun with [context.WithoutCancel](ctx), so a cancelled
+// ctx cannot race Do's own rollback; statements run by fn still use the ctx
+// they are given.
+//
+// If ctx already carries an active transaction of this Manager's database
+// (an outer Do, or [Manager.Adopt]), fn joins it: no new transaction is
+// begun, fn's result is returned as is, and the outer owner decides whether
+// to commit. If the outer fn ignores the inner error, the inner writes are
+// committed with the rest. If ctx carries an active transaction of another
+// or unknown database, Do returns [ErrForeignTx] without calling fn.
+func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	if m == nil || m.db == nil {
+		return fmt.Errorf("%w: txctx: nil database", core.ErrInvalidConfig)
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: txctx: nil function", core.ErrInvalidConfig)
+	}
+	if outer, join, err := m.carried(ctx); err != nil {
+		return err
+	} else if join {
+		return fn(withTx(ctx, outer))
+	}
+
+	txx, err := m.db.BeginTxx(context.WithoutCancel(ctx), m.opts.txOpts)
+	if err != nil {
+		return fmt.Errorf("outbox: begin transaction: %w", err)
+	}
+	t := newTx(txx.Tx, txx, m.db.DB, true, m.opts.logger)
+
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// fn panicked (or called runtime.Goexit): roll back, run the
+		// rollback hooks, then let the panic continue.
+		p := recover()
+		if rbErr := t.rollback(); rbErr != nil && !errors.Is(rbErr, ErrTxDone) {
+			t.logger.LogAttrs(context.Background(), slog.LevelError,
+				"outbox: rollback after panic failed", slog.String("error", rbErr.Error()))
+		}
+		if p != nil {
+			panic(p)
+		}
+	}()
+	fnErr := fn(withTx(ctx, t))
+	returned = true
+
+	if fnErr != nil {
+		if rbErr := t.rollback(); rbErr != nil {
+			return errors.Join(fnErr, rbErr)
+		}
+		return fnErr
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		notCommitted := fmt.Errorf("outbox: context done before commit, rolled back: %w", ctxErr)
+		if rbErr := t.rollback(); rbErr != nil {
+			return errors.Join(notCommitted, rbErr)
+		}
+		return notCommitted
+	}
+	return t.commit()
+}
+
+// carried inspects the transaction already carried by ctx. join is true when
+// Do must join it; err is ErrForeignTx when it belongs elsewhere.
+func (m *Manager) carried(ctx context.Context) (outer *Tx, join bool, err error) {
+	if t, ok := ctx.Value(txKey{}).(*Tx); ok && t != nil && t.Active() {
+		if t.db == m.db.DB {
+			return t, true, nil
+		}
+		return nil, false, ErrForeignTx
+	}
+	if ct, ok := core.TxFromContext(ctx); ok && ct.Active() {
+		if t, ok := ct.(*Tx); ok && t.db == m.db.DB {
+			return t, true, nil
+		}
+		return nil, false, ErrForeignTx
+	}
+	return nil, false, nil
+}
+
+// Adopt is the package-level [Adopt] for a transaction the caller began on
+// this Manager's database: it uses the Manager's logger, and [Manager.Do]
+// joins it. The caller must make sure tx really belongs to that database.
+func (m *Manager) Adopt(ctx context.Context, tx *sql.Tx) (context.Context, *Tx) {
+	t := newTx(tx, nil, m.sqlDB(), false, m.opts.logger)
+	return withTx(ctx, t), t
+}
+
+// AdoptX is [Manager.Adopt] for an *sqlx.Tx; [Tx.Sqlx] returns tx.
+func (m *Manager) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *Tx) {
+	t := newTx(sqlTxOf(tx), tx, m.sqlDB(), false, m.opts.logger)
+	return withTx(ctx, t), t
+}
+
+func (m *Manager) sqlDB() *sql.DB {
+	if m.db == nil {
+		return nil
+	}
+	return m.db.DB
+}
