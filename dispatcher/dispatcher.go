@@ -72,6 +72,7 @@ type Dispatcher struct {
 	done     chan struct{} // closed when every worker has exited
 
 	closeOnce, hardOnce sync.Once
+	lifeMu              sync.Mutex // serializes Start with Close
 
 	retryMu     sync.Mutex
 	retryTimers map[*time.Timer]string // timer → event id
@@ -118,6 +119,8 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 // Start launches the workers and returns. Events enqueued before Start wait
 // in the queues. Starting twice, or after Close, returns an error.
 func (d *Dispatcher) Start(ctx context.Context) error {
+	d.lifeMu.Lock()
+	defer d.lifeMu.Unlock()
 	if d.closed.Load() {
 		return core.ErrClosed
 	}
@@ -193,6 +196,8 @@ func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.co
 // Events not delivered stay NEW/RETRY in the database. Stop is an alias.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	d.closeOnce.Do(func() {
+		d.lifeMu.Lock() // not concurrently with Start
+		defer d.lifeMu.Unlock()
 		d.closed.Store(true)
 		close(d.stopping)
 		d.cancelRetries()

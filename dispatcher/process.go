@@ -23,7 +23,19 @@ const maxNoListenerWarnings = 1000
 // it over to an in-process retry timer.
 func (d *Dispatcher) process(it item) {
 	id := it.env.ID()
+	if d.runCtx.Err() != nil { // Close's deadline passed: leave the row as it is
+		d.tracker.Release(id)
+		return
+	}
 	err := d.runListeners(it.env)
+	if err != nil && d.runCtx.Err() != nil {
+		// Interrupted by shutdown: no attempt is charged, the row keeps its
+		// status and the next process delivers it.
+		d.tracker.Release(id)
+		d.log.LogAttrs(context.Background(), slog.LevelInfo, "delivery interrupted by shutdown; the event stays in the database",
+			eventAttrs(it.env, it.attempts)...)
+		return
+	}
 	// Metrics and logs come before the status write, so whoever sees the
 	// new status also sees them.
 	if err == nil {

@@ -113,8 +113,9 @@ func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
 		}
 		env, err := rec.Envelope()
 		if err != nil {
-			p.markDead(ctx, rec, err)
-			res.Dead++
+			if p.markDead(ctx, rec, err) {
+				res.Dead++
+			}
 			continue
 		}
 		if !p.queue.EnqueueCold(env, rec.Attempts) {
@@ -130,14 +131,16 @@ func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-func (p *Poller) markDead(ctx context.Context, rec core.Record, cause error) {
-	p.cfg.Metrics.DispatchDead()
+// markDead records an undecodable row as DEAD and reports whether it could.
+func (p *Poller) markDead(ctx context.Context, rec core.Record, cause error) bool {
 	if _, err := p.store.MarkDead(ctx, rec.ID, cause.Error()); err != nil {
 		p.log.Error("cannot mark undecodable event DEAD", slog.String("event_id", rec.ID), slog.String("error", err.Error()))
-		return
+		return false
 	}
+	p.cfg.Metrics.DispatchDead()
 	p.log.Error("undecodable event marked DEAD", slog.String("event_id", rec.ID),
 		slog.String("event_type", rec.Type), slog.String("error", cause.Error()))
+	return true
 }
 
 // Start runs cycles in the background until Stop. It returns at once.

@@ -4,6 +4,7 @@ package retry
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -84,5 +85,9 @@ func (p Exponential) Delay(attempts int) time.Duration {
 	if p.Rand != nil {
 		r = p.Rand
 	}
-	return time.Duration(float64(d) * (0.5 + r()))
+	f := float64(d) * (0.5 + r())
+	if f >= math.MaxInt64 { // a MaxDelay near the Duration limit must not wrap negative
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(f)
 }

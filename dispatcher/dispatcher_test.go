@@ -1,0 +1,673 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/retry"
+)
+
+func TestHotPathDeliversSameEnvelopeAndMarksDone(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{})
+	got := make(chan core.Envelope, 1)
+	h.reg.RegisterFunc("OrderPaid", func(_ context.Context, env core.Envelope) error {
+		got <- env
+		return nil
+	})
+	h.start()
+
+	// The Publish flow: insert on the transaction, EnqueueHot after commit.
+	client, err := core.NewClient(h.st, h.d)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	env := h.env("OrderPaid", func(b *core.Builder) {
+		b.AggregateType("Order").AggregateID("o-1").TenantID("t-1").Header("trace", "abc")
+	})
+	tx := &fakeTx{active: true}
+	id, err := client.Publish(core.ContextWithTx(context.Background(), tx), env)
+	if err != nil || id != env.ID() {
+		t.Fatalf("Publish = %q, %v; want %q, nil", id, err, env.ID())
+	}
+	if r := h.row(id); r.Status != core.StatusNew {
+		t.Fatalf("before commit: row status %v, want NEW", r.Status)
+	}
+	select {
+	case <-got:
+		t.Fatal("listener ran before commit")
+	default:
+	}
+	tx.commit()
+
+	delivered := recv(t, got, "the listener to receive the event")
+	if !reflect.DeepEqual(delivered, env) {
+		t.Fatalf("listener got %+v, want the published envelope %+v", delivered, env)
+	}
+	h.waitStatus(id, core.StatusDone)
+	h.waitReleased(id)
+	h.wait("DispatchSuccess", func() bool { return h.metrics.success.Load() == 1 })
+	if n := h.metrics.hotEnqueued.Load(); n != 1 {
+		t.Errorf("HotEnqueued = %d, want 1", n)
+	}
+	if r := h.row(id); r.Attempts != 0 || r.LastError != "" || r.DoneAt.IsZero() {
+		t.Errorf("DONE row: attempts %d last_error %q done_at %v; want 0, \"\", set", r.Attempts, r.LastError, r.DoneAt)
+	}
+	if n := h.metrics.hotDropped.Load() + h.metrics.failure.Load() + h.metrics.dead.Load(); n != 0 {
+		t.Errorf("unexpected metrics: %v", h.metrics)
+	}
+}
+
+func TestHotQueueHasPriorityOverCold(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1})
+	g := newGate(t)
+	c := &calls{}
+	started := make(chan struct{}, 1)
+	var first atomic.Bool
+	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
+		c.add(env.ID())
+		if first.CompareAndSwap(false, true) {
+			started <- struct{}{}
+			<-g.ch
+		}
+		return nil
+	})
+	h.start()
+
+	blocker := h.insert("E")
+	h.mustEnqueueHot(blocker)
+	recv(t, started, "the first listener to start")
+
+	var cold, hot []string
+	for range 3 {
+		e := h.insert("E")
+		h.mustEnqueueCold(e, 0)
+		cold = append(cold, e.ID())
+	}
+	for range 3 {
+		e := h.insert("E")
+		h.mustEnqueueHot(e)
+		hot = append(hot, e.ID())
+	}
+	if hq, cq := h.d.QueueDepths(); hq != 3 || cq != 3 {
+		t.Fatalf("QueueDepths = %d, %d; want 3, 3", hq, cq)
+	}
+	g.open()
+	h.wait("all 7 events processed", func() bool { return c.total() == 7 })
+
+	want := append(append([]string{blocker.ID()}, hot...), cold...)
+	if got := c.seq(); !slices.Equal(got, want) {
+		t.Fatalf("processing order %v, want %v (hot before cold, each FIFO)", got, want)
+	}
+}
+
+func TestEnqueueHotNeverBlocksWhenFull(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, HotCapacity: 1})
+	g := newGate(t)
+	started := make(chan struct{}, 1)
+	var first atomic.Bool
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		if first.CompareAndSwap(false, true) {
+			started <- struct{}{}
+			<-g.ch
+		}
+		return nil
+	})
+	h.start()
+
+	running := h.insert("E")
+	h.mustEnqueueHot(running)
+	recv(t, started, "the first listener to start")
+	queued := h.insert("E")
+	h.mustEnqueueHot(queued) // fills the one slot
+
+	const drops = 50
+	dropped := make([]core.Envelope, drops)
+	for i := range dropped {
+		dropped[i] = h.insert("E")
+	}
+	results := make(chan []bool, 1)
+	go func() {
+		var rs []bool
+		for _, e := range dropped {
+			rs = append(rs, h.d.EnqueueHot(e))
+		}
+		results <- rs
+	}()
+	var rs []bool
+	select {
+	case rs = <-results:
+	case <-time.After(waitTimeout):
+		t.Fatal("EnqueueHot blocked on a full hot queue")
+	}
+	for i, ok := range rs {
+		if ok {
+			t.Fatalf("EnqueueHot #%d on a full queue = true, want false", i)
+		}
+	}
+	if n := h.metrics.hotDropped.Load(); n != drops {
+		t.Errorf("HotDropped = %d, want %d", n, drops)
+	}
+	if n := h.metrics.hotEnqueued.Load(); n != 2 {
+		t.Errorf("HotEnqueued = %d, want 2", n)
+	}
+	warns := h.logs.lines("level=WARN", "hot queue full")
+	if len(warns) < 1 || len(warns) > 2 {
+		t.Fatalf("%d WARN lines for %d drops, want 1 (rate-limited, at most 2 on a slow machine):\n%s", len(warns), drops, strings.Join(warns, "\n"))
+	}
+	if !strings.Contains(warns[0], "occurrences=") {
+		t.Errorf("WARN line lacks the occurrences attribute: %s", warns[0])
+	}
+	for _, e := range dropped {
+		if h.d.InFlight(e.ID()) {
+			t.Fatalf("dropped event %s is still in flight", e.ID())
+		}
+		if r := h.row(e.ID()); r.Status != core.StatusNew {
+			t.Fatalf("dropped event %s: row %v, want NEW (left for the poller)", e.ID(), r.Status)
+		}
+	}
+
+	g.open()
+	h.waitStatus(running.ID(), core.StatusDone)
+	h.waitStatus(queued.ID(), core.StatusDone)
+	h.waitReleased(running.ID(), queued.ID())
+	if n := h.st.Count(core.StatusNew); n != drops {
+		t.Fatalf("%d NEW rows after the accepted events finished, want the %d dropped ones", n, drops)
+	}
+}
+
+func TestInFlightDedupe(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1})
+	g := newGate(t)
+	c := &calls{}
+	started := make(chan struct{}, 1)
+	var first atomic.Bool
+	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
+		c.add(env.ID())
+		if first.CompareAndSwap(false, true) {
+			started <- struct{}{}
+			<-g.ch
+		}
+		return nil
+	})
+	h.start()
+
+	running := h.insert("E")
+	h.mustEnqueueHot(running)
+	recv(t, started, "the first listener to start")
+	if !h.d.InFlight(running.ID()) {
+		t.Fatal("InFlight(running) = false while its listener runs")
+	}
+	// hot + hot: accepted as "being handled", not queued again.
+	if !h.d.EnqueueHot(running) {
+		t.Error("EnqueueHot of an event already held = false, want true (it is being handled)")
+	}
+	// hot + cold: refused.
+	if h.d.EnqueueCold(running, 0) {
+		t.Error("EnqueueCold of an event already held = true, want false")
+	}
+
+	queued := h.insert("E")
+	h.mustEnqueueCold(queued, 0)
+	if !h.d.InFlight(queued.ID()) {
+		t.Fatal("InFlight(queued) = false while it waits in the queue")
+	}
+	if !h.d.EnqueueHot(queued) {
+		t.Error("EnqueueHot of a queued event = false, want true")
+	}
+	if h.d.EnqueueCold(queued, 0) {
+		t.Error("EnqueueCold of a queued event = true, want false")
+	}
+	if hq, cq := h.d.QueueDepths(); hq != 0 || cq != 1 {
+		t.Fatalf("QueueDepths = %d, %d; want 0, 1 (no duplicate queued)", hq, cq)
+	}
+
+	// Sentinels queued behind any duplicate: once they are done, a
+	// duplicate would have run (one worker, FIFO queues).
+	sentHot, sentCold := h.insert("E"), h.insert("E")
+	h.mustEnqueueHot(sentHot)
+	h.mustEnqueueCold(sentCold, 0)
+	g.open()
+	for _, e := range []core.Envelope{running, queued, sentHot, sentCold} {
+		h.waitStatus(e.ID(), core.StatusDone)
+	}
+	h.waitReleased(running.ID(), queued.ID(), sentHot.ID(), sentCold.ID())
+	for _, e := range []core.Envelope{running, queued} {
+		if n := c.count(e.ID()); n != 1 {
+			t.Errorf("listener ran %d times for %s, want 1", n, e.ID())
+		}
+	}
+	if got := c.total(); got != 4 {
+		t.Errorf("%d listener calls, want 4: %v", got, c.seq())
+	}
+	// Released: it can be taken again.
+	if !h.d.EnqueueCold(running, 0) {
+		t.Error("EnqueueCold after DONE = false; the id was not released")
+	}
+}
+
+func TestListenerPanicDoesNotKillWorker(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, Retry: fixedDelay(time.Hour)})
+	c := &calls{}
+	h.reg.RegisterFunc("Panicky", func(_ context.Context, env core.Envelope) error {
+		c.add(env.ID())
+		panic("kaboom")
+	})
+	h.reg.RegisterFunc("Fine", func(_ context.Context, env core.Envelope) error {
+		c.add(env.ID())
+		return nil
+	})
+	h.start()
+
+	a, b := h.insert("Panicky"), h.insert("Fine")
+	h.mustEnqueueHot(a)
+	h.mustEnqueueHot(b)
+	h.waitStatus(b.ID(), core.StatusDone)
+	h.waitStatus(a.ID(), core.StatusRetry)
+
+	ra := h.row(a.ID())
+	if ra.Attempts != 1 || !strings.Contains(ra.LastError, "panicked") {
+		t.Errorf("panicked event row: attempts %d last_error %q; want 1 and a message containing \"panicked\"", ra.Attempts, ra.LastError)
+	}
+	if got, want := c.seq(), []string{a.ID(), b.ID()}; !slices.Equal(got, want) {
+		t.Errorf("calls %v, want %v", got, want)
+	}
+	lines := h.logs.lines("level=ERROR", "listener panicked")
+	if len(lines) != 1 {
+		t.Fatalf("%d \"listener panicked\" ERROR lines, want 1", len(lines))
+	}
+	if !strings.Contains(lines[0], "stack=") || !strings.Contains(lines[0], "goroutine") || !strings.Contains(lines[0], "panic") {
+		t.Errorf("panic log line has no stack: %s", lines[0])
+	}
+	if !strings.Contains(lines[0], "event_id="+a.ID()) {
+		t.Errorf("panic log line does not name the event: %s", lines[0])
+	}
+	if n := h.metrics.failure.Load(); n != 1 {
+		t.Errorf("DispatchFailure = %d, want 1", n)
+	}
+}
+
+func TestListenerErrorMarksRetryWithPolicyDelay(t *testing.T) {
+	clock := newFakeClock()
+	var policyArg atomic.Int64
+	policy := retry.PolicyFunc(func(attempts int) time.Duration {
+		policyArg.Store(int64(attempts))
+		return 42 * time.Second
+	})
+	h := newHarness(t, dispatcher.Config{Workers: 1, Retry: policy, Now: clock.Now})
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return errors.New("downstream said no") })
+	h.start()
+
+	e := h.insert("E")
+	h.mustEnqueueHot(e)
+	h.waitStatus(e.ID(), core.StatusRetry)
+
+	r := h.row(e.ID())
+	if r.Attempts != 1 {
+		t.Errorf("attempts = %d, want 1", r.Attempts)
+	}
+	if want := clock.Now().Add(42 * time.Second); !r.AvailableAt.Equal(want) {
+		t.Errorf("available_at = %v, want Now()+delay = %v", r.AvailableAt, want)
+	}
+	if !strings.Contains(r.LastError, "downstream said no") {
+		t.Errorf("last_error = %q, want the listener's error", r.LastError)
+	}
+	if got := policyArg.Load(); got != 1 {
+		t.Errorf("policy called with attempts %d, want 1", got)
+	}
+	h.wait("the in-process retry to be scheduled", func() bool { return h.d.PendingRetries() == 1 })
+	if !h.d.InFlight(e.ID()) {
+		t.Error("an event waiting for its in-process retry must stay in flight (the poller must skip it)")
+	}
+	if n := h.metrics.failure.Load(); n != 1 {
+		t.Errorf("DispatchFailure = %d, want 1", n)
+	}
+	if w := h.logs.lines("level=WARN", "will retry", "event_id="+e.ID()); len(w) != 1 {
+		t.Errorf("%d retry WARN lines, want 1", len(w))
+	}
+}
+
+func TestInProcessRetryFiresAtBackoffDelay(t *testing.T) {
+	const delay = 100 * time.Millisecond
+	h := newHarness(t, dispatcher.Config{Workers: 1, Retry: fixedDelay(delay)})
+	var n atomic.Int32
+	var failedAt, retriedAt atomic.Int64
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		if n.Add(1) == 1 {
+			failedAt.Store(time.Now().UnixNano())
+			return errors.New("transient")
+		}
+		retriedAt.Store(time.Now().UnixNano())
+		return nil
+	})
+	h.start()
+
+	e := h.insert("E")
+	h.mustEnqueueHot(e)
+	h.waitStatus(e.ID(), core.StatusDone)
+	h.waitReleased(e.ID())
+
+	if got := n.Load(); got != 2 {
+		t.Fatalf("listener ran %d times, want 2", got)
+	}
+	gap := time.Duration(retriedAt.Load() - failedAt.Load())
+	if gap < delay {
+		t.Errorf("retry ran %v after the failure, before the %v backoff", gap, delay)
+	}
+	// The poller interval (5 s by default) must not be the retry floor.
+	if gap >= 3*time.Second {
+		t.Errorf("retry ran %v after the failure: not the in-process %v timer", gap, delay)
+	}
+	if r := h.row(e.ID()); r.Attempts != 1 {
+		t.Errorf("attempts = %d, want 1", r.Attempts)
+	}
+	if h.metrics.failure.Load() != 1 || h.metrics.success.Load() != 1 {
+		t.Errorf("metrics %v, want failure 1 success 1", h.metrics)
+	}
+	if n := h.d.PendingRetries(); n != 0 {
+		t.Errorf("PendingRetries = %d after the retry ran", n)
+	}
+}
+
+func TestDeadAtMaxAttemptsWithoutLeakingPayload(t *testing.T) {
+	const secretPayload, secretHeader = "SECRET-PAYLOAD-4242", "SECRET-HEADER-7777"
+	h := newHarness(t, dispatcher.Config{Workers: 1, MaxAttempts: 3, Retry: fixedDelay(time.Millisecond)})
+	var n atomic.Int32
+	h.reg.RegisterFunc("Charge", func(context.Context, core.Envelope) error {
+		n.Add(1)
+		return errors.New("card declined")
+	})
+	h.start()
+
+	e := h.insert("Charge", func(b *core.Builder) {
+		b.PayloadJSONString(`{"card":"`+secretPayload+`"}`).Header("authorization", secretHeader)
+	})
+	h.mustEnqueueHot(e)
+	h.waitStatus(e.ID(), core.StatusDead)
+	h.waitReleased(e.ID())
+
+	if got := n.Load(); got != 3 {
+		t.Errorf("listener ran %d times, want exactly MaxAttempts = 3", got)
+	}
+	r := h.row(e.ID())
+	if r.Attempts != 3 || !strings.Contains(r.LastError, "card declined") {
+		t.Errorf("DEAD row: attempts %d last_error %q; want 3 and the listener's error", r.Attempts, r.LastError)
+	}
+	if d, f := h.metrics.dead.Load(), h.metrics.failure.Load(); d != 1 || f != 2 {
+		t.Errorf("DispatchDead %d DispatchFailure %d, want 1 and 2", d, f)
+	}
+	if h.d.PendingRetries() != 0 {
+		t.Errorf("PendingRetries = %d after DEAD", h.d.PendingRetries())
+	}
+	dead := h.logs.lines("level=ERROR", "DEAD", "event_id="+e.ID())
+	if len(dead) != 1 {
+		t.Fatalf("%d ERROR lines with DEAD, want 1:\n%s", len(dead), h.logs)
+	}
+	logs := h.logs.String()
+	for _, secret := range []string{secretPayload, secretHeader} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log contains %q (payload or header value):\n%s", secret, logs)
+		}
+	}
+}
+
+func TestColdAttemptsCountTowardsMaxAttempts(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, MaxAttempts: 3, Retry: fixedDelay(time.Hour)})
+	var n atomic.Int32
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		n.Add(1)
+		return errors.New("still failing")
+	})
+	h.start()
+
+	e := h.insert("E")
+	// Two earlier failures recorded in the database, as the poller finds it.
+	for range 2 {
+		if _, err := h.st.MarkRetry(context.Background(), e.ID(), time.Now(), "earlier"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mustEnqueueCold(e, 2)
+	h.waitStatus(e.ID(), core.StatusDead)
+	h.waitReleased(e.ID())
+	if got := n.Load(); got != 1 {
+		t.Errorf("listener ran %d times, want 1 (attempt 3 of 3)", got)
+	}
+	if r := h.row(e.ID()); r.Attempts != 3 {
+		t.Errorf("attempts = %d, want 3", r.Attempts)
+	}
+	if h.metrics.dead.Load() != 1 || h.metrics.coldEnqueued.Load() != 1 {
+		t.Errorf("metrics %v, want dead 1 coldEnqueued 1", h.metrics)
+	}
+}
+
+func TestRetryCapacityDisabledLeavesRetryToPoller(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, RetryCapacity: -1, Retry: fixedDelay(time.Millisecond)})
+	var n atomic.Int32
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		n.Add(1)
+		return errors.New("fail")
+	})
+	h.start()
+
+	e := h.insert("E")
+	h.mustEnqueueHot(e)
+	h.waitStatus(e.ID(), core.StatusRetry)
+	h.waitReleased(e.ID())
+	if got := h.d.PendingRetries(); got != 0 {
+		t.Errorf("PendingRetries = %d, want 0 with RetryCapacity -1", got)
+	}
+	// A sentinel behind it (one worker) proves the 1 ms retry did not
+	// re-queue the event in process.
+	s := h.insert("Other")
+	h.mustEnqueueCold(s, 0)
+	h.waitStatus(s.ID(), core.StatusDone)
+	if got := n.Load(); got != 1 {
+		t.Errorf("listener ran %d times, want 1 (no in-process retry)", got)
+	}
+	if r := h.row(e.ID()); r.Status != core.StatusRetry || r.Attempts != 1 {
+		t.Errorf("row %v attempts %d, want RETRY 1", r.Status, r.Attempts)
+	}
+}
+
+func TestRetryCapacityBoundsPendingTimers(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, RetryCapacity: 1, Retry: fixedDelay(time.Hour)})
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return errors.New("fail") })
+	h.start()
+
+	a, b := h.insert("E"), h.insert("E")
+	h.mustEnqueueHot(a)
+	h.mustEnqueueHot(b)
+	h.waitStatus(a.ID(), core.StatusRetry)
+	h.waitStatus(b.ID(), core.StatusRetry)
+	h.waitReleased(b.ID())
+	if got := h.d.PendingRetries(); got != 1 {
+		t.Errorf("PendingRetries = %d, want 1 (RetryCapacity)", got)
+	}
+	if !h.d.InFlight(a.ID()) {
+		t.Error("the first event lost its retry slot")
+	}
+}
+
+func TestStatusWriteFailureReleasesEvent(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 2})
+	var failures atomic.Int32
+	h.st.Fail = func(op, _ string) error {
+		if op == "done" {
+			failures.Add(1)
+			return errors.New("database is down")
+		}
+		return nil
+	}
+	c := &calls{}
+	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
+		c.add(env.ID())
+		return nil
+	})
+	h.start()
+
+	const events = 30
+	ids := make([]string, 0, events)
+	for range events {
+		e := h.insert("E")
+		h.mustEnqueueHot(e)
+		ids = append(ids, e.ID())
+	}
+	h.wait("every listener to run", func() bool { return c.total() == events })
+	h.waitReleased(ids...)
+	h.wait("every status write to be attempted", func() bool { return failures.Load() == events })
+
+	for _, id := range ids {
+		if r := h.row(id); r.Status != core.StatusNew || r.Attempts != 0 {
+			t.Fatalf("row %s: %v attempts %d, want NEW 0 (left for the poller)", id, r.Status, r.Attempts)
+		}
+	}
+	errs := h.logs.lines("level=ERROR", "status write failed")
+	if len(errs) < 1 || len(errs) > 2 {
+		t.Fatalf("%d status-write ERROR lines for %d failures, want 1 (rate-limited, at most 2 on a slow machine)", len(errs), events)
+	}
+	if !strings.Contains(errs[0], "database is down") || !strings.Contains(errs[0], "occurrences=") {
+		t.Errorf("ERROR line lacks the cause or the occurrences count: %s", errs[0])
+	}
+	if h.d.PendingRetries() != 0 {
+		t.Errorf("PendingRetries = %d", h.d.PendingRetries())
+	}
+}
+
+func TestRetryStatusWriteFailureReleasesEvent(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, Retry: fixedDelay(time.Millisecond)})
+	h.st.Fail = func(op, _ string) error {
+		if op == "retry" {
+			return errors.New("database is down")
+		}
+		return nil
+	}
+	var n atomic.Int32
+	done := make(chan struct{})
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		n.Add(1)
+		return errors.New("fail")
+	})
+	h.reg.RegisterFunc("Sentinel", func(context.Context, core.Envelope) error { close(done); return nil })
+	h.start()
+
+	e := h.insert("E")
+	h.mustEnqueueHot(e)
+	h.waitReleased(e.ID())
+	// Without a recorded RETRY row the event must not be retried in memory
+	// either; the sentinel behind it proves no retry was queued.
+	s := h.insert("Sentinel")
+	h.mustEnqueueCold(s, 0)
+	recv(t, done, "the sentinel")
+	h.waitStatus(s.ID(), core.StatusDone)
+	if got := n.Load(); got != 1 {
+		t.Errorf("listener ran %d times, want 1", got)
+	}
+	if h.d.PendingRetries() != 0 {
+		t.Errorf("PendingRetries = %d, want 0 after a failed RETRY write", h.d.PendingRetries())
+	}
+	if r := h.row(e.ID()); r.Status != core.StatusNew {
+		t.Errorf("row %v, want NEW", r.Status)
+	}
+}
+
+func TestNoListenerMarksDoneAndWarnsOncePerType(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 2})
+	h.start()
+
+	var ids []string
+	for i := range 5 {
+		typ := "Ghost1"
+		if i%2 == 1 {
+			typ = "Ghost2"
+		}
+		e := h.insert(typ)
+		h.mustEnqueueHot(e)
+		ids = append(ids, e.ID())
+	}
+	for _, id := range ids {
+		h.waitStatus(id, core.StatusDone)
+	}
+	h.waitReleased(ids...)
+	warns := h.logs.lines("level=WARN", "no listener")
+	if len(warns) != 2 {
+		t.Fatalf("%d no-listener WARN lines, want 2 (one per type):\n%s", len(warns), strings.Join(warns, "\n"))
+	}
+	for _, typ := range []string{"Ghost1", "Ghost2"} {
+		if n := len(h.logs.lines("level=WARN", "no listener", "event_type="+typ)); n != 1 {
+			t.Errorf("%d WARN lines for %s, want 1", n, typ)
+		}
+	}
+	if n := h.metrics.success.Load(); n != 5 {
+		t.Errorf("DispatchSuccess = %d, want 5", n)
+	}
+}
+
+func TestListenersRunInOrderAndFirstErrorStops(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, Retry: fixedDelay(time.Hour)})
+	c := &calls{}
+	for _, name := range []string{"a", "b", "c"} {
+		h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+			c.add(name)
+			if name == "b" {
+				return errors.New("b failed")
+			}
+			return nil
+		})
+	}
+	h.reg.RegisterAll(core.ListenerFunc(func(context.Context, core.Envelope) error {
+		c.add("wild")
+		return nil
+	}))
+	h.start()
+	e := h.insert("E")
+	h.mustEnqueueHot(e)
+	h.waitStatus(e.ID(), core.StatusRetry)
+	if got, want := c.seq(), []string{"a", "b"}; !slices.Equal(got, want) {
+		t.Errorf("listeners ran %v, want %v (stop at the first error)", got, want)
+	}
+	if r := h.row(e.ID()); !strings.Contains(r.LastError, "listener 2 of 4") || !strings.Contains(r.LastError, "b failed") {
+		t.Errorf("last_error %q does not say which listener failed", r.LastError)
+	}
+}
+
+func TestSourceString(t *testing.T) {
+	for s, want := range map[dispatcher.Source]string{
+		dispatcher.SourceHot: "hot", dispatcher.SourceCold: "cold", dispatcher.SourceRetry: "retry", dispatcher.Source(99): "unknown",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("Source(%d).String() = %q, want %q", s, got, want)
+		}
+	}
+}
+
+func TestColdRoomAndQueueDepths(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{HotCapacity: 2, ColdCapacity: 3})
+	// Not started: events wait in the queues.
+	if got := h.d.ColdRoom(); got != 3 {
+		t.Fatalf("ColdRoom = %d, want 3", got)
+	}
+	for i := range 3 {
+		h.mustEnqueueCold(h.insert("E"), 0)
+		if got := h.d.ColdRoom(); got != 2-i {
+			t.Fatalf("ColdRoom = %d, want %d", got, 2-i)
+		}
+	}
+	if h.d.EnqueueCold(h.insert("E"), 0) {
+		t.Fatal("EnqueueCold on a full cold queue = true")
+	}
+	h.mustEnqueueHot(h.insert("E"))
+	if hq, cq := h.d.QueueDepths(); hq != 1 || cq != 3 {
+		t.Fatalf("QueueDepths = %d, %d; want 1, 3", hq, cq)
+	}
+	if n := h.metrics.coldEnqueued.Load(); n != 3 {
+		t.Errorf("ColdEnqueued = %d, want 3", n)
+	}
+}

@@ -1,0 +1,356 @@
+package dispatcher_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/registry"
+	"github.com/outbox-go/outbox/retry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// waitTimeout bounds every wait of this package: generous for a loaded
+// 2-core machine running -race, and still a clear failure when something
+// never happens.
+const waitTimeout = 5 * time.Second
+
+// waitFor re-checks cond on every signal of wake (may be nil) and on a
+// short ticker until it holds, and fails the test at the deadline.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool, wake <-chan struct{}) {
+	t.Helper()
+	if cond() {
+		return
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-wake:
+		case <-tick.C:
+		case <-deadline.C:
+			if cond() {
+				return
+			}
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		if cond() {
+			return
+		}
+	}
+}
+
+// recv waits for a value on ch or fails at the deadline.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
+	}
+	panic("unreachable")
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lines returns the log lines containing every one of subs.
+func (s *syncBuffer) lines(subs ...string) []string {
+	var out []string
+	for _, l := range strings.Split(s.String(), "\n") {
+		if l == "" {
+			continue
+		}
+		ok := true
+		for _, sub := range subs {
+			ok = ok && strings.Contains(l, sub)
+		}
+		if ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// fakeMetrics counts the dispatch signals.
+type fakeMetrics struct {
+	core.NopMetrics
+	hotEnqueued, hotDropped, coldEnqueued  atomic.Int64
+	success, failure, dead, queueDepthCall atomic.Int64
+}
+
+func (m *fakeMetrics) HotEnqueued()         { m.hotEnqueued.Add(1) }
+func (m *fakeMetrics) HotDropped()          { m.hotDropped.Add(1) }
+func (m *fakeMetrics) ColdEnqueued()        { m.coldEnqueued.Add(1) }
+func (m *fakeMetrics) DispatchSuccess()     { m.success.Add(1) }
+func (m *fakeMetrics) DispatchFailure()     { m.failure.Add(1) }
+func (m *fakeMetrics) DispatchDead()        { m.dead.Add(1) }
+func (m *fakeMetrics) QueueDepths(_, _ int) { m.queueDepthCall.Add(1) }
+func (m *fakeMetrics) String() string {
+	return fmt.Sprintf("hotEnqueued=%d hotDropped=%d coldEnqueued=%d success=%d failure=%d dead=%d",
+		m.hotEnqueued.Load(), m.hotDropped.Load(), m.coldEnqueued.Load(), m.success.Load(), m.failure.Load(), m.dead.Load())
+}
+
+// fakeClock is a settable clock safe for concurrent use.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// gate blocks listeners until opened. It is opened at the latest by the
+// test's cleanup, which runs before the dispatcher's Close cleanup when the
+// gate is created after the harness.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newGate(t testing.TB) *gate {
+	g := &gate{ch: make(chan struct{})}
+	t.Cleanup(g.open)
+	return g
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+// calls counts listener invocations per event id and in order.
+type calls struct {
+	mu    sync.Mutex
+	order []string
+	n     map[string]int
+}
+
+func (c *calls) add(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.order = append(c.order, id)
+	c.n[id]++
+	return c.n[id]
+}
+
+func (c *calls) count(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[id]
+}
+
+func (c *calls) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.order)
+}
+
+func (c *calls) seq() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.order...)
+}
+
+// harness is a dispatcher over a memstore with a registry, a captured log
+// and fake metrics.
+type harness struct {
+	t       *testing.T
+	st      *memstore.Store
+	reg     *registry.Registry
+	d       *dispatcher.Dispatcher
+	logs    *syncBuffer
+	metrics *fakeMetrics
+	seq     atomic.Int64
+}
+
+// newHarness builds a dispatcher (not started). cfg's Logger and Metrics
+// are replaced by the harness's. The store clock is cfg.Now when set. The
+// dispatcher is closed by the test's cleanup.
+func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
+	t.Helper()
+	h := &harness{t: t, reg: registry.New(), logs: &syncBuffer{}, metrics: &fakeMetrics{}}
+	h.st = memstore.New(cfg.Now)
+	h.st.Changed = make(chan struct{}, 1)
+	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Metrics = h.metrics
+	d, err := dispatcher.New(h.st, h.reg, cfg)
+	if err != nil {
+		t.Fatalf("dispatcher.New: %v", err)
+	}
+	h.d = d
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Errorf("cleanup: Close = %v", err)
+		}
+		if t.Failed() {
+			t.Logf("metrics: %v\nlog:\n%s", h.metrics, h.logs)
+		}
+	})
+	return h
+}
+
+func (h *harness) start() {
+	h.t.Helper()
+	if err := h.d.Start(context.Background()); err != nil {
+		h.t.Fatalf("Start: %v", err)
+	}
+}
+
+// env builds an envelope with a readable unique id.
+func (h *harness) env(eventType string, mods ...func(*core.Builder)) core.Envelope {
+	h.t.Helper()
+	id := fmt.Sprintf("%s-%03d", eventType, h.seq.Add(1))
+	b := core.NewEvent(eventType).ID(id).PayloadJSONString(`{"n":1}`)
+	for _, m := range mods {
+		m(b)
+	}
+	env, err := b.Build()
+	if err != nil {
+		h.t.Fatalf("Build: %v", err)
+	}
+	return env
+}
+
+// insert builds an envelope and stores it as a NEW row.
+func (h *harness) insert(eventType string, mods ...func(*core.Builder)) core.Envelope {
+	h.t.Helper()
+	env := h.env(eventType, mods...)
+	if err := h.st.Insert(context.Background(), nil, env); err != nil {
+		h.t.Fatalf("Insert: %v", err)
+	}
+	return env
+}
+
+func (h *harness) row(id string) core.Record {
+	h.t.Helper()
+	r, ok := h.st.Get(id)
+	if !ok {
+		h.t.Fatalf("row %s not found", id)
+	}
+	return r
+}
+
+func (h *harness) wait(what string, cond func() bool) {
+	h.t.Helper()
+	waitFor(h.t, waitTimeout, what, cond, h.st.Changed)
+}
+
+func (h *harness) waitStatus(id string, st core.Status) {
+	h.t.Helper()
+	h.wait(fmt.Sprintf("row %s to become %v", id, st), func() bool {
+		r, ok := h.st.Get(id)
+		return ok && r.Status == st
+	})
+}
+
+func (h *harness) waitReleased(ids ...string) {
+	h.t.Helper()
+	h.wait(fmt.Sprintf("events %v to leave the in-flight set", ids), func() bool {
+		for _, id := range ids {
+			if h.d.InFlight(id) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (h *harness) mustEnqueueHot(env core.Envelope) {
+	h.t.Helper()
+	if !h.d.EnqueueHot(env) {
+		h.t.Fatalf("EnqueueHot(%s) = false, want true", env.ID())
+	}
+}
+
+func (h *harness) mustEnqueueCold(env core.Envelope, attempts int) {
+	h.t.Helper()
+	if !h.d.EnqueueCold(env, attempts) {
+		h.t.Fatalf("EnqueueCold(%s) = false, want true", env.ID())
+	}
+}
+
+// fixedDelay is a retry policy returning d for every attempt.
+func fixedDelay(d time.Duration) retry.Policy {
+	return retry.PolicyFunc(func(int) time.Duration { return d })
+}
+
+// fakeTx is a minimal core.Tx: Commit runs the after-commit hooks.
+type fakeTx struct {
+	mu     sync.Mutex
+	active bool
+	hooks  []func()
+}
+
+func (tx *fakeTx) ExecContext(context.Context, string, ...any) (sql.Result, error) { return nil, nil }
+
+func (tx *fakeTx) Active() bool {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.active
+}
+
+func (tx *fakeTx) AfterCommit(fn func()) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	tx.hooks = append(tx.hooks, fn)
+}
+
+func (tx *fakeTx) AfterRollback(func()) {}
+
+func (tx *fakeTx) commit() {
+	tx.mu.Lock()
+	tx.active = false
+	hooks := tx.hooks
+	tx.hooks = nil
+	tx.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
+}

@@ -1,0 +1,257 @@
+package poller_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/memstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const waitTimeout = 5 * time.Second
+
+// waitFor re-checks cond on every signal of wake (may be nil) and on a
+// short ticker until it holds, and fails the test at the deadline.
+func waitFor(t testing.TB, what string, cond func() bool, wake <-chan struct{}) {
+	t.Helper()
+	if cond() {
+		return
+	}
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-wake:
+		case <-tick.C:
+		case <-deadline.C:
+			if cond() {
+				return
+			}
+			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
+		}
+		if cond() {
+			return
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lines returns the log lines containing every one of subs.
+func (s *syncBuffer) lines(subs ...string) []string {
+	var out []string
+	for _, l := range strings.Split(s.String(), "\n") {
+		ok := l != ""
+		for _, sub := range subs {
+			ok = ok && strings.Contains(l, sub)
+		}
+		if ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func newLogger(buf *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// fakeMetrics counts the signals the poller sends.
+type fakeMetrics struct {
+	core.NopMetrics
+	dead, depthCalls, lagCalls atomic.Int64
+	lastLag                    atomic.Int64
+}
+
+func (m *fakeMetrics) DispatchDead()        { m.dead.Add(1) }
+func (m *fakeMetrics) QueueDepths(_, _ int) { m.depthCalls.Add(1) }
+func (m *fakeMetrics) OldestLag(d time.Duration) {
+	m.lagCalls.Add(1)
+	m.lastLag.Store(int64(d))
+}
+
+// fakeClock is a settable clock safe for concurrent use.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type enqueued struct {
+	id       string
+	attempts int
+	env      core.Envelope
+}
+
+// fakeQueue is a bounded poller.Queue. Accepted events count as in flight
+// until released, like the dispatcher's tracker.
+type fakeQueue struct {
+	mu       sync.Mutex
+	room     int
+	inFlight map[string]bool
+	got      []enqueued
+	calls    int
+	signal   chan struct{}
+}
+
+func newFakeQueue(room int) *fakeQueue {
+	return &fakeQueue{room: room, inFlight: map[string]bool{}, signal: make(chan struct{}, 1)}
+}
+
+func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.calls++
+	if q.inFlight[env.ID()] || q.room <= 0 {
+		return false
+	}
+	q.room--
+	q.inFlight[env.ID()] = true
+	q.got = append(q.got, enqueued{id: env.ID(), attempts: attempts, env: env})
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (q *fakeQueue) ColdRoom() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.room
+}
+
+func (q *fakeQueue) InFlight(id string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.inFlight[id]
+}
+
+func (q *fakeQueue) QueueDepths() (int, int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return 0, len(q.got)
+}
+
+func (q *fakeQueue) setInFlight(id string) {
+	q.mu.Lock()
+	q.inFlight[id] = true
+	q.mu.Unlock()
+}
+
+func (q *fakeQueue) setRoom(n int) {
+	q.mu.Lock()
+	q.room = n
+	q.mu.Unlock()
+}
+
+func (q *fakeQueue) ids() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]string, len(q.got))
+	for i, e := range q.got {
+		out[i] = e.id
+	}
+	return out
+}
+
+func (q *fakeQueue) entries() []enqueued {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]enqueued(nil), q.got...)
+}
+
+func (q *fakeQueue) callCount() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.calls
+}
+
+// insert stores a NEW event row with the store's clock.
+func insert(t testing.TB, st *memstore.Store, id string) core.Envelope {
+	t.Helper()
+	env, err := core.NewEvent("E").ID(id).PayloadJSONString(`{"id":"` + id + `"}`).Build()
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if err := st.Insert(context.Background(), nil, env); err != nil {
+		t.Fatalf("Insert: %v", err)
+	}
+	return env
+}
+
+// record is a decodable stored row.
+func record(id string, status core.Status, availableAt, createdAt time.Time) core.Record {
+	return core.Record{
+		ID: id, Type: "E", OccurredAt: createdAt, Payload: []byte(`{}`), PayloadKind: core.PayloadJSON,
+		Status: status, AvailableAt: availableAt, CreatedAt: createdAt,
+	}
+}
+
+func row(t testing.TB, st *memstore.Store, id string) core.Record {
+	t.Helper()
+	r, ok := st.Get(id)
+	if !ok {
+		t.Fatalf("row %s not found", id)
+	}
+	return r
+}
+
+func stopCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func idsOf(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%03d", prefix, i)
+	}
+	return out
+}

@@ -1,0 +1,644 @@
+package poller_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/poller"
+	"github.com/outbox-go/outbox/registry"
+)
+
+type pollEnv struct {
+	clock   *fakeClock
+	st      *memstore.Store
+	q       *fakeQueue
+	logs    *syncBuffer
+	metrics *fakeMetrics
+}
+
+func newPollEnv(room int) *pollEnv {
+	clock := newFakeClock()
+	return &pollEnv{clock: clock, st: memstore.New(clock.Now), q: newFakeQueue(room), logs: &syncBuffer{}, metrics: &fakeMetrics{}}
+}
+
+func (e *pollEnv) poller(t *testing.T, cfg poller.Config) *poller.Poller {
+	t.Helper()
+	cfg.Now, cfg.Logger, cfg.Metrics = e.clock.Now, newLogger(e.logs), e.metrics
+	p, err := poller.New(e.st, e.q, cfg)
+	if err != nil {
+		t.Fatalf("poller.New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+			t.Errorf("cleanup: Stop = %v", err)
+		}
+		if t.Failed() {
+			t.Logf("log:\n%s", e.logs)
+		}
+	})
+	return p
+}
+
+func pollOnce(t *testing.T, p *poller.Poller) poller.Result {
+	t.Helper()
+	res, err := p.PollOnce(context.Background())
+	if err != nil {
+		t.Fatalf("PollOnce: %v", err)
+	}
+	return res
+}
+
+func TestPollOnceSelectsDueRows(t *testing.T) {
+	e := newPollEnv(100)
+	ctx := context.Background()
+	t0 := e.clock.Now()
+
+	insert(t, e.st, "a-new")
+	insert(t, e.st, "b-retry")
+	for range 2 { // RETRY, attempts 2, due now
+		if _, err := e.st.MarkRetry(ctx, "b-retry", t0, "failed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(t, e.st, "c-done")
+	e.st.MarkDone(ctx, "c-done")
+	insert(t, e.st, "d-dead")
+	e.st.MarkDead(ctx, "d-dead", "gone")
+	insert(t, e.st, "e-later")
+	e.st.MarkRetry(ctx, "e-later", t0.Add(time.Hour), "backoff")
+	e.clock.Advance(2 * time.Second)
+	insert(t, e.st, "f-young") // created now: left to the hot path
+
+	p := e.poller(t, poller.Config{SkipRecent: time.Second})
+	res := pollOnce(t, p)
+	if want := (poller.Result{Read: 2, Enqueued: 2}); res != want {
+		t.Fatalf("PollOnce = %+v, want %+v", res, want)
+	}
+	got := e.q.entries()
+	if len(got) != 2 || got[0].id != "a-new" || got[0].attempts != 0 || got[1].id != "b-retry" || got[1].attempts != 2 {
+		t.Fatalf("enqueued %+v, want a-new (attempts 0) then b-retry (attempts 2)", got)
+	}
+	if got[0].env.Type() != "E" || got[0].env.PayloadString() != `{"id":"a-new"}` {
+		t.Errorf("enqueued envelope not decoded from the row: type %q payload %q", got[0].env.Type(), got[0].env.PayloadString())
+	}
+	if lag := time.Duration(e.metrics.lastLag.Load()); lag != 2*time.Second {
+		t.Errorf("OldestLag = %v, want 2s (oldest available_at is 2s old)", lag)
+	}
+	if e.metrics.depthCalls.Load() != 1 {
+		t.Errorf("QueueDepths reported %d times, want 1", e.metrics.depthCalls.Load())
+	}
+
+	// f-young becomes old enough exactly SkipRecent after it was created;
+	// the rows queued before are in flight and skipped.
+	e.clock.Advance(time.Second)
+	res = pollOnce(t, p)
+	if want := (poller.Result{Read: 3, Enqueued: 1, Skipped: 2}); res != want {
+		t.Fatalf("second PollOnce = %+v, want %+v", res, want)
+	}
+	if ids := e.q.ids(); !slices.Equal(ids, []string{"a-new", "b-retry", "f-young"}) {
+		t.Fatalf("enqueued %v", ids)
+	}
+
+	// The future RETRY row becomes due at its available_at.
+	e.clock.Advance(time.Hour - 3*time.Second - time.Nanosecond)
+	res = pollOnce(t, p)
+	if res.Enqueued != 0 {
+		t.Fatalf("a RETRY row was enqueued before its available_at: %+v", res)
+	}
+	e.clock.Advance(time.Nanosecond)
+	res = pollOnce(t, p)
+	if res.Enqueued != 1 || e.q.ids()[3] != "e-later" {
+		t.Fatalf("PollOnce at available_at = %+v, enqueued %v; want e-later", res, e.q.ids())
+	}
+	if got := e.q.entries()[3].attempts; got != 1 {
+		t.Errorf("e-later attempts %d, want 1", got)
+	}
+}
+
+func TestPollOnceNegativeSkipRecentTakesFreshRows(t *testing.T) {
+	e := newPollEnv(10)
+	insert(t, e.st, "fresh")
+	p := e.poller(t, poller.Config{SkipRecent: -1})
+	if res := pollOnce(t, p); res.Enqueued != 1 {
+		t.Fatalf("PollOnce with SkipRecent < 0 = %+v, want the fresh row enqueued", res)
+	}
+	// Default SkipRecent (1 s) leaves it alone.
+	e2 := newPollEnv(10)
+	insert(t, e2.st, "fresh")
+	p2 := e2.poller(t, poller.Config{})
+	if res := pollOnce(t, p2); res.Read != 0 {
+		t.Fatalf("PollOnce with the default SkipRecent = %+v, want nothing read", res)
+	}
+	e2.clock.Advance(poller.DefaultSkipRecent)
+	if res := pollOnce(t, p2); res.Enqueued != 1 {
+		t.Fatalf("PollOnce after DefaultSkipRecent = %+v, want 1 enqueued", res)
+	}
+}
+
+func TestPollOnceSkipsInFlight(t *testing.T) {
+	e := newPollEnv(10)
+	for _, id := range []string{"a", "b", "c"} {
+		insert(t, e.st, id)
+	}
+	e.clock.Advance(time.Hour)
+	e.q.setInFlight("b")
+	p := e.poller(t, poller.Config{})
+	res := pollOnce(t, p)
+	if want := (poller.Result{Read: 3, Enqueued: 2, Skipped: 1}); res != want {
+		t.Fatalf("PollOnce = %+v, want %+v", res, want)
+	}
+	if ids := e.q.ids(); !slices.Equal(ids, []string{"a", "c"}) {
+		t.Fatalf("enqueued %v, want [a c]", ids)
+	}
+	if n := e.q.callCount(); n != 2 {
+		t.Errorf("EnqueueCold called %d times, want 2 (in-flight rows are not offered)", n)
+	}
+}
+
+func TestPollOnceStopsWhenQueueFull(t *testing.T) {
+	e := newPollEnv(2)
+	ids := idsOf("r", 5)
+	for _, id := range ids {
+		insert(t, e.st, id)
+	}
+	e.clock.Advance(time.Hour)
+	p := e.poller(t, poller.Config{})
+	res := pollOnce(t, p)
+	if want := (poller.Result{Read: 5, Enqueued: 2, Skipped: 3}); res != want {
+		t.Fatalf("PollOnce = %+v, want %+v", res, want)
+	}
+	if got := e.q.ids(); !slices.Equal(got, ids[:2]) {
+		t.Fatalf("enqueued %v, want %v", got, ids[:2])
+	}
+	if n := e.q.callCount(); n != 3 {
+		t.Errorf("EnqueueCold called %d times, want 3 (stop at the first refusal of a full queue)", n)
+	}
+	for _, id := range ids {
+		if r := row(t, e.st, id); r.Status != core.StatusNew {
+			t.Errorf("row %s: %v, want NEW", id, r.Status)
+		}
+	}
+}
+
+func TestPollOnceFullQueueSkipsStoreQuery(t *testing.T) {
+	e := newPollEnv(0)
+	var queried atomic.Int32
+	e.st.Fail = func(op, _ string) error {
+		if op == "poll" {
+			queried.Add(1)
+			return errors.New("the store must not be queried")
+		}
+		return nil
+	}
+	insert(t, e.st, "a")
+	e.clock.Advance(time.Hour)
+	p := e.poller(t, poller.Config{})
+	res, err := p.PollOnce(context.Background())
+	if err != nil {
+		t.Fatalf("PollOnce with a full queue = %v (it queried the store)", err)
+	}
+	if want := (poller.Result{Full: true}); res != want {
+		t.Fatalf("PollOnce = %+v, want %+v", res, want)
+	}
+	if queried.Load() != 0 {
+		t.Fatal("PollPending was called although the cold queue had no room")
+	}
+	if e.metrics.depthCalls.Load() != 1 {
+		t.Errorf("QueueDepths not reported on a skipped cycle")
+	}
+}
+
+func TestPollOnceBatchSizeAndOrder(t *testing.T) {
+	e := newPollEnv(100)
+	t0 := e.clock.Now()
+	s := time.Second
+	// Order is available_at, then created_at, then id.
+	e.st.Put(record("z-late", core.StatusNew, t0.Add(3*s), t0))
+	e.st.Put(record("y-created-later", core.StatusRetry, t0.Add(s), t0.Add(2*s)))
+	e.st.Put(record("c-tie", core.StatusNew, t0.Add(s), t0.Add(s)))
+	e.st.Put(record("a-tie", core.StatusNew, t0.Add(s), t0.Add(s)))
+	e.st.Put(record("x-first", core.StatusRetry, t0, t0.Add(2*s)))
+	e.clock.Advance(time.Hour)
+
+	p := e.poller(t, poller.Config{BatchSize: 3})
+	res := pollOnce(t, p)
+	if want := (poller.Result{Read: 3, Enqueued: 3}); res != want {
+		t.Fatalf("PollOnce = %+v, want %+v (BatchSize 3)", res, want)
+	}
+	if got, want := e.q.ids(), []string{"x-first", "a-tie", "c-tie"}; !slices.Equal(got, want) {
+		t.Fatalf("first batch %v, want %v", got, want)
+	}
+	// The three oldest are in flight: the next cycle reads them again (the
+	// store does not know) and skips them; the limit still applies.
+	res = pollOnce(t, p)
+	if want := (poller.Result{Read: 3, Skipped: 3}); res != want {
+		t.Fatalf("second PollOnce = %+v, want %+v", res, want)
+	}
+	p2 := e.poller(t, poller.Config{BatchSize: 10})
+	res = pollOnce(t, p2)
+	if want := (poller.Result{Read: 5, Enqueued: 2, Skipped: 3}); res != want {
+		t.Fatalf("PollOnce with BatchSize 10 = %+v, want %+v", res, want)
+	}
+	if got, want := e.q.ids()[3:], []string{"y-created-later", "z-late"}; !slices.Equal(got, want) {
+		t.Fatalf("rest enqueued %v, want %v", got, want)
+	}
+}
+
+func TestPollOnceUndecodableRowsAreMarkedDead(t *testing.T) {
+	e := newPollEnv(10)
+	t0 := e.clock.Now()
+	bad := record("bad-headers", core.StatusNew, t0, t0)
+	bad.HeadersJSON = "{bad"
+	e.st.Put(bad)
+	broken := record("bad-column", core.StatusRetry, t0, t0)
+	broken.Attempts = 4
+	broken.DecodeErr = errors.New("corrupt bytes payload")
+	e.st.Put(broken)
+	e.st.Put(record("good", core.StatusNew, t0, t0))
+	e.clock.Advance(time.Hour)
+
+	p := e.poller(t, poller.Config{})
+	res := pollOnce(t, p)
+	if want := (poller.Result{Read: 3, Enqueued: 1, Dead: 2}); res != want {
+		t.Fatalf("PollOnce = %+v, want %+v", res, want)
+	}
+	if ids := e.q.ids(); !slices.Equal(ids, []string{"good"}) {
+		t.Fatalf("enqueued %v, want only the decodable row", ids)
+	}
+	for id, reason := range map[string]string{"bad-headers": "malformed headers", "bad-column": "corrupt bytes payload"} {
+		r := row(t, e.st, id)
+		if r.Status != core.StatusDead {
+			t.Errorf("row %s: %v, want DEAD", id, r.Status)
+		}
+		if !strings.Contains(r.LastError, reason) || !strings.Contains(r.LastError, core.ErrDecode.Error()) {
+			t.Errorf("row %s last_error %q, want the decode reason %q", id, r.LastError, reason)
+		}
+		if l := e.logs.lines("level=ERROR", "undecodable", "event_id="+id); len(l) != 1 {
+			t.Errorf("%d ERROR lines for %s, want 1:\n%s", len(l), id, e.logs)
+		}
+	}
+	if r := row(t, e.st, "bad-column"); r.Attempts != 5 {
+		t.Errorf("bad-column attempts %d, want 5 (MarkDead increments)", r.Attempts)
+	}
+	if n := e.metrics.dead.Load(); n != 2 {
+		t.Errorf("DispatchDead = %d, want 2", n)
+	}
+	// DEAD rows are not read again.
+	if res := pollOnce(t, p); res.Read != 1 || res.Dead != 0 {
+		t.Errorf("second PollOnce = %+v, want only the in-flight good row", res)
+	}
+}
+
+func TestPollOnceMarkDeadFailureIsLogged(t *testing.T) {
+	e := newPollEnv(10)
+	e.st.Fail = func(op, _ string) error {
+		if op == "dead" {
+			return errors.New("write refused")
+		}
+		return nil
+	}
+	t0 := e.clock.Now()
+	bad := record("bad", core.StatusNew, t0, t0)
+	bad.HeadersJSON = `["not","an","object"]`
+	e.st.Put(bad)
+	e.clock.Advance(time.Hour)
+	p := e.poller(t, poller.Config{})
+	if _, err := p.PollOnce(context.Background()); err != nil {
+		t.Fatalf("PollOnce = %v; a failed MarkDead must not fail the cycle", err)
+	}
+	if l := e.logs.lines("level=ERROR", "event_id=bad", "write refused"); len(l) != 1 {
+		t.Errorf("want one ERROR line naming the event and the write error:\n%s", e.logs)
+	}
+	if r := row(t, e.st, "bad"); r.Status != core.StatusNew {
+		t.Errorf("row %v, want NEW (the write failed)", r.Status)
+	}
+}
+
+func TestPollOnceReturnsStoreError(t *testing.T) {
+	e := newPollEnv(10)
+	errDown := errors.New("store down")
+	e.st.Fail = func(op, _ string) error {
+		if op == "poll" {
+			return errDown
+		}
+		return nil
+	}
+	p := e.poller(t, poller.Config{})
+	res, err := p.PollOnce(context.Background())
+	if !errors.Is(err, errDown) {
+		t.Fatalf("PollOnce = %+v, %v; want the store's error", res, err)
+	}
+	if res.Read+res.Enqueued != 0 {
+		t.Errorf("Result on error = %+v", res)
+	}
+}
+
+func TestBackgroundErrorsLoggedOncePerIncident(t *testing.T) {
+	e := newPollEnv(10)
+	var failing atomic.Bool
+	var failed atomic.Int32
+	e.st.Fail = func(op, _ string) error {
+		if op == "poll" && failing.Load() {
+			failed.Add(1)
+			return errors.New("connection refused")
+		}
+		return nil
+	}
+	failing.Store(true)
+	p := e.poller(t, poller.Config{Interval: 10 * time.Millisecond})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	for incident := 1; incident <= 2; incident++ {
+		failing.Store(true)
+		from := failed.Load()
+		waitFor(t, "five failing cycles", func() bool { return failed.Load() >= from+5 }, nil)
+		if n := len(e.logs.lines("level=ERROR", "poll cycle failed")); n != incident {
+			t.Fatalf("incident %d: %d ERROR lines after 5+ failing cycles, want %d (once per incident)", incident, n, incident)
+		}
+		if l := e.logs.lines("level=ERROR", "poll cycle failed"); !strings.Contains(l[0], "connection refused") {
+			t.Errorf("ERROR line lacks the cause: %s", l[0])
+		}
+		failing.Store(false)
+		waitFor(t, "\"poller recovered\"", func() bool {
+			return len(e.logs.lines("level=INFO", "poller recovered")) == incident
+		}, nil)
+	}
+	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	if n := len(e.logs.lines("level=ERROR")); n != 2 {
+		t.Errorf("%d ERROR lines in total, want 2", n)
+	}
+}
+
+func TestStartStopLifecycle(t *testing.T) {
+	e := newPollEnv(100)
+	p := e.poller(t, poller.Config{Interval: 10 * time.Millisecond})
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop on a never-started poller = %v, want nil", err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close on a never-started poller = %v, want nil", err)
+	}
+	for _, id := range idsOf("r", 3) {
+		insert(t, e.st, id)
+	}
+	e.clock.Advance(time.Hour)
+
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	if err := p.Start(context.Background()); err == nil {
+		t.Fatal("second Start = nil, want an error")
+	}
+	waitFor(t, "the background cycles to enqueue the rows", func() bool { return len(e.q.ids()) == 3 }, e.q.signal)
+	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("second Stop = %v, want nil", err)
+	}
+	// Stopped: new rows are not picked up. A PollOnce proves they were due.
+	insert(t, e.st, "after-stop")
+	e.clock.Advance(time.Hour)
+	if res := pollOnce(t, p); res.Enqueued != 1 {
+		t.Fatalf("PollOnce after Stop = %+v", res)
+	}
+}
+
+func TestStartContextCancelDoesNotStopLoop(t *testing.T) {
+	e := newPollEnv(100)
+	p := e.poller(t, poller.Config{Interval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // Start's ctx only scopes the call; Stop ends the loop
+	e.clock.Advance(time.Hour)
+	insert(t, e.st, "late")
+	e.clock.Advance(time.Hour)
+	waitFor(t, "a cycle after Start's ctx was cancelled", func() bool { return len(e.q.ids()) == 1 }, e.q.signal)
+}
+
+func TestStopIsRetryableWhileACycleBlocks(t *testing.T) {
+	e := newPollEnv(100)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var once sync.Once
+	e.st.Fail = func(op, _ string) error {
+		if op == "poll" {
+			once.Do(func() {
+				entered <- struct{}{}
+				<-release // a store call that ignores its context
+			})
+		}
+		return nil
+	}
+	p := e.poller(t, poller.Config{Interval: 10 * time.Millisecond})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("no cycle started")
+	}
+	if err := p.Stop(stopCtx(t, 20*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop while a cycle blocks = %v, want context.DeadlineExceeded", err)
+	}
+	close(release)
+	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("second Stop = %v, want nil once the cycle returned", err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	st, q := memstore.New(nil), newFakeQueue(1)
+	bad := map[string]poller.Config{
+		"Interval":        {Interval: -time.Second},
+		"BacklogInterval": {BacklogInterval: -time.Millisecond},
+		"BatchSize":       {BatchSize: -1},
+		"QueryTimeout":    {QueryTimeout: -time.Second},
+	}
+	for field, cfg := range bad {
+		t.Run(field, func(t *testing.T) {
+			p, err := poller.New(st, q, cfg)
+			if !errors.Is(err, core.ErrInvalidConfig) {
+				t.Fatalf("New with invalid %s = %v, %v; want an error wrapping core.ErrInvalidConfig", field, p, err)
+			}
+			if !strings.Contains(err.Error(), field) {
+				t.Errorf("error %q does not name %s", err, field)
+			}
+		})
+	}
+	if _, err := poller.New(nil, q, poller.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("New(nil store) = %v", err)
+	}
+	if _, err := poller.New(st, nil, poller.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("New(nil queue) = %v", err)
+	}
+	if _, err := poller.New(st, q, poller.Config{}); err != nil {
+		t.Errorf("New with defaults = %v", err)
+	}
+	if poller.DefaultInterval != 5*time.Second || poller.DefaultSkipRecent != time.Second || poller.DefaultBatchSize != 200 {
+		t.Errorf("defaults changed")
+	}
+}
+
+// dispatcherSetup is a real dispatcher over st with a listener that counts
+// deliveries per id.
+type delivered struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (d *delivered) add(id string) {
+	d.mu.Lock()
+	d.n[id]++
+	d.mu.Unlock()
+}
+
+func (d *delivered) count(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[id]
+}
+
+func newDispatcher(t *testing.T, st *memstore.Store, cfg dispatcher.Config, logs *syncBuffer) (*dispatcher.Dispatcher, *delivered) {
+	t.Helper()
+	got := &delivered{n: map[string]int{}}
+	reg := registry.New()
+	reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
+		got.add(env.ID())
+		return nil
+	})
+	cfg.Logger = newLogger(logs)
+	d, err := dispatcher.New(st, reg, cfg)
+	if err != nil {
+		t.Fatalf("dispatcher.New: %v", err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatalf("dispatcher.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(stopCtx(t, waitTimeout)); err != nil {
+			t.Errorf("dispatcher.Close = %v", err)
+		}
+	})
+	return d, got
+}
+
+func TestEndToEndPollerDeliversEveryRow(t *testing.T) {
+	clock := newFakeClock()
+	st := memstore.New(clock.Now)
+	st.Changed = make(chan struct{}, 1)
+	logs := &syncBuffer{}
+	// A small cold queue so the 50 rows take several cycles (backlog path).
+	d, got := newDispatcher(t, st, dispatcher.Config{Workers: 2, ColdCapacity: 8}, logs)
+
+	ids := idsOf("e2e-", 50)
+	for _, id := range ids {
+		insert(t, st, id)
+	}
+	clock.Advance(2 * time.Second) // older than SkipRecent
+
+	p, err := poller.New(st, d, poller.Config{Interval: 10 * time.Millisecond, BatchSize: 20, Now: clock.Now, Logger: newLogger(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+			t.Errorf("poller.Stop = %v", err)
+		}
+		if t.Failed() {
+			t.Logf("log:\n%s", logs)
+		}
+	})
+	waitFor(t, "all 50 rows DONE", func() bool { return st.Count(core.StatusDone) == len(ids) }, st.Changed)
+	for _, id := range ids {
+		if n := got.count(id); n != 1 {
+			t.Errorf("event %s delivered %d times, want 1", id, n)
+		}
+	}
+}
+
+func TestEndToEndDroppedHotEventsReachDone(t *testing.T) {
+	st := memstore.New(nil)
+	st.Changed = make(chan struct{}, 1)
+	logs := &syncBuffer{}
+	gate := make(chan struct{})
+	var gateOnce sync.Once
+	openGate := func() { gateOnce.Do(func() { close(gate) }) }
+	t.Cleanup(openGate)
+
+	got := &delivered{n: map[string]int{}}
+	reg := registry.New()
+	reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
+		<-gate
+		got.add(env.ID())
+		return nil
+	})
+	d, err := dispatcher.New(st, reg, dispatcher.Config{Workers: 1, HotCapacity: 1, Logger: newLogger(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(stopCtx(t, waitTimeout)); err != nil {
+			t.Errorf("dispatcher.Close = %v", err)
+		}
+	})
+
+	ids := idsOf("hot-", 20)
+	dropped := 0
+	for _, id := range ids {
+		env := insert(t, st, id)
+		if !d.EnqueueHot(env) {
+			dropped++
+		}
+	}
+	if dropped < len(ids)-2 {
+		t.Fatalf("only %d of %d hot events dropped with one blocked worker and HotCapacity 1", dropped, len(ids))
+	}
+	openGate()
+
+	p, err := poller.New(st, d, poller.Config{Interval: 10 * time.Millisecond, SkipRecent: -1, Logger: newLogger(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+			t.Errorf("poller.Stop = %v", err)
+		}
+		if t.Failed() {
+			t.Logf("log:\n%s", logs)
+		}
+	})
+	waitFor(t, "every dropped hot event to reach DONE through the poller", func() bool {
+		return st.Count(core.StatusDone) == len(ids)
+	}, st.Changed)
+	for _, id := range ids {
+		if got.count(id) < 1 {
+			t.Errorf("event %s never delivered", id)
+		}
+	}
+}
