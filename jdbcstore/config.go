@@ -1,0 +1,92 @@
+package jdbcstore
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Defaults applied by [New] to zero [Config] fields.
+const (
+	// DefaultTable is the outbox table name (spec §5.1).
+	DefaultTable = "outbox_event"
+	// DefaultMaxErrorLen is the number of characters of an error message
+	// kept in last_error (spec §9.3).
+	DefaultMaxErrorLen = 4000
+)
+
+// tableNamePattern is the only shape of table name accepted: a plain SQL
+// identifier of at most 48 characters, which leaves room for the index
+// names derived from it within every supported database's identifier limit
+// (64 in MySQL, 63 in PostgreSQL).
+var tableNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+// Config configures a [Store]. The zero value is usable with a SQLite
+// database opened through the "sqlite3" driver.
+type Config struct {
+	// Dialect selects the SQL dialect. Defaults to the dialect matching
+	// db.DriverName() ("sqlite3" selects [SQLite]); required for any other
+	// driver name.
+	Dialect Dialect
+	// Table is the outbox table name. It must match
+	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$. Defaults to [DefaultTable].
+	Table string
+	// MaxErrorLen is how many characters (runes) of an error message are
+	// stored in last_error. Defaults to [DefaultMaxErrorLen]; negative
+	// values are rejected.
+	MaxErrorLen int
+	// Now is the clock used for created_at, available_at on insert and
+	// done_at. Defaults to time.Now.
+	Now func() time.Time
+	// Logger receives warnings about the database setup. Defaults to
+	// slog.Default(). Payloads are never logged.
+	Logger *slog.Logger
+}
+
+// withDefaults returns cfg with every zero field set to its default.
+// driverName is the name the *sqlx.DB was opened with.
+func (cfg Config) withDefaults(driverName string) Config {
+	if cfg.Dialect == nil {
+		cfg.Dialect = dialectForDriver(driverName)
+	}
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
+	}
+	if cfg.MaxErrorLen == 0 {
+		cfg.MaxErrorLen = DefaultMaxErrorLen
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// validate checks a config that already went through withDefaults.
+func (cfg Config) validate(driverName string) error {
+	if cfg.Dialect == nil {
+		return &core.ConfigError{Field: "Dialect", Msg: fmt.Sprintf("is required for driver %q", driverName)}
+	}
+	if err := ValidateTableName(cfg.Table); err != nil {
+		return err
+	}
+	if cfg.MaxErrorLen < 0 {
+		return &core.ConfigError{Field: "MaxErrorLen", Msg: fmt.Sprintf("must not be negative, got %d", cfg.MaxErrorLen)}
+	}
+	return nil
+}
+
+// ValidateTableName reports whether name can be used as [Config.Table]
+// (an empty Config.Table means [DefaultTable], but "" itself is not a
+// valid name). The error wraps [core.ErrInvalidIdentifier].
+func ValidateTableName(name string) error {
+	if !tableNamePattern.MatchString(name) {
+		return fmt.Errorf("%w: table name %q must match %s", core.ErrInvalidIdentifier, name, tableNamePattern)
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package jdbcstore
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// mapError is the one place where driver errors become store errors: a
+// duplicate key wraps core.ErrDuplicateEvent, everything keeps the driver
+// error in its chain.
+func (s *Store) mapError(op, id string, err error) error {
+	if s.dialect.classify(err) == errDuplicate {
+		return fmt.Errorf("outbox: jdbcstore: %s %q: %w: %w", op, id, core.ErrDuplicateEvent, err)
+	}
+	return fmt.Errorf("outbox: jdbcstore: %s %q: %w", op, id, err)
+}
+
+// truncateError returns msg as valid UTF-8 without NUL bytes (invalid
+// sequences and NULs become U+FFFD, which every database stores in a text
+// column), cut to at most max characters.
+func truncateError(msg string, max int) string {
+	if !utf8.ValidString(msg) {
+		msg = strings.ToValidUTF8(msg, "\uFFFD")
+	}
+	if strings.IndexByte(msg, 0) >= 0 {
+		msg = strings.ReplaceAll(msg, "\x00", "\uFFFD")
+	}
+	if len(msg) <= max { // bytes bound runes
+		return msg
+	}
+	n := 0
+	for i := range msg {
+		if n == max {
+			return msg[:i]
+		}
+		n++
+	}
+	return msg
+}

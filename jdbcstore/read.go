@@ -1,0 +1,196 @@
+package jdbcstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// PollPending returns up to limit NEW or RETRY events whose available_at is
+// at or before now and whose created_at is at or before now-skipRecent,
+// ordered by available_at, then created_at, then event_id.
+//
+// Records carry every column. A row whose stored columns cannot be decoded
+// (for example a corrupt payload) is still returned, with
+// [core.Record.DecodeErr] set, so the caller can mark it DEAD; it never
+// fails the poll. limit must be positive and skipRecent not negative,
+// otherwise the error wraps [core.ErrInvalidConfig].
+func (s *Store) PollPending(ctx context.Context, now time.Time, skipRecent time.Duration, limit int) ([]core.Record, error) {
+	if limit <= 0 {
+		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)}
+	}
+	if skipRecent < 0 {
+		return nil, &core.ConfigError{Field: "skipRecent", Msg: fmt.Sprintf("must not be negative, got %s", skipRecent)}
+	}
+	recs, err := s.queryRecords(ctx, limit, s.q.poll,
+		s.dialect.encodeTime(now), s.dialect.encodeTime(now.Add(-skipRecent)), limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: jdbcstore: poll pending: %w", err)
+	}
+	return recs, nil
+}
+
+// Get returns the stored event with the given id. A missing event returns an error
+// wrapping [core.ErrNotFound]. Undecodable columns are reported in
+// [core.Record.DecodeErr], as by PollPending.
+func (s *Store) Get(ctx context.Context, id string) (core.Record, error) {
+	recs, err := s.queryRecords(ctx, 1, s.q.get, id)
+	if err != nil {
+		return core.Record{}, fmt.Errorf("outbox: jdbcstore: get %q: %w", id, err)
+	}
+	if len(recs) == 0 {
+		return core.Record{}, fmt.Errorf("outbox: jdbcstore: get %q: %w", id, core.ErrNotFound)
+	}
+	return recs[0], nil
+}
+
+// CountByStatus returns how many events have each status. The four
+// defined statuses are always present, with 0 when no row has them.
+func (s *Store) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
+	counts, err := retryBusy(ctx, s, func() (map[core.Status]int, error) {
+		rows, err := s.db.QueryContext(ctx, s.q.countByStatus)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		counts := map[core.Status]int{
+			core.StatusNew: 0, core.StatusDone: 0, core.StatusRetry: 0, core.StatusDead: 0,
+		}
+		for rows.Next() {
+			var status, n int64
+			if err := rows.Scan(&status, &n); err != nil {
+				return nil, err
+			}
+			counts[core.Status(status)] += int(n)
+		}
+		return counts, rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: jdbcstore: count by status: %w", err)
+	}
+	return counts, nil
+}
+
+// queryRecords runs a SELECT of recordColumns on the store's pool.
+func (s *Store) queryRecords(ctx context.Context, sizeHint int, query string, args ...any) ([]core.Record, error) {
+	return retryBusy(ctx, s, func() ([]core.Record, error) {
+		rows, err := s.db.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		recs := make([]core.Record, 0, min(sizeHint, 256))
+		vals := make([]any, len(recordColumns))
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			clear(vals)
+			// Scanning into *any cannot fail on content; decoding
+			// happens in decodeRecord, which never fails the query.
+			if err := rows.Scan(ptrs...); err != nil {
+				return nil, err
+			}
+			recs = append(recs, s.decodeRecord(vals))
+		}
+		return recs, rows.Err()
+	})
+}
+
+// decodeRecord turns the raw column values of one row (in recordColumns
+// order) into a Record. Column problems are collected in DecodeErr.
+func (s *Store) decodeRecord(v []any) core.Record {
+	var (
+		r    core.Record
+		errs []error
+	)
+	col := func(i int, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("column %s: %w", recordColumns[i], err))
+		}
+	}
+	str := func(i int, dst *string) {
+		var err error
+		*dst, err = asString(v[i])
+		col(i, err)
+	}
+	tm := func(i int, dst *time.Time, required bool) {
+		var err error
+		*dst, err = s.dialect.decodeTime(v[i])
+		if err == nil && required && v[i] == nil {
+			err = errors.New("is NULL")
+		}
+		col(i, err)
+	}
+	str(0, &r.ID)
+	str(1, &r.Type)
+	str(2, &r.AggregateType)
+	str(3, &r.AggregateID)
+	str(4, &r.TenantID)
+	tm(5, &r.OccurredAt, true)
+	str(8, &r.HeadersJSON)
+	status, err := asInt(v[9])
+	col(9, err)
+	r.Status = core.Status(status)
+	attempts, err := asInt(v[10])
+	col(10, err)
+	r.Attempts = int(attempts)
+	tm(11, &r.AvailableAt, true)
+	tm(12, &r.CreatedAt, true)
+	tm(13, &r.DoneAt, false)
+	str(14, &r.LastError)
+
+	kind, err := asInt(v[7])
+	if err == nil && (kind < 0 || kind > 255) {
+		err = fmt.Errorf("payload kind %d out of range", kind)
+	}
+	col(7, err)
+	if err == nil {
+		r.PayloadKind = core.PayloadKind(kind)
+		r.Payload, err = s.dialect.decodePayload(r.PayloadKind, v[6])
+		col(6, err)
+	}
+	if len(errs) > 0 {
+		r.DecodeErr = errors.Join(errs...)
+	}
+	return r
+}
+
+// asString reads a text column: NULL is "".
+func asString(v any) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	case []byte:
+		return string(v), nil
+	}
+	return "", fmt.Errorf("stored value is %T, want text", v)
+}
+
+// asInt reads an integer column. Some drivers return integers as text.
+func asInt(v any) (int64, error) {
+	switch v := v.(type) {
+	case int64:
+		return v, nil
+	case uint64:
+		if v > math.MaxInt64 {
+			return 0, fmt.Errorf("value %d out of range", v)
+		}
+		return int64(v), nil
+	case []byte:
+		return strconv.ParseInt(string(v), 10, 64)
+	case string:
+		return strconv.ParseInt(v, 10, 64)
+	case nil:
+		return 0, errors.New("is NULL")
+	}
+	return 0, fmt.Errorf("stored value is %T, want integer", v)
+}

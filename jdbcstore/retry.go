@@ -1,0 +1,60 @@
+package jdbcstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Bounds of the lock-contention retry of the store's own statements.
+const (
+	busyRetryMinDelay = time.Millisecond
+	busyRetryMaxDelay = 50 * time.Millisecond
+)
+
+// retryBusy runs fn until it returns anything but lock contention (as the
+// dialect classifies it) or ctx ends. Waits grow from 1 ms to 50 ms with
+// jitter. Only statements that run alone in autocommit mode may be
+// retried: inside a transaction a failed statement can leave the
+// transaction unusable.
+//
+// When ctx ends during the retries, the error wraps both the last
+// contention error and the context's error.
+func retryBusy[T any](ctx context.Context, s *Store, fn func() (T, error)) (T, error) {
+	delay := busyRetryMinDelay
+	var lastBusy error
+	for attempt := 1; ; attempt++ {
+		v, err := fn()
+		if err == nil {
+			return v, nil
+		}
+		if s.dialect.classify(err) != errBusy {
+			if lastBusy != nil && ctx.Err() != nil {
+				// The context ended between two attempts.
+				return v, giveUp(lastBusy, attempt-1, err)
+			}
+			return v, err
+		}
+		lastBusy = err
+		if ctx.Err() != nil {
+			return v, giveUp(err, attempt, context.Cause(ctx))
+		}
+		if s.busyHook != nil {
+			s.busyHook(attempt, err)
+		}
+		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, giveUp(err, attempt, context.Cause(ctx))
+		case <-t.C:
+		}
+		delay = min(delay*2, busyRetryMaxDelay)
+	}
+}
+
+// giveUp reports a contention error that outlived its context.
+func giveUp(busy error, attempts int, cause error) error {
+	return fmt.Errorf("%w (gave up after %d attempts: %w)", busy, attempts, cause)
+}

@@ -1,0 +1,96 @@
+package jdbcstore
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+// schemaFS holds one DDL template per dialect. Templates see a schemaData.
+//
+//go:embed schema/*.sql
+var schemaFS embed.FS
+
+// schemaData is what a schema template can use. Every name it returns is
+// derived from a validated table name and quoted for the dialect.
+type schemaData struct {
+	d     Dialect
+	table string
+}
+
+// Table returns the quoted table name.
+func (sd schemaData) Table() string { return sd.d.quoteIdent(sd.table) }
+
+// Index returns the quoted name of an index of the table: index names are
+// global in some databases (SQLite, PostgreSQL), so they carry the table
+// name.
+func (sd schemaData) Index(suffix string) string {
+	return sd.d.quoteIdent(sd.table + "_" + suffix + "_idx")
+}
+
+// renderSchema executes the dialect's DDL template for table.
+func renderSchema(d Dialect, table string) (string, error) {
+	src, err := schemaFS.ReadFile("schema/" + d.schemaFile())
+	if err != nil {
+		return "", fmt.Errorf("outbox: jdbcstore: %s schema: %w", d.Name(), err)
+	}
+	tmpl, err := template.New(d.schemaFile()).Option("missingkey=error").Parse(string(src))
+	if err != nil {
+		return "", fmt.Errorf("outbox: jdbcstore: %s schema: %w", d.Name(), err)
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, schemaData{d: d, table: table}); err != nil {
+		return "", fmt.Errorf("outbox: jdbcstore: %s schema: %w", d.Name(), err)
+	}
+	return buf.String(), nil
+}
+
+// splitStatements cuts a DDL script into statements, one per trailing
+// ';'. Lines holding only a "--" comment are dropped, so comments may
+// contain semicolons. Drivers such as go-sql-driver/mysql run one
+// statement per Exec unless multiStatements is enabled.
+func splitStatements(script string) []string {
+	var (
+		stmts []string
+		cur   strings.Builder
+	)
+	for line := range strings.Lines(script) {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		if strings.HasSuffix(trimmed, ";") {
+			stmts = append(stmts, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		}
+	}
+	if rest := strings.TrimSpace(cur.String()); rest != "" {
+		stmts = append(stmts, rest)
+	}
+	return stmts
+}
+
+// SchemaSQL returns the DDL that [Store.ApplySchema] runs for this
+// store's dialect and table, for printing or for a migration tool.
+func (s *Store) SchemaSQL() string { return s.schema }
+
+// ApplySchema creates the outbox table and its index if they do not exist.
+// It is idempotent and safe to run at every start. It does not migrate an
+// existing table of a different shape.
+func (s *Store) ApplySchema(ctx context.Context) error {
+	for _, stmt := range splitStatements(s.schema) {
+		_, err := retryBusy(ctx, s, func() (struct{}, error) {
+			_, err := s.db.ExecContext(ctx, stmt)
+			return struct{}{}, err
+		})
+		if err != nil {
+			return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
+		}
+	}
+	s.dialect.checkSetup(ctx, s.db, s.log)
+	return nil
+}

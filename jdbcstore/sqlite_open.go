@@ -1,0 +1,108 @@
+package jdbcstore
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	// The SQLite driver, registered as "sqlite3" (cgo).
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// DefaultSQLiteBusyTimeout is how long a SQLite connection opened by
+// [OpenSQLite] waits for a lock before it reports SQLITE_BUSY.
+const DefaultSQLiteBusyTimeout = 10 * time.Second
+
+// sqliteParams are the mattn/go-sqlite3 DSN parameters OpenSQLite sets:
+//
+//   - _journal_mode=WAL: readers never block the writer and vice versa.
+//   - _busy_timeout: wait for a lock instead of failing at once.
+//   - _txlock=immediate: BEGIN IMMEDIATE, so a business transaction takes
+//     the write lock when it starts and never fails upgrading a read lock
+//     (which the busy timeout cannot cure).
+//   - _synchronous=NORMAL: durable across application crashes in WAL mode
+//     (a power loss may lose the last commits).
+//   - _foreign_keys=1: enforce foreign keys of the business tables.
+func sqliteParams() url.Values {
+	return url.Values{
+		"_journal_mode": {"WAL"},
+		"_busy_timeout": {strconv.FormatInt(DefaultSQLiteBusyTimeout.Milliseconds(), 10)},
+		"_txlock":       {"immediate"},
+		"_synchronous":  {"NORMAL"},
+		"_foreign_keys": {"1"},
+	}
+}
+
+// SQLiteDSN returns the mattn/go-sqlite3 data source name [OpenSQLite]
+// uses for path: the path with WAL journal, a busy timeout of
+// [DefaultSQLiteBusyTimeout], immediate transactions, synchronous=NORMAL
+// and foreign keys on. Use it to open the database with database/sql
+// directly.
+//
+// path is a file name, ":memory:", or a "file:" URI; parameters already in
+// the URI win over these defaults. A plain file name must not contain '?'
+// (write it as a "file:" URI).
+func SQLiteDSN(path string) (string, error) {
+	if path == "" {
+		return "", &core.ConfigError{Field: "path", Msg: "must not be empty"}
+	}
+	if strings.HasPrefix(path, "file:") {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		return path + sep + sqliteParams().Encode(), nil
+	}
+	if strings.Contains(path, "?") {
+		return "", &core.ConfigError{Field: "path", Msg: "a plain file name must not contain '?'; use a file: URI"}
+	}
+	return path + "?" + sqliteParams().Encode(), nil
+}
+
+// OpenSQLite opens the SQLite database at path (created if missing) with
+// the driver "sqlite3" and the settings of [SQLiteDSN], which let business
+// transactions and the store's status writes share one file without
+// "database is locked" errors. It does not connect yet: the first query
+// opens the file.
+//
+// An in-memory database (":memory:" or a "file::memory:" URI without
+// shared cache) exists per connection, so its pool is limited to one
+// connection that is never closed while idle.
+func OpenSQLite(path string) (*sqlx.DB, error) {
+	dsn, err := SQLiteDSN(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sqlx.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: open sqlite %q: %w", path, err)
+	}
+	if isSQLiteMemory(path) {
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+	}
+	return db, nil
+}
+
+// isSQLiteMemory reports whether path names a private in-memory database.
+func isSQLiteMemory(path string) bool {
+	if path == ":memory:" {
+		return true
+	}
+	if !strings.HasPrefix(path, "file:") {
+		return false
+	}
+	name, query, _ := strings.Cut(strings.TrimPrefix(path, "file:"), "?")
+	q, _ := url.ParseQuery(query)
+	if q.Get("cache") == "shared" {
+		return false
+	}
+	return name == ":memory:" || q.Get("mode") == "memory"
+}

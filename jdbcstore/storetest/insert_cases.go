@@ -1,0 +1,243 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+func (s *suite) testInsert(t *testing.T) {
+	t.Run("RoundTripsEveryField", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		occurred := time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("IST", 5*3600+1800))
+		env := build(t, core.NewEvent("OrderPlaced").
+			ID("evt-roundtrip-0001").
+			OccurredAt(occurred).
+			AggregateType("Order").
+			AggregateID("order-42").
+			TenantID("tenant-a").
+			Header("trace-id", "4bf92f3577b34da6").
+			Header("content-type", "application/json").
+			PayloadJSONString(`{"total": 12.5, "items": [1, 2, 3], "note": null}`))
+		insert(t, st, env)
+
+		rec := get(t, st, env.ID())
+		if rec.ID != "evt-roundtrip-0001" || rec.Type != "OrderPlaced" {
+			t.Errorf("ID, Type = %q, %q", rec.ID, rec.Type)
+		}
+		// 1999-12-31T23:59:59.999999999+05:30, truncated (not rounded).
+		sameTime(t, "OccurredAt", rec.OccurredAt, time.Date(1999, 12, 31, 18, 29, 59, 999999000, time.UTC))
+		if rec.AggregateType != "Order" || rec.AggregateID != "order-42" || rec.TenantID != "tenant-a" {
+			t.Errorf("aggregate type/id, tenant = %q, %q, %q", rec.AggregateType, rec.AggregateID, rec.TenantID)
+		}
+		h, err := core.DecodeHeaders(rec.HeadersJSON)
+		if err != nil || !maps.Equal(h, env.Headers()) {
+			t.Errorf("HeadersJSON = %q (%v), want %q", rec.HeadersJSON, err, env.Headers())
+		}
+		samePayload(t, rec.ID, core.PayloadJSON, rec.Payload, []byte(`{"total": 12.5, "items": [1, 2, 3], "note": null}`))
+		if rec.PayloadKind != core.PayloadJSON {
+			t.Errorf("PayloadKind = %v, want json", rec.PayloadKind)
+		}
+		if rec.Status != core.StatusNew || rec.Attempts != 0 {
+			t.Errorf("Status, Attempts = %v, %d, want NEW, 0", rec.Status, rec.Attempts)
+		}
+		sameTime(t, "CreatedAt", rec.CreatedAt, micro(t0))
+		sameTime(t, "AvailableAt", rec.AvailableAt, micro(t0))
+		if !rec.DoneAt.IsZero() {
+			t.Errorf("DoneAt = %s, want zero", rec.DoneAt)
+		}
+		if rec.LastError != "" {
+			t.Errorf("LastError = %q, want empty", rec.LastError)
+		}
+		sameEnvelope(t, rec, env)
+	})
+
+	t.Run("OptionalFieldsEmpty", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		env := build(t, core.NewEvent("Minimal").ID("evt-minimal").PayloadJSONString(`{}`))
+		insert(t, st, env)
+		rec := get(t, st, env.ID())
+		if rec.AggregateType != "" || rec.AggregateID != "" || rec.TenantID != "" || rec.HeadersJSON != "" {
+			t.Errorf("optional fields = %q, %q, %q, headers %q; want all empty",
+				rec.AggregateType, rec.AggregateID, rec.TenantID, rec.HeadersJSON)
+		}
+		sameEnvelope(t, rec, env)
+	})
+
+	t.Run("OutsideTransaction", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		ctx := t.Context()
+		a := jsonEvent(t, "evt-autocommit-sqlx")
+		b := jsonEvent(t, "evt-autocommit-sql")
+		if err := st.Insert(ctx, st.DB(), a); err != nil {
+			t.Fatalf("insert on *sqlx.DB: %v", err)
+		}
+		if err := st.Insert(ctx, st.DB().DB, b); err != nil {
+			t.Fatalf("insert on *sql.DB: %v", err)
+		}
+		sameEnvelope(t, get(t, st, a.ID()), a)
+		sameEnvelope(t, get(t, st, b.ID()), b)
+	})
+
+	t.Run("OnSQLTx", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		ctx := t.Context()
+		tx, err := st.DB().DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := jsonEvent(t, "evt-sql-tx")
+		if err := st.Insert(ctx, tx, env); err != nil {
+			_ = tx.Rollback()
+			t.Fatalf("insert on *sql.Tx: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		sameEnvelope(t, get(t, st, env.ID()), env)
+	})
+
+	t.Run("RolledBackTransactionLeavesNoRow", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		ctx := t.Context()
+		tx, err := st.DB().BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := jsonEvent(t, "evt-rolled-back")
+		if err := st.Insert(ctx, tx, env); err != nil {
+			_ = tx.Rollback()
+			t.Fatalf("insert: %v", err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatalf("rollback: %v", err)
+		}
+		if _, err := st.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("Get after rollback: err = %v, want ErrNotFound", err)
+		}
+		if ids, _ := poll(t, st, time.Now().Add(time.Hour), 0, 10); len(ids) != 0 {
+			t.Fatalf("poll after rollback = %q, want none", ids)
+		}
+		if c := countsOf(t, st); c[core.StatusNew] != 0 {
+			t.Fatalf("NEW count after rollback = %d, want 0", c[core.StatusNew])
+		}
+		// The same id can then be inserted and committed.
+		insert(t, st, env)
+		sameEnvelope(t, get(t, st, env.ID()), env)
+	})
+
+	t.Run("DuplicateEventID", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		ctx := t.Context()
+		first := build(t, core.NewEvent("First").ID("evt-dup").PayloadJSONString(`{"n":1}`))
+		second := build(t, core.NewEvent("Second").ID("evt-dup").PayloadJSONString(`{"n":2}`))
+		insert(t, st, first)
+
+		err := st.Insert(ctx, st.DB(), second)
+		if !errors.Is(err, core.ErrDuplicateEvent) {
+			t.Fatalf("autocommit duplicate: err = %v, want ErrDuplicateEvent", err)
+		}
+		tx, err := st.DB().BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.Insert(ctx, tx, second)
+		_ = tx.Rollback()
+		if !errors.Is(err, core.ErrDuplicateEvent) {
+			t.Fatalf("duplicate in transaction: err = %v, want ErrDuplicateEvent", err)
+		}
+		sameEnvelope(t, get(t, st, "evt-dup"), first)
+	})
+
+	t.Run("RejectsInvalidInput", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		ctx := t.Context()
+		if err := st.Insert(ctx, st.DB(), core.Envelope{}); !errors.Is(err, core.ErrEmptyEventType) {
+			t.Errorf("zero envelope: err = %v, want ErrEmptyEventType", err)
+		}
+		if err := st.Insert(ctx, nil, jsonEvent(t, "evt-nil-execer")); !errors.Is(err, core.ErrNoTransaction) {
+			t.Errorf("nil execer: err = %v, want ErrNoTransaction", err)
+		}
+		if c := countsOf(t, st); c[core.StatusNew] != 0 {
+			t.Errorf("rows after rejected inserts = %d, want 0", c[core.StatusNew])
+		}
+	})
+
+	t.Run("CanceledContext", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		ctx := canceled(t)
+		if err := st.Insert(ctx, st.DB(), jsonEvent(t, "evt-canceled")); !errors.Is(err, context.Canceled) {
+			t.Errorf("Insert: err = %v, want context.Canceled", err)
+		}
+		if _, err := st.MarkDone(ctx, "evt-canceled"); !errors.Is(err, context.Canceled) {
+			t.Errorf("MarkDone: err = %v, want context.Canceled", err)
+		}
+		if _, err := st.PollPending(ctx, time.Now(), 0, 10); !errors.Is(err, context.Canceled) {
+			t.Errorf("PollPending: err = %v, want context.Canceled", err)
+		}
+	})
+
+	t.Run("UnicodeInEveryTextField", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		// Each field at its limit in 4-byte characters, plus mixed scripts.
+		env := build(t, core.NewEvent(strings.Repeat("🎉", core.MaxEventTypeLen-6)+"注文.作成✓").
+			ID(strings.Repeat("🙂", core.MaxEventIDLen-4)+"-ид-").
+			AggregateType(strings.Repeat("𝒜", core.MaxAggregateTypeLen-5)+"Ägg-ü").
+			AggregateID(strings.Repeat("日", core.MaxAggregateIDLen-3)+"🧾ßx").
+			TenantID(strings.Repeat("租", core.MaxTenantIDLen-2)+"α🏢").
+			Header("ключ🔑", "値—✓ «quoted» \"double\" \\ back\nline").
+			Header("emoji-only", "🚀🚀🚀").
+			PayloadJSONString(`{"name":"Zoë 🦊","city":"東京"}`))
+		insert(t, st, env)
+		rec := get(t, st, env.ID())
+		sameEnvelope(t, rec, env)
+
+		const msg = "失败: 💥 ünïcödé — ошибка"
+		ok, err := st.MarkRetry(t.Context(), env.ID(), t0, msg)
+		mark(t, "MarkRetry", true, ok, err)
+		if got := get(t, st, env.ID()).LastError; got != msg {
+			t.Errorf("LastError = %q, want %q", got, msg)
+		}
+	})
+
+	t.Run("Headers", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		h := map[string]string{
+			"empty-value":  "",
+			"json-ish":     `{"a":[1,2]}`,
+			"quotes":       `"'` + "`",
+			"control":      "tab\tnewline\nbell\a",
+			"html":         "</script><b>&amp;",
+			"long":         strings.Repeat("v", 2000),
+			"Mixed-Case-K": "x",
+		}
+		env := build(t, core.NewEvent("WithHeaders").ID("evt-headers").Headers(h).PayloadJSONString(`[]`))
+		insert(t, st, env)
+		rec := get(t, st, env.ID())
+		sameEnvelope(t, rec, env)
+		got, err := rec.Envelope()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got.Headers(), h) {
+			t.Errorf("headers = %q, want %q", got.Headers(), h)
+		}
+	})
+}
