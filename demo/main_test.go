@@ -1,0 +1,26 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The walkthrough prints all five scenarios and the final table.
+func TestDemoRuns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, &out, filepath.Join(t.TempDir(), "demo.db"), false); err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"1. Commit", "2. Rollback", "3. Overflow", "4. Failing listener", "5. Wildcard",
+		"status DEAD  attempts 3", "DONE   1      8", "DEAD   3      1", "NEW    0      0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
