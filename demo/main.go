@@ -1,13 +1,20 @@
 // Command demo walks through the outbox on an embedded SQLite database (no
-// server): commit → hot path → DONE, rollback → no row, hot-queue overflow
-// → poller, failing listener → RETRY → DEAD, and a wildcard listener.
+// server), or on MySQL/MariaDB: commit → hot path → DONE, rollback → no
+// row, hot-queue overflow → poller, failing listener → RETRY → DEAD, and a
+// wildcard listener.
 //
 //	go run ./demo            # temporary database, removed at exit
 //	go run ./demo -keep f.db # keep the database file for inspection
+//	go run ./demo -mysql 'root@tcp(127.0.0.1:3306)/test?parseTime=true'
+//
+// On MySQL/MariaDB the demo drops and recreates its own tables,
+// outbox_event_demo and orders_demo, in the DSN's database, and leaves them
+// for inspection.
 package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -30,11 +39,21 @@ import (
 
 func main() {
 	keep := flag.String("keep", "", "keep the SQLite database at this path (default: a temporary file, removed at exit)")
+	dsn := flag.String("mysql", "", "run on MySQL/MariaDB instead: a go-sql-driver/mysql DSN naming a database, e.g. 'root@tcp(127.0.0.1:3306)/test?parseTime=true'")
 	verbose := flag.Bool("v", false, "show the framework's own log lines")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := run(ctx, os.Stdout, *keep, *verbose); err != nil {
+	var err error
+	switch {
+	case *dsn != "" && *keep != "":
+		err = errors.New("-keep is for SQLite; with -mysql the tables stay in the database")
+	case *dsn != "":
+		err = runMySQL(ctx, os.Stdout, *dsn, *verbose)
+	default:
+		err = run(ctx, os.Stdout, *keep, *verbose)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
@@ -42,8 +61,9 @@ func main() {
 
 // demo holds the walkthrough's state.
 type demo struct {
-	out io.Writer
-	ob  *outbox.Outbox
+	out    io.Writer
+	ob     *outbox.Outbox
+	orders string // the business table
 
 	gate     chan struct{} // holds the "Slow" listener while open
 	slowIn   chan string
@@ -52,6 +72,15 @@ type demo struct {
 	seen     []string
 }
 
+// Names of the MySQL/MariaDB demo's tables, dropped and recreated at
+// every run.
+const (
+	mysqlOutboxTable = "outbox_event_demo"
+	mysqlOrdersTable = "orders_demo"
+)
+
+// run walks through the demo on the SQLite file keep, or on a temporary
+// file when keep is empty.
 func run(ctx context.Context, out io.Writer, keep string, verbose bool) error {
 	path := keep
 	if path == "" {
@@ -70,11 +99,52 @@ func run(ctx context.Context, out io.Writer, keep string, verbose bool) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`); err != nil {
 		return err
 	}
+	return walk(ctx, out, db, fmt.Sprintf("SQLite (%s)", path), "orders", outbox.Config{}, verbose)
+}
+
+// runMySQL walks through the demo on the MySQL/MariaDB database of dsn, in
+// fresh tables outbox_event_demo and orders_demo.
+func runMySQL(ctx context.Context, out io.Writer, dsn string, verbose bool) error {
+	db, err := sqlx.Open("mysql", dsn)
+	if err != nil {
+		return fmt.Errorf("-mysql: %w", err)
+	}
+	defer db.Close()
+	var version string
+	var database sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT VERSION(), DATABASE()").Scan(&version, &database); err != nil {
+		return fmt.Errorf("-mysql: %w", err)
+	}
+	if !database.Valid {
+		return errors.New("-mysql: the DSN must name a database, as in user@tcp(host:3306)/test")
+	}
+	for _, stmt := range []string{
+		"DROP TABLE IF EXISTS `" + mysqlOutboxTable + "`, `" + mysqlOrdersTable + "`",
+		"CREATE TABLE `" + mysqlOrdersTable + "` (id BIGINT AUTO_INCREMENT PRIMARY KEY, item VARCHAR(64) NOT NULL) ENGINE=InnoDB",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	cfg := outbox.Config{}
+	cfg.Store.Table = mysqlOutboxTable
+	label := fmt.Sprintf("MySQL/MariaDB %s (database %s, tables %s and %s)", version, database.String, mysqlOutboxTable, mysqlOrdersTable)
+	if err := walk(ctx, out, db, label, mysqlOrdersTable, cfg, verbose); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nThe rows stay in %s.%s: SELECT status, COUNT(*) FROM %s GROUP BY status\n",
+		database.String, mysqlOutboxTable, mysqlOutboxTable)
+	return nil
+}
+
+// walk runs the five scenarios on db, whose business table orders has the
+// columns id (generated) and item; cfg carries the store settings.
+func walk(ctx context.Context, out io.Writer, db *sqlx.DB, label, orders string, cfg outbox.Config, verbose bool) error {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	cfg := outbox.Config{Logger: logger}
+	cfg.Logger = logger
 	cfg.Dispatcher.Workers = 1     // one worker makes the overflow scenario easy to see
 	cfg.Dispatcher.HotCapacity = 2 // a tiny hot queue, to overflow it on purpose
 	cfg.Dispatcher.MaxAttempts = 3
@@ -85,7 +155,7 @@ func run(ctx context.Context, out io.Writer, keep string, verbose bool) error {
 	if err != nil {
 		return err
 	}
-	d := &demo{out: out, ob: ob, gate: make(chan struct{}), slowIn: make(chan string, 16)}
+	d := &demo{out: out, ob: ob, orders: orders, gate: make(chan struct{}), slowIn: make(chan string, 16)}
 	close(d.gate) // open until scenario 3 closes it
 	d.register()
 	if err := ob.Start(ctx); err != nil {
@@ -93,7 +163,7 @@ func run(ctx context.Context, out io.Writer, keep string, verbose bool) error {
 	}
 	defer ob.Close(context.WithoutCancel(ctx))
 
-	fmt.Fprintf(out, "outbox demo on SQLite (%s)\n\n", path)
+	fmt.Fprintf(out, "outbox demo on %s\n\n", label)
 	steps := []func(context.Context) error{d.commit, d.rollback, d.overflow, d.failing, d.wildcardSummary}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -132,7 +202,7 @@ func (d *demo) register() {
 func (d *demo) publish(ctx context.Context, fail error, envs ...core.Envelope) error {
 	return d.ob.InTx(ctx, func(ctx context.Context) error {
 		tx, _ := txctx.From(ctx)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES (?)`, "book"); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+d.orders+" (item) VALUES (?)", "book"); err != nil {
 			return err
 		}
 		for _, env := range envs {

@@ -28,8 +28,8 @@ var tableNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 // database opened through the "sqlite3" driver.
 type Config struct {
 	// Dialect selects the SQL dialect. Defaults to the dialect matching
-	// db.DriverName() ("sqlite3" selects [SQLite]); required for any other
-	// driver name.
+	// db.DriverName() ("sqlite3" selects [SQLite], "mysql" selects
+	// [MySQL]); required for any other driver name.
 	Dialect Dialect
 	// Table is the outbox table name. It must match
 	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$. Defaults to [DefaultTable].

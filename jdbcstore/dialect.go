@@ -15,7 +15,7 @@ import (
 // duplicate keys and lock contention.
 //
 // Dialect has unexported methods: pick one of the exported values of this
-// package ([SQLite]); other packages cannot implement it.
+// package ([SQLite], [MySQL]); other packages cannot implement it.
 type Dialect interface {
 	// Name returns a short lowercase name such as "sqlite".
 	Name() string
@@ -58,6 +58,17 @@ type capabilities struct {
 	skipLocked bool
 	// returning: UPDATE ... RETURNING.
 	returning bool
+	// updateOrderLimit: UPDATE ... ORDER BY ... LIMIT n.
+	updateOrderLimit bool
+}
+
+// timeSelector is implemented by dialects that must not let the driver
+// decode time columns (go-sql-driver/mysql with parseTime=true builds a
+// time.Time in the DSN's loc, which shifts wall clocks that fall into a
+// daylight saving gap). Reads select selectTime(column) instead of the
+// column itself; decodeTime receives what that expression returns.
+type timeSelector interface {
+	selectTime(column string) string
 }
 
 // errClass is how the store reacts to a driver error.

@@ -3,10 +3,10 @@
 // dispatcher and the pending scan of the poller (spec §9).
 //
 // A [Dialect] turns the generic operations into the SQL text and arguments
-// of one database (SQLite today; MySQL/MariaDB and PostgreSQL are added as
-// further Dialect values) and maps that database's driver errors. One
-// [Store] runs every dialect through sqlx, so *sqlx.DB and *sqlx.Tx share
-// the same code.
+// of one database ([SQLite], [MySQL] for MySQL 8 and MariaDB 10.6+;
+// PostgreSQL is added as a further Dialect value) and maps that database's
+// driver errors. One [Store] runs every dialect through sqlx, so *sqlx.DB
+// and *sqlx.Tx share the same code.
 //
 // Typical SQLite setup:
 //

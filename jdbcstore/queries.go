@@ -17,6 +17,26 @@ var recordColumns = []string{
 	"available_at", "created_at", "done_at", "last_error",
 }
 
+// timeColumns are the recordColumns holding instants.
+var timeColumns = map[string]bool{"occurred_at": true, "available_at": true, "created_at": true, "done_at": true}
+
+// selectList is the SELECT list of recordColumns for d: time columns go
+// through the dialect's selectTime when it has one.
+func selectList(d Dialect) string {
+	ts, ok := d.(timeSelector)
+	if !ok {
+		return strings.Join(recordColumns, ", ")
+	}
+	exprs := make([]string, len(recordColumns))
+	for i, c := range recordColumns {
+		exprs[i] = c
+		if timeColumns[c] {
+			exprs[i] = ts.selectTime(c)
+		}
+	}
+	return strings.Join(exprs, ", ")
+}
+
 // statements holds the SQL text of every operation for one dialect and
 // table, built once by New. The comment of each field gives the order of
 // its arguments; the store encodes them with the dialect.
@@ -45,7 +65,7 @@ type statements struct {
 // into the text.
 func buildStatements(d Dialect, table string) statements {
 	t := d.quoteIdent(table)
-	cols := strings.Join(recordColumns, ", ")
+	cols := selectList(d)
 	st := func(s core.Status) string { return strconv.Itoa(int(s)) }
 	notDone := " WHERE event_id = ? AND status <> " + st(core.StatusDone)
 	releaseLease := ", locked_by = NULL, locked_until = NULL"

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/internal/testdb"
+)
+
+// The walkthrough runs on MySQL/MariaDB (a fresh database, see
+// internal/testdb), twice in a row: it recreates its own tables.
+func TestDemoRunsOnMySQL(t *testing.T) {
+	dsn := testdb.MySQLConfig(t).FormatDSN()
+	for run := 1; run <= 2; run++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		var out bytes.Buffer
+		err := runMySQL(ctx, &out, dsn, false)
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: demo failed: %v\n%s", run, err, out.String())
+		}
+		for _, want := range []string{"outbox demo on MySQL/MariaDB", "1. Commit", "3. Overflow", "status DEAD  attempts 3",
+			"DONE   1      8", "DEAD   3      1", "NEW    0      0", "RETRY  2      0"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("run %d: demo output lacks %q:\n%s", run, want, out.String())
+			}
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package jdbcstore
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// FuzzMySQLPayloadCodec: known kinds round-trip byte-exact (JSON text must
+// be UTF-8, the column's character set); whatever the column holds,
+// decoding never panics, and it returns bytes or an error, never nil
+// without an error.
+func FuzzMySQLPayloadCodec(f *testing.F) {
+	f.Add(uint8(0), []byte(`{"a":1}`))
+	f.Add(uint8(1), []byte{0, 1, 2, 0xff})
+	f.Add(uint8(1), []byte{})
+	f.Add(uint8(1), []byte(`"AAEC/w=="`))
+	f.Add(uint8(1), []byte(`"AAEC\/w=="`))
+	f.Add(uint8(1), []byte(`"AAE"`))
+	f.Add(uint8(1), []byte(` "" `))
+	f.Add(uint8(1), []byte(`"\u0041AAA"`))
+	f.Add(uint8(0), []byte("\xff"))
+	f.Add(uint8(7), []byte("x"))
+	f.Add(uint8(255), []byte(nil))
+	f.Fuzz(func(t *testing.T, k uint8, p []byte) {
+		kind := core.PayloadKind(k)
+		enc, err := mysqlEncodePayload(kind, p)
+		switch kind {
+		case core.PayloadJSON:
+			if utf8.Valid(p) != (err == nil) {
+				t.Fatalf("encode JSON %q: err = %v", p, err)
+			}
+			if err == nil && len(p) > 0 {
+				dec, err := mysqlDecodePayload(kind, []byte(enc))
+				if err != nil || !bytes.Equal(dec, p) {
+					t.Fatalf("JSON round trip: %q, %v; want %q", dec, err, p)
+				}
+			}
+		case core.PayloadBytes:
+			if err != nil {
+				t.Fatalf("encode bytes: %v", err)
+			}
+			want := `"` + base64.StdEncoding.EncodeToString(p) + `"`
+			if enc != want {
+				t.Fatalf("encoded %q, want %q", enc, want)
+			}
+			dec, err := mysqlDecodePayload(kind, []byte(enc))
+			if err != nil || dec == nil || !bytes.Equal(dec, p) {
+				t.Fatalf("bytes round trip: %x, %v; want %x", dec, err, p)
+			}
+		default:
+			if err == nil {
+				t.Fatalf("encode kind %d succeeded", k)
+			}
+			if _, err := mysqlDecodePayload(kind, p); err == nil {
+				t.Fatalf("decode kind %d succeeded", k)
+			}
+		}
+		// Anything stored: decoding must not panic, and a success gives
+		// bytes that encode to a value decoding to the same bytes.
+		if dec, err := mysqlDecodePayload(kind, p); err == nil {
+			if dec == nil {
+				t.Fatal("decode returned nil bytes without error")
+			}
+			if kind == core.PayloadBytes {
+				again, _ := mysqlEncodePayload(kind, dec)
+				if d2, err := mysqlDecodePayload(kind, []byte(again)); err != nil || !bytes.Equal(d2, dec) {
+					t.Fatalf("re-encoded payload does not decode back: %v", err)
+				}
+			}
+		}
+		for _, v := range []any{p, string(p), nil, int64(len(p)), float64(k), time.Unix(int64(k), 0)} {
+			got, err := MySQL.decodePayload(kind, v)
+			if err == nil && got == nil {
+				t.Fatalf("decodePayload(%d, %T) returned nil bytes without error", k, v)
+			}
+		}
+	})
+}
+
+// FuzzMySQLDecodeRecord: whatever the columns hold, decoding a row never
+// panics and a bad value only sets DecodeErr.
+func FuzzMySQLDecodeRecord(f *testing.F) {
+	f.Add("id", int64(1), []byte(`"AAEC"`), "2024-03-15 10:30:00.123456", `{"k":"v"}`)
+	f.Add("", int64(0), []byte(`{}`), "0000-00-00 00:00:00", "")
+	f.Add("x", int64(1), []byte(`42`), "2024-02-30 25:61:00", "{")
+	f.Fuzz(func(t *testing.T, id string, kind int64, payload []byte, tm string, headers string) {
+		st := &Store{dialect: MySQL}
+		vals := []any{[]byte(id), []byte("T"), nil, nil, nil, []byte(tm), payload, kind, []byte(headers),
+			int64(0), int64(0), []byte(tm), []byte(tm), nil, nil}
+		r := st.decodeRecord(vals)
+		if _, err := time.Parse(time.DateTime, tm); err != nil && r.DecodeErr == nil {
+			t.Fatalf("time %q decoded without error", tm)
+		}
+		_, _ = r.Envelope() // must not panic either
+	})
+}
+
+func TestMySQLTimeCodec(t *testing.T) {
+	t.Parallel()
+	d := MySQL
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skipf("no zoneinfo: %v", err)
+	}
+	for _, in := range []time.Time{
+		time.Date(2024, 2, 29, 23, 59, 59, 999999999, time.FixedZone("X", -7*3600)),
+		time.Date(2024, 3, 10, 2, 30, 0, 1500, time.UTC),
+		time.Date(1969, 7, 20, 20, 17, 40, 500, time.UTC),
+		time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2024, 11, 3, 1, 30, 0, 0, ny), // the ambiguous hour
+	} {
+		enc := d.encodeTime(in)
+		s, ok := enc.(string)
+		if !ok || len(s) != len(mysqlTimeLayout) {
+			t.Fatalf("encodeTime(%v) = %#v", in, enc)
+		}
+		want := in.UTC().Truncate(time.Microsecond)
+		for _, v := range []any{s, []byte(s)} {
+			got, err := d.decodeTime(v)
+			if err != nil || !got.Equal(want) || got.Location() != time.UTC {
+				t.Errorf("decodeTime(%T %q) = %v, %v; want %v", v, s, got, err, want)
+			}
+		}
+	}
+	if got := d.encodeTime(time.Date(2024, 1, 2, 3, 4, 5, 999999999, time.UTC)); got != "2024-01-02 03:04:05.999999" {
+		t.Errorf("encodeTime rounds: %v", got)
+	}
+	// A time.Time from the driver (parseTime=true): its wall clock is UTC
+	// whatever location the driver attached.
+	k := time.FixedZone("IST", 5*3600+1800)
+	if got, err := d.decodeTime(time.Date(2024, 3, 15, 10, 30, 0, 123456789, k)); err != nil ||
+		!got.Equal(time.Date(2024, 3, 15, 10, 30, 0, 123456000, time.UTC)) || got.Location() != time.UTC {
+		t.Errorf("decodeTime(time.Time in IST) = %v, %v", got, err)
+	}
+	// Fewer fractional digits, as a hand-written query may return.
+	if got, err := d.decodeTime("2024-03-15 10:30:00"); err != nil || !got.Equal(time.Date(2024, 3, 15, 10, 30, 0, 0, time.UTC)) {
+		t.Errorf("decodeTime without fraction = %v, %v", got, err)
+	}
+	if got, err := d.decodeTime(nil); err != nil || !got.IsZero() {
+		t.Errorf("decodeTime(nil) = %v, %v", got, err)
+	}
+	for _, bad := range []any{"2024-01-01T00:00:00Z", "0000-00-00 00:00:00", "", []byte("2024-02-30 00:00:00"), time.Time{}, int64(1), 1.5} {
+		if _, err := d.decodeTime(bad); err == nil {
+			t.Errorf("decodeTime(%#v) succeeded", bad)
+		}
+	}
+}
+
+func TestMySQLClassify(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err  error
+		want errClass
+	}{
+		{&mysql.MySQLError{Number: 1062, Message: "Duplicate entry"}, errDuplicate},
+		{fmt.Errorf("wrapped: %w", &mysql.MySQLError{Number: 1062}), errDuplicate},
+		{&mysql.MySQLError{Number: 1586}, errDuplicate},
+		{&mysql.MySQLError{Number: 1213}, errBusy},
+		{&mysql.MySQLError{Number: 1205}, errBusy},
+		{&mysql.MySQLError{Number: 1064}, errOther},
+		{&mysql.MySQLError{Number: 4025}, errOther}, // CHECK constraint
+		{mysql.ErrInvalidConn, errOther},
+		{errors.New("plain"), errOther},
+		{nil, errOther},
+	}
+	for _, c := range cases {
+		if got := MySQL.classify(c.err); got != c.want {
+			t.Errorf("classify(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+func TestMySQLDialectBasics(t *testing.T) {
+	t.Parallel()
+	if MySQL.Name() != "mysql" || dialectForDriver("mysql") != MySQL {
+		t.Errorf("Name %q, detection %v", MySQL.Name(), dialectForDriver("mysql"))
+	}
+	if c := MySQL.caps(); !c.skipLocked || c.returning || !c.updateOrderLimit {
+		t.Errorf("caps = %+v", c)
+	}
+	st, err := New(sqlx.NewDb(nil, "mysql"), Config{Table: "order"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dialect() != MySQL {
+		t.Fatalf("dialect for driver mysql = %v", st.Dialect())
+	}
+	schema := st.SchemaSQL()
+	for _, want := range []string{
+		"CREATE TABLE IF NOT EXISTS `order` (",
+		"event_id       VARBINARY(144) NOT NULL",
+		"payload        JSON           NOT NULL",
+		"KEY idx_status_available (status, available_at, created_at)",
+		"ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;",
+		"locked_by", "locked_until", "payload_kind",
+	} {
+		if !strings.Contains(schema, want) {
+			t.Errorf("schema lacks %q:\n%s", want, schema)
+		}
+	}
+	if n := len(splitStatements(schema)); n != 1 || strings.Contains(schema, "{{") {
+		t.Errorf("%d statements (want 1):\n%s", n, schema)
+	}
+	q := buildStatements(MySQL, "tbl")
+	for name, c := range map[string]struct {
+		sql  string
+		args int
+	}{
+		"insert": {q.insert, 11}, "markDone": {q.markDone, 2}, "markRetry": {q.markRetry, 3},
+		"markDead": {q.markDead, 2}, "poll": {q.poll, 3}, "get": {q.get, 1}, "countByStatus": {q.countByStatus, 0},
+	} {
+		if n := strings.Count(c.sql, "?"); n != c.args {
+			t.Errorf("%s has %d placeholders, want %d: %s", name, n, c.args, c.sql)
+		}
+		if !strings.Contains(c.sql, "`tbl`") {
+			t.Errorf("%s does not use the quoted table: %s", name, c.sql)
+		}
+	}
+	for _, col := range []string{"occurred_at", "available_at", "created_at", "done_at"} {
+		if !strings.Contains(q.poll, "CAST("+col+" AS CHAR)") || !strings.Contains(q.get, "CAST("+col+" AS CHAR)") {
+			t.Errorf("reads do not select %s as text:\n%s", col, q.poll)
+		}
+	}
+	if !strings.HasSuffix(q.poll, "ORDER BY available_at, created_at, event_id LIMIT ?") {
+		t.Errorf("poll = %s", q.poll)
+	}
+	// SQLite reads its columns as they are.
+	if strings.Contains(buildStatements(SQLite, "tbl").poll, "CAST(") {
+		t.Error("SQLite statements select casts")
+	}
+}
