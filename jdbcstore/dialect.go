@@ -58,6 +58,9 @@ type capabilities struct {
 	skipLocked bool
 	// returning: UPDATE ... RETURNING.
 	returning bool
+	// updateOrderLimit: UPDATE ... LIMIT (MySQL); without it a LIMIT
+	// goes into a subquery on the same table (SQLite, PostgreSQL).
+	updateOrderLimit bool
 }
 
 // errClass is how the store reacts to a driver error.
