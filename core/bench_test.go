@@ -89,11 +89,12 @@ func BenchmarkPublish(b *testing.B) {
 
 type nopInserter struct{}
 
-func (nopInserter) Insert(context.Context, core.Execer, core.Envelope) error { return nil }
+func (nopInserter) Insert(context.Context, core.Execer, core.Envelope, core.Lease) error { return nil }
 
 type nopHotQueue struct{}
 
-func (nopHotQueue) EnqueueHot(core.Envelope) bool { return true }
+func (nopHotQueue) EnqueueHot(core.Envelope, core.Lease) bool { return true }
+func (nopHotQueue) HotLease(core.Envelope) core.Lease         { return core.Lease{} }
 
 type benchTx struct {
 	fakeTx

@@ -18,6 +18,7 @@ type Builder struct {
 	hasJSON  bool
 	hasBytes bool
 	valueErr error
+	delay    time.Duration
 }
 
 // NewEvent starts an envelope of the given event type name.
@@ -46,6 +47,17 @@ func (b *Builder) ID(id string) *Builder { b.env.id = id; return b }
 // OccurredAt sets when the event happened. Defaults to now. Stored in UTC
 // with microsecond precision.
 func (b *Builder) OccurredAt(t time.Time) *Builder { b.env.occurredAt = t; return b }
+
+// NotBefore delays delivery: no listener sees the event before t. A time
+// in the past means now. It clears a Delay set earlier.
+func (b *Builder) NotBefore(t time.Time) *Builder { b.env.notBefore, b.delay = t, 0; return b }
+
+// Delay delays delivery by d from the moment Build runs; d <= 0 means now.
+// It clears a NotBefore set earlier.
+func (b *Builder) Delay(d time.Duration) *Builder {
+	b.delay, b.env.notBefore = d, time.Time{}
+	return b
+}
 
 // AggregateType sets the aggregate type by name.
 func (b *Builder) AggregateType(name string) *Builder { b.env.aggregateType = name; return b }
@@ -131,6 +143,12 @@ func (b *Builder) Build() (Envelope, error) {
 		env.occurredAt = time.Now()
 	}
 	env.occurredAt = env.occurredAt.UTC().Truncate(time.Microsecond)
+	if b.delay > 0 {
+		env.notBefore = time.Now().Add(b.delay)
+	}
+	if !env.notBefore.IsZero() {
+		env.notBefore = env.notBefore.UTC().Truncate(time.Microsecond)
+	}
 	if err := validate(&env); err != nil {
 		return Envelope{}, err
 	}

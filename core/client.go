@@ -13,7 +13,8 @@ type Client struct {
 }
 
 // NewClient returns a Client that inserts through store and, after commit,
-// hands events to hot. hot may be nil: events then wait for the poller.
+// hands events to hot, which also leases them to its node from the insert
+// on. hot may be nil: events are then inserted unowned and wait for a poller.
 func NewClient(store Inserter, hot HotQueue) (*Client, error) {
 	if store == nil {
 		return nil, &ConfigError{Field: "store", Msg: "must not be nil"}
@@ -42,12 +43,16 @@ func (c *Client) PublishTx(ctx context.Context, tx Tx, env Envelope) (string, er
 	if err := env.Validate(); err != nil {
 		return "", err
 	}
-	if err := c.store.Insert(ctx, tx, env); err != nil {
+	var lease Lease
+	if c.hot != nil {
+		lease = c.hot.HotLease(env)
+	}
+	if err := c.store.Insert(ctx, tx, env, lease); err != nil {
 		return "", fmt.Errorf("outbox: publish %s: %w", env.id, err)
 	}
 	if c.hot != nil {
 		hot := c.hot
-		tx.AfterCommit(func() { hot.EnqueueHot(env) })
+		tx.AfterCommit(func() { hot.EnqueueHot(env, lease) })
 	}
 	return env.id, nil
 }

@@ -275,3 +275,44 @@ func TestPublishConcurrent(t *testing.T) {
 		t.Errorf("inserts=%d hot=%d, want %d", ins.count(), len(hot.received()), goroutines*perG)
 	}
 }
+
+// The hot queue's lease is inserted with the row and handed back on commit,
+// so the publishing node owns its event from the insert on.
+func TestPublishLeasesToHotQueue(t *testing.T) {
+	ins, hot := &fakeInserter{}, &fakeHotQueue{}
+	c, err := core.NewClient(ins, hot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := newFakeTx()
+	env, err := core.JSONEvent("T", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishTx(context.Background(), tx, env); err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit()
+	if len(ins.leases) != 1 || ins.leases[0] != fakeLease {
+		t.Fatalf("inserted with %v, want %v", ins.leases, fakeLease)
+	}
+	if len(hot.leases) != 1 || hot.leases[0] != fakeLease {
+		t.Fatalf("enqueued with %v, want %v", hot.leases, fakeLease)
+	}
+}
+
+// Without a hot queue the row is inserted unowned.
+func TestPublishWithoutHotQueueIsUnowned(t *testing.T) {
+	ins := &fakeInserter{}
+	c, err := core.NewClient(ins, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _ := core.JSONEvent("T", `{}`)
+	if _, err := c.PublishTx(context.Background(), newFakeTx(), env); err != nil {
+		t.Fatal(err)
+	}
+	if len(ins.leases) != 1 || !ins.leases[0].IsZero() {
+		t.Fatalf("leases %v, want one zero lease", ins.leases)
+	}
+}

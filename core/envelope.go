@@ -16,6 +16,8 @@ const (
 	MaxAggregateIDLen   = 128
 	MaxTenantIDLen      = 64
 	MaxPayloadBytes     = 1 << 20 // 1,048,576
+	// MaxOwnerLen is the longest lease owner token, in bytes.
+	MaxOwnerLen = 64
 )
 
 // Envelope is an immutable event: identity, type, routing metadata and a
@@ -34,6 +36,7 @@ type Envelope struct {
 	headers       map[string]string
 	payload       []byte
 	kind          PayloadKind
+	notBefore     time.Time // zero: deliver at once
 	validated     bool
 }
 
@@ -69,6 +72,12 @@ func (e Envelope) Header(key string) (string, bool) {
 	v, ok := e.headers[key]
 	return v, ok
 }
+
+// NotBefore returns the earliest time the event may be handed to a
+// listener, or the zero time when it may be delivered at once. Envelopes
+// read back from the store report the zero time: their due time is the
+// row's available_at.
+func (e Envelope) NotBefore() time.Time { return e.notBefore }
 
 // PayloadKind tells whether the payload is JSON or opaque bytes.
 func (e Envelope) PayloadKind() PayloadKind { return e.kind }

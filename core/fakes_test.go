@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 )
@@ -96,17 +97,19 @@ func (tx *fakeTx) Rollback() {
 
 // fakeInserter records inserts and writes one statement on the execer.
 type fakeInserter struct {
-	mu   sync.Mutex
-	err  error // returned by Insert when set
-	envs []core.Envelope
-	exs  []core.Execer
+	mu     sync.Mutex
+	err    error // returned by Insert when set
+	envs   []core.Envelope
+	exs    []core.Execer
+	leases []core.Lease
 }
 
 var _ core.Inserter = (*fakeInserter)(nil)
 
-func (f *fakeInserter) Insert(ctx context.Context, ex core.Execer, env core.Envelope) error {
+func (f *fakeInserter) Insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) error {
 	f.mu.Lock()
 	f.envs = append(f.envs, env)
+	f.leases = append(f.leases, lease)
 	f.exs = append(f.exs, ex)
 	err := f.err
 	f.mu.Unlock()
@@ -128,14 +131,21 @@ type fakeHotQueue struct {
 	mu     sync.Mutex
 	reject bool // EnqueueHot returns false (queue full)
 	envs   []core.Envelope
+	leases []core.Lease
 }
+
+// fakeLease is the lease fakeHotQueue grants.
+var fakeLease = core.Lease{Owner: "node-1", Until: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+
+func (q *fakeHotQueue) HotLease(core.Envelope) core.Lease { return fakeLease }
 
 var _ core.HotQueue = (*fakeHotQueue)(nil)
 
-func (q *fakeHotQueue) EnqueueHot(env core.Envelope) bool {
+func (q *fakeHotQueue) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.envs = append(q.envs, env)
+	q.leases = append(q.leases, lease)
 	return !q.reject
 }
 

@@ -23,8 +23,12 @@ type ListenerSource interface {
 }
 
 // HotQueue accepts events right after their transaction committed.
-// EnqueueHot must never block; false means the event was not taken and
-// stays in the database for the poller.
 type HotQueue interface {
-	EnqueueHot(env Envelope) bool
+	// HotLease returns the lease to insert env with, so the publishing node
+	// owns its event from the insert on (zero: unowned).
+	HotLease(env Envelope) Lease
+	// EnqueueHot offers env, inserted with lease, after commit. It must
+	// never block; false means the event was not taken and stays in the
+	// database for the poller.
+	EnqueueHot(env Envelope, lease Lease) bool
 }

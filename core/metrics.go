@@ -14,6 +14,8 @@ type Metrics interface {
 	DispatchDead()               // a delivery failed for the last time
 	QueueDepths(hot, cold int)   // current queue lengths
 	OldestLag(lag time.Duration) // age of the oldest pending event seen by the poller
+	LeaseLost(n int)             // n status writes were fenced off: another node owns those events now
+	LeasesReaped(n int)          // n expired leases were released
 }
 
 // NopMetrics discards every signal. It is the default.
@@ -27,5 +29,7 @@ func (NopMetrics) DispatchFailure()          {}
 func (NopMetrics) DispatchDead()             {}
 func (NopMetrics) QueueDepths(hot, cold int) {}
 func (NopMetrics) OldestLag(time.Duration)   {}
+func (NopMetrics) LeaseLost(int)             {}
+func (NopMetrics) LeasesReaped(int)          {}
 
 var _ Metrics = NopMetrics{}

@@ -25,6 +25,8 @@ type Record struct {
 	CreatedAt     time.Time
 	DoneAt        time.Time // zero unless DONE
 	LastError     string
+	LockedBy      string    // owner token of the lease holder, or ""
+	LockedUntil   time.Time // end of the lease, or zero
 	// DecodeErr is set by a store that could not decode a column (for
 	// example a bytes payload whose stored encoding is corrupt).
 	DecodeErr error

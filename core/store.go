@@ -12,26 +12,60 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
+// Lease is the claim of one node on an event row: only Owner may write its
+// outcome, until Until. The zero Lease means unowned.
+type Lease struct {
+	Owner string
+	Until time.Time
+}
+
+// IsZero reports whether l is the zero (unowned) lease.
+func (l Lease) IsZero() bool { return l.Owner == "" }
+
 // Inserter writes a NEW event row on the caller's transaction.
 type Inserter interface {
-	// Insert stores env with status NEW on ex (the business transaction).
+	// Insert stores env with status NEW on ex (the business transaction),
+	// owned by lease (unowned when zero), due at env.NotBefore() or now.
 	// A duplicate id returns an error wrapping ErrDuplicateEvent.
-	Insert(ctx context.Context, ex Execer, env Envelope) error
+	Insert(ctx context.Context, ex Execer, env Envelope, lease Lease) error
 }
 
-// StatusWriter records the outcome of a delivery. Each method returns
-// whether a row changed; none of them touches a DONE row.
+// StatusWriter records the outcome of deliveries. Every write is fenced on
+// the owner: it changes only rows that are not DONE and whose lease is held
+// by owner, so a node that lost its lease never overwrites another node's
+// result. The returned count tells how many rows changed; fewer than asked
+// means the rest are DONE already or owned by someone else.
 type StatusWriter interface {
-	// MarkDone sets DONE and done_at. It is idempotent.
-	MarkDone(ctx context.Context, eventID string) (bool, error)
+	// MarkDone sets DONE and done_at and releases the lease. Idempotent.
+	MarkDone(ctx context.Context, owner string, eventIDs []string) (int64, error)
 	// MarkRetry sets RETRY, increments attempts, sets available_at to
-	// nextAt and last_error to a truncated errMsg.
-	MarkRetry(ctx context.Context, eventID string, nextAt time.Time, errMsg string) (bool, error)
-	// MarkDead sets DEAD, increments attempts and records errMsg.
-	MarkDead(ctx context.Context, eventID string, errMsg string) (bool, error)
+	// nextAt, keeps the lease until leaseUntil, and records a truncated errMsg.
+	MarkRetry(ctx context.Context, owner, eventID string, nextAt, leaseUntil time.Time, errMsg string) (bool, error)
+	// MarkDead sets DEAD, increments attempts, records errMsg and releases the lease.
+	MarkDead(ctx context.Context, owner, eventID, errMsg string) (bool, error)
 }
 
-// PendingSource finds events that still need delivery.
+// ClaimRequest asks for due rows to be leased to Owner.
+type ClaimRequest struct {
+	Owner      string        // the claiming node's owner token
+	Now        time.Time     // rows due at or before Now
+	LeaseUntil time.Time     // end of the new lease
+	SkipRecent time.Duration // leave rows created within this of Now to the hot path
+	Limit      int           // most rows to claim
+}
+
+// Claimer leases due rows and recovers expired leases.
+type Claimer interface {
+	// ClaimDue atomically leases up to Limit NEW or RETRY rows that are due,
+	// older than SkipRecent, and unowned, owned by someone whose lease
+	// expired, or owned by Owner itself; it returns them oldest due first.
+	ClaimDue(ctx context.Context, req ClaimRequest) ([]Record, error)
+	// ReapExpired releases up to limit expired leases of NEW/RETRY rows and
+	// returns how many.
+	ReapExpired(ctx context.Context, now time.Time, limit int) (int64, error)
+}
+
+// PendingSource finds events that still need delivery, without claiming them.
 type PendingSource interface {
 	// PollPending returns up to limit NEW or RETRY rows whose available_at
 	// is at or before now and that were created at least skipRecent before
@@ -45,5 +79,6 @@ type PendingSource interface {
 type Store interface {
 	Inserter
 	StatusWriter
+	Claimer
 	PendingSource
 }

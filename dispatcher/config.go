@@ -1,8 +1,14 @@
 package dispatcher
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/retry"
@@ -10,11 +16,15 @@ import (
 
 // Defaults of [Config] (spec §15 where it names them).
 const (
-	DefaultWorkers       = 4
-	DefaultHotCapacity   = 1000
-	DefaultColdCapacity  = 1000
-	DefaultMaxAttempts   = retry.DefaultMaxAttempts
-	DefaultStatusTimeout = 5 * time.Second
+	DefaultWorkers         = 4
+	DefaultHotCapacity     = 1000
+	DefaultColdCapacity    = 1000
+	DefaultMaxAttempts     = retry.DefaultMaxAttempts
+	DefaultStatusTimeout   = 5 * time.Second
+	DefaultListenerTimeout = 30 * time.Second
+	DefaultLease           = 2 * time.Minute
+	// MaxOwnerLen is the longest owner token the lease column holds.
+	MaxOwnerLen = core.MaxOwnerLen
 )
 
 // Config tunes a [Dispatcher]. The zero value takes every default.
@@ -34,11 +44,25 @@ type Config struct {
 	// Retry computes the delay before the next attempt. Defaults to
 	// retry.Exponential{} (200 ms base, 60 s max, jitter 0.5–1.5).
 	Retry retry.Policy
-	// RetryCapacity bounds how many failed events wait in memory for their
-	// in-process retry timer; beyond it the database row (RETRY with its
-	// available_at) is the only copy and the poller retries it. Defaults to
-	// ColdCapacity. Set -1 to leave every retry to the poller.
+	// RetryCapacity bounds how many events wait in memory on a timer: failed
+	// events until their retry, and delayed events (NotBefore) until they
+	// are due. Beyond it the database row is the only copy and the poller
+	// delivers the event when it is due. Defaults to ColdCapacity. Set -1 to
+	// leave every retry and delayed event to the poller.
 	RetryCapacity int
+	// Owner is this dispatcher's owner token, written as the lease holder
+	// of every event it publishes or claims and checked by every status
+	// write. It must be unique among running nodes; at most 64 characters.
+	// Defaults to a new random token per dispatcher (hostname + ULID).
+	Owner string
+	// Lease is how long this node owns an event it published or claimed.
+	// Another node takes an event over only after its lease expired, so a
+	// crashed node's events wait up to Lease (plus a poll interval). Must
+	// exceed ListenerTimeout + StatusTimeout. Defaults to 2 min.
+	Lease time.Duration
+	// ListenerTimeout bounds each listener call through its ctx; a listener
+	// that overruns it fails the delivery. Defaults to 30 s.
+	ListenerTimeout time.Duration
 	// InFlightTTL lets an in-flight entry older than this be taken again
 	// (recovery from a stuck listener). Zero, the default, means no TTL.
 	InFlightTTL time.Duration
@@ -75,6 +99,15 @@ func (c Config) withDefaults() Config {
 	if c.StatusTimeout == 0 {
 		c.StatusTimeout = DefaultStatusTimeout
 	}
+	if c.ListenerTimeout == 0 {
+		c.ListenerTimeout = DefaultListenerTimeout
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Owner == "" {
+		c.Owner = NewOwnerToken()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -103,6 +136,31 @@ func (c Config) validate() error {
 		return &core.ConfigError{Field: "dispatcher.InFlightTTL", Msg: "must not be negative"}
 	case c.StatusTimeout < 0:
 		return &core.ConfigError{Field: "dispatcher.StatusTimeout", Msg: "must not be negative"}
+	case c.ListenerTimeout < 0:
+		return &core.ConfigError{Field: "dispatcher.ListenerTimeout", Msg: "must not be negative"}
+	case c.Lease <= c.ListenerTimeout+c.StatusTimeout:
+		return &core.ConfigError{Field: "dispatcher.Lease", Msg: fmt.Sprintf("(%v) must exceed ListenerTimeout + StatusTimeout (%v)", c.Lease, c.ListenerTimeout+c.StatusTimeout)}
+	case len(c.Owner) > MaxOwnerLen || !utf8.ValidString(c.Owner) || strings.IndexByte(c.Owner, 0) >= 0:
+		return &core.ConfigError{Field: "dispatcher.Owner", Msg: fmt.Sprintf("must be valid text of at most %d bytes", MaxOwnerLen)}
 	}
 	return nil
+}
+
+// NewOwnerToken returns a fresh owner token: the host name (shortened) and
+// a ULID, unique per call, at most MaxOwnerLen bytes.
+func NewOwnerToken() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r < 0x21 || r > 0x7e {
+			return -1
+		}
+		return r
+	}, host)
+	if len(host) > 30 {
+		host = host[:30]
+	}
+	if host == "" {
+		host = "node"
+	}
+	return host + "-" + ulid.Make().String()
 }

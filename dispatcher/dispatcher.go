@@ -46,6 +46,7 @@ type item struct {
 	env      core.Envelope
 	attempts int // failed deliveries so far
 	source   Source
+	lease    time.Time // end of this node's lease on the row; zero: unowned
 }
 
 // Dispatcher delivers events to listeners and records the outcome. Create
@@ -77,9 +78,9 @@ type Dispatcher struct {
 	retryMu     sync.Mutex
 	retryTimers map[*time.Timer]string // timer → event id
 
-	dropLog, statusLog rateLog
-	noListener         sync.Map // event types already warned about
-	noListenerCount    atomic.Int32
+	dropLog, statusLog, leaseLog, staleLog rateLog
+	noListener                             sync.Map // event types already warned about
+	noListenerCount                        atomic.Int32
 }
 
 // New returns a dispatcher writing outcomes to store and reading listeners
@@ -113,6 +114,8 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 		retryTimers: make(map[*time.Timer]string),
 		dropLog:     rateLog{interval: 5 * time.Second},
 		statusLog:   rateLog{interval: 5 * time.Second},
+		leaseLog:    rateLog{interval: 5 * time.Second},
+		staleLog:    rateLog{interval: 5 * time.Second},
 	}, nil
 }
 
@@ -136,21 +139,59 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	return nil
 }
 
-// EnqueueHot offers an event whose transaction has committed. It never
-// blocks: when the hot queue is full, or the dispatcher is closed, it
-// returns false, counts a HotDropped and the event stays in the database
-// for the poller. An event already held by this dispatcher is not queued
-// twice (true is returned: it is being handled).
-func (d *Dispatcher) EnqueueHot(env core.Envelope) bool {
+// Owner returns this dispatcher's owner token.
+func (d *Dispatcher) Owner() string { return d.cfg.Owner }
+
+// HotLease implements core.HotQueue: an event published through this
+// dispatcher is owned by it from the insert until Lease after it is due.
+func (d *Dispatcher) HotLease(env core.Envelope) core.Lease {
+	due := d.cfg.Now()
+	if nb := env.NotBefore(); nb.After(due) {
+		due = nb
+	}
+	return core.Lease{Owner: d.cfg.Owner, Until: due.Add(d.cfg.Lease)}
+}
+
+// ClaimLease returns the lease the poller claims rows with: this
+// dispatcher's owner until Lease from now.
+func (d *Dispatcher) ClaimLease(now time.Time) core.Lease {
+	return core.Lease{Owner: d.cfg.Owner, Until: now.Add(d.cfg.Lease)}
+}
+
+// EnqueueHot offers an event whose transaction has committed, inserted
+// with lease. It never blocks: when the hot queue is full, or the
+// dispatcher is closed, it returns false, counts a HotDropped and the event
+// stays in the database for the poller (this node re-takes it at once, its
+// lease notwithstanding). An event already held by this dispatcher is not
+// queued twice (true is returned: it is being handled). An event whose
+// lease is not this dispatcher's (unowned or another node's) is refused
+// without counting a drop. A delayed event (NotBefore in the future) waits
+// on a timer, within RetryCapacity, or is left to the poller.
+func (d *Dispatcher) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 	if d.closed.Load() {
 		d.metrics.HotDropped()
+		return false
+	}
+	if lease.Owner != d.cfg.Owner {
+		// Inserted unowned or for another node: every status write of
+		// this node would be fenced off, so a delivery here would only
+		// be repeated. The poller (of the owner) delivers it.
 		return false
 	}
 	if !d.tracker.TryAcquire(env.ID()) {
 		return true
 	}
+	it := item{env: env, source: SourceHot, lease: lease.Until}
+	if wait := env.NotBefore().Sub(d.cfg.Now()); wait > 0 {
+		if d.schedule(it, wait) {
+			d.metrics.HotEnqueued()
+			return true
+		}
+		d.tracker.Release(env.ID())
+		return false // the poller delivers it when due
+	}
 	select {
-	case d.hot <- item{env: env, source: SourceHot}:
+	case d.hot <- it:
 		d.metrics.HotEnqueued()
 		return true
 	default:
@@ -162,15 +203,15 @@ func (d *Dispatcher) EnqueueHot(env core.Envelope) bool {
 	}
 }
 
-// EnqueueCold offers an event found by the poller, with the number of
-// failed deliveries so far. It never blocks; false means the cold queue is
-// full, the event is already held, or the dispatcher is closed.
-func (d *Dispatcher) EnqueueCold(env core.Envelope, attempts int) bool {
+// EnqueueCold offers an event the poller claimed until leaseUntil, with the
+// number of failed deliveries so far. It never blocks; false means the cold
+// queue is full, the event is already held, or the dispatcher is closed.
+func (d *Dispatcher) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
 	if d.closed.Load() || !d.tracker.TryAcquire(env.ID()) {
 		return false
 	}
 	select {
-	case d.cold <- item{env: env, attempts: attempts, source: SourceCold}:
+	case d.cold <- item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil}:
 		d.metrics.ColdEnqueued()
 		return true
 	default:

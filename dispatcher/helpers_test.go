@@ -108,6 +108,7 @@ type fakeMetrics struct {
 	core.NopMetrics
 	hotEnqueued, hotDropped, coldEnqueued  atomic.Int64
 	success, failure, dead, queueDepthCall atomic.Int64
+	leaseLost, leasesReaped                atomic.Int64
 }
 
 func (m *fakeMetrics) HotEnqueued()         { m.hotEnqueued.Add(1) }
@@ -117,9 +118,12 @@ func (m *fakeMetrics) DispatchSuccess()     { m.success.Add(1) }
 func (m *fakeMetrics) DispatchFailure()     { m.failure.Add(1) }
 func (m *fakeMetrics) DispatchDead()        { m.dead.Add(1) }
 func (m *fakeMetrics) QueueDepths(_, _ int) { m.queueDepthCall.Add(1) }
+func (m *fakeMetrics) LeaseLost(n int)      { m.leaseLost.Add(int64(n)) }
+func (m *fakeMetrics) LeasesReaped(n int)   { m.leasesReaped.Add(int64(n)) }
 func (m *fakeMetrics) String() string {
-	return fmt.Sprintf("hotEnqueued=%d hotDropped=%d coldEnqueued=%d success=%d failure=%d dead=%d",
-		m.hotEnqueued.Load(), m.hotDropped.Load(), m.coldEnqueued.Load(), m.success.Load(), m.failure.Load(), m.dead.Load())
+	return fmt.Sprintf("hotEnqueued=%d hotDropped=%d coldEnqueued=%d success=%d failure=%d dead=%d leaseLost=%d",
+		m.hotEnqueued.Load(), m.hotDropped.Load(), m.coldEnqueued.Load(), m.success.Load(), m.failure.Load(), m.dead.Load(),
+		m.leaseLost.Load())
 }
 
 // fakeClock is a settable clock safe for concurrent use.
@@ -205,6 +209,7 @@ type harness struct {
 	d       *dispatcher.Dispatcher
 	logs    *syncBuffer
 	metrics *fakeMetrics
+	now     func() time.Time // the dispatcher's clock
 	seq     atomic.Int64
 }
 
@@ -213,7 +218,10 @@ type harness struct {
 // dispatcher is closed by the test's cleanup.
 func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
 	t.Helper()
-	h := &harness{t: t, reg: registry.New(), logs: &syncBuffer{}, metrics: &fakeMetrics{}}
+	h := &harness{t: t, reg: registry.New(), logs: &syncBuffer{}, metrics: &fakeMetrics{}, now: cfg.Now}
+	if h.now == nil {
+		h.now = time.Now
+	}
 	h.st = memstore.New(cfg.Now)
 	h.st.Changed = make(chan struct{}, 1)
 	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -258,14 +266,44 @@ func (h *harness) env(eventType string, mods ...func(*core.Builder)) core.Envelo
 	return env
 }
 
-// insert builds an envelope and stores it as a NEW row.
+// insert builds an envelope and stores it as a NEW row leased to the
+// dispatcher (its HotLease), as core.Client does when it publishes.
 func (h *harness) insert(eventType string, mods ...func(*core.Builder)) core.Envelope {
 	h.t.Helper()
 	env := h.env(eventType, mods...)
-	if err := h.st.Insert(context.Background(), nil, env); err != nil {
+	h.insertEnv(env, h.d.HotLease(env))
+	return env
+}
+
+// insertEnv stores env as a NEW row with lease.
+func (h *harness) insertEnv(env core.Envelope, lease core.Lease) {
+	h.t.Helper()
+	if err := h.st.Insert(context.Background(), nil, env, lease); err != nil {
 		h.t.Fatalf("Insert: %v", err)
 	}
-	return env
+}
+
+// markRetry records a failed attempt of a row this dispatcher owns, as an
+// earlier delivery would have, due now.
+func (h *harness) markRetry(id, msg string) {
+	h.t.Helper()
+	now := h.now()
+	ok, err := h.st.MarkRetry(context.Background(), h.d.Owner(), id, now, h.d.ClaimLease(now).Until, msg)
+	if err != nil || !ok {
+		h.t.Fatalf("MarkRetry(%s) = %v, %v; want true, nil", id, ok, err)
+	}
+}
+
+// enqueueHot offers env as core.Client does after commit: with the
+// dispatcher's HotLease.
+func (h *harness) enqueueHot(env core.Envelope) bool {
+	return h.d.EnqueueHot(env, h.d.HotLease(env))
+}
+
+// enqueueCold offers env as the poller does after claiming it for the
+// dispatcher: leased until ClaimLease(now).Until.
+func (h *harness) enqueueCold(env core.Envelope, attempts int) bool {
+	return h.d.EnqueueCold(env, attempts, h.d.ClaimLease(h.now()).Until)
 }
 
 func (h *harness) row(id string) core.Record {
@@ -304,14 +342,14 @@ func (h *harness) waitReleased(ids ...string) {
 
 func (h *harness) mustEnqueueHot(env core.Envelope) {
 	h.t.Helper()
-	if !h.d.EnqueueHot(env) {
+	if !h.enqueueHot(env) {
 		h.t.Fatalf("EnqueueHot(%s) = false, want true", env.ID())
 	}
 }
 
 func (h *harness) mustEnqueueCold(env core.Envelope, attempts int) {
 	h.t.Helper()
-	if !h.d.EnqueueCold(env, attempts) {
+	if !h.enqueueCold(env, attempts) {
 		h.t.Fatalf("EnqueueCold(%s) = false, want true", env.ID())
 	}
 }

@@ -13,7 +13,22 @@ type InFlight struct {
 	ttl time.Duration
 	now func() time.Time
 	ids map[string]time.Time
+
+	// recent remembers the last finished ids (a ring), so a poller that
+	// claimed a row just before its worker finished it cannot queue it
+	// again right after the release.
+	recent     map[string]time.Time // finished id → when
+	recentRing []string
+	recentNext int
 }
+
+// A tracker remembers at most recentFinished finished ids, each for at most
+// recentWindow: long enough to cover a claim racing with the outcome write,
+// short enough that an event replayed by an operator is taken again.
+const (
+	recentFinished = 4096
+	recentWindow   = 5 * time.Second
+)
 
 // NewInFlight returns a tracker. With ttl > 0 an entry older than ttl may be
 // acquired again (recovery from a stuck worker).
@@ -21,14 +36,22 @@ func NewInFlight(ttl time.Duration, now func() time.Time) *InFlight {
 	if now == nil {
 		now = time.Now
 	}
-	return &InFlight{ttl: ttl, now: now, ids: make(map[string]time.Time)}
+	return &InFlight{ttl: ttl, now: now, ids: make(map[string]time.Time),
+		recent: make(map[string]time.Time, recentFinished), recentRing: make([]string, recentFinished)}
 }
 
-// TryAcquire takes id and reports true, or reports false if it is held.
+// TryAcquire takes id and reports true, or reports false if it is held
+// or was finished recently.
 func (t *InFlight) TryAcquire(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
+	if at, done := t.recent[id]; done {
+		if now.Sub(at) < recentWindow {
+			return false
+		}
+		delete(t.recent, id)
+	}
 	if since, held := t.ids[id]; held && (t.ttl <= 0 || now.Sub(since) < t.ttl) {
 		return false
 	}
@@ -41,6 +64,21 @@ func (t *InFlight) Release(id string) {
 	t.mu.Lock()
 	delete(t.ids, id)
 	t.mu.Unlock()
+}
+
+// Finish drops id after its final outcome (DONE or DEAD) was written and
+// remembers it for a few seconds, so a stale copy from a claim that raced
+// with the outcome write is not processed again.
+func (t *InFlight) Finish(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.ids, id)
+	if old := t.recentRing[t.recentNext]; old != "" {
+		delete(t.recent, old)
+	}
+	t.recentRing[t.recentNext] = id
+	t.recent[id] = t.now()
+	t.recentNext = (t.recentNext + 1) % len(t.recentRing)
 }
 
 // Contains reports whether id is held (and not expired).

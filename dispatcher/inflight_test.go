@@ -1,6 +1,7 @@
 package dispatcher_test
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,5 +102,51 @@ func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
 	}
 	if tr.Len() != 0 {
 		t.Fatalf("Len = %d after releasing everything", tr.Len())
+	}
+}
+
+// A finished id is refused for a few seconds (a claim that raced with its
+// DONE write must not deliver it again), then taken again (a replay).
+func TestInFlightFinishRemembersBriefly(t *testing.T) {
+	clock := newFakeClock()
+	tr := dispatcher.NewInFlight(0, clock.Now)
+	if !tr.TryAcquire("a") {
+		t.Fatal("first acquire refused")
+	}
+	tr.Finish("a")
+	if tr.Contains("a") {
+		t.Fatal("finished id still in flight")
+	}
+	if tr.TryAcquire("a") {
+		t.Fatal("finished id taken again at once")
+	}
+	clock.Advance(4 * time.Second)
+	if tr.TryAcquire("a") {
+		t.Fatal("finished id taken again within the window")
+	}
+	clock.Advance(2 * time.Second)
+	if !tr.TryAcquire("a") {
+		t.Fatal("finished id refused after the window")
+	}
+	// Release (a failed or fenced write) forgets at once.
+	tr.Release("a")
+	if !tr.TryAcquire("a") {
+		t.Fatal("released id refused")
+	}
+}
+
+// The memory is bounded: the oldest finished ids are forgotten first.
+func TestInFlightFinishIsBounded(t *testing.T) {
+	tr := dispatcher.NewInFlight(0, nil)
+	for i := range 5000 {
+		id := fmt.Sprint(i)
+		tr.TryAcquire(id)
+		tr.Finish(id)
+	}
+	if !tr.TryAcquire("0") {
+		t.Fatal("the oldest finished id is still remembered past the bound")
+	}
+	if tr.TryAcquire("4999") {
+		t.Fatal("the newest finished id was forgotten")
 	}
 }

@@ -108,9 +108,7 @@ func TestCloseDeadlineDoesNotKillEventOnLastAttempt(t *testing.T) {
 	h.start()
 	e := h.insert("Block")
 	for range 2 {
-		if _, err := h.st.MarkRetry(context.Background(), e.ID(), time.Now(), "earlier"); err != nil {
-			t.Fatal(err)
-		}
+		h.markRetry(e.ID(), "earlier")
 	}
 	h.mustEnqueueCold(e, 2)
 	recv(t, started, "the listener to start")
@@ -167,10 +165,10 @@ func TestCloseDrainsQueuedEvents(t *testing.T) {
 
 	// Intake is closed while the queued events still wait.
 	late := h.insert("E")
-	if h.d.EnqueueHot(late) {
+	if h.enqueueHot(late) {
 		t.Error("EnqueueHot after Close = true, want false")
 	}
-	if h.d.EnqueueCold(late, 0) {
+	if h.enqueueCold(late, 0) {
 		t.Error("EnqueueCold after Close = true, want false")
 	}
 	g.open()
@@ -203,10 +201,10 @@ func TestEnqueueAfterCloseReturnsFalse(t *testing.T) {
 		t.Fatalf("Close = %v", err)
 	}
 	e := h.insert("E")
-	if h.d.EnqueueHot(e) {
+	if h.enqueueHot(e) {
 		t.Error("EnqueueHot after Close = true")
 	}
-	if h.d.EnqueueCold(e, 0) {
+	if h.enqueueCold(e, 0) {
 		t.Error("EnqueueCold after Close = true")
 	}
 	if h.d.InFlight(e.ID()) {
@@ -322,13 +320,16 @@ func TestCloseCancelsPendingRetries(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	st, reg := memstore.New(nil), registry.New()
 	bad := map[string]dispatcher.Config{
-		"Workers":       {Workers: -1},
-		"HotCapacity":   {HotCapacity: -1},
-		"ColdCapacity":  {ColdCapacity: -5},
-		"MaxAttempts":   {MaxAttempts: -1},
-		"RetryCapacity": {RetryCapacity: -2},
-		"InFlightTTL":   {InFlightTTL: -time.Second},
-		"StatusTimeout": {StatusTimeout: -time.Second},
+		"Workers":         {Workers: -1},
+		"HotCapacity":     {HotCapacity: -1},
+		"ColdCapacity":    {ColdCapacity: -5},
+		"MaxAttempts":     {MaxAttempts: -1},
+		"RetryCapacity":   {RetryCapacity: -2},
+		"InFlightTTL":     {InFlightTTL: -time.Second},
+		"StatusTimeout":   {StatusTimeout: -time.Second},
+		"ListenerTimeout": {ListenerTimeout: -time.Second},
+		"Lease":           {Lease: dispatcher.DefaultListenerTimeout + dispatcher.DefaultStatusTimeout},
+		"Owner":           {Owner: strings.Repeat("x", dispatcher.MaxOwnerLen+1)},
 	}
 	for field, cfg := range bad {
 		t.Run(field, func(t *testing.T) {

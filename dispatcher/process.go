@@ -27,7 +27,15 @@ func (d *Dispatcher) process(it item) {
 		d.tracker.Release(id)
 		return
 	}
-	err := d.runListeners(it.env)
+	if !it.lease.IsZero() && d.cfg.Now().Add(d.cfg.ListenerTimeout+d.cfg.StatusTimeout).After(it.lease) {
+		// The lease could run out before the outcome is written: another
+		// node may take the event over. Leave it to a fresh claim.
+		d.tracker.Release(id)
+		d.staleLog.hit(d.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
+			eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease))...)
+		return
+	}
+	err := d.runListeners(it)
 	if err != nil && d.runCtx.Err() != nil {
 		// Interrupted by shutdown: no attempt is charged, the row keeps its
 		// status and the next process delivers it.
@@ -38,12 +46,13 @@ func (d *Dispatcher) process(it item) {
 	}
 	// Metrics and logs come before the status write, so whoever sees the
 	// new status also sees them.
+	owner := d.cfg.Owner
 	if err == nil {
 		d.metrics.DispatchSuccess()
-		d.writeStatus(it, "done", func(ctx context.Context) (bool, error) {
-			return d.store.MarkDone(ctx, id)
-		})
-		d.tracker.Release(id)
+		d.settle(it, d.writeStatus(it, "done", func(ctx context.Context) (bool, error) {
+			n, err := d.store.MarkDone(ctx, owner, []string{id})
+			return n == 1, err
+		}))
 		return
 	}
 	attempts := it.attempts + 1
@@ -52,43 +61,67 @@ func (d *Dispatcher) process(it item) {
 		d.metrics.DispatchDead()
 		d.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
 			eventAttrs(it.env, attempts, slog.String("error", msg))...)
-		d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
-			return d.store.MarkDead(ctx, id, msg)
-		})
-		d.tracker.Release(id)
+		d.settle(it, d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
+			return d.store.MarkDead(ctx, owner, id, msg)
+		}))
 		return
 	}
 	delay := d.cfg.Retry.Delay(attempts)
 	nextAt := d.cfg.Now().Add(delay)
+	leaseUntil := nextAt.Add(d.cfg.Lease)
 	d.metrics.DispatchFailure()
 	d.log.LogAttrs(context.Background(), slog.LevelWarn, "delivery failed; will retry",
 		eventAttrs(it.env, attempts, slog.String("error", msg), slog.Duration("retry_in", delay))...)
-	ok := d.writeStatus(it, "retry", func(ctx context.Context) (bool, error) {
-		return d.store.MarkRetry(ctx, id, nextAt, msg)
-	})
-	if !ok || !d.scheduleRetry(item{env: it.env, attempts: attempts, source: SourceRetry}, delay) {
+	switch d.writeStatus(it, "retry", func(ctx context.Context) (bool, error) {
+		return d.store.MarkRetry(ctx, owner, id, nextAt, leaseUntil, msg)
+	}) {
+	case writeFenced, writeFailed:
 		d.tracker.Release(id)
+	case writeChanged:
+		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil}, delay) {
+			d.tracker.Release(id) // the poller retries it when due
+		}
 	}
+}
+
+// settle releases an event after its final status write. When the write
+// went through, the id is remembered as finished. When it failed, the
+// poller must deliver it again; when it was fenced off, another node owns
+// the event and this node may claim it again only after that lease expired.
+func (d *Dispatcher) settle(it item, st writeResult) {
+	if st == writeChanged {
+		d.tracker.Finish(it.env.ID())
+		return
+	}
+	d.tracker.Release(it.env.ID())
 }
 
 // runListeners calls every listener in order; the first error or panic
 // stops the run and fails the delivery.
-func (d *Dispatcher) runListeners(env core.Envelope) error {
+func (d *Dispatcher) runListeners(it item) error {
+	env := it.env
 	ls := d.listeners.ListenersFor(env.Type())
 	if len(ls) == 0 {
 		d.warnNoListener(env.Type())
 		return nil
 	}
 	for i, l := range ls {
-		if err := d.call(l, env); err != nil {
+		timeout := d.cfg.ListenerTimeout
+		if !it.lease.IsZero() {
+			// Leave time to write the outcome before the lease ends.
+			timeout = min(timeout, it.lease.Sub(d.cfg.Now())-d.cfg.StatusTimeout)
+		}
+		if err := d.call(l, env, timeout); err != nil {
 			return fmt.Errorf("listener %d of %d: %w", i+1, len(ls), err)
 		}
 	}
 	return nil
 }
 
-// call runs one listener, turning a panic into an error.
-func (d *Dispatcher) call(l core.Listener, env core.Envelope) (err error) {
+// call runs one listener under timeout, turning a panic into an error.
+func (d *Dispatcher) call(l core.Listener, env core.Envelope, timeout time.Duration) (err error) {
+	ctx, cancel := context.WithTimeout(d.runCtx, timeout)
+	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
 			d.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
@@ -96,29 +129,51 @@ func (d *Dispatcher) call(l core.Listener, env core.Envelope) (err error) {
 			err = fmt.Errorf("%w: %v", ErrListenerPanic, r)
 		}
 	}()
-	return l.OnEvent(d.runCtx, env)
+	err = l.OnEvent(ctx, env)
+	if err == nil && ctx.Err() == context.DeadlineExceeded && d.runCtx.Err() == nil {
+		// A listener that returns nil after its deadline may not have
+		// finished its work: count the overrun as a failure.
+		err = fmt.Errorf("listener overran its timeout of %v: %w", timeout, context.DeadlineExceeded)
+	}
+	return err
 }
 
-// writeStatus runs one status write with a timeout and reports whether it
-// changed the row (false when it failed, or the row is already DONE).
-// A failed write is logged (rate-limited) and leaves the row for the poller,
-// which delivers the event again: at least once, never lost.
-func (d *Dispatcher) writeStatus(it item, what string, write func(context.Context) (bool, error)) bool {
+// writeResult is the outcome of a status write.
+type writeResult int
+
+const (
+	writeChanged writeResult = iota // the row changed
+	writeFenced                     // nothing changed: DONE already or another owner
+	writeFailed                     // the write failed; the row is as before
+)
+
+// writeStatus runs one fenced status write with a timeout. A failed write
+// is logged (rate-limited) and leaves the row for the poller, which
+// delivers the event again: at least once, never lost. A write that
+// changed nothing was fenced off: the row is DONE already or another node
+// owns it now; it is reported as a lost lease.
+func (d *Dispatcher) writeStatus(it item, what string, write func(context.Context) (bool, error)) writeResult {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
 	changed, err := write(ctx)
 	if err != nil {
 		d.statusLog.hit(d.log, slog.LevelError, "status write failed; the poller will deliver the event again",
 			eventAttrs(it.env, it.attempts, slog.String("status", what), slog.String("error", err.Error()))...)
-		return false
+		return writeFailed
 	}
-	return changed
+	if !changed {
+		d.metrics.LeaseLost(1)
+		d.leaseLog.hit(d.log, slog.LevelWarn, "status write fenced off: the event is DONE already or another node owns it now",
+			eventAttrs(it.env, it.attempts, slog.String("status", what), slog.String("owner", d.cfg.Owner))...)
+		return writeFenced
+	}
+	return writeChanged
 }
 
-// scheduleRetry keeps the event in memory until delay elapses, then puts it
-// on the cold queue. It reports false (and keeps nothing) when retries are
-// disabled, the retry capacity is used up, or the dispatcher is closing.
-func (d *Dispatcher) scheduleRetry(it item, delay time.Duration) bool {
+// schedule keeps the event in memory until delay elapses, then puts it on
+// the cold queue. It reports false (and keeps nothing) when timers are
+// disabled, RetryCapacity is used up, or the dispatcher is closing.
+func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 	if d.cfg.RetryCapacity < 0 {
 		return false
 	}
@@ -143,14 +198,14 @@ func (d *Dispatcher) scheduleRetry(it item, delay time.Duration) bool {
 		select {
 		case d.cold <- it:
 		default:
-			d.tracker.Release(it.env.ID()) // the poller retries it
+			d.tracker.Release(it.env.ID()) // the poller delivers it
 		}
 	})
 	d.retryTimers[t] = it.env.ID()
 	return true
 }
 
-// cancelRetries stops every pending retry timer and releases its event.
+// cancelRetries stops every pending timer and releases its event.
 func (d *Dispatcher) cancelRetries() {
 	d.retryMu.Lock()
 	timers := d.retryTimers
@@ -162,7 +217,8 @@ func (d *Dispatcher) cancelRetries() {
 	}
 }
 
-// PendingRetries returns how many failed events wait for an in-process retry.
+// PendingRetries returns how many events wait on a timer (retries and
+// delayed events).
 func (d *Dispatcher) PendingRetries() int {
 	d.retryMu.Lock()
 	defer d.retryMu.Unlock()

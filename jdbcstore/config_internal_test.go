@@ -79,11 +79,15 @@ func TestStatements(t *testing.T) {
 		name, sql string
 		args      int
 	}{
-		{"insert", q.insert, 11},
-		{"markDone", q.markDone, 2},
-		{"markRetry", q.markRetry, 3},
-		{"markDead", q.markDead, 2},
+		{"insert", q.insert, 13},
+		{"markDone1", q.markDone1, 3},
+		{"markDone3", inList(SQLite, q.markDonePrefix, 3, q.markDoneSuffix), 5},
+		{"markRetry", q.markRetry, 5},
+		{"markDead", q.markDead, 3},
 		{"poll", q.poll, 3},
+		{"claimReturning", q.claimReturning, 7},
+		{"claimSelect", q.claimSelect, 5},
+		{"reap", q.reap, 2},
 		{"get", q.get, 1},
 		{"countByStatus", q.countByStatus, 0},
 	}
@@ -95,9 +99,9 @@ func TestStatements(t *testing.T) {
 			t.Errorf("%s does not use the quoted table: %s", c.name, c.sql)
 		}
 	}
-	for _, s := range []string{q.markDone, q.markRetry, q.markDead} {
-		if !strings.HasSuffix(s, "WHERE event_id = ? AND status <> 1") {
-			t.Errorf("status write not guarded against DONE: %s", s)
+	for _, s := range []string{q.markDone1, q.markRetry, q.markDead} {
+		if !strings.HasSuffix(s, "AND status <> 1 AND locked_by = ?") {
+			t.Errorf("status write not guarded against DONE and fenced on the owner: %s", s)
 		}
 	}
 }

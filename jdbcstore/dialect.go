@@ -58,7 +58,8 @@ type capabilities struct {
 	skipLocked bool
 	// returning: UPDATE ... RETURNING.
 	returning bool
-	// updateOrderLimit: UPDATE ... ORDER BY ... LIMIT n.
+	// updateOrderLimit: UPDATE ... LIMIT (MySQL); without it a LIMIT
+	// goes into a subquery on the same table (SQLite, PostgreSQL).
 	updateOrderLimit bool
 }
 

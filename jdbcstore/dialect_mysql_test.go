@@ -97,7 +97,7 @@ func FuzzMySQLDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id string, kind int64, payload []byte, tm string, headers string) {
 		st := &Store{dialect: MySQL}
 		vals := []any{[]byte(id), []byte("T"), nil, nil, nil, []byte(tm), payload, kind, []byte(headers),
-			int64(0), int64(0), []byte(tm), []byte(tm), nil, nil}
+			int64(0), int64(0), []byte(tm), []byte(tm), nil, nil, nil, nil}
 		r := st.decodeRecord(vals)
 		if _, err := time.Parse(time.DateTime, tm); err != nil && r.DecodeErr == nil {
 			t.Fatalf("time %q decoded without error", tm)
@@ -218,8 +218,9 @@ func TestMySQLDialectBasics(t *testing.T) {
 		sql  string
 		args int
 	}{
-		"insert": {q.insert, 11}, "markDone": {q.markDone, 2}, "markRetry": {q.markRetry, 3},
-		"markDead": {q.markDead, 2}, "poll": {q.poll, 3}, "get": {q.get, 1}, "countByStatus": {q.countByStatus, 0},
+		"insert": {q.insert, 13}, "markDone1": {q.markDone1, 3}, "markRetry": {q.markRetry, 5},
+		"markDead": {q.markDead, 3}, "poll": {q.poll, 3}, "get": {q.get, 1}, "countByStatus": {q.countByStatus, 0},
+		"claimSelect": {q.claimSelect, 5}, "reap": {q.reap, 2},
 	} {
 		if n := strings.Count(c.sql, "?"); n != c.args {
 			t.Errorf("%s has %d placeholders, want %d: %s", name, n, c.args, c.sql)

@@ -59,7 +59,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if textTimes {
 			tm = fmt.Sprint(micros)
 		}
-		vals := []any{id, "T", nil, []byte("agg"), nil, tm, payload, kind, headers, status, int64(0), tm, tm, nil, nil}
+		vals := []any{id, "T", nil, []byte("agg"), nil, tm, payload, kind, headers, status, int64(0), tm, tm, nil, nil, nil, nil}
 		r := st.decodeRecord(vals)
 		if textTimes && r.DecodeErr == nil {
 			t.Fatal("text times decoded without error")

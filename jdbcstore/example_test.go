@@ -49,7 +49,8 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	if err := store.Insert(ctx, tx, env); err != nil {
+	// An unowned row: any node's poller may claim it.
+	if err := store.Insert(ctx, tx, env, core.Lease{}); err != nil {
 		_ = tx.Rollback()
 		fmt.Println(err)
 		return

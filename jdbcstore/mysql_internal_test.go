@@ -39,7 +39,7 @@ func TestMySQLDeadlockIsBusy(t *testing.T) {
 	st := openMySQLTestStore(t, Config{}, nil)
 	ctx := t.Context()
 	for _, id := range []string{"a", "b"} {
-		if err := st.Insert(ctx, st.DB(), mustEnv(t, core.NewEvent("T").ID(id).PayloadJSONString(`{}`))); err != nil {
+		if err := st.Insert(ctx, st.DB(), mustEnv(t, core.NewEvent("T").ID(id).PayloadJSONString(`{}`)), testLease); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestMySQLStatusWriteRetriesLockWaitTimeout(t *testing.T) {
 	})
 	ctx := t.Context()
 	env := mustEnv(t, core.NewEvent("Locked").PayloadJSONString(`{}`))
-	if err := st.Insert(ctx, st.DB(), env); err != nil {
+	if err := st.Insert(ctx, st.DB(), env, testLease); err != nil {
 		t.Fatal(err)
 	}
 	holder, err := st.DB().BeginTxx(ctx, nil)
@@ -117,7 +117,7 @@ func TestMySQLStatusWriteRetriesLockWaitTimeout(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		ok, err := st.MarkDone(ctx, env.ID())
+		ok, err := markDone(ctx, st, env.ID())
 		done <- result{ok, err}
 	}()
 	select {
@@ -155,7 +155,7 @@ func TestMySQLStatusWriteRetriesLockWaitTimeout(t *testing.T) {
 	defer func() { _ = caller.Rollback() }()
 	// A duplicate key check on the locked row waits for the lock, then
 	// times out.
-	err = st.Insert(ctx, caller, env)
+	err = st.Insert(ctx, caller, env, testLease)
 	if MySQL.classify(err) != errBusy {
 		t.Fatalf("insert in a caller's transaction on a locked key: err = %v, want a lock wait timeout", err)
 	}

@@ -137,15 +137,15 @@ func TestMySQLTimesAreUTCWhateverTheConnection(t *testing.T) {
 
 	occurred := time.Date(2024, 3, 10, 7, 59, 59, 999999999, time.FixedZone("X", 5*3600+1800))
 	env := mustBuild(t, core.NewEvent("Zoned").ID("tz-1").OccurredAt(occurred).PayloadJSONString(`{}`))
-	if err := writer.Insert(ctx, writer.DB(), env); err != nil {
+	if err := writer.Insert(ctx, writer.DB(), env, testLease); err != nil {
 		t.Fatal(err)
 	}
 	nextAt := t0.Add(90 * time.Minute).In(ny) // 2024-03-10 04:00:00.123456 UTC, 00:00 EST
-	if ok, err := writer.MarkRetry(ctx, "tz-1", nextAt, "later"); err != nil || !ok {
+	if ok, err := writer.MarkRetry(ctx, testOwner, "tz-1", nextAt, testLease.Until, "later"); err != nil || !ok {
 		t.Fatalf("MarkRetry: %v, %v", ok, err)
 	}
 	clk.set(t0.Add(time.Microsecond))
-	if err := conns[1].st.Insert(ctx, conns[1].st.DB(), mustBuild(t, core.NewEvent("Zoned").ID("tz-2").OccurredAt(t0.Add(time.Microsecond)).PayloadJSONString(`{}`))); err != nil {
+	if err := conns[1].st.Insert(ctx, conns[1].st.DB(), mustBuild(t, core.NewEvent("Zoned").ID("tz-2").OccurredAt(t0.Add(time.Microsecond)).PayloadJSONString(`{}`)), testLease); err != nil {
 		t.Fatal(err)
 	}
 
@@ -224,7 +224,7 @@ func TestMySQLPayloadStorage(t *testing.T) {
 		mustBuild(t, core.NewEvent("J").ID("p-json").PayloadJSONString(`{"total": 12.5, "items": [1, 2]}`)),
 	}
 	for _, env := range envs {
-		if err := st.Insert(ctx, st.DB(), env); err != nil {
+		if err := st.Insert(ctx, st.DB(), env, testLease); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -315,7 +315,7 @@ func TestMySQL1MiBBytesPayload(t *testing.T) {
 		bin[i] = byte(i*7 + i>>8)
 	}
 	env := mustBuild(t, core.NewEvent("Big").ID("big").PayloadBytes(bin))
-	if err := st.Insert(ctx, st.DB(), env); err != nil {
+	if err := st.Insert(ctx, st.DB(), env, testLease); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -341,7 +341,7 @@ func TestMySQLFourByteCharactersAtFullLength(t *testing.T) {
 			TenantID(r(core.MaxTenantIDLen)).Header(r(100), r(1000)).PayloadJSONString(`{"🙂":"` + r(1000) + `"}`)
 	}
 	env := mustBuild(t, b())
-	if err := st.Insert(ctx, st.DB(), env); err != nil {
+	if err := st.Insert(ctx, st.DB(), env, testLease); err != nil {
 		t.Fatal(err)
 	}
 	var lens struct {
@@ -376,7 +376,7 @@ func TestMySQLFourByteCharactersAtFullLength(t *testing.T) {
 		t.Error("header differs after the round trip")
 	}
 	const msg = "💥"
-	if ok, err := st.MarkDead(ctx, env.ID(), strings.Repeat(msg, 5000)); err != nil || !ok {
+	if ok, err := st.MarkDead(ctx, testOwner, env.ID(), strings.Repeat(msg, 5000)); err != nil || !ok {
 		t.Fatalf("MarkDead with 4000 4-byte characters: %v, %v", ok, err)
 	}
 	if rec, _ := st.Get(ctx, env.ID()); rec.LastError != strings.Repeat(msg, jdbcstore.DefaultMaxErrorLen) {
@@ -397,7 +397,7 @@ func TestMySQLEventIDsAreExact(t *testing.T) {
 	ctx := t.Context()
 	ids := []string{"evt-a", "EVT-A", "evt-a ", " evt-a", "evt-á", "evt-a\t"}
 	for _, id := range ids {
-		if err := st.Insert(ctx, st.DB(), mustBuild(t, core.NewEvent("T").ID(id).PayloadJSONString(`{}`))); err != nil {
+		if err := st.Insert(ctx, st.DB(), mustBuild(t, core.NewEvent("T").ID(id).PayloadJSONString(`{}`)), testLease); err != nil {
 			t.Fatalf("insert %q: %v", id, err)
 		}
 	}
@@ -408,18 +408,18 @@ func TestMySQLEventIDsAreExact(t *testing.T) {
 		}
 	}
 	dup := mustBuild(t, core.NewEvent("T").ID("evt-a").PayloadJSONString(`{"again":true}`))
-	if err := st.Insert(ctx, st.DB(), dup); !errors.Is(err, core.ErrDuplicateEvent) {
+	if err := st.Insert(ctx, st.DB(), dup, testLease); !errors.Is(err, core.ErrDuplicateEvent) {
 		t.Fatalf("autocommit duplicate: err = %v", err)
 	}
 	tx, err := st.DB().BeginTxx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Insert(ctx, tx, dup); !errors.Is(err, core.ErrDuplicateEvent) {
+	if err := st.Insert(ctx, tx, dup, testLease); !errors.Is(err, core.ErrDuplicateEvent) {
 		_ = tx.Rollback()
 		t.Fatalf("duplicate in transaction: err = %v", err)
 	}
-	if err := st.Insert(ctx, tx, mustBuild(t, core.NewEvent("T").ID("evt-after-dup").PayloadJSONString(`{}`))); err != nil {
+	if err := st.Insert(ctx, tx, mustBuild(t, core.NewEvent("T").ID("evt-after-dup").PayloadJSONString(`{}`)), testLease); err != nil {
 		_ = tx.Rollback()
 		t.Fatalf("insert after the duplicate in the same transaction: %v", err)
 	}
@@ -539,7 +539,7 @@ func TestMySQLConcurrentBusinessTxAndStatusWrites(t *testing.T) {
 	for range markers {
 		markWG.Go(func() {
 			for id := range committed {
-				ok, err := st.MarkDone(ctx, id)
+				ok, err := markDone(ctx, st, id)
 				switch {
 				case err != nil:
 					fail(fmt.Errorf("MarkDone %s: %w", id, err))
@@ -572,7 +572,7 @@ func TestMySQLConcurrentBusinessTxAndStatusWrites(t *testing.T) {
 					fail(fmt.Errorf("business insert: %w", err))
 					continue
 				}
-				if err := st.Insert(ctx, tx, env); err != nil {
+				if err := st.Insert(ctx, tx, env, testLease); err != nil {
 					_ = tx.Rollback()
 					fail(fmt.Errorf("outbox insert: %w", err))
 					continue
@@ -627,7 +627,7 @@ func mustBuild(t *testing.T, b *core.Builder) core.Envelope {
 
 func insertOne(t *testing.T, st *jdbcstore.Store, id string) {
 	t.Helper()
-	if err := st.Insert(t.Context(), st.DB(), mustBuild(t, core.NewEvent("T").ID(id).PayloadJSONString(`{}`))); err != nil {
+	if err := st.Insert(t.Context(), st.DB(), mustBuild(t, core.NewEvent("T").ID(id).PayloadJSONString(`{}`)), testLease); err != nil {
 		t.Fatalf("insert %s: %v", id, err)
 	}
 }

@@ -15,10 +15,11 @@ var recordColumns = []string{
 	"event_id", "event_type", "aggregate_type", "aggregate_id", "tenant_id",
 	"occurred_at", "payload", "payload_kind", "headers", "status", "attempts",
 	"available_at", "created_at", "done_at", "last_error",
+	"locked_by", "locked_until",
 }
 
 // timeColumns are the recordColumns holding instants.
-var timeColumns = map[string]bool{"occurred_at": true, "available_at": true, "created_at": true, "done_at": true}
+var timeColumns = map[string]bool{"occurred_at": true, "available_at": true, "created_at": true, "done_at": true, "locked_until": true}
 
 // selectList is the SELECT list of recordColumns for d: time columns go
 // through the dialect's selectTime when it has one.
@@ -43,16 +44,29 @@ func selectList(d Dialect) string {
 type statements struct {
 	// insert: event_id, event_type, aggregate_type, aggregate_id,
 	// tenant_id, occurred_at, payload, payload_kind, headers,
-	// available_at, created_at.
+	// available_at, created_at, locked_by, locked_until.
 	insert string
-	// markDone: done_at, event_id.
-	markDone string
-	// markRetry: available_at, last_error, event_id.
+	// markDonePrefix + n placeholders + markDoneSuffix: done_at, ids...,
+	// owner. markDone1 is the one-id statement.
+	markDonePrefix, markDoneSuffix, markDone1 string
+	// markRetry: available_at, locked_until, last_error, event_id, owner.
 	markRetry string
-	// markDead: last_error, event_id.
+	// markDead: last_error, event_id, owner.
 	markDead string
 	// poll: now (available_at bound), now-skipRecent (created_at bound), limit.
 	poll string
+	// claimable is the WHERE clause of claimable rows: now (available_at),
+	// now-skipRecent (created_at), now (lease expired), owner.
+	claimable string
+	// claimReturning (RETURNING dialects): owner, lease_until, then the
+	// claimable arguments, then limit.
+	claimReturning string
+	// claimSelect (SKIP LOCKED dialects): the claimable arguments, limit.
+	claimSelect string
+	// claimUpdatePrefix + n placeholders + ")": owner, lease_until, ids...
+	claimUpdatePrefix string
+	// reap: now, limit.
+	reap string
 	// get: event_id.
 	get string
 	// countByStatus: no arguments.
@@ -67,29 +81,63 @@ func buildStatements(d Dialect, table string) statements {
 	t := d.quoteIdent(table)
 	cols := selectList(d)
 	st := func(s core.Status) string { return strconv.Itoa(int(s)) }
-	notDone := " WHERE event_id = ? AND status <> " + st(core.StatusDone)
+	notDone := " AND status <> " + st(core.StatusDone) + " AND locked_by = ?"
 	releaseLease := ", locked_by = NULL, locked_until = NULL"
+	pending := "status IN (" + st(core.StatusNew) + ", " + st(core.StatusRetry) + ")"
+	order := " ORDER BY available_at, created_at, event_id"
 
 	q := statements{
 		insert: "INSERT INTO " + t + " (event_id, event_type, aggregate_type, aggregate_id, tenant_id," +
-			" occurred_at, payload, payload_kind, headers, status, attempts, available_at, created_at)" +
-			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, " + st(core.StatusNew) + ", 0, ?, ?)",
-		markDone: "UPDATE " + t + " SET status = " + st(core.StatusDone) + ", done_at = ?" +
-			releaseLease + notDone,
+			" occurred_at, payload, payload_kind, headers, status, attempts, available_at, created_at," +
+			" locked_by, locked_until)" +
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, " + st(core.StatusNew) + ", 0, ?, ?, ?, ?)",
+		markDonePrefix: "UPDATE " + t + " SET status = " + st(core.StatusDone) + ", done_at = ?" +
+			releaseLease + " WHERE event_id IN (",
+		markDoneSuffix: ")" + notDone,
 		markRetry: "UPDATE " + t + " SET status = " + st(core.StatusRetry) +
-			", attempts = attempts + 1, available_at = ?, last_error = ?" + releaseLease + notDone,
+			", attempts = attempts + 1, available_at = ?, locked_until = ?, last_error = ?" +
+			" WHERE event_id = ?" + notDone,
 		markDead: "UPDATE " + t + " SET status = " + st(core.StatusDead) +
-			", attempts = attempts + 1, last_error = ?" + releaseLease + notDone,
-		poll: "SELECT " + cols + " FROM " + t +
-			" WHERE status IN (" + st(core.StatusNew) + ", " + st(core.StatusRetry) + ")" +
-			" AND available_at <= ? AND created_at <= ?" +
-			" ORDER BY available_at, created_at, event_id LIMIT ?",
+			", attempts = attempts + 1, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
+		poll: "SELECT " + cols + " FROM " + t + " WHERE " + pending +
+			" AND available_at <= ? AND created_at <= ?" + order + " LIMIT ?",
+		claimable: pending + " AND available_at <= ? AND created_at <= ?" +
+			" AND (locked_by IS NULL OR locked_until < ? OR locked_by = ?)",
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		countByStatus: "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
 	}
+	q.markDone1 = q.markDonePrefix + "?" + q.markDoneSuffix
+	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN (SELECT event_id FROM " + t +
+		" WHERE " + q.claimable + order + " LIMIT ?) RETURNING " + cols
+	q.claimSelect = "SELECT " + cols + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
+	q.claimUpdatePrefix = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN ("
+	expired := pending + " AND locked_by IS NOT NULL AND locked_until < ?"
+	if d.caps().updateOrderLimit {
+		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " LIMIT ?"
+	} else {
+		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM " + t +
+			" WHERE " + expired + " LIMIT ?)"
+	}
 	bt := d.bindType()
-	for _, p := range []*string{&q.insert, &q.markDone, &q.markRetry, &q.markDead, &q.poll, &q.get, &q.countByStatus} {
+	for _, p := range []*string{&q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.poll,
+		&q.claimReturning, &q.claimSelect, &q.reap, &q.get, &q.countByStatus} {
 		*p = sqlx.Rebind(bt, *p)
 	}
 	return q
+}
+
+// inList returns prefix, n comma-separated placeholders and suffix, rebound
+// for the dialect (for statements whose id list varies).
+func inList(d Dialect, prefix string, n int, suffix string) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + 3*n + len(suffix))
+	b.WriteString(prefix)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('?')
+	}
+	b.WriteString(suffix)
+	return sqlx.Rebind(d.bindType(), b.String())
 }

@@ -2,6 +2,7 @@ package jdbcstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -76,31 +77,42 @@ func (s *Store) CountByStatus(ctx context.Context) (map[core.Status]int, error) 
 	return counts, nil
 }
 
-// queryRecords runs a SELECT of recordColumns on the store's pool.
+// queryRecords runs a query returning recordColumns on the store's pool,
+// retrying lock contention.
 func (s *Store) queryRecords(ctx context.Context, sizeHint int, query string, args ...any) ([]core.Record, error) {
 	return retryBusy(ctx, s, func() ([]core.Record, error) {
-		rows, err := s.db.QueryContext(ctx, query, args...)
-		if err != nil {
+		return scanRecords(ctx, s, s.db, sizeHint, query, args...)
+	})
+}
+
+// queryer is *sqlx.DB or *sqlx.Tx.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// scanRecords runs a query returning recordColumns on q once.
+func scanRecords(ctx context.Context, s *Store, q queryer, sizeHint int, query string, args ...any) ([]core.Record, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	recs := make([]core.Record, 0, min(sizeHint, 256))
+	vals := make([]any, len(recordColumns))
+	ptrs := make([]any, len(vals))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		clear(vals)
+		// Scanning into *any cannot fail on content; decoding happens in
+		// decodeRecord, which never fails the query.
+		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
 		}
-		defer rows.Close()
-		recs := make([]core.Record, 0, min(sizeHint, 256))
-		vals := make([]any, len(recordColumns))
-		ptrs := make([]any, len(vals))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		for rows.Next() {
-			clear(vals)
-			// Scanning into *any cannot fail on content; decoding
-			// happens in decodeRecord, which never fails the query.
-			if err := rows.Scan(ptrs...); err != nil {
-				return nil, err
-			}
-			recs = append(recs, s.decodeRecord(vals))
-		}
-		return recs, rows.Err()
-	})
+		recs = append(recs, s.decodeRecord(vals))
+	}
+	return recs, rows.Err()
 }
 
 // decodeRecord turns the raw column values of one row (in recordColumns
@@ -110,6 +122,10 @@ func (s *Store) decodeRecord(v []any) core.Record {
 		r    core.Record
 		errs []error
 	)
+	if len(v) != len(recordColumns) {
+		r.DecodeErr = fmt.Errorf("row has %d columns, want %d", len(v), len(recordColumns))
+		return r
+	}
 	col := func(i int, err error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("column %s: %w", recordColumns[i], err))
@@ -145,6 +161,8 @@ func (s *Store) decodeRecord(v []any) core.Record {
 	tm(12, &r.CreatedAt, true)
 	tm(13, &r.DoneAt, false)
 	str(14, &r.LastError)
+	str(15, &r.LockedBy)
+	tm(16, &r.LockedUntil, false)
 
 	kind, err := asInt(v[7])
 	if err == nil && (kind < 0 || kind > 255) {

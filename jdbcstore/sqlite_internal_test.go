@@ -76,7 +76,7 @@ func TestStatusWriteRetriesWhileLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := mustEnv(t, core.NewEvent("Locked").PayloadJSONString(`{}`))
-	if err := st.Insert(ctx, st.DB(), env); err != nil {
+	if err := st.Insert(ctx, st.DB(), env, testLease); err != nil {
 		t.Fatal(err)
 	}
 
@@ -97,7 +97,7 @@ func TestStatusWriteRetriesWhileLocked(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		ok, err := st.MarkDone(ctx, env.ID())
+		ok, err := markDone(ctx, st, env.ID())
 		done <- result{ok, err}
 	}()
 	<-retrying // MarkDone met SQLITE_BUSY and is waiting to retry
@@ -123,7 +123,7 @@ func TestStatusWriteRetryBoundedByContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := mustEnv(t, core.NewEvent("Locked").PayloadJSONString(`{}`))
-	if err := st.Insert(t.Context(), st.DB(), env); err != nil {
+	if err := st.Insert(t.Context(), st.DB(), env, testLease); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := holder.DB().BeginTxx(t.Context(), nil)
@@ -134,7 +134,7 @@ func TestStatusWriteRetryBoundedByContext(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	ok, err := st.MarkRetry(ctx, env.ID(), time.Now(), "x")
+	ok, err := st.MarkRetry(ctx, testOwner, env.ID(), time.Now(), testLease.Until, "x")
 	if ok || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("MarkRetry = %v, %v; want false and a deadline error", ok, err)
 	}
@@ -154,7 +154,7 @@ func TestCorruptRowsBecomeDecodeErrors(t *testing.T) {
 	ctx := t.Context()
 	ids := []string{"ok", "bad-kind", "bad-time", "bad-headers", "bad-payload-type", "text-payload"}
 	for _, id := range ids {
-		if err := st.Insert(ctx, st.DB(), mustEnv(t, core.NewEvent("E").ID(id).PayloadJSONString(`{"a":1}`))); err != nil {
+		if err := st.Insert(ctx, st.DB(), mustEnv(t, core.NewEvent("E").ID(id).PayloadJSONString(`{"a":1}`)), testLease); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,13 +226,13 @@ func TestInMemoryDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Insert(ctx, tx, env); err != nil {
+	if err := st.Insert(ctx, tx, env, testLease); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := st.MarkDone(ctx, env.ID()); err != nil || !ok {
+	if ok, err := markDone(ctx, st, env.ID()); err != nil || !ok {
 		t.Fatalf("MarkDone = %v, %v", ok, err)
 	}
 }

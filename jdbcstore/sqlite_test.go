@@ -1,6 +1,7 @@
 package jdbcstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -46,7 +47,7 @@ func TestSQLiteJSONPayloadByteExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Insert(t.Context(), st.DB(), env); err != nil {
+	if err := st.Insert(t.Context(), st.DB(), env, testLease); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := st.Get(t.Context(), env.ID())
@@ -94,7 +95,7 @@ func TestSQLiteConcurrentBusinessTxAndStatusWrites(t *testing.T) {
 	for range markers {
 		markWG.Go(func() {
 			for id := range committed {
-				ok, err := st.MarkDone(ctx, id)
+				ok, err := markDone(ctx, st, id)
 				switch {
 				case err != nil:
 					fail(fmt.Errorf("MarkDone %s: %w", id, err))
@@ -128,7 +129,7 @@ func TestSQLiteConcurrentBusinessTxAndStatusWrites(t *testing.T) {
 					fail(fmt.Errorf("business insert: %w", err))
 					continue
 				}
-				if err := st.Insert(ctx, tx, env); err != nil {
+				if err := st.Insert(ctx, tx, env, testLease); err != nil {
 					_ = tx.Rollback()
 					fail(fmt.Errorf("outbox insert: %w", err))
 					continue
@@ -168,4 +169,13 @@ func TestSQLiteConcurrentBusinessTxAndStatusWrites(t *testing.T) {
 	if recs, err := st.PollPending(ctx, time.Now().Add(time.Hour), 0, 10); err != nil || len(recs) != 0 {
 		t.Errorf("pending after all DONE: %d records, err %v", len(recs), err)
 	}
+}
+
+const testOwner = "jdbcstore-test-owner"
+
+var testLease = core.Lease{Owner: testOwner, Until: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
+
+func markDone(ctx context.Context, st *jdbcstore.Store, id string) (bool, error) {
+	n, err := st.MarkDone(ctx, testOwner, []string{id})
+	return n == 1, err
 }

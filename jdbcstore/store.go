@@ -70,16 +70,17 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // DB returns the database the store was created with.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
-// Insert stores env with status NEW, attempts 0 and available_at =
-// created_at = Config.Now() on ex, normally the caller's business
-// transaction (*sql.Tx, *sqlx.Tx or a core.Tx). The row exists only if
-// that transaction commits.
+// Insert stores env with status NEW, attempts 0, created_at =
+// Config.Now(), available_at = env.NotBefore() or now (whichever is later)
+// and the given lease (unowned when zero) on ex, normally the caller's
+// business transaction (*sql.Tx, *sqlx.Tx or a core.Tx). The row exists
+// only if that transaction commits.
 //
 // env is validated first. A duplicate event id returns an error wrapping
 // [core.ErrDuplicateEvent]. Lock contention is retried only when ex is the
 // store's own database (an autocommit insert); inside a transaction the
 // caller owns the retry.
-func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope) error {
+func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) error {
 	if ex == nil {
 		return fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)
 	}
@@ -94,13 +95,24 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope) e
 	if err != nil {
 		return fmt.Errorf("outbox: jdbcstore: insert %q: encode payload: %w", env.ID(), err)
 	}
-	now := s.dialect.encodeTime(s.now())
+	now := s.now()
+	due := now
+	if nb := env.NotBefore(); nb.After(due) {
+		due = nb
+	}
+	var lockedBy, lockedUntil any
+	if !lease.IsZero() {
+		if err := validOwner(lease.Owner); err != nil {
+			return fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
+		}
+		lockedBy, lockedUntil = lease.Owner, s.dialect.encodeTime(lease.Until)
+	}
 	args := []any{
 		env.ID(), env.Type(),
 		nullString(env.AggregateType()), nullString(env.AggregateID()), nullString(env.TenantID()),
 		s.dialect.encodeTime(env.OccurredAt()),
 		payload, int64(env.PayloadKind()), nullString(headers),
-		now, now,
+		s.dialect.encodeTime(due), s.dialect.encodeTime(now), lockedBy, lockedUntil,
 	}
 	exec := func() (sql.Result, error) { return ex.ExecContext(ctx, s.q.insert, args...) }
 	if s.ownsExecer(ex) {
@@ -126,43 +138,77 @@ func (s *Store) ownsExecer(ex core.Execer) bool {
 	return false
 }
 
-// MarkDone sets the event DONE with done_at = Config.Now() and releases
-// its lease. It is idempotent: it returns false when the event is already
-// DONE or does not exist.
-func (s *Store) MarkDone(ctx context.Context, id string) (bool, error) {
-	return s.update(ctx, "mark done", id, s.q.markDone, s.dialect.encodeTime(s.now()), id)
+// MarkDone sets the given events DONE with done_at = Config.Now() and
+// releases their leases, for those that owner holds and that are not DONE
+// yet. It returns how many rows changed: fewer than len(ids) means the
+// rest are DONE already, missing, or owned by another node (fenced off).
+func (s *Store) MarkDone(ctx context.Context, owner string, ids []string) (int64, error) {
+	if err := validOwner(owner); err != nil {
+		return 0, fmt.Errorf("outbox: jdbcstore: mark done: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	query := s.q.markDone1
+	if len(ids) > 1 {
+		query = inList(s.dialect, s.q.markDonePrefix, len(ids), s.q.markDoneSuffix)
+	}
+	args := make([]any, 0, len(ids)+2)
+	args = append(args, s.dialect.encodeTime(s.now()))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	args = append(args, owner)
+	return s.exec(ctx, "mark done", ids[0], query, args...)
 }
 
 // MarkRetry sets the event RETRY, increments attempts, sets available_at
-// to nextAt and last_error to errMsg truncated to Config.MaxErrorLen
-// characters. It never changes a DONE event (returns false).
-func (s *Store) MarkRetry(ctx context.Context, id string, nextAt time.Time, errMsg string) (bool, error) {
-	return s.update(ctx, "mark retry", id, s.q.markRetry,
-		s.dialect.encodeTime(nextAt), truncateError(errMsg, s.maxErr), id)
+// to nextAt, keeps owner's lease until leaseUntil and sets last_error to
+// errMsg truncated to Config.MaxErrorLen characters. It changes nothing
+// (returns false) when the event is DONE or owner does not hold it.
+func (s *Store) MarkRetry(ctx context.Context, owner, id string, nextAt, leaseUntil time.Time, errMsg string) (bool, error) {
+	if err := validOwner(owner); err != nil {
+		return false, fmt.Errorf("outbox: jdbcstore: mark retry: %w", err)
+	}
+	n, err := s.exec(ctx, "mark retry", id, s.q.markRetry,
+		s.dialect.encodeTime(nextAt), s.dialect.encodeTime(leaseUntil), truncateError(errMsg, s.maxErr), id, owner)
+	return n > 0, err
 }
 
 // MarkDead sets the event DEAD, increments attempts (so a DEAD row counts
-// every failed delivery) and sets last_error to errMsg truncated to
-// Config.MaxErrorLen characters. It never changes a DONE event (returns
-// false).
-func (s *Store) MarkDead(ctx context.Context, id string, errMsg string) (bool, error) {
-	return s.update(ctx, "mark dead", id, s.q.markDead, truncateError(errMsg, s.maxErr), id)
+// every failed delivery), releases the lease and sets last_error to errMsg
+// truncated to Config.MaxErrorLen characters. It changes nothing (returns
+// false) when the event is DONE or owner does not hold it.
+func (s *Store) MarkDead(ctx context.Context, owner, id, errMsg string) (bool, error) {
+	if err := validOwner(owner); err != nil {
+		return false, fmt.Errorf("outbox: jdbcstore: mark dead: %w", err)
+	}
+	n, err := s.exec(ctx, "mark dead", id, s.q.markDead, truncateError(errMsg, s.maxErr), id, owner)
+	return n > 0, err
 }
 
-// update runs a single-row status write on the store's pool, retrying lock
-// contention until ctx ends, and reports whether a row changed.
-func (s *Store) update(ctx context.Context, op, id, query string, args ...any) (bool, error) {
+// validOwner checks an owner token against the locked_by column.
+func validOwner(owner string) error {
+	if owner == "" || len(owner) > core.MaxOwnerLen {
+		return &core.ConfigError{Field: "owner", Msg: fmt.Sprintf("must be 1 to %d bytes", core.MaxOwnerLen)}
+	}
+	return nil
+}
+
+// exec runs a write on the store's pool, retrying lock contention until
+// ctx ends, and returns how many rows changed.
+func (s *Store) exec(ctx context.Context, op, id, query string, args ...any) (int64, error) {
 	res, err := retryBusy(ctx, s, func() (sql.Result, error) {
 		return s.db.ExecContext(ctx, query, args...)
 	})
 	if err != nil {
-		return false, s.mapError(op, id, err)
+		return 0, s.mapError(op, id, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, s.mapError(op, id, err)
+		return 0, s.mapError(op, id, err)
 	}
-	return n > 0, nil
+	return n, nil
 }
 
 // nullString stores "" as NULL.

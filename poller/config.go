@@ -14,6 +14,10 @@ const (
 	DefaultSkipRecent      = time.Second
 	DefaultBacklogInterval = 100 * time.Millisecond
 	DefaultQueryTimeout    = 30 * time.Second
+	DefaultReapInterval    = 30 * time.Second
+	DefaultReapBatch       = 100
+	// maxReapBatchesPerCycle bounds the work of one reaping round.
+	maxReapBatchesPerCycle = 10
 )
 
 // Config tunes a [Poller]. The zero value takes every default.
@@ -32,6 +36,13 @@ type Config struct {
 	SkipRecent time.Duration
 	// QueryTimeout bounds each cycle's database work. Defaults to 30 s.
 	QueryTimeout time.Duration
+	// ReapInterval is how often expired leases are released (claims take
+	// over expired leases anyway; reaping keeps the table truthful for
+	// operators). Defaults to 30 s; negative disables reaping.
+	ReapInterval time.Duration
+	// ReapBatch is the most leases released per statement, so no reaping
+	// transaction runs long. Defaults to 100.
+	ReapBatch int
 	// Logger receives the poller's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics receives ColdEnqueued (via the queue), DispatchDead for
@@ -62,6 +73,12 @@ func (c Config) withDefaults() Config {
 	if c.QueryTimeout == 0 {
 		c.QueryTimeout = DefaultQueryTimeout
 	}
+	if c.ReapInterval == 0 {
+		c.ReapInterval = DefaultReapInterval
+	}
+	if c.ReapBatch == 0 {
+		c.ReapBatch = DefaultReapBatch
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -84,6 +101,8 @@ func (c Config) validate() error {
 		return &core.ConfigError{Field: "poller.BatchSize", Msg: "must be at least 1"}
 	case c.QueryTimeout < 0:
 		return &core.ConfigError{Field: "poller.QueryTimeout", Msg: "must be positive"}
+	case c.ReapBatch < 1:
+		return &core.ConfigError{Field: "poller.ReapBatch", Msg: "must be at least 1"}
 	}
 	return nil
 }

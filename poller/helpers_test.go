@@ -90,10 +90,15 @@ type fakeMetrics struct {
 	core.NopMetrics
 	dead, depthCalls, lagCalls atomic.Int64
 	lastLag                    atomic.Int64
+	reaped, reapCalls          atomic.Int64
 }
 
 func (m *fakeMetrics) DispatchDead()        { m.dead.Add(1) }
 func (m *fakeMetrics) QueueDepths(_, _ int) { m.depthCalls.Add(1) }
+func (m *fakeMetrics) LeasesReaped(n int) {
+	m.reapCalls.Add(1)
+	m.reaped.Add(int64(n))
+}
 func (m *fakeMetrics) OldestLag(d time.Duration) {
 	m.lagCalls.Add(1)
 	m.lastLag.Store(int64(d))
@@ -122,19 +127,27 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 type enqueued struct {
-	id       string
-	attempts int
-	env      core.Envelope
+	id         string
+	attempts   int
+	env        core.Envelope
+	leaseUntil time.Time
 }
 
-// fakeQueue is a bounded poller.Queue. Accepted events count as in flight
-// until released, like the dispatcher's tracker.
+// The fake queue's node: its owner token and lease duration.
+const (
+	queueOwner = "node-a"
+	queueLease = time.Minute
+)
+
+// fakeQueue is a bounded poller.Queue of the node queueOwner. Accepted
+// events count as in flight until released, like the dispatcher's tracker.
 type fakeQueue struct {
 	mu       sync.Mutex
 	room     int
 	inFlight map[string]bool
 	got      []enqueued
 	calls    int
+	phantom  int // extra room ColdRoom reports while room > 0
 	signal   chan struct{}
 }
 
@@ -142,7 +155,11 @@ func newFakeQueue(room int) *fakeQueue {
 	return &fakeQueue{room: room, inFlight: map[string]bool{}, signal: make(chan struct{}, 1)}
 }
 
-func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int) bool {
+func (q *fakeQueue) ClaimLease(now time.Time) core.Lease {
+	return core.Lease{Owner: queueOwner, Until: now.Add(queueLease)}
+}
+
+func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.calls++
@@ -151,7 +168,7 @@ func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int) bool {
 	}
 	q.room--
 	q.inFlight[env.ID()] = true
-	q.got = append(q.got, enqueued{id: env.ID(), attempts: attempts, env: env})
+	q.got = append(q.got, enqueued{id: env.ID(), attempts: attempts, env: env, leaseUntil: leaseUntil})
 	select {
 	case q.signal <- struct{}{}:
 	default:
@@ -162,7 +179,18 @@ func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int) bool {
 func (q *fakeQueue) ColdRoom() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.room > 0 {
+		return q.room + q.phantom
+	}
 	return q.room
+}
+
+// setPhantomRoom makes ColdRoom report n more slots than the queue accepts
+// while it is not full, as when other producers fill it concurrently.
+func (q *fakeQueue) setPhantomRoom(n int) {
+	q.mu.Lock()
+	q.phantom = n
+	q.mu.Unlock()
 }
 
 func (q *fakeQueue) InFlight(id string) bool {
@@ -211,17 +239,33 @@ func (q *fakeQueue) callCount() int {
 	return q.calls
 }
 
-// insert stores a NEW event row with the store's clock.
+// insert stores an unowned NEW event row with the store's clock (as
+// published without a hot queue).
 func insert(t testing.TB, st *memstore.Store, id string) core.Envelope {
+	t.Helper()
+	return insertLeased(t, st, id, core.Lease{})
+}
+
+// insertLeased stores a NEW event row owned by lease.
+func insertLeased(t testing.TB, st *memstore.Store, id string, lease core.Lease) core.Envelope {
 	t.Helper()
 	env, err := core.NewEvent("E").ID(id).PayloadJSONString(`{"id":"` + id + `"}`).Build()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
-	if err := st.Insert(context.Background(), nil, env); err != nil {
+	if err := st.Insert(context.Background(), nil, env, lease); err != nil {
 		t.Fatalf("Insert: %v", err)
 	}
 	return env
+}
+
+// setRow changes a stored row in place (test setup of statuses, attempts
+// and leases without going through the fenced writes).
+func setRow(t testing.TB, st *memstore.Store, id string, change func(r *core.Record)) {
+	t.Helper()
+	r := row(t, st, id)
+	change(&r)
+	st.Put(r)
 }
 
 // record is a decodable stored row.

@@ -18,8 +18,11 @@ import (
 // Queue is what the poller needs from a dispatcher.
 // *dispatcher.Dispatcher implements it.
 type Queue interface {
-	// EnqueueCold offers an event without blocking; false means not taken.
-	EnqueueCold(env core.Envelope, attempts int) bool
+	// ClaimLease returns the lease to claim rows with at now: the
+	// dispatcher's owner token and the end of the lease.
+	ClaimLease(now time.Time) core.Lease
+	// EnqueueCold offers a claimed event without blocking; false means not taken.
+	EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool
 	// ColdRoom returns how many events the cold queue can take now.
 	ColdRoom() int
 	// InFlight reports whether the event is already held by the dispatcher.
@@ -28,11 +31,11 @@ type Queue interface {
 	QueueDepths() (hot, cold int)
 }
 
-// Store is what the poller needs from a store: pending rows, and MarkDead
-// for rows that cannot be decoded.
+// Store is what the poller needs from a store: claims, reaping, and
+// MarkDead for rows that cannot be decoded.
 type Store interface {
-	core.PendingSource
-	MarkDead(ctx context.Context, eventID string, errMsg string) (bool, error)
+	core.Claimer
+	MarkDead(ctx context.Context, owner, eventID, errMsg string) (bool, error)
 }
 
 // Poller periodically moves due rows to the dispatcher. Create it with
@@ -79,26 +82,39 @@ func New(store Store, queue Queue, cfg Config) (*Poller, error) {
 		log: cfg.Logger.With(slog.String("component", "outbox.poller"))}, nil
 }
 
-// PollOnce runs one cycle: if the cold queue has room, read up to
-// BatchSize due rows and enqueue those not already in flight until the
-// queue is full. Rows that fail to decode are marked DEAD with the reason.
+// PollOnce runs one cycle: if the cold queue has room, claim up to
+// min(BatchSize, room) due rows for this node's lease and enqueue those not
+// already in flight. Rows are claimed only when unowned, when their lease
+// expired, or when this node owns them (its own hot-queue drops). Rows that
+// fail to decode are marked DEAD with the reason.
 func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
+	res, _, err := p.pollOnce(ctx)
+	return res, err
+}
+
+// pollOnce is PollOnce; it also returns the claim limit it used (0 when
+// the cold queue was full), so the loop can tell a full batch.
+func (p *Poller) pollOnce(ctx context.Context) (res Result, limit int, err error) {
 	p.cycleMu.Lock()
 	defer p.cycleMu.Unlock()
-	var res Result
 	hot, cold := p.queue.QueueDepths()
 	p.cfg.Metrics.QueueDepths(hot, cold)
 	room := p.queue.ColdRoom()
 	if room <= 0 {
 		res.Full = true
-		return res, nil
+		return res, 0, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
 	defer cancel()
 	now := p.cfg.Now()
-	recs, err := p.store.PollPending(ctx, now, p.cfg.SkipRecent, p.cfg.BatchSize)
+	lease := p.queue.ClaimLease(now)
+	limit = min(p.cfg.BatchSize, room)
+	recs, err := p.store.ClaimDue(ctx, core.ClaimRequest{
+		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
+		SkipRecent: p.cfg.SkipRecent, Limit: limit,
+	})
 	if err != nil {
-		return res, err
+		return res, limit, err
 	}
 	res.Read = len(recs)
 	if len(recs) > 0 {
@@ -113,12 +129,12 @@ func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
 		}
 		env, err := rec.Envelope()
 		if err != nil {
-			if p.markDead(ctx, rec, err) {
+			if p.markDead(ctx, lease.Owner, rec, err) {
 				res.Dead++
 			}
 			continue
 		}
-		if !p.queue.EnqueueCold(env, rec.Attempts) {
+		if !p.queue.EnqueueCold(env, rec.Attempts, lease.Until) {
 			if p.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
 				res.Skipped += len(recs) - i
 				break
@@ -128,19 +144,48 @@ func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
 		}
 		res.Enqueued++
 	}
-	return res, nil
+	return res, limit, nil
 }
 
 // markDead records an undecodable row as DEAD and reports whether it could.
-func (p *Poller) markDead(ctx context.Context, rec core.Record, cause error) bool {
-	if _, err := p.store.MarkDead(ctx, rec.ID, cause.Error()); err != nil {
+func (p *Poller) markDead(ctx context.Context, owner string, rec core.Record, cause error) bool {
+	changed, err := p.store.MarkDead(ctx, owner, rec.ID, cause.Error())
+	if err != nil {
 		p.log.Error("cannot mark undecodable event DEAD", slog.String("event_id", rec.ID), slog.String("error", err.Error()))
+		return false
+	}
+	if !changed { // the lease moved on within the cycle: not ours to judge
 		return false
 	}
 	p.cfg.Metrics.DispatchDead()
 	p.log.Error("undecodable event marked DEAD", slog.String("event_id", rec.ID),
 		slog.String("event_type", rec.Type), slog.String("error", cause.Error()))
 	return true
+}
+
+// ReapOnce releases expired leases in batches of ReapBatch, at most a few
+// batches per call, and returns how many it released. Leases released
+// before a failing batch are reported too.
+func (p *Poller) ReapOnce(ctx context.Context) (total int64, err error) {
+	defer func() {
+		if total > 0 {
+			p.cfg.Metrics.LeasesReaped(int(total))
+			p.log.Info("released expired leases", slog.Int64("events", total))
+		}
+	}()
+	for range maxReapBatchesPerCycle {
+		qctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
+		n, err := p.store.ReapExpired(qctx, p.cfg.Now(), p.cfg.ReapBatch)
+		cancel()
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < int64(p.cfg.ReapBatch) {
+			break
+		}
+	}
+	return total, nil
 }
 
 // Start runs cycles in the background until Stop. It returns at once.
@@ -192,16 +237,25 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 	defer close(done)
 	t := time.NewTimer(p.cfg.Interval)
 	defer t.Stop()
+	lastReap := time.Now()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
-		res, err := p.PollOnce(ctx)
+		res, limit, err := p.pollOnce(ctx)
 		p.report(res, err)
+		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
+			lastReap = time.Now()
+			if _, err := p.ReapOnce(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("reaping expired leases failed; will try again", slog.String("error", err.Error()))
+			}
+		}
 		next := p.cfg.Interval
-		if err == nil && res.Enqueued > 0 && res.Read == p.cfg.BatchSize || res.Full {
+		// A full claim (limited by BatchSize or by the cold queue's room)
+		// means more rows may be due: come back soon.
+		if err == nil && res.Enqueued > 0 && res.Read == limit || res.Full {
 			next = p.cfg.BacklogInterval
 		}
 		t.Reset(next)

@@ -59,22 +59,21 @@ func pollOnce(t *testing.T, p *poller.Poller) poller.Result {
 
 func TestPollOnceSelectsDueRows(t *testing.T) {
 	e := newPollEnv(100)
-	ctx := context.Background()
 	t0 := e.clock.Now()
 
 	insert(t, e.st, "a-new")
 	insert(t, e.st, "b-retry")
-	for range 2 { // RETRY, attempts 2, due now
-		if _, err := e.st.MarkRetry(ctx, "b-retry", t0, "failed"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setRow(t, e.st, "b-retry", func(r *core.Record) { // RETRY, attempts 2, due now
+		r.Status, r.Attempts, r.AvailableAt, r.LastError = core.StatusRetry, 2, t0, "failed"
+	})
 	insert(t, e.st, "c-done")
-	e.st.MarkDone(ctx, "c-done")
+	setRow(t, e.st, "c-done", func(r *core.Record) { r.Status, r.DoneAt = core.StatusDone, t0 })
 	insert(t, e.st, "d-dead")
-	e.st.MarkDead(ctx, "d-dead", "gone")
+	setRow(t, e.st, "d-dead", func(r *core.Record) { r.Status, r.Attempts, r.LastError = core.StatusDead, 1, "gone" })
 	insert(t, e.st, "e-later")
-	e.st.MarkRetry(ctx, "e-later", t0.Add(time.Hour), "backoff")
+	setRow(t, e.st, "e-later", func(r *core.Record) {
+		r.Status, r.Attempts, r.AvailableAt, r.LastError = core.StatusRetry, 1, t0.Add(time.Hour), "backoff"
+	})
 	e.clock.Advance(2 * time.Second)
 	insert(t, e.st, "f-young") // created now: left to the hot path
 
@@ -165,7 +164,11 @@ func TestPollOnceSkipsInFlight(t *testing.T) {
 }
 
 func TestPollOnceStopsWhenQueueFull(t *testing.T) {
+	// The claim is limited to the room the queue reports, but other
+	// producers (in-process retries) may take that room while the cycle
+	// runs: the queue reports 5 free slots and accepts only 2.
 	e := newPollEnv(2)
+	e.q.setPhantomRoom(3)
 	ids := idsOf("r", 5)
 	for _, id := range ids {
 		insert(t, e.st, id)
@@ -189,11 +192,39 @@ func TestPollOnceStopsWhenQueueFull(t *testing.T) {
 	}
 }
 
+// The claim never takes more rows than the cold queue has room for, so no
+// row is leased to this node without being queued.
+func TestPollOnceClaimsNoMoreThanColdRoom(t *testing.T) {
+	e := newPollEnv(2)
+	ids := idsOf("r", 5)
+	for _, id := range ids {
+		insert(t, e.st, id)
+	}
+	e.clock.Advance(time.Hour)
+	p := e.poller(t, poller.Config{})
+	res := pollOnce(t, p)
+	if want := (poller.Result{Read: 2, Enqueued: 2}); res != want {
+		t.Fatalf("PollOnce = %+v, want %+v (Limit = min(BatchSize, ColdRoom) = 2)", res, want)
+	}
+	if got := e.q.ids(); !slices.Equal(got, ids[:2]) {
+		t.Fatalf("enqueued %v, want %v", got, ids[:2])
+	}
+	for i, id := range ids {
+		r := row(t, e.st, id)
+		if r.Status != core.StatusNew {
+			t.Errorf("row %s: %v, want NEW", id, r.Status)
+		}
+		if owned := r.LockedBy != ""; owned != (i < 2) {
+			t.Errorf("row %s: locked_by %q; want only the 2 queued rows leased", id, r.LockedBy)
+		}
+	}
+}
+
 func TestPollOnceFullQueueSkipsStoreQuery(t *testing.T) {
 	e := newPollEnv(0)
 	var queried atomic.Int32
 	e.st.Fail = func(op, _ string) error {
-		if op == "poll" {
+		if op == "claim" {
 			queried.Add(1)
 			return errors.New("the store must not be queried")
 		}
@@ -210,7 +241,7 @@ func TestPollOnceFullQueueSkipsStoreQuery(t *testing.T) {
 		t.Fatalf("PollOnce = %+v, want %+v", res, want)
 	}
 	if queried.Load() != 0 {
-		t.Fatal("PollPending was called although the cold queue had no room")
+		t.Fatal("ClaimDue was called although the cold queue had no room")
 	}
 	if e.metrics.depthCalls.Load() != 1 {
 		t.Errorf("QueueDepths not reported on a skipped cycle")
@@ -237,8 +268,9 @@ func TestPollOnceBatchSizeAndOrder(t *testing.T) {
 	if got, want := e.q.ids(), []string{"x-first", "a-tie", "c-tie"}; !slices.Equal(got, want) {
 		t.Fatalf("first batch %v, want %v", got, want)
 	}
-	// The three oldest are in flight: the next cycle reads them again (the
-	// store does not know) and skips them; the limit still applies.
+	// The three oldest are in flight: the next cycle claims them again (this
+	// node owns them; the store does not know they are in flight) and skips
+	// them; the limit still applies.
 	res = pollOnce(t, p)
 	if want := (poller.Result{Read: 3, Skipped: 3}); res != want {
 		t.Fatalf("second PollOnce = %+v, want %+v", res, want)
@@ -327,7 +359,7 @@ func TestPollOnceReturnsStoreError(t *testing.T) {
 	e := newPollEnv(10)
 	errDown := errors.New("store down")
 	e.st.Fail = func(op, _ string) error {
-		if op == "poll" {
+		if op == "claim" {
 			return errDown
 		}
 		return nil
@@ -347,7 +379,7 @@ func TestBackgroundErrorsLoggedOncePerIncident(t *testing.T) {
 	var failing atomic.Bool
 	var failed atomic.Int32
 	e.st.Fail = func(op, _ string) error {
-		if op == "poll" && failing.Load() {
+		if op == "claim" && failing.Load() {
 			failed.Add(1)
 			return errors.New("connection refused")
 		}
@@ -437,7 +469,7 @@ func TestStopIsRetryableWhileACycleBlocks(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	var once sync.Once
 	e.st.Fail = func(op, _ string) error {
-		if op == "poll" {
+		if op == "claim" {
 			once.Do(func() {
 				entered <- struct{}{}
 				<-release // a store call that ignores its context
@@ -470,6 +502,7 @@ func TestConfigValidation(t *testing.T) {
 		"BacklogInterval": {BacklogInterval: -time.Millisecond},
 		"BatchSize":       {BatchSize: -1},
 		"QueryTimeout":    {QueryTimeout: -time.Second},
+		"ReapBatch":       {ReapBatch: -1},
 	}
 	for field, cfg := range bad {
 		t.Run(field, func(t *testing.T) {
@@ -605,11 +638,21 @@ func TestEndToEndDroppedHotEventsReachDone(t *testing.T) {
 		}
 	})
 
+	// Published through this dispatcher: leased to it from the insert on.
+	// The poller re-takes the dropped ones at once although their lease is
+	// live, because this node owns them.
 	ids := idsOf("hot-", 20)
 	dropped := 0
 	for _, id := range ids {
-		env := insert(t, st, id)
-		if !d.EnqueueHot(env) {
+		env, err := core.NewEvent("E").ID(id).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease := d.HotLease(env)
+		if err := st.Insert(context.Background(), nil, env, lease); err != nil {
+			t.Fatal(err)
+		}
+		if !d.EnqueueHot(env, lease) {
 			dropped++
 		}
 	}

@@ -459,7 +459,7 @@ func TestCoreTxFromContext(t *testing.T) {
 // fakeInserter writes a minimal row on the caller's transaction.
 type fakeInserter struct{}
 
-func (fakeInserter) Insert(ctx context.Context, ex core.Execer, env core.Envelope) error {
+func (fakeInserter) Insert(ctx context.Context, ex core.Execer, env core.Envelope, _ core.Lease) error {
 	_, err := ex.ExecContext(ctx, "INSERT INTO items(name) VALUES (?)", env.ID())
 	return err
 }
@@ -469,7 +469,9 @@ type fakeHot struct {
 	envs []core.Envelope
 }
 
-func (q *fakeHot) EnqueueHot(env core.Envelope) bool {
+func (q *fakeHot) HotLease(core.Envelope) core.Lease { return core.Lease{} }
+
+func (q *fakeHot) EnqueueHot(env core.Envelope, _ core.Lease) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.envs = append(q.envs, env)

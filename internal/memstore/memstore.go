@@ -21,8 +21,10 @@ type Store struct {
 	now  func() time.Time
 	rows map[string]*core.Record
 	// Fail, when set, is consulted before every operation ("insert",
-	// "done", "retry", "dead", "poll"); a non-nil result is returned as the
-	// operation's error and nothing changes.
+	// "done", "retry", "dead", "claim", "reap", "poll"); a non-nil result
+	// is returned as the operation's error and nothing changes. "claim"
+	// and "reap" are consulted without the store's lock held, so a hook
+	// may block them without blocking the other operations.
 	Fail func(op, eventID string) error
 	// Changed, when set, is signalled (non-blocking) after every status write.
 	Changed chan struct{}
@@ -55,7 +57,7 @@ func (s *Store) signal() {
 }
 
 // Insert implements core.Inserter.
-func (s *Store) Insert(_ context.Context, _ core.Execer, env core.Envelope) error {
+func (s *Store) Insert(_ context.Context, _ core.Execer, env core.Envelope, lease core.Lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.fail("insert", env.ID()); err != nil {
@@ -69,11 +71,16 @@ func (s *Store) Insert(_ context.Context, _ core.Execer, env core.Envelope) erro
 		return err
 	}
 	now := s.now().UTC()
+	due := now
+	if nb := env.NotBefore(); nb.After(due) {
+		due = nb.UTC()
+	}
 	s.rows[env.ID()] = &core.Record{
+		LockedBy: lease.Owner, LockedUntil: lease.Until,
 		ID: env.ID(), Type: env.Type(), OccurredAt: env.OccurredAt(),
 		AggregateType: env.AggregateType(), AggregateID: env.AggregateID(), TenantID: env.TenantID(),
 		HeadersJSON: h, Payload: env.Payload(), PayloadKind: env.PayloadKind(),
-		Status: core.StatusNew, AvailableAt: now, CreatedAt: now,
+		Status: core.StatusNew, AvailableAt: due, CreatedAt: now,
 	}
 	return nil
 }
@@ -85,14 +92,17 @@ func (s *Store) Put(r core.Record) {
 	s.rows[r.ID] = &r
 }
 
-func (s *Store) update(op, id string, fn func(r *core.Record)) (bool, error) {
+// update applies fn to row id if it is not DONE and owner holds it. The
+// empty owner holds nothing: an unowned row is not writable (as in SQL,
+// where locked_by = ? never matches NULL).
+func (s *Store) update(op, owner, id string, fn func(r *core.Record)) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.fail(op, id); err != nil {
 		return false, err
 	}
 	r, ok := s.rows[id]
-	if !ok || r.Status == core.StatusDone {
+	if !ok || r.Status == core.StatusDone || owner == "" || r.LockedBy != owner {
 		return false, nil
 	}
 	fn(r)
@@ -101,26 +111,88 @@ func (s *Store) update(op, id string, fn func(r *core.Record)) (bool, error) {
 }
 
 // MarkDone implements core.StatusWriter.
-func (s *Store) MarkDone(_ context.Context, id string) (bool, error) {
-	return s.update("done", id, func(r *core.Record) {
-		r.Status, r.DoneAt = core.StatusDone, s.now().UTC()
-	})
+func (s *Store) MarkDone(_ context.Context, owner string, ids []string) (int64, error) {
+	var n int64
+	for _, id := range ids {
+		ok, err := s.update("done", owner, id, func(r *core.Record) {
+			r.Status, r.DoneAt = core.StatusDone, s.now().UTC()
+			r.LockedBy, r.LockedUntil = "", time.Time{}
+		})
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // MarkRetry implements core.StatusWriter.
-func (s *Store) MarkRetry(_ context.Context, id string, nextAt time.Time, msg string) (bool, error) {
-	return s.update("retry", id, func(r *core.Record) {
+func (s *Store) MarkRetry(_ context.Context, owner, id string, nextAt, leaseUntil time.Time, msg string) (bool, error) {
+	return s.update("retry", owner, id, func(r *core.Record) {
 		r.Status, r.AvailableAt, r.LastError = core.StatusRetry, nextAt.UTC(), msg
+		r.LockedUntil = leaseUntil.UTC()
 		r.Attempts++
 	})
 }
 
 // MarkDead implements core.StatusWriter.
-func (s *Store) MarkDead(_ context.Context, id string, msg string) (bool, error) {
-	return s.update("dead", id, func(r *core.Record) {
+func (s *Store) MarkDead(_ context.Context, owner, id, msg string) (bool, error) {
+	return s.update("dead", owner, id, func(r *core.Record) {
 		r.Status, r.LastError = core.StatusDead, msg
+		r.LockedBy, r.LockedUntil = "", time.Time{}
 		r.Attempts++
 	})
+}
+
+// ClaimDue implements core.Claimer.
+func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Record, error) {
+	if err := s.fail("claim", ""); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var due []*core.Record
+	for _, r := range s.rows {
+		if (r.Status == core.StatusNew || r.Status == core.StatusRetry) &&
+			!r.AvailableAt.After(req.Now) && !r.CreatedAt.After(req.Now.Add(-req.SkipRecent)) &&
+			(r.LockedBy == "" || r.LockedBy == req.Owner || r.LockedUntil.Before(req.Now)) {
+			due = append(due, r)
+		}
+	}
+	slices.SortFunc(due, func(a, b *core.Record) int {
+		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	if len(due) > req.Limit {
+		due = due[:req.Limit]
+	}
+	out := make([]core.Record, len(due))
+	for i, r := range due {
+		r.LockedBy, r.LockedUntil = req.Owner, req.LeaseUntil.UTC()
+		out[i] = *r
+	}
+	return out, nil
+}
+
+// ReapExpired implements core.Claimer.
+func (s *Store) ReapExpired(_ context.Context, now time.Time, limit int) (int64, error) {
+	if err := s.fail("reap", ""); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, r := range s.rows {
+		if n >= int64(limit) {
+			break
+		}
+		if (r.Status == core.StatusNew || r.Status == core.StatusRetry) && r.LockedBy != "" && r.LockedUntil.Before(now) {
+			r.LockedBy, r.LockedUntil = "", time.Time{}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // PollPending implements core.PendingSource.

@@ -88,7 +88,7 @@ func insert(t *testing.T, st *jdbcstore.Store, env core.Envelope) {
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
-	if err := st.Insert(ctx, tx, env); err != nil {
+	if err := st.Insert(ctx, tx, env, testLease); err != nil {
 		_ = tx.Rollback()
 		t.Fatalf("insert %s: %v", env.ID(), err)
 	}
@@ -237,4 +237,17 @@ func canceled(t *testing.T) context.Context {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	return ctx
+}
+
+// testOwner owns every row the suite inserts (through testLease), so the
+// fenced status writes of the cases that are not about leases succeed.
+const testOwner = "storetest-owner"
+
+// testLease is the lease rows are inserted with: testOwner, far ahead.
+var testLease = core.Lease{Owner: testOwner, Until: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
+
+// markDone marks one event DONE as testOwner and reports whether it changed.
+func markDone(ctx context.Context, st *jdbcstore.Store, id string) (bool, error) {
+	n, err := st.MarkDone(ctx, testOwner, []string{id})
+	return n == 1, err
 }

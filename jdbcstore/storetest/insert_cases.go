@@ -79,10 +79,10 @@ func (s *suite) testInsert(t *testing.T) {
 		ctx := t.Context()
 		a := jsonEvent(t, "evt-autocommit-sqlx")
 		b := jsonEvent(t, "evt-autocommit-sql")
-		if err := st.Insert(ctx, st.DB(), a); err != nil {
+		if err := st.Insert(ctx, st.DB(), a, testLease); err != nil {
 			t.Fatalf("insert on *sqlx.DB: %v", err)
 		}
-		if err := st.Insert(ctx, st.DB().DB, b); err != nil {
+		if err := st.Insert(ctx, st.DB().DB, b, testLease); err != nil {
 			t.Fatalf("insert on *sql.DB: %v", err)
 		}
 		sameEnvelope(t, get(t, st, a.ID()), a)
@@ -98,7 +98,7 @@ func (s *suite) testInsert(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := jsonEvent(t, "evt-sql-tx")
-		if err := st.Insert(ctx, tx, env); err != nil {
+		if err := st.Insert(ctx, tx, env, testLease); err != nil {
 			_ = tx.Rollback()
 			t.Fatalf("insert on *sql.Tx: %v", err)
 		}
@@ -117,7 +117,7 @@ func (s *suite) testInsert(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := jsonEvent(t, "evt-rolled-back")
-		if err := st.Insert(ctx, tx, env); err != nil {
+		if err := st.Insert(ctx, tx, env, testLease); err != nil {
 			_ = tx.Rollback()
 			t.Fatalf("insert: %v", err)
 		}
@@ -146,7 +146,7 @@ func (s *suite) testInsert(t *testing.T) {
 		second := build(t, core.NewEvent("Second").ID("evt-dup").PayloadJSONString(`{"n":2}`))
 		insert(t, st, first)
 
-		err := st.Insert(ctx, st.DB(), second)
+		err := st.Insert(ctx, st.DB(), second, testLease)
 		if !errors.Is(err, core.ErrDuplicateEvent) {
 			t.Fatalf("autocommit duplicate: err = %v, want ErrDuplicateEvent", err)
 		}
@@ -154,7 +154,7 @@ func (s *suite) testInsert(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = st.Insert(ctx, tx, second)
+		err = st.Insert(ctx, tx, second, testLease)
 		_ = tx.Rollback()
 		if !errors.Is(err, core.ErrDuplicateEvent) {
 			t.Fatalf("duplicate in transaction: err = %v, want ErrDuplicateEvent", err)
@@ -166,10 +166,10 @@ func (s *suite) testInsert(t *testing.T) {
 		t.Parallel()
 		st := s.newStore(t, nil, jdbcstore.Config{})
 		ctx := t.Context()
-		if err := st.Insert(ctx, st.DB(), core.Envelope{}); !errors.Is(err, core.ErrEmptyEventType) {
+		if err := st.Insert(ctx, st.DB(), core.Envelope{}, testLease); !errors.Is(err, core.ErrEmptyEventType) {
 			t.Errorf("zero envelope: err = %v, want ErrEmptyEventType", err)
 		}
-		if err := st.Insert(ctx, nil, jsonEvent(t, "evt-nil-execer")); !errors.Is(err, core.ErrNoTransaction) {
+		if err := st.Insert(ctx, nil, jsonEvent(t, "evt-nil-execer"), testLease); !errors.Is(err, core.ErrNoTransaction) {
 			t.Errorf("nil execer: err = %v, want ErrNoTransaction", err)
 		}
 		if c := countsOf(t, st); c[core.StatusNew] != 0 {
@@ -181,10 +181,10 @@ func (s *suite) testInsert(t *testing.T) {
 		t.Parallel()
 		st := s.newStore(t, nil, jdbcstore.Config{})
 		ctx := canceled(t)
-		if err := st.Insert(ctx, st.DB(), jsonEvent(t, "evt-canceled")); !errors.Is(err, context.Canceled) {
+		if err := st.Insert(ctx, st.DB(), jsonEvent(t, "evt-canceled"), testLease); !errors.Is(err, context.Canceled) {
 			t.Errorf("Insert: err = %v, want context.Canceled", err)
 		}
-		if _, err := st.MarkDone(ctx, "evt-canceled"); !errors.Is(err, context.Canceled) {
+		if _, err := markDone(ctx, st, "evt-canceled"); !errors.Is(err, context.Canceled) {
 			t.Errorf("MarkDone: err = %v, want context.Canceled", err)
 		}
 		if _, err := st.PollPending(ctx, time.Now(), 0, 10); !errors.Is(err, context.Canceled) {
@@ -209,7 +209,7 @@ func (s *suite) testInsert(t *testing.T) {
 		sameEnvelope(t, rec, env)
 
 		const msg = "失败: 💥 ünïcödé — ошибка"
-		ok, err := st.MarkRetry(t.Context(), env.ID(), t0, msg)
+		ok, err := st.MarkRetry(t.Context(), testOwner, env.ID(), t0, testLease.Until, msg)
 		mark(t, "MarkRetry", true, ok, err)
 		if got := get(t, st, env.ID()).LastError; got != msg {
 			t.Errorf("LastError = %q, want %q", got, msg)

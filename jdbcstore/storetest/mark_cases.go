@@ -20,7 +20,7 @@ func (s *suite) testMarkDone(t *testing.T) {
 		insert(t, st, env)
 
 		clk.Advance(5 * time.Second)
-		ok, err := st.MarkDone(ctx, env.ID())
+		ok, err := markDone(ctx, st, env.ID())
 		mark(t, "first MarkDone", true, ok, err)
 		rec := get(t, st, env.ID())
 		if rec.Status != core.StatusDone || rec.Attempts != 0 {
@@ -30,7 +30,7 @@ func (s *suite) testMarkDone(t *testing.T) {
 		sameTime(t, "CreatedAt", rec.CreatedAt, micro(t0))
 
 		clk.Advance(time.Minute)
-		ok, err = st.MarkDone(ctx, env.ID())
+		ok, err = markDone(ctx, st, env.ID())
 		mark(t, "second MarkDone", false, ok, err)
 		sameTime(t, "DoneAt after second MarkDone", get(t, st, env.ID()).DoneAt, micro(t0.Add(5*time.Second)))
 	})
@@ -40,11 +40,11 @@ func (s *suite) testMarkDone(t *testing.T) {
 		st := s.newStore(t, nil, jdbcstore.Config{})
 		ctx := t.Context()
 		insert(t, st, jsonEvent(t, "evt-known"))
-		ok, err := st.MarkDone(ctx, "evt-unknown")
+		ok, err := markDone(ctx, st, "evt-unknown")
 		mark(t, "MarkDone(unknown)", false, ok, err)
-		ok, err = st.MarkRetry(ctx, "evt-unknown", t0, "x")
+		ok, err = st.MarkRetry(ctx, testOwner, "evt-unknown", t0, testLease.Until, "x")
 		mark(t, "MarkRetry(unknown)", false, ok, err)
-		ok, err = st.MarkDead(ctx, "evt-unknown", "x")
+		ok, err = st.MarkDead(ctx, testOwner, "evt-unknown", "x")
 		mark(t, "MarkDead(unknown)", false, ok, err)
 		if rec := get(t, st, "evt-known"); rec.Status != core.StatusNew {
 			t.Errorf("other row status = %v, want NEW", rec.Status)
@@ -62,7 +62,7 @@ func (s *suite) testMarkRetry(t *testing.T) {
 		insert(t, st, env)
 
 		next1 := t0.Add(200*time.Millisecond + 999*time.Nanosecond)
-		ok, err := st.MarkRetry(ctx, env.ID(), next1, "boom 1")
+		ok, err := st.MarkRetry(ctx, testOwner, env.ID(), next1, testLease.Until, "boom 1")
 		mark(t, "MarkRetry 1", true, ok, err)
 		rec := get(t, st, env.ID())
 		if rec.Status != core.StatusRetry || rec.Attempts != 1 || rec.LastError != "boom 1" {
@@ -71,7 +71,7 @@ func (s *suite) testMarkRetry(t *testing.T) {
 		sameTime(t, "AvailableAt after 1", rec.AvailableAt, micro(next1))
 
 		next2 := t0.Add(3 * time.Second).In(time.FixedZone("PST", -8*3600))
-		ok, err = st.MarkRetry(ctx, env.ID(), next2, "boom 2")
+		ok, err = st.MarkRetry(ctx, testOwner, env.ID(), next2, testLease.Until, "boom 2")
 		mark(t, "MarkRetry 2", true, ok, err)
 		rec = get(t, st, env.ID())
 		if rec.Status != core.StatusRetry || rec.Attempts != 2 || rec.LastError != "boom 2" {
@@ -92,7 +92,7 @@ func (s *suite) testMarkDead(t *testing.T) {
 		st := s.newStore(t, newClock(t0), jdbcstore.Config{})
 		env := jsonEvent(t, "evt-dead-new")
 		insert(t, st, env)
-		ok, err := st.MarkDead(t.Context(), env.ID(), "poison: cannot decode")
+		ok, err := st.MarkDead(t.Context(), testOwner, env.ID(), "poison: cannot decode")
 		mark(t, "MarkDead", true, ok, err)
 		rec := get(t, st, env.ID())
 		if rec.Status != core.StatusDead || rec.Attempts != 1 || rec.LastError != "poison: cannot decode" {
@@ -111,10 +111,10 @@ func (s *suite) testMarkDead(t *testing.T) {
 		env := jsonEvent(t, "evt-dead-retried")
 		insert(t, st, env)
 		for i := range 3 {
-			ok, err := st.MarkRetry(ctx, env.ID(), t0.Add(time.Duration(i+1)*time.Second), "transient")
+			ok, err := st.MarkRetry(ctx, testOwner, env.ID(), t0.Add(time.Duration(i+1)*time.Second), testLease.Until, "transient")
 			mark(t, "MarkRetry", true, ok, err)
 		}
-		ok, err := st.MarkDead(ctx, env.ID(), "gave up")
+		ok, err := st.MarkDead(ctx, testOwner, env.ID(), "gave up")
 		mark(t, "MarkDead", true, ok, err)
 		rec := get(t, st, env.ID())
 		if rec.Status != core.StatusDead || rec.Attempts != 4 || rec.LastError != "gave up" {
@@ -131,19 +131,19 @@ func (s *suite) testDoneRowIsFinal(t *testing.T) {
 	ctx := t.Context()
 	env := jsonEvent(t, "evt-final")
 	insert(t, st, env)
-	ok, err := st.MarkRetry(ctx, env.ID(), t0.Add(time.Second), "first failure")
+	ok, err := st.MarkRetry(ctx, testOwner, env.ID(), t0.Add(time.Second), testLease.Until, "first failure")
 	mark(t, "MarkRetry before done", true, ok, err)
 	clk.Advance(2 * time.Second)
-	ok, err = st.MarkDone(ctx, env.ID())
+	ok, err = markDone(ctx, st, env.ID())
 	mark(t, "MarkDone", true, ok, err)
 	before := get(t, st, env.ID())
 
 	clk.Advance(time.Hour)
-	ok, err = st.MarkRetry(ctx, env.ID(), t0.Add(time.Hour), "late failure")
+	ok, err = st.MarkRetry(ctx, testOwner, env.ID(), t0.Add(time.Hour), testLease.Until, "late failure")
 	mark(t, "MarkRetry on DONE", false, ok, err)
-	ok, err = st.MarkDead(ctx, env.ID(), "late death")
+	ok, err = st.MarkDead(ctx, testOwner, env.ID(), "late death")
 	mark(t, "MarkDead on DONE", false, ok, err)
-	ok, err = st.MarkDone(ctx, env.ID())
+	ok, err = markDone(ctx, st, env.ID())
 	mark(t, "MarkDone on DONE", false, ok, err)
 
 	after := get(t, st, env.ID())
@@ -166,9 +166,9 @@ func (s *suite) testLastError(t *testing.T) {
 		ctx := t.Context()
 		insert(t, st, jsonEvent(t, id+"-r"))
 		insert(t, st, jsonEvent(t, id+"-d"))
-		ok, err := st.MarkRetry(ctx, id+"-r", t0, msg)
+		ok, err := st.MarkRetry(ctx, testOwner, id+"-r", t0, testLease.Until, msg)
 		mark(t, "MarkRetry", true, ok, err)
-		ok, err = st.MarkDead(ctx, id+"-d", msg)
+		ok, err = st.MarkDead(ctx, testOwner, id+"-d", msg)
 		mark(t, "MarkDead", true, ok, err)
 		for _, rid := range []string{id + "-r", id + "-d"} {
 			got := get(t, st, rid).LastError

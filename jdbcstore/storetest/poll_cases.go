@@ -25,10 +25,10 @@ func (s *suite) testPollPending(t *testing.T) {
 		at(2*time.Second, "p-b", "p-a") // same created_at: id breaks the tie
 		at(3*time.Second, "p-c")
 		at(4*time.Second, "p-early")
-		ok, err := st.MarkRetry(ctx, "p-late", t0.Add(8*time.Second), "later")
+		ok, err := st.MarkRetry(ctx, testOwner, "p-late", t0.Add(8*time.Second), testLease.Until, "later")
 		mark(t, "MarkRetry p-late", true, ok, err)
 		// Available at t0+2s like p-a and p-b, but created later.
-		ok, err = st.MarkRetry(ctx, "p-early", t0.Add(2*time.Second), "sooner")
+		ok, err = st.MarkRetry(ctx, testOwner, "p-early", t0.Add(2*time.Second), testLease.Until, "sooner")
 		mark(t, "MarkRetry p-early", true, ok, err)
 
 		ids, recs := poll(t, st, t0.Add(10*time.Second), 0, 100)
@@ -101,7 +101,7 @@ func (s *suite) testPollPending(t *testing.T) {
 		insert(t, st, jsonEvent(t, "f-later"))
 		insert(t, st, jsonEvent(t, "f-now"))
 		due := t0.Add(time.Minute)
-		ok, err := st.MarkRetry(t.Context(), "f-later", due, "backoff")
+		ok, err := st.MarkRetry(t.Context(), testOwner, "f-later", due, testLease.Until, "backoff")
 		mark(t, "MarkRetry", true, ok, err)
 
 		ids, _ := poll(t, st, t0.Add(time.Second), 0, 10)
@@ -122,11 +122,11 @@ func (s *suite) testPollPending(t *testing.T) {
 		for _, id := range []string{"x-new", "x-done", "x-retry", "x-dead"} {
 			insert(t, st, jsonEvent(t, id))
 		}
-		ok, err := st.MarkDone(ctx, "x-done")
+		ok, err := markDone(ctx, st, "x-done")
 		mark(t, "MarkDone", true, ok, err)
-		ok, err = st.MarkRetry(ctx, "x-retry", t0, "again")
+		ok, err = st.MarkRetry(ctx, testOwner, "x-retry", t0, testLease.Until, "again")
 		mark(t, "MarkRetry", true, ok, err)
-		ok, err = st.MarkDead(ctx, "x-dead", "dead")
+		ok, err = st.MarkDead(ctx, testOwner, "x-dead", "dead")
 		mark(t, "MarkDead", true, ok, err)
 		ids, _ := poll(t, st, t0.Add(time.Hour), 0, 10)
 		sameIDs(t, "pending", ids, []string{"x-new", "x-retry"})
@@ -182,12 +182,12 @@ func (s *suite) testCountByStatus(t *testing.T) {
 	want[core.StatusNew] = 6
 	check("inserted")
 	for _, id := range []string{"c-1", "c-2"} {
-		ok, err := st.MarkDone(ctx, id)
+		ok, err := markDone(ctx, st, id)
 		mark(t, "MarkDone", true, ok, err)
 	}
-	ok, err := st.MarkRetry(ctx, "c-3", t0, "r")
+	ok, err := st.MarkRetry(ctx, testOwner, "c-3", t0, testLease.Until, "r")
 	mark(t, "MarkRetry", true, ok, err)
-	ok, err = st.MarkDead(ctx, "c-4", "d")
+	ok, err = st.MarkDead(ctx, testOwner, "c-4", "d")
 	mark(t, "MarkDead", true, ok, err)
 	want = map[core.Status]int{core.StatusNew: 2, core.StatusDone: 2, core.StatusRetry: 1, core.StatusDead: 1}
 	check("after marks")

@@ -46,7 +46,7 @@ func (s *suite) testSchema(t *testing.T) {
 		st := s.newStore(t, nil, jdbcstore.Config{Table: "order"})
 		env := jsonEvent(t, "reserved-1")
 		insert(t, st, env)
-		ok, err := st.MarkDone(t.Context(), env.ID())
+		ok, err := markDone(t.Context(), st, env.ID())
 		mark(t, "MarkDone", true, ok, err)
 		if c := countsOf(t, st); c[core.StatusDone] != 1 {
 			t.Errorf("DONE count = %d, want 1", c[core.StatusDone])
@@ -162,7 +162,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 					fail(err)
 					return
 				}
-				if err := st.Insert(ctx, tx, env); err != nil {
+				if err := st.Insert(ctx, tx, env, testLease); err != nil {
 					_ = tx.Rollback()
 					fail(err)
 					return
@@ -173,9 +173,9 @@ func (s *suite) testConcurrency(t *testing.T) {
 				}
 				var ok bool
 				if i%2 == 0 {
-					ok, err = st.MarkDone(ctx, env.ID())
+					ok, err = markDone(ctx, st, env.ID())
 				} else {
-					ok, err = st.MarkRetry(ctx, env.ID(), t0, "retry")
+					ok, err = st.MarkRetry(ctx, testOwner, env.ID(), t0, testLease.Until, "retry")
 				}
 				if err != nil || !ok {
 					fail(errors.Join(errors.New("mark "+env.ID()), err))

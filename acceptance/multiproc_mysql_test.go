@@ -1,0 +1,260 @@
+package acceptance
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// Environment of a child node process (see TestMain).
+const (
+	envNodeRole  = "OUTBOX_NODE_ROLE"
+	envNodeDSN   = "OUTBOX_NODE_DSN"
+	envNodeName  = "OUTBOX_NODE_NAME"
+	envNodeCount = "OUTBOX_NODE_COUNT"
+)
+
+// Three OS processes (this test binary, re-executed) share one MariaDB
+// database; each publishes its share while all run dispatcher and poller,
+// and every listener invocation is recorded. Without a kill no event is
+// delivered twice; with one node SIGKILLed mid-way, the others take over
+// its events once its leases expire, and only events it held in flight are
+// delivered twice. In both runs every event ends DONE and none is lost.
+func TestMultiProcessMySQL(t *testing.T) {
+	t.Run("NoKill", func(t *testing.T) { runMultiProcess(t, false) })
+	t.Run("KillOneNode", func(t *testing.T) { runMultiProcess(t, true) })
+}
+
+func runMultiProcess(t *testing.T, kill bool) {
+	const nodes, perNode = 3, 300
+	cfg := testdb.MySQLConfig(t)
+	db := testdb.OpenMySQL(t, cfg)
+	ctx := context.Background()
+	store, err := jdbcstore.New(db, jdbcstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.ApplySchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, invocationsDDL); err != nil {
+		t.Fatal(err)
+	}
+	dsn := cfg.FormatDSN()
+	children := make([]*child, nodes)
+	for i := range children {
+		children[i] = startChild(t, dsn, fmt.Sprintf("node-%d", i), perNode)
+	}
+	victim := -1
+	if kill {
+		victim = 1
+		name := children[victim].name
+		// Kill it once it has committed part of its share: some of its
+		// events are then queued or running in it.
+		waitLong(t, name+" to publish half its share", func() bool {
+			return countRows(t, db, `SELECT COUNT(*) FROM outbox_event WHERE aggregate_id = ?`, name) >= perNode/2
+		})
+		if err := children[victim].cmd.Process.Kill(); err != nil {
+			t.Fatalf("SIGKILL %s: %v", name, err)
+		}
+		_ = children[victim].cmd.Wait()
+		t.Logf("killed %s after it published %d events", name,
+			countRows(t, db, `SELECT COUNT(*) FROM outbox_event WHERE aggregate_id = ?`, name))
+	}
+	for i, c := range children {
+		if i != victim {
+			c.waitPublished(t)
+		}
+	}
+	waitLong(t, "every event DONE", func() bool {
+		return countRows(t, db, `SELECT COUNT(*) FROM outbox_event WHERE status <> 1`) == 0
+	})
+	for i, c := range children {
+		if i != victim {
+			c.stop(t)
+		}
+	}
+	published := map[string]bool{}
+	var all []string
+	if err := db.SelectContext(ctx, &all, `SELECT event_id FROM outbox_event`); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range all {
+		published[id] = true
+	}
+	if !kill && len(published) != nodes*perNode {
+		t.Fatalf("%d events stored, want %d", len(published), nodes*perNode)
+	}
+	l, err := readLedger(ctx, db, "outbox_event")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimName := ""
+	if kill {
+		victimName = children[victim].name
+	}
+	dups := l.check(t, published, func(by []string) bool {
+		for _, n := range by {
+			if n == victimName {
+				return true // the killed node held it in flight
+			}
+		}
+		return false
+	})
+	if !kill && dups != 0 {
+		t.Errorf("%d duplicate deliveries with no node killed", dups)
+	}
+	t.Logf("%d events, %d delivered twice (killed node: %q)", len(published), dups, victimName)
+}
+
+// child is one node process.
+type child struct {
+	name      string
+	cmd       *exec.Cmd
+	published chan int
+	exited    chan error
+}
+
+func startChild(t *testing.T, dsn, name string, count int) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), envNodeRole+"=child", envNodeDSN+"="+dsn, envNodeName+"="+name,
+		envNodeCount+"="+strconv.Itoa(count))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	c := &child{name: name, cmd: cmd, published: make(chan int, 1), exited: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if n, ok := strings.CutPrefix(sc.Text(), "PUBLISHED "); ok {
+				v, _ := strconv.Atoi(n)
+				c.published <- v
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return c
+}
+
+func (c *child) waitPublished(t *testing.T) {
+	t.Helper()
+	select {
+	case n := <-c.published:
+		if n <= 0 {
+			t.Fatalf("%s published %d events", c.name, n)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s did not finish publishing", c.name)
+	}
+}
+
+// stop asks the node to shut down gracefully and waits for its exit.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM %s: %v", c.name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s exited with %v", c.name, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not exit after SIGTERM", c.name)
+	}
+}
+
+// TestMain runs this test binary as a node process when TestMultiProcessMySQL
+// started it so, and as the test suite otherwise.
+func TestMain(m *testing.M) {
+	if os.Getenv(envNodeRole) == "child" {
+		if err := runChildNode(); err != nil {
+			fmt.Fprintln(os.Stderr, "node:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runChildNode is one node of TestMultiProcessMySQL: publish its share
+// while running dispatcher and poller, then keep delivering until SIGTERM.
+func runChildNode() error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	name := os.Getenv(envNodeName)
+	count, err := strconv.Atoi(os.Getenv(envNodeCount))
+	if err != nil {
+		return err
+	}
+	db, err := sqlx.Open("mysql", os.Getenv(envNodeDSN))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ob, err := startNode(context.Background(), db, name, nil, nil)
+	if err != nil {
+		return err
+	}
+	ids, err := publishShare(context.Background(), ob, name, count)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("PUBLISHED %d\n", len(ids))
+	<-ctx.Done() // the parent sends SIGTERM once every event is DONE
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return ob.Close(cctx)
+}
+
+func countRows(t *testing.T, db *sqlx.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// waitLong re-checks cond for up to two minutes (three node processes under
+// the race detector, and a lease to expire).
+func waitLong(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}

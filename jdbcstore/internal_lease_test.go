@@ -1,0 +1,17 @@
+package jdbcstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+const testOwner = "jdbcstore-test-owner"
+
+var testLease = core.Lease{Owner: testOwner, Until: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
+
+func markDone(ctx context.Context, st *Store, id string) (bool, error) {
+	n, err := st.MarkDone(ctx, testOwner, []string{id})
+	return n == 1, err
+}
