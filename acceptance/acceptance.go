@@ -28,6 +28,9 @@ import (
 type Harness struct {
 	Name string
 	Open func(t *testing.T) *sqlx.DB
+	// NowSQL is a query returning the database clock in UTC as text
+	// "YYYY-MM-DD hh:mm:ss[.ffffff]", for the delayed-delivery checks.
+	NowSQL string
 }
 
 // waitTimeout bounds every wait of the suite; generous for a loaded 2-core box.
@@ -42,6 +45,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("18.4_RetryThenDead", func(t *testing.T) { t.Parallel(); testRetryDead(t, h) })
 	t.Run("18.5_TypeSafeEventType", func(t *testing.T) { t.Parallel(); testTypeSafeEvent(t, h) })
 	t.Run("18.6_TypeSafeAggregateType", func(t *testing.T) { t.Parallel(); testTypeSafeAggregate(t, h) })
+	t.Run("Delayed_InProcessTimer", func(t *testing.T) { t.Parallel(); testDelayed(t, h, false) })
+	t.Run("Delayed_ByThePoller", func(t *testing.T) { t.Parallel(); testDelayed(t, h, true) })
 }
 
 // counters is a core.Metrics that counts what the cases check.

@@ -12,7 +12,8 @@ import (
 // sqliteHarness opens a new SQLite file per test: the embedded default
 // database, no server needed.
 var sqliteHarness = Harness{
-	Name: "sqlite",
+	Name:   "sqlite",
+	NowSQL: `SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')`,
 	Open: func(t *testing.T) *sqlx.DB {
 		db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "outbox.db"))
 		if err != nil {
