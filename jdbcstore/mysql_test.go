@@ -507,115 +507,6 @@ func TestMySQLSchema(t *testing.T) {
 	insertOne(t, long, "long-name")
 }
 
-// Business transactions and status writes share the server: 8 goroutines
-// commit 200 business transactions each (a business row plus an outbox
-// row) while 4 goroutines mark the committed events DONE. Nothing may fail.
-func TestMySQLConcurrentBusinessTxAndStatusWrites(t *testing.T) {
-	t.Parallel()
-	const (
-		writers = 8
-		txEach  = 200
-		markers = 4
-		total   = writers * txEach
-	)
-	st := newMySQLStore(t, testdb.MySQL(t), jdbcstore.Config{})
-	ctx := t.Context()
-	db := st.DB()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id BIGINT AUTO_INCREMENT PRIMARY KEY, ref VARCHAR(64) NOT NULL, amount INT NOT NULL) ENGINE=InnoDB`); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu      sync.Mutex
-		errs    []error
-		noMatch int
-	)
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
-	committed := make(chan string, markers*4)
-	var markWG sync.WaitGroup
-	for range markers {
-		markWG.Go(func() {
-			for id := range committed {
-				ok, err := markDone(ctx, st, id)
-				switch {
-				case err != nil:
-					fail(fmt.Errorf("MarkDone %s: %w", id, err))
-				case !ok:
-					mu.Lock()
-					noMatch++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	var writeWG sync.WaitGroup
-	for w := range writers {
-		writeWG.Go(func() {
-			for i := range txEach {
-				ref := fmt.Sprintf("order-%d-%d", w, i)
-				env, err := core.NewEvent("OrderPlaced").AggregateType("Order").AggregateID(ref).
-					PayloadValue(map[string]any{"ref": ref, "amount": i}).Build()
-				if err != nil {
-					fail(err)
-					return
-				}
-				tx, err := db.BeginTxx(ctx, nil)
-				if err != nil {
-					fail(fmt.Errorf("begin: %w", err))
-					continue
-				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO orders (ref, amount) VALUES (?, ?)`, ref, i); err != nil {
-					_ = tx.Rollback()
-					fail(fmt.Errorf("business insert: %w", err))
-					continue
-				}
-				if err := st.Insert(ctx, tx, env, testLease); err != nil {
-					_ = tx.Rollback()
-					fail(fmt.Errorf("outbox insert: %w", err))
-					continue
-				}
-				if err := tx.Commit(); err != nil {
-					fail(fmt.Errorf("commit: %w", err))
-					continue
-				}
-				committed <- env.ID()
-			}
-		})
-	}
-	writeWG.Wait()
-	close(committed)
-	markWG.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("%d errors; first: %v", len(errs), errors.Join(errs[:min(len(errs), 5)]...))
-	}
-	if noMatch != 0 {
-		t.Errorf("%d MarkDone calls changed nothing", noMatch)
-	}
-	counts, err := st.CountByStatus(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if counts[core.StatusDone] != total || counts[core.StatusNew] != 0 {
-		t.Errorf("counts = %v, want %d DONE", counts, total)
-	}
-	var orders int
-	if err := db.GetContext(ctx, &orders, `SELECT COUNT(*) FROM orders`); err != nil || orders != total {
-		t.Errorf("orders = %d, %v; want %d", orders, err, total)
-	}
-}
-
-// fixedClock is a settable Config.Now.
-type fixedClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fixedClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fixedClock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
-
 func mustBuild(t *testing.T, b *core.Builder) core.Envelope {
 	t.Helper()
 	env, err := b.Build()
@@ -631,3 +522,12 @@ func insertOne(t *testing.T, st *jdbcstore.Store, id string) {
 		t.Fatalf("insert %s: %v", id, err)
 	}
 }
+
+// fixedClock is a settable Config.Now.
+type fixedClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fixedClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fixedClock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }

@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("Schema", s.testSchema)
 		t.Run("Config", s.testConfig)
 		t.Run("Concurrency", s.testConcurrency)
+		t.Run("BusinessLoad", s.testBusinessLoad)
 		t.Run("Fence", s.testFence)
 		t.Run("Claim", s.testClaim)
 		t.Run("Reap", s.testReap)
