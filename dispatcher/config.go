@@ -23,6 +23,8 @@ const (
 	DefaultStatusTimeout   = 5 * time.Second
 	DefaultListenerTimeout = 30 * time.Second
 	DefaultLease           = 2 * time.Minute
+	DefaultDoneBatchSize   = 256
+	DefaultDoneFlushWindow = time.Millisecond
 	// MaxOwnerLen is the longest owner token the lease column holds.
 	MaxOwnerLen = core.MaxOwnerLen
 )
@@ -68,6 +70,15 @@ type Config struct {
 	InFlightTTL time.Duration
 	// StatusTimeout bounds each status write (DONE/RETRY/DEAD). Defaults to 5 s.
 	StatusTimeout time.Duration
+	// DoneBatchSize is the most DONE writes coalesced into one UPDATE.
+	// Defaults to 256; 1 writes every event on its own.
+	DoneBatchSize int
+	// DoneFlushWindow is how long a started batch of DONE writes waits for
+	// more events before it is written. While a batch is being written the
+	// next one builds up anyway, so the window only matters under light
+	// load, where it delays the DONE write (never the listener) by at most
+	// this much. Defaults to 1 ms; negative means no wait.
+	DoneFlushWindow time.Duration
 	// Logger receives the dispatcher's logs; payloads and header values are
 	// never logged. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -105,6 +116,12 @@ func (c Config) withDefaults() Config {
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
+	if c.DoneBatchSize == 0 {
+		c.DoneBatchSize = DefaultDoneBatchSize
+	}
+	if c.DoneFlushWindow == 0 {
+		c.DoneFlushWindow = DefaultDoneFlushWindow
+	}
 	if c.Owner == "" {
 		c.Owner = NewOwnerToken()
 	}
@@ -136,6 +153,8 @@ func (c Config) validate() error {
 		return &core.ConfigError{Field: "dispatcher.InFlightTTL", Msg: "must not be negative"}
 	case c.StatusTimeout < 0:
 		return &core.ConfigError{Field: "dispatcher.StatusTimeout", Msg: "must not be negative"}
+	case c.DoneBatchSize < 1:
+		return &core.ConfigError{Field: "dispatcher.DoneBatchSize", Msg: "must be at least 1"}
 	case c.ListenerTimeout < 0:
 		return &core.ConfigError{Field: "dispatcher.ListenerTimeout", Msg: "must not be negative"}
 	case c.Lease <= c.ListenerTimeout+c.StatusTimeout:

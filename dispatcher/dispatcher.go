@@ -59,6 +59,7 @@ type Dispatcher struct {
 	log       *slog.Logger
 	metrics   core.Metrics
 	tracker   *InFlight
+	batcher   *doneBatcher
 
 	hot  chan item
 	cold chan item
@@ -97,7 +98,7 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Dispatcher{
+	d := &Dispatcher{
 		cfg:         cfg,
 		store:       store,
 		listeners:   listeners,
@@ -116,7 +117,9 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 		statusLog:   rateLog{interval: 5 * time.Second},
 		leaseLog:    rateLog{interval: 5 * time.Second},
 		staleLog:    rateLog{interval: 5 * time.Second},
-	}, nil
+	}
+	d.batcher = newDoneBatcher(d)
+	return d, nil
 }
 
 // Start launches the workers and returns. Events enqueued before Start wait
@@ -134,7 +137,13 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	for range d.cfg.Workers {
 		go d.worker()
 	}
-	go func() { d.wg.Wait(); close(d.done) }()
+	go d.batcher.run()
+	go func() {
+		d.wg.Wait()
+		close(d.batcher.in) // no worker adds any more: flush the rest
+		<-d.batcher.done
+		close(d.done)
+	}()
 	d.log.LogAttrs(ctx, slog.LevelDebug, "dispatcher started", slog.Int("workers", d.cfg.Workers))
 	return nil
 }

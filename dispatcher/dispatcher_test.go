@@ -524,7 +524,7 @@ func TestStatusWriteFailureReleasesEvent(t *testing.T) {
 	}
 	h.wait("every listener to run", func() bool { return c.total() == events })
 	h.waitReleased(ids...)
-	h.wait("every status write to be attempted", func() bool { return failures.Load() == events })
+	h.wait("the DONE writes to be attempted", func() bool { return failures.Load() >= 1 })
 
 	for _, id := range ids {
 		if r := h.row(id); r.Status != core.StatusNew || r.Attempts != 0 {

@@ -49,10 +49,7 @@ func (d *Dispatcher) process(it item) {
 	owner := d.cfg.Owner
 	if err == nil {
 		d.metrics.DispatchSuccess()
-		d.settle(it, d.writeStatus(it, "done", func(ctx context.Context) (bool, error) {
-			n, err := d.store.MarkDone(ctx, owner, []string{id})
-			return n == 1, err
-		}))
+		d.batcher.add(it) // coalesced DONE write; the batcher settles it
 		return
 	}
 	attempts := it.attempts + 1

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -28,7 +29,12 @@ type Store struct {
 	Fail func(op, eventID string) error
 	// Changed, when set, is signalled (non-blocking) after every status write.
 	Changed chan struct{}
+
+	doneCalls atomic.Int64
 }
+
+// DoneCalls returns how many MarkDone calls (statements) were made.
+func (s *Store) DoneCalls() int64 { return s.doneCalls.Load() }
 
 var _ core.Store = (*Store)(nil)
 
@@ -112,6 +118,7 @@ func (s *Store) update(op, owner, id string, fn func(r *core.Record)) (bool, err
 
 // MarkDone implements core.StatusWriter.
 func (s *Store) MarkDone(_ context.Context, owner string, ids []string) (int64, error) {
+	s.doneCalls.Add(1)
 	var n int64
 	for _, id := range ids {
 		ok, err := s.update("done", owner, id, func(r *core.Record) {
