@@ -265,7 +265,7 @@ func TestApplySchemaWarnsWithoutBusyTimeout(t *testing.T) {
 
 func TestSQLiteDSN(t *testing.T) {
 	t.Parallel()
-	const params = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate"
+	const params = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_stmt_cache_size=64&_synchronous=NORMAL&_txlock=immediate"
 	cases := []struct {
 		path, want string
 	}{

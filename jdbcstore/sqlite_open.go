@@ -28,6 +28,9 @@ const DefaultSQLiteBusyTimeout = 10 * time.Second
 //   - _synchronous=NORMAL: durable across application crashes in WAL mode
 //     (a power loss may lose the last commits).
 //   - _foreign_keys=1: enforce foreign keys of the business tables.
+//   - _stmt_cache_size=64: keep prepared statements per connection, so the
+//     same INSERT/UPDATE text is not compiled again for every transaction
+//     (about a fifth of a small transaction's cost).
 func sqliteParams() url.Values {
 	return url.Values{
 		"_journal_mode": {"WAL"},
@@ -35,6 +38,7 @@ func sqliteParams() url.Values {
 		"_txlock":       {"immediate"},
 		"_synchronous":  {"NORMAL"},
 		"_foreign_keys": {"1"},
+		"_stmt_cache_size": {"64"},
 	}
 }
 
