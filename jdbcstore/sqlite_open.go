@@ -33,11 +33,11 @@ const DefaultSQLiteBusyTimeout = 10 * time.Second
 //     (about a fifth of a small transaction's cost).
 func sqliteParams() url.Values {
 	return url.Values{
-		"_journal_mode": {"WAL"},
-		"_busy_timeout": {strconv.FormatInt(DefaultSQLiteBusyTimeout.Milliseconds(), 10)},
-		"_txlock":       {"immediate"},
-		"_synchronous":  {"NORMAL"},
-		"_foreign_keys": {"1"},
+		"_journal_mode":    {"WAL"},
+		"_busy_timeout":    {strconv.FormatInt(DefaultSQLiteBusyTimeout.Milliseconds(), 10)},
+		"_txlock":          {"immediate"},
+		"_synchronous":     {"NORMAL"},
+		"_foreign_keys":    {"1"},
 		"_stmt_cache_size": {"64"},
 	}
 }
