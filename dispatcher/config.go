@@ -22,6 +22,7 @@ const (
 	DefaultMaxAttempts     = retry.DefaultMaxAttempts
 	DefaultStatusTimeout   = 5 * time.Second
 	DefaultListenerTimeout = 30 * time.Second
+	DefaultListenerGrace   = time.Second
 	DefaultLease           = 2 * time.Minute
 	DefaultDoneBatchSize   = 256
 	DefaultDoneFlushWindow = time.Millisecond
@@ -65,6 +66,12 @@ type Config struct {
 	// ListenerTimeout bounds each listener call through its ctx; a listener
 	// that overruns it fails the delivery. Defaults to 30 s.
 	ListenerTimeout time.Duration
+	// ListenerGrace is how long after its timeout a listener that ignores
+	// its ctx may still take to return. Past it the delivery is recorded as
+	// failed (ErrListenerHung) and a new worker replaces the stuck one, so
+	// the pool never shrinks; the stuck goroutine exits whenever the
+	// listener returns. Defaults to 1 s.
+	ListenerGrace time.Duration
 	// InFlightTTL lets an in-flight entry older than this be taken again
 	// (recovery from a stuck listener). Zero, the default, means no TTL.
 	InFlightTTL time.Duration
@@ -113,6 +120,9 @@ func (c Config) withDefaults() Config {
 	if c.ListenerTimeout == 0 {
 		c.ListenerTimeout = DefaultListenerTimeout
 	}
+	if c.ListenerGrace == 0 {
+		c.ListenerGrace = DefaultListenerGrace
+	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
@@ -157,8 +167,11 @@ func (c Config) validate() error {
 		return &core.ConfigError{Field: "dispatcher.DoneBatchSize", Msg: "must be at least 1"}
 	case c.ListenerTimeout < 0:
 		return &core.ConfigError{Field: "dispatcher.ListenerTimeout", Msg: "must not be negative"}
-	case c.Lease <= c.ListenerTimeout+c.StatusTimeout:
-		return &core.ConfigError{Field: "dispatcher.Lease", Msg: fmt.Sprintf("(%v) must exceed ListenerTimeout + StatusTimeout (%v)", c.Lease, c.ListenerTimeout+c.StatusTimeout)}
+	case c.ListenerGrace < 0:
+		return &core.ConfigError{Field: "dispatcher.ListenerGrace", Msg: "must not be negative"}
+	case c.Lease <= c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout:
+		return &core.ConfigError{Field: "dispatcher.Lease", Msg: fmt.Sprintf("(%v) must exceed ListenerTimeout + ListenerGrace + StatusTimeout (%v)",
+			c.Lease, c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout)}
 	case len(c.Owner) > MaxOwnerLen || !utf8.ValidString(c.Owner) || strings.IndexByte(c.Owner, 0) >= 0:
 		return &core.ConfigError{Field: "dispatcher.Owner", Msg: fmt.Sprintf("must be valid text of at most %d bytes", MaxOwnerLen)}
 	}

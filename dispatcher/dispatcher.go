@@ -79,9 +79,9 @@ type Dispatcher struct {
 	retryMu     sync.Mutex
 	retryTimers map[*time.Timer]string // timer → event id
 
-	dropLog, statusLog, leaseLog, staleLog rateLog
-	noListener                             sync.Map // event types already warned about
-	noListenerCount                        atomic.Int32
+	dropLog, statusLog, leaseLog, staleLog, hungLog rateLog
+	noListener                                      sync.Map // event types already warned about
+	noListenerCount                                 atomic.Int32
 }
 
 // New returns a dispatcher writing outcomes to store and reading listeners
@@ -117,6 +117,7 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 		statusLog:   rateLog{interval: 5 * time.Second},
 		leaseLog:    rateLog{interval: 5 * time.Second},
 		staleLog:    rateLog{interval: 5 * time.Second},
+		hungLog:     rateLog{interval: 5 * time.Second},
 	}
 	d.batcher = newDoneBatcher(d)
 	return d, nil
@@ -133,10 +134,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if !d.started.CompareAndSwap(false, true) {
 		return &core.ConfigError{Field: "dispatcher", Msg: "already started"}
 	}
-	d.wg.Add(d.cfg.Workers)
-	for range d.cfg.Workers {
-		go d.worker()
-	}
+	d.startWorkers(d.cfg.Workers)
 	go d.batcher.run()
 	go func() {
 		d.wg.Wait()
@@ -272,24 +270,32 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 // Stop is Close.
 func (d *Dispatcher) Stop(ctx context.Context) error { return d.Close(ctx) }
 
+// startWorkers launches n more workers.
+func (d *Dispatcher) startWorkers(n int) {
+	d.wg.Add(n)
+	for range n {
+		go d.worker()
+	}
+}
+
 func (d *Dispatcher) worker() {
 	defer d.wg.Done()
 	for {
+		var it item
 		// Hot first: take a hot event whenever one is waiting.
 		select {
-		case it := <-d.hot:
-			d.process(it)
-			continue
+		case it = <-d.hot:
 		default:
+			select {
+			case it = <-d.hot:
+			case it = <-d.cold:
+			case <-d.stopping:
+				d.drain()
+				return
+			}
 		}
-		select {
-		case it := <-d.hot:
-			d.process(it)
-		case it := <-d.cold:
-			d.process(it)
-		case <-d.stopping:
-			d.drain()
-			return
+		if !d.process(it) {
+			return // a replacement took over from this hung worker
 		}
 	}
 }
@@ -303,12 +309,14 @@ func (d *Dispatcher) drain() {
 			return
 		default:
 		}
+		var it item
 		select {
-		case it := <-d.hot:
-			d.process(it)
-		case it := <-d.cold:
-			d.process(it)
+		case it = <-d.hot:
+		case it = <-d.cold:
 		default:
+			return
+		}
+		if !d.process(it) {
 			return
 		}
 	}

@@ -444,14 +444,15 @@ func TestLeaseConfigValidation(t *testing.T) {
 		}
 	}
 
-	def := dispatcher.DefaultListenerTimeout + dispatcher.DefaultStatusTimeout
+	def := dispatcher.DefaultListenerTimeout + dispatcher.DefaultListenerGrace + dispatcher.DefaultStatusTimeout
 	wantErr("Lease = defaults' sum", "Lease", dispatcher.Config{Lease: def})
 	wantOK("Lease just above defaults' sum", dispatcher.Config{Lease: def + time.Nanosecond})
-	short := dispatcher.Config{ListenerTimeout: 50 * time.Millisecond, StatusTimeout: 10 * time.Millisecond}
-	short.Lease = 60 * time.Millisecond
-	wantErr("Lease = ListenerTimeout+StatusTimeout", "Lease", short)
-	short.Lease = 61 * time.Millisecond
-	wantOK("Lease > ListenerTimeout+StatusTimeout", short)
+	short := dispatcher.Config{ListenerTimeout: 50 * time.Millisecond, ListenerGrace: 5 * time.Millisecond, StatusTimeout: 10 * time.Millisecond}
+	short.Lease = 65 * time.Millisecond
+	wantErr("Lease = ListenerTimeout+ListenerGrace+StatusTimeout", "Lease", short)
+	short.Lease = 66 * time.Millisecond
+	wantOK("Lease > ListenerTimeout+ListenerGrace+StatusTimeout", short)
+	wantErr("negative ListenerGrace", "ListenerGrace", dispatcher.Config{ListenerGrace: -time.Second})
 	wantErr("Lease below a long ListenerTimeout", "Lease", dispatcher.Config{ListenerTimeout: 5 * time.Minute})
 	wantErr("negative Lease", "Lease", dispatcher.Config{Lease: -time.Minute})
 

@@ -328,7 +328,7 @@ func TestConfigValidation(t *testing.T) {
 		"InFlightTTL":     {InFlightTTL: -time.Second},
 		"StatusTimeout":   {StatusTimeout: -time.Second},
 		"ListenerTimeout": {ListenerTimeout: -time.Second},
-		"Lease":           {Lease: dispatcher.DefaultListenerTimeout + dispatcher.DefaultStatusTimeout},
+		"Lease":           {Lease: dispatcher.DefaultListenerTimeout + dispatcher.DefaultListenerGrace + dispatcher.DefaultStatusTimeout},
 		"Owner":           {Owner: strings.Repeat("x", dispatcher.MaxOwnerLen+1)},
 	}
 	for field, cfg := range bad {

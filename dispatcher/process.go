@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -20,12 +21,14 @@ const maxNoListenerWarnings = 1000
 
 // process runs the listeners of one event and records the outcome. The
 // event's id is held in the tracker on entry; process releases it, or hands
-// it over to an in-process retry timer.
-func (d *Dispatcher) process(it item) {
+// it over to an in-process retry timer. It reports false when a listener
+// hung past its timeout: a replacement worker has taken over and the
+// calling worker must exit.
+func (d *Dispatcher) process(it item) bool {
 	id := it.env.ID()
 	if d.runCtx.Err() != nil { // Close's deadline passed: leave the row as it is
 		d.tracker.Release(id)
-		return
+		return true
 	}
 	if !it.lease.IsZero() && d.cfg.Now().Add(d.cfg.ListenerTimeout+d.cfg.StatusTimeout).After(it.lease) {
 		// The lease could run out before the outcome is written: another
@@ -33,9 +36,20 @@ func (d *Dispatcher) process(it item) {
 		d.tracker.Release(id)
 		d.staleLog.hit(d.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
 			eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease))...)
-		return
+		return true
 	}
 	err := d.runListeners(it)
+	if errors.Is(err, errAbandoned) {
+		return false // the watchdog recorded the failure and replaced this worker
+	}
+	d.outcome(it, err)
+	return true
+}
+
+// outcome records the result of a delivery: DONE (coalesced), RETRY with
+// an in-process retry, or DEAD.
+func (d *Dispatcher) outcome(it item, err error) {
+	id := it.env.ID()
 	if err != nil && d.runCtx.Err() != nil {
 		// Interrupted by shutdown: no attempt is charged, the row keeps its
 		// status and the next process delivers it.
@@ -108,31 +122,92 @@ func (d *Dispatcher) runListeners(it item) error {
 			// Leave time to write the outcome before the lease ends.
 			timeout = min(timeout, it.lease.Sub(d.cfg.Now())-d.cfg.StatusTimeout)
 		}
-		if err := d.call(l, env, timeout); err != nil {
+		if err := d.call(it, l, timeout); err != nil {
+			if errors.Is(err, errAbandoned) {
+				return err
+			}
 			return fmt.Errorf("listener %d of %d: %w", i+1, len(ls), err)
 		}
 	}
 	return nil
 }
 
-// call runs one listener under timeout, turning a panic into an error.
-func (d *Dispatcher) call(l core.Listener, env core.Envelope, timeout time.Duration) (err error) {
+// call runs one listener under timeout, turning a panic into an error. A
+// watchdog fires ListenerGrace after the timeout if the listener ignores
+// its ctx and has still not returned: it records the delivery as failed,
+// starts a replacement worker (the pool never shrinks) and call then
+// returns errAbandoned, whenever the listener finally returns.
+func (d *Dispatcher) call(it item, l core.Listener, timeout time.Duration) (err error) {
 	ctx, cancel := context.WithTimeout(d.runCtx, timeout)
 	defer cancel()
+	w := &callWatch{}
+	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.abandon(it, w, timeout) })
+	defer func() { // runs after the recover below
+		watchdog.Stop()
+		if w.finish() {
+			err = errAbandoned
+		}
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			d.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
-				eventAttrs(env, -1, slog.String("panic_type", fmt.Sprintf("%T", r)), slog.String("stack", string(debug.Stack())))...)
+				eventAttrs(it.env, -1, slog.String("panic_type", fmt.Sprintf("%T", r)), slog.String("stack", string(debug.Stack())))...)
 			err = fmt.Errorf("%w: %v", ErrListenerPanic, r)
 		}
 	}()
-	err = l.OnEvent(ctx, env)
+	err = l.OnEvent(ctx, it.env)
 	if err == nil && ctx.Err() == context.DeadlineExceeded && d.runCtx.Err() == nil {
 		// A listener that returns nil after its deadline may not have
 		// finished its work: count the overrun as a failure.
 		err = fmt.Errorf("listener overran its timeout of %v: %w", timeout, context.DeadlineExceeded)
 	}
 	return err
+}
+
+// ErrListenerHung is the failure recorded for a listener that did not
+// return within ListenerTimeout + ListenerGrace.
+var ErrListenerHung = errors.New("outbox: listener hung past its timeout")
+
+// errAbandoned tells a worker that the watchdog took over its delivery.
+var errAbandoned = errors.New("outbox: delivery abandoned by the watchdog")
+
+// callWatch settles the race between a listener returning and the watchdog
+// giving up on it.
+type callWatch struct {
+	mu        sync.Mutex
+	done      bool
+	abandoned bool
+}
+
+// finish marks the call returned and reports whether it had been abandoned.
+func (w *callWatch) finish() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	return w.abandoned
+}
+
+// tryAbandon marks the call abandoned unless it already returned.
+func (w *callWatch) tryAbandon() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return false
+	}
+	w.abandoned = true
+	return true
+}
+
+// abandon is the watchdog: the listener ignored its ctx past the grace
+// period. Record the failure, and keep the pool at full strength.
+func (d *Dispatcher) abandon(it item, w *callWatch, timeout time.Duration) {
+	if !w.tryAbandon() {
+		return
+	}
+	d.hungLog.hit(d.log, slog.LevelError, "listener ignored its context and hung past its timeout; its worker is replaced",
+		eventAttrs(it.env, it.attempts, slog.Duration("timeout", timeout), slog.Duration("grace", d.cfg.ListenerGrace))...)
+	d.startWorkers(1)
+	d.outcome(it, fmt.Errorf("%w (timeout %v + grace %v)", ErrListenerHung, timeout, d.cfg.ListenerGrace))
 }
 
 // writeResult is the outcome of a status write.

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// cleanupTimeout bounds closing and dropping a scenario's database, also
+// after an interrupt.
+const cleanupTimeout = 30 * time.Second
+
+// freshDB is an empty database made for one scenario, with the business
+// table already created. Close releases it (and drops or deletes it).
+type freshDB struct {
+	db      *sqlx.DB
+	kind    string // "sqlite" or "mysql"
+	cleanup func() error
+}
+
+// Close closes the pool and removes the database.
+func (f *freshDB) Close() error { return f.cleanup() }
+
+// openFresh creates a new, empty database for one scenario: a new SQLite
+// file in a temporary directory, opened with jdbcstore.OpenSQLite (WAL,
+// synchronous=NORMAL, immediate transactions), or a new MySQL database
+// outbox_bench_<random> on the DSN's server. Both the floor and the
+// framework scenarios get the same pool settings.
+func openFresh(ctx context.Context, o *options) (*freshDB, error) {
+	var (
+		f   *freshDB
+		err error
+	)
+	if o.db == "mysql" {
+		f, err = openFreshMySQL(ctx, o.dsn)
+	} else {
+		f, err = openFreshSQLite()
+	}
+	if err != nil {
+		return nil, err
+	}
+	// database/sql keeps only 2 idle connections by default: with W
+	// writers, W dispatcher workers, the DONE batcher and the poller it
+	// would close and reopen connections all the time.
+	f.db.SetMaxIdleConns(2*o.workers + 8)
+	if err := createBusinessTable(ctx, f.db, f.kind); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return f, nil
+}
+
+// openFreshSQLite opens a new database file in a new temporary directory.
+func openFreshSQLite() (*freshDB, error) {
+	dir, err := os.MkdirTemp("", "outbox-bench-*")
+	if err != nil {
+		return nil, fmt.Errorf("create temporary directory: %w", err)
+	}
+	db, err := jdbcstore.OpenSQLite(filepath.Join(dir, "bench.db"))
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	return &freshDB{db: db, kind: "sqlite", cleanup: func() error {
+		return errors.Join(db.Close(), os.RemoveAll(dir))
+	}}, nil
+}
+
+// openFreshMySQL creates the database outbox_bench_<random> on the DSN's
+// server (whatever database the DSN names) and opens it with the DSN's
+// other settings. Close drops it.
+func openFreshMySQL(ctx context.Context, dsn string) (*freshDB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("-dsn: %w", err)
+	}
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:]) // never fails (crypto/rand panics instead)
+	name := "outbox_bench_" + hex.EncodeToString(suffix[:])
+
+	adminCfg := cfg.Clone()
+	adminCfg.DBName = ""
+	admin, err := sql.Open("mysql", adminCfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
+		return nil, errors.Join(fmt.Errorf("create database %s: %w", name, err), admin.Close())
+	}
+	drop := func() error {
+		dctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		_, err := admin.ExecContext(dctx, "DROP DATABASE IF EXISTS `"+name+"`")
+		if err != nil {
+			err = fmt.Errorf("drop database %s: %w", name, err)
+		}
+		return errors.Join(err, admin.Close())
+	}
+	cfg.DBName = name
+	db, err := sqlx.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("open mysql: %w", err), drop())
+	}
+	return &freshDB{db: db, kind: "mysql", cleanup: func() error {
+		return errors.Join(db.Close(), drop())
+	}}, nil
+}
+
+// The business table: one row per transaction in every scenario.
+const (
+	ordersTable = "bench_orders"
+	insertOrder = "INSERT INTO " + ordersTable + " (ref, amount) VALUES (?, ?)"
+)
+
+// createBusinessTable creates the business table in the dialect of kind.
+func createBusinessTable(ctx context.Context, db *sqlx.DB, kind string) error {
+	ddl := "CREATE TABLE " + ordersTable + " (id INTEGER PRIMARY KEY, ref TEXT NOT NULL, amount INTEGER NOT NULL)"
+	if kind == "mysql" {
+		ddl = "CREATE TABLE " + ordersTable + " (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY," +
+			" ref VARCHAR(64) NOT NULL, amount BIGINT NOT NULL) ENGINE=InnoDB"
+	}
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("create business table: %w", err)
+	}
+	return nil
+}

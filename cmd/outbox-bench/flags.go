@@ -1,0 +1,202 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Scenario names, in the order they run.
+const (
+	scenarioFloor     = "floor"
+	scenarioPublish   = "publish"
+	scenarioEndToEnd  = "end_to_end"
+	scenarioLatency   = "latency"
+	scenarioOverload  = "overload"
+	defaultMySQLDSN   = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	defaultSQLiteN    = 20000
+	defaultMySQLN     = 10000
+	defaultOverloadN  = 200000
+	defaultWorkers    = 4
+	defaultWarmup     = 300
+	maxWorkers        = 256
+	defaultSlowListen = 2 * time.Millisecond
+)
+
+// allScenarios lists every scenario in run order.
+var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioLatency, scenarioOverload}
+
+// options are the parsed and validated command-line flags.
+type options struct {
+	db         string        // "sqlite" or "mysql"
+	dsn        string        // MySQL DSN (server and credentials; the database is created per scenario)
+	n          int           // transactions per throughput scenario
+	workers    int           // business writers and dispatcher workers
+	warmup     int           // untimed transactions before each scenario
+	overloadN  int           // events of the overload scenario
+	slow       time.Duration // listener delay of the overload scenario
+	skipRecent time.Duration // Poller.SkipRecent of the overload scenario
+	pollEvery  time.Duration // Poller.Interval of every framework scenario (0: framework default)
+	timeout    time.Duration // bound on waiting for events to be DONE, per scenario
+	scenarios  []string      // scenarios to run, in run order
+	json       bool          // one JSON object per line
+	verbose    bool          // framework logs to stderr
+	cpuProfile string        // CPU profile output file
+}
+
+// usageText is printed by -h above the flag list.
+const usageText = `outbox-bench measures the outbox against a bare INSERT on the same database.
+
+Usage:
+  outbox-bench -db sqlite|mysql [-dsn DSN] [-n N] [-workers W] [-json] [flags]
+
+Scenarios (each on a fresh database: a new SQLite file, or a new MySQL
+database outbox_bench_<random> dropped at the end):
+  floor       per tx: BEGIN; INSERT business row; INSERT an outbox-shaped row
+              with plain database/sql (no framework); COMMIT. W writers, N tx.
+  publish     the same business tx publishing through the framework (InTx +
+              Publish), dispatcher running with a no-op listener; the rate of
+              committed transactions.
+  end_to_end  publish -> listener -> DONE: from the first publish until every
+              row is DONE in the table.
+  latency     commit returned -> listener invoked, publishers paced at 0.5 x
+              the end_to_end rate, N/4 events (at most ~5 s); p50/p90/p99/max.
+  overload    -overload-n events published faster than a slow listener
+              (-overload-slow per event) consumes them, default queue sizes:
+              peak RSS (VmHWM), time until all are DONE, events lost (must be 0).
+
+Ratios (all measured within one run, same process and settings):
+  ratio_to_floor    (scenario lines) scenario rate / floor rate; higher is faster.
+  publish_ratio     (summary) floor rate / publish rate: the cost factor of
+                    publishing over a bare INSERT; target <= 1.15.
+  end_to_end_ratio  (summary) end_to_end rate / floor rate; target >= 0.8.
+  Other targets: overload peak_rss_mb <= 64, lost = 0.
+
+Output: one line per scenario (an aligned table, or JSON with -json), then a
+summary line. Exit status 1 when a scenario fails or an event is lost, 2 on
+bad flags; a missed performance target is reported, not an error.
+
+Flags:
+`
+
+// parseFlags parses args (without the program name). It returns
+// flag.ErrHelp for -h; any other error is a usage error to print.
+func parseFlags(args []string, out io.Writer) (options, error) {
+	var o options
+	var scenarios string
+	fs := flag.NewFlagSet("outbox-bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by the caller
+	fs.StringVar(&o.db, "db", "sqlite", "database: sqlite or mysql")
+	fs.StringVar(&o.dsn, "dsn", "", "MySQL/MariaDB DSN of an account that may CREATE and DROP databases (default "+defaultMySQLDSN+"); only with -db mysql")
+	fs.IntVar(&o.n, "n", 0, fmt.Sprintf("transactions per throughput scenario (default %d on sqlite, %d on mysql)", defaultSQLiteN, defaultMySQLN))
+	fs.IntVar(&o.workers, "workers", defaultWorkers, "business writer goroutines and dispatcher workers")
+	fs.IntVar(&o.warmup, "warmup", defaultWarmup, "untimed transactions before each scenario")
+	fs.IntVar(&o.overloadN, "overload-n", defaultOverloadN, "events published by the overload scenario")
+	fs.DurationVar(&o.slow, "overload-slow", defaultSlowListen, "time the overload listener spends per event (time.Sleep): W workers consume at most W/this events/s")
+	fs.DurationVar(&o.skipRecent, "overload-skip-recent", 100*time.Millisecond, "Poller.SkipRecent of the overload scenario")
+	fs.DurationVar(&o.pollEvery, "poll-interval", 0, "Poller.Interval of the framework scenarios (default: the framework's, 5s)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long a scenario may wait for its events to be DONE")
+	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
+	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines on stderr")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.Usage = func() {} // usage only for -h; other errors are one line
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(out, usageText)
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+		}
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if o.scenarios, err = parseScenarios(scenarios); err != nil {
+		return o, err
+	}
+	return o, o.validate()
+}
+
+// validate checks the flags and fills the defaults that depend on -db.
+func (o *options) validate() error {
+	switch o.db {
+	case "sqlite":
+		if o.dsn != "" {
+			return errors.New("-dsn is only for -db mysql")
+		}
+		if o.n == 0 {
+			o.n = defaultSQLiteN
+		}
+	case "mysql":
+		if o.dsn == "" {
+			o.dsn = defaultMySQLDSN
+		}
+		if _, err := mysql.ParseDSN(o.dsn); err != nil {
+			return fmt.Errorf("-dsn: %v", err)
+		}
+		if o.n == 0 {
+			o.n = defaultMySQLN
+		}
+	default:
+		return errors.New("-db must be sqlite or mysql")
+	}
+	switch {
+	case o.n < 1:
+		return errors.New("-n must be at least 1")
+	case o.workers < 1 || o.workers > maxWorkers:
+		return fmt.Errorf("-workers must be between 1 and %d", maxWorkers)
+	case o.warmup < 0:
+		return errors.New("-warmup must not be negative")
+	case o.overloadN < 1:
+		return errors.New("-overload-n must be at least 1")
+	case o.slow < 0:
+		return errors.New("-overload-slow must not be negative")
+	case o.skipRecent < 0:
+		return errors.New("-overload-skip-recent must not be negative")
+	case o.pollEvery < 0:
+		return errors.New("-poll-interval must not be negative")
+	case o.timeout <= 0:
+		return errors.New("-timeout must be positive")
+	}
+	if o.has(scenarioLatency) && !o.has(scenarioEndToEnd) {
+		return errors.New("-scenarios: latency paces itself at half the end_to_end rate, so it needs end_to_end")
+	}
+	return nil
+}
+
+// parseScenarios splits a comma-separated list, rejects unknown names and
+// returns the scenarios in run order without duplicates.
+func parseScenarios(list string) ([]string, error) {
+	want := map[string]bool{}
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !slices.Contains(allScenarios, name) {
+			return nil, fmt.Errorf("-scenarios: unknown scenario %q (known: %s)", name, strings.Join(allScenarios, ", "))
+		}
+		want[name] = true
+	}
+	if len(want) == 0 {
+		return nil, errors.New("-scenarios must name at least one scenario")
+	}
+	var out []string
+	for _, name := range allScenarios {
+		if want[name] {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// has reports whether the scenario is selected.
+func (o *options) has(scenario string) bool { return slices.Contains(o.scenarios, scenario) }

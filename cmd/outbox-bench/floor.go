@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// floorTable holds the floor's outbox-shaped rows. It is created from the
+// store's own schema under another name, so it has exactly the outbox
+// table's columns, types, primary key and index; only the DDL comes from
+// the library, every measured statement is plain database/sql.
+const floorTable = "bench_floor_event"
+
+// floorInsert inserts one row with the same columns and values the store's
+// Insert writes for a published event (status NEW, attempts 0, this node's
+// lease).
+const floorInsert = "INSERT INTO " + floorTable + " (event_id, event_type, aggregate_type, aggregate_id, tenant_id," +
+	" occurred_at, payload, payload_kind, headers, status, attempts, available_at, created_at," +
+	" locked_by, locked_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?)"
+
+// mysqlTimeText is how the store sends a DATETIME(6) value to MySQL.
+const mysqlTimeText = "2006-01-02 15:04:05.000000"
+
+// floorRow encodes times and payloads the way the store does on one
+// database: Unix microseconds and BLOB on SQLite, UTC text and JSON text
+// on MySQL.
+type floorRow struct{ mysql bool }
+
+// time encodes t as the store does.
+func (r floorRow) time(t time.Time) any {
+	if r.mysql {
+		return t.UTC().Truncate(time.Microsecond).Format(mysqlTimeText)
+	}
+	return t.UnixMicro()
+}
+
+// payload encodes a JSON payload as the store does.
+func (r floorRow) payload(doc []byte) any {
+	if r.mysql {
+		return string(doc)
+	}
+	return doc
+}
+
+// runFloor measures the floor: per transaction BEGIN, INSERT the business
+// row, INSERT an outbox-shaped row with plain database/sql, COMMIT; W
+// writers until N transactions are done.
+func (b *bench) runFloor(ctx context.Context) (result, error) {
+	f, err := openFresh(ctx, b.opts)
+	if err != nil {
+		return result{}, err
+	}
+	defer b.closeDB(f)
+	store, err := jdbcstore.New(f.db, jdbcstore.Config{Table: floorTable, Logger: b.log})
+	if err != nil {
+		return result{}, err
+	}
+	if err := store.ApplySchema(ctx); err != nil {
+		return result{}, fmt.Errorf("create floor table: %w", err)
+	}
+	db := f.db.DB
+	enc := floorRow{mysql: f.kind == "mysql"}
+	owner := dispatcher.NewOwnerToken()
+	tx := func(ctx context.Context, prefix string, i int) error {
+		ref := orderRef(prefix, i)
+		amount := orderAmount(i)
+		t, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("floor: begin: %w", err)
+		}
+		defer rollback(t)
+		if _, err := t.ExecContext(ctx, insertOrder, ref, amount); err != nil {
+			return fmt.Errorf("floor: insert order: %w", err)
+		}
+		// The event is made inside the transaction, as Publish makes it.
+		doc := orderPayload(ref, amount)
+		id := ulid.Make().String()
+		occurred := time.Now()
+		now := time.Now()
+		if _, err := t.ExecContext(ctx, floorInsert, id, eventType, aggregateType, ref, nil,
+			enc.time(occurred), enc.payload(doc), 0, nil, enc.time(now), enc.time(now),
+			owner, enc.time(now.Add(dispatcher.DefaultLease))); err != nil {
+			return fmt.Errorf("floor: insert event row: %w", err)
+		}
+		if err := t.Commit(); err != nil {
+			return fmt.Errorf("floor: commit: %w", err)
+		}
+		return nil
+	}
+	if _, err := runPool(ctx, b.opts.workers, b.opts.warmup, func(ctx context.Context, i int) error {
+		return tx(ctx, "warm", i)
+	}); err != nil {
+		return result{}, err
+	}
+	b.resetRSS()
+	elapsed, err := runPool(ctx, b.opts.workers, b.opts.n, func(ctx context.Context, i int) error {
+		return tx(ctx, "floor", i)
+	})
+	if err != nil {
+		return result{}, err
+	}
+	b.floorRate = rate(b.opts.n, elapsed)
+	r := b.newResult(scenarioFloor, b.opts.n)
+	r.EventsPerS = round(b.floorRate, 1)
+	return r, nil
+}
+
+// rollback rolls back a transaction that was not committed (a no-op after
+// Commit).
+func rollback(t *sql.Tx) { _ = t.Rollback() }

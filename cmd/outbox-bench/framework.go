@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/poller"
+	"github.com/outbox-go/outbox/txctx"
+)
+
+// closeTimeout bounds Outbox.Close at the end of a scenario: queued events
+// left after it stay in the database, which is dropped anyway.
+const closeTimeout = 10 * time.Second
+
+// counters is a core.Metrics that counts the signals the report shows.
+type counters struct {
+	core.NopMetrics
+	hotEnqueued, hotDropped, coldEnqueued, leaseLost atomic.Int64
+}
+
+// HotEnqueued counts events handed to the hot queue after commit.
+func (c *counters) HotEnqueued() { c.hotEnqueued.Add(1) }
+
+// HotDropped counts events left to the poller because the hot queue was full.
+func (c *counters) HotDropped() { c.hotDropped.Add(1) }
+
+// ColdEnqueued counts events the poller queued.
+func (c *counters) ColdEnqueued() { c.coldEnqueued.Add(1) }
+
+// LeaseLost counts status writes fenced off (never expected here).
+func (c *counters) LeaseLost(n int) { c.leaseLost.Add(int64(n)) }
+
+// harness is a running outbox on a fresh database, for one scenario.
+type harness struct {
+	b  *bench
+	f  *freshDB
+	ob *outbox.Outbox
+	m  *counters
+}
+
+// startOutbox opens a fresh database, builds the outbox with the default
+// configuration (W dispatcher workers, the tool's logger, pcfg for the
+// poller), registers listen for the benchmark's event type and a no-op
+// listener for the warm-up type, starts it, and runs the warm-up: a few
+// hundred untimed transactions, all DONE before it returns.
+func (b *bench) startOutbox(ctx context.Context, pcfg poller.Config, listen outbox.ListenerFunc) (*harness, error) {
+	f, err := openFresh(ctx, b.opts)
+	if err != nil {
+		return nil, err
+	}
+	m := &counters{}
+	if pcfg.Interval == 0 {
+		pcfg.Interval = b.opts.pollEvery
+	}
+	ob, err := outbox.New(ctx, f.db, outbox.Config{
+		Dispatcher: dispatcher.Config{Workers: b.opts.workers},
+		Poller:     pcfg,
+		Logger:     b.log,
+		Metrics:    m,
+	})
+	if err != nil {
+		b.closeDB(f)
+		return nil, fmt.Errorf("outbox.New: %w", err)
+	}
+	ob.RegisterFunc(eventType, listen)
+	ob.RegisterFunc(warmupType, func(context.Context, outbox.Envelope) error { return nil })
+	if err := ob.Start(ctx); err != nil {
+		b.closeDB(f)
+		return nil, fmt.Errorf("outbox start: %w", err)
+	}
+	h := &harness{b: b, f: f, ob: ob, m: m}
+	if err := h.warmup(ctx); err != nil {
+		h.close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// warmup publishes the warm-up events and waits until they are DONE, so
+// the timed part starts with warm connections and idle workers.
+func (h *harness) warmup(ctx context.Context) error {
+	n := h.b.opts.warmup
+	if n == 0 {
+		return nil
+	}
+	if _, err := runPool(ctx, h.b.opts.workers, n, func(ctx context.Context, i int) error {
+		return h.publish(ctx, warmupType, orderRef("warm", i), orderAmount(i), -1)
+	}); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if _, err := h.waitDone(ctx, n, 5*time.Millisecond); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	h.m.hotDropped.Store(0)
+	h.m.coldEnqueued.Store(0)
+	return nil
+}
+
+// publish runs one business transaction through the framework: InTx, the
+// business INSERT on the carried transaction, and Publish of an event of
+// type typ with the order's JSON payload (and the seq header when seq >= 0).
+func (h *harness) publish(ctx context.Context, typ, ref string, amount int64, seq int) error {
+	return h.ob.InTx(ctx, func(ctx context.Context) error {
+		tx, ok := txctx.From(ctx)
+		if !ok {
+			return errors.New("no transaction in the context")
+		}
+		if _, err := tx.ExecContext(ctx, insertOrder, ref, amount); err != nil {
+			return fmt.Errorf("insert order: %w", err)
+		}
+		eb := outbox.NewEvent(typ).AggregateType(aggregateType).AggregateID(ref).
+			PayloadJSON(orderPayload(ref, amount))
+		if seq >= 0 {
+			eb = eb.Header(seqHeader, strconv.Itoa(seq))
+		}
+		env, err := eb.Build()
+		if err != nil {
+			return err
+		}
+		_, err = h.ob.Publish(ctx, env)
+		return err
+	})
+}
+
+// waitDone polls Store.CountByStatus every `every` until at least want
+// rows are DONE and returns when it saw them. A DEAD row, the -timeout or
+// an interrupt ends the wait with an error.
+func (h *harness) waitDone(ctx context.Context, want int, every time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(h.b.opts.timeout)
+	for {
+		counts, err := h.ob.Store.CountByStatus(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		now := time.Now()
+		switch {
+		case counts[core.StatusDone] >= want:
+			return now, nil
+		case counts[core.StatusDead] > 0:
+			return time.Time{}, fmt.Errorf("%d events are DEAD", counts[core.StatusDead])
+		case now.After(deadline):
+			return time.Time{}, fmt.Errorf("timed out after %v: %d of %d events DONE (%d NEW, %d RETRY)",
+				h.b.opts.timeout, counts[core.StatusDone], want, counts[core.StatusNew], counts[core.StatusRetry])
+		}
+		if err := sleepCtx(ctx, every); err != nil {
+			return time.Time{}, err
+		}
+	}
+}
+
+// waitCount waits until c reaches want, checking every millisecond, for at
+// most the -timeout. It reports whether c got there.
+func (h *harness) waitCount(ctx context.Context, c *atomic.Int64, want int64) (bool, error) {
+	deadline := time.Now().Add(h.b.opts.timeout)
+	for c.Load() < want {
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		if err := sleepCtx(ctx, time.Millisecond); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// close stops the outbox (draining its queues for at most closeTimeout)
+// and removes the database.
+func (h *harness) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if err := h.ob.Close(ctx); err != nil {
+		h.b.warn("closing the outbox: %v", err)
+	}
+	h.b.closeDB(h.f)
+}
+
+// sleepCtx sleeps for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,181 @@
+// Command outbox-bench measures the outbox against the floor of its
+// database: the same one-row business transaction with a bare INSERT of
+// an outbox-shaped row and no framework.
+//
+//	go run ./cmd/outbox-bench -db sqlite -json
+//	go run ./cmd/outbox-bench -db mysql -dsn 'root@tcp(127.0.0.1:3306)/test?parseTime=true' -json
+//
+// It runs five scenarios, each on a fresh database (floor, publish,
+// end_to_end, latency, overload), prints one line per scenario and a
+// summary line with the ratios the project targets: publish_ratio = floor
+// rate / publish rate (at most 1.15) and end_to_end_ratio = end_to_end
+// rate / floor rate (at least 0.8). Run it with -h for the details.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal the scenario stops and cleans up (dropping
+	// its database); a second signal kills the process as usual.
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// bench holds the options and what earlier scenarios measured for later
+// ones (ratios, the latency pacing, the summary).
+type bench struct {
+	opts   *options
+	log    *slog.Logger
+	stderr io.Writer
+
+	floorRate, publishRate, e2eRate float64
+	p99, overloadRSS                *float64
+	lost                            *int
+	rssResetErr                     error
+}
+
+// run is the whole command: parse args, run the selected scenarios, print
+// their lines and the summary. It returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "outbox-bench: %v\nRun outbox-bench -h for usage.\n", err)
+		return 2
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if opts.verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if opts.cpuProfile != "" {
+		f, err := os.Create(opts.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "outbox-bench: -cpuprofile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "outbox-bench: -cpuprofile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	b := &bench{opts: &opts, log: logger, stderr: stderr}
+	p := &printer{w: stdout, json: opts.json}
+	scenarios := map[string]func(context.Context) (result, error){
+		scenarioFloor:    b.runFloor,
+		scenarioPublish:  b.runPublish,
+		scenarioEndToEnd: b.runEndToEnd,
+		scenarioLatency:  b.runLatency,
+		scenarioOverload: b.runOverload,
+	}
+	for _, name := range opts.scenarios {
+		r, err := scenarios[name](ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(stderr, "outbox-bench: interrupted during %s\n", name)
+			} else {
+				fmt.Fprintf(stderr, "outbox-bench: %s on %s: %v\n", name, opts.db, err)
+			}
+			return 1
+		}
+		if peak, err := peakRSSMiB(); err == nil {
+			r.PeakRSSMB = round(peak, 1)
+		}
+		if name == scenarioOverload {
+			b.overloadRSS = r.PeakRSSMB
+		}
+		p.result(r)
+	}
+	s := b.summary()
+	p.summary(s)
+	if b.rssResetErr != nil {
+		b.warn("peak RSS is the whole process's, not per scenario: %v", b.rssResetErr)
+	}
+	if b.lost != nil && *b.lost > 0 {
+		fmt.Fprintf(stderr, "outbox-bench: %d events lost in the overload scenario\n", *b.lost)
+		return 1
+	}
+	return 0
+}
+
+// newResult starts a scenario's line.
+func (b *bench) newResult(scenario string, n int) result {
+	return result{DB: b.opts.db, Scenario: scenario, N: n, Workers: b.opts.workers}
+}
+
+// ratioToFloor returns rate / floor rate, or nil without a floor.
+func (b *bench) ratioToFloor(rate float64) *float64 {
+	if b.floorRate <= 0 {
+		return nil
+	}
+	return round(rate/b.floorRate, 3)
+}
+
+// resetRSS resets the peak-RSS mark before a scenario's timed part; a
+// failure is remembered and reported once at the end.
+func (b *bench) resetRSS() {
+	if err := resetPeakRSS(); err != nil && b.rssResetErr == nil {
+		b.rssResetErr = err
+	}
+}
+
+// summary computes the summary line and checks the targets.
+func (b *bench) summary() summary {
+	s := summary{Summary: true, DB: b.opts.db, N: b.opts.n, Workers: b.opts.workers,
+		P99us: b.p99, PeakRSSMB: b.overloadRSS, Lost: b.lost, TargetsMet: true}
+	miss := func(what string) {
+		s.TargetsMet = false
+		s.TargetsMissed = append(s.TargetsMissed, what)
+	}
+	if b.floorRate > 0 {
+		s.FloorPerS = round(b.floorRate, 1)
+		if b.publishRate > 0 {
+			s.PublishRatio = round(b.floorRate/b.publishRate, 3)
+			if *s.PublishRatio > targetPublishRatio {
+				miss(fmt.Sprintf("publish_ratio <= %.2f", targetPublishRatio))
+			}
+		}
+		if b.e2eRate > 0 {
+			s.EndToEndRatio = round(b.e2eRate/b.floorRate, 3)
+			if *s.EndToEndRatio < targetEndToEndRatio {
+				miss(fmt.Sprintf("end_to_end_ratio >= %.2f", targetEndToEndRatio))
+			}
+		}
+	}
+	if s.PeakRSSMB != nil && *s.PeakRSSMB > targetPeakRSSMiB {
+		miss(fmt.Sprintf("peak_rss_mb <= %d", targetPeakRSSMiB))
+	}
+	if s.Lost != nil && *s.Lost > 0 {
+		miss("lost = 0")
+	}
+	return s
+}
+
+// closeDB closes and removes a scenario's database, warning on failure.
+func (b *bench) closeDB(f *freshDB) {
+	if err := f.Close(); err != nil {
+		b.warn("cleanup: %v", err)
+	}
+}
+
+// warn prints a warning line on stderr.
+func (b *bench) warn(format string, args ...any) {
+	fmt.Fprintf(b.stderr, "outbox-bench: warning: "+format+"\n", args...)
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Targets checked by the summary.
+const (
+	targetPublishRatio  = 1.15 // floor rate / publish rate, at most
+	targetEndToEndRatio = 0.8  // end_to_end rate / floor rate, at least
+	targetPeakRSSMiB    = 64   // overload peak RSS, at most
+)
+
+// result is one scenario's measurement: one JSON line with -json, one
+// table line otherwise. Fields that do not apply are nil and omitted.
+type result struct {
+	DB           string   `json:"db"`
+	Scenario     string   `json:"scenario"`
+	N            int      `json:"n"`
+	EventsPerS   *float64 `json:"events_per_s,omitempty"`
+	RatioToFloor *float64 `json:"ratio_to_floor,omitempty"`
+	P50us        *float64 `json:"p50_us,omitempty"`
+	P90us        *float64 `json:"p90_us,omitempty"`
+	P99us        *float64 `json:"p99_us,omitempty"`
+	MaxUs        *float64 `json:"max_us,omitempty"`
+	PeakRSSMB    *float64 `json:"peak_rss_mb,omitempty"`
+
+	// Extra fields.
+	Workers        int      `json:"workers"`
+	TargetPerS     *float64 `json:"target_events_per_s,omitempty"` // latency: the paced rate aimed at
+	ZeroClamped    *int     `json:"zero_clamped,omitempty"`        // latency: listener ran before InTx returned
+	TimeToDoneS    *float64 `json:"time_to_done_s,omitempty"`      // overload: first publish → all DONE
+	PublishS       *float64 `json:"publish_s,omitempty"`           // overload: time to publish all
+	PublishPerS    *float64 `json:"publish_events_per_s,omitempty"`
+	ListenerSlowUs *float64 `json:"listener_slow_us,omitempty"` // overload: listener time per event
+	Lost           *int     `json:"lost,omitempty"`
+	Duplicates     *int     `json:"duplicates,omitempty"`
+	HotDropped     *int64   `json:"hot_dropped,omitempty"`   // events left to the poller by a full hot queue
+	ColdEnqueued   *int64   `json:"cold_enqueued,omitempty"` // events the poller queued
+}
+
+// summary is the last line: the ratios against their targets.
+type summary struct {
+	Summary       bool     `json:"summary"`
+	DB            string   `json:"db"`
+	N             int      `json:"n"`
+	Workers       int      `json:"workers"`
+	FloorPerS     *float64 `json:"floor_events_per_s,omitempty"`
+	EndToEndRatio *float64 `json:"end_to_end_ratio,omitempty"`
+	PublishRatio  *float64 `json:"publish_ratio,omitempty"`
+	P99us         *float64 `json:"p99_us,omitempty"`
+	PeakRSSMB     *float64 `json:"peak_rss_mb,omitempty"`
+	Lost          *int     `json:"lost,omitempty"`
+	TargetsMet    bool     `json:"targets_met"`
+	TargetsMissed []string `json:"targets_missed,omitempty"`
+}
+
+// ptr returns a pointer to v.
+func ptr[T any](v T) *T { return &v }
+
+// round returns v rounded to the given decimals, as a pointer.
+func round(v float64, decimals int) *float64 {
+	p := math.Pow10(decimals)
+	return ptr(math.Round(v*p) / p)
+}
+
+// printer writes results as JSON lines or as an aligned table.
+type printer struct {
+	w      io.Writer
+	json   bool
+	header bool
+}
+
+// tableFormat is the layout of one table line.
+const tableFormat = "%-7s %-11s %7s %10s %7s %9s %9s %9s %9s %8s  %s\n"
+
+// result prints one scenario line.
+func (p *printer) result(r result) {
+	if p.json {
+		p.writeJSON(r)
+		return
+	}
+	if !p.header {
+		p.header = true
+		fmt.Fprintf(p.w, tableFormat, "db", "scenario", "n", "events/s", "ratio", "p50_us", "p90_us", "p99_us", "max_us", "rss_MiB", "notes")
+	}
+	var notes []string
+	add := func(name string, v any) { notes = append(notes, fmt.Sprintf("%s=%v", name, v)) }
+	if r.TargetPerS != nil {
+		add("target/s", *r.TargetPerS)
+	}
+	if r.ZeroClamped != nil && *r.ZeroClamped > 0 {
+		add("zero_clamped", *r.ZeroClamped)
+	}
+	if r.TimeToDoneS != nil {
+		add("time_to_done_s", *r.TimeToDoneS)
+	}
+	if r.PublishS != nil {
+		add("publish_s", *r.PublishS)
+	}
+	if r.ListenerSlowUs != nil {
+		add("listener_us", *r.ListenerSlowUs)
+	}
+	if r.Lost != nil {
+		add("lost", *r.Lost)
+	}
+	if r.Duplicates != nil {
+		add("dups", *r.Duplicates)
+	}
+	if r.HotDropped != nil {
+		add("hot_dropped", *r.HotDropped)
+	}
+	if r.ColdEnqueued != nil {
+		add("cold_enqueued", *r.ColdEnqueued)
+	}
+	fmt.Fprintf(p.w, tableFormat, r.DB, r.Scenario, fmt.Sprint(r.N), num(r.EventsPerS, 0), num(r.RatioToFloor, 3),
+		num(r.P50us, 1), num(r.P90us, 1), num(r.P99us, 1), num(r.MaxUs, 1), num(r.PeakRSSMB, 1), strings.Join(notes, " "))
+}
+
+// summary prints the summary line.
+func (p *printer) summary(s summary) {
+	if p.json {
+		p.writeJSON(s)
+		return
+	}
+	var parts []string
+	if s.PublishRatio != nil {
+		parts = append(parts, fmt.Sprintf("publish_ratio %.3f (floor/publish, target <= %.2f)", *s.PublishRatio, targetPublishRatio))
+	}
+	if s.EndToEndRatio != nil {
+		parts = append(parts, fmt.Sprintf("end_to_end_ratio %.3f (e2e/floor, target >= %.2f)", *s.EndToEndRatio, targetEndToEndRatio))
+	}
+	if s.P99us != nil {
+		parts = append(parts, fmt.Sprintf("latency p99 %.1f us", *s.P99us))
+	}
+	if s.PeakRSSMB != nil {
+		parts = append(parts, fmt.Sprintf("overload peak RSS %.1f MiB (target <= %d)", *s.PeakRSSMB, targetPeakRSSMiB))
+	}
+	if s.Lost != nil {
+		parts = append(parts, fmt.Sprintf("lost %d", *s.Lost))
+	}
+	verdict := "all targets met"
+	if !s.TargetsMet {
+		verdict = "MISSED: " + strings.Join(s.TargetsMissed, ", ")
+	}
+	fmt.Fprintf(p.w, "summary %s: %s; %s\n", s.DB, strings.Join(parts, "; "), verdict)
+}
+
+// writeJSON writes v as one line.
+func (p *printer) writeJSON(v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // cannot happen for these types
+		fmt.Fprintf(p.w, "{\"error\":%q}\n", err.Error())
+		return
+	}
+	fmt.Fprintf(p.w, "%s\n", b)
+}
+
+// num formats an optional number for the table ("-" when absent).
+func num(v *float64, decimals int) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", decimals, *v)
+}
