@@ -22,6 +22,7 @@ import (
 const (
 	nodeLease           = 3 * time.Second
 	nodeListenerTimeout = time.Second
+	nodeListenerGrace   = 500 * time.Millisecond
 	nodeStatusTimeout   = time.Second
 	nodePollInterval    = 100 * time.Millisecond
 	nodeHotCapacity     = 8
@@ -39,6 +40,7 @@ func nodeConfig(name string, logger *slog.Logger, m core.Metrics) outbox.Config 
 	cfg.Dispatcher.Owner = name
 	cfg.Dispatcher.Lease = nodeLease
 	cfg.Dispatcher.ListenerTimeout = nodeListenerTimeout
+	cfg.Dispatcher.ListenerGrace = nodeListenerGrace
 	cfg.Dispatcher.StatusTimeout = nodeStatusTimeout
 	cfg.Dispatcher.HotCapacity = nodeHotCapacity
 	cfg.Poller.Interval = nodePollInterval

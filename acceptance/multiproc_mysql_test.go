@@ -66,12 +66,17 @@ func runMultiProcess(t *testing.T, kill bool) {
 		// Kill it once it has committed part of its share: some of its
 		// events are then queued or running in it.
 		waitLong(t, name+" to publish half its share", func() bool {
+			select {
+			case <-children[victim].exited:
+				t.Fatalf("%s exited early: %v", name, children[victim].exitErr)
+			default:
+			}
 			return countRows(t, db, `SELECT COUNT(*) FROM outbox_event WHERE aggregate_id = ?`, name) >= perNode/2
 		})
 		if err := children[victim].cmd.Process.Kill(); err != nil {
 			t.Fatalf("SIGKILL %s: %v", name, err)
 		}
-		_ = children[victim].cmd.Wait()
+		<-children[victim].exited
 		t.Logf("killed %s after it published %d events", name,
 			countRows(t, db, `SELECT COUNT(*) FROM outbox_event WHERE aggregate_id = ?`, name))
 	}
@@ -126,7 +131,8 @@ type child struct {
 	name      string
 	cmd       *exec.Cmd
 	published chan int
-	exited    chan error
+	exited    chan struct{} // closed when the process has exited
+	exitErr   error         // valid once exited is closed
 }
 
 func startChild(t *testing.T, dsn, name string, count int) *child {
@@ -142,7 +148,7 @@ func startChild(t *testing.T, dsn, name string, count int) *child {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	c := &child{name: name, cmd: cmd, published: make(chan int, 1), exited: make(chan error, 1)}
+	c := &child{name: name, cmd: cmd, published: make(chan int, 1), exited: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -152,11 +158,15 @@ func startChild(t *testing.T, dsn, name string, count int) *child {
 			}
 		}
 		_, _ = io.Copy(io.Discard, out)
+		c.exitErr = cmd.Wait() // after the pipe is drained, as os/exec requires
+		close(c.exited)
 	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-c.exited:
+		default:
 			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			<-c.exited
 		}
 	})
 	return c
@@ -169,6 +179,8 @@ func (c *child) waitPublished(t *testing.T) {
 		if n <= 0 {
 			t.Fatalf("%s published %d events", c.name, n)
 		}
+	case <-c.exited:
+		t.Fatalf("%s exited before publishing its share: %v", c.name, c.exitErr)
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("%s did not finish publishing", c.name)
 	}
@@ -180,12 +192,10 @@ func (c *child) stop(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM %s: %v", c.name, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("%s exited with %v", c.name, err)
+	case <-c.exited:
+		if c.exitErr != nil {
+			t.Errorf("%s exited with %v", c.name, c.exitErr)
 		}
 	case <-time.After(time.Minute):
 		t.Fatalf("%s did not exit after SIGTERM", c.name)
