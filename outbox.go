@@ -20,6 +20,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/cleanup"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -43,6 +44,14 @@ type Config struct {
 	// DisablePoller turns the fallback scan off (spec pollerEnabled=false).
 	// Events dropped by a full hot queue then wait until a poller runs.
 	DisablePoller bool
+	// EnableCleanup runs the background retention purge (package cleanup):
+	// DONE rows older than 7 days and DEAD rows older than 30 days, every
+	// hour, 500 rows per statement, unless Cleanup says otherwise. Off by
+	// default.
+	EnableCleanup bool
+	// Cleanup configures the purge when EnableCleanup is set. Logger and
+	// Metrics default to this Config's.
+	Cleanup cleanup.Config
 	// SkipSchema leaves the schema alone; by default New applies the
 	// embedded, idempotent schema (CREATE … IF NOT EXISTS).
 	SkipSchema bool
@@ -58,9 +67,12 @@ type Outbox struct {
 	Store      *jdbcstore.Store
 	Registry   *registry.Registry
 	Dispatcher *dispatcher.Dispatcher
-	Poller     *poller.Poller // nil when DisablePoller
+	Poller     *poller.Poller   // nil when DisablePoller
+	Cleaner    *cleanup.Cleaner // nil unless EnableCleanup
 	Client     *core.Client
 	Tx         *txctx.Manager
+
+	metrics core.Metrics
 }
 
 // New builds the parts on db and, unless cfg.SkipSchema, applies the
@@ -114,6 +126,18 @@ func New(ctx context.Context, db *sqlx.DB, cfg Config) (*Outbox, error) {
 			return nil, err
 		}
 	}
+	if cfg.EnableCleanup {
+		if cfg.Cleanup.Logger == nil {
+			cfg.Cleanup.Logger = cfg.Logger
+		}
+		if cfg.Cleanup.Metrics == nil {
+			cfg.Cleanup.Metrics = cfg.Metrics
+		}
+		if o.Cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {
+			return nil, err
+		}
+	}
+	o.metrics = cfg.Metrics
 	return o, nil
 }
 
@@ -128,6 +152,11 @@ func (o *Outbox) Start(ctx context.Context) error {
 			return errors.Join(err, o.Dispatcher.Close(ctx))
 		}
 	}
+	if o.Cleaner != nil {
+		if err := o.Cleaner.Start(ctx); err != nil {
+			return errors.Join(err, o.Close(ctx))
+		}
+	}
 	return nil
 }
 
@@ -135,11 +164,14 @@ func (o *Outbox) Start(ctx context.Context) error {
 // until ctx expires. Undelivered events stay in the database. It does not
 // close db.
 func (o *Outbox) Close(ctx context.Context) error {
-	var errPoller error
+	var errPoller, errCleaner error
+	if o.Cleaner != nil {
+		errCleaner = o.Cleaner.Stop(ctx)
+	}
 	if o.Poller != nil {
 		errPoller = o.Poller.Stop(ctx)
 	}
-	return errors.Join(errPoller, o.Dispatcher.Close(ctx))
+	return errors.Join(errCleaner, errPoller, o.Dispatcher.Close(ctx))
 }
 
 // InTx runs fn in a transaction carried by the ctx given to fn (see
@@ -166,3 +198,14 @@ func (o *Outbox) RegisterFunc(eventType string, fn func(ctx context.Context, env
 // RegisterAll adds a listener for every event type, run after the
 // exact-type listeners.
 func (o *Outbox) RegisterAll(l Listener) { o.Registry.RegisterAll(l) }
+
+// ReplayDead moves DEAD events matching f back to NEW (see
+// jdbcstore.Store.ReplayDead); the poller then delivers them through the
+// normal path. The count goes to Metrics when it implements core.OpsMetrics.
+func (o *Outbox) ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error) {
+	res, err := o.Store.ReplayDead(ctx, f, opts)
+	if m, ok := o.metrics.(core.OpsMetrics); ok && res.Replayed > 0 {
+		m.Replayed(res.Replayed)
+	}
+	return res, err
+}

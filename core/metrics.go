@@ -18,6 +18,13 @@ type Metrics interface {
 	LeasesReaped(n int)          // n expired leases were released
 }
 
+// OpsMetrics receives the signals of operations (replay, retention
+// purge). A Metrics that also implements it gets them; NopMetrics does.
+type OpsMetrics interface {
+	Replayed(n int)        // n DEAD events were moved back to NEW
+	Purged(done, dead int) // rows removed by a retention purge
+}
+
 // NopMetrics discards every signal. It is the default.
 type NopMetrics struct{}
 
@@ -32,4 +39,10 @@ func (NopMetrics) OldestLag(time.Duration)   {}
 func (NopMetrics) LeaseLost(int)             {}
 func (NopMetrics) LeasesReaped(int)          {}
 
-var _ Metrics = NopMetrics{}
+func (NopMetrics) Replayed(int)    {}
+func (NopMetrics) Purged(int, int) {}
+
+var (
+	_ Metrics    = NopMetrics{}
+	_ OpsMetrics = NopMetrics{}
+)

@@ -23,7 +23,7 @@ type Record struct {
 	Attempts      int
 	AvailableAt   time.Time
 	CreatedAt     time.Time
-	DoneAt        time.Time // zero unless DONE
+	DoneAt        time.Time // when it finished (DONE or DEAD); zero while pending
 	LastError     string
 	LockedBy      string    // owner token of the lease holder, or ""
 	LockedUntil   time.Time // end of the lease, or zero

@@ -83,7 +83,7 @@ func TestStatements(t *testing.T) {
 		{"markDone1", q.markDone1, 3},
 		{"markDone3", inList(SQLite, q.markDonePrefix, 3, q.markDoneSuffix), 5},
 		{"markRetry", q.markRetry, 5},
-		{"markDead", q.markDead, 3},
+		{"markDead", q.markDead, 4},
 		{"poll", q.poll, 3},
 		{"claimReturning", q.claimReturning, 7},
 		{"claimSelect", q.claimSelect, 5},

@@ -219,7 +219,7 @@ func TestMySQLDialectBasics(t *testing.T) {
 		args int
 	}{
 		"insert": {q.insert, 13}, "markDone1": {q.markDone1, 3}, "markRetry": {q.markRetry, 5},
-		"markDead": {q.markDead, 3}, "poll": {q.poll, 3}, "get": {q.get, 1}, "countByStatus": {q.countByStatus, 0},
+		"markDead": {q.markDead, 4}, "poll": {q.poll, 3}, "get": {q.get, 1}, "countByStatus": {q.countByStatus, 0},
 		"claimSelect": {q.claimSelect, 5}, "reap": {q.reap, 2},
 	} {
 		if n := strings.Count(c.sql, "?"); n != c.args {

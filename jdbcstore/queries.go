@@ -51,7 +51,7 @@ type statements struct {
 	markDonePrefix, markDoneSuffix, markDone1 string
 	// markRetry: available_at, locked_until, last_error, event_id, owner.
 	markRetry string
-	// markDead: last_error, event_id, owner.
+	// markDead: done_at (when it finished), last_error, event_id, owner.
 	markDead string
 	// poll: now (available_at bound), now-skipRecent (created_at bound), limit.
 	poll string
@@ -98,7 +98,7 @@ func buildStatements(d Dialect, table string) statements {
 			", attempts = attempts + 1, available_at = ?, locked_until = ?, last_error = ?" +
 			" WHERE event_id = ?" + notDone,
 		markDead: "UPDATE " + t + " SET status = " + st(core.StatusDead) +
-			", attempts = attempts + 1, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
+			", attempts = attempts + 1, done_at = ?, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
 		poll: "SELECT " + cols + " FROM " + t + " WHERE " + pending +
 			" AND available_at <= ? AND created_at <= ?" + order + " LIMIT ?",
 		claimable: pending + " AND available_at <= ? AND created_at <= ?" +

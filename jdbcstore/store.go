@@ -176,14 +176,16 @@ func (s *Store) MarkRetry(ctx context.Context, owner, id string, nextAt, leaseUn
 }
 
 // MarkDead sets the event DEAD, increments attempts (so a DEAD row counts
-// every failed delivery), releases the lease and sets last_error to errMsg
+// every failed delivery), sets done_at to when it finished (retention
+// purges DEAD rows by it), releases the lease and sets last_error to errMsg
 // truncated to Config.MaxErrorLen characters. It changes nothing (returns
 // false) when the event is DONE or owner does not hold it.
 func (s *Store) MarkDead(ctx context.Context, owner, id, errMsg string) (bool, error) {
 	if err := validOwner(owner); err != nil {
 		return false, fmt.Errorf("outbox: jdbcstore: mark dead: %w", err)
 	}
-	n, err := s.exec(ctx, "mark dead", id, s.q.markDead, truncateError(errMsg, s.maxErr), id, owner)
+	n, err := s.exec(ctx, "mark dead", id, s.q.markDead,
+		s.dialect.encodeTime(s.now()), truncateError(errMsg, s.maxErr), id, owner)
 	return n > 0, err
 }
 

@@ -147,7 +147,7 @@ func (s *Store) MarkRetry(_ context.Context, owner, id string, nextAt, leaseUnti
 // MarkDead implements core.StatusWriter.
 func (s *Store) MarkDead(_ context.Context, owner, id, msg string) (bool, error) {
 	return s.update("dead", owner, id, func(r *core.Record) {
-		r.Status, r.LastError = core.StatusDead, msg
+		r.Status, r.LastError, r.DoneAt = core.StatusDead, msg, s.now().UTC()
 		r.LockedBy, r.LockedUntil = "", time.Time{}
 		r.Attempts++
 	})

@@ -1,0 +1,171 @@
+// Package cleanup runs the retention purge of the outbox table in the
+// background: DONE rows older than one retention and DEAD rows older than a
+// longer one are deleted in small batches, so the table does not grow
+// forever and no delete runs long. NEW and RETRY rows are never touched.
+package cleanup
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// Defaults of [Config] (seed 001/002/003 cleanup recommendations).
+const (
+	DefaultInterval      = time.Hour
+	DefaultDoneRetention = 7 * 24 * time.Hour
+	DefaultDeadRetention = 30 * 24 * time.Hour
+	DefaultBatchSize     = 500
+)
+
+// Purger deletes rows past retention; *jdbcstore.Store implements it.
+type Purger interface {
+	Purge(ctx context.Context, o jdbcstore.PurgeOptions) (jdbcstore.PurgeResult, error)
+}
+
+// Config tunes a [Cleaner]. The zero value takes every default.
+type Config struct {
+	// Interval between runs. Defaults to 1 h.
+	Interval time.Duration
+	// DoneRetention keeps DONE rows this long after they finished.
+	// Defaults to 7 days.
+	DoneRetention time.Duration
+	// DeadRetention keeps DEAD rows this long after they died, so an
+	// operator can replay them. Defaults to 30 days; must not be shorter
+	// than DoneRetention.
+	DeadRetention time.Duration
+	// BatchSize is the most rows deleted per statement. Defaults to 500.
+	BatchSize int
+	// Logger receives one INFO line per run that removed something.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics, when it implements core.OpsMetrics, receives Purged counts.
+	Metrics core.Metrics
+}
+
+func (c Config) withDefaults() Config {
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.DoneRetention == 0 {
+		c.DoneRetention = DefaultDoneRetention
+	}
+	if c.DeadRetention == 0 {
+		c.DeadRetention = DefaultDeadRetention
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Interval < 0:
+		return &core.ConfigError{Field: "cleanup.Interval", Msg: "must be positive"}
+	case c.DoneRetention < 0 || c.DeadRetention < 0:
+		return &core.ConfigError{Field: "cleanup retention", Msg: "must be positive"}
+	case c.DeadRetention < c.DoneRetention:
+		return &core.ConfigError{Field: "cleanup.DeadRetention", Msg: "must not be shorter than DoneRetention"}
+	case c.BatchSize < 1:
+		return &core.ConfigError{Field: "cleanup.BatchSize", Msg: "must be at least 1"}
+	}
+	return nil
+}
+
+// Cleaner purges periodically. Create it with [New]; [Cleaner.Start] runs
+// it in the background, [Cleaner.RunOnce] runs one purge.
+type Cleaner struct {
+	cfg Config
+	p   Purger
+	log *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a cleaner over p.
+func New(p Purger, cfg Config) (*Cleaner, error) {
+	if p == nil {
+		return nil, &core.ConfigError{Field: "cleanup purger", Msg: "must not be nil"}
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Cleaner{cfg: cfg, p: p, log: cfg.Logger.With(slog.String("component", "outbox.cleanup"))}, nil
+}
+
+// RunOnce purges what is past retention now and logs what it removed.
+func (c *Cleaner) RunOnce(ctx context.Context) (jdbcstore.PurgeResult, error) {
+	res, err := c.p.Purge(ctx, jdbcstore.PurgeOptions{
+		DoneOlderThan: c.cfg.DoneRetention, DeadOlderThan: c.cfg.DeadRetention, BatchSize: c.cfg.BatchSize,
+	})
+	if res.Done+res.Dead > 0 {
+		c.log.Info("purged rows past retention", slog.Int64("done", res.Done), slog.Int64("dead", res.Dead),
+			slog.Int("statements", res.Batches), slog.Duration("done_retention", c.cfg.DoneRetention),
+			slog.Duration("dead_retention", c.cfg.DeadRetention))
+		if r, ok := c.cfg.Metrics.(core.OpsMetrics); ok {
+			r.Purged(int(res.Done), int(res.Dead))
+		}
+	}
+	return res, err
+}
+
+// Start runs a purge every Interval until Stop. It returns at once.
+func (c *Cleaner) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return &core.ConfigError{Field: "cleanup", Msg: "already started"}
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel, c.done = cancel, make(chan struct{})
+	go c.loop(runCtx, c.done)
+	return nil
+}
+
+// Stop ends the background runs, cancelling one in progress, and waits for
+// it or ctx. Safe to call more than once.
+func (c *Cleaner) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		c.mu.Lock()
+		c.cancel, c.done = nil, nil
+		c.mu.Unlock()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Cleaner) loop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("purge failed; will try again at the next interval", slog.String("error", err.Error()))
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package cleanup_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outbox-go/outbox/cleanup"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+
+type purged struct {
+	core.NopMetrics
+	mu         sync.Mutex
+	done, dead int
+}
+
+func (p *purged) Purged(done, dead int) { p.mu.Lock(); p.done += done; p.dead += dead; p.mu.Unlock() }
+
+func TestRunOnceRemovesOnlyRowsPastRetention(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := &clock{t: t0}
+	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := jdbcstore.New(db, jdbcstore.Config{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplySchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	owner := core.Lease{Owner: "n", Until: t0.Add(1000 * time.Hour)}
+	add := func(id string, status core.Status) {
+		env, _ := core.NewEvent("T").ID(id).PayloadJSONString(`{}`).Build()
+		if err := st.Insert(ctx, db, env, owner); err != nil {
+			t.Fatal(err)
+		}
+		switch status {
+		case core.StatusDone:
+			_, err = st.MarkDone(ctx, "n", []string{id})
+		case core.StatusDead:
+			_, err = st.MarkDead(ctx, "n", id, "x")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("done-old", core.StatusDone)
+	add("dead-old", core.StatusDead)
+	add("new-old", core.StatusNew)
+	clk.Set(t0.Add(8 * 24 * time.Hour))
+	add("done-recent", core.StatusDone)
+	clk.Set(t0.Add(9 * 24 * time.Hour)) // done-old is 9 days old, dead-old 9 days (< 30)
+
+	var logs bytes.Buffer
+	m := &purged{}
+	c, err := cleanup.New(st, cleanup.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.RunOnce(ctx)
+	if err != nil || res.Done != 1 || res.Dead != 0 {
+		t.Fatalf("RunOnce = %+v %v, want 1 DONE removed", res, err)
+	}
+	for _, id := range []string{"dead-old", "new-old", "done-recent"} {
+		if _, err := st.Get(ctx, id); err != nil {
+			t.Errorf("%s was removed: %v", id, err)
+		}
+	}
+	if !strings.Contains(logs.String(), "purged rows past retention") || !strings.Contains(logs.String(), "done=1") {
+		t.Errorf("log: %s", logs.String())
+	}
+	if m.done != 1 || m.dead != 0 {
+		t.Errorf("metrics done=%d dead=%d", m.done, m.dead)
+	}
+	clk.Set(t0.Add(31 * 24 * time.Hour))
+	if res, err := c.RunOnce(ctx); err != nil || res.Dead != 1 || res.Done != 1 {
+		t.Fatalf("after 31 days: %+v %v, want the DEAD and the recent DONE row removed", res, err)
+	}
+	if _, err := st.Get(ctx, "new-old"); err != nil {
+		t.Fatalf("a NEW row was purged: %v", err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	st := &jdbcstore.Store{}
+	for name, cfg := range map[string]cleanup.Config{
+		"negative interval":      {Interval: -time.Second},
+		"dead shorter than done": {DoneRetention: 48 * time.Hour, DeadRetention: 24 * time.Hour},
+		"negative batch":         {BatchSize: -1},
+		"negative retention":     {DoneRetention: -time.Hour},
+	} {
+		if _, err := cleanup.New(st, cfg); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+	if _, err := cleanup.New(nil, cleanup.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("nil purger: %v", err)
+	}
+}
+
+// fakePurger signals each run.
+type fakePurger struct{ runs chan struct{} }
+
+func (f fakePurger) Purge(context.Context, jdbcstore.PurgeOptions) (jdbcstore.PurgeResult, error) {
+	select {
+	case f.runs <- struct{}{}:
+	default:
+	}
+	return jdbcstore.PurgeResult{}, nil
+}
+
+func TestStartRunsEveryIntervalAndStops(t *testing.T) {
+	f := fakePurger{runs: make(chan struct{}, 1)}
+	c, err := cleanup.New(f, cleanup.Config{Interval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err == nil {
+		t.Fatal("second Start accepted")
+	}
+	for range 2 {
+		select {
+		case <-f.runs:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no purge run")
+		}
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,319 @@
+package jdbcstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Defaults of the operations.
+const (
+	// DefaultOpsBatch is the batch size of ReplayDead and Purge.
+	DefaultOpsBatch = 500
+	// MaxListLimit bounds one page of ListDead.
+	MaxListLimit = 1000
+)
+
+// Stats is a snapshot of the table for operators.
+type Stats struct {
+	// Counts per status; the four statuses are always present.
+	Counts map[core.Status]int
+	// OldestPending is the created_at of the oldest NEW/RETRY row (zero
+	// when none): the outbox lag is Now - OldestPending.
+	OldestPending time.Time
+	// Lag is Now - OldestPending, or 0.
+	Lag time.Duration
+	// DeadByType counts DEAD rows per event type.
+	DeadByType map[string]int
+}
+
+// Stats counts rows per status, finds the oldest pending event and counts
+// DEAD rows per event type, in three short read-only statements.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	counts, err := s.CountByStatus(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Counts: counts, DeadByType: map[string]int{}}
+	t := s.dialect.quoteIdent(s.table)
+	pending := "status IN (" + strconv.Itoa(int(core.StatusNew)) + ", " + strconv.Itoa(int(core.StatusRetry)) + ")"
+	oldest, err := retryBusy(ctx, s, func() ([]any, error) {
+		var v any
+		q := "SELECT " + s.timeExpr("MIN(created_at)") + " FROM " + t + " WHERE " + pending
+		err := s.db.QueryRowContext(ctx, q).Scan(&v)
+		return []any{v}, err
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: %w", err)
+	}
+	if st.OldestPending, err = s.dialect.decodeTime(oldest[0]); err != nil {
+		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: oldest pending: %w", err)
+	}
+	if !st.OldestPending.IsZero() {
+		st.Lag = max(0, s.now().Sub(st.OldestPending))
+	}
+	err = s.eachRow(ctx, "SELECT event_type, COUNT(*) FROM "+t+" WHERE status = "+strconv.Itoa(int(core.StatusDead))+
+		" GROUP BY event_type", nil, func(rows *sqlx.Rows) error {
+		var typ string
+		var n int
+		if err := rows.Scan(&typ, &n); err != nil {
+			return err
+		}
+		st.DeadByType[typ] = n
+		return nil
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: dead by type: %w", err)
+	}
+	return st, nil
+}
+
+// DeadFilter selects DEAD events. Empty fields do not filter; IDs, when
+// set, restrict to those ids.
+type DeadFilter struct {
+	IDs       []string
+	EventType string
+	TenantID  string
+	From, To  time.Time // created_at in [From, To); zero means unbounded
+}
+
+func (f DeadFilter) empty() bool {
+	return len(f.IDs) == 0 && f.EventType == "" && f.TenantID == "" && f.From.IsZero() && f.To.IsZero()
+}
+
+// where renders the filter as SQL conditions (AND-joined, after the
+// status condition) with their arguments.
+func (s *Store) deadWhere(f DeadFilter) (string, []any) {
+	var (
+		b    strings.Builder
+		args []any
+	)
+	b.WriteString("status = " + strconv.Itoa(int(core.StatusDead)))
+	if len(f.IDs) > 0 {
+		b.WriteString(" AND event_id IN (")
+		for i, id := range f.IDs {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteByte('?')
+			args = append(args, id)
+		}
+		b.WriteByte(')')
+	}
+	if f.EventType != "" {
+		b.WriteString(" AND event_type = ?")
+		args = append(args, f.EventType)
+	}
+	if f.TenantID != "" {
+		b.WriteString(" AND tenant_id = ?")
+		args = append(args, f.TenantID)
+	}
+	if !f.From.IsZero() {
+		b.WriteString(" AND created_at >= ?")
+		args = append(args, s.dialect.encodeTime(f.From))
+	}
+	if !f.To.IsZero() {
+		b.WriteString(" AND created_at < ?")
+		args = append(args, s.dialect.encodeTime(f.To))
+	}
+	return b.String(), args
+}
+
+// ListDead returns up to limit DEAD events matching f whose id sorts after
+// after ("" for the first page), ordered by event id: pass the last id of a
+// page as after to get the next. limit must be 1..MaxListLimit.
+func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit int) ([]core.Record, error) {
+	if limit < 1 || limit > MaxListLimit {
+		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
+	}
+	where, args := s.deadWhere(f)
+	if after != "" {
+		where += " AND event_id > ?"
+		args = append(args, after)
+	}
+	q := sqlx.Rebind(s.dialect.bindType(), "SELECT "+selectList(s.dialect)+" FROM "+s.dialect.quoteIdent(s.table)+
+		" WHERE "+where+" ORDER BY event_id LIMIT ?")
+	recs, err := s.queryRecords(ctx, limit, q, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: jdbcstore: list dead: %w", err)
+	}
+	return recs, nil
+}
+
+// ReplayOptions tunes ReplayDead.
+type ReplayOptions struct {
+	// All must be set to replay every DEAD event when the filter is empty,
+	// so an empty filter never replays everything by accident.
+	All bool
+	// DryRun counts (and returns the ids of) what would be replayed,
+	// changing nothing.
+	DryRun bool
+	// BatchSize is the most rows changed per statement. Defaults to DefaultOpsBatch.
+	BatchSize int
+}
+
+// ReplayResult tells what ReplayDead did (or would do).
+type ReplayResult struct {
+	Matched  int      // DEAD rows matching the filter
+	Replayed int      // rows moved back to NEW (0 in a dry run)
+	IDs      []string // ids matched, in id order
+}
+
+// ReplayDead moves matching DEAD events back to NEW with attempts 0, no
+// error, no lease and due now, in batches of BatchSize (each its own short
+// statement). The poller then delivers them through the normal path.
+func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (ReplayResult, error) {
+	if f.empty() && !o.All {
+		return ReplayResult{}, &core.ConfigError{Field: "filter", Msg: "is empty: give ids, a type, a tenant or a time range, or set All"}
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultOpsBatch
+	}
+	if o.BatchSize < 1 || o.BatchSize > MaxListLimit {
+		return ReplayResult{}, &core.ConfigError{Field: "BatchSize", Msg: fmt.Sprintf("must be 1..%d", MaxListLimit)}
+	}
+	var res ReplayResult
+	after := ""
+	for {
+		page, err := s.ListDead(ctx, f, after, o.BatchSize)
+		if err != nil {
+			return res, err
+		}
+		if len(page) == 0 {
+			return res, nil
+		}
+		ids := make([]any, 0, len(page)+1)
+		ids = append(ids, s.dialect.encodeTime(s.now()))
+		for _, r := range page {
+			res.IDs = append(res.IDs, r.ID)
+			ids = append(ids, r.ID)
+		}
+		res.Matched += len(page)
+		after = page[len(page)-1].ID
+		if o.DryRun {
+			continue
+		}
+		q := inList(s.dialect, "UPDATE "+s.dialect.quoteIdent(s.table)+" SET status = "+strconv.Itoa(int(core.StatusNew))+
+			", attempts = 0, available_at = ?, done_at = NULL, last_error = NULL, locked_by = NULL, locked_until = NULL"+
+			" WHERE event_id IN (", len(page), ") AND status = "+strconv.Itoa(int(core.StatusDead)))
+		n, err := s.exec(ctx, "replay dead", page[0].ID, q, ids...)
+		res.Replayed += int(n)
+		if err != nil {
+			return res, err
+		}
+	}
+}
+
+// PurgeOptions selects what Purge removes.
+type PurgeOptions struct {
+	// DoneOlderThan removes DONE rows finished longer ago than this; 0
+	// keeps every DONE row.
+	DoneOlderThan time.Duration
+	// DeadOlderThan removes DEAD rows finished longer ago than this; 0
+	// keeps every DEAD row.
+	DeadOlderThan time.Duration
+	// BatchSize is the most rows deleted per statement, so no transaction
+	// runs long. Defaults to DefaultOpsBatch.
+	BatchSize int
+	// DryRun counts what would be removed, removing nothing.
+	DryRun bool
+}
+
+// PurgeResult counts removed (or, in a dry run, removable) rows.
+type PurgeResult struct {
+	Done, Dead int64
+	Batches    int // DELETE statements run
+}
+
+// Purge deletes DONE and DEAD rows past their retention, in batches of
+// BatchSize, each a single short statement. NEW and RETRY rows are never
+// touched. DEAD rows age from done_at (when they died), or created_at for
+// rows written before done_at was set on DEAD.
+func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
+	if o.DoneOlderThan < 0 || o.DeadOlderThan < 0 {
+		return PurgeResult{}, &core.ConfigError{Field: "retention", Msg: "must not be negative"}
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultOpsBatch
+	}
+	if o.BatchSize < 1 {
+		return PurgeResult{}, &core.ConfigError{Field: "BatchSize", Msg: "must be at least 1"}
+	}
+	now := s.now()
+	var res PurgeResult
+	purge := func(status core.Status, age string, olderThan time.Duration, n *int64) error {
+		if olderThan == 0 {
+			return nil
+		}
+		t := s.dialect.quoteIdent(s.table)
+		cond := "status = " + strconv.Itoa(int(status)) + " AND " + age + " < ?"
+		cutoff := s.dialect.encodeTime(now.Add(-olderThan))
+		if o.DryRun {
+			c, err := retryBusy(ctx, s, func() (int64, error) {
+				var c int64
+				err := s.db.QueryRowContext(ctx, sqlx.Rebind(s.dialect.bindType(), "SELECT COUNT(*) FROM "+t+" WHERE "+cond), cutoff).Scan(&c)
+				return c, err
+			})
+			*n = c
+			return err
+		}
+		var q string
+		if s.dialect.caps().updateOrderLimit {
+			q = "DELETE FROM " + t + " WHERE " + cond + " LIMIT ?"
+		} else {
+			q = "DELETE FROM " + t + " WHERE event_id IN (SELECT event_id FROM " + t + " WHERE " + cond + " LIMIT ?)"
+		}
+		q = sqlx.Rebind(s.dialect.bindType(), q)
+		for {
+			d, err := s.exec(ctx, "purge", "", q, cutoff, o.BatchSize)
+			*n += d
+			res.Batches++
+			if err != nil {
+				return err
+			}
+			if d < int64(o.BatchSize) {
+				return nil
+			}
+		}
+	}
+	if err := purge(core.StatusDone, "done_at", o.DoneOlderThan, &res.Done); err != nil {
+		return res, fmt.Errorf("outbox: jdbcstore: purge DONE: %w", err)
+	}
+	if err := purge(core.StatusDead, "COALESCE(done_at, created_at)", o.DeadOlderThan, &res.Dead); err != nil {
+		return res, fmt.Errorf("outbox: jdbcstore: purge DEAD: %w", err)
+	}
+	return res, nil
+}
+
+// eachRow runs a query on the pool (retrying lock contention) and calls fn
+// for every row.
+func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(*sqlx.Rows) error) error {
+	_, err := retryBusy(ctx, s, func() (struct{}, error) {
+		rows, err := s.db.QueryxContext(ctx, sqlx.Rebind(s.dialect.bindType(), query), args...)
+		if err != nil {
+			return struct{}{}, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := fn(rows); err != nil {
+				return struct{}{}, err
+			}
+		}
+		return struct{}{}, rows.Err()
+	})
+	return err
+}
+
+// timeExpr wraps a time expression the way the dialect reads time columns.
+func (s *Store) timeExpr(expr string) string {
+	if ts, ok := s.dialect.(timeSelector); ok {
+		return ts.selectTime(expr)
+	}
+	return expr
+}

@@ -1,0 +1,257 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// opsFixture: a store whose clock starts at t0 with, one second apart:
+// a-0..a-2 DEAD type A (tenant t1 for a-0, a-1), b-0 DEAD type B, n-0 NEW,
+// r-0 RETRY, d-0 DONE.
+func (s *suite) opsFixture(t *testing.T) (*jdbcstore.Store, *clock) {
+	t.Helper()
+	clk := newClock(t0)
+	st := s.newStore(t, clk, jdbcstore.Config{})
+	ctx := t.Context()
+	add := func(id, typ, tenant string) {
+		b := core.NewEvent(typ).ID(id).PayloadJSONString(`{}`)
+		if tenant != "" {
+			b.TenantID(tenant)
+		}
+		insert(t, st, build(t, b))
+		clk.Advance(time.Second)
+	}
+	add("a-0", "A", "t1")
+	add("a-1", "A", "t1")
+	add("a-2", "A", "")
+	add("b-0", "B", "")
+	add("n-0", "A", "")
+	add("r-0", "A", "")
+	add("d-0", "A", "")
+	for _, id := range []string{"a-0", "a-1", "a-2", "b-0"} {
+		if ok, err := st.MarkDead(ctx, testOwner, id, "poison "+id); !ok || err != nil {
+			t.Fatalf("MarkDead %s: %v %v", id, ok, err)
+		}
+	}
+	if ok, err := st.MarkRetry(ctx, testOwner, "r-0", t0, testLease.Until, "x"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if ok, err := markDone(ctx, st, "d-0"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	return st, clk
+}
+
+func (s *suite) testOps(t *testing.T) {
+	t.Run("Stats", func(t *testing.T) {
+		t.Parallel()
+		st, clk := s.opsFixture(t)
+		clk.Set(t0.Add(time.Minute))
+		stats, err := st.Stats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[core.Status]int{core.StatusNew: 1, core.StatusRetry: 1, core.StatusDone: 1, core.StatusDead: 4}
+		for k, v := range want {
+			if stats.Counts[k] != v {
+				t.Errorf("Counts[%v] = %d, want %d", k, stats.Counts[k], v)
+			}
+		}
+		sameTime(t, "OldestPending", stats.OldestPending, micro(t0.Add(4*time.Second))) // n-0
+		if want := time.Minute - 4*time.Second - time.Duration(micro(t0).Sub(t0)); stats.Lag < want-time.Millisecond || stats.Lag > want+time.Millisecond {
+			t.Errorf("Lag = %v, want ≈ %v", stats.Lag, want)
+		}
+		if stats.DeadByType["A"] != 3 || stats.DeadByType["B"] != 1 || len(stats.DeadByType) != 2 {
+			t.Errorf("DeadByType = %v", stats.DeadByType)
+		}
+	})
+
+	t.Run("StatsOfEmptyTable", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		stats, err := st.Stats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !stats.OldestPending.IsZero() || stats.Lag != 0 || len(stats.DeadByType) != 0 {
+			t.Errorf("empty table stats: %+v", stats)
+		}
+	})
+
+	t.Run("ListDeadFiltersAndPages", func(t *testing.T) {
+		t.Parallel()
+		st, _ := s.opsFixture(t)
+		ctx := t.Context()
+		list := func(f jdbcstore.DeadFilter, after string, limit int) []string {
+			t.Helper()
+			recs, err := st.ListDead(ctx, f, after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				if r.Status != core.StatusDead || r.LastError == "" {
+					t.Errorf("%s: status %v last_error %q", r.ID, r.Status, r.LastError)
+				}
+			}
+			return ids(recs)
+		}
+		sameIDs(t, "all", list(jdbcstore.DeadFilter{}, "", 10), []string{"a-0", "a-1", "a-2", "b-0"})
+		sameIDs(t, "page 1", list(jdbcstore.DeadFilter{}, "", 3), []string{"a-0", "a-1", "a-2"})
+		sameIDs(t, "page 2", list(jdbcstore.DeadFilter{}, "a-2", 3), []string{"b-0"})
+		sameIDs(t, "type B", list(jdbcstore.DeadFilter{EventType: "B"}, "", 10), []string{"b-0"})
+		sameIDs(t, "tenant t1", list(jdbcstore.DeadFilter{TenantID: "t1"}, "", 10), []string{"a-0", "a-1"})
+		sameIDs(t, "created in [t0+1s, t0+3s)", list(jdbcstore.DeadFilter{From: t0.Add(time.Second), To: t0.Add(3 * time.Second)}, "", 10), []string{"a-1", "a-2"})
+		sameIDs(t, "ids (DEAD only)", list(jdbcstore.DeadFilter{IDs: []string{"a-2", "n-0", "nope"}}, "", 10), []string{"a-2"})
+		for _, bad := range []int{0, -1, jdbcstore.MaxListLimit + 1} {
+			if _, err := st.ListDead(ctx, jdbcstore.DeadFilter{}, "", bad); !errors.Is(err, core.ErrInvalidConfig) {
+				t.Errorf("limit %d: err %v", bad, err)
+			}
+		}
+	})
+
+	t.Run("ReplayMovesExactlyTheSelectedDeadRows", func(t *testing.T) {
+		t.Parallel()
+		st, clk := s.opsFixture(t)
+		ctx := t.Context()
+		clk.Set(t0.Add(time.Hour))
+		dry, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{EventType: "A"}, jdbcstore.ReplayOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dry.Matched != 3 || dry.Replayed != 0 || !slices.Equal(dry.IDs, []string{"a-0", "a-1", "a-2"}) {
+			t.Fatalf("dry run = %+v", dry)
+		}
+		if get(t, st, "a-0").Status != core.StatusDead {
+			t.Fatal("dry run changed a row")
+		}
+		res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{EventType: "A"}, jdbcstore.ReplayOptions{BatchSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Matched != 3 || res.Replayed != 3 {
+			t.Fatalf("replay = %+v", res)
+		}
+		for _, id := range []string{"a-0", "a-1", "a-2"} {
+			r := get(t, st, id)
+			if r.Status != core.StatusNew || r.Attempts != 0 || r.LastError != "" || r.LockedBy != "" || !r.DoneAt.IsZero() {
+				t.Errorf("%s after replay: %+v", id, r)
+			}
+			sameTime(t, id+" AvailableAt", r.AvailableAt, micro(t0.Add(time.Hour)))
+		}
+		for id, want := range map[string]core.Status{"b-0": core.StatusDead, "n-0": core.StatusNew, "r-0": core.StatusRetry, "d-0": core.StatusDone} {
+			if got := get(t, st, id).Status; got != want {
+				t.Errorf("%s: %v, want %v (untouched)", id, got, want)
+			}
+		}
+		// Replayed rows are claimable again.
+		now := t0.Add(time.Hour)
+		recs, err := st.ClaimDue(ctx, core.ClaimRequest{Owner: "node-x", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, r := range recs {
+			got[r.ID] = true
+		}
+		for _, id := range []string{"a-0", "a-1", "a-2"} {
+			if !got[id] {
+				t.Errorf("replayed %s not claimable", id)
+			}
+		}
+	})
+
+	t.Run("ReplayNeedsAFilterOrAll", func(t *testing.T) {
+		t.Parallel()
+		st, _ := s.opsFixture(t)
+		ctx := t.Context()
+		if _, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{}, jdbcstore.ReplayOptions{}); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Fatalf("empty filter without All: err %v", err)
+		}
+		if _, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{}, jdbcstore.ReplayOptions{All: true, BatchSize: -1}); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Fatalf("BatchSize -1: err %v", err)
+		}
+		res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{}, jdbcstore.ReplayOptions{All: true})
+		if err != nil || res.Replayed != 4 {
+			t.Fatalf("replay all: %+v %v", res, err)
+		}
+		res, err = st.ReplayDead(ctx, jdbcstore.DeadFilter{IDs: []string{"b-0"}}, jdbcstore.ReplayOptions{})
+		if err != nil || res.Matched != 0 {
+			t.Fatalf("second replay of b-0: %+v %v, want nothing matched", res, err)
+		}
+	})
+
+	t.Run("PurgeRemovesOnlyRowsPastRetentionInBatches", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		// 5 DONE and 3 DEAD finished at t0 (old); 2 DONE and 1 DEAD at
+		// t0+2h (recent); NEW and RETRY rows created at t0 (old).
+		finish := func(prefix string, n int, dead bool) {
+			for i := range n {
+				id := fmt.Sprintf("%s-%d", prefix, i)
+				insert(t, st, jsonEvent(t, id))
+				var err error
+				if dead {
+					_, err = st.MarkDead(ctx, testOwner, id, "x")
+				} else {
+					_, err = markDone(ctx, st, id)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		insert(t, st, jsonEvent(t, "new-old"))
+		insert(t, st, jsonEvent(t, "retry-old"))
+		if _, err := st.MarkRetry(ctx, testOwner, "retry-old", t0, testLease.Until, "x"); err != nil {
+			t.Fatal(err)
+		}
+		finish("done-old", 5, false)
+		finish("dead-old", 3, true)
+		clk.Set(t0.Add(2 * time.Hour))
+		finish("done-new", 2, false)
+		finish("dead-new", 1, true)
+		clk.Set(t0.Add(3 * time.Hour))
+		opts := jdbcstore.PurgeOptions{DoneOlderThan: 2 * time.Hour, DeadOlderThan: 150 * time.Minute, BatchSize: 2}
+
+		opts.DryRun = true
+		dry, err := st.Purge(ctx, opts)
+		if err != nil || dry.Done != 5 || dry.Dead != 3 {
+			t.Fatalf("dry run = %+v %v, want 5 DONE 3 DEAD", dry, err)
+		}
+		if c, _ := st.CountByStatus(ctx); c[core.StatusDone] != 7 {
+			t.Fatal("dry run removed rows")
+		}
+		opts.DryRun = false
+		res, err := st.Purge(ctx, opts)
+		if err != nil || res.Done != 5 || res.Dead != 3 {
+			t.Fatalf("purge = %+v %v, want 5 DONE 3 DEAD", res, err)
+		}
+		// Batches of 2: DONE 2+2+1, DEAD 2+1 = 5 statements.
+		if res.Batches != 5 {
+			t.Errorf("Batches = %d, want 5 (batch size 2)", res.Batches)
+		}
+		c, err := st.CountByStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[core.Status]int{core.StatusNew: 1, core.StatusRetry: 1, core.StatusDone: 2, core.StatusDead: 1}
+		for k, v := range want {
+			if c[k] != v {
+				t.Errorf("after purge %v = %d, want %d", k, c[k], v)
+			}
+		}
+		for _, bad := range []jdbcstore.PurgeOptions{{DoneOlderThan: -time.Second}, {DeadOlderThan: -1}, {DoneOlderThan: time.Hour, BatchSize: -1}} {
+			if _, err := st.Purge(ctx, bad); !errors.Is(err, core.ErrInvalidConfig) {
+				t.Errorf("%+v: err %v", bad, err)
+			}
+		}
+	})
+}
