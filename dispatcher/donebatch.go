@@ -107,6 +107,24 @@ func (b *doneBatcher) flush(batch []item) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	n, err := d.store.MarkDone(ctx, d.cfg.Owner, ids)
+	// One more try within the same timeout: a batch killed with its
+	// connection would otherwise be delivered again whole. The write is
+	// idempotent (status <> DONE), so a retry after an unseen commit only
+	// counts fewer changed rows.
+	for wait := 10 * time.Millisecond; err != nil && wait <= 40*time.Millisecond; wait *= 2 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+			var m int64
+			m, err = d.store.MarkDone(ctx, d.cfg.Owner, ids)
+			n += m
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
 	cancel()
 	switch {
 	case err != nil:

@@ -273,7 +273,9 @@ func (p *Poller) report(res Result, err error) {
 		p.log.Error("poll cycle failed; retrying every interval (logged once until it recovers)", slog.String("error", err.Error()))
 	case err != nil:
 		p.log.Debug("poll cycle failed again", slog.String("error", err.Error()))
-	case p.failing:
+	case p.failing && !res.Full:
+		// A cycle skipped for a full cold queue never reached the
+		// database: it proves nothing, the incident goes on.
 		p.failing = false
 		p.log.Info("poller recovered")
 	}

@@ -1,0 +1,553 @@
+package acceptance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/txctx"
+)
+
+// EnvMySQLRestart enables TestOutageMySQLServerRestart, which stops and
+// starts the MariaDB server every test package shares: run it alone.
+const EnvMySQLRestart = "OUTBOX_TEST_MYSQL_RESTART"
+
+// mysqlErrNoSuchThread is ER_NO_SUCH_THREAD: the connection to KILL is gone.
+const mysqlErrNoSuchThread = 1094
+
+// The database goes away under load, three times: every connection of the
+// framework's pool is killed (KILL <id>, found in the process list by the
+// test database's name) while publishers, dispatcher and poller run. To
+// make each kill hit statements in flight rather than idle connections
+// (which the driver replaces unnoticed), an admin session holds the outbox
+// table locked (LOCK TABLES … WRITE) during the incident, so the poller's
+// claim, the coalesced DONE write and the publishers' inserts are all
+// blocked in the server when their connections are killed, a few times per
+// incident. Before each incident the listeners pause until a backlog of
+// events builds up; all of them are affected.
+//
+// Then, with nobody's help: every committed event ends DONE (publishes
+// whose transaction was killed fail, which is allowed), the poller logs one
+// ERROR per incident and "poller recovered" after it, and the ERROR lines
+// in total stay a small constant per incident, far below the number of
+// events the incidents affected.
+func TestOutageMySQLKilledConnections(t *testing.T) {
+	const (
+		rounds  = 3
+		passes  = 3   // kills per incident
+		backlog = 200 // events committed while the listeners are paused
+	)
+	e := newOutageEnv(t)
+	e.startPublishers(4)
+	affected, killed := 0, 0
+	for round := 1; round <= rounds; round++ {
+		e.waitDeliveries(50) // the flow is healthy
+		pending, n := e.lockedIncident(round, passes, backlog)
+		affected += pending
+		killed += n
+		waitLong(t, fmt.Sprintf("\"poller recovered\" after incident %d", round), func() bool {
+			return e.logs.Count("level=INFO", "poller recovered") == round
+		})
+		if n := e.logs.Count("level=ERROR", "component=outbox.poller"); n != round {
+			t.Fatalf("after incident %d the poller logged %d ERROR lines, want %d (one per incident):\n%s",
+				round, n, round, strings.Join(e.logs.Lines("level=ERROR"), "\n"))
+		}
+	}
+	e.waitDeliveries(50) // and it flows again
+	e.stopPublishers()
+	e.waitAllDone()
+
+	errorLines := e.logs.Lines("level=ERROR")
+	committed, failures, delivered, invocations := e.stats()
+	t.Logf("%d incidents, %d connections killed; %d events committed, %d publishes failed; %d events affected by the incidents; "+
+		"%d delivered in %d listener calls; %d ERROR lines:\n%s",
+		rounds, killed, committed, failures, affected, delivered, invocations, len(errorLines), strings.Join(errorLines, "\n"))
+	// One from the poller, at most one (rate-limited) from the status
+	// writes of the dispatcher, per incident.
+	if len(errorLines) > 2*rounds {
+		t.Errorf("%d ERROR lines for %d incidents, want at most %d", len(errorLines), rounds, 2*rounds)
+	}
+	if len(errorLines)*20 > affected {
+		t.Errorf("%d ERROR lines for %d affected events: not far below one per event", len(errorLines), affected)
+	}
+	if n := e.logs.Count("poller recovered"); n != rounds {
+		t.Errorf("%d \"poller recovered\" lines, want %d", n, rounds)
+	}
+}
+
+// A server restart while events flow: the server is stopped (mysqladmin
+// shutdown) until its port refuses connections, and started again; the
+// publishes in between fail. Every committed event ends DONE, the poller
+// logs one ERROR for the incident and "poller recovered" after it.
+//
+// The server is shared by every test package running in parallel, so this
+// test runs only when OUTBOX_TEST_MYSQL_RESTART=1, alone:
+//
+//	OUTBOX_TEST_MYSQL_RESTART=1 OUTBOX_TEST_MYSQL_DSN='root@tcp(127.0.0.1:3306)/test?parseTime=true' \
+//	  go test -race -count=1 -run TestOutageMySQLServerRestart ./acceptance/
+//
+// It starts the server with start-stop-daemon … /usr/sbin/mariadbd (the
+// local setup of .ci/run) and leaves it running.
+func TestOutageMySQLServerRestart(t *testing.T) {
+	if os.Getenv(EnvMySQLRestart) != "1" {
+		t.Skipf("restarts the MariaDB server every test package shares: skipped unless %s=1; run it alone: "+
+			"%s=1 %s='root@tcp(127.0.0.1:3306)/test?parseTime=true' go test -race -count=1 -run TestOutageMySQLServerRestart ./acceptance/",
+			EnvMySQLRestart, EnvMySQLRestart, testdb.EnvMySQLDSN)
+	}
+	e := newOutageEnv(t)
+	t.Cleanup(e.ensureServerUp) // runs before the test database is dropped
+	e.startPublishers(4)
+	e.waitDeliveries(100)
+
+	start := time.Now()
+	phase := func(what string) { t.Logf("%8v %s", time.Since(start).Round(time.Millisecond), what) }
+	failedBefore := e.failures()
+	e.serverCommand("mysqladmin", e.mysqladminArgs("shutdown")...)
+	phase("mysqladmin shutdown returned")
+	waitLong(t, "the server's port to refuse connections", func() bool {
+		c, err := net.DialTimeout("tcp", e.cfg.Addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	phase("the port refuses connections")
+	waitLong(t, "the poller to log the outage", func() bool {
+		return e.logs.Count("level=ERROR", "component=outbox.poller") > 0
+	})
+	waitLong(t, "publishes to fail", func() bool { return e.failures() > failedBefore })
+	phase("the poller logged the outage and publishes fail")
+	e.startServer()
+	phase("the server answers again")
+	var uptime struct {
+		Name  string `db:"Variable_name"`
+		Value int64  `db:"Value"`
+	}
+	if err := e.admin.GetContext(context.Background(), &uptime, `SHOW GLOBAL STATUS LIKE 'Uptime'`); err != nil {
+		t.Fatal(err)
+	}
+	if up := time.Duration(uptime.Value) * time.Second; up > time.Since(start)+time.Second {
+		t.Fatalf("the server has been up for %v, longer than this test's outage: it was not restarted", up)
+	}
+	waitLong(t, "\"poller recovered\"", func() bool { return e.logs.Count("level=INFO", "poller recovered") > 0 })
+	phase("poller recovered")
+	outage := time.Since(start)
+	committedAfter := e.committedCount()
+	waitLong(t, "publishes to succeed again", func() bool { return e.committedCount() >= committedAfter+100 })
+	e.waitDeliveries(100)
+	e.stopPublishers()
+	e.waitAllDone()
+
+	committed, failures, delivered, invocations := e.stats()
+	errorLines := e.logs.Lines("level=ERROR")
+	t.Logf("outage of %v: %d failed poll cycles; %d events committed, %d publishes failed, %d delivered in %d listener calls; %d ERROR lines:\n%s",
+		outage.Round(time.Millisecond), e.logs.Count("poll cycle failed"), committed, failures, delivered, invocations,
+		len(errorLines), strings.Join(errorLines, "\n"))
+	if n := e.logs.Count("level=ERROR", "component=outbox.poller"); n != 1 {
+		t.Errorf("the poller logged %d ERROR lines for one outage, want 1", n)
+	}
+	if n := e.logs.Count("poller recovered"); n != 1 {
+		t.Errorf("%d \"poller recovered\" lines, want 1", n)
+	}
+	// The dispatcher's failed status writes are rate-limited to one line
+	// per 5 s.
+	if n, limit := e.logs.Count("level=ERROR", "component=outbox.dispatcher"), 2+int(outage/(5*time.Second)); n > limit {
+		t.Errorf("the dispatcher logged %d ERROR lines during an outage of %v, want at most %d", n, outage, limit)
+	}
+}
+
+// outageEnv is an outbox on its own MariaDB database with publishers in
+// the background and a listener recording every delivery.
+type outageEnv struct {
+	t      *testing.T
+	cfg    *mysql.Config
+	db     *sqlx.DB // the framework's and the publishers' pool
+	admin  *sqlx.DB // no default database: never in the framework's process list
+	table  string   // the outbox table, qualified with the database
+	ob     *outbox.Outbox
+	logs   *logCapture
+	pause  sync.RWMutex // held by the test: listeners wait
+	stop   chan struct{}
+	pubWG  sync.WaitGroup
+	pubEnd sync.Once
+
+	mu          sync.Mutex
+	committed   map[string]bool
+	delivered   map[string]int
+	invocations int
+	failed      int
+}
+
+func newOutageEnv(t *testing.T) *outageEnv {
+	t.Helper()
+	cfg := testdb.MySQLConfig(t)
+	adminCfg := cfg.Clone()
+	adminCfg.DBName = ""
+	e := &outageEnv{
+		t: t, cfg: cfg,
+		db:        testdb.OpenMySQL(t, cfg),
+		admin:     testdb.OpenMySQL(t, adminCfg),
+		table:     "`" + cfg.DBName + "`.`outbox_event`",
+		logs:      &logCapture{},
+		stop:      make(chan struct{}),
+		committed: map[string]bool{},
+		delivered: map[string]int{},
+	}
+	ctx := context.Background()
+	ocfg := outbox.Config{Logger: e.logs.Logger(), Metrics: &counters{}}
+	ocfg.Dispatcher.HotCapacity = 64 // overflow: the poller's claim carries part of the flow
+	ocfg.Poller.Interval = 10 * time.Millisecond
+	ocfg.Poller.BacklogInterval = 5 * time.Millisecond
+	ocfg.Poller.SkipRecent = 20 * time.Millisecond
+	ocfg.Poller.QueryTimeout = 10 * time.Second
+	ob, err := outbox.New(ctx, e.db, ocfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ob = ob
+	if _, err := e.db.ExecContext(ctx, `CREATE TABLE orders (id VARCHAR(64) NOT NULL PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	ob.RegisterFunc("OrderPlaced", func(_ context.Context, env core.Envelope) error {
+		e.pause.RLock()
+		e.pause.RUnlock()
+		e.mu.Lock()
+		e.delivered[env.ID()]++
+		e.invocations++
+		e.mu.Unlock()
+		return nil
+	})
+	if err := ob.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := ob.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if t.Failed() {
+			var lines []string
+			for _, l := range e.logs.Lines() {
+				if !strings.Contains(l, "level=DEBUG") {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("log (INFO and above):\n%s", strings.Join(lines, "\n"))
+		}
+	})
+	t.Cleanup(e.stopPublishers) // before Close
+	return e
+}
+
+// startPublishers runs n goroutines publishing one event per business
+// transaction until stopPublishers.
+func (e *outageEnv) startPublishers(n int) {
+	for w := range n {
+		e.pubWG.Add(1)
+		go e.publishLoop(w)
+	}
+}
+
+func (e *outageEnv) publishLoop(w int) {
+	defer e.pubWG.Done()
+	for i := 0; ; i++ {
+		select {
+		case <-e.stop:
+			return
+		default:
+		}
+		env, err := core.NewEvent("OrderPlaced").AggregateType("Order").AggregateID(fmt.Sprintf("w%d-%d", w, i)).
+			PayloadJSONString(fmt.Sprintf(`{"writer":%d,"n":%d}`, w, i)).Build()
+		if err != nil {
+			e.t.Errorf("Build: %v", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = e.ob.InTx(ctx, func(ctx context.Context) error {
+			tx, _ := txctx.From(ctx)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id) VALUES (?)`, env.ID()); err != nil {
+				return err
+			}
+			_, err := e.ob.Publish(ctx, env)
+			return err
+		})
+		cancel()
+		e.mu.Lock()
+		if err == nil {
+			e.committed[env.ID()] = true
+		} else {
+			e.failed++
+		}
+		e.mu.Unlock()
+		if err != nil {
+			// The database is away: do not spin.
+			select {
+			case <-e.stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (e *outageEnv) stopPublishers() {
+	e.pubEnd.Do(func() { close(e.stop) })
+	e.pubWG.Wait()
+}
+
+func (e *outageEnv) committedCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.committed)
+}
+
+func (e *outageEnv) failures() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.failed
+}
+
+func (e *outageEnv) deliveredCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.delivered)
+}
+
+func (e *outageEnv) stats() (committed, failed, delivered, invocations int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.committed), e.failed, len(e.delivered), e.invocations
+}
+
+// waitDeliveries waits until n more events have been delivered.
+func (e *outageEnv) waitDeliveries(n int) {
+	e.t.Helper()
+	from := e.deliveredCount()
+	waitLong(e.t, fmt.Sprintf("%d more deliveries", n), func() bool { return e.deliveredCount() >= from+n })
+}
+
+// lockedIncident builds a backlog with the listeners paused, locks the
+// outbox table, lets the listeners go on (their DONE writes block), and
+// kills every framework connection passes times, each time once the
+// poller's claim is blocked too; then unlocks. It returns how many events
+// were pending (not DONE) when the table was locked, and how many
+// connections it killed.
+func (e *outageEnv) lockedIncident(round, passes, backlog int) (pending, killed int) {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
+	e.pause.Lock()
+	paused := true
+	defer func() {
+		if paused {
+			e.pause.Unlock()
+		}
+	}()
+	from := e.committedCount()
+	waitLong(t, "a backlog of committed events", func() bool { return e.committedCount() >= from+backlog })
+
+	lock, err := e.admin.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, "LOCK TABLES "+e.table+" WRITE"); err != nil {
+		t.Fatalf("lock the outbox table: %v", err)
+	}
+	locked := true
+	defer func() {
+		if locked {
+			_, _ = lock.ExecContext(ctx, "UNLOCK TABLES")
+		}
+	}()
+	if err := lock.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+e.table+" WHERE status <> ?", int(core.StatusDone)).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	e.pause.Unlock()
+	paused = false
+
+	for pass := 1; pass <= passes; pass++ {
+		waitLong(t, "the poller's claim to block on the lock", func() bool { return e.blocked("%FOR UPDATE SKIP LOCKED%") > 0 })
+		if pass == 1 {
+			waitLong(t, "a DONE write to block on the lock", func() bool {
+				return e.blocked("UPDATE `outbox_event` SET status = "+fmt.Sprint(int(core.StatusDone))+",%") > 0
+			})
+		}
+		killed += e.killFramework()
+	}
+	if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	locked = false
+	t.Logf("incident %d: %d events pending at its start, %d connections killed", round, pending, killed)
+	return pending, killed
+}
+
+// blocked counts the framework's statements running in the server whose
+// text matches the LIKE pattern.
+func (e *outageEnv) blocked(pattern string) int {
+	var n int
+	err := e.admin.GetContext(context.Background(), &n,
+		`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() AND COMMAND <> 'Killed' AND INFO LIKE ?`,
+		e.cfg.DBName, pattern)
+	if err != nil {
+		e.t.Fatalf("process list: %v", err)
+	}
+	return n
+}
+
+// killFramework kills every connection on the test database but the
+// admin's own, waits until they are gone and returns how many it killed.
+func (e *outageEnv) killFramework() int {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
+	var ids []int64
+	if err := e.admin.SelectContext(ctx, &ids,
+		`SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()`, e.cfg.DBName); err != nil {
+		t.Fatalf("process list: %v", err)
+	}
+	for _, id := range ids {
+		// KILL takes no placeholder; id is the server's integer.
+		if _, err := e.admin.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && !isMySQLError(err, mysqlErrNoSuchThread) {
+			t.Fatalf("KILL %d: %v", id, err)
+		}
+	}
+	if len(ids) > 0 {
+		waitLong(t, "the killed connections to go", func() bool {
+			q, args, err := sqlx.In(`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN (?)`, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := e.admin.GetContext(ctx, &n, q, args...); err != nil {
+				t.Fatalf("process list: %v", err)
+			}
+			return n == 0
+		})
+	}
+	return len(ids)
+}
+
+// waitAllDone waits until every row is DONE, then checks that every
+// committed event is among them and reached the listener.
+func (e *outageEnv) waitAllDone() {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
+	waitLong(t, "every event to be DONE", func() bool {
+		var n int
+		if err := e.admin.GetContext(ctx, &n, "SELECT COUNT(*) FROM "+e.table+" WHERE status <> ?", int(core.StatusDone)); err != nil {
+			t.Logf("count: %v", err) // the server may still be coming back
+			return false
+		}
+		return n == 0
+	})
+	var done []string
+	if err := e.admin.SelectContext(ctx, &done, "SELECT CAST(event_id AS CHAR) FROM "+e.table+" WHERE status = ?", int(core.StatusDone)); err != nil {
+		t.Fatal(err)
+	}
+	isDone := make(map[string]bool, len(done))
+	for _, id := range done {
+		isDone[id] = true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	lost := 0
+	for id := range e.committed {
+		if !isDone[id] || e.delivered[id] == 0 {
+			lost++
+			if lost <= 10 {
+				t.Errorf("committed event %s: DONE %v, delivered %d times", id, isDone[id], e.delivered[id])
+			}
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d committed events lost", lost, len(e.committed))
+	}
+}
+
+// mysqladminArgs returns the connection arguments of the test DSN for
+// mysqladmin, then args.
+func (e *outageEnv) mysqladminArgs(args ...string) []string {
+	host, port, err := net.SplitHostPort(e.cfg.Addr)
+	if err != nil {
+		e.t.Fatalf("DSN address %q: %v", e.cfg.Addr, err)
+	}
+	return append([]string{"--protocol=tcp", "-h" + host, "-P" + port, "-u" + e.cfg.User, "--connect-timeout=5"}, args...)
+}
+
+// serverCommand runs a server administration command, failing the test if
+// it fails.
+func (e *outageEnv) serverCommand(name string, args ...string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	if e.cfg.Passwd != "" {
+		cmd.Env = append(os.Environ(), "MYSQL_PWD="+e.cfg.Passwd)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		e.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// mariadbd is the server binary of the local setup (.ci/run).
+const mariadbd = "/usr/sbin/mariadbd"
+
+// startServer starts the local MariaDB as .ci/run does, once the old
+// server process has exited (start-stop-daemon --oknodo does nothing while
+// it still runs), and waits until it answers.
+func (e *outageEnv) startServer() {
+	e.t.Helper()
+	waitLong(e.t, "the old server process to exit", func() bool { return !e.serverRunning() })
+	e.serverCommand("start-stop-daemon", "--start", "--oknodo", "--background", "--exec", mariadbd)
+	waitLong(e.t, "the server to answer", e.serverUp)
+}
+
+// serverRunning reports whether a mariadbd process runs
+// (start-stop-daemon --status: 0 running, 1 or 3 not running).
+func (e *outageEnv) serverRunning() bool {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "start-stop-daemon", "--status", "--exec", mariadbd).CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &exit) && (exit.ExitCode() == 1 || exit.ExitCode() == 3):
+		return false
+	}
+	e.t.Fatalf("start-stop-daemon --status --exec %s: %v\n%s", mariadbd, err, out)
+	return false
+}
+
+func (e *outageEnv) serverUp() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return e.admin.PingContext(ctx) == nil
+}
+
+// ensureServerUp starts the server again if the test left it down.
+func (e *outageEnv) ensureServerUp() {
+	if e.serverUp() {
+		return
+	}
+	e.t.Log("the server is down: starting it")
+	e.startServer()
+}
