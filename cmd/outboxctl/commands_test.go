@@ -1,0 +1,378 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+func TestStats(t *testing.T) {
+	path, _ := sqliteDB(t)
+	out := ok(t, "--dsn", path, "stats")
+	matches(t, out,
+		`^table outbox_event on sqlite `+regexp.QuoteMeta(path)+`$`,
+		`^STATUS\s+CODE\s+EVENTS$`,
+		`^NEW\s+0\s+2$`, `^DONE\s+1\s+3$`, `^RETRY\s+2\s+1$`, `^DEAD\s+3\s+5$`, `^total\s+11$`,
+		`^lag: \S+ \(oldest pending event created \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ; 3 pending\)$`,
+		`^DEAD BY TYPE\s+EVENTS$`, `^PaymentRequested\s+4$`, `^Email\s+1$`,
+	)
+	if strings.Index(out, "PaymentRequested  ") > strings.Index(out, "Email  ") {
+		t.Errorf("DEAD types are not sorted by count:\n%s", out)
+	}
+
+	var st statsJSON
+	decodeJSON(t, ok(t, "--dsn", path, "--json", "stats"), &st)
+	want := statusCounts{New: 2, Done: 3, Retry: 1, Dead: 5}
+	if st.Counts != want || st.Total != 11 || st.Pending != 3 {
+		t.Errorf("counts %+v total %d pending %d, want %+v 11 3", st.Counts, st.Total, st.Pending, want)
+	}
+	if st.Dialect != "sqlite" || st.Table != jdbcstore.DefaultTable || st.Database != path {
+		t.Errorf("dialect %q table %q database %q", st.Dialect, st.Table, st.Database)
+	}
+	if st.OldestPending == nil || st.LagSeconds <= 0 || st.LagSeconds > 60 {
+		t.Errorf("oldest pending %v, lag %vs", st.OldestPending, st.LagSeconds)
+	}
+	if len(st.DeadByType) != 2 || st.DeadByType["PaymentRequested"] != 4 || st.DeadByType["Email"] != 1 {
+		t.Errorf("dead by type %v", st.DeadByType)
+	}
+}
+
+// idsIn returns the event ids (x-…) at the start of the table lines of out.
+func idsIn(out string) []string {
+	var ids []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "x-") {
+			ids = append(ids, strings.Fields(line)[0])
+		}
+	}
+	return ids
+}
+
+func TestDeadList(t *testing.T) {
+	path, _ := sqliteDB(t)
+	dsn := []string{"--dsn", path}
+	list := func(args ...string) string {
+		return ok(t, append(append(slices.Clone(dsn), "dead", "list"), args...)...)
+	}
+
+	out := list()
+	matches(t, out,
+		`^EVENT_ID\s+TYPE\s+TENANT\s+ATTEMPTS\s+DIED_AT\s+LAST_ERROR$`,
+		`^x-1\s+PaymentRequested\s+acme\s+2\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+payment provider unavailable$`,
+		`^x-4\s+Email\s+globex\s+2\s`,
+	)
+	if got := idsIn(out); !slices.Equal(got, deadIDs) {
+		t.Errorf("ids %v, want %v", got, deadIDs)
+	}
+	if strings.Contains(out, "next:") {
+		t.Errorf("a partial page gives a cursor:\n%s", out)
+	}
+	// The long, two-line error is cut to one short line.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "x-5") {
+			cut := truncate(strings.ReplaceAll(longError, "\n", `\n`), listErrorWidth)
+			if !strings.HasSuffix(line, cut) || !strings.HasSuffix(cut, "…") {
+				t.Errorf("x-5 line %q does not end with the cut error %q", line, cut)
+			}
+		}
+	}
+	if strings.Contains(out, "second line") {
+		t.Errorf("the table shows the error in full:\n%s", out)
+	}
+
+	// Filters.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--type", "PaymentRequested"}, []string{"x-1", "x-2", "x-3", "x-5"}},
+		{[]string{"--type", "Email"}, []string{"x-4"}},
+		{[]string{"--tenant", "globex"}, []string{"x-4", "x-5"}},
+		{[]string{"--tenant", "globex", "--type", "PaymentRequested"}, []string{"x-5"}},
+		{[]string{"--since", "1h"}, deadIDs},
+		{[]string{"--since", time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}, deadIDs},
+		{[]string{"--until", "1h"}, nil},
+		{[]string{"--until", "2000-01-01"}, nil},
+		{[]string{"--type", "NoSuchType"}, nil},
+	} {
+		out := list(tc.args...)
+		if got := idsIn(out); !slices.Equal(got, tc.want) {
+			t.Errorf("dead list %q: ids %v, want %v\n%s", tc.args, got, tc.want, out)
+		}
+		if tc.want == nil && strings.TrimSpace(out) != "no DEAD events match" {
+			t.Errorf("dead list %q: %q", tc.args, out)
+		}
+	}
+
+	// Paging: full pages give the cursor, which gives the next page.
+	var seen []string
+	after := ""
+	for page := 0; ; page++ {
+		args := []string{"--limit", "2"}
+		if after != "" {
+			args = append(args, "--after", after)
+		}
+		out := list(args...)
+		ids := idsIn(out)
+		seen = append(seen, ids...)
+		m := regexp.MustCompile(`(?m)^next: --after (\S+)$`).FindStringSubmatch(out)
+		if len(ids) < 2 {
+			if m != nil {
+				t.Errorf("page %d is not full but gives a cursor:\n%s", page, out)
+			}
+			break
+		}
+		if m == nil || m[1] != ids[len(ids)-1] {
+			t.Fatalf("page %d: no cursor for the last id %s:\n%s", page, ids[len(ids)-1], out)
+		}
+		after = m[1]
+	}
+	if !slices.Equal(seen, deadIDs) {
+		t.Errorf("pages gave %v, want %v", seen, deadIDs)
+	}
+
+	// --json: an array, the error in full, no payload.
+	var recs []recordJSON
+	decodeJSON(t, list("--json", "--tenant", "globex"), &recs)
+	if len(recs) != 2 || recs[0].ID != "x-4" || recs[1].ID != "x-5" {
+		t.Fatalf("json list: %+v", recs)
+	}
+	r := recs[1]
+	if r.LastError != longError+"\nsecond line" || r.Status != "DEAD" || r.Type != "PaymentRequested" ||
+		r.TenantID != "globex" || r.Attempts != 2 || r.DoneAt == nil || r.CreatedAt == nil {
+		t.Errorf("json record: %+v", r)
+	}
+	if r.Payload != nil || r.PayloadBase64 != nil || r.Headers != nil {
+		t.Errorf("json list carries payloads or headers: %+v", r)
+	}
+	decodeJSON(t, list("--json", "--type", "NoSuchType"), &recs)
+	if len(recs) != 0 {
+		t.Errorf("empty json list: %+v", recs)
+	}
+	if out := list("--json", "--type", "NoSuchType"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("empty json list prints %q, want []", out)
+	}
+}
+
+func TestDeadShow(t *testing.T) {
+	path, _ := sqliteDB(t)
+	out := ok(t, "--dsn", path, "dead", "show", "x-5")
+	matches(t, out,
+		`^event_id\s+x-5$`, `^status\s+DEAD$`, `^event_type\s+PaymentRequested$`,
+		`^aggregate_type\s+Payment$`, `^aggregate_id\s+p-x-5$`, `^tenant_id\s+globex$`, `^attempts\s+2$`,
+		`^died_at\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$`,
+		`^headers\s+source=checkout$`, `^\s+trace=t-x-5$`,
+		`^payload_kind\s+json$`,
+		`^payload \(JSON\):\n\{"amount":42,"id":"x-5"\}$`,
+		`^last_error:\n`+regexp.QuoteMeta(longError)+`\nsecond line$`,
+	)
+
+	out = ok(t, "--dsn", path, "dead", "show", "x-4")
+	matches(t, out, `^payload_kind\s+bytes$`, `^headers\s+-$`,
+		`^payload \(base64\):\n`+regexp.QuoteMeta(base64.StdEncoding.EncodeToString(bytesValue))+`$`)
+
+	// Any status is shown.
+	matches(t, ok(t, "--dsn", path, "dead", "show", "d-1"), `^status\s+DONE$`, `^done_at\s+\d`, `^last_error: -$`)
+
+	var r recordJSON
+	decodeJSON(t, ok(t, "--dsn", path, "--json", "dead", "show", "x-5"), &r)
+	var payload map[string]any
+	if err := json.Unmarshal(r.Payload, &payload); err != nil || payload["id"] != "x-5" {
+		t.Errorf("json payload %s: %v", r.Payload, err)
+	}
+	if r.Headers["trace"] != "t-x-5" || r.Headers["source"] != "checkout" || r.LastError != longError+"\nsecond line" ||
+		r.PayloadKind != "json" || r.PayloadBase64 != nil {
+		t.Errorf("json show: %+v", r)
+	}
+	decodeJSON(t, ok(t, "--dsn", path, "--json", "dead", "show", "x-4"), &r)
+	if r.PayloadBase64 == nil || *r.PayloadBase64 != base64.StdEncoding.EncodeToString(bytesValue) || r.PayloadKind != "bytes" {
+		t.Errorf("json bytes payload: %+v", r)
+	}
+
+	line := fails(t, exitFailed, "--dsn", path, "dead", "show", "no-such-id")
+	if line != `outboxctl: dead show: event "no-such-id" not found in table outbox_event` {
+		t.Errorf("not found: %q", line)
+	}
+}
+
+func TestDeadReplay(t *testing.T) {
+	path, store := sqliteDB(t)
+	payments := []string{"x-1", "x-2", "x-3", "x-5"}
+
+	out := ok(t, "--dsn", path, "dead", "replay", "--type", "PaymentRequested", "--dry-run")
+	matches(t, out, `^would replay 4 events \(dry run: nothing changed\)$`, `^  x-1$`, `^  x-5$`)
+	wantCounts(t, store, 2, 3, 1, 5)
+
+	var res replayJSON
+	decodeJSON(t, ok(t, "--dsn", path, "--json", "dead", "replay", "--type", "PaymentRequested", "--dry-run"), &res)
+	if !res.DryRun || res.Matched != 4 || res.Replayed != 0 || !slices.Equal(res.IDs, payments) {
+		t.Errorf("json dry run: %+v", res)
+	}
+	wantCounts(t, store, 2, 3, 1, 5)
+
+	out = ok(t, "--dsn", path, "dead", "replay", "--type", "PaymentRequested", "--batch", "3")
+	matches(t, out, `^replayed 4 events$`)
+	wantCounts(t, store, 6, 3, 1, 1)
+	for _, id := range payments {
+		rec, err := store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status != core.StatusNew || rec.Attempts != 0 || rec.LastError != "" || rec.LockedBy != "" {
+			t.Errorf("%s after replay: %v attempts %d error %q lease %q", id, rec.Status, rec.Attempts, rec.LastError, rec.LockedBy)
+		}
+	}
+	// Nothing left of that type; --id picks exact events.
+	matches(t, ok(t, "--dsn", path, "dead", "replay", "--type", "PaymentRequested"), `^replayed 0 events$`)
+	decodeJSON(t, ok(t, "--dsn", path, "--json", "dead", "replay", "--id", "x-4", "--id", "x-1"), &res)
+	if res.DryRun || res.Matched != 1 || res.Replayed != 1 || !slices.Equal(res.IDs, []string{"x-4"}) {
+		t.Errorf("json replay --id: %+v", res)
+	}
+	wantCounts(t, store, 7, 3, 1, 0)
+}
+
+// More than 20 ids: the table lists 20 and says how many more.
+func TestDeadReplayManyIDs(t *testing.T) {
+	path, store := sqliteDB(t)
+	ctx := context.Background()
+	for i := range 25 {
+		env, err := core.NewEvent("Bulk").PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Insert(ctx, store.DB(), env, core.Lease{Owner: "o", Until: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := store.MarkDead(ctx, "o", env.ID(), "bulk failure"); err != nil || !ok {
+			t.Fatalf("MarkDead %d: %v %v", i, ok, err)
+		}
+	}
+	out := ok(t, "--dsn", path, "dead", "replay", "--all", "--dry-run")
+	matches(t, out, `^would replay 30 events`, `^  … and 10 more \(--json lists them all\)$`)
+	if n := strings.Count(out, "\n  "); n != replayShownIDs+1 {
+		t.Errorf("%d indented lines, want %d:\n%s", n, replayShownIDs+1, out)
+	}
+	matches(t, ok(t, "--dsn", path, "dead", "replay", "--all", "--batch", "7"), `^replayed 30 events$`)
+	wantCounts(t, store, 32, 3, 1, 0)
+}
+
+func TestPurge(t *testing.T) {
+	path, store := sqliteDB(t)
+	time.Sleep(5 * time.Millisecond) // every finished row is now older than 1ms
+
+	// Long retentions remove nothing.
+	out := ok(t, "--dsn", path, "purge", "--done-older-than", "7d", "--dead-older-than", "30d")
+	matches(t, out, `^removed 0 DONE events older than 7d$`, `^removed 0 DEAD events older than 30d$`)
+	wantCounts(t, store, 2, 3, 1, 5)
+
+	out = ok(t, "--dsn", path, "purge", "--done-older-than", "1ms", "--dead-older-than", "1ns", "--dry-run")
+	matches(t, out, `^would remove 3 DONE events older than 1ms$`, `^would remove 5 DEAD events older than 1ns$`,
+		`^dry run: nothing deleted$`)
+	wantCounts(t, store, 2, 3, 1, 5)
+
+	// One status only; the other is kept.
+	out = ok(t, "--dsn", path, "purge", "--done-older-than", "1ms", "--batch", "2")
+	matches(t, out, `^removed 3 DONE events older than 1ms$`, `^kept every DEAD event \(no --dead-older-than\)$`)
+	wantCounts(t, store, 2, 0, 1, 5)
+
+	var res purgeJSON
+	decodeJSON(t, ok(t, "--dsn", path, "--json", "purge", "--dead-older-than", "1ns", "--batch", "2"), &res)
+	if res.DryRun || res.Done != 0 || res.Dead != 5 || res.DeadOlderThan != 1e-9 || res.DoneOlderThan != 0 || res.Batches != 3 {
+		t.Errorf("json purge: %+v", res)
+	}
+	// NEW and RETRY are never touched.
+	wantCounts(t, store, 2, 0, 1, 0)
+	for _, id := range append(slices.Clone(newIDs), retryIDs...) {
+		if _, err := store.Get(context.Background(), id); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+}
+
+func TestSchemaPrint(t *testing.T) {
+	out := ok(t, "schema", "print", "--dialect", "sqlite")
+	matches(t, out, `^CREATE TABLE IF NOT EXISTS "outbox_event" \($`, `^CREATE INDEX IF NOT EXISTS "outbox_event_status_available_idx"$`)
+	out = ok(t, "--table", "shop_outbox", "schema", "print", "--dialect", "mysql")
+	matches(t, out, "^CREATE TABLE IF NOT EXISTS `shop_outbox` \\($", `ENGINE=InnoDB`)
+	if strings.Contains(out, "outbox_event") {
+		t.Errorf("--table ignored:\n%s", out)
+	}
+	// The dialect follows --dsn; nothing connects (the server does not exist,
+	// the file neither).
+	if got := ok(t, "--dsn", "app:pw@tcp(127.0.0.1:1)/shop", "schema", "print"); got != ok(t, "schema", "print", "--dialect", "mysql") {
+		t.Errorf("schema print with a MySQL DSN is not the mysql schema:\n%s", got)
+	}
+	if got := ok(t, "--dsn", "/nonexistent/app.db", "schema", "print"); got != ok(t, "schema", "print", "--dialect", "SQLite") {
+		t.Errorf("schema print with a SQLite path is not the sqlite schema:\n%s", got)
+	}
+	var sj schemaJSON
+	decodeJSON(t, ok(t, "--json", "schema", "print", "--dialect", "mysql"), &sj)
+	if sj.Dialect != "mysql" || sj.Table != "outbox_event" || !strings.Contains(sj.SQL, "CREATE TABLE IF NOT EXISTS `outbox_event`") {
+		t.Errorf("json schema: %+v", sj)
+	}
+}
+
+func TestHelpers(t *testing.T) {
+	for in, want := range map[string]string{
+		"root:pw@tcp(127.0.0.1:3306)/db":           "root:***@tcp(127.0.0.1:3306)/db",
+		"mysql://u:p@ss:w/rd@tcp(h:1)/db?x=1":      "mysql://u:***@tcp(h:1)/db?x=1",
+		"root@tcp(127.0.0.1:3306)/db":              "root@tcp(127.0.0.1:3306)/db",
+		"u:@tcp(h)/db":                             "u:@tcp(h)/db",
+		"/var/lib/app:1@x/outbox.db":               "/var/lib/app:1@x/outbox.db",
+		"app.db":                                   "app.db",
+		"app:secret@localhost/shop":                "app:***@localhost/shop",
+		"tcp(127.0.0.1:3306)/db":                   "tcp(127.0.0.1:3306)/db",
+		"user:pa:ss@unix(/run/mysqld.sock)/db?a=b": "user:***@unix(/run/mysqld.sock)/db?a=b",
+	} {
+		if got := maskDSN(in); got != want {
+			t.Errorf("maskDSN(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]time.Duration{
+		"7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour, "36h": 36 * time.Hour, "90m": 90 * time.Minute,
+		"1ns": 1, "0": 0, "0d": 0,
+	} {
+		if got, err := parseAge(in); err != nil || got != want {
+			t.Errorf("parseAge(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "d", "7", "-1h", "7days", "1.5d", "99999999999d", "106751d24h"} {
+		if got, err := parseAge(in); err == nil {
+			t.Errorf("parseAge(%q) = %v, want an error", in, got)
+		}
+	}
+	for in, want := range map[time.Duration]string{
+		7 * 24 * time.Hour: "7d", 36 * time.Hour: "1d12h0m0s", time.Hour: "1h0m0s", 1: "1ns",
+	} {
+		if got := formatAge(in); got != want {
+			t.Errorf("formatAge(%v) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"":            "-",
+		"plain text":  "plain text",
+		"a\nb\tc\rd":  `a\nb\tc\rd`,
+		"esc\x1b[31m": `esc\x1b[31m`,
+		"bad\xffutf8": `bad\xffutf8`,
+		"rtl\u202e!":  `rtl\u202e!`,
+		"émoji ✓":     "émoji ✓",
+	} {
+		if got := cell(in); got != want {
+			t.Errorf("cell(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := shellQuote("it's"); got != `'it'\''s'` {
+		t.Errorf("shellQuote: %s", got)
+	}
+	if got := truncate("abcdef", 4); got != "abc…" {
+		t.Errorf("truncate: %s", got)
+	}
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// listErrorWidth is how many characters of last_error the table shows.
+const listErrorWidth = 60
+
+func deadListCommand() *command {
+	return &command{
+		name:    "list",
+		summary: "list DEAD events, a page at a time",
+		help: fmt.Sprintf(`Lists DEAD events ordered by event id, at most --limit (1..%d) of them. When a page is
+full the last line says how to get the next one: "next: --after <id>".
+
+The table shows EVENT_ID, TYPE, TENANT, ATTEMPTS, DIED_AT (UTC) and the first %d
+characters of LAST_ERROR; 'dead show ID' prints one event in full. --since and --until
+filter on created_at, when the event was published.
+
+--json prints one JSON array of events (every field but the headers and payload, with
+last_error in full). When it holds --limit elements, pass the event_id of the last
+one as --after to get the next page.`, jdbcstore.MaxListLimit, listErrorWidth),
+		define: func(fs *flag.FlagSet) action {
+			var (
+				f     deadFilterFlags
+				limit int
+				after string
+			)
+			f.register(fs)
+			fs.IntVar(&limit, "limit", defaultLimit, fmt.Sprintf("most events to list, 1..%d", jdbcstore.MaxListLimit))
+			fs.StringVar(&after, "after", "", "list events whose id sorts after this event `id` (the cursor of the previous page)")
+			return func(ctx context.Context, s *session, _ []string) error {
+				filter, err := f.filter()
+				if err != nil {
+					return err
+				}
+				if limit < 1 || limit > jdbcstore.MaxListLimit {
+					return usagef("--limit must be 1..%d, got %d", jdbcstore.MaxListLimit, limit)
+				}
+				store, err := s.open(ctx, false)
+				if err != nil {
+					return err
+				}
+				recs, err := store.ListDead(ctx, filter, after, limit)
+				if err != nil {
+					return missingTable(err, store.Table())
+				}
+				return printDeadList(s, recs, limit)
+			}
+		},
+	}
+}
+
+func printDeadList(s *session, recs []core.Record, limit int) error {
+	if s.g.json {
+		out := make([]recordJSON, len(recs))
+		for i, r := range recs {
+			out[i] = toJSON(r, false)
+		}
+		return writeJSON(s.stdout, out)
+	}
+	if len(recs) == 0 {
+		_, err := fmt.Fprintln(s.stdout, "no DEAD events match")
+		return err
+	}
+	tw := newTable(s.stdout)
+	row(tw, "EVENT_ID", "TYPE", "TENANT", "ATTEMPTS", "DIED_AT", "LAST_ERROR")
+	for _, r := range recs {
+		row(tw, r.ID, r.Type, r.TenantID, strconv.Itoa(r.Attempts), formatTime(r.DoneAt),
+			truncate(cell(r.LastError), listErrorWidth))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(recs) == limit {
+		_, err := fmt.Fprintf(s.stdout, "next: --after %s\n", shellQuote(cell(recs[len(recs)-1].ID)))
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// mysqlScheme is an optional prefix of a MySQL DSN.
+const mysqlScheme = "mysql://"
+
+// looksMySQL reports whether a --dsn value is a MySQL DSN rather than a
+// SQLite path.
+func looksMySQL(dsn string) bool {
+	return strings.HasPrefix(dsn, mysqlScheme) ||
+		strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") ||
+		strings.HasPrefix(dsn, "tcp(") || strings.HasPrefix(dsn, "unix(")
+}
+
+// passwordSpan returns where the password of a MySQL DSN starts and ends
+// (dsn[i:j]), found the way go-sql-driver/mysql finds it: the user part
+// ends at the last '@' before the last '/', and the password follows the
+// first ':' of it. ok is false when there is no password.
+func passwordSpan(dsn string) (i, j int, ok bool) {
+	if rest, found := strings.CutPrefix(dsn, mysqlScheme); found {
+		i, j, ok := passwordSpan(rest)
+		return i + len(mysqlScheme), j + len(mysqlScheme), ok
+	}
+	slash := strings.LastIndexByte(dsn, '/')
+	if slash <= 0 {
+		return 0, 0, false
+	}
+	at := strings.LastIndexByte(dsn[:slash], '@')
+	if at < 0 {
+		return 0, 0, false
+	}
+	colon := strings.IndexByte(dsn[:at], ':')
+	if colon < 0 || colon+1 == at {
+		return 0, 0, false
+	}
+	// A SQLite path may hold ':' and '@' too, but then a '/' comes before
+	// them; a user name holds none.
+	if !looksMySQL(dsn) && strings.ContainsRune(dsn[:colon], '/') {
+		return 0, 0, false
+	}
+	return colon + 1, at, true
+}
+
+// maskDSN returns dsn with the password of a MySQL DSN replaced by ***;
+// so is anything that looks like one (user:pass@host/db, a MySQL DSN
+// missing its tcp(...)). SQLite paths come back unchanged.
+func maskDSN(dsn string) string {
+	if i, j, ok := passwordSpan(dsn); ok {
+		return dsn[:i] + "***" + dsn[j:]
+	}
+	return dsn
+}
+
+// scrubSecret masks the MySQL password of dsn wherever it appears in msg.
+func scrubSecret(msg, dsn string) string {
+	if i, j, ok := passwordSpan(dsn); ok {
+		return strings.ReplaceAll(msg, dsn[i:j], "***")
+	}
+	return msg
+}
+
+// target is a parsed --dsn.
+type target struct {
+	driver  string // database/sql driver: "sqlite3" or "mysql"
+	dialect jdbcstore.Dialect
+	source  string // what the driver opens: the SQLite path or the MySQL DSN
+	shown   string // for people: the path, or the DSN with its password masked
+}
+
+// parseTarget reads a --dsn value. Its errors are usage errors.
+func parseTarget(raw string) (target, error) {
+	if raw == "" {
+		return target{}, usagef("no database: give --dsn (a SQLite file or a MySQL DSN) or set $%s", envDSN)
+	}
+	if !looksMySQL(raw) {
+		return target{driver: "sqlite3", dialect: jdbcstore.SQLite, source: raw, shown: raw}, nil
+	}
+	dsn := strings.TrimPrefix(raw, mysqlScheme)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return target{}, usagef("--dsn: not a MySQL DSN of the form user:pass@tcp(host:3306)/db: %v", err)
+	}
+	if cfg.Net != "tcp" && cfg.Net != "unix" {
+		return target{}, usagef("--dsn: MySQL network %q: write tcp(host:port) or unix(/path/to/socket)", cfg.Net)
+	}
+	if cfg.DBName == "" {
+		return target{}, usagef("--dsn: the MySQL DSN names no database: end it with /dbname")
+	}
+	return target{driver: "mysql", dialect: jdbcstore.MySQL, source: dsn, shown: maskDSN(dsn)}, nil
+}
+
+// reachError is a database that cannot be opened or does not answer.
+type reachError struct{ err error }
+
+func (e *reachError) Error() string { return "cannot reach database: " + e.err.Error() }
+func (e *reachError) Unwrap() error { return e.err }
+
+// open connects to t and pings it within ctx. Unless create is set, a
+// SQLite file must exist already.
+func (t target) open(ctx context.Context, create bool) (*sqlx.DB, error) {
+	var (
+		db  *sqlx.DB
+		err error
+	)
+	if t.driver == "sqlite3" {
+		if !create {
+			if err := sqliteMustExist(t.source); err != nil {
+				return nil, &reachError{err}
+			}
+		}
+		db, err = jdbcstore.OpenSQLite(t.source)
+	} else {
+		db, err = sqlx.Open(t.driver, t.source)
+	}
+	if err != nil {
+		return nil, &reachError{err}
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, &reachError{err}
+	}
+	return db, nil
+}
+
+// sqliteMustExist fails unless the file a SQLite path or file: URI names
+// exists. In-memory databases pass.
+func sqliteMustExist(source string) error {
+	path, ok := sqliteFile(source)
+	if !ok {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && looksLikeUserAtHost(path):
+		return fmt.Errorf("SQLite file %q does not exist (a MySQL DSN names its network: user:pass@tcp(host:3306)/db)", maskDSN(path))
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("SQLite file %q does not exist (check --dsn; only 'schema apply' creates a database)", path)
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("SQLite path %q is a directory", path)
+	}
+	return nil
+}
+
+// looksLikeUserAtHost reports whether a SQLite path that does not exist
+// is rather a MySQL DSN without its network, like user:pass@host/db.
+func looksLikeUserAtHost(path string) bool {
+	at := strings.IndexByte(path, '@')
+	return at > 0 && !strings.ContainsRune(path[:at], '/')
+}
+
+// sqliteFile returns the file a SQLite path or "file:" URI names, and false
+// for an in-memory database.
+func sqliteFile(source string) (string, bool) {
+	if source == ":memory:" {
+		return "", false
+	}
+	rest, isURI := strings.CutPrefix(source, "file:")
+	if !isURI {
+		return source, true
+	}
+	name, query, _ := strings.Cut(rest, "?")
+	q, _ := url.ParseQuery(query)
+	if name == ":memory:" || q.Get("mode") == "memory" {
+		return "", false
+	}
+	if strings.HasPrefix(name, "//") { // file://[host]/path
+		if k := strings.IndexByte(name[2:], '/'); k >= 0 {
+			name = name[2+k:]
+		}
+	}
+	if p, err := url.PathUnescape(name); err == nil {
+		name = p
+	}
+	return name, true
+}
+
+// session is one run of a command: its outputs, the global flags and,
+// once opened, the database and store.
+type session struct {
+	stdout, stderr io.Writer
+	g              *globals
+	target         target
+	db             *sqlx.DB
+}
+
+// open parses --dsn and --table, connects (see target.open) and returns
+// the store.
+func (s *session) open(ctx context.Context, create bool) (*jdbcstore.Store, error) {
+	t, err := parseTarget(s.g.dsn.raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := jdbcstore.ValidateTableName(s.g.table); err != nil {
+		return nil, usagef("--table: %v", err)
+	}
+	db, err := t.open(ctx, create)
+	if err != nil {
+		return nil, err
+	}
+	s.target, s.db = t, db
+	store, err := jdbcstore.New(db, jdbcstore.Config{Table: s.g.table, Dialect: t.dialect, Logger: s.logger()})
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return store, nil
+}
+
+// logger receives the store's warnings (from ApplySchema), on stderr.
+func (s *session) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+func (s *session) close() {
+	if s.db != nil {
+		_ = s.db.Close()
+	}
+}
+
+// missingTable adds a hint to an error saying the table does not exist.
+func missingTable(err error, table string) error {
+	if err == nil {
+		return nil
+	}
+	var me *mysql.MySQLError
+	if (errors.As(err, &me) && me.Number == 1146) || strings.Contains(err.Error(), "no such table") {
+		return fmt.Errorf("%w (is --table %s right? 'outboxctl schema apply' creates the table)", err, table)
+	}
+	return err
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// writeJSON prints v as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// newTable returns a writer aligning tab-separated cells; Flush it.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+}
+
+// row writes cells as one table line, each made safe by cell.
+func row(w io.Writer, cells ...string) {
+	for i, c := range cells {
+		if i > 0 {
+			io.WriteString(w, "\t")
+		}
+		io.WriteString(w, cell(c))
+	}
+	io.WriteString(w, "\n")
+}
+
+// cell makes s safe for one table cell on a terminal: control characters
+// (newlines and tabs included), invisible format characters and invalid
+// UTF-8 are written as escapes; "" becomes "-".
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return escape(s, false)
+}
+
+// text makes s safe to print on a terminal as several lines: like cell,
+// but newlines and tabs stay.
+func text(s string) string { return escape(s, true) }
+
+func escape(s string, keepLines bool) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case keepLines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x80 && !unicode.IsPrint(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case !unicode.IsPrint(r) && r != ' ':
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// truncate shortens s to at most n characters, marking a cut with "…".
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	runes := []rune(s)
+	return string(runes[:n-1]) + "…"
+}
+
+// oneLine joins the lines of an error message with "; ".
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	return escape(strings.ReplaceAll(s, "\n", "; "), false)
+}
+
+// formatTime writes t in UTC to the second, or "-" for the zero time.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// formatTimeFull writes t in UTC with its fraction, or "-".
+func formatTimeFull(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// jsonTime is t for JSON: RFC 3339 in UTC, or null for the zero time.
+func jsonTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
+}
+
+// formatLag rounds d for people: to the millisecond under a minute, to
+// the second above, with days above 24h.
+func formatLag(d time.Duration) string {
+	if d >= time.Minute {
+		return formatAge(d.Round(time.Second))
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// plainArg matches command-line arguments that need no shell quoting.
+var plainArg = regexp.MustCompile(`^[A-Za-z0-9_./:@%+=,-]+$`)
+
+// shellQuote returns s as one shell word.
+func shellQuote(s string) string {
+	if plainArg.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// recordJSON is an event for --json. Times are RFC 3339 in UTC, null when
+// unset. A JSON payload is embedded as the document itself, a bytes
+// payload as standard base64 in payload_base64.
+type recordJSON struct {
+	ID            string            `json:"event_id"`
+	Type          string            `json:"event_type"`
+	Status        string            `json:"status"`
+	AggregateType string            `json:"aggregate_type"`
+	AggregateID   string            `json:"aggregate_id"`
+	TenantID      string            `json:"tenant_id"`
+	Attempts      int               `json:"attempts"`
+	OccurredAt    *string           `json:"occurred_at"`
+	CreatedAt     *string           `json:"created_at"`
+	AvailableAt   *string           `json:"available_at"`
+	DoneAt        *string           `json:"done_at"`
+	LastError     string            `json:"last_error"`
+	LockedBy      string            `json:"locked_by"`
+	LockedUntil   *string           `json:"locked_until"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	HeadersRaw    string            `json:"headers_raw,omitempty"`
+	PayloadKind   string            `json:"payload_kind"`
+	PayloadSize   int               `json:"payload_size"`
+	Payload       json.RawMessage   `json:"payload,omitempty"`
+	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	DecodeError   string            `json:"decode_error,omitempty"`
+}
+
+// toJSON converts r; withPayload adds the headers and the payload.
+func toJSON(r core.Record, withPayload bool) recordJSON {
+	j := recordJSON{
+		ID: r.ID, Type: r.Type, Status: r.Status.String(),
+		AggregateType: r.AggregateType, AggregateID: r.AggregateID, TenantID: r.TenantID,
+		Attempts:   r.Attempts,
+		OccurredAt: jsonTime(r.OccurredAt), CreatedAt: jsonTime(r.CreatedAt),
+		AvailableAt: jsonTime(r.AvailableAt), DoneAt: jsonTime(r.DoneAt),
+		LastError: r.LastError, LockedBy: r.LockedBy, LockedUntil: jsonTime(r.LockedUntil),
+		PayloadKind: r.PayloadKind.String(), PayloadSize: len(r.Payload),
+	}
+	if r.DecodeErr != nil {
+		j.DecodeError = r.DecodeErr.Error()
+	}
+	if !withPayload {
+		return j
+	}
+	if h, err := core.DecodeHeaders(r.HeadersJSON); err == nil {
+		j.Headers = h
+	} else {
+		j.HeadersRaw = r.HeadersJSON
+	}
+	if r.PayloadKind == core.PayloadJSON && json.Valid(r.Payload) {
+		j.Payload = json.RawMessage(r.Payload)
+	} else if r.Payload != nil || r.PayloadKind == core.PayloadBytes {
+		b := base64.StdEncoding.EncodeToString(r.Payload)
+		j.PayloadBase64 = &b
+	}
+	return j
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// dialects are the values of schema print --dialect.
+var dialects = map[string]jdbcstore.Dialect{"sqlite": jdbcstore.SQLite, "mysql": jdbcstore.MySQL}
+
+func schemaPrintCommand() *command {
+	return &command{
+		name:    "print",
+		summary: "print the DDL of the outbox table",
+		help: `Prints the DDL that 'schema apply' runs (CREATE TABLE/INDEX IF NOT EXISTS) for the
+--table name, for a migration tool or a DBA. The dialect comes from --dialect, or
+else from the form of --dsn (a MySQL DSN or a SQLite path); nothing connects to the
+database.
+
+--json prints one object: dialect, table and sql.`,
+		define: func(fs *flag.FlagSet) action {
+			var dialect string
+			fs.StringVar(&dialect, "dialect", "", "sqlite or mysql (default: the dialect of --dsn)")
+			return func(_ context.Context, s *session, _ []string) error {
+				d, err := printDialect(dialect, s.g.dsn.raw)
+				if err != nil {
+					return err
+				}
+				if err := jdbcstore.ValidateTableName(s.g.table); err != nil {
+					return usagef("--table: %v", err)
+				}
+				// New renders the DDL without touching the database; this
+				// pool is never used.
+				db, err := sqlx.Open("sqlite3", ":memory:")
+				if err != nil {
+					return err
+				}
+				defer db.Close()
+				store, err := jdbcstore.New(db, jdbcstore.Config{Dialect: d, Table: s.g.table})
+				if err != nil {
+					return usagef("%v", err)
+				}
+				if s.g.json {
+					return writeJSON(s.stdout, schemaJSON{Dialect: d.Name(), Table: store.Table(), SQL: store.SchemaSQL()})
+				}
+				_, err = fmt.Fprintln(s.stdout, strings.TrimRight(store.SchemaSQL(), "\n"))
+				return err
+			}
+		},
+	}
+}
+
+// printDialect picks the dialect of schema print: --dialect, else the
+// form of --dsn; both must agree when both are given.
+func printDialect(flagValue, dsn string) (jdbcstore.Dialect, error) {
+	var fromDSN jdbcstore.Dialect
+	if dsn != "" {
+		fromDSN = jdbcstore.SQLite
+		if looksMySQL(dsn) {
+			fromDSN = jdbcstore.MySQL
+		}
+	}
+	if flagValue == "" {
+		if fromDSN == nil {
+			return nil, usagef("give --dialect sqlite|mysql, or --dsn to take the dialect from")
+		}
+		return fromDSN, nil
+	}
+	d, ok := dialects[strings.ToLower(flagValue)]
+	if !ok {
+		return nil, usagef("--dialect must be sqlite or mysql, got %q", flagValue)
+	}
+	if fromDSN != nil && fromDSN != d {
+		return nil, usagef("--dialect %s contradicts --dsn, which is %s", d.Name(), fromDSN.Name())
+	}
+	return d, nil
+}
+
+type schemaJSON struct {
+	Dialect  string `json:"dialect"`
+	Database string `json:"database,omitempty"`
+	Table    string `json:"table"`
+	SQL      string `json:"sql,omitempty"`
+	Applied  bool   `json:"applied,omitempty"`
+}
+
+func schemaApplyCommand() *command {
+	return &command{
+		name:    "apply",
+		summary: "create the outbox table and index if they do not exist",
+		help: `Runs the store's DDL (see 'schema print') on the database: creates the --table and
+its index when missing and leaves an existing table as it is (no migration). Safe to
+run again. This is the only command that creates a SQLite file that does not exist.
+
+--json prints one object: dialect, database (password masked), table and applied.`,
+		define: func(*flag.FlagSet) action {
+			return func(ctx context.Context, s *session, _ []string) error {
+				store, err := s.open(ctx, true)
+				if err != nil {
+					return err
+				}
+				if err := store.ApplySchema(ctx); err != nil {
+					return err
+				}
+				if s.g.json {
+					return writeJSON(s.stdout, schemaJSON{
+						Dialect: store.Dialect().Name(), Database: s.target.shown, Table: store.Table(), Applied: true,
+					})
+				}
+				_, err = fmt.Fprintf(s.stdout, "schema applied: table %s on %s %s (created if missing; an existing table is left as it is)\n",
+					store.Table(), store.Dialect().Name(), cell(s.target.shown))
+				return err
+			}
+		},
+	}
+}
