@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/txctx"
+)
+
+// envChild, when set, makes this binary a child: its value is the JSON of
+// a childSpec.
+const envChild = "OUTBOX_TORTURE_CHILD"
+
+// Outbox settings of a child: the defaults except short leases, so that
+// the next child takes a dead child's events over within seconds, and a
+// fast poller. Validation requires Lease > ListenerTimeout + ListenerGrace
+// + StatusTimeout.
+const (
+	childLease           = 3 * time.Second
+	childListenerTimeout = time.Second
+	childListenerGrace   = 500 * time.Millisecond
+	childStatusTimeout   = time.Second
+	childPollInterval    = 200 * time.Millisecond
+	childSkipRecent      = 50 * time.Millisecond
+	childCloseTimeout    = 30 * time.Second
+	// maxConsecutiveTxErrors is how many unexpected transaction failures
+	// in a row make a publisher give up (and the child fail).
+	maxConsecutiveTxErrors = 100
+)
+
+// eventType is the type of every event the torture publishes.
+const eventType = "TortureEvent"
+
+// Lines a child prints on stdout for its parent.
+const (
+	lineReady     = "READY"      // the outbox is started
+	linePublished = "PUBLISHED " // + count: a drain child finished publishing
+)
+
+// childSpec is everything a child needs, passed in envChild.
+type childSpec struct {
+	ID           int     `json:"id"`
+	DB           string  `json:"db"`  // "sqlite" or "mysql"
+	DSN          string  `json:"dsn"` // SQLite path or MySQL DSN
+	Seed         int64   `json:"seed"`
+	Drain        bool    `json:"drain"`         // publish DrainPublish transactions, then only deliver
+	DrainPublish int     `json:"drain_publish"` // transactions a drain child runs
+	Publishers   int     `json:"publishers"`
+	Rate         int     `json:"rate"` // transactions per second, all publishers (0: unpaced)
+	Rollback     float64 `json:"rollback"`
+	ListenerFail float64 `json:"listener_fail"`
+	Verbose      bool    `json:"verbose"`
+}
+
+// errDeliberate rolls a transaction back, or fails a listener invocation,
+// on purpose.
+var errDeliberate = errors.New("torture: deliberate failure")
+
+// deliberatePanic is the value a publisher panics with inside a
+// transaction to roll it back the other way.
+type deliberatePanic struct{}
+
+// childMain runs this process as a child and returns its exit status.
+func childMain(specJSON string, stdout, stderr io.Writer) int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintf(stderr, "outbox-torture child: bad %s: %v\n", envChild, err)
+		return 2
+	}
+	if err := runChild(spec, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "outbox-torture child %d: %v\n", spec.ID, err)
+		return 1
+	}
+	return 0
+}
+
+// runChild runs the outbox and the publishers until SIGTERM (a SIGKILL
+// ends it anywhere), then closes the outbox gracefully.
+func runChild(spec childSpec, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	level := slog.LevelWarn
+	if spec.Verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	db, err := openChildDB(spec.DB, spec.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// database/sql keeps 2 idle connections by default: publishers,
+	// workers, the DONE batcher and the poller would reconnect all the time.
+	db.SetMaxIdleConns(2*spec.Publishers + 8)
+
+	cfg := outbox.Config{Logger: logger}
+	cfg.Dispatcher.Lease = childLease
+	cfg.Dispatcher.ListenerTimeout = childListenerTimeout
+	cfg.Dispatcher.ListenerGrace = childListenerGrace
+	cfg.Dispatcher.StatusTimeout = childStatusTimeout
+	cfg.Poller.Interval = childPollInterval
+	cfg.Poller.SkipRecent = childSkipRecent
+	ob, err := outbox.New(context.Background(), db, cfg)
+	if err != nil {
+		return err
+	}
+	ob.RegisterFunc(eventType, newListener(spec, db).onEvent)
+	if err := ob.Start(context.Background()); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, lineReady)
+
+	limit := -1
+	if spec.Drain {
+		limit = spec.DrainPublish
+	}
+	committed, pubErr := publishAll(ctx, spec, ob, db, logger, limit)
+	if spec.Drain && pubErr == nil {
+		fmt.Fprintf(stdout, "%s%d\n", linePublished, committed)
+	}
+	if pubErr == nil {
+		<-ctx.Done() // SIGTERM: the parent saw every event DONE
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), childCloseTimeout)
+	defer cancel()
+	return errors.Join(pubErr, ob.Close(cctx))
+}
+
+// listener records every invocation in the deliveries table, on the
+// child's pool in autocommit, and fails a share of them on purpose after
+// recording (ok = 0), so that retries run across the kills too.
+type listener struct {
+	spec childSpec
+	db   *sqlx.DB
+	mu   sync.Mutex
+	rng  *rand.Rand
+}
+
+func newListener(spec childSpec, db *sqlx.DB) *listener {
+	return &listener{spec: spec, db: db, rng: rand.New(rand.NewPCG(uint64(spec.Seed), uint64(spec.ID)<<32|0xffff))}
+}
+
+func (l *listener) onEvent(ctx context.Context, env outbox.Envelope) error {
+	l.mu.Lock()
+	fail := l.rng.Float64() < l.spec.ListenerFail
+	l.mu.Unlock()
+	ok := 1
+	if fail {
+		ok = 0
+	}
+	if _, err := l.db.ExecContext(ctx, insertDelivery, env.ID(), l.spec.ID, ok); err != nil {
+		return fmt.Errorf("record delivery: %w", err)
+	}
+	if fail {
+		return errDeliberate
+	}
+	return nil
+}
+
+// publishAll runs spec.Publishers publishers until ctx is done or, when
+// limit >= 0, until they ran limit transactions together. It returns how
+// many committed.
+func publishAll(ctx context.Context, spec childSpec, ob *outbox.Outbox, db *sqlx.DB, logger *slog.Logger, limit int) (int, error) {
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		committed int
+		errs      []error
+	)
+	for p := range spec.Publishers {
+		share := -1
+		if limit >= 0 {
+			share = limit / spec.Publishers
+			if p < limit%spec.Publishers {
+				share++
+			}
+		}
+		pub := &publisher{spec: spec, index: p, ob: ob, db: db, log: logger,
+			rng: rand.New(rand.NewPCG(uint64(spec.Seed), uint64(spec.ID)<<32|uint64(p)))}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := pub.run(ctx, share)
+			mu.Lock()
+			defer mu.Unlock()
+			committed += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return committed, errors.Join(errs...)
+}
+
+// publisher runs business transactions: INSERT ledger; Publish; commit,
+// or roll back on purpose (by error or by panic).
+type publisher struct {
+	spec  childSpec
+	index int
+	ob    *outbox.Outbox
+	db    *sqlx.DB
+	rng   *rand.Rand
+	log   *slog.Logger
+	seq   int
+}
+
+// How a transaction ends.
+type txEnd int
+
+const (
+	txCommit txEnd = iota
+	txRollbackError
+	txRollbackPanic
+)
+
+// run runs transactions until ctx is done or, when n >= 0, n of them ran.
+// It returns how many committed.
+func (p *publisher) run(ctx context.Context, n int) (int, error) {
+	var pace *time.Timer
+	interval := time.Duration(0)
+	if p.spec.Rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(p.spec.Publishers) / float64(p.spec.Rate))
+		pace = time.NewTimer(0)
+		defer pace.Stop()
+		<-pace.C
+	}
+	// Publishers start staggered over one interval.
+	next := time.Now().Add(interval * time.Duration(p.index) / time.Duration(p.spec.Publishers))
+	committed, failures := 0, 0
+	for i := 0; n < 0 || i < n; i++ {
+		if pace != nil {
+			if wait := time.Until(next); wait > 0 {
+				pace.Reset(wait)
+				select {
+				case <-pace.C:
+				case <-ctx.Done():
+					return committed, nil
+				}
+			} else if wait < -time.Second {
+				next = time.Now() // fell behind (a stall): no burst to catch up
+			}
+			next = next.Add(interval)
+		}
+		if ctx.Err() != nil {
+			return committed, nil
+		}
+		end := txCommit
+		if p.rng.Float64() < p.spec.Rollback {
+			end = txRollbackError
+			if p.rng.IntN(4) == 0 {
+				end = txRollbackPanic
+			}
+		}
+		id, err := p.transaction(ctx, end)
+		switch {
+		case end != txCommit && errors.Is(err, errDeliberate):
+			failures = 0
+			// Bookkeeping for the check that rolled-back ids left nothing
+			// behind; a kill right here loses the row, which only makes
+			// rolled_back smaller.
+			if _, err := p.db.ExecContext(context.WithoutCancel(ctx), insertRollback, id, p.spec.ID); err != nil {
+				p.log.Warn("cannot record a rolled-back id", slog.String("event_id", id), slog.String("error", err.Error()))
+			}
+		case err == nil && end == txCommit:
+			failures = 0
+			committed++
+		case ctx.Err() != nil:
+			return committed, nil // SIGTERM during the transaction: rolled back
+		case err == nil:
+			return committed, fmt.Errorf("publisher %d: a transaction meant to roll back returned no error", p.index)
+		default:
+			failures++
+			p.log.Warn("business transaction failed", slog.Int("publisher", p.index), slog.String("error", err.Error()))
+			if failures >= maxConsecutiveTxErrors {
+				return committed, fmt.Errorf("publisher %d: %d transactions failed in a row, last: %w", p.index, failures, err)
+			}
+		}
+	}
+	return committed, nil
+}
+
+// transaction runs one business transaction ending as end and returns the
+// event id it published.
+func (p *publisher) transaction(ctx context.Context, end txEnd) (id string, err error) {
+	p.seq++
+	env, err := outbox.NewEvent(eventType).AggregateType("TortureChild").
+		AggregateID(strconv.Itoa(p.spec.ID)).
+		PayloadJSONString(fmt.Sprintf(`{"child":%d,"publisher":%d,"seq":%d}`, p.spec.ID, p.index, p.seq)).
+		Build()
+	if err != nil {
+		return "", err
+	}
+	id = env.ID()
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(deliberatePanic); !ok {
+				panic(r)
+			}
+			err = errDeliberate
+		}
+	}()
+	err = p.ob.InTx(ctx, func(ctx context.Context) error {
+		tx, ok := txctx.From(ctx)
+		if !ok {
+			return errors.New("no transaction in ctx")
+		}
+		if _, err := tx.ExecContext(ctx, insertLedger, id, p.spec.ID); err != nil {
+			return fmt.Errorf("insert ledger row: %w", err)
+		}
+		if _, err := p.ob.Publish(ctx, env); err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+		switch end {
+		case txRollbackError:
+			return errDeliberate
+		case txRollbackPanic:
+			panic(deliberatePanic{})
+		}
+		return nil
+	})
+	return id, err
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// The torture's own tables, next to the outbox table (jdbcstore.DefaultTable).
+const (
+	outboxTable     = jdbcstore.DefaultTable
+	ledgerTable     = "torture_ledger"     // one row per committed business transaction
+	deliveriesTable = "torture_deliveries" // one row per listener invocation
+	rollbacksTable  = "torture_rollbacks"  // ids of transactions rolled back on purpose
+
+	insertLedger    = "INSERT INTO " + ledgerTable + " (event_id, child) VALUES (?, ?)"
+	insertDelivery  = "INSERT INTO " + deliveriesTable + " (event_id, child, ok) VALUES (?, ?, ?)"
+	insertRollback  = "INSERT INTO " + rollbacksTable + " (event_id, child) VALUES (?, ?)"
+	cleanupDeadline = 30 * time.Second
+)
+
+// tableDDL returns the statements creating the torture's tables. On MySQL
+// ids are VARBINARY(144) like the outbox's event_id, so joins compare
+// bytes with bytes and use the indexes.
+func tableDDL(kind string) []string {
+	if kind == "mysql" {
+		return []string{
+			"CREATE TABLE " + ledgerTable + " (event_id VARBINARY(144) NOT NULL PRIMARY KEY, child INT NOT NULL) ENGINE=InnoDB",
+			"CREATE TABLE " + deliveriesTable + " (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY," +
+				" event_id VARBINARY(144) NOT NULL, child INT NOT NULL, ok TINYINT NOT NULL, KEY (event_id)) ENGINE=InnoDB",
+			"CREATE TABLE " + rollbacksTable + " (event_id VARBINARY(144) NOT NULL PRIMARY KEY, child INT NOT NULL) ENGINE=InnoDB",
+		}
+	}
+	return []string{
+		"CREATE TABLE " + ledgerTable + " (event_id TEXT NOT NULL PRIMARY KEY, child INTEGER NOT NULL)",
+		"CREATE TABLE " + deliveriesTable + " (event_id TEXT NOT NULL, child INTEGER NOT NULL, ok INTEGER NOT NULL)",
+		"CREATE INDEX " + deliveriesTable + "_event_idx ON " + deliveriesTable + " (event_id)",
+		"CREATE TABLE " + rollbacksTable + " (event_id TEXT NOT NULL PRIMARY KEY, child INTEGER NOT NULL)",
+	}
+}
+
+// freshDB is the run's database: created empty, with the outbox schema and
+// the torture tables applied.
+type freshDB struct {
+	db       *sqlx.DB
+	kind     string                  // "sqlite" or "mysql"
+	childDSN string                  // what a child opens: the SQLite path or the MySQL DSN
+	where    string                  // for humans: the file or the database name
+	release  func(remove bool) error // after the pool is closed: remove the database or not, free the rest
+}
+
+// openFresh creates the run's database: a new SQLite file in a new
+// temporary directory, or a new MySQL database outbox_torture_<random> on
+// the server of o.dsn. It applies the outbox schema and the torture tables.
+func openFresh(ctx context.Context, o *options, logger *slog.Logger) (*freshDB, error) {
+	var (
+		f   *freshDB
+		err error
+	)
+	if o.db == "mysql" {
+		f, err = openFreshMySQL(ctx, o.dsn)
+	} else {
+		f, err = openFreshSQLite()
+	}
+	if err != nil {
+		return nil, err
+	}
+	store, err := jdbcstore.New(f.db, jdbcstore.Config{Logger: logger})
+	if err == nil {
+		err = store.ApplySchema(ctx)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("apply outbox schema: %w", err), f.close(false))
+	}
+	for _, ddl := range tableDDL(f.kind) {
+		if _, err := f.db.ExecContext(ctx, ddl); err != nil {
+			return nil, errors.Join(fmt.Errorf("create torture tables: %w", err), f.close(false))
+		}
+	}
+	return f, nil
+}
+
+// close closes the parent's pool and, unless keep, removes the database.
+func (f *freshDB) close(keep bool) error {
+	return errors.Join(f.db.Close(), f.release(!keep))
+}
+
+func openFreshSQLite() (*freshDB, error) {
+	dir, err := os.MkdirTemp("", "outbox-torture-*")
+	if err != nil {
+		return nil, fmt.Errorf("create temporary directory: %w", err)
+	}
+	path := filepath.Join(dir, "torture.db")
+	db, err := jdbcstore.OpenSQLite(path)
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	return &freshDB{db: db, kind: "sqlite", childDSN: path, where: "SQLite file " + path,
+		release: func(remove bool) error {
+			if !remove {
+				return nil
+			}
+			return os.RemoveAll(dir)
+		}}, nil
+}
+
+// openFreshMySQL creates outbox_torture_<random> on the DSN's server
+// (whatever database the DSN names) and opens it with the DSN's other
+// settings.
+func openFreshMySQL(ctx context.Context, dsn string) (*freshDB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("-dsn: %w", err)
+	}
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:]) // never fails (crypto/rand panics instead)
+	name := "outbox_torture_" + hex.EncodeToString(suffix[:])
+
+	adminCfg := cfg.Clone()
+	adminCfg.DBName = ""
+	admin, err := sql.Open("mysql", adminCfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
+		return nil, errors.Join(fmt.Errorf("create database %s on %s: %w", name, cfg.Addr, err), admin.Close())
+	}
+	release := func(remove bool) error {
+		var err error
+		if remove {
+			dctx, cancel := context.WithTimeout(context.Background(), cleanupDeadline)
+			defer cancel()
+			if _, err = admin.ExecContext(dctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+				err = fmt.Errorf("drop database %s: %w", name, err)
+			}
+		}
+		return errors.Join(err, admin.Close())
+	}
+	cfg.DBName = name
+	childDSN := cfg.FormatDSN()
+	db, err := sqlx.Open("mysql", childDSN)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("open mysql: %w", err), release(true))
+	}
+	return &freshDB{db: db, kind: "mysql", childDSN: childDSN, where: "MySQL database " + name + " on " + cfg.Addr,
+		release: release}, nil
+}
+
+// openChildDB opens the run's database in a child process.
+func openChildDB(kind, dsn string) (*sqlx.DB, error) {
+	if kind == "mysql" {
+		return sqlx.Open("mysql", dsn)
+	}
+	return jdbcstore.OpenSQLite(dsn)
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Defaults of the flags.
+const (
+	defaultMySQLDSN     = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	defaultCycles       = 20
+	defaultPublishers   = 4
+	defaultRate         = 2000
+	defaultRollback     = 0.10
+	defaultListenerFail = 0.01
+	defaultMinRun       = 200 * time.Millisecond
+	defaultMaxRun       = 1500 * time.Millisecond
+	defaultDrainTimeout = 2 * time.Minute
+	// minRun is the shortest life a child is given when -duration spreads
+	// the cycles: enough to start and publish a little.
+	minRun = 50 * time.Millisecond
+)
+
+// options are the parsed and validated command-line flags.
+type options struct {
+	db           string        // "sqlite" or "mysql"
+	dsn          string        // MySQL DSN of an account that may CREATE and DROP databases
+	cycles       int           // children killed; -1: as many as -duration allows
+	duration     time.Duration // time budget of the kill cycles (0: none)
+	seed         int64         // drives kill times, rollbacks and listener failures
+	keep         bool          // keep the database at the end
+	verbose      bool          // child logs to stderr
+	publishers   int           // publisher goroutines per child
+	rate         int           // committed+rolled back transactions per second per child (0: unpaced)
+	rollback     float64       // share of transactions rolled back on purpose
+	listenerFail float64       // share of listener invocations failing on purpose
+	minRun       time.Duration // shortest life of a child before its SIGKILL
+	maxRun       time.Duration // longest life of a child before its SIGKILL
+	drainTimeout time.Duration // bound on the final drain
+}
+
+// usageText is printed by -h above the flag list.
+const usageText = `outbox-torture SIGKILLs publishing outbox processes at random moments and
+checks that no committed event is lost and no rolled-back one is delivered.
+
+Usage:
+  outbox-torture -db sqlite|mysql [-dsn DSN] [-cycles N] [-duration D] [flags]
+
+The run uses a fresh database: a new SQLite file in a temporary directory,
+or a new MySQL/MariaDB database outbox_torture_<random> created through -dsn;
+it is removed at the end unless -keep is given or the check fails.
+
+Each cycle starts a child process (this binary, re-executed) that runs the
+outbox (dispatcher + poller, 3 s leases) and publishes from -publishers
+goroutines: per transaction INSERT ledger(event_id); Publish(event); about
+-rollback of them roll back on purpose after both writes. Its listener
+records every invocation in a deliveries table (-listener-fail of them then
+fail on purpose, to exercise retries). The parent SIGKILLs the child after a
+random time between -min-run and -max-run (or spread so that the cycles fit
+-duration) and starts the next one, whose poller takes over the dead child's
+events once their leases expire. A last child then drains the outbox; once
+every event is DONE (or DEAD) it is stopped with SIGTERM and the database is
+checked:
+
+  lost        ledger ids never delivered successfully           (must be 0)
+  phantom     delivered ids without a ledger or an outbox row, plus
+              rolled-back ids that left a ledger or outbox row  (must be 0)
+  duplicates  successful deliveries beyond the first per id     (allowed)
+  not_done    ledger ids whose event is not DONE                (must be 0)
+  dead        events marked DEAD                                (must be 0)
+  orphans     outbox rows without a ledger row                  (must be 0)
+
+Output: one summary line on stdout,
+  torture: db=… cycles=… events=… lost=0 phantom=0 duplicates=… …
+Exit status 1 when a check fails or a child misbehaves, 2 on bad flags.
+-duration alone runs cycles until the time is up; with -cycles it spreads
+those cycles over it. The final drain comes on top (a lease, 3 s, plus the
+backlog).
+
+Flags:
+`
+
+// parseFlags parses args (without the program name). It returns
+// flag.ErrHelp for -h; any other error is a usage error to print.
+func parseFlags(args []string, out io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("outbox-torture", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by the caller
+	fs.StringVar(&o.db, "db", "sqlite", "database: sqlite or mysql")
+	fs.StringVar(&o.dsn, "dsn", "", "MySQL/MariaDB DSN of an account that may CREATE and DROP databases (default $OUTBOX_TEST_MYSQL_DSN, else "+defaultMySQLDSN+"); only with -db mysql")
+	fs.IntVar(&o.cycles, "cycles", defaultCycles, "child processes to SIGKILL before the final drain")
+	fs.DurationVar(&o.duration, "duration", 0, "time budget of the kill cycles; alone, cycles run until it is used up")
+	fs.Int64Var(&o.seed, "seed", 0, "random seed of kill times, rollbacks and listener failures (default: time-based, printed)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the database (SQLite file or MySQL database) and print where it is")
+	fs.BoolVar(&o.verbose, "v", false, "stream the children's log lines to stderr")
+	fs.IntVar(&o.publishers, "publishers", defaultPublishers, "publisher goroutines per child")
+	fs.IntVar(&o.rate, "rate", defaultRate, "transactions per second per child, all publishers together (0: as fast as possible)")
+	fs.Float64Var(&o.rollback, "rollback", defaultRollback, "share of transactions rolled back on purpose (0 to 0.9)")
+	fs.Float64Var(&o.listenerFail, "listener-fail", defaultListenerFail, "share of listener invocations that fail on purpose after being recorded (0 to 0.2)")
+	fs.DurationVar(&o.minRun, "min-run", defaultMinRun, "shortest time a child runs before its SIGKILL")
+	fs.DurationVar(&o.maxRun, "max-run", defaultMaxRun, "longest time a child runs before its SIGKILL")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, "how long the final child may take to bring every event to DONE")
+	fs.Usage = func() {} // usage only for -h; other errors are one line
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(out, usageText)
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+		}
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["seed"] {
+		o.seed = time.Now().UnixNano()
+	}
+	if o.duration > 0 && !set["cycles"] {
+		o.cycles = -1 // as many as fit
+	}
+	return o, o.validate(set["dsn"])
+}
+
+// validate checks the options and fills the MySQL DSN default.
+func (o *options) validate(dsnSet bool) error {
+	switch o.db {
+	case "sqlite":
+		if dsnSet {
+			return errors.New("-dsn is only for -db mysql")
+		}
+	case "mysql":
+		if !dsnSet {
+			o.dsn = strings.TrimSpace(os.Getenv("OUTBOX_TEST_MYSQL_DSN"))
+			if o.dsn == "" {
+				o.dsn = defaultMySQLDSN
+			}
+		}
+		if o.dsn == "" {
+			return errors.New("-dsn must not be empty")
+		}
+		if _, err := mysql.ParseDSN(o.dsn); err != nil {
+			return fmt.Errorf("-dsn: %v", err)
+		}
+	default:
+		return fmt.Errorf("-db must be sqlite or mysql, got %q", o.db)
+	}
+	switch {
+	case o.cycles < -1 || (o.cycles == -1 && o.duration <= 0):
+		return fmt.Errorf("-cycles must not be negative, got %d", o.cycles)
+	case o.duration < 0:
+		return fmt.Errorf("-duration must not be negative, got %v", o.duration)
+	case o.publishers < 1 || o.publishers > 64:
+		return fmt.Errorf("-publishers must be between 1 and 64, got %d", o.publishers)
+	case o.rate < 0:
+		return fmt.Errorf("-rate must not be negative, got %d", o.rate)
+	case !(o.rollback >= 0 && o.rollback <= 0.9):
+		return fmt.Errorf("-rollback must be between 0 and 0.9, got %v", o.rollback)
+	case !(o.listenerFail >= 0 && o.listenerFail <= 0.2):
+		return fmt.Errorf("-listener-fail must be between 0 and 0.2, got %v", o.listenerFail)
+	case o.minRun <= 0 || o.maxRun < o.minRun:
+		return fmt.Errorf("-min-run (%v) must be positive and at most -max-run (%v)", o.minRun, o.maxRun)
+	case o.drainTimeout <= 0:
+		return fmt.Errorf("-drain-timeout must be positive, got %v", o.drainTimeout)
+	}
+	return nil
+}
