@@ -1,0 +1,498 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/retry"
+)
+
+// Defaults of [DispatcherConfig] (seed 003 §7.1 where it names them).
+const (
+	DefaultWorkers         = 4
+	DefaultBatchSize       = 50
+	DefaultLease           = 30 * time.Second
+	DefaultPollInterval    = 500 * time.Millisecond
+	DefaultMaxAttempts     = 10
+	DefaultReapInterval    = 30 * time.Second
+	DefaultCleanupInterval = time.Hour
+	DefaultRetention       = 30 * 24 * time.Hour
+	DefaultCleanupBatch    = 500
+	// defaultStatusTimeout caps the default StatusTimeout.
+	defaultStatusTimeout = 5 * time.Second
+)
+
+// DispatcherConfig tunes a [Dispatcher]. The zero value takes every default.
+type DispatcherConfig struct {
+	// Owner is the dispatcher's owner token, written on every lease it
+	// takes and checked by every acknowledgement. Unique among running
+	// dispatchers; at most MaxOwnerLen bytes. Defaults to a new token
+	// (host name + ULID).
+	Owner string
+	// Workers is how many handlers run at once (IBX-079). Defaults to 4.
+	Workers int
+	// BatchSize is the most messages claimed at once; a claim never takes
+	// more than the idle workers can start. Defaults to 50.
+	BatchSize int
+	// Lease is how long a claimed message belongs to this dispatcher.
+	// It must exceed HandlerTimeout + StatusTimeout. Defaults to 30 s.
+	Lease time.Duration
+	// HandlerTimeout bounds each handler call through its ctx. Defaults to
+	// half the Lease.
+	HandlerTimeout time.Duration
+	// StatusTimeout bounds each Ack/Abandon/Fail write. Defaults to a
+	// quarter of the Lease, at most 5 s.
+	StatusTimeout time.Duration
+	// PollInterval is the pause after a claim that found fewer messages
+	// than it asked for (IBX-124). After a full claim the next one follows
+	// at once, and Enqueue on the same Inbox wakes the dispatcher.
+	// Defaults to 500 ms.
+	PollInterval time.Duration
+	// MaxAttempts is how many failed attempts make a message Dead
+	// (IBX-083/084). Defaults to 10.
+	MaxAttempts int
+	// Retry is the delay before the next attempt given the failed
+	// attempts so far. Defaults to the Inbox's Config.Backoff.
+	Retry retry.Policy
+	// ReapInterval is how often expired leases are released (IBX-072).
+	// Defaults to 30 s; negative disables.
+	ReapInterval time.Duration
+	// CleanupInterval is how often Done messages past Retention are
+	// deleted. Defaults to 1 h; negative disables.
+	CleanupInterval time.Duration
+	// Retention is how long a Done message is kept after it was last seen.
+	// Defaults to 30 days.
+	Retention time.Duration
+	// CleanupBatch is the most rows one cleanup statement deletes.
+	// Defaults to 500.
+	CleanupBatch int
+	// Logger receives the dispatcher's logs. Defaults to the Inbox's.
+	Logger *slog.Logger
+}
+
+func (c DispatcherConfig) withDefaults(in *Inbox) DispatcherConfig {
+	if c.Owner == "" {
+		c.Owner = dispatcher.NewOwnerToken()
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = c.Lease / 2
+	}
+	if c.StatusTimeout == 0 {
+		c.StatusTimeout = min(defaultStatusTimeout, c.Lease/4)
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.Retry == nil {
+		c.Retry = in.backoff
+	}
+	if c.ReapInterval == 0 {
+		c.ReapInterval = DefaultReapInterval
+	}
+	if c.CleanupInterval == 0 {
+		c.CleanupInterval = DefaultCleanupInterval
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.CleanupBatch == 0 {
+		c.CleanupBatch = DefaultCleanupBatch
+	}
+	if c.Logger == nil {
+		c.Logger = in.baseLog
+	}
+	return c
+}
+
+func (c DispatcherConfig) validate() error {
+	if err := checkOwner(c.Owner); err != nil {
+		return &core.ConfigError{Field: "inbox.Owner", Msg: err.Error()}
+	}
+	switch {
+	case c.Workers < 1:
+		return &core.ConfigError{Field: "inbox.Workers", Msg: "must be at least 1"}
+	case c.BatchSize < 1:
+		return &core.ConfigError{Field: "inbox.BatchSize", Msg: "must be at least 1"}
+	case c.HandlerTimeout <= 0 || c.StatusTimeout <= 0:
+		return &core.ConfigError{Field: "inbox.HandlerTimeout/StatusTimeout", Msg: "must be positive"}
+	case c.Lease <= c.HandlerTimeout+c.StatusTimeout:
+		return &core.ConfigError{Field: "inbox.Lease", Msg: fmt.Sprintf("(%v) must exceed HandlerTimeout + StatusTimeout (%v)",
+			c.Lease, c.HandlerTimeout+c.StatusTimeout)}
+	case c.PollInterval < 0:
+		return &core.ConfigError{Field: "inbox.PollInterval", Msg: "must not be negative"}
+	case c.MaxAttempts < 1:
+		return &core.ConfigError{Field: "inbox.MaxAttempts", Msg: "must be at least 1"}
+	case c.Retention < 0:
+		return &core.ConfigError{Field: "inbox.Retention", Msg: "must be positive"}
+	case c.CleanupBatch < 1:
+		return &core.ConfigError{Field: "inbox.CleanupBatch", Msg: "must be at least 1"}
+	}
+	return nil
+}
+
+// Dispatcher runs the work queue of an [Inbox]: it claims due messages
+// with a lease, routes each to the handler of its topic (IBX-073), and
+// acknowledges it, abandons it for a retry with backoff, or fails it (Dead)
+// after MaxAttempts. It also releases expired leases and deletes old Done
+// messages. Several dispatchers, in one process or many, may share a
+// table: leases keep every message with one of them at a time.
+//
+// Create it with [Inbox.NewDispatcher], add handlers with Handle, then
+// Start; Stop ends it. Its methods are safe for concurrent use.
+type Dispatcher struct {
+	in  *Inbox
+	cfg DispatcherConfig
+	log *slog.Logger
+
+	hmu      sync.RWMutex
+	handlers map[string]Handler
+
+	slots chan struct{} // one token per busy worker
+	wake  chan struct{}
+
+	mu      sync.Mutex // guards the lifecycle fields below
+	running bool
+	stop    chan struct{}
+	done    chan struct{}
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // handler goroutines
+
+	noHandlerLog, statusLog, lostLog, cycleLog rateLog
+}
+
+// NewDispatcher returns a dispatcher of in's work queue. Nothing runs
+// until Start.
+func (in *Inbox) NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
+	cfg = cfg.withDefaults(in)
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{
+		in:           in,
+		cfg:          cfg,
+		log:          cfg.Logger.With(slog.String("component", "outbox.inbox.dispatcher"), slog.String("owner", cfg.Owner)),
+		handlers:     map[string]Handler{},
+		slots:        make(chan struct{}, cfg.Workers),
+		wake:         make(chan struct{}, 1),
+		noHandlerLog: rateLog{interval: 5 * time.Second},
+		statusLog:    rateLog{interval: 5 * time.Second},
+		lostLog:      rateLog{interval: 5 * time.Second},
+		cycleLog:     rateLog{interval: 5 * time.Second},
+	}
+	in.register(d.wake)
+	return d, nil
+}
+
+// Owner returns the dispatcher's owner token.
+func (d *Dispatcher) Owner() string { return d.cfg.Owner }
+
+// Handle sets the handler of topic (matched case-sensitively, IBX-021).
+// One handler per topic: a second one returns ErrDuplicateHandler. Handlers
+// may be added while the dispatcher runs.
+func (d *Dispatcher) Handle(topic string, h Handler) error {
+	if err := checkText("topic", topic, false, ErrEmptyTopic, ErrTopicTooLong); err != nil {
+		return err
+	}
+	if h == nil {
+		return &core.ConfigError{Field: "handler", Msg: fmt.Sprintf("for topic %q must not be nil", topic)}
+	}
+	d.hmu.Lock()
+	defer d.hmu.Unlock()
+	if _, ok := d.handlers[topic]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateHandler, topic)
+	}
+	d.handlers[topic] = h
+	return nil
+}
+
+// HandleFunc is Handle with a function.
+func (d *Dispatcher) HandleFunc(topic string, fn func(ctx context.Context, msg Record) error) error {
+	if fn == nil {
+		return d.Handle(topic, nil)
+	}
+	return d.Handle(topic, HandlerFunc(fn))
+}
+
+func (d *Dispatcher) handler(topic string) Handler {
+	d.hmu.RLock()
+	defer d.hmu.RUnlock()
+	return d.handlers[topic]
+}
+
+// Wake makes a running dispatcher claim now instead of at its next poll.
+// It never blocks. Enqueue on the same Inbox calls it.
+func (d *Dispatcher) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the dispatcher in the background until Stop. It returns at
+// once; starting a running dispatcher is an error. A stopped dispatcher
+// may be started again.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.running {
+		return &core.ConfigError{Field: "inbox dispatcher", Msg: "already started"}
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.running, d.cancel = true, cancel
+	d.stop, d.done = make(chan struct{}), make(chan struct{})
+	go d.loop(runCtx, d.stop, d.done)
+	d.log.LogAttrs(ctx, slog.LevelDebug, "inbox dispatcher started", slog.Int("workers", d.cfg.Workers))
+	return nil
+}
+
+// Stop stops claiming and waits for the running handlers to finish and
+// record their outcome. When ctx ends first, the handlers' contexts are
+// cancelled and ctx's error is returned; a handler interrupted that way
+// records nothing, and its message is claimed again once its lease
+// expires. Calling Stop again waits again. Stop on a dispatcher that is not
+// running returns nil.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.running {
+		d.mu.Unlock()
+		return nil
+	}
+	select {
+	case <-d.stop:
+	default:
+		close(d.stop)
+	}
+	done, cancel := d.done, d.cancel
+	d.mu.Unlock()
+	select {
+	case <-done:
+		cancel()
+		d.mu.Lock()
+		if d.done == done {
+			d.running = false
+		}
+		d.mu.Unlock()
+		return nil
+	case <-ctx.Done():
+		cancel()
+		return ctx.Err()
+	}
+}
+
+func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	defer d.wg.Wait()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	var lastReap, lastCleanup time.Time
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-d.wake:
+		}
+		// Maintenance first (the first round runs at start): a restart
+		// releases the leases its previous run left behind.
+		if d.cfg.ReapInterval > 0 && time.Since(lastReap) >= d.cfg.ReapInterval {
+			lastReap = time.Now()
+			d.reap(ctx)
+		}
+		if d.cfg.CleanupInterval > 0 && time.Since(lastCleanup) >= d.cfg.CleanupInterval {
+			lastCleanup = time.Now()
+			d.cleanup(ctx)
+		}
+		claimed, limit, err := d.cycle(ctx, stop)
+		if err != nil && ctx.Err() == nil {
+			d.cycleLog.hit(d.log, slog.LevelError, "inbox: claim failed; retrying every poll interval", slog.String("error", err.Error()))
+		}
+		next := d.cfg.PollInterval
+		if err == nil && claimed > 0 && claimed == limit {
+			next = 0 // a full claim: more may be waiting
+		}
+		t.Reset(next)
+	}
+}
+
+// cycle waits for an idle worker, claims as many messages as there are
+// idle workers (at most BatchSize) and starts a handler goroutine for each.
+func (d *Dispatcher) cycle(ctx context.Context, stop <-chan struct{}) (claimed, limit int, err error) {
+	select {
+	case d.slots <- struct{}{}:
+	case <-stop:
+		return 0, 0, nil
+	}
+	limit = 1
+fill:
+	for limit < d.cfg.BatchSize {
+		select {
+		case d.slots <- struct{}{}:
+			limit++
+		default:
+			break fill
+		}
+	}
+	qctx, cancel := context.WithTimeout(ctx, d.cfg.StatusTimeout)
+	recs, err := d.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
+	cancel()
+	for range limit - len(recs) {
+		<-d.slots
+	}
+	for _, rec := range recs {
+		d.wg.Add(1)
+		go func() {
+			defer func() { <-d.slots; d.wg.Done() }()
+			d.handle(ctx, rec)
+		}()
+	}
+	return len(recs), limit, err
+}
+
+// RunOnce claims up to BatchSize messages and handles them one after the
+// other in the calling goroutine, with ctx as the handlers' parent
+// context. It returns how many it handled. It may run while the
+// dispatcher runs (leases keep them apart); it is meant for tests and
+// tools.
+func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
+	recs, err := d.in.Claim(ctx, d.cfg.Owner, d.cfg.Lease, d.cfg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	for _, rec := range recs {
+		d.handle(ctx, rec)
+	}
+	return len(recs), nil
+}
+
+// handle runs the handler of one claimed message and records the outcome.
+func (d *Dispatcher) handle(ctx context.Context, rec Record) {
+	var (
+		err       error
+		noHandler bool
+	)
+	h := d.handler(rec.Topic)
+	switch {
+	case rec.DecodeErr != nil:
+		err = rec.DecodeErr
+	case h == nil:
+		noHandler = true
+		err = fmt.Errorf("%w %q", ErrNoHandler, rec.Topic)
+		d.noHandlerLog.hit(d.log, slog.LevelWarn, "inbox: no handler for the topic; message abandoned for a retry",
+			recAttrs(rec, slog.String("topic", rec.Topic))...)
+	default:
+		d.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)
+		hctx, cancel := context.WithTimeout(ctx, d.cfg.HandlerTimeout)
+		err = d.call(hctx, h, rec)
+		cancel()
+	}
+	if err != nil && ctx.Err() != nil {
+		// Interrupted by a hard stop: record nothing; the message is
+		// claimed again when its lease expires, and no attempt is charged.
+		d.log.LogAttrs(context.Background(), slog.LevelInfo, "inbox: handler interrupted by shutdown; the message stays leased until its lease expires",
+			recAttrs(rec)...)
+		return
+	}
+	d.settle(rec, err, noHandler)
+}
+
+// call runs the handler, turning a panic into an error.
+func (d *Dispatcher) call(ctx context.Context, h Handler, rec Record) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
+			d.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler panic stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
+		}
+	}()
+	return h.Handle(ctx, rec)
+}
+
+// settle records the outcome of one handling: Ack, Abandon with backoff,
+// or Fail at MaxAttempts. Status writes outlive a hard stop (they are
+// short and bounded by StatusTimeout).
+func (d *Dispatcher) settle(rec Record, herr error, noHandler bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
+	defer cancel()
+	keys := []Key{rec.Key()}
+	owner := d.cfg.Owner
+	var (
+		n   int64
+		err error
+		op  string
+	)
+	attempt := rec.Attempt + 1
+	switch {
+	case herr == nil:
+		op = "ack"
+		n, err = d.in.store.Ack(ctx, owner, keys)
+	case attempt >= d.cfg.MaxAttempts:
+		op = "fail"
+		d.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; message is Dead after its last attempt",
+			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
+		n, err = d.in.store.Fail(ctx, owner, keys, herr.Error())
+	default:
+		op = "abandon"
+		delay := max(0, d.cfg.Retry.Delay(attempt))
+		if !noHandler {
+			d.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
+				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
+					slog.Duration("retry_in", delay))...)
+		}
+		n, err = d.in.store.Abandon(ctx, owner, keys, herr.Error(), func(int) time.Duration { return delay })
+	}
+	switch {
+	case err != nil:
+		d.statusLog.hit(d.log, slog.LevelError, "inbox: cannot record the outcome; the message is retried when its lease expires",
+			recAttrs(rec, slog.String("op", op), slog.String("error", err.Error()))...)
+	case n == 0:
+		d.lostLog.hit(d.log, slog.LevelWarn, "inbox: lease lost before the outcome was recorded (lease expired and reaped or taken over); increase Lease",
+			recAttrs(rec, slog.String("op", op))...)
+	}
+}
+
+// reap releases expired leases and logs how many (IBX-112).
+func (d *Dispatcher) reap(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
+	defer cancel()
+	n, err := d.in.ReapExpired(qctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		d.log.LogAttrs(ctx, slog.LevelWarn, "inbox: reaping expired leases failed; will try again", slog.String("error", err.Error()))
+	case n > 0:
+		d.log.LogAttrs(ctx, slog.LevelInfo, "inbox: released expired leases", slog.Int("messages", n))
+	}
+}
+
+// cleanup deletes Done messages past Retention.
+func (d *Dispatcher) cleanup(ctx context.Context) {
+	n, err := d.in.Cleanup(ctx, d.cfg.Retention, d.cfg.CleanupBatch)
+	switch {
+	case err != nil && !errors.Is(err, context.Canceled):
+		d.log.LogAttrs(ctx, slog.LevelWarn, "inbox: cleanup failed; will try again", slog.String("error", err.Error()))
+	case n > 0:
+		d.log.LogAttrs(ctx, slog.LevelInfo, "inbox: deleted Done messages past retention", slog.Int("messages", n),
+			slog.Duration("retention", d.cfg.Retention))
+	}
+}
+
+func recAttrs(rec Record, extra ...slog.Attr) []slog.Attr {
+	return append([]slog.Attr{slog.String("source", rec.Source), slog.String("message_id", rec.MessageID)}, extra...)
+}

@@ -1,0 +1,322 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/inbox"
+)
+
+func (e *env) dispatcher(cfg inbox.DispatcherConfig) *inbox.Dispatcher {
+	e.t.Helper()
+	d, err := e.in.NewDispatcher(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+// start runs d until the test ends.
+func (e *env) start(d *inbox.Dispatcher) {
+	e.t.Helper()
+	if err := d.Start(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Stop(ctx); err != nil {
+			e.t.Errorf("stop: %v", err)
+		}
+	})
+}
+
+func mustHandle(t *testing.T, d *inbox.Dispatcher, topic string, fn func(ctx context.Context, msg inbox.Record) error) {
+	t.Helper()
+	if err := d.HandleFunc(topic, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// IBX-021, 073, 076: each message goes to its topic's handler, matched
+// case-sensitively, with the full record and a bounded context; Enqueue
+// wakes the dispatcher (the poll interval here is an hour).
+func testDispatcherRoutes(t *testing.T, open opener) {
+	e := newEnv(t, open, inbox.Config{})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "node-1", PollInterval: time.Hour})
+	type call struct {
+		handler  string
+		rec      inbox.Record
+		deadline bool
+	}
+	calls := make(chan call, 10)
+	for _, topic := range []string{"Order.Created", "order.created"} {
+		mustHandle(t, d, topic, func(ctx context.Context, rec inbox.Record) error {
+			_, ok := ctx.Deadline()
+			calls <- call{handler: topic, rec: rec, deadline: ok}
+			return nil
+		})
+	}
+	e.start(d)
+	e.enqueue(inbox.Message{Source: "shop", MessageID: "upper", Topic: "Order.Created", Payload: []byte("U")})
+	e.enqueue(inbox.Message{Source: "shop", MessageID: "lower", Topic: "order.created", Payload: []byte("L")})
+	got := map[string]call{}
+	for range 2 {
+		select {
+		case c := <-calls:
+			got[c.rec.MessageID] = c
+		case <-e.ctx.Done():
+			t.Fatal("handlers not called")
+		}
+	}
+	for id, want := range map[string]string{"upper": "Order.Created", "lower": "order.created"} {
+		c := got[id]
+		mustEqual(t, id+" handler", c.handler, want)
+		mustEqual(t, id+" topic", c.rec.Topic, want)
+		mustEqual(t, id+" source", c.rec.Source, "shop")
+		mustEqual(t, id+" payload", string(c.rec.Payload), strings.ToUpper(id[:1]))
+		mustEqual(t, id+" attempt", c.rec.Attempt, 0)
+		mustEqual(t, id+" owner", c.rec.LockedBy, "node-1")
+		mustEqual(t, id+" first seen", c.rec.FirstSeenAt, e.clock.Now())
+		mustEqual(t, id+" ctx deadline", c.deadline, true)
+		waitFor(t, id+" Done", func() bool { return e.status("shop", id) == inbox.StatusDone })
+	}
+}
+
+// IBX-075, 080, 083, 084, 111, 127: a failing handler is retried with
+// backoff and the message is Dead after MaxAttempts; failures are logged at
+// ERROR with the message id, never with the payload.
+func testDispatcherRetriesThenDead(t *testing.T, open opener) {
+	e := newEnv(t, open, inbox.Config{})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", MaxAttempts: 3})
+	var seen []int
+	mustHandle(t, d, "t", func(_ context.Context, rec inbox.Record) error {
+		seen = append(seen, rec.Attempt)
+		return errors.New("downstream unavailable")
+	})
+	e.enqueue(inbox.Message{Source: "s", MessageID: "m", Topic: "t", Payload: []byte("SECRET-PAYLOAD")})
+	run := func(want int) {
+		t.Helper()
+		n, err := d.RunOnce(e.ctx)
+		if err != nil || n != want {
+			t.Fatalf("RunOnce = %d, %v; want %d", n, err, want)
+		}
+	}
+	now := e.clock.Now()
+	run(1)
+	rec := e.get("s", "m")
+	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
+	mustEqual(t, "attempt", rec.Attempt, 1)
+	mustEqual(t, "error", rec.LastError, "downstream unavailable")
+	mustEqual(t, "backoff", rec.NextAttemptAt, now.Add(2*time.Second))
+	mustEqual(t, "lease released", rec.LockedBy, "")
+	run(0)
+	e.clock.Advance(2 * time.Second)
+	run(1)
+	mustEqual(t, "attempt", e.get("s", "m").Attempt, 2)
+	e.clock.Advance(4 * time.Second)
+	run(1)
+	rec = e.get("s", "m")
+	mustEqual(t, "status", rec.Status, inbox.StatusDead)
+	mustEqual(t, "attempt", rec.Attempt, 3)
+	e.clock.Advance(time.Hour)
+	run(0)
+	mustEqual(t, "attempts seen by the handler", fmt.Sprint(seen), "[0 1 2]")
+	mustEqual(t, "retry logs", len(e.logs.lines("level=ERROR", "will retry", "message_id=m", "downstream unavailable")), 2)
+	mustEqual(t, "dead log", len(e.logs.lines("level=ERROR", "Dead", "message_id=m")), 1)
+	if strings.Contains(e.logs.String(), "SECRET-PAYLOAD") {
+		t.Fatal("the payload was logged")
+	}
+}
+
+// IBX-074: no handler → warning, abandoned for a retry; a panic is a
+// failed attempt. Handler and configuration validation.
+func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
+	e := newEnv(t, open, inbox.Config{})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w"})
+	mustHandle(t, d, "boom", func(context.Context, inbox.Record) error { panic("kaboom") })
+	e.enqueue(inbox.Message{Source: "s", MessageID: "unrouted", Topic: "nobody"})
+	e.enqueue(inbox.Message{Source: "s", MessageID: "panics", Topic: "boom"})
+	if n, err := d.RunOnce(e.ctx); err != nil || n != 2 {
+		t.Fatalf("RunOnce = %d, %v", n, err)
+	}
+	rec := e.get("s", "unrouted")
+	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
+	mustEqual(t, "attempt", rec.Attempt, 1)
+	mustEqual(t, "error", strings.Contains(rec.LastError, "no handler for topic"), true)
+	mustEqual(t, "warning", len(e.logs.lines("level=WARN", "no handler", "topic=nobody")), 1)
+	rec = e.get("s", "panics")
+	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
+	mustEqual(t, "attempt", rec.Attempt, 1)
+	mustEqual(t, "error", strings.Contains(rec.LastError, "handler panicked: kaboom"), true)
+
+	if err := d.HandleFunc("", func(context.Context, inbox.Record) error { return nil }); !errors.Is(err, inbox.ErrEmptyTopic) {
+		t.Fatalf("empty topic: %v", err)
+	}
+	if err := d.HandleFunc("boom", func(context.Context, inbox.Record) error { return nil }); !errors.Is(err, inbox.ErrDuplicateHandler) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if err := d.Handle("x", nil); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("nil handler: %v", err)
+	}
+	for _, cfg := range []inbox.DispatcherConfig{
+		{Lease: time.Second, HandlerTimeout: time.Second},
+		{Owner: strings.Repeat("o", inbox.MaxOwnerLen+1)},
+		{Workers: -1},
+		{MaxAttempts: -1},
+	} {
+		if _, err := e.in.NewDispatcher(cfg); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("config %+v: %v", cfg, err)
+		}
+	}
+}
+
+// IBX-079: different messages are handled at once, up to Workers.
+func testDispatcherConcurrency(t *testing.T, open opener) {
+	e := newEnv(t, open, inbox.Config{})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", Workers: 3})
+	entered, release := make(chan string, 3), make(chan struct{})
+	mustHandle(t, d, "t", func(_ context.Context, rec inbox.Record) error {
+		entered <- rec.MessageID
+		<-release
+		return nil
+	})
+	e.start(d)
+	for i := range 3 {
+		e.enqueue(inbox.Message{Source: "s", MessageID: fmt.Sprint(i), Topic: "t"})
+	}
+	for range 3 { // all three are inside a handler at the same time
+		select {
+		case <-entered:
+		case <-e.ctx.Done():
+			t.Fatal("handlers did not run concurrently")
+		}
+	}
+	close(release)
+	for i := range 3 {
+		waitFor(t, "Done", func() bool { return e.status("s", fmt.Sprint(i)) == inbox.StatusDone })
+	}
+}
+
+// IBX-078, 105: two dispatchers on one table never handle a message twice,
+// let alone at the same time.
+func testDispatcherNeverSameMessageTwice(t *testing.T, open opener) {
+	e := newEnv(t, open, inbox.Config{})
+	const total = 60
+	var (
+		calls    sync.Map // message id → *atomic.Int32
+		inflight sync.Map // message id → *atomic.Int32
+		overlap  atomic.Bool
+	)
+	counter := func(m *sync.Map, id string) *atomic.Int32 {
+		v, _ := m.LoadOrStore(id, new(atomic.Int32))
+		return v.(*atomic.Int32)
+	}
+	handler := func(_ context.Context, rec inbox.Record) error {
+		f := counter(&inflight, rec.MessageID)
+		if f.Add(1) > 1 {
+			overlap.Store(true)
+		}
+		runtime.Gosched()
+		counter(&calls, rec.MessageID).Add(1)
+		f.Add(-1)
+		return nil
+	}
+	for _, owner := range []string{"node-a", "node-b"} {
+		d := e.dispatcher(inbox.DispatcherConfig{Owner: owner, Workers: 4, BatchSize: 3, PollInterval: time.Millisecond})
+		mustHandle(t, d, "t", handler)
+		e.start(d)
+	}
+	for i := range total {
+		e.enqueue(inbox.Message{Source: "s", MessageID: fmt.Sprintf("%02d", i), Topic: "t"})
+	}
+	for i := range total {
+		id := fmt.Sprintf("%02d", i)
+		waitFor(t, id+" Done", func() bool { return e.status("s", id) == inbox.StatusDone })
+		mustEqual(t, id+" calls", counter(&calls, id).Load(), int32(1))
+	}
+	mustEqual(t, "overlap", overlap.Load(), false)
+}
+
+// IBX-072, 112 and the cleanup: a dispatcher releases the leases a crashed
+// node left behind and deletes Done messages past retention.
+func testDispatcherReapsAndCleansUp(t *testing.T, open opener) {
+	e := newEnv(t, open, inbox.Config{})
+	if err := e.in.MarkProcessed(e.ctx, "s", "old"); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueue(inbox.Message{Source: "s", MessageID: "orphan", Topic: "t"})
+	e.claim("crashed-node", time.Second, 10)
+	e.clock.Advance(31 * 24 * time.Hour)
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", Retention: 30 * 24 * time.Hour})
+	mustHandle(t, d, "t", func(context.Context, inbox.Record) error { return nil })
+	e.start(d)
+	waitFor(t, "orphan Done", func() bool { return e.status("s", "orphan") == inbox.StatusDone })
+	waitFor(t, "old deleted", func() bool { return e.status("s", "old") == inbox.Status(-1) })
+	mustEqual(t, "reap log", len(e.logs.lines("level=INFO", "released expired leases", "messages=1")), 1)
+	mustEqual(t, "cleanup log", len(e.logs.lines("level=INFO", "deleted Done messages past retention", "messages=1")), 1)
+}
+
+// Start/Stop: a graceful Stop waits for the running handler's outcome; a
+// Stop whose ctx ends cancels handlers and records nothing; restart works.
+func testDispatcherStop(t *testing.T, open opener) {
+	e := newEnv(t, open, inbox.Config{})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", PollInterval: time.Hour})
+	entered, release := make(chan string, 4), make(chan struct{})
+	mustHandle(t, d, "slow", func(_ context.Context, rec inbox.Record) error {
+		entered <- rec.MessageID
+		<-release
+		return nil
+	})
+	mustHandle(t, d, "stuck", func(ctx context.Context, rec inbox.Record) error {
+		entered <- rec.MessageID
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if err := d.Stop(e.ctx); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+	if err := d.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(e.ctx); err == nil {
+		t.Fatal("second Start succeeded")
+	}
+	e.enqueue(inbox.Message{Source: "s", MessageID: "slow", Topic: "slow"})
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.Stop(context.Background()) }()
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	mustEqual(t, "status when Stop returned", e.status("s", "slow"), inbox.StatusDone)
+
+	// Restart; a handler that holds on until its ctx ends.
+	if err := d.Start(e.ctx); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	e.enqueue(inbox.Message{Source: "s", MessageID: "stuck", Topic: "stuck"})
+	<-entered
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := d.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hard stop: %v", err)
+	}
+	if err := d.Stop(e.ctx); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+	rec := e.get("s", "stuck")
+	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
+	mustEqual(t, "attempt not charged", rec.Attempt, 0)
+	mustEqual(t, "lease kept", rec.LockedBy, "w")
+	mustEqual(t, "log", len(e.logs.lines("interrupted by shutdown", "message_id=stuck")), 1)
+}

@@ -1,0 +1,34 @@
+// Package inbox is the receiving side of the outbox: an idempotent
+// receiver (seed 003) that processes each inbound message, identified by
+// its source and message id, at most once in effect, however often it is
+// delivered.
+//
+// Two modes share one table (jdbcstore schema inbox_<dialect>.sql):
+//
+// Transactional. [Inbox.ProcessTx] runs inside the consumer's business
+// transaction: it records (source, message id) with an upsert that locks
+// the row, runs the business function on the same transaction unless the
+// message is Done already, and marks it Done there. The effect and the
+// mark commit together; concurrent redeliveries wait for the first and
+// then skip. [Inbox.Process] opens the transaction itself and retries on
+// lock contention.
+//
+//	processed, err := in.Process(ctx, inbox.Message{Source: "billing", MessageID: id, Topic: "invoice.paid"},
+//		func(ctx context.Context, tx *sqlx.Tx) error {
+//			_, err := tx.ExecContext(ctx, `UPDATE invoices SET paid = 1 WHERE id = ?`, invoiceID)
+//			return err
+//		})
+//
+// Work queue. [Inbox.Enqueue] stores the message (an upsert: a redelivery
+// of a Done message changes nothing); a [Dispatcher] claims due messages
+// with a lease and an owner token, runs the [Handler] of their topic, and
+// acknowledges them, abandons them for a retry after min(2^attempt s, 60 s),
+// or marks them Dead after MaxAttempts (10). Expired leases are reaped and
+// old Done messages deleted in batches. Claim, Ack, Abandon, AbandonAfter,
+// Fail, ReapExpired, Get and Cleanup are available for workers of your own.
+//
+// Times come from the application clock (Config.Now), as in the outbox
+// store. Invalid arguments return errors matching the Err* sentinels of
+// this package with errors.Is, before anything is written. Payloads are
+// never logged.
+package inbox

@@ -1,0 +1,112 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// The transactional mode: the business write and the inbox's Done mark
+// commit together, so a message delivered three times pays once.
+func Example() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "inbox-example-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := jdbcstore.OpenSQLite(filepath.Join(dir, "app.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	db.MustExecContext(ctx, `CREATE TABLE invoices (id TEXT PRIMARY KEY, paid INTEGER NOT NULL)`)
+	db.MustExecContext(ctx, `INSERT INTO invoices (id, paid) VALUES ('inv-7', 0)`)
+
+	in, err := inbox.New(ctx, db, inbox.Config{}) // creates the inbox_message table
+	if err != nil {
+		panic(err)
+	}
+	msg := inbox.Message{Source: "stripe", MessageID: "evt_1", Topic: "invoice.paid", Payload: []byte(`{"amount":4200}`)}
+	for delivery := 1; delivery <= 3; delivery++ {
+		processed, err := in.Process(ctx, msg, func(ctx context.Context, tx *sqlx.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE invoices SET paid = paid + 4200 WHERE id = 'inv-7'`)
+			return err
+		})
+		fmt.Printf("delivery %d: processed=%v err=%v\n", delivery, processed, err)
+	}
+	var paid int
+	if err := db.GetContext(ctx, &paid, `SELECT paid FROM invoices WHERE id = 'inv-7'`); err != nil {
+		panic(err)
+	}
+	fmt.Println("paid:", paid)
+	// Output:
+	// delivery 1: processed=true err=<nil>
+	// delivery 2: processed=false err=<nil>
+	// delivery 3: processed=false err=<nil>
+	// paid: 4200
+}
+
+// The work-queue mode: Enqueue stores the message, a dispatcher runs the
+// topic's handler and marks it Done; a redelivery of a Done message
+// changes nothing.
+func ExampleInbox_NewDispatcher() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "inbox-example-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := jdbcstore.OpenSQLite(filepath.Join(dir, "app.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	in, err := inbox.New(ctx, db, inbox.Config{})
+	if err != nil {
+		panic(err)
+	}
+	d, err := in.NewDispatcher(inbox.DispatcherConfig{Workers: 2})
+	if err != nil {
+		panic(err)
+	}
+	handled := make(chan string, 1)
+	err = d.HandleFunc("order.created", func(ctx context.Context, msg inbox.Record) error {
+		handled <- fmt.Sprintf("handled %s/%s (attempt %d): %s", msg.Source, msg.MessageID, msg.Attempt, msg.Payload)
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		panic(err)
+	}
+	msg := inbox.Message{Source: "shop", MessageID: "order-42", Topic: "order.created", Payload: []byte(`{"total":99}`)}
+	if err := in.Enqueue(ctx, msg); err != nil {
+		panic(err)
+	}
+	fmt.Println(<-handled)
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.Stop(stopCtx); err != nil { // waits for the acknowledgement
+		panic(err)
+	}
+	if err := in.Enqueue(ctx, msg); err != nil { // a redelivery
+		panic(err)
+	}
+	rec, err := in.Get(ctx, "shop", "order-42")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("status:", rec.Status)
+	// Output:
+	// handled shop/order-42 (attempt 0): {"total":99}
+	// status: Done
+}

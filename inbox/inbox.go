@@ -1,0 +1,448 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/retry"
+)
+
+// Defaults of [Config] and of the maintenance operations.
+const (
+	// DefaultTable is the inbox table name.
+	DefaultTable = jdbcstore.DefaultInboxTable
+	// reapBatch is the most leases ReapExpired releases per statement.
+	reapBatch = 500
+)
+
+// Config configures [New]. The zero value works with the default table on
+// a database whose driver is detected (sqlite3, mysql).
+type Config struct {
+	// Table is the inbox table name; it must match
+	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$ (see jdbcstore.ValidateTableName).
+	// Defaults to DefaultTable ("inbox_message").
+	Table string
+	// Dialect selects the SQL dialect. Defaults to the one matching the
+	// driver name of db.
+	Dialect jdbcstore.Dialect
+	// MaxErrorLen is how many characters of an error are stored in
+	// last_error. Defaults to jdbcstore.DefaultMaxErrorLen.
+	MaxErrorLen int
+	// SkipSchema leaves the schema alone (IBX-115); by default New applies
+	// the embedded, idempotent schema (CREATE … IF NOT EXISTS, IBX-114/116).
+	SkipSchema bool
+	// Backoff is the delay before the next attempt of an abandoned
+	// message, given its attempt count after the abandon. Defaults to
+	// [Backoff]: min(2^attempt s, 60 s).
+	Backoff retry.Policy
+	// Logger receives the inbox's logs; payloads are never logged.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of every stored time (first/last seen, leases, next
+	// attempts, cleanup cutoffs): the application's clock, as in the
+	// outbox store, not the database server's. Nodes sharing a table need
+	// synchronized clocks (leases compare them). Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Inbox is the idempotent receiver over one table. It offers two ways to
+// process inbound messages exactly once in effect:
+//
+//   - transactional: [Inbox.ProcessTx] (or [Inbox.Process]) records the
+//     message inside the consumer's own transaction, runs the business
+//     code in it and marks the message Done in it, so the effect and the
+//     mark commit together;
+//   - work queue: [Inbox.Enqueue] stores the message, and a [Dispatcher]
+//     claims it with a lease and runs the topic's [Handler], with retries,
+//     backoff and a dead state (or do it by hand with Claim, Ack, Abandon,
+//     Fail and ReapExpired).
+//
+// Create it with [New]. It is safe for concurrent use.
+type Inbox struct {
+	store   *jdbcstore.InboxStore
+	db      *sqlx.DB
+	backoff retry.Policy
+	now     func() time.Time
+	log     *slog.Logger
+	baseLog *slog.Logger // Config.Logger, the default of DispatcherConfig.Logger
+
+	mu       sync.Mutex
+	wakeList []chan struct{} // dispatchers to wake after an enqueue
+}
+
+// New returns an inbox on db and, unless cfg.SkipSchema, creates its table.
+// Configuration errors wrap core.ErrInvalidConfig or, for a bad table name,
+// core.ErrInvalidIdentifier.
+func New(ctx context.Context, db *sqlx.DB, cfg Config) (*Inbox, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = Backoff{}
+	}
+	store, err := jdbcstore.NewInbox(db, jdbcstore.Config{
+		Dialect: cfg.Dialect, Table: cfg.Table, MaxErrorLen: cfg.MaxErrorLen, Now: cfg.Now, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.SkipSchema {
+		if err := store.ApplySchema(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &Inbox{
+		store:   store,
+		db:      db,
+		backoff: cfg.Backoff,
+		now:     cfg.Now,
+		log:     cfg.Logger.With(slog.String("component", "outbox.inbox")),
+		baseLog: cfg.Logger,
+	}, nil
+}
+
+// Store returns the SQL store underneath, for what this API does not cover.
+func (in *Inbox) Store() *jdbcstore.InboxStore { return in.store }
+
+// SchemaSQL returns the table's DDL, for migration tools.
+func (in *Inbox) SchemaSQL() string { return in.store.SchemaSQL() }
+
+// ProcessTx processes msg at most once, inside tx, the caller's business
+// transaction: it records the delivery of (msg.Source, msg.MessageID) on
+// tx, and
+//
+//   - if the message is Done already, returns (false, nil) without
+//     calling fn: a redelivery;
+//   - if a work-queue worker holds a live lease on it, returns an error
+//     wrapping ErrInProgress without calling fn;
+//   - otherwise (new, or Seen, or Processing without a live lease, or
+//     Dead) calls fn(ctx); when fn succeeds, marks the message Done on tx
+//     and returns (true, nil). fn's error is returned as is.
+//
+// fn does its business writes on tx. The caller commits tx when ProcessTx
+// returns a nil error and rolls it back otherwise: the effect and the Done
+// mark then commit together or not at all. A rolled-back transaction
+// leaves no trace of the delivery, so a later redelivery processes the
+// message again.
+//
+// Concurrent deliveries of the same message never both run fn: the
+// delivery is recorded with an upsert that locks the row until tx ends
+// (IBX-006). On MySQL/MariaDB a concurrent ProcessTx waits for tx, then
+// sees the message Done; on SQLite, transactions that write are serialized
+// (open the database with jdbcstore.OpenSQLite, whose transactions begin
+// IMMEDIATE). A deadlock or lock timeout comes back wrapping ErrContention:
+// roll back and try again ([Inbox.Process] does).
+//
+// Every delivery updates last_seen_at (so the cleanup retention counts
+// from the last sighting). A hash differing from the stored one is logged
+// as a warning, never an error (IBX-008). msg.Topic and msg.Payload are
+// optional here (stored for inspection; a nil payload is stored empty).
+func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx context.Context) error) (bool, error) {
+	switch tx.(type) {
+	case nil, *sql.DB, *sqlx.DB:
+		return false, fmt.Errorf("outbox: inbox: process: %w: pass the business transaction, not the pool", core.ErrNoTransaction)
+	}
+	if fn == nil {
+		return false, &core.ConfigError{Field: "fn", Msg: "must not be nil"}
+	}
+	if err := checkMessage(msg, false); err != nil {
+		return false, err
+	}
+	t, err := in.store.Touch(ctx, tx, msg)
+	if err != nil {
+		return false, in.mapErr(err)
+	}
+	in.warnMismatch(ctx, t.HashMismatch, msg.Key())
+	switch {
+	case t.Status == StatusDone:
+		in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: already processed; skipped", keyAttrs(msg.Key())...)
+		return false, nil
+	case t.Status == StatusProcessing && t.LockedBy != "" && !in.now().After(t.LockedUntil):
+		return false, fmt.Errorf("%w (source %q, message id %q, until %s)", ErrInProgress, msg.Source, msg.MessageID,
+			t.LockedUntil.Format(time.RFC3339Nano))
+	}
+	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: processing", append(keyAttrs(msg.Key()), slog.String("status", t.Status.String()))...)
+	if err := fn(ctx); err != nil {
+		return false, err
+	}
+	if err := in.store.MarkDoneTx(ctx, tx, msg.Key()); err != nil {
+		return false, in.mapErr(err)
+	}
+	return true, nil
+}
+
+// Process runs [Inbox.ProcessTx] in a transaction of its own on the
+// inbox's database: fn gets that transaction for its business writes. It
+// commits when fn succeeds and rolls back otherwise, and runs the whole
+// transaction again on lock contention (with a short jittered pause) until
+// ctx ends. fn may therefore run more than once, but only one run's writes
+// ever commit; fn must write only through tx.
+func (in *Inbox) Process(ctx context.Context, msg Message, fn func(ctx context.Context, tx *sqlx.Tx) error) (bool, error) {
+	if fn == nil {
+		return false, &core.ConfigError{Field: "fn", Msg: "must not be nil"}
+	}
+	pause := time.Millisecond
+	for {
+		processed, err := in.processOnce(ctx, msg, fn)
+		if err == nil || !errors.Is(err, ErrContention) {
+			return processed, err
+		}
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
+		case <-t.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
+func (in *Inbox) processOnce(ctx context.Context, msg Message, fn func(ctx context.Context, tx *sqlx.Tx) error) (bool, error) {
+	tx, err := in.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return false, in.mapErr(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	processed, err := in.ProcessTx(ctx, tx, msg, func(ctx context.Context) error { return fn(ctx, tx) })
+	if err != nil {
+		return false, in.mapErr(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, in.mapErr(err)
+	}
+	return processed, nil
+}
+
+// AlreadyProcessed records a delivery of (source, messageID) and reports
+// whether the message is Done (seed 003 IBX-002…008): an unknown message is
+// inserted as Seen and false is returned; a known one gets last_seen_at =
+// now, and a hash is stored if none was. It runs in a transaction of its
+// own. Use it with MarkProcessed when the processing cannot share a
+// transaction with the inbox; otherwise ProcessTx is the safe choice.
+func (in *Inbox) AlreadyProcessed(ctx context.Context, source, messageID string, hash []byte) (bool, error) {
+	if err := checkKey(source, messageID); err != nil {
+		return false, err
+	}
+	if err := checkHash(hash); err != nil {
+		return false, err
+	}
+	k := Key{Source: source, MessageID: messageID}
+	t, err := in.store.AlreadyProcessed(ctx, k, hash)
+	if err != nil {
+		return false, in.mapErr(err)
+	}
+	in.warnMismatch(ctx, t.HashMismatch, k)
+	done := t.Status == StatusDone
+	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: deduplication check", append(keyAttrs(k), slog.Bool("already_processed", done))...)
+	return done, nil
+}
+
+// MarkProcessed sets the message Done (recording it as Done when it is
+// unknown) and releases any lease. It is idempotent.
+func (in *Inbox) MarkProcessed(ctx context.Context, source, messageID string) error {
+	if err := checkKey(source, messageID); err != nil {
+		return err
+	}
+	return in.mapErr(in.store.MarkProcessed(ctx, Key{Source: source, MessageID: messageID}))
+}
+
+// Enqueue stores msg for the work queue (seed 003 IBX-013…029). Source,
+// MessageID and Topic are required (at most 255 characters each), Payload
+// must not be nil (empty is fine; it is never interpreted), DueAt defers
+// the first claim (zero or past: claimable at once).
+//
+// It is an upsert: a new message is stored Processing with attempt 0; a
+// Done message keeps its state (only its last sighting is recorded); a
+// Seen message becomes Processing; a Processing or Dead one takes the new
+// topic, payload, hash and due time and keeps its state. A hash differing
+// from the stored one is logged as a warning. Dispatchers of this Inbox
+// are woken to claim it at once.
+func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
+	if err := checkMessage(msg, true); err != nil {
+		return err
+	}
+	res, err := in.store.Enqueue(ctx, msg)
+	if err != nil {
+		return in.mapErr(err)
+	}
+	in.warnMismatch(ctx, res.HashMismatch, msg.Key())
+	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: enqueued", append(keyAttrs(msg.Key()), slog.String("topic", msg.Topic),
+		slog.Bool("new", res.Inserted), slog.String("status", res.Status.String()))...)
+	if res.Status == StatusProcessing {
+		in.wake()
+	}
+	return nil
+}
+
+// Claim leases up to batchSize claimable messages to owner for lease and
+// returns them (seed 003 IBX-030…043): Processing, due, next attempt not
+// in the future, and not leased (or the lease expired). Concurrent
+// claimers never get the same message. owner must be non-empty (at most
+// MaxOwnerLen bytes) and should stay the same for a worker's lifetime.
+func (in *Inbox) Claim(ctx context.Context, owner string, lease time.Duration, batchSize int) ([]Record, error) {
+	if err := checkOwner(owner); err != nil {
+		return nil, err
+	}
+	if err := checkPositive("lease", lease, ErrInvalidLease); err != nil {
+		return nil, err
+	}
+	if err := checkBatch(batchSize); err != nil {
+		return nil, err
+	}
+	recs, err := in.store.Claim(ctx, owner, lease, batchSize)
+	if err != nil {
+		return nil, in.mapErr(err)
+	}
+	if len(recs) > 0 { // an idle poll logs nothing
+		in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: claimed", slog.String("owner", owner), slog.Int("messages", len(recs)))
+	}
+	return recs, nil
+}
+
+// Ack marks the messages Done and releases their leases, for those owner
+// holds (IBX-044…049). Unknown keys, other owners' messages and duplicate
+// keys are ignored; no keys is a no-op. It returns how many changed.
+func (in *Inbox) Ack(ctx context.Context, owner string, keys []Key) (int, error) {
+	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	n, err := in.store.Ack(ctx, owner, keys)
+	return int(n), in.mapErr(err)
+}
+
+// Abandon releases owner's leases on the messages, increments their
+// attempt and makes them claimable again after Config.Backoff (by default
+// min(2^attempt s, 60 s)), recording lastError ("" records none)
+// (IBX-050…059). Messages owner does not hold are ignored. It returns how
+// many changed.
+func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastError string) (int, error) {
+	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	n, err := in.store.Abandon(ctx, owner, keys, lastError, in.backoff.Delay)
+	return int(n), in.mapErr(err)
+}
+
+// AbandonAfter is Abandon with a fixed delay instead of the backoff
+// (IBX-053); delay must be positive (IBX-058).
+func (in *Inbox) AbandonAfter(ctx context.Context, owner string, keys []Key, lastError string, delay time.Duration) (int, error) {
+	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	if err := checkPositive("delay", delay, ErrInvalidDelay); err != nil {
+		return 0, err
+	}
+	n, err := in.store.Abandon(ctx, owner, keys, lastError, func(int) time.Duration { return delay })
+	return int(n), in.mapErr(err)
+}
+
+// Fail marks the messages Dead, increments their attempt and records
+// errMsg, for those owner holds (IBX-060…066). Dead messages are never
+// claimed again. It returns how many changed.
+func (in *Inbox) Fail(ctx context.Context, owner string, keys []Key, errMsg string) (int, error) {
+	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	n, err := in.store.Fail(ctx, owner, keys, errMsg)
+	return int(n), in.mapErr(err)
+}
+
+// ReapExpired releases every expired lease of a Processing message, in
+// batches, and returns how many (IBX-068…071). The messages become
+// claimable again, subject to their next attempt time. A Dispatcher does
+// this every ReapInterval.
+func (in *Inbox) ReapExpired(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := in.store.ReapExpired(ctx, reapBatch)
+		total += int(n)
+		if err != nil {
+			return total, in.mapErr(err)
+		}
+		if n < reapBatch {
+			return total, nil
+		}
+	}
+}
+
+// Get returns the stored message, or an error wrapping ErrNotFound.
+func (in *Inbox) Get(ctx context.Context, source, messageID string) (Record, error) {
+	if err := checkKey(source, messageID); err != nil {
+		return Record{}, err
+	}
+	rec, err := in.store.Get(ctx, Key{Source: source, MessageID: messageID})
+	if errors.Is(err, core.ErrNotFound) {
+		return Record{}, fmt.Errorf("%w (source %q, message id %q)", ErrNotFound, source, messageID)
+	}
+	return rec, in.mapErr(err)
+}
+
+// Cleanup deletes Done messages last seen more than retention ago, at most
+// batchSize rows per statement (IBX-098…101), and returns how many. Seen,
+// Processing and Dead messages are never deleted. Once deleted, a
+// message is new again to the inbox: keep retention longer than any
+// sender's redelivery window.
+func (in *Inbox) Cleanup(ctx context.Context, retention time.Duration, batchSize int) (int, error) {
+	if err := checkPositive("retention", retention, ErrInvalidRetention); err != nil {
+		return 0, err
+	}
+	if err := checkBatch(batchSize); err != nil {
+		return 0, err
+	}
+	n, err := in.store.Cleanup(ctx, retention, batchSize)
+	return int(n), in.mapErr(err)
+}
+
+// mapErr marks lock contention with ErrContention.
+func (in *Inbox) mapErr(err error) error {
+	if err == nil || errors.Is(err, ErrContention) || !in.store.IsContention(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrContention, err)
+}
+
+// warnMismatch logs a redelivery whose hash differs from the stored one
+// (IBX-008). The hashes themselves are not logged.
+func (in *Inbox) warnMismatch(ctx context.Context, mismatch bool, k Key) {
+	if mismatch {
+		in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: redelivered message has a different content hash; keeping the stored message",
+			keyAttrs(k)...)
+	}
+}
+
+// register adds a dispatcher's wake channel.
+func (in *Inbox) register(wake chan struct{}) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.wakeList = append(in.wakeList, wake)
+}
+
+// wake tells every dispatcher of this inbox that a message was enqueued.
+func (in *Inbox) wake() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, w := range in.wakeList {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func keyAttrs(k Key) []slog.Attr {
+	return []slog.Attr{slog.String("source", k.Source), slog.String("message_id", k.MessageID)}
+}

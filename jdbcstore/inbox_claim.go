@@ -1,0 +1,247 @@
+package jdbcstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// checkOwner is the store's own guard on owner tokens (package inbox
+// reports a typed error first).
+func checkOwner(owner string) error {
+	if owner == "" || len(owner) > core.MaxOwnerLen {
+		return &core.ConfigError{Field: "owner", Msg: fmt.Sprintf("must be 1 to %d bytes", core.MaxOwnerLen)}
+	}
+	return nil
+}
+
+// Claim leases up to limit claimable messages to owner for lease and
+// returns them, earliest next attempt first (seed 003 IBX-030…043). A
+// message is claimable when it is Processing, its next attempt and its due
+// time (if any) are not in the future, and it has no lease or an expired
+// one. A message leased by owner itself is not claimed again while the
+// lease runs: a worker never handles the same message twice at once.
+//
+// As [Store.ClaimDue]: SQLite runs one UPDATE … RETURNING; MySQL/MariaDB
+// select FOR UPDATE SKIP LOCKED and lease the rows in one short READ
+// COMMITTED transaction, so concurrent claimers never get the same message
+// and never wait for each other.
+func (s *InboxStore) Claim(ctx context.Context, owner string, lease time.Duration, limit int) ([]InboxRecord, error) {
+	if err := checkOwner(owner); err != nil {
+		return nil, opErr("claim", err)
+	}
+	if limit <= 0 || lease <= 0 {
+		return nil, opErr("claim", &core.ConfigError{Field: "lease/limit", Msg: "must be positive"})
+	}
+	now := s.now()
+	until := now.Add(lease)
+	d := s.dialect
+	at := d.encodeTime(now)
+	claimable := []any{at, at, at}
+	var (
+		recs []InboxRecord
+		err  error
+	)
+	switch caps := d.caps(); {
+	case caps.returning:
+		args := append([]any{owner, d.encodeTime(until)}, claimable...)
+		recs, err = retryBusy(ctx, s.shell, func() ([]InboxRecord, error) {
+			return s.scanInbox(ctx, s.db, limit, s.q.claimReturning, append(args, limit)...)
+		})
+		slices.SortFunc(recs, func(a, b InboxRecord) int {
+			return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), cmp.Compare(a.Source, b.Source), cmp.Compare(a.MessageID, b.MessageID))
+		})
+	case caps.skipLocked:
+		recs, err = retryBusy(ctx, s.shell, func() ([]InboxRecord, error) {
+			return s.claimSkipLocked(ctx, owner, until, limit, append(claimable, limit))
+		})
+	default:
+		return nil, opErr("claim", fmt.Errorf("dialect %s supports neither RETURNING nor SKIP LOCKED", d.Name()))
+	}
+	if err != nil {
+		return nil, opErr("claim", err)
+	}
+	return recs, nil
+}
+
+func (s *InboxStore) claimSkipLocked(ctx context.Context, owner string, until time.Time, limit int, selectArgs []any) ([]InboxRecord, error) {
+	tx, err := s.db.BeginTxx(ctx, s.txOptions())
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	recs, err := s.scanInbox(ctx, tx, limit, s.q.claimSelect, selectArgs...)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	keys := make([]InboxKey, len(recs))
+	for i, r := range recs {
+		keys[i] = r.Key()
+	}
+	t := s.dialect.quoteIdent(s.table)
+	args := keyArgs([]any{owner, s.dialect.encodeTime(until)}, keys)
+	if _, err := tx.ExecContext(ctx, keyList(s.dialect, "UPDATE "+t+" SET locked_by = ?, locked_until = ? WHERE ", len(keys), ""), args...); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	until = until.UTC().Truncate(time.Microsecond)
+	for i := range recs {
+		recs[i].LockedBy, recs[i].LockedUntil = owner, until
+	}
+	return recs, nil
+}
+
+// fence is the condition every lease-holder write ends with: the owner
+// holds the lease and the message is still Processing.
+var fence = " AND locked_by = ? AND status = " + strconv.Itoa(int(InboxProcessing))
+
+// Ack sets the given messages Done and releases their leases, for those
+// that owner holds (seed 003 IBX-044…049). Unknown keys, keys owned by
+// someone else and duplicates are ignored. It returns how many changed.
+func (s *InboxStore) Ack(ctx context.Context, owner string, keys []InboxKey) (int64, error) {
+	if err := checkOwner(owner); err != nil {
+		return 0, opErr("ack", err)
+	}
+	prefix := "UPDATE " + s.dialect.quoteIdent(s.table) + " SET status = " + strconv.Itoa(int(InboxDone)) +
+		", locked_by = NULL, locked_until = NULL WHERE "
+	n, err := s.writeKeys(ctx, keys, false, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
+		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), owner)...)
+	})
+	if err != nil {
+		return 0, opErr("ack", err)
+	}
+	return n, nil
+}
+
+// Abandon releases owner's leases on the given messages, increments their
+// attempt and makes them claimable again after delay(attempt) (attempt
+// being the incremented count), recording lastError ("" stores NULL) (seed
+// 003 IBX-050…059). Messages owner does not hold are ignored. It returns
+// how many changed.
+//
+// It runs in one transaction: the attempts are read with a locking read,
+// and the messages are updated in one statement per distinct attempt count.
+func (s *InboxStore) Abandon(ctx context.Context, owner string, keys []InboxKey, lastError string, delay func(attempt int) time.Duration) (int64, error) {
+	if err := checkOwner(owner); err != nil {
+		return 0, opErr("abandon", err)
+	}
+	if delay == nil {
+		return 0, opErr("abandon", &core.ConfigError{Field: "delay", Msg: "must not be nil"})
+	}
+	errArg := s.nullError(lastError)
+	n, err := s.writeKeys(ctx, keys, true, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
+		return s.abandonChunk(ctx, ex, owner, ks, errArg, delay)
+	})
+	if err != nil {
+		return 0, opErr("abandon", err)
+	}
+	return n, nil
+}
+
+// abandonChunk abandons one chunk of keys inside a transaction: a locking
+// read of the attempts, then one UPDATE per distinct attempt count.
+func (s *InboxStore) abandonChunk(ctx context.Context, ex ExecQueryer, owner string, ks []InboxKey, errArg any,
+	delay func(attempt int) time.Duration) (int64, error) {
+	t := s.dialect.quoteIdent(s.table)
+	byAttempt := map[int][]InboxKey{}
+	rows, err := ex.QueryContext(ctx, keyList(s.dialect, "SELECT source, message_id, attempt FROM "+t+" WHERE ", len(ks), fence+lockingRead(s.dialect)),
+		append(keyArgs(nil, ks), owner)...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var src, id, att any
+		if err := rows.Scan(&src, &id, &att); err != nil {
+			return 0, err
+		}
+		source, err1 := asString(src)
+		msgID, err2 := asString(id)
+		a, err3 := asInt(att)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return 0, err
+		}
+		byAttempt[int(a)] = append(byAttempt[int(a)], InboxKey{Source: source, MessageID: msgID})
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, err
+	}
+	now := s.now()
+	prefix := "UPDATE " + t + " SET attempt = attempt + 1, next_attempt_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL WHERE "
+	var total int64
+	for _, a := range slices.Sorted(maps.Keys(byAttempt)) {
+		group := byAttempt[a]
+		next := now.Add(max(0, delay(a+1)))
+		n, err := execCount(ctx, ex, keyList(s.dialect, prefix, len(group), fence),
+			append(keyArgs([]any{s.dialect.encodeTime(next), errArg}, group), owner)...)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Fail sets the given messages Dead, increments their attempt, records
+// errMsg and releases their leases, for those that owner holds (seed 003
+// IBX-060…066). It returns how many changed.
+func (s *InboxStore) Fail(ctx context.Context, owner string, keys []InboxKey, errMsg string) (int64, error) {
+	if err := checkOwner(owner); err != nil {
+		return 0, opErr("fail", err)
+	}
+	prefix := "UPDATE " + s.dialect.quoteIdent(s.table) + " SET status = " + strconv.Itoa(int(InboxDead)) +
+		", attempt = attempt + 1, last_error = ?, locked_by = NULL, locked_until = NULL WHERE "
+	errArg := s.nullError(errMsg)
+	n, err := s.writeKeys(ctx, keys, false, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
+		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs([]any{errArg}, ks), owner)...)
+	})
+	if err != nil {
+		return 0, opErr("fail", err)
+	}
+	return n, nil
+}
+
+// ReapExpired releases up to limit expired leases of Processing messages
+// (seed 003 IBX-068…071) and returns how many. Done and Dead messages hold
+// no lease and are never touched.
+func (s *InboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, opErr("reap", &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)})
+	}
+	n, err := s.exec(ctx, s.q.reap, s.dialect.encodeTime(s.now()), limit)
+	if err != nil {
+		return n, opErr("reap", err)
+	}
+	return n, nil
+}
+
+// Cleanup deletes Done messages last seen more than olderThan ago, at most
+// batch per statement, each statement on its own (seed 003 IBX-098…101),
+// until none is left. Seen, Processing and Dead messages are never
+// deleted. It returns how many rows it deleted.
+func (s *InboxStore) Cleanup(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	if olderThan <= 0 || batch <= 0 {
+		return 0, opErr("cleanup", &core.ConfigError{Field: "retention/batch", Msg: "must be positive"})
+	}
+	cutoff := s.dialect.encodeTime(s.now().Add(-olderThan))
+	var total int64
+	for {
+		n, err := s.exec(ctx, s.q.cleanup, cutoff, batch)
+		total += n
+		if err != nil {
+			return total, opErr("cleanup", err)
+		}
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}

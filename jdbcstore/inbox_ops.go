@@ -1,0 +1,294 @@
+package jdbcstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Touch records a delivery of m on ex, normally the caller's business
+// transaction, and returns the row's state. A new key is inserted as Seen
+// (first and last seen now, m's topic, payload and hash); an existing row
+// gets last_seen_at = now and keeps everything else, except that a missing
+// hash is filled in with m's.
+//
+// It is an upsert (ON CONFLICT … DO UPDATE, ON DUPLICATE KEY UPDATE)
+// followed by a locking read where rows lock (MySQL: SELECT … FOR UPDATE,
+// which returns the latest committed row even in a REPEATABLE READ
+// transaction). Until ex ends, the row is locked: a concurrent Touch of
+// the same key on MySQL waits for ex's commit or rollback, and on SQLite
+// writers are serialized anyway. So two transactions never both see the
+// key as new.
+func (s *InboxStore) Touch(ctx context.Context, ex ExecQueryer, m InboxMessage) (InboxTouch, error) {
+	now := s.dialect.encodeTime(s.now())
+	hash := encodeHash(m.Hash)
+	if _, err := ex.ExecContext(ctx, s.q.touch, m.Source, m.MessageID, m.Topic, encodeBytes(m.Payload), hash,
+		now, now, now, now, hash); err != nil {
+		return InboxTouch{}, opErr("touch", err)
+	}
+	t, err := s.readTouch(ctx, ex, m.Key())
+	if err != nil {
+		return InboxTouch{}, opErr("touch", err)
+	}
+	t.HashMismatch = len(m.Hash) > 0 && len(t.Hash) > 0 && !bytes.Equal(m.Hash, t.Hash)
+	return t, nil
+}
+
+func (s *InboxStore) readTouch(ctx context.Context, ex ExecQueryer, k InboxKey) (InboxTouch, error) {
+	rows, err := ex.QueryContext(ctx, s.q.touchRead, k.Source, k.MessageID)
+	if err != nil {
+		return InboxTouch{}, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return InboxTouch{}, err
+		}
+		return InboxTouch{}, errors.New("row vanished after the upsert")
+	}
+	var status, attempt, hash, lockedBy, lockedUntil any
+	if err := rows.Scan(&status, &attempt, &hash, &lockedBy, &lockedUntil); err != nil {
+		return InboxTouch{}, err
+	}
+	var t InboxTouch
+	st, err1 := asInt(status)
+	at, err2 := asInt(attempt)
+	h, err3 := asBytes(hash)
+	by, err4 := asString(lockedBy)
+	until, err5 := s.dialect.decodeTime(lockedUntil)
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return InboxTouch{}, err
+	}
+	t.Status, t.Attempt, t.Hash, t.LockedBy, t.LockedUntil = InboxStatus(st), int(at), h, by, until
+	return t, rows.Close()
+}
+
+// MarkDoneTx sets the message Done and releases any lease, on ex (the
+// transaction that ran Touch and the business writes).
+func (s *InboxStore) MarkDoneTx(ctx context.Context, ex ExecQueryer, k InboxKey) error {
+	if _, err := ex.ExecContext(ctx, s.q.markDone, k.Source, k.MessageID); err != nil {
+		return opErr("mark done", err)
+	}
+	return nil
+}
+
+// AlreadyProcessed is Touch in a transaction of its own (seed 003
+// IBX-002…008): a new key is inserted as Seen; the returned state tells
+// whether it is Done.
+func (s *InboxStore) AlreadyProcessed(ctx context.Context, k InboxKey, hash []byte) (InboxTouch, error) {
+	var t InboxTouch
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		t, err = s.Touch(ctx, tx, InboxMessage{Source: k.Source, MessageID: k.MessageID, Hash: hash})
+		return err
+	})
+	return t, err
+}
+
+// MarkProcessed sets the message Done (inserting it as Done when it is
+// unknown) and releases any lease. It is idempotent.
+func (s *InboxStore) MarkProcessed(ctx context.Context, k InboxKey) error {
+	now := s.dialect.encodeTime(s.now())
+	if _, err := s.exec(ctx, s.q.markProcessed, k.Source, k.MessageID, []byte{}, now, now, now, now); err != nil {
+		return opErr("mark processed", err)
+	}
+	return nil
+}
+
+// maxEnqueueTries bounds the insert races of Enqueue: a concurrent first
+// enqueue of the same key makes the insert fail as a duplicate, and the
+// next try finds the row.
+const maxEnqueueTries = 3
+
+// Enqueue stores m for the work queue (seed 003 IBX-013…029), in one
+// transaction:
+//
+//   - a new key is inserted as Processing, attempt 0, first and last seen
+//     now, claimable now or at m.DueAt;
+//   - a Done row only gets last_seen_at = now (it is never processed
+//     again);
+//   - a Seen row (from a deduplication check) becomes Processing,
+//     claimable now, with m's topic, payload, hash and due time;
+//   - a Processing or Dead row gets m's topic, payload, hash and due time
+//     and last_seen_at = now, and keeps its status, attempt, lease and
+//     next attempt (a Dead message is not revived by a redelivery).
+//
+// The existing row is read with a locking read in a READ COMMITTED
+// transaction where rows lock, so a concurrent enqueue of the same key
+// waits; two concurrent first enqueues meet on the primary key, and the
+// loser tries again and finds the row.
+func (s *InboxStore) Enqueue(ctx context.Context, m InboxMessage) (InboxEnqueueResult, error) {
+	var (
+		res InboxEnqueueResult
+		err error
+	)
+	for try := 1; ; try++ {
+		res = InboxEnqueueResult{}
+		err = s.inTx(ctx, func(tx *sqlx.Tx) error { return s.enqueueTx(ctx, tx, m, &res) })
+		if err == nil || try == maxEnqueueTries || s.dialect.classify(err) != errDuplicate {
+			break
+		}
+	}
+	if err != nil {
+		return InboxEnqueueResult{}, opErr("enqueue", err)
+	}
+	return res, nil
+}
+
+func (s *InboxStore) enqueueTx(ctx context.Context, tx *sqlx.Tx, m InboxMessage, res *InboxEnqueueResult) error {
+	now := s.now()
+	at := s.dialect.encodeTime(now)
+	rows, err := tx.QueryContext(ctx, s.q.enqueueRead, m.Source, m.MessageID)
+	if err != nil {
+		return err
+	}
+	found := rows.Next()
+	var status, hash any
+	if found {
+		err = rows.Scan(&status, &hash)
+	}
+	err = errors.Join(err, rows.Err(), rows.Close())
+	if err != nil {
+		return err
+	}
+	payload, newHash, due := encodeBytes(m.Payload), encodeHash(m.Hash), s.encodeDue(m.DueAt)
+	if !found {
+		_, err := tx.ExecContext(ctx, s.q.enqueueInsert, m.Source, m.MessageID, m.Topic, payload, newHash, at, at, at, due)
+		res.Inserted, res.Status = true, InboxProcessing
+		return err
+	}
+	st, err1 := asInt(status)
+	old, err2 := asBytes(hash)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	res.Previous, res.Status = InboxStatus(st), InboxStatus(st)
+	res.HashMismatch = len(m.Hash) > 0 && len(old) > 0 && !bytes.Equal(m.Hash, old)
+	switch res.Previous {
+	case InboxDone:
+		_, err = tx.ExecContext(ctx, s.q.enqueueTouch, at, m.Source, m.MessageID)
+	case InboxSeen:
+		res.Status = InboxProcessing
+		_, err = tx.ExecContext(ctx, s.q.enqueuePromote, m.Topic, payload, newHash, due, at, at, m.Source, m.MessageID)
+	default:
+		_, err = tx.ExecContext(ctx, s.q.enqueueUpdate, m.Topic, payload, newHash, due, at, m.Source, m.MessageID)
+	}
+	return err
+}
+
+// Get returns the stored message with key k, or an error wrapping
+// [core.ErrNotFound]. Undecodable columns are reported in
+// [InboxRecord.DecodeErr].
+func (s *InboxStore) Get(ctx context.Context, k InboxKey) (InboxRecord, error) {
+	recs, err := retryBusy(ctx, s.shell, func() ([]InboxRecord, error) {
+		return s.scanInbox(ctx, s.db, 1, s.q.get, k.Source, k.MessageID)
+	})
+	if err != nil {
+		return InboxRecord{}, opErr("get", err)
+	}
+	if len(recs) == 0 {
+		return InboxRecord{}, opErr("get", core.ErrNotFound)
+	}
+	return recs[0], nil
+}
+
+// scanInbox runs a query returning inboxColumns on q once.
+func (s *InboxStore) scanInbox(ctx context.Context, q queryer, sizeHint int, query string, args ...any) ([]InboxRecord, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	recs := make([]InboxRecord, 0, min(sizeHint, 256))
+	vals := make([]any, len(inboxColumns))
+	ptrs := make([]any, len(vals))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		clear(vals)
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		recs = append(recs, s.decodeInbox(vals))
+	}
+	return recs, rows.Err()
+}
+
+// decodeInbox turns the raw values of one row (inboxColumns order) into a
+// record; column problems go to DecodeErr.
+func (s *InboxStore) decodeInbox(v []any) InboxRecord {
+	var (
+		r    InboxRecord
+		errs []error
+	)
+	col := func(i int, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("column %s: %w", inboxColumns[i], err))
+		}
+	}
+	str := func(i int, dst *string) {
+		var err error
+		*dst, err = asString(v[i])
+		col(i, err)
+	}
+	tm := func(i int, dst *time.Time, required bool) {
+		var err error
+		*dst, err = s.dialect.decodeTime(v[i])
+		if err == nil && required && v[i] == nil {
+			err = errors.New("is NULL")
+		}
+		col(i, err)
+	}
+	str(0, &r.Source)
+	str(1, &r.MessageID)
+	str(2, &r.Topic)
+	var err error
+	r.Payload, err = asBytes(v[3])
+	col(3, err)
+	if r.Payload == nil {
+		r.Payload = []byte{}
+	}
+	r.Hash, err = asBytes(v[4])
+	col(4, err)
+	if len(r.Hash) == 0 {
+		r.Hash = nil
+	}
+	st, err := asInt(v[5])
+	col(5, err)
+	r.Status = InboxStatus(st)
+	at, err := asInt(v[6])
+	col(6, err)
+	r.Attempt = int(at)
+	tm(7, &r.FirstSeenAt, true)
+	tm(8, &r.LastSeenAt, true)
+	tm(9, &r.NextAttemptAt, true)
+	tm(10, &r.DueAt, false)
+	str(11, &r.LockedBy)
+	tm(12, &r.LockedUntil, false)
+	str(13, &r.LastError)
+	if len(errs) > 0 {
+		r.DecodeErr = errors.Join(errs...)
+	}
+	return r
+}
+
+// asBytes reads a BLOB column: NULL is nil. (database/sql already copies
+// the bytes it scans into an *any.)
+func asBytes(v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case []byte:
+		return v, nil
+	case string:
+		return []byte(v), nil
+	}
+	return nil, fmt.Errorf("stored value is %T, want bytes", v)
+}

@@ -1,0 +1,434 @@
+package jdbcstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// InboxStore is the SQL store of the inbox (package inbox, seed 003): one
+// table keyed by (source, message_id) holding every message seen, its
+// state (Seen, Processing, Done, Dead), its lease and its retry schedule.
+// It runs on the same dialects as [Store]. Create it with [NewInbox]; it is
+// safe for concurrent use.
+//
+// The store does not validate message fields: package inbox does, and is
+// the API to use. Times come from Config.Now (the application clock, like
+// the outbox store), not from the database server.
+type InboxStore struct {
+	db      *sqlx.DB
+	dialect Dialect
+	table   string
+	maxErr  int
+	now     func() time.Time
+	log     *slog.Logger
+	schema  string
+	q       inboxStatements
+
+	// shell carries db, dialect and clock for the helpers shared with
+	// Store (the busy retry); it is never used as an outbox store.
+	shell *Store
+}
+
+// NewInbox returns an inbox store over db. cfg is the outbox store's
+// Config: an empty Table means [DefaultInboxTable]; Dialect, MaxErrorLen,
+// Now and Logger have the same meaning and defaults. It validates cfg and
+// renders the SQL but does not touch the database: call
+// [InboxStore.ApplySchema] to create the table.
+func NewInbox(db *sqlx.DB, cfg Config) (*InboxStore, error) {
+	if db == nil {
+		return nil, &core.ConfigError{Field: "db", Msg: "must not be nil"}
+	}
+	if cfg.Table == "" {
+		cfg.Table = DefaultInboxTable
+	}
+	cfg = cfg.withDefaults(db.DriverName())
+	if err := cfg.validate(db.DriverName()); err != nil {
+		return nil, err
+	}
+	schema, err := renderInboxSchema(cfg.Dialect, cfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	return &InboxStore{
+		db:      db,
+		dialect: cfg.Dialect,
+		table:   cfg.Table,
+		maxErr:  cfg.MaxErrorLen,
+		now:     cfg.Now,
+		log:     cfg.Logger,
+		schema:  schema,
+		q:       buildInboxStatements(cfg.Dialect, cfg.Table),
+		shell:   &Store{db: db, dialect: cfg.Dialect, table: cfg.Table, now: cfg.Now, log: cfg.Logger},
+	}, nil
+}
+
+// Table returns the inbox table name.
+func (s *InboxStore) Table() string { return s.table }
+
+// Dialect returns the store's dialect.
+func (s *InboxStore) Dialect() Dialect { return s.dialect }
+
+// DB returns the database the store was created with.
+func (s *InboxStore) DB() *sqlx.DB { return s.db }
+
+// SchemaSQL returns the DDL that ApplySchema runs.
+func (s *InboxStore) SchemaSQL() string { return s.schema }
+
+// ApplySchema creates the inbox table and its indexes if they do not
+// exist. It is idempotent and safe to run at every start.
+func (s *InboxStore) ApplySchema(ctx context.Context) error {
+	for _, stmt := range splitStatements(s.schema) {
+		_, err := retryBusy(ctx, s.shell, func() (struct{}, error) {
+			_, err := s.db.ExecContext(ctx, stmt)
+			return struct{}{}, err
+		})
+		if err != nil {
+			return fmt.Errorf("outbox: jdbcstore: apply %s inbox schema for table %q: %w", s.dialect.Name(), s.table, err)
+		}
+	}
+	return nil
+}
+
+// IsContention reports whether err is lock contention (SQLite busy, MySQL
+// deadlock or lock wait timeout): the transaction should be rolled back
+// and run again.
+func (s *InboxStore) IsContention(err error) bool {
+	return err != nil && s.dialect.classify(err) == errBusy
+}
+
+// renderInboxSchema executes schema/inbox_<dialect>.sql for table.
+func renderInboxSchema(d Dialect, table string) (string, error) {
+	name := "inbox_" + d.Name() + ".sql"
+	src, err := schemaFS.ReadFile("schema/" + name)
+	if err != nil {
+		return "", fmt.Errorf("outbox: jdbcstore: %s inbox schema: %w", d.Name(), err)
+	}
+	tmpl, err := template.New(name).Option("missingkey=error").Parse(string(src))
+	if err != nil {
+		return "", fmt.Errorf("outbox: jdbcstore: %s inbox schema: %w", d.Name(), err)
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, schemaData{d: d, table: table}); err != nil {
+		return "", fmt.Errorf("outbox: jdbcstore: %s inbox schema: %w", d.Name(), err)
+	}
+	return buf.String(), nil
+}
+
+// inboxColumns are the columns every inbox read selects, in the order
+// decodeInbox expects.
+var inboxColumns = []string{
+	"source", "message_id", "topic", "payload", "hash", "status", "attempt",
+	"first_seen_at", "last_seen_at", "next_attempt_at", "due_at",
+	"locked_by", "locked_until", "last_error",
+}
+
+var inboxTimeColumns = map[string]bool{
+	"first_seen_at": true, "last_seen_at": true, "next_attempt_at": true, "due_at": true, "locked_until": true,
+}
+
+// inboxStatements holds the SQL of the fixed-shape inbox operations, built
+// once per store. Statements whose key list varies are built by keyList.
+type inboxStatements struct {
+	cols string // the select list of inboxColumns
+	// touch: source, message_id, topic, payload, hash, now (first seen),
+	// now (last seen), now (next attempt), then for the conflict: now, hash.
+	touch string
+	// touchRead: source, message_id. A locking read where rows lock.
+	touchRead string
+	// markDone: source, message_id.
+	markDone string
+	// markProcessed: source, message_id, payload (empty), now (first
+	// seen), now (last seen), now (next attempt), then now (conflict).
+	markProcessed string
+	// enqueueRead: source, message_id (locking where rows lock).
+	enqueueRead string
+	// enqueueInsert: source, message_id, topic, payload, hash, now, now,
+	// now (next attempt), due.
+	enqueueInsert string
+	// enqueueTouch (Done rows): last_seen, source, message_id.
+	enqueueTouch string
+	// enqueueUpdate (Processing, Dead): topic, payload, hash, due,
+	// last_seen, source, message_id.
+	enqueueUpdate string
+	// enqueuePromote (Seen -> Processing): topic, payload, hash, due,
+	// last_seen, next_attempt, source, message_id.
+	enqueuePromote string
+	// get: source, message_id.
+	get string
+	// claimable is the WHERE clause of claimable rows: now (next
+	// attempt), now (due), now (lease expired).
+	claimable string
+	// claimReturning (RETURNING dialects): owner, locked_until, the
+	// claimable arguments, limit.
+	claimReturning string
+	// claimSelect (SKIP LOCKED dialects): the claimable arguments, limit.
+	claimSelect string
+	// reap: now, limit.
+	reap string
+	// cleanup: cutoff, limit.
+	cleanup string
+}
+
+// lockingRead returns " FOR UPDATE" for dialects with row locks (the read
+// then waits for, and sees, the latest committed row), "" for SQLite,
+// whose writers are serialized anyway.
+func lockingRead(d Dialect) string {
+	if d.caps().skipLocked {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+func buildInboxStatements(d Dialect, table string) inboxStatements {
+	t := d.quoteIdent(table)
+	st := func(s InboxStatus) string { return strconv.Itoa(int(s)) }
+	cols := inboxColumns
+	if ts, ok := d.(timeSelector); ok {
+		cols = make([]string, len(inboxColumns))
+		for i, c := range inboxColumns {
+			cols[i] = c
+			if inboxTimeColumns[c] {
+				cols[i] = ts.selectTime(c)
+			}
+		}
+	}
+	sel := strings.Join(cols, ", ")
+	key := " WHERE source = ? AND message_id = ?"
+	insertCols := " (source, message_id, topic, payload, hash, first_seen_at, last_seen_at, status, attempt, next_attempt_at, due_at)"
+	// ON CONFLICT … DO UPDATE (SQLite 3.24+) and ON DUPLICATE KEY UPDATE
+	// both take the placeholders that follow; unqualified columns on the
+	// right-hand side are the existing row's.
+	upsert := " ON CONFLICT (source, message_id) DO UPDATE SET "
+	if d.Name() == "mysql" {
+		upsert = " ON DUPLICATE KEY UPDATE "
+	}
+	order := " ORDER BY next_attempt_at, source, message_id"
+	q := inboxStatements{
+		cols: sel,
+		touch: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(InboxSeen) + ", 0, ?, NULL)" +
+			upsert + "last_seen_at = ?, hash = COALESCE(hash, ?)",
+		touchRead: "SELECT status, attempt, hash, locked_by, " + timeSel(d, "locked_until") + " FROM " + t + key + lockingRead(d),
+		markDone:  "UPDATE " + t + " SET status = " + st(InboxDone) + ", locked_by = NULL, locked_until = NULL" + key,
+		markProcessed: "INSERT INTO " + t + insertCols + " VALUES (?, ?, '', ?, NULL, ?, ?, " + st(InboxDone) + ", 0, ?, NULL)" +
+			upsert + "status = " + st(InboxDone) + ", last_seen_at = ?, locked_by = NULL, locked_until = NULL",
+		enqueueRead:   "SELECT status, hash FROM " + t + key + lockingRead(d),
+		enqueueInsert: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(InboxProcessing) + ", 0, ?, ?)",
+		enqueueTouch:  "UPDATE " + t + " SET last_seen_at = ?" + key,
+		enqueueUpdate: "UPDATE " + t + " SET topic = ?, payload = ?, hash = ?, due_at = ?, last_seen_at = ?" + key,
+		enqueuePromote: "UPDATE " + t + " SET topic = ?, payload = ?, hash = ?, due_at = ?, last_seen_at = ?, next_attempt_at = ?, status = " +
+			st(InboxProcessing) + key,
+		get: "SELECT " + sel + " FROM " + t + key,
+		claimable: "status = " + st(InboxProcessing) + " AND next_attempt_at <= ? AND (due_at IS NULL OR due_at <= ?)" +
+			" AND (locked_by IS NULL OR locked_until < ?)",
+	}
+	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE (source, message_id) IN (SELECT source, message_id FROM " + t +
+		" WHERE " + q.claimable + order + " LIMIT ?) RETURNING " + sel
+	q.claimSelect = "SELECT " + sel + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
+	expired := "status = " + st(InboxProcessing) + " AND locked_by IS NOT NULL AND locked_until < ?"
+	old := "status = " + st(InboxDone) + " AND last_seen_at < ?"
+	if d.caps().updateOrderLimit {
+		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " LIMIT ?"
+		q.cleanup = "DELETE FROM " + t + " WHERE " + old + " LIMIT ?"
+	} else {
+		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE (source, message_id) IN (SELECT source, message_id FROM " + t +
+			" WHERE " + expired + " LIMIT ?)"
+		q.cleanup = "DELETE FROM " + t + " WHERE (source, message_id) IN (SELECT source, message_id FROM " + t + " WHERE " + old + " LIMIT ?)"
+	}
+	bt := d.bindType()
+	for _, p := range []*string{&q.touch, &q.touchRead, &q.markDone, &q.markProcessed, &q.enqueueRead, &q.enqueueInsert,
+		&q.enqueueTouch, &q.enqueueUpdate, &q.enqueuePromote, &q.get, &q.claimReturning, &q.claimSelect, &q.reap, &q.cleanup} {
+		*p = sqlx.Rebind(bt, *p)
+	}
+	return q
+}
+
+// timeSel wraps a time column the way the dialect reads time columns.
+func timeSel(d Dialect, col string) string {
+	if ts, ok := d.(timeSelector); ok {
+		return ts.selectTime(col)
+	}
+	return col
+}
+
+// maxInboxKeysPerStatement bounds the key list of one statement (two
+// placeholders per key, far below every driver's limit).
+const maxInboxKeysPerStatement = 256
+
+// keyList returns prefix + a condition matching the n keys + suffix,
+// rebound for the dialect. One key is written as two equalities, more as
+// a row-value IN list; both use the primary key.
+func keyList(d Dialect, prefix string, n int, suffix string) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	if n == 1 {
+		b.WriteString("source = ? AND message_id = ?")
+	} else {
+		b.WriteString("(source, message_id) IN (")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?)")
+		}
+		b.WriteByte(')')
+	}
+	b.WriteString(suffix)
+	return sqlx.Rebind(d.bindType(), b.String())
+}
+
+// keyArgs appends the source and message id of each key.
+func keyArgs(args []any, keys []InboxKey) []any {
+	for _, k := range keys {
+		args = append(args, k.Source, k.MessageID)
+	}
+	return args
+}
+
+// chunkKeys removes duplicate keys and cuts the rest into slices of at
+// most maxInboxKeysPerStatement.
+func chunkKeys(keys []InboxKey) [][]InboxKey {
+	seen := make(map[InboxKey]struct{}, len(keys))
+	uniq := make([]InboxKey, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			uniq = append(uniq, k)
+		}
+	}
+	var out [][]InboxKey
+	for len(uniq) > 0 {
+		n := min(len(uniq), maxInboxKeysPerStatement)
+		out = append(out, uniq[:n:n])
+		uniq = uniq[n:]
+	}
+	return out
+}
+
+// writeKeys runs fn for every chunk of keys and returns the rows changed:
+// a single chunk as one autocommit statement (unless alwaysTx), several in
+// one transaction, so a method call is atomic whatever the number of keys.
+// Lock contention is retried until ctx ends.
+func (s *InboxStore) writeKeys(ctx context.Context, keys []InboxKey, alwaysTx bool,
+	fn func(ex ExecQueryer, ks []InboxKey) (int64, error)) (int64, error) {
+	groups := chunkKeys(keys)
+	switch {
+	case len(groups) == 0:
+		return 0, nil
+	case len(groups) == 1 && !alwaysTx:
+		return retryBusy(ctx, s.shell, func() (int64, error) { return fn(s.db, groups[0]) })
+	}
+	var total int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		total = 0
+		for _, ks := range groups {
+			n, err := fn(tx, ks)
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// execCount runs a statement on ex and returns the rows it changed.
+func execCount(ctx context.Context, ex ExecQueryer, query string, args ...any) (int64, error) {
+	res, err := ex.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// txOptions are the options of the store's own transactions: READ
+// COMMITTED where rows lock, so a locking read of a missing key takes no
+// gap lock (concurrent first inserts then meet on the key and one gets a
+// duplicate instead of both deadlocking).
+func (s *InboxStore) txOptions() *sql.TxOptions {
+	if s.dialect.caps().skipLocked {
+		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction of its own, retrying the whole
+// transaction on lock contention until ctx ends.
+func (s *InboxStore) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	_, err := retryBusy(ctx, s.shell, func() (struct{}, error) {
+		tx, err := s.db.BeginTxx(ctx, s.txOptions())
+		if err != nil {
+			return struct{}{}, err
+		}
+		defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+		if err := fn(tx); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, tx.Commit()
+	})
+	return err
+}
+
+// exec runs one autocommit write, retrying lock contention, and returns
+// the number of rows changed.
+func (s *InboxStore) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := retryBusy(ctx, s.shell, func() (sql.Result, error) {
+		return s.db.ExecContext(ctx, query, args...)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// opErr wraps an error of an inbox operation.
+func opErr(op string, err error) error {
+	return fmt.Errorf("outbox: jdbcstore: inbox %s: %w", op, err)
+}
+
+// encodeBytes returns b as a driver argument that is never NULL (drivers
+// bind a nil []byte as NULL).
+func encodeBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// encodeHash returns the hash argument: NULL when there is none.
+func encodeHash(h []byte) any {
+	if len(h) == 0 {
+		return nil
+	}
+	return h
+}
+
+// encodeDue returns the due_at argument: NULL for the zero time.
+func (s *InboxStore) encodeDue(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return s.dialect.encodeTime(t)
+}
+
+// nullError stores "" as NULL and truncates the rest to MaxErrorLen.
+func (s *InboxStore) nullError(msg string) any {
+	if msg == "" {
+		return nil
+	}
+	return truncateError(msg, s.maxErr)
+}
