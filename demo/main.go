@@ -119,7 +119,7 @@ func runMySQL(ctx context.Context, out io.Writer, dsn string, verbose bool) erro
 		return errors.New("-mysql: the DSN must name a database, as in user@tcp(host:3306)/test")
 	}
 	for _, stmt := range []string{
-		"DROP TABLE IF EXISTS `" + mysqlOutboxTable + "`, `" + mysqlOrdersTable + "`",
+		"DROP TABLE IF EXISTS `" + mysqlOutboxTable + "`, `" + mysqlOrdersTable + "`, `" + demoInboxTable + "`, `" + demoEmailsTable + "`",
 		"CREATE TABLE `" + mysqlOrdersTable + "` (id BIGINT AUTO_INCREMENT PRIMARY KEY, item VARCHAR(64) NOT NULL) ENGINE=InnoDB",
 	} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
@@ -164,7 +164,8 @@ func walk(ctx context.Context, out io.Writer, db *sqlx.DB, label, orders string,
 	defer ob.Close(context.WithoutCancel(ctx))
 
 	fmt.Fprintf(out, "outbox demo on %s\n\n", label)
-	steps := []func(context.Context) error{d.commit, d.rollback, d.overflow, d.failing, d.wildcardSummary}
+	steps := []func(context.Context) error{d.commit, d.rollback, d.overflow, d.failing, d.wildcardSummary,
+		func(ctx context.Context) error { return d.inboxStep(ctx, db, logger) }}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err

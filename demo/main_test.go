@@ -18,7 +18,7 @@ func TestDemoRuns(t *testing.T) {
 		t.Fatalf("demo failed: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{"1. Commit", "2. Rollback", "3. Overflow", "4. Failing listener", "5. Wildcard",
-		"status DEAD  attempts 3", "DONE   1      8", "DEAD   3      1", "NEW    0      0"} {
+		"status DEAD  attempts 3", "DONE   1      9", "the email was sent 1 time", "DEAD   3      1", "NEW    0      0"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
