@@ -45,7 +45,12 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 	switch caps := d.caps(); {
 	case caps.returning:
 		args := append([]any{req.Owner, d.encodeTime(req.LeaseUntil)}, claimable...)
-		recs, err = s.queryRecords(ctx, req.Limit, s.q.claimReturning, append(args, req.Limit)...)
+		gctx, release, gerr := s.gate.Acquire(ctx)
+		if gerr != nil {
+			return nil, fmt.Errorf("outbox: jdbcstore: claim: %w", gerr)
+		}
+		recs, err = s.queryRecords(gctx, req.Limit, s.q.claimReturning, append(args, req.Limit)...)
+		release()
 		// RETURNING gives no order: restore the claim order.
 		slices.SortFunc(recs, func(a, b core.Record) int {
 			return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -23,6 +24,7 @@ type Store struct {
 	log     *slog.Logger
 	schema  string
 	q       statements
+	gate    *core.WriteGate // SQLite: one writer at a time, in Go
 
 	// busyHook, when set (by tests), is called before each wait of the
 	// busy retry loop.
@@ -58,6 +60,7 @@ func New(db *sqlx.DB, cfg Config) (*Store, error) {
 		log:     cfg.Logger,
 		schema:  schema,
 		q:       buildStatements(cfg.Dialect, cfg.Table),
+		gate:    gateFor(db, cfg.Dialect),
 	}, nil
 }
 
@@ -116,6 +119,11 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 	}
 	exec := func() (sql.Result, error) { return ex.ExecContext(ctx, s.q.insert, args...) }
 	if s.ownsExecer(ex) {
+		var release func()
+		if ctx, release, err = s.gate.Acquire(ctx); err != nil {
+			return s.mapError("insert", env.ID(), err)
+		}
+		defer release()
 		_, err = retryBusy(ctx, s, exec)
 	} else {
 		_, err = exec()
@@ -200,6 +208,11 @@ func validOwner(owner string) error {
 // exec runs a write on the store's pool, retrying lock contention until
 // ctx ends, and returns how many rows changed.
 func (s *Store) exec(ctx context.Context, op, id, query string, args ...any) (int64, error) {
+	ctx, release, err := s.gate.Acquire(ctx)
+	if err != nil {
+		return 0, s.mapError(op, id, err)
+	}
+	defer release()
 	res, err := retryBusy(ctx, s, func() (sql.Result, error) {
 		return s.db.ExecContext(ctx, query, args...)
 	})
@@ -220,3 +233,22 @@ func nullString(s string) any {
 	}
 	return s
 }
+
+// gates holds the write gate of each SQLite pool, shared by every store on it.
+var gates sync.Map // *sql.DB → *core.WriteGate
+
+// gateFor returns the write gate of db for a single-writer dialect, or nil.
+func gateFor(db *sqlx.DB, d Dialect) *core.WriteGate {
+	if d != SQLite {
+		return nil
+	}
+	g, _ := gates.LoadOrStore(db.DB, core.NewWriteGate())
+	return g.(*core.WriteGate)
+}
+
+// WriteGate returns the gate that serializes this process's writers on a
+// SQLite database (nil on databases with row locks). Pass it to
+// txctx.WithWriteGate so business transactions take turns with the store's
+// status writes in Go, first come first served, instead of sleeping in
+// SQLite's busy handler; outbox.New does this for you.
+func (s *Store) WriteGate() *core.WriteGate { return s.gate }

@@ -18,6 +18,7 @@ type Option func(*options)
 type options struct {
 	logger *slog.Logger
 	txOpts *sql.TxOptions
+	gate   *core.WriteGate
 }
 
 // WithLogger sets the logger for panicking hooks and hooks registered too
@@ -35,6 +36,15 @@ func WithLogger(l *slog.Logger) Option {
 // defaults).
 func WithTxOptions(txOpts *sql.TxOptions) Option {
 	return func(o *options) { o.txOpts = txOpts }
+}
+
+// WithWriteGate makes [Manager.Do] let the outbox store's pending writes go
+// first before it begins a transaction, so on SQLite the store's status
+// writes are not starved by busy business writers in SQLite's sleeping
+// busy handler (jdbcstore.Store.WriteGate returns the store's gate; nil for
+// databases with row locks, where it does nothing).
+func WithWriteGate(g *core.WriteGate) Option {
+	return func(o *options) { o.gate = g }
 }
 
 func buildOptions(opts []Option) options {
@@ -126,6 +136,9 @@ func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) er
 		return fn(withTx(ctx, outer))
 	}
 
+	if err := m.opts.gate.Yield(ctx); err != nil {
+		return fmt.Errorf("outbox: begin transaction: wait for the store's writes: %w", err)
+	}
 	txx, err := m.db.BeginTxx(context.WithoutCancel(ctx), m.opts.txOpts)
 	if err != nil {
 		return fmt.Errorf("outbox: begin transaction: %w", err)

@@ -1,0 +1,60 @@
+package core
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// WriteGate gives the outbox store's own writes (status writes, claims)
+// priority over business transactions on a database that allows a single
+// writer at a time (SQLite). Without it a store write competes for the lock
+// in SQLite's busy handler, which sleeps for milliseconds while busy
+// business writers take the lock again and again: the DONE writes starve.
+// With it, store writers take turns in Go (first come, first served) and a
+// business transaction that is about to begin waits while a store write is
+// pending.
+//
+// The gate is re-entrant through the context: Acquire returns a context
+// that marks the gate held, and nested acquisitions with it do not wait.
+type WriteGate struct {
+	ch      chan struct{}
+	pending atomic.Int32
+}
+
+// NewWriteGate returns an open gate.
+func NewWriteGate() *WriteGate { return &WriteGate{ch: make(chan struct{}, 1)} }
+
+type gateKey struct{ g *WriteGate }
+
+// Acquire waits for the gate or ctx, for a store write. It returns a
+// context marking the gate as held and the release function. A nil gate is
+// always open.
+func (g *WriteGate) Acquire(ctx context.Context) (context.Context, func(), error) {
+	if g == nil || ctx.Value(gateKey{g}) != nil {
+		return ctx, func() {}, nil
+	}
+	g.pending.Add(1)
+	select {
+	case g.ch <- struct{}{}:
+	case <-ctx.Done():
+		g.pending.Add(-1)
+		return ctx, func() {}, ctx.Err()
+	}
+	return context.WithValue(ctx, gateKey{g}, true), func() { <-g.ch; g.pending.Add(-1) }, nil
+}
+
+// Yield lets pending store writes go first: when one is waiting or
+// running, it waits until it is done (or ctx ends). Business transactions
+// call it before they begin. A nil gate never waits.
+func (g *WriteGate) Yield(ctx context.Context) error {
+	if g == nil || g.pending.Load() == 0 || ctx.Value(gateKey{g}) != nil {
+		return nil
+	}
+	select {
+	case g.ch <- struct{}{}:
+		<-g.ch
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
