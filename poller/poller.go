@@ -255,7 +255,9 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 		next := p.cfg.Interval
 		// A full claim (limited by BatchSize or by the cold queue's room)
 		// means more rows may be due: come back soon.
-		if err == nil && res.Enqueued > 0 && res.Read == limit || res.Full {
+		// A full claim means a backlog even when every row was in flight
+		// here already (own rows come first): poll again soon.
+		if err == nil && limit > 0 && res.Read == limit || res.Full {
 			next = p.cfg.BacklogInterval
 		}
 		t.Reset(next)

@@ -54,6 +54,7 @@ func openFresh(ctx context.Context, o *options) (*freshDB, error) {
 	// writers, W dispatcher workers, the DONE batcher and the poller it
 	// would close and reopen connections all the time.
 	f.db.SetMaxIdleConns(2*o.workers + 8)
+	f.db.SetMaxOpenConns(o.maxOpen)
 	if err := createBusinessTable(ctx, f.db, f.kind); err != nil {
 		return nil, errors.Join(err, f.Close())
 	}

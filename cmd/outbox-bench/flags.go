@@ -25,6 +25,7 @@ const (
 	defaultOverloadN  = 200000
 	defaultWorkers    = 4
 	defaultWarmup     = 300
+	defaultRounds     = 3
 	maxWorkers        = 256
 	defaultSlowListen = 2 * time.Millisecond
 )
@@ -40,10 +41,15 @@ type options struct {
 	workers    int           // business writers and dispatcher workers
 	warmup     int           // untimed transactions before each scenario
 	overloadN  int           // events of the overload scenario
-	slow       time.Duration // listener delay of the overload scenario
+	slow       time.Duration // listener delay of the overload scenario (0: auto)
 	skipRecent time.Duration // Poller.SkipRecent of the overload scenario
 	pollEvery  time.Duration // Poller.Interval of every framework scenario (0: framework default)
+	backlog    time.Duration // Poller.BacklogInterval of every framework scenario (0: framework default)
 	timeout    time.Duration // bound on waiting for events to be DONE, per scenario
+	maxOpen    int           // sql.DB.SetMaxOpenConns of every scenario (0: unlimited)
+	rounds     int           // rounds of the throughput scenarios
+	doneWindow time.Duration // Dispatcher.DoneFlushWindow (0: framework default)
+	doneBatch  int           // Dispatcher.DoneBatchSize (0: framework default)
 	scenarios  []string      // scenarios to run, in run order
 	json       bool          // one JSON object per line
 	verbose    bool          // framework logs to stderr
@@ -68,8 +74,16 @@ database outbox_bench_<random> dropped at the end):
   latency     commit returned -> listener invoked, publishers paced at 0.5 x
               the end_to_end rate, N/4 events (at most ~5 s); p50/p90/p99/max.
   overload    -overload-n events published faster than a slow listener
-              (-overload-slow per event) consumes them, default queue sizes:
-              peak RSS (VmHWM), time until all are DONE, events lost (must be 0).
+              consumes them (it sleeps -overload-slow per event; by default
+              long enough that W workers consume at most half the measured
+              publish rate), default queue sizes: peak RSS (VmHWM), time
+              until all are DONE, and lost: events the listener never saw or
+              rows not DONE when the wait ended (after at most -timeout);
+              must be 0. The peak RSS counts the whole process (Go heap,
+              runtime, SQLite's C memory); the tool keeps one bit per event.
+
+floor, publish and end_to_end run -rounds times, interleaved, and report
+their median round.
 
 Ratios (all measured within one run, same process and settings):
   ratio_to_floor    (scenario lines) scenario rate / floor rate; higher is faster.
@@ -79,8 +93,13 @@ Ratios (all measured within one run, same process and settings):
   Other targets: overload peak_rss_mb <= 64, lost = 0.
 
 Output: one line per scenario (an aligned table, or JSON with -json), then a
-summary line. Exit status 1 when a scenario fails or an event is lost, 2 on
-bad flags; a missed performance target is reported, not an error.
+summary line. Extra fields: cpu_us_per_event (process CPU per event, steadier
+than rates on a loaded machine; on SQLite it includes the database's work),
+hot_dropped (events the full hot queue left to the poller), the rates of
+every round, and the load average at the start and end of the run.
+
+Exit status 1 when a scenario fails or an event is lost, 2 on bad flags; a
+missed performance target is reported, not an error.
 
 Flags:
 `
@@ -96,15 +115,20 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.dsn, "dsn", "", "MySQL/MariaDB DSN of an account that may CREATE and DROP databases (default "+defaultMySQLDSN+"); only with -db mysql")
 	fs.IntVar(&o.n, "n", 0, fmt.Sprintf("transactions per throughput scenario (default %d on sqlite, %d on mysql)", defaultSQLiteN, defaultMySQLN))
 	fs.IntVar(&o.workers, "workers", defaultWorkers, "business writer goroutines and dispatcher workers")
+	fs.IntVar(&o.rounds, "rounds", defaultRounds, "rounds of floor, publish and end_to_end, interleaved; each reports its median round")
 	fs.IntVar(&o.warmup, "warmup", defaultWarmup, "untimed transactions before each scenario")
 	fs.IntVar(&o.overloadN, "overload-n", defaultOverloadN, "events published by the overload scenario")
-	fs.DurationVar(&o.slow, "overload-slow", defaultSlowListen, "time the overload listener spends per event (time.Sleep): W workers consume at most W/this events/s")
+	fs.DurationVar(&o.slow, "overload-slow", 0, "time the overload listener spends per event (time.Sleep), so W workers consume at most W/this events/s (default: consume at half the measured publish rate, or 2ms without a publish scenario)")
 	fs.DurationVar(&o.skipRecent, "overload-skip-recent", 100*time.Millisecond, "Poller.SkipRecent of the overload scenario")
 	fs.DurationVar(&o.pollEvery, "poll-interval", 0, "Poller.Interval of the framework scenarios (default: the framework's, 5s)")
+	fs.DurationVar(&o.backlog, "backlog-interval", 0, "Poller.BacklogInterval of the framework scenarios (default: the framework's, 100ms)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long a scenario may wait for its events to be DONE")
+	fs.IntVar(&o.maxOpen, "max-open-conns", 0, "connection pool limit (sql.DB.SetMaxOpenConns) of every scenario, floor included; 0: unlimited, the database/sql default")
+	fs.DurationVar(&o.doneWindow, "done-flush-window", 0, "Dispatcher.DoneFlushWindow (default: the framework's, 1ms)")
+	fs.IntVar(&o.doneBatch, "done-batch-size", 0, "Dispatcher.DoneBatchSize (default: the framework's, 256)")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
-	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines on stderr")
+	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.Usage = func() {} // usage only for -h; other errors are one line
 	if err := fs.Parse(args); err != nil {
@@ -153,6 +177,8 @@ func (o *options) validate() error {
 		return errors.New("-n must be at least 1")
 	case o.workers < 1 || o.workers > maxWorkers:
 		return fmt.Errorf("-workers must be between 1 and %d", maxWorkers)
+	case o.rounds < 1:
+		return errors.New("-rounds must be at least 1")
 	case o.warmup < 0:
 		return errors.New("-warmup must not be negative")
 	case o.overloadN < 1:
@@ -163,6 +189,14 @@ func (o *options) validate() error {
 		return errors.New("-overload-skip-recent must not be negative")
 	case o.pollEvery < 0:
 		return errors.New("-poll-interval must not be negative")
+	case o.backlog < 0:
+		return errors.New("-backlog-interval must not be negative")
+	case o.doneWindow < 0:
+		return errors.New("-done-flush-window must not be negative")
+	case o.doneBatch < 0:
+		return errors.New("-done-batch-size must not be negative")
+	case o.maxOpen < 0:
+		return errors.New("-max-open-conns must not be negative")
 	case o.timeout <= 0:
 		return errors.New("-timeout must be positive")
 	}

@@ -100,15 +100,16 @@ func (b *bench) runFloor(ctx context.Context) (result, error) {
 		return result{}, err
 	}
 	b.resetRSS()
+	cpu := startCPU()
 	elapsed, err := runPool(ctx, b.opts.workers, b.opts.n, func(ctx context.Context, i int) error {
 		return tx(ctx, "floor", i)
 	})
 	if err != nil {
 		return result{}, err
 	}
-	b.floorRate = rate(b.opts.n, elapsed)
 	r := b.newResult(scenarioFloor, b.opts.n)
-	r.EventsPerS = round(b.floorRate, 1)
+	r.CPUusPerEvent = cpu.perEvent(b.opts.n)
+	r.rate = rate(b.opts.n, elapsed)
 	return r, nil
 }
 

@@ -59,11 +59,15 @@ func (b *bench) startOutbox(ctx context.Context, pcfg poller.Config, listen outb
 	if pcfg.Interval == 0 {
 		pcfg.Interval = b.opts.pollEvery
 	}
+	if pcfg.BacklogInterval == 0 {
+		pcfg.BacklogInterval = b.opts.backlog
+	}
 	ob, err := outbox.New(ctx, f.db, outbox.Config{
-		Dispatcher: dispatcher.Config{Workers: b.opts.workers},
-		Poller:     pcfg,
-		Logger:     b.log,
-		Metrics:    m,
+		Dispatcher: dispatcher.Config{Workers: b.opts.workers,
+			DoneFlushWindow: b.opts.doneWindow, DoneBatchSize: b.opts.doneBatch},
+		Poller:  pcfg,
+		Logger:  b.log,
+		Metrics: m,
 	})
 	if err != nil {
 		b.closeDB(f)

@@ -13,6 +13,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -22,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 )
 
@@ -45,6 +47,7 @@ type bench struct {
 	floorRate, publishRate, e2eRate float64
 	p99, overloadRSS                *float64
 	lost                            *int
+	loadStart                       *float64
 	rssResetErr                     error
 }
 
@@ -61,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	if opts.verbose {
-		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if opts.cpuProfile != "" {
 		f, err := os.Create(opts.cpuProfile)
@@ -76,32 +79,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	b := &bench{opts: &opts, log: logger, stderr: stderr}
+	b := &bench{opts: &opts, log: logger, stderr: stderr, loadStart: loadAvg()}
 	p := &printer{w: stdout, json: opts.json}
-	scenarios := map[string]func(context.Context) (result, error){
-		scenarioFloor:    b.runFloor,
-		scenarioPublish:  b.runPublish,
-		scenarioEndToEnd: b.runEndToEnd,
-		scenarioLatency:  b.runLatency,
-		scenarioOverload: b.runOverload,
-	}
-	for _, name := range opts.scenarios {
-		r, err := scenarios[name](ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				fmt.Fprintf(stderr, "outbox-bench: interrupted during %s\n", name)
-			} else {
-				fmt.Fprintf(stderr, "outbox-bench: %s on %s: %v\n", name, opts.db, err)
-			}
-			return 1
+	if err := b.runAll(ctx, p); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "outbox-bench: interrupted: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "outbox-bench: %v\n", err)
 		}
-		if peak, err := peakRSSMiB(); err == nil {
-			r.PeakRSSMB = round(peak, 1)
-		}
-		if name == scenarioOverload {
-			b.overloadRSS = r.PeakRSSMB
-		}
-		p.result(r)
+		return 1
 	}
 	s := b.summary()
 	p.summary(s)
@@ -113,6 +99,91 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// runAll runs the selected scenarios and prints their lines. The
+// throughput scenarios (floor, publish, end_to_end) run -rounds times,
+// interleaved so that drifting machine load hits all of them alike, and
+// each reports its median round; latency and overload run once, after
+// them, since they depend on the measured rates.
+func (b *bench) runAll(ctx context.Context, p *printer) error {
+	funcs := map[string]func(context.Context) (result, error){
+		scenarioFloor:    b.runFloor,
+		scenarioPublish:  b.runPublish,
+		scenarioEndToEnd: b.runEndToEnd,
+		scenarioLatency:  b.runLatency,
+		scenarioOverload: b.runOverload,
+	}
+	one := func(name string) (result, error) {
+		r, err := funcs[name](ctx)
+		if err != nil {
+			return r, fmt.Errorf("%s on %s: %w", name, b.opts.db, err)
+		}
+		if peak, err := peakRSSMiB(); err == nil {
+			r.PeakRSSMB = round(peak, 1)
+		}
+		return r, nil
+	}
+	var throughput []string
+	for _, name := range b.opts.scenarios {
+		if name == scenarioFloor || name == scenarioPublish || name == scenarioEndToEnd {
+			throughput = append(throughput, name)
+		}
+	}
+	rounds := map[string][]result{}
+	for range b.opts.rounds {
+		for _, name := range throughput {
+			r, err := one(name)
+			if err != nil {
+				return err
+			}
+			rounds[name] = append(rounds[name], r)
+		}
+	}
+	medians := map[string]result{}
+	for _, name := range throughput {
+		medians[name] = medianRound(rounds[name])
+	}
+	b.floorRate = medians[scenarioFloor].rate
+	b.publishRate = medians[scenarioPublish].rate
+	b.e2eRate = medians[scenarioEndToEnd].rate
+	for _, name := range throughput {
+		r := medians[name]
+		r.EventsPerS = round(r.rate, 1)
+		if name != scenarioFloor {
+			r.RatioToFloor = b.ratioToFloor(r.rate)
+		}
+		p.result(r)
+	}
+	for _, name := range []string{scenarioLatency, scenarioOverload} {
+		if !b.opts.has(name) {
+			continue
+		}
+		r, err := one(name)
+		if err != nil {
+			return err
+		}
+		if name == scenarioOverload {
+			b.overloadRSS = r.PeakRSSMB
+		}
+		p.result(r)
+	}
+	return nil
+}
+
+// medianRound returns the round with the median rate (the lower middle
+// one for an even count), listing every round's rate when there are
+// several.
+func medianRound(rs []result) result {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b result) int { return cmp.Compare(a.rate, b.rate) })
+	m := sorted[(len(sorted)-1)/2]
+	if len(rs) > 1 {
+		for _, r := range rs {
+			m.Rounds = append(m.Rounds, *round(r.rate, 1))
+		}
+	}
+	return m
 }
 
 // newResult starts a scenario's line.
@@ -140,6 +211,9 @@ func (b *bench) resetRSS() {
 func (b *bench) summary() summary {
 	s := summary{Summary: true, DB: b.opts.db, N: b.opts.n, Workers: b.opts.workers,
 		P99us: b.p99, PeakRSSMB: b.overloadRSS, Lost: b.lost, TargetsMet: true}
+	if end := loadAvg(); b.loadStart != nil && end != nil {
+		s.LoadAvg = []float64{*b.loadStart, *end}
+	}
 	miss := func(what string) {
 		s.TargetsMet = false
 		s.TargetsMissed = append(s.TargetsMissed, what)

@@ -43,8 +43,8 @@ func (s *seenSet) missing(n int) int {
 }
 
 // runOverload publishes -overload-n events as fast as W writers can while a
-// slow listener (time.Sleep(-overload-slow) per event, so W workers consume
-// at most W/slow events/s) falls behind: the hot queue fills, the rest
+// slow listener (time.Sleep per event, see overloadSlow: W workers consume
+// at most half the measured publish rate) falls behind: the hot queue fills, the rest
 // waits in the table for the poller (default queue capacities and poll
 // intervals; Poller.SkipRecent is -overload-skip-recent). It reports the
 // peak RSS of the process during the scenario, the time from the first
@@ -53,7 +53,7 @@ func (s *seenSet) missing(n int) int {
 func (b *bench) runOverload(ctx context.Context) (result, error) {
 	n := b.opts.overloadN
 	seen := newSeenSet(n)
-	slow := b.opts.slow
+	slow := b.overloadSlow()
 	skip := b.opts.skipRecent
 	if skip == 0 {
 		skip = -1 // the poller's "none"; 0 would mean its 1 s default
@@ -96,6 +96,9 @@ func (b *bench) runOverload(ctx context.Context) (result, error) {
 	notDone := n - (counts[core.StatusDone] - b.opts.warmup)
 	lost := max(seen.missing(n), notDone, 0)
 
+	if lost > 0 {
+		h.explainStuck(ctx, counts)
+	}
 	r := b.newResult(scenarioOverload, n)
 	if all && lost == 0 {
 		r.EventsPerS = round(rate(n, doneAt.Sub(start)), 1)
@@ -110,4 +113,37 @@ func (b *bench) runOverload(ctx context.Context) (result, error) {
 	r.ColdEnqueued = ptr(h.m.coldEnqueued.Load())
 	b.lost = r.Lost
 	return r, nil
+}
+
+// overloadSlow returns the overload listener's time per event: -overload-slow,
+// or by default W/(publish rate/2), so that the W workers consume at most
+// half as fast as the writers publish (2 ms without a publish rate).
+func (b *bench) overloadSlow() time.Duration {
+	if b.opts.slow > 0 {
+		return b.opts.slow
+	}
+	if b.publishRate <= 0 {
+		return defaultSlowListen
+	}
+	d := time.Duration(float64(b.opts.workers) / (b.publishRate / 2) * float64(time.Second))
+	return d.Round(10 * time.Microsecond)
+}
+
+// explainStuck prints, for events that never got DONE, what the table and
+// the dispatcher say about a few of them: the material for a bug report.
+func (h *harness) explainStuck(ctx context.Context, counts map[core.Status]int) {
+	h.b.warn("overload: events not delivered; rows by status: NEW %d, RETRY %d, DONE %d, DEAD %d",
+		counts[core.StatusNew], counts[core.StatusRetry], counts[core.StatusDone], counts[core.StatusDead])
+	recs, err := h.ob.Store.PollPending(ctx, time.Now(), 0, 5)
+	if err != nil {
+		h.b.warn("overload: reading the stuck rows: %v", err)
+		return
+	}
+	hot, cold := h.ob.Dispatcher.QueueDepths()
+	h.b.warn("overload: queues now: hot %d, cold %d, cold room %d", hot, cold, h.ob.Dispatcher.ColdRoom())
+	for _, rec := range recs {
+		h.b.warn("overload: stuck %s: status %d, attempts %d, locked_by %q until %s, created %s, in flight here: %v",
+			rec.ID, rec.Status, rec.Attempts, rec.LockedBy, rec.LockedUntil.Format(time.RFC3339Nano),
+			rec.CreatedAt.Format(time.RFC3339Nano), h.ob.Dispatcher.InFlight(rec.ID))
+	}
 }

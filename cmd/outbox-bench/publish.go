@@ -21,16 +21,16 @@ func (b *bench) runPublish(ctx context.Context) (result, error) {
 	}
 	defer h.close()
 	b.resetRSS()
+	cpu := startCPU()
 	elapsed, err := runPool(ctx, b.opts.workers, b.opts.n, func(ctx context.Context, i int) error {
 		return h.publish(ctx, eventType, orderRef("pub", i), orderAmount(i), -1)
 	})
 	if err != nil {
 		return result{}, fmt.Errorf("publish: %w", err)
 	}
-	b.publishRate = rate(b.opts.n, elapsed)
 	r := b.newResult(scenarioPublish, b.opts.n)
-	r.EventsPerS = round(b.publishRate, 1)
-	r.RatioToFloor = b.ratioToFloor(b.publishRate)
+	r.CPUusPerEvent = cpu.perEvent(b.opts.n)
+	r.rate = rate(b.opts.n, elapsed)
 	r.HotDropped = ptr(h.m.hotDropped.Load())
 	return r, nil
 }
@@ -50,6 +50,7 @@ func (b *bench) runEndToEnd(ctx context.Context) (result, error) {
 	defer h.close()
 	n := b.opts.n
 	b.resetRSS()
+	cpu := startCPU()
 	start := time.Now()
 	if _, err := runPool(ctx, b.opts.workers, n, func(ctx context.Context, i int) error {
 		return h.publish(ctx, eventType, orderRef("e2e", i), orderAmount(i), -1)
@@ -63,10 +64,9 @@ func (b *bench) runEndToEnd(ctx context.Context) (result, error) {
 	if err != nil {
 		return result{}, fmt.Errorf("end_to_end: %w", err)
 	}
-	b.e2eRate = rate(n, doneAt.Sub(start))
 	r := b.newResult(scenarioEndToEnd, n)
-	r.EventsPerS = round(b.e2eRate, 1)
-	r.RatioToFloor = b.ratioToFloor(b.e2eRate)
+	r.CPUusPerEvent = cpu.perEvent(n)
+	r.rate = rate(n, doneAt.Sub(start))
 	r.HotDropped = ptr(h.m.hotDropped.Load())
 	return r, nil
 }

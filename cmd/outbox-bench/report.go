@@ -31,6 +31,7 @@ type result struct {
 
 	// Extra fields.
 	Workers        int      `json:"workers"`
+	CPUusPerEvent  *float64 `json:"cpu_us_per_event,omitempty"`    // process CPU (user+sys) per event in the timed part
 	TargetPerS     *float64 `json:"target_events_per_s,omitempty"` // latency: the paced rate aimed at
 	ZeroClamped    *int     `json:"zero_clamped,omitempty"`        // latency: listener ran before InTx returned
 	TimeToDoneS    *float64 `json:"time_to_done_s,omitempty"`      // overload: first publish → all DONE
@@ -41,6 +42,11 @@ type result struct {
 	Duplicates     *int     `json:"duplicates,omitempty"`
 	HotDropped     *int64   `json:"hot_dropped,omitempty"`   // events left to the poller by a full hot queue
 	ColdEnqueued   *int64   `json:"cold_enqueued,omitempty"` // events the poller queued
+	// Rounds are the rates of every round of a throughput scenario
+	// (with -rounds > 1); the line reports the median round.
+	Rounds []float64 `json:"rounds_events_per_s,omitempty"`
+
+	rate float64 // unrounded events/s of a throughput scenario
 }
 
 // summary is the last line: the ratios against their targets.
@@ -57,6 +63,9 @@ type summary struct {
 	Lost          *int     `json:"lost,omitempty"`
 	TargetsMet    bool     `json:"targets_met"`
 	TargetsMissed []string `json:"targets_missed,omitempty"`
+	// LoadAvg is the 1-minute load average at the start and the end of
+	// the run: other work on the machine skews every rate.
+	LoadAvg []float64 `json:"loadavg_1m,omitempty"`
 }
 
 // ptr returns a pointer to v.
@@ -90,6 +99,9 @@ func (p *printer) result(r result) {
 	}
 	var notes []string
 	add := func(name string, v any) { notes = append(notes, fmt.Sprintf("%s=%v", name, v)) }
+	if r.CPUusPerEvent != nil {
+		add("cpu_us/event", *r.CPUusPerEvent)
+	}
 	if r.TargetPerS != nil {
 		add("target/s", *r.TargetPerS)
 	}
@@ -146,6 +158,9 @@ func (p *printer) summary(s summary) {
 	verdict := "all targets met"
 	if !s.TargetsMet {
 		verdict = "MISSED: " + strings.Join(s.TargetsMissed, ", ")
+	}
+	if len(s.LoadAvg) == 2 {
+		parts = append(parts, fmt.Sprintf("load average %.2f -> %.2f", s.LoadAvg[0], s.LoadAvg[1]))
 	}
 	fmt.Fprintf(p.w, "summary %s: %s; %s\n", s.DB, strings.Join(parts, "; "), verdict)
 }

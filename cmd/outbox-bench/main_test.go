@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunSQLiteTiny runs every scenario in process on SQLite with tiny
+// sizes and checks that each JSON line parses and has its fields.
+func TestRunSQLiteTiny(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"-db", "sqlite", "-json", "-n", "200", "-rounds", "1", "-warmup", "20",
+		"-overload-n", "2000", "-overload-slow", "200us", "-poll-interval", "200ms"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != len(allScenarios)+1 {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(allScenarios)+1, out.String())
+	}
+	// Fields each scenario line must carry, beyond db, scenario and n.
+	want := map[string][]string{
+		scenarioFloor:    {"events_per_s", "peak_rss_mb"},
+		scenarioPublish:  {"events_per_s", "ratio_to_floor", "peak_rss_mb"},
+		scenarioEndToEnd: {"events_per_s", "ratio_to_floor", "peak_rss_mb"},
+		scenarioLatency:  {"events_per_s", "p50_us", "p90_us", "p99_us", "max_us"},
+		scenarioOverload: {"events_per_s", "peak_rss_mb", "time_to_done_s", "lost"},
+	}
+	for i, name := range allScenarios {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &m); err != nil {
+			t.Fatalf("line %d does not parse: %v\n%s", i+1, err, lines[i])
+		}
+		if m["db"] != "sqlite" || m["scenario"] != name {
+			t.Errorf("line %d: db=%v scenario=%v, want sqlite %s", i+1, m["db"], m["scenario"], name)
+		}
+		if n, ok := m["n"].(float64); !ok || n < 1 {
+			t.Errorf("%s: n = %v", name, m["n"])
+		}
+		for _, f := range want[name] {
+			if _, ok := m[f].(float64); !ok {
+				t.Errorf("%s: field %q missing or not a number: %s", name, f, lines[i])
+			}
+		}
+		if name == scenarioOverload && m["lost"] != 0.0 {
+			t.Errorf("overload lost %v events", m["lost"])
+		}
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("summary does not parse: %v", err)
+	}
+	for _, f := range []string{"end_to_end_ratio", "publish_ratio", "p99_us", "peak_rss_mb"} {
+		if _, ok := s[f].(float64); !ok {
+			t.Errorf("summary: field %q missing: %s", f, lines[len(lines)-1])
+		}
+	}
+	if s["summary"] != true || s["db"] != "sqlite" {
+		t.Errorf("summary line: %s", lines[len(lines)-1])
+	}
+}
+
+// TestFlagErrors checks that bad flags fail with a clear message and exit
+// status 2, and that -h prints the usage with the ratio definitions.
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-db", "oracle"}, "outbox-bench: -db must be sqlite or mysql"},
+		{[]string{"-db", "sqlite", "-dsn", "x"}, "-dsn is only for -db mysql"},
+		{[]string{"-n", "-3"}, "-n must be at least 1"},
+		{[]string{"-workers", "0"}, "-workers must be between 1 and"},
+		{[]string{"-scenarios", "floor,bogus"}, `unknown scenario "bogus"`},
+		{[]string{"-scenarios", "latency"}, "latency paces itself"},
+		{[]string{"-db", "mysql", "-dsn", "not a dsn"}, "-dsn:"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit status %d, want 2", tc.args, code)
+		}
+		if !strings.Contains(errOut.String(), tc.msg) {
+			t.Errorf("%v: stderr %q does not contain %q", tc.args, errOut.String(), tc.msg)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, &out, &errOut); code != 0 {
+		t.Errorf("-h: exit status %d, want 0", code)
+	}
+	for _, s := range []string{"publish_ratio", "floor rate / publish rate", "end_to_end_ratio", "-workers"} {
+		if !strings.Contains(errOut.String(), s) {
+			t.Errorf("-h output lacks %q", s)
+		}
+	}
+}
+
+// TestPercentile checks the nearest-rank percentile.
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for p, want := range map[float64]time.Duration{50: 50, 90: 90, 99: 99, 100: 100, 1: 1} {
+		if got := percentile(d, p); got != want {
+			t.Errorf("p%v = %v, want %v", p, got, want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("empty: %v", got)
+	}
+}
+
+// TestSeenSet checks the overload bitmap: duplicates and missing indexes.
+func TestSeenSet(t *testing.T) {
+	s := newSeenSet(130)
+	for _, i := range []int{0, 63, 64, 129, 64} {
+		s.mark(i)
+	}
+	if got := s.missing(130); got != 126 {
+		t.Errorf("missing = %d, want 126", got)
+	}
+	if s.dups.Load() != 1 || s.count.Load() != 4 {
+		t.Errorf("dups = %d, count = %d; want 1, 4", s.dups.Load(), s.count.Load())
+	}
+}
