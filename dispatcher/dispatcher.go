@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outbox-go/outbox/internal/ratelog"
+
 	"github.com/outbox-go/outbox/core"
 )
 
@@ -79,7 +81,7 @@ type Dispatcher struct {
 	retryMu     sync.Mutex
 	retryTimers map[*time.Timer]string // timer → event id
 
-	dropLog, statusLog, leaseLog, staleLog, hungLog rateLog
+	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
 	noListener                                      sync.Map // event types already warned about
 	noListenerCount                                 atomic.Int32
 }
@@ -113,11 +115,11 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 		cancel:      cancel,
 		done:        make(chan struct{}),
 		retryTimers: make(map[*time.Timer]string),
-		dropLog:     rateLog{interval: 5 * time.Second},
-		statusLog:   rateLog{interval: 5 * time.Second},
-		leaseLog:    rateLog{interval: 5 * time.Second},
-		staleLog:    rateLog{interval: 5 * time.Second},
-		hungLog:     rateLog{interval: 5 * time.Second},
+		dropLog:     ratelog.New(5 * time.Second),
+		statusLog:   ratelog.New(5 * time.Second),
+		leaseLog:    ratelog.New(5 * time.Second),
+		staleLog:    ratelog.New(5 * time.Second),
+		hungLog:     ratelog.New(5 * time.Second),
 	}
 	d.batcher = newDoneBatcher(d)
 	return d, nil
@@ -204,7 +206,7 @@ func (d *Dispatcher) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 	default:
 		d.tracker.Release(env.ID())
 		d.metrics.HotDropped()
-		d.dropLog.hit(d.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
+		d.dropLog.Hit(d.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
 			slog.String("event_id", env.ID()), slog.Int("hot_capacity", d.cfg.HotCapacity))
 		return false
 	}

@@ -128,7 +128,7 @@ func (b *doneBatcher) flush(batch []item) {
 	cancel()
 	switch {
 	case err != nil:
-		d.statusLog.hit(d.log, slog.LevelError, "status write failed; the poller will deliver these events again",
+		d.statusLog.Hit(d.log, slog.LevelError, "status write failed; the poller will deliver these events again",
 			slog.String("status", "done"), slog.Int("events", len(ids)), slog.String("event_id", ids[0]),
 			slog.String("error", err.Error()))
 		for _, id := range ids {
@@ -139,7 +139,7 @@ func (b *doneBatcher) flush(batch []item) {
 		// them now). Which ones is unknown: release all, so events owned
 		// by us again later can be claimed again.
 		d.metrics.LeaseLost(len(ids) - int(n))
-		d.leaseLog.hit(d.log, slog.LevelWarn, "status write fenced off for some events: DONE already or another node owns them now",
+		d.leaseLog.Hit(d.log, slog.LevelWarn, "status write fenced off for some events: DONE already or another node owns them now",
 			slog.String("status", "done"), slog.Int("events", len(ids)), slog.Int64("changed", n),
 			slog.String("event_id", ids[0]), slog.String("owner", d.cfg.Owner))
 		for _, id := range ids {

@@ -34,7 +34,7 @@ func (d *Dispatcher) process(it item) bool {
 		// The lease could run out before the outcome is written: another
 		// node may take the event over. Leave it to a fresh claim.
 		d.tracker.Release(id)
-		d.staleLog.hit(d.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
+		d.staleLog.Hit(d.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
 			eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease))...)
 		return true
 	}
@@ -204,7 +204,7 @@ func (d *Dispatcher) abandon(it item, w *callWatch, timeout time.Duration) {
 	if !w.tryAbandon() {
 		return
 	}
-	d.hungLog.hit(d.log, slog.LevelError, "listener ignored its context and hung past its timeout; its worker is replaced",
+	d.hungLog.Hit(d.log, slog.LevelError, "listener ignored its context and hung past its timeout; its worker is replaced",
 		eventAttrs(it.env, it.attempts, slog.Duration("timeout", timeout), slog.Duration("grace", d.cfg.ListenerGrace))...)
 	d.startWorkers(1)
 	d.outcome(it, fmt.Errorf("%w (timeout %v + grace %v)", ErrListenerHung, timeout, d.cfg.ListenerGrace))
@@ -229,13 +229,13 @@ func (d *Dispatcher) writeStatus(it item, what string, write func(context.Contex
 	defer cancel()
 	changed, err := write(ctx)
 	if err != nil {
-		d.statusLog.hit(d.log, slog.LevelError, "status write failed; the poller will deliver the event again",
+		d.statusLog.Hit(d.log, slog.LevelError, "status write failed; the poller will deliver the event again",
 			eventAttrs(it.env, it.attempts, slog.String("status", what), slog.String("error", err.Error()))...)
 		return writeFailed
 	}
 	if !changed {
 		d.metrics.LeaseLost(1)
-		d.leaseLog.hit(d.log, slog.LevelWarn, "status write fenced off: the event is DONE already or another node owns it now",
+		d.leaseLog.Hit(d.log, slog.LevelWarn, "status write fenced off: the event is DONE already or another node owns it now",
 			eventAttrs(it.env, it.attempts, slog.String("status", what), slog.String("owner", d.cfg.Owner))...)
 		return writeFenced
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outbox-go/outbox/internal/ratelog"
+
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/retry"
@@ -176,7 +178,7 @@ type Dispatcher struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // handler goroutines
 
-	noHandlerLog, statusLog, lostLog, cycleLog rateLog
+	noHandlerLog, statusLog, lostLog, cycleLog *ratelog.Limiter
 }
 
 // NewDispatcher returns a dispatcher of in's work queue. Nothing runs
@@ -193,10 +195,10 @@ func (in *Inbox) NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		handlers:     map[string]Handler{},
 		slots:        make(chan struct{}, cfg.Workers),
 		wake:         make(chan struct{}, 1),
-		noHandlerLog: rateLog{interval: 5 * time.Second},
-		statusLog:    rateLog{interval: 5 * time.Second},
-		lostLog:      rateLog{interval: 5 * time.Second},
-		cycleLog:     rateLog{interval: 5 * time.Second},
+		noHandlerLog: ratelog.New(5 * time.Second),
+		statusLog:    ratelog.New(5 * time.Second),
+		lostLog:      ratelog.New(5 * time.Second),
+		cycleLog:     ratelog.New(5 * time.Second),
 	}
 	in.register(d.wake)
 	return d, nil
@@ -323,7 +325,7 @@ func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}, done chan<-
 		}
 		claimed, limit, err := d.cycle(ctx, stop)
 		if err != nil && ctx.Err() == nil {
-			d.cycleLog.hit(d.log, slog.LevelError, "inbox: claim failed; retrying every poll interval", slog.String("error", err.Error()))
+			d.cycleLog.Hit(d.log, slog.LevelError, "inbox: claim failed; retrying every poll interval", slog.String("error", err.Error()))
 		}
 		next := d.cfg.PollInterval
 		if err == nil && claimed > 0 && claimed == limit {
@@ -396,7 +398,7 @@ func (d *Dispatcher) handle(ctx context.Context, rec Record) {
 	case h == nil:
 		noHandler = true
 		err = fmt.Errorf("%w %q", ErrNoHandler, rec.Topic)
-		d.noHandlerLog.hit(d.log, slog.LevelWarn, "inbox: no handler for the topic; message abandoned for a retry",
+		d.noHandlerLog.Hit(d.log, slog.LevelWarn, "inbox: no handler for the topic; message abandoned for a retry",
 			recAttrs(rec, slog.String("topic", rec.Topic))...)
 	default:
 		d.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)
@@ -460,10 +462,10 @@ func (d *Dispatcher) settle(rec Record, herr error, noHandler bool) {
 	}
 	switch {
 	case err != nil:
-		d.statusLog.hit(d.log, slog.LevelError, "inbox: cannot record the outcome; the message is retried when its lease expires",
+		d.statusLog.Hit(d.log, slog.LevelError, "inbox: cannot record the outcome; the message is retried when its lease expires",
 			recAttrs(rec, slog.String("op", op), slog.String("error", err.Error()))...)
 	case n == 0:
-		d.lostLog.hit(d.log, slog.LevelWarn, "inbox: lease lost before the outcome was recorded (lease expired and reaped or taken over); increase Lease",
+		d.lostLog.Hit(d.log, slog.LevelWarn, "inbox: lease lost before the outcome was recorded (lease expired and reaped or taken over); increase Lease",
 			recAttrs(rec, slog.String("op", op))...)
 	}
 }
