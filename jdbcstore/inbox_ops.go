@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -224,58 +223,32 @@ func (s *InboxStore) scanInbox(ctx context.Context, q queryer, sizeHint int, que
 // decodeInbox turns the raw values of one row (inboxColumns order) into a
 // record; column problems go to DecodeErr.
 func (s *InboxStore) decodeInbox(v []any) InboxRecord {
-	var (
-		r    InboxRecord
-		errs []error
-	)
-	col := func(i int, err error) {
-		if err != nil {
-			errs = append(errs, fmt.Errorf("column %s: %w", inboxColumns[i], err))
-		}
-	}
-	str := func(i int, dst *string) {
-		var err error
-		*dst, err = asString(v[i])
-		col(i, err)
-	}
-	tm := func(i int, dst *time.Time, required bool) {
-		var err error
-		*dst, err = s.dialect.decodeTime(v[i])
-		if err == nil && required && v[i] == nil {
-			err = errors.New("is NULL")
-		}
-		col(i, err)
-	}
-	str(0, &r.Source)
-	str(1, &r.MessageID)
-	str(2, &r.Topic)
+	var r InboxRecord
+	c := &columns{d: s.dialect, names: inboxColumns, v: v}
+	c.str(0, &r.Source)
+	c.str(1, &r.MessageID)
+	c.str(2, &r.Topic)
 	var err error
 	r.Payload, err = asBytes(v[3])
-	col(3, err)
+	c.fail(3, err)
 	if r.Payload == nil {
 		r.Payload = []byte{}
 	}
 	r.Hash, err = asBytes(v[4])
-	col(4, err)
+	c.fail(4, err)
 	if len(r.Hash) == 0 {
 		r.Hash = nil
 	}
-	st, err := asInt(v[5])
-	col(5, err)
-	r.Status = InboxStatus(st)
-	at, err := asInt(v[6])
-	col(6, err)
-	r.Attempt = int(at)
-	tm(7, &r.FirstSeenAt, true)
-	tm(8, &r.LastSeenAt, true)
-	tm(9, &r.NextAttemptAt, true)
-	tm(10, &r.DueAt, false)
-	str(11, &r.LockedBy)
-	tm(12, &r.LockedUntil, false)
-	str(13, &r.LastError)
-	if len(errs) > 0 {
-		r.DecodeErr = errors.Join(errs...)
-	}
+	r.Status = InboxStatus(c.int(5))
+	r.Attempt = int(c.int(6))
+	c.time(7, &r.FirstSeenAt, true)
+	c.time(8, &r.LastSeenAt, true)
+	c.time(9, &r.NextAttemptAt, true)
+	c.time(10, &r.DueAt, false)
+	c.str(11, &r.LockedBy)
+	c.time(12, &r.LockedUntil, false)
+	c.str(13, &r.LastError)
+	r.DecodeErr = c.err()
 	return r
 }
 

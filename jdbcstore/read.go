@@ -118,65 +118,39 @@ func scanRecords(ctx context.Context, s *Store, q queryer, sizeHint int, query s
 // decodeRecord turns the raw column values of one row (in recordColumns
 // order) into a Record. Column problems are collected in DecodeErr.
 func (s *Store) decodeRecord(v []any) core.Record {
-	var (
-		r    core.Record
-		errs []error
-	)
+	var r core.Record
 	if len(v) != len(recordColumns) {
 		r.DecodeErr = fmt.Errorf("row has %d columns, want %d", len(v), len(recordColumns))
 		return r
 	}
-	col := func(i int, err error) {
-		if err != nil {
-			errs = append(errs, fmt.Errorf("column %s: %w", recordColumns[i], err))
-		}
-	}
-	str := func(i int, dst *string) {
-		var err error
-		*dst, err = asString(v[i])
-		col(i, err)
-	}
-	tm := func(i int, dst *time.Time, required bool) {
-		var err error
-		*dst, err = s.dialect.decodeTime(v[i])
-		if err == nil && required && v[i] == nil {
-			err = errors.New("is NULL")
-		}
-		col(i, err)
-	}
-	str(0, &r.ID)
-	str(1, &r.Type)
-	str(2, &r.AggregateType)
-	str(3, &r.AggregateID)
-	str(4, &r.TenantID)
-	tm(5, &r.OccurredAt, true)
-	str(8, &r.HeadersJSON)
-	status, err := asInt(v[9])
-	col(9, err)
-	r.Status = core.Status(status)
-	attempts, err := asInt(v[10])
-	col(10, err)
-	r.Attempts = int(attempts)
-	tm(11, &r.AvailableAt, true)
-	tm(12, &r.CreatedAt, true)
-	tm(13, &r.DoneAt, false)
-	str(14, &r.LastError)
-	str(15, &r.LockedBy)
-	tm(16, &r.LockedUntil, false)
+	c := &columns{d: s.dialect, names: recordColumns, v: v}
+	c.str(0, &r.ID)
+	c.str(1, &r.Type)
+	c.str(2, &r.AggregateType)
+	c.str(3, &r.AggregateID)
+	c.str(4, &r.TenantID)
+	c.time(5, &r.OccurredAt, true)
+	c.str(8, &r.HeadersJSON)
+	r.Status = core.Status(c.int(9))
+	r.Attempts = int(c.int(10))
+	c.time(11, &r.AvailableAt, true)
+	c.time(12, &r.CreatedAt, true)
+	c.time(13, &r.DoneAt, false)
+	c.str(14, &r.LastError)
+	c.str(15, &r.LockedBy)
+	c.time(16, &r.LockedUntil, false)
 
 	kind, err := asInt(v[7])
 	if err == nil && (kind < 0 || kind > 255) {
 		err = fmt.Errorf("payload kind %d out of range", kind)
 	}
-	col(7, err)
+	c.fail(7, err)
 	if err == nil {
 		r.PayloadKind = core.PayloadKind(kind)
 		r.Payload, err = s.dialect.decodePayload(r.PayloadKind, v[6])
-		col(6, err)
+		c.fail(6, err)
 	}
-	if len(errs) > 0 {
-		r.DecodeErr = errors.Join(errs...)
-	}
+	r.DecodeErr = c.err()
 	return r
 }
 
