@@ -2,24 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"time"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/outbox-go/outbox/internal/scratchdb"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/jdbcstore"
 )
-
-// cleanupTimeout bounds closing and dropping a scenario's database, also
-// after an interrupt.
-const cleanupTimeout = 30 * time.Second
 
 // freshDB is an empty database made for one scenario, with the business
 // table already created. Close releases it (and drops or deletes it).
@@ -63,16 +54,16 @@ func openFresh(ctx context.Context, o *options) (*freshDB, error) {
 
 // openFreshSQLite opens a new database file in a new temporary directory.
 func openFreshSQLite() (*freshDB, error) {
-	dir, err := os.MkdirTemp("", "outbox-bench-*")
+	path, remove, err := scratchdb.SQLite("outbox-bench-*", "bench.db")
 	if err != nil {
-		return nil, fmt.Errorf("create temporary directory: %w", err)
+		return nil, err
 	}
-	db, err := jdbcstore.OpenSQLite(filepath.Join(dir, "bench.db"))
+	db, err := jdbcstore.OpenSQLite(path)
 	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
+		return nil, errors.Join(err, remove())
 	}
 	return &freshDB{db: db, kind: "sqlite", cleanup: func() error {
-		return errors.Join(db.Close(), os.RemoveAll(dir))
+		return errors.Join(db.Close(), remove())
 	}}, nil
 }
 
@@ -80,39 +71,16 @@ func openFreshSQLite() (*freshDB, error) {
 // server (whatever database the DSN names) and opens it with the DSN's
 // other settings. Close drops it.
 func openFreshMySQL(ctx context.Context, dsn string) (*freshDB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+	newDSN, _, drop, err := scratchdb.MySQL(ctx, dsn, "outbox_bench_")
 	if err != nil {
-		return nil, fmt.Errorf("-dsn: %w", err)
+		return nil, err
 	}
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:]) // never fails (crypto/rand panics instead)
-	name := "outbox_bench_" + hex.EncodeToString(suffix[:])
-
-	adminCfg := cfg.Clone()
-	adminCfg.DBName = ""
-	admin, err := sql.Open("mysql", adminCfg.FormatDSN())
+	db, err := sqlx.Open("mysql", newDSN)
 	if err != nil {
-		return nil, fmt.Errorf("open mysql: %w", err)
-	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
-		return nil, errors.Join(fmt.Errorf("create database %s: %w", name, err), admin.Close())
-	}
-	drop := func() error {
-		dctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		_, err := admin.ExecContext(dctx, "DROP DATABASE IF EXISTS `"+name+"`")
-		if err != nil {
-			err = fmt.Errorf("drop database %s: %w", name, err)
-		}
-		return errors.Join(err, admin.Close())
-	}
-	cfg.DBName = name
-	db, err := sqlx.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open mysql: %w", err), drop())
+		return nil, errors.Join(fmt.Errorf("open mysql: %w", err), drop(true))
 	}
 	return &freshDB{db: db, kind: "mysql", cleanup: func() error {
-		return errors.Join(db.Close(), drop())
+		return errors.Join(db.Close(), drop(true))
 	}}, nil
 }
 

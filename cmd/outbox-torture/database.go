@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"time"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/outbox-go/outbox/internal/scratchdb"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -25,10 +20,9 @@ const (
 	deliveriesTable = "torture_deliveries" // one row per listener invocation
 	rollbacksTable  = "torture_rollbacks"  // ids of transactions rolled back on purpose
 
-	insertLedger    = "INSERT INTO " + ledgerTable + " (event_id, child) VALUES (?, ?)"
-	insertDelivery  = "INSERT INTO " + deliveriesTable + " (event_id, child, ok) VALUES (?, ?, ?)"
-	insertRollback  = "INSERT INTO " + rollbacksTable + " (event_id, child) VALUES (?, ?)"
-	cleanupDeadline = 30 * time.Second
+	insertLedger   = "INSERT INTO " + ledgerTable + " (event_id, child) VALUES (?, ?)"
+	insertDelivery = "INSERT INTO " + deliveriesTable + " (event_id, child, ok) VALUES (?, ?, ?)"
+	insertRollback = "INSERT INTO " + rollbacksTable + " (event_id, child) VALUES (?, ?)"
 )
 
 // tableDDL returns the statements creating the torture's tables. On MySQL
@@ -98,21 +92,20 @@ func (f *freshDB) close(keep bool) error {
 }
 
 func openFreshSQLite() (*freshDB, error) {
-	dir, err := os.MkdirTemp("", "outbox-torture-*")
+	path, remove, err := scratchdb.SQLite("outbox-torture-*", "torture.db")
 	if err != nil {
-		return nil, fmt.Errorf("create temporary directory: %w", err)
+		return nil, err
 	}
-	path := filepath.Join(dir, "torture.db")
 	db, err := jdbcstore.OpenSQLite(path)
 	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
+		return nil, errors.Join(err, remove())
 	}
 	return &freshDB{db: db, kind: "sqlite", childDSN: path, where: "SQLite file " + path,
-		release: func(remove bool) error {
-			if !remove {
+		release: func(rm bool) error {
+			if !rm {
 				return nil
 			}
-			return os.RemoveAll(dir)
+			return remove()
 		}}, nil
 }
 
@@ -120,42 +113,15 @@ func openFreshSQLite() (*freshDB, error) {
 // (whatever database the DSN names) and opens it with the DSN's other
 // settings.
 func openFreshMySQL(ctx context.Context, dsn string) (*freshDB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+	childDSN, name, release, err := scratchdb.MySQL(ctx, dsn, "outbox_torture_")
 	if err != nil {
-		return nil, fmt.Errorf("-dsn: %w", err)
+		return nil, err
 	}
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:]) // never fails (crypto/rand panics instead)
-	name := "outbox_torture_" + hex.EncodeToString(suffix[:])
-
-	adminCfg := cfg.Clone()
-	adminCfg.DBName = ""
-	admin, err := sql.Open("mysql", adminCfg.FormatDSN())
-	if err != nil {
-		return nil, fmt.Errorf("open mysql: %w", err)
-	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
-		return nil, errors.Join(fmt.Errorf("create database %s on %s: %w", name, cfg.Addr, err), admin.Close())
-	}
-	release := func(remove bool) error {
-		var err error
-		if remove {
-			dctx, cancel := context.WithTimeout(context.Background(), cleanupDeadline)
-			defer cancel()
-			if _, err = admin.ExecContext(dctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
-				err = fmt.Errorf("drop database %s: %w", name, err)
-			}
-		}
-		return errors.Join(err, admin.Close())
-	}
-	cfg.DBName = name
-	childDSN := cfg.FormatDSN()
 	db, err := sqlx.Open("mysql", childDSN)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open mysql: %w", err), release(true))
 	}
-	return &freshDB{db: db, kind: "mysql", childDSN: childDSN, where: "MySQL database " + name + " on " + cfg.Addr,
-		release: release}, nil
+	return &freshDB{db: db, kind: "mysql", childDSN: childDSN, where: "MySQL database " + name, release: release}, nil
 }
 
 // openChildDB opens the run's database in a child process.
