@@ -67,6 +67,9 @@ func testSecretsNeverLogged(t *testing.T, h Harness) {
 			// Registered first, so it runs last: after the outbox is
 			// closed, with the shutdown logs in.
 			t.Cleanup(func() {
+				if t.Skipped() { // no database for this run: nothing was logged
+					return
+				}
 				out := s.logs.String()
 				if form, ok := containsSecret(out, secret); ok {
 					t.Errorf("the secret reached the logs (as %q):\n%s", form, out)

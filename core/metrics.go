@@ -46,3 +46,23 @@ var (
 	_ Metrics    = NopMetrics{}
 	_ OpsMetrics = NopMetrics{}
 )
+
+// StoreMetrics is implemented by a Metrics that labels signals with the
+// store (database, tenant) they concern. With several stores (package
+// tenant) every per-store part (the dispatcher's writes and outcomes of
+// that store's events, its poller) reports to ForStore(id); signals about
+// shared parts (queue depths) go to the Metrics itself.
+type StoreMetrics interface {
+	ForStore(storeID string) Metrics
+}
+
+// MetricsForStore returns m.ForStore(storeID) when m implements
+// [StoreMetrics] and storeID is not empty, else m.
+func MetricsForStore(m Metrics, storeID string) Metrics {
+	if sm, ok := m.(StoreMetrics); ok && storeID != "" {
+		if scoped := sm.ForStore(storeID); scoped != nil {
+			return scoped
+		}
+	}
+	return m
+}

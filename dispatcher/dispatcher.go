@@ -49,6 +49,7 @@ type item struct {
 	attempts int // failed deliveries so far
 	source   Source
 	lease    time.Time // end of this node's lease on the row; zero: unowned
+	src      *origin   // the store the event came from; outcomes go there
 }
 
 // Dispatcher delivers events to listeners and records the outcome. Create
@@ -56,7 +57,7 @@ type item struct {
 // Its methods are safe for concurrent use.
 type Dispatcher struct {
 	cfg       Config
-	store     core.StatusWriter
+	def       *origin // the store given to New; nil for NewMulti
 	listeners core.ListenerSource
 	log       *slog.Logger
 	metrics   core.Metrics
@@ -79,7 +80,11 @@ type Dispatcher struct {
 	lifeMu              sync.Mutex // serializes Start with Close
 
 	retryMu     sync.Mutex
-	retryTimers map[*time.Timer]string // timer → event id
+	retryTimers map[*time.Timer]item // timer → the event it holds
+
+	storesMu sync.Mutex
+	stores   map[string]*origin // added with AddStore
+	removing map[string]*origin // removed, events still held
 
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
 	noListener                                      sync.Map // event types already warned about
@@ -92,6 +97,24 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 	if store == nil {
 		return nil, &core.ConfigError{Field: "dispatcher store", Msg: "must not be nil"}
 	}
+	d, err := newDispatcher(listeners, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.def = newOrigin(d, "", store)
+	return d, nil
+}
+
+// NewMulti returns a dispatcher for several stores (one per database or
+// tenant) sharing its workers, queues and listeners: add each store with
+// [Dispatcher.AddStore] and enqueue its events through the returned
+// [StoreQueue]. The dispatcher's own EnqueueHot and EnqueueCold refuse
+// every event (there is no default store). It does not start any goroutine.
+func NewMulti(listeners core.ListenerSource, cfg Config) (*Dispatcher, error) {
+	return newDispatcher(listeners, cfg)
+}
+
+func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, error) {
 	if listeners == nil {
 		return nil, &core.ConfigError{Field: "dispatcher listeners", Msg: "must not be nil"}
 	}
@@ -102,7 +125,6 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Dispatcher{
 		cfg:         cfg,
-		store:       store,
 		listeners:   listeners,
 		log:         cfg.Logger.With(slog.String("component", "outbox.dispatcher")),
 		metrics:     cfg.Metrics,
@@ -114,7 +136,9 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 		runCtx:      ctx,
 		cancel:      cancel,
 		done:        make(chan struct{}),
-		retryTimers: make(map[*time.Timer]string),
+		retryTimers: make(map[*time.Timer]item),
+		stores:      make(map[string]*origin),
+		removing:    make(map[string]*origin),
 		dropLog:     ratelog.New(5 * time.Second),
 		statusLog:   ratelog.New(5 * time.Second),
 		leaseLog:    ratelog.New(5 * time.Second),
@@ -177,8 +201,15 @@ func (d *Dispatcher) ClaimLease(now time.Time) core.Lease {
 // without counting a drop. A delayed event (NotBefore in the future) waits
 // on a timer, within RetryCapacity, or is left to the poller.
 func (d *Dispatcher) EnqueueHot(env core.Envelope, lease core.Lease) bool {
-	if d.closed.Load() {
-		d.metrics.HotDropped()
+	return d.enqueueHot(d.def, env, lease)
+}
+
+func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) bool {
+	if o == nil {
+		return false
+	}
+	if d.closed.Load() || o.closed.Load() {
+		o.metrics.HotDropped()
 		return false
 	}
 	if lease.Owner != d.cfg.Owner {
@@ -187,26 +218,26 @@ func (d *Dispatcher) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 		// be repeated. The poller (of the owner) delivers it.
 		return false
 	}
-	if !d.tracker.TryAcquire(env.ID()) {
-		return true
+	if !d.acquire(o, env.ID()) {
+		return !o.closed.Load() // held already: it is being handled
 	}
-	it := item{env: env, source: SourceHot, lease: lease.Until}
+	it := item{env: env, source: SourceHot, lease: lease.Until, src: o}
 	if wait := env.NotBefore().Sub(d.cfg.Now()); wait > 0 {
 		if d.schedule(it, wait) {
-			d.metrics.HotEnqueued()
+			o.metrics.HotEnqueued()
 			return true
 		}
-		d.tracker.Release(env.ID())
+		d.release(it)
 		return false // the poller delivers it when due
 	}
 	select {
 	case d.hot <- it:
-		d.metrics.HotEnqueued()
+		o.metrics.HotEnqueued()
 		return true
 	default:
-		d.tracker.Release(env.ID())
-		d.metrics.HotDropped()
-		d.dropLog.Hit(d.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
+		d.release(it)
+		o.metrics.HotDropped()
+		d.dropLog.Hit(o.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
 			slog.String("event_id", env.ID()), slog.Int("hot_capacity", d.cfg.HotCapacity))
 		return false
 	}
@@ -216,15 +247,20 @@ func (d *Dispatcher) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 // number of failed deliveries so far. It never blocks; false means the cold
 // queue is full, the event is already held, or the dispatcher is closed.
 func (d *Dispatcher) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
-	if d.closed.Load() || !d.tracker.TryAcquire(env.ID()) {
+	return d.enqueueCold(d.def, env, attempts, leaseUntil)
+}
+
+func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil time.Time) bool {
+	if o == nil || d.closed.Load() || !d.acquire(o, env.ID()) {
 		return false
 	}
+	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o}
 	select {
-	case d.cold <- item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil}:
-		d.metrics.ColdEnqueued()
+	case d.cold <- it:
+		o.metrics.ColdEnqueued()
 		return true
 	default:
-		d.tracker.Release(env.ID())
+		d.release(it)
 		return false
 	}
 }
@@ -234,7 +270,9 @@ func (d *Dispatcher) ColdRoom() int { return cap(d.cold) - len(d.cold) }
 
 // InFlight reports whether the event is queued, running or waiting for an
 // in-process retry here.
-func (d *Dispatcher) InFlight(eventID string) bool { return d.tracker.Contains(eventID) }
+func (d *Dispatcher) InFlight(eventID string) bool {
+	return d.def != nil && d.tracker.Contains(d.def.key(eventID))
+}
 
 // QueueDepths returns the current lengths of the hot and cold queues.
 func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
@@ -250,7 +288,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		defer d.lifeMu.Unlock()
 		d.closed.Store(true)
 		close(d.stopping)
-		d.cancelRetries()
+		d.cancelRetries(nil)
 		if !d.started.Load() {
 			// Never started: nothing runs, release what was queued.
 			d.hardOnce.Do(func() { close(d.hardStop); d.cancel() })
@@ -330,9 +368,9 @@ func (d *Dispatcher) discard() int {
 	for {
 		select {
 		case it := <-d.hot:
-			d.tracker.Release(it.env.ID())
+			d.release(it)
 		case it := <-d.cold:
-			d.tracker.Release(it.env.ID())
+			d.release(it)
 		default:
 			return n
 		}

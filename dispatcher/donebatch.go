@@ -98,15 +98,43 @@ func (b *doneBatcher) run() {
 	}
 }
 
-// flush writes one batch and settles its events.
+// flush writes one batch and settles its events: one statement per store
+// the events came from (one in a single-store dispatcher).
 func (b *doneBatcher) flush(batch []item) {
+	first := batch[0].src
+	for _, it := range batch[1:] {
+		if it.src != first {
+			b.flushByStore(batch)
+			return
+		}
+	}
+	b.flushStore(first, batch)
+}
+
+// flushByStore splits a batch by store, keeping each store's order.
+func (b *doneBatcher) flushByStore(batch []item) {
+	var order []*origin
+	groups := make(map[*origin][]item)
+	for _, it := range batch {
+		if _, ok := groups[it.src]; !ok {
+			order = append(order, it.src)
+		}
+		groups[it.src] = append(groups[it.src], it)
+	}
+	for _, o := range order {
+		b.flushStore(o, groups[o])
+	}
+}
+
+// flushStore writes the DONE status of events of store o and settles them.
+func (b *doneBatcher) flushStore(o *origin, batch []item) {
 	d := b.d
 	ids := make([]string, len(batch))
 	for i, it := range batch {
 		ids[i] = it.env.ID()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
-	n, err := d.store.MarkDone(ctx, d.cfg.Owner, ids)
+	n, err := o.store.MarkDone(ctx, d.cfg.Owner, ids)
 	// One more try within the same timeout: a batch killed with its
 	// connection would otherwise be delivered again whole. The write is
 	// idempotent (status <> DONE), so a retry after an unseen commit only
@@ -118,7 +146,7 @@ func (b *doneBatcher) flush(batch []item) {
 			t.Stop()
 		case <-t.C:
 			var m int64
-			m, err = d.store.MarkDone(ctx, d.cfg.Owner, ids)
+			m, err = o.store.MarkDone(ctx, d.cfg.Owner, ids)
 			n += m
 		}
 		if ctx.Err() != nil {
@@ -128,26 +156,26 @@ func (b *doneBatcher) flush(batch []item) {
 	cancel()
 	switch {
 	case err != nil:
-		d.statusLog.Hit(d.log, slog.LevelError, "status write failed; the poller will deliver these events again",
+		d.statusLog.Hit(o.log, slog.LevelError, "status write failed; the poller will deliver these events again",
 			slog.String("status", "done"), slog.Int("events", len(ids)), slog.String("event_id", ids[0]),
 			slog.String("error", err.Error()))
-		for _, id := range ids {
-			d.tracker.Release(id)
+		for _, it := range batch {
+			d.release(it)
 		}
 	case n < int64(len(ids)):
 		// Some rows were fenced off (DONE already, or another node owns
 		// them now). Which ones is unknown: release all, so events owned
 		// by us again later can be claimed again.
-		d.metrics.LeaseLost(len(ids) - int(n))
-		d.leaseLog.Hit(d.log, slog.LevelWarn, "status write fenced off for some events: DONE already or another node owns them now",
+		o.metrics.LeaseLost(len(ids) - int(n))
+		d.leaseLog.Hit(o.log, slog.LevelWarn, "status write fenced off for some events: DONE already or another node owns them now",
 			slog.String("status", "done"), slog.Int("events", len(ids)), slog.Int64("changed", n),
 			slog.String("event_id", ids[0]), slog.String("owner", d.cfg.Owner))
-		for _, id := range ids {
-			d.tracker.Release(id)
+		for _, it := range batch {
+			d.release(it)
 		}
 	default:
-		for _, id := range ids {
-			d.tracker.Finish(id)
+		for _, it := range batch {
+			d.finish(it)
 		}
 	}
 }

@@ -25,16 +25,15 @@ const maxNoListenerWarnings = 1000
 // hung past its timeout: a replacement worker has taken over and the
 // calling worker must exit.
 func (d *Dispatcher) process(it item) bool {
-	id := it.env.ID()
 	if d.runCtx.Err() != nil { // Close's deadline passed: leave the row as it is
-		d.tracker.Release(id)
+		d.release(it)
 		return true
 	}
 	if !it.lease.IsZero() && d.cfg.Now().Add(d.cfg.ListenerTimeout+d.cfg.StatusTimeout).After(it.lease) {
 		// The lease could run out before the outcome is written: another
 		// node may take the event over. Leave it to a fresh claim.
-		d.tracker.Release(id)
-		d.staleLog.Hit(d.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
+		d.release(it)
+		d.staleLog.Hit(it.src.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
 			eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease))...)
 		return true
 	}
@@ -53,44 +52,44 @@ func (d *Dispatcher) outcome(it item, err error) {
 	if err != nil && d.runCtx.Err() != nil {
 		// Interrupted by shutdown: no attempt is charged, the row keeps its
 		// status and the next process delivers it.
-		d.tracker.Release(id)
-		d.log.LogAttrs(context.Background(), slog.LevelInfo, "delivery interrupted by shutdown; the event stays in the database",
+		d.release(it)
+		it.src.log.LogAttrs(context.Background(), slog.LevelInfo, "delivery interrupted by shutdown; the event stays in the database",
 			eventAttrs(it.env, it.attempts)...)
 		return
 	}
 	// Metrics and logs come before the status write, so whoever sees the
 	// new status also sees them.
-	owner := d.cfg.Owner
+	owner, o := d.cfg.Owner, it.src
 	if err == nil {
-		d.metrics.DispatchSuccess()
+		o.metrics.DispatchSuccess()
 		d.batcher.add(it) // coalesced DONE write; the batcher settles it
 		return
 	}
 	attempts := it.attempts + 1
 	msg := err.Error()
 	if attempts >= d.cfg.MaxAttempts {
-		d.metrics.DispatchDead()
-		d.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
+		o.metrics.DispatchDead()
+		o.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
 			eventAttrs(it.env, attempts, slog.String("error", msg))...)
 		d.settle(it, d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
-			return d.store.MarkDead(ctx, owner, id, msg)
+			return o.store.MarkDead(ctx, owner, id, msg)
 		}))
 		return
 	}
 	delay := d.cfg.Retry.Delay(attempts)
 	nextAt := d.cfg.Now().Add(delay)
 	leaseUntil := nextAt.Add(d.cfg.Lease)
-	d.metrics.DispatchFailure()
-	d.log.LogAttrs(context.Background(), slog.LevelWarn, "delivery failed; will retry",
+	o.metrics.DispatchFailure()
+	o.log.LogAttrs(context.Background(), slog.LevelWarn, "delivery failed; will retry",
 		eventAttrs(it.env, attempts, slog.String("error", msg), slog.Duration("retry_in", delay))...)
 	switch d.writeStatus(it, "retry", func(ctx context.Context) (bool, error) {
-		return d.store.MarkRetry(ctx, owner, id, nextAt, leaseUntil, msg)
+		return o.store.MarkRetry(ctx, owner, id, nextAt, leaseUntil, msg)
 	}) {
 	case writeFenced, writeFailed:
-		d.tracker.Release(id)
+		d.release(it)
 	case writeChanged:
-		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil}, delay) {
-			d.tracker.Release(id) // the poller retries it when due
+		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil, src: o}, delay) {
+			d.release(it) // the poller retries it when due
 		}
 	}
 }
@@ -101,10 +100,10 @@ func (d *Dispatcher) outcome(it item, err error) {
 // the event and this node may claim it again only after that lease expired.
 func (d *Dispatcher) settle(it item, st writeResult) {
 	if st == writeChanged {
-		d.tracker.Finish(it.env.ID())
+		d.finish(it)
 		return
 	}
-	d.tracker.Release(it.env.ID())
+	d.release(it)
 }
 
 // runListeners calls every listener in order; the first error or panic
@@ -150,7 +149,7 @@ func (d *Dispatcher) call(it item, l core.Listener, timeout time.Duration) (err 
 	}()
 	defer func() {
 		if r := recover(); r != nil {
-			d.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
+			it.src.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
 				eventAttrs(it.env, -1, slog.String("panic_type", fmt.Sprintf("%T", r)), slog.String("stack", string(debug.Stack())))...)
 			err = fmt.Errorf("%w: %v", ErrListenerPanic, r)
 		}
@@ -204,7 +203,7 @@ func (d *Dispatcher) abandon(it item, w *callWatch, timeout time.Duration) {
 	if !w.tryAbandon() {
 		return
 	}
-	d.hungLog.Hit(d.log, slog.LevelError, "listener ignored its context and hung past its timeout; its worker is replaced",
+	d.hungLog.Hit(it.src.log, slog.LevelError, "listener ignored its context and hung past its timeout; its worker is replaced",
 		eventAttrs(it.env, it.attempts, slog.Duration("timeout", timeout), slog.Duration("grace", d.cfg.ListenerGrace))...)
 	d.startWorkers(1)
 	d.outcome(it, fmt.Errorf("%w (timeout %v + grace %v)", ErrListenerHung, timeout, d.cfg.ListenerGrace))
@@ -229,13 +228,13 @@ func (d *Dispatcher) writeStatus(it item, what string, write func(context.Contex
 	defer cancel()
 	changed, err := write(ctx)
 	if err != nil {
-		d.statusLog.Hit(d.log, slog.LevelError, "status write failed; the poller will deliver the event again",
+		d.statusLog.Hit(it.src.log, slog.LevelError, "status write failed; the poller will deliver the event again",
 			eventAttrs(it.env, it.attempts, slog.String("status", what), slog.String("error", err.Error()))...)
 		return writeFailed
 	}
 	if !changed {
-		d.metrics.LeaseLost(1)
-		d.leaseLog.Hit(d.log, slog.LevelWarn, "status write fenced off: the event is DONE already or another node owns it now",
+		it.src.metrics.LeaseLost(1)
+		d.leaseLog.Hit(it.src.log, slog.LevelWarn, "status write fenced off: the event is DONE already or another node owns it now",
 			eventAttrs(it.env, it.attempts, slog.String("status", what), slog.String("owner", d.cfg.Owner))...)
 		return writeFenced
 	}
@@ -263,29 +262,35 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 		if !live { // cancelled by Close, which released the event
 			return
 		}
-		if d.closed.Load() {
-			d.tracker.Release(it.env.ID())
+		if d.closed.Load() || it.src.closed.Load() {
+			d.release(it)
 			return
 		}
 		select {
 		case d.cold <- it:
 		default:
-			d.tracker.Release(it.env.ID()) // the poller delivers it
+			d.release(it) // the poller delivers it
 		}
 	})
-	d.retryTimers[t] = it.env.ID()
+	d.retryTimers[t] = it
 	return true
 }
 
-// cancelRetries stops every pending timer and releases its event.
-func (d *Dispatcher) cancelRetries() {
+// cancelRetries stops the pending timers of o's events (of every store when
+// o is nil) and releases their events.
+func (d *Dispatcher) cancelRetries(o *origin) {
 	d.retryMu.Lock()
-	timers := d.retryTimers
-	d.retryTimers = make(map[*time.Timer]string)
+	var stopped []item
+	for t, it := range d.retryTimers {
+		if o == nil || it.src == o {
+			delete(d.retryTimers, t)
+			t.Stop()
+			stopped = append(stopped, it)
+		}
+	}
 	d.retryMu.Unlock()
-	for t, id := range timers {
-		t.Stop()
-		d.tracker.Release(id)
+	for _, it := range stopped {
+		d.release(it)
 	}
 }
 

@@ -43,6 +43,11 @@ type Config struct {
 	// ReapBatch is the most leases released per statement, so no reaping
 	// transaction runs long. Defaults to 100.
 	ReapBatch int
+	// Selector chooses the store polled next when the poller serves
+	// several stores (see [NewMulti]): core.RoundRobin (one batch from each
+	// store in turn, the default) or core.DrainFirst (stay on a store until
+	// a poll yields nothing), or your own policy.
+	Selector core.Selector
 	// Logger receives the poller's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics receives ColdEnqueued (via the queue), DispatchDead for

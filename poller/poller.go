@@ -8,7 +8,10 @@ package poller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -39,31 +42,44 @@ type Store interface {
 }
 
 // Poller periodically moves due rows to the dispatcher. Create it with
-// [New]; [Poller.Start] runs it in the background, [Poller.PollOnce] runs
-// one cycle (for tests and tools). Safe for concurrent use.
+// [New] for one store or [NewMulti] for several (one per database or
+// tenant, polled in the order of Config.Selector); [Poller.Start] runs it
+// in the background, [Poller.PollOnce] runs one poll (for tests and
+// tools). Safe for concurrent use.
 type Poller struct {
-	cfg   Config
-	store Store
-	queue Queue
-	log   *slog.Logger
+	cfg Config
+	log *slog.Logger
 
-	mu      sync.Mutex // guards the fields below and serializes cycles' state
+	mu      sync.Mutex // guards the fields below
 	running bool
 	stop    chan struct{}
 	done    chan struct{}
 	cancel  context.CancelFunc
-	failing bool // an error incident is ongoing (log once per incident)
+	targets map[string]*target
+	ids     []string // sorted keys of targets
 
-	cycleMu sync.Mutex // one cycle at a time
+	cycleMu  sync.Mutex // one poll at a time; guards rotation
+	rotation *core.Rotation
 }
 
-// Result describes one poll cycle.
+// target is one store the poller reads and the queue its events go to.
+type target struct {
+	id      string // "" for the store given to New
+	store   Store
+	queue   Queue
+	log     *slog.Logger
+	metrics core.Metrics
+	failing bool // an error incident is ongoing (log once per incident); guarded by Poller.mu
+}
+
+// Result describes one poll.
 type Result struct {
-	Read     int  // rows read from the store
-	Enqueued int  // events handed to the cold queue
-	Skipped  int  // rows already in flight or not taken by a full queue
-	Dead     int  // undecodable rows marked DEAD
-	Full     bool // the cold queue had no room: the cycle was skipped
+	Store    string // the store polled ("" for the store given to New, or none)
+	Read     int    // rows read from the store
+	Enqueued int    // events handed to the cold queue
+	Skipped  int    // rows already in flight or not taken by a full queue
+	Dead     int    // undecodable rows marked DEAD
+	Full     bool   // the cold queue had no room: the poll was skipped
 }
 
 // New returns a poller reading from store and feeding queue.
@@ -74,32 +90,140 @@ func New(store Store, queue Queue, cfg Config) (*Poller, error) {
 	if queue == nil {
 		return nil, &core.ConfigError{Field: "poller queue", Msg: "must not be nil"}
 	}
+	p, err := NewMulti(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.addTarget(&target{store: store, queue: queue, log: p.log, metrics: p.cfg.Metrics})
+	return p, nil
+}
+
+// NewMulti returns a poller for several stores: add each with
+// [Poller.Add]. Each poll reads one store, chosen by Config.Selector; the
+// poller rests for Interval once every store had a poll that did not fill
+// its batch.
+func NewMulti(cfg Config) (*Poller, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Poller{cfg: cfg, store: store, queue: queue,
+	return &Poller{cfg: cfg, targets: make(map[string]*target), rotation: core.NewRotation(cfg.Selector),
 		log: cfg.Logger.With(slog.String("component", "outbox.poller"))}, nil
 }
 
-// PollOnce runs one cycle: if the cold queue has room, claim up to
-// min(BatchSize, room) due rows for this node's lease and enqueue those not
-// already in flight. Rows are claimed only when unowned, when their lease
-// expired, or when this node owns them (its own hot-queue drops). Rows that
-// fail to decode are marked DEAD with the reason.
+// Add adds a store to poll, identified by id in logs ("store" attribute)
+// and metrics (core.StoreMetrics), with the queue its events go to (for a
+// shared dispatcher, the dispatcher's StoreQueue for the same store). An
+// empty or present id returns an error wrapping core.ErrInvalidConfig.
+func (p *Poller) Add(id string, store Store, queue Queue) error {
+	switch {
+	case id == "":
+		return &core.ConfigError{Field: "poller store id", Msg: "must not be empty"}
+	case store == nil:
+		return &core.ConfigError{Field: "poller store " + id, Msg: "must not be nil"}
+	case queue == nil:
+		return &core.ConfigError{Field: "poller queue " + id, Msg: "must not be nil"}
+	}
+	p.mu.Lock()
+	_, dup := p.targets[id]
+	p.mu.Unlock()
+	if dup {
+		return &core.ConfigError{Field: "poller store " + id, Msg: "is already added"}
+	}
+	return p.addTarget(&target{id: id, store: store, queue: queue,
+		log: p.log.With(slog.String("store", id)), metrics: core.MetricsForStore(p.cfg.Metrics, id)})
+}
+
+func (p *Poller) addTarget(t *target) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, dup := p.targets[t.id]; dup {
+		return &core.ConfigError{Field: "poller store " + t.id, Msg: "is already added"}
+	}
+	p.targets[t.id] = t
+	p.ids = append(p.ids, t.id)
+	sort.Strings(p.ids)
+	return nil
+}
+
+// Remove stops polling store id. It waits for a poll in progress to end,
+// so after it returns the poller no longer touches the store. An unknown id
+// is ignored.
+func (p *Poller) Remove(id string) {
+	p.cycleMu.Lock()
+	defer p.cycleMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.targets[id]; !ok {
+		return
+	}
+	delete(p.targets, id)
+	i := sort.SearchStrings(p.ids, id)
+	p.ids = append(p.ids[:i:i], p.ids[i+1:]...)
+}
+
+// Stores returns the identifiers of the stores polled, sorted ("" is the
+// store given to New).
+func (p *Poller) Stores() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.ids)
+}
+
+// PollOnce runs one poll of the store chosen by the Selector (the only
+// store for New): if the cold queue has room, claim up to min(BatchSize,
+// room) due rows for this node's lease and enqueue those not already in
+// flight. Rows are claimed only when unowned, when their lease expired, or
+// when this node owns them (its own hot-queue drops). Rows that fail to
+// decode are marked DEAD with the reason. Without stores it does nothing.
 func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
 	res, _, err := p.pollOnce(ctx)
 	return res, err
 }
 
-// pollOnce is PollOnce; it also returns the claim limit it used (0 when
-// the cold queue was full), so the loop can tell a full batch.
-func (p *Poller) pollOnce(ctx context.Context) (res Result, limit int, err error) {
+// pollDecision is what a poll tells the loop about the next one.
+type pollDecision int
+
+const (
+	pollNow     pollDecision = iota // more is waiting: poll again at once
+	pollSoon                        // BacklogInterval
+	pollResting                     // Interval
+)
+
+// pollOnce is PollOnce; it also tells when to poll next.
+func (p *Poller) pollOnce(ctx context.Context) (res Result, next pollDecision, err error) {
 	p.cycleMu.Lock()
 	defer p.cycleMu.Unlock()
-	hot, cold := p.queue.QueueDepths()
+	p.mu.Lock()
+	ids := p.ids
+	id := p.rotation.Next(ids)
+	t := p.targets[id]
+	p.mu.Unlock()
+	if t == nil {
+		return res, pollResting, nil
+	}
+	res, limit, err := p.pollTarget(ctx, t)
+	p.report(t, res, err)
+	if res.Full {
+		return res, pollSoon, err
+	}
+	full := err == nil && limit > 0 && res.Read == limit
+	switch rest, soon := p.rotation.Done(id, res.Enqueued+res.Dead, full, ids); {
+	case soon:
+		return res, pollSoon, err
+	case rest:
+		return res, pollResting, err
+	}
+	return res, pollNow, err
+}
+
+// pollTarget runs one poll of t; it also returns the claim limit it used
+// (0 when the cold queue was full).
+func (p *Poller) pollTarget(ctx context.Context, t *target) (res Result, limit int, err error) {
+	res.Store = t.id
+	hot, cold := t.queue.QueueDepths()
 	p.cfg.Metrics.QueueDepths(hot, cold)
-	room := p.queue.ColdRoom()
+	room := t.queue.ColdRoom()
 	if room <= 0 {
 		res.Full = true
 		return res, 0, nil
@@ -107,9 +231,9 @@ func (p *Poller) pollOnce(ctx context.Context) (res Result, limit int, err error
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
 	defer cancel()
 	now := p.cfg.Now()
-	lease := p.queue.ClaimLease(now)
+	lease := t.queue.ClaimLease(now)
 	limit = min(p.cfg.BatchSize, room)
-	recs, err := p.store.ClaimDue(ctx, core.ClaimRequest{
+	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
 		SkipRecent: p.cfg.SkipRecent, Limit: limit,
 	})
@@ -118,24 +242,24 @@ func (p *Poller) pollOnce(ctx context.Context) (res Result, limit int, err error
 	}
 	res.Read = len(recs)
 	if len(recs) > 0 {
-		p.cfg.Metrics.OldestLag(max(0, now.Sub(recs[0].AvailableAt)))
+		t.metrics.OldestLag(max(0, now.Sub(recs[0].AvailableAt)))
 	} else {
-		p.cfg.Metrics.OldestLag(0)
+		t.metrics.OldestLag(0)
 	}
 	for i, rec := range recs {
-		if p.queue.InFlight(rec.ID) {
+		if t.queue.InFlight(rec.ID) {
 			res.Skipped++
 			continue
 		}
 		env, err := rec.Envelope()
 		if err != nil {
-			if p.markDead(ctx, lease.Owner, rec, err) {
+			if p.markDead(ctx, t, lease.Owner, rec, err) {
 				res.Dead++
 			}
 			continue
 		}
-		if !p.queue.EnqueueCold(env, rec.Attempts, lease.Until) {
-			if p.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
+		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until) {
+			if t.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
 				res.Skipped += len(recs) - i
 				break
 			}
@@ -148,34 +272,53 @@ func (p *Poller) pollOnce(ctx context.Context) (res Result, limit int, err error
 }
 
 // markDead records an undecodable row as DEAD and reports whether it could.
-func (p *Poller) markDead(ctx context.Context, owner string, rec core.Record, cause error) bool {
-	changed, err := p.store.MarkDead(ctx, owner, rec.ID, cause.Error())
+func (p *Poller) markDead(ctx context.Context, t *target, owner string, rec core.Record, cause error) bool {
+	changed, err := t.store.MarkDead(ctx, owner, rec.ID, cause.Error())
 	if err != nil {
-		p.log.Error("cannot mark undecodable event DEAD", slog.String("event_id", rec.ID), slog.String("error", err.Error()))
+		t.log.Error("cannot mark undecodable event DEAD", slog.String("event_id", rec.ID), slog.String("error", err.Error()))
 		return false
 	}
 	if !changed { // the lease moved on within the cycle: not ours to judge
 		return false
 	}
-	p.cfg.Metrics.DispatchDead()
-	p.log.Error("undecodable event marked DEAD", slog.String("event_id", rec.ID),
+	t.metrics.DispatchDead()
+	t.log.Error("undecodable event marked DEAD", slog.String("event_id", rec.ID),
 		slog.String("event_type", rec.Type), slog.String("error", cause.Error()))
 	return true
 }
 
-// ReapOnce releases expired leases in batches of ReapBatch, at most a few
-// batches per call, and returns how many it released. Leases released
-// before a failing batch are reported too.
+// ReapOnce releases expired leases in every store, in batches of
+// ReapBatch, at most a few batches per store and call, and returns how
+// many it released. Leases released before a failing batch are reported
+// too; the errors of all stores are joined.
 func (p *Poller) ReapOnce(ctx context.Context) (total int64, err error) {
+	p.mu.Lock()
+	targets := make([]*target, 0, len(p.ids))
+	for _, id := range p.ids {
+		targets = append(targets, p.targets[id])
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, t := range targets {
+		n, err := p.reapTarget(ctx, t)
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store %q: %w", t.id, err))
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+func (p *Poller) reapTarget(ctx context.Context, t *target) (total int64, err error) {
 	defer func() {
 		if total > 0 {
-			p.cfg.Metrics.LeasesReaped(int(total))
-			p.log.Info("released expired leases", slog.Int64("events", total))
+			t.metrics.LeasesReaped(int(total))
+			t.log.Info("released expired leases", slog.Int64("events", total))
 		}
 	}()
 	for range maxReapBatchesPerCycle {
 		qctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
-		n, err := p.store.ReapExpired(qctx, p.cfg.Now(), p.cfg.ReapBatch)
+		n, err := t.store.ReapExpired(qctx, p.cfg.Now(), p.cfg.ReapBatch)
 		cancel()
 		total += n
 		if err != nil {
@@ -244,45 +387,46 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 			return
 		case <-t.C:
 		}
-		res, limit, err := p.pollOnce(ctx)
-		p.report(res, err)
+		_, next, err := p.pollOnce(ctx)
 		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
 			lastReap = time.Now()
 			if _, err := p.ReapOnce(ctx); err != nil && ctx.Err() == nil {
 				p.log.Warn("reaping expired leases failed; will try again", slog.String("error", err.Error()))
 			}
 		}
-		next := p.cfg.Interval
-		// A full claim (limited by BatchSize or by the cold queue's room)
-		// means more rows may be due: come back soon.
-		// A full claim means a backlog even when every row was in flight
-		// here already (own rows come first): poll again soon.
-		if err == nil && limit > 0 && res.Read == limit || res.Full {
-			next = p.cfg.BacklogInterval
+		wait := p.cfg.Interval
+		switch {
+		case err != nil: // an incident: retry at the normal pace
+		case next == pollNow:
+			wait = 0
+		case next == pollSoon:
+			// The cold queue was full, or a claim was full of rows held
+			// here already: more rows may be due, come back soon.
+			wait = p.cfg.BacklogInterval
 		}
-		t.Reset(next)
+		t.Reset(wait)
 	}
 }
 
-// report logs a failing cycle once per incident, and the recovery.
-func (p *Poller) report(res Result, err error) {
+// report logs a failing poll once per incident and store, and the recovery.
+func (p *Poller) report(t *target, res Result, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case err != nil && errors.Is(err, context.Canceled):
-	case err != nil && !p.failing:
-		p.failing = true
-		p.log.Error("poll cycle failed; retrying every interval (logged once until it recovers)", slog.String("error", err.Error()))
+	case err != nil && !t.failing:
+		t.failing = true
+		t.log.Error("poll cycle failed; retrying every interval (logged once until it recovers)", slog.String("error", err.Error()))
 	case err != nil:
-		p.log.Debug("poll cycle failed again", slog.String("error", err.Error()))
-	case p.failing && !res.Full:
+		t.log.Debug("poll cycle failed again", slog.String("error", err.Error()))
+	case t.failing && !res.Full:
 		// A cycle skipped for a full cold queue never reached the
 		// database: it proves nothing, the incident goes on.
-		p.failing = false
-		p.log.Info("poller recovered")
+		t.failing = false
+		t.log.Info("poller recovered")
 	}
 	if err == nil && res.Enqueued+res.Dead > 0 {
-		p.log.Debug("poll cycle", slog.Int("read", res.Read), slog.Int("enqueued", res.Enqueued),
+		t.log.Debug("poll cycle", slog.Int("read", res.Read), slog.Int("enqueued", res.Enqueued),
 			slog.Int("skipped", res.Skipped), slog.Int("dead", res.Dead))
 	}
 }

@@ -1,0 +1,231 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// MaxStoreIDLen is the longest store identifier [Dispatcher.AddStore]
+// accepts.
+const MaxStoreIDLen = 128
+
+// origin is one store the dispatcher delivers events from: the store given
+// to New (id "") or one added with AddStore. Items carry their origin, so
+// every status write goes back to the store the event came from.
+type origin struct {
+	id      string
+	store   core.StatusWriter
+	log     *slog.Logger
+	metrics core.Metrics
+
+	closed atomic.Bool  // removed: no more intake
+	held   atomic.Int64 // events held: queued, running, waiting on a timer or for their DONE write
+	zero   chan struct{}
+}
+
+func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
+	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, zero: make(chan struct{}, 1)}
+	if id != "" {
+		o.log = d.log.With(slog.String("store", id))
+		o.metrics = core.MetricsForStore(d.metrics, id)
+	}
+	return o
+}
+
+// key is the in-flight tracker's key of an event of this origin: event ids
+// are unique per store only.
+func (o *origin) key(eventID string) string {
+	if o.id == "" {
+		return eventID
+	}
+	return o.id + "\x00" + eventID
+}
+
+// hold counts one more held event unless the origin is closed.
+func (o *origin) hold() bool {
+	o.held.Add(1)
+	if o.closed.Load() {
+		o.unhold()
+		return false
+	}
+	return true
+}
+
+// unhold counts one held event less and wakes a RemoveStore waiting for none.
+func (o *origin) unhold() {
+	if o.held.Add(-1) == 0 {
+		select {
+		case o.zero <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// acquire takes an event of o for processing: false when it is held or
+// finished recently, or when o was removed.
+func (d *Dispatcher) acquire(o *origin, eventID string) bool {
+	if !o.hold() {
+		return false
+	}
+	if !d.tracker.TryAcquire(o.key(eventID)) {
+		o.unhold()
+		return false
+	}
+	return true
+}
+
+// release gives up an event without a final outcome: it may be taken again.
+func (d *Dispatcher) release(it item) {
+	d.tracker.Release(it.src.key(it.env.ID()))
+	it.src.unhold()
+}
+
+// finish gives up an event whose final outcome (DONE or DEAD) is written.
+func (d *Dispatcher) finish(it item) {
+	d.tracker.Finish(it.src.key(it.env.ID()))
+	it.src.unhold()
+}
+
+// StoreQueue is the dispatcher's intake for one store of several (one per
+// database or tenant): it implements core.HotQueue for that store's
+// [core.Client] and the poller's Queue for that store's poller. Events
+// enqueued through it share the dispatcher's workers and queues, and their
+// outcomes are written to that store. Get one with [Dispatcher.AddStore].
+type StoreQueue struct {
+	d *Dispatcher
+	o *origin
+}
+
+// ID returns the store's identifier.
+func (q *StoreQueue) ID() string { return q.o.id }
+
+// HotLease implements core.HotQueue (see Dispatcher.HotLease).
+func (q *StoreQueue) HotLease(env core.Envelope) core.Lease { return q.d.HotLease(env) }
+
+// EnqueueHot implements core.HotQueue (see Dispatcher.EnqueueHot); false
+// once the store was removed.
+func (q *StoreQueue) EnqueueHot(env core.Envelope, lease core.Lease) bool {
+	return q.d.enqueueHot(q.o, env, lease)
+}
+
+// ClaimLease returns the lease the store's poller claims rows with.
+func (q *StoreQueue) ClaimLease(now time.Time) core.Lease { return q.d.ClaimLease(now) }
+
+// EnqueueCold offers an event the store's poller claimed (see
+// Dispatcher.EnqueueCold); false once the store was removed.
+func (q *StoreQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
+	return q.d.enqueueCold(q.o, env, attempts, leaseUntil)
+}
+
+// ColdRoom returns how many more events the shared cold queue can take now.
+func (q *StoreQueue) ColdRoom() int { return q.d.ColdRoom() }
+
+// InFlight reports whether the store's event is held by the dispatcher.
+func (q *StoreQueue) InFlight(eventID string) bool { return q.d.tracker.Contains(q.o.key(eventID)) }
+
+// QueueDepths returns the shared hot and cold queue lengths.
+func (q *StoreQueue) QueueDepths() (hot, cold int) { return q.d.QueueDepths() }
+
+// Held returns how many of the store's events the dispatcher holds
+// (queued, running, waiting on a retry timer or for their DONE write).
+func (q *StoreQueue) Held() int { return int(q.o.held.Load()) }
+
+// ValidateStoreID checks a store identifier: non-empty valid UTF-8 of at
+// most MaxStoreIDLen bytes without control characters.
+func ValidateStoreID(id string) error {
+	switch {
+	case id == "":
+		return &core.ConfigError{Field: "store id", Msg: "must not be empty"}
+	case len(id) > MaxStoreIDLen:
+		return &core.ConfigError{Field: "store id", Msg: fmt.Sprintf("must be at most %d bytes", MaxStoreIDLen)}
+	case !utf8.ValidString(id) || strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return &core.ConfigError{Field: "store id", Msg: "must be valid text without control characters"}
+	}
+	return nil
+}
+
+// AddStore adds a store whose events this dispatcher delivers, with the
+// same workers and listeners as every other store, and returns its
+// intake. Outcomes of its events are written to store. id identifies the
+// store in logs ("store" attribute), metrics (core.StoreMetrics) and the
+// in-flight tracker (event ids need only be unique per store); adding an
+// id that is present returns an error wrapping core.ErrInvalidConfig.
+func (d *Dispatcher) AddStore(id string, store core.StatusWriter) (*StoreQueue, error) {
+	if err := ValidateStoreID(id); err != nil {
+		return nil, err
+	}
+	if store == nil {
+		return nil, &core.ConfigError{Field: "store " + id, Msg: "must not be nil"}
+	}
+	if d.closed.Load() {
+		return nil, core.ErrClosed
+	}
+	d.storesMu.Lock()
+	defer d.storesMu.Unlock()
+	if _, ok := d.stores[id]; ok {
+		return nil, &core.ConfigError{Field: "store " + id, Msg: "is already added"}
+	}
+	o := newOrigin(d, id, store)
+	d.stores[id] = o
+	return &StoreQueue{d: d, o: o}, nil
+}
+
+// RemoveStore stops taking events of store id (its intake refuses them,
+// its pending in-process retries are cancelled and left to the database)
+// and waits until every event of it that the dispatcher still holds has
+// its outcome written, or ctx ends. Once it returned nil the store is no
+// longer used and may be closed. On ctx's end it returns ctx's error; the
+// store is removed anyway (the rest of its events finish in the
+// background), and calling RemoveStore again waits again. An unknown id
+// returns nil.
+func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
+	d.storesMu.Lock()
+	o, ok := d.stores[id]
+	if !ok {
+		o, ok = d.removing[id]
+	}
+	if ok {
+		delete(d.stores, id)
+		d.removing[id] = o
+	}
+	d.storesMu.Unlock()
+	if !ok {
+		return nil
+	}
+	o.closed.Store(true)
+	d.cancelRetries(o)
+	for o.held.Load() > 0 {
+		select {
+		case <-o.zero:
+		case <-ctx.Done():
+			return fmt.Errorf("outbox: remove store %s: %d events still in flight: %w", id, o.held.Load(), ctx.Err())
+		}
+	}
+	d.storesMu.Lock()
+	if d.removing[id] == o {
+		delete(d.removing, id)
+	}
+	d.storesMu.Unlock()
+	return nil
+}
+
+// Stores returns the identifiers of the stores added with AddStore and not
+// removed, sorted.
+func (d *Dispatcher) Stores() []string {
+	d.storesMu.Lock()
+	ids := make([]string, 0, len(d.stores))
+	for id := range d.stores {
+		ids = append(ids, id)
+	}
+	d.storesMu.Unlock()
+	sort.Strings(ids)
+	return ids
+}

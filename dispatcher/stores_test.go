@@ -1,0 +1,283 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/registry"
+)
+
+// storeMetrics records the signals of each store separately.
+type storeMetrics struct {
+	core.NopMetrics
+	mu      sync.Mutex
+	success map[string]int
+}
+
+type scopedMetrics struct {
+	core.NopMetrics
+	parent *storeMetrics
+	id     string
+}
+
+func (m *storeMetrics) ForStore(id string) core.Metrics { return scopedMetrics{parent: m, id: id} }
+
+func (s scopedMetrics) DispatchSuccess() {
+	s.parent.mu.Lock()
+	defer s.parent.mu.Unlock()
+	s.parent.success[s.id]++
+}
+
+func (m *storeMetrics) count(id string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.success[id]
+}
+
+func newMulti(t *testing.T, cfg dispatcher.Config, reg *registry.Registry) *dispatcher.Dispatcher {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	d, err := dispatcher.NewMulti(reg, cfg)
+	if err != nil {
+		t.Fatalf("NewMulti: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return d
+}
+
+func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
+	reg := registry.New()
+	var mu sync.Mutex
+	seen := map[string][]string{} // event id → tenants seen by the listener
+	reg.RegisterFunc("Paid", func(_ context.Context, env core.Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[env.ID()] = append(seen[env.ID()], env.TenantID())
+		return nil
+	})
+	logs := &syncBuffer{}
+	metrics := &storeMetrics{success: map[string]int{}}
+	d := newMulti(t, dispatcher.Config{Workers: 2, Metrics: metrics,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, reg)
+	stores := map[string]*memstore.Store{"acme": memstore.New(nil), "globex": memstore.New(nil)}
+	queues := map[string]*dispatcher.StoreQueue{}
+	for id, st := range stores {
+		st.Changed = make(chan struct{}, 1)
+		q, err := d.AddStore(id, st)
+		if err != nil {
+			t.Fatalf("AddStore(%s): %v", id, err)
+		}
+		queues[id] = q
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The same event id in both stores: ids are unique per store only, so
+	// both are delivered, and each DONE goes to its own store.
+	for id, q := range queues {
+		env, err := core.NewEvent("Paid").ID("evt-1").TenantID(id).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := core.NewClient(stores[id], q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := &fakeTx{active: true}
+		if _, err := client.Publish(core.ContextWithTx(context.Background(), tx), env); err != nil {
+			t.Fatalf("Publish(%s): %v", id, err)
+		}
+		tx.commit()
+	}
+	for id, st := range stores {
+		waitFor(t, waitTimeout, "DONE in "+id, func() bool {
+			r, ok := st.Get("evt-1")
+			return ok && r.Status == core.StatusDone
+		}, st.Changed)
+	}
+	waitFor(t, waitTimeout, "both deliveries", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen["evt-1"]) == 2
+	}, nil)
+	waitFor(t, waitTimeout, "per-store success metrics", func() bool {
+		return metrics.count("acme") == 1 && metrics.count("globex") == 1
+	}, nil)
+	if got := d.Stores(); len(got) != 2 || got[0] != "acme" || got[1] != "globex" {
+		t.Errorf("Stores() = %v", got)
+	}
+	// The dispatcher's own intake has no store to write to.
+	env, _ := core.NewEvent("Paid").ID("evt-2").PayloadJSONString(`{}`).Build()
+	if d.EnqueueHot(env, d.HotLease(env)) || d.EnqueueCold(env, 0, time.Now().Add(time.Minute)) || d.InFlight("evt-2") {
+		t.Error("a NewMulti dispatcher must refuse events on its own intake")
+	}
+}
+
+func TestStoreLogsCarryTheStoreID(t *testing.T) {
+	reg := registry.New()
+	reg.RegisterFunc("Boom", func(context.Context, core.Envelope) error { return errors.New("boom") })
+	logs := &syncBuffer{}
+	d := newMulti(t, dispatcher.Config{Workers: 1, MaxAttempts: 1,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}, reg)
+	st := memstore.New(nil)
+	st.Changed = make(chan struct{}, 1)
+	q, err := d.AddStore("tenant-7", st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env, _ := core.NewEvent("Boom").PayloadJSONString(`{}`).Build()
+	lease := q.HotLease(env)
+	if err := st.Insert(context.Background(), nil, env, lease); err != nil {
+		t.Fatal(err)
+	}
+	if !q.EnqueueHot(env, lease) {
+		t.Fatal("EnqueueHot = false")
+	}
+	waitFor(t, waitTimeout, "DEAD", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusDead }, st.Changed)
+	lines := logs.lines("event is DEAD")
+	if len(lines) != 1 || !strings.Contains(lines[0], "store=tenant-7") {
+		t.Fatalf("DEAD log line without the store id: %q", logs.String())
+	}
+}
+
+func TestRemoveStoreWaitsForItsEventsInFlight(t *testing.T) {
+	reg := registry.New()
+	g := newGate(t)
+	started := make(chan string, 4)
+	reg.RegisterFunc("Slow", func(_ context.Context, env core.Envelope) error {
+		started <- env.ID()
+		<-g.ch
+		return nil
+	})
+	d := newMulti(t, dispatcher.Config{Workers: 2}, reg)
+	st := memstore.New(nil)
+	st.Changed = make(chan struct{}, 1)
+	q, err := d.AddStore("a", st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env, _ := core.NewEvent("Slow").PayloadJSONString(`{}`).Build()
+	lease := q.HotLease(env)
+	if err := st.Insert(context.Background(), nil, env, lease); err != nil {
+		t.Fatal(err)
+	}
+	if !q.EnqueueHot(env, lease) {
+		t.Fatal("EnqueueHot = false")
+	}
+	recv(t, started, "the listener to start")
+	if q.Held() != 1 {
+		t.Fatalf("Held = %d, want 1", q.Held())
+	}
+
+	// Bounded by ctx: the listener still runs.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.RemoveStore(ctx, "a"); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "1 events still in flight") {
+		t.Fatalf("RemoveStore with a cancelled ctx = %v, want context.Canceled and the count", err)
+	}
+	// Removed: no more intake, not listed.
+	env2, _ := core.NewEvent("Slow").PayloadJSONString(`{}`).Build()
+	if q.EnqueueHot(env2, q.HotLease(env2)) || q.EnqueueCold(env2, 0, time.Now().Add(time.Minute)) {
+		t.Error("a removed store's queue must refuse events")
+	}
+	if len(d.Stores()) != 0 {
+		t.Errorf("Stores() = %v after RemoveStore", d.Stores())
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- d.RemoveStore(context.Background(), "a") }()
+	select {
+	case err := <-done:
+		t.Fatalf("RemoveStore returned %v while the event was still running", err)
+	case <-time.After(20 * time.Millisecond): // a negative check: it must still wait
+	}
+	g.open()
+	if err := recv(t, done, "RemoveStore to return"); err != nil {
+		t.Fatalf("RemoveStore: %v", err)
+	}
+	if r, _ := st.Get(env.ID()); r.Status != core.StatusDone {
+		t.Fatalf("the removed store's event in flight ended %v, want DONE written before RemoveStore returned", r.Status)
+	}
+	if err := d.RemoveStore(context.Background(), "nope"); err != nil {
+		t.Errorf("RemoveStore(unknown) = %v, want nil", err)
+	}
+	// The id may be added again.
+	if _, err := d.AddStore("a", st); err != nil {
+		t.Errorf("AddStore after RemoveStore: %v", err)
+	}
+}
+
+func TestRemoveStoreCancelsItsRetryTimers(t *testing.T) {
+	reg := registry.New()
+	reg.RegisterFunc("Fail", func(context.Context, core.Envelope) error { return errors.New("no") })
+	d := newMulti(t, dispatcher.Config{Workers: 1, Retry: fixedDelay(time.Hour)}, reg)
+	st := memstore.New(nil)
+	st.Changed = make(chan struct{}, 1)
+	q, _ := d.AddStore("a", st)
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env, _ := core.NewEvent("Fail").PayloadJSONString(`{}`).Build()
+	lease := q.HotLease(env)
+	_ = st.Insert(context.Background(), nil, env, lease)
+	q.EnqueueHot(env, lease)
+	waitFor(t, waitTimeout, "RETRY", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusRetry }, st.Changed)
+	waitFor(t, waitTimeout, "the retry timer", func() bool { return d.PendingRetries() == 1 }, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.RemoveStore(ctx, "a"); err != nil {
+		t.Fatalf("RemoveStore: %v (a retry timer must not hold the removal for an hour)", err)
+	}
+	if d.PendingRetries() != 0 || q.Held() != 0 {
+		t.Fatalf("after RemoveStore: %d timers, %d held; want 0, 0", d.PendingRetries(), q.Held())
+	}
+}
+
+func TestAddStoreRejectsBadInput(t *testing.T) {
+	d := newMulti(t, dispatcher.Config{}, registry.New())
+	st := memstore.New(nil)
+	for _, id := range []string{"", strings.Repeat("x", dispatcher.MaxStoreIDLen+1), "a\nb", "bad\xff"} {
+		if _, err := d.AddStore(id, st); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("AddStore(%q) = %v, want ErrInvalidConfig", id, err)
+		}
+	}
+	if _, err := d.AddStore("x", nil); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("AddStore(nil store) = %v", err)
+	}
+	if _, err := d.AddStore("x", st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.AddStore("x", st); !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "already") {
+		t.Errorf("AddStore twice = %v", err)
+	}
+	_ = d.Close(context.Background())
+	if _, err := d.AddStore("y", st); !errors.Is(err, core.ErrClosed) {
+		t.Errorf("AddStore after Close = %v, want ErrClosed", err)
+	}
+	if _, err := dispatcher.NewMulti(nil, dispatcher.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("NewMulti(nil listeners) = %v", err)
+	}
+}

@@ -1,0 +1,173 @@
+package poller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/poller"
+	"github.com/outbox-go/outbox/registry"
+)
+
+// multiFixture is a shared dispatcher over three memory stores holding 3,
+// 2 and 1 unowned rows, and a poller over them.
+type multiFixture struct {
+	stores map[string]*memstore.Store
+	d      *dispatcher.Dispatcher
+	p      *poller.Poller
+	logs   *syncBuf
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newMultiFixture(t *testing.T, sel core.Selector) *multiFixture {
+	t.Helper()
+	f := &multiFixture{stores: map[string]*memstore.Store{}, logs: &syncBuf{}}
+	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	reg := registry.New()
+	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
+	d, err := dispatcher.NewMulti(reg, dispatcher.Config{Workers: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.d = d
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	f.p, err = poller.NewMulti(poller.Config{BatchSize: 1, SkipRecent: -1, Selector: sel, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range map[string]int{"a": 3, "b": 2, "c": 1} {
+		st := memstore.New(nil)
+		st.Changed = make(chan struct{}, 1)
+		f.stores[id] = st
+		for i := range n {
+			env, err := core.NewEvent("E").ID(fmt.Sprintf("%s-%d", id, i)).PayloadJSONString(`{}`).Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Insert(context.Background(), nil, env, core.Lease{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q, err := d.AddStore(id, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.p.Add(id, st, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// polls runs n polls, each after the events of the one before are DONE,
+// and returns "<store><enqueued>" per poll.
+func (f *multiFixture) polls(t *testing.T, n int) []string {
+	t.Helper()
+	var got []string
+	enqueued := map[string]int{}
+	for range n {
+		res, err := f.p.PollOnce(context.Background())
+		if err != nil {
+			t.Fatalf("PollOnce: %v", err)
+		}
+		got = append(got, fmt.Sprintf("%s%d", res.Store, res.Enqueued))
+		enqueued[res.Store] += res.Enqueued
+		st, want := f.stores[res.Store], enqueued[res.Store]
+		waitFor(t, "the polled events to be DONE", func() bool { return st.Count(core.StatusDone) == want }, st.Changed)
+	}
+	return got
+}
+
+func TestMultiPollerSelectors(t *testing.T) {
+	cases := []struct {
+		name string
+		sel  core.Selector
+		want []string
+	}{
+		// One batch (of 1) from each store in turn, in id order.
+		{"RoundRobin", core.RoundRobin{}, []string{"a1", "b1", "c1", "a1", "b1", "c0", "a1", "b0", "c0", "a0"}},
+		// Stay on a store until a poll comes back empty.
+		{"DrainFirst", core.DrainFirst{}, []string{"a1", "a1", "a1", "a0", "b1", "b1", "b0", "c1", "c0", "a0", "b0"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newMultiFixture(t, c.sel)
+			if got := f.polls(t, len(c.want)); !slices.Equal(got, c.want) {
+				t.Fatalf("poll order %v, want %v", got, c.want)
+			}
+			for id, st := range f.stores {
+				if n := st.Count(core.StatusDone); n != map[string]int{"a": 3, "b": 2, "c": 1}[id] {
+					t.Errorf("store %s: %d DONE", id, n)
+				}
+			}
+			if !strings.Contains(f.logs.String(), "store=a") {
+				t.Errorf("poll logs without the store id:\n%s", f.logs.String())
+			}
+		})
+	}
+}
+
+func TestMultiPollerAddRemove(t *testing.T) {
+	p, err := poller.NewMulti(poller.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.PollOnce(context.Background()); err != nil || res != (poller.Result{}) {
+		t.Fatalf("PollOnce without stores = %+v, %v; want nothing", res, err)
+	}
+	st := memstore.New(nil)
+	d, _ := dispatcher.NewMulti(registry.New(), dispatcher.Config{})
+	defer d.Close(context.Background())
+	q, _ := d.AddStore("x", st)
+	for _, bad := range []struct {
+		id string
+		s  poller.Store
+		q  poller.Queue
+	}{{"", st, q}, {"x", nil, q}, {"x", st, nil}} {
+		if err := p.Add(bad.id, bad.s, bad.q); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("Add(%q, %v, %v) = %v, want ErrInvalidConfig", bad.id, bad.s != nil, bad.q != nil, err)
+		}
+	}
+	if err := p.Add("x", st, q); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add("x", st, q); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("Add twice = %v", err)
+	}
+	if got := p.Stores(); !slices.Equal(got, []string{"x"}) {
+		t.Errorf("Stores = %v", got)
+	}
+	p.Remove("x")
+	p.Remove("x") // unknown: ignored
+	if got := p.Stores(); len(got) != 0 {
+		t.Errorf("Stores after Remove = %v", got)
+	}
+}
