@@ -274,6 +274,16 @@ func (d *Dispatcher) InFlight(eventID string) bool {
 	return d.def != nil && d.tracker.Contains(d.def.key(eventID))
 }
 
+// Held returns how many events of the store given to New the dispatcher
+// holds (queued, running, waiting on a retry timer or for their DONE
+// write).
+func (d *Dispatcher) Held() int {
+	if d.def == nil {
+		return 0
+	}
+	return int(d.def.held.Load())
+}
+
 // QueueDepths returns the current lengths of the hot and cold queues.
 func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
 

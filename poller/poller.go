@@ -34,6 +34,16 @@ type Queue interface {
 	QueueDepths() (hot, cold int)
 }
 
+// HeldCounter is implemented by a Queue that can tell how many of the
+// store's events it holds (*dispatcher.Dispatcher and
+// *dispatcher.StoreQueue do). Rows this node holds are still claimable by
+// it (its own hot-queue drops must be) and, being the oldest, come first in
+// a claim: the poller asks for up to that many more rows (at most twice
+// its batch), so events it holds do not hide the next ones.
+type HeldCounter interface {
+	Held() int
+}
+
 // Store is what the poller needs from a store: claims, reaping, and
 // MarkDead for rows that cannot be decoded.
 type Store interface {
@@ -233,6 +243,9 @@ func (p *Poller) pollTarget(ctx context.Context, t *target) (res Result, limit i
 	now := p.cfg.Now()
 	lease := t.queue.ClaimLease(now)
 	limit = min(p.cfg.BatchSize, room)
+	if hc, ok := t.queue.(HeldCounter); ok {
+		limit += min(max(0, hc.Held()), limit)
+	}
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
 		SkipRecent: p.cfg.SkipRecent, Limit: limit,

@@ -1,0 +1,110 @@
+package tenant
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// DefaultRefreshInterval is how often Config.Discover is called by default
+// (seed 000 OBX-076).
+const DefaultRefreshInterval = 5 * time.Minute
+
+// Database describes one database of the set. Two Databases with the same
+// ID and equal fields are the same database: a refresh leaves its store
+// alone; a changed Driver or DSN replaces it.
+type Database struct {
+	// ID is the store's stable identifier: the routing key (unless
+	// Config.Route maps keys), the "store" attribute of logs and the label
+	// given to core.StoreMetrics. Non-empty text of at most 128 bytes
+	// without control characters.
+	ID string
+	// Driver is the database/sql driver: "sqlite3" or "mysql".
+	Driver string
+	// DSN is the data source name. For "sqlite3" a file path or "file:"
+	// URI, opened with jdbcstore.OpenSQLite's settings (WAL, busy timeout,
+	// immediate transactions); for "mysql" a go-sql-driver/mysql DSN.
+	DSN string
+}
+
+// Discovery returns the current set of databases (seed 000 OBX-075). It is
+// called once by New and then every RefreshInterval; an error keeps the
+// current set.
+type Discovery func(ctx context.Context) ([]Database, error)
+
+// OpenFunc opens a database of the set. The pool it returns belongs to the
+// package from then on: it is closed when the database leaves the set or
+// on Close.
+type OpenFunc func(ctx context.Context, db Database) (*sqlx.DB, error)
+
+// Open is the default OpenFunc: jdbcstore.OpenSQLite for "sqlite3",
+// sqlx.Open for other drivers; it checks the connection with a ping. The
+// error never contains the DSN (it may hold a password).
+func Open(ctx context.Context, d Database) (*sqlx.DB, error) {
+	var (
+		db  *sqlx.DB
+		err error
+	)
+	if d.Driver == "sqlite3" {
+		db, err = jdbcstore.OpenSQLite(d.DSN)
+	} else {
+		db, err = sqlx.Open(d.Driver, d.DSN)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outbox: open database %q (%s): %w", d.ID, d.Driver, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("outbox: connect to database %q (%s): %w", d.ID, d.Driver, err)
+	}
+	return db, nil
+}
+
+// validateSet checks a set of databases: valid ids, no id twice, a driver
+// and a DSN each. It returns the set sorted by id.
+func validateSet(dbs []Database) ([]Database, error) {
+	out := make([]Database, len(dbs))
+	copy(out, dbs)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	for i, d := range out {
+		if err := dispatcher.ValidateStoreID(d.ID); err != nil {
+			return nil, fmt.Errorf("database %d: %w", i, err)
+		}
+		if i > 0 && out[i-1].ID == d.ID {
+			return nil, &core.ConfigError{Field: "database " + d.ID, Msg: "appears twice"}
+		}
+		if d.Driver == "" {
+			return nil, &core.ConfigError{Field: "database " + d.ID + " Driver", Msg: "must not be empty"}
+		}
+		if d.DSN == "" {
+			return nil, &core.ConfigError{Field: "database " + d.ID + " DSN", Msg: "must not be empty"}
+		}
+	}
+	return out, nil
+}
+
+// UUIDKey returns the canonical text form of a UUID
+// (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, lower case), the routing key the
+// ForUUID methods look up. Any [16]byte UUID type (github.com/google/uuid,
+// github.com/gofrs/uuid) converts to the parameter.
+func UUIDKey(u [16]byte) string {
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return string(b[:])
+}

@@ -1,0 +1,309 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/poller"
+	"github.com/outbox-go/outbox/registry"
+	"github.com/outbox-go/outbox/txctx"
+)
+
+// Config configures [New]. Databases or Discover (or both) name the
+// databases; everything else has a default.
+type Config struct {
+	// Databases is the static set of databases (seed 000 OBX-066). With
+	// Discover it is the set New starts with, before the first discovery.
+	Databases []Database
+	// Discover returns the current set of databases (dynamic discovery,
+	// OBX-075). New calls it once (an error fails New), then every
+	// RefreshInterval while the outbox runs; [Outbox.Refresh] calls it now.
+	Discover Discovery
+	// RefreshInterval is the pause between discoveries. Defaults to 5 min
+	// (OBX-076); negative: only [Outbox.Refresh] discovers.
+	RefreshInterval time.Duration
+	// Open opens a database of the set. Defaults to [Open].
+	Open OpenFunc
+	// Route maps a routing key to a store id. Defaults to the identity:
+	// the routing key is the Database's ID.
+	Route func(key string) string
+	// DrainTimeout bounds how long a database that left the set may take
+	// to finish the events the dispatcher holds for it before it is
+	// closed. Defaults to the dispatcher's Lease.
+	DrainTimeout time.Duration
+	// Store is the configuration of every database's store (table name,
+	// error length). Dialect, when nil, is detected per database; Logger
+	// and Now default to this Config's.
+	Store jdbcstore.Config
+	// SkipSchema leaves the schemas alone; by default each database gets
+	// the embedded, idempotent schema when it joins the set.
+	SkipSchema bool
+	// Dispatcher configures the one dispatcher (workers, queues, retries)
+	// shared by every database. Logger and Metrics default to this Config's.
+	Dispatcher dispatcher.Config
+	// Poller configures the one poller over every database; its Selector
+	// (core.RoundRobin by default, or core.DrainFirst) orders the stores.
+	// Logger and Metrics default to this Config's.
+	Poller poller.Config
+	// DisablePoller turns the fallback scan off.
+	DisablePoller bool
+	// Logger is the default logger of every part. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics receives every signal; when it implements core.StoreMetrics,
+	// per-store signals go to its ForStore(id). Defaults to core.NopMetrics{}.
+	Metrics core.Metrics
+}
+
+// Tenant is one database of the set, ready to publish to: what the router
+// returns (seed 000 OBX-072). It stays usable until its database leaves
+// the set; after that its database is closed and every call fails.
+type Tenant struct {
+	// ID is the store id (the Database's ID).
+	ID string
+	// DB is the database's pool.
+	DB *sqlx.DB
+	// Store is the database's outbox store.
+	Store *jdbcstore.Store
+	// Tx begins transactions on DB (see txctx.Manager.Do).
+	Tx *txctx.Manager
+	// Client publishes into this database's outbox.
+	Client *core.Client
+
+	queue *dispatcher.StoreQueue
+}
+
+// InTx runs fn in a transaction on the tenant's database, carried by the
+// ctx given to fn: commit on nil, rollback on error or panic. Use
+// txctx.From(ctx) for the business writes and [Tenant.Publish] for events.
+func (t *Tenant) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return t.Tx.Do(ctx, fn)
+}
+
+// Publish inserts env into the tenant's outbox on the transaction carried
+// by ctx (begun by [Tenant.InTx]) and hands it to the dispatcher after
+// commit. See core.Client.Publish.
+func (t *Tenant) Publish(ctx context.Context, env core.Envelope) (string, error) {
+	return t.Client.Publish(ctx, env)
+}
+
+// Outbox is the outbox over several databases: a router to each database
+// (a [Tenant]), one dispatcher and one poller for all of them. Create it
+// with [New]; it is safe for concurrent use.
+type Outbox struct {
+	// Registry holds the listeners, shared by every database.
+	Registry *registry.Registry
+	// Dispatcher delivers the events of every database.
+	Dispatcher *dispatcher.Dispatcher
+	// Poller drains every database's outbox; nil when DisablePoller.
+	Poller *poller.Poller
+
+	cfg Config
+	set *set[*Tenant]
+}
+
+// New opens the databases of cfg.Databases (and of a first discovery),
+// applies the schema to each unless SkipSchema, and wires the dispatcher
+// and the poller over them. Nothing runs until [Outbox.Start]. A database
+// that cannot be opened fails New.
+func New(ctx context.Context, cfg Config) (*Outbox, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	reg := registry.New()
+	disp, err := dispatcher.NewMulti(reg, cfg.Dispatcher)
+	if err != nil {
+		return nil, err
+	}
+	o := &Outbox{Registry: reg, Dispatcher: disp, cfg: cfg}
+	if !cfg.DisablePoller {
+		if o.Poller, err = poller.NewMulti(cfg.Poller); err != nil {
+			return nil, err
+		}
+	}
+	o.set = &set[*Tenant]{
+		what: "outbox", open: cfg.Open, route: cfg.Route, attach: o.attach, detach: o.detach,
+		drain: cfg.DrainTimeout, log: cfg.Logger, members: map[string]*member[*Tenant]{},
+	}
+	dbs := cfg.Databases
+	if cfg.Discover != nil {
+		found, err := cfg.Discover(ctx)
+		if err != nil {
+			return nil, errors.Join(err, o.set.closeAll())
+		}
+		dbs = found
+	}
+	if _, err := o.set.apply(ctx, dbs); err != nil {
+		return nil, errors.Join(err, o.set.closeAll())
+	}
+	return o, nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = core.NopMetrics{}
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = DefaultRefreshInterval
+	}
+	if c.Open == nil {
+		c.Open = Open
+	}
+	if c.Store.Logger == nil {
+		c.Store.Logger = c.Logger
+	}
+	if c.Dispatcher.Logger == nil {
+		c.Dispatcher.Logger = c.Logger
+	}
+	if c.Dispatcher.Metrics == nil {
+		c.Dispatcher.Metrics = c.Metrics
+	}
+	if c.Poller.Logger == nil {
+		c.Poller.Logger = c.Logger
+	}
+	if c.Poller.Metrics == nil {
+		c.Poller.Metrics = c.Metrics
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = c.Dispatcher.Lease
+		if c.DrainTimeout == 0 {
+			c.DrainTimeout = dispatcher.DefaultLease
+		}
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Databases == nil && c.Discover == nil:
+		return &core.ConfigError{Field: "tenant.Config", Msg: "needs Databases or Discover"}
+	case c.DrainTimeout < 0:
+		return &core.ConfigError{Field: "tenant.DrainTimeout", Msg: "must not be negative"}
+	}
+	if c.Store.Table != "" {
+		if err := jdbcstore.ValidateTableName(c.Store.Table); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attach builds the tenant of a newly opened database and hands its store
+// to the dispatcher and the poller.
+func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, error) {
+	store, err := jdbcstore.New(db, o.cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	if !o.cfg.SkipSchema {
+		if err := store.ApplySchema(ctx); err != nil {
+			return nil, err
+		}
+	}
+	q, err := o.Dispatcher.AddStore(d.ID, store)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tenant{ID: d.ID, DB: db, Store: store, queue: q,
+		Tx: txctx.NewX(db, txctx.WithLogger(o.cfg.Logger), txctx.WithWriteGate(store.WriteGate()))}
+	if t.Client, err = core.NewClient(store, q); err != nil {
+		return nil, errors.Join(err, o.Dispatcher.RemoveStore(ctx, d.ID))
+	}
+	if o.Poller != nil {
+		if err := o.Poller.Add(d.ID, store, q); err != nil {
+			return nil, errors.Join(err, o.Dispatcher.RemoveStore(ctx, d.ID))
+		}
+	}
+	return t, nil
+}
+
+// detach stops polling the tenant and waits until the dispatcher holds
+// none of its events.
+func (o *Outbox) detach(ctx context.Context, id string, _ *Tenant) error {
+	if o.Poller != nil {
+		o.Poller.Remove(id)
+	}
+	return o.Dispatcher.RemoveStore(ctx, id)
+}
+
+// For returns the tenant a routing key maps to (the Database's ID, unless
+// Config.Route maps it). An unknown key returns an *UnknownKeyError
+// (errors.Is ErrUnknownKey); an empty one ErrInvalidKey.
+func (o *Outbox) For(key string) (*Tenant, error) { return o.set.get(key) }
+
+// ForUUID is For with a UUID key, looked up in its canonical text form
+// (see [UUIDKey]).
+func (o *Outbox) ForUUID(key [16]byte) (*Tenant, error) { return o.set.get(UUIDKey(key)) }
+
+// StoreIDs returns the ids of the databases in the set, sorted.
+func (o *Outbox) StoreIDs() []string { return o.set.ids() }
+
+// Refresh runs Config.Discover now and applies its result (see
+// [RefreshResult]); without Discover it returns an error wrapping
+// core.ErrInvalidConfig. It may run while events flow: new databases are
+// served at once; removed ones stop being routed to and polled, finish
+// what the dispatcher holds for them (bounded by DrainTimeout and ctx) and
+// are closed.
+func (o *Outbox) Refresh(ctx context.Context) (RefreshResult, error) {
+	if o.cfg.Discover == nil {
+		return RefreshResult{}, &core.ConfigError{Field: "tenant.Discover", Msg: "is not set: nothing to refresh"}
+	}
+	return o.set.refresh(ctx, o.cfg.Discover)
+}
+
+// SetDatabases replaces the set of databases by dbs, like a refresh whose
+// discovery returned dbs. An invalid list (duplicate or invalid ids, empty
+// driver or DSN) changes nothing.
+func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResult, error) {
+	return o.set.apply(ctx, dbs)
+}
+
+// Register adds a listener for one event type, for every database.
+func (o *Outbox) Register(eventType string, l core.Listener) { o.Registry.Register(eventType, l) }
+
+// RegisterFunc adds a function listener for one event type.
+func (o *Outbox) RegisterFunc(eventType string, fn func(ctx context.Context, env core.Envelope) error) {
+	o.Registry.Register(eventType, core.ListenerFunc(fn))
+}
+
+// RegisterAll adds a listener for every event type, run after the
+// exact-type listeners.
+func (o *Outbox) RegisterAll(l core.Listener) { o.Registry.RegisterAll(l) }
+
+// Start starts the dispatcher, the poller and, with Discover, the
+// periodic refresh.
+func (o *Outbox) Start(ctx context.Context) error {
+	if err := o.Dispatcher.Start(ctx); err != nil {
+		return err
+	}
+	if o.Poller != nil {
+		if err := o.Poller.Start(ctx); err != nil {
+			return errors.Join(err, o.Dispatcher.Close(ctx))
+		}
+	}
+	o.set.startRefresh(o.cfg.Discover, o.cfg.RefreshInterval)
+	return nil
+}
+
+// Close stops the refresh and the poller, lets the dispatcher finish what
+// it holds until ctx expires, and closes every database. Undelivered
+// events stay in their databases.
+func (o *Outbox) Close(ctx context.Context) error {
+	errRefresh := o.set.stopRefresh(ctx)
+	var errPoller error
+	if o.Poller != nil {
+		errPoller = o.Poller.Stop(ctx)
+	}
+	errDisp := o.Dispatcher.Close(ctx)
+	return errors.Join(errRefresh, errPoller, errDisp, o.set.closeAll())
+}

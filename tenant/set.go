@@ -1,0 +1,293 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// RefreshResult tells what applying a set of databases changed. Store ids
+// are sorted.
+type RefreshResult struct {
+	Added     []string // new databases, now served
+	Removed   []string // databases no longer in the set, drained and closed
+	Replaced  []string // databases whose Driver or DSN changed: closed and opened again
+	Unchanged int      // databases left alone
+	Failed    []string // databases that could not be opened or set up (see the error)
+}
+
+// member is one database of a set and what was built on it.
+type member[T any] struct {
+	d   Database
+	db  *sqlx.DB
+	val T
+}
+
+// set keeps one member per database and applies new sets of databases:
+// the part the outbox and the inbox share. attach builds a member on a
+// freshly opened database and starts using it; detach stops using it and
+// waits for its work in flight (bounded by ctx); the database is closed
+// after detach.
+type set[T any] struct {
+	what   string // "outbox" or "inbox", for logs
+	open   OpenFunc
+	route  func(key string) string
+	attach func(ctx context.Context, d Database, db *sqlx.DB) (T, error)
+	detach func(ctx context.Context, id string, val T) error
+	drain  time.Duration // bound of one detach
+	log    *slog.Logger
+
+	applyMu sync.Mutex // one apply (or close) at a time
+	mu      sync.RWMutex
+	members map[string]*member[T]
+	closed  bool
+
+	refreshMu sync.Mutex
+	stopRef   chan struct{}
+	doneRef   chan struct{}
+}
+
+// get returns the member a routing key maps to.
+func (s *set[T]) get(key string) (T, error) {
+	var zero T
+	if key == "" {
+		return zero, ErrInvalidKey
+	}
+	id := key
+	if s.route != nil {
+		id = s.route(key)
+	}
+	s.mu.RLock()
+	m, ok := s.members[id]
+	s.mu.RUnlock()
+	if !ok {
+		return zero, &UnknownKeyError{Key: key, StoreID: id}
+	}
+	return m.val, nil
+}
+
+// ids returns the store ids of the set, sorted.
+func (s *set[T]) ids() []string {
+	s.mu.RLock()
+	ids := make([]string, 0, len(s.members))
+	for id := range s.members {
+		ids = append(ids, id)
+	}
+	s.mu.RUnlock()
+	sort.Strings(ids)
+	return ids
+}
+
+// apply makes the set equal to dbs: it detaches and closes the databases
+// that left (or changed), then opens and attaches the new (or changed)
+// ones. An invalid list changes nothing. A database that cannot be opened
+// or attached is left out (and tried again at the next apply); the others
+// are applied anyway and the errors are joined.
+func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, error) {
+	var res RefreshResult
+	want, err := validateSet(dbs)
+	if err != nil {
+		return res, err
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return res, core.ErrClosed
+	}
+	current := make(map[string]Database, len(s.members))
+	for id, m := range s.members {
+		current[id] = m.d
+	}
+	s.mu.RUnlock()
+
+	wanted := make(map[string]bool, len(want))
+	var add []Database
+	for _, d := range want {
+		wanted[d.ID] = true
+		old, ok := current[d.ID]
+		switch {
+		case !ok:
+			add = append(add, d)
+			res.Added = append(res.Added, d.ID)
+		case old != d:
+			add = append(add, d)
+			res.Replaced = append(res.Replaced, d.ID)
+		default:
+			res.Unchanged++
+		}
+	}
+	var errs []error
+	for id := range current {
+		if !wanted[id] {
+			res.Removed = append(res.Removed, id)
+		}
+	}
+	sort.Strings(res.Removed)
+	for _, id := range append(append([]string(nil), res.Removed...), res.Replaced...) {
+		if err := s.remove(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, d := range add {
+		if err := s.add(ctx, d); err != nil {
+			res.Failed = append(res.Failed, d.ID)
+			errs = append(errs, err)
+		}
+	}
+	if len(res.Added)+len(res.Removed)+len(res.Replaced)+len(res.Failed) > 0 {
+		s.log.Info("tenant: set of databases changed", slog.String("part", s.what),
+			slog.Any("added", res.Added), slog.Any("removed", res.Removed), slog.Any("replaced", res.Replaced),
+			slog.Any("failed", res.Failed), slog.Int("unchanged", res.Unchanged))
+	}
+	return res, errors.Join(errs...)
+}
+
+// add opens d, attaches it and makes it routable.
+func (s *set[T]) add(ctx context.Context, d Database) error {
+	db, err := s.open(ctx, d)
+	if err != nil {
+		s.log.Error("tenant: cannot open database; it is left out until the next refresh", slog.String("part", s.what),
+			slog.String("store", d.ID), slog.String("error", err.Error()))
+		return err
+	}
+	val, err := s.attach(ctx, d, db)
+	if err != nil {
+		_ = db.Close()
+		s.log.Error("tenant: cannot set up database; it is left out until the next refresh", slog.String("part", s.what),
+			slog.String("store", d.ID), slog.String("error", err.Error()))
+		return fmt.Errorf("outbox: set up database %q: %w", d.ID, err)
+	}
+	s.mu.Lock()
+	s.members[d.ID] = &member[T]{d: d, db: db, val: val}
+	s.mu.Unlock()
+	return nil
+}
+
+// remove stops routing to id, detaches it (its work in flight finishes,
+// bounded by drain) and closes its database.
+func (s *set[T]) remove(ctx context.Context, id string) error {
+	s.mu.Lock()
+	m, ok := s.members[id]
+	delete(s.members, id)
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.drain)
+	err := s.detach(dctx, id, m.val)
+	cancel()
+	if err != nil {
+		s.log.Warn("tenant: database removed before its work in flight finished; that work is delivered again when the database returns",
+			slog.String("part", s.what), slog.String("store", id), slog.String("error", err.Error()))
+	}
+	if cerr := m.db.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("outbox: close database %q: %w", id, cerr))
+	}
+	return err
+}
+
+// members returns the current members, sorted by id.
+func (s *set[T]) snapshot() []*member[T] {
+	s.mu.RLock()
+	out := make([]*member[T], 0, len(s.members))
+	for _, m := range s.members {
+		out = append(out, m)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].d.ID < out[j].d.ID })
+	return out
+}
+
+// closeAll marks the set closed and closes every database, without
+// detaching (the caller stopped the parts that use them).
+func (s *set[T]) closeAll() error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.mu.Lock()
+	ms := s.members
+	s.members = map[string]*member[T]{}
+	s.closed = true
+	s.mu.Unlock()
+	var errs []error
+	for id, m := range ms {
+		if err := m.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("outbox: close database %q: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startRefresh calls discover every interval and applies its result until
+// stopRefresh. A discovery error keeps the current set.
+func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if discover == nil || interval <= 0 || s.stopRef != nil {
+		return
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	s.stopRef, s.doneRef = stop, done
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			if _, err := s.refresh(ctx, discover); err != nil && ctx.Err() == nil {
+				s.log.Error("tenant: refresh of the set of databases failed; will try again", slog.String("part", s.what),
+					slog.String("error", err.Error()))
+			}
+		}
+	}()
+}
+
+// refresh runs discover and applies its result.
+func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult, error) {
+	dbs, err := discover(ctx)
+	if err != nil {
+		return RefreshResult{}, fmt.Errorf("outbox: discover databases: %w", err)
+	}
+	return s.apply(ctx, dbs)
+}
+
+// stopRefresh ends the refresh loop, cancelling a refresh in progress, and
+// waits for it or ctx.
+func (s *set[T]) stopRefresh(ctx context.Context) error {
+	s.refreshMu.Lock()
+	stop, done := s.stopRef, s.doneRef
+	s.stopRef, s.doneRef = nil, nil
+	s.refreshMu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	close(stop)
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
