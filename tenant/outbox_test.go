@@ -521,3 +521,72 @@ func TestBadConfigurationAndSets(t *testing.T) {
 		t.Errorf("logs: %s", logs.String())
 	}
 }
+
+// perStore counts DispatchSuccess and DispatchFailure per store.
+type perStore struct {
+	core.NopMetrics
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+type perStoreScoped struct {
+	core.NopMetrics
+	p  *perStore
+	id string
+}
+
+func (p *perStore) ForStore(id string) core.Metrics { return perStoreScoped{p: p, id: id} }
+
+func (s perStoreScoped) add(what string) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.p.counts[s.id+" "+what]++
+}
+
+func (s perStoreScoped) DispatchSuccess() { s.add("success") }
+func (s perStoreScoped) DispatchFailure() { s.add("failure") }
+
+func (p *perStore) get(key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts[key]
+}
+
+func TestStoreIDInLogsAndMetrics(t *testing.T) {
+	dbs := withOrders(t, sqliteDatabases(t, 2))
+	logs := &logBuffer{}
+	metrics := &perStore{counts: map[string]int{}}
+	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Metrics: metrics,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close(context.Background())
+	var failed atomic.Bool
+	o.RegisterFunc("OrderPlaced", func(_ context.Context, env core.Envelope) error {
+		if env.TenantID() == "s2" && failed.CompareAndSwap(false, true) {
+			return errors.New("first try fails")
+		}
+		return nil
+	})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"s1", "s2"} {
+		if _, err := publish(context.Background(), o, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "per-store metrics", func() bool {
+		return metrics.get("s1 success") == 1 && metrics.get("s2 success") == 1 && metrics.get("s2 failure") == 1
+	})
+	if metrics.get("s1 failure") != 0 {
+		t.Errorf("metrics: %v", metrics.counts)
+	}
+	waitFor(t, "the retry log line", func() bool { return strings.Contains(logs.String(), "will retry") })
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "will retry") && !strings.Contains(line, "store=s2") {
+			t.Errorf("log line about s2's event without its store id: %s", line)
+		}
+	}
+}
