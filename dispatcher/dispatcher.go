@@ -208,7 +208,7 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 	if o == nil {
 		return false
 	}
-	if d.closed.Load() || o.closed.Load() {
+	if d.closed.Load() || o.work.Closed() {
 		o.metrics.HotDropped()
 		return false
 	}
@@ -219,7 +219,7 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		return false
 	}
 	if !d.acquire(o, env.ID()) {
-		return !o.closed.Load() // held already: it is being handled
+		return !o.work.Closed() // held already: it is being handled
 	}
 	it := item{env: env, source: SourceHot, lease: lease.Until, src: o}
 	if wait := env.NotBefore().Sub(d.cfg.Now()); wait > 0 {
@@ -281,7 +281,7 @@ func (d *Dispatcher) Held() int {
 	if d.def == nil {
 		return 0
 	}
-	return int(d.def.held.Load())
+	return int(d.def.work.Held())
 }
 
 // QueueDepths returns the current lengths of the hot and cold queues.

@@ -262,7 +262,7 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 		if !live { // cancelled by Close, which released the event
 			return
 		}
-		if d.closed.Load() || it.src.closed.Load() {
+		if d.closed.Load() || it.src.work.Closed() {
 			d.release(it)
 			return
 		}

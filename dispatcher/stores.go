@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/drain"
 )
 
 // MaxStoreIDLen is the longest store identifier [Dispatcher.AddStore]
@@ -26,13 +26,13 @@ type origin struct {
 	log     *slog.Logger
 	metrics core.Metrics
 
-	closed atomic.Bool  // removed: no more intake
-	held   atomic.Int64 // events held: queued, running, waiting on a timer or for their DONE write
-	zero   chan struct{}
+	// work counts the events held (queued, running, waiting on a timer or
+	// for their DONE write); closed once the store is removed.
+	work *drain.Counter
 }
 
 func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
-	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, zero: make(chan struct{}, 1)}
+	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: drain.New()}
 	if id != "" {
 		o.log = d.log.With(slog.String("store", id))
 		o.metrics = core.MetricsForStore(d.metrics, id)
@@ -49,34 +49,14 @@ func (o *origin) key(eventID string) string {
 	return o.id + "\x00" + eventID
 }
 
-// hold counts one more held event unless the origin is closed.
-func (o *origin) hold() bool {
-	o.held.Add(1)
-	if o.closed.Load() {
-		o.unhold()
-		return false
-	}
-	return true
-}
-
-// unhold counts one held event less and wakes a RemoveStore waiting for none.
-func (o *origin) unhold() {
-	if o.held.Add(-1) == 0 {
-		select {
-		case o.zero <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // acquire takes an event of o for processing: false when it is held or
 // finished recently, or when o was removed.
 func (d *Dispatcher) acquire(o *origin, eventID string) bool {
-	if !o.hold() {
+	if !o.work.Hold() {
 		return false
 	}
 	if !d.tracker.TryAcquire(o.key(eventID)) {
-		o.unhold()
+		o.work.Release()
 		return false
 	}
 	return true
@@ -85,13 +65,13 @@ func (d *Dispatcher) acquire(o *origin, eventID string) bool {
 // release gives up an event without a final outcome: it may be taken again.
 func (d *Dispatcher) release(it item) {
 	d.tracker.Release(it.src.key(it.env.ID()))
-	it.src.unhold()
+	it.src.work.Release()
 }
 
 // finish gives up an event whose final outcome (DONE or DEAD) is written.
 func (d *Dispatcher) finish(it item) {
 	d.tracker.Finish(it.src.key(it.env.ID()))
-	it.src.unhold()
+	it.src.work.Release()
 }
 
 // StoreQueue is the dispatcher's intake for one store of several (one per
@@ -136,7 +116,7 @@ func (q *StoreQueue) QueueDepths() (hot, cold int) { return q.d.QueueDepths() }
 
 // Held returns how many of the store's events the dispatcher holds
 // (queued, running, waiting on a retry timer or for their DONE write).
-func (q *StoreQueue) Held() int { return int(q.o.held.Load()) }
+func (q *StoreQueue) Held() int { return int(q.o.work.Held()) }
 
 // ValidateStoreID checks a store identifier: non-empty valid UTF-8 of at
 // most MaxStoreIDLen bytes without control characters.
@@ -200,14 +180,10 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	if !ok {
 		return nil
 	}
-	o.closed.Store(true)
+	o.work.Close()
 	d.cancelRetries(o)
-	for o.held.Load() > 0 {
-		select {
-		case <-o.zero:
-		case <-ctx.Done():
-			return fmt.Errorf("outbox: remove store %s: %d events still in flight: %w", id, o.held.Load(), ctx.Err())
-		}
+	if err := o.work.Wait(ctx); err != nil {
+		return fmt.Errorf("outbox: remove store %s: %d events still in flight: %w", id, o.work.Held(), err)
 	}
 	d.storesMu.Lock()
 	if d.removing[id] == o {

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outbox-go/outbox/internal/ratelog"
-
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/retry"
@@ -52,16 +50,24 @@ type DispatcherConfig struct {
 	// StatusTimeout bounds each Ack/Abandon/Fail write. Defaults to a
 	// quarter of the Lease, at most 5 s.
 	StatusTimeout time.Duration
-	// PollInterval is the pause after a claim that found fewer messages
-	// than it asked for (IBX-124). After a full claim the next one follows
-	// at once, and Enqueue on the same Inbox wakes the dispatcher.
-	// Defaults to 500 ms.
+	// PollInterval is the pause once a claim found fewer messages than it
+	// asked for (IBX-124) in every inbox since the last full claim. After
+	// a full claim the next one follows at once, and Enqueue on any of the
+	// dispatcher's inboxes wakes it. Defaults to 500 ms.
 	PollInterval time.Duration
+	// Selector chooses the inbox of each claim cycle when the dispatcher
+	// runs several (one per database, added with [Dispatcher.AddInbox];
+	// IBX-086): core.RoundRobin takes one batch from each inbox in turn
+	// (IBX-087), core.DrainFirst stays on an inbox until a claim comes back
+	// with fewer messages than it asked for (IBX-088), or a policy of your
+	// own. Defaults to core.RoundRobin{}.
+	Selector core.Selector
 	// MaxAttempts is how many failed attempts make a message Dead
 	// (IBX-083/084). Defaults to 10.
 	MaxAttempts int
 	// Retry is the delay before the next attempt given the failed
-	// attempts so far. Defaults to the Inbox's Config.Backoff.
+	// attempts so far. Defaults to the Inbox's Config.Backoff for
+	// [Inbox.NewDispatcher], to [Backoff] for [NewMultiDispatcher].
 	Retry retry.Policy
 	// ReapInterval is how often expired leases are released (IBX-072).
 	// Defaults to 30 s; negative disables.
@@ -75,11 +81,16 @@ type DispatcherConfig struct {
 	// CleanupBatch is the most rows one cleanup statement deletes.
 	// Defaults to 500.
 	CleanupBatch int
-	// Logger receives the dispatcher's logs. Defaults to the Inbox's.
+	// Logger receives the dispatcher's logs; a line about an inbox added
+	// with AddInbox carries its id as the "store" attribute (IBX-090,
+	// IBX-113). Defaults to the Inbox's Config.Logger for
+	// [Inbox.NewDispatcher], to slog.Default() for [NewMultiDispatcher].
 	Logger *slog.Logger
 }
 
-func (c DispatcherConfig) withDefaults(in *Inbox) DispatcherConfig {
+// withDefaults fills in the defaults; backoff and log are those of the
+// dispatcher's Inbox, or of a dispatcher without one.
+func (c DispatcherConfig) withDefaults(backoff retry.Policy, log *slog.Logger) DispatcherConfig {
 	if c.Owner == "" {
 		c.Owner = dispatcher.NewOwnerToken()
 	}
@@ -105,7 +116,10 @@ func (c DispatcherConfig) withDefaults(in *Inbox) DispatcherConfig {
 		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.Retry == nil {
-		c.Retry = in.backoff
+		c.Retry = backoff
+	}
+	if c.Selector == nil {
+		c.Selector = core.RoundRobin{}
 	}
 	if c.ReapInterval == 0 {
 		c.ReapInterval = DefaultReapInterval
@@ -120,7 +134,7 @@ func (c DispatcherConfig) withDefaults(in *Inbox) DispatcherConfig {
 		c.CleanupBatch = DefaultCleanupBatch
 	}
 	if c.Logger == nil {
-		c.Logger = in.baseLog
+		c.Logger = log
 	}
 	return c
 }
@@ -151,17 +165,21 @@ func (c DispatcherConfig) validate() error {
 	return nil
 }
 
-// Dispatcher runs the work queue of an [Inbox]: it claims due messages
-// with a lease, routes each to the handler of its topic (IBX-073), and
+// Dispatcher runs the work queue of an [Inbox], or of several (one per
+// database or tenant) with one pool of workers: it claims due messages with
+// a lease, routes each to the handler of its topic (IBX-073), and
 // acknowledges it, abandons it for a retry with backoff, or fails it (Dead)
-// after MaxAttempts. It also releases expired leases and deletes old Done
-// messages. Several dispatchers, in one process or many, may share a
-// table: leases keep every message with one of them at a time.
+// after MaxAttempts, always in the inbox the message came from. It also
+// releases expired leases and deletes old Done messages, in every inbox.
+// Several dispatchers, in one process or many, may share a table: leases
+// keep every message with one of them at a time.
 //
-// Create it with [Inbox.NewDispatcher], add handlers with Handle, then
-// Start; Stop ends it. Its methods are safe for concurrent use.
+// Create it with [Inbox.NewDispatcher] for one inbox, or with
+// [NewMultiDispatcher] and [Dispatcher.AddInbox] for several; add handlers
+// with Handle, then Start; Stop ends it. Each claim cycle takes messages
+// from one inbox, chosen by DispatcherConfig.Selector. Its methods are safe
+// for concurrent use.
 type Dispatcher struct {
-	in  *Inbox
 	cfg DispatcherConfig
 	log *slog.Logger
 
@@ -171,37 +189,58 @@ type Dispatcher struct {
 	slots chan struct{} // one token per busy worker
 	wake  chan struct{}
 
+	membersMu sync.Mutex // guards members, ids and removing
+	members   map[string]*member
+	ids       []string // sorted keys of members; replaced, never modified in place
+	removing  map[string]*member
+
+	cycleMu  sync.Mutex // one claim at a time; guards rotation
+	rotation *core.Rotation
+
 	mu      sync.Mutex // guards the lifecycle fields below
 	running bool
 	stop    chan struct{}
 	done    chan struct{}
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // handler goroutines
-
-	noHandlerLog, statusLog, lostLog, cycleLog *ratelog.Limiter
 }
 
-// NewDispatcher returns a dispatcher of in's work queue. Nothing runs
-// until Start.
+// NewDispatcher returns a dispatcher of in's work queue: a dispatcher of
+// [NewMultiDispatcher] whose only inbox is in, with in's Config.Backoff and
+// Config.Logger as defaults. Nothing runs until Start.
 func (in *Inbox) NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
-	cfg = cfg.withDefaults(in)
+	d, err := newDispatcher(cfg.withDefaults(in.backoff, in.baseLog))
+	if err != nil {
+		return nil, err
+	}
+	if err := d.addMember("", in); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// NewMultiDispatcher returns a dispatcher without an inbox: add one per
+// database with [Dispatcher.AddInbox] (before or after Start). Every inbox
+// shares its workers, handlers and settings; Retry defaults to [Backoff]
+// and Logger to slog.Default(). Nothing runs until Start.
+func NewMultiDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
+	return newDispatcher(cfg.withDefaults(Backoff{}, slog.Default()))
+}
+
+func newDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{
-		in:           in,
-		cfg:          cfg,
-		log:          cfg.Logger.With(slog.String("component", "outbox.inbox.dispatcher"), slog.String("owner", cfg.Owner)),
-		handlers:     map[string]Handler{},
-		slots:        make(chan struct{}, cfg.Workers),
-		wake:         make(chan struct{}, 1),
-		noHandlerLog: ratelog.New(5 * time.Second),
-		statusLog:    ratelog.New(5 * time.Second),
-		lostLog:      ratelog.New(5 * time.Second),
-		cycleLog:     ratelog.New(5 * time.Second),
-	}
-	in.register(d.wake)
-	return d, nil
+	return &Dispatcher{
+		cfg:      cfg,
+		log:      cfg.Logger.With(slog.String("component", "outbox.inbox.dispatcher"), slog.String("owner", cfg.Owner)),
+		handlers: map[string]Handler{},
+		slots:    make(chan struct{}, cfg.Workers),
+		wake:     make(chan struct{}, 1),
+		members:  map[string]*member{},
+		removing: map[string]*member{},
+		rotation: core.NewRotation(cfg.Selector),
+	}, nil
 }
 
 // Owner returns the dispatcher's owner token.
@@ -241,7 +280,7 @@ func (d *Dispatcher) handler(topic string) Handler {
 }
 
 // Wake makes a running dispatcher claim now instead of at its next poll.
-// It never blocks. Enqueue on the same Inbox calls it.
+// It never blocks. Enqueue on any of its inboxes calls it.
 func (d *Dispatcher) Wake() {
 	select {
 	case d.wake <- struct{}{}:
@@ -300,12 +339,15 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 }
 
+// maintenance is when an inbox was last reaped and cleaned up by a loop.
+type maintenance struct{ reap, cleanup time.Time }
+
 func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	defer d.wg.Wait()
 	t := time.NewTimer(0)
 	defer t.Stop()
-	var lastReap, lastCleanup time.Time
+	last := map[*member]*maintenance{}
 	for {
 		select {
 		case <-stop:
@@ -313,37 +355,63 @@ func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}, done chan<-
 		case <-t.C:
 		case <-d.wake:
 		}
-		// Maintenance first (the first round runs at start): a restart
-		// releases the leases its previous run left behind.
-		if d.cfg.ReapInterval > 0 && time.Since(lastReap) >= d.cfg.ReapInterval {
-			lastReap = time.Now()
-			d.reap(ctx)
-		}
-		if d.cfg.CleanupInterval > 0 && time.Since(lastCleanup) >= d.cfg.CleanupInterval {
-			lastCleanup = time.Now()
-			d.cleanup(ctx)
-		}
-		claimed, limit, err := d.cycle(ctx, stop)
-		if err != nil && ctx.Err() == nil {
-			d.cycleLog.Hit(d.log, slog.LevelError, "inbox: claim failed; retrying every poll interval", slog.String("error", err.Error()))
-		}
-		next := d.cfg.PollInterval
-		if err == nil && claimed > 0 && claimed == limit {
-			next = 0 // a full claim: more may be waiting
+		// Maintenance first (the first round of each inbox runs at once):
+		// a restart releases the leases its previous run left behind.
+		d.maintain(ctx, last)
+		next := time.Duration(0)
+		if d.cycle(ctx, stop) {
+			next = d.cfg.PollInterval
 		}
 		t.Reset(next)
 	}
 }
 
+// maintain reaps and cleans up every inbox whose interval has passed.
+func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance) {
+	ms := d.snapshot()
+	seen := make(map[*member]bool, len(ms))
+	for _, m := range ms {
+		seen[m] = true
+		l := last[m]
+		if l == nil {
+			l = &maintenance{}
+			last[m] = l
+		}
+		reap := d.cfg.ReapInterval > 0 && time.Since(l.reap) >= d.cfg.ReapInterval
+		cleanup := d.cfg.CleanupInterval > 0 && time.Since(l.cleanup) >= d.cfg.CleanupInterval
+		if !(reap || cleanup) || !m.work.Hold() {
+			continue
+		}
+		if reap {
+			l.reap = time.Now()
+			d.reap(ctx, m)
+		}
+		if cleanup {
+			l.cleanup = time.Now()
+			d.cleanup(ctx, m)
+		}
+		m.work.Release()
+	}
+	for m := range last {
+		if !seen[m] {
+			delete(last, m)
+		}
+	}
+}
+
 // cycle waits for an idle worker, claims as many messages as there are
-// idle workers (at most BatchSize) and starts a handler goroutine for each.
-func (d *Dispatcher) cycle(ctx context.Context, stop <-chan struct{}) (claimed, limit int, err error) {
+// idle workers (at most BatchSize) from the inbox the rotation picks, and
+// starts a handler goroutine for each. It reports whether the loop should
+// rest: every inbox had a claim that was not full (a failed claim counts
+// as such) since the last full one, and none was enqueued to since its
+// last claim began.
+func (d *Dispatcher) cycle(ctx context.Context, stop <-chan struct{}) (rest bool) {
 	select {
 	case d.slots <- struct{}{}:
 	case <-stop:
-		return 0, 0, nil
+		return false
 	}
-	limit = 1
+	limit := 1
 fill:
 	for limit < d.cfg.BatchSize {
 		select {
@@ -353,40 +421,81 @@ fill:
 			break fill
 		}
 	}
-	qctx, cancel := context.WithTimeout(ctx, d.cfg.StatusTimeout)
-	recs, err := d.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
-	cancel()
+	m, recs, rest, err := d.claim(ctx, limit, d.cfg.StatusTimeout)
 	for range limit - len(recs) {
 		<-d.slots
+	}
+	if m == nil {
+		return rest
+	}
+	if err != nil && ctx.Err() == nil {
+		m.cycleLog.Hit(m.log, slog.LevelError, "inbox: claim failed; will try again at its next turn", slog.String("error", err.Error()))
 	}
 	for _, rec := range recs {
 		d.wg.Add(1)
 		go func() {
 			defer func() { <-d.slots; d.wg.Done() }()
-			d.handle(ctx, rec)
+			defer m.work.Release()
+			d.handle(ctx, m, rec)
 		}()
 	}
-	return len(recs), limit, err
+	return rest
 }
 
-// RunOnce claims up to BatchSize messages and handles them one after the
-// other in the calling goroutine, with ctx as the handlers' parent
-// context. It returns how many it handled. It may run while the
+// claim claims up to limit messages from the inbox the rotation picks,
+// bounding the query by timeout (none when 0). The member is held once
+// per returned record; the caller unholds after each handling. m is nil
+// when there is no inbox (rest is then true).
+func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration) (m *member, recs []Record, rest bool, err error) {
+	d.cycleMu.Lock()
+	defer d.cycleMu.Unlock()
+	m, ids := d.pick()
+	if m == nil {
+		// No inbox, or the one picked was just removed: rest only when
+		// there is none at all.
+		return nil, nil, len(ids) == 0, nil
+	}
+	defer m.work.Release()
+	qctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		qctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	recs, err = m.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
+	m.work.Add(len(recs))
+	rest, _ = d.rotation.Done(m.id, len(recs), err == nil && len(recs) == limit, ids)
+	if rest && d.anyPending() {
+		rest = false // a message was enqueued after its inbox's last claim began
+	}
+	return m, recs, rest, err
+}
+
+// RunOnce claims up to BatchSize messages from one inbox (the next one the
+// Selector picks; the only one for [Inbox.NewDispatcher]) and handles them
+// one after the other in the calling goroutine, with ctx as the handlers'
+// parent context. It returns how many it handled. It may run while the
 // dispatcher runs (leases keep them apart); it is meant for tests and
 // tools.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
-	recs, err := d.in.Claim(ctx, d.cfg.Owner, d.cfg.Lease, d.cfg.BatchSize)
-	if err != nil {
+	m, recs, _, err := d.claim(ctx, d.cfg.BatchSize, 0)
+	if err != nil || m == nil {
 		return 0, err
 	}
 	for _, rec := range recs {
-		d.handle(ctx, rec)
+		d.handle(ctx, m, rec)
+		m.work.Release()
 	}
 	return len(recs), nil
 }
 
 // handle runs the handler of one claimed message and records the outcome.
-func (d *Dispatcher) handle(ctx context.Context, rec Record) {
+// Its context ends at a hard stop or when RemoveInbox gives up waiting for
+// m, and carries m (see StoreID and FromContext).
+func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, handlerKey{}, m))
+	defer cancel()
+	defer context.AfterFunc(m.ctx, cancel)()
 	var (
 		err       error
 		noHandler bool
@@ -398,39 +507,41 @@ func (d *Dispatcher) handle(ctx context.Context, rec Record) {
 	case h == nil:
 		noHandler = true
 		err = fmt.Errorf("%w %q", ErrNoHandler, rec.Topic)
-		d.noHandlerLog.Hit(d.log, slog.LevelWarn, "inbox: no handler for the topic; message abandoned for a retry",
+		m.noHandlerLog.Hit(m.log, slog.LevelWarn, "inbox: no handler for the topic; message abandoned for a retry",
 			recAttrs(rec, slog.String("topic", rec.Topic))...)
 	default:
-		d.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)
+		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)
 		hctx, cancel := context.WithTimeout(ctx, d.cfg.HandlerTimeout)
-		err = d.call(hctx, h, rec)
+		err = d.call(hctx, m, h, rec)
 		cancel()
 	}
 	if err != nil && ctx.Err() != nil {
-		// Interrupted by a hard stop: record nothing; the message is
-		// claimed again when its lease expires, and no attempt is charged.
-		d.log.LogAttrs(context.Background(), slog.LevelInfo, "inbox: handler interrupted by shutdown; the message stays leased until its lease expires",
+		// Interrupted by a hard stop or an abandoned removal: record
+		// nothing; the message is claimed again when its lease expires,
+		// and no attempt is charged.
+		m.log.LogAttrs(context.Background(), slog.LevelInfo,
+			"inbox: handler interrupted by shutdown (or by the removal of its inbox); the message stays leased until its lease expires",
 			recAttrs(rec)...)
 		return
 	}
-	d.settle(rec, err, noHandler)
+	d.settle(m, rec, err, noHandler)
 }
 
 // call runs the handler, turning a panic into an error.
-func (d *Dispatcher) call(ctx context.Context, h Handler, rec Record) (err error) {
+func (d *Dispatcher) call(ctx context.Context, m *member, h Handler, rec Record) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
-			d.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler panic stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
+			m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler panic stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
 		}
 	}()
 	return h.Handle(ctx, rec)
 }
 
-// settle records the outcome of one handling: Ack, Abandon with backoff,
-// or Fail at MaxAttempts. Status writes outlive a hard stop (they are
-// short and bounded by StatusTimeout).
-func (d *Dispatcher) settle(rec Record, herr error, noHandler bool) {
+// settle records the outcome of one handling in m's inbox: Ack, Abandon
+// with backoff, or Fail at MaxAttempts. Status writes outlive a hard stop
+// (they are short and bounded by StatusTimeout).
+func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
 	keys := []Key{rec.Key()}
@@ -444,53 +555,53 @@ func (d *Dispatcher) settle(rec Record, herr error, noHandler bool) {
 	switch {
 	case herr == nil:
 		op = "ack"
-		n, err = d.in.store.Ack(ctx, owner, keys)
+		n, err = m.in.store.Ack(ctx, owner, keys)
 	case attempt >= d.cfg.MaxAttempts:
 		op = "fail"
-		d.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; message is Dead after its last attempt",
+		m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; message is Dead after its last attempt",
 			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
-		n, err = d.in.store.Fail(ctx, owner, keys, herr.Error())
+		n, err = m.in.store.Fail(ctx, owner, keys, herr.Error())
 	default:
 		op = "abandon"
 		delay := max(0, d.cfg.Retry.Delay(attempt))
 		if !noHandler {
-			d.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
+			m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
 				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
 					slog.Duration("retry_in", delay))...)
 		}
-		n, err = d.in.store.Abandon(ctx, owner, keys, herr.Error(), func(int) time.Duration { return delay })
+		n, err = m.in.store.Abandon(ctx, owner, keys, herr.Error(), func(int) time.Duration { return delay })
 	}
 	switch {
 	case err != nil:
-		d.statusLog.Hit(d.log, slog.LevelError, "inbox: cannot record the outcome; the message is retried when its lease expires",
+		m.statusLog.Hit(m.log, slog.LevelError, "inbox: cannot record the outcome; the message is retried when its lease expires",
 			recAttrs(rec, slog.String("op", op), slog.String("error", err.Error()))...)
 	case n == 0:
-		d.lostLog.Hit(d.log, slog.LevelWarn, "inbox: lease lost before the outcome was recorded (lease expired and reaped or taken over); increase Lease",
+		m.lostLog.Hit(m.log, slog.LevelWarn, "inbox: lease lost before the outcome was recorded (lease expired and reaped or taken over); increase Lease",
 			recAttrs(rec, slog.String("op", op))...)
 	}
 }
 
-// reap releases expired leases and logs how many (IBX-112).
-func (d *Dispatcher) reap(ctx context.Context) {
+// reap releases m's expired leases and logs how many (IBX-112).
+func (d *Dispatcher) reap(ctx context.Context, m *member) {
 	qctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
 	defer cancel()
-	n, err := d.in.ReapExpired(qctx)
+	n, err := m.in.ReapExpired(qctx)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		d.log.LogAttrs(ctx, slog.LevelWarn, "inbox: reaping expired leases failed; will try again", slog.String("error", err.Error()))
+		m.log.LogAttrs(ctx, slog.LevelWarn, "inbox: reaping expired leases failed; will try again", slog.String("error", err.Error()))
 	case n > 0:
-		d.log.LogAttrs(ctx, slog.LevelInfo, "inbox: released expired leases", slog.Int("messages", n))
+		m.log.LogAttrs(ctx, slog.LevelInfo, "inbox: released expired leases", slog.Int("messages", n))
 	}
 }
 
-// cleanup deletes Done messages past Retention.
-func (d *Dispatcher) cleanup(ctx context.Context) {
-	n, err := d.in.Cleanup(ctx, d.cfg.Retention, d.cfg.CleanupBatch)
+// cleanup deletes m's Done messages past Retention.
+func (d *Dispatcher) cleanup(ctx context.Context, m *member) {
+	n, err := m.in.Cleanup(ctx, d.cfg.Retention, d.cfg.CleanupBatch)
 	switch {
 	case err != nil && !errors.Is(err, context.Canceled):
-		d.log.LogAttrs(ctx, slog.LevelWarn, "inbox: cleanup failed; will try again", slog.String("error", err.Error()))
+		m.log.LogAttrs(ctx, slog.LevelWarn, "inbox: cleanup failed; will try again", slog.String("error", err.Error()))
 	case n > 0:
-		d.log.LogAttrs(ctx, slog.LevelInfo, "inbox: deleted Done messages past retention", slog.Int("messages", n),
+		m.log.LogAttrs(ctx, slog.LevelInfo, "inbox: deleted Done messages past retention", slog.Int("messages", n),
 			slog.Duration("retention", d.cfg.Retention))
 	}
 }

@@ -27,6 +27,18 @@
 // old Done messages deleted in batches. Claim, Ack, Abandon, AbandonAfter,
 // Fail, ReapExpired, Get and Cleanup are available for workers of your own.
 //
+// Several databases. [NewMultiDispatcher] returns a dispatcher without an
+// inbox; [Dispatcher.AddInbox] adds one per database (or tenant) under a
+// store id, [Dispatcher.RemoveInbox] takes one out after its running
+// handlers finish. One pool of workers and one set of handlers serve them
+// all; each claim cycle takes a batch from the inbox that
+// DispatcherConfig.Selector picks (core.RoundRobin or core.DrainFirst),
+// outcomes go back to the inbox the message came from, every inbox is
+// reaped and cleaned up, and log lines about an inbox carry its id as
+// "store". A handler learns its message's inbox from [StoreID] and
+// [FromContext]. Package tenant builds on this: a router to each
+// database's Inbox, with discovery of the set of databases.
+//
 // Times come from the application clock (Config.Now), as in the outbox
 // store. Invalid arguments return errors matching the Err* sentinels of
 // this package with errors.Is, before anything is written. Payloads are

@@ -76,8 +76,8 @@ type Inbox struct {
 	log     *slog.Logger
 	baseLog *slog.Logger // Config.Logger, the default of DispatcherConfig.Logger
 
-	mu       sync.Mutex
-	wakeList []chan struct{} // dispatchers to wake after an enqueue
+	mu      sync.Mutex
+	members map[*member]struct{} // dispatchers' members to notify after an enqueue
 }
 
 // New returns an inbox on db and, unless cfg.SkipSchema, creates its table.
@@ -424,22 +424,30 @@ func (in *Inbox) warnMismatch(ctx context.Context, mismatch bool, k Key) {
 	}
 }
 
-// register adds a dispatcher's wake channel.
-func (in *Inbox) register(wake chan struct{}) {
+// register makes Enqueue notify a dispatcher's member.
+func (in *Inbox) register(m *member) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.wakeList = append(in.wakeList, wake)
+	if in.members == nil {
+		in.members = map[*member]struct{}{}
+	}
+	in.members[m] = struct{}{}
+}
+
+// unregister undoes register.
+func (in *Inbox) unregister(m *member) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	delete(in.members, m)
 }
 
 // wake tells every dispatcher of this inbox that a message was enqueued.
+// It never blocks.
 func (in *Inbox) wake() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	for _, w := range in.wakeList {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
+	for m := range in.members {
+		m.notify()
 	}
 }
 

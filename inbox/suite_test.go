@@ -52,6 +52,12 @@ var suite = []struct {
 	{"DispatcherNeverSameMessageTwice", testDispatcherNeverSameMessageTwice},
 	{"DispatcherReapsAndCleansUp", testDispatcherReapsAndCleansUp},
 	{"DispatcherStop", testDispatcherStop},
+	{"MultiSelectorOrder", testMultiSelectorOrder},
+	{"MultiOutcomeToOrigin", testMultiOutcomeToOrigin},
+	{"MultiWakeReapAdd", testMultiWakeReapAdd},
+	{"MultiDrainsAll", testMultiDrainsAll},
+	{"MultiRemoveInbox", testMultiRemoveInbox},
+	{"MultiBadPaths", testMultiBadPaths},
 }
 
 func runSuite(t *testing.T, open opener) {

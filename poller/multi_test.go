@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
@@ -24,29 +23,12 @@ type multiFixture struct {
 	stores map[string]*memstore.Store
 	d      *dispatcher.Dispatcher
 	p      *poller.Poller
-	logs   *syncBuf
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *syncBuffer
 }
 
 func newMultiFixture(t *testing.T, sel core.Selector) *multiFixture {
 	t.Helper()
-	f := &multiFixture{stores: map[string]*memstore.Store{}, logs: &syncBuf{}}
+	f := &multiFixture{stores: map[string]*memstore.Store{}, logs: &syncBuffer{}}
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := registry.New()
 	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })

@@ -66,7 +66,7 @@ type Poller struct {
 	done    chan struct{}
 	cancel  context.CancelFunc
 	targets map[string]*target
-	ids     []string // sorted keys of targets
+	ids     []string // sorted keys of targets; replaced, never changed in place
 
 	cycleMu  sync.Mutex // one poll at a time; guards rotation
 	rotation *core.Rotation
@@ -151,8 +151,10 @@ func (p *Poller) addTarget(t *target) error {
 		return &core.ConfigError{Field: "poller store " + t.id, Msg: "is already added"}
 	}
 	p.targets[t.id] = t
-	p.ids = append(p.ids, t.id)
-	sort.Strings(p.ids)
+	// A new slice: a poll in progress may still read the old one.
+	ids := append(slices.Clone(p.ids), t.id)
+	sort.Strings(ids)
+	p.ids = ids
 	return nil
 }
 
@@ -168,8 +170,7 @@ func (p *Poller) Remove(id string) {
 		return
 	}
 	delete(p.targets, id)
-	i := sort.SearchStrings(p.ids, id)
-	p.ids = append(p.ids[:i:i], p.ids[i+1:]...)
+	p.ids = slices.DeleteFunc(slices.Clone(p.ids), func(s string) bool { return s == id })
 }
 
 // Stores returns the identifiers of the stores polled, sorted ("" is the

@@ -19,8 +19,8 @@ import (
 // Config configures [New]. Databases or Discover (or both) name the
 // databases; everything else has a default.
 type Config struct {
-	// Databases is the static set of databases (seed 000 OBX-066). With
-	// Discover it is the set New starts with, before the first discovery.
+	// Databases is the static set of databases (seed 000 OBX-066). It is
+	// ignored when Discover is set: the discovery names the set.
 	Databases []Database
 	// Discover returns the current set of databases (dynamic discovery,
 	// OBX-075). New calls it once (an error fails New), then every
@@ -128,20 +128,8 @@ func New(ctx context.Context, cfg Config) (*Outbox, error) {
 			return nil, err
 		}
 	}
-	o.set = &set[*Tenant]{
-		what: "outbox", open: cfg.Open, route: cfg.Route, attach: o.attach, detach: o.detach,
-		drain: cfg.DrainTimeout, log: cfg.Logger, members: map[string]*member[*Tenant]{},
-	}
-	dbs := cfg.Databases
-	if cfg.Discover != nil {
-		found, err := cfg.Discover(ctx)
-		if err != nil {
-			return nil, errors.Join(err, o.set.closeAll())
-		}
-		dbs = found
-	}
-	if _, err := o.set.apply(ctx, dbs); err != nil {
-		return nil, errors.Join(err, o.set.closeAll())
+	if o.set, err = newSet(ctx, cfg.setOptions(), o.attach, o.detach); err != nil {
+		return nil, errors.Join(err, disp.Close(ctx))
 	}
 	return o, nil
 }
@@ -155,9 +143,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RefreshInterval == 0 {
 		c.RefreshInterval = DefaultRefreshInterval
-	}
-	if c.Open == nil {
-		c.Open = Open
 	}
 	if c.Store.Logger == nil {
 		c.Store.Logger = c.Logger
@@ -174,28 +159,17 @@ func (c Config) withDefaults() Config {
 	if c.Poller.Metrics == nil {
 		c.Poller.Metrics = c.Metrics
 	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = c.Dispatcher.Lease
-		if c.DrainTimeout == 0 {
-			c.DrainTimeout = dispatcher.DefaultLease
-		}
-	}
+	c.DrainTimeout = drainDefault(c.DrainTimeout, c.Dispatcher.Lease, dispatcher.DefaultLease)
 	return c
 }
 
+func (c Config) setOptions() setOptions {
+	return setOptions{what: "outbox", databases: c.Databases, discover: c.Discover, open: c.Open,
+		route: c.Route, drain: c.DrainTimeout, log: c.Logger}
+}
+
 func (c Config) validate() error {
-	switch {
-	case c.Databases == nil && c.Discover == nil:
-		return &core.ConfigError{Field: "tenant.Config", Msg: "needs Databases or Discover"}
-	case c.DrainTimeout < 0:
-		return &core.ConfigError{Field: "tenant.DrainTimeout", Msg: "must not be negative"}
-	}
-	if c.Store.Table != "" {
-		if err := jdbcstore.ValidateTableName(c.Store.Table); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.setOptions().validate("tenant.Config", c.Store.Table)
 }
 
 // attach builds the tenant of a newly opened database and hands its store
@@ -255,9 +229,6 @@ func (o *Outbox) StoreIDs() []string { return o.set.ids() }
 // what the dispatcher holds for them (bounded by DrainTimeout and ctx) and
 // are closed.
 func (o *Outbox) Refresh(ctx context.Context) (RefreshResult, error) {
-	if o.cfg.Discover == nil {
-		return RefreshResult{}, &core.ConfigError{Field: "tenant.Discover", Msg: "is not set: nothing to refresh"}
-	}
 	return o.set.refresh(ctx, o.cfg.Discover)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 // RefreshResult tells what applying a set of databases changed. Store ids
@@ -53,6 +54,69 @@ type set[T any] struct {
 	refreshMu sync.Mutex
 	stopRef   chan struct{}
 	doneRef   chan struct{}
+}
+
+// setOptions are the settings Config and InboxConfig share.
+type setOptions struct {
+	what      string
+	databases []Database
+	discover  Discovery
+	open      OpenFunc
+	route     func(key string) string
+	drain     time.Duration
+	log       *slog.Logger
+}
+
+// validate checks the shared settings and the table name every database
+// gets ("" for the default); prefix names the config type.
+func (o setOptions) validate(prefix, table string) error {
+	switch {
+	case o.databases == nil && o.discover == nil:
+		return &core.ConfigError{Field: prefix, Msg: "needs Databases or Discover"}
+	case o.drain < 0:
+		return &core.ConfigError{Field: "tenant.DrainTimeout", Msg: "must not be negative"}
+	case table != "":
+		return jdbcstore.ValidateTableName(table)
+	}
+	return nil
+}
+
+// drainDefault is the default DrainTimeout: the configured lease, or the
+// default lease when that is zero too.
+func drainDefault(drain, lease, defaultLease time.Duration) time.Duration {
+	switch {
+	case drain != 0:
+		return drain
+	case lease != 0:
+		return lease
+	}
+	return defaultLease
+}
+
+// newSet builds a set and applies its first list of databases: the
+// discovery's when there is one, else the static one. Any error closes
+// what was opened.
+func newSet[T any](ctx context.Context, o setOptions,
+	attach func(ctx context.Context, d Database, db *sqlx.DB) (T, error),
+	detach func(ctx context.Context, id string, val T) error,
+) (*set[T], error) {
+	if o.open == nil {
+		o.open = Open
+	}
+	s := &set[T]{what: o.what, open: o.open, route: o.route, attach: attach, detach: detach,
+		drain: o.drain, log: o.log, members: map[string]*member[T]{}}
+	dbs := o.databases
+	if o.discover != nil {
+		found, err := o.discover(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: discover databases: %w", err)
+		}
+		dbs = found
+	}
+	if _, err := s.apply(ctx, dbs); err != nil {
+		return nil, errors.Join(err, s.closeAll())
+	}
+	return s, nil
 }
 
 // get returns the member a routing key maps to.
@@ -264,8 +328,12 @@ func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
 	}()
 }
 
-// refresh runs discover and applies its result.
+// refresh runs discover and applies its result; without discover it
+// returns an error wrapping core.ErrInvalidConfig.
 func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult, error) {
+	if discover == nil {
+		return RefreshResult{}, &core.ConfigError{Field: "tenant.Discover", Msg: "is not set: nothing to refresh"}
+	}
 	dbs, err := discover(ctx)
 	if err != nil {
 		return RefreshResult{}, fmt.Errorf("outbox: discover databases: %w", err)

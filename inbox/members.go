@@ -1,0 +1,231 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/drain"
+	"github.com/outbox-go/outbox/internal/ratelog"
+)
+
+// member is one inbox a Dispatcher claims from: the Inbox of
+// [Inbox.NewDispatcher] (id "") or one added with [Dispatcher.AddInbox].
+// Every claimed message carries its member, so the handler's outcome is
+// written to the inbox the message came from.
+type member struct {
+	d   *Dispatcher
+	id  string
+	in  *Inbox
+	log *slog.Logger // the dispatcher's, with "store" = id for an added inbox
+
+	// ctx is cancelled when RemoveInbox gives up waiting: the member's
+	// running handlers see their context end.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// work counts the claims, maintenance and handlers in progress;
+	// closed once the inbox is removed (no more claims, reaping, cleanup).
+	work    *drain.Counter
+	pending atomic.Bool // a message was enqueued since the last claim began
+
+	noHandlerLog, statusLog, lostLog, cycleLog *ratelog.Limiter
+}
+
+func newMember(d *Dispatcher, id string, in *Inbox) *member {
+	m := &member{
+		d: d, id: id, in: in, log: d.log, work: drain.New(),
+		noHandlerLog: ratelog.New(5 * time.Second),
+		statusLog:    ratelog.New(5 * time.Second),
+		lostLog:      ratelog.New(5 * time.Second),
+		cycleLog:     ratelog.New(5 * time.Second),
+	}
+	if id != "" {
+		m.log = d.log.With(slog.String("store", id))
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	return m
+}
+
+// notify is called by the member's Inbox after an enqueue: the next rest
+// is skipped until the member was claimed from again, and the loop wakes.
+func (m *member) notify() {
+	m.pending.Store(true)
+	m.d.Wake()
+}
+
+// handlerKey is the context key of the member whose message a handler is
+// handling.
+type handlerKey struct{}
+
+// StoreID returns the id of the inbox whose message the handler called
+// with ctx is handling: the id given to [Dispatcher.AddInbox], or "" for
+// the Inbox of [Inbox.NewDispatcher] and outside a handler. With one
+// dispatcher over several databases (package tenant), it tells the handler
+// which tenant the message belongs to.
+func StoreID(ctx context.Context) string {
+	if m, ok := ctx.Value(handlerKey{}).(*member); ok {
+		return m.id
+	}
+	return ""
+}
+
+// FromContext returns the Inbox whose message the handler called with ctx
+// is handling (nil outside a handler). Its Store().DB() is the database of
+// that inbox, where a handler of a multi-database dispatcher does its
+// business writes (for example with [Inbox.Process]).
+func FromContext(ctx context.Context) *Inbox {
+	if m, ok := ctx.Value(handlerKey{}).(*member); ok {
+		return m.in
+	}
+	return nil
+}
+
+// AddInbox adds an inbox whose work queue this dispatcher runs, with the
+// same workers, handlers, owner token and settings as every other inbox
+// (one per database or tenant). The claim cycles visit the inboxes in the
+// order of DispatcherConfig.Selector; outcomes are written to the inbox
+// each message came from, and Enqueue on in wakes the dispatcher. id
+// identifies the inbox in logs (the "store" attribute), in [StoreID] and
+// in RemoveInbox: non-empty valid UTF-8 of at most dispatcher.MaxStoreIDLen
+// bytes without control characters. (The Inbox's own log lines, such as
+// its claims, carry the id only when its Config.Logger does; package
+// tenant sets that up.) An invalid or present id, a nil inbox
+// or an inbox added already return an error wrapping core.ErrInvalidConfig.
+// It may be called while the dispatcher runs; the new inbox is reaped and
+// claimed from at once.
+func (d *Dispatcher) AddInbox(id string, in *Inbox) error {
+	if err := dispatcher.ValidateStoreID(id); err != nil {
+		return err
+	}
+	if in == nil {
+		return &core.ConfigError{Field: "inbox " + id, Msg: "must not be nil"}
+	}
+	if err := d.addMember(id, in); err != nil {
+		return err
+	}
+	d.Wake()
+	return nil
+}
+
+func (d *Dispatcher) addMember(id string, in *Inbox) error {
+	d.membersMu.Lock()
+	defer d.membersMu.Unlock()
+	if _, ok := d.members[id]; ok {
+		return &core.ConfigError{Field: "inbox " + id, Msg: "is already added"}
+	}
+	for _, o := range d.members {
+		if o.in == in {
+			return &core.ConfigError{Field: "inbox " + id, Msg: fmt.Sprintf("is already added as %q", o.id)}
+		}
+	}
+	m := newMember(d, id, in)
+	m.pending.Store(true) // claim from it before the next rest
+	d.members[id] = m
+	ids := append(slices.Clone(d.ids), id) // a new array: pick's callers keep reading the old one
+	sort.Strings(ids)
+	d.ids = ids
+	in.register(m)
+	return nil
+}
+
+// RemoveInbox stops claiming from inbox id (and reaping and cleaning it
+// up) and waits until its running handlers have recorded their outcome,
+// or ctx ends. Once it returned nil the dispatcher no longer uses the
+// inbox, and its database may be closed. When ctx ends first, the
+// contexts of the inbox's running handlers are cancelled (a handler
+// interrupted that way records nothing: its message is claimed again once
+// its lease expires) and an error wrapping ctx's error is returned; the
+// inbox is removed anyway, and calling RemoveInbox again waits again. An
+// unknown id returns nil; "" returns an error wrapping
+// core.ErrInvalidConfig (the Inbox of NewDispatcher cannot be removed).
+func (d *Dispatcher) RemoveInbox(ctx context.Context, id string) error {
+	if id == "" {
+		return &core.ConfigError{Field: "inbox id", Msg: "must not be empty (the dispatcher's own inbox cannot be removed)"}
+	}
+	d.membersMu.Lock()
+	m, ok := d.members[id]
+	if ok {
+		delete(d.members, id)
+		i := sort.SearchStrings(d.ids, id)
+		d.ids = append(d.ids[:i:i], d.ids[i+1:]...)
+		d.removing[id] = m
+	} else {
+		m, ok = d.removing[id]
+	}
+	d.membersMu.Unlock()
+	if !ok {
+		return nil
+	}
+	m.work.Close()
+	m.in.unregister(m)
+	if err := m.work.Wait(ctx); err != nil {
+		m.cancel()
+		return fmt.Errorf("outbox: inbox: remove inbox %q: %d claims or handlers still running: %w", id, m.work.Held(), err)
+	}
+	m.cancel()
+	d.membersMu.Lock()
+	if d.removing[id] == m {
+		delete(d.removing, id)
+	}
+	d.membersMu.Unlock()
+	return nil
+}
+
+// Inboxes returns the ids of the inboxes added with AddInbox and not
+// removed, sorted.
+func (d *Dispatcher) Inboxes() []string {
+	d.membersMu.Lock()
+	defer d.membersMu.Unlock()
+	ids := make([]string, 0, len(d.ids))
+	for _, id := range d.ids {
+		if id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// pick chooses the member of the next claim with the rotation and holds
+// it; nil when there is none. The caller holds cycleMu.
+func (d *Dispatcher) pick() (*member, []string) {
+	d.membersMu.Lock()
+	ids := d.ids
+	m := d.members[d.rotation.Next(ids)]
+	d.membersMu.Unlock()
+	if m == nil || !m.work.Hold() {
+		return nil, ids
+	}
+	m.pending.Store(false) // an enqueue from now on is seen by this claim or flags the member again
+	return m, ids
+}
+
+// anyPending reports whether a member had a message enqueued since its
+// last claim began.
+func (d *Dispatcher) anyPending() bool {
+	d.membersMu.Lock()
+	defer d.membersMu.Unlock()
+	for _, m := range d.members {
+		if m.pending.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot returns the current members, in id order.
+func (d *Dispatcher) snapshot() []*member {
+	d.membersMu.Lock()
+	defer d.membersMu.Unlock()
+	out := make([]*member, 0, len(d.ids))
+	for _, id := range d.ids {
+		out = append(out, d.members[id])
+	}
+	return out
+}

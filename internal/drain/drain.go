@@ -1,0 +1,68 @@
+// Package drain counts the work a removable part (one store of a
+// dispatcher, one inbox of an inbox dispatcher) has in progress, refuses
+// new work once the part is closed, and waits until the rest is done.
+package drain
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// Counter counts work in progress. The zero value is not usable: create
+// one with [New]. It is safe for concurrent use.
+type Counter struct {
+	closed atomic.Bool
+	held   atomic.Int64
+	zero   chan struct{} // signalled when held drops to zero
+}
+
+// New returns an open counter with nothing held.
+func New() *Counter { return &Counter{zero: make(chan struct{}, 1)} }
+
+// Hold counts one more unit of work, unless the counter is closed: then
+// it counts nothing and reports false. A Hold that succeeds is matched by
+// one Release.
+func (c *Counter) Hold() bool {
+	c.held.Add(1)
+	if c.closed.Load() { // checked after counting: Wait cannot miss us
+		c.Release()
+		return false
+	}
+	return true
+}
+
+// Add counts n more units of work whatever the state (for work taken
+// before Close that is split up later); each is matched by one Release.
+func (c *Counter) Add(n int) { c.held.Add(int64(n)) }
+
+// Release counts one unit of work less.
+func (c *Counter) Release() {
+	if c.held.Add(-1) == 0 {
+		select {
+		case c.zero <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Close refuses further Holds. It may be called more than once.
+func (c *Counter) Close() { c.closed.Store(true) }
+
+// Closed reports whether Close was called.
+func (c *Counter) Closed() bool { return c.closed.Load() }
+
+// Held returns the units of work in progress.
+func (c *Counter) Held() int64 { return c.held.Load() }
+
+// Wait returns nil once nothing is held, or ctx's error when it ends
+// first. Call it after Close, or new work may keep it waiting.
+func (c *Counter) Wait(ctx context.Context) error {
+	for c.held.Load() > 0 {
+		select {
+		case <-c.zero:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/inbox"
+)
+
+// InboxConfig configures [NewInbox]. Databases or Discover (or both) name
+// the databases; everything else has a default.
+type InboxConfig struct {
+	// Databases is the static set of databases (seed 003 IBX-085). With
+	// Discover it is ignored: the first discovery names the set NewInbox
+	// starts with.
+	Databases []Database
+	// Discover returns the current set of databases (dynamic discovery,
+	// IBX-093). NewInbox calls it once (an error fails NewInbox), then
+	// every RefreshInterval while the inbox runs; [Inbox.Refresh] calls it
+	// now.
+	Discover Discovery
+	// RefreshInterval is the pause between discoveries. Defaults to 5 min
+	// (IBX-094); negative: only [Inbox.Refresh] discovers.
+	RefreshInterval time.Duration
+	// Open opens a database of the set. Defaults to [Open].
+	Open OpenFunc
+	// Route maps a routing key to a store id. Defaults to the identity:
+	// the routing key is the Database's ID.
+	Route func(key string) string
+	// DrainTimeout bounds how long a database that left the set may take
+	// to finish its running handlers before it is closed; handlers still
+	// running then are cancelled and their messages are handled again once
+	// the database returns. Defaults to the dispatcher's Lease.
+	DrainTimeout time.Duration
+	// Inbox is the configuration of every database's inbox.Inbox (table
+	// name, error length, backoff, schema, clock). Dialect, when nil, is
+	// detected per database; Logger defaults to this Config's and gets
+	// the database's id as the "store" attribute.
+	Inbox inbox.Config
+	// Dispatcher configures the one dispatcher (workers, lease, retries)
+	// shared by every database. Its Selector (core.RoundRobin by default,
+	// or core.DrainFirst) orders the databases' claim cycles; Retry
+	// defaults to Inbox.Backoff, Logger to this Config's.
+	Dispatcher inbox.DispatcherConfig
+	// Logger is the default logger of every part. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Inbox is the inbox over several databases (seed 003 §4.5, §6.10–6.11): a
+// router to each database's inbox.Inbox (the IInboxRouter of the seed) and
+// one work-queue dispatcher, with one pool of workers and one set of topic
+// handlers, over all of them. Create it with [NewInbox]; it is safe for
+// concurrent use.
+type Inbox struct {
+	// Dispatcher runs the work queue of every database.
+	Dispatcher *inbox.Dispatcher
+
+	cfg InboxConfig
+	set *set[*inbox.Inbox]
+}
+
+// NewInbox opens the databases of cfg.Databases (or of a first discovery),
+// creates each one's inbox table unless cfg.Inbox.SkipSchema, and adds
+// each inbox to one dispatcher. Nothing runs until [Inbox.Start]. A
+// database that cannot be opened fails NewInbox. Configuration errors wrap
+// core.ErrInvalidConfig.
+func NewInbox(ctx context.Context, cfg InboxConfig) (*Inbox, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	disp, err := inbox.NewMultiDispatcher(cfg.Dispatcher)
+	if err != nil {
+		return nil, err
+	}
+	ib := &Inbox{Dispatcher: disp, cfg: cfg}
+	if ib.set, err = newSet(ctx, cfg.setOptions(), ib.attach, ib.detach); err != nil {
+		return nil, err
+	}
+	return ib, nil
+}
+
+func (c InboxConfig) withDefaults() InboxConfig {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = DefaultRefreshInterval
+	}
+	if c.Inbox.Logger == nil {
+		c.Inbox.Logger = c.Logger
+	}
+	if c.Dispatcher.Logger == nil {
+		c.Dispatcher.Logger = c.Logger
+	}
+	if c.Dispatcher.Retry == nil && c.Inbox.Backoff != nil {
+		c.Dispatcher.Retry = c.Inbox.Backoff
+	}
+	c.DrainTimeout = drainDefault(c.DrainTimeout, c.Dispatcher.Lease, inbox.DefaultLease)
+	return c
+}
+
+func (c InboxConfig) setOptions() setOptions {
+	return setOptions{what: "inbox", databases: c.Databases, discover: c.Discover, open: c.Open,
+		route: c.Route, drain: c.DrainTimeout, log: c.Logger}
+}
+
+func (c InboxConfig) validate() error {
+	return c.setOptions().validate("tenant.InboxConfig", c.Inbox.Table)
+}
+
+// attach builds the inbox of a newly opened database and adds it to the
+// dispatcher.
+func (ib *Inbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*inbox.Inbox, error) {
+	cfg := ib.cfg.Inbox
+	cfg.Logger = cfg.Logger.With(slog.String("store", d.ID))
+	in, err := inbox.New(ctx, db, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := ib.Dispatcher.AddInbox(d.ID, in); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// detach stops claiming from the database's inbox and waits for its
+// running handlers.
+func (ib *Inbox) detach(ctx context.Context, id string, _ *inbox.Inbox) error {
+	return ib.Dispatcher.RemoveInbox(ctx, id)
+}
+
+// For returns the inbox of the database a routing key maps to (the
+// Database's ID, unless InboxConfig.Route maps it; seed 003 IBX-091): use
+// it to Enqueue, Process or check messages of that tenant. An unknown key
+// returns an *UnknownKeyError (errors.Is ErrUnknownKey, IBX-092); an empty
+// one ErrInvalidKey. The inbox stays usable until its database leaves the
+// set; after that its database is closed and every call fails.
+func (ib *Inbox) For(key string) (*inbox.Inbox, error) { return ib.set.get(key) }
+
+// ForUUID is For with a UUID key, looked up in its canonical text form
+// (see [UUIDKey]).
+func (ib *Inbox) ForUUID(key [16]byte) (*inbox.Inbox, error) { return ib.set.get(UUIDKey(key)) }
+
+// StoreIDs returns the ids of the databases in the set, sorted.
+func (ib *Inbox) StoreIDs() []string { return ib.set.ids() }
+
+// Refresh runs InboxConfig.Discover now and applies its result (see
+// [RefreshResult]; IBX-095…097); without Discover it returns an error
+// wrapping core.ErrInvalidConfig. It may run while messages flow: new
+// databases are served at once; removed ones stop being routed to and
+// claimed from, finish their running handlers (bounded by DrainTimeout
+// and ctx) and are closed; unchanged ones are left alone.
+func (ib *Inbox) Refresh(ctx context.Context) (RefreshResult, error) {
+	return ib.set.refresh(ctx, ib.cfg.Discover)
+}
+
+// SetDatabases replaces the set of databases by dbs, like a refresh whose
+// discovery returned dbs. An invalid list (duplicate or invalid ids, empty
+// driver or DSN) changes nothing.
+func (ib *Inbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResult, error) {
+	return ib.set.apply(ctx, dbs)
+}
+
+// Handle sets the handler of a topic, for every database (see
+// inbox.Dispatcher.Handle). The handler learns its message's database
+// from inbox.StoreID(ctx) and inbox.FromContext(ctx).
+func (ib *Inbox) Handle(topic string, h inbox.Handler) error { return ib.Dispatcher.Handle(topic, h) }
+
+// HandleFunc is Handle with a function.
+func (ib *Inbox) HandleFunc(topic string, fn func(ctx context.Context, msg inbox.Record) error) error {
+	return ib.Dispatcher.HandleFunc(topic, fn)
+}
+
+// Start starts the dispatcher and, with Discover, the periodic refresh.
+func (ib *Inbox) Start(ctx context.Context) error {
+	if err := ib.Dispatcher.Start(ctx); err != nil {
+		return err
+	}
+	ib.set.startRefresh(ib.cfg.Discover, ib.cfg.RefreshInterval)
+	return nil
+}
+
+// Close stops the refresh, stops the dispatcher (its running handlers
+// record their outcome unless ctx expires first) and closes every
+// database. Messages not handled yet stay in their databases.
+func (ib *Inbox) Close(ctx context.Context) error {
+	errRefresh := ib.set.stopRefresh(ctx)
+	errDisp := ib.Dispatcher.Stop(ctx)
+	return errors.Join(errRefresh, errDisp, ib.set.closeAll())
+}
