@@ -175,7 +175,10 @@ func (c Config) validate() error {
 // attach builds the tenant of a newly opened database and hands its store
 // to the dispatcher and the poller.
 func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, error) {
-	store, err := jdbcstore.New(db, o.cfg.Store)
+	log := o.cfg.Logger.With(slog.String("store", d.ID))
+	storeCfg := o.cfg.Store
+	storeCfg.Logger = storeCfg.Logger.With(slog.String("store", d.ID))
+	store, err := jdbcstore.New(db, storeCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +192,7 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 		return nil, err
 	}
 	t := &Tenant{ID: d.ID, DB: db, Store: store, queue: q,
-		Tx: txctx.NewX(db, txctx.WithLogger(o.cfg.Logger), txctx.WithWriteGate(store.WriteGate()))}
+		Tx: txctx.NewX(db, txctx.WithLogger(log), txctx.WithWriteGate(store.WriteGate()))}
 	if t.Client, err = core.NewClient(store, q); err != nil {
 		return nil, errors.Join(err, o.Dispatcher.RemoveStore(ctx, d.ID))
 	}
