@@ -29,10 +29,16 @@ type origin struct {
 	// work counts the events held (queued, running, waiting on a timer or
 	// for their DONE write); closed once the store is removed.
 	work *drain.Counter
+	// ctx is the parent of the listener contexts of the store's events:
+	// the dispatcher's run context, also cancelled when RemoveStore gives
+	// up waiting.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
 	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: drain.New()}
+	o.ctx, o.cancel = context.WithCancel(d.runCtx)
 	if id != "" {
 		o.log = d.log.With(slog.String("store", id))
 		o.metrics = core.MetricsForStore(d.metrics, id)
@@ -162,10 +168,12 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) (*StoreQueue, 
 // its pending in-process retries are cancelled and left to the database)
 // and waits until every event of it that the dispatcher still holds has
 // its outcome written, or ctx ends. Once it returned nil the store is no
-// longer used and may be closed. On ctx's end it returns ctx's error; the
-// store is removed anyway (the rest of its events finish in the
-// background), and calling RemoveStore again waits again. An unknown id
-// returns nil.
+// longer used and may be closed. When ctx ends first, the contexts of the
+// store's listeners still running are cancelled (like a hard Close: no
+// attempt is charged, their rows stay as they are and are delivered again
+// once the store is back) and ctx's error is returned; the store is
+// removed anyway, and calling RemoveStore again waits for those listeners
+// to return. An unknown id returns nil.
 func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	d.storesMu.Lock()
 	o, ok := d.stores[id]
@@ -183,8 +191,12 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	o.work.Close()
 	d.cancelRetries(o)
 	if err := o.work.Wait(ctx); err != nil {
+		// Interrupt the store's listeners: their events stay as they are
+		// in the database, and are delivered again once it is back.
+		o.cancel()
 		return fmt.Errorf("outbox: remove store %s: %d events still in flight: %w", id, o.work.Held(), err)
 	}
+	o.cancel()
 	d.storesMu.Lock()
 	if d.removing[id] == o {
 		delete(d.removing, id)

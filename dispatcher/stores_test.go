@@ -281,3 +281,40 @@ func TestAddStoreRejectsBadInput(t *testing.T) {
 		t.Errorf("NewMulti(nil listeners) = %v", err)
 	}
 }
+
+func TestRemoveStorePastItsDeadlineInterruptsItsListeners(t *testing.T) {
+	reg := registry.New()
+	started := make(chan struct{}, 1)
+	reg.RegisterFunc("Wait", func(ctx context.Context, _ core.Envelope) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	d := newMulti(t, dispatcher.Config{Workers: 1}, reg)
+	st := memstore.New(nil)
+	q, _ := d.AddStore("a", st)
+	other, _ := d.AddStore("b", memstore.New(nil))
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env, _ := core.NewEvent("Wait").PayloadJSONString(`{}`).Build()
+	lease := q.HotLease(env)
+	_ = st.Insert(context.Background(), nil, env, lease)
+	q.EnqueueHot(env, lease)
+	recv(t, started, "the listener to start")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.RemoveStore(ctx, "a"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RemoveStore = %v", err)
+	}
+	// The listener saw its ctx end; nothing is charged, the row is as it was.
+	if err := d.RemoveStore(context.Background(), "a"); err != nil {
+		t.Fatalf("second RemoveStore: %v", err)
+	}
+	if r, _ := st.Get(env.ID()); r.Status != core.StatusNew || r.Attempts != 0 {
+		t.Fatalf("row after an interrupted delivery: %v, %d attempts; want NEW, 0", r.Status, r.Attempts)
+	}
+	if other.Held() != 0 || len(d.Stores()) != 1 {
+		t.Fatalf("the other store is affected: held %d, stores %v", other.Held(), d.Stores())
+	}
+}

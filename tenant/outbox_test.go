@@ -590,3 +590,97 @@ func TestStoreIDInLogsAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestRemovalWaitsForEventsInFlight(t *testing.T) {
+	dbs := withOrders(t, sqliteDatabases(t, 2))
+	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close(context.Background())
+	started := make(chan string, 4)
+	release := make(chan struct{})
+	o.RegisterFunc("OrderPlaced", func(ctx context.Context, env core.Envelope) error {
+		started <- env.ID()
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id, err := publish(context.Background(), o, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-started; got != id {
+		t.Fatalf("listener got %s, want %s", got, id)
+	}
+	removed := make(chan error, 1)
+	go func() {
+		_, err := o.SetDatabases(context.Background(), dbs[1:])
+		removed <- err
+	}()
+	waitFor(t, "s1 to stop being routed to", func() bool {
+		_, err := o.For("s1")
+		return errors.Is(err, tenant.ErrUnknownKey)
+	})
+	select {
+	case err := <-removed:
+		t.Fatalf("removal returned (%v) while s1's event was still in its listener", err)
+	case <-time.After(30 * time.Millisecond): // a negative check: it must still wait
+	}
+	close(release)
+	if err := <-removed; err != nil {
+		t.Fatalf("SetDatabases: %v", err)
+	}
+	// The outcome was written before s1 was closed.
+	if r := readRows(t, openAgain(t, dbs[0]))[id]; r.Status != core.StatusDone {
+		t.Fatalf("s1's event in flight ended %v, want DONE", r.Status)
+	}
+}
+
+func TestRemovalPastDrainTimeoutLeavesTheEventForLater(t *testing.T) {
+	dbs := withOrders(t, sqliteDatabases(t, 2))
+	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Logger: quietLogger(),
+		DrainTimeout: 20 * time.Millisecond, Poller: poller.Config{Interval: 20 * time.Millisecond, SkipRecent: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close(context.Background())
+	var stuck atomic.Bool
+	stuck.Store(true)
+	started := make(chan struct{}, 1)
+	o.RegisterFunc("OrderPlaced", func(ctx context.Context, env core.Envelope) error {
+		if stuck.Load() {
+			started <- struct{}{}
+			<-ctx.Done() // until shutdown: the drain gives up first
+			return ctx.Err()
+		}
+		return nil
+	})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id, err := publish(context.Background(), o, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if _, err := o.SetDatabases(context.Background(), dbs[1:]); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SetDatabases past DrainTimeout = %v, want DeadlineExceeded", err)
+	}
+	if r := readRows(t, openAgain(t, dbs[0]))[id]; r.Status != core.StatusNew {
+		t.Fatalf("event of the removed database: %v, want still NEW (delivered when it returns)", r.Status)
+	}
+	// Back in the set: this node still owns the row and its poller
+	// delivers it.
+	stuck.Store(false)
+	if _, err := o.SetDatabases(context.Background(), dbs); err != nil {
+		t.Fatalf("SetDatabases (s1 back): %v", err)
+	}
+	waitAllDone(t, o, "s1", 1)
+}
