@@ -54,6 +54,7 @@ type options struct {
 	json       bool          // one JSON object per line
 	verbose    bool          // framework logs to stderr
 	cpuProfile string        // CPU profile output file
+	trace      string        // runtime execution trace output file
 }
 
 // usageText is printed by -h above the flag list.
@@ -90,7 +91,7 @@ Ratios (all measured within one run, same process and settings):
   publish_ratio     (summary) floor rate / publish rate: the cost factor of
                     publishing over a bare INSERT; target <= 1.15.
   end_to_end_ratio  (summary) end_to_end rate / floor rate; target >= 0.8.
-  Other targets: overload peak_rss_mb <= 64, lost = 0.
+  Other targets: latency p99_us <= 1000, overload peak_rss_mb <= 64, lost = 0.
 
 Output: one line per scenario (an aligned table, or JSON with -json), then a
 summary line. Extra fields: cpu_us_per_event (process CPU per event, steadier
@@ -130,6 +131,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace; large: use with -scenarios and a small -n)")
 	fs.Usage = func() {} // usage only for -h; other errors are one line
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"syscall"
 )
@@ -78,6 +79,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if opts.trace != "" {
+		f, err := os.Create(opts.trace)
+		if err != nil {
+			fmt.Fprintf(stderr, "outbox-bench: -trace: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintf(stderr, "outbox-bench: -trace: %v\n", err)
+			return 1
+		}
+		defer trace.Stop()
 	}
 	b := &bench{opts: &opts, log: logger, stderr: stderr, loadStart: loadAvg()}
 	p := &printer{w: stdout, json: opts.json}
@@ -232,6 +246,9 @@ func (b *bench) summary() summary {
 				miss(fmt.Sprintf("end_to_end_ratio >= %.2f", targetEndToEndRatio))
 			}
 		}
+	}
+	if s.P99us != nil && *s.P99us > targetP99us {
+		miss(fmt.Sprintf("p99_us <= %d", targetP99us))
 	}
 	if s.PeakRSSMB != nil && *s.PeakRSSMB > targetPeakRSSMiB {
 		miss(fmt.Sprintf("peak_rss_mb <= %d", targetPeakRSSMiB))

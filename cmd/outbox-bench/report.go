@@ -13,6 +13,7 @@ const (
 	targetPublishRatio  = 1.15 // floor rate / publish rate, at most
 	targetEndToEndRatio = 0.8  // end_to_end rate / floor rate, at least
 	targetPeakRSSMiB    = 64   // overload peak RSS, at most
+	targetP99us         = 1000 // latency p99 in microseconds, at most
 )
 
 // result is one scenario's measurement: one JSON line with -json, one
@@ -147,7 +148,7 @@ func (p *printer) summary(s summary) {
 		parts = append(parts, fmt.Sprintf("end_to_end_ratio %.3f (e2e/floor, target >= %.2f)", *s.EndToEndRatio, targetEndToEndRatio))
 	}
 	if s.P99us != nil {
-		parts = append(parts, fmt.Sprintf("latency p99 %.1f us", *s.P99us))
+		parts = append(parts, fmt.Sprintf("latency p99 %.1f us (target <= %d)", *s.P99us, targetP99us))
 	}
 	if s.PeakRSSMB != nil {
 		parts = append(parts, fmt.Sprintf("overload peak RSS %.1f MiB (target <= %d)", *s.PeakRSSMB, targetPeakRSSMiB))
