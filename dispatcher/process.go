@@ -25,7 +25,7 @@ const maxNoListenerWarnings = 1000
 // hung past its timeout: a replacement worker has taken over and the
 // calling worker must exit.
 func (d *Dispatcher) process(it item) bool {
-	if it.src.ctx.Err() != nil { // Close's deadline passed, or the store was removed: leave the row as it is
+	if it.src.work.Context().Err() != nil { // Close's deadline passed, or the store was removed: leave the row as it is
 		d.release(it)
 		return true
 	}
@@ -49,7 +49,7 @@ func (d *Dispatcher) process(it item) bool {
 // an in-process retry, or DEAD.
 func (d *Dispatcher) outcome(it item, err error) {
 	id := it.env.ID()
-	if err != nil && it.src.ctx.Err() != nil {
+	if err != nil && it.src.work.Context().Err() != nil {
 		// Interrupted by shutdown (or by the removal of its store): no
 		// attempt is charged, the row keeps its status and the next
 		// process delivers it.
@@ -138,7 +138,7 @@ func (d *Dispatcher) runListeners(it item) error {
 // starts a replacement worker (the pool never shrinks) and call then
 // returns errAbandoned, whenever the listener finally returns.
 func (d *Dispatcher) call(it item, l core.Listener, timeout time.Duration) (err error) {
-	ctx, cancel := context.WithTimeout(it.src.ctx, timeout)
+	ctx, cancel := context.WithTimeout(it.src.work.Context(), timeout)
 	defer cancel()
 	w := &callWatch{}
 	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.abandon(it, w, timeout) })
@@ -156,7 +156,7 @@ func (d *Dispatcher) call(it item, l core.Listener, timeout time.Duration) (err 
 		}
 	}()
 	err = l.OnEvent(ctx, it.env)
-	if err == nil && ctx.Err() == context.DeadlineExceeded && it.src.ctx.Err() == nil {
+	if err == nil && ctx.Err() == context.DeadlineExceeded && it.src.work.Context().Err() == nil {
 		// A listener that returns nil after its deadline may not have
 		// finished its work: count the overrun as a failure.
 		err = fmt.Errorf("listener overran its timeout of %v: %w", timeout, context.DeadlineExceeded)

@@ -27,18 +27,15 @@ type origin struct {
 	metrics core.Metrics
 
 	// work counts the events held (queued, running, waiting on a timer or
-	// for their DONE write); closed once the store is removed.
-	work *drain.Counter
-	// ctx is the parent of the listener contexts of the store's events:
-	// the dispatcher's run context, also cancelled when RemoveStore gives
+	// for their DONE write); closed once the store is removed. Its
+	// Context, a child of the dispatcher's run context, is the parent of
+	// the store's listener contexts: RemoveStore cancels it when it gives
 	// up waiting.
-	ctx    context.Context
-	cancel context.CancelFunc
+	work *drain.Counter
 }
 
 func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
-	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: drain.New()}
-	o.ctx, o.cancel = context.WithCancel(d.runCtx)
+	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: drain.New(d.runCtx)}
 	if id != "" {
 		o.log = d.log.With(slog.String("store", id))
 		o.metrics = core.MetricsForStore(d.metrics, id)
@@ -190,13 +187,11 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	}
 	o.work.Close()
 	d.cancelRetries(o)
-	if err := o.work.Wait(ctx); err != nil {
-		// Interrupt the store's listeners: their events stay as they are
-		// in the database, and are delivered again once it is back.
-		o.cancel()
-		return fmt.Errorf("outbox: remove store %s: %d events still in flight: %w", id, o.work.Held(), err)
+	if held, err := o.work.Drain(ctx); err != nil {
+		// The store's listeners were interrupted: their events stay as
+		// they are in the database, delivered again once it is back.
+		return fmt.Errorf("outbox: remove store %s: %d events still in flight: %w", id, held, err)
 	}
-	o.cancel()
 	d.storesMu.Lock()
 	if d.removing[id] == o {
 		delete(d.removing, id)

@@ -495,7 +495,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 	ctx, cancel := context.WithCancel(context.WithValue(ctx, handlerKey{}, m))
 	defer cancel()
-	defer context.AfterFunc(m.ctx, cancel)()
+	defer context.AfterFunc(m.work.Context(), cancel)()
 	var (
 		err       error
 		noHandler bool

@@ -25,13 +25,10 @@ type member struct {
 	in  *Inbox
 	log *slog.Logger // the dispatcher's, with "store" = id for an added inbox
 
-	// ctx is cancelled when RemoveInbox gives up waiting: the member's
-	// running handlers see their context end.
-	ctx    context.Context
-	cancel context.CancelFunc
-
 	// work counts the claims, maintenance and handlers in progress;
 	// closed once the inbox is removed (no more claims, reaping, cleanup).
+	// Its Context ends when RemoveInbox gives up waiting: the member's
+	// running handlers see their context end.
 	work    *drain.Counter
 	pending atomic.Bool // a message was enqueued since the last claim began
 
@@ -40,7 +37,7 @@ type member struct {
 
 func newMember(d *Dispatcher, id string, in *Inbox) *member {
 	m := &member{
-		d: d, id: id, in: in, log: d.log, work: drain.New(),
+		d: d, id: id, in: in, log: d.log, work: drain.New(context.Background()),
 		noHandlerLog: ratelog.New(5 * time.Second),
 		statusLog:    ratelog.New(5 * time.Second),
 		lostLog:      ratelog.New(5 * time.Second),
@@ -49,7 +46,6 @@ func newMember(d *Dispatcher, id string, in *Inbox) *member {
 	if id != "" {
 		m.log = d.log.With(slog.String("store", id))
 	}
-	m.ctx, m.cancel = context.WithCancel(context.Background())
 	return m
 }
 
@@ -165,11 +161,9 @@ func (d *Dispatcher) RemoveInbox(ctx context.Context, id string) error {
 	}
 	m.work.Close()
 	m.in.unregister(m)
-	if err := m.work.Wait(ctx); err != nil {
-		m.cancel()
-		return fmt.Errorf("outbox: inbox: remove inbox %q: %d claims or handlers still running: %w", id, m.work.Held(), err)
+	if held, err := m.work.Drain(ctx); err != nil {
+		return fmt.Errorf("outbox: inbox: remove inbox %q: %d claims or handlers still running: %w", id, held, err)
 	}
-	m.cancel()
 	d.membersMu.Lock()
 	if d.removing[id] == m {
 		delete(d.removing, id)

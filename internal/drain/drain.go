@@ -14,10 +14,21 @@ type Counter struct {
 	closed atomic.Bool
 	held   atomic.Int64
 	zero   chan struct{} // signalled when held drops to zero
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-// New returns an open counter with nothing held.
-func New() *Counter { return &Counter{zero: make(chan struct{}, 1)} }
+// New returns an open counter with nothing held, whose Context is a child
+// of parent.
+func New(parent context.Context) *Counter {
+	c := &Counter{zero: make(chan struct{}, 1)}
+	c.ctx, c.cancel = context.WithCancel(parent)
+	return c
+}
+
+// Context is the context the counted work runs under: cancelled when its
+// parent is, and when Drain ends (at once when Drain gives up).
+func (c *Counter) Context() context.Context { return c.ctx }
 
 // Hold counts one more unit of work, unless the counter is closed: then
 // it counts nothing and reports false. A Hold that succeeds is matched by
@@ -54,15 +65,20 @@ func (c *Counter) Closed() bool { return c.closed.Load() }
 // Held returns the units of work in progress.
 func (c *Counter) Held() int64 { return c.held.Load() }
 
-// Wait returns nil once nothing is held, or ctx's error when it ends
-// first. Call it after Close, or new work may keep it waiting.
-func (c *Counter) Wait(ctx context.Context) error {
+// Drain closes the counter and waits until nothing is held. When ctx ends
+// first it cancels Context, interrupting the work still running, and
+// returns ctx's error with how many units were still held; calling Drain
+// again waits again.
+func (c *Counter) Drain(ctx context.Context) (held int64, err error) {
+	c.Close()
 	for c.held.Load() > 0 {
 		select {
 		case <-c.zero:
 		case <-ctx.Done():
-			return ctx.Err()
+			c.cancel()
+			return c.held.Load(), ctx.Err()
 		}
 	}
-	return nil
+	c.cancel()
+	return 0, nil
 }

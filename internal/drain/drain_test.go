@@ -10,10 +10,10 @@ import (
 )
 
 func TestCounter(t *testing.T) {
-	c := drain.New()
-	if err := c.Wait(context.Background()); err != nil {
-		t.Fatalf("Wait with nothing held = %v", err)
+	if _, err := drain.New(context.Background()).Drain(context.Background()); err != nil {
+		t.Fatalf("Drain with nothing held = %v", err)
 	}
+	c := drain.New(context.Background())
 	if !c.Hold() || !c.Hold() || c.Held() != 2 {
 		t.Fatalf("Hold on an open counter: held %d", c.Held())
 	}
@@ -23,23 +23,26 @@ func TestCounter(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := c.Wait(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait with a cancelled ctx = %v", err)
+	if held, err := c.Drain(ctx); !errors.Is(err, context.Canceled) || held != 2 {
+		t.Fatalf("Drain with a cancelled ctx = %d, %v; want 2, Canceled", held, err)
+	}
+	if c.Context().Err() == nil {
+		t.Fatal("a Drain that gave up must cancel the work's Context")
 	}
 	done := make(chan error, 1)
-	go func() { done <- c.Wait(context.Background()) }()
+	go func() { _, err := c.Drain(context.Background()); done <- err }()
 	c.Release()
 	c.Add(1) // taken before Close, split later
 	c.Release()
 	c.Release()
 	if err := <-done; err != nil || c.Held() != 0 {
-		t.Fatalf("Wait = %v, held %d", err, c.Held())
+		t.Fatalf("Drain = %v, held %d", err, c.Held())
 	}
 }
 
 func TestCounterConcurrentHoldAndClose(t *testing.T) {
 	for range 200 {
-		c := drain.New()
+		c := drain.New(context.Background())
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
@@ -48,9 +51,8 @@ func TestCounterConcurrentHoldAndClose(t *testing.T) {
 				}
 			})
 		}
-		c.Close()
-		if err := c.Wait(context.Background()); err != nil {
-			t.Fatal(err)
+		if _, err := c.Drain(context.Background()); err != nil || c.Context().Err() == nil {
+			t.Fatalf("Drain = %v; its Context must end with it", err)
 		}
 		wg.Wait()
 		if c.Held() != 0 {
