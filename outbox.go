@@ -62,10 +62,13 @@ type Config struct {
 }
 
 // Outbox bundles the parts. Its fields are the parts themselves, for
-// whatever the methods here do not cover.
+// whatever the methods here do not cover. The embedded Registry gives it
+// Register, RegisterFunc, RegisterType, RegisterAll and TryRegister:
+// listeners per event type (run in registration order), then the
+// listeners of every type.
 type Outbox struct {
-	Store      *jdbcstore.Store
-	Registry   *registry.Registry
+	Store *jdbcstore.Store
+	*registry.Registry
 	Dispatcher *dispatcher.Dispatcher
 	Poller     *poller.Poller   // nil when DisablePoller
 	Cleaner    *cleanup.Cleaner // nil unless EnableCleanup
@@ -186,18 +189,6 @@ func (o *Outbox) InTx(ctx context.Context, fn func(ctx context.Context) error) e
 func (o *Outbox) Publish(ctx context.Context, env Envelope) (string, error) {
 	return o.Client.Publish(ctx, env)
 }
-
-// Register adds a listener for one event type (see registry.Registry.Register).
-func (o *Outbox) Register(eventType string, l Listener) { o.Registry.Register(eventType, l) }
-
-// RegisterFunc adds a function listener for one event type.
-func (o *Outbox) RegisterFunc(eventType string, fn func(ctx context.Context, env Envelope) error) {
-	o.Registry.Register(eventType, core.ListenerFunc(fn))
-}
-
-// RegisterAll adds a listener for every event type, run after the
-// exact-type listeners.
-func (o *Outbox) RegisterAll(l Listener) { o.Registry.RegisterAll(l) }
 
 // ReplayDead moves DEAD events matching f back to NEW (see
 // jdbcstore.Store.ReplayDead); the poller then delivers them through the

@@ -97,8 +97,9 @@ func (t *Tenant) Publish(ctx context.Context, env core.Envelope) (string, error)
 // (a [Tenant]), one dispatcher and one poller for all of them. Create it
 // with [New]; it is safe for concurrent use.
 type Outbox struct {
-	// Registry holds the listeners, shared by every database.
-	Registry *registry.Registry
+	// Registry holds the listeners, shared by every database; its methods
+	// (Register, RegisterFunc, RegisterAll, …) are the Outbox's.
+	*registry.Registry
 	// Dispatcher delivers the events of every database.
 	Dispatcher *dispatcher.Dispatcher
 	// Poller drains every database's outbox; nil when DisablePoller.
@@ -241,18 +242,6 @@ func (o *Outbox) Refresh(ctx context.Context) (RefreshResult, error) {
 func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResult, error) {
 	return o.set.apply(ctx, dbs)
 }
-
-// Register adds a listener for one event type, for every database.
-func (o *Outbox) Register(eventType string, l core.Listener) { o.Registry.Register(eventType, l) }
-
-// RegisterFunc adds a function listener for one event type.
-func (o *Outbox) RegisterFunc(eventType string, fn func(ctx context.Context, env core.Envelope) error) {
-	o.Registry.Register(eventType, core.ListenerFunc(fn))
-}
-
-// RegisterAll adds a listener for every event type, run after the
-// exact-type listeners.
-func (o *Outbox) RegisterAll(l core.Listener) { o.Registry.RegisterAll(l) }
 
 // Start starts the dispatcher, the poller and, with Discover, the
 // periodic refresh.
