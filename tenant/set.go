@@ -51,9 +51,9 @@ type set[T any] struct {
 	members map[string]*member[T]
 	closed  bool
 
-	refreshMu sync.Mutex
-	stopRef   chan struct{}
-	doneRef   chan struct{}
+	refreshMu     sync.Mutex
+	stopRefreshFn context.CancelFunc // ends the refresh loop and a refresh in progress
+	refreshDone   chan struct{}      // closed when the refresh loop has returned
 }
 
 // setOptions are the settings Config and InboxConfig share.
@@ -260,18 +260,6 @@ func (s *set[T]) remove(ctx context.Context, id string) error {
 	return err
 }
 
-// members returns the current members, sorted by id.
-func (s *set[T]) snapshot() []*member[T] {
-	s.mu.RLock()
-	out := make([]*member[T], 0, len(s.members))
-	for _, m := range s.members {
-		out = append(out, m)
-	}
-	s.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].d.ID < out[j].d.ID })
-	return out
-}
-
 // closeAll marks the set closed and closes every database, without
 // detaching (the caller stopped the parts that use them).
 func (s *set[T]) closeAll() error {
@@ -296,27 +284,19 @@ func (s *set[T]) closeAll() error {
 func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
-	if discover == nil || interval <= 0 || s.stopRef != nil {
+	if discover == nil || interval <= 0 || s.stopRefreshFn != nil {
 		return
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	s.stopRef, s.doneRef = stop, done
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.stopRefreshFn, s.refreshDone = cancel, done
 	go func() {
 		defer close(done)
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		for {
 			select {
-			case <-stop:
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
@@ -345,13 +325,13 @@ func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult
 // waits for it or ctx.
 func (s *set[T]) stopRefresh(ctx context.Context) error {
 	s.refreshMu.Lock()
-	stop, done := s.stopRef, s.doneRef
-	s.stopRef, s.doneRef = nil, nil
+	cancel, done := s.stopRefreshFn, s.refreshDone
+	s.stopRefreshFn, s.refreshDone = nil, nil
 	s.refreshMu.Unlock()
-	if stop == nil {
+	if cancel == nil {
 		return nil
 	}
-	close(stop)
+	cancel()
 	select {
 	case <-done:
 		return nil
