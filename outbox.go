@@ -93,18 +93,8 @@ func New(ctx context.Context, db *sqlx.DB, cfg Config) (*Outbox, error) {
 	if cfg.Store.Logger == nil {
 		cfg.Store.Logger = cfg.Logger
 	}
-	if cfg.Dispatcher.Logger == nil {
-		cfg.Dispatcher.Logger = cfg.Logger
-	}
-	if cfg.Dispatcher.Metrics == nil {
-		cfg.Dispatcher.Metrics = cfg.Metrics
-	}
-	if cfg.Poller.Logger == nil {
-		cfg.Poller.Logger = cfg.Logger
-	}
-	if cfg.Poller.Metrics == nil {
-		cfg.Poller.Metrics = cfg.Metrics
-	}
+	core.Inherit(&cfg.Dispatcher.Logger, &cfg.Dispatcher.Metrics, cfg.Logger, cfg.Metrics)
+	core.Inherit(&cfg.Poller.Logger, &cfg.Poller.Metrics, cfg.Logger, cfg.Metrics)
 	store, err := jdbcstore.New(db, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -130,12 +120,7 @@ func New(ctx context.Context, db *sqlx.DB, cfg Config) (*Outbox, error) {
 		}
 	}
 	if cfg.EnableCleanup {
-		if cfg.Cleanup.Logger == nil {
-			cfg.Cleanup.Logger = cfg.Logger
-		}
-		if cfg.Cleanup.Metrics == nil {
-			cfg.Cleanup.Metrics = cfg.Metrics
-		}
+		core.Inherit(&cfg.Cleanup.Logger, &cfg.Cleanup.Metrics, cfg.Logger, cfg.Metrics)
 		if o.Cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {
 			return nil, err
 		}

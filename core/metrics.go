@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // Metrics receives the framework's signals. Calls happen on hot paths and
 // must not block. Embed [NopMetrics] in an implementation so that signals
@@ -65,4 +68,16 @@ func MetricsForStore(m Metrics, storeID string) Metrics {
 		}
 	}
 	return m
+}
+
+// Inherit sets *logger to l and *metrics to m where they are nil: how a
+// wiring package (outbox.New, tenant.New) passes its Logger and Metrics
+// down to the parts' configurations.
+func Inherit(logger **slog.Logger, metrics *Metrics, l *slog.Logger, m Metrics) {
+	if *logger == nil {
+		*logger = l
+	}
+	if *metrics == nil {
+		*metrics = m
+	}
 }

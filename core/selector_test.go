@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"log/slog"
 	"slices"
 	"testing"
 
@@ -120,5 +121,20 @@ func TestMetricsForStore(t *testing.T) {
 	var nop core.Metrics = core.NopMetrics{}
 	if got := core.MetricsForStore(nop, "t1"); got != nop {
 		t.Errorf("plain Metrics must be returned as is: %#v", got)
+	}
+}
+
+func TestInherit(t *testing.T) {
+	root, mine := slog.Default(), slog.New(slog.DiscardHandler)
+	var l *slog.Logger
+	var m core.Metrics
+	core.Inherit(&l, &m, root, labelled{label: "root"})
+	if l != root || m.(labelled).label != "root" {
+		t.Errorf("unset fields must take the defaults: %v %v", l, m)
+	}
+	l, m = mine, labelled{label: "mine"}
+	core.Inherit(&l, &m, root, labelled{label: "root"})
+	if l != mine || m.(labelled).label != "mine" {
+		t.Errorf("set fields must be kept: %v %v", l, m)
 	}
 }

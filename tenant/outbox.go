@@ -148,18 +148,8 @@ func (c Config) withDefaults() Config {
 	if c.Store.Logger == nil {
 		c.Store.Logger = c.Logger
 	}
-	if c.Dispatcher.Logger == nil {
-		c.Dispatcher.Logger = c.Logger
-	}
-	if c.Dispatcher.Metrics == nil {
-		c.Dispatcher.Metrics = c.Metrics
-	}
-	if c.Poller.Logger == nil {
-		c.Poller.Logger = c.Logger
-	}
-	if c.Poller.Metrics == nil {
-		c.Poller.Metrics = c.Metrics
-	}
+	core.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
+	core.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
 	c.DrainTimeout = drainDefault(c.DrainTimeout, c.Dispatcher.Lease, dispatcher.DefaultLease)
 	return c
 }
