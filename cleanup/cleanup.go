@@ -7,10 +7,10 @@ package cleanup
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/periodic"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -87,9 +87,7 @@ type Cleaner struct {
 	p   Purger
 	log *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	job periodic.Job
 }
 
 // New returns a cleaner over p.
@@ -122,50 +120,20 @@ func (c *Cleaner) RunOnce(ctx context.Context) (jdbcstore.PurgeResult, error) {
 
 // Start runs a purge every Interval until Stop. It returns at once.
 func (c *Cleaner) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
+	if !c.job.Start(ctx, c.cfg.Interval, c.runLogged) {
 		return &core.ConfigError{Field: "cleanup", Msg: "already started"}
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel, c.done = cancel, make(chan struct{})
-	go c.loop(runCtx, c.done)
 	return nil
 }
 
 // Stop ends the background runs, cancelling one in progress, and waits for
 // it or ctx. Safe to call more than once.
-func (c *Cleaner) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	cancel, done := c.cancel, c.done
-	c.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		c.mu.Lock()
-		c.cancel, c.done = nil, nil
-		c.mu.Unlock()
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (c *Cleaner) Stop(ctx context.Context) error { return c.job.Stop(ctx) }
 
-func (c *Cleaner) loop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(c.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("purge failed; will try again at the next interval", slog.String("error", err.Error()))
-		}
+// runLogged is one background run: a failure is logged and retried at the
+// next interval.
+func (c *Cleaner) runLogged(ctx context.Context) {
+	if _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("purge failed; will try again at the next interval", slog.String("error", err.Error()))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/periodic"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -51,9 +52,7 @@ type set[T any] struct {
 	members map[string]*member[T]
 	closed  bool
 
-	refreshMu     sync.Mutex
-	stopRefreshFn context.CancelFunc // ends the refresh loop and a refresh in progress
-	refreshDone   chan struct{}      // closed when the refresh loop has returned
+	refresher periodic.Job
 }
 
 // setOptions are the settings Config and InboxConfig share.
@@ -282,30 +281,15 @@ func (s *set[T]) closeAll() error {
 // startRefresh calls discover every interval and applies its result until
 // stopRefresh. A discovery error keeps the current set.
 func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
-	s.refreshMu.Lock()
-	defer s.refreshMu.Unlock()
-	if discover == nil || interval <= 0 || s.stopRefreshFn != nil {
+	if discover == nil || interval <= 0 {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	s.stopRefreshFn, s.refreshDone = cancel, done
-	go func() {
-		defer close(done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if _, err := s.refresh(ctx, discover); err != nil && ctx.Err() == nil {
-				s.log.Error("tenant: refresh of the set of databases failed; will try again", slog.String("part", s.what),
-					slog.String("error", err.Error()))
-			}
+	s.refresher.Start(context.Background(), interval, func(ctx context.Context) {
+		if _, err := s.refresh(ctx, discover); err != nil && ctx.Err() == nil {
+			s.log.Error("tenant: refresh of the set of databases failed; will try again", slog.String("part", s.what),
+				slog.String("error", err.Error()))
 		}
-	}()
+	})
 }
 
 // refresh runs discover and applies its result; without discover it
@@ -323,19 +307,4 @@ func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult
 
 // stopRefresh ends the refresh loop, cancelling a refresh in progress, and
 // waits for it or ctx.
-func (s *set[T]) stopRefresh(ctx context.Context) error {
-	s.refreshMu.Lock()
-	cancel, done := s.stopRefreshFn, s.refreshDone
-	s.stopRefreshFn, s.refreshDone = nil, nil
-	s.refreshMu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *set[T]) stopRefresh(ctx context.Context) error { return s.refresher.Stop(ctx) }
