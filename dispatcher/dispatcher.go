@@ -66,6 +66,10 @@ type Dispatcher struct {
 
 	hot  chan item
 	cold chan item
+	// hotWaiting counts events handed to the hot queue that no worker has
+	// taken yet (queued, or handed to a worker that was woken but has not
+	// run yet); see HotWaiting.
+	hotWaiting atomic.Int64
 
 	started  atomic.Bool
 	closed   atomic.Bool
@@ -230,11 +234,13 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		d.release(it)
 		return false // the poller delivers it when due
 	}
+	d.hotWaiting.Add(1)
 	select {
 	case d.hot <- it:
 		o.metrics.HotEnqueued()
 		return true
 	default:
+		d.hotWaiting.Add(-1)
 		d.release(it)
 		o.metrics.HotDropped()
 		d.dropLog.Hit(o.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
@@ -287,6 +293,20 @@ func (d *Dispatcher) Held() int {
 // QueueDepths returns the current lengths of the hot and cold queues.
 func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
 
+// HotWaiting reports whether an event handed to the hot queue has not been
+// taken by a worker yet: it is queued, or a worker was woken for it but has
+// not run yet. Pass it to txctx.WithYield (outbox.New and tenant.New do),
+// so a goroutine that commits transaction after transaction lets the
+// delivery worker its commit woke run first.
+//
+// Why: an after-commit hook that hands an event to an idle worker makes the
+// worker runnable on the committing goroutine's processor. If that
+// goroutine goes straight into its next transaction while the other
+// processors are busy (other writers, or the garbage collector's idle
+// worker, which does not look at other processors' queues), the worker
+// waits until the goroutine blocks: milliseconds instead of microseconds.
+func (d *Dispatcher) HotWaiting() bool { return d.hotWaiting.Load() > 0 }
+
 // Close stops intake (EnqueueHot/EnqueueCold return false), cancels pending
 // in-process retries and lets the workers drain the queues. If ctx expires
 // first, listener contexts are cancelled, queued events are left to the
@@ -335,9 +355,11 @@ func (d *Dispatcher) worker() {
 		// Hot first: take a hot event whenever one is waiting.
 		select {
 		case it = <-d.hot:
+			d.hotWaiting.Add(-1)
 		default:
 			select {
 			case it = <-d.hot:
+				d.hotWaiting.Add(-1)
 			case it = <-d.cold:
 			case <-d.stopping:
 				d.drain()
@@ -362,6 +384,7 @@ func (d *Dispatcher) drain() {
 		var it item
 		select {
 		case it = <-d.hot:
+			d.hotWaiting.Add(-1)
 		case it = <-d.cold:
 		default:
 			return
@@ -378,6 +401,7 @@ func (d *Dispatcher) discard() int {
 	for {
 		select {
 		case it := <-d.hot:
+			d.hotWaiting.Add(-1)
 			d.release(it)
 		case it := <-d.cold:
 			d.release(it)

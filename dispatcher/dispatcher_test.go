@@ -673,3 +673,46 @@ func TestColdRoomAndQueueDepths(t *testing.T) {
 		t.Errorf("ColdEnqueued = %d, want 3", n)
 	}
 }
+
+// HotWaiting is true exactly while a hot event waits for a worker: queued
+// before Start, queued behind a busy worker; not for cold events, dropped
+// events or events a worker has taken.
+func TestHotWaiting(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, HotCapacity: 2})
+	g := newGate(t)
+	started := make(chan struct{}, 1)
+	var first atomic.Bool
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		if first.CompareAndSwap(false, true) {
+			started <- struct{}{}
+			<-g.ch
+		}
+		return nil
+	})
+	if h.d.HotWaiting() {
+		t.Fatal("HotWaiting on an empty dispatcher")
+	}
+	h.mustEnqueueCold(h.insert("E"), 0)
+	if h.d.HotWaiting() {
+		t.Fatal("HotWaiting with only a cold event queued")
+	}
+	running, queued := h.insert("E"), h.insert("E")
+	h.mustEnqueueHot(running)
+	h.mustEnqueueHot(queued)
+	if !h.d.HotWaiting() {
+		t.Fatal("HotWaiting = false with two hot events queued before Start")
+	}
+	if h.enqueueHot(h.insert("E")) {
+		t.Fatal("EnqueueHot on a full hot queue = true")
+	}
+	h.start()
+	recv(t, started, "the first listener to start")
+	// The worker holds the first event; the second still waits.
+	if !h.d.HotWaiting() {
+		t.Fatal("HotWaiting = false while an event waits behind the busy worker")
+	}
+	g.open()
+	h.waitStatus(running.ID(), core.StatusDone)
+	h.waitStatus(queued.ID(), core.StatusDone)
+	waitFor(t, waitTimeout, "HotWaiting to turn false", func() bool { return !h.d.HotWaiting() }, nil)
+}
