@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 
 	"github.com/jmoiron/sqlx"
 
@@ -19,6 +20,7 @@ type options struct {
 	logger *slog.Logger
 	txOpts *sql.TxOptions
 	gate   *core.WriteGate
+	yield  func() bool
 }
 
 // WithLogger sets the logger for panicking hooks and hooks registered too
@@ -45,6 +47,22 @@ func WithTxOptions(txOpts *sql.TxOptions) Option {
 // databases with row locks, where it does nothing).
 func WithWriteGate(g *core.WriteGate) Option {
 	return func(o *options) { o.gate = g }
+}
+
+// WithYield makes [Manager.Do] give up its processor ([runtime.Gosched])
+// before it begins a transaction whenever waiting reports true. Pass the
+// dispatcher's HotWaiting (outbox.New and tenant.New do): a delivery worker
+// woken by the previous transaction's after-commit hook is runnable on the
+// committing goroutine's processor, and when that goroutine goes straight
+// into its next transaction while the other processors are busy, the
+// worker would wait until the goroutine blocks (milliseconds). Yielding
+// lets it run first, so the event reaches its listener in microseconds.
+// Do never yields for a transaction it joins. A nil waiting never yields.
+//
+// waiting must be cheap and safe for concurrent use; it is called once per
+// transaction Do begins.
+func WithYield(waiting func() bool) Option {
+	return func(o *options) { o.yield = waiting }
 }
 
 func buildOptions(opts []Option) options {
@@ -136,6 +154,9 @@ func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) er
 		return fn(withTx(ctx, outer))
 	}
 
+	if m.opts.yield != nil && m.opts.yield() {
+		runtime.Gosched()
+	}
 	if err := m.opts.gate.Yield(ctx); err != nil {
 		return fmt.Errorf("outbox: begin transaction: wait for the store's writes: %w", err)
 	}

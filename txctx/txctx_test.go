@@ -900,6 +900,42 @@ func TestWithTxOptionsReadOnly(t *testing.T) {
 	}
 }
 
+// WithYield's function is asked once before each transaction Do begins,
+// before BEGIN, and never for a Do that joins the carried transaction.
+func TestWithYieldAskedOncePerBegin(t *testing.T) {
+	db := openDB(t)
+	var asked atomic.Int32
+	var inTx atomic.Bool
+	m := txctx.New(db, txctx.WithYield(func() bool {
+		if inTx.Load() {
+			t.Error("WithYield asked while a transaction was open")
+		}
+		return asked.Add(1)%2 == 0 // yield every other time: both paths run
+	}))
+	for i := range 4 {
+		err := m.Do(context.Background(), func(ctx context.Context) error {
+			inTx.Store(true)
+			defer inTx.Store(false)
+			return m.Do(ctx, func(ctx context.Context) error { return insert(ctx, t, i) })
+		})
+		if err != nil {
+			t.Fatalf("Do #%d: %v", i, err)
+		}
+	}
+	if n := asked.Load(); n != 4 {
+		t.Fatalf("WithYield asked %d times for 4 transactions (each with a joined Do), want 4", n)
+	}
+	if n := countItems(t, db); n != 4 {
+		t.Fatalf("rows = %d, want 4", n)
+	}
+	// A nil function never yields and never fails.
+	if err := txctx.New(db, txctx.WithYield(nil)).Do(context.Background(), func(ctx context.Context) error {
+		return insert(ctx, t, 5)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDoInvalidArguments(t *testing.T) {
 	if err := txctx.New(nil).Do(context.Background(), func(context.Context) error { return nil }); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Fatalf("nil db: %v", err)
