@@ -110,7 +110,8 @@ func New(ctx context.Context, db *sqlx.DB, cfg Config) (*Outbox, error) {
 		return nil, err
 	}
 	o := &Outbox{Store: store, Registry: reg, Dispatcher: disp,
-		Tx: txctx.NewX(db, txctx.WithLogger(cfg.Logger), txctx.WithWriteGate(store.WriteGate()))}
+		Tx: txctx.NewX(db, txctx.WithLogger(cfg.Logger), txctx.WithWriteGate(store.WriteGate()),
+			txctx.WithYield(disp.HotWaiting))}
 	if o.Client, err = core.NewClient(store, disp); err != nil {
 		return nil, err
 	}

@@ -183,7 +183,8 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 		return nil, err
 	}
 	t := &Tenant{ID: d.ID, DB: db, Store: store, queue: q,
-		Tx: txctx.NewX(db, txctx.WithLogger(log), txctx.WithWriteGate(store.WriteGate()))}
+		Tx: txctx.NewX(db, txctx.WithLogger(log), txctx.WithWriteGate(store.WriteGate()),
+			txctx.WithYield(o.Dispatcher.HotWaiting))}
 	if t.Client, err = core.NewClient(store, q); err != nil {
 		return nil, errors.Join(err, o.Dispatcher.RemoveStore(ctx, d.ID))
 	}
