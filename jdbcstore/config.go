@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/outbox-go/outbox/core"
 )
 
@@ -48,6 +50,16 @@ type Config struct {
 
 // withDefaults returns cfg with every zero field set to its default.
 // driverName is the name the *sqlx.DB was opened with.
+// resolve checks db, fills cfg's defaults for db's driver and validates
+// the result: the common start of New and NewInbox.
+func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
+	if db == nil {
+		return cfg, &core.ConfigError{Field: "db", Msg: "must not be nil"}
+	}
+	cfg = cfg.withDefaults(db.DriverName())
+	return cfg, cfg.validate(db.DriverName())
+}
+
 func (cfg Config) withDefaults(driverName string) Config {
 	if cfg.Dialect == nil {
 		cfg.Dialect = dialectForDriver(driverName)

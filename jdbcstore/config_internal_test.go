@@ -150,3 +150,19 @@ func FuzzTruncateError(f *testing.F) {
 		}
 	})
 }
+
+// Both constructors refuse a nil database with a ConfigError naming it.
+func TestNilDatabaseRefused(t *testing.T) {
+	t.Parallel()
+	check := func(name string, err error) {
+		t.Helper()
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "db" || !errors.Is(err, core.ErrInvalidConfig) {
+			t.Fatalf("%s(nil) error = %v, want a ConfigError for db wrapping ErrInvalidConfig", name, err)
+		}
+	}
+	_, err := New(nil, Config{})
+	check("New", err)
+	_, err = NewInbox(nil, Config{})
+	check("NewInbox", err)
+}

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-
-	"github.com/outbox-go/outbox/core"
 )
 
 // InboxStore is the SQL store of the inbox (package inbox, seed 003): one
@@ -46,14 +44,11 @@ type InboxStore struct {
 // renders the SQL but does not touch the database: call
 // [InboxStore.ApplySchema] to create the table.
 func NewInbox(db *sqlx.DB, cfg Config) (*InboxStore, error) {
-	if db == nil {
-		return nil, &core.ConfigError{Field: "db", Msg: "must not be nil"}
-	}
 	if cfg.Table == "" {
 		cfg.Table = DefaultInboxTable
 	}
-	cfg = cfg.withDefaults(db.DriverName())
-	if err := cfg.validate(db.DriverName()); err != nil {
+	cfg, err := cfg.resolve(db)
+	if err != nil {
 		return nil, err
 	}
 	schema, err := renderInboxSchema(cfg.Dialect, cfg.Table)

@@ -40,11 +40,8 @@ var _ core.Store = (*Store)(nil)
 // Errors wrap [core.ErrInvalidConfig] (see [core.ConfigError]) or, for a
 // bad table name, [core.ErrInvalidIdentifier].
 func New(db *sqlx.DB, cfg Config) (*Store, error) {
-	if db == nil {
-		return nil, &core.ConfigError{Field: "db", Msg: "must not be nil"}
-	}
-	cfg = cfg.withDefaults(db.DriverName())
-	if err := cfg.validate(db.DriverName()); err != nil {
+	cfg, err := cfg.resolve(db)
+	if err != nil {
 		return nil, err
 	}
 	schema, err := renderSchema(cfg.Dialect, cfg.Table)
