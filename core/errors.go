@@ -30,7 +30,8 @@ var (
 	ErrNoPayload = errors.New("outbox: no payload: set exactly one of JSON or bytes")
 	// ErrBothPayloads reports an envelope given both a JSON and a bytes payload.
 	ErrBothPayloads = errors.New("outbox: both JSON and bytes payloads set: set exactly one")
-	// ErrInvalidJSON reports a JSON payload that is not valid JSON.
+	// ErrInvalidJSON reports a JSON payload that is not valid JSON, or
+	// not valid UTF-8 (which no supported database stores as JSON).
 	ErrInvalidJSON = errors.New("outbox: payload is not valid JSON")
 	// ErrPayloadTooLarge reports a payload over MaxPayloadBytes bytes.
 	ErrPayloadTooLarge = errors.New("outbox: payload is too large")

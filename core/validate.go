@@ -52,6 +52,11 @@ func validate(e *Envelope) error {
 	}
 	switch e.kind {
 	case PayloadJSON:
+		// json.Valid accepts invalid UTF-8 inside strings; databases do
+		// not (MySQL rejects it at insert), so no database may see it.
+		if !utf8.Valid(e.payload) {
+			return invalid("payload", ErrInvalidJSON, "not UTF-8")
+		}
 		if !json.Valid(e.payload) {
 			return invalid("payload", ErrInvalidJSON, "")
 		}
