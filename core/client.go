@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 )
 
@@ -35,7 +36,27 @@ func (c *Client) Publish(ctx context.Context, env Envelope) (string, error) {
 	return c.PublishTx(ctx, tx, env)
 }
 
-// PublishTx is Publish with an explicit transaction.
+// hotSafe reports whether tx's after-commit hook may hand events to the
+// hot path: always, unless the store's database can roll back silently and
+// tx cannot check before it commits (see CommitChecker).
+func (c *Client) hotSafe(tx Tx) bool {
+	if sr, ok := c.store.(SilentRollbacker); !ok || !sr.SilentRollback() {
+		return true
+	}
+	_, checks := tx.(CommitChecker)
+	_, queries := tx.(rowQuerier)
+	return checks && queries
+}
+
+// rowQuerier runs a query returning at most one row on a transaction; the
+// SQL store's check before commit needs it.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// PublishTx is Publish with an explicit transaction. A transaction of
+// another database than the store's is refused with [ErrForeignTx] when
+// it tells its database ([TxDatabase]); nothing is written.
 func (c *Client) PublishTx(ctx context.Context, tx Tx, env Envelope) (string, error) {
 	if tx == nil || !tx.Active() {
 		return "", ErrNoTransaction
@@ -43,15 +64,18 @@ func (c *Client) PublishTx(ctx context.Context, tx Tx, env Envelope) (string, er
 	if err := env.Validate(); err != nil {
 		return "", err
 	}
+	hot := c.hot
+	if hot != nil && !c.hotSafe(tx) {
+		hot = nil // inserted unowned: the poller delivers it
+	}
 	var lease Lease
-	if c.hot != nil {
-		lease = c.hot.HotLease(env)
+	if hot != nil {
+		lease = hot.HotLease(env)
 	}
 	if err := c.store.Insert(ctx, tx, env, lease); err != nil {
 		return "", fmt.Errorf("outbox: publish %s: %w", env.id, err)
 	}
-	if c.hot != nil {
-		hot := c.hot
+	if hot != nil {
 		tx.AfterCommit(func() { hot.EnqueueHot(env, lease) })
 	}
 	return env.id, nil

@@ -53,6 +53,19 @@ var (
 	ErrInvalidIdentifier = errors.New("outbox: invalid SQL identifier")
 	// ErrDecode reports a stored row that cannot be turned back into an envelope.
 	ErrDecode = errors.New("outbox: cannot decode stored event")
+	// ErrForeignTx is returned when a transaction is used with a database
+	// it does not belong to: Publish on a transaction of another outbox's
+	// database (nothing is written), or txctx's Manager.Do on a context
+	// carrying another database's transaction.
+	ErrForeignTx = errors.New("outbox: context carries an active transaction of another database")
+	// ErrTxAborted is returned by a commit when the database had already
+	// rolled the transaction back on its own: MySQL and MariaDB do that
+	// after a deadlock, a lock wait timeout (with innodb_rollback_on_timeout)
+	// or a killed connection, and then let a later COMMIT "succeed" on
+	// nothing if the business code ignored the failed statement. Nothing
+	// was committed, after-commit hooks do not run, after-rollback hooks
+	// do. Run the whole transaction again.
+	ErrTxAborted = errors.New("outbox: the database rolled the transaction back before commit")
 )
 
 // ValidationError tells which field of an envelope is invalid. It wraps one

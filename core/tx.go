@@ -1,6 +1,9 @@
 package core
 
-import "context"
+import (
+	"context"
+	"database/sql"
+)
 
 // Tx is an active business transaction that can carry after-commit and
 // after-rollback hooks. txctx implements it for database/sql and sqlx; other
@@ -13,6 +16,65 @@ type Tx interface {
 	AfterCommit(fn func())
 	// AfterRollback registers fn to run once, only after a rollback.
 	AfterRollback(fn func())
+}
+
+// CommitChecker is implemented by transactions that can run checks just
+// before they commit ([txctx.Tx] does). A check that fails makes the
+// transaction roll back instead: its commit returns an error wrapping the
+// check's error, and only the after-rollback hooks run.
+//
+// The SQL store registers one on MySQL and MariaDB, which may roll a
+// transaction back on their own (deadlock, lock wait timeout, killed
+// connection) while the driver carries on: if the business code ignored
+// that failed statement, COMMIT would "succeed" on nothing and the
+// after-commit hook would deliver an event whose row never existed. The
+// check looks for the first event row the transaction inserted and fails
+// with [ErrTxAborted] when it is gone. It runs only when the transaction
+// cannot vouch that none of its statements failed (see [StatementWatcher]).
+//
+// [Client.PublishTx] only hands events to the hot path after commit when
+// the store does not need the check (see [SilentRollbacker]) or the
+// transaction implements CommitChecker and QueryRowContext (as *sql.Tx
+// has it), which the check runs on; otherwise the poller delivers them.
+type CommitChecker interface {
+	// BeforeCommit registers check to run once, just before COMMIT, in
+	// registration order. A non-nil key registered before on the same
+	// transaction is ignored, so a store registers one check per
+	// transaction however many events it inserts. The check runs on the
+	// transaction (statements are allowed) with a context that is not
+	// cancelled.
+	BeforeCommit(key any, check func(ctx context.Context) error)
+}
+
+// StatementWatcher is implemented by transactions that see the outcome of
+// the statements run on them ([txctx.Tx] does for statements run through
+// its own methods). A database rolls a transaction back on its own only in
+// answer to a statement that fails (deadlock, lock wait timeout, lost
+// connection), so a transaction none of whose statements failed needs no
+// check before commit: the SQL store skips its check then, and a
+// publishing transaction costs no extra round trip.
+type StatementWatcher interface {
+	// MayHaveFailed reports whether a statement on the transaction failed,
+	// or may have failed unseen: one ran on the raw handle, or returned
+	// rows whose later errors the transaction cannot see.
+	MayHaveFailed() bool
+}
+
+// SilentRollbacker is implemented by an [Inserter] whose database may roll
+// a transaction back on its own without failing the later COMMIT (MySQL,
+// MariaDB). [Client.PublishTx] then uses the hot path only on transactions
+// that implement [CommitChecker], so no listener ever sees an event whose
+// row did not commit.
+type SilentRollbacker interface {
+	SilentRollback() bool
+}
+
+// TxDatabase is implemented by transactions that know the database they
+// were begun on ([txctx.Tx] does when it was begun or adopted through a
+// Manager). The SQL store refuses to insert on a transaction of another
+// database with [ErrForeignTx]. Database returns nil when unknown.
+type TxDatabase interface {
+	Database() *sql.DB
 }
 
 type txKey struct{}

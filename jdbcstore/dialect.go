@@ -61,6 +61,12 @@ type capabilities struct {
 	// updateOrderLimit: UPDATE ... LIMIT (MySQL); without it a LIMIT
 	// goes into a subquery on the same table (SQLite, PostgreSQL).
 	updateOrderLimit bool
+	// silentRollback: the server may roll a transaction back on its own
+	// (deadlock, lock wait timeout, killed connection) and still let a
+	// later COMMIT succeed, on nothing (MySQL, MariaDB). The store then
+	// checks before commit that the transaction's first event row is
+	// still there.
+	silentRollback bool
 }
 
 // timeSelector is implemented by dialects that must not let the driver

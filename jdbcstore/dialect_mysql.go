@@ -50,7 +50,10 @@ func (mysqlDialect) bindType() int         { return sqlx.QUESTION }
 func (mysqlDialect) caps() capabilities {
 	// FOR UPDATE SKIP LOCKED: MySQL 8.0.1, MariaDB 10.6. RETURNING exists
 	// in MariaDB for INSERT and DELETE only, and not at all in MySQL.
-	return capabilities{skipLocked: true, updateOrderLimit: true}
+	// InnoDB rolls back the whole transaction after a deadlock (and a lock
+	// wait timeout with innodb_rollback_on_timeout); the session goes on in
+	// autocommit mode and COMMIT succeeds on nothing.
+	return capabilities{skipLocked: true, updateOrderLimit: true, silentRollback: true}
 }
 
 // quoteIdent uses backticks, which work whatever sql_mode (ANSI_QUOTES)

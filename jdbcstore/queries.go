@@ -69,6 +69,8 @@ type statements struct {
 	reap string
 	// get: event_id.
 	get string
+	// exists: event_id (one row if the event exists).
+	exists string
 	// countByStatus: no arguments.
 	countByStatus string
 }
@@ -104,6 +106,7 @@ func buildStatements(d Dialect, table string) statements {
 		claimable: pending + " AND available_at <= ? AND created_at <= ?" +
 			" AND (locked_by IS NULL OR locked_until < ? OR locked_by = ?)",
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
+		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
 		countByStatus: "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
 	}
 	q.markDone1 = q.markDonePrefix + "?" + q.markDoneSuffix
@@ -120,7 +123,7 @@ func buildStatements(d Dialect, table string) statements {
 	}
 	bt := d.bindType()
 	for _, p := range []*string{&q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.poll,
-		&q.claimReturning, &q.claimSelect, &q.reap, &q.get, &q.countByStatus} {
+		&q.claimReturning, &q.claimSelect, &q.reap, &q.get, &q.exists, &q.countByStatus} {
 		*p = sqlx.Rebind(bt, *p)
 	}
 	return q

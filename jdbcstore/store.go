@@ -3,6 +3,7 @@ package jdbcstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -87,6 +88,11 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 	if err := env.Validate(); err != nil {
 		return fmt.Errorf("outbox: jdbcstore: insert: %w", err)
 	}
+	if td, ok := ex.(core.TxDatabase); ok {
+		if db := td.Database(); db != nil && db != s.db.DB {
+			return fmt.Errorf("outbox: jdbcstore: insert %q into %s: %w", env.ID(), s.table, core.ErrForeignTx)
+		}
+	}
 	headers, err := core.EncodeHeaders(env.RawHeaders())
 	if err != nil {
 		return fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
@@ -128,7 +134,59 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 	if err != nil {
 		return s.mapError("insert", env.ID(), err)
 	}
+	s.checkBeforeCommit(ex, env.ID())
 	return nil
+}
+
+// SilentRollback reports whether the store's database may roll a
+// transaction back on its own and still let its COMMIT succeed (MySQL,
+// MariaDB). It implements [core.SilentRollbacker]: on such a database the
+// hot path is only used for transactions that implement
+// [core.CommitChecker] (txctx's do).
+func (s *Store) SilentRollback() bool { return s.dialect.caps().silentRollback }
+
+// rowQuerier runs a query returning at most one row (*sql.Tx, *sqlx.Tx and
+// txctx's Tx do).
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// checkBeforeCommit makes a transaction that can run checks before commit
+// verify, on a database that may roll back silently, that the first event
+// this store inserted on it is still there: if the server rolled the
+// transaction back after a statement the business code ignored, the
+// commit fails with core.ErrTxAborted instead of succeeding on nothing
+// and delivering an event that does not exist. One check per transaction
+// and store: a later event could have been inserted in autocommit mode
+// after the rollback, the first one cannot. The check costs a round trip,
+// so it is skipped for a transaction that saw every statement succeed
+// (core.StatementWatcher).
+func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
+	if !s.dialect.caps().silentRollback {
+		return
+	}
+	cc, ok := ex.(core.CommitChecker)
+	if !ok {
+		return
+	}
+	q, ok := ex.(rowQuerier)
+	if !ok {
+		return
+	}
+	cc.BeforeCommit(s, func(ctx context.Context) error {
+		if w, ok := ex.(core.StatementWatcher); ok && !w.MayHaveFailed() {
+			return nil // no statement failed: the server cannot have rolled back
+		}
+		var one int
+		err := q.QueryRowContext(ctx, s.q.exists, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("outbox: jdbcstore: event %q is no longer in %s: %w", id, s.table, core.ErrTxAborted)
+		}
+		if err != nil {
+			return fmt.Errorf("outbox: jdbcstore: check event %q before commit: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // ownsExecer reports whether ex is the store's own pool, so a failed

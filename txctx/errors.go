@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/outbox-go/outbox/core"
 )
 
 var (
@@ -13,8 +15,10 @@ var (
 	ErrManagedTx = errors.New("outbox: transaction is managed by Manager.Do; return from fn to commit or roll back")
 	// ErrForeignTx is returned by [Manager.Do] when the context already
 	// carries an active transaction that does not belong to the Manager's
-	// database (or whose database is unknown).
-	ErrForeignTx = errors.New("outbox: context carries an active transaction of another database")
+	// database (or whose database is unknown). It is [core.ErrForeignTx],
+	// which the outbox store also returns for a Publish on a transaction of
+	// another database.
+	ErrForeignTx = core.ErrForeignTx
 	// ErrTxDone is returned when a transaction is committed or rolled back a
 	// second time. It also matches [sql.ErrTxDone] with errors.Is.
 	ErrTxDone = fmt.Errorf("outbox: transaction already committed or rolled back: %w", sql.ErrTxDone)

@@ -129,7 +129,10 @@ func driverName(db *sql.DB) string {
 // panics again with the same value. If ctx is done when fn returns nil, Do
 // rolls back and returns an error wrapping ctx.Err(), as database/sql would.
 // A failed commit is returned wrapped and runs the after-rollback hooks,
-// never the after-commit hooks.
+// never the after-commit hooks; so does a failed check registered with
+// [Tx.BeforeCommit] (on MySQL/MariaDB, a transaction the server rolled back
+// on its own, whose failed statement fn ignored, returns an error matching
+// [core.ErrTxAborted]).
 //
 // The transaction is begun with [context.WithoutCancel](ctx), so a cancelled
 // ctx cannot race Do's own rollback; statements run by fn still use the ctx
@@ -198,7 +201,7 @@ func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) er
 		}
 		return notCommitted
 	}
-	return t.commit()
+	return t.commit(context.WithoutCancel(ctx))
 }
 
 // carried inspects the transaction already carried by ctx. join is true when

@@ -3,10 +3,12 @@ package txctx
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 
@@ -41,6 +43,7 @@ func (s txState) String() string {
 const (
 	hookAfterCommit   = "after_commit"
 	hookAfterRollback = "after_rollback"
+	hookBeforeCommit  = "before_commit"
 )
 
 // Tx is a database transaction with after-commit and after-rollback hooks.
@@ -57,42 +60,138 @@ type Tx struct {
 	managed bool     // owned by Manager.Do
 	logger  *slog.Logger
 
+	// mayHaveFailed is set when a statement failed, or may have failed
+	// where this Tx cannot see it (see MayHaveFailed).
+	mayHaveFailed atomic.Bool
+
 	mu            sync.Mutex
 	state         txState
 	afterCommit   []func()
 	afterRollback []func()
+	beforeCommit  []commitCheck
 }
 
-var _ core.Tx = (*Tx)(nil)
+// commitCheck is a check registered with BeforeCommit.
+type commitCheck struct {
+	key   any
+	check func(ctx context.Context) error
+}
+
+var (
+	_ core.Tx               = (*Tx)(nil)
+	_ core.CommitChecker    = (*Tx)(nil)
+	_ core.TxDatabase       = (*Tx)(nil)
+	_ core.StatementWatcher = (*Tx)(nil)
+)
 
 func newTx(tx *sql.Tx, txx *sqlx.Tx, db *sql.DB, managed bool, logger *slog.Logger) *Tx {
-	return &Tx{tx: tx, txx: txx, db: db, managed: managed, logger: logger}
+	t := &Tx{tx: tx, txx: txx, db: db, managed: managed, logger: logger}
+	if !managed {
+		// The caller holds the raw transaction and may run statements on
+		// it that this Tx never sees.
+		t.mayHaveFailed.Store(true)
+	}
+	return t
 }
 
 // ExecContext runs a statement on the transaction. It implements [core.Execer].
 func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, q, args...)
+	res, err := t.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		t.mayHaveFailed.Store(true)
+	}
+	return res, err
 }
 
-// QueryContext runs a query on the transaction.
+// QueryContext runs a query on the transaction. An error met while reading
+// the rows is out of this Tx's sight, so the transaction then counts as one
+// that may have failed (see [Tx.MayHaveFailed]).
 func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	t.mayHaveFailed.Store(true)
 	return t.tx.QueryContext(ctx, q, args...)
 }
 
 // QueryRowContext runs a query expected to return at most one row on the
 // transaction.
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, q, args...)
+	row := t.tx.QueryRowContext(ctx, q, args...)
+	if row.Err() != nil {
+		t.mayHaveFailed.Store(true)
+	}
+	return row
 }
 
 // SQL returns the underlying *sql.Tx. Do not commit or roll it back
 // directly: hooks only run when the transaction ends through this package.
-func (t *Tx) SQL() *sql.Tx { return t.tx }
+// Statements run on it are out of this Tx's sight (see [Tx.MayHaveFailed]).
+func (t *Tx) SQL() *sql.Tx {
+	t.mayHaveFailed.Store(true)
+	return t.tx
+}
 
 // Sqlx returns the underlying *sqlx.Tx, or nil for a transaction adopted
-// from a plain *sql.Tx with [Adopt] or [Manager.Adopt]. The same rule as
-// for [Tx.SQL] applies.
-func (t *Tx) Sqlx() *sqlx.Tx { return t.txx }
+// from a plain *sql.Tx with [Adopt] or [Manager.Adopt]. The same rules as
+// for [Tx.SQL] apply.
+func (t *Tx) Sqlx() *sqlx.Tx {
+	t.mayHaveFailed.Store(true)
+	return t.txx
+}
+
+// MayHaveFailed reports whether a statement on the transaction failed, or
+// may have failed unseen: the raw transaction was taken with [Tx.SQL] or
+// [Tx.Sqlx], the transaction was adopted (its owner holds the raw one), or
+// [Tx.QueryContext] returned rows (an error while reading them is not
+// seen here). It implements [core.StatementWatcher]. On MySQL and MariaDB
+// the outbox store checks before commit that the database did not roll the
+// transaction back on its own, which it only does in answer to a failing
+// statement; a transaction for which MayHaveFailed is false skips that
+// check and its round trip.
+func (t *Tx) MayHaveFailed() bool { return t.mayHaveFailed.Load() }
+
+// Database returns the database the transaction belongs to: the Manager's
+// for transactions begun or adopted through a [Manager], nil for the
+// package-level [Adopt] and [AdoptX]. The outbox store refuses to insert on
+// a transaction of another database ([core.ErrForeignTx]). It implements
+// [core.TxDatabase].
+func (t *Tx) Database() *sql.DB { return t.db }
+
+// BeforeCommit registers check to run once, just before the transaction
+// commits, in registration order; a non-nil key registered before on this
+// transaction is ignored. If a check fails, the transaction is rolled back
+// instead, the after-rollback hooks run, and the commit ([Tx.Commit] or
+// [Manager.Do]) returns an error wrapping the check's error. Checks run on
+// the transaction with a context that is not cancelled ([Manager.Do]'s ctx
+// without its cancellation; [context.Background] for [Tx.Commit]). On a
+// transaction that is no longer active it does nothing and logs a warning.
+// It implements [core.CommitChecker]: the outbox store uses it on MySQL and
+// MariaDB to notice a transaction the server already rolled back.
+func (t *Tx) BeforeCommit(key any, check func(ctx context.Context) error) {
+	if check == nil {
+		return
+	}
+	t.mu.Lock()
+	state := t.state
+	if state == stateActive {
+		dup := false
+		if key != nil {
+			for _, c := range t.beforeCommit {
+				if c.key == key {
+					dup = true
+					break
+				}
+			}
+		}
+		if !dup {
+			t.beforeCommit = append(t.beforeCommit, commitCheck{key: key, check: check})
+		}
+	}
+	t.mu.Unlock()
+	if state != stateActive {
+		t.logger.LogAttrs(context.Background(), slog.LevelWarn,
+			"outbox: hook registered on a finished transaction is ignored",
+			slog.String("hook", hookBeforeCommit), slog.String("tx_state", state.String()))
+	}
+}
 
 // Active reports whether the transaction can still be written to and accept
 // hooks. It is false once Commit or Rollback has started, whether or not
@@ -137,14 +236,15 @@ func (t *Tx) register(kind string, fn func()) {
 }
 
 // Commit commits an adopted transaction, then runs the after-commit hooks.
-// If the commit fails, the error is returned wrapped and the after-rollback
-// hooks run instead. A second Commit or Rollback returns [ErrTxDone]; on a
+// If a check registered with [Tx.BeforeCommit] fails, the transaction is
+// rolled back instead; if it or the commit fails, the error is returned
+// wrapped and the after-rollback hooks run instead. A second Commit or Rollback returns [ErrTxDone]; on a
 // transaction owned by [Manager.Do] it returns [ErrManagedTx].
 func (t *Tx) Commit() error {
 	if t.managed {
 		return ErrManagedTx
 	}
-	return t.commit()
+	return t.commit(context.Background())
 }
 
 // Rollback rolls back an adopted transaction, then runs the after-rollback
@@ -161,16 +261,16 @@ func (t *Tx) Rollback() error {
 
 // finish moves an active transaction to stateFinishing and hands out its
 // hooks. ok is false when the transaction was already finishing or done.
-func (t *Tx) finish() (commitHooks, rollbackHooks []func(), ok bool) {
+func (t *Tx) finish() (checks []commitCheck, commitHooks, rollbackHooks []func(), ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.state != stateActive {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	t.state = stateFinishing
-	commitHooks, rollbackHooks = t.afterCommit, t.afterRollback
-	t.afterCommit, t.afterRollback = nil, nil
-	return commitHooks, rollbackHooks, true
+	checks, commitHooks, rollbackHooks = t.beforeCommit, t.afterCommit, t.afterRollback
+	t.beforeCommit, t.afterCommit, t.afterRollback = nil, nil, nil
+	return checks, commitHooks, rollbackHooks, true
 }
 
 func (t *Tx) setState(s txState) {
@@ -179,10 +279,22 @@ func (t *Tx) setState(s txState) {
 	t.mu.Unlock()
 }
 
-func (t *Tx) commit() error {
-	commitHooks, rollbackHooks, ok := t.finish()
+func (t *Tx) commit(ctx context.Context) error {
+	checks, commitHooks, rollbackHooks, ok := t.finish()
 	if !ok {
 		return ErrTxDone
+	}
+	for _, c := range checks {
+		if err := c.check(ctx); err != nil {
+			notCommitted := fmt.Errorf("outbox: commit: check before commit failed, rolled back: %w", err)
+			rbErr := t.tx.Rollback()
+			t.setState(stateRolledBack)
+			t.runHooks(hookAfterRollback, rollbackHooks)
+			if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+				return errors.Join(notCommitted, fmt.Errorf("outbox: rollback: %w", rbErr))
+			}
+			return notCommitted
+		}
 	}
 	if err := t.tx.Commit(); err != nil {
 		t.setState(stateRolledBack)
@@ -195,7 +307,7 @@ func (t *Tx) commit() error {
 }
 
 func (t *Tx) rollback() error {
-	_, rollbackHooks, ok := t.finish()
+	_, _, rollbackHooks, ok := t.finish()
 	if !ok {
 		return ErrTxDone
 	}

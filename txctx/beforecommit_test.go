@@ -1,0 +1,218 @@
+package txctx_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/txctx"
+)
+
+func TestBeforeCommitRunsChecksInOrderOnTheTransaction(t *testing.T) {
+	db := openDB(t)
+	m := txctx.New(db)
+	var order []string
+	err := m.Do(context.Background(), func(ctx context.Context) error {
+		tx, _ := txctx.From(ctx)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO items (id, name) VALUES (1, 'a')`); err != nil {
+			return err
+		}
+		tx.AfterCommit(func() { order = append(order, "after-commit") })
+		tx.BeforeCommit("k1", func(ctx context.Context) error {
+			// The check sees the transaction's own writes.
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM items`).Scan(&n); err != nil {
+				return err
+			}
+			order = append(order, "check1")
+			if n != 1 {
+				return errors.New("row missing")
+			}
+			return nil
+		})
+		tx.BeforeCommit("k1", func(context.Context) error { order = append(order, "dup"); return nil }) // same key: ignored
+		tx.BeforeCommit(nil, func(context.Context) error { order = append(order, "check2"); return nil })
+		tx.BeforeCommit(nil, func(context.Context) error { order = append(order, "check3"); return nil })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(order, ","), "check1,check2,check3,after-commit"; got != want {
+		t.Fatalf("order = %s, want %s", got, want)
+	}
+}
+
+func TestBeforeCommitFailureRollsBackAndRunsRollbackHooks(t *testing.T) {
+	db := openDB(t)
+	m := txctx.New(db)
+	errCheck := errors.New("check failed")
+	var committed, rolledBack bool
+	var checkCtxErr error
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := m.Do(ctx, func(ctx context.Context) error {
+		tx, _ := txctx.From(ctx)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO items (id, name) VALUES (1, 'a')`); err != nil {
+			return err
+		}
+		tx.AfterCommit(func() { committed = true })
+		tx.AfterRollback(func() { rolledBack = true })
+		tx.BeforeCommit(nil, func(ctx context.Context) error { checkCtxErr = ctx.Err(); return errCheck })
+		tx.BeforeCommit(nil, func(context.Context) error { t.Error("a check after a failed one ran"); return nil })
+		return nil
+	})
+	if !errors.Is(err, errCheck) {
+		t.Fatalf("Do = %v, want the check's error", err)
+	}
+	if committed || !rolledBack {
+		t.Fatalf("committed=%v rolledBack=%v, want only the rollback hooks", committed, rolledBack)
+	}
+	if checkCtxErr != nil {
+		t.Fatalf("check ctx err = %v", checkCtxErr)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM items`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("items = %d (%v), want 0: the transaction must have rolled back", n, err)
+	}
+}
+
+func TestBeforeCommitOnAdoptedTx(t *testing.T) {
+	db := openDB(t)
+	sqlTx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tx := txctx.Adopt(context.Background(), sqlTx)
+	if _, err := tx.ExecContext(context.Background(), `INSERT INTO items (id, name) VALUES (1, 'a')`); err != nil {
+		t.Fatal(err)
+	}
+	tx.BeforeCommit(nil, func(context.Context) error { return core.ErrTxAborted })
+	if err := tx.Commit(); !errors.Is(err, core.ErrTxAborted) {
+		t.Fatalf("Commit = %v, want ErrTxAborted", err)
+	}
+	if err := tx.Commit(); !errors.Is(err, txctx.ErrTxDone) {
+		t.Fatalf("second Commit = %v, want ErrTxDone", err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM items`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("items = %d (%v), want 0", n, err)
+	}
+}
+
+func TestBeforeCommitOnFinishedTxIsIgnoredAndLogged(t *testing.T) {
+	db := openDB(t)
+	logger, logs := newLogger()
+	m := txctx.New(db, txctx.WithLogger(logger))
+	var kept *txctx.Tx
+	if err := m.Do(context.Background(), func(ctx context.Context) error {
+		kept, _ = txctx.From(ctx)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	kept.BeforeCommit(nil, func(context.Context) error { t.Error("ran"); return nil })
+	if !strings.Contains(logs.String(), "hook=before_commit") {
+		t.Fatalf("no warning logged: %s", logs)
+	}
+}
+
+func TestDatabase(t *testing.T) {
+	db := openDB(t)
+	m := txctx.New(db)
+	if err := m.Do(context.Background(), func(ctx context.Context) error {
+		tx, _ := txctx.From(ctx)
+		if tx.Database() != db {
+			t.Error("Do: Database() is not the Manager's database")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, adopt := range map[string]func(*sqlx.Tx) *txctx.Tx{
+		"Adopt":          func(x *sqlx.Tx) *txctx.Tx { _, t := txctx.Adopt(context.Background(), x.Tx); return t },
+		"AdoptX":         func(x *sqlx.Tx) *txctx.Tx { _, t := txctx.AdoptX(context.Background(), x); return t },
+		"Manager.Adopt":  func(x *sqlx.Tx) *txctx.Tx { _, t := m.Adopt(context.Background(), x.Tx); return t },
+		"Manager.AdoptX": func(x *sqlx.Tx) *txctx.Tx { _, t := m.AdoptX(context.Background(), x); return t },
+	} {
+		x, err := sqlx.NewDb(db, "sqlite3").Beginx()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := adopt(x).Database()
+		want := db
+		if !strings.HasPrefix(name, "Manager") {
+			want = nil
+		}
+		if got != want {
+			t.Errorf("%s: Database() = %p, want %p", name, got, want)
+		}
+		_ = x.Rollback()
+	}
+	if !errors.Is(txctx.ErrForeignTx, core.ErrForeignTx) {
+		t.Fatal("txctx.ErrForeignTx is not core.ErrForeignTx")
+	}
+}
+
+func TestMayHaveFailed(t *testing.T) {
+	db := openDB(t)
+	m := txctx.New(db)
+	ctx := context.Background()
+	cases := map[string]struct {
+		run  func(ctx context.Context, tx *txctx.Tx)
+		want bool
+	}{
+		"nothing": {func(context.Context, *txctx.Tx) {}, false},
+		"exec ok": {func(ctx context.Context, tx *txctx.Tx) {
+			_, _ = tx.ExecContext(ctx, `INSERT INTO items VALUES (1, 'a')`)
+		}, false},
+		"exec failed":  {func(ctx context.Context, tx *txctx.Tx) { _, _ = tx.ExecContext(ctx, `INSERT INTO nope VALUES (1)`) }, true},
+		"query row ok": {func(ctx context.Context, tx *txctx.Tx) { var n int; _ = tx.QueryRowContext(ctx, `SELECT 1`).Scan(&n) }, false},
+		"query row failed": {func(ctx context.Context, tx *txctx.Tx) {
+			var n int
+			_ = tx.QueryRowContext(ctx, `SELECT x FROM nope`).Scan(&n)
+		}, true},
+		"query: rows unseen": {func(ctx context.Context, tx *txctx.Tx) {
+			r, err := tx.QueryContext(ctx, `SELECT 1`)
+			if err == nil {
+				_ = r.Close()
+			}
+		}, true},
+		"raw SQL handle":  {func(_ context.Context, tx *txctx.Tx) { _ = tx.SQL() }, true},
+		"raw sqlx handle": {func(_ context.Context, tx *txctx.Tx) { _ = tx.Sqlx() }, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			errDone := errors.New("roll back")
+			err := m.Do(ctx, func(ctx context.Context) error {
+				tx, _ := txctx.From(ctx)
+				if tx.MayHaveFailed() {
+					t.Fatal("a fresh transaction may have failed")
+				}
+				tc.run(ctx, tx)
+				if got := tx.MayHaveFailed(); got != tc.want {
+					t.Errorf("MayHaveFailed = %v, want %v", got, tc.want)
+				}
+				return errDone
+			})
+			if !errors.Is(err, errDone) {
+				t.Fatal(err)
+			}
+		})
+	}
+	sqlTx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sqlTx.Rollback() }()
+	if _, tx := txctx.Adopt(ctx, sqlTx); !tx.MayHaveFailed() {
+		t.Fatal("an adopted transaction vouches for statements it never saw")
+	}
+	if _, tx := m.Adopt(ctx, sqlTx); !tx.MayHaveFailed() {
+		t.Fatal("a transaction adopted by a Manager vouches for statements it never saw")
+	}
+}

@@ -1,0 +1,293 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/txctx"
+)
+
+// hotCount counts the events handed to the hot path and delivered.
+type hotCount struct {
+	core.NopMetrics
+	hot, delivered atomic.Int64
+}
+
+func (m *hotCount) HotEnqueued()     { m.hot.Add(1) }
+func (m *hotCount) DispatchSuccess() { m.delivered.Add(1) }
+
+// startOutbox builds and starts an outbox on db whose listener counts the
+// events of type "E" it sees.
+func startOutbox(t *testing.T, db *sqlx.DB, seen *atomic.Int64) (*outbox.Outbox, *hotCount) {
+	t.Helper()
+	m := &hotCount{}
+	ob, err := outbox.New(context.Background(), db, outbox.Config{Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob.RegisterFunc("E", func(context.Context, outbox.Envelope) error { seen.Add(1); return nil })
+	if err := ob.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ob.Close(ctx)
+	})
+	return ob, m
+}
+
+func countRows(t *testing.T, db *sqlx.DB) int {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, `SELECT COUNT(*) FROM outbox_event`); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func sqliteDB(t *testing.T, name string) *sqlx.DB {
+	t.Helper()
+	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func TestPublishRefusesAnotherOutboxTransaction(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T, name string) *sqlx.DB{
+		"sqlite": sqliteDB,
+		"mysql":  func(t *testing.T, _ string) *sqlx.DB { return testdb.MySQL(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dbA, dbB := open(t, "a.db"), open(t, "b.db")
+			var seenA, seenB atomic.Int64
+			obA, _ := startOutbox(t, dbA, &seenA)
+			obB, mB := startOutbox(t, dbB, &seenB)
+			ctx := context.Background()
+
+			var foreignErr error
+			err := obA.InTx(ctx, func(ctx context.Context) error {
+				env, err := outbox.NewEvent("E").PayloadJSONString(`{}`).Build()
+				if err != nil {
+					return err
+				}
+				_, foreignErr = obB.Publish(ctx, env) // A's transaction, B's outbox
+				// The refusal leaves A's transaction usable.
+				_, err = obA.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`)))
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !errors.Is(foreignErr, core.ErrForeignTx) || !errors.Is(foreignErr, txctx.ErrForeignTx) {
+				t.Fatalf("obB.Publish with obA's transaction = %v, want ErrForeignTx", foreignErr)
+			}
+			if n := countRows(t, dbA); n != 1 {
+				t.Fatalf("A's table holds %d events, want 1 (only A's own)", n)
+			}
+			if n := countRows(t, dbB); n != 0 {
+				t.Fatalf("B's table holds %d events, want 0", n)
+			}
+			if mB.hot.Load() != 0 {
+				t.Fatal("B's hot path got an event")
+			}
+		})
+	}
+}
+
+func mustBuild(t *testing.T, b *core.Builder) core.Envelope {
+	t.Helper()
+	env, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// TestNoPhantomAfterServerRollbackMySQL: InnoDB rolls back the whole
+// transaction after a deadlock and a killed connection; business code that
+// ignores the failed statement and returns nil must get an error from the
+// commit, and no listener may see the event whose row never committed.
+func TestNoPhantomAfterServerRollbackMySQL(t *testing.T) {
+	for _, via := range []string{"txctx methods", "raw sqlx handle", "adopted tx"} {
+		t.Run("deadlock via "+via, func(t *testing.T) { testDeadlockSwallowed(t, via) })
+	}
+
+	t.Run("killed connection", func(t *testing.T) {
+		db := testdb.MySQL(t)
+		var seen atomic.Int64
+		ob, m := startOutbox(t, db, &seen)
+		ctx := context.Background()
+		var stmtErr error
+		err := ob.InTx(ctx, func(ctx context.Context) error {
+			tx, _ := txctx.From(ctx)
+			if _, err := ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))); err != nil {
+				return err
+			}
+			var connID int64
+			if err := tx.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&connID); err != nil {
+				return err
+			}
+			if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", connID)); err != nil {
+				return err
+			}
+			_, stmtErr = tx.ExecContext(ctx, `SELECT 1`)
+			return nil // swallowed
+		})
+		if stmtErr == nil {
+			t.Fatal("a statement on the killed connection succeeded")
+		}
+		if err == nil {
+			t.Fatal("InTx succeeded on a killed connection")
+		}
+		if n := m.hot.Load(); n != 0 {
+			t.Fatalf("%d events reached the hot path from a transaction on a killed connection", n)
+		}
+		if n := countRows(t, db); n != 0 {
+			t.Fatalf("outbox holds %d rows, want 0", n)
+		}
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// testDeadlockSwallowed makes the business transaction the victim of a
+// deadlock, swallows the error and commits: the commit must fail with
+// ErrTxAborted and the event must reach no listener. via says how the
+// business code runs its statements: through txctx.Tx's own methods, on the
+// raw handle from Sqlx(), or on a transaction it began itself and adopted.
+func testDeadlockSwallowed(t *testing.T, via string) {
+	db := testdb.MySQL(t)
+	var seen atomic.Int64
+	ob, m := startOutbox(t, db, &seen)
+	ctx := context.Background()
+	db.MustExec(`CREATE TABLE acct (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`)
+	db.MustExec(`CREATE TABLE heavy (id INT AUTO_INCREMENT PRIMARY KEY, pad INT) ENGINE=InnoDB`)
+	db.MustExec(`INSERT INTO acct VALUES (1, 0), (2, 0)`)
+
+	// The other transaction writes many rows first, so InnoDB picks the
+	// lighter business transaction as the deadlock victim.
+	other, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	otherTx, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	for i := range 300 {
+		vals = append(vals, fmt.Sprintf("(%d)", i))
+	}
+	if _, err := otherTx.ExecContext(ctx, `INSERT INTO heavy (pad) VALUES `+strings.Join(vals, ",")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := otherTx.ExecContext(ctx, `UPDATE acct SET v = v + 1 WHERE id = 2`); err != nil {
+		t.Fatal(err)
+	}
+	holds1 := make(chan struct{})
+	otherDone := make(chan error, 1)
+	go func() {
+		<-holds1
+		// Waits for the business transaction's lock on row 1; with the
+		// business transaction waiting for row 2, InnoDB sees the cycle.
+		_, err := otherTx.ExecContext(ctx, `UPDATE acct SET v = v + 1 WHERE id = 1`)
+		if err == nil {
+			err = otherTx.Commit()
+		}
+		otherDone <- err
+	}()
+
+	var id string
+	var deadlock error
+	business := func(ctx context.Context, ex interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+	}) error {
+		if _, err := ex.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = 20`); err != nil {
+			return err
+		}
+		var err error
+		if id, err = ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))); err != nil {
+			return err
+		}
+		if _, err := ex.ExecContext(ctx, `UPDATE acct SET v = v + 1 WHERE id = 1`); err != nil {
+			return err
+		}
+		close(holds1)
+		_, deadlock = ex.ExecContext(ctx, `UPDATE acct SET v = v + 1 WHERE id = 2`)
+		return nil // the business code swallows the deadlock
+	}
+	switch via {
+	case "txctx methods":
+		err = ob.InTx(ctx, func(ctx context.Context) error {
+			tx, _ := txctx.From(ctx)
+			return business(ctx, tx)
+		})
+	case "raw sqlx handle":
+		err = ob.InTx(ctx, func(ctx context.Context) error {
+			tx, _ := txctx.From(ctx)
+			return business(ctx, tx.Sqlx())
+		})
+	case "adopted tx":
+		x, berr := db.BeginTxx(ctx, nil)
+		if berr != nil {
+			t.Fatal(berr)
+		}
+		actx, tx := ob.Tx.AdoptX(ctx, x)
+		if err = business(actx, x); err == nil {
+			err = tx.Commit()
+		}
+	}
+	if e := <-otherDone; e != nil {
+		t.Fatalf("the other transaction failed: %v (want the business transaction to be the victim)", e)
+	}
+	if deadlock == nil || !strings.Contains(deadlock.Error(), "1213") {
+		t.Fatalf("the business statement did not deadlock: %v", deadlock)
+	}
+	if !errors.Is(err, core.ErrTxAborted) {
+		t.Fatalf("commit = %v, want ErrTxAborted", err)
+	}
+	if n := m.hot.Load(); n != 0 {
+		t.Fatalf("%d events reached the hot path from a rolled-back transaction", n)
+	}
+	if _, err := ob.Store.Get(ctx, id); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("Get(%s) after the rollback = %v, want ErrNotFound", id, err)
+	}
+	if n := countRows(t, db); n != 0 {
+		t.Fatalf("outbox holds %d rows, want 0", n)
+	}
+	// The outbox goes on working.
+	if err := ob.InTx(ctx, func(ctx context.Context) error {
+		_, err := ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the next event delivered", func() bool { return seen.Load() == 1 })
+}
