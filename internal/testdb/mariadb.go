@@ -191,7 +191,9 @@ func (m *MariaDB) install(install string) {
 	m.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), mariaDBInstallTimeout)
 	defer cancel()
-	args := append([]string{"--no-defaults", "--datadir=" + m.dataDir(),
+	// The bootstrap's temporary tables go to the server's own directory:
+	// in a /tmp shared with other bootstraps they were seen to vanish.
+	args := append([]string{"--no-defaults", "--datadir=" + m.dataDir(), "--tmpdir=" + m.dir,
 		"--auth-root-authentication-method=normal", "--skip-test-db"}, userArgs()...)
 	args = append(args, mariaDBBaseArgs...)
 	out, err := exec.CommandContext(ctx, install, args...).CombinedOutput()
