@@ -2,11 +2,8 @@ package acceptance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -20,10 +17,6 @@ import (
 	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/txctx"
 )
-
-// EnvMySQLRestart enables TestOutageMySQLServerRestart, which stops and
-// starts the MariaDB server every test package shares: run it alone.
-const EnvMySQLRestart = "OUTBOX_TEST_MYSQL_RESTART"
 
 // mysqlErrNoSuchThread is ER_NO_SUCH_THREAD: the connection to KILL is gone.
 const mysqlErrNoSuchThread = 1094
@@ -50,7 +43,7 @@ func TestOutageMySQLKilledConnections(t *testing.T) {
 		passes  = 3   // kills per incident
 		backlog = 200 // events committed while the listeners are paused
 	)
-	e := newOutageEnv(t)
+	e := newOutageEnv(t, testdb.MySQLConfig(t))
 	e.startPublishers(4)
 	affected, killed := 0, 0
 	for round := 1; round <= rounds; round++ {
@@ -88,49 +81,45 @@ func TestOutageMySQLKilledConnections(t *testing.T) {
 	}
 }
 
-// A server restart while events flow: the server is stopped (mysqladmin
-// shutdown) until its port refuses connections, and started again; the
-// publishes in between fail. Every committed event ends DONE, the poller
-// logs one ERROR for the incident and "poller recovered" after it.
-//
-// The server is shared by every test package running in parallel, so this
-// test runs only when OUTBOX_TEST_MYSQL_RESTART=1, alone:
-//
-//	OUTBOX_TEST_MYSQL_RESTART=1 OUTBOX_TEST_MYSQL_DSN='root@tcp(127.0.0.1:3306)/test?parseTime=true' \
-//	  go test -race -count=1 -run TestOutageMySQLServerRestart ./acceptance/
-//
-// It starts the server with start-stop-daemon … /usr/sbin/mariadbd (the
-// local setup of .ci/run) and leaves it running.
+// A server restart while events flow, on a private MariaDB server (the
+// shared one must never be stopped): the server is shut down cleanly
+// (SIGTERM, as mysqladmin shutdown) or killed (SIGKILL, a crash: InnoDB
+// recovers on the next start) and its port refuses connections until it
+// is started again on the same data directory; the publishes in between
+// fail. Every committed event ends DONE, the poller logs one ERROR for the
+// incident and "poller recovered" after it.
 func TestOutageMySQLServerRestart(t *testing.T) {
-	if os.Getenv(EnvMySQLRestart) != "1" {
-		t.Skipf("restarts the MariaDB server every test package shares: skipped unless %s=1; run it alone: "+
-			"%s=1 %s='root@tcp(127.0.0.1:3306)/test?parseTime=true' go test -race -count=1 -run TestOutageMySQLServerRestart ./acceptance/",
-			EnvMySQLRestart, EnvMySQLRestart, testdb.EnvMySQLDSN)
-	}
-	e := newOutageEnv(t)
-	t.Cleanup(e.ensureServerUp) // runs before the test database is dropped
+	t.Run("Shutdown", func(t *testing.T) {
+		t.Parallel()
+		testServerRestart(t, (*testdb.MariaDB).Stop)
+	})
+	t.Run("Crash", func(t *testing.T) {
+		t.Parallel()
+		testServerRestart(t, (*testdb.MariaDB).Kill)
+	})
+}
+
+func testServerRestart(t *testing.T, down func(*testdb.MariaDB)) {
+	server := testdb.StartMariaDB(t)
+	e := newOutageEnv(t, server.Config())
 	e.startPublishers(4)
 	e.waitDeliveries(100)
 
 	start := time.Now()
 	phase := func(what string) { t.Logf("%8v %s", time.Since(start).Round(time.Millisecond), what) }
 	failedBefore := e.failures()
-	e.serverCommand("mysqladmin", e.mysqladminArgs("shutdown")...)
-	phase("mysqladmin shutdown returned")
-	waitLong(t, "the server's port to refuse connections", func() bool {
-		c, err := net.DialTimeout("tcp", e.cfg.Addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
-	phase("the port refuses connections")
+	down(server)
+	phase("the server process has exited")
+	if c, err := net.DialTimeout("tcp", e.cfg.Addr, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("%s still accepts connections with the server down", e.cfg.Addr)
+	}
 	waitLong(t, "the poller to log the outage", func() bool {
 		return e.logs.Count("level=ERROR", "component=outbox.poller") > 0
 	})
 	waitLong(t, "publishes to fail", func() bool { return e.failures() > failedBefore })
 	phase("the poller logged the outage and publishes fail")
-	e.startServer()
+	server.Start()
 	phase("the server answers again")
 	var uptime struct {
 		Name  string `db:"Variable_name"`
@@ -191,9 +180,10 @@ type outageEnv struct {
 	failed      int
 }
 
-func newOutageEnv(t *testing.T) *outageEnv {
+// newOutageEnv starts an outageEnv on the empty database of cfg, which no
+// other test uses.
+func newOutageEnv(t *testing.T, cfg *mysql.Config) *outageEnv {
 	t.Helper()
-	cfg := testdb.MySQLConfig(t)
 	adminCfg := cfg.Clone()
 	adminCfg.DBName = ""
 	e := &outageEnv{
@@ -479,75 +469,4 @@ func (e *outageEnv) waitAllDone() {
 	if lost > 0 {
 		t.Fatalf("%d of %d committed events lost", lost, len(e.committed))
 	}
-}
-
-// mysqladminArgs returns the connection arguments of the test DSN for
-// mysqladmin, then args.
-func (e *outageEnv) mysqladminArgs(args ...string) []string {
-	host, port, err := net.SplitHostPort(e.cfg.Addr)
-	if err != nil {
-		e.t.Fatalf("DSN address %q: %v", e.cfg.Addr, err)
-	}
-	return append([]string{"--protocol=tcp", "-h" + host, "-P" + port, "-u" + e.cfg.User, "--connect-timeout=5"}, args...)
-}
-
-// serverCommand runs a server administration command, failing the test if
-// it fails.
-func (e *outageEnv) serverCommand(name string, args ...string) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	if e.cfg.Passwd != "" {
-		cmd.Env = append(os.Environ(), "MYSQL_PWD="+e.cfg.Passwd)
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		e.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-// mariadbd is the server binary of the local setup (.ci/run).
-const mariadbd = "/usr/sbin/mariadbd"
-
-// startServer starts the local MariaDB as .ci/run does, once the old
-// server process has exited (start-stop-daemon --oknodo does nothing while
-// it still runs), and waits until it answers.
-func (e *outageEnv) startServer() {
-	e.t.Helper()
-	waitLong(e.t, "the old server process to exit", func() bool { return !e.serverRunning() })
-	e.serverCommand("start-stop-daemon", "--start", "--oknodo", "--background", "--exec", mariadbd)
-	waitLong(e.t, "the server to answer", e.serverUp)
-}
-
-// serverRunning reports whether a mariadbd process runs
-// (start-stop-daemon --status: 0 running, 1 or 3 not running).
-func (e *outageEnv) serverRunning() bool {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "start-stop-daemon", "--status", "--exec", mariadbd).CombinedOutput()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return true
-	case errors.As(err, &exit) && (exit.ExitCode() == 1 || exit.ExitCode() == 3):
-		return false
-	}
-	e.t.Fatalf("start-stop-daemon --status --exec %s: %v\n%s", mariadbd, err, out)
-	return false
-}
-
-func (e *outageEnv) serverUp() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	return e.admin.PingContext(ctx) == nil
-}
-
-// ensureServerUp starts the server again if the test left it down.
-func (e *outageEnv) ensureServerUp() {
-	if e.serverUp() {
-		return
-	}
-	e.t.Log("the server is down: starting it")
-	e.startServer()
 }

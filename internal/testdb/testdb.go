@@ -10,6 +10,23 @@
 // name (outbox_t_…) and drops it when the test ends. Without the variable
 // the tests skip, with CI=true they fail instead: CI must never pass by
 // skipping. An unreachable server always fails the test.
+//
+// The shared server must never be stopped, restarted or reconfigured by a
+// test: other packages use it at the same time. A test that needs a server
+// outage or server options of its own starts a private MariaDB server with
+// [StartMariaDB]: its own data directory in a temporary directory, its own
+// port on 127.0.0.1, root without password, a database named test, removed
+// when the test ends. Server options are passed as arguments:
+//
+//	m := testdb.StartMariaDB(t, "--innodb-rollback-on-timeout=ON", "--innodb-lock-wait-timeout=1")
+//	db := m.Open() // or sqlx.Open("mysql", m.DSN()), or edit m.Config()
+//	m.Stop()       // clean shutdown; m.Kill() for a crash
+//	m.Start()      // same data directory and port
+//
+// It needs the MariaDB server binaries (mariadbd, mariadb-install-db;
+// apt-get install mariadb-server), not OUTBOX_TEST_MYSQL_DSN; without them
+// the test skips, or fails when CI=true. A server costs about 2 s to
+// create and well under 1 s to start or restart.
 package testdb
 
 import (
