@@ -70,6 +70,9 @@ type Dispatcher struct {
 	// taken yet (queued, or handed to a worker that was woken but has not
 	// run yet); see HotWaiting.
 	hotWaiting atomic.Int64
+	// workers counts the running worker goroutines, a replaced hung one
+	// included until its listener returns (test hook: LiveWorkers).
+	workers atomic.Int32
 
 	started  atomic.Bool
 	closed   atomic.Bool
@@ -348,8 +351,13 @@ func (d *Dispatcher) startWorkers(n int) {
 	}
 }
 
+// worker takes events until Close. A worker whose listener hangs past its
+// grace or calls runtime.Goexit is replaced by a new one (see call), so the
+// pool keeps Workers goroutines taking events.
 func (d *Dispatcher) worker() {
+	d.workers.Add(1)
 	defer d.wg.Done()
+	defer d.workers.Add(-1)
 	for {
 		var it item
 		// Hot first: take a hot event whenever one is waiting.

@@ -16,6 +16,14 @@ import (
 // as failed.
 var ErrListenerPanic = errors.New("outbox: listener panicked")
 
+// ErrListenerGoexit is the failure recorded when a listener ends its
+// goroutine with runtime.Goexit instead of returning, as t.FailNow, t.Fatal
+// and testify's require do when called inside a listener. The delivery
+// counts as failed, like a panic (RETRY, or DEAD at MaxAttempts), an ERROR
+// with the event id is logged, and a new worker replaces the one that
+// exited, so the pool keeps its size.
+var ErrListenerGoexit = errors.New("outbox: listener called runtime.Goexit")
+
 // maxNoListenerWarnings bounds the set of event types warned about.
 const maxNoListenerWarnings = 1000
 
@@ -122,7 +130,7 @@ func (d *Dispatcher) runListeners(it item) error {
 			// Leave time to write the outcome before the lease ends.
 			timeout = min(timeout, it.lease.Sub(d.cfg.Now())-d.cfg.StatusTimeout)
 		}
-		if err := d.call(it, l, timeout); err != nil {
+		if err := d.call(it, l, i+1, len(ls), timeout); err != nil {
 			if errors.Is(err, errAbandoned) {
 				return err
 			}
@@ -136,32 +144,58 @@ func (d *Dispatcher) runListeners(it item) error {
 // watchdog fires ListenerGrace after the timeout if the listener ignores
 // its ctx and has still not returned: it records the delivery as failed,
 // starts a replacement worker (the pool never shrinks) and call then
-// returns errAbandoned, whenever the listener finally returns.
-func (d *Dispatcher) call(it item, l core.Listener, timeout time.Duration) (err error) {
+// returns errAbandoned, whenever the listener finally returns. A listener
+// that calls runtime.Goexit never returns: call records the failure of
+// listener pos of n (ErrListenerGoexit) and starts a replacement worker
+// while the goroutine unwinds, then lets it exit.
+func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Duration) (err error) {
 	ctx, cancel := context.WithTimeout(it.src.work.Context(), timeout)
 	defer cancel()
 	w := &callWatch{}
 	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.abandon(it, w, timeout) })
+	goexit := true // until the listener returned or panicked
 	defer func() { // runs after the recover below
 		watchdog.Stop()
 		if w.finish() {
+			// The watchdog recorded the failure and replaced this worker;
+			// after a Goexit the goroutine just ends.
 			err = errAbandoned
+			return
+		}
+		if goexit {
+			d.goexited(it, pos, n)
 		}
 	}()
 	defer func() {
 		if r := recover(); r != nil {
+			goexit = false
 			it.src.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
 				eventAttrs(it.env, -1, slog.String("panic_type", fmt.Sprintf("%T", r)), slog.String("stack", string(debug.Stack())))...)
 			err = fmt.Errorf("%w: %v", ErrListenerPanic, r)
 		}
 	}()
 	err = l.OnEvent(ctx, it.env)
+	goexit = false
 	if err == nil && ctx.Err() == context.DeadlineExceeded && it.src.work.Context().Err() == nil {
 		// A listener that returns nil after its deadline may not have
 		// finished its work: count the overrun as a failure.
 		err = fmt.Errorf("listener overran its timeout of %v: %w", timeout, context.DeadlineExceeded)
 	}
 	return err
+}
+
+// goexited handles a listener that called runtime.Goexit: its goroutine,
+// a worker, is unwinding and cannot be stopped. It logs the failure with
+// the stack (which still shows where Goexit was called), starts a
+// replacement worker before this one's WaitGroup slot is given back (so
+// Close keeps draining and the pool keeps its size), and records the
+// delivery as failed.
+func (d *Dispatcher) goexited(it item, pos, n int) {
+	it.src.log.LogAttrs(context.Background(), slog.LevelError,
+		"listener called runtime.Goexit (t.FailNow, t.Fatal, require...?) instead of returning; the delivery failed and its worker is replaced",
+		eventAttrs(it.env, it.attempts, slog.String("stack", string(debug.Stack())))...)
+	d.startWorkers(1)
+	d.outcome(it, fmt.Errorf("listener %d of %d: %w", pos, n, ErrListenerGoexit))
 }
 
 // ErrListenerHung is the failure recorded for a listener that did not
