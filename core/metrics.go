@@ -28,6 +28,14 @@ type OpsMetrics interface {
 	Purged(done, dead int) // rows removed by a retention purge
 }
 
+// UnhandledMetrics receives one signal per event no listener is
+// registered for (its type has no listener and there is no RegisterAll
+// listener), whatever dispatcher.Config.Unhandled then does with it. A
+// Metrics that also implements it gets the signal; NopMetrics does.
+type UnhandledMetrics interface {
+	Unhandled(eventType string) // an event of eventType found no listener
+}
+
 // NopMetrics discards every signal. It is the default.
 type NopMetrics struct{}
 
@@ -45,9 +53,12 @@ func (NopMetrics) LeasesReaped(int)          {}
 func (NopMetrics) Replayed(int)    {}
 func (NopMetrics) Purged(int, int) {}
 
+func (NopMetrics) Unhandled(string) {}
+
 var (
-	_ Metrics    = NopMetrics{}
-	_ OpsMetrics = NopMetrics{}
+	_ Metrics          = NopMetrics{}
+	_ OpsMetrics       = NopMetrics{}
+	_ UnhandledMetrics = NopMetrics{}
 )
 
 // StoreMetrics is implemented by a Metrics that labels signals with the

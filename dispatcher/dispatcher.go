@@ -96,6 +96,7 @@ type Dispatcher struct {
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
 	noListener                                      sync.Map // event types already warned about
 	noListenerCount                                 atomic.Int32
+	noListenerLog                                   *ratelog.Limiter // beyond maxNoListenerWarnings types
 }
 
 // New returns a dispatcher writing outcomes to store and reading listeners
@@ -151,6 +152,8 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		leaseLog:    ratelog.New(5 * time.Second),
 		staleLog:    ratelog.New(5 * time.Second),
 		hungLog:     ratelog.New(5 * time.Second),
+
+		noListenerLog: ratelog.New(5 * time.Second),
 	}
 	d.batcher = newDoneBatcher(d)
 	return d, nil

@@ -24,9 +24,6 @@ var ErrListenerPanic = errors.New("outbox: listener panicked")
 // exited, so the pool keeps its size.
 var ErrListenerGoexit = errors.New("outbox: listener called runtime.Goexit")
 
-// maxNoListenerWarnings bounds the set of event types warned about.
-const maxNoListenerWarnings = 1000
-
 // process runs the listeners of one event and records the outcome. The
 // event's id is held in the tracker on entry; process releases it, or hands
 // it over to an in-process retry timer. It reports false when a listener
@@ -48,6 +45,10 @@ func (d *Dispatcher) process(it item) bool {
 	err := d.runListeners(it)
 	if errors.Is(err, errAbandoned) {
 		return false // the watchdog recorded the failure and replaced this worker
+	}
+	if err == errNoListener {
+		d.unhandled(it)
+		return true
 	}
 	d.outcome(it, err)
 	return true
@@ -116,13 +117,13 @@ func (d *Dispatcher) settle(it item, st writeResult) {
 }
 
 // runListeners calls every listener in order; the first error or panic
-// stops the run and fails the delivery.
+// stops the run and fails the delivery. It returns errNoListener when no
+// listener is registered for the event.
 func (d *Dispatcher) runListeners(it item) error {
 	env := it.env
 	ls := d.listeners.ListenersFor(env.Type())
 	if len(ls) == 0 {
-		d.warnNoListener(env.Type())
-		return nil
+		return errNoListener
 	}
 	for i, l := range ls {
 		timeout := d.cfg.ListenerTimeout
@@ -335,17 +336,6 @@ func (d *Dispatcher) PendingRetries() int {
 	d.retryMu.Lock()
 	defer d.retryMu.Unlock()
 	return len(d.retryTimers)
-}
-
-func (d *Dispatcher) warnNoListener(eventType string) {
-	if d.noListenerCount.Load() >= maxNoListenerWarnings {
-		return
-	}
-	if _, seen := d.noListener.LoadOrStore(eventType, struct{}{}); !seen {
-		d.noListenerCount.Add(1)
-		d.log.Warn("no listener registered for event type; events of this type are marked DONE",
-			slog.String("event_type", eventType))
-	}
 }
 
 // eventAttrs are the log attributes of an event: never its payload or
