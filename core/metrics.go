@@ -28,10 +28,12 @@ type OpsMetrics interface {
 	Purged(done, dead int) // rows removed by a retention purge
 }
 
-// UnhandledMetrics receives one signal per event no listener is
-// registered for (its type has no listener and there is no RegisterAll
-// listener), whatever dispatcher.Config.Unhandled then does with it. A
-// Metrics that also implements it gets the signal; NopMetrics does.
+// UnhandledMetrics receives a signal each time the dispatcher finds no
+// listener for an event (its type has no listener and there is no
+// RegisterAll listener), whatever dispatcher.Config.Unhandled then does
+// with it; an event left pending (UnhandledLeave) signals again each time
+// it is looked at. A Metrics that also implements it gets the signal;
+// NopMetrics does.
 type UnhandledMetrics interface {
 	Unhandled(eventType string) // an event of eventType found no listener
 }
