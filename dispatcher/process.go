@@ -193,7 +193,7 @@ func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Dur
 // delivery as failed.
 func (d *Dispatcher) goexited(it item, pos, n int) {
 	it.src.log.LogAttrs(context.Background(), slog.LevelError,
-		"listener called runtime.Goexit (t.FailNow, t.Fatal, require...?) instead of returning; the delivery failed and its worker is replaced",
+		"listener called runtime.Goexit instead of returning (as t.FailNow and require.* do); the delivery failed and its worker is replaced",
 		eventAttrs(it.env, it.attempts, slog.String("stack", string(debug.Stack())))...)
 	d.startWorkers(1)
 	d.outcome(it, fmt.Errorf("listener %d of %d: %w", pos, n, ErrListenerGoexit))
