@@ -63,9 +63,10 @@ type Config struct {
 
 // Outbox bundles the parts. Its fields are the parts themselves, for
 // whatever the methods here do not cover. The embedded Registry gives it
-// Register, RegisterFunc, RegisterType, RegisterAll and TryRegister:
-// listeners per event type (run in registration order), then the
-// listeners of every type.
+// Register, RegisterFunc, RegisterType, RegisterAll, RegisterAllFunc and
+// TryRegister: listeners per event type (run in registration order), then
+// the listeners of every type. An event no listener is registered for is
+// marked DONE unless Config.Dispatcher.Unhandled says otherwise.
 type Outbox struct {
 	Store *jdbcstore.Store
 	*registry.Registry

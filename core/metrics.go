@@ -28,6 +28,16 @@ type OpsMetrics interface {
 	Purged(done, dead int) // rows removed by a retention purge
 }
 
+// UnhandledMetrics receives a signal each time the dispatcher finds no
+// listener for an event (its type has no listener and there is no
+// RegisterAll listener), whatever dispatcher.Config.Unhandled then does
+// with it; an event left pending (UnhandledLeave) signals again each time
+// it is looked at. A Metrics that also implements it gets the signal;
+// NopMetrics does.
+type UnhandledMetrics interface {
+	Unhandled(eventType string) // an event of eventType found no listener
+}
+
 // NopMetrics discards every signal. It is the default.
 type NopMetrics struct{}
 
@@ -45,9 +55,12 @@ func (NopMetrics) LeasesReaped(int)          {}
 func (NopMetrics) Replayed(int)    {}
 func (NopMetrics) Purged(int, int) {}
 
+func (NopMetrics) Unhandled(string) {}
+
 var (
-	_ Metrics    = NopMetrics{}
-	_ OpsMetrics = NopMetrics{}
+	_ Metrics          = NopMetrics{}
+	_ OpsMetrics       = NopMetrics{}
+	_ UnhandledMetrics = NopMetrics{}
 )
 
 // StoreMetrics is implemented by a Metrics that labels signals with the

@@ -45,6 +45,19 @@ type StatusWriter interface {
 	MarkDead(ctx context.Context, owner, eventID, errMsg string) (bool, error)
 }
 
+// Postponer is implemented by a [StatusWriter] that can put an event off
+// without counting a failed attempt. The dispatcher uses it for an event
+// no listener is registered for when dispatcher.Config.Unhandled is
+// UnhandledLeave; with a store that does not implement it, such an event
+// is only released and the poller claims it again at its next poll.
+type Postponer interface {
+	// Postpone sets available_at to nextAt and last_error to errMsg and
+	// releases the lease, keeping status and attempts. Like every status
+	// write it is fenced on owner: it changes nothing (returns false) when
+	// the event is DONE or owner does not hold it.
+	Postpone(ctx context.Context, owner, eventID string, nextAt time.Time, errMsg string) (bool, error)
+}
+
 // ClaimRequest asks for due rows to be leased to Owner.
 type ClaimRequest struct {
 	Owner      string        // the claiming node's owner token

@@ -95,6 +95,15 @@ type Config struct {
 	Metrics core.Metrics
 	// Now is the clock used for retry times. Defaults to time.Now.
 	Now func() time.Time
+	// Unhandled is what happens to an event no listener is registered for
+	// (no listener of its type and no RegisterAll listener). Whatever the
+	// choice, one WARN is logged per event type and every such event is
+	// counted (core.UnhandledMetrics). Defaults to UnhandledDone: the
+	// event is marked DONE, as if delivered.
+	Unhandled UnhandledPolicy
+	// UnhandledDelay is how long an event is put off with UnhandledLeave
+	// before it is looked at again. Defaults to 1 min.
+	UnhandledDelay time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -146,6 +155,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.UnhandledDelay == 0 {
+		c.UnhandledDelay = DefaultUnhandledDelay
+	}
 	return c
 }
 
@@ -176,6 +188,10 @@ func (c Config) validate() error {
 			c.Lease, c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout)}
 	case len(c.Owner) > MaxOwnerLen || !utf8.ValidString(c.Owner) || strings.IndexByte(c.Owner, 0) >= 0:
 		return &core.ConfigError{Field: "dispatcher.Owner", Msg: fmt.Sprintf("must be valid text of at most %d bytes", MaxOwnerLen)}
+	case c.Unhandled > UnhandledDead:
+		return &core.ConfigError{Field: "dispatcher.Unhandled", Msg: fmt.Sprintf("unknown policy %d (want UnhandledDone, UnhandledLeave or UnhandledDead)", uint8(c.Unhandled))}
+	case c.UnhandledDelay < 0:
+		return &core.ConfigError{Field: "dispatcher.UnhandledDelay", Msg: "must not be negative"}
 	}
 	return nil
 }

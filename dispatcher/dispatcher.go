@@ -70,6 +70,9 @@ type Dispatcher struct {
 	// taken yet (queued, or handed to a worker that was woken but has not
 	// run yet); see HotWaiting.
 	hotWaiting atomic.Int64
+	// workers counts the running worker goroutines, a replaced hung one
+	// included until its listener returns (test hook: LiveWorkers).
+	workers atomic.Int32
 
 	started  atomic.Bool
 	closed   atomic.Bool
@@ -93,6 +96,7 @@ type Dispatcher struct {
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
 	noListener                                      sync.Map // event types already warned about
 	noListenerCount                                 atomic.Int32
+	noListenerLog                                   *ratelog.Limiter // beyond maxNoListenerWarnings types
 }
 
 // New returns a dispatcher writing outcomes to store and reading listeners
@@ -148,6 +152,8 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		leaseLog:    ratelog.New(5 * time.Second),
 		staleLog:    ratelog.New(5 * time.Second),
 		hungLog:     ratelog.New(5 * time.Second),
+
+		noListenerLog: ratelog.New(5 * time.Second),
 	}
 	d.batcher = newDoneBatcher(d)
 	return d, nil
@@ -348,8 +354,13 @@ func (d *Dispatcher) startWorkers(n int) {
 	}
 }
 
+// worker takes events until Close. A worker whose listener hangs past its
+// grace or calls runtime.Goexit is replaced by a new one (see call), so the
+// pool keeps Workers goroutines taking events.
 func (d *Dispatcher) worker() {
+	d.workers.Add(1)
 	defer d.wg.Done()
+	defer d.workers.Add(-1)
 	for {
 		var it item
 		// Hot first: take a hot event whenever one is waiting.

@@ -109,6 +109,7 @@ type fakeMetrics struct {
 	hotEnqueued, hotDropped, coldEnqueued  atomic.Int64
 	success, failure, dead, queueDepthCall atomic.Int64
 	leaseLost, leasesReaped                atomic.Int64
+	unhandled                              calls // event types, one per Unhandled signal
 }
 
 func (m *fakeMetrics) HotEnqueued()         { m.hotEnqueued.Add(1) }

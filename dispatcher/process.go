@@ -16,8 +16,13 @@ import (
 // as failed.
 var ErrListenerPanic = errors.New("outbox: listener panicked")
 
-// maxNoListenerWarnings bounds the set of event types warned about.
-const maxNoListenerWarnings = 1000
+// ErrListenerGoexit is the failure recorded when a listener ends its
+// goroutine with runtime.Goexit instead of returning, as t.FailNow, t.Fatal
+// and testify's require do when called inside a listener. The delivery
+// counts as failed, like a panic (RETRY, or DEAD at MaxAttempts), an ERROR
+// with the event id is logged, and a new worker replaces the one that
+// exited, so the pool keeps its size.
+var ErrListenerGoexit = errors.New("outbox: listener called runtime.Goexit")
 
 // process runs the listeners of one event and records the outcome. The
 // event's id is held in the tracker on entry; process releases it, or hands
@@ -40,6 +45,10 @@ func (d *Dispatcher) process(it item) bool {
 	err := d.runListeners(it)
 	if errors.Is(err, errAbandoned) {
 		return false // the watchdog recorded the failure and replaced this worker
+	}
+	if err == errNoListener {
+		d.unhandled(it)
+		return true
 	}
 	d.outcome(it, err)
 	return true
@@ -108,13 +117,13 @@ func (d *Dispatcher) settle(it item, st writeResult) {
 }
 
 // runListeners calls every listener in order; the first error or panic
-// stops the run and fails the delivery.
+// stops the run and fails the delivery. It returns errNoListener when no
+// listener is registered for the event.
 func (d *Dispatcher) runListeners(it item) error {
 	env := it.env
 	ls := d.listeners.ListenersFor(env.Type())
 	if len(ls) == 0 {
-		d.warnNoListener(env.Type())
-		return nil
+		return errNoListener
 	}
 	for i, l := range ls {
 		timeout := d.cfg.ListenerTimeout
@@ -122,7 +131,7 @@ func (d *Dispatcher) runListeners(it item) error {
 			// Leave time to write the outcome before the lease ends.
 			timeout = min(timeout, it.lease.Sub(d.cfg.Now())-d.cfg.StatusTimeout)
 		}
-		if err := d.call(it, l, timeout); err != nil {
+		if err := d.call(it, l, i+1, len(ls), timeout); err != nil {
 			if errors.Is(err, errAbandoned) {
 				return err
 			}
@@ -136,32 +145,58 @@ func (d *Dispatcher) runListeners(it item) error {
 // watchdog fires ListenerGrace after the timeout if the listener ignores
 // its ctx and has still not returned: it records the delivery as failed,
 // starts a replacement worker (the pool never shrinks) and call then
-// returns errAbandoned, whenever the listener finally returns.
-func (d *Dispatcher) call(it item, l core.Listener, timeout time.Duration) (err error) {
+// returns errAbandoned, whenever the listener finally returns. A listener
+// that calls runtime.Goexit never returns: call records the failure of
+// listener pos of n (ErrListenerGoexit) and starts a replacement worker
+// while the goroutine unwinds, then lets it exit.
+func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Duration) (err error) {
 	ctx, cancel := context.WithTimeout(it.src.work.Context(), timeout)
 	defer cancel()
 	w := &callWatch{}
 	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.abandon(it, w, timeout) })
+	goexit := true // until the listener returned or panicked
 	defer func() { // runs after the recover below
 		watchdog.Stop()
 		if w.finish() {
+			// The watchdog recorded the failure and replaced this worker;
+			// after a Goexit the goroutine just ends.
 			err = errAbandoned
+			return
+		}
+		if goexit {
+			d.goexited(it, pos, n)
 		}
 	}()
 	defer func() {
 		if r := recover(); r != nil {
+			goexit = false
 			it.src.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
 				eventAttrs(it.env, -1, slog.String("panic_type", fmt.Sprintf("%T", r)), slog.String("stack", string(debug.Stack())))...)
 			err = fmt.Errorf("%w: %v", ErrListenerPanic, r)
 		}
 	}()
 	err = l.OnEvent(ctx, it.env)
+	goexit = false
 	if err == nil && ctx.Err() == context.DeadlineExceeded && it.src.work.Context().Err() == nil {
 		// A listener that returns nil after its deadline may not have
 		// finished its work: count the overrun as a failure.
 		err = fmt.Errorf("listener overran its timeout of %v: %w", timeout, context.DeadlineExceeded)
 	}
 	return err
+}
+
+// goexited handles a listener that called runtime.Goexit: its goroutine,
+// a worker, is unwinding and cannot be stopped. It logs the failure with
+// the stack (which still shows where Goexit was called), starts a
+// replacement worker before this one's WaitGroup slot is given back (so
+// Close keeps draining and the pool keeps its size), and records the
+// delivery as failed.
+func (d *Dispatcher) goexited(it item, pos, n int) {
+	it.src.log.LogAttrs(context.Background(), slog.LevelError,
+		"listener called runtime.Goexit instead of returning (as t.FailNow and require.* do); the delivery failed and its worker is replaced",
+		eventAttrs(it.env, it.attempts, slog.String("stack", string(debug.Stack())))...)
+	d.startWorkers(1)
+	d.outcome(it, fmt.Errorf("listener %d of %d: %w", pos, n, ErrListenerGoexit))
 }
 
 // ErrListenerHung is the failure recorded for a listener that did not
@@ -301,17 +336,6 @@ func (d *Dispatcher) PendingRetries() int {
 	d.retryMu.Lock()
 	defer d.retryMu.Unlock()
 	return len(d.retryTimers)
-}
-
-func (d *Dispatcher) warnNoListener(eventType string) {
-	if d.noListenerCount.Load() >= maxNoListenerWarnings {
-		return
-	}
-	if _, seen := d.noListener.LoadOrStore(eventType, struct{}{}); !seen {
-		d.noListenerCount.Add(1)
-		d.log.Warn("no listener registered for event type; events of this type are marked DONE",
-			slog.String("event_type", eventType))
-	}
 }
 
 // eventAttrs are the log attributes of an event: never its payload or

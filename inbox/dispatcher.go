@@ -474,7 +474,10 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 // RunOnce claims up to BatchSize messages from one inbox (the next one the
 // Selector picks; the only one for [Inbox.NewDispatcher]) and handles them
 // one after the other in the calling goroutine, with ctx as the handlers'
-// parent context. It returns how many it handled. It may run while the
+// parent context. It returns how many it handled. A handler that calls
+// runtime.Goexit has its failed attempt recorded and ends the calling
+// goroutine; the messages after it stay leased until their lease expires.
+// It may run while the
 // dispatcher runs (leases keep them apart); it is meant for tests and
 // tools.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
@@ -482,9 +485,16 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	if err != nil || m == nil {
 		return 0, err
 	}
+	left := len(recs)
+	defer func() { // a handler's Goexit ends this goroutine: give the rest back
+		for ; left > 0; left-- {
+			m.work.Release()
+		}
+	}()
 	for _, rec := range recs {
 		d.handle(ctx, m, rec)
 		m.work.Release()
+		left--
 	}
 	return len(recs), nil
 }
@@ -512,7 +522,14 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 	default:
 		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)
 		hctx, cancel := context.WithTimeout(ctx, d.cfg.HandlerTimeout)
+		goexit := true // until call returned (it recovers every panic)
+		defer func() {
+			if goexit {
+				d.goexited(ctx, m, rec)
+			}
+		}()
 		err = d.call(hctx, m, h, rec)
+		goexit = false
 		cancel()
 	}
 	if err != nil && ctx.Err() != nil {
@@ -536,6 +553,22 @@ func (d *Dispatcher) call(ctx context.Context, m *member, h Handler, rec Record)
 		}
 	}()
 	return h.Handle(ctx, rec)
+}
+
+// goexited records the failed attempt of a handler that called
+// runtime.Goexit: the goroutine is unwinding and cannot be stopped, but
+// the outcome is written (or, after a hard stop, nothing, as for any
+// interrupted handler) before it ends. The dispatcher's worker slot is
+// given back by the goroutine's own deferred calls.
+func (d *Dispatcher) goexited(ctx context.Context, m *member, rec Record) {
+	m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler Goexit stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
+	if ctx.Err() != nil {
+		m.log.LogAttrs(context.Background(), slog.LevelInfo,
+			"inbox: handler interrupted by shutdown (or by the removal of its inbox); the message stays leased until its lease expires",
+			recAttrs(rec)...)
+		return
+	}
+	d.settle(m, rec, ErrHandlerGoexit, false)
 }
 
 // settle records the outcome of one handling in m's inbox: Ack, Abandon

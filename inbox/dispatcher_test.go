@@ -179,6 +179,26 @@ func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 	}
 }
 
+// A handler that calls runtime.Goexit (t.FailNow, require.*) fails its
+// attempt like a panic: the failure is recorded and logged with the message
+// id, and the worker slot is given back, so later messages are handled.
+func testDispatcherHandlerGoexit(t *testing.T, open opener) {
+	e := newEnv(t, open, inbox.Config{})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", Workers: 1, PollInterval: time.Millisecond})
+	mustHandle(t, d, "exit", func(context.Context, inbox.Record) error { runtime.Goexit(); return nil })
+	mustHandle(t, d, "ok", func(context.Context, inbox.Record) error { return nil })
+	e.start(d)
+	e.enqueue(inbox.Message{Source: "s", MessageID: "exits", Topic: "exit"})
+	waitFor(t, "the Goexit attempt to be recorded", func() bool { return e.get("s", "exits").Attempt == 1 })
+	rec := e.get("s", "exits")
+	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
+	mustEqual(t, "error", rec.LastError, inbox.ErrHandlerGoexit.Error())
+	mustEqual(t, "lease released", rec.LockedBy, "")
+	mustEqual(t, "error log", len(e.logs.lines("level=ERROR", "will retry", "message_id=exits", "Goexit")), 1)
+	e.enqueue(inbox.Message{Source: "s", MessageID: "next", Topic: "ok"})
+	waitFor(t, "the next message Done", func() bool { return e.status("s", "next") == inbox.StatusDone })
+}
+
 // IBX-079: different messages are handled at once, up to Workers.
 func testDispatcherConcurrency(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})

@@ -62,6 +62,10 @@ var (
 	// ErrHandlerPanic wraps the value of a handler panic; the attempt
 	// counts as failed.
 	ErrHandlerPanic = errors.New("outbox: inbox: handler panicked")
+	// ErrHandlerGoexit is recorded when a handler ends its goroutine with
+	// runtime.Goexit instead of returning (t.FailNow, t.Fatal and
+	// testify's require do): the attempt counts as failed, like a panic.
+	ErrHandlerGoexit = errors.New("outbox: inbox: handler called runtime.Goexit")
 	// ErrDuplicateHandler is returned by Dispatcher.Handle for a topic
 	// that already has a handler.
 	ErrDuplicateHandler = errors.New("outbox: inbox: topic already has a handler")

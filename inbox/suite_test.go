@@ -48,6 +48,7 @@ var suite = []struct {
 	{"DispatcherRoutes", testDispatcherRoutes},
 	{"DispatcherRetriesThenDead", testDispatcherRetriesThenDead},
 	{"DispatcherNoHandlerAndPanic", testDispatcherNoHandlerAndPanic},
+	{"DispatcherHandlerGoexit", testDispatcherHandlerGoexit},
 	{"DispatcherConcurrency", testDispatcherConcurrency},
 	{"DispatcherNeverSameMessageTwice", testDispatcherNeverSameMessageTwice},
 	{"DispatcherReapsAndCleansUp", testDispatcherReapsAndCleansUp},

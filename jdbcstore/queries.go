@@ -53,6 +53,8 @@ type statements struct {
 	markRetry string
 	// markDead: done_at (when it finished), last_error, event_id, owner.
 	markDead string
+	// postpone: available_at, last_error, event_id, owner.
+	postpone string
 	// poll: now (available_at bound), now-skipRecent (created_at bound), limit.
 	poll string
 	// claimable is the WHERE clause of claimable rows: now (available_at),
@@ -101,6 +103,7 @@ func buildStatements(d Dialect, table string) statements {
 			" WHERE event_id = ?" + notDone,
 		markDead: "UPDATE " + t + " SET status = " + st(core.StatusDead) +
 			", attempts = attempts + 1, done_at = ?, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
+		postpone: "UPDATE " + t + " SET available_at = ?, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
 		poll: "SELECT " + cols + " FROM " + t + " WHERE " + pending +
 			" AND available_at <= ? AND created_at <= ?" + order + " LIMIT ?",
 		claimable: pending + " AND available_at <= ? AND created_at <= ?" +
@@ -122,7 +125,7 @@ func buildStatements(d Dialect, table string) statements {
 			" WHERE " + expired + " LIMIT ?)"
 	}
 	bt := d.bindType()
-	for _, p := range []*string{&q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.poll,
+	for _, p := range []*string{&q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
 		&q.claimReturning, &q.claimSelect, &q.reap, &q.get, &q.exists, &q.countByStatus} {
 		*p = sqlx.Rebind(bt, *p)
 	}

@@ -252,6 +252,21 @@ func (s *Store) MarkDead(ctx context.Context, owner, id, errMsg string) (bool, e
 	return n > 0, err
 }
 
+// Postpone implements core.Postponer: it sets available_at to nextAt and
+// last_error to errMsg (truncated to Config.MaxErrorLen characters) and
+// releases the lease, keeping status and attempts. It changes nothing
+// (returns false) when the event is DONE or owner does not hold it.
+func (s *Store) Postpone(ctx context.Context, owner, id string, nextAt time.Time, errMsg string) (bool, error) {
+	if err := validOwner(owner); err != nil {
+		return false, fmt.Errorf("outbox: jdbcstore: postpone: %w", err)
+	}
+	n, err := s.exec(ctx, "postpone", id, s.q.postpone,
+		s.dialect.encodeTime(nextAt), truncateError(errMsg, s.maxErr), id, owner)
+	return n > 0, err
+}
+
+var _ core.Postponer = (*Store)(nil)
+
 // validOwner checks an owner token against the locked_by column.
 func validOwner(owner string) error {
 	if owner == "" || len(owner) > core.MaxOwnerLen {

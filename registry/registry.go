@@ -1,7 +1,8 @@
 // Package registry maps event types to listeners.
 //
 // Listeners registered for an exact event type run first, then wildcard
-// listeners registered with [Registry.RegisterAll], each group in
+// listeners registered with [Registry.RegisterAll] or
+// [Registry.RegisterAllFunc], each group in
 // registration order. Reads are lock-free (an immutable snapshot swapped on
 // every registration), so the dispatcher's per-event lookup costs one map
 // read and no allocation.
@@ -54,6 +55,9 @@ func (r *Registry) Register(eventType string, l core.Listener) *Registry {
 
 // RegisterFunc is Register with a function listener.
 func (r *Registry) RegisterFunc(eventType string, fn func(ctx context.Context, env core.Envelope) error) *Registry {
+	if fn == nil {
+		return r.Register(eventType, nil) // panics: nil listener
+	}
 	return r.Register(eventType, core.ListenerFunc(fn))
 }
 
@@ -74,6 +78,14 @@ func (r *Registry) RegisterAll(l core.Listener) *Registry {
 	}
 	r.update(func(s *snapshot) { s.wildcard = append(s.wildcard, l) })
 	return r
+}
+
+// RegisterAllFunc is RegisterAll with a function listener.
+func (r *Registry) RegisterAllFunc(fn func(ctx context.Context, env core.Envelope) error) *Registry {
+	if fn == nil {
+		panic(fmt.Errorf("%w: registry: nil listener", core.ErrInvalidConfig))
+	}
+	return r.RegisterAll(core.ListenerFunc(fn))
 }
 
 // TryRegister is Register returning an error (wrapping core.ErrInvalidConfig)

@@ -75,10 +75,17 @@ func TestExactListenersFirstThenWildcardInRegistrationOrder(t *testing.T) {
 		return nil
 	})
 	r.RegisterAll(rec.listener("W3"))
+	r.RegisterAllFunc(func(context.Context, core.Envelope) error {
+		rec.mu.Lock()
+		rec.got = append(rec.got, "W4")
+		rec.mu.Unlock()
+		return nil
+	})
 
 	cases := map[string][]string{
-		"A": {"A1", "A2", "A3", "W1", "W2", "W3"},
-		"B": {"B1", "W1", "W2", "W3"},
+		"A":       {"A1", "A2", "A3", "W1", "W2", "W3", "W4"},
+		"B":       {"B1", "W1", "W2", "W3", "W4"},
+		"Unknown": {"W1", "W2", "W3", "W4"},
 	}
 	for typ, want := range cases {
 		if got := rec.run(t, r.ListenersFor(typ)); !slices.Equal(got, want) {
@@ -192,6 +199,8 @@ func TestRegisterPanicsOnProgrammerErrors(t *testing.T) {
 	mustPanicInvalid(t, `RegisterType(nil)`, func() { r.RegisterType(nil, nop()) })
 	mustPanicInvalid(t, `RegisterType(empty enum)`, func() { r.RegisterType(userEvent(""), nop()) })
 	mustPanicInvalid(t, `RegisterAll(nil)`, func() { r.RegisterAll(nil) })
+	mustPanicInvalid(t, `RegisterAllFunc(nil)`, func() { r.RegisterAllFunc(nil) })
+	mustPanicInvalid(t, `RegisterFunc("A", nil)`, func() { r.RegisterFunc("A", nil) })
 	if got := r.Types(); len(got) != 0 {
 		t.Fatalf("panicking registrations changed the registry: Types() = %v", got)
 	}
@@ -199,7 +208,8 @@ func TestRegisterPanicsOnProgrammerErrors(t *testing.T) {
 
 func TestRegisterChains(t *testing.T) {
 	r := registry.New()
-	got := r.Register("A", nop()).RegisterAll(nop()).RegisterType(userCreated, nop())
+	got := r.Register("A", nop()).RegisterAll(nop()).RegisterType(userCreated, nop()).
+		RegisterAllFunc(func(context.Context, core.Envelope) error { return nil })
 	if got != r {
 		t.Fatal("Register/RegisterAll/RegisterType must return the receiver for chaining")
 	}

@@ -98,7 +98,8 @@ func (t *Tenant) Publish(ctx context.Context, env core.Envelope) (string, error)
 // with [New]; it is safe for concurrent use.
 type Outbox struct {
 	// Registry holds the listeners, shared by every database; its methods
-	// (Register, RegisterFunc, RegisterAll, …) are the Outbox's.
+	// (Register, RegisterFunc, RegisterAll, RegisterAllFunc, …) are the
+	// Outbox's.
 	*registry.Registry
 	// Dispatcher delivers the events of every database.
 	Dispatcher *dispatcher.Dispatcher

@@ -13,7 +13,8 @@
 //     then not known to have committed);
 //   - hooks run after the transaction is finished, outside any lock of this
 //     package; a panicking hook is recovered and logged, and the next hook
-//     still runs.
+//     still runs. A hook that calls runtime.Goexit is logged too; the hooks
+//     after it run before the goroutine ends.
 //
 // Typical use:
 //

@@ -320,18 +320,38 @@ func (t *Tx) rollback() error {
 	return nil
 }
 
-func (t *Tx) runHooks(kind string, hooks []func()) {
-	for i, fn := range hooks {
-		t.runHook(kind, i, fn)
+func (t *Tx) runHooks(kind string, hooks []func()) { t.runHooksFrom(kind, hooks, 0) }
+
+// runHooksFrom runs hooks[from:]. A hook that calls runtime.Goexit ends
+// the goroutine (the caller's), but the hooks after it still run while it
+// unwinds: one of them may hand a committed event to the dispatcher.
+func (t *Tx) runHooksFrom(kind string, hooks []func(), from int) {
+	next := from
+	defer func() {
+		if next < len(hooks) { // hooks[next-1] called runtime.Goexit
+			t.runHooksFrom(kind, hooks, next)
+		}
+	}()
+	for next < len(hooks) {
+		i := next
+		next++
+		t.runHook(kind, i, hooks[i])
 	}
 }
 
 // runHook runs one hook and contains its panic: the remaining hooks must run
-// and a hook must never crash the process.
+// and a hook must never crash the process. A hook that calls runtime.Goexit
+// is logged as an ERROR too.
 func (t *Tx) runHook(kind string, index int, fn func()) {
+	goexit := true // until fn returned or panicked
 	defer func() {
 		p := recover()
 		if p == nil {
+			if goexit {
+				t.logger.LogAttrs(context.Background(), slog.LevelError,
+					"outbox: transaction hook called runtime.Goexit; the hooks after it still run, then the goroutine ends",
+					slog.String("hook", kind), slog.Int("index", index), slog.String("stack", string(debug.Stack())))
+			}
 			return
 		}
 		attrs := []slog.Attr{
@@ -351,6 +371,7 @@ func (t *Tx) runHook(kind string, index int, fn func()) {
 		t.logger.LogAttrs(context.Background(), slog.LevelError, "outbox: transaction hook panicked", attrs...)
 	}()
 	fn()
+	goexit = false
 }
 
 // From returns the [*Tx] carried by ctx, if any. It looks first at this

@@ -243,6 +243,42 @@ func TestDoGoexitRollsBack(t *testing.T) {
 	}
 }
 
+// A hook that calls runtime.Goexit ends the committing goroutine, but the
+// hooks after it (such as the outbox's hand-off to the dispatcher) still
+// run, and the Goexit is logged.
+func TestGoexitHookIsLoggedAndOthersRun(t *testing.T) {
+	db := openDB(t)
+	logger, logs := newLogger()
+	m := txctx.New(db, txctx.WithLogger(logger))
+	var r recorder
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.Do(context.Background(), func(ctx context.Context) error {
+			tx := mustTx(t, ctx)
+			tx.AfterCommit(r.hook("c1"))
+			tx.AfterCommit(func() { runtime.Goexit() })
+			tx.AfterCommit(r.hook("c3"))
+			tx.AfterCommit(func() { runtime.Goexit() })
+			tx.AfterCommit(r.hook("c5"))
+			return insert(ctx, t, 1)
+		})
+		t.Error("Do returned after a hook's Goexit")
+	}()
+	<-done
+	if got := r.got(); got != "c1,c3,c5" {
+		t.Fatalf("hooks = %q, want c1,c3,c5", got)
+	}
+	if n := countItems(t, db); n != 1 {
+		t.Fatalf("rows = %d, want 1 (committed)", n)
+	}
+	for _, want := range []string{"level=ERROR", "runtime.Goexit", "hook=after_commit", "index=1", "index=3"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}
+
 func TestPanickingHookIsLoggedAndOthersRun(t *testing.T) {
 	db := openDB(t)
 	logger, logs := newLogger()

@@ -153,6 +153,14 @@ func (s *Store) MarkDead(_ context.Context, owner, id, msg string) (bool, error)
 	})
 }
 
+// Postpone implements core.Postponer.
+func (s *Store) Postpone(_ context.Context, owner, id string, nextAt time.Time, msg string) (bool, error) {
+	return s.update("postpone", owner, id, func(r *core.Record) {
+		r.AvailableAt, r.LastError = nextAt.UTC(), msg
+		r.LockedBy, r.LockedUntil = "", time.Time{}
+	})
+}
+
 // ClaimDue implements core.Claimer.
 func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Record, error) {
 	if err := s.fail("claim", ""); err != nil {

@@ -123,6 +123,58 @@ func (s *suite) testMarkDead(t *testing.T) {
 	})
 }
 
+func (s *suite) testPostpone(t *testing.T) {
+	t.Run("KeepsStatusAndAttemptsReleasesLease", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, newClock(t0), jdbcstore.Config{})
+		ctx := t.Context()
+		fresh, retried := jsonEvent(t, "evt-postpone-new"), jsonEvent(t, "evt-postpone-retry")
+		insert(t, st, fresh)
+		insert(t, st, retried)
+		ok, err := st.MarkRetry(ctx, testOwner, retried.ID(), t0, testLease.Until, "transient")
+		mark(t, "MarkRetry", true, ok, err)
+		later := t0.Add(time.Minute)
+		for _, c := range []struct {
+			id       string
+			status   core.Status
+			attempts int
+		}{{fresh.ID(), core.StatusNew, 0}, {retried.ID(), core.StatusRetry, 1}} {
+			ok, err := st.Postpone(ctx, testOwner, c.id, later, "no listener")
+			mark(t, "Postpone "+c.id, true, ok, err)
+			rec := get(t, st, c.id)
+			if rec.Status != c.status || rec.Attempts != c.attempts || rec.LastError != "no listener" {
+				t.Errorf("%s: Status, Attempts, LastError = %v, %d, %q; want %v, %d, no listener",
+					c.id, rec.Status, rec.Attempts, rec.LastError, c.status, c.attempts)
+			}
+			if rec.LockedBy != "" || !rec.LockedUntil.IsZero() {
+				t.Errorf("%s: Postpone kept the lease %q/%v", c.id, rec.LockedBy, rec.LockedUntil)
+			}
+			sameTime(t, "AvailableAt", rec.AvailableAt, micro(later))
+		}
+	})
+
+	t.Run("FencedOnOwnerAndDone", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, newClock(t0), jdbcstore.Config{})
+		ctx := t.Context()
+		env, done := jsonEvent(t, "evt-postpone-fenced"), jsonEvent(t, "evt-postpone-done")
+		insert(t, st, env)
+		insert(t, st, done)
+		ok, err := st.Postpone(ctx, "someone-else", env.ID(), t0.Add(time.Minute), "x")
+		mark(t, "Postpone by another owner", false, ok, err)
+		ok, err = markDone(ctx, st, done.ID())
+		mark(t, "MarkDone", true, ok, err)
+		ok, err = st.Postpone(ctx, testOwner, done.ID(), t0.Add(time.Minute), "x")
+		mark(t, "Postpone of a DONE row", false, ok, err)
+		if rec := get(t, st, env.ID()); rec.LockedBy != testOwner || rec.LastError != "" {
+			t.Errorf("fenced Postpone changed the row: locked_by %q last_error %q", rec.LockedBy, rec.LastError)
+		}
+		if rec := get(t, st, done.ID()); rec.Status != core.StatusDone {
+			t.Errorf("DONE row became %v", rec.Status)
+		}
+	})
+}
+
 func (s *suite) testDoneRowIsFinal(t *testing.T) {
 	t.Parallel()
 	clk := newClock(t0)

@@ -43,6 +43,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("MarkDone", s.testMarkDone)
 		t.Run("MarkRetry", s.testMarkRetry)
 		t.Run("MarkDead", s.testMarkDead)
+		t.Run("Postpone", s.testPostpone)
 		t.Run("DoneRowIsFinal", s.testDoneRowIsFinal)
 		t.Run("LastError", s.testLastError)
 		t.Run("PollPending", s.testPollPending)

@@ -1,0 +1,123 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// UnhandledPolicy tells the dispatcher what to do with an event no
+// listener is registered for; see Config.Unhandled.
+type UnhandledPolicy uint8
+
+// The policies for events without a listener.
+const (
+	// UnhandledDone marks the event DONE, as if delivered: nobody wanted
+	// it. The default.
+	UnhandledDone UnhandledPolicy = iota
+	// UnhandledLeave leaves the event pending for a listener registered
+	// later (after Start, or on another node running newer code): it stays
+	// NEW (or RETRY), no attempt is charged, its lease is released and it
+	// is due again UnhandledDelay later, when a poller (of any node)
+	// claims it and it is looked at again. With a store that does not
+	// implement core.Postponer it is only released, and this node's poller
+	// claims it again at its next poll.
+	UnhandledLeave
+	// UnhandledDead marks the event DEAD with the reason "no listener
+	// registered for event type X": it waits for an operator (outboxctl
+	// dead list / replay).
+	UnhandledDead
+)
+
+// String returns "done", "leave" or "dead".
+func (p UnhandledPolicy) String() string {
+	switch p {
+	case UnhandledDone:
+		return "done"
+	case UnhandledLeave:
+		return "leave"
+	case UnhandledDead:
+		return "dead"
+	}
+	return fmt.Sprintf("UnhandledPolicy(%d)", uint8(p))
+}
+
+// DefaultUnhandledDelay is the default of Config.UnhandledDelay.
+const DefaultUnhandledDelay = time.Minute
+
+// errNoListener tells process that no listener is registered for an event.
+var errNoListener = errors.New("outbox: no listener registered for the event type")
+
+// maxNoListenerWarnings bounds the set of event types warned about one by
+// one; beyond it the warnings about further types are rate-limited.
+const maxNoListenerWarnings = 1000
+
+// unhandled settles an event no listener is registered for, as
+// Config.Unhandled says.
+func (d *Dispatcher) unhandled(it item) {
+	o, typ := it.src, it.env.Type()
+	if um, ok := o.metrics.(core.UnhandledMetrics); ok {
+		um.Unhandled(typ)
+	}
+	d.warnNoListener(o, typ)
+	switch d.cfg.Unhandled {
+	case UnhandledLeave:
+		d.leave(it)
+	case UnhandledDead:
+		msg := fmt.Sprintf("no listener registered for event type %q", typ)
+		o.metrics.DispatchDead()
+		d.settle(it, d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
+			return o.store.MarkDead(ctx, d.cfg.Owner, it.env.ID(), msg)
+		}))
+	default:
+		d.outcome(it, nil) // DONE, as if delivered
+	}
+}
+
+// leave puts off an event no listener is registered for: due again
+// UnhandledDelay from now, its lease released, no attempt charged. A store
+// that cannot postpone (no core.Postponer) keeps the row as it is; the
+// event is released for the poller.
+func (d *Dispatcher) leave(it item) {
+	if p, ok := it.src.store.(core.Postponer); ok {
+		next := d.cfg.Now().Add(d.cfg.UnhandledDelay)
+		msg := fmt.Sprintf("no listener registered for event type %q; left for later", it.env.Type())
+		d.writeStatus(it, "postpone", func(ctx context.Context) (bool, error) {
+			return p.Postpone(ctx, d.cfg.Owner, it.env.ID(), next, msg)
+		})
+	}
+	d.release(it)
+}
+
+// warnNoListener logs one WARN per event type without a listener, for the
+// first maxNoListenerWarnings types; further types share a rate-limited
+// WARN. The set of types remembered is bounded by that number (plus the
+// number of workers, which may race past the check).
+func (d *Dispatcher) warnNoListener(o *origin, eventType string) {
+	if _, seen := d.noListener.Load(eventType); seen {
+		return
+	}
+	var what string
+	switch d.cfg.Unhandled {
+	case UnhandledLeave:
+		what = "events of this type are left pending, looked at again every UnhandledDelay"
+	case UnhandledDead:
+		what = "events of this type are marked DEAD"
+	default:
+		what = "events of this type are marked DONE"
+	}
+	msg := "no listener registered for event type; " + what
+	if d.noListenerCount.Load() >= maxNoListenerWarnings {
+		d.noListenerLog.Hit(o.log, slog.LevelWarn, msg+" (too many such types to warn about each once; rate-limited)",
+			slog.String("event_type", eventType), slog.Duration("unhandled_delay", d.cfg.UnhandledDelay))
+		return
+	}
+	if _, seen := d.noListener.LoadOrStore(eventType, struct{}{}); !seen {
+		d.noListenerCount.Add(1)
+		o.log.LogAttrs(context.Background(), slog.LevelWarn, msg, slog.String("event_type", eventType))
+	}
+}

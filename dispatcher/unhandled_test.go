@@ -1,0 +1,200 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/registry"
+)
+
+// Unhandled implements core.UnhandledMetrics.
+func (m *fakeMetrics) Unhandled(eventType string) { m.unhandled.add(eventType) }
+
+var _ core.UnhandledMetrics = (*fakeMetrics)(nil)
+
+// The default: an event without a listener is DONE, counted, and warned
+// about once per type.
+func TestUnhandledDoneIsCounted(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 2})
+	h.start()
+	var ids []string
+	for range 3 {
+		e := h.insert("Ghost")
+		h.mustEnqueueHot(e)
+		ids = append(ids, e.ID())
+	}
+	for _, id := range ids {
+		h.waitStatus(id, core.StatusDone)
+	}
+	if got := h.metrics.unhandled.count("Ghost"); got != 3 {
+		t.Errorf("Unhandled(Ghost) signals = %d, want 3", got)
+	}
+	if got := len(h.logs.lines("level=WARN", "no listener", "event_type=Ghost", "marked DONE")); got != 1 {
+		t.Errorf("%d WARN lines, want 1", got)
+	}
+}
+
+// UnhandledLeave puts the event off without charging an attempt: it stays
+// NEW, its lease is released and it is not due before UnhandledDelay, so
+// no poller takes it again at once; once due, a listener registered in the
+// meantime gets it.
+func TestUnhandledLeavePostponesWithoutAttempt(t *testing.T) {
+	clk := newFakeClock()
+	const delay = 3 * time.Minute
+	h := newHarness(t, dispatcher.Config{Workers: 1, Now: clk.Now, Unhandled: dispatcher.UnhandledLeave, UnhandledDelay: delay})
+	h.start()
+	e := h.insert("Later")
+	h.mustEnqueueHot(e)
+	h.wait("the event to be put off", func() bool { r, _ := h.st.Get(e.ID()); return r.LastError != "" })
+	h.waitReleased(e.ID())
+	r := h.row(e.ID())
+	if r.Status != core.StatusNew || r.Attempts != 0 || r.LockedBy != "" || !r.AvailableAt.Equal(clk.Now().Add(delay)) {
+		t.Fatalf("put-off row: %v attempts %d locked_by %q available_at %v; want NEW 0 unowned %v",
+			r.Status, r.Attempts, r.LockedBy, r.AvailableAt, clk.Now().Add(delay))
+	}
+	if !strings.Contains(r.LastError, `no listener registered for event type "Later"`) {
+		t.Errorf("last_error %q", r.LastError)
+	}
+	claim := func() []core.Record {
+		t.Helper()
+		recs, err := h.st.ClaimDue(context.Background(), core.ClaimRequest{
+			Owner: h.d.Owner(), Now: clk.Now(), LeaseUntil: h.d.ClaimLease(clk.Now()).Until, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	if recs := claim(); len(recs) != 0 {
+		t.Fatalf("a poll right after claimed %d events, want 0 (not due)", len(recs))
+	}
+	got := make(chan string, 1)
+	h.reg.RegisterFunc("Later", func(_ context.Context, env core.Envelope) error { got <- env.ID(); return nil })
+	clk.Advance(delay)
+	recs := claim()
+	if len(recs) != 1 {
+		t.Fatalf("a poll once due claimed %d events, want 1", len(recs))
+	}
+	env, err := recs[0].Envelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mustEnqueueCold(env, recs[0].Attempts)
+	if id := recv(t, got, "the late listener"); id != e.ID() {
+		t.Fatalf("listener got %s", id)
+	}
+	h.waitStatus(e.ID(), core.StatusDone)
+	if n := h.metrics.failure.Load() + h.metrics.dead.Load(); n != 0 {
+		t.Errorf("failure+dead signals = %d, want 0", n)
+	}
+	if got := h.metrics.unhandled.count("Later"); got != 1 {
+		t.Errorf("Unhandled(Later) = %d, want 1", got)
+	}
+	if got := len(h.logs.lines("level=WARN", "no listener", "event_type=Later", "left pending")); got != 1 {
+		t.Errorf("%d WARN lines, want 1:\n%s", got, h.logs)
+	}
+}
+
+// statusOnly hides every method of a store but core.StatusWriter's: a
+// store that cannot postpone.
+type statusOnly struct{ core.StatusWriter }
+
+// With a store that cannot postpone, UnhandledLeave only releases the
+// event: the row is untouched, for the poller.
+func TestUnhandledLeaveWithoutPostponer(t *testing.T) {
+	st := memstore.New(nil)
+	d, err := dispatcher.New(statusOnly{st}, registry.New(), dispatcher.Config{Workers: 1, Unhandled: dispatcher.UnhandledLeave})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	env, err := core.NewEvent("Later").ID("l-1").PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := d.HotLease(env)
+	if err := st.Insert(context.Background(), nil, env, lease); err != nil {
+		t.Fatal(err)
+	}
+	if !d.EnqueueHot(env, lease) {
+		t.Fatal("EnqueueHot = false")
+	}
+	waitFor(t, waitTimeout, "the event to be released", func() bool { return !d.InFlight(env.ID()) }, nil)
+	r, _ := st.Get(env.ID())
+	if r.Status != core.StatusNew || r.Attempts != 0 || r.LockedBy != d.Owner() || r.LastError != "" {
+		t.Errorf("row: %v attempts %d locked_by %q last_error %q; want it untouched", r.Status, r.Attempts, r.LockedBy, r.LastError)
+	}
+}
+
+// UnhandledDead marks the event DEAD with the reason.
+func TestUnhandledDead(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, Unhandled: dispatcher.UnhandledDead})
+	h.start()
+	e := h.insert("Ghost")
+	h.mustEnqueueHot(e)
+	h.waitStatus(e.ID(), core.StatusDead)
+	h.waitReleased(e.ID())
+	if r := h.row(e.ID()); r.LastError != `no listener registered for event type "Ghost"` {
+		t.Errorf("last_error %q", r.LastError)
+	}
+	if h.metrics.dead.Load() != 1 || h.metrics.unhandled.count("Ghost") != 1 || h.metrics.success.Load() != 0 {
+		t.Errorf("metrics: %v unhandled %d", h.metrics, h.metrics.unhandled.count("Ghost"))
+	}
+	if got := len(h.logs.lines("level=WARN", "no listener", "event_type=Ghost", "marked DEAD")); got != 1 {
+		t.Errorf("%d WARN lines, want 1", got)
+	}
+}
+
+// The WARN is once per type for the first 1000 types; further types share
+// a rate-limited WARN, so neither the log nor the memory grows with them.
+func TestNoListenerWarningsAreBounded(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 2, ColdCapacity: 2000})
+	h.start()
+	const types = 1010
+	var ids []string
+	for i := range types {
+		e := h.insert(fmt.Sprintf("T%04d", i))
+		h.mustEnqueueCold(e, 0)
+		ids = append(ids, e.ID())
+	}
+	for _, id := range ids {
+		h.waitStatus(id, core.StatusDone)
+	}
+	named := len(h.logs.lines("level=WARN", "no listener")) - len(h.logs.lines("level=WARN", "no listener", "rate-limited"))
+	if named < 1000 || named > 1002 { // workers may race past the bound by one each
+		t.Errorf("%d one-per-type WARN lines, want 1000 (+ at most one per worker)", named)
+	}
+	if n := len(h.logs.lines("level=WARN", "no listener", "rate-limited")); n < 1 {
+		t.Errorf("no rate-limited WARN for the types beyond the bound")
+	}
+}
+
+func TestUnhandledConfig(t *testing.T) {
+	st, reg := memstore.New(nil), registry.New()
+	for field, cfg := range map[string]dispatcher.Config{
+		"Unhandled":      {Unhandled: dispatcher.UnhandledDead + 1},
+		"UnhandledDelay": {UnhandledDelay: -time.Second},
+	} {
+		_, err := dispatcher.New(st, reg, cfg)
+		var ce *core.ConfigError
+		if !errors.Is(err, core.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != "dispatcher."+field {
+			t.Errorf("invalid %s: err %v, want a *core.ConfigError for dispatcher.%s", field, err, field)
+		}
+	}
+	for p, want := range map[dispatcher.UnhandledPolicy]string{
+		dispatcher.UnhandledDone: "done", dispatcher.UnhandledLeave: "leave", dispatcher.UnhandledDead: "dead", 9: "UnhandledPolicy(9)",
+	} {
+		if got := p.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", p, got, want)
+		}
+	}
+}
