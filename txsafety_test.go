@@ -291,3 +291,49 @@ func testDeadlockSwallowed(t *testing.T, via string) {
 	}
 	waitUntil(t, "the next event delivered", func() bool { return seen.Load() == 1 })
 }
+
+// TestNoPhantomAfterLockWaitTimeoutRollbackMySQL: with
+// innodb_rollback_on_timeout (a server option, so on a private server) a
+// lock wait timeout rolls back the whole transaction; swallowing it must
+// not let the commit succeed or the event reach a listener.
+func TestNoPhantomAfterLockWaitTimeoutRollbackMySQL(t *testing.T) {
+	srv := testdb.StartMariaDB(t, "--innodb-rollback-on-timeout=ON", "--innodb-lock-wait-timeout=1")
+	db := srv.Open()
+	var seen atomic.Int64
+	ob, m := startOutbox(t, db, &seen)
+	ctx := context.Background()
+	db.MustExec(`CREATE TABLE acct (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`)
+	db.MustExec(`INSERT INTO acct VALUES (1, 0)`)
+
+	holder, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback() }()
+	if _, err := holder.ExecContext(ctx, `UPDATE acct SET v = v + 1 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	var timeout error
+	err = ob.InTx(ctx, func(ctx context.Context) error {
+		tx, _ := txctx.From(ctx)
+		var err error
+		if id, err = ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))); err != nil {
+			return err
+		}
+		_, timeout = tx.ExecContext(ctx, `UPDATE acct SET v = v + 1 WHERE id = 1`)
+		return nil // swallowed
+	})
+	if timeout == nil || !strings.Contains(timeout.Error(), "1205") {
+		t.Fatalf("the business statement did not time out: %v", timeout)
+	}
+	if !errors.Is(err, core.ErrTxAborted) {
+		t.Fatalf("InTx = %v, want ErrTxAborted", err)
+	}
+	if n := m.hot.Load(); n != 0 {
+		t.Fatalf("%d events reached the hot path from a rolled-back transaction", n)
+	}
+	if _, err := ob.Store.Get(ctx, id); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("Get(%s) after the rollback = %v, want ErrNotFound", id, err)
+	}
+}
