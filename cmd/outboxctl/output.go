@@ -195,7 +195,7 @@ func toJSON(r core.Record, withPayload bool) recordJSON {
 		Attempts:   r.Attempts,
 		OccurredAt: jsonTime(r.OccurredAt), CreatedAt: jsonTime(r.CreatedAt),
 		AvailableAt: jsonTime(r.AvailableAt),
-		LastError: r.LastError, LockedBy: r.LockedBy, LockedUntil: jsonTime(r.LockedUntil),
+		LastError:   r.LastError, LockedBy: r.LockedBy, LockedUntil: jsonTime(r.LockedUntil),
 		PayloadKind: r.PayloadKind.String(), PayloadSize: len(r.Payload),
 	}
 	if r.Status == core.StatusDead {
