@@ -78,7 +78,7 @@ reports and exits the same way.`, replayShownIDs),
 				others := f.eventType != "" || f.tenant != "" || !filter.From.IsZero() || !filter.To.IsZero()
 				missed, err := whyNotReplayed(ctx, store, ids, res.IDs, others)
 				if err != nil {
-					return err
+					return fmt.Errorf("dead replay: looking up the ids not replayed: %w (%d %s replayed)", err, res.Replayed, events(res.Replayed))
 				}
 				if err := printReplay(s, res, missed, dryRun); err != nil {
 					return err
