@@ -1,6 +1,6 @@
 module github.com/outbox-go/outbox
 
-go 1.26
+go 1.25.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1

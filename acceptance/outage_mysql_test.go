@@ -212,8 +212,9 @@ func newOutageEnv(t *testing.T, cfg *mysql.Config) *outageEnv {
 		t.Fatal(err)
 	}
 	ob.RegisterFunc("OrderPlaced", func(_ context.Context, env core.Envelope) error {
+		// While the test holds pause, no listener call runs.
 		e.pause.RLock()
-		e.pause.RUnlock()
+		defer e.pause.RUnlock()
 		e.mu.Lock()
 		e.delivered[env.ID()]++
 		e.invocations++

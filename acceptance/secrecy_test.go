@@ -392,7 +392,7 @@ func secretStaleNoListener(t *testing.T, s *secrecyRun) {
 	if err := f.publish(t, nil, stale); err != nil {
 		t.Fatal(err)
 	}
-	clock.offset.Store(int64(f.ob.Dispatcher.HotLease(stale).Until.Sub(time.Now())))
+	clock.offset.Store(int64(time.Until(f.ob.Dispatcher.HotLease(stale).Until)))
 	close(gate)
 	s.waitLog(t, "level=WARN", "event waited too long in the queue")
 	unlistened := s.event(t, "Unlistened", true)

@@ -22,7 +22,7 @@ func TestDemoRunsOnMySQL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: demo failed: %v\n%s", run, err, out.String())
 		}
-		for _, want := range []string{"outbox demo on MySQL/MariaDB", "1. Commit", "3. Overflow", "status DEAD  attempts 3",
+		for _, want := range []string{"outbox demo on MySQL/MariaDB", "1. Commit", "the listener was called", "coalesced batches", "3. Overflow", "status DEAD  attempts 3",
 			"DONE   1      9", "the email was sent 1 time", "DEAD   3      1", "NEW    0      0", "RETRY  2      0"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("run %d: demo output lacks %q:\n%s", run, want, out.String())

@@ -60,8 +60,13 @@ type Config struct {
 	Owner string
 	// Lease is how long this node owns an event it published or claimed.
 	// Another node takes an event over only after its lease expired, so a
-	// crashed node's events wait up to Lease (plus a poll interval). Must
-	// exceed ListenerTimeout + StatusTimeout. Defaults to 2 min.
+	// crashed node's events wait up to Lease (plus a poll interval).
+	// Defaults to 2 min. Must be greater than ListenerTimeout +
+	// ListenerGrace + StatusTimeout, each taken after its default is
+	// applied (36 s with the defaults), so that a listener call, the grace
+	// of a hung listener and the status write all end while the lease
+	// holds; otherwise New and NewMulti return an error wrapping
+	// core.ErrInvalidConfig.
 	Lease time.Duration
 	// ListenerTimeout bounds each listener call through its ctx; a listener
 	// that overruns it fails the delivery. Defaults to 30 s.

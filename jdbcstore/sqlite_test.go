@@ -1,7 +1,6 @@
 package jdbcstore_test
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -59,8 +58,3 @@ func TestSQLiteJSONPayloadByteExact(t *testing.T) {
 const testOwner = "jdbcstore-test-owner"
 
 var testLease = core.Lease{Owner: testOwner, Until: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
-
-func markDone(ctx context.Context, st *jdbcstore.Store, id string) (bool, error) {
-	n, err := st.MarkDone(ctx, testOwner, []string{id})
-	return n == 1, err
-}

@@ -21,6 +21,7 @@ import (
 // 2 and 1 unowned rows, and a poller over them.
 type multiFixture struct {
 	stores map[string]*memstore.Store
+	queues map[string]*dispatcher.StoreQueue
 	d      *dispatcher.Dispatcher
 	p      *poller.Poller
 	logs   *syncBuffer
@@ -28,7 +29,7 @@ type multiFixture struct {
 
 func newMultiFixture(t *testing.T, sel core.Selector) *multiFixture {
 	t.Helper()
-	f := &multiFixture{stores: map[string]*memstore.Store{}, logs: &syncBuffer{}}
+	f := &multiFixture{stores: map[string]*memstore.Store{}, queues: map[string]*dispatcher.StoreQueue{}, logs: &syncBuffer{}}
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := registry.New()
 	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
@@ -59,6 +60,7 @@ func newMultiFixture(t *testing.T, sel core.Selector) *multiFixture {
 		if err != nil {
 			t.Fatal(err)
 		}
+		f.queues[id] = q
 		if err := f.p.Add(id, st, q); err != nil {
 			t.Fatal(err)
 		}
@@ -69,8 +71,13 @@ func newMultiFixture(t *testing.T, sel core.Selector) *multiFixture {
 	return f
 }
 
-// polls runs n polls, each after the events of the one before are DONE,
-// and returns "<store><enqueued>" per poll.
+// polls runs n polls, each after the events of the one before are DONE and
+// released by the dispatcher, and returns "<store><enqueued>" per poll.
+//
+// Waiting for DONE alone is not enough: the dispatcher holds an event until
+// just after its DONE write, and the poller claims up to Held() more rows
+// than its batch (rows it holds are claimable by it). A poll in that window
+// would claim two rows of a store, not one.
 func (f *multiFixture) polls(t *testing.T, n int) []string {
 	t.Helper()
 	var got []string
@@ -82,8 +89,10 @@ func (f *multiFixture) polls(t *testing.T, n int) []string {
 		}
 		got = append(got, fmt.Sprintf("%s%d", res.Store, res.Enqueued))
 		enqueued[res.Store] += res.Enqueued
-		st, want := f.stores[res.Store], enqueued[res.Store]
-		waitFor(t, "the polled events to be DONE", func() bool { return st.Count(core.StatusDone) == want }, st.Changed)
+		st, q, want := f.stores[res.Store], f.queues[res.Store], enqueued[res.Store]
+		waitFor(t, "the polled events to be DONE and released", func() bool {
+			return st.Count(core.StatusDone) == want && q.Held() == 0
+		}, st.Changed)
 	}
 	return got
 }

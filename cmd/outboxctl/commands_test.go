@@ -147,8 +147,19 @@ func TestDeadList(t *testing.T) {
 	}
 	r := recs[1]
 	if r.LastError != longError+"\nsecond line" || r.Status != "DEAD" || r.Type != "PaymentRequested" ||
-		r.TenantID != "globex" || r.Attempts != 2 || r.DoneAt == nil || r.CreatedAt == nil {
+		r.TenantID != "globex" || r.Attempts != 2 || r.CreatedAt == nil {
 		t.Errorf("json record: %+v", r)
+	}
+	// When it died is died_at, as DIED_AT in the table; no done_at.
+	var raw []map[string]any
+	decodeJSON(t, list("--json", "--tenant", "globex"), &raw)
+	for _, m := range raw {
+		if died, _ := m["died_at"].(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT`).MatchString(died) {
+			t.Errorf("json list died_at = %v, want a time: %v", m["died_at"], m)
+		}
+		if _, has := m["done_at"]; has {
+			t.Errorf("json list of DEAD events has done_at: %v", m)
+		}
 	}
 	if r.Payload != nil || r.PayloadBase64 != nil || r.Headers != nil {
 		t.Errorf("json list carries payloads or headers: %+v", r)
@@ -181,6 +192,17 @@ func TestDeadShow(t *testing.T) {
 
 	// Any status is shown.
 	matches(t, ok(t, "--dsn", path, "dead", "show", "d-1"), `^status\s+DONE$`, `^done_at\s+\d`, `^last_error: -$`)
+	// In JSON too, a DEAD event has died_at, any other done_at (null while pending).
+	for id, want := range map[string]string{"x-5": `"died_at": "2`, "d-1": `"done_at": "2`, "n-1": `"done_at": null`} {
+		out := ok(t, "--dsn", path, "--json", "dead", "show", id)
+		other := `"died_at"`
+		if strings.Contains(want, "died_at") {
+			other = `"done_at"`
+		}
+		if !strings.Contains(out, want) || strings.Contains(out, other) {
+			t.Errorf("json show %s: want %s and no %s:\n%s", id, want, other, out)
+		}
+	}
 
 	var r recordJSON
 	decodeJSON(t, ok(t, "--dsn", path, "--json", "dead", "show", "x-5"), &r)
@@ -232,11 +254,61 @@ func TestDeadReplay(t *testing.T) {
 	}
 	// Nothing left of that type; --id picks exact events.
 	matches(t, ok(t, "--dsn", path, "dead", "replay", "--type", "PaymentRequested"), `^replayed 0 events$`)
-	decodeJSON(t, ok(t, "--dsn", path, "--json", "dead", "replay", "--id", "x-4", "--id", "x-1"), &res)
-	if res.DryRun || res.Matched != 1 || res.Replayed != 1 || !slices.Equal(res.IDs, []string{"x-4"}) {
-		t.Errorf("json replay --id: %+v", res)
+	// x-1 is NEW by now: named, exit 1, x-4 replayed all the same.
+	r := cli(t, "--dsn", path, "--json", "dead", "replay", "--id", "x-4", "--id", "x-1")
+	decodeJSON(t, r.stdout, &res)
+	if r.code != exitFailed || res.DryRun || res.Matched != 1 || res.Replayed != 1 || !slices.Equal(res.IDs, []string{"x-4"}) ||
+		len(res.NotReplayed) != 1 || res.NotReplayed[0].ID != "x-1" {
+		t.Errorf("json replay --id: exit %d, %+v", r.code, res)
 	}
 	wantCounts(t, store, 7, 3, 1, 0)
+}
+
+// An --id that is not replayed is named with the reason, and the command
+// fails (exit 1) though it replays the others; a dry run says the same.
+func TestDeadReplayUnknownIDs(t *testing.T) {
+	path, store := sqliteDB(t)
+	args := []string{"--dsn", path, "dead", "replay", "--id", "NOPE", "--id", "x-1", "--id", "d-1", "--id", "n-1"}
+	wantLine := func(r result, verb, done string) {
+		t.Helper()
+		want := "outboxctl: dead replay: 3 of the given ids " + verb + ": NOPE (not found), d-1 (not DEAD: DONE), n-1 (not DEAD: NEW); the " + done + "\n"
+		if r.code != exitFailed || r.stderr != want {
+			t.Errorf("exit %d, stderr %q; want exit 1, %q", r.code, r.stderr, want)
+		}
+	}
+
+	r := cli(t, append(args, "--dry-run")...)
+	wantLine(r, "would not be replayed", "1 other event would be replayed")
+	matches(t, r.stdout, `^would replay 1 event \(dry run`, `^  x-1$`, `^would not replay:$`,
+		`^  NOPE \(not found\)$`, `^  d-1 \(not DEAD: DONE\)$`, `^  n-1 \(not DEAD: NEW\)$`)
+	wantCounts(t, store, 2, 3, 1, 5)
+
+	r = cli(t, args...)
+	wantLine(r, "were not replayed", "1 other event replayed")
+	matches(t, r.stdout, `^replayed 1 event$`, `^  x-1$`, `^not replayed:$`, `^  NOPE \(not found\)$`)
+	wantCounts(t, store, 3, 3, 1, 4) // x-1 replayed all the same
+
+	// Only unknown ids: nothing replayed, still a failure; --json names them.
+	r = cli(t, "--dsn", path, "--json", "dead", "replay", "--id", "NOPE", "--id", "x-1")
+	var res replayJSON
+	decodeJSON(t, r.stdout, &res)
+	want := []notReplayed{{ID: "NOPE", Reason: "not found"}, {ID: "x-1", Reason: "not DEAD", Status: "NEW"}}
+	if r.code != exitFailed || res.Replayed != 0 || !slices.Equal(res.NotReplayed, want) {
+		t.Errorf("json: exit %d, %+v, stderr %q", r.code, res, r.stderr)
+	}
+	if r.stderr != "outboxctl: dead replay: 2 of the given ids were not replayed: NOPE (not found), x-1 (not DEAD: NEW); no other event replayed\n" {
+		t.Errorf("json: stderr %q", r.stderr)
+	}
+	// A DEAD id the other selectors leave out.
+	r = cli(t, "--dsn", path, "dead", "replay", "--id", "x-4", "--type", "PaymentRequested", "--dry-run")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "x-4 (does not match the other selectors)") {
+		t.Errorf("--id with --type: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Every id replayed: success, and not_replayed is an empty list.
+	decodeJSON(t, ok(t, "--dsn", path, "--json", "dead", "replay", "--id", "x-2"), &res)
+	if res.Replayed != 1 || res.NotReplayed == nil || len(res.NotReplayed) != 0 {
+		t.Errorf("json replay of a DEAD id: %+v", res)
+	}
 }
 
 // More than 20 ids: the table lists 20 and says how many more.
@@ -312,6 +384,12 @@ func TestSchemaPrint(t *testing.T) {
 	}
 	if got := ok(t, "--dsn", "/nonexistent/app.db", "schema", "print"); got != ok(t, "schema", "print", "--dialect", "SQLite") {
 		t.Errorf("schema print with a SQLite path is not the sqlite schema:\n%s", got)
+	}
+	// Neither --dialect nor --dsn: the sqlite schema, and a note saying so.
+	r := cli(t, "schema", "print")
+	if r.code != exitOK || r.stdout != ok(t, "schema", "print", "--dialect", "sqlite") ||
+		r.stderr != "outboxctl: schema print: no --dialect or --dsn: printing the sqlite schema (--dialect mysql for MySQL/MariaDB)\n" {
+		t.Errorf("schema print alone: exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
 	}
 	var sj schemaJSON
 	decodeJSON(t, ok(t, "--json", "schema", "print", "--dialect", "mysql"), &sj)

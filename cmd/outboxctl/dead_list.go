@@ -26,7 +26,7 @@ filter on created_at, when the event was published.
 
 --json prints one JSON array of events (every field but the headers and payload, with
 last_error in full). When it holds --limit elements, pass the event_id of the last
-one as --after to get the next page.`, jdbcstore.MaxListLimit, listErrorWidth),
+one as --after to get the next page. When the event died is died_at (DIED_AT above).`, jdbcstore.MaxListLimit, listErrorWidth),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f     deadFilterFlags

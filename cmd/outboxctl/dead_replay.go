@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -24,8 +28,14 @@ combined with AND, or with --all for every DEAD event. Without a selector nothin
 replayed (exit status 2). --dry-run changes nothing and tells what would be replayed.
 
 The table output says "replayed N events" ("would replay N events" in a dry run)
-and lists the first %d ids. --json prints one object: dry_run, matched, replayed
-and ids (every id matched).`, replayShownIDs),
+and lists the first %d ids. --json prints one object: dry_run, matched, replayed,
+ids (every id matched) and not_replayed.
+
+An --id that is not replayed (not found, not DEAD, or DEAD but not matching the
+other selectors) is listed under "not replayed" with the reason (not_replayed in
+--json: id, reason and status) and the command exits with status 1 and one line
+on stderr; the other selected events are replayed all the same. A dry run
+reports and exits the same way.`, replayShownIDs),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f      deadFilterFlags
@@ -65,26 +75,115 @@ and ids (every id matched).`, replayShownIDs),
 					}
 					return missingTable(err, store.Table())
 				}
-				return printReplay(s, res, dryRun)
+				others := f.eventType != "" || f.tenant != "" || !filter.From.IsZero() || !filter.To.IsZero()
+				missed, err := whyNotReplayed(ctx, store, ids, res.IDs, others)
+				if err != nil {
+					return fmt.Errorf("dead replay: looking up the ids not replayed: %w (%d %s replayed)", err, res.Replayed, events(res.Replayed))
+				}
+				if err := printReplay(s, res, missed, dryRun); err != nil {
+					return err
+				}
+				return missedError(missed, res, dryRun)
 			}
 		},
 	}
 }
 
-type replayJSON struct {
-	DryRun   bool     `json:"dry_run"`
-	Matched  int      `json:"matched"`
-	Replayed int      `json:"replayed"`
-	IDs      []string `json:"ids"`
+// notReplayed is an --id that was not replayed, and why.
+type notReplayed struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`           // "not found", "not DEAD" or "does not match the other selectors"
+	Status string `json:"status,omitempty"` // the event's status when it exists
 }
 
-func printReplay(s *session, res jdbcstore.ReplayResult, dryRun bool) error {
+// whyNotReplayed looks up each of the given ids that is not among the
+// matched ones and says why; others tells whether selectors besides --id
+// were given.
+func whyNotReplayed(ctx context.Context, store *jdbcstore.Store, given, matched []string, others bool) ([]notReplayed, error) {
+	var missed []notReplayed
+	seen := map[string]bool{}
+	for _, id := range given {
+		if seen[id] || slices.Contains(matched, id) {
+			continue
+		}
+		seen[id] = true
+		rec, err := store.Get(ctx, id)
+		switch {
+		case errors.Is(err, core.ErrNotFound):
+			missed = append(missed, notReplayed{ID: id, Reason: "not found"})
+		case err != nil:
+			return missed, err
+		case rec.Status != core.StatusDead:
+			missed = append(missed, notReplayed{ID: id, Reason: "not DEAD", Status: rec.Status.String()})
+		case others:
+			missed = append(missed, notReplayed{ID: id, Reason: "does not match the other selectors", Status: rec.Status.String()})
+		default: // died after the selection was read
+			missed = append(missed, notReplayed{ID: id, Reason: "became DEAD meanwhile", Status: rec.Status.String()})
+		}
+	}
+	return missed, nil
+}
+
+// String is "id (reason)" for people.
+func (m notReplayed) String() string {
+	switch {
+	case m.Reason == "not DEAD":
+		return fmt.Sprintf("%s (not DEAD: %s)", cell(m.ID), m.Status)
+	default:
+		return fmt.Sprintf("%s (%s)", cell(m.ID), m.Reason)
+	}
+}
+
+// missedShown is how many not-replayed ids the stderr line names.
+const missedShown = 5
+
+// missedError is the failure of a replay that left given ids out: nil
+// when every id was replayed.
+func missedError(missed []notReplayed, res jdbcstore.ReplayResult, dryRun bool) error {
+	if len(missed) == 0 {
+		return nil
+	}
+	names := make([]string, 0, missedShown)
+	for i, m := range missed {
+		if i == missedShown {
+			names = append(names, fmt.Sprintf("and %d more", len(missed)-missedShown))
+			break
+		}
+		names = append(names, m.String())
+	}
+	verb := "were not replayed"
+	if len(missed) == 1 {
+		verb = "was not replayed"
+	}
+	n, done := res.Replayed, "replayed"
+	if dryRun {
+		verb, n, done = "would not be replayed", res.Matched, "would be replayed"
+	}
+	others := "no other event " + done
+	if n > 0 {
+		others = fmt.Sprintf("the %d other %s %s", n, events(n), done)
+	}
+	return fmt.Errorf("dead replay: %d of the given ids %s: %s; %s", len(missed), verb, strings.Join(names, ", "), others)
+}
+
+type replayJSON struct {
+	DryRun      bool          `json:"dry_run"`
+	Matched     int           `json:"matched"`
+	Replayed    int           `json:"replayed"`
+	IDs         []string      `json:"ids"`
+	NotReplayed []notReplayed `json:"not_replayed"`
+}
+
+func printReplay(s *session, res jdbcstore.ReplayResult, missed []notReplayed, dryRun bool) error {
 	if s.g.json {
 		ids := res.IDs
 		if ids == nil {
 			ids = []string{}
 		}
-		return writeJSON(s.stdout, replayJSON{DryRun: dryRun, Matched: res.Matched, Replayed: res.Replayed, IDs: ids})
+		if missed == nil {
+			missed = []notReplayed{}
+		}
+		return writeJSON(s.stdout, replayJSON{DryRun: dryRun, Matched: res.Matched, Replayed: res.Replayed, IDs: ids, NotReplayed: missed})
 	}
 	w := s.stdout
 	switch {
@@ -102,6 +201,16 @@ func printReplay(s *session, res jdbcstore.ReplayResult, dryRun bool) error {
 			break
 		}
 		fmt.Fprintf(w, "  %s\n", cell(id))
+	}
+	if len(missed) > 0 {
+		if dryRun {
+			fmt.Fprintln(w, "would not replay:")
+		} else {
+			fmt.Fprintln(w, "not replayed:")
+		}
+		for _, m := range missed {
+			fmt.Fprintf(w, "  %s\n", m)
+		}
 	}
 	return nil
 }

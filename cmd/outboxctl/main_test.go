@@ -278,7 +278,6 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"stats"}, "no database: give --dsn"},
 		{[]string{"--dsn", "root@tcp(127.0.0.1:3306)/", "stats"}, "names no database"},
 		{[]string{"--dsn", "root@tcp(127.0.0.1:3306", "stats"}, "not a MySQL DSN"},
-		{[]string{"schema", "print"}, "give --dialect sqlite|mysql"},
 		{[]string{"schema", "print", "--dialect", "oracle"}, "--dialect must be sqlite or mysql"},
 		{[]string{"--dsn", path, "schema", "print", "--dialect", "mysql"}, "contradicts --dsn"},
 	} {

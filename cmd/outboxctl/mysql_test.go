@@ -49,6 +49,9 @@ func TestMySQL(t *testing.T) {
 	}
 	var r recordJSON
 	decodeJSON(t, ok(t, with("--json", "dead", "show", "x-4")...), &r)
+	if r.DoneAt != nil || !strings.HasPrefix(string(r.DiedAt), `"2`) {
+		t.Errorf("DEAD event through MySQL: done_at %s died_at %s", r.DoneAt, r.DiedAt)
+	}
 	if r.PayloadBase64 == nil || *r.PayloadBase64 != base64.StdEncoding.EncodeToString(bytesValue) {
 		t.Errorf("bytes payload through MySQL: %+v", r)
 	}
@@ -61,6 +64,12 @@ func TestMySQL(t *testing.T) {
 	if err != nil || rec.Status != core.StatusNew || rec.Attempts != 0 {
 		t.Errorf("x-5 after replay: %v attempts %d, %v", rec.Status, rec.Attempts, err)
 	}
+	// Ids not replayed are named, exit 1; the DEAD one is replayed all the same.
+	r3 := cli(t, with("dead", "replay", "--id", "NOPE", "--id", "x-5", "--id", "x-4")...)
+	if r3.code != exitFailed || r3.stderr != "outboxctl: dead replay: 2 of the given ids were not replayed: NOPE (not found), x-5 (not DEAD: NEW); the 1 other event replayed\n" {
+		t.Errorf("replay of unknown ids: exit %d, stderr %q", r3.code, r3.stderr)
+	}
+	wantCounts(t, store, 7, 3, 1, 0)
 
 	// The table must exist; a wrong --table says how to fix it.
 	line := fails(t, exitFailed, "--dsn", dsn, "stats")

@@ -131,6 +131,12 @@ func jsonTime(t time.Time) *string {
 	return &s
 }
 
+// rawTime is jsonTime as a JSON value: a string, or null.
+func rawTime(t time.Time) json.RawMessage {
+	b, _ := json.Marshal(jsonTime(t)) // a *string always marshals
+	return b
+}
+
 // formatLag rounds d for people: to the millisecond under a minute, to
 // the second above, with days above 24h.
 func formatLag(d time.Duration) string {
@@ -152,8 +158,10 @@ func shellQuote(s string) string {
 }
 
 // recordJSON is an event for --json. Times are RFC 3339 in UTC, null when
-// unset. A JSON payload is embedded as the document itself, a bytes
-// payload as standard base64 in payload_base64.
+// unset. When the event finished is done_at, or died_at for a DEAD event
+// (the store's done_at column, named as in the tables), never both. A JSON
+// payload is embedded as the document itself, a bytes payload as standard
+// base64 in payload_base64.
 type recordJSON struct {
 	ID            string            `json:"event_id"`
 	Type          string            `json:"event_type"`
@@ -165,7 +173,8 @@ type recordJSON struct {
 	OccurredAt    *string           `json:"occurred_at"`
 	CreatedAt     *string           `json:"created_at"`
 	AvailableAt   *string           `json:"available_at"`
-	DoneAt        *string           `json:"done_at"`
+	DoneAt        json.RawMessage   `json:"done_at,omitempty"` // a time or null; absent for DEAD
+	DiedAt        json.RawMessage   `json:"died_at,omitempty"` // a time or null; DEAD only
 	LastError     string            `json:"last_error"`
 	LockedBy      string            `json:"locked_by"`
 	LockedUntil   *string           `json:"locked_until"`
@@ -185,9 +194,14 @@ func toJSON(r core.Record, withPayload bool) recordJSON {
 		AggregateType: r.AggregateType, AggregateID: r.AggregateID, TenantID: r.TenantID,
 		Attempts:   r.Attempts,
 		OccurredAt: jsonTime(r.OccurredAt), CreatedAt: jsonTime(r.CreatedAt),
-		AvailableAt: jsonTime(r.AvailableAt), DoneAt: jsonTime(r.DoneAt),
-		LastError: r.LastError, LockedBy: r.LockedBy, LockedUntil: jsonTime(r.LockedUntil),
+		AvailableAt: jsonTime(r.AvailableAt),
+		LastError:   r.LastError, LockedBy: r.LockedBy, LockedUntil: jsonTime(r.LockedUntil),
 		PayloadKind: r.PayloadKind.String(), PayloadSize: len(r.Payload),
+	}
+	if r.Status == core.StatusDead {
+		j.DiedAt = rawTime(r.DoneAt)
+	} else {
+		j.DoneAt = rawTime(r.DoneAt)
 	}
 	if r.DecodeErr != nil {
 		j.DecodeError = r.DecodeErr.Error()

@@ -20,17 +20,20 @@ func schemaPrintCommand() *command {
 		summary: "print the DDL of the outbox table",
 		help: `Prints the DDL that 'schema apply' runs (CREATE TABLE/INDEX IF NOT EXISTS) for the
 --table name, for a migration tool or a DBA. The dialect comes from --dialect, or
-else from the form of --dsn (a MySQL DSN or a SQLite path); nothing connects to the
-database.
+else from the form of --dsn (a MySQL DSN or a SQLite path), or else is sqlite (with
+a note on stderr); nothing connects to the database.
 
 --json prints one object: dialect, table and sql.`,
 		define: func(fs *flag.FlagSet) action {
 			var dialect string
-			fs.StringVar(&dialect, "dialect", "", "sqlite or mysql (default: the dialect of --dsn)")
+			fs.StringVar(&dialect, "dialect", "", "sqlite or mysql (default: the dialect of --dsn, else sqlite)")
 			return func(_ context.Context, s *session, _ []string) error {
 				d, err := printDialect(dialect, s.g.dsn.raw)
 				if err != nil {
 					return err
+				}
+				if dialect == "" && s.g.dsn.raw == "" {
+					fmt.Fprintf(s.stderr, "%s: schema print: no --dialect or --dsn: printing the sqlite schema (--dialect mysql for MySQL/MariaDB)\n", progName)
 				}
 				if err := jdbcstore.ValidateTableName(s.g.table); err != nil {
 					return usagef("--table: %v", err)
@@ -57,7 +60,7 @@ database.
 }
 
 // printDialect picks the dialect of schema print: --dialect, else the
-// form of --dsn; both must agree when both are given.
+// form of --dsn, else SQLite; both must agree when both are given.
 func printDialect(flagValue, dsn string) (jdbcstore.Dialect, error) {
 	var fromDSN jdbcstore.Dialect
 	if dsn != "" {
@@ -68,7 +71,7 @@ func printDialect(flagValue, dsn string) (jdbcstore.Dialect, error) {
 	}
 	if flagValue == "" {
 		if fromDSN == nil {
-			return nil, usagef("give --dialect sqlite|mysql, or --dsn to take the dialect from")
+			return jdbcstore.SQLite, nil
 		}
 		return fromDSN, nil
 	}

@@ -14,7 +14,7 @@ func TestCounter(t *testing.T) {
 		t.Fatalf("Drain with nothing held = %v", err)
 	}
 	c := drain.New(context.Background())
-	if !c.Hold() || !c.Hold() || c.Held() != 2 {
+	if first, second := c.Hold(), c.Hold(); !first || !second || c.Held() != 2 {
 		t.Fatalf("Hold on an open counter: held %d", c.Held())
 	}
 	c.Close()
