@@ -170,6 +170,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.wg.Wait()
 		close(d.batcher.in) // no worker adds any more: flush the rest
 		<-d.batcher.done
+		// Every outcome is written: hand back the leases of what was
+		// not delivered (bounded by StatusTimeout; Close waits for it
+		// only until its ctx ends).
+		d.releaseLeases(context.Background())
 		close(d.done)
 	}()
 	d.log.LogAttrs(ctx, slog.LevelDebug, "dispatcher started", slog.Int("workers", d.cfg.Workers))
@@ -181,7 +185,13 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 
 // HotLease implements core.HotQueue: an event published through this
 // dispatcher is owned by it from the insert until Lease after it is due.
+//
+// Once the dispatcher is closed it returns the zero (unowned) lease, so an
+// event published after Close is free for any node's poller at once.
 func (d *Dispatcher) HotLease(env core.Envelope) core.Lease {
+	if d.closed.Load() {
+		return core.Lease{}
+	}
 	due := d.cfg.Now()
 	if nb := env.NotBefore(); nb.After(due) {
 		due = nb
@@ -312,6 +322,18 @@ func (d *Dispatcher) HotWaiting() bool { return d.hotWaiting.Load() > 0 }
 // first, listener contexts are cancelled, queued events are left to the
 // database, and ctx's error is returned; calling Close again waits again.
 // Events not delivered stay NEW/RETRY in the database. Stop is an alias.
+//
+// Once the workers stopped, Close hands back the leases this dispatcher's
+// Owner holds on NEW/RETRY rows in every store it serves (through
+// core.LeaseReleaser, which jdbcstore implements), so another node, or
+// this process restarted, delivers those events at once rather than after
+// Lease: events dropped from a full hot queue, left queued, waiting on a
+// retry timer or published just before Close. Rows of events still held
+// (a listener that ignores its cancelled ctx, a DONE write in progress)
+// keep their lease; they are released when their worker exits. The
+// release is bounded by ctx, or by StatusTimeout when ctx has expired,
+// and is logged at INFO with the number of rows released. A dispatcher
+// must therefore not share its Owner with another running dispatcher.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	d.closeOnce.Do(func() {
 		d.lifeMu.Lock() // not concurrently with Start
@@ -323,8 +345,9 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 			// Never started: nothing runs, release what was queued.
 			d.hardOnce.Do(func() { close(d.hardStop); d.cancel() })
 			n := d.discard()
-			close(d.done)
 			d.logDiscarded(n)
+			d.releaseLeases(ctx)
+			close(d.done)
 		}
 	})
 	select {
@@ -332,7 +355,15 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		d.cancel()
 		return nil
 	case <-ctx.Done():
-		d.hardOnce.Do(func() { close(d.hardStop); d.cancel() })
+		hard := false
+		d.hardOnce.Do(func() { close(d.hardStop); d.cancel(); hard = true })
+		if hard {
+			// Release now what no worker holds (the queues are
+			// emptied first); the rest is released when the last
+			// worker exits.
+			d.logDiscarded(d.discard())
+			d.releaseLeases(ctx)
+		}
 		return ctx.Err()
 	}
 }

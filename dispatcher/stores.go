@@ -170,7 +170,10 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) (*StoreQueue, 
 // attempt is charged, their rows stay as they are and are delivered again
 // once the store is back) and ctx's error is returned; the store is
 // removed anyway, and calling RemoveStore again waits for those listeners
-// to return. An unknown id returns nil.
+// to return. An unknown id returns nil. Like Close, RemoveStore then hands
+// back the leases this dispatcher's Owner holds on the store's NEW/RETRY
+// rows (except those of listeners still running), so any node delivers
+// them at once.
 func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	d.storesMu.Lock()
 	o, ok := d.stores[id]
@@ -187,7 +190,11 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	}
 	o.work.Close()
 	d.cancelRetries(o)
-	if held, err := o.work.Drain(ctx); err != nil {
+	held, err := o.work.Drain(ctx)
+	// Hand back the leases of the store's events this dispatcher did not
+	// deliver, except those of listeners still running.
+	d.releaseOrigin(ctx, o)
+	if err != nil {
 		// The store's listeners were interrupted: their events stay as
 		// they are in the database, delivered again once it is back.
 		return fmt.Errorf("outbox: remove store %s: %d events still in flight: %w", id, held, err)
