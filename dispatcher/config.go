@@ -26,6 +26,9 @@ const (
 	DefaultLease           = 2 * time.Minute
 	DefaultDoneBatchSize   = 256
 	DefaultDoneFlushWindow = 25 * time.Millisecond
+	// DefaultMaxHeldBytes is the default of Config.MaxHeldBytes: 64 MiB of
+	// payloads held in memory.
+	DefaultMaxHeldBytes int64 = 64 << 20
 	// MaxOwnerLen is the longest owner token the lease column holds.
 	MaxOwnerLen = core.MaxOwnerLen
 )
@@ -95,6 +98,20 @@ type Config struct {
 	Metrics core.Metrics
 	// Now is the clock used for retry times. Defaults to time.Now.
 	Now func() time.Time
+	// MaxHeldBytes bounds the payload bytes of the events the dispatcher
+	// holds in memory at once: queued (hot and cold), waiting on a retry or
+	// delay timer, running, or waiting for their DONE write. The queue
+	// capacities bound the number of events; this bounds their size (with
+	// 1 MiB payloads the default capacities alone would allow about
+	// 3 GiB). Beyond it an event takes the poller path exactly as with a
+	// full queue: EnqueueHot returns false and counts a HotDropped (with a
+	// rate-limited WARN naming the budget), EnqueueCold refuses and
+	// ColdRoom reports no room, so the poller claims nothing more. An
+	// event larger than the whole budget is still taken when nothing else
+	// is held, so it is delivered. Only payload bytes are counted, not the
+	// fixed cost of an event (about 1 KiB). Defaults to 64 MiB
+	// (DefaultMaxHeldBytes); negative means no limit.
+	MaxHeldBytes int64
 }
 
 func (c Config) withDefaults() Config {
@@ -145,6 +162,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.MaxHeldBytes == 0 {
+		c.MaxHeldBytes = DefaultMaxHeldBytes
 	}
 	return c
 }

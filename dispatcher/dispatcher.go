@@ -91,7 +91,9 @@ type Dispatcher struct {
 	removing map[string]*origin // removed, events still held
 
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
-	noListener                                      sync.Map // event types already warned about
+	budgetLog                                       *ratelog.Limiter
+	heldBytes                                       atomic.Int64 // payload bytes held; see MaxHeldBytes
+	noListener                                      sync.Map     // event types already warned about
 	noListenerCount                                 atomic.Int32
 }
 
@@ -148,6 +150,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		leaseLog:    ratelog.New(5 * time.Second),
 		staleLog:    ratelog.New(5 * time.Second),
 		hungLog:     ratelog.New(5 * time.Second),
+		budgetLog:   ratelog.New(5 * time.Second),
 	}
 	d.batcher = newDoneBatcher(d)
 	return d, nil
@@ -206,8 +209,9 @@ func (d *Dispatcher) ClaimLease(now time.Time) core.Lease {
 }
 
 // EnqueueHot offers an event whose transaction has committed, inserted
-// with lease. It never blocks: when the hot queue is full, or the
-// dispatcher is closed, it returns false, counts a HotDropped and the event
+// with lease. It never blocks: when the hot queue is full, when its payload
+// does not fit in MaxHeldBytes, or when the dispatcher is closed, it
+// returns false, counts a HotDropped and the event
 // stays in the database for the poller (this node re-takes it at once, its
 // lease notwithstanding). An event already held by this dispatcher is not
 // queued twice (true is returned: it is being handled). An event whose
@@ -232,8 +236,15 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		// be repeated. The poller (of the owner) delivers it.
 		return false
 	}
-	if !d.acquire(o, env.ID()) {
+	switch d.acquire(o, env) {
+	case refused:
+		return false
+	case held:
 		return !o.work.Closed() // held already: it is being handled
+	case overBudget:
+		o.metrics.HotDropped()
+		d.warnOverBudget(o, env)
+		return false
 	}
 	it := item{env: env, source: SourceHot, lease: lease.Until, src: o}
 	if wait := env.NotBefore().Sub(d.cfg.Now()); wait > 0 {
@@ -261,13 +272,14 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 
 // EnqueueCold offers an event the poller claimed until leaseUntil, with the
 // number of failed deliveries so far. It never blocks; false means the cold
-// queue is full, the event is already held, or the dispatcher is closed.
+// queue is full, the event's payload does not fit in MaxHeldBytes, the
+// event is already held, or the dispatcher is closed.
 func (d *Dispatcher) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
 	return d.enqueueCold(d.def, env, attempts, leaseUntil)
 }
 
 func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil time.Time) bool {
-	if o == nil || d.closed.Load() || !d.acquire(o, env.ID()) {
+	if o == nil || d.closed.Load() || d.acquire(o, env) != acquired {
 		return false
 	}
 	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o}
@@ -281,8 +293,15 @@ func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, lea
 	}
 }
 
-// ColdRoom returns how many more events the cold queue can take now.
-func (d *Dispatcher) ColdRoom() int { return cap(d.cold) - len(d.cold) }
+// ColdRoom returns how many more events the cold queue can take now: none
+// while the payloads held use up MaxHeldBytes, so the poller does not claim
+// rows it could not enqueue.
+func (d *Dispatcher) ColdRoom() int {
+	if d.budgetExhausted() {
+		return 0
+	}
+	return cap(d.cold) - len(d.cold)
+}
 
 // InFlight reports whether the event is queued, running or waiting for an
 // in-process retry here.
