@@ -40,9 +40,36 @@ func (d *Dispatcher) reserveBytes(n int64) bool {
 	}
 }
 
-// budgetExhausted reports whether no more payload bytes may be held now.
-func (d *Dispatcher) budgetExhausted() bool {
-	return d.cfg.MaxHeldBytes >= 0 && d.heldBytes.Load() >= d.cfg.MaxHeldBytes
+// notePayload feeds the running estimate of payload sizes (a moving
+// average over about the last 8 events offered) that coldBudgetRoom uses.
+// Concurrent updates may lose one another: it is an estimate.
+func (d *Dispatcher) notePayload(n int64) {
+	est := d.payloadEst.Load()
+	if est == 0 {
+		d.payloadEst.Store(max(n, 1))
+		return
+	}
+	d.payloadEst.Store(max(est+(n-est)/8, 1))
+}
+
+// coldBudgetRoom returns how many more events of the usual payload size
+// fit in MaxHeldBytes now (at least 1 while any budget is left, 0 once it
+// is used up), or -1 without a limit or before any event was seen. The
+// poller claims no more rows than that, so it neither reads payloads it
+// could not hold nor leases rows it could not enqueue.
+func (d *Dispatcher) coldBudgetRoom() int {
+	if d.cfg.MaxHeldBytes < 0 {
+		return -1
+	}
+	free := d.cfg.MaxHeldBytes - d.heldBytes.Load()
+	if free <= 0 {
+		return 0
+	}
+	est := d.payloadEst.Load()
+	if est <= 0 {
+		return -1
+	}
+	return int(min(max(free/est, 1), int64(cap(d.cold))))
 }
 
 // HeldBytes returns the payload bytes of the events the dispatcher holds in

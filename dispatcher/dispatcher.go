@@ -93,6 +93,7 @@ type Dispatcher struct {
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
 	budgetLog                                       *ratelog.Limiter
 	heldBytes                                       atomic.Int64 // payload bytes held; see MaxHeldBytes
+	payloadEst                                      atomic.Int64 // moving average of payload sizes offered
 	noListener                                      sync.Map     // event types already warned about
 	noListenerCount                                 atomic.Int32
 }
@@ -293,14 +294,16 @@ func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, lea
 	}
 }
 
-// ColdRoom returns how many more events the cold queue can take now: none
-// while the payloads held use up MaxHeldBytes, so the poller does not claim
-// rows it could not enqueue.
+// ColdRoom returns how many more events the cold queue can take now. With
+// a MaxHeldBytes budget it is also at most how many events of the recent
+// average payload size still fit in the budget (none once it is used up),
+// so the poller neither reads nor leases rows it could not enqueue.
 func (d *Dispatcher) ColdRoom() int {
-	if d.budgetExhausted() {
-		return 0
+	room := cap(d.cold) - len(d.cold)
+	if b := d.coldBudgetRoom(); b >= 0 {
+		room = min(room, b)
 	}
-	return cap(d.cold) - len(d.cold)
+	return room
 }
 
 // InFlight reports whether the event is queued, running or waiting for an

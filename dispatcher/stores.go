@@ -64,6 +64,7 @@ func (d *Dispatcher) acquire(o *origin, env core.Envelope) acquireResult {
 		o.work.Release()
 		return held
 	}
+	d.notePayload(int64(env.PayloadLen()))
 	if !d.reserveBytes(int64(env.PayloadLen())) {
 		d.tracker.Release(key)
 		o.work.Release()
