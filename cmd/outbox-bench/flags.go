@@ -99,8 +99,9 @@ Ratios (all measured within one run, same process and settings):
                     publishing over a bare INSERT; target <= 1.15.
   end_to_end_ratio  (summary) end_to_end rate / floor rate; target >= 0.8.
   Other targets: latency p99_us <= 1000, overload peak_rss_mb <= 64 (with
-  -payload: <= MaxHeldBytes + 128 MiB of fixed overhead and GC headroom;
-  none with -max-held-bytes -1), lost = 0.
+  -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
+  headroom and the process's fixed cost; none with -max-held-bytes -1),
+  lost = 0.
 
 Output: one line per scenario (an aligned table, or JSON with -json), then a
 summary line. Extra fields: cpu_us_per_event (process CPU per event, steadier

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -145,11 +146,9 @@ func (b *bench) maxHeldBytes() int64 {
 }
 
 // rssTargetMiB is the overload scenario's peak-RSS target: targetPeakRSSMiB
-// with the small default payload; with -payload, the payload budget
-// (MaxHeldBytes) plus targetRSSOverheadMiB, the fixed cost of the process
-// (runtime, driver, SQLite's page cache) and of the garbage collector's
-// headroom over the payloads it holds. Without a budget there is no target
-// (0).
+// with the small default payload; with -payload, targetRSSBudgetFactor ×
+// the payload budget (MaxHeldBytes) + targetRSSOverheadMiB. Without a
+// budget there is no target (0).
 func (b *bench) rssTargetMiB() int {
 	if b.opts.payload == 0 {
 		return targetPeakRSSMiB
@@ -158,7 +157,7 @@ func (b *bench) rssTargetMiB() int {
 	if held < 0 {
 		return 0
 	}
-	return int((held+(1<<20)-1)>>20) + targetRSSOverheadMiB
+	return int(math.Ceil(targetRSSBudgetFactor*float64(held)/(1<<20))) + targetRSSOverheadMiB
 }
 
 // overloadSlow returns the overload listener's time per event: -overload-slow,
