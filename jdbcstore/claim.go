@@ -68,60 +68,34 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 	return recs, nil
 }
 
-// claimSkipLocked selects the ids of claimable rows FOR UPDATE SKIP LOCKED
-// and leases them in one short transaction, then reads the leased rows.
-// Reading the rows (payloads of up to megabytes) after the commit keeps
-// the row locks brief: status writes of this node's other events never
-// wait for a claim's payloads to travel.
+// claimSkipLocked selects claimable rows FOR UPDATE SKIP LOCKED and leases
+// them in one short transaction.
 func (s *Store) claimSkipLocked(ctx context.Context, req core.ClaimRequest, selectArgs []any) ([]core.Record, error) {
-	ids, err := s.leaseIDs(ctx, req, selectArgs)
-	if err != nil || len(ids) == 0 {
-		return nil, err
-	}
-	args := make([]any, 0, len(ids)+1)
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	args = append(args, req.Owner)
-	// A row changed since the commit (DONE by this node's worker) is
-	// left out: only rows still pending and held by req.Owner come back.
-	recs, err := scanRecords(ctx, s, s.db, len(ids), inList(s.dialect, s.q.claimedPrefix, len(ids), s.q.claimedSuffix), args...)
-	if err != nil {
-		return nil, err
-	}
-	pos := make(map[string]int, len(ids))
-	for i, id := range ids {
-		pos[id] = i
-	}
-	slices.SortFunc(recs, func(a, b core.Record) int { return cmp.Compare(pos[a.ID], pos[b.ID]) })
-	return recs, nil
-}
-
-// leaseIDs locks up to req.Limit claimable rows FOR UPDATE SKIP LOCKED,
-// leases them to req.Owner and commits; it returns their ids in claim
-// order.
-func (s *Store) leaseIDs(ctx context.Context, req core.ClaimRequest, selectArgs []any) ([]string, error) {
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	var ids []string
-	if err := tx.SelectContext(ctx, &ids, s.q.claimSelect, selectArgs...); err != nil || len(ids) == 0 {
+	recs, err := scanRecords(ctx, s, tx, req.Limit, s.q.claimSelect, selectArgs...)
+	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	args := make([]any, 0, len(ids)+2)
+	args := make([]any, 0, len(recs)+2)
 	args = append(args, req.Owner, s.dialect.encodeTime(req.LeaseUntil))
-	for _, id := range ids {
-		args = append(args, id)
+	for _, r := range recs {
+		args = append(args, r.ID)
 	}
-	if _, err := tx.ExecContext(ctx, inList(s.dialect, s.q.claimUpdatePrefix, len(ids), ")"), args...); err != nil {
+	if _, err := tx.ExecContext(ctx, inList(s.dialect, s.q.claimUpdatePrefix, len(recs), ")"), args...); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	return ids, nil
+	until := req.LeaseUntil.UTC().Truncate(time.Microsecond)
+	for i := range recs {
+		recs[i].LockedBy, recs[i].LockedUntil = req.Owner, until
+	}
+	return recs, nil
 }
 
 // ReapExpired releases up to limit expired leases of NEW/RETRY rows (seed

@@ -62,13 +62,7 @@ type statements struct {
 	// claimable arguments, then limit.
 	claimReturning string
 	// claimSelect (SKIP LOCKED dialects): the claimable arguments, limit.
-	// It locks and returns the ids only, so the transaction holding the
-	// row locks does not wait for the payloads to travel.
 	claimSelect string
-	// claimedPrefix + n placeholders + claimedSuffix (SKIP LOCKED
-	// dialects, after the claim committed): ids..., owner. The rows still
-	// NEW/RETRY and held by owner.
-	claimedPrefix, claimedSuffix string
 	// claimUpdatePrefix + n placeholders + ")": owner, lease_until, ids...
 	claimUpdatePrefix string
 	// reap: now, limit.
@@ -118,9 +112,7 @@ func buildStatements(d Dialect, table string) statements {
 	q.markDone1 = q.markDonePrefix + "?" + q.markDoneSuffix
 	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN (SELECT event_id FROM " + t +
 		" WHERE " + q.claimable + order + " LIMIT ?) RETURNING " + cols
-	q.claimSelect = "SELECT event_id FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
-	q.claimedPrefix = "SELECT " + cols + " FROM " + t + " WHERE event_id IN ("
-	q.claimedSuffix = ") AND " + pending + " AND locked_by = ?"
+	q.claimSelect = "SELECT " + cols + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
 	q.claimUpdatePrefix = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN ("
 	expired := pending + " AND locked_by IS NOT NULL AND locked_until < ?"
 	if d.caps().updateOrderLimit {
