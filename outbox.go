@@ -151,8 +151,10 @@ func (o *Outbox) Start(ctx context.Context) error {
 }
 
 // Close stops the poller, then lets the dispatcher finish what it holds
-// until ctx expires. Undelivered events stay in the database. It does not
-// close db.
+// until ctx expires. Undelivered events stay in the database, and the
+// leases this outbox holds on them are released (see
+// dispatcher.Dispatcher.Close), so the next process or another node
+// delivers them at once. It does not close db.
 func (o *Outbox) Close(ctx context.Context) error {
 	var errPoller, errCleaner error
 	if o.Cleaner != nil {

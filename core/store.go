@@ -95,3 +95,19 @@ type Store interface {
 	Claimer
 	PendingSource
 }
+
+// LeaseReleaser is implemented by a [StatusWriter] that can hand back the
+// leases a node holds on events it will not deliver, so that another node
+// (or the same process restarted with a new owner token) delivers them at
+// once instead of after the lease expires. It is optional: the dispatcher
+// looks for it with a type assertion when it closes, and a StatusWriter
+// without it leaves those leases to expire. jdbcstore.Store implements it.
+type LeaseReleaser interface {
+	// ReleaseLeases clears the lease (locked_by, locked_until) of every
+	// NEW or RETRY row held by owner, except the rows whose ids are in
+	// exceptIDs (events still being delivered), and returns how many it
+	// released. DONE and DEAD rows and rows held by other owners are never
+	// changed; status, attempts and available_at are kept, so a released
+	// RETRY row is still not delivered before its retry time.
+	ReleaseLeases(ctx context.Context, owner string, exceptIDs []string) (int64, error)
+}

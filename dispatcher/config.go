@@ -26,6 +26,9 @@ const (
 	DefaultLease           = 2 * time.Minute
 	DefaultDoneBatchSize   = 256
 	DefaultDoneFlushWindow = 25 * time.Millisecond
+	// DefaultMaxHeldBytes is the default of Config.MaxHeldBytes: 64 MiB of
+	// payloads held in memory.
+	DefaultMaxHeldBytes int64 = 64 << 20
 	// MaxOwnerLen is the longest owner token the lease column holds.
 	MaxOwnerLen = core.MaxOwnerLen
 )
@@ -109,6 +112,20 @@ type Config struct {
 	// UnhandledDelay is how long an event is put off with UnhandledLeave
 	// before it is looked at again. Defaults to 1 min.
 	UnhandledDelay time.Duration
+	// MaxHeldBytes bounds the payload bytes of the events the dispatcher
+	// holds in memory at once: queued (hot and cold), waiting on a retry or
+	// delay timer, running, or waiting for their DONE write. The queue
+	// capacities bound the number of events; this bounds their size (with
+	// 1 MiB payloads the default capacities alone would allow about
+	// 3 GiB). Beyond it an event takes the poller path exactly as with a
+	// full queue: EnqueueHot returns false and counts a HotDropped (with a
+	// rate-limited WARN naming the budget), EnqueueCold refuses and
+	// ColdRoom reports no room, so the poller claims nothing more. An
+	// event larger than the whole budget is still taken when nothing else
+	// is held, so it is delivered. Only payload bytes are counted, not the
+	// fixed cost of an event (about 1 KiB). Defaults to 64 MiB
+	// (DefaultMaxHeldBytes); negative means no limit.
+	MaxHeldBytes int64
 }
 
 func (c Config) withDefaults() Config {
@@ -162,6 +179,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UnhandledDelay == 0 {
 		c.UnhandledDelay = DefaultUnhandledDelay
+	}
+	if c.MaxHeldBytes == 0 {
+		c.MaxHeldBytes = DefaultMaxHeldBytes
 	}
 	return c
 }

@@ -94,7 +94,10 @@ type Dispatcher struct {
 	removing map[string]*origin // removed, events still held
 
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
-	noListener                                      sync.Map // event types already warned about
+	budgetLog                                       *ratelog.Limiter
+	heldBytes                                       atomic.Int64 // payload bytes held; see MaxHeldBytes
+	payloadEst                                      atomic.Int64 // moving average of payload sizes offered
+	noListener                                      sync.Map     // event types already warned about
 	noListenerCount                                 atomic.Int32
 	noListenerLog                                   *ratelog.Limiter // beyond maxNoListenerWarnings types
 }
@@ -154,6 +157,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		hungLog:     ratelog.New(5 * time.Second),
 
 		noListenerLog: ratelog.New(5 * time.Second),
+		budgetLog:   ratelog.New(5 * time.Second),
 	}
 	d.batcher = newDoneBatcher(d)
 	return d, nil
@@ -176,6 +180,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.wg.Wait()
 		close(d.batcher.in) // no worker adds any more: flush the rest
 		<-d.batcher.done
+		// Every outcome is written: hand back the leases of what was
+		// not delivered (bounded by StatusTimeout; Close waits for it
+		// only until its ctx ends).
+		d.releaseLeases(context.Background())
 		close(d.done)
 	}()
 	d.log.LogAttrs(ctx, slog.LevelDebug, "dispatcher started", slog.Int("workers", d.cfg.Workers))
@@ -187,7 +195,13 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 
 // HotLease implements core.HotQueue: an event published through this
 // dispatcher is owned by it from the insert until Lease after it is due.
+//
+// Once the dispatcher is closed it returns the zero (unowned) lease, so an
+// event published after Close is free for any node's poller at once.
 func (d *Dispatcher) HotLease(env core.Envelope) core.Lease {
+	if d.closed.Load() {
+		return core.Lease{}
+	}
 	due := d.cfg.Now()
 	if nb := env.NotBefore(); nb.After(due) {
 		due = nb
@@ -202,8 +216,9 @@ func (d *Dispatcher) ClaimLease(now time.Time) core.Lease {
 }
 
 // EnqueueHot offers an event whose transaction has committed, inserted
-// with lease. It never blocks: when the hot queue is full, or the
-// dispatcher is closed, it returns false, counts a HotDropped and the event
+// with lease. It never blocks: when the hot queue is full, when its payload
+// does not fit in MaxHeldBytes, or when the dispatcher is closed, it
+// returns false, counts a HotDropped and the event
 // stays in the database for the poller (this node re-takes it at once, its
 // lease notwithstanding). An event already held by this dispatcher is not
 // queued twice (true is returned: it is being handled). An event whose
@@ -228,8 +243,15 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		// be repeated. The poller (of the owner) delivers it.
 		return false
 	}
-	if !d.acquire(o, env.ID()) {
+	switch d.acquire(o, env) {
+	case refused:
+		return false
+	case held:
 		return !o.work.Closed() // held already: it is being handled
+	case overBudget:
+		o.metrics.HotDropped()
+		d.warnOverBudget(o, env)
+		return false
 	}
 	it := item{env: env, source: SourceHot, lease: lease.Until, src: o}
 	if wait := env.NotBefore().Sub(d.cfg.Now()); wait > 0 {
@@ -257,13 +279,14 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 
 // EnqueueCold offers an event the poller claimed until leaseUntil, with the
 // number of failed deliveries so far. It never blocks; false means the cold
-// queue is full, the event is already held, or the dispatcher is closed.
+// queue is full, the event's payload does not fit in MaxHeldBytes, the
+// event is already held, or the dispatcher is closed.
 func (d *Dispatcher) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
 	return d.enqueueCold(d.def, env, attempts, leaseUntil)
 }
 
 func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil time.Time) bool {
-	if o == nil || d.closed.Load() || !d.acquire(o, env.ID()) {
+	if o == nil || d.closed.Load() || d.acquire(o, env) != acquired {
 		return false
 	}
 	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o}
@@ -277,8 +300,17 @@ func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, lea
 	}
 }
 
-// ColdRoom returns how many more events the cold queue can take now.
-func (d *Dispatcher) ColdRoom() int { return cap(d.cold) - len(d.cold) }
+// ColdRoom returns how many more events the cold queue can take now. With
+// a MaxHeldBytes budget it is also at most how many events of the recent
+// average payload size still fit in the budget (none once it is used up),
+// so the poller neither reads nor leases rows it could not enqueue.
+func (d *Dispatcher) ColdRoom() int {
+	room := cap(d.cold) - len(d.cold)
+	if b := d.coldBudgetRoom(); b >= 0 {
+		room = min(room, b)
+	}
+	return room
+}
 
 // InFlight reports whether the event is queued, running or waiting for an
 // in-process retry here.
@@ -318,6 +350,18 @@ func (d *Dispatcher) HotWaiting() bool { return d.hotWaiting.Load() > 0 }
 // first, listener contexts are cancelled, queued events are left to the
 // database, and ctx's error is returned; calling Close again waits again.
 // Events not delivered stay NEW/RETRY in the database. Stop is an alias.
+//
+// Once the workers stopped, Close hands back the leases this dispatcher's
+// Owner holds on NEW/RETRY rows in every store it serves (through
+// core.LeaseReleaser, which jdbcstore implements), so another node, or
+// this process restarted, delivers those events at once rather than after
+// Lease: events dropped from a full hot queue, left queued, waiting on a
+// retry timer or published just before Close. Rows of events still held
+// (a listener that ignores its cancelled ctx, a DONE write in progress)
+// keep their lease; they are released when their worker exits. The
+// release is bounded by ctx, or by StatusTimeout when ctx has expired,
+// and is logged at INFO with the number of rows released. A dispatcher
+// must therefore not share its Owner with another running dispatcher.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	d.closeOnce.Do(func() {
 		d.lifeMu.Lock() // not concurrently with Start
@@ -329,8 +373,9 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 			// Never started: nothing runs, release what was queued.
 			d.hardOnce.Do(func() { close(d.hardStop); d.cancel() })
 			n := d.discard()
-			close(d.done)
 			d.logDiscarded(n)
+			d.releaseLeases(ctx)
+			close(d.done)
 		}
 	})
 	select {
@@ -338,7 +383,15 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		d.cancel()
 		return nil
 	case <-ctx.Done():
-		d.hardOnce.Do(func() { close(d.hardStop); d.cancel() })
+		hard := false
+		d.hardOnce.Do(func() { close(d.hardStop); d.cancel(); hard = true })
+		if hard {
+			// Release now what no worker holds (the queues are
+			// emptied first); the rest is released when the last
+			// worker exits.
+			d.logDiscarded(d.discard())
+			d.releaseLeases(ctx)
+		}
 		return ctx.Err()
 	}
 }

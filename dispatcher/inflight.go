@@ -95,3 +95,13 @@ func (t *InFlight) Len() int {
 	defer t.mu.Unlock()
 	return len(t.ids)
 }
+
+// each calls fn for every held id (expired or not), under the lock: fn
+// must not call t.
+func (t *InFlight) each(fn func(id string)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id := range t.ids {
+		fn(id)
+	}
+}

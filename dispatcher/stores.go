@@ -52,28 +52,38 @@ func (o *origin) key(eventID string) string {
 	return o.id + "\x00" + eventID
 }
 
-// acquire takes an event of o for processing: false when it is held or
-// finished recently, or when o was removed.
-func (d *Dispatcher) acquire(o *origin, eventID string) bool {
+// acquire takes an event of o for processing, with its payload bytes: it
+// is refused when o was removed, when the event is held or finished
+// recently, or when its payload does not fit in MaxHeldBytes.
+func (d *Dispatcher) acquire(o *origin, env core.Envelope) acquireResult {
 	if !o.work.Hold() {
-		return false
+		return refused
 	}
-	if !d.tracker.TryAcquire(o.key(eventID)) {
+	key := o.key(env.ID())
+	if !d.tracker.TryAcquire(key) {
 		o.work.Release()
-		return false
+		return held
 	}
-	return true
+	d.notePayload(int64(env.PayloadLen()))
+	if !d.reserveBytes(int64(env.PayloadLen())) {
+		d.tracker.Release(key)
+		o.work.Release()
+		return overBudget
+	}
+	return acquired
 }
 
 // release gives up an event without a final outcome: it may be taken again.
 func (d *Dispatcher) release(it item) {
 	d.tracker.Release(it.src.key(it.env.ID()))
+	d.heldBytes.Add(-int64(it.env.PayloadLen()))
 	it.src.work.Release()
 }
 
 // finish gives up an event whose final outcome (DONE or DEAD) is written.
 func (d *Dispatcher) finish(it item) {
 	d.tracker.Finish(it.src.key(it.env.ID()))
+	d.heldBytes.Add(-int64(it.env.PayloadLen()))
 	it.src.work.Release()
 }
 
@@ -108,7 +118,8 @@ func (q *StoreQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil tim
 	return q.d.enqueueCold(q.o, env, attempts, leaseUntil)
 }
 
-// ColdRoom returns how many more events the shared cold queue can take now.
+// ColdRoom returns how many more events the shared cold queue can take now
+// (none while the dispatcher's MaxHeldBytes budget is used up).
 func (q *StoreQueue) ColdRoom() int { return q.d.ColdRoom() }
 
 // InFlight reports whether the store's event is held by the dispatcher.
@@ -170,7 +181,10 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) (*StoreQueue, 
 // attempt is charged, their rows stay as they are and are delivered again
 // once the store is back) and ctx's error is returned; the store is
 // removed anyway, and calling RemoveStore again waits for those listeners
-// to return. An unknown id returns nil.
+// to return. An unknown id returns nil. Like Close, RemoveStore then hands
+// back the leases this dispatcher's Owner holds on the store's NEW/RETRY
+// rows (except those of listeners still running), so any node delivers
+// them at once.
 func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	d.storesMu.Lock()
 	o, ok := d.stores[id]
@@ -187,7 +201,11 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	}
 	o.work.Close()
 	d.cancelRetries(o)
-	if held, err := o.work.Drain(ctx); err != nil {
+	held, err := o.work.Drain(ctx)
+	// Hand back the leases of the store's events this dispatcher did not
+	// deliver, except those of listeners still running.
+	d.releaseOrigin(ctx, o)
+	if err != nil {
 		// The store's listeners were interrupted: their events stay as
 		// they are in the database, delivered again once it is back.
 		return fmt.Errorf("outbox: remove store %s: %d events still in flight: %w", id, held, err)

@@ -308,8 +308,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // Stop stops claiming and waits for the running handlers to finish and
 // record their outcome. When ctx ends first, the handlers' contexts are
 // cancelled and ctx's error is returned; a handler interrupted that way
-// records nothing, and its message is claimed again once its lease
-// expires. Calling Stop again waits again. Stop on a dispatcher that is not
+// records nothing (no attempt is charged) and, once it returned, its lease
+// is released, so its message is claimed again at once by any dispatcher. Calling Stop again waits again. Stop on a dispatcher that is not
 // running returns nil.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
@@ -533,12 +533,10 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		cancel()
 	}
 	if err != nil && ctx.Err() != nil {
-		// Interrupted by a hard stop or an abandoned removal: record
-		// nothing; the message is claimed again when its lease expires,
-		// and no attempt is charged.
-		m.log.LogAttrs(context.Background(), slog.LevelInfo,
-			"inbox: handler interrupted by shutdown (or by the removal of its inbox); the message stays leased until its lease expires",
-			recAttrs(rec)...)
+		// Interrupted by a hard stop or an abandoned removal: no attempt
+		// is charged, and the lease is handed back (the handler has
+		// returned), so any dispatcher claims the message again at once.
+		d.release(m, rec)
 		return
 	}
 	d.settle(m, rec, err, noHandler)
@@ -611,6 +609,25 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 	case n == 0:
 		m.lostLog.Hit(m.log, slog.LevelWarn, "inbox: lease lost before the outcome was recorded (lease expired and reaped or taken over); increase Lease",
 			recAttrs(rec, slog.String("op", op))...)
+	}
+}
+
+// release hands back the lease of a message whose handler a shutdown
+// interrupted, bounded by StatusTimeout (it outlives the hard stop). If it
+// fails, the message is claimed again once its lease expires.
+func (d *Dispatcher) release(m *member, rec Record) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
+	defer cancel()
+	n, err := m.in.store.Release(ctx, d.cfg.Owner, []Key{rec.Key()})
+	switch {
+	case err != nil:
+		m.log.LogAttrs(ctx, slog.LevelWarn,
+			"inbox: handler interrupted by shutdown (or by the removal of its inbox); cannot release its lease, the message is claimed again when it expires",
+			recAttrs(rec, slog.String("error", err.Error()))...)
+	default:
+		m.log.LogAttrs(ctx, slog.LevelInfo,
+			"inbox: handler interrupted by shutdown (or by the removal of its inbox); its lease is released, the message is claimed again at once",
+			recAttrs(rec, slog.Int64("released", n))...)
 	}
 }
 

@@ -286,7 +286,8 @@ func testDispatcherReapsAndCleansUp(t *testing.T, open opener) {
 }
 
 // Start/Stop: a graceful Stop waits for the running handler's outcome; a
-// Stop whose ctx ends cancels handlers and records nothing; restart works.
+// Stop whose ctx ends cancels handlers, records nothing and hands back the
+// interrupted message's lease; restart works.
 func testDispatcherStop(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", PollInterval: time.Hour})
@@ -337,6 +338,16 @@ func testDispatcherStop(t *testing.T, open opener) {
 	rec := e.get("s", "stuck")
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt not charged", rec.Attempt, 0)
-	mustEqual(t, "lease kept", rec.LockedBy, "w")
-	mustEqual(t, "log", len(e.logs.lines("interrupted by shutdown", "message_id=stuck")), 1)
+	mustEqual(t, "lease released", rec.LockedBy, "")
+	mustEqual(t, "log", len(e.logs.lines("interrupted by shutdown", "lease is released", "message_id=stuck")), 1)
+
+	// Another dispatcher (a restarted process) takes it over at once,
+	// without waiting for the lease (30 s) to expire.
+	d2 := e.dispatcher(inbox.DispatcherConfig{Owner: "w2", PollInterval: time.Hour})
+	mustHandle(t, d2, "stuck", func(context.Context, inbox.Record) error { return nil })
+	n, err := d2.RunOnce(e.ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("RunOnce of the next owner = %d, %v; want 1, nil", n, err)
+	}
+	mustEqual(t, "status after the next owner", e.status("s", "stuck"), inbox.StatusDone)
 }

@@ -324,6 +324,19 @@ func (in *Inbox) Ack(ctx context.Context, owner string, keys []Key) (int, error)
 	return int(n), in.mapErr(err)
 }
 
+// Release hands back owner's leases on the messages without charging an
+// attempt: they are claimable again at once (by any dispatcher), subject
+// to their next attempt and due times. Messages owner does not hold are
+// ignored. It returns how many changed. A Dispatcher calls it for the
+// messages whose handlers a shutdown interrupted.
+func (in *Inbox) Release(ctx context.Context, owner string, keys []Key) (int, error) {
+	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	n, err := in.store.Release(ctx, owner, keys)
+	return int(n), in.mapErr(err)
+}
+
 // Abandon releases owner's leases on the messages, increments their
 // attempt and makes them claimable again after Config.Backoff (by default
 // min(2^attempt s, 60 s)), recording lastError ("" records none)

@@ -136,8 +136,9 @@ func (d *Dispatcher) addMember(id string, in *Inbox) error {
 // or ctx ends. Once it returned nil the dispatcher no longer uses the
 // inbox, and its database may be closed. When ctx ends first, the
 // contexts of the inbox's running handlers are cancelled (a handler
-// interrupted that way records nothing: its message is claimed again once
-// its lease expires) and an error wrapping ctx's error is returned; the
+// interrupted that way records nothing and its lease is released once it
+// returned: its message is claimed again at once) and an error wrapping
+// ctx's error is returned; the
 // inbox is removed anyway, and calling RemoveInbox again waits again. An
 // unknown id returns nil; "" returns an error wrapping
 // core.ErrInvalidConfig (the Inbox of NewDispatcher cannot be removed).

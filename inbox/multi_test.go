@@ -290,7 +290,7 @@ func testMultiRemoveInbox(t *testing.T, open opener) {
 	rec = b.get("s", "stuck")
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt not charged", rec.Attempt, 0)
-	mustEqual(t, "lease kept", rec.LockedBy, "w")
+	mustEqual(t, "lease released", rec.LockedBy, "")
 	mustEqual(t, "Inboxes", len(me.d.Inboxes()), 0)
 	if err := me.d.RemoveInbox(me.ctx, "b"); err != nil {
 		t.Fatalf("RemoveInbox of a removed inbox: %v", err)

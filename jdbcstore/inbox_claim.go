@@ -122,6 +122,26 @@ func (s *InboxStore) Ack(ctx context.Context, owner string, keys []InboxKey) (in
 	return n, nil
 }
 
+// Release hands back owner's leases on the given messages without
+// charging an attempt or changing anything else: they are claimable again
+// at once (subject to their next attempt and due times). Messages owner
+// does not hold, or that are not Processing, are ignored. It returns how
+// many changed. A dispatcher calls it for messages whose handler a
+// shutdown interrupted.
+func (s *InboxStore) Release(ctx context.Context, owner string, keys []InboxKey) (int64, error) {
+	if err := checkOwner(owner); err != nil {
+		return 0, opErr("release", err)
+	}
+	prefix := "UPDATE " + s.dialect.quoteIdent(s.table) + " SET locked_by = NULL, locked_until = NULL WHERE "
+	n, err := s.writeKeys(ctx, keys, false, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
+		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), owner)...)
+	})
+	if err != nil {
+		return 0, opErr("release", err)
+	}
+	return n, nil
+}
+
 // Abandon releases owner's leases on the given messages, increments their
 // attempt and makes them claimable again after delay(attempt) (attempt
 // being the incremented count), recording lastError ("" stores NULL) (seed

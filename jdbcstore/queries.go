@@ -69,6 +69,9 @@ type statements struct {
 	claimUpdatePrefix string
 	// reap: now, limit.
 	reap string
+	// release (+ releaseExceptPrefix + n placeholders + ")"): owner, then
+	// the ids to keep.
+	release, releaseExceptPrefix string
 	// get: event_id.
 	get string
 	// exists: event_id (one row if the event exists).
@@ -124,9 +127,11 @@ func buildStatements(d Dialect, table string) statements {
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM " + t +
 			" WHERE " + expired + " LIMIT ?)"
 	}
+	q.release = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + pending + " AND locked_by = ?"
+	q.releaseExceptPrefix = q.release + " AND event_id NOT IN ("
 	bt := d.bindType()
 	for _, p := range []*string{&q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
-		&q.claimReturning, &q.claimSelect, &q.reap, &q.get, &q.exists, &q.countByStatus} {
+		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus} {
 		*p = sqlx.Rebind(bt, *p)
 	}
 	return q

@@ -267,6 +267,32 @@ func (s *Store) Postpone(ctx context.Context, owner, id string, nextAt time.Time
 
 var _ core.Postponer = (*Store)(nil)
 
+// ReleaseLeases clears the lease of every NEW or RETRY row that owner
+// holds, except the rows whose ids are in exceptIDs, and returns how many
+// rows it released. DONE and DEAD rows and other owners' rows are never
+// changed. The dispatcher calls it when it closes (see
+// core.LeaseReleaser), so another node, or this process restarted, takes
+// over the events it did not deliver without waiting for their leases to
+// expire. exceptIDs is bound as one placeholder per id: keep it to a few
+// thousand ids at most.
+func (s *Store) ReleaseLeases(ctx context.Context, owner string, exceptIDs []string) (int64, error) {
+	if err := validOwner(owner); err != nil {
+		return 0, fmt.Errorf("outbox: jdbcstore: release leases: %w", err)
+	}
+	query := s.q.release
+	if len(exceptIDs) > 0 {
+		query = inList(s.dialect, s.q.releaseExceptPrefix, len(exceptIDs), ")")
+	}
+	args := make([]any, 0, len(exceptIDs)+1)
+	args = append(args, owner)
+	for _, id := range exceptIDs {
+		args = append(args, id)
+	}
+	return s.exec(ctx, "release leases", "", query, args...)
+}
+
+var _ core.LeaseReleaser = (*Store)(nil)
+
 // validOwner checks an owner token against the locked_by column.
 func validOwner(owner string) error {
 	if owner == "" || len(owner) > core.MaxOwnerLen {

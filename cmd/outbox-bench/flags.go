@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,8 @@ type options struct {
 	verbose    bool          // framework logs to stderr
 	cpuProfile string        // CPU profile output file
 	trace      string        // runtime execution trace output file
+	payload    int           // payload bytes of the overload events (0: the small order JSON)
+	maxHeld    int64         // Dispatcher.MaxHeldBytes (0: framework default)
 }
 
 // usageText is printed by -h above the flag list.
@@ -82,6 +85,10 @@ database outbox_bench_<random> dropped at the end):
               rows not DONE when the wait ended (after at most -timeout);
               must be 0. The peak RSS counts the whole process (Go heap,
               runtime, SQLite's C memory); the tool keeps one bit per event.
+              -payload SIZE gives each event a JSON payload of SIZE bytes
+              (e.g. 1MiB): the dispatcher's payload budget
+              (-max-held-bytes, Dispatcher.MaxHeldBytes, 64MiB by default)
+              then bounds the memory, not the queue capacities.
 
 floor, publish and end_to_end run -rounds times, interleaved, and report
 their median round.
@@ -91,7 +98,10 @@ Ratios (all measured within one run, same process and settings):
   publish_ratio     (summary) floor rate / publish rate: the cost factor of
                     publishing over a bare INSERT; target <= 1.15.
   end_to_end_ratio  (summary) end_to_end rate / floor rate; target >= 0.8.
-  Other targets: latency p99_us <= 1000, overload peak_rss_mb <= 64, lost = 0.
+  Other targets: latency p99_us <= 1000, overload peak_rss_mb <= 64 (with
+  -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
+  headroom and the process's fixed cost; none with -max-held-bytes -1),
+  lost = 0.
 
 Output: one line per scenario (an aligned table, or JSON with -json), then a
 summary line. Extra fields: cpu_us_per_event (process CPU per event, steadier
@@ -127,6 +137,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.maxOpen, "max-open-conns", 0, "connection pool limit (sql.DB.SetMaxOpenConns) of every scenario, floor included; 0: unlimited, the database/sql default")
 	fs.DurationVar(&o.doneWindow, "done-flush-window", 0, "Dispatcher.DoneFlushWindow (default: the framework's, 1ms)")
 	fs.IntVar(&o.doneBatch, "done-batch-size", 0, "Dispatcher.DoneBatchSize (default: the framework's, 256)")
+	var payload, maxHeld string
+	fs.StringVar(&payload, "payload", "", "payload size of the overload scenario's events, e.g. 1MiB, 64KiB or 512 (bytes); default: the small order JSON (~60 bytes)")
+	fs.StringVar(&maxHeld, "max-held-bytes", "", "Dispatcher.MaxHeldBytes, e.g. 64MiB, or -1 for no limit (default: the framework's, 64MiB)")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
@@ -147,6 +160,20 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	var err error
 	if o.scenarios, err = parseScenarios(scenarios); err != nil {
 		return o, err
+	}
+	if payload != "" {
+		n, err := parseSize(payload)
+		if err != nil || n < minPayload || n > maxPayload {
+			return o, fmt.Errorf("-payload: want a size from %d bytes to %d MiB, got %q", minPayload, maxPayload>>20, payload)
+		}
+		o.payload = int(n)
+	}
+	if maxHeld == "-1" {
+		o.maxHeld = -1
+	} else if maxHeld != "" {
+		if o.maxHeld, err = parseSize(maxHeld); err != nil || o.maxHeld < 1 {
+			return o, fmt.Errorf("-max-held-bytes: want a positive size or -1, got %q", maxHeld)
+		}
 	}
 	return o, o.validate()
 }
@@ -236,3 +263,31 @@ func parseScenarios(list string) ([]string, error) {
 
 // has reports whether the scenario is selected.
 func (o *options) has(scenario string) bool { return slices.Contains(o.scenarios, scenario) }
+
+// Bounds of -payload: the overload events carry their sequence number in a
+// header, the payload is a JSON string of exactly that many bytes.
+const (
+	minPayload = 2
+	maxPayload = 16 << 20
+)
+
+// parseSize parses a byte size: a whole number, optionally followed by B,
+// KiB, MiB or GiB (also KB, MB, GB, taken as powers of 1024 too).
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"B", 1}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return n * mult, nil
+}

@@ -43,6 +43,9 @@ type harness struct {
 	f  *freshDB
 	ob *outbox.Outbox
 	m  *counters
+	// pad, when set, is the JSON payload of every event of eventType
+	// (the overload scenario's -payload).
+	pad []byte
 }
 
 // startOutbox opens a fresh database, builds the outbox with the default
@@ -64,7 +67,7 @@ func (b *bench) startOutbox(ctx context.Context, pcfg poller.Config, listen outb
 	}
 	ob, err := outbox.New(ctx, f.db, outbox.Config{
 		Dispatcher: dispatcher.Config{Workers: b.opts.workers,
-			DoneFlushWindow: b.opts.doneWindow, DoneBatchSize: b.opts.doneBatch},
+			DoneFlushWindow: b.opts.doneWindow, DoneBatchSize: b.opts.doneBatch, MaxHeldBytes: b.opts.maxHeld},
 		Poller:  pcfg,
 		Logger:  b.log,
 		Metrics: m,
@@ -121,6 +124,9 @@ func (h *harness) publish(ctx context.Context, typ, ref string, amount int64, se
 		}
 		eb := outbox.NewEvent(typ).AggregateType(aggregateType).AggregateID(ref).
 			PayloadJSON(orderPayload(ref, amount))
+		if h.pad != nil && typ == eventType {
+			eb = eb.PayloadJSON(h.pad) // Build copies it: one payload per event
+		}
 		if seq >= 0 {
 			eb = eb.Header(seqHeader, strconv.Itoa(seq))
 		}

@@ -250,8 +250,11 @@ func (b *bench) summary() summary {
 	if s.P99us != nil && *s.P99us > targetP99us {
 		miss(fmt.Sprintf("p99_us <= %d", targetP99us))
 	}
-	if s.PeakRSSMB != nil && *s.PeakRSSMB > targetPeakRSSMiB {
-		miss(fmt.Sprintf("peak_rss_mb <= %d", targetPeakRSSMiB))
+	if s.PeakRSSMB != nil {
+		s.RSSTargetMiB = ptr(b.rssTargetMiB())
+		if t := *s.RSSTargetMiB; t > 0 && *s.PeakRSSMB > float64(t) {
+			miss(fmt.Sprintf("peak_rss_mb <= %d", t))
+		}
 	}
 	if s.Lost != nil && *s.Lost > 0 {
 		miss("lost = 0")

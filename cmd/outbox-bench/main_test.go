@@ -81,6 +81,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-scenarios", "latency"}, "latency paces itself"},
 		{[]string{"-db", "mysql", "-dsn", "not a dsn"}, "-dsn:"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"-payload", "1TiB"}, "-payload: want a size"},
+		{[]string{"-payload", "1"}, "-payload: want a size"},
+		{[]string{"-max-held-bytes", "0"}, "-max-held-bytes: want a positive size or -1"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
@@ -145,5 +148,40 @@ func TestSeenSet(t *testing.T) {
 	}
 	if s.dups.Load() != 1 || s.count.Load() != 4 {
 		t.Errorf("dups = %d, count = %d; want 1, 4", s.dups.Load(), s.count.Load())
+	}
+}
+
+// TestParseSize checks the byte sizes of -payload and -max-held-bytes.
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"512": 512, "1MiB": 1 << 20, "64 KiB": 64 << 10, "2GB": 2 << 30, "10B": 10} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "-1", "1.5MiB", "MiB"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+	if p := padPayload(5); string(p) != `"xxx"` {
+		t.Errorf("padPayload(5) = %q", p)
+	}
+}
+
+// TestSummaryRSSTargetWithPayload checks the peak-RSS target with
+// -payload: the payload budget plus the fixed overhead, none without a
+// budget.
+func TestSummaryRSSTargetWithPayload(t *testing.T) {
+	b := &bench{opts: &options{db: "sqlite", payload: 1 << 20}, overloadRSS: ptr(250.0), lost: ptr(0)}
+	if s := b.summary(); !s.TargetsMet || *s.RSSTargetMiB != 160+targetRSSOverheadMiB {
+		t.Errorf("250 MiB with the default budget: met=%v target=%v", s.TargetsMet, *s.RSSTargetMiB)
+	}
+	b.overloadRSS = ptr(400.0)
+	if s := b.summary(); s.TargetsMet {
+		t.Errorf("400 MiB with the default budget: target met")
+	}
+	b.opts.maxHeld = -1
+	if s := b.summary(); !s.TargetsMet || *s.RSSTargetMiB != 0 {
+		t.Errorf("no budget: met=%v target=%v, want no target", s.TargetsMet, *s.RSSTargetMiB)
 	}
 }

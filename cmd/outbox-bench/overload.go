@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"time"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/poller"
 )
 
@@ -71,6 +74,9 @@ func (b *bench) runOverload(ctx context.Context) (result, error) {
 		return result{}, err
 	}
 	defer h.close()
+	if b.opts.payload > 0 {
+		h.pad = padPayload(b.opts.payload)
+	}
 	b.resetRSS()
 	start := time.Now()
 	pubElapsed, err := runPool(ctx, b.opts.workers, n, func(ctx context.Context, i int) error {
@@ -111,8 +117,47 @@ func (b *bench) runOverload(ctx context.Context) (result, error) {
 	r.Duplicates = ptr(int(seen.dups.Load()))
 	r.HotDropped = ptr(h.m.hotDropped.Load())
 	r.ColdEnqueued = ptr(h.m.coldEnqueued.Load())
+	if b.opts.payload > 0 {
+		r.PayloadBytes = ptr(b.opts.payload)
+	}
+	if held := b.maxHeldBytes(); held >= 0 {
+		r.MaxHeldMiB = round(float64(held)/(1<<20), 1)
+	}
+	r.RSSTargetMiB = ptr(b.rssTargetMiB())
 	b.lost = r.Lost
 	return r, nil
+}
+
+// padPayload returns a JSON document of exactly n bytes (n >= 2): a string
+// of 'x'.
+func padPayload(n int) []byte {
+	p := bytes.Repeat([]byte{'x'}, n)
+	p[0], p[n-1] = '"', '"'
+	return p
+}
+
+// maxHeldBytes returns the dispatcher's MaxHeldBytes in this run (-1: no
+// limit).
+func (b *bench) maxHeldBytes() int64 {
+	if b.opts.maxHeld == 0 {
+		return dispatcher.DefaultMaxHeldBytes
+	}
+	return b.opts.maxHeld
+}
+
+// rssTargetMiB is the overload scenario's peak-RSS target: targetPeakRSSMiB
+// with the small default payload; with -payload, targetRSSBudgetFactor ×
+// the payload budget (MaxHeldBytes) + targetRSSOverheadMiB. Without a
+// budget there is no target (0).
+func (b *bench) rssTargetMiB() int {
+	if b.opts.payload == 0 {
+		return targetPeakRSSMiB
+	}
+	held := b.maxHeldBytes()
+	if held < 0 {
+		return 0
+	}
+	return int(math.Ceil(targetRSSBudgetFactor*float64(held)/(1<<20))) + targetRSSOverheadMiB
 }
 
 // overloadSlow returns the overload listener's time per event: -overload-slow,

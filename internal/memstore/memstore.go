@@ -22,7 +22,7 @@ type Store struct {
 	now  func() time.Time
 	rows map[string]*core.Record
 	// Fail, when set, is consulted before every operation ("insert",
-	// "done", "retry", "dead", "claim", "reap", "poll"); a non-nil result
+	// "done", "retry", "dead", "claim", "reap", "poll", "release"); a non-nil result
 	// is returned as the operation's error and nothing changes. "claim"
 	// and "reap" are consulted without the store's lock held, so a hook
 	// may block them without blocking the other operations.
@@ -209,6 +209,29 @@ func (s *Store) ReapExpired(_ context.Context, now time.Time, limit int) (int64,
 	}
 	return n, nil
 }
+
+// ReleaseLeases implements core.LeaseReleaser.
+func (s *Store) ReleaseLeases(_ context.Context, owner string, exceptIDs []string) (int64, error) {
+	if err := s.fail("release", ""); err != nil {
+		return 0, err
+	}
+	keep := make(map[string]bool, len(exceptIDs))
+	for _, id := range exceptIDs {
+		keep[id] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, r := range s.rows {
+		if (r.Status == core.StatusNew || r.Status == core.StatusRetry) && owner != "" && r.LockedBy == owner && !keep[r.ID] {
+			r.LockedBy, r.LockedUntil = "", time.Time{}
+			n++
+		}
+	}
+	return n, nil
+}
+
+var _ core.LeaseReleaser = (*Store)(nil)
 
 // PollPending implements core.PendingSource.
 func (s *Store) PollPending(_ context.Context, now time.Time, skipRecent time.Duration, limit int) ([]core.Record, error) {

@@ -393,3 +393,69 @@ func (s *suite) testNotBefore(t *testing.T) {
 	claimedIDs(t, "one µs before due", claim(due.Add(-time.Microsecond)), "nb-past")
 	claimedIDs(t, "at due", claim(due), "nb-past", "nb-later")
 }
+
+// ReleaseLeases clears the owner's leases on NEW and RETRY rows except the
+// ids kept, and never touches DONE or DEAD rows or other owners' rows.
+func (s *suite) testReleaseLeases(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t0)
+	st := s.newStore(t, clk, jdbcstore.Config{})
+	ctx := t.Context()
+	mine := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
+	for _, id := range []string{"new-1", "new-2", "retry", "keep", "done", "dead"} {
+		insertLeased(t, st, jsonEvent(t, id), mine)
+	}
+	insertLeased(t, st, jsonEvent(t, "other"), core.Lease{Owner: "node-b", Until: t0.Add(time.Hour)})
+	insertLeased(t, st, jsonEvent(t, "free"), core.Lease{})
+	nextAt := t0.Add(time.Minute)
+	changed, err := st.MarkRetry(ctx, "node-a", "retry", nextAt, nextAt.Add(time.Hour), "boom")
+	mark(t, "retry", true, changed, err)
+	if n, err := st.MarkDone(ctx, "node-a", []string{"done"}); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	changed, err = st.MarkDead(ctx, "node-a", "dead", "boom")
+	mark(t, "dead", true, changed, err)
+
+	n, err := st.ReleaseLeases(ctx, "node-a", []string{"keep", "other"})
+	if err != nil || n != 3 {
+		t.Fatalf("ReleaseLeases: n=%d err=%v, want 3 (new-1, new-2, retry)", n, err)
+	}
+	for _, id := range []string{"new-1", "new-2", "retry"} {
+		if rec := get(t, st, id); rec.LockedBy != "" || !rec.LockedUntil.IsZero() {
+			t.Fatalf("%s: lease %q until %v, want released", id, rec.LockedBy, rec.LockedUntil)
+		}
+	}
+	rec := get(t, st, "retry")
+	if rec.Status != core.StatusRetry || rec.Attempts != 1 {
+		t.Fatalf("retry row: status %v attempts %d, want RETRY 1", rec.Status, rec.Attempts)
+	}
+	sameTime(t, "released retry available_at", rec.AvailableAt, micro(nextAt))
+	if rec := get(t, st, "keep"); rec.LockedBy != "node-a" {
+		t.Fatalf("kept row lost its lease: %q", rec.LockedBy)
+	}
+	if rec := get(t, st, "other"); rec.LockedBy != "node-b" {
+		t.Fatalf("another owner's row was released: %q", rec.LockedBy)
+	}
+	for id, want := range map[string]core.Status{"done": core.StatusDone, "dead": core.StatusDead} {
+		if rec := get(t, st, id); rec.Status != want {
+			t.Fatalf("%s: status %v, want %v", id, rec.Status, want)
+		}
+	}
+	// The released rows are claimable by another node at once.
+	recs, err := st.ClaimDue(ctx, core.ClaimRequest{Owner: "node-c", Now: t0.Add(2 * time.Minute),
+		LeaseUntil: t0.Add(time.Hour), Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimedIDs(t, "claim after release", recs, "free", "new-1", "new-2", "retry")
+
+	if n, err := st.ReleaseLeases(ctx, "node-a", nil); err != nil || n != 1 {
+		t.Fatalf("release without exceptions: n=%d err=%v, want 1 (keep)", n, err)
+	}
+	if n, err := st.ReleaseLeases(ctx, "node-a", nil); err != nil || n != 0 {
+		t.Fatalf("second release: n=%d err=%v, want 0", n, err)
+	}
+	if _, err := st.ReleaseLeases(ctx, "", nil); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("empty owner: %v, want ErrInvalidConfig", err)
+	}
+}

@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("Fence", s.testFence)
 		t.Run("Claim", s.testClaim)
 		t.Run("Reap", s.testReap)
+		t.Run("ReleaseLeases", s.testReleaseLeases)
 		t.Run("NotBefore", s.testNotBefore)
 		t.Run("Ops", s.testOps)
 	}

@@ -1,0 +1,86 @@
+package dispatcher
+
+import (
+	"log/slog"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// The payload bytes the dispatcher holds in memory are counted from the
+// moment an event is taken (EnqueueHot, EnqueueCold) until it leaves
+// memory (its outcome written, released, discarded or abandoned): queued,
+// waiting on a timer, running, or waiting for its DONE write. The count
+// is bounded by Config.MaxHeldBytes; beyond it an event is left to the
+// database exactly as when a queue is full.
+
+// acquireResult tells why acquire did or did not take an event.
+type acquireResult int
+
+const (
+	acquired   acquireResult = iota
+	refused                  // the store was removed
+	held                     // held already, or finished a moment ago
+	overBudget               // MaxHeldBytes would be exceeded
+)
+
+// reserveBytes adds n to the payload bytes held and reports true, or
+// reports false when that would exceed MaxHeldBytes. An event is always
+// taken when nothing else is held, however large: otherwise an event
+// larger than the whole budget would never be delivered.
+func (d *Dispatcher) reserveBytes(n int64) bool {
+	limit := d.cfg.MaxHeldBytes
+	for {
+		cur := d.heldBytes.Load()
+		if limit >= 0 && cur > 0 && cur+n > limit {
+			return false
+		}
+		if d.heldBytes.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+// notePayload feeds the running estimate of payload sizes (a moving
+// average over about the last 8 events offered) that coldBudgetRoom uses.
+// Concurrent updates may lose one another: it is an estimate.
+func (d *Dispatcher) notePayload(n int64) {
+	est := d.payloadEst.Load()
+	if est == 0 {
+		d.payloadEst.Store(max(n, 1))
+		return
+	}
+	d.payloadEst.Store(max(est+(n-est)/8, 1))
+}
+
+// coldBudgetRoom returns how many more events of the usual payload size
+// fit in MaxHeldBytes now (at least 1 while any budget is left, 0 once it
+// is used up), or -1 without a limit or before any event was seen. The
+// poller claims no more rows than that, so it neither reads payloads it
+// could not hold nor leases rows it could not enqueue.
+func (d *Dispatcher) coldBudgetRoom() int {
+	if d.cfg.MaxHeldBytes < 0 {
+		return -1
+	}
+	free := d.cfg.MaxHeldBytes - d.heldBytes.Load()
+	if free <= 0 {
+		return 0
+	}
+	est := d.payloadEst.Load()
+	if est <= 0 {
+		return -1
+	}
+	return int(min(max(free/est, 1), int64(cap(d.cold))))
+}
+
+// HeldBytes returns the payload bytes of the events the dispatcher holds in
+// memory now (queued, waiting on a timer, running or waiting for their
+// DONE write), which Config.MaxHeldBytes bounds.
+func (d *Dispatcher) HeldBytes() int64 { return d.heldBytes.Load() }
+
+// warnOverBudget logs (rate-limited) an event left to the poller because
+// the payload budget is used up.
+func (d *Dispatcher) warnOverBudget(o *origin, env core.Envelope) {
+	d.budgetLog.Hit(o.log, slog.LevelWarn, "memory budget for held payloads used up (MaxHeldBytes): event left in the database for the poller",
+		slog.String("event_id", env.ID()), slog.Int("payload_bytes", env.PayloadLen()),
+		slog.Int64("held_bytes", d.heldBytes.Load()), slog.Int64("max_held_bytes", d.cfg.MaxHeldBytes))
+}

@@ -1,0 +1,169 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+)
+
+// sized sets a JSON payload of exactly n bytes (n >= 2): a string.
+func sized(n int) func(*core.Builder) {
+	return func(b *core.Builder) { b.PayloadJSONString(`"` + strings.Repeat("a", n-2) + `"`) }
+}
+
+// Every path an event takes out of memory gives its payload bytes back
+// exactly once: DONE, RETRY then DONE (in-process timer), DEAD, a delayed
+// event, a duplicate offer, a full hot queue, and events discarded by
+// Close.
+func TestHeldBytesReturnToZeroOnEveryPath(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 2, HotCapacity: 4, MaxAttempts: 2, Retry: fixedDelay(time.Millisecond)})
+	var flaky atomic.Int64
+	h.reg.RegisterFunc("Ok", func(context.Context, core.Envelope) error { return nil })
+	h.reg.RegisterFunc("Flaky", func(context.Context, core.Envelope) error {
+		if flaky.Add(1) == 1 {
+			return errors.New("once")
+		}
+		return nil
+	})
+	h.reg.RegisterFunc("Bad", func(context.Context, core.Envelope) error { return errors.New("always") })
+	h.start()
+	ok, cold := h.insert("Ok", sized(1000)), h.insert("Ok", sized(3000))
+	fl, bad := h.insert("Flaky", sized(500)), h.insert("Bad", sized(700))
+	delayed := h.insert("Ok", sized(200), func(b *core.Builder) { b.Delay(5 * time.Millisecond) })
+	h.mustEnqueueHot(ok)
+	h.mustEnqueueHot(ok) // held or finished: not counted twice
+	h.mustEnqueueCold(cold, 0)
+	h.mustEnqueueHot(fl)
+	h.mustEnqueueHot(bad)
+	h.mustEnqueueHot(delayed)
+	for _, id := range []string{ok.ID(), cold.ID(), fl.ID(), delayed.ID()} {
+		h.waitStatus(id, core.StatusDone)
+	}
+	h.waitStatus(bad.ID(), core.StatusDead)
+	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
+	if h.d.Held() != 0 {
+		t.Fatalf("Held = %d after every outcome, want 0", h.d.Held())
+	}
+
+	// A blocked worker pool: the hot queue fills, the rest is dropped,
+	// and Close discards what is queued.
+	g := newGate(t)
+	started := make(chan struct{}, 8)
+	h.reg.RegisterFunc("Block", func(ctx context.Context, _ core.Envelope) error {
+		started <- struct{}{}
+		select {
+		case <-g.ch:
+		case <-ctx.Done():
+		}
+		return ctx.Err()
+	})
+	var offered int
+	for i := range 10 {
+		e := h.insert("Block", sized(100))
+		if h.enqueueHot(e) {
+			offered++
+		}
+		if i < 2 {
+			recv(t, started, "a worker to start")
+		}
+	}
+	if offered != 6 { // 2 running + 4 queued
+		t.Fatalf("%d offers taken, want 6", offered)
+	}
+	if got := h.d.HeldBytes(); got != 600 {
+		t.Fatalf("HeldBytes = %d, want 600 (6 events of 100 bytes)", got)
+	}
+	if err := h.d.Close(closeCtx(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+	if err := h.d.Close(closeCtx(t, waitTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.d.HeldBytes(); got != 0 {
+		t.Fatalf("HeldBytes after Close = %d, want 0", got)
+	}
+}
+
+// Beyond MaxHeldBytes an event takes the poller path: EnqueueHot drops it
+// (HotDropped, a WARN naming the budget), EnqueueCold refuses it and
+// ColdRoom reports no room once the budget is used up.
+func TestHotDropBeyondByteBudget(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, MaxHeldBytes: 1000})
+	g := newGate(t)
+	started := make(chan struct{}, 4)
+	h.reg.RegisterFunc("Block", func(context.Context, core.Envelope) error {
+		started <- struct{}{}
+		<-g.ch
+		return nil
+	})
+	h.start()
+	e1, e2, e3 := h.insert("Block", sized(600)), h.insert("Block", sized(600)), h.insert("Block", sized(400))
+	h.mustEnqueueHot(e1)
+	recv(t, started, "the listener to start")
+	if h.enqueueHot(e2) {
+		t.Fatal("EnqueueHot beyond the byte budget = true, want false")
+	}
+	if n := h.metrics.hotDropped.Load(); n != 1 {
+		t.Fatalf("HotDropped = %d, want 1", n)
+	}
+	if got := h.logs.lines("level=WARN", "MaxHeldBytes", e2.ID()); len(got) != 1 {
+		t.Fatalf("want one WARN naming MaxHeldBytes and the event, log:\n%s", h.logs)
+	}
+	if h.d.ColdRoom() == 0 {
+		t.Fatal("ColdRoom = 0 with budget left")
+	}
+	h.mustEnqueueHot(e3) // 600 + 400 = 1000: fits exactly
+	if room := h.d.ColdRoom(); room != 0 {
+		t.Fatalf("ColdRoom = %d with the budget used up, want 0", room)
+	}
+	if h.enqueueCold(e2, 0) {
+		t.Fatal("EnqueueCold beyond the byte budget = true, want false")
+	}
+	if r := h.row(e2.ID()); r.Status != core.StatusNew {
+		t.Fatalf("dropped row %v, want NEW for the poller", r.Status)
+	}
+	g.open()
+	h.waitStatus(e3.ID(), core.StatusDone)
+	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
+	h.mustEnqueueCold(e2, 0) // the poller's retake
+	h.waitStatus(e2.ID(), core.StatusDone)
+}
+
+// An event larger than the whole budget is taken when nothing else is
+// held, so it is delivered; while something is held it waits.
+func TestEventLargerThanBudgetIsDelivered(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, MaxHeldBytes: 100})
+	g := newGate(t)
+	started := make(chan struct{}, 4)
+	h.reg.RegisterFunc("Block", func(context.Context, core.Envelope) error {
+		started <- struct{}{}
+		<-g.ch
+		return nil
+	})
+	h.reg.RegisterFunc("Big", func(context.Context, core.Envelope) error { return nil })
+	h.start()
+	small, big := h.insert("Block", sized(10)), h.insert("Big", sized(1000))
+	h.mustEnqueueHot(small)
+	recv(t, started, "the listener to start")
+	if h.enqueueHot(big) {
+		t.Fatal("an event larger than the budget was taken while another is held")
+	}
+	g.open()
+	h.waitStatus(small.ID(), core.StatusDone)
+	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
+	h.mustEnqueueCold(big, 0)
+	h.waitStatus(big.ID(), core.StatusDone)
+	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
+}
+
+func TestMaxHeldBytesDefault(t *testing.T) {
+	if dispatcher.DefaultMaxHeldBytes != 64<<20 {
+		t.Fatalf("DefaultMaxHeldBytes = %d", dispatcher.DefaultMaxHeldBytes)
+	}
+}

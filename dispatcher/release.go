@@ -1,0 +1,87 @@
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// maxReleaseExcept bounds how many in-flight ids a lease release may
+// exclude (each is one placeholder of the statement). Beyond it the
+// release is skipped: the leases expire as they would without it.
+const maxReleaseExcept = 4096
+
+// heldIDs returns the ids of o's events still held in the tracker.
+func (d *Dispatcher) heldIDs(o *origin) []string {
+	var ids []string
+	d.tracker.each(func(key string) {
+		if o.id == "" {
+			if !strings.Contains(key, "\x00") {
+				ids = append(ids, key)
+			}
+			return
+		}
+		if id, ok := strings.CutPrefix(key, o.id+"\x00"); ok {
+			ids = append(ids, id)
+		}
+	})
+	return ids
+}
+
+// origins returns the store given to New (if any) and the stores added
+// and not removed.
+func (d *Dispatcher) origins() []*origin {
+	var os []*origin
+	if d.def != nil {
+		os = append(os, d.def)
+	}
+	d.storesMu.Lock()
+	for _, o := range d.stores {
+		os = append(os, o)
+	}
+	d.storesMu.Unlock()
+	return os
+}
+
+// releaseLeases hands back the leases this dispatcher's owner holds on
+// the NEW/RETRY rows of every store, except the events it still holds (a
+// listener still running, a DONE write still pending): so another node,
+// or this process restarted with a new owner token, delivers the events
+// it did not deliver at once instead of after Lease. ctx bounds the
+// release; when ctx is done already, StatusTimeout does.
+func (d *Dispatcher) releaseLeases(ctx context.Context) {
+	for _, o := range d.origins() {
+		d.releaseOrigin(ctx, o)
+	}
+}
+
+// releaseOrigin releases the leases of o's rows (see releaseLeases). A
+// store that does not implement core.LeaseReleaser leaves them to expire.
+func (d *Dispatcher) releaseOrigin(ctx context.Context, o *origin) {
+	rel, ok := o.store.(core.LeaseReleaser)
+	if !ok {
+		return
+	}
+	except := d.heldIDs(o)
+	if len(except) > maxReleaseExcept {
+		o.log.Warn("too many events still in flight to release this node's leases; they expire after Lease",
+			slog.Int("in_flight", len(except)))
+		return
+	}
+	if ctx.Err() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.StatusTimeout)
+	defer cancel()
+	n, err := rel.ReleaseLeases(ctx, d.cfg.Owner, except)
+	switch {
+	case err != nil:
+		o.log.Warn("cannot release this node's leases of undelivered events; they are delivered after their lease expires",
+			slog.String("owner", d.cfg.Owner), slog.String("error", err.Error()))
+	case n > 0 || len(except) > 0:
+		o.log.Info("released this node's leases of undelivered events; any node delivers them now",
+			slog.Int64("events", n), slog.Int("kept_in_flight", len(except)), slog.String("owner", d.cfg.Owner))
+	}
+}

@@ -1,0 +1,184 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/registry"
+)
+
+// Close after a drain hands back the lease of an event the dispatcher
+// never held in memory (dropped from a full hot queue), so another node
+// need not wait for Lease; DONE rows and other owners' rows are untouched.
+func TestCloseReleasesLeasesOfUndeliveredEvents(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, HotCapacity: 1, Retry: fixedDelay(time.Hour)})
+	g := newGate(t)
+	started := make(chan struct{}, 4)
+	h.reg.RegisterFunc("Block", func(ctx context.Context, _ core.Envelope) error {
+		started <- struct{}{}
+		<-g.ch
+		return nil
+	})
+	h.start()
+	running := h.insert("Block")
+	h.mustEnqueueHot(running)
+	recv(t, started, "the listener to start")
+	queued := h.insert("Block")
+	h.mustEnqueueHot(queued)
+	dropped := h.insert("Block")
+	if h.enqueueHot(dropped) {
+		t.Fatal("EnqueueHot on a full hot queue = true, want false")
+	}
+	other := h.env("Block")
+	h.insertEnv(other, core.Lease{Owner: "node-b", Until: h.now().Add(time.Hour)})
+	if r := h.row(dropped.ID()); r.LockedBy != h.d.Owner() {
+		t.Fatalf("dropped row leased to %q, want this node", r.LockedBy)
+	}
+
+	g.open()
+	if err := h.d.Close(closeCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	for _, id := range []string{running.ID(), queued.ID()} {
+		if r := h.row(id); r.Status != core.StatusDone {
+			t.Fatalf("%s: %v, want DONE", id, r.Status)
+		}
+	}
+	if r := h.row(dropped.ID()); r.Status != core.StatusNew || r.LockedBy != "" || !r.LockedUntil.IsZero() {
+		t.Fatalf("dropped row after Close: %v leased to %q until %v, want NEW and unleased", r.Status, r.LockedBy, r.LockedUntil)
+	}
+	if r := h.row(other.ID()); r.LockedBy != "node-b" {
+		t.Fatalf("another node's row released: %q", r.LockedBy)
+	}
+	if got := h.logs.lines("level=INFO", "released this node's leases", "events=1"); len(got) != 1 {
+		t.Fatalf("want one INFO line with events=1, log:\n%s", h.logs)
+	}
+	if l := h.d.HotLease(h.env("Block")); !l.IsZero() {
+		t.Fatalf("HotLease after Close = %+v, want the zero (unowned) lease", l)
+	}
+}
+
+// Close whose ctx expires releases at once the leases of queued events,
+// of events waiting on a retry timer and of hot-queue drops; the event
+// whose listener still runs keeps its lease until its worker exits.
+func TestCloseDeadlineReleasesLeasesExceptRunning(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, HotCapacity: 2, Retry: fixedDelay(time.Hour)})
+	g := newGate(t)
+	started := make(chan struct{}, 4)
+	h.reg.RegisterFunc("Fail", func(context.Context, core.Envelope) error { return errors.New("boom") })
+	h.reg.RegisterFunc("Hang", func(ctx context.Context, _ core.Envelope) error {
+		started <- struct{}{}
+		<-g.ch // ignores ctx: still running after Close returned
+		return nil
+	})
+	h.start()
+	failed := h.insert("Fail")
+	h.mustEnqueueHot(failed)
+	h.waitStatus(failed.ID(), core.StatusRetry)
+	if h.d.PendingRetries() != 1 {
+		t.Fatalf("PendingRetries = %d, want 1", h.d.PendingRetries())
+	}
+	hung := h.insert("Hang")
+	h.mustEnqueueHot(hung)
+	recv(t, started, "the listener to start")
+	q1, q2 := h.insert("Hang"), h.insert("Hang")
+	h.mustEnqueueHot(q1)
+	h.mustEnqueueHot(q2)
+	dropped := h.insert("Hang")
+	if h.enqueueHot(dropped) {
+		t.Fatal("EnqueueHot on a full hot queue = true, want false")
+	}
+
+	if err := h.d.Close(closeCtx(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+	for _, id := range []string{failed.ID(), q1.ID(), q2.ID(), dropped.ID()} {
+		if r := h.row(id); r.LockedBy != "" || !r.LockedUntil.IsZero() {
+			t.Fatalf("%s right after Close: leased to %q until %v, want released", id, r.LockedBy, r.LockedUntil)
+		}
+	}
+	if r := h.row(failed.ID()); r.Status != core.StatusRetry || r.Attempts != 1 {
+		t.Fatalf("retried row: %v attempts %d, want RETRY 1", r.Status, r.Attempts)
+	}
+	if r := h.row(hung.ID()); r.LockedBy != h.d.Owner() {
+		t.Fatalf("the running event's lease was released (%q): another node could deliver it concurrently", r.LockedBy)
+	}
+	g.open() // the listener returns nil: its DONE write needs the lease
+	h.waitStatus(hung.ID(), core.StatusDone)
+	if err := h.d.Close(closeCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+}
+
+// A store without core.LeaseReleaser keeps the leases: Close still works.
+func TestCloseWithoutLeaseReleaser(t *testing.T) {
+	st := memstore.New(nil)
+	d, err := dispatcher.New(struct{ core.StatusWriter }{st}, registry.New(), dispatcher.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := core.NewEvent("E").PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Insert(context.Background(), nil, env, d.HotLease(env)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(closeCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if r, _ := st.Get(env.ID()); r.LockedBy != d.Owner() {
+		t.Fatalf("lease %q, want kept by %q", r.LockedBy, d.Owner())
+	}
+}
+
+// RemoveStore and Close hand back the leases of the added stores' rows.
+func TestRemoveStoreAndCloseReleaseLeasesOfAddedStores(t *testing.T) {
+	d, err := dispatcher.NewMulti(registry.New(), dispatcher.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stA, stB := memstore.New(nil), memstore.New(nil)
+	qa, err := d.AddStore("a", stA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := d.AddStore("b", stB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(st *memstore.Store, q *dispatcher.StoreQueue) core.Envelope {
+		env, err := core.NewEvent("E").PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Insert(context.Background(), nil, env, q.HotLease(env)); err != nil {
+			t.Fatal(err)
+		}
+		return env // committed, never enqueued: a hot-queue drop
+	}
+	ea, eb := insert(stA, qa), insert(stB, qb)
+	if err := d.RemoveStore(closeCtx(t, waitTimeout), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := stA.Get(ea.ID()); r.LockedBy != "" {
+		t.Fatalf("after RemoveStore: store a row leased to %q, want released", r.LockedBy)
+	}
+	if r, _ := stB.Get(eb.ID()); r.LockedBy != d.Owner() {
+		t.Fatalf("store b row released by RemoveStore(a): %q", r.LockedBy)
+	}
+	if err := d.Close(closeCtx(t, waitTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := stB.Get(eb.ID()); r.LockedBy != "" {
+		t.Fatalf("after Close: store b row leased to %q, want released", r.LockedBy)
+	}
+}
