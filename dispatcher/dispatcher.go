@@ -157,7 +157,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		hungLog:     ratelog.New(5 * time.Second),
 
 		noListenerLog: ratelog.New(5 * time.Second),
-		budgetLog:   ratelog.New(5 * time.Second),
+		budgetLog:     ratelog.New(5 * time.Second),
 	}
 	d.batcher = newDoneBatcher(d)
 	return d, nil
