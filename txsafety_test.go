@@ -336,3 +336,52 @@ func requireAborted(t *testing.T, commitErr error, ob *outbox.Outbox, m *hotCoun
 		t.Fatalf("Get(%s) after the rollback = %v, want ErrNotFound", id, err)
 	}
 }
+
+// TestCommitCheckOnlyAfterAFailedStatementMySQL: the check before commit
+// costs a read, so it runs only when a statement of the transaction failed
+// (or ran out of txctx's sight). Counted with the connection's own
+// Com_select on a pool of one connection and an outbox that is not
+// started (no poller or dispatcher statements in between).
+func TestCommitCheckOnlyAfterAFailedStatementMySQL(t *testing.T) {
+	db := testdb.MySQL(t)
+	db.SetMaxOpenConns(1)
+	ob, err := outbox.New(context.Background(), db, outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ob.Close(context.Background()) })
+	ctx := context.Background()
+	selects := func() int {
+		var name string
+		var n int
+		if err := db.QueryRowxContext(ctx, `SHOW SESSION STATUS LIKE 'Com_select'`).Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name      string
+		failFirst bool
+		want      int
+	}{
+		{"every statement succeeded", false, 0},
+		{"a statement failed", true, 1},
+	} {
+		before := selects()
+		err := ob.InTx(ctx, func(ctx context.Context) error {
+			tx, _ := txctx.From(ctx)
+			if tc.failFirst {
+				_, _ = tx.ExecContext(ctx, `INSERT INTO no_such_table VALUES (1)`) // fails, ignored
+			}
+			_, err := ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`)))
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		// SHOW STATUS counts as Com_show_status, not as a SELECT.
+		if got := selects() - before; got != tc.want {
+			t.Errorf("%s: %d SELECTs in the transaction, want %d", tc.name, got, tc.want)
+		}
+	}
+}
