@@ -137,7 +137,9 @@ func (d *Dispatcher) addMember(id string, in *Inbox) error {
 // inbox, and its database may be closed. When ctx ends first, the
 // contexts of the inbox's running handlers are cancelled (a handler
 // interrupted that way records nothing and its lease is released once it
-// returned: its message is claimed again at once) and an error wrapping
+// returned: its message is claimed again at once; RemoveInbox waits up to
+// StatusTimeout more for interrupted handlers to return, so the release
+// happens before the database is closed) and an error wrapping
 // ctx's error is returned; the
 // inbox is removed anyway, and calling RemoveInbox again waits again. An
 // unknown id returns nil; "" returns an error wrapping
@@ -163,7 +165,17 @@ func (d *Dispatcher) RemoveInbox(ctx context.Context, id string) error {
 	m.work.Close()
 	m.in.unregister(m)
 	if held, err := m.work.Drain(ctx); err != nil {
-		return fmt.Errorf("outbox: inbox: remove inbox %q: %d claims or handlers still running: %w", id, held, err)
+		// The handlers were interrupted. Those that honour their ctx return
+		// at once and hand their leases back; give them StatusTimeout to do
+		// so before the caller may close the inbox's database.
+		gctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
+		if held2, err2 := m.work.Drain(gctx); err2 == nil {
+			held = 0
+		} else {
+			held = held2
+		}
+		cancel()
+		return fmt.Errorf("outbox: inbox: remove inbox %q: %d claims or handlers still running after the interruption: %w", id, held, err)
 	}
 	d.membersMu.Lock()
 	if d.removing[id] == m {
