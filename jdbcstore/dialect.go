@@ -105,6 +105,11 @@ type Capabilities struct {
 	// this process's writers take turns in Go instead of sleeping in the
 	// database's busy handler (see [Store.WriteGate]).
 	SingleWriter bool
+	// OnDuplicateKeyUpdate: upserts are written INSERT ... ON DUPLICATE
+	// KEY UPDATE (MySQL, MariaDB) instead of the standard INSERT ... ON
+	// CONFLICT (key) DO UPDATE (SQLite 3.24, PostgreSQL). In both forms
+	// an unqualified column on the right-hand side is the existing row's.
+	OnDuplicateKeyUpdate bool
 }
 
 // TimeSelector is implemented by dialects that must not let the driver

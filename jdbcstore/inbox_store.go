@@ -190,7 +190,7 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 	// both take the placeholders that follow; unqualified columns on the
 	// right-hand side are the existing row's.
 	upsert := " ON CONFLICT (source, message_id) DO UPDATE SET "
-	if d.Name() == "mysql" {
+	if d.Capabilities().OnDuplicateKeyUpdate {
 		upsert = " ON DUPLICATE KEY UPDATE "
 	}
 	order := " ORDER BY next_attempt_at, source, message_id"

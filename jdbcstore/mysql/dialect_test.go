@@ -170,7 +170,7 @@ func TestMySQLDialectBasics(t *testing.T) {
 	if Dialect.Name() != "mysql" || mustLookup(t, "mysql") != Dialect {
 		t.Errorf("Name %q, detection %v", Dialect.Name(), mustLookup(t, "mysql"))
 	}
-	if c := Dialect.Capabilities(); !c.SkipLocked || c.Returning || !c.UpdateOrderLimit {
+	if c := Dialect.Capabilities(); !c.SkipLocked || c.Returning || !c.UpdateOrderLimit || !c.SilentRollback || !c.OnDuplicateKeyUpdate || c.SingleWriter {
 		t.Errorf("caps = %+v", c)
 	}
 	st, err := jdbcstore.New(sqlx.NewDb(nil, "mysql"), jdbcstore.Config{Table: "order"})
