@@ -9,6 +9,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -16,7 +17,7 @@ import (
 func benchOutbox(b *testing.B) (*outbox.Outbox, func()) {
 	b.Helper()
 	ctx := context.Background()
-	db, err := jdbcstore.OpenSQLite(filepath.Join(b.TempDir(), "bench.db"))
+	db, err := sqlite.Open(filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	outbox "github.com/outbox-go/outbox"
-	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -19,7 +19,7 @@ func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "outbox-example-")
 	defer os.RemoveAll(dir)
-	db, err := jdbcstore.OpenSQLite(filepath.Join(dir, "app.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
 	if err != nil {
 		panic(err)
 	}
@@ -65,7 +65,7 @@ func ExampleOutbox_Publish_noTransaction() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "outbox-example-")
 	defer os.RemoveAll(dir)
-	db, err := jdbcstore.OpenSQLite(filepath.Join(dir, "app.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
 	if err != nil {
 		panic(err)
 	}

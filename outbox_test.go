@@ -10,7 +10,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -20,7 +20,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if _, err := outbox.New(ctx, nil, outbox.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Fatalf("nil db: %v", err)
 	}
-	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "x.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 func TestSkipSchemaAndDisablePoller(t *testing.T) {
 	ctx := context.Background()
-	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "x.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
-	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -61,7 +61,7 @@ func countRows(t *testing.T, db *sqlx.DB) int {
 
 func sqliteDB(t *testing.T, name string) *sqlx.DB {
 	t.Helper()
-	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), name))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
-	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/poller"
 )
 
@@ -21,7 +21,7 @@ import (
 func openStarted(t *testing.T, cfg outbox.Config, register func(*outbox.Outbox)) *outbox.Outbox {
 	t.Helper()
 	ctx := context.Background()
-	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "x.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
-	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // Three dispatchers, each with its own pool and owner, share one SQLite
@@ -23,7 +23,7 @@ func TestMultiNodeSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shared.db")
 	dbs := make([]*sqlx.DB, nodes)
 	for i := range dbs {
-		db, err := jdbcstore.OpenSQLite(path)
+		db, err := sqlite.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // sqliteHarness opens a new SQLite file per test: the embedded default
@@ -15,7 +15,7 @@ var sqliteHarness = Harness{
 	Name:   "sqlite",
 	NowSQL: `SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')`,
 	Open: func(t *testing.T) *sqlx.DB {
-		db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "outbox.db"))
+		db, err := sqlite.Open(filepath.Join(t.TempDir(), "outbox.db"))
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-go/outbox/cleanup"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -40,7 +41,7 @@ func TestRunOnceRemovesOnlyRowsPastRetention(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := &clock{t: t0}
-	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "c.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,9 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
-	"github.com/outbox-go/outbox/jdbcstore"
+	// The MySQL/MariaDB dialect, registered for the driver "mysql".
+	_ "github.com/outbox-go/outbox/jdbcstore/mysql"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/retry"
 	"github.com/outbox-go/outbox/txctx"
 )
@@ -96,7 +98,7 @@ func run(ctx context.Context, out io.Writer, keep string, verbose bool) error {
 		defer os.RemoveAll(dir)
 		path = filepath.Join(dir, "demo.db")
 	}
-	db, err := jdbcstore.OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/inbox"
-	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // The transactional mode: the business write and the inbox's Done mark
@@ -22,7 +22,7 @@ func Example() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := jdbcstore.OpenSQLite(filepath.Join(dir, "app.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
 	if err != nil {
 		panic(err)
 	}
@@ -64,7 +64,7 @@ func ExampleInbox_NewDispatcher() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := jdbcstore.OpenSQLite(filepath.Join(dir, "app.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
 	if err != nil {
 		panic(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/testdb"
-	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // opener gives a test a fresh, empty database.
@@ -23,7 +23,7 @@ type opener func(t *testing.T) *sqlx.DB
 
 func openSQLite(t *testing.T) *sqlx.DB {
 	t.Helper()
-	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "inbox.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "inbox.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

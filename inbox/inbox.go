@@ -142,7 +142,7 @@ func (in *Inbox) SchemaSQL() string { return in.store.SchemaSQL() }
 // delivery is recorded with an upsert that locks the row until tx ends
 // (IBX-006). On MySQL/MariaDB a concurrent ProcessTx waits for tx, then
 // sees the message Done; on SQLite, transactions that write are serialized
-// (open the database with jdbcstore.OpenSQLite, whose transactions begin
+// (open the database with sqlite.Open, whose transactions begin
 // IMMEDIATE). A deadlock or lock timeout comes back wrapping ErrContention:
 // roll back and try again ([Inbox.Process] does).
 //

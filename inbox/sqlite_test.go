@@ -3,7 +3,7 @@ package inbox_test
 import "testing"
 
 // TestSQLite runs the behaviour suite on SQLite files opened with
-// jdbcstore.OpenSQLite.
+// sqlite.Open.
 func TestSQLite(t *testing.T) { runSuite(t, openSQLite) }
 
 // TestConcurrentRedeliverySQLite: see testConcurrentRedelivery.

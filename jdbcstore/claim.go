@@ -36,15 +36,15 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 		return nil, &core.ConfigError{Field: "leaseUntil", Msg: "must be after now"}
 	}
 	d := s.dialect
-	now := d.encodeTime(req.Now)
-	claimable := []any{now, d.encodeTime(req.Now.Add(-req.SkipRecent)), now, req.Owner}
+	now := d.EncodeTime(req.Now)
+	claimable := []any{now, d.EncodeTime(req.Now.Add(-req.SkipRecent)), now, req.Owner}
 	var (
 		recs []core.Record
 		err  error
 	)
-	switch caps := d.caps(); {
-	case caps.returning:
-		args := append([]any{req.Owner, d.encodeTime(req.LeaseUntil)}, claimable...)
+	switch caps := d.Capabilities(); {
+	case caps.Returning:
+		args := append([]any{req.Owner, d.EncodeTime(req.LeaseUntil)}, claimable...)
 		gctx, release, gerr := s.gate.Acquire(ctx)
 		if gerr != nil {
 			return nil, fmt.Errorf("outbox: jdbcstore: claim: %w", gerr)
@@ -55,7 +55,7 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 		slices.SortFunc(recs, func(a, b core.Record) int {
 			return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 		})
-	case caps.skipLocked:
+	case caps.SkipLocked:
 		recs, err = retryBusy(ctx, s, func() ([]core.Record, error) {
 			return s.claimSkipLocked(ctx, req, append(claimable, req.Limit))
 		})
@@ -81,7 +81,7 @@ func (s *Store) claimSkipLocked(ctx context.Context, req core.ClaimRequest, sele
 		return nil, err
 	}
 	args := make([]any, 0, len(recs)+2)
-	args = append(args, req.Owner, s.dialect.encodeTime(req.LeaseUntil))
+	args = append(args, req.Owner, s.dialect.EncodeTime(req.LeaseUntil))
 	for _, r := range recs {
 		args = append(args, r.ID)
 	}
@@ -104,5 +104,5 @@ func (s *Store) ReapExpired(ctx context.Context, now time.Time, limit int) (int6
 	if limit <= 0 {
 		return 0, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)}
 	}
-	return s.exec(ctx, "reap", "", s.q.reap, s.dialect.encodeTime(now), limit)
+	return s.exec(ctx, "reap", "", s.q.reap, s.dialect.EncodeTime(now), limit)
 }

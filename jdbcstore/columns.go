@@ -37,7 +37,7 @@ func (c *columns) int(i int) int64 {
 
 func (c *columns) time(i int, dst *time.Time, required bool) {
 	var err error
-	*dst, err = c.d.decodeTime(c.v[i])
+	*dst, err = c.d.DecodeTime(c.v[i])
 	if err == nil && required && c.v[i] == nil {
 		err = errors.New("is NULL")
 	}

@@ -26,12 +26,14 @@ const (
 // (64 in MySQL, 63 in PostgreSQL).
 var tableNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 
-// Config configures a [Store]. The zero value is usable with a SQLite
-// database opened through the "sqlite3" driver.
+// Config configures a [Store]. The zero value is usable with any database
+// whose dialect is registered for the handle's driver name.
 type Config struct {
-	// Dialect selects the SQL dialect. Defaults to the dialect matching
-	// db.DriverName() ("sqlite3" selects [SQLite], "mysql" selects
-	// [MySQL]); required for any other driver name.
+	// Dialect selects the SQL dialect. Defaults to the dialect registered
+	// (see [Register]) for db.DriverName(): "sqlite3" once the program
+	// imports jdbcstore/sqlite, "mysql" once it imports jdbcstore/mysql.
+	// Without one, New fails with an error wrapping
+	// [ErrUnsupportedDriver].
 	Dialect Dialect
 	// Table is the outbox table name. It must match
 	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$. Defaults to [DefaultTable].
@@ -57,6 +59,9 @@ func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
 		return cfg, &core.ConfigError{Field: "db", Msg: "must not be nil"}
 	}
 	cfg = cfg.withDefaults(db.DriverName())
+	if cfg.Dialect == nil {
+		return cfg, unsupported(db.DriverName(), db.Driver())
+	}
 	return cfg, cfg.validate(db.DriverName())
 }
 
@@ -82,7 +87,7 @@ func (cfg Config) withDefaults(driverName string) Config {
 // validate checks a config that already went through withDefaults.
 func (cfg Config) validate(driverName string) error {
 	if cfg.Dialect == nil {
-		return &core.ConfigError{Field: "Dialect", Msg: fmt.Sprintf("is required for driver %q", driverName)}
+		return unsupported(driverName, nil)
 	}
 	if err := ValidateTableName(cfg.Table); err != nil {
 		return err

@@ -6,55 +6,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/outbox-go/outbox/core"
 )
-
-func TestDialectDetection(t *testing.T) {
-	t.Parallel()
-	st, _ := openTestStore(t, Config{})
-	if st.Dialect() != SQLite {
-		t.Fatalf("dialect for sqlite3 = %v", st.Dialect())
-	}
-	if dialectForDriver("sqlite3") != SQLite || dialectForDriver("nope") != nil {
-		t.Error("dialectForDriver")
-	}
-	other := sqlx.NewDb(st.DB().DB, "custom_sqlite")
-	_, err := New(other, Config{})
-	var ce *core.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "Dialect" || !errors.Is(err, core.ErrInvalidConfig) {
-		t.Fatalf("unknown driver without Dialect: err = %v", err)
-	}
-	if _, err := New(other, Config{Dialect: SQLite}); err != nil {
-		t.Fatalf("unknown driver with Dialect: %v", err)
-	}
-}
-
-func TestSchemaSQL(t *testing.T) {
-	t.Parallel()
-	st, err := New(sqlx.NewDb(nil, "sqlite3"), Config{Table: "events_x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sql := st.SchemaSQL()
-	for _, want := range []string{
-		`CREATE TABLE IF NOT EXISTS "events_x" (`,
-		`CREATE INDEX IF NOT EXISTS "events_x_status_available_idx"`,
-		`ON "events_x" (status, available_at, created_at);`,
-		"locked_by", "locked_until", "payload_kind",
-	} {
-		if !strings.Contains(sql, want) {
-			t.Errorf("schema lacks %q:\n%s", want, sql)
-		}
-	}
-	if strings.Contains(sql, "{{") {
-		t.Errorf("unrendered template:\n%s", sql)
-	}
-	if n := len(splitStatements(sql)); n != 2 {
-		t.Errorf("%d statements, want 2", n)
-	}
-}
 
 func TestSplitStatements(t *testing.T) {
 	t.Parallel()
@@ -66,42 +19,6 @@ func TestSplitStatements(t *testing.T) {
 	for i := range got {
 		if got[i] != want[i] {
 			t.Errorf("stmt %d = %q, want %q", i, got[i], want[i])
-		}
-	}
-}
-
-// Every statement has exactly the placeholders its documented arguments
-// fill, and uses the quoted table.
-func TestStatements(t *testing.T) {
-	t.Parallel()
-	q := buildStatements(SQLite, "tbl")
-	cases := []struct {
-		name, sql string
-		args      int
-	}{
-		{"insert", q.insert, 13},
-		{"markDone1", q.markDone1, 3},
-		{"markDone3", inList(SQLite, q.markDonePrefix, 3, q.markDoneSuffix), 5},
-		{"markRetry", q.markRetry, 5},
-		{"markDead", q.markDead, 4},
-		{"poll", q.poll, 3},
-		{"claimReturning", q.claimReturning, 7},
-		{"claimSelect", q.claimSelect, 5},
-		{"reap", q.reap, 2},
-		{"get", q.get, 1},
-		{"countByStatus", q.countByStatus, 0},
-	}
-	for _, c := range cases {
-		if n := strings.Count(c.sql, "?"); n != c.args {
-			t.Errorf("%s has %d placeholders, want %d: %s", c.name, n, c.args, c.sql)
-		}
-		if !strings.Contains(c.sql, `"tbl"`) {
-			t.Errorf("%s does not use the quoted table: %s", c.name, c.sql)
-		}
-	}
-	for _, s := range []string{q.markDone1, q.markRetry, q.markDead} {
-		if !strings.HasSuffix(s, "AND status <> 1 AND locked_by = ?") {
-			t.Errorf("status write not guarded against DONE and fenced on the owner: %s", s)
 		}
 	}
 }

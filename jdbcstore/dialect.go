@@ -14,106 +14,149 @@ import (
 // times and payloads, how its placeholders look and how its driver reports
 // duplicate keys and lock contention.
 //
-// Dialect has unexported methods: pick one of the exported values of this
-// package ([SQLite], [MySQL]); other packages cannot implement it.
+// The store builds the SQL text of every operation itself, from the
+// primitives a Dialect gives (identifier quoting, bind type, time and
+// payload encoding) and its [Capabilities]; a Dialect holds no SQL of its
+// own apart from the schema templates.
+//
+// This package imports no database driver: the dialects live in
+// per-database packages ([github.com/outbox-go/outbox/jdbcstore/sqlite],
+// [github.com/outbox-go/outbox/jdbcstore/mysql]), each importing its own
+// driver and calling [Register] from its init function. A third-party
+// package adds a database the same way, and proves its dialect with the
+// conformance suite in package jdbcstore/storetest.
+//
+// Every method must be safe for concurrent use; dialects are usually
+// stateless values.
 type Dialect interface {
-	// Name returns a short lowercase name such as "sqlite".
+	// Name returns a short lowercase name such as "sqlite" or "mysql",
+	// used in error messages and logs.
 	Name() string
-
-	// driverNames lists the database/sql driver names this dialect is
-	// chosen for when Config.Dialect is nil.
-	driverNames() []string
-	// caps declares what the database can do beyond the common SQL.
-	caps() capabilities
-	// schemaFile names the text/template under schema/ holding the DDL.
-	schemaFile() string
-	// quoteIdent quotes an identifier that already passed validation.
-	quoteIdent(name string) string
-	// bindType is the sqlx bind type of the driver's placeholders
-	// (sqlx.QUESTION, sqlx.DOLLAR, ...). Statements are written with '?'
-	// and rebound once.
-	bindType() int
-	// encodeTime turns t into the driver argument stored in a time column.
-	encodeTime(t time.Time) any
-	// decodeTime turns a scanned time column back into a UTC time; a NULL
-	// (nil) gives the zero time and no error.
-	decodeTime(v any) (time.Time, error)
-	// encodePayload turns a payload into the driver argument stored in the
-	// payload column.
-	encodePayload(kind core.PayloadKind, p []byte) (any, error)
-	// decodePayload turns a scanned payload column back into the payload
-	// bytes. It must never panic, whatever v holds.
-	decodePayload(kind core.PayloadKind, v any) ([]byte, error)
-	// classify maps a driver error to what the store must do about it.
-	classify(err error) errClass
-	// checkSetup inspects the connection settings after the schema was
-	// applied and logs what could hurt (it never fails).
-	checkSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger)
+	// DriverNames lists the database/sql driver names (the name given to
+	// sql.Open or sqlx.Open) this dialect is chosen for when
+	// Config.Dialect is nil, for example "mysql".
+	DriverNames() []string
+	// Capabilities declares the optional SQL features the store may use.
+	// It must return the same value on every call.
+	Capabilities() Capabilities
+	// OutboxSchema returns the DDL of the outbox table as a text/template
+	// executed with a [SchemaData]: statements end with ';' at the end of
+	// a line, lines holding only a "--" comment are dropped. Each
+	// statement must be idempotent (CREATE ... IF NOT EXISTS), since
+	// ApplySchema runs at every start.
+	OutboxSchema() string
+	// InboxSchema returns the DDL of the inbox table (see [InboxStore]),
+	// a template of the same form as OutboxSchema.
+	InboxSchema() string
+	// QuoteIdent quotes an identifier (a table or index name) for the
+	// database. Names reaching it already match
+	// ^[A-Za-z_][A-Za-z0-9_]*$, so they need no escaping.
+	QuoteIdent(name string) string
+	// BindType is the sqlx bind type of the driver's placeholders
+	// (sqlx.QUESTION, sqlx.DOLLAR, ...). The store writes statements with
+	// '?' and rebinds them once with sqlx.Rebind.
+	BindType() int
+	// EncodeTime turns an instant into the driver argument stored in a
+	// time column. Stored times must compare in instant order in SQL
+	// (available_at <= ?), with at least microsecond precision.
+	EncodeTime(t time.Time) any
+	// DecodeTime turns a scanned time column back into a UTC time; a NULL
+	// (nil) gives the zero time and no error. It must never panic.
+	DecodeTime(v any) (time.Time, error)
+	// EncodePayload turns a payload of the given kind into the driver
+	// argument stored in the payload column. It rejects unknown kinds.
+	EncodePayload(kind core.PayloadKind, p []byte) (any, error)
+	// DecodePayload turns a scanned payload column back into the payload
+	// bytes, the inverse of EncodePayload (byte-exact for
+	// core.PayloadBytes; a JSON payload keeps its JSON value). It must
+	// never panic, whatever v holds.
+	DecodePayload(kind core.PayloadKind, v any) ([]byte, error)
+	// Classify maps an error returned by the driver to what the store
+	// must do about it; errors it does not know are [ClassOther].
+	Classify(err error) ErrorClass
+	// CheckSetup inspects the connection settings after the schema was
+	// applied and logs what could hurt (a missing busy timeout, a wrong
+	// character set, an old server). It never fails.
+	CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger)
 }
 
-// capabilities are the optional SQL features of a database, for claim and
-// batch strategies that differ between dialects.
-type capabilities struct {
-	// skipLocked: SELECT ... FOR UPDATE SKIP LOCKED.
-	skipLocked bool
-	// returning: UPDATE ... RETURNING.
-	returning bool
-	// updateOrderLimit: UPDATE ... LIMIT (MySQL); without it a LIMIT
-	// goes into a subquery on the same table (SQLite, PostgreSQL).
-	updateOrderLimit bool
-	// silentRollback: the server may roll a transaction back on its own
+// Capabilities are the optional SQL features of a database. The store
+// picks its claim and batch strategies from them; a database needs either
+// SkipLocked or Returning to claim rows.
+type Capabilities struct {
+	// SkipLocked: SELECT ... FOR UPDATE SKIP LOCKED (MySQL 8, MariaDB
+	// 10.6, PostgreSQL). Claims select and lock rows, then update them.
+	SkipLocked bool
+	// Returning: UPDATE ... RETURNING (SQLite 3.35, PostgreSQL). Claims
+	// are one UPDATE returning the claimed rows; used when SkipLocked is
+	// false.
+	Returning bool
+	// UpdateOrderLimit: UPDATE ... LIMIT (MySQL, MariaDB). Without it a
+	// LIMIT goes into a subquery on the same table (SQLite, PostgreSQL).
+	UpdateOrderLimit bool
+	// SilentRollback: the server may roll a transaction back on its own
 	// (deadlock, lock wait timeout, killed connection) and still let a
 	// later COMMIT succeed, on nothing (MySQL, MariaDB). The store then
 	// checks before commit that the transaction's first event row is
 	// still there.
-	silentRollback bool
+	SilentRollback bool
+	// SingleWriter: the database runs one write transaction at a time
+	// (SQLite). Stores on one pool then share a core.WriteGate that lets
+	// this process's writers take turns in Go instead of sleeping in the
+	// database's busy handler (see [Store.WriteGate]).
+	SingleWriter bool
+	// OnDuplicateKeyUpdate: upserts are written INSERT ... ON DUPLICATE
+	// KEY UPDATE (MySQL, MariaDB) instead of the standard INSERT ... ON
+	// CONFLICT (key) DO UPDATE (SQLite 3.24, PostgreSQL). In both forms
+	// an unqualified column on the right-hand side is the existing row's.
+	OnDuplicateKeyUpdate bool
 }
 
-// timeSelector is implemented by dialects that must not let the driver
+// TimeSelector is implemented by dialects that must not let the driver
 // decode time columns (go-sql-driver/mysql with parseTime=true builds a
 // time.Time in the DSN's loc, which shifts wall clocks that fall into a
-// daylight saving gap). Reads select selectTime(column) instead of the
-// column itself; decodeTime receives what that expression returns.
-type timeSelector interface {
-	selectTime(column string) string
+// daylight saving gap). Reads select SelectTime(column) instead of the
+// column itself; DecodeTime receives what that expression returns.
+type TimeSelector interface {
+	// SelectTime returns the SELECT expression reading a time column.
+	SelectTime(column string) string
 }
 
-// errClass is how the store reacts to a driver error.
-type errClass int
+// Opener is implemented by dialects whose database needs connection
+// settings a plain sqlx.Open would not set (SQLite: WAL, busy timeout,
+// immediate transactions). [Open] uses it.
+type Opener interface {
+	// Open opens the database described by dsn, without connecting yet.
+	Open(dsn string) (*sqlx.DB, error)
+}
+
+// ErrorClass is how the store reacts to a driver error, as reported by
+// [Dialect.Classify].
+type ErrorClass int
 
 const (
-	// errOther is returned to the caller as is (wrapped).
-	errOther errClass = iota
-	// errDuplicate is a primary key or unique violation: the event id
-	// already exists (wrapped with core.ErrDuplicateEvent).
-	errDuplicate
-	// errBusy is transient lock contention; a single statement outside a
-	// caller's transaction may be retried.
-	errBusy
+	// ClassOther is any error the store returns to the caller as is
+	// (wrapped).
+	ClassOther ErrorClass = iota
+	// ClassDuplicate is a primary key or unique violation: the event id
+	// already exists. The store wraps it with core.ErrDuplicateEvent.
+	ClassDuplicate
+	// ClassBusy is transient lock contention (SQLite busy, a MySQL
+	// deadlock or lock wait timeout): a single statement outside a
+	// caller's transaction may be retried, a transaction must be rolled
+	// back and run again.
+	ClassBusy
 )
 
-// knownDialects are the dialects New can pick from the driver name. Each
-// dialect file adds itself with registerDialect.
-var knownDialects []Dialect
-
-// registerDialect adds d to the dialects New detects and returns it, so a
-// dialect file declares its exported value in one line:
-//
-//	var SQLite Dialect = registerDialect(sqliteDialect{})
-func registerDialect(d Dialect) Dialect {
-	knownDialects = append(knownDialects, d)
-	return d
-}
-
-// dialectForDriver returns the dialect registered for a database/sql
-// driver name, or nil.
-func dialectForDriver(driverName string) Dialect {
-	for _, d := range knownDialects {
-		for _, n := range d.driverNames() {
-			if n == driverName {
-				return d
-			}
-		}
+// String returns "other", "duplicate" or "busy".
+func (c ErrorClass) String() string {
+	switch c {
+	case ClassDuplicate:
+		return "duplicate"
+	case ClassBusy:
+		return "busy"
+	case ClassOther:
+		return "other"
 	}
-	return nil
+	return "ErrorClass(" + itoa(int(c)) + ")"
 }

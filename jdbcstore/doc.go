@@ -2,20 +2,27 @@
 // the transactional insert of NEW events, the status writes of the
 // dispatcher and the pending scan of the poller (spec §9).
 //
-// A [Dialect] turns the generic operations into the SQL text and arguments
-// of one database ([SQLite], [MySQL] for MySQL 8 and MariaDB 10.6+;
-// PostgreSQL is added as a further Dialect value) and maps that database's
-// driver errors. One [Store] runs every dialect through sqlx, so *sqlx.DB
-// and *sqlx.Tx share the same code.
+// A [Dialect] gives the primitives of one database (identifier quoting,
+// placeholders, time and payload encoding, schema templates), its
+// [Capabilities] and the mapping of its driver errors; the store builds
+// the SQL of every operation from them. One [Store] runs every dialect
+// through sqlx, so *sqlx.DB and *sqlx.Tx share the same code.
+//
+// This package imports no database driver. The dialects live in
+// per-database packages that import their driver and [Register] the
+// dialect when imported: jdbcstore/sqlite (mattn/go-sqlite3, the only one
+// needing cgo) and jdbcstore/mysql (MySQL 8 and MariaDB 10.6+). A store on
+// a driver without a registered dialect fails with an error wrapping
+// [ErrUnsupportedDriver] that names the packages to import.
 //
 // Typical SQLite setup:
 //
-//	db, err := jdbcstore.OpenSQLite("app.db")
+//	db, err := sqlite.Open("app.db")
 //	...
 //	store, err := jdbcstore.New(db, jdbcstore.Config{})
 //	...
 //	err = store.ApplySchema(ctx)
 //
-// Every dialect must pass the conformance suite in package
-// jdbcstore/storetest.
+// Every dialect, ours or a third party's, must pass the conformance suite
+// in package jdbcstore/storetest.
 package jdbcstore

@@ -12,7 +12,7 @@ import (
 // duplicate key wraps core.ErrDuplicateEvent, everything keeps the driver
 // error in its chain.
 func (s *Store) mapError(op, id string, err error) error {
-	if s.dialect.classify(err) == errDuplicate {
+	if s.dialect.Classify(err) == ClassDuplicate {
 		return fmt.Errorf("outbox: jdbcstore: %s %q: %w: %w", op, id, core.ErrDuplicateEvent, err)
 	}
 	return fmt.Errorf("outbox: jdbcstore: %s %q: %w", op, id, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 func ExampleNew() {
@@ -19,7 +20,7 @@ func ExampleNew() {
 	}
 	defer os.RemoveAll(dir)
 
-	db, err := jdbcstore.OpenSQLite(filepath.Join(dir, "app.db"))
+	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
 	if err != nil {
 		fmt.Println(err)
 		return

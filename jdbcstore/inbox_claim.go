@@ -43,22 +43,22 @@ func (s *InboxStore) Claim(ctx context.Context, owner string, lease time.Duratio
 	now := s.now()
 	until := now.Add(lease)
 	d := s.dialect
-	at := d.encodeTime(now)
+	at := d.EncodeTime(now)
 	claimable := []any{at, at, at}
 	var (
 		recs []InboxRecord
 		err  error
 	)
-	switch caps := d.caps(); {
-	case caps.returning:
-		args := append([]any{owner, d.encodeTime(until)}, claimable...)
+	switch caps := d.Capabilities(); {
+	case caps.Returning:
+		args := append([]any{owner, d.EncodeTime(until)}, claimable...)
 		recs, err = retryBusy(ctx, s.shell, func() ([]InboxRecord, error) {
 			return s.scanInbox(ctx, s.db, limit, s.q.claimReturning, append(args, limit)...)
 		})
 		slices.SortFunc(recs, func(a, b InboxRecord) int {
 			return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), cmp.Compare(a.Source, b.Source), cmp.Compare(a.MessageID, b.MessageID))
 		})
-	case caps.skipLocked:
+	case caps.SkipLocked:
 		recs, err = retryBusy(ctx, s.shell, func() ([]InboxRecord, error) {
 			return s.claimSkipLocked(ctx, owner, until, limit, append(claimable, limit))
 		})
@@ -85,8 +85,8 @@ func (s *InboxStore) claimSkipLocked(ctx context.Context, owner string, until ti
 	for i, r := range recs {
 		keys[i] = r.Key()
 	}
-	t := s.dialect.quoteIdent(s.table)
-	args := keyArgs([]any{owner, s.dialect.encodeTime(until)}, keys)
+	t := s.dialect.QuoteIdent(s.table)
+	args := keyArgs([]any{owner, s.dialect.EncodeTime(until)}, keys)
 	if _, err := tx.ExecContext(ctx, keyList(s.dialect, "UPDATE "+t+" SET locked_by = ?, locked_until = ? WHERE ", len(keys), ""), args...); err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (s *InboxStore) Ack(ctx context.Context, owner string, keys []InboxKey) (in
 	if err := checkOwner(owner); err != nil {
 		return 0, opErr("ack", err)
 	}
-	prefix := "UPDATE " + s.dialect.quoteIdent(s.table) + " SET status = " + strconv.Itoa(int(InboxDone)) +
+	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(InboxDone)) +
 		", locked_by = NULL, locked_until = NULL WHERE "
 	n, err := s.writeKeys(ctx, keys, false, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
 		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), owner)...)
@@ -132,7 +132,7 @@ func (s *InboxStore) Release(ctx context.Context, owner string, keys []InboxKey)
 	if err := checkOwner(owner); err != nil {
 		return 0, opErr("release", err)
 	}
-	prefix := "UPDATE " + s.dialect.quoteIdent(s.table) + " SET locked_by = NULL, locked_until = NULL WHERE "
+	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET locked_by = NULL, locked_until = NULL WHERE "
 	n, err := s.writeKeys(ctx, keys, false, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
 		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), owner)...)
 	})
@@ -171,7 +171,7 @@ func (s *InboxStore) Abandon(ctx context.Context, owner string, keys []InboxKey,
 // read of the attempts, then one UPDATE per distinct attempt count.
 func (s *InboxStore) abandonChunk(ctx context.Context, ex ExecQueryer, owner string, ks []InboxKey, errArg any,
 	delay func(attempt int) time.Duration) (int64, error) {
-	t := s.dialect.quoteIdent(s.table)
+	t := s.dialect.QuoteIdent(s.table)
 	byAttempt := map[int][]InboxKey{}
 	rows, err := ex.QueryContext(ctx, keyList(s.dialect, "SELECT source, message_id, attempt FROM "+t+" WHERE ", len(ks), fence+lockingRead(s.dialect)),
 		append(keyArgs(nil, ks), owner)...)
@@ -202,7 +202,7 @@ func (s *InboxStore) abandonChunk(ctx context.Context, ex ExecQueryer, owner str
 		group := byAttempt[a]
 		next := now.Add(max(0, delay(a+1)))
 		n, err := execCount(ctx, ex, keyList(s.dialect, prefix, len(group), fence),
-			append(keyArgs([]any{s.dialect.encodeTime(next), errArg}, group), owner)...)
+			append(keyArgs([]any{s.dialect.EncodeTime(next), errArg}, group), owner)...)
 		if err != nil {
 			return 0, err
 		}
@@ -218,7 +218,7 @@ func (s *InboxStore) Fail(ctx context.Context, owner string, keys []InboxKey, er
 	if err := checkOwner(owner); err != nil {
 		return 0, opErr("fail", err)
 	}
-	prefix := "UPDATE " + s.dialect.quoteIdent(s.table) + " SET status = " + strconv.Itoa(int(InboxDead)) +
+	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(InboxDead)) +
 		", attempt = attempt + 1, last_error = ?, locked_by = NULL, locked_until = NULL WHERE "
 	errArg := s.nullError(errMsg)
 	n, err := s.writeKeys(ctx, keys, false, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
@@ -237,7 +237,7 @@ func (s *InboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) 
 	if limit <= 0 {
 		return 0, opErr("reap", &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)})
 	}
-	n, err := s.exec(ctx, s.q.reap, s.dialect.encodeTime(s.now()), limit)
+	n, err := s.exec(ctx, s.q.reap, s.dialect.EncodeTime(s.now()), limit)
 	if err != nil {
 		return n, opErr("reap", err)
 	}
@@ -252,7 +252,7 @@ func (s *InboxStore) Cleanup(ctx context.Context, olderThan time.Duration, batch
 	if olderThan <= 0 || batch <= 0 {
 		return 0, opErr("cleanup", &core.ConfigError{Field: "retention/batch", Msg: "must be positive"})
 	}
-	cutoff := s.dialect.encodeTime(s.now().Add(-olderThan))
+	cutoff := s.dialect.EncodeTime(s.now().Add(-olderThan))
 	var total int64
 	for {
 		n, err := s.exec(ctx, s.q.cleanup, cutoff, batch)

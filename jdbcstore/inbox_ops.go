@@ -25,7 +25,7 @@ import (
 // writers are serialized anyway. So two transactions never both see the
 // key as new.
 func (s *InboxStore) Touch(ctx context.Context, ex ExecQueryer, m InboxMessage) (InboxTouch, error) {
-	now := s.dialect.encodeTime(s.now())
+	now := s.dialect.EncodeTime(s.now())
 	hash := encodeHash(m.Hash)
 	if _, err := ex.ExecContext(ctx, s.q.touch, m.Source, m.MessageID, m.Topic, encodeBytes(m.Payload), hash,
 		now, now, now, now, hash); err != nil {
@@ -60,7 +60,7 @@ func (s *InboxStore) readTouch(ctx context.Context, ex ExecQueryer, k InboxKey) 
 	at, err2 := asInt(attempt)
 	h, err3 := asBytes(hash)
 	by, err4 := asString(lockedBy)
-	until, err5 := s.dialect.decodeTime(lockedUntil)
+	until, err5 := s.dialect.DecodeTime(lockedUntil)
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return InboxTouch{}, err
 	}
@@ -93,7 +93,7 @@ func (s *InboxStore) AlreadyProcessed(ctx context.Context, k InboxKey, hash []by
 // MarkProcessed sets the message Done (inserting it as Done when it is
 // unknown) and releases any lease. It is idempotent.
 func (s *InboxStore) MarkProcessed(ctx context.Context, k InboxKey) error {
-	now := s.dialect.encodeTime(s.now())
+	now := s.dialect.EncodeTime(s.now())
 	if _, err := s.exec(ctx, s.q.markProcessed, k.Source, k.MessageID, []byte{}, now, now, now, now); err != nil {
 		return opErr("mark processed", err)
 	}
@@ -130,7 +130,7 @@ func (s *InboxStore) Enqueue(ctx context.Context, m InboxMessage) (InboxEnqueueR
 	for try := 1; ; try++ {
 		res = InboxEnqueueResult{}
 		err = s.inTx(ctx, func(tx *sqlx.Tx) error { return s.enqueueTx(ctx, tx, m, &res) })
-		if err == nil || try == maxEnqueueTries || s.dialect.classify(err) != errDuplicate {
+		if err == nil || try == maxEnqueueTries || s.dialect.Classify(err) != ClassDuplicate {
 			break
 		}
 	}
@@ -142,7 +142,7 @@ func (s *InboxStore) Enqueue(ctx context.Context, m InboxMessage) (InboxEnqueueR
 
 func (s *InboxStore) enqueueTx(ctx context.Context, tx *sqlx.Tx, m InboxMessage, res *InboxEnqueueResult) error {
 	now := s.now()
-	at := s.dialect.encodeTime(now)
+	at := s.dialect.EncodeTime(now)
 	rows, err := tx.QueryContext(ctx, s.q.enqueueRead, m.Source, m.MessageID)
 	if err != nil {
 		return err

@@ -1,14 +1,12 @@
 package jdbcstore
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -99,25 +97,12 @@ func (s *InboxStore) ApplySchema(ctx context.Context) error {
 // deadlock or lock wait timeout): the transaction should be rolled back
 // and run again.
 func (s *InboxStore) IsContention(err error) bool {
-	return err != nil && s.dialect.classify(err) == errBusy
+	return err != nil && s.dialect.Classify(err) == ClassBusy
 }
 
-// renderInboxSchema executes schema/inbox_<dialect>.sql for table.
+// renderInboxSchema executes the dialect's inbox DDL template for table.
 func renderInboxSchema(d Dialect, table string) (string, error) {
-	name := "inbox_" + d.Name() + ".sql"
-	src, err := schemaFS.ReadFile("schema/" + name)
-	if err != nil {
-		return "", fmt.Errorf("outbox: jdbcstore: %s inbox schema: %w", d.Name(), err)
-	}
-	tmpl, err := template.New(name).Option("missingkey=error").Parse(string(src))
-	if err != nil {
-		return "", fmt.Errorf("outbox: jdbcstore: %s inbox schema: %w", d.Name(), err)
-	}
-	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, schemaData{d: d, table: table}); err != nil {
-		return "", fmt.Errorf("outbox: jdbcstore: %s inbox schema: %w", d.Name(), err)
-	}
-	return buf.String(), nil
+	return renderTemplate(d, "inbox schema", d.InboxSchema(), table)
 }
 
 // inboxColumns are the columns every inbox read selects, in the order
@@ -179,22 +164,22 @@ type inboxStatements struct {
 // then waits for, and sees, the latest committed row), "" for SQLite,
 // whose writers are serialized anyway.
 func lockingRead(d Dialect) string {
-	if d.caps().skipLocked {
+	if d.Capabilities().SkipLocked {
 		return " FOR UPDATE"
 	}
 	return ""
 }
 
 func buildInboxStatements(d Dialect, table string) inboxStatements {
-	t := d.quoteIdent(table)
+	t := d.QuoteIdent(table)
 	st := func(s InboxStatus) string { return strconv.Itoa(int(s)) }
 	cols := inboxColumns
-	if ts, ok := d.(timeSelector); ok {
+	if ts, ok := d.(TimeSelector); ok {
 		cols = make([]string, len(inboxColumns))
 		for i, c := range inboxColumns {
 			cols[i] = c
 			if inboxTimeColumns[c] {
-				cols[i] = ts.selectTime(c)
+				cols[i] = ts.SelectTime(c)
 			}
 		}
 	}
@@ -205,7 +190,7 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 	// both take the placeholders that follow; unqualified columns on the
 	// right-hand side are the existing row's.
 	upsert := " ON CONFLICT (source, message_id) DO UPDATE SET "
-	if d.Name() == "mysql" {
+	if d.Capabilities().OnDuplicateKeyUpdate {
 		upsert = " ON DUPLICATE KEY UPDATE "
 	}
 	order := " ORDER BY next_attempt_at, source, message_id"
@@ -232,7 +217,7 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 	q.claimSelect = "SELECT " + sel + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
 	expired := "status = " + st(InboxProcessing) + " AND locked_by IS NOT NULL AND locked_until < ?"
 	old := "status = " + st(InboxDone) + " AND last_seen_at < ?"
-	if d.caps().updateOrderLimit {
+	if d.Capabilities().UpdateOrderLimit {
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " LIMIT ?"
 		q.cleanup = "DELETE FROM " + t + " WHERE " + old + " LIMIT ?"
 	} else {
@@ -240,7 +225,7 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 			" WHERE " + expired + " LIMIT ?)"
 		q.cleanup = "DELETE FROM " + t + " WHERE (source, message_id) IN (SELECT source, message_id FROM " + t + " WHERE " + old + " LIMIT ?)"
 	}
-	bt := d.bindType()
+	bt := d.BindType()
 	for _, p := range []*string{&q.touch, &q.touchRead, &q.markDone, &q.markProcessed, &q.enqueueRead, &q.enqueueInsert,
 		&q.enqueueTouch, &q.enqueueUpdate, &q.enqueuePromote, &q.get, &q.claimReturning, &q.claimSelect, &q.reap, &q.cleanup} {
 		*p = sqlx.Rebind(bt, *p)
@@ -250,8 +235,8 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 
 // timeSel wraps a time column the way the dialect reads time columns.
 func timeSel(d Dialect, col string) string {
-	if ts, ok := d.(timeSelector); ok {
-		return ts.selectTime(col)
+	if ts, ok := d.(TimeSelector); ok {
+		return ts.SelectTime(col)
 	}
 	return col
 }
@@ -279,7 +264,7 @@ func keyList(d Dialect, prefix string, n int, suffix string) string {
 		b.WriteByte(')')
 	}
 	b.WriteString(suffix)
-	return sqlx.Rebind(d.bindType(), b.String())
+	return sqlx.Rebind(d.BindType(), b.String())
 }
 
 // keyArgs appends the source and message id of each key.
@@ -355,7 +340,7 @@ func execCount(ctx context.Context, ex ExecQueryer, query string, args ...any) (
 // gap lock (concurrent first inserts then meet on the key and one gets a
 // duplicate instead of both deadlocking).
 func (s *InboxStore) txOptions() *sql.TxOptions {
-	if s.dialect.caps().skipLocked {
+	if s.dialect.Capabilities().SkipLocked {
 		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
 	return nil
@@ -417,7 +402,7 @@ func (s *InboxStore) encodeDue(t time.Time) any {
 	if t.IsZero() {
 		return nil
 	}
-	return s.dialect.encodeTime(t)
+	return s.dialect.EncodeTime(t)
 }
 
 // nullError stores "" as NULL and truncates the rest to MaxErrorLen.

@@ -41,7 +41,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	st := Stats{Counts: counts, DeadByType: map[string]int{}}
-	t := s.dialect.quoteIdent(s.table)
+	t := s.dialect.QuoteIdent(s.table)
 	pending := "status IN (" + strconv.Itoa(int(core.StatusNew)) + ", " + strconv.Itoa(int(core.StatusRetry)) + ")"
 	oldest, err := retryBusy(ctx, s, func() ([]any, error) {
 		var v any
@@ -52,7 +52,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: %w", err)
 	}
-	if st.OldestPending, err = s.dialect.decodeTime(oldest[0]); err != nil {
+	if st.OldestPending, err = s.dialect.DecodeTime(oldest[0]); err != nil {
 		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: oldest pending: %w", err)
 	}
 	if !st.OldestPending.IsZero() {
@@ -116,11 +116,11 @@ func (s *Store) deadWhere(f DeadFilter) (string, []any) {
 	}
 	if !f.From.IsZero() {
 		b.WriteString(" AND created_at >= ?")
-		args = append(args, s.dialect.encodeTime(f.From))
+		args = append(args, s.dialect.EncodeTime(f.From))
 	}
 	if !f.To.IsZero() {
 		b.WriteString(" AND created_at < ?")
-		args = append(args, s.dialect.encodeTime(f.To))
+		args = append(args, s.dialect.EncodeTime(f.To))
 	}
 	return b.String(), args
 }
@@ -137,7 +137,7 @@ func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit 
 		where += " AND event_id > ?"
 		args = append(args, after)
 	}
-	q := sqlx.Rebind(s.dialect.bindType(), "SELECT "+selectList(s.dialect)+" FROM "+s.dialect.quoteIdent(s.table)+
+	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+selectList(s.dialect)+" FROM "+s.dialect.QuoteIdent(s.table)+
 		" WHERE "+where+" ORDER BY event_id LIMIT ?")
 	recs, err := s.queryRecords(ctx, limit, q, append(args, limit)...)
 	if err != nil {
@@ -189,7 +189,7 @@ func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (
 			return res, nil
 		}
 		ids := make([]any, 0, len(page)+1)
-		ids = append(ids, s.dialect.encodeTime(s.now()))
+		ids = append(ids, s.dialect.EncodeTime(s.now()))
 		for _, r := range page {
 			res.IDs = append(res.IDs, r.ID)
 			ids = append(ids, r.ID)
@@ -199,7 +199,7 @@ func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (
 		if o.DryRun {
 			continue
 		}
-		q := inList(s.dialect, "UPDATE "+s.dialect.quoteIdent(s.table)+" SET status = "+strconv.Itoa(int(core.StatusNew))+
+		q := inList(s.dialect, "UPDATE "+s.dialect.QuoteIdent(s.table)+" SET status = "+strconv.Itoa(int(core.StatusNew))+
 			", attempts = 0, available_at = ?, done_at = NULL, last_error = NULL, locked_by = NULL, locked_until = NULL"+
 			" WHERE event_id IN (", len(page), ") AND status = "+strconv.Itoa(int(core.StatusDead)))
 		n, err := s.exec(ctx, "replay dead", page[0].ID, q, ids...)
@@ -251,25 +251,25 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 		if olderThan == 0 {
 			return nil
 		}
-		t := s.dialect.quoteIdent(s.table)
+		t := s.dialect.QuoteIdent(s.table)
 		cond := "status = " + strconv.Itoa(int(status)) + " AND " + age + " < ?"
-		cutoff := s.dialect.encodeTime(now.Add(-olderThan))
+		cutoff := s.dialect.EncodeTime(now.Add(-olderThan))
 		if o.DryRun {
 			c, err := retryBusy(ctx, s, func() (int64, error) {
 				var c int64
-				err := s.db.QueryRowContext(ctx, sqlx.Rebind(s.dialect.bindType(), "SELECT COUNT(*) FROM "+t+" WHERE "+cond), cutoff).Scan(&c)
+				err := s.db.QueryRowContext(ctx, sqlx.Rebind(s.dialect.BindType(), "SELECT COUNT(*) FROM "+t+" WHERE "+cond), cutoff).Scan(&c)
 				return c, err
 			})
 			*n = c
 			return err
 		}
 		var q string
-		if s.dialect.caps().updateOrderLimit {
+		if s.dialect.Capabilities().UpdateOrderLimit {
 			q = "DELETE FROM " + t + " WHERE " + cond + " LIMIT ?"
 		} else {
 			q = "DELETE FROM " + t + " WHERE event_id IN (SELECT event_id FROM " + t + " WHERE " + cond + " LIMIT ?)"
 		}
-		q = sqlx.Rebind(s.dialect.bindType(), q)
+		q = sqlx.Rebind(s.dialect.BindType(), q)
 		for {
 			d, err := s.exec(ctx, "purge", "", q, cutoff, o.BatchSize)
 			*n += d
@@ -295,7 +295,7 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 // for every row.
 func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(*sqlx.Rows) error) error {
 	_, err := retryBusy(ctx, s, func() (struct{}, error) {
-		rows, err := s.db.QueryxContext(ctx, sqlx.Rebind(s.dialect.bindType(), query), args...)
+		rows, err := s.db.QueryxContext(ctx, sqlx.Rebind(s.dialect.BindType(), query), args...)
 		if err != nil {
 			return struct{}{}, err
 		}
@@ -312,8 +312,8 @@ func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(*
 
 // timeExpr wraps a time expression the way the dialect reads time columns.
 func (s *Store) timeExpr(expr string) string {
-	if ts, ok := s.dialect.(timeSelector); ok {
-		return ts.selectTime(expr)
+	if ts, ok := s.dialect.(TimeSelector); ok {
+		return ts.SelectTime(expr)
 	}
 	return expr
 }

@@ -24,7 +24,7 @@ var timeColumns = map[string]bool{"occurred_at": true, "available_at": true, "cr
 // selectList is the SELECT list of recordColumns for d: time columns go
 // through the dialect's selectTime when it has one.
 func selectList(d Dialect) string {
-	ts, ok := d.(timeSelector)
+	ts, ok := d.(TimeSelector)
 	if !ok {
 		return strings.Join(recordColumns, ", ")
 	}
@@ -32,7 +32,7 @@ func selectList(d Dialect) string {
 	for i, c := range recordColumns {
 		exprs[i] = c
 		if timeColumns[c] {
-			exprs[i] = ts.selectTime(c)
+			exprs[i] = ts.SelectTime(c)
 		}
 	}
 	return strings.Join(exprs, ", ")
@@ -85,7 +85,7 @@ type statements struct {
 // Status values come from core's constants; no value is ever formatted
 // into the text.
 func buildStatements(d Dialect, table string) statements {
-	t := d.quoteIdent(table)
+	t := d.QuoteIdent(table)
 	cols := selectList(d)
 	st := func(s core.Status) string { return strconv.Itoa(int(s)) }
 	notDone := " AND status <> " + st(core.StatusDone) + " AND locked_by = ?"
@@ -121,7 +121,7 @@ func buildStatements(d Dialect, table string) statements {
 	q.claimSelect = "SELECT " + cols + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
 	q.claimUpdatePrefix = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN ("
 	expired := pending + " AND locked_by IS NOT NULL AND locked_until < ?"
-	if d.caps().updateOrderLimit {
+	if d.Capabilities().UpdateOrderLimit {
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " LIMIT ?"
 	} else {
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM " + t +
@@ -129,7 +129,7 @@ func buildStatements(d Dialect, table string) statements {
 	}
 	q.release = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + pending + " AND locked_by = ?"
 	q.releaseExceptPrefix = q.release + " AND event_id NOT IN ("
-	bt := d.bindType()
+	bt := d.BindType()
 	for _, p := range []*string{&q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
 		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus} {
 		*p = sqlx.Rebind(bt, *p)
@@ -150,5 +150,5 @@ func inList(d Dialect, prefix string, n int, suffix string) string {
 		b.WriteByte('?')
 	}
 	b.WriteString(suffix)
-	return sqlx.Rebind(d.bindType(), b.String())
+	return sqlx.Rebind(d.BindType(), b.String())
 }

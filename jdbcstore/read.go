@@ -29,7 +29,7 @@ func (s *Store) PollPending(ctx context.Context, now time.Time, skipRecent time.
 		return nil, &core.ConfigError{Field: "skipRecent", Msg: fmt.Sprintf("must not be negative, got %s", skipRecent)}
 	}
 	recs, err := s.queryRecords(ctx, limit, s.q.poll,
-		s.dialect.encodeTime(now), s.dialect.encodeTime(now.Add(-skipRecent)), limit)
+		s.dialect.EncodeTime(now), s.dialect.EncodeTime(now.Add(-skipRecent)), limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: jdbcstore: poll pending: %w", err)
 	}
@@ -147,7 +147,7 @@ func (s *Store) decodeRecord(v []any) core.Record {
 	c.fail(7, err)
 	if err == nil {
 		r.PayloadKind = core.PayloadKind(kind)
-		r.Payload, err = s.dialect.decodePayload(r.PayloadKind, v[6])
+		r.Payload, err = s.dialect.DecodePayload(r.PayloadKind, v[6])
 		c.fail(6, err)
 	}
 	r.DecodeErr = c.err()

@@ -29,7 +29,7 @@ func retryBusy[T any](ctx context.Context, s *Store, fn func() (T, error)) (T, e
 		if err == nil {
 			return v, nil
 		}
-		if s.dialect.classify(err) != errBusy {
+		if s.dialect.Classify(err) != ClassBusy {
 			if lastBusy != nil && ctx.Err() != nil {
 				// The context ended between two attempts.
 				return v, giveUp(lastBusy, attempt-1, err)

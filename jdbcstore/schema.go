@@ -3,47 +3,48 @@ package jdbcstore
 import (
 	"bytes"
 	"context"
-	"embed"
 	"fmt"
 	"strings"
 	"text/template"
 )
 
-// schemaFS holds one DDL template per dialect. Templates see a schemaData.
-//
-//go:embed schema/*.sql
-var schemaFS embed.FS
-
-// schemaData is what a schema template can use. Every name it returns is
-// derived from a validated table name and quoted for the dialect.
-type schemaData struct {
+// SchemaData is what a schema template ([Dialect.OutboxSchema],
+// [Dialect.InboxSchema]) is executed with. Every name it returns is
+// derived from a validated table name and quoted with the dialect's
+// [Dialect.QuoteIdent].
+type SchemaData struct {
 	d     Dialect
 	table string
 }
 
 // Table returns the quoted table name.
-func (sd schemaData) Table() string { return sd.d.quoteIdent(sd.table) }
+func (sd SchemaData) Table() string { return sd.d.QuoteIdent(sd.table) }
 
 // Index returns the quoted name of an index of the table: index names are
 // global in some databases (SQLite, PostgreSQL), so they carry the table
-// name.
-func (sd schemaData) Index(suffix string) string {
-	return sd.d.quoteIdent(sd.table + "_" + suffix + "_idx")
+// name ("<table>_<suffix>_idx").
+func (sd SchemaData) Index(suffix string) string {
+	return sd.d.QuoteIdent(sd.table + "_" + suffix + "_idx")
 }
 
-// renderSchema executes the dialect's DDL template for table.
+// renderSchema executes the dialect's outbox DDL template for table.
 func renderSchema(d Dialect, table string) (string, error) {
-	src, err := schemaFS.ReadFile("schema/" + d.schemaFile())
-	if err != nil {
-		return "", fmt.Errorf("outbox: jdbcstore: %s schema: %w", d.Name(), err)
+	return renderTemplate(d, "schema", d.OutboxSchema(), table)
+}
+
+// renderTemplate executes one of the dialect's DDL templates for table;
+// what names the template in errors.
+func renderTemplate(d Dialect, what, src, table string) (string, error) {
+	if strings.TrimSpace(src) == "" {
+		return "", fmt.Errorf("outbox: jdbcstore: %s %s: the dialect has no DDL template", d.Name(), what)
 	}
-	tmpl, err := template.New(d.schemaFile()).Option("missingkey=error").Parse(string(src))
+	tmpl, err := template.New(d.Name() + " " + what).Option("missingkey=error").Parse(src)
 	if err != nil {
-		return "", fmt.Errorf("outbox: jdbcstore: %s schema: %w", d.Name(), err)
+		return "", fmt.Errorf("outbox: jdbcstore: %s %s: %w", d.Name(), what, err)
 	}
 	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, schemaData{d: d, table: table}); err != nil {
-		return "", fmt.Errorf("outbox: jdbcstore: %s schema: %w", d.Name(), err)
+	if err := tmpl.Execute(&buf, SchemaData{d: d, table: table}); err != nil {
+		return "", fmt.Errorf("outbox: jdbcstore: %s %s: %w", d.Name(), what, err)
 	}
 	return buf.String(), nil
 }
@@ -91,6 +92,6 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 			return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
 		}
 	}
-	s.dialect.checkSetup(ctx, s.db, s.log)
+	s.dialect.CheckSetup(ctx, s.db, s.log)
 	return nil
 }

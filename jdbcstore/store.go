@@ -97,7 +97,7 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 	if err != nil {
 		return fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
 	}
-	payload, err := s.dialect.encodePayload(env.PayloadKind(), env.RawPayload())
+	payload, err := s.dialect.EncodePayload(env.PayloadKind(), env.RawPayload())
 	if err != nil {
 		return fmt.Errorf("outbox: jdbcstore: insert %q: encode payload: %w", env.ID(), err)
 	}
@@ -111,14 +111,14 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 		if err := validOwner(lease.Owner); err != nil {
 			return fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
 		}
-		lockedBy, lockedUntil = lease.Owner, s.dialect.encodeTime(lease.Until)
+		lockedBy, lockedUntil = lease.Owner, s.dialect.EncodeTime(lease.Until)
 	}
 	args := []any{
 		env.ID(), env.Type(),
 		nullString(env.AggregateType()), nullString(env.AggregateID()), nullString(env.TenantID()),
-		s.dialect.encodeTime(env.OccurredAt()),
+		s.dialect.EncodeTime(env.OccurredAt()),
 		payload, int64(env.PayloadKind()), nullString(headers),
-		s.dialect.encodeTime(due), s.dialect.encodeTime(now), lockedBy, lockedUntil,
+		s.dialect.EncodeTime(due), s.dialect.EncodeTime(now), lockedBy, lockedUntil,
 	}
 	exec := func() (sql.Result, error) { return ex.ExecContext(ctx, s.q.insert, args...) }
 	if s.ownsExecer(ex) {
@@ -143,7 +143,7 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 // MariaDB). It implements [core.SilentRollbacker]: on such a database the
 // hot path is only used for transactions that implement
 // [core.CommitChecker] (txctx's do).
-func (s *Store) SilentRollback() bool { return s.dialect.caps().silentRollback }
+func (s *Store) SilentRollback() bool { return s.dialect.Capabilities().SilentRollback }
 
 // rowQuerier runs a query returning at most one row (*sql.Tx, *sqlx.Tx and
 // txctx's Tx do).
@@ -162,7 +162,7 @@ type rowQuerier interface {
 // so it is skipped for a transaction that saw every statement succeed
 // (core.StatementWatcher).
 func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
-	if !s.dialect.caps().silentRollback {
+	if !s.dialect.Capabilities().SilentRollback {
 		return
 	}
 	cc, ok := ex.(core.CommitChecker)
@@ -217,7 +217,7 @@ func (s *Store) MarkDone(ctx context.Context, owner string, ids []string) (int64
 		query = inList(s.dialect, s.q.markDonePrefix, len(ids), s.q.markDoneSuffix)
 	}
 	args := make([]any, 0, len(ids)+2)
-	args = append(args, s.dialect.encodeTime(s.now()))
+	args = append(args, s.dialect.EncodeTime(s.now()))
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -234,7 +234,7 @@ func (s *Store) MarkRetry(ctx context.Context, owner, id string, nextAt, leaseUn
 		return false, fmt.Errorf("outbox: jdbcstore: mark retry: %w", err)
 	}
 	n, err := s.exec(ctx, "mark retry", id, s.q.markRetry,
-		s.dialect.encodeTime(nextAt), s.dialect.encodeTime(leaseUntil), truncateError(errMsg, s.maxErr), id, owner)
+		s.dialect.EncodeTime(nextAt), s.dialect.EncodeTime(leaseUntil), truncateError(errMsg, s.maxErr), id, owner)
 	return n > 0, err
 }
 
@@ -248,7 +248,7 @@ func (s *Store) MarkDead(ctx context.Context, owner, id, errMsg string) (bool, e
 		return false, fmt.Errorf("outbox: jdbcstore: mark dead: %w", err)
 	}
 	n, err := s.exec(ctx, "mark dead", id, s.q.markDead,
-		s.dialect.encodeTime(s.now()), truncateError(errMsg, s.maxErr), id, owner)
+		s.dialect.EncodeTime(s.now()), truncateError(errMsg, s.maxErr), id, owner)
 	return n > 0, err
 }
 
@@ -261,7 +261,7 @@ func (s *Store) Postpone(ctx context.Context, owner, id string, nextAt time.Time
 		return false, fmt.Errorf("outbox: jdbcstore: postpone: %w", err)
 	}
 	n, err := s.exec(ctx, "postpone", id, s.q.postpone,
-		s.dialect.encodeTime(nextAt), truncateError(errMsg, s.maxErr), id, owner)
+		s.dialect.EncodeTime(nextAt), truncateError(errMsg, s.maxErr), id, owner)
 	return n > 0, err
 }
 
@@ -330,12 +330,12 @@ func nullString(s string) any {
 	return s
 }
 
-// gates holds the write gate of each SQLite pool, shared by every store on it.
+// gates holds the write gate of each single-writer (SQLite) pool, shared by every store on it.
 var gates sync.Map // *sql.DB → *core.WriteGate
 
 // gateFor returns the write gate of db for a single-writer dialect, or nil.
 func gateFor(db *sqlx.DB, d Dialect) *core.WriteGate {
-	if d != SQLite {
+	if !d.Capabilities().SingleWriter {
 		return nil
 	}
 	g, _ := gates.LoadOrStore(db.DB, core.NewWriteGate())

@@ -27,10 +27,12 @@ type Database struct {
 	// given to core.StoreMetrics. Non-empty text of at most 128 bytes
 	// without control characters.
 	ID string
-	// Driver is the database/sql driver: "sqlite3" or "mysql".
+	// Driver is the database/sql driver name: "sqlite3" or "mysql" (the
+	// program imports jdbcstore/sqlite or jdbcstore/mysql to register it),
+	// or the driver of another registered dialect.
 	Driver string
 	// DSN is the data source name. For "sqlite3" a file path or "file:"
-	// URI, opened with jdbcstore.OpenSQLite's settings (WAL, busy timeout,
+	// URI, opened with sqlite.Open's settings (WAL, busy timeout,
 	// immediate transactions); for "mysql" a go-sql-driver/mysql DSN.
 	DSN string
 }
@@ -45,19 +47,14 @@ type Discovery func(ctx context.Context) ([]Database, error)
 // on Close.
 type OpenFunc func(ctx context.Context, db Database) (*sqlx.DB, error)
 
-// Open is the default OpenFunc: jdbcstore.OpenSQLite for "sqlite3",
-// sqlx.Open for other drivers; it checks the connection with a ping. The
-// error never contains the DSN (it may hold a password).
+// Open is the default OpenFunc: [jdbcstore.Open], which opens the
+// database with its registered dialect (sqlite.Open's settings for
+// "sqlite3", sqlx.Open for "mysql") and fails with an error wrapping
+// jdbcstore.ErrUnsupportedDriver for a driver without one. It checks the
+// connection with a ping. The error never contains the DSN (it may hold a
+// password).
 func Open(ctx context.Context, d Database) (*sqlx.DB, error) {
-	var (
-		db  *sqlx.DB
-		err error
-	)
-	if d.Driver == "sqlite3" {
-		db, err = jdbcstore.OpenSQLite(d.DSN)
-	} else {
-		db, err = sqlx.Open(d.Driver, d.DSN)
-	}
+	db, err := jdbcstore.Open(d.Driver, d.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: open database %q (%s): %w", d.ID, d.Driver, err)
 	}

@@ -11,6 +11,8 @@ import (
 	"sort"
 
 	"github.com/outbox-go/outbox/core"
+	// Registers the SQLite dialect for the driver "sqlite3".
+	_ "github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/tenant"
 	"github.com/outbox-go/outbox/txctx"

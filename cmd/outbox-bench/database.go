@@ -9,7 +9,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/outbox-go/outbox/jdbcstore"
+	// The MySQL/MariaDB dialect, registered for the driver "mysql".
+	_ "github.com/outbox-go/outbox/jdbcstore/mysql"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // freshDB is an empty database made for one scenario, with the business
@@ -24,7 +26,7 @@ type freshDB struct {
 func (f *freshDB) Close() error { return f.cleanup() }
 
 // openFresh creates a new, empty database for one scenario: a new SQLite
-// file in a temporary directory, opened with jdbcstore.OpenSQLite (WAL,
+// file in a temporary directory, opened with sqlite.Open (WAL,
 // synchronous=NORMAL, immediate transactions), or a new MySQL database
 // outbox_bench_<random> on the DSN's server. Both the floor and the
 // framework scenarios get the same pool settings.
@@ -58,7 +60,7 @@ func openFreshSQLite() (*freshDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := jdbcstore.OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		return nil, errors.Join(err, remove())
 	}

@@ -11,6 +11,9 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/jdbcstore"
+	// The MySQL/MariaDB dialect, registered for the driver "mysql".
+	_ "github.com/outbox-go/outbox/jdbcstore/mysql"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // The torture's own tables, next to the outbox table (jdbcstore.DefaultTable).
@@ -96,7 +99,7 @@ func openFreshSQLite() (*freshDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := jdbcstore.OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		return nil, errors.Join(err, remove())
 	}
@@ -129,5 +132,5 @@ func openChildDB(kind, dsn string) (*sqlx.DB, error) {
 	if kind == "mysql" {
 		return sqlx.Open("mysql", dsn)
 	}
-	return jdbcstore.OpenSQLite(dsn)
+	return sqlite.Open(dsn)
 }

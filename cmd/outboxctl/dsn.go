@@ -14,6 +14,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/jdbcstore"
+	mysqldialect "github.com/outbox-go/outbox/jdbcstore/mysql"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // mysqlScheme is an optional prefix of a MySQL DSN.
@@ -25,6 +27,38 @@ func looksMySQL(dsn string) bool {
 	return strings.HasPrefix(dsn, mysqlScheme) ||
 		strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") ||
 		strings.HasPrefix(dsn, "tcp(") || strings.HasPrefix(dsn, "unix(")
+}
+
+// supportedDatabases names the databases --dsn accepts, for errors.
+const supportedDatabases = "SQLite (a file path or file: URI) and MySQL/MariaDB (user:pass@tcp(host:3306)/db)"
+
+// unsupportedDatabase reports the database a --dsn names by a URL scheme
+// that outboxctl cannot open (postgres://...), so it is not taken for a
+// SQLite file name. It never returns the DSN itself (it may hold a
+// password).
+func unsupportedDatabase(dsn string) (string, bool) {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	if !ok || scheme == "" || strings.ContainsAny(scheme, "/\\@:()?") {
+		return "", false
+	}
+	switch strings.ToLower(scheme) {
+	case "mysql", "file":
+		return "", false
+	case "postgres", "postgresql", "pgx":
+		return "PostgreSQL", true
+	case "sqlserver", "mssql":
+		return "SQL Server", true
+	}
+	return strings.ToLower(scheme), true
+}
+
+// unsupportedDSN returns the usage error for a --dsn of a database
+// outboxctl does not support, or nil.
+func unsupportedDSN(dsn string) error {
+	if db, ok := unsupportedDatabase(dsn); ok {
+		return usagef("--dsn: %s is not supported (yet); outboxctl supports %s", db, supportedDatabases)
+	}
+	return nil
 }
 
 // passwordSpan returns where the password of a MySQL DSN starts and ends
@@ -87,8 +121,11 @@ func parseTarget(raw string) (target, error) {
 	if raw == "" {
 		return target{}, usagef("no database: give --dsn (a SQLite file or a MySQL DSN) or set $%s", envDSN)
 	}
+	if err := unsupportedDSN(raw); err != nil {
+		return target{}, err
+	}
 	if !looksMySQL(raw) {
-		return target{driver: "sqlite3", dialect: jdbcstore.SQLite, source: raw, shown: raw}, nil
+		return target{driver: "sqlite3", dialect: sqlite.Dialect, source: raw, shown: raw}, nil
 	}
 	dsn := strings.TrimPrefix(raw, mysqlScheme)
 	cfg, err := mysql.ParseDSN(dsn)
@@ -101,7 +138,7 @@ func parseTarget(raw string) (target, error) {
 	if cfg.DBName == "" {
 		return target{}, usagef("--dsn: the MySQL DSN names no database: end it with /dbname")
 	}
-	return target{driver: "mysql", dialect: jdbcstore.MySQL, source: dsn, shown: maskDSN(dsn)}, nil
+	return target{driver: "mysql", dialect: mysqldialect.Dialect, source: dsn, shown: maskDSN(dsn)}, nil
 }
 
 // reachError is a database that cannot be opened or does not answer.
@@ -123,7 +160,7 @@ func (t target) open(ctx context.Context, create bool) (*sqlx.DB, error) {
 				return nil, &reachError{err}
 			}
 		}
-		db, err = jdbcstore.OpenSQLite(t.source)
+		db, err = sqlite.Open(t.source)
 	} else {
 		db, err = sqlx.Open(t.driver, t.source)
 	}

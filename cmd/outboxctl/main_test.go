@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 func TestMain(m *testing.M) {
@@ -164,7 +165,7 @@ func seed(t *testing.T, store *jdbcstore.Store) {
 func sqliteDB(t *testing.T) (string, *jdbcstore.Store) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outbox.db")
-	db, err := jdbcstore.OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,6 +347,32 @@ func TestUnreachableMySQL(t *testing.T) {
 		if strings.Contains(out, "s3cr3t") || !strings.Contains(out, "app:***@tcp(db:3306)/shop") {
 			t.Errorf("outboxctl %q shows the password or not the masked DSN:\n%s", args, out)
 		}
+	}
+}
+
+// A DSN of a database outboxctl cannot open (PostgreSQL) is a usage
+// error naming the supported databases, not a missing SQLite file, and it
+// never shows the password.
+func TestUnsupportedDatabaseDSN(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, tc := range []struct{ dsn, want string }{
+		{"postgres://app:s3cr3t@localhost:5432/shop?sslmode=disable", "PostgreSQL is not supported (yet)"},
+		{"postgresql://app:s3cr3t@localhost/shop", "PostgreSQL is not supported (yet)"},
+		{"sqlserver://app:s3cr3t@localhost/shop", "SQL Server is not supported (yet)"},
+	} {
+		for _, args := range [][]string{{"stats"}, {"schema", "apply"}, {"schema", "print"}} {
+			line := fails(t, exitUsage, append([]string{"--dsn", tc.dsn}, args...)...)
+			if !strings.Contains(line, tc.want) || !strings.Contains(line, "SQLite") || !strings.Contains(line, "MySQL/MariaDB") {
+				t.Errorf("%q %q: error %q does not say %q and name the supported databases", tc.dsn, args, line, tc.want)
+			}
+			if strings.Contains(line, "s3cr3t") || strings.Contains(line, "does not exist") {
+				t.Errorf("%q %q: error %q shows the password or speaks of a SQLite file", tc.dsn, args, line)
+			}
+		}
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("files created: %v (%v)", entries, err)
 	}
 }
 

@@ -9,10 +9,12 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/mysql"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // dialects are the values of schema print --dialect.
-var dialects = map[string]jdbcstore.Dialect{"sqlite": jdbcstore.SQLite, "mysql": jdbcstore.MySQL}
+var dialects = map[string]jdbcstore.Dialect{"sqlite": sqlite.Dialect, "mysql": mysql.Dialect}
 
 func schemaPrintCommand() *command {
 	return &command{
@@ -63,15 +65,18 @@ a note on stderr); nothing connects to the database.
 // form of --dsn, else SQLite; both must agree when both are given.
 func printDialect(flagValue, dsn string) (jdbcstore.Dialect, error) {
 	var fromDSN jdbcstore.Dialect
+	if err := unsupportedDSN(dsn); err != nil {
+		return nil, err
+	}
 	if dsn != "" {
-		fromDSN = jdbcstore.SQLite
+		fromDSN = sqlite.Dialect
 		if looksMySQL(dsn) {
-			fromDSN = jdbcstore.MySQL
+			fromDSN = mysql.Dialect
 		}
 	}
 	if flagValue == "" {
 		if fromDSN == nil {
-			return jdbcstore.SQLite, nil
+			return sqlite.Dialect, nil
 		}
 		return fromDSN, nil
 	}

@@ -42,6 +42,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	// Tests on a MySQL database get its dialect registered.
+	_ "github.com/outbox-go/outbox/jdbcstore/mysql"
+
 	// DSNs may name any location (loc=Asia/Kolkata) on machines without
 	// a zoneinfo database.
 	_ "time/tzdata"

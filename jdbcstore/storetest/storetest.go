@@ -1,8 +1,41 @@
 // Package storetest is the conformance suite every jdbcstore dialect must
-// pass. A database-specific test provides a [Harness] and calls [Run]:
+// pass: ours (jdbcstore/sqlite, jdbcstore/mysql) and a third party's. It
+// imports no database driver; the test of a dialect package provides a
+// [Harness] that opens its database and calls [Run].
 //
-//	func TestSQLiteConformance(t *testing.T) {
-//		storetest.Run(t, storetest.Harness{Name: "sqlite", NewStore: newSQLiteStore})
+// A driver author adds a database in four steps:
+//
+//  1. Implement [jdbcstore.Dialect] (primitives, capabilities, error
+//     classes, time and payload encoding, schema templates).
+//  2. Call jdbcstore.Register(Dialect) from the package's init function.
+//  3. Write a test with a Harness: NewStore opens a fresh database (or a
+//     table nobody else uses), builds the store with jdbcstore.New and
+//     applies the schema; Dialect is the dialect under test.
+//  4. Run it with the -race flag, on every server version supported.
+//
+// For example:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, storetest.Harness{
+//			Name:    "mydb",
+//			Dialect: mydb.Dialect,
+//			NewStore: func(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store {
+//				db, err := sqlx.Open("mydb", freshDatabaseDSN(t))
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				t.Cleanup(func() { _ = db.Close() })
+//				cfg.Dialect = mydb.Dialect
+//				st, err := jdbcstore.New(db, cfg)
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				if err := st.ApplySchema(t.Context()); err != nil {
+//					t.Fatal(err)
+//				}
+//				return st
+//			},
+//		})
 //	}
 //
 // The suite uses only the public Store API and, where it needs the
@@ -27,6 +60,11 @@ type Harness struct {
 	// t and fails t on error. It must be safe to call from parallel
 	// subtests.
 	NewStore func(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store
+	// Dialect is the dialect under test. When set, the suite also checks
+	// the dialect's own contract (names, capabilities, codecs that never
+	// panic, error classes, schema templates) and that NewStore's stores
+	// use it.
+	Dialect jdbcstore.Dialect
 }
 
 // Run runs every conformance subtest against h. Subtests run in parallel,
@@ -59,6 +97,9 @@ func Run(t *testing.T, h Harness) {
 		t.Run("ReleaseLeases", s.testReleaseLeases)
 		t.Run("NotBefore", s.testNotBefore)
 		t.Run("Ops", s.testOps)
+		if h.Dialect != nil {
+			t.Run("Dialect", s.testDialect)
+		}
 	}
 	if h.Name == "" {
 		run(t)

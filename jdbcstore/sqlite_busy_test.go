@@ -1,4 +1,4 @@
-package jdbcstore
+package jdbcstore_test
 
 import (
 	"bytes"
@@ -10,68 +10,18 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
-
-func TestOpenSQLiteSettings(t *testing.T) {
-	t.Parallel()
-	st, _ := openTestStore(t, Config{})
-	ctx := t.Context()
-	conn, err := st.DB().Connx(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	checks := []struct {
-		pragma string
-		want   string
-	}{
-		{"journal_mode", "wal"},
-		{"busy_timeout", "10000"},
-		{"synchronous", "1"}, // NORMAL
-		{"foreign_keys", "1"},
-	}
-	for _, c := range checks {
-		var got string
-		if err := conn.QueryRowxContext(ctx, "PRAGMA "+c.pragma).Scan(&got); err != nil {
-			t.Fatalf("PRAGMA %s: %v", c.pragma, err)
-		}
-		if !strings.EqualFold(got, c.want) {
-			t.Errorf("PRAGMA %s = %q, want %q", c.pragma, got, c.want)
-		}
-	}
-}
-
-// A transaction begun on an OpenSQLite pool holds the write lock from
-// BEGIN (BEGIN IMMEDIATE): a second writer cannot start.
-func TestOpenSQLiteImmediateTransactions(t *testing.T) {
-	t.Parallel()
-	st, path := openTestStore(t, Config{})
-	ctx := t.Context()
-	tx, err := st.DB().BeginTxx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-
-	other := openRaw(t, path, "_busy_timeout=0&_txlock=immediate")
-	tx2, err := other.BeginTxx(ctx, nil)
-	if err == nil {
-		_ = tx2.Rollback()
-		t.Fatal("second BEGIN IMMEDIATE succeeded while the first transaction is open")
-	}
-	if SQLite.classify(err) != errBusy {
-		t.Fatalf("second BEGIN: err = %v, want SQLITE_BUSY", err)
-	}
-}
 
 // Status writes retry SQLITE_BUSY even on a connection without busy
 // timeout, until the lock holder commits.
 func TestStatusWriteRetriesWhileLocked(t *testing.T) {
 	t.Parallel()
-	holder, path := openTestStore(t, Config{})
+	holder, path := openTestStore(t, jdbcstore.Config{})
 	ctx := t.Context()
 
-	st, err := New(openRaw(t, path, "_busy_timeout=0&_journal_mode=WAL"), Config{})
+	st, err := jdbcstore.New(openRaw(t, path, "_busy_timeout=0&_journal_mode=WAL"), jdbcstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,12 +31,12 @@ func TestStatusWriteRetriesWhileLocked(t *testing.T) {
 	}
 
 	retrying := make(chan struct{}, 1)
-	st.busyHook = func(int, error) {
+	jdbcstore.SetBusyHook(st, func(int, error) {
 		select {
 		case retrying <- struct{}{}:
 		default:
 		}
-	}
+	})
 	tx, err := holder.DB().BeginTxx(ctx, nil) // takes the write lock
 	if err != nil {
 		t.Fatal(err)
@@ -117,8 +67,8 @@ func TestStatusWriteRetriesWhileLocked(t *testing.T) {
 // The busy retry gives up when ctx ends and says why.
 func TestStatusWriteRetryBoundedByContext(t *testing.T) {
 	t.Parallel()
-	holder, path := openTestStore(t, Config{})
-	st, err := New(openRaw(t, path, "_busy_timeout=0&_journal_mode=WAL"), Config{})
+	holder, path := openTestStore(t, jdbcstore.Config{})
+	st, err := jdbcstore.New(openRaw(t, path, "_busy_timeout=0&_journal_mode=WAL"), jdbcstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +88,7 @@ func TestStatusWriteRetryBoundedByContext(t *testing.T) {
 	if ok || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("MarkRetry = %v, %v; want false and a deadline error", ok, err)
 	}
-	if SQLite.classify(err) != errBusy {
+	if sqlite.Dialect.Classify(err) != jdbcstore.ClassBusy {
 		t.Errorf("error lost the driver's SQLITE_BUSY: %v", err)
 	}
 	if !strings.HasPrefix(err.Error(), "outbox: ") {
@@ -150,7 +100,7 @@ func TestStatusWriteRetryBoundedByContext(t *testing.T) {
 // poll or hide the healthy rows.
 func TestCorruptRowsBecomeDecodeErrors(t *testing.T) {
 	t.Parallel()
-	st, _ := openTestStore(t, Config{})
+	st, _ := openTestStore(t, jdbcstore.Config{})
 	ctx := t.Context()
 	ids := []string{"ok", "bad-kind", "bad-time", "bad-headers", "bad-payload-type", "text-payload"}
 	for _, id := range ids {
@@ -206,43 +156,12 @@ func TestCorruptRowsBecomeDecodeErrors(t *testing.T) {
 	}
 }
 
-func TestInMemoryDatabase(t *testing.T) {
-	t.Parallel()
-	db, err := OpenSQLite(":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st, err := New(db, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if err := st.ApplySchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	env := mustEnv(t, core.NewEvent("Mem").PayloadJSONString(`{}`))
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Insert(ctx, tx, env, testLease); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := markDone(ctx, st, env.ID()); err != nil || !ok {
-		t.Fatalf("MarkDone = %v, %v", ok, err)
-	}
-}
-
 func TestApplySchemaWarnsWithoutBusyTimeout(t *testing.T) {
 	t.Parallel()
-	_, path := openTestStore(t, Config{})
+	_, path := openTestStore(t, jdbcstore.Config{})
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := New(openRaw(t, path, "_busy_timeout=0"), Config{Logger: log})
+	st, err := jdbcstore.New(openRaw(t, path, "_busy_timeout=0"), jdbcstore.Config{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,58 +173,11 @@ func TestApplySchemaWarnsWithoutBusyTimeout(t *testing.T) {
 	}
 
 	logs.Reset()
-	good, _ := openTestStore(t, Config{Logger: log})
+	good, _ := openTestStore(t, jdbcstore.Config{Logger: log})
 	if err := good.ApplySchema(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if logs.Len() != 0 {
-		t.Errorf("warnings for an OpenSQLite database:\n%s", logs.String())
-	}
-}
-
-func TestSQLiteDSN(t *testing.T) {
-	t.Parallel()
-	const params = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_stmt_cache_size=64&_synchronous=NORMAL&_txlock=immediate"
-	cases := []struct {
-		path, want string
-	}{
-		{"app.db", "app.db?" + params},
-		{"/var/lib/app/app.db", "/var/lib/app/app.db?" + params},
-		{":memory:", ":memory:?" + params},
-		{"file:app.db", "file:app.db?" + params},
-		{"file:app.db?mode=rwc", "file:app.db?mode=rwc&" + params},
-	}
-	for _, c := range cases {
-		got, err := SQLiteDSN(c.path)
-		if err != nil || got != c.want {
-			t.Errorf("SQLiteDSN(%q) = %q, %v; want %q", c.path, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{"", "app.db?x=1"} {
-		if _, err := SQLiteDSN(bad); !errors.Is(err, core.ErrInvalidConfig) {
-			t.Errorf("SQLiteDSN(%q): err = %v, want ErrInvalidConfig", bad, err)
-		}
-		if _, err := OpenSQLite(bad); !errors.Is(err, core.ErrInvalidConfig) {
-			t.Errorf("OpenSQLite(%q): err = %v, want ErrInvalidConfig", bad, err)
-		}
-	}
-}
-
-func TestIsSQLiteMemory(t *testing.T) {
-	t.Parallel()
-	cases := map[string]bool{
-		":memory:":                          true,
-		"file::memory:":                     true,
-		"file:x?mode=memory":                true,
-		"file::memory:?cache=shared":        false,
-		"file:x?mode=memory&cache=shared":   false,
-		"app.db":                            false,
-		"file:app.db":                       false,
-		"file:app.db?mode=rwc&_txlock=none": false,
-	}
-	for path, want := range cases {
-		if got := isSQLiteMemory(path); got != want {
-			t.Errorf("isSQLiteMemory(%q) = %v, want %v", path, got, want)
-		}
+		t.Errorf("warnings for an sqlite.Open database:\n%s", logs.String())
 	}
 }

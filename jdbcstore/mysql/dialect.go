@@ -1,8 +1,9 @@
-package jdbcstore
+package mysql
 
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -18,10 +19,12 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
 )
 
-// MySQL is the dialect of MySQL 8 and MariaDB 10.6+ through
-// github.com/go-sql-driver/mysql (driver name "mysql").
+// Dialect is the dialect of MySQL 8 and MariaDB 10.6+ through
+// github.com/go-sql-driver/mysql (driver name "mysql"), registered with
+// [jdbcstore.Register] when this package is imported.
 //
 // Times are DATETIME(6) columns holding UTC wall-clock time. The store
 // sends them as "2006-01-02 15:04:05.000000" text computed from the UTC
@@ -38,27 +41,36 @@ import (
 // text; the JSON value is kept either way). A bytes payload is stored as a
 // JSON string holding its standard base64 encoding (`"AAEC/w=="`), so it
 // round-trips byte-exact and a 1 MiB payload takes about 1.4 MB.
-var MySQL Dialect = registerDialect(mysqlDialect{})
+var Dialect jdbcstore.Dialect = mysqlDialect{}
+
+//go:embed schema/outbox.sql
+var outboxSchema string
+
+//go:embed schema/inbox.sql
+var inboxSchema string
+
+func init() { jdbcstore.Register(Dialect) }
 
 type mysqlDialect struct{}
 
 func (mysqlDialect) Name() string          { return "mysql" }
-func (mysqlDialect) driverNames() []string { return []string{"mysql"} }
-func (mysqlDialect) schemaFile() string    { return "mysql.sql" }
-func (mysqlDialect) bindType() int         { return sqlx.QUESTION }
+func (mysqlDialect) DriverNames() []string { return []string{"mysql"} }
+func (mysqlDialect) OutboxSchema() string  { return outboxSchema }
+func (mysqlDialect) InboxSchema() string   { return inboxSchema }
+func (mysqlDialect) BindType() int         { return sqlx.QUESTION }
 
-func (mysqlDialect) caps() capabilities {
+func (mysqlDialect) Capabilities() jdbcstore.Capabilities {
 	// FOR UPDATE SKIP LOCKED: MySQL 8.0.1, MariaDB 10.6. RETURNING exists
 	// in MariaDB for INSERT and DELETE only, and not at all in MySQL.
 	// InnoDB rolls back the whole transaction after a deadlock (and a lock
 	// wait timeout with innodb_rollback_on_timeout); the session goes on in
 	// autocommit mode and COMMIT succeeds on nothing.
-	return capabilities{skipLocked: true, updateOrderLimit: true, silentRollback: true}
+	return jdbcstore.Capabilities{SkipLocked: true, UpdateOrderLimit: true, SilentRollback: true, OnDuplicateKeyUpdate: true}
 }
 
 // quoteIdent uses backticks, which work whatever sql_mode (ANSI_QUOTES)
 // says; validated names hold no backtick.
-func (mysqlDialect) quoteIdent(name string) string { return "`" + name + "`" }
+func (mysqlDialect) QuoteIdent(name string) string { return "`" + name + "`" }
 
 // mysqlTimeLayout is the text form of a DATETIME(6) value: always six
 // fractional digits, so the server never has to round.
@@ -67,7 +79,7 @@ const mysqlTimeLayout = "2006-01-02 15:04:05.000000"
 // encodeTime returns the UTC wall clock of t, truncated (never rounded) to
 // microseconds, as text. Text keeps the value independent of the driver's
 // loc setting, which converts time.Time arguments.
-func (mysqlDialect) encodeTime(t time.Time) any {
+func (mysqlDialect) EncodeTime(t time.Time) any {
 	return t.UTC().Truncate(time.Microsecond).Format(mysqlTimeLayout)
 }
 
@@ -76,13 +88,13 @@ func (mysqlDialect) encodeTime(t time.Time) any {
 // parseTime=true the driver would build a time.Time in the DSN's loc, and
 // time.Date moves a wall clock that falls into that location's daylight
 // saving gap by an hour before the dialect could take it as UTC.
-func (mysqlDialect) selectTime(column string) string { return "CAST(" + column + " AS CHAR)" }
+func (mysqlDialect) SelectTime(column string) string { return "CAST(" + column + " AS CHAR)" }
 
 // decodeTime accepts the text of a DATETIME column (what reads through
 // selectTime return) and, for callers reading a column directly with
 // parseTime=true, a time.Time whose wall clock is taken as UTC whatever
 // location the driver attached.
-func (mysqlDialect) decodeTime(v any) (time.Time, error) {
+func (mysqlDialect) DecodeTime(v any) (time.Time, error) {
 	switch v := v.(type) {
 	case nil:
 		return time.Time{}, nil
@@ -112,11 +124,11 @@ func mysqlParseTime(s string) (time.Time, error) {
 	return t.Truncate(time.Microsecond), nil
 }
 
-func (mysqlDialect) encodePayload(kind core.PayloadKind, p []byte) (any, error) {
+func (mysqlDialect) EncodePayload(kind core.PayloadKind, p []byte) (any, error) {
 	return mysqlEncodePayload(kind, p)
 }
 
-func (mysqlDialect) decodePayload(kind core.PayloadKind, v any) ([]byte, error) {
+func (mysqlDialect) DecodePayload(kind core.PayloadKind, v any) ([]byte, error) {
 	switch v := v.(type) {
 	case []byte:
 		return mysqlDecodePayload(kind, v)
@@ -202,18 +214,18 @@ const mysqlMinMaxAllowedPacket = 4 << 20
 // duplicate event, a deadlock or a lock wait timeout is contention (both
 // roll back the statement's transaction, so only a lone autocommit
 // statement may be retried, which is what the store does).
-func (mysqlDialect) classify(err error) errClass {
+func (mysqlDialect) Classify(err error) jdbcstore.ErrorClass {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) || me == nil {
-		return errOther
+		return jdbcstore.ClassOther
 	}
 	switch me.Number {
 	case mysqlErrDupEntry, mysqlErrDupEntryWithKey:
-		return errDuplicate
+		return jdbcstore.ClassDuplicate
 	case mysqlErrLockDeadlock, mysqlErrLockWaitTimeout:
-		return errBusy
+		return jdbcstore.ClassBusy
 	}
-	return errOther
+	return jdbcstore.ClassOther
 }
 
 // mysqlVersion matches the leading "major.minor" of @@version.
@@ -223,7 +235,7 @@ var mysqlVersion = regexp.MustCompile(`^(\d+)\.(\d+)`)
 // (4-byte characters such as emoji would fail), when max_allowed_packet
 // cannot carry a 1 MiB payload, and when the server is older than the
 // supported MySQL 8.0 / MariaDB 10.6.
-func (mysqlDialect) checkSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger) {
+func (mysqlDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger) {
 	var (
 		charset, version string
 		packet           int64

@@ -1,7 +1,8 @@
-package jdbcstore
+package sqlite
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,35 +13,47 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
 )
 
-// SQLite is the dialect of github.com/mattn/go-sqlite3 (driver name
-// "sqlite3"). Times are stored as INTEGER Unix microseconds in UTC, so
+// Dialect is the dialect of github.com/mattn/go-sqlite3 (driver name
+// "sqlite3"), registered with [jdbcstore.Register] when this package is
+// imported. Times are stored as INTEGER Unix microseconds in UTC, so
 // comparisons are numeric and exact; payloads are stored as BLOB bytes,
-// byte-exact for both payload kinds. Open the database with [OpenSQLite]
+// byte-exact for both payload kinds. Open the database with [Open]
 // (WAL, busy timeout, immediate transactions).
-var SQLite Dialect = registerDialect(sqliteDialect{})
+var Dialect jdbcstore.Dialect = sqliteDialect{}
+
+//go:embed schema/outbox.sql
+var outboxSchema string
+
+//go:embed schema/inbox.sql
+var inboxSchema string
+
+func init() { jdbcstore.Register(Dialect) }
 
 type sqliteDialect struct{}
 
 func (sqliteDialect) Name() string          { return "sqlite" }
-func (sqliteDialect) driverNames() []string { return []string{"sqlite3"} }
-func (sqliteDialect) schemaFile() string    { return "sqlite.sql" }
-func (sqliteDialect) bindType() int         { return sqlx.QUESTION }
+func (sqliteDialect) DriverNames() []string { return []string{"sqlite3"} }
+func (sqliteDialect) OutboxSchema() string  { return outboxSchema }
+func (sqliteDialect) InboxSchema() string   { return inboxSchema }
+func (sqliteDialect) BindType() int         { return sqlx.QUESTION }
 
-func (sqliteDialect) caps() capabilities {
+func (sqliteDialect) Capabilities() jdbcstore.Capabilities {
 	// RETURNING needs SQLite 3.35 (2021). UPDATE ... LIMIT needs a
 	// compile option a system libsqlite3 may lack, so claims will not
-	// rely on it; SQLite has no row locks to skip.
-	return capabilities{returning: true}
+	// rely on it; SQLite has no row locks to skip. One write transaction
+	// runs at a time.
+	return jdbcstore.Capabilities{Returning: true, SingleWriter: true}
 }
 
 // quoteIdent uses standard double quotes; validated names hold no quote.
-func (sqliteDialect) quoteIdent(name string) string { return `"` + name + `"` }
+func (sqliteDialect) QuoteIdent(name string) string { return `"` + name + `"` }
 
-func (sqliteDialect) encodeTime(t time.Time) any { return t.UnixMicro() }
+func (sqliteDialect) EncodeTime(t time.Time) any { return t.UnixMicro() }
 
-func (sqliteDialect) decodeTime(v any) (time.Time, error) {
+func (sqliteDialect) DecodeTime(v any) (time.Time, error) {
 	switch v := v.(type) {
 	case nil:
 		return time.Time{}, nil
@@ -50,11 +63,11 @@ func (sqliteDialect) decodeTime(v any) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("stored time is %T, want INTEGER microseconds", v)
 }
 
-func (sqliteDialect) encodePayload(kind core.PayloadKind, p []byte) (any, error) {
+func (sqliteDialect) EncodePayload(kind core.PayloadKind, p []byte) (any, error) {
 	return sqliteEncodePayload(kind, p)
 }
 
-func (sqliteDialect) decodePayload(kind core.PayloadKind, v any) ([]byte, error) {
+func (sqliteDialect) DecodePayload(kind core.PayloadKind, v any) ([]byte, error) {
 	switch v := v.(type) {
 	case []byte:
 		return sqliteDecodePayload(kind, v)
@@ -101,38 +114,38 @@ func checkPayloadKind(kind core.PayloadKind) error {
 
 // classify maps mattn/go-sqlite3 errors: SQLITE_BUSY and SQLITE_LOCKED are
 // contention, a primary key or unique constraint is a duplicate.
-func (sqliteDialect) classify(err error) errClass {
+func (sqliteDialect) Classify(err error) jdbcstore.ErrorClass {
 	var se sqlite3.Error
 	if !errors.As(err, &se) {
 		var sp *sqlite3.Error
 		if !errors.As(err, &sp) || sp == nil {
-			return errOther
+			return jdbcstore.ClassOther
 		}
 		se = *sp
 	}
 	switch se.Code {
 	case sqlite3.ErrBusy, sqlite3.ErrLocked:
-		return errBusy
+		return jdbcstore.ClassBusy
 	case sqlite3.ErrConstraint:
 		switch se.ExtendedCode {
 		case sqlite3.ErrConstraintPrimaryKey, sqlite3.ErrConstraintUnique:
-			return errDuplicate
+			return jdbcstore.ClassDuplicate
 		}
 	}
-	return errOther
+	return jdbcstore.ClassOther
 }
 
 // checkSetup warns when the connection has no busy timeout or does not use
 // WAL: business transactions and status writes would then fail with
 // "database is locked" or serialize readers behind writers.
-func (sqliteDialect) checkSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger) {
+func (sqliteDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger) {
 	var timeoutMS int64
 	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&timeoutMS); err != nil {
 		log.DebugContext(ctx, "outbox: sqlite: cannot read busy_timeout", slog.Any("error", err))
 		return
 	}
 	if timeoutMS == 0 {
-		log.WarnContext(ctx, "outbox: sqlite: busy_timeout is 0; open the database with jdbcstore.OpenSQLite or set _busy_timeout in the DSN, or concurrent writers fail with \"database is locked\"")
+		log.WarnContext(ctx, "outbox: sqlite: busy_timeout is 0; open the database with sqlite.Open or set _busy_timeout in the DSN, or concurrent writers fail with \"database is locked\"")
 	}
 	var mode string
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
@@ -143,3 +156,8 @@ func (sqliteDialect) checkSetup(ctx context.Context, db *sqlx.DB, log *slog.Logg
 		log.WarnContext(ctx, "outbox: sqlite: journal_mode is not WAL; readers and writers will block each other", slog.String("journal_mode", mode))
 	}
 }
+
+// Open opens the database with [Open]; it makes the dialect a
+// [jdbcstore.Opener], so jdbcstore.Open("sqlite3", path) and the tenant
+// package get the same settings.
+func (sqliteDialect) Open(dsn string) (*sqlx.DB, error) { return Open(dsn) }

@@ -1,4 +1,4 @@
-package jdbcstore_test
+package sqlite_test
 
 import (
 	"path/filepath"
@@ -7,18 +7,19 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/jdbcstore/storetest"
 )
 
 // newSQLiteStore is the SQLite harness: a new database file per store.
 func newSQLiteStore(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store {
 	t.Helper()
-	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "outbox.db"))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "outbox.db"))
 	if err != nil {
-		t.Fatalf("OpenSQLite: %v", err)
+		t.Fatalf("sqlite.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	cfg.Dialect = jdbcstore.SQLite
+	cfg.Dialect = sqlite.Dialect
 	st, err := jdbcstore.New(db, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -30,7 +31,7 @@ func newSQLiteStore(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store {
 }
 
 func TestSQLiteConformance(t *testing.T) {
-	storetest.Run(t, storetest.Harness{Name: "sqlite", NewStore: newSQLiteStore})
+	storetest.Run(t, storetest.Harness{Name: "sqlite", NewStore: newSQLiteStore, Dialect: sqlite.Dialect})
 }
 
 // The SQLite dialect stores payloads as BLOB: JSON is kept byte for byte,

@@ -1,4 +1,4 @@
-package jdbcstore
+package sqlite
 
 import (
 	"fmt"
@@ -14,11 +14,11 @@ import (
 	"github.com/outbox-go/outbox/core"
 )
 
-// DefaultSQLiteBusyTimeout is how long a SQLite connection opened by
-// [OpenSQLite] waits for a lock before it reports SQLITE_BUSY.
-const DefaultSQLiteBusyTimeout = 10 * time.Second
+// DefaultBusyTimeout is how long a SQLite connection opened by
+// [Open] waits for a lock before it reports SQLITE_BUSY.
+const DefaultBusyTimeout = 10 * time.Second
 
-// sqliteParams are the mattn/go-sqlite3 DSN parameters OpenSQLite sets:
+// sqliteParams are the mattn/go-sqlite3 DSN parameters Open sets:
 //
 //   - _journal_mode=WAL: readers never block the writer and vice versa.
 //   - _busy_timeout: wait for a lock instead of failing at once.
@@ -34,7 +34,7 @@ const DefaultSQLiteBusyTimeout = 10 * time.Second
 func sqliteParams() url.Values {
 	return url.Values{
 		"_journal_mode":    {"WAL"},
-		"_busy_timeout":    {strconv.FormatInt(DefaultSQLiteBusyTimeout.Milliseconds(), 10)},
+		"_busy_timeout":    {strconv.FormatInt(DefaultBusyTimeout.Milliseconds(), 10)},
 		"_txlock":          {"immediate"},
 		"_synchronous":     {"NORMAL"},
 		"_foreign_keys":    {"1"},
@@ -42,16 +42,16 @@ func sqliteParams() url.Values {
 	}
 }
 
-// SQLiteDSN returns the mattn/go-sqlite3 data source name [OpenSQLite]
+// DSN returns the mattn/go-sqlite3 data source name [Open]
 // uses for path: the path with WAL journal, a busy timeout of
-// [DefaultSQLiteBusyTimeout], immediate transactions, synchronous=NORMAL
+// [DefaultBusyTimeout], immediate transactions, synchronous=NORMAL
 // and foreign keys on. Use it to open the database with database/sql
 // directly.
 //
 // path is a file name, ":memory:", or a "file:" URI; parameters already in
 // the URI win over these defaults. A plain file name must not contain '?'
 // (write it as a "file:" URI).
-func SQLiteDSN(path string) (string, error) {
+func DSN(path string) (string, error) {
 	if path == "" {
 		return "", &core.ConfigError{Field: "path", Msg: "must not be empty"}
 	}
@@ -68,8 +68,8 @@ func SQLiteDSN(path string) (string, error) {
 	return path + "?" + sqliteParams().Encode(), nil
 }
 
-// OpenSQLite opens the SQLite database at path (created if missing) with
-// the driver "sqlite3" and the settings of [SQLiteDSN], which let business
+// Open opens the SQLite database at path (created if missing) with
+// the driver "sqlite3" and the settings of [DSN], which let business
 // transactions and the store's status writes share one file without
 // "database is locked" errors. It does not connect yet: the first query
 // opens the file.
@@ -77,8 +77,8 @@ func SQLiteDSN(path string) (string, error) {
 // An in-memory database (":memory:" or a "file::memory:" URI without
 // shared cache) exists per connection, so its pool is limited to one
 // connection that is never closed while idle.
-func OpenSQLite(path string) (*sqlx.DB, error) {
-	dsn, err := SQLiteDSN(path)
+func Open(path string) (*sqlx.DB, error) {
+	dsn, err := DSN(path)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func OpenSQLite(path string) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: open sqlite %q: %w", path, err)
 	}
-	if isSQLiteMemory(path) {
+	if isMemory(path) {
 		db.SetMaxOpenConns(1)
 		db.SetMaxIdleConns(1)
 		db.SetConnMaxLifetime(0)
@@ -95,8 +95,8 @@ func OpenSQLite(path string) (*sqlx.DB, error) {
 	return db, nil
 }
 
-// isSQLiteMemory reports whether path names a private in-memory database.
-func isSQLiteMemory(path string) bool {
+// isMemory reports whether path names a private in-memory database.
+func isMemory(path string) bool {
 	if path == ":memory:" {
 		return true
 	}

@@ -1,4 +1,4 @@
-package jdbcstore
+package jdbcstore_test
 
 import (
 	"path/filepath"
@@ -7,19 +7,21 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // openTestStore returns a store on a new database file opened with
-// OpenSQLite, with the schema applied, and the file's path.
-func openTestStore(t *testing.T, cfg Config) (*Store, string) {
+// sqlite.Open, with the schema applied, and the file's path.
+func openTestStore(t *testing.T, cfg jdbcstore.Config) (*jdbcstore.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outbox.db")
-	db, err := OpenSQLite(path)
+	db, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	st, err := New(db, cfg)
+	st, err := jdbcstore.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func openTestStore(t *testing.T, cfg Config) (*Store, string) {
 }
 
 // openRaw opens path with the "sqlite3" driver and exactly the given DSN
-// parameters (no OpenSQLite defaults).
+// parameters (no sqlite.Open defaults).
 func openRaw(t *testing.T, path, params string) *sqlx.DB {
 	t.Helper()
 	db, err := sqlx.Open("sqlite3", path+"?"+params)

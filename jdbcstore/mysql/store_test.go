@@ -1,4 +1,4 @@
-package jdbcstore_test
+package mysql_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/jdbcstore"
+	mysqldialect "github.com/outbox-go/outbox/jdbcstore/mysql"
 	"github.com/outbox-go/outbox/jdbcstore/storetest"
 )
 
@@ -26,7 +27,7 @@ import (
 // newMySQLStore returns a store with the schema applied on db.
 func newMySQLStore(t *testing.T, db *sqlx.DB, cfg jdbcstore.Config) *jdbcstore.Store {
 	t.Helper()
-	cfg.Dialect = jdbcstore.MySQL
+	cfg.Dialect = mysqldialect.Dialect
 	st, err := jdbcstore.New(db, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -47,7 +48,7 @@ func mysqlHarness(name string, edit func(*mysql.Config)) storetest.Harness {
 			edit(c)
 		}
 		return newMySQLStore(t, testdb.OpenMySQL(t, c), cfg)
-	}}
+	}, Dialect: mysqldialect.Dialect}
 }
 
 // skewed makes a connection as unlike UTC as possible: a session time_zone
@@ -531,3 +532,7 @@ type fixedClock struct {
 
 func (c *fixedClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fixedClock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+
+const testOwner = "mysql-test-owner"
+
+var testLease = core.Lease{Owner: testOwner, Until: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}

@@ -1,4 +1,4 @@
-package jdbcstore
+package jdbcstore_test
 
 import (
 	"bytes"
@@ -13,17 +13,19 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/jdbcstore"
+	mysqldialect "github.com/outbox-go/outbox/jdbcstore/mysql"
 )
 
 // openMySQLTestStore returns a store with the schema applied on a new
 // database; edit (optional) changes the connection settings.
-func openMySQLTestStore(t *testing.T, cfg Config, edit func(*mysql.Config)) *Store {
+func openMySQLTestStore(t *testing.T, cfg jdbcstore.Config, edit func(*mysql.Config)) *jdbcstore.Store {
 	t.Helper()
 	c := testdb.MySQLConfig(t)
 	if edit != nil {
 		edit(c)
 	}
-	st, err := New(testdb.OpenMySQL(t, c), cfg)
+	st, err := jdbcstore.New(testdb.OpenMySQL(t, c), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,7 @@ func openMySQLTestStore(t *testing.T, cfg Config, edit func(*mysql.Config)) *Sto
 // A real deadlock between two transactions is classified as contention.
 func TestMySQLDeadlockIsBusy(t *testing.T) {
 	t.Parallel()
-	st := openMySQLTestStore(t, Config{}, nil)
+	st := openMySQLTestStore(t, jdbcstore.Config{}, nil)
 	ctx := t.Context()
 	for _, id := range []string{"a", "b"} {
 		if err := st.Insert(ctx, st.DB(), mustEnv(t, core.NewEvent("T").ID(id).PayloadJSONString(`{}`)), testLease); err != nil {
@@ -80,7 +82,7 @@ func TestMySQLDeadlockIsBusy(t *testing.T) {
 		t.Fatalf("want exactly one deadlock victim: tx1 %v, tx2 %v", err1, err2)
 	}
 	var me *mysql.MySQLError
-	if !errors.As(victim, &me) || me.Number != 1213 || MySQL.classify(victim) != errBusy {
+	if !errors.As(victim, &me) || me.Number != 1213 || mysqldialect.Dialect.Classify(victim) != jdbcstore.ClassBusy {
 		t.Fatalf("victim error %v: want 1213 classified busy", victim)
 	}
 }
@@ -89,7 +91,7 @@ func TestMySQLDeadlockIsBusy(t *testing.T) {
 // transaction (error 1205) is retried until the lock is released.
 func TestMySQLStatusWriteRetriesLockWaitTimeout(t *testing.T) {
 	t.Parallel()
-	st := openMySQLTestStore(t, Config{}, func(c *mysql.Config) {
+	st := openMySQLTestStore(t, jdbcstore.Config{}, func(c *mysql.Config) {
 		if c.Params == nil {
 			c.Params = map[string]string{}
 		}
@@ -110,7 +112,7 @@ func TestMySQLStatusWriteRetriesLockWaitTimeout(t *testing.T) {
 	}
 	busy := make(chan error, 1)
 	var once sync.Once
-	st.busyHook = func(_ int, err error) { once.Do(func() { busy <- err }) }
+	jdbcstore.SetBusyHook(st, func(_ int, err error) { once.Do(func() { busy <- err }) })
 	type result struct {
 		ok  bool
 		err error
@@ -156,7 +158,7 @@ func TestMySQLStatusWriteRetriesLockWaitTimeout(t *testing.T) {
 	// A duplicate key check on the locked row waits for the lock, then
 	// times out.
 	err = st.Insert(ctx, caller, env, testLease)
-	if MySQL.classify(err) != errBusy {
+	if mysqldialect.Dialect.Classify(err) != jdbcstore.ClassBusy {
 		t.Fatalf("insert in a caller's transaction on a locked key: err = %v, want a lock wait timeout", err)
 	}
 }
@@ -169,13 +171,13 @@ func TestMySQLCheckSetupWarnsAboutCharset(t *testing.T) {
 		buf bytes.Buffer
 	)
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
-	openMySQLTestStore(t, Config{Logger: log}, nil)
+	openMySQLTestStore(t, jdbcstore.Config{Logger: log}, nil)
 	mu.Lock()
 	if buf.Len() != 0 {
 		t.Errorf("warnings on a utf8mb4 connection: %s", buf.String())
 	}
 	mu.Unlock()
-	openMySQLTestStore(t, Config{Logger: log}, func(c *mysql.Config) { c.Collation = "latin1_swedish_ci" })
+	openMySQLTestStore(t, jdbcstore.Config{Logger: log}, func(c *mysql.Config) { c.Collation = "latin1_swedish_ci" })
 	mu.Lock()
 	defer mu.Unlock()
 	if !strings.Contains(buf.String(), "not utf8mb4") || !strings.Contains(buf.String(), "character_set_connection=latin1") {

@@ -1,0 +1,102 @@
+package jdbcstore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+)
+
+func TestDialectDetection(t *testing.T) {
+	t.Parallel()
+	st, _ := openTestStore(t, jdbcstore.Config{})
+	if st.Dialect() != sqlite.Dialect {
+		t.Fatalf("dialect for sqlite3 = %v", st.Dialect())
+	}
+	if d, err := jdbcstore.Lookup("sqlite3"); d != sqlite.Dialect || err != nil {
+		t.Errorf("Lookup(sqlite3) = %v, %v", d, err)
+	}
+	other := sqlx.NewDb(st.DB().DB, "custom_sqlite")
+	_, err := jdbcstore.New(other, jdbcstore.Config{})
+	if !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
+		t.Fatalf("unknown driver without Dialect: err = %v", err)
+	}
+	for _, want := range []string{`no dialect for database/sql driver "custom_sqlite" (*sqlite3.SQLiteDriver)`,
+		"mysql (import github.com/outbox-go/outbox/jdbcstore/mysql)",
+		"sqlite3 (import github.com/outbox-go/outbox/jdbcstore/sqlite)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if _, err := jdbcstore.NewInbox(other, jdbcstore.Config{}); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
+		t.Errorf("NewInbox on an unknown driver: err = %v", err)
+	}
+	if _, err := jdbcstore.New(other, jdbcstore.Config{Dialect: sqlite.Dialect}); err != nil {
+		t.Fatalf("unknown driver with Dialect: %v", err)
+	}
+}
+
+func TestSchemaSQL(t *testing.T) {
+	t.Parallel()
+	st, err := jdbcstore.New(sqlx.NewDb(nil, "sqlite3"), jdbcstore.Config{Table: "events_x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql := st.SchemaSQL()
+	for _, want := range []string{
+		`CREATE TABLE IF NOT EXISTS "events_x" (`,
+		`CREATE INDEX IF NOT EXISTS "events_x_status_available_idx"`,
+		`ON "events_x" (status, available_at, created_at);`,
+		"locked_by", "locked_until", "payload_kind",
+	} {
+		if !strings.Contains(sql, want) {
+			t.Errorf("schema lacks %q:\n%s", want, sql)
+		}
+	}
+	if strings.Contains(sql, "{{") {
+		t.Errorf("unrendered template:\n%s", sql)
+	}
+	if n := len(jdbcstore.SplitStatements(sql)); n != 2 {
+		t.Errorf("%d statements, want 2", n)
+	}
+}
+
+// Every statement has exactly the placeholders its documented arguments
+// fill, and uses the quoted table.
+func TestStatements(t *testing.T) {
+	t.Parallel()
+	q := jdbcstore.StatementText(sqlite.Dialect, "tbl")
+	cases := []struct {
+		name, sql string
+		args      int
+	}{
+		{"insert", q["insert"], 13},
+		{"markDone1", q["markDone1"], 3},
+		{"markDone3", q["markDone3"], 5},
+		{"markRetry", q["markRetry"], 5},
+		{"markDead", q["markDead"], 4},
+		{"poll", q["poll"], 3},
+		{"claimReturning", q["claimReturning"], 7},
+		{"claimSelect", q["claimSelect"], 5},
+		{"reap", q["reap"], 2},
+		{"get", q["get"], 1},
+		{"countByStatus", q["countByStatus"], 0},
+	}
+	for _, c := range cases {
+		if n := strings.Count(c.sql, "?"); n != c.args {
+			t.Errorf("%s has %d placeholders, want %d: %s", c.name, n, c.args, c.sql)
+		}
+		if !strings.Contains(c.sql, `"tbl"`) {
+			t.Errorf("%s does not use the quoted table: %s", c.name, c.sql)
+		}
+	}
+	for _, s := range []string{q["markDone1"], q["markRetry"], q["markDead"]} {
+		if !strings.HasSuffix(s, "AND status <> 1 AND locked_by = ?") {
+			t.Errorf("status write not guarded against DONE and fenced on the owner: %s", s)
+		}
+	}
+}

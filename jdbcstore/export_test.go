@@ -1,0 +1,25 @@
+package jdbcstore
+
+import "github.com/outbox-go/outbox/core"
+
+// DecodeRecord decodes a scanned row of recordColumns with d.
+func DecodeRecord(d Dialect, v []any) core.Record { return (&Store{dialect: d}).decodeRecord(v) }
+
+// SplitStatements exposes splitStatements.
+func SplitStatements(script string) []string { return splitStatements(script) }
+
+// StatementText returns the SQL text of the store's statements for d and
+// table, by field name.
+func StatementText(d Dialect, table string) map[string]string {
+	q := buildStatements(d, table)
+	return map[string]string{
+		"insert": q.insert, "markDone1": q.markDone1, "markRetry": q.markRetry, "markDead": q.markDead,
+		"postpone": q.postpone, "poll": q.poll, "claimReturning": q.claimReturning, "claimSelect": q.claimSelect,
+		"reap": q.reap, "release": q.release, "get": q.get, "exists": q.exists, "countByStatus": q.countByStatus,
+		"markDone3": inList(d, q.markDonePrefix, 3, q.markDoneSuffix),
+	}
+}
+
+// SetBusyHook sets the hook called before each wait of the busy retry
+// loop.
+func SetBusyHook(s *Store, f func(attempt int, err error)) { s.busyHook = f }

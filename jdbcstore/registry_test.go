@@ -1,0 +1,103 @@
+package jdbcstore_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/mysql"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+)
+
+// fakePQ stands for a driver without a dialect, such as lib/pq.
+type fakePQ struct{}
+
+func (fakePQ) Open(string) (driver.Conn, error) { return nil, errors.New("fakepq: no server") }
+
+func init() { sql.Register("fakepq", &fakePQ{}) }
+
+// A handle of a driver without a dialect is refused by New, NewInbox,
+// Lookup and Open with an error naming the driver, its Go type and every
+// supported dialect with the package to import.
+func TestUnsupportedDriver(t *testing.T) {
+	t.Parallel()
+	db, err := sqlx.Open("fakepq", "postgres://u:secret@h/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = jdbcstore.New(db, jdbcstore.Config{})
+	if !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
+		t.Fatalf("New: err = %v, want ErrUnsupportedDriver", err)
+	}
+	want := `no dialect for database/sql driver "fakepq" (*jdbcstore_test.fakePQ); supported: ` +
+		"mysql (import github.com/outbox-go/outbox/jdbcstore/mysql), " +
+		"sqlite3 (import github.com/outbox-go/outbox/jdbcstore/sqlite)"
+	if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("New: error %q\nwant it to contain %q", err, want)
+	}
+	if _, err := jdbcstore.NewInbox(db, jdbcstore.Config{}); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
+		t.Errorf("NewInbox: err = %v", err)
+	}
+	if _, err := jdbcstore.Lookup("postgres"); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) || !strings.Contains(err.Error(), `driver "postgres"`) {
+		t.Errorf("Lookup(postgres): err = %v", err)
+	}
+	if _, err := jdbcstore.Open("postgres", "postgres://h/db"); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
+		t.Errorf("Open(postgres): err = %v", err)
+	}
+	// A dialect given explicitly still works on any driver name.
+	if _, err := jdbcstore.New(db, jdbcstore.Config{Dialect: mysql.Dialect}); err != nil {
+		t.Errorf("New with an explicit Dialect: %v", err)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]jdbcstore.Dialect{"sqlite3": sqlite.Dialect, "mysql": mysql.Dialect} {
+		if d, err := jdbcstore.Lookup(name); err != nil || d != want {
+			t.Errorf("Lookup(%q) = %v, %v", name, d, err)
+		}
+	}
+	if names := jdbcstore.Dialects(); !slices.Contains(names, "sqlite3") || !slices.Contains(names, "mysql") || !slices.IsSorted(names) {
+		t.Errorf("Dialects() = %v", names)
+	}
+	// The SQLite dialect opens with its own settings (an Opener).
+	db, err := jdbcstore.Open("sqlite3", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var timeout int
+	if err := db.QueryRowContext(context.Background(), "PRAGMA busy_timeout").Scan(&timeout); err != nil || timeout == 0 {
+		t.Errorf("busy_timeout = %d, %v; want sqlite.Open's settings", timeout, err)
+	}
+	// Registering a second dialect for a driver name panics.
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Register of a second dialect for sqlite3 did not panic")
+			}
+		}()
+		jdbcstore.Register(otherDialect{sqlite.Dialect})
+	}()
+	jdbcstore.Register(sqlite.Dialect) // the same dialect again is harmless
+}
+
+// otherDialect is a distinct dialect claiming sqlite.Dialect's driver names.
+type otherDialect struct{ jdbcstore.Dialect }
+
+func TestErrorClassString(t *testing.T) {
+	t.Parallel()
+	for c, want := range map[jdbcstore.ErrorClass]string{jdbcstore.ClassOther: "other", jdbcstore.ClassDuplicate: "duplicate", jdbcstore.ClassBusy: "busy", 9: "ErrorClass(9)"} {
+		if got := c.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(c), got, want)
+		}
+	}
+}
