@@ -55,6 +55,20 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Validate reports every invalid field of c at once: each problem is a
+// *core.ConfigError (wrapping core.ErrInvalidConfig) naming its field
+// ("Table", which also wraps core.ErrInvalidIdentifier), joined with
+// errors.Join. The dialect is not checked: it depends on the database
+// handle. New runs it before it touches the database; tenant.NewInbox
+// runs it before it opens any, naming the fields "Inbox.Table".
+func (c Config) Validate() error {
+	table := c.Table
+	if table == "" {
+		table = DefaultTable
+	}
+	return jdbcstore.Config{Table: table, MaxErrorLen: c.MaxErrorLen}.Validate()
+}
+
 // Inbox is the idempotent receiver over one table. It offers two ways to
 // process inbound messages exactly once in effect:
 //
