@@ -9,39 +9,9 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
-
-// configErrors returns every *core.ConfigError in err's tree.
-func configErrors(err error) []*core.ConfigError {
-	var out []*core.ConfigError
-	var walk func(error)
-	walk = func(err error) {
-		if ce, ok := err.(*core.ConfigError); ok {
-			out = append(out, ce)
-			return
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				walk(e)
-			}
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		}
-	}
-	walk(err)
-	return out
-}
-
-func fields(errs []*core.ConfigError) []string {
-	var out []string
-	for _, ce := range errs {
-		out = append(out, ce.Field)
-	}
-	slices.Sort(out)
-	return out
-}
 
 func tableExists(t *testing.T, ctx context.Context, db interface {
 	GetContext(ctx context.Context, dest any, q string, args ...any) error
@@ -71,11 +41,11 @@ func TestNewReportsEveryProblemBeforeTheSchema(t *testing.T) {
 	if !errors.As(err, &ce) {
 		t.Fatalf("New = %v, want a *core.ConfigError", err)
 	}
-	got := fields(configErrors(err))
+	got := cfgpath.Fields(err)
 	if want := []string{"Dispatcher.Workers", "Poller.BatchSize", "Store.MaxErrorLen"}; !slices.Equal(got, want) {
 		t.Fatalf("problems %q, want %q (error: %v)", got, want, err)
 	}
-	for _, ce := range configErrors(err) {
+	for _, ce := range cfgpath.All(err) {
 		if !errors.Is(ce, core.ErrInvalidConfig) {
 			t.Errorf("%s does not wrap ErrInvalidConfig", ce.Field)
 		}
@@ -98,7 +68,11 @@ func TestNewConfigPaths(t *testing.T) {
 			[]string{"Cleanup.BatchSize"}, core.ErrInvalidConfig},
 		"cleanup off": {func(c *outbox.Config) { c.Cleanup.BatchSize = -1; c.Poller.BatchSize = -1 },
 			[]string{"Poller.BatchSize"}, core.ErrInvalidConfig},
-		"poller off": {func(c *outbox.Config) { c.DisablePoller = true; c.Poller.BatchSize = -1; c.Dispatcher.Lease = time.Second },
+		"poller off": {func(c *outbox.Config) {
+			c.DisablePoller = true
+			c.Poller.BatchSize = -1
+			c.Dispatcher.Lease = time.Second
+		},
 			[]string{"Dispatcher.Lease"}, core.ErrInvalidConfig},
 		"part clocks": {func(c *outbox.Config) {
 			c.Store.Now, c.Dispatcher.Now, c.Poller.Now = time.Now, time.Now, time.Now
@@ -111,7 +85,7 @@ func TestNewConfigPaths(t *testing.T) {
 		if !errors.Is(err, tc.is) {
 			t.Errorf("%s: New = %v, want %v", name, err, tc.is)
 		}
-		if got := fields(configErrors(err)); !slices.Equal(got, tc.want) {
+		if got := cfgpath.Fields(err); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: problems %q, want %q (error: %v)", name, got, tc.want, err)
 		}
 	}

@@ -5,6 +5,7 @@ package cfgpath
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -70,4 +71,34 @@ func (c *Collector) UnsetClock(path string, now func() time.Time) {
 	if now != nil {
 		c.Field(path, "must be nil: set Config.Now, the clock of every part")
 	}
+}
+
+// All returns every *core.ConfigError in err's tree, in order.
+func All(err error) []*core.ConfigError {
+	var out []*core.ConfigError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case *core.ConfigError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// Fields returns the sorted Field of every *core.ConfigError in err's tree.
+func Fields(err error) []string {
+	var out []string
+	for _, ce := range All(err) {
+		out = append(out, ce.Field)
+	}
+	slices.Sort(out)
+	return out
 }
