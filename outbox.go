@@ -2,10 +2,11 @@
 // it wires a SQL store, a listener registry, a dispatcher, a poller and a
 // transaction manager together.
 //
-// Business code publishes events inside its database transaction; the
-// event row commits (or rolls back) with the business writes, and after
-// commit the event goes straight to an in-process worker that runs the
-// listeners and marks the row DONE. A low-frequency poller delivers
+// Business code publishes events inside its database transaction
+// ([Outbox.InTx] and [Outbox.Publish], or [Outbox.PublishTx] on a
+// transaction of its own); the event row commits (or rolls back) with the
+// business writes, and after commit the event goes straight to an
+// in-process worker that runs the listeners and marks the row DONE. A low-frequency poller delivers
 // whatever the fast path missed. Delivery is at least once: listeners must
 // deduplicate by event id.
 //
