@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/sqldriver"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/retry"
 )
@@ -94,10 +95,20 @@ type Inbox struct {
 	members map[*member]struct{} // dispatchers' members to notify after an enqueue
 }
 
-// New returns an inbox on db and, unless cfg.SkipSchema, creates its table.
-// Configuration errors wrap core.ErrInvalidConfig or, for a bad table name,
-// core.ErrInvalidIdentifier.
-func New(ctx context.Context, db *sqlx.DB, cfg Config) (*Inbox, error) {
+// New returns an inbox on db, the handle the application already has: a
+// *sql.DB (its driver is detected: go-sql-driver/mysql or mattn
+// go-sqlite3) or a *sqlx.DB. It validates cfg first (see
+// [Config.Validate]: every problem at once) and, unless cfg.SkipSchema,
+// then creates its table. Configuration errors wrap core.ErrInvalidConfig
+// or, for a bad table name, core.ErrInvalidIdentifier as well.
+func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*Inbox, error) {
+	var db *sqlx.DB
+	switch h := any(handle).(type) {
+	case *sqlx.DB:
+		db = h
+	case *sql.DB:
+		db = sqldriver.Wrap(h)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
