@@ -108,13 +108,7 @@ type Outbox struct {
 // [Config]) and, unless cfg.SkipSchema, then applies the schema. Nothing
 // runs until [Outbox.Start]; Close does not close db.
 func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox, error) {
-	var x *sqlx.DB
-	switch db := any(db).(type) {
-	case *sqlx.DB:
-		x = db
-	case *sql.DB:
-		x = sqldriver.Wrap(db)
-	}
+	x := sqldriver.Of(db)
 	store, err := cfg.check(x)
 	if err != nil {
 		return nil, err
@@ -180,12 +174,7 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 // withDefaults fills the defaults and hands Logger, Metrics and Now down
 // to every part.
 func (c Config) withDefaults() Config {
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Metrics == nil {
-		c.Metrics = core.NopMetrics{}
-	}
+	core.Inherit(&c.Logger, &c.Metrics, slog.Default(), core.NopMetrics{})
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -76,20 +76,14 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 
 func (c Config) validate() error {
 	var p cfgpath.Collector
-	if c.Interval < 0 {
-		p.Field("Interval", "must be positive")
-	}
-	if c.DoneRetention < 0 {
-		p.Field("DoneRetention", "must be positive")
-	}
+	p.NotNegative("Interval", c.Interval)
+	p.NotNegative("DoneRetention", c.DoneRetention)
 	if c.DeadRetention < 0 {
-		p.Field("DeadRetention", "must be positive")
+		p.Field("DeadRetention", "must not be negative")
 	} else if c.DeadRetention < c.DoneRetention {
 		p.Field("DeadRetention", "must not be shorter than DoneRetention")
 	}
-	if c.BatchSize < 1 {
-		p.Field("BatchSize", "must be at least 1")
-	}
+	p.AtLeast1("BatchSize", c.BatchSize)
 	return p.Err()
 }
 

@@ -196,36 +196,18 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 
 func (c Config) validate() error {
 	var p cfgpath.Collector
-	if c.Workers < 1 {
-		p.Field("Workers", "must be at least 1")
-	}
-	if c.HotCapacity < 1 {
-		p.Field("HotCapacity", "must be at least 1")
-	}
-	if c.ColdCapacity < 1 {
-		p.Field("ColdCapacity", "must be at least 1")
-	}
-	if c.MaxAttempts < 1 {
-		p.Field("MaxAttempts", "must be at least 1")
-	}
+	p.AtLeast1("Workers", c.Workers)
+	p.AtLeast1("HotCapacity", c.HotCapacity)
+	p.AtLeast1("ColdCapacity", c.ColdCapacity)
+	p.AtLeast1("MaxAttempts", c.MaxAttempts)
 	if c.RetryCapacity < -1 {
 		p.Field("RetryCapacity", "must be -1 (disabled) or positive")
 	}
-	if c.InFlightTTL < 0 {
-		p.Field("InFlightTTL", "must not be negative")
-	}
-	if c.StatusTimeout < 0 {
-		p.Field("StatusTimeout", "must not be negative")
-	}
-	if c.DoneBatchSize < 1 {
-		p.Field("DoneBatchSize", "must be at least 1")
-	}
-	if c.ListenerTimeout < 0 {
-		p.Field("ListenerTimeout", "must not be negative")
-	}
-	if c.ListenerGrace < 0 {
-		p.Field("ListenerGrace", "must not be negative")
-	}
+	p.NotNegative("InFlightTTL", c.InFlightTTL)
+	p.NotNegative("StatusTimeout", c.StatusTimeout)
+	p.AtLeast1("DoneBatchSize", c.DoneBatchSize)
+	p.NotNegative("ListenerTimeout", c.ListenerTimeout)
+	p.NotNegative("ListenerGrace", c.ListenerGrace)
 	if c.Lease <= c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout {
 		p.Field("Lease", fmt.Sprintf("(%v) must exceed ListenerTimeout + ListenerGrace + StatusTimeout (%v)",
 			c.Lease, c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout))
@@ -236,9 +218,7 @@ func (c Config) validate() error {
 	if c.Unhandled > UnhandledDead {
 		p.Field("Unhandled", fmt.Sprintf("unknown policy %d (want UnhandledDone, UnhandledLeave or UnhandledDead)", uint8(c.Unhandled)))
 	}
-	if c.UnhandledDelay < 0 {
-		p.Field("UnhandledDelay", "must not be negative")
-	}
+	p.NotNegative("UnhandledDelay", c.UnhandledDelay)
 	return p.Err()
 }
 

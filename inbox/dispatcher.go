@@ -153,12 +153,8 @@ func (c DispatcherConfig) validate() error {
 	if err := checkOwner(c.Owner); err != nil {
 		p.Field("Owner", err.Error())
 	}
-	if c.Workers < 1 {
-		p.Field("Workers", "must be at least 1")
-	}
-	if c.BatchSize < 1 {
-		p.Field("BatchSize", "must be at least 1")
-	}
+	p.AtLeast1("Workers", c.Workers)
+	p.AtLeast1("BatchSize", c.BatchSize)
 	if c.HandlerTimeout <= 0 {
 		p.Field("HandlerTimeout", "must be positive")
 	}
@@ -169,18 +165,10 @@ func (c DispatcherConfig) validate() error {
 		p.Field("Lease", fmt.Sprintf("(%v) must exceed HandlerTimeout + StatusTimeout (%v)",
 			c.Lease, c.HandlerTimeout+c.StatusTimeout))
 	}
-	if c.PollInterval < 0 {
-		p.Field("PollInterval", "must not be negative")
-	}
-	if c.MaxAttempts < 1 {
-		p.Field("MaxAttempts", "must be at least 1")
-	}
-	if c.Retention < 0 {
-		p.Field("Retention", "must be positive")
-	}
-	if c.CleanupBatch < 1 {
-		p.Field("CleanupBatch", "must be at least 1")
-	}
+	p.NotNegative("PollInterval", c.PollInterval)
+	p.AtLeast1("MaxAttempts", c.MaxAttempts)
+	p.NotNegative("Retention", c.Retention)
+	p.AtLeast1("CleanupBatch", c.CleanupBatch)
 	return p.Err()
 }
 

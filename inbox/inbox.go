@@ -102,13 +102,7 @@ type Inbox struct {
 // then creates its table. Configuration errors wrap core.ErrInvalidConfig
 // or, for a bad table name, core.ErrInvalidIdentifier as well.
 func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*Inbox, error) {
-	var db *sqlx.DB
-	switch h := any(handle).(type) {
-	case *sqlx.DB:
-		db = h
-	case *sql.DB:
-		db = sqldriver.Wrap(h)
-	}
+	db := sqldriver.Of(handle)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -106,20 +106,10 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 
 func (c Config) validate() error {
 	var p cfgpath.Collector
-	if c.Interval < 0 {
-		p.Field("Interval", "must be positive")
-	}
-	if c.BacklogInterval < 0 {
-		p.Field("BacklogInterval", "must be positive")
-	}
-	if c.BatchSize < 1 {
-		p.Field("BatchSize", "must be at least 1")
-	}
-	if c.QueryTimeout < 0 {
-		p.Field("QueryTimeout", "must be positive")
-	}
-	if c.ReapBatch < 1 {
-		p.Field("ReapBatch", "must be at least 1")
-	}
+	p.NotNegative("Interval", c.Interval)
+	p.NotNegative("BacklogInterval", c.BacklogInterval)
+	p.AtLeast1("BatchSize", c.BatchSize)
+	p.NotNegative("QueryTimeout", c.QueryTimeout)
+	p.AtLeast1("ReapBatch", c.ReapBatch)
 	return p.Err()
 }

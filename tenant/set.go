@@ -72,9 +72,7 @@ func (o setOptions) validate(p *cfgpath.Collector) {
 	if o.databases == nil && o.discover == nil {
 		p.Field("Databases", "must be set, or Discover")
 	}
-	if o.drain < 0 {
-		p.Field("DrainTimeout", "must not be negative")
-	}
+	p.NotNegative("DrainTimeout", o.drain)
 }
 
 // drainDefault is the default DrainTimeout: the configured lease, or the

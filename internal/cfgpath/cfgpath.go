@@ -102,3 +102,17 @@ func Fields(err error) []string {
 	slices.Sort(out)
 	return out
 }
+
+// AtLeast1 records a problem when the count n at path is below 1.
+func (c *Collector) AtLeast1(path string, n int) {
+	if n < 1 {
+		c.Field(path, "must be at least 1")
+	}
+}
+
+// NotNegative records a problem when the duration d at path is negative.
+func (c *Collector) NotNegative(path string, d time.Duration) {
+	if d < 0 {
+		c.Field(path, "must not be negative")
+	}
+}

@@ -37,3 +37,15 @@ func Wrap(db *sql.DB) *sqlx.DB {
 	}
 	return sqlx.NewDb(db, Name(db))
 }
+
+// Of returns the *sqlx.DB of a handle given as either type (see Wrap for
+// a *sql.DB); nil for a nil handle.
+func Of[DB *sql.DB | *sqlx.DB](db DB) *sqlx.DB {
+	switch db := any(db).(type) {
+	case *sqlx.DB:
+		return db
+	case *sql.DB:
+		return Wrap(db)
+	}
+	return nil
+}
