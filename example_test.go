@@ -7,15 +7,59 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/txctx"
 )
 
-// The main flow: publish inside the business transaction; after commit the
-// listener runs on a worker and the row becomes DONE.
+// The README's quick start: an Outbox, an event, InTx and Publish. After
+// commit the listener runs on a worker and the row becomes DONE.
 func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "outbox-example-")
+	defer os.RemoveAll(dir)
+
+	db, err := sqlite.Open(filepath.Join(dir, "app.db")) // or the *sql.DB / *sqlx.DB you already have
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	ob, err := outbox.New(ctx, db, outbox.Config{}) // checks the whole Config, then applies the schema
+	if err != nil {
+		panic(err)
+	}
+	delivered := make(chan string, 1)
+	ob.RegisterFunc("UserCreated", func(ctx context.Context, e outbox.Envelope) error {
+		delivered <- e.Type() + " " + e.PayloadString() // dedupe downstream by e.ID()
+		return nil
+	})
+	if err := ob.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer ob.Close(context.Background())
+
+	err = ob.InTx(ctx, func(ctx context.Context) error {
+		// business writes here, on the transaction txctx.From(ctx) returns
+		env, err := outbox.JSONEvent("UserCreated", `{"name":"Ada"}`)
+		if err != nil {
+			return err
+		}
+		_, err = ob.Publish(ctx, env) // inserted on this tx; delivered right after commit
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(<-delivered)
+	// Output: UserCreated {"name":"Ada"}
+}
+
+// The business write and the event commit together: publish inside the
+// business transaction; after commit the listener runs on a worker.
+func Example_businessTransaction() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "outbox-example-")
 	defer os.RemoveAll(dir)
@@ -58,6 +102,50 @@ func Example() {
 	}
 	fmt.Println(<-delivered)
 	// Output: UserCreated 1 {"name":"Ada"}
+}
+
+// PublishTx on a transaction of your own: a plain *sql.Tx has no
+// after-commit hook, so the event is inserted unowned and the poller
+// delivers it once the transaction committed.
+func ExampleOutbox_PublishTx() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "outbox-example-")
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	ob, err := outbox.New(ctx, db.DB, outbox.Config{ // a *sql.DB: its driver is detected
+		Poller: poller.Config{Interval: 10 * time.Millisecond, SkipRecent: -1},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	delivered := make(chan string, 1)
+	ob.RegisterFunc("OrderPlaced", func(ctx context.Context, e outbox.Envelope) error {
+		delivered <- e.Type()
+		return nil
+	})
+	if err := ob.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer ob.Close(context.Background())
+
+	tx, err := db.DB.BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	env, _ := outbox.JSONEvent("OrderPlaced", `{"order":7}`)
+	if _, err := ob.PublishTx(ctx, tx, env); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+	fmt.Println(<-delivered, "delivered by the poller")
+	// Output: OrderPlaced delivered by the poller
 }
 
 // Publish outside a transaction fails fast and writes nothing.

@@ -2,10 +2,11 @@
 // it wires a SQL store, a listener registry, a dispatcher, a poller and a
 // transaction manager together.
 //
-// Business code publishes events inside its database transaction; the
-// event row commits (or rolls back) with the business writes, and after
-// commit the event goes straight to an in-process worker that runs the
-// listeners and marks the row DONE. A low-frequency poller delivers
+// Business code publishes events inside its database transaction
+// ([Outbox.InTx] and [Outbox.Publish], or [Outbox.PublishTx] on a
+// transaction of its own); the event row commits (or rolls back) with the
+// business writes, and after commit the event goes straight to an
+// in-process worker that runs the listeners and marks the row DONE. A low-frequency poller delivers
 // whatever the fast path missed. Delivery is at least once: listeners must
 // deduplicate by event id.
 //
@@ -15,14 +16,18 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/cleanup"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/sqldriver"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
@@ -31,17 +36,24 @@ import (
 
 // Config configures [New]. The zero value is a working configuration for
 // the default table on a database whose driver is detected (sqlite3, mysql).
+//
+// New validates the whole Config before it touches the database and
+// reports every problem at once: an error joining one *core.ConfigError
+// per invalid field (errors.Is core.ErrInvalidConfig), each named by its
+// path from this Config, such as "Dispatcher.Workers", "Poller.BatchSize"
+// or "Store.Table" (the last also errors.Is core.ErrInvalidIdentifier).
+// Nothing is written when New fails.
 type Config struct {
 	// Store configures the SQL store (dialect, table name, error length).
-	// Logger and Now default to this Config's.
+	// Logger defaults to this Config's; leave Now nil (see Now below).
 	Store jdbcstore.Config
 	// Dispatcher configures workers, queues and retries. Logger and
-	// Metrics default to this Config's.
+	// Metrics default to this Config's; leave Now nil.
 	Dispatcher dispatcher.Config
 	// Poller configures the fallback scan. Logger and Metrics default to
-	// this Config's.
+	// this Config's; leave Now nil. Not validated when DisablePoller.
 	Poller poller.Config
-	// DisablePoller turns the fallback scan off (spec pollerEnabled=false).
+	// DisablePoller turns the fallback scan off.
 	// Events dropped by a full hot queue then wait until a poller runs.
 	DisablePoller bool
 	// EnableCleanup runs the background retention purge (package cleanup):
@@ -50,85 +62,130 @@ type Config struct {
 	// default.
 	EnableCleanup bool
 	// Cleanup configures the purge when EnableCleanup is set. Logger and
-	// Metrics default to this Config's.
+	// Metrics default to this Config's. Not validated without
+	// EnableCleanup.
 	Cleanup cleanup.Config
 	// SkipSchema leaves the schema alone; by default New applies the
-	// embedded, idempotent schema (CREATE … IF NOT EXISTS).
+	// embedded, idempotent schema (CREATE … IF NOT EXISTS), after the
+	// whole Config was found valid.
 	SkipSchema bool
+	// Now is the one clock of every part: the store's created_at,
+	// available_at and done_at, the dispatcher's retry times and leases,
+	// the poller's due times, skip-recent window and lag, the cleanup's
+	// retention cutoffs. Defaults to time.Now. The parts' own Now fields
+	// (Store.Now, Dispatcher.Now, Poller.Now) must stay nil: New reports
+	// them as invalid, so that no part runs on another clock.
+	Now func() time.Time
 	// Logger is the default logger of every part. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics is the default metrics sink of every part. Defaults to core.NopMetrics{}.
 	Metrics core.Metrics
 }
 
-// Outbox bundles the parts. Its fields are the parts themselves, for
-// whatever the methods here do not cover. The embedded Registry gives it
-// Register, RegisterFunc, RegisterType, RegisterAll, RegisterAllFunc and
-// TryRegister: listeners per event type (run in registration order), then
-// the listeners of every type. An event no listener is registered for is
-// marked DONE unless Config.Dispatcher.Unhandled says otherwise.
+// Outbox is the transactional outbox of one database: create it with
+// [New], register listeners ([Outbox.Register], [Outbox.RegisterFunc], …),
+// [Outbox.Start] it, and publish with [Outbox.Publish] inside
+// [Outbox.InTx] (or [Outbox.PublishTx] on a transaction of your own).
+// Listeners of an event's type run in registration order, then the
+// listeners of every type; an event no listener is registered for is
+// marked DONE unless Config.Dispatcher.Unhandled says otherwise. Its
+// fields are the parts themselves, for whatever the methods do not cover.
 type Outbox struct {
-	Store *jdbcstore.Store
-	*registry.Registry
+	Store      *jdbcstore.Store
 	Dispatcher *dispatcher.Dispatcher
 	Poller     *poller.Poller   // nil when DisablePoller
 	Cleaner    *cleanup.Cleaner // nil unless EnableCleanup
 	Client     *core.Client
 	Tx         *txctx.Manager
 
+	reg     *registry.Registry
 	metrics core.Metrics
 }
 
-// New builds the parts on db and, unless cfg.SkipSchema, applies the
-// schema. Nothing runs until [Outbox.Start].
-func New(ctx context.Context, db *sqlx.DB, cfg Config) (*Outbox, error) {
-	if db == nil {
-		return nil, &core.ConfigError{Field: "db", Msg: "must not be nil"}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = core.NopMetrics{}
-	}
-	if cfg.Store.Logger == nil {
-		cfg.Store.Logger = cfg.Logger
-	}
-	core.Inherit(&cfg.Dispatcher.Logger, &cfg.Dispatcher.Metrics, cfg.Logger, cfg.Metrics)
-	core.Inherit(&cfg.Poller.Logger, &cfg.Poller.Metrics, cfg.Logger, cfg.Metrics)
-	store, err := jdbcstore.New(db, cfg.Store)
+// New builds the outbox on db, the handle the application already has:
+// a *sql.DB (its driver is detected: go-sql-driver/mysql or mattn
+// go-sqlite3) or a *sqlx.DB. It validates the whole cfg first (see
+// [Config]) and, unless cfg.SkipSchema, then applies the schema. Nothing
+// runs until [Outbox.Start]; Close does not close db.
+func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox, error) {
+	x := sqldriver.Of(db)
+	store, err := cfg.check(x)
 	if err != nil {
 		return nil, err
 	}
-	if !cfg.SkipSchema {
-		if err := store.ApplySchema(ctx); err != nil {
-			return nil, err
-		}
-	}
+	cfg = cfg.withDefaults()
 	reg := registry.New()
 	disp, err := dispatcher.New(store, reg, cfg.Dispatcher)
 	if err != nil {
-		return nil, err
+		return nil, cfgpath.Prefix("Dispatcher", err)
 	}
-	o := &Outbox{Store: store, Registry: reg, Dispatcher: disp,
-		Tx: txctx.NewX(db, txctx.WithLogger(cfg.Logger), txctx.WithWriteGate(store.WriteGate()),
+	o := &Outbox{Store: store, reg: reg, Dispatcher: disp, metrics: cfg.Metrics,
+		Tx: txctx.NewX(x, txctx.WithLogger(cfg.Logger), txctx.WithWriteGate(store.WriteGate()),
 			txctx.WithYield(disp.HotWaiting))}
 	if o.Client, err = core.NewClient(store, disp); err != nil {
 		return nil, err
 	}
 	if !cfg.DisablePoller {
 		if o.Poller, err = poller.New(store, disp, cfg.Poller); err != nil {
-			return nil, err
+			return nil, cfgpath.Prefix("Poller", err)
 		}
 	}
 	if cfg.EnableCleanup {
-		core.Inherit(&cfg.Cleanup.Logger, &cfg.Cleanup.Metrics, cfg.Logger, cfg.Metrics)
 		if o.Cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {
+			return nil, cfgpath.Prefix("Cleanup", err)
+		}
+	}
+	if !cfg.SkipSchema {
+		if err := store.ApplySchema(ctx); err != nil {
 			return nil, err
 		}
 	}
-	o.metrics = cfg.Metrics
 	return o, nil
+}
+
+// check validates the whole of c on db, reporting every problem at once,
+// and returns the store built on db. It writes nothing.
+func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
+	var p cfgpath.Collector
+	if db == nil {
+		p.Field("db", "must not be nil")
+	}
+	p.UnsetClock("Store.Now", c.Store.Now)
+	p.UnsetClock("Dispatcher.Now", c.Dispatcher.Now)
+	p.UnsetClock("Poller.Now", c.Poller.Now)
+	storeErr := c.Store.Validate()
+	p.Add("Store", storeErr)
+	p.Add("Dispatcher", c.Dispatcher.Validate())
+	if !c.DisablePoller {
+		p.Add("Poller", c.Poller.Validate())
+	}
+	if c.EnableCleanup {
+		p.Add("Cleanup", c.Cleanup.Validate())
+	}
+	var store *jdbcstore.Store
+	if db != nil && storeErr == nil {
+		var err error
+		store, err = jdbcstore.New(db, c.withDefaults().Store)
+		p.Add("Store", err)
+	}
+	return store, p.Err()
+}
+
+// withDefaults fills the defaults and hands Logger, Metrics and Now down
+// to every part.
+func (c Config) withDefaults() Config {
+	core.Inherit(&c.Logger, &c.Metrics, slog.Default(), core.NopMetrics{})
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Store.Logger == nil {
+		c.Store.Logger = c.Logger
+	}
+	core.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
+	core.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
+	core.Inherit(&c.Cleanup.Logger, &c.Cleanup.Metrics, c.Logger, c.Metrics)
+	c.Store.Now, c.Dispatcher.Now, c.Poller.Now = c.Now, c.Now, c.Now
+	return c
 }
 
 // Start starts the dispatcher's workers and the poller. Register listeners
@@ -171,12 +228,6 @@ func (o *Outbox) Close(ctx context.Context) error {
 // txctx.From(ctx) inside fn for the business writes.
 func (o *Outbox) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	return o.Tx.Do(ctx, fn)
-}
-
-// Publish inserts env on the transaction carried by ctx and hands it to the
-// dispatcher after commit. See core.Client.Publish.
-func (o *Outbox) Publish(ctx context.Context, env Envelope) (string, error) {
-	return o.Client.Publish(ctx, env)
 }
 
 // ReplayDead moves DEAD events matching f back to NEW (see

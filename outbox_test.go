@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -17,7 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	ctx := context.Background()
-	if _, err := outbox.New(ctx, nil, outbox.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+	if _, err := outbox.New[*sql.DB](ctx, nil, outbox.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Fatalf("nil db: %v", err)
 	}
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"))

@@ -356,7 +356,7 @@ const aggregateUser Aggregate = "USER"
 func testTypeSafeEvent(t *testing.T, h Harness) {
 	f := newFixture(t, h, true, func(c *outbox.Config) { c.DisablePoller = true })
 	got := make(chan core.Envelope, 1)
-	f.ob.Registry.RegisterType(userRegistered, core.ListenerFunc(func(_ context.Context, e core.Envelope) error {
+	f.ob.RegisterType(userRegistered, core.ListenerFunc(func(_ context.Context, e core.Envelope) error {
 		got <- e
 		return nil
 	}))

@@ -373,13 +373,13 @@ type offsetClock struct{ offset atomic.Int64 }
 func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
 
 // secretStaleNoListener queues an event until its lease is nearly over
-// (the dispatcher's clock jumps), so it is left for a new claim, then
+// (the clock jumps), so it is left for a new claim, then
 // publishes an event no listener is registered for.
 func secretStaleNoListener(t *testing.T, s *secrecyRun) {
 	clock := &offsetClock{}
 	f := s.fixture(t, func(c *outbox.Config) {
 		c.Dispatcher.Workers = 1
-		c.Dispatcher.Now = clock.Now
+		c.Now = clock.Now
 		c.DisablePoller = true
 	})
 	entered, gate := gatedListener(f, "Gated", nil)

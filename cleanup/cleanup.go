@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/periodic"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
@@ -66,18 +67,24 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Validate reports every invalid field of c, after the defaults are
+// applied, at once: each problem is a *core.ConfigError (wrapping
+// core.ErrInvalidConfig) naming its field ("BatchSize"), joined with
+// errors.Join. New runs it; outbox.New runs it before it touches the
+// database, naming the fields "Cleanup.BatchSize".
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
 func (c Config) validate() error {
-	switch {
-	case c.Interval < 0:
-		return &core.ConfigError{Field: "cleanup.Interval", Msg: "must be positive"}
-	case c.DoneRetention < 0 || c.DeadRetention < 0:
-		return &core.ConfigError{Field: "cleanup retention", Msg: "must be positive"}
-	case c.DeadRetention < c.DoneRetention:
-		return &core.ConfigError{Field: "cleanup.DeadRetention", Msg: "must not be shorter than DoneRetention"}
-	case c.BatchSize < 1:
-		return &core.ConfigError{Field: "cleanup.BatchSize", Msg: "must be at least 1"}
+	var p cfgpath.Collector
+	p.NotNegative("Interval", c.Interval)
+	p.NotNegative("DoneRetention", c.DoneRetention)
+	if c.DeadRetention < 0 {
+		p.Field("DeadRetention", "must not be negative")
+	} else if c.DeadRetention < c.DoneRetention {
+		p.Field("DeadRetention", "must not be shorter than DoneRetention")
 	}
-	return nil
+	p.AtLeast1("BatchSize", c.BatchSize)
+	return p.Err()
 }
 
 // Cleaner purges periodically. Create it with [New]; [Cleaner.Start] runs
@@ -93,7 +100,7 @@ type Cleaner struct {
 // New returns a cleaner over p.
 func New(p Purger, cfg Config) (*Cleaner, error) {
 	if p == nil {
-		return nil, &core.ConfigError{Field: "cleanup purger", Msg: "must not be nil"}
+		return nil, &core.ConfigError{Field: "purger", Msg: "must not be nil"}
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
 )
 
 // Client publishes events inside business transactions (the spec's
@@ -54,18 +55,27 @@ type rowQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// PublishTx is Publish with an explicit transaction. A transaction of
-// another database than the store's is refused with [ErrForeignTx] when
-// it tells its database ([TxDatabase]); nothing is written.
-func (c *Client) PublishTx(ctx context.Context, tx Tx, env Envelope) (string, error) {
-	if tx == nil || !tx.Active() {
+// PublishTx is Publish with an explicit transaction. tx must be a
+// transaction, not a database handle: a [Tx] (txctx's) gets the hot path
+// as in Publish; any other transaction, such as a plain *sql.Tx or
+// *sqlx.Tx, has no after-commit hook, so the event is inserted unowned
+// and a poller delivers it once it is committed. A nil tx returns
+// [ErrNoTransaction]. A transaction of another database than the store's
+// is refused with [ErrForeignTx] when it tells its database
+// ([TxDatabase]); nothing is written.
+func (c *Client) PublishTx(ctx context.Context, tx Execer, env Envelope) (string, error) {
+	if isNil(tx) {
+		return "", ErrNoTransaction
+	}
+	hooked, ok := tx.(Tx)
+	if ok && !hooked.Active() {
 		return "", ErrNoTransaction
 	}
 	if err := env.Validate(); err != nil {
 		return "", err
 	}
 	hot := c.hot
-	if hot != nil && !c.hotSafe(tx) {
+	if !ok || (hot != nil && !c.hotSafe(hooked)) {
 		hot = nil // inserted unowned: the poller delivers it
 	}
 	var lease Lease
@@ -76,7 +86,17 @@ func (c *Client) PublishTx(ctx context.Context, tx Tx, env Envelope) (string, er
 		return "", fmt.Errorf("outbox: publish %s: %w", env.id, err)
 	}
 	if hot != nil {
-		tx.AfterCommit(func() { hot.EnqueueHot(env, lease) })
+		hooked.AfterCommit(func() { hot.EnqueueHot(env, lease) })
 	}
 	return env.id, nil
+}
+
+// isNil reports whether ex is nil or a nil pointer (a nil *sql.Tx passed
+// as an Execer).
+func isNil(ex Execer) bool {
+	if ex == nil {
+		return true
+	}
+	v := reflect.ValueOf(ex)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -234,6 +235,36 @@ func TestPublishTxExplicit(t *testing.T) {
 	if err != nil || id != env.ID() || ins.count() != 1 || tx.commitHooks() != 1 {
 		t.Fatalf("PublishTx = %q, %v; inserts=%d hooks=%d", id, err, ins.count(), tx.commitHooks())
 	}
+}
+
+// A transaction without hooks (a plain *sql.Tx) gets an unowned insert
+// and no hot hand-off: the poller delivers it once it committed.
+func TestPublishTxPlainTransaction(t *testing.T) {
+	hot := &fakeHotQueue{}
+	c, ins := newTestClient(t, hot)
+	plain := &plainTx{tx: newFakeTx()} // an Execer, not a core.Tx
+	env := mustBuild(t, ev())
+	id, err := c.PublishTx(context.Background(), plain, env)
+	if err != nil || id != env.ID() || ins.count() != 1 {
+		t.Fatalf("PublishTx = %q, %v; inserts=%d", id, err, ins.count())
+	}
+	if l := ins.leases[0]; !l.IsZero() {
+		t.Errorf("plain tx: lease %+v, want unowned", l)
+	}
+	if len(plain.tx.execs) != 1 || len(hot.received()) != 0 || plain.tx.commitHooks() != 0 {
+		t.Errorf("plain tx: execs=%d hot=%d hooks=%d, want 1, 0, 0", len(plain.tx.execs), len(hot.received()), plain.tx.commitHooks())
+	}
+	var nilTx *plainTx
+	if _, err := c.PublishTx(context.Background(), nilTx, env); !errors.Is(err, core.ErrNoTransaction) {
+		t.Errorf("nil plain tx: %v, want ErrNoTransaction", err)
+	}
+}
+
+// plainTx runs statements and nothing else, as a *sql.Tx does.
+type plainTx struct{ tx *fakeTx }
+
+func (p *plainTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return p.tx.ExecContext(ctx, q, args...)
 }
 
 func TestPublishRecordEnvelope(t *testing.T) {

@@ -91,19 +91,38 @@ func invalid(field string, err error, msg string) error {
 	return &ValidationError{Field: field, Err: err, Msg: msg}
 }
 
-// ConfigError reports an invalid configuration field. It wraps ErrInvalidConfig.
+// ConfigError reports one invalid configuration field. It wraps
+// ErrInvalidConfig and, when set, Err (a more precise sentinel such as
+// ErrInvalidIdentifier), so errors.Is matches either.
+//
+// Field is the path of the field from the Config given to the function
+// that reports it: "Workers" from dispatcher.New, "Dispatcher.Workers"
+// from outbox.New, whose Config holds a dispatcher.Config in its
+// Dispatcher field. A function that validates a whole Config reports
+// every invalid field at once, each as its own ConfigError joined with
+// errors.Join; errors.As finds the first.
 type ConfigError struct {
-	Field string // e.g. "Workers"
+	Field string // path of the field, e.g. "Workers" or "Dispatcher.Workers"
 	Msg   string // why it is invalid
+	Err   error  // optional sentinel wrapped besides ErrInvalidConfig
 }
 
-// Error implements error.
+// Error implements error. It starts with Err's text when Err is set, with
+// ErrInvalidConfig's otherwise.
 func (e *ConfigError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%v: %s %s", e.Err, e.Field, e.Msg)
+	}
 	return fmt.Sprintf("%v: %s %s", ErrInvalidConfig, e.Field, e.Msg)
 }
 
-// Unwrap returns ErrInvalidConfig.
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap returns ErrInvalidConfig and, when set, Err.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidConfig, e.Err}
+	}
+	return []error{ErrInvalidConfig}
+}
 
 // ErrNotFound is returned by lookups of an event id that does not exist.
 var ErrNotFound = errors.New("outbox: event not found")

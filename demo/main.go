@@ -283,7 +283,7 @@ func (d *demo) overflow(ctx context.Context) error {
 		return err
 	}
 	d.gate = make(chan struct{})
-	d.ob.Registry.Register("Slow", core.ListenerFunc(func(context.Context, core.Envelope) error {
+	d.ob.Register("Slow", core.ListenerFunc(func(context.Context, core.Envelope) error {
 		<-d.gate
 		return nil
 	}))

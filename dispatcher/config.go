@@ -11,6 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -186,39 +187,39 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Validate reports every invalid field of c, after the defaults are
+// applied, at once: each problem is a *core.ConfigError (wrapping
+// core.ErrInvalidConfig) naming its field ("Workers"), joined with
+// errors.Join. New and NewMulti run it; outbox.New and tenant.New run it
+// before they touch the database, naming the fields "Dispatcher.Workers".
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
 func (c Config) validate() error {
-	switch {
-	case c.Workers < 1:
-		return &core.ConfigError{Field: "dispatcher.Workers", Msg: "must be at least 1"}
-	case c.HotCapacity < 1:
-		return &core.ConfigError{Field: "dispatcher.HotCapacity", Msg: "must be at least 1"}
-	case c.ColdCapacity < 1:
-		return &core.ConfigError{Field: "dispatcher.ColdCapacity", Msg: "must be at least 1"}
-	case c.MaxAttempts < 1:
-		return &core.ConfigError{Field: "dispatcher.MaxAttempts", Msg: "must be at least 1"}
-	case c.RetryCapacity < -1:
-		return &core.ConfigError{Field: "dispatcher.RetryCapacity", Msg: "must be -1 (disabled) or positive"}
-	case c.InFlightTTL < 0:
-		return &core.ConfigError{Field: "dispatcher.InFlightTTL", Msg: "must not be negative"}
-	case c.StatusTimeout < 0:
-		return &core.ConfigError{Field: "dispatcher.StatusTimeout", Msg: "must not be negative"}
-	case c.DoneBatchSize < 1:
-		return &core.ConfigError{Field: "dispatcher.DoneBatchSize", Msg: "must be at least 1"}
-	case c.ListenerTimeout < 0:
-		return &core.ConfigError{Field: "dispatcher.ListenerTimeout", Msg: "must not be negative"}
-	case c.ListenerGrace < 0:
-		return &core.ConfigError{Field: "dispatcher.ListenerGrace", Msg: "must not be negative"}
-	case c.Lease <= c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout:
-		return &core.ConfigError{Field: "dispatcher.Lease", Msg: fmt.Sprintf("(%v) must exceed ListenerTimeout + ListenerGrace + StatusTimeout (%v)",
-			c.Lease, c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout)}
-	case len(c.Owner) > MaxOwnerLen || !utf8.ValidString(c.Owner) || strings.IndexByte(c.Owner, 0) >= 0:
-		return &core.ConfigError{Field: "dispatcher.Owner", Msg: fmt.Sprintf("must be valid text of at most %d bytes", MaxOwnerLen)}
-	case c.Unhandled > UnhandledDead:
-		return &core.ConfigError{Field: "dispatcher.Unhandled", Msg: fmt.Sprintf("unknown policy %d (want UnhandledDone, UnhandledLeave or UnhandledDead)", uint8(c.Unhandled))}
-	case c.UnhandledDelay < 0:
-		return &core.ConfigError{Field: "dispatcher.UnhandledDelay", Msg: "must not be negative"}
+	var p cfgpath.Collector
+	p.AtLeast1("Workers", c.Workers)
+	p.AtLeast1("HotCapacity", c.HotCapacity)
+	p.AtLeast1("ColdCapacity", c.ColdCapacity)
+	p.AtLeast1("MaxAttempts", c.MaxAttempts)
+	if c.RetryCapacity < -1 {
+		p.Field("RetryCapacity", "must be -1 (disabled) or positive")
 	}
-	return nil
+	p.NotNegative("InFlightTTL", c.InFlightTTL)
+	p.NotNegative("StatusTimeout", c.StatusTimeout)
+	p.AtLeast1("DoneBatchSize", c.DoneBatchSize)
+	p.NotNegative("ListenerTimeout", c.ListenerTimeout)
+	p.NotNegative("ListenerGrace", c.ListenerGrace)
+	if c.Lease <= c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout {
+		p.Field("Lease", fmt.Sprintf("(%v) must exceed ListenerTimeout + ListenerGrace + StatusTimeout (%v)",
+			c.Lease, c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout))
+	}
+	if len(c.Owner) > MaxOwnerLen || !utf8.ValidString(c.Owner) || strings.IndexByte(c.Owner, 0) >= 0 {
+		p.Field("Owner", fmt.Sprintf("must be valid text of at most %d bytes", MaxOwnerLen))
+	}
+	if c.Unhandled > UnhandledDead {
+		p.Field("Unhandled", fmt.Sprintf("unknown policy %d (want UnhandledDone, UnhandledLeave or UnhandledDead)", uint8(c.Unhandled)))
+	}
+	p.NotNegative("UnhandledDelay", c.UnhandledDelay)
+	return p.Err()
 }
 
 // NewOwnerToken returns a fresh owner token: the host name (shortened) and

@@ -186,8 +186,8 @@ func TestUnhandledConfig(t *testing.T) {
 	} {
 		_, err := dispatcher.New(st, reg, cfg)
 		var ce *core.ConfigError
-		if !errors.Is(err, core.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != "dispatcher."+field {
-			t.Errorf("invalid %s: err %v, want a *core.ConfigError for dispatcher.%s", field, err, field)
+		if !errors.Is(err, core.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != field {
+			t.Errorf("invalid %s: err %v, want a *core.ConfigError for %s", field, err, field)
 		}
 	}
 	for p, want := range map[dispatcher.UnhandledPolicy]string{

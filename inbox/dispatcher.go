@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -139,30 +140,36 @@ func (c DispatcherConfig) withDefaults(backoff retry.Policy, log *slog.Logger) D
 	return c
 }
 
+// Validate reports every invalid field of c, after the defaults are
+// applied, at once: each problem is a *core.ConfigError (wrapping
+// core.ErrInvalidConfig) naming its field ("Workers"), joined with
+// errors.Join. NewDispatcher and NewMultiDispatcher run it; tenant.NewInbox
+// runs it before it opens any database, naming the fields
+// "Dispatcher.Workers".
+func (c DispatcherConfig) Validate() error { return c.withDefaults(Backoff{}, nil).validate() }
+
 func (c DispatcherConfig) validate() error {
+	var p cfgpath.Collector
 	if err := checkOwner(c.Owner); err != nil {
-		return &core.ConfigError{Field: "inbox.Owner", Msg: err.Error()}
+		p.Field("Owner", err.Error())
 	}
-	switch {
-	case c.Workers < 1:
-		return &core.ConfigError{Field: "inbox.Workers", Msg: "must be at least 1"}
-	case c.BatchSize < 1:
-		return &core.ConfigError{Field: "inbox.BatchSize", Msg: "must be at least 1"}
-	case c.HandlerTimeout <= 0 || c.StatusTimeout <= 0:
-		return &core.ConfigError{Field: "inbox.HandlerTimeout/StatusTimeout", Msg: "must be positive"}
-	case c.Lease <= c.HandlerTimeout+c.StatusTimeout:
-		return &core.ConfigError{Field: "inbox.Lease", Msg: fmt.Sprintf("(%v) must exceed HandlerTimeout + StatusTimeout (%v)",
-			c.Lease, c.HandlerTimeout+c.StatusTimeout)}
-	case c.PollInterval < 0:
-		return &core.ConfigError{Field: "inbox.PollInterval", Msg: "must not be negative"}
-	case c.MaxAttempts < 1:
-		return &core.ConfigError{Field: "inbox.MaxAttempts", Msg: "must be at least 1"}
-	case c.Retention < 0:
-		return &core.ConfigError{Field: "inbox.Retention", Msg: "must be positive"}
-	case c.CleanupBatch < 1:
-		return &core.ConfigError{Field: "inbox.CleanupBatch", Msg: "must be at least 1"}
+	p.AtLeast1("Workers", c.Workers)
+	p.AtLeast1("BatchSize", c.BatchSize)
+	if c.HandlerTimeout <= 0 {
+		p.Field("HandlerTimeout", "must be positive")
 	}
-	return nil
+	if c.StatusTimeout <= 0 {
+		p.Field("StatusTimeout", "must be positive")
+	}
+	if c.Lease <= c.HandlerTimeout+c.StatusTimeout {
+		p.Field("Lease", fmt.Sprintf("(%v) must exceed HandlerTimeout + StatusTimeout (%v)",
+			c.Lease, c.HandlerTimeout+c.StatusTimeout))
+	}
+	p.NotNegative("PollInterval", c.PollInterval)
+	p.AtLeast1("MaxAttempts", c.MaxAttempts)
+	p.NotNegative("Retention", c.Retention)
+	p.AtLeast1("CleanupBatch", c.CleanupBatch)
+	return p.Err()
 }
 
 // Dispatcher runs the work queue of an [Inbox], or of several (one per

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/sqldriver"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/retry"
 )
@@ -55,6 +56,20 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Validate reports every invalid field of c at once: each problem is a
+// *core.ConfigError (wrapping core.ErrInvalidConfig) naming its field
+// ("Table", which also wraps core.ErrInvalidIdentifier), joined with
+// errors.Join. The dialect is not checked: it depends on the database
+// handle. New runs it before it touches the database; tenant.NewInbox
+// runs it before it opens any, naming the fields "Inbox.Table".
+func (c Config) Validate() error {
+	table := c.Table
+	if table == "" {
+		table = DefaultTable
+	}
+	return jdbcstore.Config{Table: table, MaxErrorLen: c.MaxErrorLen}.Validate()
+}
+
 // Inbox is the idempotent receiver over one table. It offers two ways to
 // process inbound messages exactly once in effect:
 //
@@ -80,10 +95,14 @@ type Inbox struct {
 	members map[*member]struct{} // dispatchers' members to notify after an enqueue
 }
 
-// New returns an inbox on db and, unless cfg.SkipSchema, creates its table.
-// Configuration errors wrap core.ErrInvalidConfig or, for a bad table name,
-// core.ErrInvalidIdentifier.
-func New(ctx context.Context, db *sqlx.DB, cfg Config) (*Inbox, error) {
+// New returns an inbox on db, the handle the application already has: a
+// *sql.DB (its driver is detected: go-sql-driver/mysql or mattn
+// go-sqlite3) or a *sqlx.DB. It validates cfg first (see
+// [Config.Validate]: every problem at once) and, unless cfg.SkipSchema,
+// then creates its table. Configuration errors wrap core.ErrInvalidConfig
+// or, for a bad table name, core.ErrInvalidIdentifier as well.
+func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*Inbox, error) {
+	db := sqldriver.Of(handle)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

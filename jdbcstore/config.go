@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 )
 
 // Defaults applied by [New] to zero [Config] fields.
@@ -89,21 +90,41 @@ func (cfg Config) validate(driverName string) error {
 	if cfg.Dialect == nil {
 		return unsupported(driverName, nil)
 	}
-	if err := ValidateTableName(cfg.Table); err != nil {
-		return err
+	return cfg.validateFields()
+}
+
+// Validate reports every invalid field of cfg, after the defaults are
+// applied, at once: each problem is a *core.ConfigError (wrapping
+// core.ErrInvalidConfig) naming its field ("Table"), joined with
+// errors.Join. The dialect is not checked: it depends on the database
+// handle (New reports a missing one). New and NewInbox run it;
+// outbox.New and tenant.New run it before they touch the database,
+// naming the fields "Store.Table".
+func (cfg Config) Validate() error {
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
 	}
+	return cfg.validateFields()
+}
+
+// validateFields checks every field but the dialect.
+func (cfg Config) validateFields() error {
+	var p cfgpath.Collector
+	p.Add("", ValidateTableName(cfg.Table))
 	if cfg.MaxErrorLen < 0 {
-		return &core.ConfigError{Field: "MaxErrorLen", Msg: fmt.Sprintf("must not be negative, got %d", cfg.MaxErrorLen)}
+		p.Field("MaxErrorLen", fmt.Sprintf("must not be negative, got %d", cfg.MaxErrorLen))
 	}
-	return nil
+	return p.Err()
 }
 
 // ValidateTableName reports whether name can be used as [Config.Table]
 // (an empty Config.Table means [DefaultTable], but "" itself is not a
-// valid name). The error wraps [core.ErrInvalidIdentifier].
+// valid name). The error is a *core.ConfigError for the field "Table"; it
+// wraps [core.ErrInvalidIdentifier] and core.ErrInvalidConfig.
 func ValidateTableName(name string) error {
 	if !tableNamePattern.MatchString(name) {
-		return fmt.Errorf("%w: table name %q must match %s", core.ErrInvalidIdentifier, name, tableNamePattern)
+		return &core.ConfigError{Field: "Table", Err: core.ErrInvalidIdentifier,
+			Msg: fmt.Sprintf("%q must match %s", name, tableNamePattern)}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 )
 
 // Defaults of [Config] (spec §11, §15).
@@ -96,18 +97,19 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Validate reports every invalid field of c, after the defaults are
+// applied, at once: each problem is a *core.ConfigError (wrapping
+// core.ErrInvalidConfig) naming its field ("BatchSize"), joined with
+// errors.Join. New and NewMulti run it; outbox.New and tenant.New run it
+// before they touch the database, naming the fields "Poller.BatchSize".
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
 func (c Config) validate() error {
-	switch {
-	case c.Interval < 0:
-		return &core.ConfigError{Field: "poller.Interval", Msg: "must be positive"}
-	case c.BacklogInterval < 0:
-		return &core.ConfigError{Field: "poller.BacklogInterval", Msg: "must be positive"}
-	case c.BatchSize < 1:
-		return &core.ConfigError{Field: "poller.BatchSize", Msg: "must be at least 1"}
-	case c.QueryTimeout < 0:
-		return &core.ConfigError{Field: "poller.QueryTimeout", Msg: "must be positive"}
-	case c.ReapBatch < 1:
-		return &core.ConfigError{Field: "poller.ReapBatch", Msg: "must be at least 1"}
-	}
-	return nil
+	var p cfgpath.Collector
+	p.NotNegative("Interval", c.Interval)
+	p.NotNegative("BacklogInterval", c.BacklogInterval)
+	p.AtLeast1("BatchSize", c.BatchSize)
+	p.NotNegative("QueryTimeout", c.QueryTimeout)
+	p.AtLeast1("ReapBatch", c.ReapBatch)
+	return p.Err()
 }

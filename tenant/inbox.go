@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 )
 
 // InboxConfig configures [NewInbox]. Databases or Discover (or both) name
@@ -66,8 +67,13 @@ type Inbox struct {
 // NewInbox opens the databases of cfg.Databases (or of a first discovery),
 // creates each one's inbox table unless cfg.Inbox.SkipSchema, and adds
 // each inbox to one dispatcher. Nothing runs until [Inbox.Start]. A
-// database that cannot be opened fails NewInbox. Configuration errors wrap
-// core.ErrInvalidConfig.
+// database that cannot be opened fails NewInbox.
+//
+// NewInbox validates the whole cfg before it opens any database and
+// reports every problem at once: an error joining one *core.ConfigError
+// per invalid field (errors.Is core.ErrInvalidConfig), each named by its
+// path from InboxConfig, such as "Dispatcher.Workers" or "Inbox.Table"
+// (the last also errors.Is core.ErrInvalidIdentifier).
 func NewInbox(ctx context.Context, cfg InboxConfig) (*Inbox, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -75,7 +81,7 @@ func NewInbox(ctx context.Context, cfg InboxConfig) (*Inbox, error) {
 	}
 	disp, err := inbox.NewMultiDispatcher(cfg.Dispatcher)
 	if err != nil {
-		return nil, err
+		return nil, cfgpath.Prefix("Dispatcher", err)
 	}
 	ib := &Inbox{Dispatcher: disp, cfg: cfg}
 	if ib.set, err = newSet(ctx, cfg.setOptions(), ib.attach, ib.detach); err != nil {
@@ -109,8 +115,13 @@ func (c InboxConfig) setOptions() setOptions {
 		route: c.Route, drain: c.DrainTimeout, log: c.Logger}
 }
 
+// validate reports every problem of c at once.
 func (c InboxConfig) validate() error {
-	return c.setOptions().validate("tenant.InboxConfig", c.Inbox.Table)
+	var p cfgpath.Collector
+	c.setOptions().validate(&p)
+	p.Add("Inbox", c.Inbox.Validate())
+	p.Add("Dispatcher", c.Dispatcher.Validate())
+	return p.Err()
 }
 
 // attach builds the inbox of a newly opened database and adds it to the

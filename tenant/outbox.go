@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
@@ -40,20 +41,28 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Store is the configuration of every database's store (table name,
 	// error length). Dialect, when nil, is detected per database; Logger
-	// and Now default to this Config's.
+	// defaults to this Config's; leave Now nil (see Now below).
 	Store jdbcstore.Config
 	// SkipSchema leaves the schemas alone; by default each database gets
 	// the embedded, idempotent schema when it joins the set.
 	SkipSchema bool
 	// Dispatcher configures the one dispatcher (workers, queues, retries)
-	// shared by every database. Logger and Metrics default to this Config's.
+	// shared by every database. Logger and Metrics default to this
+	// Config's; leave Now nil.
 	Dispatcher dispatcher.Config
 	// Poller configures the one poller over every database; its Selector
 	// (core.RoundRobin by default, or core.DrainFirst) orders the stores.
-	// Logger and Metrics default to this Config's.
+	// Logger and Metrics default to this Config's; leave Now nil. Not
+	// validated when DisablePoller.
 	Poller poller.Config
 	// DisablePoller turns the fallback scan off.
 	DisablePoller bool
+	// Now is the one clock of every part: the stores' stored times, the
+	// dispatcher's retry times and leases, the poller's due times.
+	// Defaults to time.Now. The parts' own Now fields (Store.Now,
+	// Dispatcher.Now, Poller.Now) must stay nil: New reports them as
+	// invalid, so that no part runs on another clock.
+	Now func() time.Time
 	// Logger is the default logger of every part. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics receives every signal; when it implements core.StoreMetrics,
@@ -94,18 +103,16 @@ func (t *Tenant) Publish(ctx context.Context, env core.Envelope) (string, error)
 }
 
 // Outbox is the outbox over several databases: a router to each database
-// (a [Tenant]), one dispatcher and one poller for all of them. Create it
-// with [New]; it is safe for concurrent use.
+// (a [Tenant]), one dispatcher and one poller for all of them, and one set
+// of listeners ([Outbox.Register], [Outbox.RegisterFunc], …) shared by
+// every database. Create it with [New]; it is safe for concurrent use.
 type Outbox struct {
-	// Registry holds the listeners, shared by every database; its methods
-	// (Register, RegisterFunc, RegisterAll, RegisterAllFunc, …) are the
-	// Outbox's.
-	*registry.Registry
 	// Dispatcher delivers the events of every database.
 	Dispatcher *dispatcher.Dispatcher
 	// Poller drains every database's outbox; nil when DisablePoller.
 	Poller *poller.Poller
 
+	reg *registry.Registry
 	cfg Config
 	set *set[*Tenant]
 }
@@ -114,20 +121,26 @@ type Outbox struct {
 // applies the schema to each unless SkipSchema, and wires the dispatcher
 // and the poller over them. Nothing runs until [Outbox.Start]. A database
 // that cannot be opened fails New.
+//
+// New validates the whole cfg before it opens any database and reports
+// every problem at once: an error joining one *core.ConfigError per
+// invalid field (errors.Is core.ErrInvalidConfig), each named by its path
+// from Config, such as "Dispatcher.Workers" or "Store.Table" (the last
+// also errors.Is core.ErrInvalidIdentifier).
 func New(ctx context.Context, cfg Config) (*Outbox, error) {
-	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	reg := registry.New()
 	disp, err := dispatcher.NewMulti(reg, cfg.Dispatcher)
 	if err != nil {
-		return nil, err
+		return nil, cfgpath.Prefix("Dispatcher", err)
 	}
-	o := &Outbox{Registry: reg, Dispatcher: disp, cfg: cfg}
+	o := &Outbox{reg: reg, Dispatcher: disp, cfg: cfg}
 	if !cfg.DisablePoller {
 		if o.Poller, err = poller.NewMulti(cfg.Poller); err != nil {
-			return nil, err
+			return nil, cfgpath.Prefix("Poller", err)
 		}
 	}
 	if o.set, err = newSet(ctx, cfg.setOptions(), o.attach, o.detach); err != nil {
@@ -149,6 +162,10 @@ func (c Config) withDefaults() Config {
 	if c.Store.Logger == nil {
 		c.Store.Logger = c.Logger
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.Store.Now, c.Dispatcher.Now, c.Poller.Now = c.Now, c.Now, c.Now
 	core.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
 	core.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
 	c.DrainTimeout = drainDefault(c.DrainTimeout, c.Dispatcher.Lease, dispatcher.DefaultLease)
@@ -160,8 +177,20 @@ func (c Config) setOptions() setOptions {
 		route: c.Route, drain: c.DrainTimeout, log: c.Logger}
 }
 
+// validate reports every problem of c, before the defaults are applied
+// (it checks that the parts' clocks are left unset).
 func (c Config) validate() error {
-	return c.setOptions().validate("tenant.Config", c.Store.Table)
+	var p cfgpath.Collector
+	c.setOptions().validate(&p)
+	p.UnsetClock("Store.Now", c.Store.Now)
+	p.UnsetClock("Dispatcher.Now", c.Dispatcher.Now)
+	p.UnsetClock("Poller.Now", c.Poller.Now)
+	p.Add("Store", c.Store.Validate())
+	p.Add("Dispatcher", c.Dispatcher.Validate())
+	if !c.DisablePoller {
+		p.Add("Poller", c.Poller.Validate())
+	}
+	return p.Err()
 }
 
 // attach builds the tenant of a newly opened database and hands its store
@@ -172,7 +201,7 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 	storeCfg.Logger = storeCfg.Logger.With(slog.String("store", d.ID))
 	store, err := jdbcstore.New(db, storeCfg)
 	if err != nil {
-		return nil, err
+		return nil, cfgpath.Prefix("Store", err)
 	}
 	if !o.cfg.SkipSchema {
 		if err := store.ApplySchema(ctx); err != nil {

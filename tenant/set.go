@@ -12,8 +12,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/periodic"
-	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 // RefreshResult tells what applying a set of databases changed. Store ids
@@ -66,18 +66,13 @@ type setOptions struct {
 	log       *slog.Logger
 }
 
-// validate checks the shared settings and the table name every database
-// gets ("" for the default); prefix names the config type.
-func (o setOptions) validate(prefix, table string) error {
-	switch {
-	case o.databases == nil && o.discover == nil:
-		return &core.ConfigError{Field: prefix, Msg: "needs Databases or Discover"}
-	case o.drain < 0:
-		return &core.ConfigError{Field: "tenant.DrainTimeout", Msg: "must not be negative"}
-	case table != "":
-		return jdbcstore.ValidateTableName(table)
+// validate records the problems of the shared settings in p, named by
+// their field in Config and InboxConfig.
+func (o setOptions) validate(p *cfgpath.Collector) {
+	if o.databases == nil && o.discover == nil {
+		p.Field("Databases", "must be set, or Discover")
 	}
-	return nil
+	p.NotNegative("DrainTimeout", o.drain)
 }
 
 // drainDefault is the default DrainTimeout: the configured lease, or the

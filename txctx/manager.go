@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/sqldriver"
 )
 
 // Option configures a [Manager] (or an adopted transaction, see [Adopt]).
@@ -89,34 +90,12 @@ type Manager struct {
 // detected from db.Driver() (sqlite3, mysql, postgres, pgx, sqlite); use
 // [NewX] to choose the sqlx driver name explicitly.
 func New(db *sql.DB, opts ...Option) *Manager {
-	var x *sqlx.DB
-	if db != nil {
-		x = sqlx.NewDb(db, driverName(db))
-	}
-	return &Manager{db: x, opts: buildOptions(opts)}
+	return &Manager{db: sqldriver.Wrap(db), opts: buildOptions(opts)}
 }
 
 // NewX returns a Manager for an sqlx database.
 func NewX(db *sqlx.DB, opts ...Option) *Manager {
 	return &Manager{db: db, opts: buildOptions(opts)}
-}
-
-// driverName maps well-known database/sql drivers to their sqlx names so
-// that sqlx's Rebind uses the right placeholder style.
-func driverName(db *sql.DB) string {
-	switch fmt.Sprintf("%T", db.Driver()) {
-	case "*sqlite3.SQLiteDriver":
-		return "sqlite3"
-	case "*mysql.MySQLDriver":
-		return "mysql"
-	case "*pq.Driver":
-		return "postgres"
-	case "*stdlib.Driver":
-		return "pgx"
-	case "*sqlite.Driver":
-		return "sqlite"
-	}
-	return ""
 }
 
 // Do runs fn in a transaction carried by the context passed to fn (find it

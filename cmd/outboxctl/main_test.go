@@ -274,7 +274,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"--dsn", path, "purge", "--done-older-than", "0s"}, "--done-older-than must be positive"},
 		{[]string{"--dsn", path, "purge", "--dead-older-than", "-1h"}, "must not be negative"},
 		{[]string{"--dsn", path, "purge", "--dead-older-than", "7 days"}, "invalid duration"},
-		{[]string{"--dsn", path, "--table", "bad-name", "stats"}, `table name "bad-name" must match`},
+		{[]string{"--dsn", path, "--table", "bad-name", "stats"}, `Table "bad-name" must match`},
 		{[]string{"--dsn", path, "--timeout", "0s", "stats"}, "--timeout must be positive"},
 		{[]string{"stats"}, "no database: give --dsn"},
 		{[]string{"--dsn", "root@tcp(127.0.0.1:3306)/", "stats"}, "names no database"},

@@ -1,0 +1,182 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+func tableExists(t *testing.T, ctx context.Context, db interface {
+	GetContext(ctx context.Context, dest any, q string, args ...any) error
+}) bool {
+	t.Helper()
+	var n int
+	if err := db.GetContext(ctx, &n, `SELECT COUNT(*) FROM sqlite_master WHERE name = ?`, jdbcstore.DefaultTable); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// New checks the whole Config before it touches the database, and reports
+// every problem at once, each named by its path.
+func TestNewReportsEveryProblemBeforeTheSchema(t *testing.T) {
+	ctx := context.Background()
+	db := sqliteDB(t, "fresh.db")
+	cfg := outbox.Config{}
+	cfg.Dispatcher.Workers = -1
+	cfg.Poller.BatchSize = -5
+	cfg.Store.MaxErrorLen = -1
+	_, err := outbox.New(ctx, db, cfg)
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("New = %v, want a *core.ConfigError", err)
+	}
+	got := cfgpath.Fields(err)
+	if want := []string{"Dispatcher.Workers", "Poller.BatchSize", "Store.MaxErrorLen"}; !slices.Equal(got, want) {
+		t.Fatalf("problems %q, want %q (error: %v)", got, want, err)
+	}
+	for _, ce := range cfgpath.All(err) {
+		if !errors.Is(ce, core.ErrInvalidConfig) {
+			t.Errorf("%s does not wrap ErrInvalidConfig", ce.Field)
+		}
+	}
+	if tableExists(t, ctx, db) {
+		t.Fatal("New applied the schema although the Config is invalid")
+	}
+}
+
+func TestNewConfigPaths(t *testing.T) {
+	ctx := context.Background()
+	db := sqliteDB(t, "paths.db")
+	cases := map[string]struct {
+		tweak func(*outbox.Config)
+		want  []string
+		is    error
+	}{
+		"table": {func(c *outbox.Config) { c.Store.Table = "bad;name" }, []string{"Store.Table"}, core.ErrInvalidIdentifier},
+		"cleanup": {func(c *outbox.Config) { c.EnableCleanup = true; c.Cleanup.BatchSize = -1 },
+			[]string{"Cleanup.BatchSize"}, core.ErrInvalidConfig},
+		"cleanup off": {func(c *outbox.Config) { c.Cleanup.BatchSize = -1; c.Poller.BatchSize = -1 },
+			[]string{"Poller.BatchSize"}, core.ErrInvalidConfig},
+		"poller off": {func(c *outbox.Config) {
+			c.DisablePoller = true
+			c.Poller.BatchSize = -1
+			c.Dispatcher.Lease = time.Second
+		},
+			[]string{"Dispatcher.Lease"}, core.ErrInvalidConfig},
+		"part clocks": {func(c *outbox.Config) {
+			c.Store.Now, c.Dispatcher.Now, c.Poller.Now = time.Now, time.Now, time.Now
+		}, []string{"Dispatcher.Now", "Poller.Now", "Store.Now"}, core.ErrInvalidConfig},
+	}
+	for name, tc := range cases {
+		var cfg outbox.Config
+		tc.tweak(&cfg)
+		_, err := outbox.New(ctx, db, cfg)
+		if !errors.Is(err, tc.is) {
+			t.Errorf("%s: New = %v, want %v", name, err, tc.is)
+		}
+		if got := cfgpath.Fields(err); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: problems %q, want %q (error: %v)", name, got, tc.want, err)
+		}
+	}
+	if tableExists(t, ctx, db) {
+		t.Fatal("New applied the schema although the Config is invalid")
+	}
+}
+
+// waitRecord polls the row of id until ok accepts it, up to a deadline.
+func waitRecord(t *testing.T, ob *outbox.Outbox, id string, what string, ok func(core.Record) bool) core.Record {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec, err := ob.Store.Get(context.Background(), id)
+		if err == nil && ok(rec) {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: row %+v, %v", what, rec, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+// Config.Now is the clock of every part: the store's stored times, the
+// dispatcher's leases and the poller's due times.
+func TestOneClockForEveryPart(t *testing.T) {
+	ctx := context.Background()
+	db := sqliteDB(t, "clock.db")
+	t0 := time.Date(2100, 1, 2, 3, 4, 5, 0, time.UTC) // far from the real time
+	ob, err := outbox.New(ctx, db, outbox.Config{
+		Now:    func() time.Time { return t0 },
+		Poller: pollerFast(),
+		Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release, delivered := make(chan struct{}, 1), make(chan struct{}), make(chan string, 2)
+	ob.RegisterFunc("Hot", func(_ context.Context, e outbox.Envelope) error {
+		entered <- struct{}{}
+		<-release
+		delivered <- e.ID()
+		return nil
+	})
+	ob.RegisterFunc("Cold", func(_ context.Context, e outbox.Envelope) error {
+		delivered <- e.ID()
+		return nil
+	})
+	if err := ob.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ob.Close(context.Background()) })
+
+	// The hot path: the dispatcher's lease is taken on the shared clock.
+	hot, _ := outbox.JSONEvent("Hot", `{}`)
+	if err := ob.InTx(ctx, func(ctx context.Context) error { _, err := ob.Publish(ctx, hot); return err }); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, entered, "hot listener")
+	rec, err := ob.Store.Get(ctx, hot.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.CreatedAt.Equal(t0) || !rec.AvailableAt.Equal(t0) {
+		t.Errorf("store clock: created_at %v, available_at %v, want %v", rec.CreatedAt, rec.AvailableAt, t0)
+	}
+	if want := t0.Add(2 * time.Minute); !rec.LockedUntil.Equal(want) {
+		t.Errorf("dispatcher clock: locked_until %v, want %v", rec.LockedUntil, want)
+	}
+	close(release)
+	waitSignal(t, delivered, "hot delivery")
+	rec = waitRecord(t, ob, hot.ID(), "hot event DONE", func(r core.Record) bool { return r.Status == core.StatusDone })
+	if !rec.DoneAt.Equal(t0) {
+		t.Errorf("store clock: done_at %v, want %v", rec.DoneAt, t0)
+	}
+
+	// The poller: an unowned row due at t0 (in 2100) is only due on the
+	// shared clock.
+	cold, _ := outbox.JSONEvent("Cold", `{}`)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.PublishTx(ctx, tx, cold); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if id := waitSignal(t, delivered, "poller delivery"); id != cold.ID() {
+		t.Fatalf("delivered %s, want %s", id, cold.ID())
+	}
+}

@@ -1,0 +1,118 @@
+// Package cfgpath names configuration problems by their path in a nested
+// Config: the *core.ConfigError of a part's Config ("Workers") becomes
+// "Dispatcher.Workers" in the Config of the package that wires the part.
+package cfgpath
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Prefix returns err with the Field of every *core.ConfigError in it
+// (err itself or the errors joined in it) put under prefix: "Workers"
+// becomes prefix+".Workers", "" becomes prefix. Other errors are kept as
+// they are. A nil err returns nil; err is not modified.
+func Prefix(prefix string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *core.ConfigError
+	if e, ok := err.(*core.ConfigError); ok {
+		ce = e
+	}
+	if ce != nil {
+		c := *ce
+		if c.Field == "" {
+			c.Field = prefix
+		} else {
+			c.Field = prefix + "." + c.Field
+		}
+		return &c
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := j.Unwrap()
+		out := make([]error, len(errs))
+		for i, e := range errs {
+			out[i] = Prefix(prefix, e)
+		}
+		return errors.Join(out...)
+	}
+	return err
+}
+
+// Collector gathers the problems of a configuration.
+type Collector struct{ errs []error }
+
+// Add records err (nil is ignored) under prefix ("" for none).
+func (c *Collector) Add(prefix string, err error) {
+	if err == nil {
+		return
+	}
+	if prefix != "" {
+		err = Prefix(prefix, err)
+	}
+	c.errs = append(c.errs, err)
+}
+
+// Field records a problem of the field at path.
+func (c *Collector) Field(path, msg string) {
+	c.errs = append(c.errs, &core.ConfigError{Field: path, Msg: msg})
+}
+
+// Err returns every problem recorded, joined, or nil.
+func (c *Collector) Err() error { return errors.Join(c.errs...) }
+
+// UnsetClock records a problem when the clock of the part at path is set:
+// the parts take the one clock of the Config that wires them.
+func (c *Collector) UnsetClock(path string, now func() time.Time) {
+	if now != nil {
+		c.Field(path, "must be nil: set Config.Now, the clock of every part")
+	}
+}
+
+// All returns every *core.ConfigError in err's tree, in order.
+func All(err error) []*core.ConfigError {
+	var out []*core.ConfigError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case *core.ConfigError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// Fields returns the sorted Field of every *core.ConfigError in err's tree.
+func Fields(err error) []string {
+	var out []string
+	for _, ce := range All(err) {
+		out = append(out, ce.Field)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// AtLeast1 records a problem when the count n at path is below 1.
+func (c *Collector) AtLeast1(path string, n int) {
+	if n < 1 {
+		c.Field(path, "must be at least 1")
+	}
+}
+
+// NotNegative records a problem when the duration d at path is negative.
+func (c *Collector) NotNegative(path string, d time.Duration) {
+	if d < 0 {
+		c.Field(path, "must not be negative")
+	}
+}

@@ -1,0 +1,49 @@
+package tenant
+
+import (
+	"context"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Register adds l for the event type name, for every database; listeners
+// of one type run in registration order. It returns o for chaining and
+// panics only on programmer errors: an empty type or a nil listener (see
+// TryRegister). Registering after Start is allowed and takes effect at
+// once.
+func (o *Outbox) Register(eventType string, l core.Listener) *Outbox {
+	o.reg.Register(eventType, l)
+	return o
+}
+
+// RegisterFunc is Register with a function listener.
+func (o *Outbox) RegisterFunc(eventType string, fn func(ctx context.Context, env core.Envelope) error) *Outbox {
+	o.reg.RegisterFunc(eventType, fn)
+	return o
+}
+
+// RegisterType is Register with a type-safe event type.
+func (o *Outbox) RegisterType(t core.EventType, l core.Listener) *Outbox {
+	o.reg.RegisterType(t, l)
+	return o
+}
+
+// RegisterAll adds a listener of every event type, for every database; it
+// runs after the listeners of the event's own type.
+func (o *Outbox) RegisterAll(l core.Listener) *Outbox {
+	o.reg.RegisterAll(l)
+	return o
+}
+
+// RegisterAllFunc is RegisterAll with a function listener.
+func (o *Outbox) RegisterAllFunc(fn func(ctx context.Context, env core.Envelope) error) *Outbox {
+	o.reg.RegisterAllFunc(fn)
+	return o
+}
+
+// TryRegister is Register returning an error wrapping
+// core.ErrInvalidConfig instead of panicking, for listeners configured
+// from data.
+func (o *Outbox) TryRegister(eventType string, l core.Listener) error {
+	return o.reg.TryRegister(eventType, l)
+}
