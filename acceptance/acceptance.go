@@ -1,4 +1,5 @@
-// Package acceptance is the spec's acceptance suite (§18.1–18.6), written
+// Package acceptance is the end-to-end acceptance suite of the
+// library's guarantees (atomicity, at-least-once delivery, ordering, recovery), written
 // once against a small per-database [Harness] so every supported database
 // runs the same cases. Its tests live in this package's _test files; no
 // other package imports it.

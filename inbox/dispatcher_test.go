@@ -46,7 +46,7 @@ func mustHandle(t *testing.T, d *inbox.Dispatcher, topic string, fn func(ctx con
 	}
 }
 
-// IBX-021, 073, 076: each message goes to its topic's handler, matched
+// Each message goes to its topic's handler, matched
 // case-sensitively, with the full record and a bounded context; Enqueue
 // wakes the dispatcher (the poll interval here is an hour).
 func testDispatcherRoutes(t *testing.T, open opener) {
@@ -91,7 +91,7 @@ func testDispatcherRoutes(t *testing.T, open opener) {
 	}
 }
 
-// IBX-075, 080, 083, 084, 111, 127: a failing handler is retried with
+// A failing handler is retried with
 // backoff and the message is Dead after MaxAttempts; failures are logged at
 // ERROR with the message id, never with the payload.
 func testDispatcherRetriesThenDead(t *testing.T, open opener) {
@@ -137,7 +137,7 @@ func testDispatcherRetriesThenDead(t *testing.T, open opener) {
 	}
 }
 
-// IBX-074: no handler → warning, abandoned for a retry; a panic is a
+// No handler → warning, abandoned for a retry; a panic is a
 // failed attempt. Handler and configuration validation.
 func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
@@ -199,7 +199,7 @@ func testDispatcherHandlerGoexit(t *testing.T, open opener) {
 	waitFor(t, "the next message Done", func() bool { return e.status("s", "next") == inbox.StatusDone })
 }
 
-// IBX-079: different messages are handled at once, up to Workers.
+// Different messages are handled at once, up to Workers.
 func testDispatcherConcurrency(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", Workers: 3})
@@ -226,7 +226,7 @@ func testDispatcherConcurrency(t *testing.T, open opener) {
 	}
 }
 
-// IBX-078, 105: two dispatchers on one table never handle a message twice,
+// Two dispatchers on one table never handle a message twice,
 // let alone at the same time.
 func testDispatcherNeverSameMessageTwice(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
@@ -266,7 +266,7 @@ func testDispatcherNeverSameMessageTwice(t *testing.T, open opener) {
 	mustEqual(t, "overlap", overlap.Load(), false)
 }
 
-// IBX-072, 112 and the cleanup: a dispatcher releases the leases a crashed
+// A dispatcher releases the leases a crashed
 // node left behind and deletes Done messages past retention.
 func testDispatcherReapsAndCleansUp(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})

@@ -60,7 +60,7 @@ func (me *multiEnv) start() {
 	me.first.start(me.d)
 }
 
-// The selectors order the claim cycles over the inboxes (IBX-086…088).
+// The selectors order the claim cycles over the inboxes.
 // With one worker and BatchSize 1 every claim takes one message and the
 // next claim waits for its handler, so the handler calls are the claims in
 // order: round-robin visits a, b, c in turn, skipping the empty ones;
@@ -119,7 +119,7 @@ func testMultiSelectorOrder(t *testing.T, open opener) {
 // inboxes, failing in one and succeeding in the other, ends Processing
 // (retry after the default Backoff's 2 s) in the first and Done in the
 // second. RunOnce follows the rotation. Log lines about an inbox carry its
-// id as "store" (IBX-090, IBX-113).
+// id as "store".
 func testMultiOutcomeToOrigin(t *testing.T, open opener) {
 	me := newMultiEnv(t, open, []string{"a", "b"}, inbox.DispatcherConfig{Owner: "w"})
 	mustHandle(t, me.d, "t", func(ctx context.Context, _ inbox.Record) error {

@@ -169,7 +169,7 @@ func TestRouter(t *testing.T) {
 		t.Fatalf("For(s1) = %+v, %v", tn, err)
 	}
 	if again, _ := o.For("s1"); again != tn {
-		t.Error("For must return the same tenant every time (cached, OBX-102)")
+		t.Error("For must return the same tenant every time (cached)")
 	}
 	if tn, err := o.ForUUID(u); err != nil || tn.ID != uuidID {
 		t.Fatalf("ForUUID = %+v, %v", tn, err)
@@ -372,7 +372,7 @@ func TestDiscoveryAddsAndRemovesWhileEventsFlow(t *testing.T) {
 				t.Fatalf("Refresh = %+v, want added %v, removed [s1], 1 unchanged", res, wantAdded)
 			}
 			if s2again, _ := o.For("s2"); s2again != s2 {
-				t.Error("an unchanged database was recreated (OBX-079)")
+				t.Error("an unchanged database was recreated")
 			}
 			if _, err := o.For("s1"); !errors.Is(err, tenant.ErrUnknownKey) {
 				t.Errorf("For(s1) after its removal = %v, want ErrUnknownKey", err)
