@@ -16,6 +16,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/txctx"
 )
@@ -167,13 +168,7 @@ func TestNoPhantomAfterServerRollbackMySQL(t *testing.T) {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testsupport.WaitFor(t, 20*time.Second, what, cond)
 }
 
 // testDeadlockSwallowed makes the business transaction the victim of a

@@ -19,6 +19,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/retry"
 	"github.com/outbox-go/outbox/txctx"
 )
@@ -141,15 +142,7 @@ func (f *fixture) waitStatus(t *testing.T, id string, want core.Status) core.Rec
 // waitFor re-checks cond until it holds or waitTimeout passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		<-tick.C
-	}
+	testsupport.WaitFor(t, waitTimeout, what, cond)
 }
 
 func mustEvent(t *testing.T, b *core.Builder) core.Envelope {

@@ -18,6 +18,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/txctx"
 )
@@ -82,7 +83,7 @@ func TestPrivilegeMySQLLeastPrivilegeAccount(t *testing.T) {
 		t.Fatalf("New without SkipSchema as the least-privilege account: err = %v, want error %d", err, mysqlErrTableAccessDenied)
 	}
 
-	logs := &logCapture{}
+	logs := &testsupport.LogBuffer{}
 	m := &counters{}
 	cfg := outbox.Config{SkipSchema: true, Logger: logs.Logger(), Metrics: m}
 	cfg.Dispatcher.Workers = 1

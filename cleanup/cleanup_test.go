@@ -15,18 +15,11 @@ import (
 
 	"github.com/outbox-go/outbox/cleanup"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 
 type purged struct {
 	core.NopMetrics
@@ -39,7 +32,7 @@ func (p *purged) Purged(done, dead int) { p.mu.Lock(); p.done += done; p.dead +=
 func TestRunOnceRemovesOnlyRowsPastRetention(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := &clock{t: t0}
+	clk := testsupport.NewClock(t0)
 	db, err := jdbcstore.OpenSQLite(filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -158,7 +159,7 @@ func TestEnqueueHotNeverBlocksWhenFull(t *testing.T) {
 	if n := h.metrics.hotEnqueued.Load(); n != 2 {
 		t.Errorf("HotEnqueued = %d, want 2", n)
 	}
-	warns := h.logs.lines("level=WARN", "hot queue full")
+	warns := h.logs.Lines("level=WARN", "hot queue full")
 	if len(warns) < 1 || len(warns) > 2 {
 		t.Fatalf("%d WARN lines for %d drops, want 1 (rate-limited, at most 2 on a slow machine):\n%s", len(warns), drops, strings.Join(warns, "\n"))
 	}
@@ -283,7 +284,7 @@ func TestListenerPanicDoesNotKillWorker(t *testing.T) {
 	if got, want := c.seq(), []string{a.ID(), b.ID()}; !slices.Equal(got, want) {
 		t.Errorf("calls %v, want %v", got, want)
 	}
-	lines := h.logs.lines("level=ERROR", "listener panicked")
+	lines := h.logs.Lines("level=ERROR", "listener panicked")
 	if len(lines) != 1 {
 		t.Fatalf("%d \"listener panicked\" ERROR lines, want 1", len(lines))
 	}
@@ -299,7 +300,7 @@ func TestListenerPanicDoesNotKillWorker(t *testing.T) {
 }
 
 func TestListenerErrorMarksRetryWithPolicyDelay(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	var policyArg atomic.Int64
 	policy := retry.PolicyFunc(func(attempts int) time.Duration {
 		policyArg.Store(int64(attempts))
@@ -333,7 +334,7 @@ func TestListenerErrorMarksRetryWithPolicyDelay(t *testing.T) {
 	if n := h.metrics.failure.Load(); n != 1 {
 		t.Errorf("DispatchFailure = %d, want 1", n)
 	}
-	if w := h.logs.lines("level=WARN", "will retry", "event_id="+e.ID()); len(w) != 1 {
+	if w := h.logs.Lines("level=WARN", "will retry", "event_id="+e.ID()); len(w) != 1 {
 		t.Errorf("%d retry WARN lines, want 1", len(w))
 	}
 }
@@ -410,7 +411,7 @@ func TestDeadAtMaxAttemptsWithoutLeakingPayload(t *testing.T) {
 	if h.d.PendingRetries() != 0 {
 		t.Errorf("PendingRetries = %d after DEAD", h.d.PendingRetries())
 	}
-	dead := h.logs.lines("level=ERROR", "DEAD", "event_id="+e.ID())
+	dead := h.logs.Lines("level=ERROR", "DEAD", "event_id="+e.ID())
 	if len(dead) != 1 {
 		t.Fatalf("%d ERROR lines with DEAD, want 1:\n%s", len(dead), h.logs)
 	}
@@ -531,7 +532,7 @@ func TestStatusWriteFailureReleasesEvent(t *testing.T) {
 			t.Fatalf("row %s: %v attempts %d, want NEW 0 (left for the poller)", id, r.Status, r.Attempts)
 		}
 	}
-	errs := h.logs.lines("level=ERROR", "status write failed")
+	errs := h.logs.Lines("level=ERROR", "status write failed")
 	if len(errs) < 1 || len(errs) > 2 {
 		t.Fatalf("%d status-write ERROR lines for %d failures, want 1 (rate-limited, at most 2 on a slow machine)", len(errs), events)
 	}
@@ -598,12 +599,12 @@ func TestNoListenerMarksDoneAndWarnsOncePerType(t *testing.T) {
 		h.waitStatus(id, core.StatusDone)
 	}
 	h.waitReleased(ids...)
-	warns := h.logs.lines("level=WARN", "no listener")
+	warns := h.logs.Lines("level=WARN", "no listener")
 	if len(warns) != 2 {
 		t.Fatalf("%d no-listener WARN lines, want 2 (one per type):\n%s", len(warns), strings.Join(warns, "\n"))
 	}
 	for _, typ := range []string{"Ghost1", "Ghost2"} {
-		if n := len(h.logs.lines("level=WARN", "no listener", "event_type="+typ)); n != 1 {
+		if n := len(h.logs.Lines("level=WARN", "no listener", "event_type="+typ)); n != 1 {
 			t.Errorf("%d WARN lines for %s, want 1", n, typ)
 		}
 	}
@@ -714,5 +715,5 @@ func TestHotWaiting(t *testing.T) {
 	g.open()
 	h.waitStatus(running.ID(), core.StatusDone)
 	h.waitStatus(queued.ID(), core.StatusDone)
-	waitFor(t, waitTimeout, "HotWaiting to turn false", func() bool { return !h.d.HotWaiting() }, nil)
+	testsupport.WaitFor(t, waitTimeout, "HotWaiting to turn false", func() bool { return !h.d.HotWaiting() }, nil)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
 
@@ -64,7 +65,7 @@ func TestFencedStatusWriteIsANoOpAndReported(t *testing.T) {
 				if n := h.metrics.leaseLost.Load(); n != 1 {
 					t.Errorf("LeaseLost = %d, want 1", n)
 				}
-				warns := h.logs.lines("level=WARN", "fenced off", "owner=me", "event_id="+env.ID(), "status="+path)
+				warns := h.logs.Lines("level=WARN", "fenced off", "owner=me", "event_id="+env.ID(), "status="+path)
 				if len(warns) != 1 {
 					t.Errorf("%d WARN \"fenced off\" lines naming the owner, event and status, want 1:\n%s", len(warns), h.logs)
 				}
@@ -137,7 +138,7 @@ func TestEnqueueHotRefusesLeaseOfAnotherOwner(t *testing.T) {
 // both complete (now + ListenerTimeout + StatusTimeout > lease) is not
 // processed: another node may take it over meanwhile.
 func TestEventTooCloseToLeaseEndIsNotProcessed(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	h := newHarness(t, dispatcher.Config{Owner: "me", Workers: 1, Now: clock.Now})
 	c := &calls{}
 	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
@@ -181,7 +182,7 @@ func TestEventTooCloseToLeaseEndIsNotProcessed(t *testing.T) {
 	if got := c.seq(); len(got) != 2 || got[0] != exact.ID() || got[1] != fresh.ID() {
 		t.Errorf("listener calls %v, want [%s %s]", got, exact.ID(), fresh.ID())
 	}
-	warns := h.logs.lines("level=WARN", "waited too long", "lease_until=")
+	warns := h.logs.Lines("level=WARN", "waited too long", "lease_until=")
 	if len(warns) < 1 || len(warns) > 2 {
 		t.Fatalf("%d WARN lines for 2 skipped events, want 1 (rate-limited, at most 2 on a slow machine):\n%s", len(warns), h.logs)
 	}
@@ -236,13 +237,13 @@ func TestListenerTimeoutFailsTheDelivery(t *testing.T) {
 	if s, f := h.metrics.success.Load(), h.metrics.failure.Load(); s != 0 || f != 2 {
 		t.Errorf("DispatchSuccess %d DispatchFailure %d, want 0 and 2", s, f)
 	}
-	if l := h.logs.lines("interrupted by shutdown"); len(l) != 0 {
+	if l := h.logs.Lines("interrupted by shutdown"); len(l) != 0 {
 		t.Errorf("a listener timeout was taken for a shutdown: %v", l)
 	}
 }
 
 func TestHotLeaseAndClaimLease(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	const lease = 3 * time.Minute
 	h := newHarness(t, dispatcher.Config{Owner: "me", Lease: lease, Now: clock.Now})
 	now := clock.Now()
@@ -323,7 +324,7 @@ func TestDelayedHotEventIsDeliveredInProcessWhenDue(t *testing.T) {
 }
 
 func TestDelayedHotEventWaitsOnATimer(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	h := newHarness(t, dispatcher.Config{Workers: 1, RetryCapacity: 1, Now: clock.Now})
 	c := &calls{}
 	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
@@ -397,7 +398,7 @@ func TestDelayedHotEventWithoutTimersIsLeftToPoller(t *testing.T) {
 }
 
 func TestMarkRetryKeepsLeaseUntilNextAttempt(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	const delay, lease = 42 * time.Second, 3 * time.Minute
 	h := newHarness(t, dispatcher.Config{Owner: "me", Workers: 1, Lease: lease, Retry: fixedDelay(delay), Now: clock.Now})
 	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return errors.New("fail") })

@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
 
@@ -161,7 +162,7 @@ func TestCloseDrainsQueuedEvents(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() { closed <- h.d.Close(closeCtx(t, 10*time.Second)) }()
-	waitFor(t, waitTimeout, "Close to stop intake", func() bool { return dispatcher.Closing(h.d) }, nil)
+	testsupport.WaitFor(t, waitTimeout, "Close to stop intake", func() bool { return dispatcher.Closing(h.d) }, nil)
 
 	// Intake is closed while the queued events still wait.
 	late := h.insert("E")
@@ -249,7 +250,7 @@ func TestCloseBeforeStartReleasesQueuedEvents(t *testing.T) {
 	if hq, cq := h.d.QueueDepths(); hq != 0 || cq != 0 {
 		t.Errorf("QueueDepths after Close = %d, %d", hq, cq)
 	}
-	if l := h.logs.lines("stopped with queued events", "events=5"); len(l) != 1 {
+	if l := h.logs.Lines("stopped with queued events", "events=5"); len(l) != 1 {
 		t.Errorf("want one INFO line reporting the 5 events left to the database:\n%s", h.logs)
 	}
 	if err := h.d.Start(context.Background()); !errors.Is(err, core.ErrClosed) {

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
 
@@ -72,7 +73,7 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 		seen[env.ID()] = append(seen[env.ID()], env.TenantID())
 		return nil
 	})
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	metrics := &storeMetrics{success: map[string]int{}}
 	d := newMulti(t, dispatcher.Config{Workers: 2, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, reg)
@@ -107,17 +108,17 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 		tx.commit()
 	}
 	for id, st := range stores {
-		waitFor(t, waitTimeout, "DONE in "+id, func() bool {
+		testsupport.WaitFor(t, waitTimeout, "DONE in "+id, func() bool {
 			r, ok := st.Get("evt-1")
 			return ok && r.Status == core.StatusDone
 		}, st.Changed)
 	}
-	waitFor(t, waitTimeout, "both deliveries", func() bool {
+	testsupport.WaitFor(t, waitTimeout, "both deliveries", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen["evt-1"]) == 2
 	}, nil)
-	waitFor(t, waitTimeout, "per-store success metrics", func() bool {
+	testsupport.WaitFor(t, waitTimeout, "per-store success metrics", func() bool {
 		return metrics.count("acme") == 1 && metrics.count("globex") == 1
 	}, nil)
 	if got := d.Stores(); len(got) != 2 || got[0] != "acme" || got[1] != "globex" {
@@ -133,7 +134,7 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 func TestStoreLogsCarryTheStoreID(t *testing.T) {
 	reg := registry.New()
 	reg.RegisterFunc("Boom", func(context.Context, core.Envelope) error { return errors.New("boom") })
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	d := newMulti(t, dispatcher.Config{Workers: 1, MaxAttempts: 1,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}, reg)
 	st := memstore.New(nil)
@@ -153,8 +154,8 @@ func TestStoreLogsCarryTheStoreID(t *testing.T) {
 	if !q.EnqueueHot(env, lease) {
 		t.Fatal("EnqueueHot = false")
 	}
-	waitFor(t, waitTimeout, "DEAD", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusDead }, st.Changed)
-	lines := logs.lines("event is DEAD")
+	testsupport.WaitFor(t, waitTimeout, "DEAD", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusDead }, st.Changed)
+	lines := logs.Lines("event is DEAD")
 	if len(lines) != 1 || !strings.Contains(lines[0], "store=tenant-7") {
 		t.Fatalf("DEAD log line without the store id: %q", logs.String())
 	}
@@ -244,8 +245,8 @@ func TestRemoveStoreCancelsItsRetryTimers(t *testing.T) {
 	lease := q.HotLease(env)
 	_ = st.Insert(context.Background(), nil, env, lease)
 	q.EnqueueHot(env, lease)
-	waitFor(t, waitTimeout, "RETRY", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusRetry }, st.Changed)
-	waitFor(t, waitTimeout, "the retry timer", func() bool { return d.PendingRetries() == 1 }, nil)
+	testsupport.WaitFor(t, waitTimeout, "RETRY", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusRetry }, st.Changed)
+	testsupport.WaitFor(t, waitTimeout, "the retry timer", func() bool { return d.PendingRetries() == 1 }, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := d.RemoveStore(ctx, "a"); err != nil {

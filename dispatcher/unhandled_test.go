@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
 
@@ -36,7 +37,7 @@ func TestUnhandledDoneIsCounted(t *testing.T) {
 	if got := h.metrics.unhandled.count("Ghost"); got != 3 {
 		t.Errorf("Unhandled(Ghost) signals = %d, want 3", got)
 	}
-	if got := len(h.logs.lines("level=WARN", "no listener", "event_type=Ghost", "marked DONE")); got != 1 {
+	if got := len(h.logs.Lines("level=WARN", "no listener", "event_type=Ghost", "marked DONE")); got != 1 {
 		t.Errorf("%d WARN lines, want 1", got)
 	}
 }
@@ -46,7 +47,7 @@ func TestUnhandledDoneIsCounted(t *testing.T) {
 // no poller takes it again at once; once due, a listener registered in the
 // meantime gets it.
 func TestUnhandledLeavePostponesWithoutAttempt(t *testing.T) {
-	clk := newFakeClock()
+	clk := testsupport.NewClock(testsupport.Epoch)
 	const delay = 3 * time.Minute
 	h := newHarness(t, dispatcher.Config{Workers: 1, Now: clk.Now, Unhandled: dispatcher.UnhandledLeave, UnhandledDelay: delay})
 	h.start()
@@ -96,7 +97,7 @@ func TestUnhandledLeavePostponesWithoutAttempt(t *testing.T) {
 	if got := h.metrics.unhandled.count("Later"); got != 1 {
 		t.Errorf("Unhandled(Later) = %d, want 1", got)
 	}
-	if got := len(h.logs.lines("level=WARN", "no listener", "event_type=Later", "left pending")); got != 1 {
+	if got := len(h.logs.Lines("level=WARN", "no listener", "event_type=Later", "left pending")); got != 1 {
 		t.Errorf("%d WARN lines, want 1:\n%s", got, h.logs)
 	}
 }
@@ -128,7 +129,7 @@ func TestUnhandledLeaveWithoutPostponer(t *testing.T) {
 	if !d.EnqueueHot(env, lease) {
 		t.Fatal("EnqueueHot = false")
 	}
-	waitFor(t, waitTimeout, "the event to be released", func() bool { return !d.InFlight(env.ID()) }, nil)
+	testsupport.WaitFor(t, waitTimeout, "the event to be released", func() bool { return !d.InFlight(env.ID()) }, nil)
 	r, _ := st.Get(env.ID())
 	if r.Status != core.StatusNew || r.Attempts != 0 || r.LockedBy != d.Owner() || r.LastError != "" {
 		t.Errorf("row: %v attempts %d locked_by %q last_error %q; want it untouched", r.Status, r.Attempts, r.LockedBy, r.LastError)
@@ -149,7 +150,7 @@ func TestUnhandledDead(t *testing.T) {
 	if h.metrics.dead.Load() != 1 || h.metrics.unhandled.count("Ghost") != 1 || h.metrics.success.Load() != 0 {
 		t.Errorf("metrics: %v unhandled %d", h.metrics, h.metrics.unhandled.count("Ghost"))
 	}
-	if got := len(h.logs.lines("level=WARN", "no listener", "event_type=Ghost", "marked DEAD")); got != 1 {
+	if got := len(h.logs.Lines("level=WARN", "no listener", "event_type=Ghost", "marked DEAD")); got != 1 {
 		t.Errorf("%d WARN lines, want 1", got)
 	}
 }
@@ -169,11 +170,11 @@ func TestNoListenerWarningsAreBounded(t *testing.T) {
 	for _, id := range ids {
 		h.waitStatus(id, core.StatusDone)
 	}
-	named := len(h.logs.lines("level=WARN", "no listener")) - len(h.logs.lines("level=WARN", "no listener", "rate-limited"))
+	named := len(h.logs.Lines("level=WARN", "no listener")) - len(h.logs.Lines("level=WARN", "no listener", "rate-limited"))
 	if named < 1000 || named > 1002 { // workers may race past the bound by one each
 		t.Errorf("%d one-per-type WARN lines, want 1000 (+ at most one per worker)", named)
 	}
-	if n := len(h.logs.lines("level=WARN", "no listener", "rate-limited")); n < 1 {
+	if n := len(h.logs.Lines("level=WARN", "no listener", "rate-limited")); n < 1 {
 		t.Errorf("no rate-limited WARN for the types beyond the bound")
 	}
 }

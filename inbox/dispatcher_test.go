@@ -130,8 +130,8 @@ func testDispatcherRetriesThenDead(t *testing.T, open opener) {
 	e.clock.Advance(time.Hour)
 	run(0)
 	mustEqual(t, "attempts seen by the handler", fmt.Sprint(seen), "[0 1 2]")
-	mustEqual(t, "retry logs", len(e.logs.lines("level=ERROR", "will retry", "message_id=m", "downstream unavailable")), 2)
-	mustEqual(t, "dead log", len(e.logs.lines("level=ERROR", "Dead", "message_id=m")), 1)
+	mustEqual(t, "retry logs", len(e.logs.Lines("level=ERROR", "will retry", "message_id=m", "downstream unavailable")), 2)
+	mustEqual(t, "dead log", len(e.logs.Lines("level=ERROR", "Dead", "message_id=m")), 1)
 	if strings.Contains(e.logs.String(), "SECRET-PAYLOAD") {
 		t.Fatal("the payload was logged")
 	}
@@ -152,7 +152,7 @@ func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt", rec.Attempt, 1)
 	mustEqual(t, "error", strings.Contains(rec.LastError, "no handler for topic"), true)
-	mustEqual(t, "warning", len(e.logs.lines("level=WARN", "no handler", "topic=nobody")), 1)
+	mustEqual(t, "warning", len(e.logs.Lines("level=WARN", "no handler", "topic=nobody")), 1)
 	rec = e.get("s", "panics")
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt", rec.Attempt, 1)
@@ -194,7 +194,7 @@ func testDispatcherHandlerGoexit(t *testing.T, open opener) {
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "error", rec.LastError, inbox.ErrHandlerGoexit.Error())
 	mustEqual(t, "lease released", rec.LockedBy, "")
-	mustEqual(t, "error log", len(e.logs.lines("level=ERROR", "will retry", "message_id=exits", "Goexit")), 1)
+	mustEqual(t, "error log", len(e.logs.Lines("level=ERROR", "will retry", "message_id=exits", "Goexit")), 1)
 	e.enqueue(inbox.Message{Source: "s", MessageID: "next", Topic: "ok"})
 	waitFor(t, "the next message Done", func() bool { return e.status("s", "next") == inbox.StatusDone })
 }
@@ -281,8 +281,8 @@ func testDispatcherReapsAndCleansUp(t *testing.T, open opener) {
 	e.start(d)
 	waitFor(t, "orphan Done", func() bool { return e.status("s", "orphan") == inbox.StatusDone })
 	waitFor(t, "old deleted", func() bool { return e.status("s", "old") == inbox.Status(-1) })
-	mustEqual(t, "reap log", len(e.logs.lines("level=INFO", "released expired leases", "messages=1")), 1)
-	mustEqual(t, "cleanup log", len(e.logs.lines("level=INFO", "deleted Done messages past retention", "messages=1")), 1)
+	mustEqual(t, "reap log", len(e.logs.Lines("level=INFO", "released expired leases", "messages=1")), 1)
+	mustEqual(t, "cleanup log", len(e.logs.Lines("level=INFO", "deleted Done messages past retention", "messages=1")), 1)
 }
 
 // Start/Stop: a graceful Stop waits for the running handler's outcome; a
@@ -339,7 +339,7 @@ func testDispatcherStop(t *testing.T, open opener) {
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt not charged", rec.Attempt, 0)
 	mustEqual(t, "lease released", rec.LockedBy, "")
-	mustEqual(t, "log", len(e.logs.lines("interrupted by shutdown", "lease is released", "message_id=stuck")), 1)
+	mustEqual(t, "log", len(e.logs.Lines("interrupted by shutdown", "lease is released", "message_id=stuck")), 1)
 
 	// Another dispatcher (a restarted process) takes it over at once,
 	// without waiting for the lease (30 s) to expire.

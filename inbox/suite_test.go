@@ -148,7 +148,7 @@ func testAlreadyProcessed(t *testing.T, open opener) {
 	mustEqual(t, "first seen", rec.FirstSeenAt, t0)
 	mustEqual(t, "last seen", rec.LastSeenAt, t0)
 	mustEqual(t, "hash stored", bytes.Equal(rec.Hash, h1[:]), true)
-	mustEqual(t, "debug log", len(e.logs.lines("deduplication check")) > 0, true)
+	mustEqual(t, "debug log", len(e.logs.Lines("deduplication check")) > 0, true)
 
 	t1 := e.clock.Advance(time.Minute)
 	if done, err = e.in.AlreadyProcessed(e.ctx, "stripe", "evt_1", h1[:]); err != nil || done {
@@ -158,13 +158,13 @@ func testAlreadyProcessed(t *testing.T, open opener) {
 	mustEqual(t, "first seen kept", rec.FirstSeenAt, t0)
 	mustEqual(t, "last seen", rec.LastSeenAt, t1)
 	mustEqual(t, "status", rec.Status, inbox.StatusSeen)
-	mustEqual(t, "no warning yet", len(e.logs.lines("level=WARN")), 0)
+	mustEqual(t, "no warning yet", len(e.logs.Lines("level=WARN")), 0)
 
 	// A different hash is a warning, never an error.
 	if done, err = e.in.AlreadyProcessed(e.ctx, "stripe", "evt_1", h2[:]); err != nil || done {
 		t.Fatalf("check with another hash = %v, %v", done, err)
 	}
-	if lines := e.logs.lines("level=WARN", "different content hash", "evt_1"); len(lines) != 1 {
+	if lines := e.logs.Lines("level=WARN", "different content hash", "evt_1"); len(lines) != 1 {
 		t.Fatalf("want one hash warning, got %q", e.logs.String())
 	}
 	mustEqual(t, "first hash kept", bytes.Equal(e.get("stripe", "evt_1").Hash, h1[:]), true)
@@ -457,7 +457,7 @@ func testEnqueueUpsert(t *testing.T, open opener) {
 	mustEqual(t, "first seen", rec.FirstSeenAt, t0)
 	mustEqual(t, "attempt kept", rec.Attempt, 1)
 	mustEqual(t, "last error kept", rec.LastError, "flaky")
-	if len(e.logs.lines("level=WARN", "different content hash", "message_id=p")) != 1 {
+	if len(e.logs.Lines("level=WARN", "different content hash", "message_id=p")) != 1 {
 		t.Fatalf("no hash warning:\n%s", e.logs.String())
 	}
 
@@ -575,7 +575,7 @@ func testClaim(t *testing.T, open opener) {
 	stored := e.get("s", "p1")
 	mustEqual(t, "stored owner", stored.LockedBy, "w1")
 	mustEqual(t, "stored until", stored.LockedUntil, now.Add(30*time.Second))
-	mustEqual(t, "claim logged at debug", len(e.logs.lines("level=DEBUG", "inbox: claimed", "owner=w1", "messages=1")), 1)
+	mustEqual(t, "claim logged at debug", len(e.logs.Lines("level=DEBUG", "inbox: claimed", "owner=w1", "messages=1")), 1)
 
 	// Leased messages are not claimed, by others or by the owner.
 	mustEqual(t, "other owner", len(e.claim("w2", time.Minute, 10)), 0)

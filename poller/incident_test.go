@@ -31,8 +31,8 @@ func TestSkippedFullCycleDoesNotEndAnIncident(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	errorLines := func() int { return len(e.logs.lines("level=ERROR", "poll cycle failed")) }
-	recovered := func() int { return len(e.logs.lines("poller recovered")) }
+	errorLines := func() int { return len(e.logs.Lines("level=ERROR", "poll cycle failed")) }
+	recovered := func() int { return len(e.logs.Lines("poller recovered")) }
 
 	for round := 1; round <= 3; round++ {
 		from := failed.Load()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/tenant"
@@ -504,7 +505,7 @@ func TestBadConfigurationAndSets(t *testing.T) {
 		t.Errorf("Refresh without Discover = %v", err)
 	}
 	// A database that cannot be opened is left out; the rest applies.
-	logs := &logBuffer{}
+	logs := &testsupport.LogBuffer{}
 	o2, err := tenant.New(ctx, tenant.Config{Databases: []tenant.Database{}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -554,7 +555,7 @@ func (p *perStore) get(key string) int {
 
 func TestStoreIDInLogsAndMetrics(t *testing.T) {
 	dbs := withOrders(t, sqliteDatabases(t, 2))
-	logs := &logBuffer{}
+	logs := &testsupport.LogBuffer{}
 	metrics := &perStore{counts: map[string]int{}}
 	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
