@@ -198,7 +198,7 @@ func newOutageEnv(t *testing.T, cfg *mysql.Config) *outageEnv {
 		delivered: map[string]int{},
 	}
 	ctx := context.Background()
-	ocfg := outbox.Config{Logger: e.logs.Logger(), Metrics: &counters{}}
+	ocfg := outbox.Config{Logger: e.logs.Logger(), Metrics: &testsupport.Metrics{}}
 	ocfg.Dispatcher.HotCapacity = 64 // overflow: the poller's claim carries part of the flow
 	ocfg.Poller.Interval = 10 * time.Millisecond
 	ocfg.Poller.BacklogInterval = 5 * time.Millisecond

@@ -197,7 +197,7 @@ func secretHotDrop(t *testing.T, s *secrecyRun) {
 	if err := f.publish(t, nil, rest...); err != nil {
 		t.Fatal(err)
 	}
-	if f.metrics.dropped.Load() == 0 {
+	if f.metrics.Dropped.Load() == 0 {
 		t.Fatal("no event dropped by the full hot queue")
 	}
 	close(gate)

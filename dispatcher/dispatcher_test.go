@@ -33,7 +33,7 @@ func TestHotPathDeliversSameEnvelopeAndMarksDone(t *testing.T) {
 	env := h.env("OrderPaid", func(b *core.Builder) {
 		b.AggregateType("Order").AggregateID("o-1").TenantID("t-1").Header("trace", "abc")
 	})
-	tx := &fakeTx{active: true}
+	tx := testsupport.NewTx()
 	id, err := client.Publish(core.ContextWithTx(context.Background(), tx), env)
 	if err != nil || id != env.ID() {
 		t.Fatalf("Publish = %q, %v; want %q, nil", id, err, env.ID())
@@ -46,7 +46,7 @@ func TestHotPathDeliversSameEnvelopeAndMarksDone(t *testing.T) {
 		t.Fatal("listener ran before commit")
 	default:
 	}
-	tx.commit()
+	tx.Commit()
 
 	delivered := recv(t, got, "the listener to receive the event")
 	if !reflect.DeepEqual(delivered, env) {
@@ -54,14 +54,14 @@ func TestHotPathDeliversSameEnvelopeAndMarksDone(t *testing.T) {
 	}
 	h.waitStatus(id, core.StatusDone)
 	h.waitReleased(id)
-	h.wait("DispatchSuccess", func() bool { return h.metrics.success.Load() == 1 })
-	if n := h.metrics.hotEnqueued.Load(); n != 1 {
+	h.wait("DispatchSuccess", func() bool { return h.metrics.Success.Load() == 1 })
+	if n := h.metrics.Hot.Load(); n != 1 {
 		t.Errorf("HotEnqueued = %d, want 1", n)
 	}
 	if r := h.row(id); r.Attempts != 0 || r.LastError != "" || r.DoneAt.IsZero() {
 		t.Errorf("DONE row: attempts %d last_error %q done_at %v; want 0, \"\", set", r.Attempts, r.LastError, r.DoneAt)
 	}
-	if n := h.metrics.hotDropped.Load() + h.metrics.failure.Load() + h.metrics.dead.Load(); n != 0 {
+	if n := h.metrics.Dropped.Load() + h.metrics.Failure.Load() + h.metrics.Dead.Load(); n != 0 {
 		t.Errorf("unexpected metrics: %v", h.metrics)
 	}
 }
@@ -153,10 +153,10 @@ func TestEnqueueHotNeverBlocksWhenFull(t *testing.T) {
 			t.Fatalf("EnqueueHot #%d on a full queue = true, want false", i)
 		}
 	}
-	if n := h.metrics.hotDropped.Load(); n != drops {
+	if n := h.metrics.Dropped.Load(); n != drops {
 		t.Errorf("HotDropped = %d, want %d", n, drops)
 	}
-	if n := h.metrics.hotEnqueued.Load(); n != 2 {
+	if n := h.metrics.Hot.Load(); n != 2 {
 		t.Errorf("HotEnqueued = %d, want 2", n)
 	}
 	warns := h.logs.Lines("level=WARN", "hot queue full")
@@ -294,7 +294,7 @@ func TestListenerPanicDoesNotKillWorker(t *testing.T) {
 	if !strings.Contains(lines[0], "event_id="+a.ID()) {
 		t.Errorf("panic log line does not name the event: %s", lines[0])
 	}
-	if n := h.metrics.failure.Load(); n != 1 {
+	if n := h.metrics.Failure.Load(); n != 1 {
 		t.Errorf("DispatchFailure = %d, want 1", n)
 	}
 }
@@ -331,7 +331,7 @@ func TestListenerErrorMarksRetryWithPolicyDelay(t *testing.T) {
 	if !h.d.InFlight(e.ID()) {
 		t.Error("an event waiting for its in-process retry must stay in flight (the poller must skip it)")
 	}
-	if n := h.metrics.failure.Load(); n != 1 {
+	if n := h.metrics.Failure.Load(); n != 1 {
 		t.Errorf("DispatchFailure = %d, want 1", n)
 	}
 	if w := h.logs.Lines("level=WARN", "will retry", "event_id="+e.ID()); len(w) != 1 {
@@ -373,7 +373,7 @@ func TestInProcessRetryFiresAtBackoffDelay(t *testing.T) {
 	if r := h.row(e.ID()); r.Attempts != 1 {
 		t.Errorf("attempts = %d, want 1", r.Attempts)
 	}
-	if h.metrics.failure.Load() != 1 || h.metrics.success.Load() != 1 {
+	if h.metrics.Failure.Load() != 1 || h.metrics.Success.Load() != 1 {
 		t.Errorf("metrics %v, want failure 1 success 1", h.metrics)
 	}
 	if n := h.d.PendingRetries(); n != 0 {
@@ -405,7 +405,7 @@ func TestDeadAtMaxAttemptsWithoutLeakingPayload(t *testing.T) {
 	if r.Attempts != 3 || !strings.Contains(r.LastError, "card declined") {
 		t.Errorf("DEAD row: attempts %d last_error %q; want 3 and the listener's error", r.Attempts, r.LastError)
 	}
-	if d, f := h.metrics.dead.Load(), h.metrics.failure.Load(); d != 1 || f != 2 {
+	if d, f := h.metrics.Dead.Load(), h.metrics.Failure.Load(); d != 1 || f != 2 {
 		t.Errorf("DispatchDead %d DispatchFailure %d, want 1 and 2", d, f)
 	}
 	if h.d.PendingRetries() != 0 {
@@ -446,7 +446,7 @@ func TestColdAttemptsCountTowardsMaxAttempts(t *testing.T) {
 	if r := h.row(e.ID()); r.Attempts != 3 {
 		t.Errorf("attempts = %d, want 3", r.Attempts)
 	}
-	if h.metrics.dead.Load() != 1 || h.metrics.coldEnqueued.Load() != 1 {
+	if h.metrics.Dead.Load() != 1 || h.metrics.Cold.Load() != 1 {
 		t.Errorf("metrics %v, want dead 1 coldEnqueued 1", h.metrics)
 	}
 }
@@ -608,7 +608,7 @@ func TestNoListenerMarksDoneAndWarnsOncePerType(t *testing.T) {
 			t.Errorf("%d WARN lines for %s, want 1", n, typ)
 		}
 	}
-	if n := h.metrics.success.Load(); n != 5 {
+	if n := h.metrics.Success.Load(); n != 5 {
 		t.Errorf("DispatchSuccess = %d, want 5", n)
 	}
 }
@@ -670,7 +670,7 @@ func TestColdRoomAndQueueDepths(t *testing.T) {
 	if hq, cq := h.d.QueueDepths(); hq != 1 || cq != 3 {
 		t.Fatalf("QueueDepths = %d, %d; want 1, 3", hq, cq)
 	}
-	if n := h.metrics.coldEnqueued.Load(); n != 3 {
+	if n := h.metrics.Cold.Load(); n != 3 {
 		t.Errorf("ColdEnqueued = %d, want 3", n)
 	}
 }

@@ -48,7 +48,7 @@ func TestListenerGoexitFailsDeliveryAndReplacesWorker(t *testing.T) {
 	if !strings.Contains(lines[0], "goexit_test.go") {
 		t.Errorf("the Goexit ERROR has no stack showing the listener: %s", lines[0])
 	}
-	if got := h.metrics.failure.Load(); got != 1 {
+	if got := h.metrics.Failure.Load(); got != 1 {
 		t.Errorf("DispatchFailure = %d, want 1", got)
 	}
 	h.wait("the pool to be back to 1 worker", func() bool { return dispatcher.LiveWorkers(h.d) == 1 })
@@ -181,7 +181,7 @@ func TestHungListenerThenGoexitIsReplacedOnce(t *testing.T) {
 	if got := len(h.logs.Lines("Goexit")); got != 0 {
 		t.Errorf("%d log lines about the Goexit of an abandoned listener, want 0", got)
 	}
-	if got := h.metrics.failure.Load(); got != 1 {
+	if got := h.metrics.Failure.Load(); got != 1 {
 		t.Errorf("DispatchFailure = %d, want 1", got)
 	}
 }

@@ -2,7 +2,6 @@ package dispatcher_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -26,30 +25,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // 2-core machine running -race, and still a clear failure when something
 // never happens.
 const waitTimeout = 5 * time.Second
-
-// fakeMetrics counts the dispatch signals.
-type fakeMetrics struct {
-	core.NopMetrics
-	hotEnqueued, hotDropped, coldEnqueued  atomic.Int64
-	success, failure, dead, queueDepthCall atomic.Int64
-	leaseLost, leasesReaped                atomic.Int64
-	unhandled                              calls // event types, one per Unhandled signal
-}
-
-func (m *fakeMetrics) HotEnqueued()         { m.hotEnqueued.Add(1) }
-func (m *fakeMetrics) HotDropped()          { m.hotDropped.Add(1) }
-func (m *fakeMetrics) ColdEnqueued()        { m.coldEnqueued.Add(1) }
-func (m *fakeMetrics) DispatchSuccess()     { m.success.Add(1) }
-func (m *fakeMetrics) DispatchFailure()     { m.failure.Add(1) }
-func (m *fakeMetrics) DispatchDead()        { m.dead.Add(1) }
-func (m *fakeMetrics) QueueDepths(_, _ int) { m.queueDepthCall.Add(1) }
-func (m *fakeMetrics) LeaseLost(n int)      { m.leaseLost.Add(int64(n)) }
-func (m *fakeMetrics) LeasesReaped(n int)   { m.leasesReaped.Add(int64(n)) }
-func (m *fakeMetrics) String() string {
-	return fmt.Sprintf("hotEnqueued=%d hotDropped=%d coldEnqueued=%d success=%d failure=%d dead=%d leaseLost=%d",
-		m.hotEnqueued.Load(), m.hotDropped.Load(), m.coldEnqueued.Load(), m.success.Load(), m.failure.Load(), m.dead.Load(),
-		m.leaseLost.Load())
-}
 
 // gate blocks listeners until opened. It is opened at the latest by the
 // test's cleanup, which runs before the dispatcher's Close cleanup when the
@@ -111,7 +86,7 @@ type harness struct {
 	reg     *registry.Registry
 	d       *dispatcher.Dispatcher
 	logs    *testsupport.LogBuffer
-	metrics *fakeMetrics
+	metrics *testsupport.Metrics
 	now     func() time.Time // the dispatcher's clock
 	seq     atomic.Int64
 }
@@ -121,7 +96,7 @@ type harness struct {
 // dispatcher is closed by the test's cleanup.
 func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
 	t.Helper()
-	h := &harness{t: t, reg: registry.New(), logs: &testsupport.LogBuffer{}, metrics: &fakeMetrics{}, now: cfg.Now}
+	h := &harness{t: t, reg: registry.New(), logs: &testsupport.LogBuffer{}, metrics: &testsupport.Metrics{}, now: cfg.Now}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -260,40 +235,6 @@ func (h *harness) mustEnqueueCold(env core.Envelope, attempts int) {
 // fixedDelay is a retry policy returning d for every attempt.
 func fixedDelay(d time.Duration) retry.Policy {
 	return retry.PolicyFunc(func(int) time.Duration { return d })
-}
-
-// fakeTx is a minimal core.Tx: Commit runs the after-commit hooks.
-type fakeTx struct {
-	mu     sync.Mutex
-	active bool
-	hooks  []func()
-}
-
-func (tx *fakeTx) ExecContext(context.Context, string, ...any) (sql.Result, error) { return nil, nil }
-
-func (tx *fakeTx) Active() bool {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	return tx.active
-}
-
-func (tx *fakeTx) AfterCommit(fn func()) {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	tx.hooks = append(tx.hooks, fn)
-}
-
-func (tx *fakeTx) AfterRollback(func()) {}
-
-func (tx *fakeTx) commit() {
-	tx.mu.Lock()
-	tx.active = false
-	hooks := tx.hooks
-	tx.hooks = nil
-	tx.mu.Unlock()
-	for _, fn := range hooks {
-		fn()
-	}
 }
 
 // recv waits for a value on ch or fails at the deadline.

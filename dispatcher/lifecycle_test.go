@@ -123,7 +123,7 @@ func TestCloseDeadlineDoesNotKillEventOnLastAttempt(t *testing.T) {
 	if r := h.row(e.ID()); r.Status == core.StatusDead {
 		t.Errorf("shutdown made the event DEAD (attempts %d, last_error %q); it must stay RETRY for the next run", r.Attempts, r.LastError)
 	}
-	if n := h.metrics.dead.Load(); n != 0 {
+	if n := h.metrics.Dead.Load(); n != 0 {
 		t.Errorf("DispatchDead = %d after a shutdown interruption, want 0", n)
 	}
 }
@@ -211,7 +211,7 @@ func TestEnqueueAfterCloseReturnsFalse(t *testing.T) {
 	if h.d.InFlight(e.ID()) {
 		t.Error("refused event is in flight")
 	}
-	if n := h.metrics.hotDropped.Load(); n != 1 {
+	if n := h.metrics.Dropped.Load(); n != 1 {
 		t.Errorf("HotDropped = %d, want 1", n)
 	}
 	if err := h.d.Stop(context.Background()); err != nil {

@@ -17,33 +17,6 @@ import (
 	"github.com/outbox-go/outbox/registry"
 )
 
-// storeMetrics records the signals of each store separately.
-type storeMetrics struct {
-	core.NopMetrics
-	mu      sync.Mutex
-	success map[string]int
-}
-
-type scopedMetrics struct {
-	core.NopMetrics
-	parent *storeMetrics
-	id     string
-}
-
-func (m *storeMetrics) ForStore(id string) core.Metrics { return scopedMetrics{parent: m, id: id} }
-
-func (s scopedMetrics) DispatchSuccess() {
-	s.parent.mu.Lock()
-	defer s.parent.mu.Unlock()
-	s.parent.success[s.id]++
-}
-
-func (m *storeMetrics) count(id string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.success[id]
-}
-
 func newMulti(t *testing.T, cfg dispatcher.Config, reg *registry.Registry) *dispatcher.Dispatcher {
 	t.Helper()
 	if cfg.Logger == nil {
@@ -74,7 +47,7 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 		return nil
 	})
 	logs := &testsupport.LogBuffer{}
-	metrics := &storeMetrics{success: map[string]int{}}
+	metrics := &testsupport.StoreMetrics{}
 	d := newMulti(t, dispatcher.Config{Workers: 2, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, reg)
 	stores := map[string]*memstore.Store{"acme": memstore.New(nil), "globex": memstore.New(nil)}
@@ -101,11 +74,11 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx := &fakeTx{active: true}
+		tx := testsupport.NewTx()
 		if _, err := client.Publish(core.ContextWithTx(context.Background(), tx), env); err != nil {
 			t.Fatalf("Publish(%s): %v", id, err)
 		}
-		tx.commit()
+		tx.Commit()
 	}
 	for id, st := range stores {
 		testsupport.WaitFor(t, waitTimeout, "DONE in "+id, func() bool {
@@ -119,7 +92,7 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 		return len(seen["evt-1"]) == 2
 	}, nil)
 	testsupport.WaitFor(t, waitTimeout, "per-store success metrics", func() bool {
-		return metrics.count("acme") == 1 && metrics.count("globex") == 1
+		return metrics.For("acme").Success.Load() == 1 && metrics.For("globex").Success.Load() == 1
 	}, nil)
 	if got := d.Stores(); len(got) != 2 || got[0] != "acme" || got[1] != "globex" {
 		t.Errorf("Stores() = %v", got)

@@ -15,11 +15,6 @@ import (
 	"github.com/outbox-go/outbox/registry"
 )
 
-// Unhandled implements core.UnhandledMetrics.
-func (m *fakeMetrics) Unhandled(eventType string) { m.unhandled.add(eventType) }
-
-var _ core.UnhandledMetrics = (*fakeMetrics)(nil)
-
 // The default: an event without a listener is DONE, counted, and warned
 // about once per type.
 func TestUnhandledDoneIsCounted(t *testing.T) {
@@ -34,7 +29,7 @@ func TestUnhandledDoneIsCounted(t *testing.T) {
 	for _, id := range ids {
 		h.waitStatus(id, core.StatusDone)
 	}
-	if got := h.metrics.unhandled.count("Ghost"); got != 3 {
+	if got := h.metrics.UnhandledCount("Ghost"); got != 3 {
 		t.Errorf("Unhandled(Ghost) signals = %d, want 3", got)
 	}
 	if got := len(h.logs.Lines("level=WARN", "no listener", "event_type=Ghost", "marked DONE")); got != 1 {
@@ -91,10 +86,10 @@ func TestUnhandledLeavePostponesWithoutAttempt(t *testing.T) {
 		t.Fatalf("listener got %s", id)
 	}
 	h.waitStatus(e.ID(), core.StatusDone)
-	if n := h.metrics.failure.Load() + h.metrics.dead.Load(); n != 0 {
+	if n := h.metrics.Failure.Load() + h.metrics.Dead.Load(); n != 0 {
 		t.Errorf("failure+dead signals = %d, want 0", n)
 	}
-	if got := h.metrics.unhandled.count("Later"); got != 1 {
+	if got := h.metrics.UnhandledCount("Later"); got != 1 {
 		t.Errorf("Unhandled(Later) = %d, want 1", got)
 	}
 	if got := len(h.logs.Lines("level=WARN", "no listener", "event_type=Later", "left pending")); got != 1 {
@@ -147,8 +142,8 @@ func TestUnhandledDead(t *testing.T) {
 	if r := h.row(e.ID()); r.LastError != `no listener registered for event type "Ghost"` {
 		t.Errorf("last_error %q", r.LastError)
 	}
-	if h.metrics.dead.Load() != 1 || h.metrics.unhandled.count("Ghost") != 1 || h.metrics.success.Load() != 0 {
-		t.Errorf("metrics: %v unhandled %d", h.metrics, h.metrics.unhandled.count("Ghost"))
+	if h.metrics.Dead.Load() != 1 || h.metrics.UnhandledCount("Ghost") != 1 || h.metrics.Success.Load() != 0 {
+		t.Errorf("metrics: %v unhandled %d", h.metrics, h.metrics.UnhandledCount("Ghost"))
 	}
 	if got := len(h.logs.Lines("level=WARN", "no listener", "event_type=Ghost", "marked DEAD")); got != 1 {
 		t.Errorf("%d WARN lines, want 1", got)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,25 +17,6 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const waitTimeout = 5 * time.Second
-
-// fakeMetrics counts the signals the poller sends.
-type fakeMetrics struct {
-	core.NopMetrics
-	dead, depthCalls, lagCalls atomic.Int64
-	lastLag                    atomic.Int64
-	reaped, reapCalls          atomic.Int64
-}
-
-func (m *fakeMetrics) DispatchDead()        { m.dead.Add(1) }
-func (m *fakeMetrics) QueueDepths(_, _ int) { m.depthCalls.Add(1) }
-func (m *fakeMetrics) LeasesReaped(n int) {
-	m.reapCalls.Add(1)
-	m.reaped.Add(int64(n))
-}
-func (m *fakeMetrics) OldestLag(d time.Duration) {
-	m.lagCalls.Add(1)
-	m.lastLag.Store(int64(d))
-}
 
 type enqueued struct {
 	id         string

@@ -39,8 +39,8 @@ func TestSkippedFullCycleDoesNotEndAnIncident(t *testing.T) {
 		waitFor(t, "three failing cycles", func() bool { return failed.Load() >= from+3 }, nil)
 		// The queue fills up (workers stuck): cycles are skipped.
 		e.q.setRoom(0)
-		cycles := e.metrics.depthCalls.Load()
-		waitFor(t, "three skipped cycles", func() bool { return e.metrics.depthCalls.Load() >= cycles+3 }, nil)
+		cycles := e.metrics.DepthCalls.Load()
+		waitFor(t, "three skipped cycles", func() bool { return e.metrics.DepthCalls.Load() >= cycles+3 }, nil)
 		e.q.setRoom(10)
 	}
 	from := failed.Load()

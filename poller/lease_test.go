@@ -210,7 +210,7 @@ func TestReapOnceReleasesExpiredLeasesInBatches(t *testing.T) {
 	if r := row(t, e.st, "dead"); r.LockedBy != "crashed-node" {
 		t.Errorf("a DEAD row's lease was reaped (only NEW/RETRY rows are)")
 	}
-	if got, calls := e.metrics.reaped.Load(), e.metrics.reapCalls.Load(); got != expired || calls != 1 {
+	if got, calls := e.metrics.Reaped.Load(), e.metrics.ReapCalls.Load(); got != expired || calls != 1 {
 		t.Errorf("LeasesReaped: %d in %d calls, want %d in 1", got, calls, expired)
 	}
 	if l := e.logs.Lines("level=INFO", "released expired leases", fmt.Sprintf("events=%d", expired)); len(l) != 1 {
@@ -224,7 +224,7 @@ func TestReapOnceReleasesExpiredLeasesInBatches(t *testing.T) {
 	if got := reaps("reap"); got != 4 {
 		t.Errorf("%d reap statements in total, want 4", got)
 	}
-	if calls := e.metrics.reapCalls.Load(); calls != 1 {
+	if calls := e.metrics.ReapCalls.Load(); calls != 1 {
 		t.Errorf("LeasesReaped called %d times, want 1 (not for 0)", calls)
 	}
 }
@@ -284,7 +284,7 @@ func TestReapOnceReportsLeasesReleasedBeforeAFailure(t *testing.T) {
 	if !errors.Is(err, errDown) || n != 100 {
 		t.Fatalf("ReapOnce = %d, %v; want 100 and the store's error", n, err)
 	}
-	if got := e.metrics.reaped.Load(); got != 100 {
+	if got := e.metrics.Reaped.Load(); got != 100 {
 		t.Errorf("LeasesReaped = %d, want the 100 released before the failure", got)
 	}
 }
@@ -348,7 +348,7 @@ func TestBackgroundLoopReapsAtReapInterval(t *testing.T) {
 	}
 	waitFor(t, "the expired lease to be released", func() bool {
 		got, _ := e.st.Get("x")
-		return got.LockedBy == "" && e.metrics.reaped.Load() == 1
+		return got.LockedBy == "" && e.metrics.Reaped.Load() == 1
 	}, nil)
 	if claims.Load() < 2 {
 		t.Errorf("%d poll cycles before the first reap at Interval 5ms and ReapInterval 50ms; want several", claims.Load())

@@ -23,12 +23,12 @@ type pollEnv struct {
 	st      *memstore.Store
 	q       *fakeQueue
 	logs    *testsupport.LogBuffer
-	metrics *fakeMetrics
+	metrics *testsupport.Metrics
 }
 
 func newPollEnv(room int) *pollEnv {
 	clock := testsupport.NewClock(testsupport.Epoch)
-	return &pollEnv{clock: clock, st: memstore.New(clock.Now), q: newFakeQueue(room), logs: &testsupport.LogBuffer{}, metrics: &fakeMetrics{}}
+	return &pollEnv{clock: clock, st: memstore.New(clock.Now), q: newFakeQueue(room), logs: &testsupport.LogBuffer{}, metrics: &testsupport.Metrics{}}
 }
 
 func (e *pollEnv) poller(t *testing.T, cfg poller.Config) *poller.Poller {
@@ -90,11 +90,11 @@ func TestPollOnceSelectsDueRows(t *testing.T) {
 	if got[0].env.Type() != "E" || got[0].env.PayloadString() != `{"id":"a-new"}` {
 		t.Errorf("enqueued envelope not decoded from the row: type %q payload %q", got[0].env.Type(), got[0].env.PayloadString())
 	}
-	if lag := time.Duration(e.metrics.lastLag.Load()); lag != 2*time.Second {
+	if lag := time.Duration(e.metrics.LastLag.Load()); lag != 2*time.Second {
 		t.Errorf("OldestLag = %v, want 2s (oldest available_at is 2s old)", lag)
 	}
-	if e.metrics.depthCalls.Load() != 1 {
-		t.Errorf("QueueDepths reported %d times, want 1", e.metrics.depthCalls.Load())
+	if e.metrics.DepthCalls.Load() != 1 {
+		t.Errorf("QueueDepths reported %d times, want 1", e.metrics.DepthCalls.Load())
 	}
 
 	// f-young becomes old enough exactly SkipRecent after it was created;
@@ -244,7 +244,7 @@ func TestPollOnceFullQueueSkipsStoreQuery(t *testing.T) {
 	if queried.Load() != 0 {
 		t.Fatal("ClaimDue was called although the cold queue had no room")
 	}
-	if e.metrics.depthCalls.Load() != 1 {
+	if e.metrics.DepthCalls.Load() != 1 {
 		t.Errorf("QueueDepths not reported on a skipped cycle")
 	}
 }
@@ -322,7 +322,7 @@ func TestPollOnceUndecodableRowsAreMarkedDead(t *testing.T) {
 	if r := row(t, e.st, "bad-column"); r.Attempts != 5 {
 		t.Errorf("bad-column attempts %d, want 5 (MarkDead increments)", r.Attempts)
 	}
-	if n := e.metrics.dead.Load(); n != 2 {
+	if n := e.metrics.Dead.Load(); n != 2 {
 		t.Errorf("DispatchDead = %d, want 2", n)
 	}
 	// DEAD rows are not read again.

@@ -523,40 +523,10 @@ func TestBadConfigurationAndSets(t *testing.T) {
 	}
 }
 
-// perStore counts DispatchSuccess and DispatchFailure per store.
-type perStore struct {
-	core.NopMetrics
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-type perStoreScoped struct {
-	core.NopMetrics
-	p  *perStore
-	id string
-}
-
-func (p *perStore) ForStore(id string) core.Metrics { return perStoreScoped{p: p, id: id} }
-
-func (s perStoreScoped) add(what string) {
-	s.p.mu.Lock()
-	defer s.p.mu.Unlock()
-	s.p.counts[s.id+" "+what]++
-}
-
-func (s perStoreScoped) DispatchSuccess() { s.add("success") }
-func (s perStoreScoped) DispatchFailure() { s.add("failure") }
-
-func (p *perStore) get(key string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.counts[key]
-}
-
 func TestStoreIDInLogsAndMetrics(t *testing.T) {
 	dbs := withOrders(t, sqliteDatabases(t, 2))
 	logs := &testsupport.LogBuffer{}
-	metrics := &perStore{counts: map[string]int{}}
+	metrics := &testsupport.StoreMetrics{}
 	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -579,10 +549,10 @@ func TestStoreIDInLogsAndMetrics(t *testing.T) {
 		}
 	}
 	waitFor(t, "per-store metrics", func() bool {
-		return metrics.get("s1 success") == 1 && metrics.get("s2 success") == 1 && metrics.get("s2 failure") == 1
+		return metrics.For("s1").Success.Load() == 1 && metrics.For("s2").Success.Load() == 1 && metrics.For("s2").Failure.Load() == 1
 	})
-	if metrics.get("s1 failure") != 0 {
-		t.Errorf("metrics: %v", metrics.counts)
+	if metrics.For("s1").Failure.Load() != 0 {
+		t.Errorf("metrics of s1: %v", metrics.For("s1"))
 	}
 	waitFor(t, "the retry log line", func() bool { return strings.Contains(logs.String(), "will retry") })
 	for _, line := range strings.Split(logs.String(), "\n") {
