@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/tenant"
 )
 
@@ -107,15 +108,7 @@ func ibStatus(t *testing.T, ctx context.Context, in *inbox.Inbox, source, id str
 // ibWaitFor polls cond until it holds or the deadline passes.
 func ibWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testsupport.WaitFor(t, 30*time.Second, what, cond)
 }
 
 // ibOpenInbox opens a database of the set on a pool of the test's own (to
