@@ -41,7 +41,7 @@ type Config struct {
 	// Poller configures the fallback scan. Logger and Metrics default to
 	// this Config's.
 	Poller poller.Config
-	// DisablePoller turns the fallback scan off (spec pollerEnabled=false).
+	// DisablePoller turns the fallback scan off.
 	// Events dropped by a full hot queue then wait until a poller runs.
 	DisablePoller bool
 	// EnableCleanup runs the background retention purge (package cleanup):
