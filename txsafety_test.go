@@ -16,24 +16,16 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/txctx"
 )
 
-// hotCount counts the events handed to the hot path and delivered.
-type hotCount struct {
-	core.NopMetrics
-	hot, delivered atomic.Int64
-}
-
-func (m *hotCount) HotEnqueued()     { m.hot.Add(1) }
-func (m *hotCount) DispatchSuccess() { m.delivered.Add(1) }
-
 // startOutbox builds and starts an outbox on db whose listener counts the
 // events of type "E" it sees.
-func startOutbox(t *testing.T, db *sqlx.DB, seen *atomic.Int64) (*outbox.Outbox, *hotCount) {
+func startOutbox(t *testing.T, db *sqlx.DB, seen *atomic.Int64) (*outbox.Outbox, *testsupport.Metrics) {
 	t.Helper()
-	m := &hotCount{}
+	m := &testsupport.Metrics{}
 	ob, err := outbox.New(context.Background(), db, outbox.Config{Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +96,7 @@ func TestPublishRefusesAnotherOutboxTransaction(t *testing.T) {
 			if n := countRows(t, dbB); n != 0 {
 				t.Fatalf("B's table holds %d events, want 0", n)
 			}
-			if mB.hot.Load() != 0 {
+			if mB.Hot.Load() != 0 {
 				t.Fatal("B's hot path got an event")
 			}
 		})
@@ -156,7 +148,7 @@ func TestNoPhantomAfterServerRollbackMySQL(t *testing.T) {
 		if err == nil {
 			t.Fatal("InTx succeeded on a killed connection")
 		}
-		if n := m.hot.Load(); n != 0 {
+		if n := m.Hot.Load(); n != 0 {
 			t.Fatalf("%d events reached the hot path from a transaction on a killed connection", n)
 		}
 		if n := countRows(t, db); n != 0 {
@@ -167,13 +159,7 @@ func TestNoPhantomAfterServerRollbackMySQL(t *testing.T) {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testsupport.WaitFor(t, 20*time.Second, what, cond)
 }
 
 // testDeadlockSwallowed makes the business transaction the victim of a
@@ -324,12 +310,12 @@ func TestNoPhantomAfterLockWaitTimeoutRollbackMySQL(t *testing.T) {
 
 // requireAborted checks the outcome of a commit the database had already
 // rolled back: ErrTxAborted, nothing handed to the hot path, no row for id.
-func requireAborted(t *testing.T, commitErr error, ob *outbox.Outbox, m *hotCount, id string) {
+func requireAborted(t *testing.T, commitErr error, ob *outbox.Outbox, m *testsupport.Metrics, id string) {
 	t.Helper()
 	if !errors.Is(commitErr, core.ErrTxAborted) {
 		t.Fatalf("commit = %v, want ErrTxAborted", commitErr)
 	}
-	if n := m.hot.Load(); n != 0 {
+	if n := m.Hot.Load(); n != 0 {
 		t.Fatalf("%d events reached the hot path from a rolled-back transaction", n)
 	}
 	if _, err := ob.Store.Get(context.Background(), id); !errors.Is(err, core.ErrNotFound) {

@@ -1,4 +1,5 @@
-// Package acceptance is the spec's acceptance suite (§18.1–18.6), written
+// Package acceptance is the end-to-end acceptance suite of the
+// library's guarantees (atomicity, at-least-once delivery, ordering, recovery), written
 // once against a small per-database [Harness] so every supported database
 // runs the same cases. Its tests live in this package's _test files; no
 // other package imports it.
@@ -18,6 +19,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/retry"
 	"github.com/outbox-go/outbox/txctx"
 )
@@ -51,22 +53,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Close_ReleasesLeasesForTheNextOwner", func(t *testing.T) { t.Parallel(); testCloseReleasesLeases(t, h) })
 }
 
-// counters is a core.Metrics that counts what the cases check.
-type counters struct {
-	core.NopMetrics
-	hot, dropped, cold, ok, fail, dead atomic.Int64
-}
-
-func (c *counters) HotEnqueued()     { c.hot.Add(1) }
-func (c *counters) HotDropped()      { c.dropped.Add(1) }
-func (c *counters) ColdEnqueued()    { c.cold.Add(1) }
-func (c *counters) DispatchSuccess() { c.ok.Add(1) }
-func (c *counters) DispatchFailure() { c.fail.Add(1) }
-func (c *counters) DispatchDead()    { c.dead.Add(1) }
-
 type fixture struct {
 	ob      *outbox.Outbox
-	metrics *counters
+	metrics *testsupport.Metrics
 	db      *sqlx.DB
 }
 
@@ -75,7 +64,7 @@ type fixture struct {
 func newFixture(t *testing.T, h Harness, start bool, tweak func(*outbox.Config)) *fixture {
 	t.Helper()
 	db := h.Open(t)
-	m := &counters{}
+	m := &testsupport.Metrics{}
 	cfg := outbox.Config{Metrics: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg.Poller.Interval = time.Hour // cases drive the poller with PollOnce
 	if tweak != nil {
@@ -140,15 +129,7 @@ func (f *fixture) waitStatus(t *testing.T, id string, want core.Status) core.Rec
 // waitFor re-checks cond until it holds or waitTimeout passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		<-tick.C
-	}
+	testsupport.WaitFor(t, waitTimeout, what, cond)
 }
 
 func mustEvent(t *testing.T, b *core.Builder) core.Envelope {
@@ -174,7 +155,7 @@ func testAtomicity(t *testing.T, h Harness) {
 		t.Fatalf("row after rollback: err = %v, want ErrNotFound", err)
 	}
 	// afterCommit hooks run synchronously at commit: none may have run.
-	if n := f.metrics.hot.Load() + f.metrics.dropped.Load(); n != 0 {
+	if n := f.metrics.Hot.Load() + f.metrics.Dropped.Load(); n != 0 {
 		t.Fatalf("hot path saw %d events of a rolled-back transaction", n)
 	}
 	counts, err := f.ob.Store.CountByStatus(context.Background())
@@ -226,8 +207,8 @@ func testFastPath(t *testing.T, h Harness) {
 	if rec.DoneAt.IsZero() {
 		t.Fatal("done_at not set")
 	}
-	if f.metrics.hot.Load() != 1 || f.metrics.cold.Load() != 0 {
-		t.Fatalf("hot=%d cold=%d, want the event on the hot path only", f.metrics.hot.Load(), f.metrics.cold.Load())
+	if f.metrics.Hot.Load() != 1 || f.metrics.Cold.Load() != 0 {
+		t.Fatalf("hot=%d cold=%d, want the event on the hot path only", f.metrics.Hot.Load(), f.metrics.Cold.Load())
 	}
 }
 
@@ -262,7 +243,7 @@ func testOverflow(t *testing.T, h Harness) {
 	if err := f.publish(t, nil, rest...); err != nil {
 		t.Fatalf("publish on a full hot queue must succeed: %v", err)
 	}
-	if d := f.metrics.dropped.Load(); d != 3 {
+	if d := f.metrics.Dropped.Load(); d != 3 {
 		t.Fatalf("HotDropped = %d, want 3", d)
 	}
 	for _, e := range rest {
@@ -291,8 +272,8 @@ func testOverflow(t *testing.T, h Harness) {
 			t.Fatalf("event %s never delivered", e.ID())
 		}
 	}
-	if f.metrics.cold.Load() < 3 {
-		t.Fatalf("ColdEnqueued = %d, want at least the 3 dropped events", f.metrics.cold.Load())
+	if f.metrics.Cold.Load() < 3 {
+		t.Fatalf("ColdEnqueued = %d, want at least the 3 dropped events", f.metrics.Cold.Load())
 	}
 }
 
@@ -334,8 +315,8 @@ func testRetryDead(t *testing.T, h Harness) {
 	if rec.Attempts != 3 || rec.LastError == "" {
 		t.Fatalf("DEAD row: attempts %d, last_error %q", rec.Attempts, rec.LastError)
 	}
-	if f.metrics.dead.Load() != 1 || f.metrics.fail.Load() != 2 {
-		t.Fatalf("metrics dead=%d failure=%d, want 1 and 2", f.metrics.dead.Load(), f.metrics.fail.Load())
+	if f.metrics.Dead.Load() != 1 || f.metrics.Failure.Load() != 2 {
+		t.Fatalf("metrics dead=%d failure=%d, want 1 and 2", f.metrics.Dead.Load(), f.metrics.Failure.Load())
 	}
 }
 

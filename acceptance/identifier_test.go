@@ -11,6 +11,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -69,7 +70,7 @@ func testIdentifierTableName(t *testing.T, h Harness) {
 	if err := closed.Close(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logCapture{}
+	logs := &testsupport.LogBuffer{}
 	for _, name := range maliciousTableNames {
 		for _, skip := range []bool{false, true} {
 			for _, pool := range []*sqlx.DB{db, closed} {

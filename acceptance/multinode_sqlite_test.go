@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
@@ -34,7 +35,7 @@ func TestMultiNodeSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := make([]*outbox.Outbox, nodes)
-	m := &counters{}
+	m := &testsupport.Metrics{}
 	for i := range obs {
 		ob, err := startNode(ctx, dbs[i], fmt.Sprintf("node-%d", i), nil, m)
 		if err != nil {
@@ -92,5 +93,5 @@ func TestMultiNodeSQLite(t *testing.T) {
 		t.Errorf("%d duplicate deliveries with no node killed", dups)
 	}
 	t.Logf("%d events: %d via the hot path, %d dropped and delivered by a poller (%d cold enqueues)",
-		len(published), m.hot.Load(), m.dropped.Load(), m.cold.Load())
+		len(published), m.Hot.Load(), m.Dropped.Load(), m.Cold.Load())
 }

@@ -15,6 +15,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -167,7 +168,7 @@ type outageEnv struct {
 	admin  *sqlx.DB // no default database: never in the framework's process list
 	table  string   // the outbox table, qualified with the database
 	ob     *outbox.Outbox
-	logs   *logCapture
+	logs   *testsupport.LogBuffer
 	pause  sync.RWMutex // held by the test: listeners wait
 	stop   chan struct{}
 	pubWG  sync.WaitGroup
@@ -191,13 +192,13 @@ func newOutageEnv(t *testing.T, cfg *mysql.Config) *outageEnv {
 		db:        testdb.OpenMySQL(t, cfg),
 		admin:     testdb.OpenMySQL(t, adminCfg),
 		table:     "`" + cfg.DBName + "`.`outbox_event`",
-		logs:      &logCapture{},
+		logs:      &testsupport.LogBuffer{},
 		stop:      make(chan struct{}),
 		committed: map[string]bool{},
 		delivered: map[string]int{},
 	}
 	ctx := context.Background()
-	ocfg := outbox.Config{Logger: e.logs.Logger(), Metrics: &counters{}}
+	ocfg := outbox.Config{Logger: e.logs.Logger(), Metrics: &testsupport.Metrics{}}
 	ocfg.Dispatcher.HotCapacity = 64 // overflow: the poller's claim carries part of the flow
 	ocfg.Poller.Interval = 10 * time.Millisecond
 	ocfg.Poller.BacklogInterval = 5 * time.Millisecond

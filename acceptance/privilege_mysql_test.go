@@ -18,6 +18,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/txctx"
 )
@@ -82,8 +83,8 @@ func TestPrivilegeMySQLLeastPrivilegeAccount(t *testing.T) {
 		t.Fatalf("New without SkipSchema as the least-privilege account: err = %v, want error %d", err, mysqlErrTableAccessDenied)
 	}
 
-	logs := &logCapture{}
-	m := &counters{}
+	logs := &testsupport.LogBuffer{}
+	m := &testsupport.Metrics{}
 	cfg := outbox.Config{SkipSchema: true, Logger: logs.Logger(), Metrics: m}
 	cfg.Dispatcher.Workers = 1
 	cfg.Dispatcher.HotCapacity = 1
@@ -192,14 +193,14 @@ func TestPrivilegeMySQLLeastPrivilegeAccount(t *testing.T) {
 		for i := 1; i <= 3; i++ {
 			rest = append(rest, mustEvent(t, core.NewEvent("Bulk").PayloadJSONString(fmt.Sprintf(`{"n":%d}`, i))))
 		}
-		dropped := m.dropped.Load()
+		dropped := m.Dropped.Load()
 		publish(rest...) // one fits the hot queue, two are dropped
-		if d := m.dropped.Load() - dropped; d != 2 {
+		if d := m.Dropped.Load() - dropped; d != 2 {
 			t.Fatalf("HotDropped = %d, want 2", d)
 		}
 		close(gate)
 		all := append([]core.Envelope{first}, rest...)
-		cold := m.cold.Load()
+		cold := m.Cold.Load()
 		waitFor(t, "the poller to claim and deliver the dropped events", func() bool {
 			if _, err := ob.Poller.PollOnce(ctx); err != nil {
 				t.Fatalf("PollOnce as the least-privilege account: %v", err)
@@ -211,7 +212,7 @@ func TestPrivilegeMySQLLeastPrivilegeAccount(t *testing.T) {
 			}
 			return true
 		})
-		if c := m.cold.Load() - cold; c < 2 {
+		if c := m.Cold.Load() - cold; c < 2 {
 			t.Errorf("ColdEnqueued = %d, want at least the 2 dropped events", c)
 		}
 	})

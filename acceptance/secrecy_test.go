@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
 // Payloads and header values never reach the logs: events carrying a
@@ -41,7 +42,7 @@ type secrecyCase struct {
 type secrecyRun struct {
 	h      Harness
 	secret string
-	logs   *logCapture
+	logs   *testsupport.LogBuffer
 }
 
 func testSecretsNeverLogged(t *testing.T, h Harness) {
@@ -63,7 +64,7 @@ func testSecretsNeverLogged(t *testing.T, h Harness) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s := &secrecyRun{h: h, secret: secret, logs: &logCapture{}}
+			s := &secrecyRun{h: h, secret: secret, logs: &testsupport.LogBuffer{}}
 			// Registered first, so it runs last: after the outbox is
 			// closed, with the shutdown logs in.
 			t.Cleanup(func() {
@@ -196,7 +197,7 @@ func secretHotDrop(t *testing.T, s *secrecyRun) {
 	if err := f.publish(t, nil, rest...); err != nil {
 		t.Fatal(err)
 	}
-	if f.metrics.dropped.Load() == 0 {
+	if f.metrics.Dropped.Load() == 0 {
 		t.Fatal("no event dropped by the full hot queue")
 	}
 	close(gate)

@@ -15,7 +15,8 @@ import (
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
-// Defaults of [Config] (seed 001/002/003 cleanup recommendations).
+// Defaults of [Config]: purge every hour, keep DONE rows a week and DEAD
+// rows 30 days, delete at most 500 rows per statement.
 const (
 	DefaultInterval      = time.Hour
 	DefaultDoneRetention = 7 * 24 * time.Hour

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,32 +14,17 @@ import (
 
 	"github.com/outbox-go/outbox/cleanup"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
-
-type purged struct {
-	core.NopMetrics
-	mu         sync.Mutex
-	done, dead int
-}
-
-func (p *purged) Purged(done, dead int) { p.mu.Lock(); p.done += done; p.dead += dead; p.mu.Unlock() }
-
 func TestRunOnceRemovesOnlyRowsPastRetention(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := &clock{t: t0}
+	clk := testsupport.NewClock(t0)
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +61,7 @@ func TestRunOnceRemovesOnlyRowsPastRetention(t *testing.T) {
 	clk.Set(t0.Add(9 * 24 * time.Hour)) // done-old is 9 days old, dead-old 9 days (< 30)
 
 	var logs bytes.Buffer
-	m := &purged{}
+	m := &testsupport.Metrics{}
 	c, err := cleanup.New(st, cleanup.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +78,8 @@ func TestRunOnceRemovesOnlyRowsPastRetention(t *testing.T) {
 	if !strings.Contains(logs.String(), "purged rows past retention") || !strings.Contains(logs.String(), "done=1") {
 		t.Errorf("log: %s", logs.String())
 	}
-	if m.done != 1 || m.dead != 0 {
-		t.Errorf("metrics done=%d dead=%d", m.done, m.dead)
+	if m.PurgedDone.Load() != 1 || m.PurgedDead.Load() != 0 {
+		t.Errorf("metrics done=%d dead=%d", m.PurgedDone.Load(), m.PurgedDead.Load())
 	}
 	clk.Set(t0.Add(31 * 24 * time.Hour))
 	if res, err := c.RunOnce(ctx); err != nil || res.Dead != 1 || res.Done != 1 {

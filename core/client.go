@@ -7,8 +7,8 @@ import (
 	"reflect"
 )
 
-// Client publishes events inside business transactions (the spec's
-// OutboxClient). It is safe for concurrent use.
+// Client publishes events inside business transactions: the event row
+// commits or rolls back with the caller's writes. It is safe for concurrent use.
 type Client struct {
 	store Inserter
 	hot   HotQueue

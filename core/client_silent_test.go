@@ -53,7 +53,7 @@ func TestPublishSilentRollbackNeedsACommitChecker(t *testing.T) {
 			case *checkingTx:
 				fake = tx.fakeTx
 			}
-			if got := fake.commitHooks() == 1; got != tc.wantHot {
+			if got := fake.CommitHooks() == 1; got != tc.wantHot {
 				t.Fatalf("after-commit hook registered = %v, want %v", got, tc.wantHot)
 			}
 			if got := !ins.leases[0].IsZero(); got != tc.wantHot {

@@ -87,8 +87,8 @@ func TestPublishInactiveTransaction(t *testing.T) {
 	if !errors.Is(err, core.ErrNoTransaction) {
 		t.Fatalf("err = %v, want ErrNoTransaction", err)
 	}
-	if ins.count() != 0 || tx.execCount() != 0 || tx.commitHooks() != 0 {
-		t.Errorf("inactive tx written to: inserts=%d execs=%d hooks=%d", ins.count(), tx.execCount(), tx.commitHooks())
+	if ins.count() != 0 || len(tx.Execs()) != 0 || tx.CommitHooks() != 0 {
+		t.Errorf("inactive tx written to: inserts=%d execs=%d hooks=%d", ins.count(), len(tx.Execs()), tx.CommitHooks())
 	}
 }
 
@@ -114,8 +114,8 @@ func TestPublishInvalidEnvelope(t *testing.T) {
 	tx := newFakeTx()
 	id, err := c.Publish(core.ContextWithTx(context.Background(), tx), core.Envelope{})
 	requireValidationError(t, err, core.ErrEmptyEventType, "event_type")
-	if id != "" || ins.count() != 0 || tx.execCount() != 0 || tx.commitHooks() != 0 {
-		t.Errorf("id=%q inserts=%d execs=%d hooks=%d; want nothing", id, ins.count(), tx.execCount(), tx.commitHooks())
+	if id != "" || ins.count() != 0 || len(tx.Execs()) != 0 || tx.CommitHooks() != 0 {
+		t.Errorf("id=%q inserts=%d execs=%d hooks=%d; want nothing", id, ins.count(), len(tx.Execs()), tx.CommitHooks())
 	}
 }
 
@@ -133,8 +133,8 @@ func TestPublishInsertError(t *testing.T) {
 		if errors.Is(cause, core.ErrDuplicateEvent) && !errors.Is(err, core.ErrDuplicateEvent) {
 			t.Errorf("err = %v, lost ErrDuplicateEvent", err)
 		}
-		if id != "" || tx.commitHooks() != 0 {
-			t.Errorf("id=%q hooks=%d after insert failure", id, tx.commitHooks())
+		if id != "" || tx.CommitHooks() != 0 {
+			t.Errorf("id=%q hooks=%d after insert failure", id, tx.CommitHooks())
 		}
 		tx.Commit()
 		if len(hot.received()) != 0 {
@@ -162,10 +162,10 @@ func TestPublishSuccess(t *testing.T) {
 	if ins.exs[0] != core.Execer(tx) {
 		t.Errorf("inserted on %T, not on the caller's transaction", ins.exs[0])
 	}
-	if tx.execCount() != 1 {
-		t.Errorf("execs on tx = %d, want 1", tx.execCount())
+	if len(tx.Execs()) != 1 {
+		t.Errorf("execs on tx = %d, want 1", len(tx.Execs()))
 	}
-	if n := tx.commitHooks(); n != 1 {
+	if n := tx.CommitHooks(); n != 1 {
 		t.Fatalf("after-commit hooks = %d, want exactly 1", n)
 	}
 	if len(hot.received()) != 0 {
@@ -219,7 +219,7 @@ func TestPublishNilHotQueue(t *testing.T) {
 	if ins.count() != 1 {
 		t.Errorf("inserts = %d", ins.count())
 	}
-	if n := tx.commitHooks(); n > 1 {
+	if n := tx.CommitHooks(); n > 1 {
 		t.Errorf("after-commit hooks = %d", n)
 	}
 	tx.Commit() // whatever hook exists must not panic
@@ -232,8 +232,8 @@ func TestPublishTxExplicit(t *testing.T) {
 	env := mustBuild(t, ev())
 	// The explicit tx wins; ctx need not carry one.
 	id, err := c.PublishTx(context.Background(), tx, env)
-	if err != nil || id != env.ID() || ins.count() != 1 || tx.commitHooks() != 1 {
-		t.Fatalf("PublishTx = %q, %v; inserts=%d hooks=%d", id, err, ins.count(), tx.commitHooks())
+	if err != nil || id != env.ID() || ins.count() != 1 || tx.CommitHooks() != 1 {
+		t.Fatalf("PublishTx = %q, %v; inserts=%d hooks=%d", id, err, ins.count(), tx.CommitHooks())
 	}
 }
 
@@ -251,8 +251,8 @@ func TestPublishTxPlainTransaction(t *testing.T) {
 	if l := ins.leases[0]; !l.IsZero() {
 		t.Errorf("plain tx: lease %+v, want unowned", l)
 	}
-	if len(plain.tx.execs) != 1 || len(hot.received()) != 0 || plain.tx.commitHooks() != 0 {
-		t.Errorf("plain tx: execs=%d hot=%d hooks=%d, want 1, 0, 0", len(plain.tx.execs), len(hot.received()), plain.tx.commitHooks())
+	if len(plain.tx.Execs()) != 1 || len(hot.received()) != 0 || plain.tx.CommitHooks() != 0 {
+		t.Errorf("plain tx: execs=%d hot=%d hooks=%d, want 1, 0, 0", len(plain.tx.Execs()), len(hot.received()), plain.tx.CommitHooks())
 	}
 	var nilTx *plainTx
 	if _, err := c.PublishTx(context.Background(), nilTx, env); !errors.Is(err, core.ErrNoTransaction) {

@@ -2,98 +2,17 @@ package core_test
 
 import (
 	"context"
-	"database/sql"
 	"sync"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
-// fakeResult is the sql.Result of fakeTx.ExecContext.
-type fakeResult struct{}
+// fakeTx is an in-memory core.Tx (see testsupport.Tx).
+type fakeTx = testsupport.Tx
 
-func (fakeResult) LastInsertId() (int64, error) { return 0, nil }
-func (fakeResult) RowsAffected() (int64, error) { return 1, nil }
-
-type execCall struct {
-	query string
-	args  []any
-}
-
-// fakeTx is an in-memory core.Tx. Commit runs the after-commit hooks,
-// Rollback the after-rollback hooks; both deactivate it.
-type fakeTx struct {
-	mu            sync.Mutex
-	active        bool
-	execs         []execCall
-	afterCommit   []func()
-	afterRollback []func()
-}
-
-var _ core.Tx = (*fakeTx)(nil)
-
-func newFakeTx() *fakeTx { return &fakeTx{active: true} }
-
-func (tx *fakeTx) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	tx.execs = append(tx.execs, execCall{query: query, args: args})
-	return fakeResult{}, nil
-}
-
-func (tx *fakeTx) Active() bool {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	return tx.active
-}
-
-func (tx *fakeTx) AfterCommit(fn func()) {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	tx.afterCommit = append(tx.afterCommit, fn)
-}
-
-func (tx *fakeTx) AfterRollback(fn func()) {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	tx.afterRollback = append(tx.afterRollback, fn)
-}
-
-func (tx *fakeTx) commitHooks() int {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	return len(tx.afterCommit)
-}
-
-func (tx *fakeTx) execCount() int {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	return len(tx.execs)
-}
-
-// Commit deactivates the transaction and runs its after-commit hooks.
-func (tx *fakeTx) Commit() {
-	tx.mu.Lock()
-	tx.active = false
-	hooks := tx.afterCommit
-	tx.afterCommit, tx.afterRollback = nil, nil
-	tx.mu.Unlock()
-	for _, fn := range hooks {
-		fn()
-	}
-}
-
-// Rollback deactivates the transaction and runs its after-rollback hooks.
-func (tx *fakeTx) Rollback() {
-	tx.mu.Lock()
-	tx.active = false
-	hooks := tx.afterRollback
-	tx.afterCommit, tx.afterRollback = nil, nil
-	tx.mu.Unlock()
-	for _, fn := range hooks {
-		fn()
-	}
-}
+func newFakeTx() *fakeTx { return testsupport.NewTx() }
 
 // fakeInserter records inserts and writes one statement on the execer.
 type fakeInserter struct {

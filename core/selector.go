@@ -3,7 +3,7 @@ package core
 import "sort"
 
 // Selector chooses which of several stores (one per database or tenant) a
-// poller reads next (seed 000 OBX-067…069). Implementations must be safe
+// poller reads next. Implementations must be safe
 // for use by one goroutine at a time; a poller calls Next, polls the store
 // it returned, and passes the outcome to the next call.
 //
@@ -19,16 +19,15 @@ type Selector interface {
 	Next(ids []string, last string, lastCount int) string
 }
 
-// RoundRobin takes one batch from each store in turn, in identifier order
-// (OBX-068): after store i comes store i+1, whatever store i yielded.
+// RoundRobin takes one batch from each store in turn, in identifier order:
+// after store i comes store i+1, whatever store i yielded.
 type RoundRobin struct{}
 
 // Next returns the first identifier after last, wrapping around.
 func (RoundRobin) Next(ids []string, last string, _ int) string { return after(ids, last) }
 
 // DrainFirst stays on a store while it yields events and moves to the
-// next one, in identifier order, only when a poll comes back empty
-// (OBX-069).
+// next one, in identifier order, only when a poll comes back empty.
 type DrainFirst struct{}
 
 // Next returns last while it yielded events and is still present, else

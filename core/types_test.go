@@ -6,7 +6,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 )
 
-// UserEvent is a user-defined string enum implementing core.EventType (§7.2).
+// UserEvent is a user-defined string enum implementing core.EventType.
 type UserEvent string
 
 func (e UserEvent) Name() string { return string(e) }
@@ -16,7 +16,7 @@ const (
 	UserUpdated UserEvent = "USER_UPDATED"
 )
 
-// Aggregate is a user-defined string enum implementing core.AggregateType (§7.5).
+// Aggregate is a user-defined string enum implementing core.AggregateType.
 type Aggregate string
 
 func (a Aggregate) Name() string { return string(a) }
@@ -46,7 +46,7 @@ var (
 	_ core.AggregateType = core.StringAggregateType("")
 )
 
-// §18.5 / §18.6: an enum event type and aggregate type yield their names.
+// An enum event type and aggregate type yield their names.
 func TestTypeSafeEventAndAggregateTypes(t *testing.T) {
 	env := mustBuild(t, core.NewEventOf(UserCreated).
 		AggregateTypeOf(AggregateUser).

@@ -41,7 +41,7 @@ var textFields = []struct {
 }
 
 func TestLimitsMatchSchema(t *testing.T) {
-	// §5.1: VARCHAR(36), (128), (64), (128), (64); §6.2: 1 MB payload.
+	// Column widths VARCHAR(36), (128), (64), (128), (64); a 1 MB payload.
 	for _, c := range []struct {
 		name      string
 		got, want int

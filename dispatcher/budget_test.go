@@ -109,10 +109,10 @@ func TestHotDropBeyondByteBudget(t *testing.T) {
 	if h.enqueueHot(e2) {
 		t.Fatal("EnqueueHot beyond the byte budget = true, want false")
 	}
-	if n := h.metrics.hotDropped.Load(); n != 1 {
+	if n := h.metrics.Dropped.Load(); n != 1 {
 		t.Fatalf("HotDropped = %d, want 1", n)
 	}
-	if got := h.logs.lines("level=WARN", "MaxHeldBytes", e2.ID()); len(got) != 1 {
+	if got := h.logs.Lines("level=WARN", "MaxHeldBytes", e2.ID()); len(got) != 1 {
 		t.Fatalf("want one WARN naming MaxHeldBytes and the event, log:\n%s", h.logs)
 	}
 	if h.d.ColdRoom() == 0 {

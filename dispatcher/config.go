@@ -15,7 +15,7 @@ import (
 	"github.com/outbox-go/outbox/retry"
 )
 
-// Defaults of [Config] (spec §15 where it names them).
+// Defaults of [Config].
 const (
 	DefaultWorkers         = 4
 	DefaultHotCapacity     = 1000

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -32,7 +33,7 @@ func TestHotPathDeliversSameEnvelopeAndMarksDone(t *testing.T) {
 	env := h.env("OrderPaid", func(b *core.Builder) {
 		b.AggregateType("Order").AggregateID("o-1").TenantID("t-1").Header("trace", "abc")
 	})
-	tx := &fakeTx{active: true}
+	tx := testsupport.NewTx()
 	id, err := client.Publish(core.ContextWithTx(context.Background(), tx), env)
 	if err != nil || id != env.ID() {
 		t.Fatalf("Publish = %q, %v; want %q, nil", id, err, env.ID())
@@ -45,7 +46,7 @@ func TestHotPathDeliversSameEnvelopeAndMarksDone(t *testing.T) {
 		t.Fatal("listener ran before commit")
 	default:
 	}
-	tx.commit()
+	tx.Commit()
 
 	delivered := recv(t, got, "the listener to receive the event")
 	if !reflect.DeepEqual(delivered, env) {
@@ -53,14 +54,14 @@ func TestHotPathDeliversSameEnvelopeAndMarksDone(t *testing.T) {
 	}
 	h.waitStatus(id, core.StatusDone)
 	h.waitReleased(id)
-	h.wait("DispatchSuccess", func() bool { return h.metrics.success.Load() == 1 })
-	if n := h.metrics.hotEnqueued.Load(); n != 1 {
+	h.wait("DispatchSuccess", func() bool { return h.metrics.Success.Load() == 1 })
+	if n := h.metrics.Hot.Load(); n != 1 {
 		t.Errorf("HotEnqueued = %d, want 1", n)
 	}
 	if r := h.row(id); r.Attempts != 0 || r.LastError != "" || r.DoneAt.IsZero() {
 		t.Errorf("DONE row: attempts %d last_error %q done_at %v; want 0, \"\", set", r.Attempts, r.LastError, r.DoneAt)
 	}
-	if n := h.metrics.hotDropped.Load() + h.metrics.failure.Load() + h.metrics.dead.Load(); n != 0 {
+	if n := h.metrics.Dropped.Load() + h.metrics.Failure.Load() + h.metrics.Dead.Load(); n != 0 {
 		t.Errorf("unexpected metrics: %v", h.metrics)
 	}
 }
@@ -152,13 +153,13 @@ func TestEnqueueHotNeverBlocksWhenFull(t *testing.T) {
 			t.Fatalf("EnqueueHot #%d on a full queue = true, want false", i)
 		}
 	}
-	if n := h.metrics.hotDropped.Load(); n != drops {
+	if n := h.metrics.Dropped.Load(); n != drops {
 		t.Errorf("HotDropped = %d, want %d", n, drops)
 	}
-	if n := h.metrics.hotEnqueued.Load(); n != 2 {
+	if n := h.metrics.Hot.Load(); n != 2 {
 		t.Errorf("HotEnqueued = %d, want 2", n)
 	}
-	warns := h.logs.lines("level=WARN", "hot queue full")
+	warns := h.logs.Lines("level=WARN", "hot queue full")
 	if len(warns) < 1 || len(warns) > 2 {
 		t.Fatalf("%d WARN lines for %d drops, want 1 (rate-limited, at most 2 on a slow machine):\n%s", len(warns), drops, strings.Join(warns, "\n"))
 	}
@@ -283,7 +284,7 @@ func TestListenerPanicDoesNotKillWorker(t *testing.T) {
 	if got, want := c.seq(), []string{a.ID(), b.ID()}; !slices.Equal(got, want) {
 		t.Errorf("calls %v, want %v", got, want)
 	}
-	lines := h.logs.lines("level=ERROR", "listener panicked")
+	lines := h.logs.Lines("level=ERROR", "listener panicked")
 	if len(lines) != 1 {
 		t.Fatalf("%d \"listener panicked\" ERROR lines, want 1", len(lines))
 	}
@@ -293,13 +294,13 @@ func TestListenerPanicDoesNotKillWorker(t *testing.T) {
 	if !strings.Contains(lines[0], "event_id="+a.ID()) {
 		t.Errorf("panic log line does not name the event: %s", lines[0])
 	}
-	if n := h.metrics.failure.Load(); n != 1 {
+	if n := h.metrics.Failure.Load(); n != 1 {
 		t.Errorf("DispatchFailure = %d, want 1", n)
 	}
 }
 
 func TestListenerErrorMarksRetryWithPolicyDelay(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	var policyArg atomic.Int64
 	policy := retry.PolicyFunc(func(attempts int) time.Duration {
 		policyArg.Store(int64(attempts))
@@ -330,10 +331,10 @@ func TestListenerErrorMarksRetryWithPolicyDelay(t *testing.T) {
 	if !h.d.InFlight(e.ID()) {
 		t.Error("an event waiting for its in-process retry must stay in flight (the poller must skip it)")
 	}
-	if n := h.metrics.failure.Load(); n != 1 {
+	if n := h.metrics.Failure.Load(); n != 1 {
 		t.Errorf("DispatchFailure = %d, want 1", n)
 	}
-	if w := h.logs.lines("level=WARN", "will retry", "event_id="+e.ID()); len(w) != 1 {
+	if w := h.logs.Lines("level=WARN", "will retry", "event_id="+e.ID()); len(w) != 1 {
 		t.Errorf("%d retry WARN lines, want 1", len(w))
 	}
 }
@@ -372,7 +373,7 @@ func TestInProcessRetryFiresAtBackoffDelay(t *testing.T) {
 	if r := h.row(e.ID()); r.Attempts != 1 {
 		t.Errorf("attempts = %d, want 1", r.Attempts)
 	}
-	if h.metrics.failure.Load() != 1 || h.metrics.success.Load() != 1 {
+	if h.metrics.Failure.Load() != 1 || h.metrics.Success.Load() != 1 {
 		t.Errorf("metrics %v, want failure 1 success 1", h.metrics)
 	}
 	if n := h.d.PendingRetries(); n != 0 {
@@ -404,13 +405,13 @@ func TestDeadAtMaxAttemptsWithoutLeakingPayload(t *testing.T) {
 	if r.Attempts != 3 || !strings.Contains(r.LastError, "card declined") {
 		t.Errorf("DEAD row: attempts %d last_error %q; want 3 and the listener's error", r.Attempts, r.LastError)
 	}
-	if d, f := h.metrics.dead.Load(), h.metrics.failure.Load(); d != 1 || f != 2 {
+	if d, f := h.metrics.Dead.Load(), h.metrics.Failure.Load(); d != 1 || f != 2 {
 		t.Errorf("DispatchDead %d DispatchFailure %d, want 1 and 2", d, f)
 	}
 	if h.d.PendingRetries() != 0 {
 		t.Errorf("PendingRetries = %d after DEAD", h.d.PendingRetries())
 	}
-	dead := h.logs.lines("level=ERROR", "DEAD", "event_id="+e.ID())
+	dead := h.logs.Lines("level=ERROR", "DEAD", "event_id="+e.ID())
 	if len(dead) != 1 {
 		t.Fatalf("%d ERROR lines with DEAD, want 1:\n%s", len(dead), h.logs)
 	}
@@ -445,7 +446,7 @@ func TestColdAttemptsCountTowardsMaxAttempts(t *testing.T) {
 	if r := h.row(e.ID()); r.Attempts != 3 {
 		t.Errorf("attempts = %d, want 3", r.Attempts)
 	}
-	if h.metrics.dead.Load() != 1 || h.metrics.coldEnqueued.Load() != 1 {
+	if h.metrics.Dead.Load() != 1 || h.metrics.Cold.Load() != 1 {
 		t.Errorf("metrics %v, want dead 1 coldEnqueued 1", h.metrics)
 	}
 }
@@ -531,7 +532,7 @@ func TestStatusWriteFailureReleasesEvent(t *testing.T) {
 			t.Fatalf("row %s: %v attempts %d, want NEW 0 (left for the poller)", id, r.Status, r.Attempts)
 		}
 	}
-	errs := h.logs.lines("level=ERROR", "status write failed")
+	errs := h.logs.Lines("level=ERROR", "status write failed")
 	if len(errs) < 1 || len(errs) > 2 {
 		t.Fatalf("%d status-write ERROR lines for %d failures, want 1 (rate-limited, at most 2 on a slow machine)", len(errs), events)
 	}
@@ -598,16 +599,16 @@ func TestNoListenerMarksDoneAndWarnsOncePerType(t *testing.T) {
 		h.waitStatus(id, core.StatusDone)
 	}
 	h.waitReleased(ids...)
-	warns := h.logs.lines("level=WARN", "no listener")
+	warns := h.logs.Lines("level=WARN", "no listener")
 	if len(warns) != 2 {
 		t.Fatalf("%d no-listener WARN lines, want 2 (one per type):\n%s", len(warns), strings.Join(warns, "\n"))
 	}
 	for _, typ := range []string{"Ghost1", "Ghost2"} {
-		if n := len(h.logs.lines("level=WARN", "no listener", "event_type="+typ)); n != 1 {
+		if n := len(h.logs.Lines("level=WARN", "no listener", "event_type="+typ)); n != 1 {
 			t.Errorf("%d WARN lines for %s, want 1", n, typ)
 		}
 	}
-	if n := h.metrics.success.Load(); n != 5 {
+	if n := h.metrics.Success.Load(); n != 5 {
 		t.Errorf("DispatchSuccess = %d, want 5", n)
 	}
 }
@@ -669,7 +670,7 @@ func TestColdRoomAndQueueDepths(t *testing.T) {
 	if hq, cq := h.d.QueueDepths(); hq != 1 || cq != 3 {
 		t.Fatalf("QueueDepths = %d, %d; want 1, 3", hq, cq)
 	}
-	if n := h.metrics.coldEnqueued.Load(); n != 3 {
+	if n := h.metrics.Cold.Load(); n != 3 {
 		t.Errorf("ColdEnqueued = %d, want 3", n)
 	}
 }
@@ -714,5 +715,5 @@ func TestHotWaiting(t *testing.T) {
 	g.open()
 	h.waitStatus(running.ID(), core.StatusDone)
 	h.waitStatus(queued.ID(), core.StatusDone)
-	waitFor(t, waitTimeout, "HotWaiting to turn false", func() bool { return !h.d.HotWaiting() }, nil)
+	testsupport.WaitFor(t, waitTimeout, "HotWaiting to turn false", func() bool { return !h.d.HotWaiting() }, nil)
 }

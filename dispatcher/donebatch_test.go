@@ -45,7 +45,7 @@ func TestDoneWritesAreCoalesced(t *testing.T) {
 	for _, e := range envs {
 		h.mustEnqueueHot(e)
 	}
-	h.wait("every listener to succeed", func() bool { return h.metrics.success.Load() == events })
+	h.wait("every listener to succeed", func() bool { return h.metrics.Success.Load() == events })
 	gateOne.Do(func() { close(gate) })
 	for _, id := range ids {
 		h.waitStatus(id, core.StatusDone)
@@ -71,7 +71,7 @@ func TestCloseFlushesPendingDoneWrites(t *testing.T) {
 		h.mustEnqueueHot(e)
 		ids = append(ids, e.ID())
 	}
-	h.wait("every listener to succeed", func() bool { return h.metrics.success.Load() == events })
+	h.wait("every listener to succeed", func() bool { return h.metrics.Success.Load() == events })
 	// The window (an hour) holds the batch open: nothing is DONE yet.
 	if r := h.row(ids[0]); r.Status != core.StatusNew {
 		t.Fatalf("row %v before the flush, want NEW", r.Status)

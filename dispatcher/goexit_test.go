@@ -41,14 +41,14 @@ func TestListenerGoexitFailsDeliveryAndReplacesWorker(t *testing.T) {
 	h.mustEnqueueHot(next)
 	h.waitStatus(next.ID(), core.StatusDone)
 
-	lines := h.logs.lines("level=ERROR", "Goexit", "event_id="+e.ID())
+	lines := h.logs.Lines("level=ERROR", "Goexit", "event_id="+e.ID())
 	if len(lines) != 1 {
 		t.Fatalf("%d ERROR lines about the Goexit naming %s, want 1", len(lines), e.ID())
 	}
 	if !strings.Contains(lines[0], "goexit_test.go") {
 		t.Errorf("the Goexit ERROR has no stack showing the listener: %s", lines[0])
 	}
-	if got := h.metrics.failure.Load(); got != 1 {
+	if got := h.metrics.Failure.Load(); got != 1 {
 		t.Errorf("DispatchFailure = %d, want 1", got)
 	}
 	h.wait("the pool to be back to 1 worker", func() bool { return dispatcher.LiveWorkers(h.d) == 1 })
@@ -178,10 +178,10 @@ func TestHungListenerThenGoexitIsReplacedOnce(t *testing.T) {
 	if r := h.row(e.ID()); r.Attempts != 1 || !strings.Contains(r.LastError, "hung") {
 		t.Errorf("row: attempts %d last_error %q; want 1 and the watchdog's error", r.Attempts, r.LastError)
 	}
-	if got := len(h.logs.lines("Goexit")); got != 0 {
+	if got := len(h.logs.Lines("Goexit")); got != 0 {
 		t.Errorf("%d log lines about the Goexit of an abandoned listener, want 0", got)
 	}
-	if got := h.metrics.failure.Load(); got != 1 {
+	if got := h.metrics.Failure.Load(); got != 1 {
 		t.Errorf("DispatchFailure = %d, want 1", got)
 	}
 }

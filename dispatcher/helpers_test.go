@@ -1,12 +1,9 @@
 package dispatcher_test
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +14,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 	"github.com/outbox-go/outbox/retry"
 )
@@ -27,127 +25,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // 2-core machine running -race, and still a clear failure when something
 // never happens.
 const waitTimeout = 5 * time.Second
-
-// waitFor re-checks cond on every signal of wake (may be nil) and on a
-// short ticker until it holds, and fails the test at the deadline.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool, wake <-chan struct{}) {
-	t.Helper()
-	if cond() {
-		return
-	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-wake:
-		case <-tick.C:
-		case <-deadline.C:
-			if cond() {
-				return
-			}
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		if cond() {
-			return
-		}
-	}
-}
-
-// recv waits for a value on ch or fails at the deadline.
-func recv[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-	}
-	panic("unreachable")
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// lines returns the log lines containing every one of subs.
-func (s *syncBuffer) lines(subs ...string) []string {
-	var out []string
-	for _, l := range strings.Split(s.String(), "\n") {
-		if l == "" {
-			continue
-		}
-		ok := true
-		for _, sub := range subs {
-			ok = ok && strings.Contains(l, sub)
-		}
-		if ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// fakeMetrics counts the dispatch signals.
-type fakeMetrics struct {
-	core.NopMetrics
-	hotEnqueued, hotDropped, coldEnqueued  atomic.Int64
-	success, failure, dead, queueDepthCall atomic.Int64
-	leaseLost, leasesReaped                atomic.Int64
-	unhandled                              calls // event types, one per Unhandled signal
-}
-
-func (m *fakeMetrics) HotEnqueued()         { m.hotEnqueued.Add(1) }
-func (m *fakeMetrics) HotDropped()          { m.hotDropped.Add(1) }
-func (m *fakeMetrics) ColdEnqueued()        { m.coldEnqueued.Add(1) }
-func (m *fakeMetrics) DispatchSuccess()     { m.success.Add(1) }
-func (m *fakeMetrics) DispatchFailure()     { m.failure.Add(1) }
-func (m *fakeMetrics) DispatchDead()        { m.dead.Add(1) }
-func (m *fakeMetrics) QueueDepths(_, _ int) { m.queueDepthCall.Add(1) }
-func (m *fakeMetrics) LeaseLost(n int)      { m.leaseLost.Add(int64(n)) }
-func (m *fakeMetrics) LeasesReaped(n int)   { m.leasesReaped.Add(int64(n)) }
-func (m *fakeMetrics) String() string {
-	return fmt.Sprintf("hotEnqueued=%d hotDropped=%d coldEnqueued=%d success=%d failure=%d dead=%d leaseLost=%d",
-		m.hotEnqueued.Load(), m.hotDropped.Load(), m.coldEnqueued.Load(), m.success.Load(), m.failure.Load(), m.dead.Load(),
-		m.leaseLost.Load())
-}
-
-// fakeClock is a settable clock safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // gate blocks listeners until opened. It is opened at the latest by the
 // test's cleanup, which runs before the dispatcher's Close cleanup when the
@@ -208,8 +85,8 @@ type harness struct {
 	st      *memstore.Store
 	reg     *registry.Registry
 	d       *dispatcher.Dispatcher
-	logs    *syncBuffer
-	metrics *fakeMetrics
+	logs    *testsupport.LogBuffer
+	metrics *testsupport.Metrics
 	now     func() time.Time // the dispatcher's clock
 	seq     atomic.Int64
 }
@@ -219,7 +96,7 @@ type harness struct {
 // dispatcher is closed by the test's cleanup.
 func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
 	t.Helper()
-	h := &harness{t: t, reg: registry.New(), logs: &syncBuffer{}, metrics: &fakeMetrics{}, now: cfg.Now}
+	h := &harness{t: t, reg: registry.New(), logs: &testsupport.LogBuffer{}, metrics: &testsupport.Metrics{}, now: cfg.Now}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -318,7 +195,7 @@ func (h *harness) row(id string) core.Record {
 
 func (h *harness) wait(what string, cond func() bool) {
 	h.t.Helper()
-	waitFor(h.t, waitTimeout, what, cond, h.st.Changed)
+	testsupport.WaitFor(h.t, waitTimeout, what, cond, h.st.Changed)
 }
 
 func (h *harness) waitStatus(id string, st core.Status) {
@@ -360,36 +237,8 @@ func fixedDelay(d time.Duration) retry.Policy {
 	return retry.PolicyFunc(func(int) time.Duration { return d })
 }
 
-// fakeTx is a minimal core.Tx: Commit runs the after-commit hooks.
-type fakeTx struct {
-	mu     sync.Mutex
-	active bool
-	hooks  []func()
-}
-
-func (tx *fakeTx) ExecContext(context.Context, string, ...any) (sql.Result, error) { return nil, nil }
-
-func (tx *fakeTx) Active() bool {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	return tx.active
-}
-
-func (tx *fakeTx) AfterCommit(fn func()) {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	tx.hooks = append(tx.hooks, fn)
-}
-
-func (tx *fakeTx) AfterRollback(func()) {}
-
-func (tx *fakeTx) commit() {
-	tx.mu.Lock()
-	tx.active = false
-	hooks := tx.hooks
-	tx.hooks = nil
-	tx.mu.Unlock()
-	for _, fn := range hooks {
-		fn()
-	}
+// recv waits for a value on ch or fails at the deadline.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	return testsupport.Recv(t, waitTimeout, ch, what)
 }

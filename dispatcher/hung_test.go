@@ -51,7 +51,7 @@ func TestHungListenerIsReplacedAndFails(t *testing.T) {
 			t.Errorf("hung event %s: attempts %d last_error %q", e.ID(), r.Attempts, r.LastError)
 		}
 	}
-	if lines := h.logs.lines("level=ERROR", "hung past its timeout"); len(lines) == 0 {
+	if lines := h.logs.Lines("level=ERROR", "hung past its timeout"); len(lines) == 0 {
 		t.Errorf("no ERROR about the hung listener:\n%s", h.logs)
 	}
 }

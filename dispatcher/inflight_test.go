@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
 func TestInFlightAcquireReleaseContains(t *testing.T) {
@@ -38,7 +39,7 @@ func TestInFlightAcquireReleaseContains(t *testing.T) {
 }
 
 func TestInFlightWithoutTTLNeverExpires(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	tr := dispatcher.NewInFlight(0, clock.Now)
 	tr.TryAcquire("a")
 	clock.Advance(1000 * time.Hour)
@@ -48,7 +49,7 @@ func TestInFlightWithoutTTLNeverExpires(t *testing.T) {
 }
 
 func TestInFlightTTLExpiry(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	tr := dispatcher.NewInFlight(10*time.Second, clock.Now)
 	if !tr.TryAcquire("a") {
 		t.Fatal("TryAcquire(a) = false")
@@ -108,7 +109,7 @@ func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
 // A finished id is refused for a few seconds (a claim that raced with its
 // DONE write must not deliver it again), then taken again (a replay).
 func TestInFlightFinishRemembersBriefly(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	tr := dispatcher.NewInFlight(0, clock.Now)
 	if !tr.TryAcquire("a") {
 		t.Fatal("first acquire refused")

@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
 
@@ -51,7 +52,7 @@ func TestFencedStatusWriteIsANoOpAndReported(t *testing.T) {
 					t.Fatalf("Enqueue%s = false, want true", source)
 				}
 				recv(t, ran, "the listener to run")
-				h.wait("LeaseLost to be reported", func() bool { return h.metrics.leaseLost.Load() >= 1 })
+				h.wait("LeaseLost to be reported", func() bool { return h.metrics.LeasesLost.Load() >= 1 })
 				h.waitReleased(env.ID())
 
 				r := h.row(env.ID())
@@ -61,10 +62,10 @@ func TestFencedStatusWriteIsANoOpAndReported(t *testing.T) {
 				if r.LockedBy != "other-node" || !r.LockedUntil.Equal(otherUntil) {
 					t.Errorf("row locked by %q until %v; want other-node until %v", r.LockedBy, r.LockedUntil, otherUntil)
 				}
-				if n := h.metrics.leaseLost.Load(); n != 1 {
+				if n := h.metrics.LeasesLost.Load(); n != 1 {
 					t.Errorf("LeaseLost = %d, want 1", n)
 				}
-				warns := h.logs.lines("level=WARN", "fenced off", "owner=me", "event_id="+env.ID(), "status="+path)
+				warns := h.logs.Lines("level=WARN", "fenced off", "owner=me", "event_id="+env.ID(), "status="+path)
 				if len(warns) != 1 {
 					t.Errorf("%d WARN \"fenced off\" lines naming the owner, event and status, want 1:\n%s", len(warns), h.logs)
 				}
@@ -73,15 +74,15 @@ func TestFencedStatusWriteIsANoOpAndReported(t *testing.T) {
 				}
 				switch path {
 				case "done":
-					if n := h.metrics.success.Load(); n != 1 {
+					if n := h.metrics.Success.Load(); n != 1 {
 						t.Errorf("DispatchSuccess = %d, want 1", n)
 					}
 				case "retry":
-					if n := h.metrics.failure.Load(); n != 1 {
+					if n := h.metrics.Failure.Load(); n != 1 {
 						t.Errorf("DispatchFailure = %d, want 1", n)
 					}
 				case "dead":
-					if n := h.metrics.dead.Load(); n != 1 {
+					if n := h.metrics.Dead.Load(); n != 1 {
 						t.Errorf("DispatchDead = %d, want 1", n)
 					}
 				}
@@ -128,7 +129,7 @@ func TestEnqueueHotRefusesLeaseOfAnotherOwner(t *testing.T) {
 	if r := h.row(foreign.ID()); r.Status != core.StatusNew || r.LockedBy != "other-node" {
 		t.Errorf("foreign row %v locked by %q, want NEW other-node", r.Status, r.LockedBy)
 	}
-	if n := h.metrics.hotEnqueued.Load(); n != 1 {
+	if n := h.metrics.Hot.Load(); n != 1 {
 		t.Errorf("HotEnqueued = %d, want 1 (the sentinel)", n)
 	}
 }
@@ -137,7 +138,7 @@ func TestEnqueueHotRefusesLeaseOfAnotherOwner(t *testing.T) {
 // both complete (now + ListenerTimeout + StatusTimeout > lease) is not
 // processed: another node may take it over meanwhile.
 func TestEventTooCloseToLeaseEndIsNotProcessed(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	h := newHarness(t, dispatcher.Config{Owner: "me", Workers: 1, Now: clock.Now})
 	c := &calls{}
 	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
@@ -181,14 +182,14 @@ func TestEventTooCloseToLeaseEndIsNotProcessed(t *testing.T) {
 	if got := c.seq(); len(got) != 2 || got[0] != exact.ID() || got[1] != fresh.ID() {
 		t.Errorf("listener calls %v, want [%s %s]", got, exact.ID(), fresh.ID())
 	}
-	warns := h.logs.lines("level=WARN", "waited too long", "lease_until=")
+	warns := h.logs.Lines("level=WARN", "waited too long", "lease_until=")
 	if len(warns) < 1 || len(warns) > 2 {
 		t.Fatalf("%d WARN lines for 2 skipped events, want 1 (rate-limited, at most 2 on a slow machine):\n%s", len(warns), h.logs)
 	}
 	if !strings.Contains(warns[0], "event_id="+stale.ID()) {
 		t.Errorf("WARN line does not name the first skipped event %s: %s", stale.ID(), warns[0])
 	}
-	if n := h.metrics.leaseLost.Load() + h.metrics.failure.Load(); n != 0 {
+	if n := h.metrics.LeasesLost.Load() + h.metrics.Failure.Load(); n != 0 {
 		t.Errorf("skipped events were charged: %v", h.metrics)
 	}
 }
@@ -233,16 +234,16 @@ func TestListenerTimeoutFailsTheDelivery(t *testing.T) {
 	if r.Attempts != 1 || !strings.Contains(r.LastError, "overran") || !strings.Contains(r.LastError, "deadline exceeded") {
 		t.Errorf("overrunning listener: attempts %d last_error %q; want 1 and an overrun error", r.Attempts, r.LastError)
 	}
-	if s, f := h.metrics.success.Load(), h.metrics.failure.Load(); s != 0 || f != 2 {
+	if s, f := h.metrics.Success.Load(), h.metrics.Failure.Load(); s != 0 || f != 2 {
 		t.Errorf("DispatchSuccess %d DispatchFailure %d, want 0 and 2", s, f)
 	}
-	if l := h.logs.lines("interrupted by shutdown"); len(l) != 0 {
+	if l := h.logs.Lines("interrupted by shutdown"); len(l) != 0 {
 		t.Errorf("a listener timeout was taken for a shutdown: %v", l)
 	}
 }
 
 func TestHotLeaseAndClaimLease(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	const lease = 3 * time.Minute
 	h := newHarness(t, dispatcher.Config{Owner: "me", Lease: lease, Now: clock.Now})
 	now := clock.Now()
@@ -277,7 +278,7 @@ func TestHotLeaseAndClaimLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := h.env("E")
-	if _, err := client.Publish(core.ContextWithTx(context.Background(), &fakeTx{active: true}), env); err != nil {
+	if _, err := client.Publish(core.ContextWithTx(context.Background(), testsupport.NewTx()), env); err != nil {
 		t.Fatal(err)
 	}
 	if r := h.row(env.ID()); r.LockedBy != "me" || !r.LockedUntil.Equal(now.Add(lease)) {
@@ -317,13 +318,13 @@ func TestDelayedHotEventIsDeliveredInProcessWhenDue(t *testing.T) {
 	if n := h.d.PendingRetries(); n != 0 {
 		t.Errorf("PendingRetries = %d after delivery", n)
 	}
-	if n := h.metrics.hotEnqueued.Load(); n != 1 {
+	if n := h.metrics.Hot.Load(); n != 1 {
 		t.Errorf("HotEnqueued = %d, want 1", n)
 	}
 }
 
 func TestDelayedHotEventWaitsOnATimer(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	h := newHarness(t, dispatcher.Config{Workers: 1, RetryCapacity: 1, Now: clock.Now})
 	c := &calls{}
 	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
@@ -397,7 +398,7 @@ func TestDelayedHotEventWithoutTimersIsLeftToPoller(t *testing.T) {
 }
 
 func TestMarkRetryKeepsLeaseUntilNextAttempt(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	const delay, lease = 42 * time.Second, 3 * time.Minute
 	h := newHarness(t, dispatcher.Config{Owner: "me", Workers: 1, Lease: lease, Retry: fixedDelay(delay), Now: clock.Now})
 	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return errors.New("fail") })

@@ -11,6 +11,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
 
@@ -122,7 +123,7 @@ func TestCloseDeadlineDoesNotKillEventOnLastAttempt(t *testing.T) {
 	if r := h.row(e.ID()); r.Status == core.StatusDead {
 		t.Errorf("shutdown made the event DEAD (attempts %d, last_error %q); it must stay RETRY for the next run", r.Attempts, r.LastError)
 	}
-	if n := h.metrics.dead.Load(); n != 0 {
+	if n := h.metrics.Dead.Load(); n != 0 {
 		t.Errorf("DispatchDead = %d after a shutdown interruption, want 0", n)
 	}
 }
@@ -161,7 +162,7 @@ func TestCloseDrainsQueuedEvents(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() { closed <- h.d.Close(closeCtx(t, 10*time.Second)) }()
-	waitFor(t, waitTimeout, "Close to stop intake", func() bool { return dispatcher.Closing(h.d) }, nil)
+	testsupport.WaitFor(t, waitTimeout, "Close to stop intake", func() bool { return dispatcher.Closing(h.d) }, nil)
 
 	// Intake is closed while the queued events still wait.
 	late := h.insert("E")
@@ -210,7 +211,7 @@ func TestEnqueueAfterCloseReturnsFalse(t *testing.T) {
 	if h.d.InFlight(e.ID()) {
 		t.Error("refused event is in flight")
 	}
-	if n := h.metrics.hotDropped.Load(); n != 1 {
+	if n := h.metrics.Dropped.Load(); n != 1 {
 		t.Errorf("HotDropped = %d, want 1", n)
 	}
 	if err := h.d.Stop(context.Background()); err != nil {
@@ -249,7 +250,7 @@ func TestCloseBeforeStartReleasesQueuedEvents(t *testing.T) {
 	if hq, cq := h.d.QueueDepths(); hq != 0 || cq != 0 {
 		t.Errorf("QueueDepths after Close = %d, %d", hq, cq)
 	}
-	if l := h.logs.lines("stopped with queued events", "events=5"); len(l) != 1 {
+	if l := h.logs.Lines("stopped with queued events", "events=5"); len(l) != 1 {
 		t.Errorf("want one INFO line reporting the 5 events left to the database:\n%s", h.logs)
 	}
 	if err := h.d.Start(context.Background()); !errors.Is(err, core.ErrClosed) {

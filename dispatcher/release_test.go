@@ -55,7 +55,7 @@ func TestCloseReleasesLeasesOfUndeliveredEvents(t *testing.T) {
 	if r := h.row(other.ID()); r.LockedBy != "node-b" {
 		t.Fatalf("another node's row released: %q", r.LockedBy)
 	}
-	if got := h.logs.lines("level=INFO", "released this node's leases", "events=1"); len(got) != 1 {
+	if got := h.logs.Lines("level=INFO", "released this node's leases", "events=1"); len(got) != 1 {
 		t.Fatalf("want one INFO line with events=1, log:\n%s", h.logs)
 	}
 	if l := h.d.HotLease(h.env("Block")); !l.IsZero() {

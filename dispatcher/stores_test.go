@@ -13,35 +13,9 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
-
-// storeMetrics records the signals of each store separately.
-type storeMetrics struct {
-	core.NopMetrics
-	mu      sync.Mutex
-	success map[string]int
-}
-
-type scopedMetrics struct {
-	core.NopMetrics
-	parent *storeMetrics
-	id     string
-}
-
-func (m *storeMetrics) ForStore(id string) core.Metrics { return scopedMetrics{parent: m, id: id} }
-
-func (s scopedMetrics) DispatchSuccess() {
-	s.parent.mu.Lock()
-	defer s.parent.mu.Unlock()
-	s.parent.success[s.id]++
-}
-
-func (m *storeMetrics) count(id string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.success[id]
-}
 
 func newMulti(t *testing.T, cfg dispatcher.Config, reg *registry.Registry) *dispatcher.Dispatcher {
 	t.Helper()
@@ -72,8 +46,8 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 		seen[env.ID()] = append(seen[env.ID()], env.TenantID())
 		return nil
 	})
-	logs := &syncBuffer{}
-	metrics := &storeMetrics{success: map[string]int{}}
+	logs := &testsupport.LogBuffer{}
+	metrics := &testsupport.StoreMetrics{}
 	d := newMulti(t, dispatcher.Config{Workers: 2, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, reg)
 	stores := map[string]*memstore.Store{"acme": memstore.New(nil), "globex": memstore.New(nil)}
@@ -100,25 +74,25 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx := &fakeTx{active: true}
+		tx := testsupport.NewTx()
 		if _, err := client.Publish(core.ContextWithTx(context.Background(), tx), env); err != nil {
 			t.Fatalf("Publish(%s): %v", id, err)
 		}
-		tx.commit()
+		tx.Commit()
 	}
 	for id, st := range stores {
-		waitFor(t, waitTimeout, "DONE in "+id, func() bool {
+		testsupport.WaitFor(t, waitTimeout, "DONE in "+id, func() bool {
 			r, ok := st.Get("evt-1")
 			return ok && r.Status == core.StatusDone
 		}, st.Changed)
 	}
-	waitFor(t, waitTimeout, "both deliveries", func() bool {
+	testsupport.WaitFor(t, waitTimeout, "both deliveries", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen["evt-1"]) == 2
 	}, nil)
-	waitFor(t, waitTimeout, "per-store success metrics", func() bool {
-		return metrics.count("acme") == 1 && metrics.count("globex") == 1
+	testsupport.WaitFor(t, waitTimeout, "per-store success metrics", func() bool {
+		return metrics.For("acme").Success.Load() == 1 && metrics.For("globex").Success.Load() == 1
 	}, nil)
 	if got := d.Stores(); len(got) != 2 || got[0] != "acme" || got[1] != "globex" {
 		t.Errorf("Stores() = %v", got)
@@ -133,7 +107,7 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 func TestStoreLogsCarryTheStoreID(t *testing.T) {
 	reg := registry.New()
 	reg.RegisterFunc("Boom", func(context.Context, core.Envelope) error { return errors.New("boom") })
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	d := newMulti(t, dispatcher.Config{Workers: 1, MaxAttempts: 1,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}, reg)
 	st := memstore.New(nil)
@@ -153,8 +127,8 @@ func TestStoreLogsCarryTheStoreID(t *testing.T) {
 	if !q.EnqueueHot(env, lease) {
 		t.Fatal("EnqueueHot = false")
 	}
-	waitFor(t, waitTimeout, "DEAD", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusDead }, st.Changed)
-	lines := logs.lines("event is DEAD")
+	testsupport.WaitFor(t, waitTimeout, "DEAD", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusDead }, st.Changed)
+	lines := logs.Lines("event is DEAD")
 	if len(lines) != 1 || !strings.Contains(lines[0], "store=tenant-7") {
 		t.Fatalf("DEAD log line without the store id: %q", logs.String())
 	}
@@ -244,8 +218,8 @@ func TestRemoveStoreCancelsItsRetryTimers(t *testing.T) {
 	lease := q.HotLease(env)
 	_ = st.Insert(context.Background(), nil, env, lease)
 	q.EnqueueHot(env, lease)
-	waitFor(t, waitTimeout, "RETRY", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusRetry }, st.Changed)
-	waitFor(t, waitTimeout, "the retry timer", func() bool { return d.PendingRetries() == 1 }, nil)
+	testsupport.WaitFor(t, waitTimeout, "RETRY", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusRetry }, st.Changed)
+	testsupport.WaitFor(t, waitTimeout, "the retry timer", func() bool { return d.PendingRetries() == 1 }, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := d.RemoveStore(ctx, "a"); err != nil {

@@ -11,13 +11,9 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
-
-// Unhandled implements core.UnhandledMetrics.
-func (m *fakeMetrics) Unhandled(eventType string) { m.unhandled.add(eventType) }
-
-var _ core.UnhandledMetrics = (*fakeMetrics)(nil)
 
 // The default: an event without a listener is DONE, counted, and warned
 // about once per type.
@@ -33,10 +29,10 @@ func TestUnhandledDoneIsCounted(t *testing.T) {
 	for _, id := range ids {
 		h.waitStatus(id, core.StatusDone)
 	}
-	if got := h.metrics.unhandled.count("Ghost"); got != 3 {
+	if got := h.metrics.UnhandledCount("Ghost"); got != 3 {
 		t.Errorf("Unhandled(Ghost) signals = %d, want 3", got)
 	}
-	if got := len(h.logs.lines("level=WARN", "no listener", "event_type=Ghost", "marked DONE")); got != 1 {
+	if got := len(h.logs.Lines("level=WARN", "no listener", "event_type=Ghost", "marked DONE")); got != 1 {
 		t.Errorf("%d WARN lines, want 1", got)
 	}
 }
@@ -46,7 +42,7 @@ func TestUnhandledDoneIsCounted(t *testing.T) {
 // no poller takes it again at once; once due, a listener registered in the
 // meantime gets it.
 func TestUnhandledLeavePostponesWithoutAttempt(t *testing.T) {
-	clk := newFakeClock()
+	clk := testsupport.NewClock(testsupport.Epoch)
 	const delay = 3 * time.Minute
 	h := newHarness(t, dispatcher.Config{Workers: 1, Now: clk.Now, Unhandled: dispatcher.UnhandledLeave, UnhandledDelay: delay})
 	h.start()
@@ -90,13 +86,13 @@ func TestUnhandledLeavePostponesWithoutAttempt(t *testing.T) {
 		t.Fatalf("listener got %s", id)
 	}
 	h.waitStatus(e.ID(), core.StatusDone)
-	if n := h.metrics.failure.Load() + h.metrics.dead.Load(); n != 0 {
+	if n := h.metrics.Failure.Load() + h.metrics.Dead.Load(); n != 0 {
 		t.Errorf("failure+dead signals = %d, want 0", n)
 	}
-	if got := h.metrics.unhandled.count("Later"); got != 1 {
+	if got := h.metrics.UnhandledCount("Later"); got != 1 {
 		t.Errorf("Unhandled(Later) = %d, want 1", got)
 	}
-	if got := len(h.logs.lines("level=WARN", "no listener", "event_type=Later", "left pending")); got != 1 {
+	if got := len(h.logs.Lines("level=WARN", "no listener", "event_type=Later", "left pending")); got != 1 {
 		t.Errorf("%d WARN lines, want 1:\n%s", got, h.logs)
 	}
 }
@@ -128,7 +124,7 @@ func TestUnhandledLeaveWithoutPostponer(t *testing.T) {
 	if !d.EnqueueHot(env, lease) {
 		t.Fatal("EnqueueHot = false")
 	}
-	waitFor(t, waitTimeout, "the event to be released", func() bool { return !d.InFlight(env.ID()) }, nil)
+	testsupport.WaitFor(t, waitTimeout, "the event to be released", func() bool { return !d.InFlight(env.ID()) }, nil)
 	r, _ := st.Get(env.ID())
 	if r.Status != core.StatusNew || r.Attempts != 0 || r.LockedBy != d.Owner() || r.LastError != "" {
 		t.Errorf("row: %v attempts %d locked_by %q last_error %q; want it untouched", r.Status, r.Attempts, r.LockedBy, r.LastError)
@@ -146,10 +142,10 @@ func TestUnhandledDead(t *testing.T) {
 	if r := h.row(e.ID()); r.LastError != `no listener registered for event type "Ghost"` {
 		t.Errorf("last_error %q", r.LastError)
 	}
-	if h.metrics.dead.Load() != 1 || h.metrics.unhandled.count("Ghost") != 1 || h.metrics.success.Load() != 0 {
-		t.Errorf("metrics: %v unhandled %d", h.metrics, h.metrics.unhandled.count("Ghost"))
+	if h.metrics.Dead.Load() != 1 || h.metrics.UnhandledCount("Ghost") != 1 || h.metrics.Success.Load() != 0 {
+		t.Errorf("metrics: %v unhandled %d", h.metrics, h.metrics.UnhandledCount("Ghost"))
 	}
-	if got := len(h.logs.lines("level=WARN", "no listener", "event_type=Ghost", "marked DEAD")); got != 1 {
+	if got := len(h.logs.Lines("level=WARN", "no listener", "event_type=Ghost", "marked DEAD")); got != 1 {
 		t.Errorf("%d WARN lines, want 1", got)
 	}
 }
@@ -169,11 +165,11 @@ func TestNoListenerWarningsAreBounded(t *testing.T) {
 	for _, id := range ids {
 		h.waitStatus(id, core.StatusDone)
 	}
-	named := len(h.logs.lines("level=WARN", "no listener")) - len(h.logs.lines("level=WARN", "no listener", "rate-limited"))
+	named := len(h.logs.Lines("level=WARN", "no listener")) - len(h.logs.Lines("level=WARN", "no listener", "rate-limited"))
 	if named < 1000 || named > 1002 { // workers may race past the bound by one each
 		t.Errorf("%d one-per-type WARN lines, want 1000 (+ at most one per worker)", named)
 	}
-	if n := len(h.logs.lines("level=WARN", "no listener", "rate-limited")); n < 1 {
+	if n := len(h.logs.Lines("level=WARN", "no listener", "rate-limited")); n < 1 {
 		t.Errorf("no rate-limited WARN for the types beyond the bound")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/outbox-go/outbox/retry"
 )
 
-// IBX-081: min(2^attempt s, 60 s).
+// The default backoff is min(2^attempt s, 60 s).
 func TestBackoff(t *testing.T) {
 	var p retry.Policy = inbox.Backoff{}
 	for attempt, want := range map[int]time.Duration{

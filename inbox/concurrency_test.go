@@ -11,7 +11,7 @@ import (
 	"github.com/outbox-go/outbox/inbox"
 )
 
-// testConcurrentRedelivery (IBX-006): concurrent deliveries of one message,
+// testConcurrentRedelivery: concurrent deliveries of one message,
 // each in its own business transaction that increments a counter through
 // ProcessTx, have the effect exactly once.
 //

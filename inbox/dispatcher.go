@@ -15,7 +15,7 @@ import (
 	"github.com/outbox-go/outbox/retry"
 )
 
-// Defaults of [DispatcherConfig] (seed 003 §7.1 where it names them).
+// Defaults of [DispatcherConfig].
 const (
 	DefaultWorkers         = 4
 	DefaultBatchSize       = 50
@@ -37,7 +37,7 @@ type DispatcherConfig struct {
 	// dispatchers; at most MaxOwnerLen bytes. Defaults to a new token
 	// (host name + ULID).
 	Owner string
-	// Workers is how many handlers run at once (IBX-079). Defaults to 4.
+	// Workers is how many handlers run at once. Defaults to 4.
 	Workers int
 	// BatchSize is the most messages claimed at once; a claim never takes
 	// more than the idle workers can start. Defaults to 50.
@@ -52,25 +52,25 @@ type DispatcherConfig struct {
 	// quarter of the Lease, at most 5 s.
 	StatusTimeout time.Duration
 	// PollInterval is the pause once a claim found fewer messages than it
-	// asked for (IBX-124) in every inbox since the last full claim. After
+	// asked for in every inbox since the last full claim. After
 	// a full claim the next one follows at once, and Enqueue on any of the
 	// dispatcher's inboxes wakes it. Defaults to 500 ms.
 	PollInterval time.Duration
 	// Selector chooses the inbox of each claim cycle when the dispatcher
-	// runs several (one per database, added with [Dispatcher.AddInbox];
-	// IBX-086): core.RoundRobin takes one batch from each inbox in turn
-	// (IBX-087), core.DrainFirst stays on an inbox until a claim comes back
-	// with fewer messages than it asked for (IBX-088), or a policy of your
+	// runs several (one per database, added with [Dispatcher.AddInbox]):
+	// core.RoundRobin takes one batch from each inbox in turn,
+	// core.DrainFirst stays on an inbox until a claim comes back
+	// with fewer messages than it asked for, or a policy of your
 	// own. Defaults to core.RoundRobin{}.
 	Selector core.Selector
-	// MaxAttempts is how many failed attempts make a message Dead
-	// (IBX-083/084). Defaults to 10.
+	// MaxAttempts is how many failed attempts make a message Dead.
+	// Defaults to 10.
 	MaxAttempts int
 	// Retry is the delay before the next attempt given the failed
 	// attempts so far. Defaults to the Inbox's Config.Backoff for
 	// [Inbox.NewDispatcher], to [Backoff] for [NewMultiDispatcher].
 	Retry retry.Policy
-	// ReapInterval is how often expired leases are released (IBX-072).
+	// ReapInterval is how often expired leases are released.
 	// Defaults to 30 s; negative disables.
 	ReapInterval time.Duration
 	// CleanupInterval is how often Done messages past Retention are
@@ -83,8 +83,8 @@ type DispatcherConfig struct {
 	// Defaults to 500.
 	CleanupBatch int
 	// Logger receives the dispatcher's logs; a line about an inbox added
-	// with AddInbox carries its id as the "store" attribute (IBX-090,
-	// IBX-113). Defaults to the Inbox's Config.Logger for
+	// with AddInbox carries its id as the "store" attribute.
+	// Defaults to the Inbox's Config.Logger for
 	// [Inbox.NewDispatcher], to slog.Default() for [NewMultiDispatcher].
 	Logger *slog.Logger
 }
@@ -174,7 +174,7 @@ func (c DispatcherConfig) validate() error {
 
 // Dispatcher runs the work queue of an [Inbox], or of several (one per
 // database or tenant) with one pool of workers: it claims due messages with
-// a lease, routes each to the handler of its topic (IBX-073), and
+// a lease, routes each to the handler of its topic, and
 // acknowledges it, abandons it for a retry with backoff, or fails it (Dead)
 // after MaxAttempts, always in the inbox the message came from. It also
 // releases expired leases and deletes old Done messages, in every inbox.
@@ -253,7 +253,7 @@ func newDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 // Owner returns the dispatcher's owner token.
 func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 
-// Handle sets the handler of topic (matched case-sensitively, IBX-021).
+// Handle sets the handler of topic (matched case-sensitively).
 // One handler per topic: a second one returns ErrDuplicateHandler. Handlers
 // may be added while the dispatcher runs.
 func (d *Dispatcher) Handle(topic string, h Handler) error {
@@ -638,7 +638,7 @@ func (d *Dispatcher) release(m *member, rec Record) {
 	}
 }
 
-// reap releases m's expired leases and logs how many (IBX-112).
+// reap releases m's expired leases and logs how many.
 func (d *Dispatcher) reap(ctx context.Context, m *member) {
 	qctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
 	defer cancel()

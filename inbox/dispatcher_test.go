@@ -46,7 +46,7 @@ func mustHandle(t *testing.T, d *inbox.Dispatcher, topic string, fn func(ctx con
 	}
 }
 
-// IBX-021, 073, 076: each message goes to its topic's handler, matched
+// Each message goes to its topic's handler, matched
 // case-sensitively, with the full record and a bounded context; Enqueue
 // wakes the dispatcher (the poll interval here is an hour).
 func testDispatcherRoutes(t *testing.T, open opener) {
@@ -91,7 +91,7 @@ func testDispatcherRoutes(t *testing.T, open opener) {
 	}
 }
 
-// IBX-075, 080, 083, 084, 111, 127: a failing handler is retried with
+// A failing handler is retried with
 // backoff and the message is Dead after MaxAttempts; failures are logged at
 // ERROR with the message id, never with the payload.
 func testDispatcherRetriesThenDead(t *testing.T, open opener) {
@@ -130,14 +130,14 @@ func testDispatcherRetriesThenDead(t *testing.T, open opener) {
 	e.clock.Advance(time.Hour)
 	run(0)
 	mustEqual(t, "attempts seen by the handler", fmt.Sprint(seen), "[0 1 2]")
-	mustEqual(t, "retry logs", len(e.logs.lines("level=ERROR", "will retry", "message_id=m", "downstream unavailable")), 2)
-	mustEqual(t, "dead log", len(e.logs.lines("level=ERROR", "Dead", "message_id=m")), 1)
+	mustEqual(t, "retry logs", len(e.logs.Lines("level=ERROR", "will retry", "message_id=m", "downstream unavailable")), 2)
+	mustEqual(t, "dead log", len(e.logs.Lines("level=ERROR", "Dead", "message_id=m")), 1)
 	if strings.Contains(e.logs.String(), "SECRET-PAYLOAD") {
 		t.Fatal("the payload was logged")
 	}
 }
 
-// IBX-074: no handler → warning, abandoned for a retry; a panic is a
+// No handler → warning, abandoned for a retry; a panic is a
 // failed attempt. Handler and configuration validation.
 func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
@@ -152,7 +152,7 @@ func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt", rec.Attempt, 1)
 	mustEqual(t, "error", strings.Contains(rec.LastError, "no handler for topic"), true)
-	mustEqual(t, "warning", len(e.logs.lines("level=WARN", "no handler", "topic=nobody")), 1)
+	mustEqual(t, "warning", len(e.logs.Lines("level=WARN", "no handler", "topic=nobody")), 1)
 	rec = e.get("s", "panics")
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt", rec.Attempt, 1)
@@ -194,12 +194,12 @@ func testDispatcherHandlerGoexit(t *testing.T, open opener) {
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "error", rec.LastError, inbox.ErrHandlerGoexit.Error())
 	mustEqual(t, "lease released", rec.LockedBy, "")
-	mustEqual(t, "error log", len(e.logs.lines("level=ERROR", "will retry", "message_id=exits", "Goexit")), 1)
+	mustEqual(t, "error log", len(e.logs.Lines("level=ERROR", "will retry", "message_id=exits", "Goexit")), 1)
 	e.enqueue(inbox.Message{Source: "s", MessageID: "next", Topic: "ok"})
 	waitFor(t, "the next message Done", func() bool { return e.status("s", "next") == inbox.StatusDone })
 }
 
-// IBX-079: different messages are handled at once, up to Workers.
+// Different messages are handled at once, up to Workers.
 func testDispatcherConcurrency(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", Workers: 3})
@@ -226,7 +226,7 @@ func testDispatcherConcurrency(t *testing.T, open opener) {
 	}
 }
 
-// IBX-078, 105: two dispatchers on one table never handle a message twice,
+// Two dispatchers on one table never handle a message twice,
 // let alone at the same time.
 func testDispatcherNeverSameMessageTwice(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
@@ -266,7 +266,7 @@ func testDispatcherNeverSameMessageTwice(t *testing.T, open opener) {
 	mustEqual(t, "overlap", overlap.Load(), false)
 }
 
-// IBX-072, 112 and the cleanup: a dispatcher releases the leases a crashed
+// A dispatcher releases the leases a crashed
 // node left behind and deletes Done messages past retention.
 func testDispatcherReapsAndCleansUp(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
@@ -281,8 +281,8 @@ func testDispatcherReapsAndCleansUp(t *testing.T, open opener) {
 	e.start(d)
 	waitFor(t, "orphan Done", func() bool { return e.status("s", "orphan") == inbox.StatusDone })
 	waitFor(t, "old deleted", func() bool { return e.status("s", "old") == inbox.Status(-1) })
-	mustEqual(t, "reap log", len(e.logs.lines("level=INFO", "released expired leases", "messages=1")), 1)
-	mustEqual(t, "cleanup log", len(e.logs.lines("level=INFO", "deleted Done messages past retention", "messages=1")), 1)
+	mustEqual(t, "reap log", len(e.logs.Lines("level=INFO", "released expired leases", "messages=1")), 1)
+	mustEqual(t, "cleanup log", len(e.logs.Lines("level=INFO", "deleted Done messages past retention", "messages=1")), 1)
 }
 
 // Start/Stop: a graceful Stop waits for the running handler's outcome; a
@@ -339,7 +339,7 @@ func testDispatcherStop(t *testing.T, open opener) {
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt not charged", rec.Attempt, 0)
 	mustEqual(t, "lease released", rec.LockedBy, "")
-	mustEqual(t, "log", len(e.logs.lines("interrupted by shutdown", "lease is released", "message_id=stuck")), 1)
+	mustEqual(t, "log", len(e.logs.Lines("interrupted by shutdown", "lease is released", "message_id=stuck")), 1)
 
 	// Another dispatcher (a restarted process) takes it over at once,
 	// without waiting for the lease (30 s) to expire.

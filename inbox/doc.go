@@ -1,5 +1,5 @@
 // Package inbox is the receiving side of the outbox: an idempotent
-// receiver (seed 003) that processes each inbound message, identified by
+// receiver that processes each inbound message, identified by
 // its source and message id, at most once in effect, however often it is
 // delivered.
 //

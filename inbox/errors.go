@@ -6,38 +6,37 @@ import "errors"
 // (which names the field) and can be matched with errors.Is. Nothing is
 // written when one is returned.
 var (
-	// ErrEmptyMessageID reports an empty message id (IBX-009, IBX-017).
+	// ErrEmptyMessageID reports an empty message id.
 	ErrEmptyMessageID = errors.New("outbox: inbox: message id is empty")
-	// ErrMessageIDTooLong reports a message id over MaxIDLen characters (IBX-011).
+	// ErrMessageIDTooLong reports a message id over MaxIDLen characters.
 	ErrMessageIDTooLong = errors.New("outbox: inbox: message id is too long")
-	// ErrEmptySource reports an empty source (IBX-010, IBX-016).
+	// ErrEmptySource reports an empty source.
 	ErrEmptySource = errors.New("outbox: inbox: source is empty")
-	// ErrSourceTooLong reports a source over MaxIDLen characters (IBX-012).
+	// ErrSourceTooLong reports a source over MaxIDLen characters.
 	ErrSourceTooLong = errors.New("outbox: inbox: source is too long")
-	// ErrEmptyTopic reports an empty topic where one is required (IBX-015)
+	// ErrEmptyTopic reports an empty topic where one is required
 	// or an empty topic given to Dispatcher.Handle.
 	ErrEmptyTopic = errors.New("outbox: inbox: topic is empty")
-	// ErrTopicTooLong reports a topic over MaxIDLen characters (IBX-020).
+	// ErrTopicTooLong reports a topic over MaxIDLen characters.
 	ErrTopicTooLong = errors.New("outbox: inbox: topic is too long")
 	// ErrInvalidText reports a message id, source or topic that is not
 	// valid UTF-8 or holds a NUL byte.
 	ErrInvalidText = errors.New("outbox: inbox: text is not valid UTF-8 or contains NUL")
-	// ErrNilPayload reports a nil payload given to Enqueue (IBX-018); an
-	// empty, non-nil payload is valid (IBX-019).
+	// ErrNilPayload reports a nil payload given to Enqueue; an
+	// empty, non-nil payload is valid.
 	ErrNilPayload = errors.New("outbox: inbox: payload is nil")
 	// ErrHashTooLong reports a content hash over MaxHashLen bytes.
 	ErrHashTooLong = errors.New("outbox: inbox: hash is too long")
-	// ErrEmptyOwner reports an empty owner token (the zero token, IBX-043,
-	// IBX-130).
+	// ErrEmptyOwner reports an empty owner token (the zero token).
 	ErrEmptyOwner = errors.New("outbox: inbox: owner token is empty")
 	// ErrInvalidOwner reports an owner token over MaxOwnerLen bytes, or
 	// not valid UTF-8, or holding a NUL byte.
 	ErrInvalidOwner = errors.New("outbox: inbox: invalid owner token")
-	// ErrInvalidLease reports a lease that is not positive (IBX-040).
+	// ErrInvalidLease reports a lease that is not positive.
 	ErrInvalidLease = errors.New("outbox: inbox: lease must be positive")
-	// ErrInvalidBatchSize reports a batch size that is not positive (IBX-041).
+	// ErrInvalidBatchSize reports a batch size that is not positive.
 	ErrInvalidBatchSize = errors.New("outbox: inbox: batch size must be positive")
-	// ErrInvalidDelay reports an abandon delay that is not positive (IBX-058).
+	// ErrInvalidDelay reports an abandon delay that is not positive.
 	ErrInvalidDelay = errors.New("outbox: inbox: delay must be positive")
 	// ErrInvalidRetention reports a cleanup retention that is not positive.
 	ErrInvalidRetention = errors.New("outbox: inbox: retention must be positive")
@@ -57,7 +56,7 @@ var (
 	// run it again. Process does that by itself.
 	ErrContention = errors.New("outbox: inbox: lock contention; roll back and retry")
 	// ErrNoHandler is recorded as the last error of a message whose topic
-	// has no handler (IBX-074).
+	// has no handler.
 	ErrNoHandler = errors.New("outbox: inbox: no handler for topic")
 	// ErrHandlerPanic wraps the value of a handler panic; the attempt
 	// counts as failed.

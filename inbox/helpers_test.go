@@ -1,13 +1,9 @@
 package inbox_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +11,7 @@ import (
 
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
@@ -36,79 +33,19 @@ func openMySQL(t *testing.T) *sqlx.DB {
 	return testdb.MySQL(t)
 }
 
-// clock is a settable test clock, microsecond-exact so stored times
-// compare equal after a round trip.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock {
-	return &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
-}
-
-// logBuffer collects log output for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the log lines containing every one of parts.
-func (b *logBuffer) lines(parts ...string) []string {
-	var out []string
-	for line := range strings.Lines(b.String()) {
-		ok := true
-		for _, p := range parts {
-			if !strings.Contains(line, p) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // env is one test's inbox on a fresh database.
 type env struct {
 	t     *testing.T
 	ctx   context.Context
 	db    *sqlx.DB
 	in    *inbox.Inbox
-	clock *clock
-	logs  *logBuffer
+	clock *testsupport.Clock
+	logs  *testsupport.LogBuffer
 }
 
 func newEnv(t *testing.T, open opener, cfg inbox.Config) *env {
 	t.Helper()
-	e := &env{t: t, db: open(t), clock: newClock(), logs: &logBuffer{}}
+	e := &env{t: t, db: open(t), clock: newClock(), logs: &testsupport.LogBuffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	e.ctx = ctx
@@ -116,7 +53,7 @@ func newEnv(t *testing.T, open opener, cfg inbox.Config) *env {
 		cfg.Now = e.clock.Now
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = e.logs.Logger()
 	}
 	in, err := inbox.New(ctx, e.db, cfg)
 	if err != nil {
@@ -180,20 +117,6 @@ func keysOf(recs []inbox.Record) []string {
 
 func key(source, id string) inbox.Key { return inbox.Key{Source: source, MessageID: id} }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // status returns the stored status of a message, or -1 when missing.
 func (e *env) status(source, id string) inbox.Status {
 	rec, err := e.in.Get(e.ctx, source, id)
@@ -212,4 +135,19 @@ func mustEqual[T comparable](t *testing.T, what string, got, want T) {
 	if got != want {
 		t.Fatalf("%s = %v, want %v", what, got, want)
 	}
+}
+
+// waitTimeout bounds every wait of this package's tests.
+const waitTimeout = 20 * time.Second
+
+// waitFor re-checks cond until it holds and fails the test at waitTimeout.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	testsupport.WaitFor(t, waitTimeout, what, cond)
+}
+
+// newClock returns a settable clock, microsecond-exact so stored times
+// compare equal after a round trip.
+func newClock() *testsupport.Clock {
+	return testsupport.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC))
 }

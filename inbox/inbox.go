@@ -39,8 +39,8 @@ type Config struct {
 	// MaxErrorLen is how many characters of an error are stored in
 	// last_error. Defaults to jdbcstore.DefaultMaxErrorLen.
 	MaxErrorLen int
-	// SkipSchema leaves the schema alone (IBX-115); by default New applies
-	// the embedded, idempotent schema (CREATE … IF NOT EXISTS, IBX-114/116).
+	// SkipSchema leaves the schema alone; by default New applies
+	// the embedded, idempotent schema (CREATE … IF NOT EXISTS).
 	SkipSchema bool
 	// Backoff is the delay before the next attempt of an abandoned
 	// message, given its attempt count after the abandon. Defaults to
@@ -158,8 +158,8 @@ func (in *Inbox) SchemaSQL() string { return in.store.SchemaSQL() }
 // message again.
 //
 // Concurrent deliveries of the same message never both run fn: the
-// delivery is recorded with an upsert that locks the row until tx ends
-// (IBX-006). On MySQL/MariaDB a concurrent ProcessTx waits for tx, then
+// delivery is recorded with an upsert that locks the row until tx ends.
+// On MySQL/MariaDB a concurrent ProcessTx waits for tx, then
 // sees the message Done; on SQLite, transactions that write are serialized
 // (open the database with sqlite.Open, whose transactions begin
 // IMMEDIATE). A deadlock or lock timeout comes back wrapping ErrContention:
@@ -167,7 +167,7 @@ func (in *Inbox) SchemaSQL() string { return in.store.SchemaSQL() }
 //
 // Every delivery updates last_seen_at (so the cleanup retention counts
 // from the last sighting). A hash differing from the stored one is logged
-// as a warning, never an error (IBX-008). msg.Topic and msg.Payload are
+// as a warning, never an error. msg.Topic and msg.Payload are
 // optional here (stored for inspection; a nil payload is stored empty).
 func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx context.Context) error) (bool, error) {
 	switch tx.(type) {
@@ -247,7 +247,7 @@ func (in *Inbox) processOnce(ctx context.Context, msg Message, fn func(ctx conte
 }
 
 // AlreadyProcessed records a delivery of (source, messageID) and reports
-// whether the message is Done (seed 003 IBX-002…008): an unknown message is
+// whether the message is Done: an unknown message is
 // inserted as Seen and false is returned; a known one gets last_seen_at =
 // now, and a hash is stored if none was. It runs in a transaction of its
 // own. Use it with MarkProcessed when the processing cannot share a
@@ -279,7 +279,7 @@ func (in *Inbox) MarkProcessed(ctx context.Context, source, messageID string) er
 	return in.mapErr(in.store.MarkProcessed(ctx, Key{Source: source, MessageID: messageID}))
 }
 
-// Enqueue stores msg for the work queue (seed 003 IBX-013…029). Source,
+// Enqueue stores msg for the work queue. Source,
 // MessageID and Topic are required (at most 255 characters each), Payload
 // must not be nil (empty is fine; it is never interpreted), DueAt defers
 // the first claim (zero or past: claimable at once).
@@ -308,7 +308,7 @@ func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
 }
 
 // Claim leases up to batchSize claimable messages to owner for lease and
-// returns them (seed 003 IBX-030…043): Processing, due, next attempt not
+// returns them: Processing, due, next attempt not
 // in the future, and not leased (or the lease expired). Concurrent
 // claimers never get the same message. owner must be non-empty (at most
 // MaxOwnerLen bytes) and should stay the same for a worker's lifetime.
@@ -333,7 +333,7 @@ func (in *Inbox) Claim(ctx context.Context, owner string, lease time.Duration, b
 }
 
 // Ack marks the messages Done and releases their leases, for those owner
-// holds (IBX-044…049). Unknown keys, other owners' messages and duplicate
+// holds. Unknown keys, other owners' messages and duplicate
 // keys are ignored; no keys is a no-op. It returns how many changed.
 func (in *Inbox) Ack(ctx context.Context, owner string, keys []Key) (int, error) {
 	if err := checkOwner(owner); err != nil {
@@ -358,8 +358,8 @@ func (in *Inbox) Release(ctx context.Context, owner string, keys []Key) (int, er
 
 // Abandon releases owner's leases on the messages, increments their
 // attempt and makes them claimable again after Config.Backoff (by default
-// min(2^attempt s, 60 s)), recording lastError ("" records none)
-// (IBX-050…059). Messages owner does not hold are ignored. It returns how
+// min(2^attempt s, 60 s)), recording lastError ("" records none).
+// Messages owner does not hold are ignored. It returns how
 // many changed.
 func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastError string) (int, error) {
 	if err := checkOwner(owner); err != nil {
@@ -369,8 +369,8 @@ func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastErro
 	return int(n), in.mapErr(err)
 }
 
-// AbandonAfter is Abandon with a fixed delay instead of the backoff
-// (IBX-053); delay must be positive (IBX-058).
+// AbandonAfter is Abandon with a fixed delay instead of the backoff;
+// delay must be positive.
 func (in *Inbox) AbandonAfter(ctx context.Context, owner string, keys []Key, lastError string, delay time.Duration) (int, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, err
@@ -383,7 +383,7 @@ func (in *Inbox) AbandonAfter(ctx context.Context, owner string, keys []Key, las
 }
 
 // Fail marks the messages Dead, increments their attempt and records
-// errMsg, for those owner holds (IBX-060…066). Dead messages are never
+// errMsg, for those owner holds. Dead messages are never
 // claimed again. It returns how many changed.
 func (in *Inbox) Fail(ctx context.Context, owner string, keys []Key, errMsg string) (int, error) {
 	if err := checkOwner(owner); err != nil {
@@ -394,7 +394,7 @@ func (in *Inbox) Fail(ctx context.Context, owner string, keys []Key, errMsg stri
 }
 
 // ReapExpired releases every expired lease of a Processing message, in
-// batches, and returns how many (IBX-068…071). The messages become
+// batches, and returns how many. The messages become
 // claimable again, subject to their next attempt time. A Dispatcher does
 // this every ReapInterval.
 func (in *Inbox) ReapExpired(ctx context.Context) (int, error) {
@@ -424,7 +424,7 @@ func (in *Inbox) Get(ctx context.Context, source, messageID string) (Record, err
 }
 
 // Cleanup deletes Done messages last seen more than retention ago, at most
-// batchSize rows per statement (IBX-098…101), and returns how many. Seen,
+// batchSize rows per statement, and returns how many. Seen,
 // Processing and Dead messages are never deleted. Once deleted, a
 // message is new again to the inbox: keep retention longer than any
 // sender's redelivery window.
@@ -447,8 +447,8 @@ func (in *Inbox) mapErr(err error) error {
 	return fmt.Errorf("%w: %w", ErrContention, err)
 }
 
-// warnMismatch logs a redelivery whose hash differs from the stored one
-// (IBX-008). The hashes themselves are not logged.
+// warnMismatch logs a redelivery whose hash differs from the stored one.
+// The hashes themselves are not logged.
 func (in *Inbox) warnMismatch(ctx context.Context, mismatch bool, k Key) {
 	if mismatch {
 		in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: redelivered message has a different content hash; keeping the stored message",

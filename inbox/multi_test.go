@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
 // multiEnv is one dispatcher of NewMultiDispatcher over several inboxes,
@@ -21,16 +21,16 @@ import (
 type multiEnv struct {
 	t     *testing.T
 	ctx   context.Context
-	clock *clock
+	clock *testsupport.Clock
 	envs  map[string]*env
 	first *env // runs the dispatcher (its ctx and cleanup)
 	d     *inbox.Dispatcher
-	logs  *logBuffer // the dispatcher's
+	logs  *testsupport.LogBuffer // the dispatcher's
 }
 
 func newMultiEnv(t *testing.T, open opener, ids []string, cfg inbox.DispatcherConfig) *multiEnv {
 	t.Helper()
-	me := &multiEnv{t: t, clock: newClock(), envs: map[string]*env{}, logs: &logBuffer{}}
+	me := &multiEnv{t: t, clock: newClock(), envs: map[string]*env{}, logs: &testsupport.LogBuffer{}}
 	for _, id := range ids {
 		e := newEnv(t, open, inbox.Config{Now: me.clock.Now})
 		me.envs[id] = e
@@ -39,7 +39,7 @@ func newMultiEnv(t *testing.T, open opener, ids []string, cfg inbox.DispatcherCo
 		}
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(me.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = me.logs.Logger()
 	}
 	d, err := inbox.NewMultiDispatcher(cfg)
 	if err != nil {
@@ -60,7 +60,7 @@ func (me *multiEnv) start() {
 	me.first.start(me.d)
 }
 
-// The selectors order the claim cycles over the inboxes (IBX-086…088).
+// The selectors order the claim cycles over the inboxes.
 // With one worker and BatchSize 1 every claim takes one message and the
 // next claim waits for its handler, so the handler calls are the claims in
 // order: round-robin visits a, b, c in turn, skipping the empty ones;
@@ -119,7 +119,7 @@ func testMultiSelectorOrder(t *testing.T, open opener) {
 // inboxes, failing in one and succeeding in the other, ends Processing
 // (retry after the default Backoff's 2 s) in the first and Done in the
 // second. RunOnce follows the rotation. Log lines about an inbox carry its
-// id as "store" (IBX-090, IBX-113).
+// id as "store".
 func testMultiOutcomeToOrigin(t *testing.T, open opener) {
 	me := newMultiEnv(t, open, []string{"a", "b"}, inbox.DispatcherConfig{Owner: "w"})
 	mustHandle(t, me.d, "t", func(ctx context.Context, _ inbox.Record) error {
@@ -144,8 +144,8 @@ func testMultiOutcomeToOrigin(t *testing.T, open opener) {
 	mustEqual(t, "a next attempt (default Backoff)", a.NextAttemptAt, now.Add(2*time.Second))
 	mustEqual(t, "b status", b.Status, inbox.StatusDone)
 	mustEqual(t, "b attempt", b.Attempt, 0)
-	mustEqual(t, "retry log of a", len(me.logs.lines("level=ERROR", "will retry", "store=a", "tenant a is down")), 1)
-	mustEqual(t, "retry logs of b", len(me.logs.lines("will retry", "store=b")), 0)
+	mustEqual(t, "retry log of a", len(me.logs.Lines("level=ERROR", "will retry", "store=a", "tenant a is down")), 1)
+	mustEqual(t, "retry logs of b", len(me.logs.Lines("will retry", "store=b")), 0)
 	if n, err := me.d.RunOnce(me.ctx); err != nil || n != 0 {
 		t.Fatalf("RunOnce with nothing due = %d, %v", n, err)
 	}
@@ -168,7 +168,7 @@ func testMultiWakeReapAdd(t *testing.T, open opener) {
 	me.start()
 	for _, id := range []string{"a", "b"} {
 		waitFor(t, id+" orphan Done", func() bool { return me.envs[id].status("s", "orphan") == inbox.StatusDone })
-		mustEqual(t, "reap log of "+id, len(me.logs.lines("level=INFO", "released expired leases", "store="+id, "messages=1")), 1)
+		mustEqual(t, "reap log of "+id, len(me.logs.Lines("level=INFO", "released expired leases", "store="+id, "messages=1")), 1)
 	}
 	me.envs["b"].enqueue(inbox.Message{Source: "s", MessageID: "woken", Topic: "t"})
 	waitFor(t, "woken Done", func() bool { return me.envs["b"].status("s", "woken") == inbox.StatusDone })
@@ -282,7 +282,7 @@ func testMultiRemoveInbox(t *testing.T, open opener) {
 		t.Fatalf("RemoveInbox with a cancelled ctx: %v", err)
 	}
 	waitFor(t, "interruption logged", func() bool {
-		return len(me.logs.lines("interrupted by shutdown", "store=b", "message_id=stuck")) == 1
+		return len(me.logs.Lines("interrupted by shutdown", "store=b", "message_id=stuck")) == 1
 	})
 	if err := me.d.RemoveInbox(me.ctx, "b"); err != nil {
 		t.Fatalf("second RemoveInbox: %v", err)

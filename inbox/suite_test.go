@@ -21,7 +21,7 @@ import (
 )
 
 // suite is every behaviour test, run once per database (sqlite_test.go,
-// mysql_test.go). The IBX numbers are seed 003's requirements.
+// mysql_test.go).
 var suite = []struct {
 	name string
 	fn   func(t *testing.T, open opener)
@@ -67,7 +67,7 @@ func runSuite(t *testing.T, open opener) {
 	}
 }
 
-// IBX-114…117: the schema is applied by New, idempotent, skippable; the
+// The schema is applied by New, idempotent, skippable; the
 // table name is validated and configurable.
 func testSchema(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
@@ -106,7 +106,7 @@ func testSchema(t *testing.T, open opener) {
 	mustEqual(t, "rows in the default table", e.count(), 0)
 }
 
-// IBX-001: (source, message id) is the key, compared byte for byte: case,
+// (source, message id) is the key, compared byte for byte: case,
 // trailing spaces and 4-byte characters all count; 255 characters fit.
 func testNaturalKeyIsExact(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
@@ -133,7 +133,7 @@ func testNaturalKeyIsExact(t *testing.T, open opener) {
 	mustEqual(t, "status of src/a", e.get("src", "a").Status, inbox.StatusDone)
 }
 
-// IBX-002…008, 025, 026: the deduplication check.
+// The deduplication check.
 func testAlreadyProcessed(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	h1, h2 := sha256.Sum256([]byte("one")), sha256.Sum256([]byte("two"))
@@ -144,32 +144,32 @@ func testAlreadyProcessed(t *testing.T, open opener) {
 		t.Fatalf("first check = %v, %v; want false", done, err)
 	}
 	rec := e.get("stripe", "evt_1")
-	mustEqual(t, "status", rec.Status, inbox.StatusSeen)                          // IBX-004
-	mustEqual(t, "first seen", rec.FirstSeenAt, t0)                               // IBX-025
-	mustEqual(t, "last seen", rec.LastSeenAt, t0)                                 //
-	mustEqual(t, "hash stored", bytes.Equal(rec.Hash, h1[:]), true)               // IBX-007
-	mustEqual(t, "debug log", len(e.logs.lines("deduplication check")) > 0, true) // IBX-107
+	mustEqual(t, "status", rec.Status, inbox.StatusSeen)
+	mustEqual(t, "first seen", rec.FirstSeenAt, t0)
+	mustEqual(t, "last seen", rec.LastSeenAt, t0)
+	mustEqual(t, "hash stored", bytes.Equal(rec.Hash, h1[:]), true)
+	mustEqual(t, "debug log", len(e.logs.Lines("deduplication check")) > 0, true)
 
 	t1 := e.clock.Advance(time.Minute)
 	if done, err = e.in.AlreadyProcessed(e.ctx, "stripe", "evt_1", h1[:]); err != nil || done {
 		t.Fatalf("second check = %v, %v; want false", done, err)
 	}
 	rec = e.get("stripe", "evt_1")
-	mustEqual(t, "first seen kept", rec.FirstSeenAt, t0) // IBX-005
-	mustEqual(t, "last seen", rec.LastSeenAt, t1)        // IBX-005, IBX-026
-	mustEqual(t, "status", rec.Status, inbox.StatusSeen) //
-	mustEqual(t, "no warning yet", len(e.logs.lines("level=WARN")), 0)
+	mustEqual(t, "first seen kept", rec.FirstSeenAt, t0)
+	mustEqual(t, "last seen", rec.LastSeenAt, t1)
+	mustEqual(t, "status", rec.Status, inbox.StatusSeen)
+	mustEqual(t, "no warning yet", len(e.logs.Lines("level=WARN")), 0)
 
-	// IBX-008: a different hash is a warning, never an error.
+	// A different hash is a warning, never an error.
 	if done, err = e.in.AlreadyProcessed(e.ctx, "stripe", "evt_1", h2[:]); err != nil || done {
 		t.Fatalf("check with another hash = %v, %v", done, err)
 	}
-	if lines := e.logs.lines("level=WARN", "different content hash", "evt_1"); len(lines) != 1 {
+	if lines := e.logs.Lines("level=WARN", "different content hash", "evt_1"); len(lines) != 1 {
 		t.Fatalf("want one hash warning, got %q", e.logs.String())
 	}
 	mustEqual(t, "first hash kept", bytes.Equal(e.get("stripe", "evt_1").Hash, h1[:]), true)
 
-	// IBX-002/003: Done reports true.
+	// Done reports true.
 	if err := e.in.MarkProcessed(e.ctx, "stripe", "evt_1"); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func testAlreadyProcessed(t *testing.T, open opener) {
 	}
 	mustEqual(t, "Done row is still Done", e.get("stripe", "evt_1").Status, inbox.StatusDone)
 
-	// IBX-007: a hash given later is stored when none was.
+	// A hash given later is stored when none was.
 	if _, err := e.in.AlreadyProcessed(e.ctx, "stripe", "evt_2", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +399,7 @@ func testProcess(t *testing.T, open opener) {
 	}
 }
 
-// IBX-013, 019, 022, 025, 027, 118: a new message.
+// A new message.
 func testEnqueue(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	t0 := e.clock.Now()
@@ -415,25 +415,25 @@ func testEnqueue(t *testing.T, open opener) {
 			t.Fatalf("enqueue %s: %v", id, err)
 		}
 		rec := e.get("src", id)
-		mustEqual(t, id+" status", rec.Status, inbox.StatusProcessing) // IBX-027
+		mustEqual(t, id+" status", rec.Status, inbox.StatusProcessing)
 		mustEqual(t, id+" attempt", rec.Attempt, 0)
-		mustEqual(t, id+" payload", bytes.Equal(rec.Payload, p), true) // IBX-019, 022, 118
+		mustEqual(t, id+" payload", bytes.Equal(rec.Payload, p), true)
 		mustEqual(t, id+" payload not nil", rec.Payload != nil, true)
 		mustEqual(t, id+" topic", rec.Topic, "Order.Created")
-		mustEqual(t, id+" first seen", rec.FirstSeenAt, t0) // IBX-025
+		mustEqual(t, id+" first seen", rec.FirstSeenAt, t0)
 		mustEqual(t, id+" last seen", rec.LastSeenAt, t0)
 		mustEqual(t, id+" next attempt", rec.NextAttemptAt, t0)
 		mustEqual(t, id+" due", rec.DueAt.IsZero(), true)
 		mustEqual(t, id+" lease", rec.LockedBy, "")
 		mustEqual(t, id+" hash", bytes.Equal(rec.Hash, hash), true)
 	}
-	// IBX-127: payloads never reach the log.
+	// Payloads never reach the log.
 	if strings.Contains(e.logs.String(), "0123456789abcdef") || strings.Contains(e.logs.String(), `"a": 1`) {
 		t.Fatal("a payload was logged")
 	}
 }
 
-// IBX-014, 026, 028, 029: enqueueing a known message.
+// Enqueueing a known message.
 func testEnqueueUpsert(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	h1, h2 := sha256.Sum256([]byte("1")), sha256.Sum256([]byte("2"))
@@ -449,19 +449,19 @@ func testEnqueueUpsert(t *testing.T, open opener) {
 	e.enqueue(inbox.Message{Source: "s", MessageID: "p", Topic: "new", Payload: []byte("new"), Hash: h2[:], DueAt: due})
 	rec := e.get("s", "p")
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
-	mustEqual(t, "topic", rec.Topic, "new")                                             // IBX-029
-	mustEqual(t, "payload", string(rec.Payload), "new")                                 //
-	mustEqual(t, "hash", bytes.Equal(rec.Hash, h2[:]), true)                            //
-	mustEqual(t, "due", rec.DueAt, due)                                                 //
-	mustEqual(t, "last seen", rec.LastSeenAt, t1)                                       // IBX-026
-	mustEqual(t, "first seen", rec.FirstSeenAt, t0)                                     //
-	mustEqual(t, "attempt kept", rec.Attempt, 1)                                        //
-	mustEqual(t, "last error kept", rec.LastError, "flaky")                             //
-	if len(e.logs.lines("level=WARN", "different content hash", "message_id=p")) != 1 { // IBX-008
+	mustEqual(t, "topic", rec.Topic, "new")
+	mustEqual(t, "payload", string(rec.Payload), "new")
+	mustEqual(t, "hash", bytes.Equal(rec.Hash, h2[:]), true)
+	mustEqual(t, "due", rec.DueAt, due)
+	mustEqual(t, "last seen", rec.LastSeenAt, t1)
+	mustEqual(t, "first seen", rec.FirstSeenAt, t0)
+	mustEqual(t, "attempt kept", rec.Attempt, 1)
+	mustEqual(t, "last error kept", rec.LastError, "flaky")
+	if len(e.logs.Lines("level=WARN", "different content hash", "message_id=p")) != 1 {
 		t.Fatalf("no hash warning:\n%s", e.logs.String())
 	}
 
-	// Done: nothing changes but the last sighting (IBX-028).
+	// Done: nothing changes but the last sighting.
 	e.enqueue(inbox.Message{Source: "s", MessageID: "d", Topic: "t", Payload: []byte("v1")})
 	e.claim("w", time.Minute, 10)
 	if _, err := e.in.Ack(e.ctx, "w", []inbox.Key{key("s", "d")}); err != nil {
@@ -506,7 +506,7 @@ func testEnqueueUpsert(t *testing.T, open opener) {
 	mustEqual(t, "Dead error", rec.LastError, "poison")
 }
 
-// IBX-014: concurrent first enqueues of one message are safe.
+// Concurrent first enqueues of one message are safe.
 func testEnqueueConcurrent(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	for round := range 10 {
@@ -533,7 +533,7 @@ func testEnqueueConcurrent(t *testing.T, open opener) {
 	mustEqual(t, "claimed", len(e.claim("w", time.Minute, 100)), 10)
 }
 
-// IBX-023, 024, 032: due times.
+// Due times.
 func testDueTime(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	now := e.clock.Now()
@@ -549,7 +549,7 @@ func testDueTime(t *testing.T, open opener) {
 	mustEqual(t, "at due", strings.Join(keysOf(e.claim("w2", time.Second, 10)), ","), "s/future")
 }
 
-// IBX-030…043: claiming.
+// Claiming.
 func testClaim(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	// One message per state; only the Processing one is claimable.
@@ -567,17 +567,17 @@ func testClaim(t *testing.T, open opener) {
 	e.enqueue(inbox.Message{Source: "s", MessageID: "p1", Topic: "t", Payload: []byte("payload")})
 	now := e.clock.Now()
 	recs := e.claim("w1", 30*time.Second, 10)
-	mustEqual(t, "claimed", strings.Join(keysOf(recs), ","), "s/p1") // IBX-031, 036, 038
+	mustEqual(t, "claimed", strings.Join(keysOf(recs), ","), "s/p1")
 	r := recs[0]
-	mustEqual(t, "owner", r.LockedBy, "w1")                       // IBX-035
-	mustEqual(t, "until", r.LockedUntil, now.Add(30*time.Second)) // IBX-034
+	mustEqual(t, "owner", r.LockedBy, "w1")
+	mustEqual(t, "until", r.LockedUntil, now.Add(30*time.Second))
 	mustEqual(t, "payload", string(r.Payload), "payload")
 	stored := e.get("s", "p1")
 	mustEqual(t, "stored owner", stored.LockedBy, "w1")
 	mustEqual(t, "stored until", stored.LockedUntil, now.Add(30*time.Second))
-	mustEqual(t, "claim logged at debug", len(e.logs.lines("level=DEBUG", "inbox: claimed", "owner=w1", "messages=1")), 1) // IBX-109
+	mustEqual(t, "claim logged at debug", len(e.logs.Lines("level=DEBUG", "inbox: claimed", "owner=w1", "messages=1")), 1)
 
-	// IBX-033: leased messages are not claimed, by others or by the owner.
+	// Leased messages are not claimed, by others or by the owner.
 	mustEqual(t, "other owner", len(e.claim("w2", time.Minute, 10)), 0)
 	mustEqual(t, "same owner", len(e.claim("w1", time.Minute, 10)), 0)
 	e.clock.Advance(30 * time.Second)
@@ -585,7 +585,7 @@ func testClaim(t *testing.T, open opener) {
 	e.clock.Advance(time.Microsecond)
 	mustEqual(t, "after expiry", strings.Join(keysOf(e.claim("w2", time.Minute, 10)), ","), "s/p1")
 
-	// IBX-037, 039: batch limits, empty result.
+	// Batch limits, empty result.
 	for i := range 5 {
 		e.enqueue(inbox.Message{Source: "b", MessageID: fmt.Sprint(i)})
 	}
@@ -596,7 +596,7 @@ func testClaim(t *testing.T, open opener) {
 		}
 	}
 
-	// IBX-042: the next attempt time holds a message back.
+	// The next attempt time holds a message back.
 	e.enqueue(inbox.Message{Source: "n", MessageID: "1"})
 	e.claim("w4", time.Minute, 1)
 	if _, err := e.in.AbandonAfter(e.ctx, "w4", []inbox.Key{key("n", "1")}, "", 10*time.Second); err != nil {
@@ -607,7 +607,7 @@ func testClaim(t *testing.T, open opener) {
 	mustEqual(t, "at next attempt", len(e.claim("w5", time.Minute, 10)), 1)
 }
 
-// IBX-030, 105, 106: concurrent claimers never share a message.
+// Concurrent claimers never share a message.
 func testClaimConcurrent(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	const total = 120
@@ -646,14 +646,14 @@ func testClaimConcurrent(t *testing.T, open opener) {
 	mustEqual(t, "claimed", len(got), total)
 }
 
-// IBX-044…049: acknowledging.
+// Acknowledging.
 func testAck(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	e.enqueue(inbox.Message{Source: "s", MessageID: "1"})
 	e.enqueue(inbox.Message{Source: "s", MessageID: "2"})
 	e.claim("w", time.Minute, 10)
 	keys := []inbox.Key{key("s", "1"), key("s", "2"), key("s", "1"), key("s", "unknown")}
-	if n, err := e.in.Ack(e.ctx, "intruder", keys); err != nil || n != 0 { // IBX-045, 046
+	if n, err := e.in.Ack(e.ctx, "intruder", keys); err != nil || n != 0 {
 		t.Fatalf("wrong owner: %d, %v", n, err)
 	}
 	mustEqual(t, "still leased", e.get("s", "1").LockedBy, "w")
@@ -662,13 +662,13 @@ func testAck(t *testing.T, open opener) {
 	}
 	for _, id := range []string{"1", "2"} {
 		rec := e.get("s", id)
-		mustEqual(t, "status", rec.Status, inbox.StatusDone)          // IBX-044
-		mustEqual(t, "owner cleared", rec.LockedBy, "")               // IBX-049
-		mustEqual(t, "until cleared", rec.LockedUntil.IsZero(), true) //
+		mustEqual(t, "status", rec.Status, inbox.StatusDone)
+		mustEqual(t, "owner cleared", rec.LockedBy, "")
+		mustEqual(t, "until cleared", rec.LockedUntil.IsZero(), true)
 	}
 	e.clock.Advance(time.Hour)
-	mustEqual(t, "claimable after ack", len(e.claim("w2", time.Minute, 10)), 0) // IBX-047
-	for _, ks := range [][]inbox.Key{nil, {}} {                                 // IBX-048
+	mustEqual(t, "claimable after ack", len(e.claim("w2", time.Minute, 10)), 0)
+	for _, ks := range [][]inbox.Key{nil, {}} {
 		if n, err := e.in.Ack(e.ctx, "w", ks); err != nil || n != 0 {
 			t.Fatalf("empty ack = %d, %v", n, err)
 		}
@@ -705,13 +705,13 @@ func testManyKeys(t *testing.T, open opener) {
 	mustEqual(t, "first", e.get("s", "0000").Attempt, 1)
 }
 
-// IBX-050…059, 080…082: abandoning and the backoff.
+// Abandoning and the backoff.
 func testAbandon(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	k := []inbox.Key{key("s", "1")}
 	e.enqueue(inbox.Message{Source: "s", MessageID: "1"})
 	e.claim("w", time.Minute, 1)
-	if n, err := e.in.Abandon(e.ctx, "intruder", k, "x"); err != nil || n != 0 { // IBX-054, 055
+	if n, err := e.in.Abandon(e.ctx, "intruder", k, "x"); err != nil || n != 0 {
 		t.Fatalf("wrong owner: %d, %v", n, err)
 	}
 	now := e.clock.Now()
@@ -720,14 +720,14 @@ func testAbandon(t *testing.T, open opener) {
 	}
 	rec := e.get("s", "1")
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
-	mustEqual(t, "owner", rec.LockedBy, "")                                 // IBX-050
-	mustEqual(t, "until", rec.LockedUntil.IsZero(), true)                   //
-	mustEqual(t, "attempt", rec.Attempt, 1)                                 // IBX-051
-	mustEqual(t, "error", rec.LastError, "boom")                            // IBX-057
-	mustEqual(t, "next attempt", rec.NextAttemptAt, now.Add(2*time.Second)) // IBX-052, 081: 2^1 s
+	mustEqual(t, "owner", rec.LockedBy, "")
+	mustEqual(t, "until", rec.LockedUntil.IsZero(), true)
+	mustEqual(t, "attempt", rec.Attempt, 1)
+	mustEqual(t, "error", rec.LastError, "boom")
+	mustEqual(t, "next attempt", rec.NextAttemptAt, now.Add(2*time.Second))
 	mustEqual(t, "before backoff", len(e.claim("w", time.Minute, 1)), 0)
 	e.clock.Advance(2 * time.Second)
-	mustEqual(t, "after backoff", len(e.claim("w", time.Minute, 1)), 1) // IBX-056
+	mustEqual(t, "after backoff", len(e.claim("w", time.Minute, 1)), 1)
 
 	now = e.clock.Now()
 	if _, err := e.in.Abandon(e.ctx, "w", k, ""); err != nil {
@@ -741,20 +741,20 @@ func testAbandon(t *testing.T, open opener) {
 	e.clock.Advance(4 * time.Second)
 	e.claim("w", time.Minute, 1)
 	now = e.clock.Now()
-	if _, err := e.in.AbandonAfter(e.ctx, "w", k, "later", 90*time.Second); err != nil { // IBX-053
+	if _, err := e.in.AbandonAfter(e.ctx, "w", k, "later", 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	mustEqual(t, "fixed delay", e.get("s", "1").NextAttemptAt, now.Add(90*time.Second))
-	for _, d := range []time.Duration{0, -time.Second} { // IBX-058
+	for _, d := range []time.Duration{0, -time.Second} {
 		if _, err := e.in.AbandonAfter(e.ctx, "w", k, "", d); !errors.Is(err, inbox.ErrInvalidDelay) {
 			t.Fatalf("delay %v: %v", d, err)
 		}
 	}
-	if n, err := e.in.Abandon(e.ctx, "w", nil, "x"); err != nil || n != 0 { // IBX-059
+	if n, err := e.in.Abandon(e.ctx, "w", nil, "x"); err != nil || n != 0 {
 		t.Fatalf("empty abandon = %d, %v", n, err)
 	}
 
-	// IBX-082: a custom backoff.
+	// A custom backoff.
 	c := newEnv(t, open, inbox.Config{Backoff: retry.PolicyFunc(func(attempts int) time.Duration {
 		return time.Duration(attempts) * 7 * time.Second
 	})})
@@ -767,27 +767,27 @@ func testAbandon(t *testing.T, open opener) {
 	mustEqual(t, "custom backoff", c.get("s", "1").NextAttemptAt, now.Add(7*time.Second))
 }
 
-// IBX-060…067: failing.
+// Failing.
 func testFail(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	k := []inbox.Key{key("s", "1")}
 	e.enqueue(inbox.Message{Source: "s", MessageID: "1"})
 	e.claim("w", time.Minute, 1)
-	if n, err := e.in.Fail(e.ctx, "intruder", k, "x"); err != nil || n != 0 { // IBX-062, 063
+	if n, err := e.in.Fail(e.ctx, "intruder", k, "x"); err != nil || n != 0 {
 		t.Fatalf("wrong owner: %d, %v", n, err)
 	}
 	if n, err := e.in.Fail(e.ctx, "w", append(k, key("s", "nope")), "poison message"); err != nil || n != 1 {
 		t.Fatalf("fail = %d, %v", n, err)
 	}
 	rec := e.get("s", "1")
-	mustEqual(t, "status", rec.Status, inbox.StatusDead)       // IBX-060
-	mustEqual(t, "error", rec.LastError, "poison message")     // IBX-061
-	mustEqual(t, "owner", rec.LockedBy, "")                    // IBX-065
-	mustEqual(t, "until", rec.LockedUntil.IsZero(), true)      //
-	mustEqual(t, "attempt counts the failure", rec.Attempt, 1) //
+	mustEqual(t, "status", rec.Status, inbox.StatusDead)
+	mustEqual(t, "error", rec.LastError, "poison message")
+	mustEqual(t, "owner", rec.LockedBy, "")
+	mustEqual(t, "until", rec.LockedUntil.IsZero(), true)
+	mustEqual(t, "attempt counts the failure", rec.Attempt, 1)
 	e.clock.Advance(time.Hour)
-	mustEqual(t, "claimable", len(e.claim("w", time.Minute, 10)), 0)     // IBX-064
-	if n, err := e.in.Fail(e.ctx, "w", nil, "x"); err != nil || n != 0 { // IBX-066
+	mustEqual(t, "claimable", len(e.claim("w", time.Minute, 10)), 0)
+	if n, err := e.in.Fail(e.ctx, "w", nil, "x"); err != nil || n != 0 {
 		t.Fatalf("empty fail = %d, %v", n, err)
 	}
 	if n, err := e.in.Fail(e.ctx, "w", k, "again"); err != nil || n != 0 {
@@ -795,7 +795,7 @@ func testFail(t *testing.T, open opener) {
 	}
 }
 
-// IBX-068…071: reaping expired leases.
+// Reaping expired leases.
 func testReap(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	for _, id := range []string{"a-done", "b-dead", "c-long", "d-short"} {
@@ -816,25 +816,25 @@ func testReap(t *testing.T, open opener) {
 	}
 	e.clock.Advance(time.Minute)
 	n, err := e.in.ReapExpired(e.ctx)
-	if err != nil || n != 1 { // IBX-068
+	if err != nil || n != 1 {
 		t.Fatalf("reap = %d, %v; want 1", n, err)
 	}
 	rec := e.get("s", "d-short")
-	mustEqual(t, "reaped owner", rec.LockedBy, "")               // IBX-069
-	mustEqual(t, "reaped until", rec.LockedUntil.IsZero(), true) //
+	mustEqual(t, "reaped owner", rec.LockedBy, "")
+	mustEqual(t, "reaped until", rec.LockedUntil.IsZero(), true)
 	mustEqual(t, "reaped status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "reaped attempt", rec.Attempt, 0)
 	mustEqual(t, "long lease kept", e.get("s", "c-long").LockedBy, "w")
-	mustEqual(t, "Done untouched", e.get("s", "a-done").LockedBy, "w") // IBX-071
+	mustEqual(t, "Done untouched", e.get("s", "a-done").LockedBy, "w")
 	mustEqual(t, "Done status", e.get("s", "a-done").Status, inbox.StatusDone)
 	mustEqual(t, "Dead status", e.get("s", "b-dead").Status, inbox.StatusDead)
-	mustEqual(t, "claim after reap", strings.Join(keysOf(e.claim("w2", time.Minute, 10)), ","), "s/d-short") // IBX-070
+	mustEqual(t, "claim after reap", strings.Join(keysOf(e.claim("w2", time.Minute, 10)), ","), "s/d-short")
 	if n, err := e.in.ReapExpired(e.ctx); err != nil || n != 0 {
 		t.Fatalf("second reap = %d, %v", n, err)
 	}
 }
 
-// IBX-098…101: cleanup of old Done messages, in batches.
+// Cleanup of old Done messages, in batches.
 func testCleanup(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	for i := range 5 {
@@ -862,7 +862,7 @@ func testCleanup(t *testing.T, open opener) {
 		t.Fatalf("old/4: %v, %v", done, err)
 	}
 	e.clock.Advance(11 * 24 * time.Hour)
-	n, err := e.in.Cleanup(e.ctx, 30*24*time.Hour, 2) // IBX-100, 101: three statements of at most 2
+	n, err := e.in.Cleanup(e.ctx, 30*24*time.Hour, 2)
 	if err != nil || n != 4 {
 		t.Fatalf("cleanup = %d, %v; want 4", n, err)
 	}
@@ -870,7 +870,7 @@ func testCleanup(t *testing.T, open opener) {
 		mustEqual(t, "deleted", e.status("old", fmt.Sprint(i)), inbox.Status(-1))
 	}
 	mustEqual(t, "renewed kept", e.status("old", "4"), inbox.StatusDone)
-	mustEqual(t, "Seen kept", e.status("old", "seen"), inbox.StatusSeen) // IBX-099
+	mustEqual(t, "Seen kept", e.status("old", "seen"), inbox.StatusSeen)
 	mustEqual(t, "Processing kept", e.status("old", "processing"), inbox.StatusProcessing)
 	mustEqual(t, "Dead kept", e.status("old", "dead"), inbox.StatusDead)
 	mustEqual(t, "recent kept", e.status("recent", "0"), inbox.StatusDone)
@@ -886,7 +886,7 @@ func testCleanup(t *testing.T, open opener) {
 	}
 }
 
-// IBX-009…012, 015…018, 020, 040, 041, 043, 058, 130: invalid arguments
+// Invalid arguments
 // are rejected with a typed error and nothing is written.
 func testValidation(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})

@@ -25,7 +25,7 @@ type (
 	Tx = jdbcstore.ExecQueryer
 )
 
-// The message states (seed 003 §4.4).
+// The message states.
 const (
 	// StatusSeen: recorded by a deduplication check (or by ProcessTx
 	// whose fn failed in a transaction that was committed anyway); not
@@ -57,11 +57,11 @@ type HandlerFunc func(ctx context.Context, msg Record) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, msg Record) error { return f(ctx, msg) }
 
-// Backoff is the default retry policy of seed 003 (IBX-081): the delay
+// Backoff is the default retry policy of the inbox: the delay
 // before the next attempt is min(2^attempt seconds, 60 seconds), attempt
 // being the number of failed attempts so far (1 after the first failure:
 // 2 s, 4 s, 8 s, … 60 s). It has no jitter. It implements retry.Policy;
-// any retry.Policy can replace it (IBX-082).
+// any retry.Policy can replace it.
 type Backoff struct{}
 
 // MaxBackoff is the longest delay of [Backoff].

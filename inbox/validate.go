@@ -10,7 +10,7 @@ import (
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
-// Limits of the stored fields (seed 003 §7.2).
+// Limits of the stored fields.
 const (
 	// MaxIDLen is the longest message id, source and topic, in characters.
 	MaxIDLen = 255

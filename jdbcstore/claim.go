@@ -98,8 +98,8 @@ func (s *Store) claimSkipLocked(ctx context.Context, req core.ClaimRequest, sele
 	return recs, nil
 }
 
-// ReapExpired releases up to limit expired leases of NEW/RETRY rows (seed
-// 000 §6.6: locked_by and locked_until back to NULL) and returns how many.
+// ReapExpired releases up to limit expired leases of NEW/RETRY rows
+// (locked_by and locked_until back to NULL) and returns how many.
 func (s *Store) ReapExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)}

@@ -14,10 +14,10 @@ import (
 
 // Defaults applied by [New] to zero [Config] fields.
 const (
-	// DefaultTable is the outbox table name (spec §5.1).
+	// DefaultTable is the outbox table name.
 	DefaultTable = "outbox_event"
 	// DefaultMaxErrorLen is the number of characters of an error message
-	// kept in last_error (spec §9.3).
+	// kept in last_error.
 	DefaultMaxErrorLen = 4000
 )
 

@@ -1,6 +1,6 @@
 // Package jdbcstore implements [core.Store] over SQL databases with sqlx:
 // the transactional insert of NEW events, the status writes of the
-// dispatcher and the pending scan of the poller (spec §9).
+// dispatcher and the pending scan of the poller.
 //
 // A [Dialect] gives the primitives of one database (identifier quoting,
 // placeholders, time and payload encoding, schema templates), its

@@ -23,7 +23,7 @@ func checkOwner(owner string) error {
 }
 
 // Claim leases up to limit claimable messages to owner for lease and
-// returns them, earliest next attempt first (seed 003 IBX-030…043). A
+// returns them, earliest next attempt first. A
 // message is claimable when it is Processing, its next attempt and its due
 // time (if any) are not in the future, and it has no lease or an expired
 // one. A message leased by owner itself is not claimed again while the
@@ -105,7 +105,7 @@ func (s *InboxStore) claimSkipLocked(ctx context.Context, owner string, until ti
 var fence = " AND locked_by = ? AND status = " + strconv.Itoa(int(InboxProcessing))
 
 // Ack sets the given messages Done and releases their leases, for those
-// that owner holds (seed 003 IBX-044…049). Unknown keys, keys owned by
+// that owner holds. Unknown keys, keys owned by
 // someone else and duplicates are ignored. It returns how many changed.
 func (s *InboxStore) Ack(ctx context.Context, owner string, keys []InboxKey) (int64, error) {
 	if err := checkOwner(owner); err != nil {
@@ -144,8 +144,7 @@ func (s *InboxStore) Release(ctx context.Context, owner string, keys []InboxKey)
 
 // Abandon releases owner's leases on the given messages, increments their
 // attempt and makes them claimable again after delay(attempt) (attempt
-// being the incremented count), recording lastError ("" stores NULL) (seed
-// 003 IBX-050…059). Messages owner does not hold are ignored. It returns
+// being the incremented count), recording lastError ("" stores NULL). Messages owner does not hold are ignored. It returns
 // how many changed.
 //
 // It runs in one transaction: the attempts are read with a locking read,
@@ -212,8 +211,7 @@ func (s *InboxStore) abandonChunk(ctx context.Context, ex ExecQueryer, owner str
 }
 
 // Fail sets the given messages Dead, increments their attempt, records
-// errMsg and releases their leases, for those that owner holds (seed 003
-// IBX-060…066). It returns how many changed.
+// errMsg and releases their leases, for those that owner holds. It returns how many changed.
 func (s *InboxStore) Fail(ctx context.Context, owner string, keys []InboxKey, errMsg string) (int64, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, opErr("fail", err)
@@ -231,7 +229,7 @@ func (s *InboxStore) Fail(ctx context.Context, owner string, keys []InboxKey, er
 }
 
 // ReapExpired releases up to limit expired leases of Processing messages
-// (seed 003 IBX-068…071) and returns how many. Done and Dead messages hold
+// and returns how many. Done and Dead messages hold
 // no lease and are never touched.
 func (s *InboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) {
 	if limit <= 0 {
@@ -245,7 +243,7 @@ func (s *InboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) 
 }
 
 // Cleanup deletes Done messages last seen more than olderThan ago, at most
-// batch per statement, each statement on its own (seed 003 IBX-098…101),
+// batch per statement, each statement on its own,
 // until none is left. Seen, Processing and Dead messages are never
 // deleted. It returns how many rows it deleted.
 func (s *InboxStore) Cleanup(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {

@@ -77,8 +77,7 @@ func (s *InboxStore) MarkDoneTx(ctx context.Context, ex ExecQueryer, k InboxKey)
 	return nil
 }
 
-// AlreadyProcessed is Touch in a transaction of its own (seed 003
-// IBX-002…008): a new key is inserted as Seen; the returned state tells
+// AlreadyProcessed is Touch in a transaction of its own: a new key is inserted as Seen; the returned state tells
 // whether it is Done.
 func (s *InboxStore) AlreadyProcessed(ctx context.Context, k InboxKey, hash []byte) (InboxTouch, error) {
 	var t InboxTouch
@@ -105,7 +104,7 @@ func (s *InboxStore) MarkProcessed(ctx context.Context, k InboxKey) error {
 // next try finds the row.
 const maxEnqueueTries = 3
 
-// Enqueue stores m for the work queue (seed 003 IBX-013…029), in one
+// Enqueue stores m for the work queue, in one
 // transaction:
 //
 //   - a new key is inserted as Processing, attempt 0, first and last seen

@@ -12,7 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// InboxStore is the SQL store of the inbox (package inbox, seed 003): one
+// InboxStore is the SQL store of the inbox (package inbox): one
 // table keyed by (source, message_id) holding every message seen, its
 // state (Seen, Processing, Done, Dead), its lease and its retry schedule.
 // It runs on the same dialects as [Store]. Create it with [NewInbox]; it is

@@ -11,7 +11,7 @@ import (
 // Config.Table is empty.
 const DefaultInboxTable = "inbox_message"
 
-// InboxStatus is the state of an inbox message (seed 003 §4.4). The numeric
+// InboxStatus is the state of an inbox message. The numeric
 // values are stored in the status column and are part of the contract.
 type InboxStatus int8
 

@@ -8,7 +8,7 @@ import (
 	"github.com/outbox-go/outbox/internal/cfgpath"
 )
 
-// Defaults of [Config] (spec §11, §15).
+// Defaults of [Config].
 const (
 	DefaultInterval        = 5 * time.Second
 	DefaultBatchSize       = 200

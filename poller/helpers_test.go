@@ -1,13 +1,9 @@
 package poller_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,116 +11,12 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const waitTimeout = 5 * time.Second
-
-// waitFor re-checks cond on every signal of wake (may be nil) and on a
-// short ticker until it holds, and fails the test at the deadline.
-func waitFor(t testing.TB, what string, cond func() bool, wake <-chan struct{}) {
-	t.Helper()
-	if cond() {
-		return
-	}
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-wake:
-		case <-tick.C:
-		case <-deadline.C:
-			if cond() {
-				return
-			}
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		if cond() {
-			return
-		}
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// lines returns the log lines containing every one of subs.
-func (s *syncBuffer) lines(subs ...string) []string {
-	var out []string
-	for _, l := range strings.Split(s.String(), "\n") {
-		ok := l != ""
-		for _, sub := range subs {
-			ok = ok && strings.Contains(l, sub)
-		}
-		if ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func newLogger(buf *syncBuffer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// fakeMetrics counts the signals the poller sends.
-type fakeMetrics struct {
-	core.NopMetrics
-	dead, depthCalls, lagCalls atomic.Int64
-	lastLag                    atomic.Int64
-	reaped, reapCalls          atomic.Int64
-}
-
-func (m *fakeMetrics) DispatchDead()        { m.dead.Add(1) }
-func (m *fakeMetrics) QueueDepths(_, _ int) { m.depthCalls.Add(1) }
-func (m *fakeMetrics) LeasesReaped(n int) {
-	m.reapCalls.Add(1)
-	m.reaped.Add(int64(n))
-}
-func (m *fakeMetrics) OldestLag(d time.Duration) {
-	m.lagCalls.Add(1)
-	m.lastLag.Store(int64(d))
-}
-
-// fakeClock is a settable clock safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 type enqueued struct {
 	id         string
@@ -298,4 +190,11 @@ func idsOf(prefix string, n int) []string {
 		out[i] = fmt.Sprintf("%s%03d", prefix, i)
 	}
 	return out
+}
+
+// waitFor re-checks cond on every signal of wake (may be nil) and on a
+// short ticker until it holds, and fails the test at waitTimeout.
+func waitFor(t testing.TB, what string, cond func() bool, wake <-chan struct{}) {
+	t.Helper()
+	testsupport.WaitFor(t, waitTimeout, what, cond, wake)
 }

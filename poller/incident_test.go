@@ -31,16 +31,16 @@ func TestSkippedFullCycleDoesNotEndAnIncident(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	errorLines := func() int { return len(e.logs.lines("level=ERROR", "poll cycle failed")) }
-	recovered := func() int { return len(e.logs.lines("poller recovered")) }
+	errorLines := func() int { return len(e.logs.Lines("level=ERROR", "poll cycle failed")) }
+	recovered := func() int { return len(e.logs.Lines("poller recovered")) }
 
 	for round := 1; round <= 3; round++ {
 		from := failed.Load()
 		waitFor(t, "three failing cycles", func() bool { return failed.Load() >= from+3 }, nil)
 		// The queue fills up (workers stuck): cycles are skipped.
 		e.q.setRoom(0)
-		cycles := e.metrics.depthCalls.Load()
-		waitFor(t, "three skipped cycles", func() bool { return e.metrics.depthCalls.Load() >= cycles+3 }, nil)
+		cycles := e.metrics.DepthCalls.Load()
+		waitFor(t, "three skipped cycles", func() bool { return e.metrics.DepthCalls.Load() >= cycles+3 }, nil)
 		e.q.setRoom(10)
 	}
 	from := failed.Load()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
 )
 
@@ -147,10 +148,10 @@ func TestPollOnceClaimRequest(t *testing.T) {
 		{name: "skip nothing", batch: 7, room: 7, wantLimit: 7, configSkipRecent: -1, wantSkipRecent: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := newFakeClock()
+			clock := testsupport.NewClock(testsupport.Epoch)
 			st := &spyStore{Store: memstore.New(clock.Now)}
 			p, err := poller.New(st, newFakeQueue(tc.room), poller.Config{
-				BatchSize: tc.batch, SkipRecent: tc.configSkipRecent, Now: clock.Now, Logger: newLogger(&syncBuffer{}),
+				BatchSize: tc.batch, SkipRecent: tc.configSkipRecent, Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger(),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -209,10 +210,10 @@ func TestReapOnceReleasesExpiredLeasesInBatches(t *testing.T) {
 	if r := row(t, e.st, "dead"); r.LockedBy != "crashed-node" {
 		t.Errorf("a DEAD row's lease was reaped (only NEW/RETRY rows are)")
 	}
-	if got, calls := e.metrics.reaped.Load(), e.metrics.reapCalls.Load(); got != expired || calls != 1 {
+	if got, calls := e.metrics.Reaped.Load(), e.metrics.ReapCalls.Load(); got != expired || calls != 1 {
 		t.Errorf("LeasesReaped: %d in %d calls, want %d in 1", got, calls, expired)
 	}
-	if l := e.logs.lines("level=INFO", "released expired leases", fmt.Sprintf("events=%d", expired)); len(l) != 1 {
+	if l := e.logs.Lines("level=INFO", "released expired leases", fmt.Sprintf("events=%d", expired)); len(l) != 1 {
 		t.Errorf("want one INFO line reporting %d released leases:\n%s", expired, e.logs)
 	}
 
@@ -223,7 +224,7 @@ func TestReapOnceReleasesExpiredLeasesInBatches(t *testing.T) {
 	if got := reaps("reap"); got != 4 {
 		t.Errorf("%d reap statements in total, want 4", got)
 	}
-	if calls := e.metrics.reapCalls.Load(); calls != 1 {
+	if calls := e.metrics.ReapCalls.Load(); calls != 1 {
 		t.Errorf("LeasesReaped called %d times, want 1 (not for 0)", calls)
 	}
 }
@@ -283,15 +284,15 @@ func TestReapOnceReportsLeasesReleasedBeforeAFailure(t *testing.T) {
 	if !errors.Is(err, errDown) || n != 100 {
 		t.Fatalf("ReapOnce = %d, %v; want 100 and the store's error", n, err)
 	}
-	if got := e.metrics.reaped.Load(); got != 100 {
+	if got := e.metrics.Reaped.Load(); got != 100 {
 		t.Errorf("LeasesReaped = %d, want the 100 released before the failure", got)
 	}
 }
 
 func TestReapBatchDefault(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	st := &spyStore{Store: memstore.New(clock.Now)}
-	p, err := poller.New(st, newFakeQueue(1), poller.Config{Now: clock.Now, Logger: newLogger(&syncBuffer{})})
+	p, err := poller.New(st, newFakeQueue(1), poller.Config{Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func TestBackgroundLoopReapsAtReapInterval(t *testing.T) {
 	}
 	waitFor(t, "the expired lease to be released", func() bool {
 		got, _ := e.st.Get("x")
-		return got.LockedBy == "" && e.metrics.reaped.Load() == 1
+		return got.LockedBy == "" && e.metrics.Reaped.Load() == 1
 	}, nil)
 	if claims.Load() < 2 {
 		t.Errorf("%d poll cycles before the first reap at Interval 5ms and ReapInterval 50ms; want several", claims.Load())
@@ -415,16 +416,16 @@ func (q *instantQueue) QueueDepths() (hot, cold int) { return 0, 0 }
 // BacklogInterval, not Interval.
 func TestBacklogDrainsWhenTheClaimIsLimitedByColdRoom(t *testing.T) {
 	const interval = 500 * time.Millisecond
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	st := memstore.New(clock.Now)
 	for _, id := range []string{"a", "b", "c"} {
 		insert(t, st, id)
 	}
 	clock.Advance(time.Hour)
 	q := &instantQueue{st: st, got: make(chan struct{}, 1)}
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	p, err := poller.New(st, q, poller.Config{
-		Interval: interval, BacklogInterval: time.Millisecond, BatchSize: 100, Now: clock.Now, Logger: newLogger(logs),
+		Interval: interval, BacklogInterval: time.Millisecond, BatchSize: 100, Now: clock.Now, Logger: logs.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
 )
@@ -24,12 +25,12 @@ type multiFixture struct {
 	queues map[string]*dispatcher.StoreQueue
 	d      *dispatcher.Dispatcher
 	p      *poller.Poller
-	logs   *syncBuffer
+	logs   *testsupport.LogBuffer
 }
 
 func newMultiFixture(t *testing.T, sel core.Selector) *multiFixture {
 	t.Helper()
-	f := &multiFixture{stores: map[string]*memstore.Store{}, queues: map[string]*dispatcher.StoreQueue{}, logs: &syncBuffer{}}
+	f := &multiFixture{stores: map[string]*memstore.Store{}, queues: map[string]*dispatcher.StoreQueue{}, logs: &testsupport.LogBuffer{}}
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := registry.New()
 	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })

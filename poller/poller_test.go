@@ -13,26 +13,27 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
 )
 
 type pollEnv struct {
-	clock   *fakeClock
+	clock   *testsupport.Clock
 	st      *memstore.Store
 	q       *fakeQueue
-	logs    *syncBuffer
-	metrics *fakeMetrics
+	logs    *testsupport.LogBuffer
+	metrics *testsupport.Metrics
 }
 
 func newPollEnv(room int) *pollEnv {
-	clock := newFakeClock()
-	return &pollEnv{clock: clock, st: memstore.New(clock.Now), q: newFakeQueue(room), logs: &syncBuffer{}, metrics: &fakeMetrics{}}
+	clock := testsupport.NewClock(testsupport.Epoch)
+	return &pollEnv{clock: clock, st: memstore.New(clock.Now), q: newFakeQueue(room), logs: &testsupport.LogBuffer{}, metrics: &testsupport.Metrics{}}
 }
 
 func (e *pollEnv) poller(t *testing.T, cfg poller.Config) *poller.Poller {
 	t.Helper()
-	cfg.Now, cfg.Logger, cfg.Metrics = e.clock.Now, newLogger(e.logs), e.metrics
+	cfg.Now, cfg.Logger, cfg.Metrics = e.clock.Now, e.logs.Logger(), e.metrics
 	p, err := poller.New(e.st, e.q, cfg)
 	if err != nil {
 		t.Fatalf("poller.New: %v", err)
@@ -89,11 +90,11 @@ func TestPollOnceSelectsDueRows(t *testing.T) {
 	if got[0].env.Type() != "E" || got[0].env.PayloadString() != `{"id":"a-new"}` {
 		t.Errorf("enqueued envelope not decoded from the row: type %q payload %q", got[0].env.Type(), got[0].env.PayloadString())
 	}
-	if lag := time.Duration(e.metrics.lastLag.Load()); lag != 2*time.Second {
+	if lag := time.Duration(e.metrics.LastLag.Load()); lag != 2*time.Second {
 		t.Errorf("OldestLag = %v, want 2s (oldest available_at is 2s old)", lag)
 	}
-	if e.metrics.depthCalls.Load() != 1 {
-		t.Errorf("QueueDepths reported %d times, want 1", e.metrics.depthCalls.Load())
+	if e.metrics.DepthCalls.Load() != 1 {
+		t.Errorf("QueueDepths reported %d times, want 1", e.metrics.DepthCalls.Load())
 	}
 
 	// f-young becomes old enough exactly SkipRecent after it was created;
@@ -243,7 +244,7 @@ func TestPollOnceFullQueueSkipsStoreQuery(t *testing.T) {
 	if queried.Load() != 0 {
 		t.Fatal("ClaimDue was called although the cold queue had no room")
 	}
-	if e.metrics.depthCalls.Load() != 1 {
+	if e.metrics.DepthCalls.Load() != 1 {
 		t.Errorf("QueueDepths not reported on a skipped cycle")
 	}
 }
@@ -314,14 +315,14 @@ func TestPollOnceUndecodableRowsAreMarkedDead(t *testing.T) {
 		if !strings.Contains(r.LastError, reason) || !strings.Contains(r.LastError, core.ErrDecode.Error()) {
 			t.Errorf("row %s last_error %q, want the decode reason %q", id, r.LastError, reason)
 		}
-		if l := e.logs.lines("level=ERROR", "undecodable", "event_id="+id); len(l) != 1 {
+		if l := e.logs.Lines("level=ERROR", "undecodable", "event_id="+id); len(l) != 1 {
 			t.Errorf("%d ERROR lines for %s, want 1:\n%s", len(l), id, e.logs)
 		}
 	}
 	if r := row(t, e.st, "bad-column"); r.Attempts != 5 {
 		t.Errorf("bad-column attempts %d, want 5 (MarkDead increments)", r.Attempts)
 	}
-	if n := e.metrics.dead.Load(); n != 2 {
+	if n := e.metrics.Dead.Load(); n != 2 {
 		t.Errorf("DispatchDead = %d, want 2", n)
 	}
 	// DEAD rows are not read again.
@@ -347,7 +348,7 @@ func TestPollOnceMarkDeadFailureIsLogged(t *testing.T) {
 	if _, err := p.PollOnce(context.Background()); err != nil {
 		t.Fatalf("PollOnce = %v; a failed MarkDead must not fail the cycle", err)
 	}
-	if l := e.logs.lines("level=ERROR", "event_id=bad", "write refused"); len(l) != 1 {
+	if l := e.logs.Lines("level=ERROR", "event_id=bad", "write refused"); len(l) != 1 {
 		t.Errorf("want one ERROR line naming the event and the write error:\n%s", e.logs)
 	}
 	if r := row(t, e.st, "bad"); r.Status != core.StatusNew {
@@ -395,21 +396,21 @@ func TestBackgroundErrorsLoggedOncePerIncident(t *testing.T) {
 		failing.Store(true)
 		from := failed.Load()
 		waitFor(t, "five failing cycles", func() bool { return failed.Load() >= from+5 }, nil)
-		if n := len(e.logs.lines("level=ERROR", "poll cycle failed")); n != incident {
+		if n := len(e.logs.Lines("level=ERROR", "poll cycle failed")); n != incident {
 			t.Fatalf("incident %d: %d ERROR lines after 5+ failing cycles, want %d (once per incident)", incident, n, incident)
 		}
-		if l := e.logs.lines("level=ERROR", "poll cycle failed"); !strings.Contains(l[0], "connection refused") {
+		if l := e.logs.Lines("level=ERROR", "poll cycle failed"); !strings.Contains(l[0], "connection refused") {
 			t.Errorf("ERROR line lacks the cause: %s", l[0])
 		}
 		failing.Store(false)
 		waitFor(t, "\"poller recovered\"", func() bool {
-			return len(e.logs.lines("level=INFO", "poller recovered")) == incident
+			return len(e.logs.Lines("level=INFO", "poller recovered")) == incident
 		}, nil)
 	}
 	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
 		t.Fatalf("Stop = %v", err)
 	}
-	if n := len(e.logs.lines("level=ERROR")); n != 2 {
+	if n := len(e.logs.Lines("level=ERROR")); n != 2 {
 		t.Errorf("%d ERROR lines in total, want 2", n)
 	}
 }
@@ -548,7 +549,7 @@ func (d *delivered) count(id string) int {
 	return d.n[id]
 }
 
-func newDispatcher(t *testing.T, st *memstore.Store, cfg dispatcher.Config, logs *syncBuffer) (*dispatcher.Dispatcher, *delivered) {
+func newDispatcher(t *testing.T, st *memstore.Store, cfg dispatcher.Config, logs *testsupport.LogBuffer) (*dispatcher.Dispatcher, *delivered) {
 	t.Helper()
 	got := &delivered{n: map[string]int{}}
 	reg := registry.New()
@@ -556,7 +557,7 @@ func newDispatcher(t *testing.T, st *memstore.Store, cfg dispatcher.Config, logs
 		got.add(env.ID())
 		return nil
 	})
-	cfg.Logger = newLogger(logs)
+	cfg.Logger = logs.Logger()
 	d, err := dispatcher.New(st, reg, cfg)
 	if err != nil {
 		t.Fatalf("dispatcher.New: %v", err)
@@ -573,10 +574,10 @@ func newDispatcher(t *testing.T, st *memstore.Store, cfg dispatcher.Config, logs
 }
 
 func TestEndToEndPollerDeliversEveryRow(t *testing.T) {
-	clock := newFakeClock()
+	clock := testsupport.NewClock(testsupport.Epoch)
 	st := memstore.New(clock.Now)
 	st.Changed = make(chan struct{}, 1)
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	// A small cold queue so the 50 rows take several cycles (backlog path).
 	d, got := newDispatcher(t, st, dispatcher.Config{Workers: 2, ColdCapacity: 8}, logs)
 
@@ -586,7 +587,7 @@ func TestEndToEndPollerDeliversEveryRow(t *testing.T) {
 	}
 	clock.Advance(2 * time.Second) // older than SkipRecent
 
-	p, err := poller.New(st, d, poller.Config{Interval: 10 * time.Millisecond, BatchSize: 20, Now: clock.Now, Logger: newLogger(logs)})
+	p, err := poller.New(st, d, poller.Config{Interval: 10 * time.Millisecond, BatchSize: 20, Now: clock.Now, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +613,7 @@ func TestEndToEndPollerDeliversEveryRow(t *testing.T) {
 func TestEndToEndDroppedHotEventsReachDone(t *testing.T) {
 	st := memstore.New(nil)
 	st.Changed = make(chan struct{}, 1)
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	gate := make(chan struct{})
 	var gateOnce sync.Once
 	openGate := func() { gateOnce.Do(func() { close(gate) }) }
@@ -625,7 +626,7 @@ func TestEndToEndDroppedHotEventsReachDone(t *testing.T) {
 		got.add(env.ID())
 		return nil
 	})
-	d, err := dispatcher.New(st, reg, dispatcher.Config{Workers: 1, HotCapacity: 1, Logger: newLogger(logs)})
+	d, err := dispatcher.New(st, reg, dispatcher.Config{Workers: 1, HotCapacity: 1, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -661,7 +662,7 @@ func TestEndToEndDroppedHotEventsReachDone(t *testing.T) {
 	}
 	openGate()
 
-	p, err := poller.New(st, d, poller.Config{Interval: 10 * time.Millisecond, SkipRecent: -1, Logger: newLogger(logs)})
+	p, err := poller.New(st, d, poller.Config{Interval: 10 * time.Millisecond, SkipRecent: -1, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 )
 
-// Defaults of [Exponential] (spec §13.3).
+// Defaults of [Exponential].
 const (
 	DefaultBaseDelay   = 200 * time.Millisecond
 	DefaultMaxDelay    = 60 * time.Second

@@ -147,7 +147,7 @@ func TestExponentialAttemptsBelowOneCountAsOne(t *testing.T) {
 
 func TestExponentialZeroValueUsesDefaults(t *testing.T) {
 	if retry.DefaultBaseDelay != 200*time.Millisecond || retry.DefaultMaxDelay != 60*time.Second || retry.DefaultMaxAttempts != 10 {
-		t.Fatalf("defaults changed: base %v max %v attempts %d (spec §13.3: 200ms, 60s, 10)",
+		t.Fatalf("defaults changed: base %v max %v attempts %d (want 200ms, 60s, 10)",
 			retry.DefaultBaseDelay, retry.DefaultMaxDelay, retry.DefaultMaxAttempts)
 	}
 	p := retry.Exponential{Rand: fixed(0.5)}

@@ -14,8 +14,7 @@ import (
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
-// DefaultRefreshInterval is how often Config.Discover is called by default
-// (seed 000 OBX-076).
+// DefaultRefreshInterval is how often Config.Discover is called by default.
 const DefaultRefreshInterval = 5 * time.Minute
 
 // Database describes one database of the set. Two Databases with the same
@@ -37,7 +36,7 @@ type Database struct {
 	DSN string
 }
 
-// Discovery returns the current set of databases (seed 000 OBX-075). It is
+// Discovery returns the current set of databases. It is
 // called once by New and then every RefreshInterval; an error keeps the
 // current set.
 type Discovery func(ctx context.Context) ([]Database, error)

@@ -1,6 +1,5 @@
 // Package tenant runs the outbox and the inbox over several databases: one
-// per tenant, shard or region (seed 000 §4.4, §6.9–6.10; seed 003
-// §6.10–6.11).
+// per tenant, shard or region.
 //
 // Each database gets its own store, identified by a stable store id (the
 // Database's ID). Publishing goes to the tenant's database through the

@@ -6,7 +6,7 @@ import (
 )
 
 // ErrUnknownKey is wrapped by the router's error for a routing key that
-// names no database (seed 000 OBX-073): see [UnknownKeyError].
+// names no database: see [UnknownKeyError].
 var ErrUnknownKey = errors.New("outbox: unknown routing key")
 
 // ErrInvalidKey is returned for an empty routing key.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/tenant"
 	"github.com/outbox-go/outbox/txctx"
@@ -24,21 +25,6 @@ import (
 // waitTimeout bounds every wait: generous for a loaded 2-core machine
 // running -race, still a clear failure when something never happens.
 const waitTimeout = 20 * time.Second
-
-// waitFor re-checks cond every few milliseconds until it holds, and fails
-// the test at the deadline.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		<-tick.C
-	}
-}
 
 // sqliteDatabases returns n SQLite files in a temporary directory: s1, s2, …
 func sqliteDatabases(t testing.TB, n int) []tenant.Database {
@@ -77,24 +63,6 @@ var databaseSets = []struct {
 
 // quietLogger discards logs.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// logBuffer collects log lines safely.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // deliveries records listener calls: event id → tenant ids seen, and the
 // order of tenant ids.
@@ -224,4 +192,10 @@ func withOrders(t testing.TB, dbs []tenant.Database) []tenant.Database {
 		}
 	}
 	return dbs
+}
+
+// waitFor re-checks cond until it holds and fails the test at waitTimeout.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	testsupport.WaitFor(t, waitTimeout, what, cond)
 }

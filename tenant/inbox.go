@@ -15,17 +15,17 @@ import (
 // InboxConfig configures [NewInbox]. Databases or Discover (or both) name
 // the databases; everything else has a default.
 type InboxConfig struct {
-	// Databases is the static set of databases (seed 003 IBX-085). With
+	// Databases is the static set of databases. With
 	// Discover it is ignored: the first discovery names the set NewInbox
 	// starts with.
 	Databases []Database
-	// Discover returns the current set of databases (dynamic discovery,
-	// IBX-093). NewInbox calls it once (an error fails NewInbox), then
+	// Discover returns the current set of databases (dynamic discovery).
+	// NewInbox calls it once (an error fails NewInbox), then
 	// every RefreshInterval while the inbox runs; [Inbox.Refresh] calls it
 	// now.
 	Discover Discovery
-	// RefreshInterval is the pause between discoveries. Defaults to 5 min
-	// (IBX-094); negative: only [Inbox.Refresh] discovers.
+	// RefreshInterval is the pause between discoveries. Defaults to 5 min;
+	// negative: only [Inbox.Refresh] discovers.
 	RefreshInterval time.Duration
 	// Open opens a database of the set. Defaults to [Open].
 	Open OpenFunc
@@ -51,8 +51,8 @@ type InboxConfig struct {
 	Logger *slog.Logger
 }
 
-// Inbox is the inbox over several databases (seed 003 §4.5, §6.10–6.11): a
-// router to each database's inbox.Inbox (the IInboxRouter of the seed) and
+// Inbox is the inbox over several databases: a
+// router to each database's inbox.Inbox (see [Inbox.For]) and
 // one work-queue dispatcher, with one pool of workers and one set of topic
 // handlers, over all of them. Create it with [NewInbox]; it is safe for
 // concurrent use.
@@ -146,9 +146,9 @@ func (ib *Inbox) detach(ctx context.Context, id string, _ *inbox.Inbox) error {
 }
 
 // For returns the inbox of the database a routing key maps to (the
-// Database's ID, unless InboxConfig.Route maps it; seed 003 IBX-091): use
+// Database's ID, unless InboxConfig.Route maps it): use
 // it to Enqueue, Process or check messages of that tenant. An unknown key
-// returns an *UnknownKeyError (errors.Is ErrUnknownKey, IBX-092); an empty
+// returns an *UnknownKeyError (errors.Is ErrUnknownKey); an empty
 // one ErrInvalidKey. The inbox stays usable until its database leaves the
 // set; after that its database is closed and every call fails.
 func (ib *Inbox) For(key string) (*inbox.Inbox, error) { return ib.set.get(key) }
@@ -161,7 +161,7 @@ func (ib *Inbox) ForUUID(key [16]byte) (*inbox.Inbox, error) { return ib.set.get
 func (ib *Inbox) StoreIDs() []string { return ib.set.ids() }
 
 // Refresh runs InboxConfig.Discover now and applies its result (see
-// [RefreshResult]; IBX-095…097); without Discover it returns an error
+// [RefreshResult]); without Discover it returns an error
 // wrapping core.ErrInvalidConfig. It may run while messages flow: new
 // databases are served at once; removed ones stop being routed to and
 // claimed from, finish their running handlers (bounded by DrainTimeout

@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/tenant"
 )
 
@@ -107,15 +108,7 @@ func ibStatus(t *testing.T, ctx context.Context, in *inbox.Inbox, source, id str
 // ibWaitFor polls cond until it holds or the deadline passes.
 func ibWaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testsupport.WaitFor(t, 30*time.Second, what, cond)
 }
 
 // ibOpenInbox opens a database of the set on a pool of the test's own (to
@@ -147,7 +140,7 @@ func ibCount(t *testing.T, ctx context.Context, in *inbox.Inbox) int {
 // messages enqueued through the router land in their tenant's table only
 // (the same message id in every tenant is five different messages), and
 // the shared dispatcher hands each to the handler with its own tenant's
-// id and inbox, and marks it Done there (IBX-085, IBX-091).
+// id and inbox, and marks it Done there.
 func TestInboxRoutesToTenantDatabase(t *testing.T) {
 	ctx := ibCtx(t)
 	dbs := ibFive(t)
@@ -199,7 +192,7 @@ func TestInboxRoutesToTenantDatabase(t *testing.T) {
 	}
 }
 
-// The router (seed 003 §5.1.4, IBX-091/092): a known key returns its
+// The router: a known key returns its
 // tenant's inbox; an unknown key an *UnknownKeyError wrapping
 // ErrUnknownKey (with the store id Route mapped it to); an empty key
 // ErrInvalidKey; ForUUID looks the canonical UUID text up.
@@ -241,7 +234,7 @@ func TestInboxRouter(t *testing.T) {
 }
 
 // Both selectors drain all five databases in the order their definition
-// gives (IBX-087, IBX-088). With one worker and BatchSize 1 each claim
+// gives. With one worker and BatchSize 1 each claim
 // takes one message and the next claim waits for its handler, so the
 // handler calls are the claims, in order: round-robin takes one from each
 // database in id order, skipping empty ones; drain-first stays on a
@@ -293,7 +286,7 @@ func TestInboxSelectorsDrainInOrder(t *testing.T) {
 	}
 }
 
-// Discovery adds and removes databases while messages flow (IBX-093…097)
+// Discovery adds and removes databases while messages flow
 // and loses none: producers enqueue through the router into every tenant
 // it knows, all the time; the set goes {s1 s2 m1} → + s3, m2 → − s2 →
 // + s2, − m1. Every message enqueued into a database present at the end
@@ -507,7 +500,7 @@ func TestInboxRemovalWaitsForRunningHandlers(t *testing.T) {
 
 // The periodic refresh (RefreshInterval) applies discoveries by itself; a
 // failing discovery keeps the set; a database whose DSN changed is
-// replaced, an unchanged one keeps its inbox (IBX-097).
+// replaced, an unchanged one keeps its inbox.
 func TestInboxPeriodicRefresh(t *testing.T) {
 	ctx := ibCtx(t)
 	a, b := ibSQLite(t, "a"), ibSQLite(t, "b")

@@ -20,15 +20,15 @@ import (
 // Config configures [New]. Databases or Discover (or both) name the
 // databases; everything else has a default.
 type Config struct {
-	// Databases is the static set of databases (seed 000 OBX-066). It is
+	// Databases is the static set of databases. It is
 	// ignored when Discover is set: the discovery names the set.
 	Databases []Database
-	// Discover returns the current set of databases (dynamic discovery,
-	// OBX-075). New calls it once (an error fails New), then every
+	// Discover returns the current set of databases (dynamic discovery).
+	// New calls it once (an error fails New), then every
 	// RefreshInterval while the outbox runs; [Outbox.Refresh] calls it now.
 	Discover Discovery
-	// RefreshInterval is the pause between discoveries. Defaults to 5 min
-	// (OBX-076); negative: only [Outbox.Refresh] discovers.
+	// RefreshInterval is the pause between discoveries. Defaults to 5 min;
+	// negative: only [Outbox.Refresh] discovers.
 	RefreshInterval time.Duration
 	// Open opens a database of the set. Defaults to [Open].
 	Open OpenFunc
@@ -71,7 +71,7 @@ type Config struct {
 }
 
 // Tenant is one database of the set, ready to publish to: what the router
-// returns (seed 000 OBX-072). It stays usable until its database leaves
+// returns. It stays usable until its database leaves
 // the set; after that its database is closed and every call fails.
 type Tenant struct {
 	// ID is the store id (the Database's ID).

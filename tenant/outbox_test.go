@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/tenant"
@@ -169,7 +170,7 @@ func TestRouter(t *testing.T) {
 		t.Fatalf("For(s1) = %+v, %v", tn, err)
 	}
 	if again, _ := o.For("s1"); again != tn {
-		t.Error("For must return the same tenant every time (cached, OBX-102)")
+		t.Error("For must return the same tenant every time (cached)")
 	}
 	if tn, err := o.ForUUID(u); err != nil || tn.ID != uuidID {
 		t.Fatalf("ForUUID = %+v, %v", tn, err)
@@ -372,7 +373,7 @@ func TestDiscoveryAddsAndRemovesWhileEventsFlow(t *testing.T) {
 				t.Fatalf("Refresh = %+v, want added %v, removed [s1], 1 unchanged", res, wantAdded)
 			}
 			if s2again, _ := o.For("s2"); s2again != s2 {
-				t.Error("an unchanged database was recreated (OBX-079)")
+				t.Error("an unchanged database was recreated")
 			}
 			if _, err := o.For("s1"); !errors.Is(err, tenant.ErrUnknownKey) {
 				t.Errorf("For(s1) after its removal = %v, want ErrUnknownKey", err)
@@ -504,7 +505,7 @@ func TestBadConfigurationAndSets(t *testing.T) {
 		t.Errorf("Refresh without Discover = %v", err)
 	}
 	// A database that cannot be opened is left out; the rest applies.
-	logs := &logBuffer{}
+	logs := &testsupport.LogBuffer{}
 	o2, err := tenant.New(ctx, tenant.Config{Databases: []tenant.Database{}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -522,40 +523,10 @@ func TestBadConfigurationAndSets(t *testing.T) {
 	}
 }
 
-// perStore counts DispatchSuccess and DispatchFailure per store.
-type perStore struct {
-	core.NopMetrics
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-type perStoreScoped struct {
-	core.NopMetrics
-	p  *perStore
-	id string
-}
-
-func (p *perStore) ForStore(id string) core.Metrics { return perStoreScoped{p: p, id: id} }
-
-func (s perStoreScoped) add(what string) {
-	s.p.mu.Lock()
-	defer s.p.mu.Unlock()
-	s.p.counts[s.id+" "+what]++
-}
-
-func (s perStoreScoped) DispatchSuccess() { s.add("success") }
-func (s perStoreScoped) DispatchFailure() { s.add("failure") }
-
-func (p *perStore) get(key string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.counts[key]
-}
-
 func TestStoreIDInLogsAndMetrics(t *testing.T) {
 	dbs := withOrders(t, sqliteDatabases(t, 2))
-	logs := &logBuffer{}
-	metrics := &perStore{counts: map[string]int{}}
+	logs := &testsupport.LogBuffer{}
+	metrics := &testsupport.StoreMetrics{}
 	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -578,10 +549,10 @@ func TestStoreIDInLogsAndMetrics(t *testing.T) {
 		}
 	}
 	waitFor(t, "per-store metrics", func() bool {
-		return metrics.get("s1 success") == 1 && metrics.get("s2 success") == 1 && metrics.get("s2 failure") == 1
+		return metrics.For("s1").Success.Load() == 1 && metrics.For("s2").Success.Load() == 1 && metrics.For("s2").Failure.Load() == 1
 	})
-	if metrics.get("s1 failure") != 0 {
-		t.Errorf("metrics: %v", metrics.counts)
+	if metrics.For("s1").Failure.Load() != 0 {
+		t.Errorf("metrics of s1: %v", metrics.For("s1"))
 	}
 	waitFor(t, "the retry log line", func() bool { return strings.Contains(logs.String(), "will retry") })
 	for _, line := range strings.Split(logs.String(), "\n") {

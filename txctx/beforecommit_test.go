@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -106,7 +107,7 @@ func TestBeforeCommitOnAdoptedTx(t *testing.T) {
 
 func TestBeforeCommitOnFinishedTxIsIgnoredAndLogged(t *testing.T) {
 	db := openDB(t)
-	logger, logs := newLogger()
+	logger, logs := testsupport.NewLogger()
 	m := txctx.New(db, txctx.WithLogger(logger))
 	var kept *txctx.Tx
 	if err := m.Do(context.Background(), func(ctx context.Context) error {

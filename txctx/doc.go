@@ -1,6 +1,6 @@
 // Package txctx runs business code in database/sql (or sqlx) transactions
 // carried by a [context.Context], with hooks that run after the transaction
-// commits or rolls back. It is the Go form of the spec's TxContext: a
+// commits or rolls back. A
 // [*Tx] implements [core.Tx], and [Manager.Do] stores it in the context
 // with [core.ContextWithTx], so [core.Client.Publish] finds the transaction
 // and registers its after-commit hand-off there.

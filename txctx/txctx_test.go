@@ -1,11 +1,9 @@
 package txctx_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
-	"log/slog"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -45,29 +44,6 @@ func openDB(t *testing.T) *sql.DB {
 		t.Fatal(err)
 	}
 	return db
-}
-
-// logBuffer is a concurrency-safe sink for a slog.TextHandler.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLogger() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 
 // recorder records hook calls in order.
@@ -248,7 +224,7 @@ func TestDoGoexitRollsBack(t *testing.T) {
 // run, and the Goexit is logged.
 func TestGoexitHookIsLoggedAndOthersRun(t *testing.T) {
 	db := openDB(t)
-	logger, logs := newLogger()
+	logger, logs := testsupport.NewLogger()
 	m := txctx.New(db, txctx.WithLogger(logger))
 	var r recorder
 	done := make(chan struct{})
@@ -281,7 +257,7 @@ func TestGoexitHookIsLoggedAndOthersRun(t *testing.T) {
 
 func TestPanickingHookIsLoggedAndOthersRun(t *testing.T) {
 	db := openDB(t)
-	logger, logs := newLogger()
+	logger, logs := testsupport.NewLogger()
 	m := txctx.New(db, txctx.WithLogger(logger))
 	var r recorder
 	err := m.Do(context.Background(), func(ctx context.Context) error {
@@ -830,7 +806,7 @@ func TestCommitFailureRunsRollbackHooks(t *testing.T) {
 }
 
 func TestHookAfterFinishIsNoOpWithWarning(t *testing.T) {
-	logger, logs := newLogger()
+	logger, logs := testsupport.NewLogger()
 	m := txctx.New(openDB(t), txctx.WithLogger(logger))
 	var tx *txctx.Tx
 	var r recorder

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"maps"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -23,33 +23,9 @@ var t0 = time.Date(2024, 3, 15, 10, 30, 0, 123456789, time.UTC)
 func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // clock is a settable Config.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = testsupport.Clock
 
-func newClock(t time.Time) *clock { return &clock{now: t} }
-
-// Now returns the current fake time.
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Set moves the clock to t.
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-// Advance moves the clock forward by d.
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock(t time.Time) *clock { return testsupport.NewClock(t) }
 
 // newStore returns a fresh store using clk (when not nil) as its clock.
 func (s *suite) newStore(t *testing.T, clk *clock, cfg jdbcstore.Config) *jdbcstore.Store {
