@@ -164,16 +164,12 @@ func (d *Dispatcher) RemoveInbox(ctx context.Context, id string) error {
 	}
 	m.work.Close()
 	m.in.unregister(m)
-	if held, err := m.work.Drain(ctx); err != nil {
+	if _, err := m.work.Drain(ctx); err != nil {
 		// The handlers were interrupted. Those that honour their ctx return
 		// at once and hand their leases back; give them StatusTimeout to do
 		// so before the caller may close the inbox's database.
 		gctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
-		if held2, err2 := m.work.Drain(gctx); err2 == nil {
-			held = 0
-		} else {
-			held = held2
-		}
+		held, _ := m.work.Drain(gctx)
 		cancel()
 		return fmt.Errorf("outbox: inbox: remove inbox %q: %d claims or handlers still running after the interruption: %w", id, held, err)
 	}
