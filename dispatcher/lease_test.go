@@ -200,28 +200,42 @@ func TestListenerTimeoutFailsTheDelivery(t *testing.T) {
 		Workers: 1, ListenerTimeout: timeout, StatusTimeout: time.Second, Lease: 10 * time.Second,
 		Retry: fixedDelay(time.Hour),
 	})
-	waited := make(chan time.Duration, 2)
+	// Each listener reports its context's deadline once the context ended.
+	// The dispatcher creates the context after the enqueue, so a deadline
+	// of ListenerTimeout must lie at least that long after the time taken
+	// before the enqueue (what the listener's own clock says about when it
+	// started depends on scheduling; the deadline does not).
+	deadlines := make(chan time.Time, 2)
+	report := func(ctx context.Context) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			t.Error("listener context has no deadline")
+		}
+		if now := time.Now(); now.Before(d) {
+			t.Errorf("listener context ended %v before its deadline", d.Sub(now))
+		}
+		deadlines <- d
+	}
 	h.reg.RegisterFunc("Block", func(ctx context.Context, _ core.Envelope) error {
-		start := time.Now()
 		<-ctx.Done()
-		waited <- time.Since(start)
+		report(ctx)
 		return ctx.Err()
 	})
 	// Ignores its deadline: finishes after it and reports success anyway.
 	h.reg.RegisterFunc("Overrun", func(ctx context.Context, _ core.Envelope) error {
-		start := time.Now()
 		<-ctx.Done()
-		waited <- time.Since(start)
+		report(ctx)
 		return nil
 	})
 	h.start()
 
 	block, overrun := h.insert("Block"), h.insert("Overrun")
+	before := time.Now()
 	h.mustEnqueueHot(block)
 	h.mustEnqueueHot(overrun)
 	for range 2 {
-		if w := recv(t, waited, "a listener's context to expire"); w < timeout {
-			t.Errorf("listener context expired after %v, before the ListenerTimeout of %v", w, timeout)
+		if d := recv(t, deadlines, "a listener's context to expire"); d.Sub(before) < timeout {
+			t.Errorf("listener context deadline %v after the enqueue, before the ListenerTimeout of %v", d.Sub(before), timeout)
 		}
 	}
 	h.waitStatus(block.ID(), core.StatusRetry)
