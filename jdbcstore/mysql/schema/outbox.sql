@@ -1,4 +1,4 @@
--- Outbox table for MySQL 8 and MariaDB 10.6+ (github.com/outbox-go/outbox/jdbcstore).
+-- Outbox table for MySQL 8 and MariaDB 10.6+ (github.com/outbox-go/outbox/jdbcstore/mysql).
 -- Times are DATETIME(6) holding UTC wall-clock time (never converted by the
 -- session time_zone). payload is JSON: the document itself for payload_kind 0
 -- (JSON), a JSON string of the standard base64 of the bytes for payload_kind 1.

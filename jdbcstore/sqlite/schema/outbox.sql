@@ -1,4 +1,4 @@
--- Outbox table for SQLite (github.com/outbox-go/outbox/jdbcstore).
+-- Outbox table for SQLite (github.com/outbox-go/outbox/jdbcstore/sqlite).
 -- Times are INTEGER Unix microseconds (UTC); payload holds the raw bytes of
 -- either payload kind (payload_kind 0 = JSON, 1 = bytes).
 -- status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
