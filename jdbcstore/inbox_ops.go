@@ -198,25 +198,7 @@ func (s *InboxStore) Get(ctx context.Context, k InboxKey) (InboxRecord, error) {
 
 // scanInbox runs a query returning inboxColumns on q once.
 func (s *InboxStore) scanInbox(ctx context.Context, q queryer, sizeHint int, query string, args ...any) ([]InboxRecord, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	recs := make([]InboxRecord, 0, min(sizeHint, 256))
-	vals := make([]any, len(inboxColumns))
-	ptrs := make([]any, len(vals))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	for rows.Next() {
-		clear(vals)
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		recs = append(recs, s.decodeInbox(vals))
-	}
-	return recs, rows.Err()
+	return scanRows(ctx, q, len(inboxColumns), sizeHint, s.decodeInbox, query, args...)
 }
 
 // decodeInbox turns the raw values of one row (inboxColumns order) into a

@@ -92,27 +92,33 @@ type queryer interface {
 
 // scanRecords runs a query returning recordColumns on q once.
 func scanRecords(ctx context.Context, s *Store, q queryer, sizeHint int, query string, args ...any) ([]core.Record, error) {
+	return scanRows(ctx, q, len(recordColumns), sizeHint, s.decodeRecord, query, args...)
+}
+
+// scanRows runs a query returning ncols columns on q once and turns each
+// row into a T with decode. Scanning into *any cannot fail on content;
+// decode reports what it cannot decode in the value it returns and never
+// fails the query.
+func scanRows[T any](ctx context.Context, q queryer, ncols, sizeHint int, decode func([]any) T, query string, args ...any) ([]T, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	recs := make([]core.Record, 0, min(sizeHint, 256))
-	vals := make([]any, len(recordColumns))
+	out := make([]T, 0, min(sizeHint, 256))
+	vals := make([]any, ncols)
 	ptrs := make([]any, len(vals))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
 	for rows.Next() {
 		clear(vals)
-		// Scanning into *any cannot fail on content; decoding happens in
-		// decodeRecord, which never fails the query.
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
 		}
-		recs = append(recs, s.decodeRecord(vals))
+		out = append(out, decode(vals))
 	}
-	return recs, rows.Err()
+	return out, rows.Err()
 }
 
 // decodeRecord turns the raw column values of one row (in recordColumns
