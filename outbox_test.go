@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/outbox-go/outbox/internal/parts"
+
 	"go.uber.org/goleak"
 
 	outbox "github.com/outbox-go/outbox"
@@ -53,7 +55,7 @@ func TestSkipSchemaAndDisablePoller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ob.Poller != nil {
+	if parts.Outbox(ob).Poller != nil {
 		t.Fatal("poller built although disabled")
 	}
 	var n int
