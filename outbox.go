@@ -29,6 +29,7 @@ import (
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/sqldriver"
+	"github.com/outbox-go/outbox/internal/wiring"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
@@ -184,16 +185,16 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 // withDefaults fills the defaults and hands Logger, Metrics and Now down
 // to every part.
 func (c Config) withDefaults() Config {
-	core.Inherit(&c.Logger, &c.Metrics, slog.Default(), core.NopMetrics{})
+	wiring.Inherit(&c.Logger, &c.Metrics, slog.Default(), core.NopMetrics{})
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	if c.Store.Logger == nil {
 		c.Store.Logger = c.Logger
 	}
-	core.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
-	core.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
-	core.Inherit(&c.Cleanup.Logger, &c.Cleanup.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Cleanup.Logger, &c.Cleanup.Metrics, c.Logger, c.Metrics)
 	c.Store.Now, c.Dispatcher.Now, c.Poller.Now = c.Now, c.Now, c.Now
 	return c
 }

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"log/slog"
 	"time"
 )
 
@@ -81,16 +80,4 @@ func MetricsForStore(m Metrics, storeID string) Metrics {
 		}
 	}
 	return m
-}
-
-// Inherit sets *logger to l and *metrics to m where they are nil: how a
-// wiring package (outbox.New, tenant.New) passes its Logger and Metrics
-// down to the parts' configurations.
-func Inherit(logger **slog.Logger, metrics *Metrics, l *slog.Logger, m Metrics) {
-	if *logger == nil {
-		*logger = l
-	}
-	if *metrics == nil {
-		*metrics = m
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/rotation"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -202,7 +203,7 @@ type Dispatcher struct {
 	removing  map[string]*member
 
 	cycleMu  sync.Mutex // one claim at a time; guards rotation
-	rotation *core.Rotation
+	rotation *rotation.Rotation
 
 	mu      sync.Mutex // guards the lifecycle fields below
 	running bool
@@ -246,7 +247,7 @@ func newDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		wake:     make(chan struct{}, 1),
 		members:  map[string]*member{},
 		removing: map[string]*member{},
-		rotation: core.NewRotation(cfg.Selector),
+		rotation: rotation.New(cfg.Selector),
 	}, nil
 }
 

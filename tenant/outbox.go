@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/wiring"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
@@ -200,8 +201,8 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	c.Store.Now, c.Dispatcher.Now, c.Poller.Now = c.Now, c.Now, c.Now
-	core.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
-	core.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
 	c.DrainTimeout = drainDefault(c.DrainTimeout, c.Dispatcher.Lease, dispatcher.DefaultLease)
 	return c
 }
