@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/outbox-go/outbox/internal/parts"
-
 	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/txctx"

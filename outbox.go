@@ -29,7 +29,9 @@ import (
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/sqldriver"
+	"github.com/outbox-go/outbox/internal/txopts"
 	"github.com/outbox-go/outbox/internal/wiring"
+	"github.com/outbox-go/outbox/internal/writegate"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
@@ -131,8 +133,8 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 		return nil, cfgpath.Prefix("Dispatcher", err)
 	}
 	o := &Outbox{store: store, reg: reg, dispatcher: disp, metrics: cfg.Metrics,
-		tx: txctx.NewX(x, txctx.WithLogger(cfg.Logger), txctx.WithWriteGate(store.WriteGate()),
-			txctx.WithYield(disp.HotWaiting))}
+		tx: txctx.NewX(x, txctx.WithLogger(cfg.Logger),
+			txctx.Option(txopts.Hooks(writegate.Of(x.DB), disp.HotWaiting)))}
 	if o.client, err = core.NewClient(store, disp); err != nil {
 		return nil, err
 	}

@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/outbox-go/outbox/internal/parts"
-
 	"go.uber.org/goleak"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
+	"github.com/outbox-go/outbox/internal/writegate"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
@@ -41,6 +41,23 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		} else if !errors.Is(err, core.ErrInvalidConfig) && !errors.Is(err, core.ErrInvalidIdentifier) {
 			t.Errorf("%s: error %v does not wrap ErrInvalidConfig/ErrInvalidIdentifier", name, err)
 		}
+	}
+}
+
+// On SQLite, New hands the store's write gate to its transaction manager:
+// the gate exists once New returns (the manager takes writegate.Of of the
+// pool), so business transactions take turns with the status writes.
+func TestNewWiresTheSQLiteWriteGate(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := outbox.New(context.Background(), db, outbox.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if writegate.Of(db.DB) == nil {
+		t.Fatal("no write gate registered for the SQLite pool")
 	}
 }
 

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-go/outbox/internal/parts"
-
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/txctx"

@@ -15,12 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-go/outbox/internal/parts"
-
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/retry"
 	"github.com/outbox-go/outbox/txctx"

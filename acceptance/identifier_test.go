@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outbox-go/outbox/internal/parts"
-
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 )

@@ -6,10 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/outbox-go/outbox/internal/parts"
-
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 

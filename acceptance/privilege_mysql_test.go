@@ -12,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-go/outbox/internal/parts"
-
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"

@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-go/outbox/internal/parts"
-
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testsupport"
 )
 

@@ -29,8 +29,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outbox-go/outbox/internal/parts"
-
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
@@ -38,6 +36,7 @@ import (
 	"github.com/outbox-go/outbox/dispatcher"
 
 	// The MySQL/MariaDB dialect, registered for the driver "mysql".
+	"github.com/outbox-go/outbox/internal/parts"
 	_ "github.com/outbox-go/outbox/jdbcstore/mysql"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/retry"

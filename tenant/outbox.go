@@ -13,7 +13,9 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/txopts"
 	"github.com/outbox-go/outbox/internal/wiring"
+	"github.com/outbox-go/outbox/internal/writegate"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
@@ -248,8 +250,8 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 		return nil, err
 	}
 	t := &Tenant{id: d.ID, db: db, store: store, queue: q,
-		tx: txctx.NewX(db, txctx.WithLogger(log), txctx.WithWriteGate(store.WriteGate()),
-			txctx.WithYield(o.dispatcher.HotWaiting))}
+		tx: txctx.NewX(db, txctx.WithLogger(log),
+			txctx.Option(txopts.Hooks(writegate.Of(db.DB), o.dispatcher.HotWaiting)))}
 	if t.client, err = core.NewClient(store, q); err != nil {
 		return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 	}
