@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/inflight"
 	"github.com/outbox-go/outbox/internal/ratelog"
 )
 
@@ -60,7 +61,7 @@ type Dispatcher struct {
 	listeners core.ListenerSource
 	log       *slog.Logger
 	metrics   core.Metrics
-	tracker   *InFlight
+	tracker   *inflight.Tracker
 	batcher   *doneBatcher
 
 	hot  chan item
@@ -138,7 +139,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		listeners:   listeners,
 		log:         cfg.Logger.With(slog.String("component", "outbox.dispatcher")),
 		metrics:     cfg.Metrics,
-		tracker:     NewInFlight(cfg.InFlightTTL, cfg.Now),
+		tracker:     inflight.New(cfg.InFlightTTL, cfg.Now),
 		hot:         make(chan item, cfg.HotCapacity),
 		cold:        make(chan item, cfg.ColdCapacity),
 		stopping:    make(chan struct{}),
