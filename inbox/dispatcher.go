@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/rotation"
 	"github.com/outbox-go/outbox/retry"
 )
@@ -94,7 +94,7 @@ type DispatcherConfig struct {
 // dispatcher's Inbox, or of a dispatcher without one.
 func (c DispatcherConfig) withDefaults(backoff retry.Policy, log *slog.Logger) DispatcherConfig {
 	if c.Owner == "" {
-		c.Owner = dispatcher.NewOwnerToken()
+		c.Owner = ident.OwnerToken()
 	}
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
