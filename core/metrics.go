@@ -70,14 +70,3 @@ var (
 type StoreMetrics interface {
 	ForStore(storeID string) Metrics
 }
-
-// MetricsForStore returns m.ForStore(storeID) when m implements
-// [StoreMetrics] and storeID is not empty, else m.
-func MetricsForStore(m Metrics, storeID string) Metrics {
-	if sm, ok := m.(StoreMetrics); ok && storeID != "" {
-		if scoped := sm.ForStore(storeID); scoped != nil {
-			return scoped
-		}
-	}
-	return m
-}

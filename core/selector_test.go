@@ -47,23 +47,3 @@ func TestDrainFirstStaysUntilEmpty(t *testing.T) {
 		}
 	}
 }
-
-type labelled struct {
-	core.NopMetrics
-	label string
-}
-
-func (l labelled) ForStore(id string) core.Metrics { return labelled{label: id} }
-
-func TestMetricsForStore(t *testing.T) {
-	if got := core.MetricsForStore(labelled{}, "t1"); got.(labelled).label != "t1" {
-		t.Errorf("StoreMetrics not scoped: %#v", got)
-	}
-	if got := core.MetricsForStore(labelled{label: "root"}, ""); got.(labelled).label != "root" {
-		t.Errorf("empty id must keep the sink: %#v", got)
-	}
-	var nop core.Metrics = core.NopMetrics{}
-	if got := core.MetricsForStore(nop, "t1"); got != nop {
-		t.Errorf("plain Metrics must be returned as is: %#v", got)
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/drain"
 	"github.com/outbox-go/outbox/internal/ident"
+	"github.com/outbox-go/outbox/internal/wiring"
 )
 
 // MaxStoreIDLen is the longest store identifier [Dispatcher.AddStore]
@@ -37,7 +38,7 @@ func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
 	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: drain.New(d.runCtx)}
 	if id != "" {
 		o.log = d.log.With(slog.String("store", id))
-		o.metrics = core.MetricsForStore(d.metrics, id)
+		o.metrics = wiring.MetricsForStore(d.metrics, id)
 	}
 	return o
 }

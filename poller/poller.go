@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/rotation"
+	"github.com/outbox-go/outbox/internal/wiring"
 )
 
 // Queue is what the poller needs from a dispatcher.
@@ -142,7 +143,7 @@ func (p *Poller) Add(id string, store Store, queue Queue) error {
 		return &core.ConfigError{Field: "poller store " + id, Msg: "is already added"}
 	}
 	return p.addTarget(&target{id: id, store: store, queue: queue,
-		log: p.log.With(slog.String("store", id)), metrics: core.MetricsForStore(p.cfg.Metrics, id)})
+		log: p.log.With(slog.String("store", id)), metrics: wiring.MetricsForStore(p.cfg.Metrics, id)})
 }
 
 func (p *Poller) addTarget(t *target) error {

@@ -1,5 +1,6 @@
-// Package wiring holds what the wiring packages (outbox, tenant) share to
-// build their parts' configurations.
+// Package wiring holds what the wiring packages (outbox, tenant) and the
+// multi-store parts (dispatcher, poller) share to hand Logger and Metrics
+// down to their parts.
 package wiring
 
 import (
@@ -18,4 +19,15 @@ func Inherit(logger **slog.Logger, metrics *core.Metrics, l *slog.Logger, m core
 	if *metrics == nil {
 		*metrics = m
 	}
+}
+
+// MetricsForStore returns m.ForStore(storeID) when m implements
+// core.StoreMetrics and storeID is not empty, else m.
+func MetricsForStore(m core.Metrics, storeID string) core.Metrics {
+	if sm, ok := m.(core.StoreMetrics); ok && storeID != "" {
+		if scoped := sm.ForStore(storeID); scoped != nil {
+			return scoped
+		}
+	}
+	return m
 }

@@ -13,6 +13,8 @@ type labelled struct {
 	label string
 }
 
+func (l labelled) ForStore(id string) core.Metrics { return labelled{label: id} }
+
 func TestInherit(t *testing.T) {
 	root, mine := slog.Default(), slog.New(slog.DiscardHandler)
 	var l *slog.Logger
@@ -25,5 +27,18 @@ func TestInherit(t *testing.T) {
 	wiring.Inherit(&l, &m, root, labelled{label: "root"})
 	if l != mine || m.(labelled).label != "mine" {
 		t.Errorf("set fields must be kept: %v %v", l, m)
+	}
+}
+
+func TestMetricsForStore(t *testing.T) {
+	if got := wiring.MetricsForStore(labelled{}, "t1"); got.(labelled).label != "t1" {
+		t.Errorf("StoreMetrics not scoped: %#v", got)
+	}
+	if got := wiring.MetricsForStore(labelled{label: "root"}, ""); got.(labelled).label != "root" {
+		t.Errorf("empty id must keep the sink: %#v", got)
+	}
+	var nop core.Metrics = core.NopMetrics{}
+	if got := wiring.MetricsForStore(nop, "t1"); got != nop {
+		t.Errorf("plain Metrics must be returned as is: %#v", got)
 	}
 }
