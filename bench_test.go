@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/txctx"
@@ -68,7 +69,7 @@ func BenchmarkPublishSQLite(b *testing.B) {
 func BenchmarkBareInsertSQLite(b *testing.B) {
 	ob, done := benchOutbox(b)
 	defer done()
-	db := ob.Store.DB()
+	db := parts.Outbox(ob).Store.DB()
 	// The same schema as the outbox table (indexes included), under another name.
 	bare, err := jdbcstore.New(db, jdbcstore.Config{Table: "bare_events"})
 	if err != nil {

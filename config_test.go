@@ -99,7 +99,7 @@ func waitRecord(t *testing.T, ob *outbox.Outbox, id string, what string, ok func
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rec, err := ob.Store.Get(context.Background(), id)
+		rec, err := ob.Get(context.Background(), id)
 		if err == nil && ok(rec) {
 			return rec
 		}
@@ -146,7 +146,7 @@ func TestOneClockForEveryPart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSignal(t, entered, "hot listener")
-	rec, err := ob.Store.Get(ctx, hot.ID())
+	rec, err := ob.Get(ctx, hot.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

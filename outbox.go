@@ -27,7 +27,11 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/sqldriver"
+	"github.com/outbox-go/outbox/internal/txopts"
+	"github.com/outbox-go/outbox/internal/wiring"
+	"github.com/outbox-go/outbox/internal/writegate"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
@@ -88,18 +92,27 @@ type Config struct {
 // [Outbox.InTx] (or [Outbox.PublishTx] on a transaction of your own).
 // Listeners of an event's type run in registration order, then the
 // listeners of every type; an event no listener is registered for is
-// marked DONE unless Config.Dispatcher.Unhandled says otherwise. Its
-// fields are the parts themselves, for whatever the methods do not cover.
+// marked DONE unless Config.Dispatcher.Unhandled says otherwise. Inspect
+// events with [Outbox.Get] and [Outbox.CountByStatus]; bring your own
+// transaction in with [Outbox.Adopt].
 type Outbox struct {
-	Store      *jdbcstore.Store
-	Dispatcher *dispatcher.Dispatcher
-	Poller     *poller.Poller   // nil when DisablePoller
-	Cleaner    *cleanup.Cleaner // nil unless EnableCleanup
-	Client     *core.Client
-	Tx         *txctx.Manager
+	store      *jdbcstore.Store
+	dispatcher *dispatcher.Dispatcher
+	poller     *poller.Poller   // nil when DisablePoller
+	cleaner    *cleanup.Cleaner // nil unless EnableCleanup
+	client     *core.Client
+	tx         *txctx.Manager
 
 	reg     *registry.Registry
 	metrics core.Metrics
+}
+
+func init() {
+	parts.Outbox = func(ob any) parts.Parts {
+		o := ob.(*Outbox)
+		return parts.Parts{Store: o.store, Dispatcher: o.dispatcher, Poller: o.poller,
+			Cleaner: o.cleaner, Client: o.client, Tx: o.tx}
+	}
 }
 
 // New builds the outbox on db, the handle the application already has:
@@ -119,19 +132,19 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 	if err != nil {
 		return nil, cfgpath.Prefix("Dispatcher", err)
 	}
-	o := &Outbox{Store: store, reg: reg, Dispatcher: disp, metrics: cfg.Metrics,
-		Tx: txctx.NewX(x, txctx.WithLogger(cfg.Logger), txctx.WithWriteGate(store.WriteGate()),
-			txctx.WithYield(disp.HotWaiting))}
-	if o.Client, err = core.NewClient(store, disp); err != nil {
+	o := &Outbox{store: store, reg: reg, dispatcher: disp, metrics: cfg.Metrics,
+		tx: txctx.NewX(x, txctx.WithLogger(cfg.Logger),
+			txctx.Option(txopts.Hooks(writegate.Of(x.DB), disp.HotWaiting)))}
+	if o.client, err = core.NewClient(store, disp); err != nil {
 		return nil, err
 	}
 	if !cfg.DisablePoller {
-		if o.Poller, err = poller.New(store, disp, cfg.Poller); err != nil {
+		if o.poller, err = poller.New(store, disp, cfg.Poller); err != nil {
 			return nil, cfgpath.Prefix("Poller", err)
 		}
 	}
 	if cfg.EnableCleanup {
-		if o.Cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {
+		if o.cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {
 			return nil, cfgpath.Prefix("Cleanup", err)
 		}
 	}
@@ -174,16 +187,16 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 // withDefaults fills the defaults and hands Logger, Metrics and Now down
 // to every part.
 func (c Config) withDefaults() Config {
-	core.Inherit(&c.Logger, &c.Metrics, slog.Default(), core.NopMetrics{})
+	wiring.Inherit(&c.Logger, &c.Metrics, slog.Default(), core.NopMetrics{})
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	if c.Store.Logger == nil {
 		c.Store.Logger = c.Logger
 	}
-	core.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
-	core.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
-	core.Inherit(&c.Cleanup.Logger, &c.Cleanup.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Cleanup.Logger, &c.Cleanup.Metrics, c.Logger, c.Metrics)
 	c.Store.Now, c.Dispatcher.Now, c.Poller.Now = c.Now, c.Now, c.Now
 	return c
 }
@@ -191,16 +204,16 @@ func (c Config) withDefaults() Config {
 // Start starts the dispatcher's workers and the poller. Register listeners
 // before Start; registering later is allowed and takes effect at once.
 func (o *Outbox) Start(ctx context.Context) error {
-	if err := o.Dispatcher.Start(ctx); err != nil {
+	if err := o.dispatcher.Start(ctx); err != nil {
 		return err
 	}
-	if o.Poller != nil {
-		if err := o.Poller.Start(ctx); err != nil {
-			return errors.Join(err, o.Dispatcher.Close(ctx))
+	if o.poller != nil {
+		if err := o.poller.Start(ctx); err != nil {
+			return errors.Join(err, o.dispatcher.Close(ctx))
 		}
 	}
-	if o.Cleaner != nil {
-		if err := o.Cleaner.Start(ctx); err != nil {
+	if o.cleaner != nil {
+		if err := o.cleaner.Start(ctx); err != nil {
 			return errors.Join(err, o.Close(ctx))
 		}
 	}
@@ -214,27 +227,41 @@ func (o *Outbox) Start(ctx context.Context) error {
 // delivers them at once. It does not close db.
 func (o *Outbox) Close(ctx context.Context) error {
 	var errPoller, errCleaner error
-	if o.Cleaner != nil {
-		errCleaner = o.Cleaner.Stop(ctx)
+	if o.cleaner != nil {
+		errCleaner = o.cleaner.Stop(ctx)
 	}
-	if o.Poller != nil {
-		errPoller = o.Poller.Stop(ctx)
+	if o.poller != nil {
+		errPoller = o.poller.Stop(ctx)
 	}
-	return errors.Join(errCleaner, errPoller, o.Dispatcher.Close(ctx))
+	return errors.Join(errCleaner, errPoller, o.dispatcher.Close(ctx))
 }
 
 // InTx runs fn in a transaction carried by the ctx given to fn (see
 // txctx.Manager.Do): commit on nil, rollback on error or panic. Use
 // txctx.From(ctx) inside fn for the business writes.
 func (o *Outbox) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	return o.Tx.Do(ctx, fn)
+	return o.tx.Do(ctx, fn)
+}
+
+// Adopt carries tx, a transaction the caller began on this outbox's
+// database and will commit, in the returned ctx (see
+// txctx.Manager.Adopt): [Outbox.Publish] writes on it, [Outbox.InTx]
+// joins it, and committing through the returned *txctx.Tx runs the
+// after-commit hooks, so its events take the hot path.
+func (o *Outbox) Adopt(ctx context.Context, tx *sql.Tx) (context.Context, *txctx.Tx) {
+	return o.tx.Adopt(ctx, tx)
+}
+
+// AdoptX is [Outbox.Adopt] for a *sqlx.Tx.
+func (o *Outbox) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *txctx.Tx) {
+	return o.tx.AdoptX(ctx, tx)
 }
 
 // ReplayDead moves DEAD events matching f back to NEW (see
 // jdbcstore.Store.ReplayDead); the poller then delivers them through the
 // normal path. The count goes to Metrics when it implements core.OpsMetrics.
 func (o *Outbox) ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error) {
-	res, err := o.Store.ReplayDead(ctx, f, opts)
+	res, err := o.store.ReplayDead(ctx, f, opts)
 	if m, ok := o.metrics.(core.OpsMetrics); ok && res.Replayed > 0 {
 		m.Replayed(res.Replayed)
 	}

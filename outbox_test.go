@@ -11,6 +11,8 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
+	"github.com/outbox-go/outbox/internal/writegate"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
@@ -42,6 +44,23 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// On SQLite, New hands the store's write gate to its transaction manager:
+// the gate exists once New returns (the manager takes writegate.Of of the
+// pool), so business transactions take turns with the status writes.
+func TestNewWiresTheSQLiteWriteGate(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := outbox.New(context.Background(), db, outbox.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if writegate.Of(db.DB) == nil {
+		t.Fatal("no write gate registered for the SQLite pool")
+	}
+}
+
 func TestSkipSchemaAndDisablePoller(t *testing.T) {
 	ctx := context.Background()
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"))
@@ -53,7 +72,7 @@ func TestSkipSchemaAndDisablePoller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ob.Poller != nil {
+	if parts.Outbox(ob).Poller != nil {
 		t.Fatal("poller built although disabled")
 	}
 	var n int

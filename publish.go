@@ -21,7 +21,7 @@ type Tx interface {
 // writes nothing. A full hot queue is not an error: the row stays NEW and
 // the poller delivers it.
 func (o *Outbox) Publish(ctx context.Context, env Envelope) (string, error) {
-	return o.Client.Publish(ctx, env)
+	return o.client.Publish(ctx, env)
 }
 
 // PublishTx inserts env on tx, a transaction on this outbox's database,
@@ -41,5 +41,5 @@ func (o *Outbox) Publish(ctx context.Context, env Envelope) (string, error) {
 // A nil tx returns core.ErrNoTransaction; an invalid env its validation
 // error. Nothing is written then, and a rollback of tx leaves nothing.
 func (o *Outbox) PublishTx(ctx context.Context, tx Tx, env Envelope) (string, error) {
-	return o.Client.PublishTx(ctx, tx, env)
+	return o.client.PublishTx(ctx, tx, env)
 }

@@ -13,6 +13,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/txctx"
@@ -112,7 +113,7 @@ func TestPublishTx(t *testing.T) {
 					if err := tx.Rollback(); err != nil {
 						t.Fatal(err)
 					}
-					if _, err := ob.Store.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
+					if _, err := ob.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
 						t.Fatalf("after rollback: Get = %v, want ErrNotFound", err)
 					}
 				})
@@ -177,13 +178,13 @@ func TestPublishTxHotPath(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, tx := ob.Tx.Adopt(ctx, raw)
+				_, tx := ob.Adopt(ctx, raw)
 				env := event(t)
 				if _, err := ob.PublishTx(ctx, tx, env); err != nil {
 					t.Fatal(err)
 				}
-				if owner := lockedBy(t, tx, db, env.ID()); owner != ob.Dispatcher.Owner() {
-					t.Fatalf("txctx tx: row leased to %q, want this node %q", owner, ob.Dispatcher.Owner())
+				if owner := lockedBy(t, tx, db, env.ID()); owner != parts.Outbox(ob).Dispatcher.Owner() {
+					t.Fatalf("txctx tx: row leased to %q, want this node %q", owner, parts.Outbox(ob).Dispatcher.Owner())
 				}
 				if err := tx.Commit(); err != nil {
 					t.Fatal(err)
@@ -205,7 +206,7 @@ func TestPublishTxHotPath(t *testing.T) {
 				if !errors.Is(err, boom) {
 					t.Fatal(err)
 				}
-				if _, err := ob.Store.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
+				if _, err := ob.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
 					t.Fatalf("after rollback: Get = %v, want ErrNotFound", err)
 				}
 			})

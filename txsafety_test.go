@@ -245,7 +245,7 @@ func testDeadlockSwallowed(t *testing.T, via string) {
 		if berr != nil {
 			t.Fatal(berr)
 		}
-		actx, tx := ob.Tx.AdoptX(ctx, x)
+		actx, tx := ob.AdoptX(ctx, x)
 		if err = business(actx, x); err == nil {
 			err = tx.Commit()
 		}
@@ -318,7 +318,7 @@ func requireAborted(t *testing.T, commitErr error, ob *outbox.Outbox, m *testsup
 	if n := m.Hot.Load(); n != 0 {
 		t.Fatalf("%d events reached the hot path from a rolled-back transaction", n)
 	}
-	if _, err := ob.Store.Get(context.Background(), id); !errors.Is(err, core.ErrNotFound) {
+	if _, err := ob.Get(context.Background(), id); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("Get(%s) after the rollback = %v, want ErrNotFound", id, err)
 	}
 }

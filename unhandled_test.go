@@ -72,7 +72,7 @@ func waitRow(t *testing.T, ob *outbox.Outbox, id, what string, cond func(core.Re
 	tick := time.NewTicker(5 * time.Millisecond) // a database row gives no signal: poll it
 	defer tick.Stop()
 	for {
-		r, err := ob.Store.Get(context.Background(), id)
+		r, err := ob.Get(context.Background(), id)
 		if err == nil && cond(r) {
 			return r
 		}

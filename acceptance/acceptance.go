@@ -19,6 +19,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/retry"
 	"github.com/outbox-go/outbox/txctx"
@@ -108,7 +109,7 @@ func (f *fixture) publish(t *testing.T, fail error, envs ...core.Envelope) error
 
 func (f *fixture) status(t *testing.T, id string) core.Record {
 	t.Helper()
-	rec, err := f.ob.Store.Get(context.Background(), id)
+	rec, err := f.ob.Get(context.Background(), id)
 	if err != nil {
 		t.Fatalf("Get(%s): %v", id, err)
 	}
@@ -151,14 +152,14 @@ func testAtomicity(t *testing.T, h Harness) {
 	if err := f.publish(t, errBusiness, env); !errors.Is(err, errBusiness) {
 		t.Fatalf("InTx error = %v, want the business error", err)
 	}
-	if _, err := f.ob.Store.Get(context.Background(), env.ID()); !errors.Is(err, core.ErrNotFound) {
+	if _, err := f.ob.Get(context.Background(), env.ID()); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("row after rollback: err = %v, want ErrNotFound", err)
 	}
 	// afterCommit hooks run synchronously at commit: none may have run.
 	if n := f.metrics.Hot.Load() + f.metrics.Dropped.Load(); n != 0 {
 		t.Fatalf("hot path saw %d events of a rolled-back transaction", n)
 	}
-	counts, err := f.ob.Store.CountByStatus(context.Background())
+	counts, err := f.ob.CountByStatus(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func testNoTx(t *testing.T, h Harness) {
 	if _, err := f.ob.Publish(context.Background(), env); !errors.Is(err, core.ErrNoTransaction) {
 		t.Fatalf("Publish without tx: err = %v, want ErrNoTransaction", err)
 	}
-	if _, err := f.ob.Store.Get(context.Background(), env.ID()); !errors.Is(err, core.ErrNotFound) {
+	if _, err := f.ob.Get(context.Background(), env.ID()); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("a row was written without a transaction: %v", err)
 	}
 }
@@ -255,7 +256,7 @@ func testOverflow(t *testing.T, h Harness) {
 	all := append([]core.Envelope{first}, rest...)
 	// The poller brings the dropped rows to DONE.
 	waitFor(t, "poller to deliver the dropped events", func() bool {
-		if _, err := f.ob.Poller.PollOnce(context.Background()); err != nil {
+		if _, err := parts.Outbox(f.ob).Poller.PollOnce(context.Background()); err != nil {
 			t.Fatalf("PollOnce: %v", err)
 		}
 		for _, e := range all {

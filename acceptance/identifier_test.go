@@ -11,6 +11,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
@@ -148,10 +149,10 @@ func testIdentifierOwnerIsData(t *testing.T, h Harness) {
 
 	// Cold path: the poller's claim writes the owner, DONE is fenced on it.
 	cold := mustEvent(t, core.NewEvent("OrderPlaced").PayloadJSONString(`{}`))
-	if err := f.ob.Store.Insert(ctx, f.db, cold, core.Lease{}); err != nil {
+	if err := parts.Outbox(f.ob).Store.Insert(ctx, f.db, cold, core.Lease{}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := f.ob.Poller.PollOnce(ctx); err != nil || res.Enqueued != 1 {
+	if res, err := parts.Outbox(f.ob).Poller.PollOnce(ctx); err != nil || res.Enqueued != 1 {
 		t.Fatalf("PollOnce = %+v, %v; want the unowned row claimed", res, err)
 	}
 	<-entered

@@ -8,6 +8,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -48,7 +49,7 @@ func testReplay(t *testing.T, h Harness) {
 		t.Fatalf("replayed %d, want the 2 PaymentRequested events", res.Replayed)
 	}
 	waitFor(t, "replayed events DONE through the poller", func() bool {
-		if _, err := f.ob.Poller.PollOnce(context.Background()); err != nil {
+		if _, err := parts.Outbox(f.ob).Poller.PollOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return f.status(t, pay1.ID()).Status == core.StatusDone && f.status(t, pay2.ID()).Status == core.StatusDone

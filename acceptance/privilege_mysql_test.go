@@ -17,6 +17,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -175,7 +176,7 @@ func TestPrivilegeMySQLLeastPrivilegeAccount(t *testing.T) {
 		env := mustEvent(t, core.NewEvent("Refund").PayloadJSONString(`{}`))
 		publish(env)
 		rec := f.waitStatus(t, env.ID(), core.StatusRetry)
-		if rec.Attempts != 1 || rec.LastError == "" || rec.LockedBy != ob.Dispatcher.Owner() {
+		if rec.Attempts != 1 || rec.LastError == "" || rec.LockedBy != parts.Outbox(ob).Dispatcher.Owner() {
 			t.Errorf("RETRY row: attempts %d, last_error %q, locked_by %q", rec.Attempts, rec.LastError, rec.LockedBy)
 		}
 		close(refundSecond)
@@ -202,7 +203,7 @@ func TestPrivilegeMySQLLeastPrivilegeAccount(t *testing.T) {
 		all := append([]core.Envelope{first}, rest...)
 		cold := m.Cold.Load()
 		waitFor(t, "the poller to claim and deliver the dropped events", func() bool {
-			if _, err := ob.Poller.PollOnce(ctx); err != nil {
+			if _, err := parts.Outbox(ob).Poller.PollOnce(ctx); err != nil {
 				t.Fatalf("PollOnce as the least-privilege account: %v", err)
 			}
 			for _, e := range all {
@@ -221,10 +222,10 @@ func TestPrivilegeMySQLLeastPrivilegeAccount(t *testing.T) {
 		// A row leased by a node that died a minute ago.
 		env := mustEvent(t, core.NewEvent("Reaped").PayloadJSONString(`{}`))
 		crashed := core.Lease{Owner: "crashed-node", Until: time.Now().Add(-time.Minute)}
-		if err := ob.Store.Insert(ctx, udb, env, crashed); err != nil {
+		if err := parts.Outbox(ob).Store.Insert(ctx, udb, env, crashed); err != nil {
 			t.Fatalf("Insert as the least-privilege account: %v", err)
 		}
-		n, err := ob.Poller.ReapOnce(ctx)
+		n, err := parts.Outbox(ob).Poller.ReapOnce(ctx)
 		if err != nil {
 			t.Fatalf("ReapOnce as the least-privilege account: %v", err)
 		}
@@ -235,7 +236,7 @@ func TestPrivilegeMySQLLeastPrivilegeAccount(t *testing.T) {
 			t.Fatalf("reaped row: status %v, locked_by %q, locked_until %v", rec.Status, rec.LockedBy, rec.LockedUntil)
 		}
 		waitFor(t, "the reaped event to be claimed and delivered", func() bool {
-			if _, err := ob.Poller.PollOnce(ctx); err != nil {
+			if _, err := parts.Outbox(ob).Poller.PollOnce(ctx); err != nil {
 				t.Fatalf("PollOnce: %v", err)
 			}
 			return f.status(t, env.ID()).Status == core.StatusDone

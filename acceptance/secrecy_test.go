@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
@@ -203,7 +204,7 @@ func secretHotDrop(t *testing.T, s *secrecyRun) {
 	close(gate)
 	all := append([]core.Envelope{first}, rest...)
 	waitFor(t, "the poller to deliver the dropped event", func() bool {
-		if _, err := f.ob.Poller.PollOnce(context.Background()); err != nil {
+		if _, err := parts.Outbox(f.ob).Poller.PollOnce(context.Background()); err != nil {
 			t.Fatalf("PollOnce: %v", err)
 		}
 		for _, e := range all {
@@ -309,7 +310,7 @@ func secretUndecodable(t *testing.T, s *secrecyRun) {
 	var ids []string
 	for _, c := range corruptions {
 		env := s.event(t, "Charge", false)
-		if err := f.ob.Store.Insert(ctx, f.db, env, core.Lease{}); err != nil {
+		if err := parts.Outbox(f.ob).Store.Insert(ctx, f.db, env, core.Lease{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.db.ExecContext(ctx, "UPDATE outbox_event SET "+c.set+" WHERE event_id = ?", append(c.args, env.ID())...); err != nil {
@@ -317,7 +318,7 @@ func secretUndecodable(t *testing.T, s *secrecyRun) {
 		}
 		ids = append(ids, env.ID())
 	}
-	res, err := f.ob.Poller.PollOnce(ctx)
+	res, err := parts.Outbox(f.ob).Poller.PollOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func secretStaleNoListener(t *testing.T, s *secrecyRun) {
 	if err := f.publish(t, nil, stale); err != nil {
 		t.Fatal(err)
 	}
-	clock.offset.Store(int64(time.Until(f.ob.Dispatcher.HotLease(stale).Until)))
+	clock.offset.Store(int64(time.Until(parts.Outbox(f.ob).Dispatcher.HotLease(stale).Until)))
 	close(gate)
 	s.waitLog(t, "level=WARN", "event waited too long in the queue")
 	unlistened := s.event(t, "Unlistened", true)

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"log/slog"
 	"time"
 )
 
@@ -70,27 +69,4 @@ var (
 // shared parts (queue depths) go to the Metrics itself.
 type StoreMetrics interface {
 	ForStore(storeID string) Metrics
-}
-
-// MetricsForStore returns m.ForStore(storeID) when m implements
-// [StoreMetrics] and storeID is not empty, else m.
-func MetricsForStore(m Metrics, storeID string) Metrics {
-	if sm, ok := m.(StoreMetrics); ok && storeID != "" {
-		if scoped := sm.ForStore(storeID); scoped != nil {
-			return scoped
-		}
-	}
-	return m
-}
-
-// Inherit sets *logger to l and *metrics to m where they are nil: how a
-// wiring package (outbox.New, tenant.New) passes its Logger and Metrics
-// down to the parts' configurations.
-func Inherit(logger **slog.Logger, metrics *Metrics, l *slog.Logger, m Metrics) {
-	if *logger == nil {
-		*logger = l
-	}
-	if *metrics == nil {
-		*metrics = m
-	}
 }

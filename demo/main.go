@@ -34,7 +34,9 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+
 	// The MySQL/MariaDB dialect, registered for the driver "mysql".
+	"github.com/outbox-go/outbox/internal/parts"
 	_ "github.com/outbox-go/outbox/jdbcstore/mysql"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/retry"
@@ -269,7 +271,7 @@ func (d *demo) rollback(ctx context.Context) error {
 	}
 	err = d.publish(ctx, errors.New("out of stock"), env)
 	d.say("   transaction returned %q", err)
-	if _, err := d.ob.Store.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
+	if _, err := d.ob.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
 		return fmt.Errorf("rollback left a row behind: %v", err)
 	}
 	d.say("   no row for %s: nothing is ever sent for a rolled-back transaction\n", short(env.ID()))
@@ -302,7 +304,7 @@ func (d *demo) overflow(ctx context.Context) error {
 	if err := d.publish(ctx, nil, envs...); err != nil {
 		return err
 	}
-	counts, err := d.ob.Store.CountByStatus(ctx)
+	counts, err := d.ob.CountByStatus(ctx)
 	if err != nil {
 		return err
 	}
@@ -319,7 +321,7 @@ func (d *demo) overflow(ctx context.Context) error {
 	return nil
 }
 
-func (d *demo) hotDepth() int { h, _ := d.ob.Dispatcher.QueueDepths(); return h }
+func (d *demo) hotDepth() int { h, _ := parts.Outbox(d.ob).Dispatcher.QueueDepths(); return h }
 
 func (d *demo) failing(ctx context.Context) error {
 	d.say("4. Failing listener: retried in process with backoff, DEAD after 3 attempts")
@@ -332,7 +334,7 @@ func (d *demo) failing(ctx context.Context) error {
 	}
 	last := -1
 	for {
-		rec, err := d.ob.Store.Get(ctx, env.ID())
+		rec, err := d.ob.Get(ctx, env.ID())
 		if err != nil {
 			return err
 		}
@@ -370,7 +372,7 @@ func (d *demo) wildcardSummary(context.Context) error {
 }
 
 func (d *demo) table(ctx context.Context) error {
-	counts, err := d.ob.Store.CountByStatus(ctx)
+	counts, err := d.ob.CountByStatus(ctx)
 	if err != nil {
 		return err
 	}
@@ -384,7 +386,7 @@ func (d *demo) table(ctx context.Context) error {
 
 func (d *demo) waitStatus(ctx context.Context, id string, want core.Status) error {
 	for {
-		rec, err := d.ob.Store.Get(ctx, id)
+		rec, err := d.ob.Get(ctx, id)
 		if err != nil {
 			return err
 		}

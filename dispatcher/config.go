@@ -3,15 +3,13 @@ package dispatcher
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -167,7 +165,7 @@ func (c Config) withDefaults() Config {
 		c.DoneFlushWindow = DefaultDoneFlushWindow
 	}
 	if c.Owner == "" {
-		c.Owner = NewOwnerToken()
+		c.Owner = ident.OwnerToken()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -220,23 +218,4 @@ func (c Config) validate() error {
 	}
 	p.NotNegative("UnhandledDelay", c.UnhandledDelay)
 	return p.Err()
-}
-
-// NewOwnerToken returns a fresh owner token: the host name (shortened) and
-// a ULID, unique per call, at most MaxOwnerLen bytes.
-func NewOwnerToken() string {
-	host, _ := os.Hostname()
-	host = strings.Map(func(r rune) rune {
-		if r < 0x21 || r > 0x7e {
-			return -1
-		}
-		return r
-	}, host)
-	if len(host) > 30 {
-		host = host[:30]
-	}
-	if host == "" {
-		host = "node"
-	}
-	return host + "-" + ulid.Make().String()
 }

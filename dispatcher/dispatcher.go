@@ -16,9 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outbox-go/outbox/internal/ratelog"
-
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/inflight"
+	"github.com/outbox-go/outbox/internal/ratelog"
 )
 
 // Source tells where a queued event came from.
@@ -61,7 +61,7 @@ type Dispatcher struct {
 	listeners core.ListenerSource
 	log       *slog.Logger
 	metrics   core.Metrics
-	tracker   *InFlight
+	tracker   *inflight.Tracker
 	batcher   *doneBatcher
 
 	hot  chan item
@@ -139,7 +139,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		listeners:   listeners,
 		log:         cfg.Logger.With(slog.String("component", "outbox.dispatcher")),
 		metrics:     cfg.Metrics,
-		tracker:     NewInFlight(cfg.InFlightTTL, cfg.Now),
+		tracker:     inflight.New(cfg.InFlightTTL, cfg.Now),
 		hot:         make(chan item, cfg.HotCapacity),
 		cold:        make(chan item, cfg.ColdCapacity),
 		stopping:    make(chan struct{}),
@@ -333,9 +333,9 @@ func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.co
 
 // HotWaiting reports whether an event handed to the hot queue has not been
 // taken by a worker yet: it is queued, or a worker was woken for it but has
-// not run yet. Pass it to txctx.WithYield (outbox.New and tenant.New do),
-// so a goroutine that commits transaction after transaction lets the
-// delivery worker its commit woke run first.
+// not run yet. outbox.New and tenant.New make their transaction managers
+// consult it before each BEGIN, so a goroutine that commits transaction
+// after transaction lets the delivery worker its commit woke run first.
 //
 // Why: an after-commit hook that hands an event to an idle worker makes the
 // worker runnable on the committing goroutine's processor. If that

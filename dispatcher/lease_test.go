@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
@@ -494,24 +493,5 @@ func TestLeaseConfigValidation(t *testing.T) {
 	}
 	if dispatcher.DefaultLease != 2*time.Minute || dispatcher.DefaultListenerTimeout != 30*time.Second {
 		t.Errorf("lease defaults changed")
-	}
-}
-
-func TestNewOwnerToken(t *testing.T) {
-	seen := map[string]bool{}
-	for range 100 {
-		tok := dispatcher.NewOwnerToken()
-		if tok == "" || len(tok) > dispatcher.MaxOwnerLen || !utf8.ValidString(tok) {
-			t.Fatalf("NewOwnerToken() = %q (%d bytes), want 1 to %d bytes of text", tok, len(tok), dispatcher.MaxOwnerLen)
-		}
-		for _, r := range tok {
-			if r < 0x21 || r > 0x7e {
-				t.Fatalf("NewOwnerToken() = %q contains %q, want printable ASCII only", tok, r)
-			}
-		}
-		if seen[tok] {
-			t.Fatalf("NewOwnerToken() repeated %q", tok)
-		}
-		seen[tok] = true
 	}
 }

@@ -16,7 +16,7 @@ const maxReleaseExcept = 4096
 // heldIDs returns the ids of o's events still held in the tracker.
 func (d *Dispatcher) heldIDs(o *origin) []string {
 	var ids []string
-	d.tracker.each(func(key string) {
+	d.tracker.Each(func(key string) {
 		if o.id == "" {
 			if !strings.Contains(key, "\x00") {
 				ids = append(ids, key)

@@ -5,17 +5,17 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/drain"
+	"github.com/outbox-go/outbox/internal/ident"
+	"github.com/outbox-go/outbox/internal/wiring"
 )
 
 // MaxStoreIDLen is the longest store identifier [Dispatcher.AddStore]
 // accepts.
-const MaxStoreIDLen = 128
+const MaxStoreIDLen = ident.MaxStoreIDLen
 
 // origin is one store the dispatcher delivers events from: the store given
 // to New (id "") or one added with AddStore. Items carry their origin, so
@@ -38,7 +38,7 @@ func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
 	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: drain.New(d.runCtx)}
 	if id != "" {
 		o.log = d.log.With(slog.String("store", id))
-		o.metrics = core.MetricsForStore(d.metrics, id)
+		o.metrics = wiring.MetricsForStore(d.metrics, id)
 	}
 	return o
 }
@@ -132,20 +132,6 @@ func (q *StoreQueue) QueueDepths() (hot, cold int) { return q.d.QueueDepths() }
 // (queued, running, waiting on a retry timer or for their DONE write).
 func (q *StoreQueue) Held() int { return int(q.o.work.Held()) }
 
-// ValidateStoreID checks a store identifier: non-empty valid UTF-8 of at
-// most MaxStoreIDLen bytes without control characters.
-func ValidateStoreID(id string) error {
-	switch {
-	case id == "":
-		return &core.ConfigError{Field: "store id", Msg: "must not be empty"}
-	case len(id) > MaxStoreIDLen:
-		return &core.ConfigError{Field: "store id", Msg: fmt.Sprintf("must be at most %d bytes", MaxStoreIDLen)}
-	case !utf8.ValidString(id) || strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return &core.ConfigError{Field: "store id", Msg: "must be valid text without control characters"}
-	}
-	return nil
-}
-
 // AddStore adds a store whose events this dispatcher delivers, with the
 // same workers and listeners as every other store, and returns its
 // intake. Outcomes of its events are written to store. id identifies the
@@ -153,7 +139,7 @@ func ValidateStoreID(id string) error {
 // in-flight tracker (event ids need only be unique per store); adding an
 // id that is present returns an error wrapping core.ErrInvalidConfig.
 func (d *Dispatcher) AddStore(id string, store core.StatusWriter) (*StoreQueue, error) {
-	if err := ValidateStoreID(id); err != nil {
+	if err := ident.ValidateStoreID(id); err != nil {
 		return nil, err
 	}
 	if store == nil {

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/ident"
+	"github.com/outbox-go/outbox/internal/rotation"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -93,7 +94,7 @@ type DispatcherConfig struct {
 // dispatcher's Inbox, or of a dispatcher without one.
 func (c DispatcherConfig) withDefaults(backoff retry.Policy, log *slog.Logger) DispatcherConfig {
 	if c.Owner == "" {
-		c.Owner = dispatcher.NewOwnerToken()
+		c.Owner = ident.OwnerToken()
 	}
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
@@ -202,7 +203,7 @@ type Dispatcher struct {
 	removing  map[string]*member
 
 	cycleMu  sync.Mutex // one claim at a time; guards rotation
-	rotation *core.Rotation
+	rotation *rotation.Rotation
 
 	mu      sync.Mutex // guards the lifecycle fields below
 	running bool
@@ -246,7 +247,7 @@ func newDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		wake:     make(chan struct{}, 1),
 		members:  map[string]*member{},
 		removing: map[string]*member{},
-		rotation: core.NewRotation(cfg.Selector),
+		rotation: rotation.New(cfg.Selector),
 	}, nil
 }
 

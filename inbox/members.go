@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/drain"
+	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/ratelog"
 )
 
@@ -97,7 +97,7 @@ func FromContext(ctx context.Context) *Inbox {
 // It may be called while the dispatcher runs; the new inbox is reaped and
 // claimed from at once.
 func (d *Dispatcher) AddInbox(id string, in *Inbox) error {
-	if err := dispatcher.ValidateStoreID(id); err != nil {
+	if err := ident.ValidateStoreID(id); err != nil {
 		return err
 	}
 	if in == nil {

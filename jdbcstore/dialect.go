@@ -101,9 +101,10 @@ type Capabilities struct {
 	// still there.
 	SilentRollback bool
 	// SingleWriter: the database runs one write transaction at a time
-	// (SQLite). Stores on one pool then share a core.WriteGate that lets
-	// this process's writers take turns in Go instead of sleeping in the
-	// database's busy handler (see [Store.WriteGate]).
+	// (SQLite). Stores on one pool then share a write gate that lets
+	// this process's writers (the stores' and, through outbox.New or
+	// tenant.New, the business transactions) take turns in Go instead of
+	// sleeping in the database's busy handler.
 	SingleWriter bool
 	// OnDuplicateKeyUpdate: upserts are written INSERT ... ON DUPLICATE
 	// KEY UPDATE (MySQL, MariaDB) instead of the standard INSERT ... ON

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/writegate"
 )
 
 // Store is the SQL implementation of [core.Store]. It is safe for
@@ -25,7 +25,7 @@ type Store struct {
 	log     *slog.Logger
 	schema  string
 	q       statements
-	gate    *core.WriteGate // SQLite: one writer at a time, in Go
+	gate    *writegate.Gate // SQLite: one writer at a time, in Go
 
 	// busyHook, when set (by tests), is called before each wait of the
 	// busy retry loop.
@@ -330,21 +330,10 @@ func nullString(s string) any {
 	return s
 }
 
-// gates holds the write gate of each single-writer (SQLite) pool, shared by every store on it.
-var gates sync.Map // *sql.DB → *core.WriteGate
-
 // gateFor returns the write gate of db for a single-writer dialect, or nil.
-func gateFor(db *sqlx.DB, d Dialect) *core.WriteGate {
+func gateFor(db *sqlx.DB, d Dialect) *writegate.Gate {
 	if !d.Capabilities().SingleWriter {
 		return nil
 	}
-	g, _ := gates.LoadOrStore(db.DB, core.NewWriteGate())
-	return g.(*core.WriteGate)
+	return writegate.For(db.DB)
 }
-
-// WriteGate returns the gate that serializes this process's writers on a
-// SQLite database (nil on databases with row locks). Pass it to
-// txctx.WithWriteGate so business transactions take turns with the store's
-// status writes in Go, first come first served, instead of sleeping in
-// SQLite's busy handler; outbox.New does this for you.
-func (s *Store) WriteGate() *core.WriteGate { return s.gate }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/rotation"
+	"github.com/outbox-go/outbox/internal/wiring"
 )
 
 // Queue is what the poller needs from a dispatcher.
@@ -69,7 +71,7 @@ type Poller struct {
 	ids     []string // sorted keys of targets; replaced, never changed in place
 
 	cycleMu  sync.Mutex // one poll at a time; guards rotation
-	rotation *core.Rotation
+	rotation *rotation.Rotation
 }
 
 // target is one store the poller reads and the queue its events go to.
@@ -117,7 +119,7 @@ func NewMulti(cfg Config) (*Poller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Poller{cfg: cfg, targets: make(map[string]*target), rotation: core.NewRotation(cfg.Selector),
+	return &Poller{cfg: cfg, targets: make(map[string]*target), rotation: rotation.New(cfg.Selector),
 		log: cfg.Logger.With(slog.String("component", "outbox.poller"))}, nil
 }
 
@@ -141,7 +143,7 @@ func (p *Poller) Add(id string, store Store, queue Queue) error {
 		return &core.ConfigError{Field: "poller store " + id, Msg: "is already added"}
 	}
 	return p.addTarget(&target{id: id, store: store, queue: queue,
-		log: p.log.With(slog.String("store", id)), metrics: core.MetricsForStore(p.cfg.Metrics, id)})
+		log: p.log.With(slog.String("store", id)), metrics: wiring.MetricsForStore(p.cfg.Metrics, id)})
 }
 
 func (p *Poller) addTarget(t *target) error {

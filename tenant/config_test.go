@@ -80,7 +80,7 @@ func TestOneClockForEveryTenantPart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitOn(t, entered, "hot listener")
-	rec, err := tn.Store.Get(ctx, hot.ID())
+	rec, err := tn.Get(ctx, hot.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +93,11 @@ func TestOneClockForEveryTenantPart(t *testing.T) {
 	// Inserted unowned and due at t0 (in 2100): only the shared clock makes
 	// it due for the poller.
 	cold, _ := core.JSONEvent("Cold", `{}`)
-	tx, err := tn.DB.BeginTx(ctx, nil)
+	tx, err := tn.DB().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tn.Client.PublishTx(ctx, tx, cold); err != nil {
+	if _, err := tn.PublishTx(ctx, tx, cold); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -107,7 +107,7 @@ func TestOneClockForEveryTenantPart(t *testing.T) {
 		t.Fatalf("delivered %s, want %s", id, cold.ID())
 	}
 	waitFor(t, "cold event DONE at t0", func() bool {
-		rec, err := tn.Store.Get(ctx, cold.ID())
+		rec, err := tn.Get(ctx, cold.ID())
 		return err == nil && rec.Status == core.StatusDone && rec.DoneAt.Equal(t0)
 	})
 }

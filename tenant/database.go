@@ -10,7 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -71,7 +71,7 @@ func validateSet(dbs []Database) ([]Database, error) {
 	copy(out, dbs)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	for i, d := range out {
-		if err := dispatcher.ValidateStoreID(d.ID); err != nil {
+		if err := ident.ValidateStoreID(d.ID); err != nil {
 			return nil, fmt.Errorf("database %d: %w", i, err)
 		}
 		if i > 0 && out[i-1].ID == d.ID {

@@ -57,8 +57,7 @@ type InboxConfig struct {
 // handlers, over all of them. Create it with [NewInbox]; it is safe for
 // concurrent use.
 type Inbox struct {
-	// Dispatcher runs the work queue of every database.
-	Dispatcher *inbox.Dispatcher
+	dispatcher *inbox.Dispatcher
 
 	cfg InboxConfig
 	set *set[*inbox.Inbox]
@@ -83,7 +82,7 @@ func NewInbox(ctx context.Context, cfg InboxConfig) (*Inbox, error) {
 	if err != nil {
 		return nil, cfgpath.Prefix("Dispatcher", err)
 	}
-	ib := &Inbox{Dispatcher: disp, cfg: cfg}
+	ib := &Inbox{dispatcher: disp, cfg: cfg}
 	if ib.set, err = newSet(ctx, cfg.setOptions(), ib.attach, ib.detach); err != nil {
 		return nil, err
 	}
@@ -133,7 +132,7 @@ func (ib *Inbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*inbox.In
 	if err != nil {
 		return nil, err
 	}
-	if err := ib.Dispatcher.AddInbox(d.ID, in); err != nil {
+	if err := ib.dispatcher.AddInbox(d.ID, in); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -142,7 +141,7 @@ func (ib *Inbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*inbox.In
 // detach stops claiming from the database's inbox and waits for its
 // running handlers.
 func (ib *Inbox) detach(ctx context.Context, id string, _ *inbox.Inbox) error {
-	return ib.Dispatcher.RemoveInbox(ctx, id)
+	return ib.dispatcher.RemoveInbox(ctx, id)
 }
 
 // For returns the inbox of the database a routing key maps to (the
@@ -180,16 +179,16 @@ func (ib *Inbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResul
 // Handle sets the handler of a topic, for every database (see
 // inbox.Dispatcher.Handle). The handler learns its message's database
 // from inbox.StoreID(ctx) and inbox.FromContext(ctx).
-func (ib *Inbox) Handle(topic string, h inbox.Handler) error { return ib.Dispatcher.Handle(topic, h) }
+func (ib *Inbox) Handle(topic string, h inbox.Handler) error { return ib.dispatcher.Handle(topic, h) }
 
 // HandleFunc is Handle with a function.
 func (ib *Inbox) HandleFunc(topic string, fn func(ctx context.Context, msg inbox.Record) error) error {
-	return ib.Dispatcher.HandleFunc(topic, fn)
+	return ib.dispatcher.HandleFunc(topic, fn)
 }
 
 // Start starts the dispatcher and, with Discover, the periodic refresh.
 func (ib *Inbox) Start(ctx context.Context) error {
-	if err := ib.Dispatcher.Start(ctx); err != nil {
+	if err := ib.dispatcher.Start(ctx); err != nil {
 		return err
 	}
 	ib.set.startRefresh(ib.cfg.Discover, ib.cfg.RefreshInterval)
@@ -201,6 +200,6 @@ func (ib *Inbox) Start(ctx context.Context) error {
 // database. Messages not handled yet stay in their databases.
 func (ib *Inbox) Close(ctx context.Context) error {
 	errRefresh := ib.set.stopRefresh(ctx)
-	errDisp := ib.Dispatcher.Stop(ctx)
+	errDisp := ib.dispatcher.Stop(ctx)
 	return errors.Join(errRefresh, errDisp, ib.set.closeAll())
 }

@@ -2,15 +2,20 @@ package tenant
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/txopts"
+	"github.com/outbox-go/outbox/internal/wiring"
+	"github.com/outbox-go/outbox/internal/writegate"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/registry"
@@ -74,32 +79,66 @@ type Config struct {
 // returns. It stays usable until its database leaves
 // the set; after that its database is closed and every call fails.
 type Tenant struct {
-	// ID is the store id (the Database's ID).
-	ID string
-	// DB is the database's pool.
-	DB *sqlx.DB
-	// Store is the database's outbox store.
-	Store *jdbcstore.Store
-	// Tx begins transactions on DB (see txctx.Manager.Do).
-	Tx *txctx.Manager
-	// Client publishes into this database's outbox.
-	Client *core.Client
-
-	queue *dispatcher.StoreQueue
+	id     string
+	db     *sqlx.DB
+	store  *jdbcstore.Store
+	tx     *txctx.Manager
+	client *core.Client
+	queue  *dispatcher.StoreQueue
 }
+
+// ID returns the store id (the Database's ID).
+func (t *Tenant) ID() string { return t.id }
+
+// DB returns the database's pool, for reads and writes outside
+// [Tenant.InTx]. It is closed once the database leaves the set.
+func (t *Tenant) DB() *sqlx.DB { return t.db }
 
 // InTx runs fn in a transaction on the tenant's database, carried by the
 // ctx given to fn: commit on nil, rollback on error or panic. Use
 // txctx.From(ctx) for the business writes and [Tenant.Publish] for events.
 func (t *Tenant) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	return t.Tx.Do(ctx, fn)
+	return t.tx.Do(ctx, fn)
 }
 
 // Publish inserts env into the tenant's outbox on the transaction carried
-// by ctx (begun by [Tenant.InTx]) and hands it to the dispatcher after
-// commit. See core.Client.Publish.
+// by ctx (begun by [Tenant.InTx] or adopted with [Tenant.Adopt]) and hands
+// it to the dispatcher after commit. See outbox.Outbox.Publish.
 func (t *Tenant) Publish(ctx context.Context, env core.Envelope) (string, error) {
-	return t.Client.Publish(ctx, env)
+	return t.client.Publish(ctx, env)
+}
+
+// PublishTx inserts env on tx, a transaction on the tenant's database, and
+// returns the event id. A plain *sql.Tx or *sqlx.Tx has no after-commit
+// hook: the poller delivers the event once tx committed. See
+// outbox.Outbox.PublishTx.
+func (t *Tenant) PublishTx(ctx context.Context, tx outbox.Tx, env core.Envelope) (string, error) {
+	return t.client.PublishTx(ctx, tx, env)
+}
+
+// Adopt carries tx, a transaction the caller began on the tenant's
+// database, in the returned ctx (see txctx.Manager.Adopt): Publish writes
+// on it, InTx joins it, and committing through the returned *txctx.Tx
+// gives its events the hot path.
+func (t *Tenant) Adopt(ctx context.Context, tx *sql.Tx) (context.Context, *txctx.Tx) {
+	return t.tx.Adopt(ctx, tx)
+}
+
+// AdoptX is [Tenant.Adopt] for a *sqlx.Tx.
+func (t *Tenant) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *txctx.Tx) {
+	return t.tx.AdoptX(ctx, tx)
+}
+
+// Get returns the stored record of the event with id in the tenant's
+// outbox; an error matching core.ErrNotFound when there is none.
+func (t *Tenant) Get(ctx context.Context, id string) (core.Record, error) {
+	return t.store.Get(ctx, id)
+}
+
+// CountByStatus returns how many events the tenant's outbox holds in each
+// status; statuses without rows are absent from the map.
+func (t *Tenant) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
+	return t.store.CountByStatus(ctx)
 }
 
 // Outbox is the outbox over several databases: a router to each database
@@ -107,10 +146,8 @@ func (t *Tenant) Publish(ctx context.Context, env core.Envelope) (string, error)
 // of listeners ([Outbox.Register], [Outbox.RegisterFunc], …) shared by
 // every database. Create it with [New]; it is safe for concurrent use.
 type Outbox struct {
-	// Dispatcher delivers the events of every database.
-	Dispatcher *dispatcher.Dispatcher
-	// Poller drains every database's outbox; nil when DisablePoller.
-	Poller *poller.Poller
+	dispatcher *dispatcher.Dispatcher
+	poller     *poller.Poller // nil when DisablePoller
 
 	reg *registry.Registry
 	cfg Config
@@ -137,9 +174,9 @@ func New(ctx context.Context, cfg Config) (*Outbox, error) {
 	if err != nil {
 		return nil, cfgpath.Prefix("Dispatcher", err)
 	}
-	o := &Outbox{reg: reg, Dispatcher: disp, cfg: cfg}
+	o := &Outbox{reg: reg, dispatcher: disp, cfg: cfg}
 	if !cfg.DisablePoller {
-		if o.Poller, err = poller.NewMulti(cfg.Poller); err != nil {
+		if o.poller, err = poller.NewMulti(cfg.Poller); err != nil {
 			return nil, cfgpath.Prefix("Poller", err)
 		}
 	}
@@ -166,8 +203,8 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	c.Store.Now, c.Dispatcher.Now, c.Poller.Now = c.Now, c.Now, c.Now
-	core.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
-	core.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
+	wiring.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
 	c.DrainTimeout = drainDefault(c.DrainTimeout, c.Dispatcher.Lease, dispatcher.DefaultLease)
 	return c
 }
@@ -208,19 +245,19 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 			return nil, err
 		}
 	}
-	q, err := o.Dispatcher.AddStore(d.ID, store)
+	q, err := o.dispatcher.AddStore(d.ID, store)
 	if err != nil {
 		return nil, err
 	}
-	t := &Tenant{ID: d.ID, DB: db, Store: store, queue: q,
-		Tx: txctx.NewX(db, txctx.WithLogger(log), txctx.WithWriteGate(store.WriteGate()),
-			txctx.WithYield(o.Dispatcher.HotWaiting))}
-	if t.Client, err = core.NewClient(store, q); err != nil {
-		return nil, errors.Join(err, o.Dispatcher.RemoveStore(ctx, d.ID))
+	t := &Tenant{id: d.ID, db: db, store: store, queue: q,
+		tx: txctx.NewX(db, txctx.WithLogger(log),
+			txctx.Option(txopts.Hooks(writegate.Of(db.DB), o.dispatcher.HotWaiting)))}
+	if t.client, err = core.NewClient(store, q); err != nil {
+		return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 	}
-	if o.Poller != nil {
-		if err := o.Poller.Add(d.ID, store, q); err != nil {
-			return nil, errors.Join(err, o.Dispatcher.RemoveStore(ctx, d.ID))
+	if o.poller != nil {
+		if err := o.poller.Add(d.ID, store, q); err != nil {
+			return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 		}
 	}
 	return t, nil
@@ -229,10 +266,10 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 // detach stops polling the tenant and waits until the dispatcher holds
 // none of its events.
 func (o *Outbox) detach(ctx context.Context, id string, _ *Tenant) error {
-	if o.Poller != nil {
-		o.Poller.Remove(id)
+	if o.poller != nil {
+		o.poller.Remove(id)
 	}
-	return o.Dispatcher.RemoveStore(ctx, id)
+	return o.dispatcher.RemoveStore(ctx, id)
 }
 
 // For returns the tenant a routing key maps to (the Database's ID, unless
@@ -267,12 +304,12 @@ func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResul
 // Start starts the dispatcher, the poller and, with Discover, the
 // periodic refresh.
 func (o *Outbox) Start(ctx context.Context) error {
-	if err := o.Dispatcher.Start(ctx); err != nil {
+	if err := o.dispatcher.Start(ctx); err != nil {
 		return err
 	}
-	if o.Poller != nil {
-		if err := o.Poller.Start(ctx); err != nil {
-			return errors.Join(err, o.Dispatcher.Close(ctx))
+	if o.poller != nil {
+		if err := o.poller.Start(ctx); err != nil {
+			return errors.Join(err, o.dispatcher.Close(ctx))
 		}
 	}
 	o.set.startRefresh(o.cfg.Discover, o.cfg.RefreshInterval)
@@ -285,9 +322,9 @@ func (o *Outbox) Start(ctx context.Context) error {
 func (o *Outbox) Close(ctx context.Context) error {
 	errRefresh := o.set.stopRefresh(ctx)
 	var errPoller error
-	if o.Poller != nil {
-		errPoller = o.Poller.Stop(ctx)
+	if o.poller != nil {
+		errPoller = o.poller.Stop(ctx)
 	}
-	errDisp := o.Dispatcher.Close(ctx)
+	errDisp := o.dispatcher.Close(ctx)
 	return errors.Join(errRefresh, errPoller, errDisp, o.set.closeAll())
 }

@@ -56,7 +56,7 @@ func waitAllDone(t *testing.T, o *tenant.Outbox, id string, want int) map[string
 	}
 	var rows map[string]row
 	waitFor(t, fmt.Sprintf("%d DONE rows in %s", want, id), func() bool {
-		rows = readRows(t, tn.DB)
+		rows = readRows(t, tn.DB())
 		if len(rows) != want {
 			return false
 		}
@@ -117,7 +117,7 @@ func TestEventsLandInTheirTenantsDatabase(t *testing.T) {
 				// The business row committed with the event, in the same database.
 				tn, _ := o.For(d.ID)
 				var orders int
-				if err := tn.DB.Get(&orders, `SELECT COUNT(*) FROM orders`); err != nil || orders != perTenant {
+				if err := tn.DB().Get(&orders, `SELECT COUNT(*) FROM orders`); err != nil || orders != perTenant {
 					t.Errorf("%s: %d orders (%v), want %d", d.ID, orders, err, perTenant)
 				}
 			}
@@ -166,13 +166,13 @@ func TestRouter(t *testing.T) {
 	o, _ := newOutbox(t, tenant.Config{Databases: dbs})
 
 	tn, err := o.For("s1")
-	if err != nil || tn.ID != "s1" || tn.Store == nil || tn.DB == nil || tn.Client == nil || tn.Tx == nil {
+	if err != nil || tn.ID() != "s1" || tn.DB() == nil {
 		t.Fatalf("For(s1) = %+v, %v", tn, err)
 	}
 	if again, _ := o.For("s1"); again != tn {
 		t.Error("For must return the same tenant every time (cached)")
 	}
-	if tn, err := o.ForUUID(u); err != nil || tn.ID != uuidID {
+	if tn, err := o.ForUUID(u); err != nil || tn.ID() != uuidID {
 		t.Fatalf("ForUUID = %+v, %v", tn, err)
 	}
 	_, err = o.For("nobody")
@@ -195,7 +195,7 @@ func TestRouteMapsKeysToStores(t *testing.T) {
 		shard, _, _ := strings.Cut(key, ":") // "s2:customer-9" → store s2
 		return shard
 	}})
-	if tn, err := o.For("s2:customer-9"); err != nil || tn.ID != "s2" {
+	if tn, err := o.For("s2:customer-9"); err != nil || tn.ID() != "s2" {
 		t.Fatalf("For(s2:customer-9) = %+v, %v", tn, err)
 	}
 	_, err := o.For("s9:x")
@@ -450,7 +450,7 @@ func TestChangedDSNReplacesTheStore(t *testing.T) {
 	if after == before {
 		t.Fatal("a changed DSN must give a new store")
 	}
-	if err := before.DB.Ping(); err == nil {
+	if err := before.DB().Ping(); err == nil {
 		t.Error("the replaced database's pool must be closed")
 	}
 }

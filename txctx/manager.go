@@ -12,24 +12,20 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/sqldriver"
+	"github.com/outbox-go/outbox/internal/txopts"
 )
 
 // Option configures a [Manager] (or an adopted transaction, see [Adopt]).
 type Option func(*options)
 
-type options struct {
-	logger *slog.Logger
-	txOpts *sql.TxOptions
-	gate   *core.WriteGate
-	yield  func() bool
-}
+type options = txopts.Options
 
 // WithLogger sets the logger for panicking hooks and hooks registered too
 // late. Defaults to [slog.Default]. A nil logger keeps the default.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
 		if l != nil {
-			o.logger = l
+			o.Logger = l
 		}
 	}
 }
@@ -38,32 +34,7 @@ func WithLogger(l *slog.Logger) Option {
 // transactions begun by [Manager.Do]. Defaults to nil (the driver's
 // defaults).
 func WithTxOptions(txOpts *sql.TxOptions) Option {
-	return func(o *options) { o.txOpts = txOpts }
-}
-
-// WithWriteGate makes [Manager.Do] let the outbox store's pending writes go
-// first before it begins a transaction, so on SQLite the store's status
-// writes are not starved by busy business writers in SQLite's sleeping
-// busy handler (jdbcstore.Store.WriteGate returns the store's gate; nil for
-// databases with row locks, where it does nothing).
-func WithWriteGate(g *core.WriteGate) Option {
-	return func(o *options) { o.gate = g }
-}
-
-// WithYield makes [Manager.Do] give up its processor ([runtime.Gosched])
-// before it begins a transaction whenever waiting reports true. Pass the
-// dispatcher's HotWaiting (outbox.New and tenant.New do): a delivery worker
-// woken by the previous transaction's after-commit hook is runnable on the
-// committing goroutine's processor, and when that goroutine goes straight
-// into its next transaction while the other processors are busy, the
-// worker would wait until the goroutine blocks (milliseconds). Yielding
-// lets it run first, so the event reaches its listener in microseconds.
-// Do never yields for a transaction it joins. A nil waiting never yields.
-//
-// waiting must be cheap and safe for concurrent use; it is called once per
-// transaction Do begins.
-func WithYield(waiting func() bool) Option {
-	return func(o *options) { o.yield = waiting }
+	return func(o *options) { o.TxOptions = txOpts }
 }
 
 func buildOptions(opts []Option) options {
@@ -73,8 +44,8 @@ func buildOptions(opts []Option) options {
 			opt(&o)
 		}
 	}
-	if o.logger == nil {
-		o.logger = slog.Default()
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	return o
 }
@@ -136,17 +107,17 @@ func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) er
 		return fn(withTx(ctx, outer))
 	}
 
-	if m.opts.yield != nil && m.opts.yield() {
+	if m.opts.Yield != nil && m.opts.Yield() {
 		runtime.Gosched()
 	}
-	if err := m.opts.gate.Yield(ctx); err != nil {
+	if err := m.opts.Gate.Yield(ctx); err != nil {
 		return fmt.Errorf("outbox: begin transaction: wait for the store's writes: %w", err)
 	}
-	txx, err := m.db.BeginTxx(context.WithoutCancel(ctx), m.opts.txOpts)
+	txx, err := m.db.BeginTxx(context.WithoutCancel(ctx), m.opts.TxOptions)
 	if err != nil {
 		return fmt.Errorf("outbox: begin transaction: %w", err)
 	}
-	t := newTx(txx.Tx, txx, m.db.DB, true, m.opts.logger)
+	t := newTx(txx.Tx, txx, m.db.DB, true, m.opts.Logger)
 
 	returned := false
 	defer func() {
@@ -205,13 +176,13 @@ func (m *Manager) carried(ctx context.Context) (outer *Tx, join bool, err error)
 // this Manager's database: it uses the Manager's logger, and [Manager.Do]
 // joins it. The caller must make sure tx really belongs to that database.
 func (m *Manager) Adopt(ctx context.Context, tx *sql.Tx) (context.Context, *Tx) {
-	t := newTx(tx, nil, m.sqlDB(), false, m.opts.logger)
+	t := newTx(tx, nil, m.sqlDB(), false, m.opts.Logger)
 	return withTx(ctx, t), t
 }
 
 // AdoptX is [Manager.Adopt] for an *sqlx.Tx; [Tx.Sqlx] returns tx.
 func (m *Manager) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *Tx) {
-	t := newTx(sqlTxOf(tx), tx, m.sqlDB(), false, m.opts.logger)
+	t := newTx(sqlTxOf(tx), tx, m.sqlDB(), false, m.opts.Logger)
 	return withTx(ctx, t), t
 }
 

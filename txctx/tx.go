@@ -404,14 +404,14 @@ func withTx(ctx context.Context, t *Tx) context.Context {
 // context reports [ErrForeignTx]; use [Manager.Adopt] to let Do join it.
 func Adopt(ctx context.Context, tx *sql.Tx, opts ...Option) (context.Context, *Tx) {
 	o := buildOptions(opts)
-	t := newTx(tx, nil, nil, false, o.logger)
+	t := newTx(tx, nil, nil, false, o.Logger)
 	return withTx(ctx, t), t
 }
 
 // AdoptX is [Adopt] for an *sqlx.Tx; [Tx.Sqlx] returns tx.
 func AdoptX(ctx context.Context, tx *sqlx.Tx, opts ...Option) (context.Context, *Tx) {
 	o := buildOptions(opts)
-	t := newTx(sqlTxOf(tx), tx, nil, false, o.logger)
+	t := newTx(sqlTxOf(tx), tx, nil, false, o.Logger)
 	return withTx(ctx, t), t
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/internal/txopts"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -912,18 +913,18 @@ func TestWithTxOptionsReadOnly(t *testing.T) {
 	}
 }
 
-// WithYield's function is asked once before each transaction Do begins,
+// The yield hook (txopts.Hooks, set by outbox.New) is asked once before each transaction Do begins,
 // before BEGIN, and never for a Do that joins the carried transaction.
-func TestWithYieldAskedOncePerBegin(t *testing.T) {
+func TestYieldHookAskedOncePerBegin(t *testing.T) {
 	db := openDB(t)
 	var asked atomic.Int32
 	var inTx atomic.Bool
-	m := txctx.New(db, txctx.WithYield(func() bool {
+	m := txctx.New(db, txctx.Option(txopts.Hooks(nil, func() bool {
 		if inTx.Load() {
-			t.Error("WithYield asked while a transaction was open")
+			t.Error("yield hook asked while a transaction was open")
 		}
 		return asked.Add(1)%2 == 0 // yield every other time: both paths run
-	}))
+	})))
 	for i := range 4 {
 		err := m.Do(context.Background(), func(ctx context.Context) error {
 			inTx.Store(true)
@@ -935,13 +936,13 @@ func TestWithYieldAskedOncePerBegin(t *testing.T) {
 		}
 	}
 	if n := asked.Load(); n != 4 {
-		t.Fatalf("WithYield asked %d times for 4 transactions (each with a joined Do), want 4", n)
+		t.Fatalf("yield hook asked %d times for 4 transactions (each with a joined Do), want 4", n)
 	}
 	if n := countItems(t, db); n != 4 {
 		t.Fatalf("rows = %d, want 4", n)
 	}
 	// A nil function never yields and never fails.
-	if err := txctx.New(db, txctx.WithYield(nil)).Do(context.Background(), func(ctx context.Context) error {
+	if err := txctx.New(db, txctx.Option(txopts.Hooks(nil, nil))).Do(context.Background(), func(ctx context.Context) error {
 		return insert(ctx, t, 5)
 	}); err != nil {
 		t.Fatal(err)

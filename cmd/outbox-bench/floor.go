@@ -9,6 +9,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -67,7 +68,7 @@ func (b *bench) runFloor(ctx context.Context) (result, error) {
 	}
 	db := f.db.DB
 	enc := floorRow{mysql: f.kind == "mysql"}
-	owner := dispatcher.NewOwnerToken()
+	owner := ident.OwnerToken()
 	tx := func(ctx context.Context, prefix string, i int) error {
 		ref := orderRef(prefix, i)
 		amount := orderAmount(i)

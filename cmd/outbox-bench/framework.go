@@ -145,7 +145,7 @@ func (h *harness) publish(ctx context.Context, typ, ref string, amount int64, se
 func (h *harness) waitDone(ctx context.Context, want int, every time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(h.b.opts.timeout)
 	for {
-		counts, err := h.ob.Store.CountByStatus(ctx)
+		counts, err := h.ob.CountByStatus(ctx)
 		if err != nil {
 			return time.Time{}, err
 		}

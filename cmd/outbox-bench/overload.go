@@ -12,6 +12,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/poller"
 )
 
@@ -95,7 +96,7 @@ func (b *bench) runOverload(ctx context.Context) (result, error) {
 			return result{}, fmt.Errorf("overload: %w", err)
 		}
 	}
-	counts, err := h.ob.Store.CountByStatus(ctx)
+	counts, err := h.ob.CountByStatus(ctx)
 	if err != nil {
 		return result{}, fmt.Errorf("overload: %w", err)
 	}
@@ -179,16 +180,16 @@ func (b *bench) overloadSlow() time.Duration {
 func (h *harness) explainStuck(ctx context.Context, counts map[core.Status]int) {
 	h.b.warn("overload: events not delivered; rows by status: NEW %d, RETRY %d, DONE %d, DEAD %d",
 		counts[core.StatusNew], counts[core.StatusRetry], counts[core.StatusDone], counts[core.StatusDead])
-	recs, err := h.ob.Store.PollPending(ctx, time.Now(), 0, 5)
+	recs, err := parts.Outbox(h.ob).Store.PollPending(ctx, time.Now(), 0, 5)
 	if err != nil {
 		h.b.warn("overload: reading the stuck rows: %v", err)
 		return
 	}
-	hot, cold := h.ob.Dispatcher.QueueDepths()
-	h.b.warn("overload: queues now: hot %d, cold %d, cold room %d", hot, cold, h.ob.Dispatcher.ColdRoom())
+	hot, cold := parts.Outbox(h.ob).Dispatcher.QueueDepths()
+	h.b.warn("overload: queues now: hot %d, cold %d, cold room %d", hot, cold, parts.Outbox(h.ob).Dispatcher.ColdRoom())
 	for _, rec := range recs {
 		h.b.warn("overload: stuck %s: status %d, attempts %d, locked_by %q until %s, created %s, in flight here: %v",
 			rec.ID, rec.Status, rec.Attempts, rec.LockedBy, rec.LockedUntil.Format(time.RFC3339Nano),
-			rec.CreatedAt.Format(time.RFC3339Nano), h.ob.Dispatcher.InFlight(rec.ID))
+			rec.CreatedAt.Format(time.RFC3339Nano), parts.Outbox(h.ob).Dispatcher.InFlight(rec.ID))
 	}
 }

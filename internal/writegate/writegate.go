@@ -1,11 +1,17 @@
-package core
+// Package writegate serializes this process's writers on a database that
+// allows a single writer at a time (SQLite): jdbcstore's stores acquire the
+// gate of their pool, txctx's managers built by outbox.New and tenant.New
+// yield to it before they begin a transaction.
+package writegate
 
 import (
 	"context"
+	"database/sql"
+	"sync"
 	"sync/atomic"
 )
 
-// WriteGate gives the outbox store's own writes (status writes, claims)
+// Gate gives the outbox store's own writes (status writes, claims)
 // priority over business transactions on a database that allows a single
 // writer at a time (SQLite). Without it a store write competes for the lock
 // in SQLite's busy handler, which sleeps for milliseconds while busy
@@ -16,20 +22,20 @@ import (
 //
 // The gate is re-entrant through the context: Acquire returns a context
 // that marks the gate held, and nested acquisitions with it do not wait.
-type WriteGate struct {
+type Gate struct {
 	ch      chan struct{}
 	pending atomic.Int32
 }
 
-// NewWriteGate returns an open gate.
-func NewWriteGate() *WriteGate { return &WriteGate{ch: make(chan struct{}, 1)} }
+// New returns an open gate.
+func New() *Gate { return &Gate{ch: make(chan struct{}, 1)} }
 
-type gateKey struct{ g *WriteGate }
+type gateKey struct{ g *Gate }
 
 // Acquire waits for the gate or ctx, for a store write. It returns a
 // context marking the gate as held and the release function. A nil gate is
 // always open.
-func (g *WriteGate) Acquire(ctx context.Context) (context.Context, func(), error) {
+func (g *Gate) Acquire(ctx context.Context) (context.Context, func(), error) {
 	if g == nil || ctx.Value(gateKey{g}) != nil {
 		return ctx, func() {}, nil
 	}
@@ -46,7 +52,7 @@ func (g *WriteGate) Acquire(ctx context.Context) (context.Context, func(), error
 // Yield lets pending store writes go first: when one is waiting or
 // running, it waits until it is done (or ctx ends). Business transactions
 // call it before they begin. A nil gate never waits.
-func (g *WriteGate) Yield(ctx context.Context) error {
+func (g *Gate) Yield(ctx context.Context) error {
 	if g == nil || g.pending.Load() == 0 || ctx.Value(gateKey{g}) != nil {
 		return nil
 	}
@@ -57,4 +63,25 @@ func (g *WriteGate) Yield(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// gates holds the gate of each single-writer pool, shared by every store
+// on it.
+var gates sync.Map // *sql.DB → *Gate
+
+// For returns the gate of db, creating it on first use: the one gate every
+// store on the pool shares.
+func For(db *sql.DB) *Gate {
+	g, _ := gates.LoadOrStore(db, New())
+	return g.(*Gate)
+}
+
+// Of returns the gate of db if a store created one (see [For]), else nil:
+// a nil gate never waits.
+func Of(db *sql.DB) *Gate {
+	g, ok := gates.Load(db)
+	if !ok {
+		return nil
+	}
+	return g.(*Gate)
 }

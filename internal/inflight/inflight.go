@@ -1,14 +1,15 @@
-package dispatcher
+// Package inflight tracks the events a dispatcher holds.
+package inflight
 
 import (
 	"sync"
 	"time"
 )
 
-// InFlight tracks the events a dispatcher holds (queued, running or waiting
+// Tracker tracks the events a dispatcher holds (queued, running or waiting
 // for an in-process retry) so the same event is never processed twice at
 // once and the poller does not queue it again. It is safe for concurrent use.
-type InFlight struct {
+type Tracker struct {
 	mu  sync.Mutex
 	ttl time.Duration
 	now func() time.Time
@@ -30,19 +31,19 @@ const (
 	recentWindow   = 5 * time.Second
 )
 
-// NewInFlight returns a tracker. With ttl > 0 an entry older than ttl may be
+// New returns a tracker. With ttl > 0 an entry older than ttl may be
 // acquired again (recovery from a stuck worker).
-func NewInFlight(ttl time.Duration, now func() time.Time) *InFlight {
+func New(ttl time.Duration, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &InFlight{ttl: ttl, now: now, ids: make(map[string]time.Time),
+	return &Tracker{ttl: ttl, now: now, ids: make(map[string]time.Time),
 		recent: make(map[string]time.Time, recentFinished), recentRing: make([]string, recentFinished)}
 }
 
 // TryAcquire takes id and reports true, or reports false if it is held
 // or was finished recently.
-func (t *InFlight) TryAcquire(id string) bool {
+func (t *Tracker) TryAcquire(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -60,7 +61,7 @@ func (t *InFlight) TryAcquire(id string) bool {
 }
 
 // Release drops id.
-func (t *InFlight) Release(id string) {
+func (t *Tracker) Release(id string) {
 	t.mu.Lock()
 	delete(t.ids, id)
 	t.mu.Unlock()
@@ -69,7 +70,7 @@ func (t *InFlight) Release(id string) {
 // Finish drops id after its final outcome (DONE or DEAD) was written and
 // remembers it for a few seconds, so a stale copy from a claim that raced
 // with the outcome write is not processed again.
-func (t *InFlight) Finish(id string) {
+func (t *Tracker) Finish(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.ids, id)
@@ -82,7 +83,7 @@ func (t *InFlight) Finish(id string) {
 }
 
 // Contains reports whether id is held (and not expired).
-func (t *InFlight) Contains(id string) bool {
+func (t *Tracker) Contains(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	since, held := t.ids[id]
@@ -90,15 +91,15 @@ func (t *InFlight) Contains(id string) bool {
 }
 
 // Len returns the number of held ids.
-func (t *InFlight) Len() int {
+func (t *Tracker) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.ids)
 }
 
-// each calls fn for every held id (expired or not), under the lock: fn
+// Each calls fn for every held id (expired or not), under the lock: fn
 // must not call t.
-func (t *InFlight) each(fn func(id string)) {
+func (t *Tracker) Each(fn func(id string)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for id := range t.ids {

@@ -1,4 +1,4 @@
-package dispatcher_test
+package inflight_test
 
 import (
 	"fmt"
@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/inflight"
 	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
 func TestInFlightAcquireReleaseContains(t *testing.T) {
-	tr := dispatcher.NewInFlight(0, nil)
+	tr := inflight.New(0, nil)
 	if tr.Contains("a") || tr.Len() != 0 {
 		t.Fatal("new tracker is not empty")
 	}
@@ -40,7 +40,7 @@ func TestInFlightAcquireReleaseContains(t *testing.T) {
 
 func TestInFlightWithoutTTLNeverExpires(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
-	tr := dispatcher.NewInFlight(0, clock.Now)
+	tr := inflight.New(0, clock.Now)
 	tr.TryAcquire("a")
 	clock.Advance(1000 * time.Hour)
 	if !tr.Contains("a") || tr.TryAcquire("a") {
@@ -50,7 +50,7 @@ func TestInFlightWithoutTTLNeverExpires(t *testing.T) {
 
 func TestInFlightTTLExpiry(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
-	tr := dispatcher.NewInFlight(10*time.Second, clock.Now)
+	tr := inflight.New(10*time.Second, clock.Now)
 	if !tr.TryAcquire("a") {
 		t.Fatal("TryAcquire(a) = false")
 	}
@@ -77,7 +77,7 @@ func TestInFlightTTLExpiry(t *testing.T) {
 }
 
 func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
-	tr := dispatcher.NewInFlight(0, nil)
+	tr := inflight.New(0, nil)
 	for round := range 50 {
 		id := string(rune('a' + round%26))
 		var wins atomic.Int32
@@ -110,7 +110,7 @@ func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
 // DONE write must not deliver it again), then taken again (a replay).
 func TestInFlightFinishRemembersBriefly(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
-	tr := dispatcher.NewInFlight(0, clock.Now)
+	tr := inflight.New(0, clock.Now)
 	if !tr.TryAcquire("a") {
 		t.Fatal("first acquire refused")
 	}
@@ -138,7 +138,7 @@ func TestInFlightFinishRemembersBriefly(t *testing.T) {
 
 // The memory is bounded: the oldest finished ids are forgotten first.
 func TestInFlightFinishIsBounded(t *testing.T) {
-	tr := dispatcher.NewInFlight(0, nil)
+	tr := inflight.New(0, nil)
 	for i := range 5000 {
 		id := fmt.Sprint(i)
 		tr.TryAcquire(id)

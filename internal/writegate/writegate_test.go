@@ -1,4 +1,4 @@
-package core_test
+package writegate_test
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/writegate"
 )
 
 func TestWriteGate(t *testing.T) {
-	g := core.NewWriteGate()
+	g := writegate.New()
 	ctx := context.Background()
 	if err := g.Yield(ctx); err != nil {
 		t.Fatalf("Yield on an idle gate: %v", err)
@@ -50,7 +50,7 @@ func TestWriteGate(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Yield did not return after release")
 	}
-	var nilGate *core.WriteGate
+	var nilGate *writegate.Gate
 	if _, rel, err := nilGate.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	} else {

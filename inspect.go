@@ -1,0 +1,21 @@
+package outbox
+
+import (
+	"context"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Get returns the stored record of the event with id: its status,
+// attempts, last error and times. It returns an error matching
+// core.ErrNotFound when no such row exists (never published, rolled back,
+// or purged by the cleanup).
+func (o *Outbox) Get(ctx context.Context, id string) (core.Record, error) {
+	return o.store.Get(ctx, id)
+}
+
+// CountByStatus returns how many events the table holds in each status;
+// statuses without rows are absent from the map.
+func (o *Outbox) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
+	return o.store.CountByStatus(ctx)
+}

@@ -1,0 +1,70 @@
+// Package rotation drives a core.Selector for the pollers that read
+// several stores (package poller, package inbox).
+package rotation
+
+import (
+	"sort"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Rotation drives a core.Selector over a changing set of stores and tells a
+// poller when to rest: once every store had a poll that did not fill its
+// batch with new events, the stores are drained for now. It is not safe
+// for concurrent use.
+type Rotation struct {
+	sel       core.Selector
+	last      string
+	lastCount int
+	drained   map[string]bool // stores whose last poll did not fill a batch with new events
+	anyFull   bool            // one of those polls was full of rows held already
+}
+
+// New returns a Rotation using sel (RoundRobin when nil).
+func New(sel core.Selector) *Rotation {
+	if sel == nil {
+		sel = core.RoundRobin{}
+	}
+	return &Rotation{sel: sel, drained: make(map[string]bool)}
+}
+
+// Next returns the store to poll next among ids (sorted), or "" when ids
+// is empty. A Selector returning an identifier not in ids is overruled by
+// round-robin order, so a faulty policy cannot stall the poller.
+func (r *Rotation) Next(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	id := r.sel.Next(ids, r.last, r.lastCount)
+	if i := sort.SearchStrings(ids, id); i < len(ids) && ids[i] == id {
+		return id
+	}
+	return core.RoundRobin{}.Next(ids, r.last, 0) // the first id after last
+}
+
+// Done records that a poll of store id yielded n new events and whether
+// it claimed as many rows as it asked for (full); ids are the current
+// stores. It reports rest when the poller should pause: since the last
+// poll that filled its batch with new events, every store had a poll that
+// did not. soon is then true when one of those polls was full anyway (of
+// rows this node holds already, so more rows may be waiting behind them):
+// rest briefly rather than a whole interval.
+func (r *Rotation) Done(id string, n int, full bool, ids []string) (rest, soon bool) {
+	r.last, r.lastCount = id, n
+	if full && n > 0 {
+		clear(r.drained)
+		r.anyFull = false
+		return false, false
+	}
+	r.drained[id] = true
+	r.anyFull = r.anyFull || full
+	for _, s := range ids {
+		if !r.drained[s] {
+			return false, false
+		}
+	}
+	soon = r.anyFull
+	clear(r.drained)
+	r.anyFull = false
+	return true, soon
+}

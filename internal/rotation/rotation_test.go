@@ -1,0 +1,63 @@
+package rotation_test
+
+import (
+	"testing"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/rotation"
+)
+
+// stuckSelector always names a store that does not exist.
+type stuckSelector struct{}
+
+func (stuckSelector) Next([]string, string, int) string { return "nope" }
+
+func TestRotationOverrulesAFaultySelector(t *testing.T) {
+	r := rotation.New(stuckSelector{})
+	ids := []string{"a", "b"}
+	first := r.Next(ids)
+	r.Done(first, 0, false, ids)
+	second := r.Next(ids)
+	if first != "a" || second != "b" {
+		t.Fatalf("faulty selector: got %q then %q, want a then b", first, second)
+	}
+	if got := r.Next(nil); got != "" {
+		t.Errorf("Next(no stores) = %q, want empty", got)
+	}
+}
+
+func TestRotationRestsOnceEveryStoreIsDrained(t *testing.T) {
+	ids := []string{"a", "b", "c"}
+	r := rotation.New(core.DrainFirst{})
+	type step struct {
+		n          int
+		full       bool
+		wantID     string
+		rest, soon bool
+	}
+	steps := []step{
+		{2, true, "a", false, false},  // full batch of new events: keep going
+		{1, false, "a", false, false}, // a drained, others not yet
+		{0, false, "a", false, false}, // drain-first asks a until it yields nothing
+		{0, false, "b", false, false},
+		{0, false, "c", true, false}, // every store had an unfilled poll: rest
+		{0, true, "a", false, false}, // full of rows held already
+		{0, false, "b", false, false},
+		{0, false, "c", true, true}, // rest, but briefly: a was full
+	}
+	for i, s := range steps {
+		id := r.Next(ids)
+		if id != s.wantID {
+			t.Fatalf("step %d: Next = %q, want %q", i, id, s.wantID)
+		}
+		rest, soon := r.Done(id, s.n, s.full, ids)
+		if rest != s.rest || soon != s.soon {
+			t.Fatalf("step %d (%s n=%d full=%v): rest=%v soon=%v, want %v %v", i, id, s.n, s.full, rest, soon, s.rest, s.soon)
+		}
+	}
+	// One store: an unfilled poll rests at once (the single-store poller).
+	one := rotation.New(nil)
+	if rest, _ := one.Done(one.Next([]string{"x"}), 5, false, []string{"x"}); !rest {
+		t.Error("single store, partial batch: want rest")
+	}
+}
