@@ -10,6 +10,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -94,20 +95,16 @@ func TestNewConfigPaths(t *testing.T) {
 	}
 }
 
-// waitRecord polls the row of id until ok accepts it, up to a deadline.
+// waitRecord waits until ok accepts the row of id, up to a deadline.
 func waitRecord(t *testing.T, ob *outbox.Outbox, id string, what string, ok func(core.Record) bool) core.Record {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rec, err := ob.Get(context.Background(), id)
-		if err == nil && ok(rec) {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: row %+v, %v", what, rec, err)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
-	}
+	var rec core.Record
+	testsupport.WaitFor(t, 10*time.Second, what, func() bool {
+		var err error
+		rec, err = ob.Get(context.Background(), id)
+		return err == nil && ok(rec)
+	})
+	return rec
 }
 
 // Config.Now is the clock of every part: the store's stored times, the
