@@ -1,54 +1,22 @@
-package sqlite
+package sqlite_test
 
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/sqlitetest"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
-const testOwner = "sqlite-test-owner"
-
-var testLease = core.Lease{Owner: testOwner, Until: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
-
-// openTestStore returns a store on a new database file opened with Open,
-// with the schema applied, and the file's path.
-func openTestStore(t *testing.T, cfg jdbcstore.Config) (*jdbcstore.Store, string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "outbox.db")
-	db, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	st, err := jdbcstore.New(db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.ApplySchema(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return st, path
-}
-
-// openRaw opens path with the "sqlite3" driver and exactly the given DSN
-// parameters (no Open defaults).
-func openRaw(t *testing.T, path, params string) *sqlx.DB {
-	t.Helper()
-	db, err := sqlx.Open("sqlite3", path+"?"+params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
+// The SQLite helpers shared with jdbcstore's tests.
+var (
+	openTestStore = sqlitetest.OpenStore
+	openRaw       = sqlitetest.OpenRaw
+)
 
 func mustEnv(t *testing.T, b *core.Builder) core.Envelope {
 	t.Helper()
@@ -111,14 +79,14 @@ func TestOpenImmediateTransactions(t *testing.T) {
 		_ = tx2.Rollback()
 		t.Fatal("second BEGIN IMMEDIATE succeeded while the first transaction is open")
 	}
-	if Dialect.Classify(err) != jdbcstore.ClassBusy {
+	if sqlite.Dialect.Classify(err) != jdbcstore.ClassBusy {
 		t.Fatalf("second BEGIN: err = %v, want SQLITE_BUSY", err)
 	}
 }
 
 func TestInMemoryDatabase(t *testing.T) {
 	t.Parallel()
-	db, err := Open(":memory:")
+	db, err := sqlite.Open(":memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,36 +128,17 @@ func TestDSN(t *testing.T) {
 		{"file:app.db?mode=rwc", "file:app.db?mode=rwc&" + params},
 	}
 	for _, c := range cases {
-		got, err := DSN(c.path)
+		got, err := sqlite.DSN(c.path)
 		if err != nil || got != c.want {
-			t.Errorf("DSN(%q) = %q, %v; want %q", c.path, got, err, c.want)
+			t.Errorf("sqlite.DSN(%q) = %q, %v; want %q", c.path, got, err, c.want)
 		}
 	}
 	for _, bad := range []string{"", "app.db?x=1"} {
-		if _, err := DSN(bad); !errors.Is(err, core.ErrInvalidConfig) {
-			t.Errorf("DSN(%q): err = %v, want ErrInvalidConfig", bad, err)
+		if _, err := sqlite.DSN(bad); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("sqlite.DSN(%q): err = %v, want ErrInvalidConfig", bad, err)
 		}
-		if _, err := Open(bad); !errors.Is(err, core.ErrInvalidConfig) {
-			t.Errorf("Open(%q): err = %v, want ErrInvalidConfig", bad, err)
-		}
-	}
-}
-
-func TestIsSQLiteMemory(t *testing.T) {
-	t.Parallel()
-	cases := map[string]bool{
-		":memory:":                          true,
-		"file::memory:":                     true,
-		"file:x?mode=memory":                true,
-		"file::memory:?cache=shared":        false,
-		"file:x?mode=memory&cache=shared":   false,
-		"app.db":                            false,
-		"file:app.db":                       false,
-		"file:app.db?mode=rwc&_txlock=none": false,
-	}
-	for path, want := range cases {
-		if got := isMemory(path); got != want {
-			t.Errorf("isMemory(%q) = %v, want %v", path, got, want)
+		if _, err := sqlite.Open(bad); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("sqlite.Open(%q): err = %v, want ErrInvalidConfig", bad, err)
 		}
 	}
 }
