@@ -228,10 +228,10 @@ func (o *Outbox) Start(ctx context.Context) error {
 func (o *Outbox) Close(ctx context.Context) error {
 	var errPoller, errCleaner error
 	if o.cleaner != nil {
-		errCleaner = o.cleaner.Stop(ctx)
+		errCleaner = o.cleaner.Close(ctx)
 	}
 	if o.poller != nil {
-		errPoller = o.poller.Stop(ctx)
+		errPoller = o.poller.Close(ctx)
 	}
 	return errors.Join(errCleaner, errPoller, o.dispatcher.Close(ctx))
 }

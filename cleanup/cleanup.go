@@ -11,7 +11,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
-	"github.com/outbox-go/outbox/internal/periodic"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -95,7 +95,7 @@ type Cleaner struct {
 	p   Purger
 	log *slog.Logger
 
-	job periodic.Job
+	run *engine.Runner
 }
 
 // New returns a cleaner over p.
@@ -107,7 +107,8 @@ func New(p Purger, cfg Config) (*Cleaner, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Cleaner{cfg: cfg, p: p, log: cfg.Logger.With(slog.String("component", "outbox.cleanup"))}, nil
+	return &Cleaner{cfg: cfg, p: p, log: cfg.Logger.With(slog.String("component", "outbox.cleanup")),
+		run: engine.NewRunner("cleanup")}, nil
 }
 
 // RunOnce purges what is past retention now and logs what it removed.
@@ -126,17 +127,28 @@ func (c *Cleaner) RunOnce(ctx context.Context) (jdbcstore.PurgeResult, error) {
 	return res, err
 }
 
-// Start runs a purge every Interval until Stop. It returns at once.
+// Start runs a purge every Interval until Close. It returns at once.
+// Starting a running cleaner is an error wrapping core.ErrInvalidConfig;
+// starting a closed one returns core.ErrClosed.
 func (c *Cleaner) Start(ctx context.Context) error {
-	if !c.job.Start(ctx, c.cfg.Interval, c.runLogged) {
-		return &core.ConfigError{Field: "cleanup", Msg: "already started"}
-	}
-	return nil
+	return c.run.Start(ctx, func(ctx context.Context, stop <-chan struct{}) {
+		// A purge is many short statements, each complete on its own:
+		// Close interrupts one in progress after its current statement.
+		ctx, cancel := engine.UntilStop(ctx, stop)
+		defer cancel()
+		c.run.Pace(ctx, stop, c.cfg.Interval, func(ctx context.Context) time.Duration {
+			c.runLogged(ctx)
+			return c.cfg.Interval
+		})
+	})
 }
 
-// Stop ends the background runs, cancelling one in progress, and waits for
-// it or ctx. Safe to call more than once.
-func (c *Cleaner) Stop(ctx context.Context) error { return c.job.Stop(ctx) }
+// Close ends the background runs and waits for the loop to exit: a purge
+// in progress stops after its current statement (what it deleted stays
+// deleted). If ctx ends first, Close returns ctx's error; calling it again
+// waits again. Close is final (Start then returns core.ErrClosed) and
+// returns nil on a cleaner that never started.
+func (c *Cleaner) Close(ctx context.Context) error { return c.run.Close(ctx) }
 
 // runLogged is one background run: a failure is logged and retried at the
 // next interval.

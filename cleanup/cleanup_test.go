@@ -138,10 +138,47 @@ func TestStartRunsEveryIntervalAndStops(t *testing.T) {
 			t.Fatal("no purge run")
 		}
 	}
-	if err := c.Stop(ctx); err != nil {
+	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Stop(ctx); err != nil {
+	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Start(ctx); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Start after Close = %v, want core.ErrClosed", err)
+	}
+}
+
+func TestCloseInterruptsAPurgeInProgress(t *testing.T) {
+	entered := make(chan struct{})
+	f := blockingPurger{entered: entered}
+	c, err := cleanup.New(f, cleanup.Config{Interval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no purge started")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Close(ctx); err != nil {
+		t.Fatalf("Close during a purge = %v, want nil (the purge honours its ctx)", err)
+	}
+}
+
+// blockingPurger blocks in Purge until its ctx ends.
+type blockingPurger struct{ entered chan struct{} }
+
+func (b blockingPurger) Purge(ctx context.Context, _ jdbcstore.PurgeOptions) (jdbcstore.PurgeResult, error) {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return jdbcstore.PurgeResult{}, ctx.Err()
 }

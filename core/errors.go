@@ -44,7 +44,7 @@ var (
 	ErrNoTransaction = errors.New("outbox: no active transaction")
 	// ErrDuplicateEvent is returned by a Store when an event id already exists.
 	ErrDuplicateEvent = errors.New("outbox: duplicate event id")
-	// ErrClosed is returned by components used after Close/Stop.
+	// ErrClosed is returned by components used after Close.
 	ErrClosed = errors.New("outbox: closed")
 	// ErrInvalidConfig reports a configuration value that cannot work.
 	ErrInvalidConfig = errors.New("outbox: invalid configuration")

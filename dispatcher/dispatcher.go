@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/inflight"
 	"github.com/outbox-go/outbox/internal/ratelog"
 )
@@ -89,9 +90,7 @@ type Dispatcher struct {
 	retryMu     sync.Mutex
 	retryTimers map[*time.Timer]item // timer → the event it holds
 
-	storesMu sync.Mutex
-	stores   map[string]*origin // added with AddStore
-	removing map[string]*origin // removed, events still held
+	stores engine.Set[*origin] // added with AddStore
 
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
 	budgetLog                                       *ratelog.Limiter
@@ -148,8 +147,6 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		cancel:      cancel,
 		done:        make(chan struct{}),
 		retryTimers: make(map[*time.Timer]item),
-		stores:      make(map[string]*origin),
-		removing:    make(map[string]*origin),
 		dropLog:     ratelog.New(5 * time.Second),
 		statusLog:   ratelog.New(5 * time.Second),
 		leaseLog:    ratelog.New(5 * time.Second),
@@ -349,7 +346,7 @@ func (d *Dispatcher) HotWaiting() bool { return d.hotWaiting.Load() > 0 }
 // in-process retries and lets the workers drain the queues. If ctx expires
 // first, listener contexts are cancelled, queued events are left to the
 // database, and ctx's error is returned; calling Close again waits again.
-// Events not delivered stay NEW/RETRY in the database. Stop is an alias.
+// Events not delivered stay NEW/RETRY in the database.
 //
 // Once the workers stopped, Close hands back the leases this dispatcher's
 // Owner holds on NEW/RETRY rows in every store it serves (through
@@ -395,9 +392,6 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
-
-// Stop is Close.
-func (d *Dispatcher) Stop(ctx context.Context) error { return d.Close(ctx) }
 
 // startWorkers launches n more workers.
 func (d *Dispatcher) startWorkers(n int) {

@@ -214,7 +214,7 @@ func TestEnqueueAfterCloseReturnsFalse(t *testing.T) {
 	if n := h.metrics.Dropped.Load(); n != 1 {
 		t.Errorf("HotDropped = %d, want 1", n)
 	}
-	if err := h.d.Stop(context.Background()); err != nil {
+	if err := h.d.Close(context.Background()); err != nil {
 		t.Errorf("Stop after Close = %v, want nil", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/engine"
 )
 
 // ErrListenerPanic wraps the value of a listener panic; the delivery counts
@@ -77,7 +78,8 @@ func (d *Dispatcher) outcome(it item, err error) {
 	}
 	attempts := it.attempts + 1
 	msg := err.Error()
-	if attempts >= d.cfg.MaxAttempts {
+	outcome, delay := engine.Decide(err, attempts, d.cfg.MaxAttempts, d.cfg.Retry)
+	if outcome == engine.Dead {
 		o.metrics.DispatchDead()
 		o.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
 			eventAttrs(it.env, attempts, slog.String("error", msg))...)
@@ -86,7 +88,6 @@ func (d *Dispatcher) outcome(it item, err error) {
 		}))
 		return
 	}
-	delay := d.cfg.Retry.Delay(attempts)
 	nextAt := d.cfg.Now().Add(delay)
 	leaseUntil := nextAt.Add(d.cfg.Lease)
 	o.metrics.DispatchFailure()
@@ -149,34 +150,26 @@ func (d *Dispatcher) runListeners(it item) error {
 // that calls runtime.Goexit never returns: call records the failure of
 // listener pos of n (ErrListenerGoexit) and starts a replacement worker
 // while the goroutine unwinds, then lets it exit.
-func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Duration) (err error) {
+func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(it.src.work.Context(), timeout)
 	defer cancel()
 	w := &callWatch{}
 	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.abandon(it, w, timeout) })
-	goexit := true // until the listener returned or panicked
-	defer func() { // runs after the recover below
+	err, p := engine.Guard(func() error { return l.OnEvent(ctx, it.env) }, func() {
 		watchdog.Stop()
-		if w.finish() {
-			// The watchdog recorded the failure and replaced this worker;
-			// after a Goexit the goroutine just ends.
-			err = errAbandoned
-			return
-		}
-		if goexit {
+		if !w.finish() { // else the watchdog recorded the failure and replaced this worker
 			d.goexited(it, pos, n)
 		}
-	}()
-	defer func() {
-		if r := recover(); r != nil {
-			goexit = false
-			it.src.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
-				eventAttrs(it.env, -1, slog.String("panic_type", fmt.Sprintf("%T", r)), slog.String("stack", string(debug.Stack())))...)
-			err = fmt.Errorf("%w: %v", ErrListenerPanic, r)
-		}
-	}()
-	err = l.OnEvent(ctx, it.env)
-	goexit = false
+	})
+	watchdog.Stop()
+	if w.finish() {
+		return errAbandoned // the watchdog recorded the failure and replaced this worker
+	}
+	if p != nil {
+		it.src.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
+			eventAttrs(it.env, -1, slog.String("panic_type", fmt.Sprintf("%T", p.Value)), slog.String("stack", string(p.Stack)))...)
+		return fmt.Errorf("%w: %v", ErrListenerPanic, p.Value)
+	}
 	if err == nil && ctx.Err() == context.DeadlineExceeded && it.src.work.Context().Err() == nil {
 		// A listener that returns nil after its deadline may not have
 		// finished its work: count the overrun as a failure.

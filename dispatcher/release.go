@@ -37,12 +37,7 @@ func (d *Dispatcher) origins() []*origin {
 	if d.def != nil {
 		os = append(os, d.def)
 	}
-	d.storesMu.Lock()
-	for _, o := range d.stores {
-		os = append(os, o)
-	}
-	d.storesMu.Unlock()
-	return os
+	return append(os, d.stores.Members()...)
 }
 
 // releaseLeases hands back the leases this dispatcher's owner holds on

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/internal/drain"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/wiring"
 )
@@ -31,11 +31,11 @@ type origin struct {
 	// Context, a child of the dispatcher's run context, is the parent of
 	// the store's listener contexts: RemoveStore cancels it when it gives
 	// up waiting.
-	work *drain.Counter
+	work *engine.Counter
 }
 
 func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
-	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: drain.New(d.runCtx)}
+	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: engine.NewCounter(d.runCtx)}
 	if id != "" {
 		o.log = d.log.With(slog.String("store", id))
 		o.metrics = wiring.MetricsForStore(d.metrics, id)
@@ -148,13 +148,10 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) (*StoreQueue, 
 	if d.closed.Load() {
 		return nil, core.ErrClosed
 	}
-	d.storesMu.Lock()
-	defer d.storesMu.Unlock()
-	if _, ok := d.stores[id]; ok {
+	o := newOrigin(d, id, store)
+	if !d.stores.Add(id, o) {
 		return nil, &core.ConfigError{Field: "store " + id, Msg: "is already added"}
 	}
-	o := newOrigin(d, id, store)
-	d.stores[id] = o
 	return &StoreQueue{d: d, o: o}, nil
 }
 
@@ -172,16 +169,7 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) (*StoreQueue, 
 // rows (except those of listeners still running), so any node delivers
 // them at once.
 func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
-	d.storesMu.Lock()
-	o, ok := d.stores[id]
-	if !ok {
-		o, ok = d.removing[id]
-	}
-	if ok {
-		delete(d.stores, id)
-		d.removing[id] = o
-	}
-	d.storesMu.Unlock()
+	o, ok := d.stores.Take(id)
 	if !ok {
 		return nil
 	}
@@ -196,23 +184,10 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 		// they are in the database, delivered again once it is back.
 		return fmt.Errorf("outbox: remove store %s: %d events still in flight: %w", id, held, err)
 	}
-	d.storesMu.Lock()
-	if d.removing[id] == o {
-		delete(d.removing, id)
-	}
-	d.storesMu.Unlock()
+	d.stores.Forget(id, o)
 	return nil
 }
 
 // Stores returns the identifiers of the stores added with AddStore and not
 // removed, sorted.
-func (d *Dispatcher) Stores() []string {
-	d.storesMu.Lock()
-	ids := make([]string, 0, len(d.stores))
-	for id := range d.stores {
-		ids = append(ids, id)
-	}
-	d.storesMu.Unlock()
-	sort.Strings(ids)
-	return ids
-}
+func (d *Dispatcher) Stores() []string { return slices.Clone(d.stores.IDs()) }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/ident"
-	"github.com/outbox-go/outbox/internal/rotation"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -184,7 +184,7 @@ func (c DispatcherConfig) validate() error {
 //
 // Create it with [Inbox.NewDispatcher] for one inbox, or with
 // [NewMultiDispatcher] and [Dispatcher.AddInbox] for several; add handlers
-// with Handle, then Start; Stop ends it. Each claim cycle takes messages
+// with Handle, then Start; Close ends it. Each claim cycle takes messages
 // from one inbox, chosen by DispatcherConfig.Selector. Its methods are safe
 // for concurrent use.
 type Dispatcher struct {
@@ -194,23 +194,15 @@ type Dispatcher struct {
 	hmu      sync.RWMutex
 	handlers map[string]Handler
 
-	slots chan struct{} // one token per busy worker
-	wake  chan struct{}
-
-	membersMu sync.Mutex // guards members, ids and removing
-	members   map[string]*member
-	ids       []string // sorted keys of members; replaced, never modified in place
-	removing  map[string]*member
+	slots   chan struct{} // one token per busy worker
+	run     *engine.Runner
+	members engine.Set[*member]
+	addMu   sync.Mutex // serializes adding members (one Inbox once)
 
 	cycleMu  sync.Mutex // one claim at a time; guards rotation
-	rotation *rotation.Rotation
+	rotation *engine.Rotation
 
-	mu      sync.Mutex // guards the lifecycle fields below
-	running bool
-	stop    chan struct{}
-	done    chan struct{}
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // handler goroutines
+	wg sync.WaitGroup // handler goroutines
 }
 
 // NewDispatcher returns a dispatcher of in's work queue: a dispatcher of
@@ -244,10 +236,8 @@ func newDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		log:      cfg.Logger.With(slog.String("component", "outbox.inbox.dispatcher"), slog.String("owner", cfg.Owner)),
 		handlers: map[string]Handler{},
 		slots:    make(chan struct{}, cfg.Workers),
-		wake:     make(chan struct{}, 1),
-		members:  map[string]*member{},
-		removing: map[string]*member{},
-		rotation: rotation.New(cfg.Selector),
+		run:      engine.NewRunner("inbox dispatcher"),
+		rotation: engine.NewRotation(cfg.Selector),
 	}, nil
 }
 
@@ -289,94 +279,48 @@ func (d *Dispatcher) handler(topic string) Handler {
 
 // Wake makes a running dispatcher claim now instead of at its next poll.
 // It never blocks. Enqueue on any of its inboxes calls it.
-func (d *Dispatcher) Wake() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-}
+func (d *Dispatcher) Wake() { d.run.Wake() }
 
-// Start runs the dispatcher in the background until Stop. It returns at
-// once; starting a running dispatcher is an error. A stopped dispatcher
-// may be started again.
+// Start runs the dispatcher in the background until Close. It returns at
+// once. Starting a running dispatcher is an error wrapping
+// core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.running {
-		return &core.ConfigError{Field: "inbox dispatcher", Msg: "already started"}
+	if err := d.run.Start(ctx, d.loop); err != nil {
+		return err
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d.running, d.cancel = true, cancel
-	d.stop, d.done = make(chan struct{}), make(chan struct{})
-	go d.loop(runCtx, d.stop, d.done)
 	d.log.LogAttrs(ctx, slog.LevelDebug, "inbox dispatcher started", slog.Int("workers", d.cfg.Workers))
 	return nil
 }
 
-// Stop stops claiming and waits for the running handlers to finish and
+// Close stops claiming and waits for the running handlers to finish and
 // record their outcome. When ctx ends first, the handlers' contexts are
 // cancelled and ctx's error is returned; a handler interrupted that way
 // records nothing (no attempt is charged) and, once it returned, its lease
-// is released, so its message is claimed again at once by any dispatcher. Calling Stop again waits again. Stop on a dispatcher that is not
-// running returns nil.
-func (d *Dispatcher) Stop(ctx context.Context) error {
-	d.mu.Lock()
-	if !d.running {
-		d.mu.Unlock()
-		return nil
-	}
-	select {
-	case <-d.stop:
-	default:
-		close(d.stop)
-	}
-	done, cancel := d.done, d.cancel
-	d.mu.Unlock()
-	select {
-	case <-done:
-		cancel()
-		d.mu.Lock()
-		if d.done == done {
-			d.running = false
-		}
-		d.mu.Unlock()
-		return nil
-	case <-ctx.Done():
-		cancel()
-		return ctx.Err()
-	}
-}
+// is released, so its message is claimed again at once by any dispatcher.
+// Calling Close again waits again. Close is final (Start then returns
+// core.ErrClosed) and returns nil on a dispatcher that never started.
+func (d *Dispatcher) Close(ctx context.Context) error { return d.run.Close(ctx) }
 
 // maintenance is when an inbox was last reaped and cleaned up by a loop.
 type maintenance struct{ reap, cleanup time.Time }
 
-func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}) {
 	defer d.wg.Wait()
-	t := time.NewTimer(0)
-	defer t.Stop()
 	last := map[*member]*maintenance{}
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		case <-d.wake:
-		}
+	d.run.Pace(ctx, stop, 0, func(ctx context.Context) time.Duration {
 		// Maintenance first (the first round of each inbox runs at once):
 		// a restart releases the leases its previous run left behind.
 		d.maintain(ctx, last)
-		next := time.Duration(0)
 		if d.cycle(ctx, stop) {
-			next = d.cfg.PollInterval
+			return d.cfg.PollInterval
 		}
-		t.Reset(next)
-	}
+		return 0
+	})
 }
 
 // maintain reaps and cleans up every inbox whose interval has passed.
 func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance) {
-	ms := d.snapshot()
+	ms := d.members.Members()
 	seen := make(map[*member]bool, len(ms))
 	for _, m := range ms {
 		seen[m] = true
@@ -530,15 +474,13 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 	default:
 		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)
 		hctx, cancel := context.WithTimeout(ctx, d.cfg.HandlerTimeout)
-		goexit := true // until call returned (it recovers every panic)
-		defer func() {
-			if goexit {
-				d.goexited(ctx, m, rec)
-			}
-		}()
-		err = d.call(hctx, m, h, rec)
-		goexit = false
+		var p *engine.Panic
+		err, p = engine.Guard(func() error { return h.Handle(hctx, rec) }, func() { d.goexited(ctx, m, rec) })
 		cancel()
+		if p != nil {
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p.Value)
+			m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler panic stack", recAttrs(rec, slog.String("stack", string(p.Stack)))...)
+		}
 	}
 	if err != nil && ctx.Err() != nil {
 		// Interrupted by a hard stop or an abandoned removal: no attempt
@@ -548,17 +490,6 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		return
 	}
 	d.settle(m, rec, err, noHandler)
-}
-
-// call runs the handler, turning a panic into an error.
-func (d *Dispatcher) call(ctx context.Context, m *member, h Handler, rec Record) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
-			m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler panic stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
-		}
-	}()
-	return h.Handle(ctx, rec)
 }
 
 // goexited records the failed attempt of a handler that called
@@ -586,29 +517,28 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 	keys := []Key{rec.Key()}
 	owner := d.cfg.Owner
 	var (
-		n   int64
+		n   int
 		err error
 		op  string
 	)
 	attempt := rec.Attempt + 1
-	switch {
-	case herr == nil:
+	switch outcome, delay := engine.Decide(herr, attempt, d.cfg.MaxAttempts, d.cfg.Retry); outcome {
+	case engine.Done:
 		op = "ack"
-		n, err = m.in.store.Ack(ctx, owner, keys)
-	case attempt >= d.cfg.MaxAttempts:
+		n, err = m.in.Ack(ctx, owner, keys)
+	case engine.Dead:
 		op = "fail"
 		m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; message is Dead after its last attempt",
 			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
-		n, err = m.in.store.Fail(ctx, owner, keys, herr.Error())
+		n, err = m.in.Fail(ctx, owner, keys, herr.Error())
 	default:
 		op = "abandon"
-		delay := max(0, d.cfg.Retry.Delay(attempt))
 		if !noHandler {
 			m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
 				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
 					slog.Duration("retry_in", delay))...)
 		}
-		n, err = m.in.store.Abandon(ctx, owner, keys, herr.Error(), func(int) time.Duration { return delay })
+		n, err = m.in.abandonAfter(ctx, owner, keys, herr.Error(), delay)
 	}
 	switch {
 	case err != nil:
@@ -626,7 +556,7 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 func (d *Dispatcher) release(m *member, rec Record) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
-	n, err := m.in.store.Release(ctx, d.cfg.Owner, []Key{rec.Key()})
+	n, err := m.in.Release(ctx, d.cfg.Owner, []Key{rec.Key()})
 	switch {
 	case err != nil:
 		m.log.LogAttrs(ctx, slog.LevelWarn,
@@ -635,7 +565,7 @@ func (d *Dispatcher) release(m *member, rec Record) {
 	default:
 		m.log.LogAttrs(ctx, slog.LevelInfo,
 			"inbox: handler interrupted by shutdown (or by the removal of its inbox); its lease is released, the message is claimed again at once",
-			recAttrs(rec, slog.Int64("released", n))...)
+			recAttrs(rec, slog.Int("released", n))...)
 	}
 }
 

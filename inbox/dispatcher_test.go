@@ -33,7 +33,7 @@ func (e *env) start(d *inbox.Dispatcher) {
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := d.Stop(ctx); err != nil {
+		if err := d.Close(ctx); err != nil {
 			e.t.Errorf("stop: %v", err)
 		}
 	})
@@ -285,26 +285,34 @@ func testDispatcherReapsAndCleansUp(t *testing.T, open opener) {
 	mustEqual(t, "cleanup log", len(e.logs.Lines("level=INFO", "deleted Done messages past retention", "messages=1")), 1)
 }
 
-// Start/Stop: a graceful Stop waits for the running handler's outcome; a
-// Stop whose ctx ends cancels handlers, records nothing and hands back the
-// interrupted message's lease; restart works.
+// Start/Close: a graceful Close waits for the running handler's outcome; a
+// Close whose ctx ends cancels handlers, records nothing and hands back the
+// interrupted message's lease; Close is final.
 func testDispatcherStop(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
-	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", PollInterval: time.Hour})
 	entered, release := make(chan string, 4), make(chan struct{})
-	mustHandle(t, d, "slow", func(_ context.Context, rec inbox.Record) error {
-		entered <- rec.MessageID
-		<-release
-		return nil
-	})
-	mustHandle(t, d, "stuck", func(ctx context.Context, rec inbox.Record) error {
-		entered <- rec.MessageID
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	if err := d.Stop(e.ctx); err != nil {
-		t.Fatalf("Stop before Start: %v", err)
+	newDispatcher := func() *inbox.Dispatcher {
+		d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", PollInterval: time.Hour})
+		mustHandle(t, d, "slow", func(_ context.Context, rec inbox.Record) error {
+			entered <- rec.MessageID
+			<-release
+			return nil
+		})
+		mustHandle(t, d, "stuck", func(ctx context.Context, rec inbox.Record) error {
+			entered <- rec.MessageID
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		return d
 	}
+	d := newDispatcher()
+	if err := d.Close(e.ctx); err != nil {
+		t.Fatalf("Close before Start: %v", err)
+	}
+	if err := d.Start(e.ctx); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Start after Close = %v, want core.ErrClosed", err)
+	}
+	d = newDispatcher()
 	if err := d.Start(e.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -314,26 +322,30 @@ func testDispatcherStop(t *testing.T, open opener) {
 	e.enqueue(inbox.Message{Source: "s", MessageID: "slow", Topic: "slow"})
 	<-entered
 	stopped := make(chan error, 1)
-	go func() { stopped <- d.Stop(context.Background()) }()
+	go func() { stopped <- d.Close(context.Background()) }()
 	close(release)
 	if err := <-stopped; err != nil {
-		t.Fatalf("graceful stop: %v", err)
+		t.Fatalf("graceful Close: %v", err)
 	}
-	mustEqual(t, "status when Stop returned", e.status("s", "slow"), inbox.StatusDone)
+	mustEqual(t, "status when Close returned", e.status("s", "slow"), inbox.StatusDone)
+	if err := d.Start(e.ctx); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Start after Close = %v, want core.ErrClosed", err)
+	}
 
-	// Restart; a handler that holds on until its ctx ends.
+	// A new dispatcher (same owner); a handler that holds on until its ctx ends.
+	d = newDispatcher()
 	if err := d.Start(e.ctx); err != nil {
-		t.Fatalf("restart: %v", err)
+		t.Fatalf("Start: %v", err)
 	}
 	e.enqueue(inbox.Message{Source: "s", MessageID: "stuck", Topic: "stuck"})
 	<-entered
 	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Millisecond)
 	defer cancel()
-	if err := d.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("hard stop: %v", err)
+	if err := d.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hard Close: %v", err)
 	}
-	if err := d.Stop(e.ctx); err != nil {
-		t.Fatalf("second stop: %v", err)
+	if err := d.Close(e.ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
 	}
 	rec := e.get("s", "stuck")
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)

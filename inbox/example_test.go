@@ -95,7 +95,7 @@ func ExampleInbox_NewDispatcher() {
 	fmt.Println(<-handled)
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := d.Stop(stopCtx); err != nil { // waits for the acknowledgement
+	if err := d.Close(stopCtx); err != nil { // waits for the acknowledgement
 		panic(err)
 	}
 	if err := in.Enqueue(ctx, msg); err != nil { // a redelivery

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sort"
 	"sync/atomic"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/internal/drain"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/ratelog"
 )
@@ -29,7 +27,7 @@ type member struct {
 	// closed once the inbox is removed (no more claims, reaping, cleanup).
 	// Its Context ends when RemoveInbox gives up waiting: the member's
 	// running handlers see their context end.
-	work    *drain.Counter
+	work    *engine.Counter
 	pending atomic.Bool // a message was enqueued since the last claim began
 
 	noHandlerLog, statusLog, lostLog, cycleLog *ratelog.Limiter
@@ -37,7 +35,7 @@ type member struct {
 
 func newMember(d *Dispatcher, id string, in *Inbox) *member {
 	m := &member{
-		d: d, id: id, in: in, log: d.log, work: drain.New(context.Background()),
+		d: d, id: id, in: in, log: d.log, work: engine.NewCounter(context.Background()),
 		noHandlerLog: ratelog.New(5 * time.Second),
 		statusLog:    ratelog.New(5 * time.Second),
 		lostLog:      ratelog.New(5 * time.Second),
@@ -111,22 +109,16 @@ func (d *Dispatcher) AddInbox(id string, in *Inbox) error {
 }
 
 func (d *Dispatcher) addMember(id string, in *Inbox) error {
-	d.membersMu.Lock()
-	defer d.membersMu.Unlock()
-	if _, ok := d.members[id]; ok {
-		return &core.ConfigError{Field: "inbox " + id, Msg: "is already added"}
-	}
-	for _, o := range d.members {
-		if o.in == in {
-			return &core.ConfigError{Field: "inbox " + id, Msg: fmt.Sprintf("is already added as %q", o.id)}
-		}
+	d.addMu.Lock()
+	defer d.addMu.Unlock()
+	if other, _, ok := d.members.Find(func(o *member) bool { return o.in == in }); ok {
+		return &core.ConfigError{Field: "inbox " + id, Msg: fmt.Sprintf("is already added as %q", other)}
 	}
 	m := newMember(d, id, in)
 	m.pending.Store(true) // claim from it before the next rest
-	d.members[id] = m
-	ids := append(slices.Clone(d.ids), id) // a new array: pick's callers keep reading the old one
-	sort.Strings(ids)
-	d.ids = ids
+	if !d.members.Add(id, m) {
+		return &core.ConfigError{Field: "inbox " + id, Msg: "is already added"}
+	}
 	in.register(m)
 	return nil
 }
@@ -148,17 +140,7 @@ func (d *Dispatcher) RemoveInbox(ctx context.Context, id string) error {
 	if id == "" {
 		return &core.ConfigError{Field: "inbox id", Msg: "must not be empty (the dispatcher's own inbox cannot be removed)"}
 	}
-	d.membersMu.Lock()
-	m, ok := d.members[id]
-	if ok {
-		delete(d.members, id)
-		i := sort.SearchStrings(d.ids, id)
-		d.ids = append(d.ids[:i:i], d.ids[i+1:]...)
-		d.removing[id] = m
-	} else {
-		m, ok = d.removing[id]
-	}
-	d.membersMu.Unlock()
+	m, ok := d.members.Take(id)
 	if !ok {
 		return nil
 	}
@@ -173,21 +155,16 @@ func (d *Dispatcher) RemoveInbox(ctx context.Context, id string) error {
 		cancel()
 		return fmt.Errorf("outbox: inbox: remove inbox %q: %d claims or handlers still running after the interruption: %w", id, held, err)
 	}
-	d.membersMu.Lock()
-	if d.removing[id] == m {
-		delete(d.removing, id)
-	}
-	d.membersMu.Unlock()
+	d.members.Forget(id, m)
 	return nil
 }
 
 // Inboxes returns the ids of the inboxes added with AddInbox and not
 // removed, sorted.
 func (d *Dispatcher) Inboxes() []string {
-	d.membersMu.Lock()
-	defer d.membersMu.Unlock()
-	ids := make([]string, 0, len(d.ids))
-	for _, id := range d.ids {
+	all := d.members.IDs()
+	ids := make([]string, 0, len(all))
+	for _, id := range all {
 		if id != "" {
 			ids = append(ids, id)
 		}
@@ -198,10 +175,7 @@ func (d *Dispatcher) Inboxes() []string {
 // pick chooses the member of the next claim with the rotation and holds
 // it; nil when there is none. The caller holds cycleMu.
 func (d *Dispatcher) pick() (*member, []string) {
-	d.membersMu.Lock()
-	ids := d.ids
-	m := d.members[d.rotation.Next(ids)]
-	d.membersMu.Unlock()
+	_, m, ids := d.members.Next(d.rotation)
 	if m == nil || !m.work.Hold() {
 		return nil, ids
 	}
@@ -212,23 +186,13 @@ func (d *Dispatcher) pick() (*member, []string) {
 // anyPending reports whether a member had a message enqueued since its
 // last claim began.
 func (d *Dispatcher) anyPending() bool {
-	d.membersMu.Lock()
-	defer d.membersMu.Unlock()
-	for _, m := range d.members {
-		if m.pending.Load() {
-			return true
-		}
-	}
-	return false
+	_, _, ok := d.members.Find(func(m *member) bool { return m.pending.Load() })
+	return ok
 }
 
-// snapshot returns the current members, in id order.
-func (d *Dispatcher) snapshot() []*member {
-	d.membersMu.Lock()
-	defer d.membersMu.Unlock()
-	out := make([]*member, 0, len(d.ids))
-	for _, id := range d.ids {
-		out = append(out, d.members[id])
-	}
-	return out
+// abandonAfter is AbandonAfter allowing no delay at all (a retry policy
+// may ask for none).
+func (in *Inbox) abandonAfter(ctx context.Context, owner string, keys []Key, lastError string, delay time.Duration) (int, error) {
+	n, err := in.store.Abandon(ctx, owner, keys, lastError, func(int) time.Duration { return delay })
+	return int(n), in.mapErr(err)
 }

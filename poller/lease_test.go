@@ -372,7 +372,7 @@ func TestBackgroundLoopWithoutReaping(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "20 poll cycles", func() bool { return claims.Load() >= 20 }, nil)
-	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+	if err := p.Close(stopCtx(t, waitTimeout)); err != nil {
 		t.Fatal(err)
 	}
 	if n := reaps.Load(); n != 0 {
@@ -434,7 +434,7 @@ func TestBacklogDrainsWhenTheClaimIsLimitedByColdRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+		if err := p.Close(stopCtx(t, waitTimeout)); err != nil {
 			t.Errorf("Stop = %v", err)
 		}
 	})

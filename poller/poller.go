@@ -11,12 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/internal/rotation"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/wiring"
 )
 
@@ -59,19 +58,15 @@ type Store interface {
 // in the background, [Poller.PollOnce] runs one poll (for tests and
 // tools). Safe for concurrent use.
 type Poller struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	run     *engine.Runner
+	targets engine.Set[*target]
 
-	mu      sync.Mutex // guards the fields below
-	running bool
-	stop    chan struct{}
-	done    chan struct{}
-	cancel  context.CancelFunc
-	targets map[string]*target
-	ids     []string // sorted keys of targets; replaced, never changed in place
+	mu sync.Mutex // guards target.failing
 
 	cycleMu  sync.Mutex // one poll at a time; guards rotation
-	rotation *rotation.Rotation
+	rotation *engine.Rotation
 }
 
 // target is one store the poller reads and the queue its events go to.
@@ -119,7 +114,7 @@ func NewMulti(cfg Config) (*Poller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Poller{cfg: cfg, targets: make(map[string]*target), rotation: rotation.New(cfg.Selector),
+	return &Poller{cfg: cfg, rotation: engine.NewRotation(cfg.Selector), run: engine.NewRunner("poller"),
 		log: cfg.Logger.With(slog.String("component", "outbox.poller"))}, nil
 }
 
@@ -136,27 +131,15 @@ func (p *Poller) Add(id string, store Store, queue Queue) error {
 	case queue == nil:
 		return &core.ConfigError{Field: "poller queue " + id, Msg: "must not be nil"}
 	}
-	p.mu.Lock()
-	_, dup := p.targets[id]
-	p.mu.Unlock()
-	if dup {
-		return &core.ConfigError{Field: "poller store " + id, Msg: "is already added"}
-	}
 	return p.addTarget(&target{id: id, store: store, queue: queue,
 		log: p.log.With(slog.String("store", id)), metrics: wiring.MetricsForStore(p.cfg.Metrics, id)})
 }
 
 func (p *Poller) addTarget(t *target) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, dup := p.targets[t.id]; dup {
+	if !p.targets.Add(t.id, t) {
 		return &core.ConfigError{Field: "poller store " + t.id, Msg: "is already added"}
 	}
-	p.targets[t.id] = t
-	// A new slice: a poll in progress may still read the old one.
-	ids := append(slices.Clone(p.ids), t.id)
-	sort.Strings(ids)
-	p.ids = ids
+	p.run.Wake() // poll the new store soon rather than after a rest
 	return nil
 }
 
@@ -166,22 +149,14 @@ func (p *Poller) addTarget(t *target) error {
 func (p *Poller) Remove(id string) {
 	p.cycleMu.Lock()
 	defer p.cycleMu.Unlock()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.targets[id]; !ok {
-		return
+	if t, ok := p.targets.Take(id); ok {
+		p.targets.Forget(id, t)
 	}
-	delete(p.targets, id)
-	p.ids = slices.DeleteFunc(slices.Clone(p.ids), func(s string) bool { return s == id })
 }
 
 // Stores returns the identifiers of the stores polled, sorted ("" is the
 // store given to New).
-func (p *Poller) Stores() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.ids)
-}
+func (p *Poller) Stores() []string { return slices.Clone(p.targets.IDs()) }
 
 // PollOnce runs one poll of the store chosen by the Selector (the only
 // store for New): if the cold queue has room, claim up to min(BatchSize,
@@ -207,11 +182,7 @@ const (
 func (p *Poller) pollOnce(ctx context.Context) (res Result, next pollDecision, err error) {
 	p.cycleMu.Lock()
 	defer p.cycleMu.Unlock()
-	p.mu.Lock()
-	ids := p.ids
-	id := p.rotation.Next(ids)
-	t := p.targets[id]
-	p.mu.Unlock()
+	id, t, ids := p.targets.Next(p.rotation)
 	if t == nil {
 		return res, pollResting, nil
 	}
@@ -308,14 +279,8 @@ func (p *Poller) markDead(ctx context.Context, t *target, owner string, rec core
 // many it released. Leases released before a failing batch are reported
 // too; the errors of all stores are joined.
 func (p *Poller) ReapOnce(ctx context.Context) (total int64, err error) {
-	p.mu.Lock()
-	targets := make([]*target, 0, len(p.ids))
-	for _, id := range p.ids {
-		targets = append(targets, p.targets[id])
-	}
-	p.mu.Unlock()
 	var errs []error
-	for _, t := range targets {
+	for _, t := range p.targets.Members() {
 		n, err := p.reapTarget(ctx, t)
 		total += n
 		if err != nil {
@@ -347,62 +312,27 @@ func (p *Poller) reapTarget(ctx context.Context, t *target) (total int64, err er
 	return total, nil
 }
 
-// Start runs cycles in the background until Stop. It returns at once.
-func (p *Poller) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.running {
-		return &core.ConfigError{Field: "poller", Msg: "already started"}
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p.running, p.cancel = true, cancel
-	p.stop, p.done = make(chan struct{}), make(chan struct{})
-	go p.loop(runCtx, p.stop, p.done)
-	return nil
-}
+// Start runs poll cycles in the background until Close. It returns at
+// once. Starting a running poller is an error wrapping
+// core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
+func (p *Poller) Start(ctx context.Context) error { return p.run.Start(ctx, p.loop) }
 
-// Stop ends the background cycles, cancelling a cycle in progress, and
-// waits for the loop to exit or ctx to expire. It is safe to call more than
-// once and on a poller that never started. Close is an alias.
-func (p *Poller) Stop(ctx context.Context) error {
-	p.mu.Lock()
-	if !p.running {
-		p.mu.Unlock()
-		return nil
-	}
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-		p.cancel()
-	}
-	done := p.done
-	p.mu.Unlock()
-	select {
-	case <-done:
-		p.mu.Lock()
-		p.running = false
-		p.mu.Unlock()
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// Close stops the background cycles: no new poll begins, a poll in progress
+// finishes, and Close returns once the loop has exited. If ctx ends first,
+// the poll in progress is cancelled and ctx's error is returned; calling
+// Close again waits again. Close is final (Start then returns
+// core.ErrClosed) and returns nil on a poller that never started. Events a
+// poll handed to the dispatcher are the dispatcher's to finish.
+func (p *Poller) Close(ctx context.Context) error { return p.run.Close(ctx) }
 
-// Close is Stop.
-func (p *Poller) Close(ctx context.Context) error { return p.Stop(ctx) }
+// Wake makes a running poller poll now instead of at the end of its
+// current wait (Interval or BacklogInterval). It never blocks; wakes that
+// come while a poll runs make one more poll follow it.
+func (p *Poller) Wake() { p.run.Wake() }
 
-func (p *Poller) loop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTimer(p.cfg.Interval)
-	defer t.Stop()
+func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	lastReap := time.Now()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	p.run.Pace(ctx, stop, p.cfg.Interval, func(ctx context.Context) time.Duration {
 		_, next, err := p.pollOnce(ctx)
 		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
 			lastReap = time.Now()
@@ -410,18 +340,17 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 				p.log.Warn("reaping expired leases failed; will try again", slog.String("error", err.Error()))
 			}
 		}
-		wait := p.cfg.Interval
 		switch {
 		case err != nil: // an incident: retry at the normal pace
 		case next == pollNow:
-			wait = 0
+			return 0
 		case next == pollSoon:
 			// The cold queue was full, or a claim was full of rows held
 			// here already: more rows may be due, come back soon.
-			wait = p.cfg.BacklogInterval
+			return p.cfg.BacklogInterval
 		}
-		t.Reset(wait)
-	}
+		return p.cfg.Interval
+	})
 }
 
 // report logs a failing poll once per incident and store, and the recovery.

@@ -39,7 +39,7 @@ func (e *pollEnv) poller(t *testing.T, cfg poller.Config) *poller.Poller {
 		t.Fatalf("poller.New: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+		if err := p.Close(stopCtx(t, waitTimeout)); err != nil {
 			t.Errorf("cleanup: Stop = %v", err)
 		}
 		if t.Failed() {
@@ -407,8 +407,8 @@ func TestBackgroundErrorsLoggedOncePerIncident(t *testing.T) {
 			return len(e.logs.Lines("level=INFO", "poller recovered")) == incident
 		}, nil)
 	}
-	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
-		t.Fatalf("Stop = %v", err)
+	if err := p.Close(stopCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("Close = %v", err)
 	}
 	if n := len(e.logs.Lines("level=ERROR")); n != 2 {
 		t.Errorf("%d ERROR lines in total, want 2", n)
@@ -418,12 +418,16 @@ func TestBackgroundErrorsLoggedOncePerIncident(t *testing.T) {
 func TestStartStopLifecycle(t *testing.T) {
 	e := newPollEnv(100)
 	p := e.poller(t, poller.Config{Interval: 10 * time.Millisecond})
-	if err := p.Stop(context.Background()); err != nil {
-		t.Fatalf("Stop on a never-started poller = %v, want nil", err)
-	}
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatalf("Close on a never-started poller = %v, want nil", err)
 	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("second Close on a never-started poller = %v, want nil", err)
+	}
+	if err := p.Start(context.Background()); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Start after Close = %v, want core.ErrClosed", err)
+	}
+	p = e.poller(t, poller.Config{Interval: 10 * time.Millisecond})
 	for _, id := range idsOf("r", 3) {
 		insert(t, e.st, id)
 	}
@@ -436,17 +440,20 @@ func TestStartStopLifecycle(t *testing.T) {
 		t.Fatal("second Start = nil, want an error")
 	}
 	waitFor(t, "the background cycles to enqueue the rows", func() bool { return len(e.q.ids()) == 3 }, e.q.signal)
-	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
-		t.Fatalf("Stop = %v", err)
+	if err := p.Close(stopCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("Close = %v", err)
 	}
-	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
-		t.Fatalf("second Stop = %v, want nil", err)
+	if err := p.Close(stopCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("second Close = %v, want nil", err)
 	}
-	// Stopped: new rows are not picked up. A PollOnce proves they were due.
+	if err := p.Start(context.Background()); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Start after Close = %v, want core.ErrClosed", err)
+	}
+	// Closed: new rows are not picked up. A PollOnce proves they were due.
 	insert(t, e.st, "after-stop")
 	e.clock.Advance(time.Hour)
 	if res := pollOnce(t, p); res.Enqueued != 1 {
-		t.Fatalf("PollOnce after Stop = %+v", res)
+		t.Fatalf("PollOnce after Close = %+v", res)
 	}
 }
 
@@ -457,14 +464,14 @@ func TestStartContextCancelDoesNotStopLoop(t *testing.T) {
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cancel() // Start's ctx only scopes the call; Stop ends the loop
+	cancel() // Start's ctx only scopes the call; Close ends the loop
 	e.clock.Advance(time.Hour)
 	insert(t, e.st, "late")
 	e.clock.Advance(time.Hour)
 	waitFor(t, "a cycle after Start's ctx was cancelled", func() bool { return len(e.q.ids()) == 1 }, e.q.signal)
 }
 
-func TestStopIsRetryableWhileACycleBlocks(t *testing.T) {
+func TestCloseIsRetryableWhileACycleBlocks(t *testing.T) {
 	e := newPollEnv(100)
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
@@ -487,12 +494,12 @@ func TestStopIsRetryableWhileACycleBlocks(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("no cycle started")
 	}
-	if err := p.Stop(stopCtx(t, 20*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Stop while a cycle blocks = %v, want context.DeadlineExceeded", err)
+	if err := p.Close(stopCtx(t, 20*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close while a cycle blocks = %v, want context.DeadlineExceeded", err)
 	}
 	close(release)
-	if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
-		t.Fatalf("second Stop = %v, want nil once the cycle returned", err)
+	if err := p.Close(stopCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("second Close = %v, want nil once the cycle returned", err)
 	}
 }
 
@@ -595,7 +602,7 @@ func TestEndToEndPollerDeliversEveryRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+		if err := p.Close(stopCtx(t, waitTimeout)); err != nil {
 			t.Errorf("poller.Stop = %v", err)
 		}
 		if t.Failed() {
@@ -670,7 +677,7 @@ func TestEndToEndDroppedHotEventsReachDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.Stop(stopCtx(t, waitTimeout)); err != nil {
+		if err := p.Close(stopCtx(t, waitTimeout)); err != nil {
 			t.Errorf("poller.Stop = %v", err)
 		}
 		if t.Failed() {
@@ -685,4 +692,17 @@ func TestEndToEndDroppedHotEventsReachDone(t *testing.T) {
 			t.Errorf("event %s never delivered", id)
 		}
 	}
+}
+
+func TestWakePollsAtOnce(t *testing.T) {
+	e := newPollEnv(100)
+	p := e.poller(t, poller.Config{Interval: time.Hour, BacklogInterval: time.Hour})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(stopCtx(t, waitTimeout)) })
+	insert(t, e.st, "woken")
+	e.clock.Advance(time.Hour) // due and past SkipRecent; the loop still waits its hour
+	p.Wake()
+	waitFor(t, "the poll Wake started", func() bool { return len(e.q.ids()) == 1 }, e.q.signal)
 }

@@ -200,6 +200,6 @@ func (ib *Inbox) Start(ctx context.Context) error {
 // database. Messages not handled yet stay in their databases.
 func (ib *Inbox) Close(ctx context.Context) error {
 	errRefresh := ib.set.stopRefresh(ctx)
-	errDisp := ib.dispatcher.Stop(ctx)
+	errDisp := ib.dispatcher.Close(ctx)
 	return errors.Join(errRefresh, errDisp, ib.set.closeAll())
 }

@@ -323,7 +323,7 @@ func (o *Outbox) Close(ctx context.Context) error {
 	errRefresh := o.set.stopRefresh(ctx)
 	var errPoller error
 	if o.poller != nil {
-		errPoller = o.poller.Stop(ctx)
+		errPoller = o.poller.Close(ctx)
 	}
 	errDisp := o.dispatcher.Close(ctx)
 	return errors.Join(errRefresh, errPoller, errDisp, o.set.closeAll())

@@ -13,7 +13,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
-	"github.com/outbox-go/outbox/internal/periodic"
+	"github.com/outbox-go/outbox/internal/engine"
 )
 
 // RefreshResult tells what applying a set of databases changed. Store ids
@@ -52,7 +52,7 @@ type set[T any] struct {
 	members map[string]*member[T]
 	closed  bool
 
-	refresher periodic.Job
+	refresher *engine.Runner
 }
 
 // setOptions are the settings Config and InboxConfig share.
@@ -97,7 +97,7 @@ func newSet[T any](ctx context.Context, o setOptions,
 	if o.open == nil {
 		o.open = Open
 	}
-	s := &set[T]{what: o.what, open: o.open, route: o.route, attach: attach, detach: detach,
+	s := &set[T]{what: o.what, refresher: engine.NewRunner("tenant refresh"), open: o.open, route: o.route, attach: attach, detach: detach,
 		drain: o.drain, log: o.log, members: map[string]*member[T]{}}
 	dbs := o.databases
 	if o.discover != nil {
@@ -279,11 +279,18 @@ func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
 	if discover == nil || interval <= 0 {
 		return
 	}
-	s.refresher.Start(context.Background(), interval, func(ctx context.Context) {
-		if _, err := s.refresh(ctx, discover); err != nil && ctx.Err() == nil {
-			s.log.Error("tenant: refresh of the set of databases failed; will try again", slog.String("part", s.what),
-				slog.String("error", err.Error()))
-		}
+	// Started once, from Start (which fails when called again); an
+	// error here means the set was closed already.
+	_ = s.refresher.Start(context.Background(), func(ctx context.Context, stop <-chan struct{}) {
+		ctx, cancel := engine.UntilStop(ctx, stop) // a refresh may stop anywhere
+		defer cancel()
+		s.refresher.Pace(ctx, stop, interval, func(ctx context.Context) time.Duration {
+			if _, err := s.refresh(ctx, discover); err != nil && ctx.Err() == nil {
+				s.log.Error("tenant: refresh of the set of databases failed; will try again", slog.String("part", s.what),
+					slog.String("error", err.Error()))
+			}
+			return interval
+		})
 	})
 }
 
@@ -302,4 +309,4 @@ func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult
 
 // stopRefresh ends the refresh loop, cancelling a refresh in progress, and
 // waits for it or ctx.
-func (s *set[T]) stopRefresh(ctx context.Context) error { return s.refresher.Stop(ctx) }
+func (s *set[T]) stopRefresh(ctx context.Context) error { return s.refresher.Close(ctx) }

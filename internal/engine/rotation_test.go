@@ -1,10 +1,10 @@
-package rotation_test
+package engine_test
 
 import (
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/internal/rotation"
+	"github.com/outbox-go/outbox/internal/engine"
 )
 
 // stuckSelector always names a store that does not exist.
@@ -13,7 +13,7 @@ type stuckSelector struct{}
 func (stuckSelector) Next([]string, string, int) string { return "nope" }
 
 func TestRotationOverrulesAFaultySelector(t *testing.T) {
-	r := rotation.New(stuckSelector{})
+	r := engine.NewRotation(stuckSelector{})
 	ids := []string{"a", "b"}
 	first := r.Next(ids)
 	r.Done(first, 0, false, ids)
@@ -28,7 +28,7 @@ func TestRotationOverrulesAFaultySelector(t *testing.T) {
 
 func TestRotationRestsOnceEveryStoreIsDrained(t *testing.T) {
 	ids := []string{"a", "b", "c"}
-	r := rotation.New(core.DrainFirst{})
+	r := engine.NewRotation(core.DrainFirst{})
 	type step struct {
 		n          int
 		full       bool
@@ -56,7 +56,7 @@ func TestRotationRestsOnceEveryStoreIsDrained(t *testing.T) {
 		}
 	}
 	// One store: an unfilled poll rests at once (the single-store poller).
-	one := rotation.New(nil)
+	one := engine.NewRotation(nil)
 	if rest, _ := one.Done(one.Next([]string{"x"}), 5, false, []string{"x"}); !rest {
 		t.Error("single store, partial batch: want rest")
 	}

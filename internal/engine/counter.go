@@ -1,7 +1,4 @@
-// Package drain counts the work a removable part (one store of a
-// dispatcher, one inbox of an inbox dispatcher) has in progress, refuses
-// new work once the part is closed, and waits until the rest is done.
-package drain
+package engine
 
 import (
 	"context"
@@ -9,7 +6,7 @@ import (
 )
 
 // Counter counts work in progress. The zero value is not usable: create
-// one with [New]. It is safe for concurrent use.
+// one with [NewCounter]. It is safe for concurrent use.
 type Counter struct {
 	closed atomic.Bool
 	held   atomic.Int64
@@ -18,9 +15,9 @@ type Counter struct {
 	cancel context.CancelFunc
 }
 
-// New returns an open counter with nothing held, whose Context is a child
+// NewCounter returns an open counter with nothing held, whose Context is a child
 // of parent.
-func New(parent context.Context) *Counter {
+func NewCounter(parent context.Context) *Counter {
 	c := &Counter{zero: make(chan struct{}, 1)}
 	c.ctx, c.cancel = context.WithCancel(parent)
 	return c

@@ -1,6 +1,4 @@
-// Package rotation drives a core.Selector for the pollers that read
-// several stores (package poller, package inbox).
-package rotation
+package engine
 
 import (
 	"sort"
@@ -20,8 +18,8 @@ type Rotation struct {
 	anyFull   bool            // one of those polls was full of rows held already
 }
 
-// New returns a Rotation using sel (RoundRobin when nil).
-func New(sel core.Selector) *Rotation {
+// NewRotation returns a Rotation using sel (RoundRobin when nil).
+func NewRotation(sel core.Selector) *Rotation {
 	if sel == nil {
 		sel = core.RoundRobin{}
 	}

@@ -1,4 +1,4 @@
-package drain_test
+package engine_test
 
 import (
 	"context"
@@ -6,14 +6,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/outbox-go/outbox/internal/drain"
+	"github.com/outbox-go/outbox/internal/engine"
 )
 
 func TestCounter(t *testing.T) {
-	if _, err := drain.New(context.Background()).Drain(context.Background()); err != nil {
+	if _, err := engine.NewCounter(context.Background()).Drain(context.Background()); err != nil {
 		t.Fatalf("Drain with nothing held = %v", err)
 	}
-	c := drain.New(context.Background())
+	c := engine.NewCounter(context.Background())
 	if first, second := c.Hold(), c.Hold(); !first || !second || c.Held() != 2 {
 		t.Fatalf("Hold on an open counter: held %d", c.Held())
 	}
@@ -42,7 +42,7 @@ func TestCounter(t *testing.T) {
 
 func TestCounterConcurrentHoldAndClose(t *testing.T) {
 	for range 200 {
-		c := drain.New(context.Background())
+		c := engine.NewCounter(context.Background())
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {

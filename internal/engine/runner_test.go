@@ -1,0 +1,130 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/engine"
+)
+
+const deadline = 10 * time.Second
+
+func TestRunnerLifeCycle(t *testing.T) {
+	r := engine.NewRunner("thing")
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatalf("Close before Start = %v", err)
+	}
+	if err := r.Start(context.Background(), func(context.Context, <-chan struct{}) {}); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Start after Close = %v, want core.ErrClosed", err)
+	}
+
+	r = engine.NewRunner("thing")
+	cycles := make(chan struct{}, 10)
+	loop := func(ctx context.Context, stop <-chan struct{}) {
+		r.Pace(ctx, stop, 0, func(context.Context) time.Duration {
+			cycles <- struct{}{}
+			return time.Hour
+		})
+	}
+	if err := r.Start(context.Background(), loop); err != nil {
+		t.Fatal(err)
+	}
+	var ce *core.ConfigError
+	if err := r.Start(context.Background(), loop); !errors.As(err, &ce) || ce.Field != "thing" {
+		t.Fatalf("second Start = %v, want a ConfigError naming the part", err)
+	}
+	if !r.Running() {
+		t.Fatal("Running = false after Start")
+	}
+	recv(t, cycles, "the first cycle (first wait 0)")
+	r.Wake()
+	recv(t, cycles, "a cycle after Wake cut the hour's wait short")
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if r.Running() || !r.Closed() {
+		t.Fatal("Running/Closed wrong after Close")
+	}
+}
+
+func TestRunnerCloseWaitsForTheCycleThenGivesUp(t *testing.T) {
+	r := engine.NewRunner("thing")
+	entered, release := make(chan struct{}), make(chan struct{})
+	interrupted := make(chan struct{})
+	err := r.Start(context.Background(), func(ctx context.Context, stop <-chan struct{}) {
+		r.Pace(ctx, stop, 0, func(ctx context.Context) time.Duration {
+			close(entered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				close(interrupted)
+				<-release
+			}
+			return time.Hour
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, entered, "the cycle")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close while the cycle blocks = %v, want DeadlineExceeded", err)
+	}
+	recv(t, interrupted, "the cycle's ctx cancelled once Close gave up")
+	close(release)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), deadline)
+	defer cancel2()
+	if err := r.Close(ctx2); err != nil {
+		t.Fatalf("second Close = %v, want nil once the cycle returned", err)
+	}
+}
+
+func TestRunnerStartCtxOnlyScopesTheCall(t *testing.T) {
+	r := engine.NewRunner("thing")
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	got := make(chan any, 1)
+	if err := r.Start(ctx, func(ctx context.Context, stop <-chan struct{}) {
+		<-stop
+		got <- [2]any{ctx.Err(), ctx.Value(key{})}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != ([2]any{nil, "v"}) {
+		t.Fatalf("loop ctx (err, value) = %v, want (nil, v)", v)
+	}
+}
+
+type key struct{}
+
+func TestUntilStop(t *testing.T) {
+	stop := make(chan struct{})
+	ctx, cancel := engine.UntilStop(context.Background(), stop)
+	defer cancel()
+	close(stop)
+	select {
+	case <-ctx.Done():
+	case <-time.After(deadline):
+		t.Fatal("ctx not cancelled by stop")
+	}
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(deadline):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
