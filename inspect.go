@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
 )
 
 // Get returns the stored record of the event with id: its status,
@@ -19,3 +20,9 @@ func (o *Outbox) Get(ctx context.Context, id string) (core.Record, error) {
 func (o *Outbox) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
 	return o.store.CountByStatus(ctx)
 }
+
+// DispatcherStats returns what the outbox holds in memory now: the lengths
+// of its hot and cold queues, the events waiting on an in-process retry
+// timer and the payload bytes held (bounded by
+// dispatcher.Config.MaxHeldBytes). It reads no database.
+func (o *Outbox) DispatcherStats() dispatcher.Stats { return o.dispatcher.Stats() }

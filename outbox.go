@@ -27,7 +27,9 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/parts"
+	"github.com/outbox-go/outbox/internal/publish"
 	"github.com/outbox-go/outbox/internal/sqldriver"
 	"github.com/outbox-go/outbox/internal/txopts"
 	"github.com/outbox-go/outbox/internal/wiring"
@@ -100,7 +102,7 @@ type Outbox struct {
 	dispatcher *dispatcher.Dispatcher
 	poller     *poller.Poller   // nil when DisablePoller
 	cleaner    *cleanup.Cleaner // nil unless EnableCleanup
-	client     *core.Client
+	client     *publish.Client
 	tx         *txctx.Manager
 
 	reg     *registry.Registry
@@ -132,10 +134,11 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 	if err != nil {
 		return nil, cfgpath.Prefix("Dispatcher", err)
 	}
+	q := handoff.Of(disp, "")
 	o := &Outbox{store: store, reg: reg, dispatcher: disp, metrics: cfg.Metrics,
 		tx: txctx.NewX(x, txctx.WithLogger(cfg.Logger),
-			txctx.Option(txopts.Hooks(writegate.Of(x.DB), disp.HotWaiting)))}
-	if o.client, err = core.NewClient(store, disp); err != nil {
+			txctx.Option(txopts.Hooks(writegate.Of(x.DB), q.HotWaiting)))}
+	if o.client, err = publish.New(store, q); err != nil {
 		return nil, err
 	}
 	if !cfg.DisablePoller {

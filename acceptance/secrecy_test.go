@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/testsupport"
 )
@@ -394,7 +395,7 @@ func secretStaleNoListener(t *testing.T, s *secrecyRun) {
 	if err := f.publish(t, nil, stale); err != nil {
 		t.Fatal(err)
 	}
-	clock.offset.Store(int64(time.Until(parts.Outbox(f.ob).Dispatcher.HotLease(stale).Until)))
+	clock.offset.Store(int64(time.Until(handoff.Of(parts.Outbox(f.ob).Dispatcher, "").HotLease(stale).Until)))
 	close(gate)
 	s.waitLog(t, "level=WARN", "event waited too long in the queue")
 	unlistened := s.event(t, "Unlistened", true)

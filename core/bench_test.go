@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
@@ -64,42 +63,3 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	}
 }
-
-func BenchmarkPublish(b *testing.B) {
-	c, err := core.NewClient(nopInserter{}, nopHotQueue{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	env, err := core.JSONEvent("USER_CREATED", `{"id":123}`)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tx := &benchTx{}
-	ctx := core.ContextWithTx(context.Background(), tx)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := c.Publish(ctx, env); err != nil {
-			b.Fatal(err)
-		}
-		tx.hooks = tx.hooks[:0]
-	}
-}
-
-// Allocation-free fakes so that BenchmarkPublish measures Publish itself.
-
-type nopInserter struct{}
-
-func (nopInserter) Insert(context.Context, core.Execer, core.Envelope, core.Lease) error { return nil }
-
-type nopHotQueue struct{}
-
-func (nopHotQueue) EnqueueHot(core.Envelope, core.Lease) bool { return true }
-func (nopHotQueue) HotLease(core.Envelope) core.Lease         { return core.Lease{} }
-
-type benchTx struct {
-	fakeTx
-	hooks []func()
-}
-
-func (*benchTx) Active() bool             { return true }
-func (tx *benchTx) AfterCommit(fn func()) { tx.hooks = append(tx.hooks, fn) }

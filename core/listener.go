@@ -21,14 +21,3 @@ func (f ListenerFunc) OnEvent(ctx context.Context, env Envelope) error { return 
 type ListenerSource interface {
 	ListenersFor(eventType string) []Listener
 }
-
-// HotQueue accepts events right after their transaction committed.
-type HotQueue interface {
-	// HotLease returns the lease to insert env with, so the publishing node
-	// owns its event from the insert on (zero: unowned).
-	HotLease(env Envelope) Lease
-	// EnqueueHot offers env, inserted with lease, after commit. It must
-	// never block; false means the event was not taken and stays in the
-	// database for the poller.
-	EnqueueHot(env Envelope, lease Lease) bool
-}

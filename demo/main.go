@@ -36,7 +36,6 @@ import (
 	"github.com/outbox-go/outbox/dispatcher"
 
 	// The MySQL/MariaDB dialect, registered for the driver "mysql".
-	"github.com/outbox-go/outbox/internal/parts"
 	_ "github.com/outbox-go/outbox/jdbcstore/mysql"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/retry"
@@ -321,7 +320,7 @@ func (d *demo) overflow(ctx context.Context) error {
 	return nil
 }
 
-func (d *demo) hotDepth() int { h, _ := parts.Outbox(d.ob).Dispatcher.QueueDepths(); return h }
+func (d *demo) hotDepth() int { return d.ob.DispatcherStats().Hot }
 
 func (d *demo) failing(ctx context.Context) error {
 	d.say("4. Failing listener: retried in process with backoff, DEAD after 3 attempts")

@@ -72,11 +72,6 @@ func (d *Dispatcher) coldBudgetRoom() int {
 	return int(min(max(free/est, 1), int64(cap(d.cold))))
 }
 
-// HeldBytes returns the payload bytes of the events the dispatcher holds in
-// memory now (queued, waiting on a timer, running or waiting for their
-// DONE write), which Config.MaxHeldBytes bounds.
-func (d *Dispatcher) HeldBytes() int64 { return d.heldBytes.Load() }
-
 // warnOverBudget logs (rate-limited) an event left to the poller because
 // the payload budget is used up.
 func (d *Dispatcher) warnOverBudget(o *origin, env core.Envelope) {

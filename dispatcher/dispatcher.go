@@ -69,7 +69,7 @@ type Dispatcher struct {
 	cold chan item
 	// hotWaiting counts events handed to the hot queue that no worker has
 	// taken yet (queued, or handed to a worker that was woken but has not
-	// run yet); see HotWaiting.
+	// run yet); see hotWaitingNow.
 	hotWaiting atomic.Int64
 	// workers counts the running worker goroutines, a replaced hung one
 	// included until its listener returns (test hook: LiveWorkers).
@@ -117,9 +117,7 @@ func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*D
 
 // NewMulti returns a dispatcher for several stores (one per database or
 // tenant) sharing its workers, queues and listeners: add each store with
-// [Dispatcher.AddStore] and enqueue its events through the returned
-// [StoreQueue]. The dispatcher's own EnqueueHot and EnqueueCold refuse
-// every event (there is no default store). It does not start any goroutine.
+// [Dispatcher.AddStore]. It does not start any goroutine.
 func NewMulti(listeners core.ListenerSource, cfg Config) (*Dispatcher, error) {
 	return newDispatcher(listeners, cfg)
 }
@@ -190,12 +188,11 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // Owner returns this dispatcher's owner token.
 func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 
-// HotLease implements core.HotQueue: an event published through this
-// dispatcher is owned by it from the insert until Lease after it is due.
-//
-// Once the dispatcher is closed it returns the zero (unowned) lease, so an
-// event published after Close is free for any node's poller at once.
-func (d *Dispatcher) HotLease(env core.Envelope) core.Lease {
+// hotLease is the lease of an event published through this dispatcher: it
+// is owned by it from the insert until Lease after it is due. Once the
+// dispatcher is closed it is the zero (unowned) lease, so an event
+// published after Close is free for any node's poller at once.
+func (d *Dispatcher) hotLease(env core.Envelope) core.Lease {
 	if d.closed.Load() {
 		return core.Lease{}
 	}
@@ -206,26 +203,22 @@ func (d *Dispatcher) HotLease(env core.Envelope) core.Lease {
 	return core.Lease{Owner: d.cfg.Owner, Until: due.Add(d.cfg.Lease)}
 }
 
-// ClaimLease returns the lease the poller claims rows with: this
-// dispatcher's owner until Lease from now.
-func (d *Dispatcher) ClaimLease(now time.Time) core.Lease {
+// claimLease is the lease the poller claims rows with: this dispatcher's
+// owner until Lease from now.
+func (d *Dispatcher) claimLease(now time.Time) core.Lease {
 	return core.Lease{Owner: d.cfg.Owner, Until: now.Add(d.cfg.Lease)}
 }
 
-// EnqueueHot offers an event whose transaction has committed, inserted
-// with lease. It never blocks: when the hot queue is full, when its payload
-// does not fit in MaxHeldBytes, or when the dispatcher is closed, it
-// returns false, counts a HotDropped and the event
-// stays in the database for the poller (this node re-takes it at once, its
-// lease notwithstanding). An event already held by this dispatcher is not
-// queued twice (true is returned: it is being handled). An event whose
-// lease is not this dispatcher's (unowned or another node's) is refused
-// without counting a drop. A delayed event (NotBefore in the future) waits
-// on a timer, within RetryCapacity, or is left to the poller.
-func (d *Dispatcher) EnqueueHot(env core.Envelope, lease core.Lease) bool {
-	return d.enqueueHot(d.def, env, lease)
-}
-
+// enqueueHot offers an event of o whose transaction has committed,
+// inserted with lease. It never blocks: when the hot queue is full, when its
+// payload does not fit in MaxHeldBytes, or when the dispatcher is closed, it
+// returns false, counts a HotDropped and the event stays in the database
+// for the poller (this node re-takes it at once, its lease
+// notwithstanding). An event already held by this dispatcher is not queued
+// twice (true is returned: it is being handled). An event whose lease is
+// not this dispatcher's (unowned or another node's) is refused without
+// counting a drop. A delayed event (NotBefore in the future) waits on a
+// timer, within RetryCapacity, or is left to the poller.
 func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) bool {
 	if o == nil {
 		return false
@@ -274,14 +267,10 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 	}
 }
 
-// EnqueueCold offers an event the poller claimed until leaseUntil, with the
-// number of failed deliveries so far. It never blocks; false means the cold
-// queue is full, the event's payload does not fit in MaxHeldBytes, the
-// event is already held, or the dispatcher is closed.
-func (d *Dispatcher) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
-	return d.enqueueCold(d.def, env, attempts, leaseUntil)
-}
-
+// enqueueCold offers an event of o the poller claimed until leaseUntil,
+// with the number of failed deliveries so far. It never blocks; false
+// means the cold queue is full, the event's payload does not fit in
+// MaxHeldBytes, the event is already held, or the dispatcher is closed.
 func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil time.Time) bool {
 	if o == nil || d.closed.Load() || d.acquire(o, env) != acquired {
 		return false
@@ -297,11 +286,11 @@ func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, lea
 	}
 }
 
-// ColdRoom returns how many more events the cold queue can take now. With
+// coldRoom returns how many more events the cold queue can take now. With
 // a MaxHeldBytes budget it is also at most how many events of the recent
 // average payload size still fit in the budget (none once it is used up),
 // so the poller neither reads nor leases rows it could not enqueue.
-func (d *Dispatcher) ColdRoom() int {
+func (d *Dispatcher) coldRoom() int {
 	room := cap(d.cold) - len(d.cold)
 	if b := d.coldBudgetRoom(); b >= 0 {
 		room = min(room, b)
@@ -309,26 +298,29 @@ func (d *Dispatcher) ColdRoom() int {
 	return room
 }
 
-// InFlight reports whether the event is queued, running or waiting for an
-// in-process retry here.
-func (d *Dispatcher) InFlight(eventID string) bool {
-	return d.def != nil && d.tracker.Contains(d.def.key(eventID))
+// Stats is what a dispatcher holds in memory at one moment.
+type Stats struct {
+	// Hot and Cold are the lengths of the hot queue (events from
+	// commits) and of the cold queue (events the poller claimed).
+	Hot, Cold int
+	// Retries is how many events wait on an in-process timer (retries
+	// and delayed events).
+	Retries int
+	// HeldBytes is the payload bytes of the events held (queued, waiting
+	// on a timer, running or waiting for their DONE write), which
+	// Config.MaxHeldBytes bounds.
+	HeldBytes int64
 }
 
-// Held returns how many events of the store given to New the dispatcher
-// holds (queued, running, waiting on a retry timer or for their DONE
-// write).
-func (d *Dispatcher) Held() int {
-	if d.def == nil {
-		return 0
-	}
-	return int(d.def.work.Held())
+// Stats returns what the dispatcher holds in memory now, over every store.
+func (d *Dispatcher) Stats() Stats {
+	return Stats{Hot: len(d.hot), Cold: len(d.cold), Retries: d.pendingRetries(), HeldBytes: d.heldBytes.Load()}
 }
 
-// QueueDepths returns the current lengths of the hot and cold queues.
-func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
+// queueDepths returns the current lengths of the hot and cold queues.
+func (d *Dispatcher) queueDepths() (hot, cold int) { return len(d.hot), len(d.cold) }
 
-// HotWaiting reports whether an event handed to the hot queue has not been
+// hotWaitingNow reports whether an event handed to the hot queue has not been
 // taken by a worker yet: it is queued, or a worker was woken for it but has
 // not run yet. outbox.New and tenant.New make their transaction managers
 // consult it before each BEGIN, so a goroutine that commits transaction
@@ -340,7 +332,7 @@ func (d *Dispatcher) QueueDepths() (hot, cold int) { return len(d.hot), len(d.co
 // processors are busy (other writers, or the garbage collector's idle
 // worker, which does not look at other processors' queues), the worker
 // waits until the goroutine blocks: milliseconds instead of microseconds.
-func (d *Dispatcher) HotWaiting() bool { return d.hotWaiting.Load() > 0 }
+func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 
 // Close stops intake (EnqueueHot/EnqueueCold return false), cancels pending
 // in-process retries and lets the workers drain the queues. If ctx expires

@@ -12,6 +12,8 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/handoff"
+	"github.com/outbox-go/outbox/internal/publish"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/retry"
 )
@@ -26,7 +28,7 @@ func TestHotPathDeliversSameEnvelopeAndMarksDone(t *testing.T) {
 	h.start()
 
 	// The Publish flow: insert on the transaction, EnqueueHot after commit.
-	client, err := core.NewClient(h.st, h.d)
+	client, err := publish.New(h.st, handoff.Of(h.d, ""))
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}

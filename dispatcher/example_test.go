@@ -7,18 +7,16 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
-	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
-	"github.com/outbox-go/outbox/registry"
-	"github.com/outbox-go/outbox/txctx"
 )
 
 // A dispatcher delivers each event to the listeners of its type right
 // after the business transaction that published it commits (the hot path),
-// and records the outcome in the outbox table. The root package wires
-// these parts for you; this is how they fit together.
+// and records the outcome in the outbox table. An outbox.Outbox runs one;
+// its Config.Dispatcher tunes it, and DispatcherStats shows what it holds.
 func Example() {
 	dir, err := os.MkdirTemp("", "dispatcher-example")
 	if err != nil {
@@ -33,46 +31,32 @@ func Example() {
 	}
 	defer db.Close()
 	ctx := context.Background()
-	store, err := jdbcstore.New(db, jdbcstore.Config{})
+	ob, err := outbox.New(ctx, db, outbox.Config{Dispatcher: dispatcher.Config{
+		Workers:     2,
+		MaxAttempts: 3, // DEAD after the third failed delivery
+	}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := store.ApplySchema(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
-
 	delivered := make(chan string, 1)
-	reg := registry.New().RegisterFunc("OrderPlaced", func(ctx context.Context, env core.Envelope) error {
+	ob.RegisterFunc("OrderPlaced", func(ctx context.Context, env core.Envelope) error {
 		delivered <- env.AggregateID()
 		return nil
 	})
-	d, err := dispatcher.New(store, reg, dispatcher.Config{Workers: 2})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := d.Start(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
-	// The client inserts the event in the caller's transaction and hands
-	// it to the dispatcher once that transaction commits.
-	client, err := core.NewClient(store, d)
-	if err != nil {
+	if err := ob.Start(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}
 
-	err = txctx.NewX(db).Do(ctx, func(ctx context.Context) error {
+	err = ob.InTx(ctx, func(ctx context.Context) error {
 		// ... the business writes go here, on the same transaction ...
 		env, err := core.NewEvent("OrderPlaced").AggregateType("Order").AggregateID("A-1").
 			PayloadJSONString(`{"total":42}`).Build()
 		if err != nil {
 			return err
 		}
-		_, err = client.Publish(ctx, env)
+		_, err = ob.Publish(ctx, env)
 		return err
 	})
 	if err != nil {
@@ -90,17 +74,17 @@ func Example() {
 	// Close lets the workers finish and writes the outstanding outcomes.
 	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := d.Close(closeCtx); err != nil {
+	if err := ob.Close(closeCtx); err != nil {
 		fmt.Println(err)
 		return
 	}
-	counts, err := store.CountByStatus(ctx)
+	counts, err := ob.CountByStatus(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("done rows:", counts[core.StatusDone])
+	fmt.Println("done rows:", counts[core.StatusDone], "held in memory:", ob.DispatcherStats().Hot)
 	// Output:
 	// delivered order A-1
-	// done rows: 1
+	// done rows: 1 held in memory: 0
 }

@@ -9,7 +9,9 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/publish"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
@@ -286,7 +288,7 @@ func TestHotLeaseAndClaimLease(t *testing.T) {
 
 	// core.Client inserts with the HotLease: the row is this node's from
 	// the insert on.
-	client, err := core.NewClient(h.st, h.d)
+	client, err := publish.New(h.st, handoff.Of(h.d, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

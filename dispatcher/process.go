@@ -155,7 +155,7 @@ func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Dur
 	defer cancel()
 	w := &callWatch{}
 	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.abandon(it, w, timeout) })
-	err, p := engine.Guard(func() error { return l.OnEvent(ctx, it.env) }, func() {
+	p, err := engine.Guard(func() error { return l.OnEvent(ctx, it.env) }, func() {
 		watchdog.Stop()
 		if !w.finish() { // else the watchdog recorded the failure and replaced this worker
 			d.goexited(it, pos, n)
@@ -323,9 +323,9 @@ func (d *Dispatcher) cancelRetries(o *origin) {
 	}
 }
 
-// PendingRetries returns how many events wait on a timer (retries and
+// pendingRetries returns how many events wait on a timer (retries and
 // delayed events).
-func (d *Dispatcher) PendingRetries() int {
+func (d *Dispatcher) pendingRetries() int {
 	d.retryMu.Lock()
 	defer d.retryMu.Unlock()
 	return len(d.retryTimers)

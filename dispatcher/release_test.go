@@ -147,11 +147,11 @@ func TestRemoveStoreAndCloseReleaseLeasesOfAddedStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	stA, stB := memstore.New(nil), memstore.New(nil)
-	qa, err := d.AddStore("a", stA)
+	qa, err := d.AddStoreQueue("a", stA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err := d.AddStore("b", stB)
+	qb, err := d.AddStoreQueue("b", stB)
 	if err != nil {
 		t.Fatal(err)
 	}

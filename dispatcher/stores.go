@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/engine"
+	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/wiring"
 )
@@ -87,72 +88,72 @@ func (d *Dispatcher) finish(it item) {
 	it.src.work.Release()
 }
 
-// StoreQueue is the dispatcher's intake for one store of several (one per
-// database or tenant): it implements core.HotQueue for that store's
-// [core.Client] and the poller's Queue for that store's poller. Events
-// enqueued through it share the dispatcher's workers and queues, and their
-// outcomes are written to that store. Get one with [Dispatcher.AddStore].
-type StoreQueue struct {
+// storeQueue is the dispatcher's intake for one store (handoff.Queue): the
+// hot path of the store's publishing client and the cold path of its
+// poller. Events enqueued through it share the dispatcher's workers and
+// queues; their outcomes are written to that store.
+type storeQueue struct {
 	d *Dispatcher
 	o *origin
 }
 
-// ID returns the store's identifier.
-func (q *StoreQueue) ID() string { return q.o.id }
+func init() {
+	handoff.Of = func(d any, id string) handoff.Queue {
+		dd := d.(*Dispatcher)
+		o := dd.def
+		if id != "" {
+			o, _ = dd.stores.Get(id)
+		}
+		if o == nil {
+			return nil
+		}
+		return storeQueue{d: dd, o: o}
+	}
+}
 
-// HotLease implements core.HotQueue (see Dispatcher.HotLease).
-func (q *StoreQueue) HotLease(env core.Envelope) core.Lease { return q.d.HotLease(env) }
+func (q storeQueue) HotLease(env core.Envelope) core.Lease { return q.d.hotLease(env) }
 
-// EnqueueHot implements core.HotQueue (see Dispatcher.EnqueueHot); false
-// once the store was removed.
-func (q *StoreQueue) EnqueueHot(env core.Envelope, lease core.Lease) bool {
+func (q storeQueue) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 	return q.d.enqueueHot(q.o, env, lease)
 }
 
-// ClaimLease returns the lease the store's poller claims rows with.
-func (q *StoreQueue) ClaimLease(now time.Time) core.Lease { return q.d.ClaimLease(now) }
+func (q storeQueue) ClaimLease(now time.Time) core.Lease { return q.d.claimLease(now) }
 
-// EnqueueCold offers an event the store's poller claimed (see
-// Dispatcher.EnqueueCold); false once the store was removed.
-func (q *StoreQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
+func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
 	return q.d.enqueueCold(q.o, env, attempts, leaseUntil)
 }
 
-// ColdRoom returns how many more events the shared cold queue can take now
-// (none while the dispatcher's MaxHeldBytes budget is used up).
-func (q *StoreQueue) ColdRoom() int { return q.d.ColdRoom() }
+func (q storeQueue) ColdRoom() int { return q.d.coldRoom() }
 
-// InFlight reports whether the store's event is held by the dispatcher.
-func (q *StoreQueue) InFlight(eventID string) bool { return q.d.tracker.Contains(q.o.key(eventID)) }
+func (q storeQueue) InFlight(eventID string) bool { return q.d.tracker.Contains(q.o.key(eventID)) }
 
-// QueueDepths returns the shared hot and cold queue lengths.
-func (q *StoreQueue) QueueDepths() (hot, cold int) { return q.d.QueueDepths() }
+func (q storeQueue) QueueDepths() (hot, cold int) { return q.d.queueDepths() }
 
-// Held returns how many of the store's events the dispatcher holds
-// (queued, running, waiting on a retry timer or for their DONE write).
-func (q *StoreQueue) Held() int { return int(q.o.work.Held()) }
+func (q storeQueue) Held() int { return int(q.o.work.Held()) }
+
+func (q storeQueue) HotWaiting() bool { return q.d.hotWaitingNow() }
 
 // AddStore adds a store whose events this dispatcher delivers, with the
-// same workers and listeners as every other store, and returns its
-// intake. Outcomes of its events are written to store. id identifies the
+// same workers and listeners as every other store (one per database or
+// tenant; package tenant does this). Outcomes of its events are written to store. id identifies the
 // store in logs ("store" attribute), metrics (core.StoreMetrics) and the
 // in-flight tracker (event ids need only be unique per store); adding an
 // id that is present returns an error wrapping core.ErrInvalidConfig.
-func (d *Dispatcher) AddStore(id string, store core.StatusWriter) (*StoreQueue, error) {
+func (d *Dispatcher) AddStore(id string, store core.StatusWriter) error {
 	if err := ident.ValidateStoreID(id); err != nil {
-		return nil, err
+		return err
 	}
 	if store == nil {
-		return nil, &core.ConfigError{Field: "store " + id, Msg: "must not be nil"}
+		return &core.ConfigError{Field: "store " + id, Msg: "must not be nil"}
 	}
 	if d.closed.Load() {
-		return nil, core.ErrClosed
+		return core.ErrClosed
 	}
 	o := newOrigin(d, id, store)
 	if !d.stores.Add(id, o) {
-		return nil, &core.ConfigError{Field: "store " + id, Msg: "is already added"}
+		return &core.ConfigError{Field: "store " + id, Msg: "is already added"}
 	}
-	return &StoreQueue{d: d, o: o}, nil
+	return nil
 }
 
 // RemoveStore stops taking events of store id (its intake refuses them,

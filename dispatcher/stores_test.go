@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/publish"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
@@ -54,7 +55,7 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 	queues := map[string]*dispatcher.StoreQueue{}
 	for id, st := range stores {
 		st.Changed = make(chan struct{}, 1)
-		q, err := d.AddStore(id, st)
+		q, err := d.AddStoreQueue(id, st)
 		if err != nil {
 			t.Fatalf("AddStore(%s): %v", id, err)
 		}
@@ -70,7 +71,7 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		client, err := core.NewClient(stores[id], q)
+		client, err := publish.New(stores[id], q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +113,7 @@ func TestStoreLogsCarryTheStoreID(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}, reg)
 	st := memstore.New(nil)
 	st.Changed = make(chan struct{}, 1)
-	q, err := d.AddStore("tenant-7", st)
+	q, err := d.AddStoreQueue("tenant-7", st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestRemoveStoreWaitsForItsEventsInFlight(t *testing.T) {
 	d := newMulti(t, dispatcher.Config{Workers: 2}, reg)
 	st := memstore.New(nil)
 	st.Changed = make(chan struct{}, 1)
-	q, err := d.AddStore("a", st)
+	q, err := d.AddStoreQueue("a", st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestRemoveStoreWaitsForItsEventsInFlight(t *testing.T) {
 		t.Errorf("RemoveStore(unknown) = %v, want nil", err)
 	}
 	// The id may be added again.
-	if _, err := d.AddStore("a", st); err != nil {
+	if _, err := d.AddStoreQueue("a", st); err != nil {
 		t.Errorf("AddStore after RemoveStore: %v", err)
 	}
 }
@@ -210,7 +211,7 @@ func TestRemoveStoreCancelsItsRetryTimers(t *testing.T) {
 	d := newMulti(t, dispatcher.Config{Workers: 1, Retry: fixedDelay(time.Hour)}, reg)
 	st := memstore.New(nil)
 	st.Changed = make(chan struct{}, 1)
-	q, _ := d.AddStore("a", st)
+	q, _ := d.AddStoreQueue("a", st)
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -234,21 +235,21 @@ func TestAddStoreRejectsBadInput(t *testing.T) {
 	d := newMulti(t, dispatcher.Config{}, registry.New())
 	st := memstore.New(nil)
 	for _, id := range []string{"", strings.Repeat("x", dispatcher.MaxStoreIDLen+1), "a\nb", "bad\xff"} {
-		if _, err := d.AddStore(id, st); !errors.Is(err, core.ErrInvalidConfig) {
+		if _, err := d.AddStoreQueue(id, st); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("AddStore(%q) = %v, want ErrInvalidConfig", id, err)
 		}
 	}
-	if _, err := d.AddStore("x", nil); !errors.Is(err, core.ErrInvalidConfig) {
+	if _, err := d.AddStoreQueue("x", nil); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("AddStore(nil store) = %v", err)
 	}
-	if _, err := d.AddStore("x", st); err != nil {
+	if _, err := d.AddStoreQueue("x", st); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.AddStore("x", st); !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "already") {
+	if _, err := d.AddStoreQueue("x", st); !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "already") {
 		t.Errorf("AddStore twice = %v", err)
 	}
 	_ = d.Close(context.Background())
-	if _, err := d.AddStore("y", st); !errors.Is(err, core.ErrClosed) {
+	if _, err := d.AddStoreQueue("y", st); !errors.Is(err, core.ErrClosed) {
 		t.Errorf("AddStore after Close = %v, want ErrClosed", err)
 	}
 	if _, err := dispatcher.NewMulti(nil, dispatcher.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
@@ -266,8 +267,8 @@ func TestRemoveStorePastItsDeadlineInterruptsItsListeners(t *testing.T) {
 	})
 	d := newMulti(t, dispatcher.Config{Workers: 1}, reg)
 	st := memstore.New(nil)
-	q, _ := d.AddStore("a", st)
-	other, _ := d.AddStore("b", memstore.New(nil))
+	q, _ := d.AddStoreQueue("a", st)
+	other, _ := d.AddStoreQueue("b", memstore.New(nil))
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -475,7 +475,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)
 		hctx, cancel := context.WithTimeout(ctx, d.cfg.HandlerTimeout)
 		var p *engine.Panic
-		err, p = engine.Guard(func() error { return h.Handle(hctx, rec) }, func() { d.goexited(ctx, m, rec) })
+		p, err = engine.Guard(func() error { return h.Handle(hctx, rec) }, func() { d.goexited(ctx, m, rec) })
 		cancel()
 		if p != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p.Value)

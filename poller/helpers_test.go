@@ -85,6 +85,8 @@ func (q *fakeQueue) setPhantomRoom(n int) {
 	q.mu.Unlock()
 }
 
+func (q *fakeQueue) Held() int { return 0 }
+
 func (q *fakeQueue) InFlight(id string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -150,7 +150,7 @@ func TestPollOnceClaimRequest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := testsupport.NewClock(testsupport.Epoch)
 			st := &spyStore{Store: memstore.New(clock.Now)}
-			p, err := poller.New(st, newFakeQueue(tc.room), poller.Config{
+			p, err := poller.NewWithQueue(st, newFakeQueue(tc.room), poller.Config{
 				BatchSize: tc.batch, SkipRecent: tc.configSkipRecent, Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger(),
 			})
 			if err != nil {
@@ -292,7 +292,7 @@ func TestReapOnceReportsLeasesReleasedBeforeAFailure(t *testing.T) {
 func TestReapBatchDefault(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
 	st := &spyStore{Store: memstore.New(clock.Now)}
-	p, err := poller.New(st, newFakeQueue(1), poller.Config{Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
+	p, err := poller.NewWithQueue(st, newFakeQueue(1), poller.Config{Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,6 +410,7 @@ func (q *instantQueue) EnqueueCold(env core.Envelope, _ int, _ time.Time) bool {
 func (q *instantQueue) ColdRoom() int                { return 1 }
 func (q *instantQueue) InFlight(string) bool         { return false }
 func (q *instantQueue) QueueDepths() (hot, cold int) { return 0, 0 }
+func (q *instantQueue) Held() int                    { return 0 }
 
 // A cycle that claimed as many rows as the cold queue had room for (fewer
 // than BatchSize) is a full batch: the next cycle follows after
@@ -424,7 +425,7 @@ func TestBacklogDrainsWhenTheClaimIsLimitedByColdRoom(t *testing.T) {
 	clock.Advance(time.Hour)
 	q := &instantQueue{st: st, got: make(chan struct{}, 1)}
 	logs := &testsupport.LogBuffer{}
-	p, err := poller.New(st, q, poller.Config{
+	p, err := poller.NewWithQueue(st, q, poller.Config{
 		Interval: interval, BacklogInterval: time.Millisecond, BatchSize: 100, Now: clock.Now, Logger: logs.Logger(),
 	})
 	if err != nil {

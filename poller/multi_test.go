@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/memstore"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
@@ -22,7 +23,7 @@ import (
 // 2 and 1 unowned rows, and a poller over them.
 type multiFixture struct {
 	stores map[string]*memstore.Store
-	queues map[string]*dispatcher.StoreQueue
+	queues map[string]handoff.Queue
 	d      *dispatcher.Dispatcher
 	p      *poller.Poller
 	logs   *testsupport.LogBuffer
@@ -30,7 +31,7 @@ type multiFixture struct {
 
 func newMultiFixture(t *testing.T, sel core.Selector) *multiFixture {
 	t.Helper()
-	f := &multiFixture{stores: map[string]*memstore.Store{}, queues: map[string]*dispatcher.StoreQueue{}, logs: &testsupport.LogBuffer{}}
+	f := &multiFixture{stores: map[string]*memstore.Store{}, queues: map[string]handoff.Queue{}, logs: &testsupport.LogBuffer{}}
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := registry.New()
 	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
@@ -57,12 +58,11 @@ func newMultiFixture(t *testing.T, sel core.Selector) *multiFixture {
 				t.Fatal(err)
 			}
 		}
-		q, err := d.AddStore(id, st)
-		if err != nil {
+		if err := d.AddStore(id, st); err != nil {
 			t.Fatal(err)
 		}
-		f.queues[id] = q
-		if err := f.p.Add(id, st, q); err != nil {
+		f.queues[id] = handoff.Of(d, id)
+		if err := f.p.Add(id, st, d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,20 +138,22 @@ func TestMultiPollerAddRemove(t *testing.T) {
 	st := memstore.New(nil)
 	d, _ := dispatcher.NewMulti(registry.New(), dispatcher.Config{})
 	defer d.Close(context.Background())
-	q, _ := d.AddStore("x", st)
+	if err := d.AddStore("x", st); err != nil {
+		t.Fatal(err)
+	}
 	for _, bad := range []struct {
 		id string
 		s  poller.Store
-		q  poller.Queue
-	}{{"", st, q}, {"x", nil, q}, {"x", st, nil}} {
-		if err := p.Add(bad.id, bad.s, bad.q); !errors.Is(err, core.ErrInvalidConfig) {
-			t.Errorf("Add(%q, %v, %v) = %v, want ErrInvalidConfig", bad.id, bad.s != nil, bad.q != nil, err)
+		d  *dispatcher.Dispatcher
+	}{{"", st, d}, {"x", nil, d}, {"x", st, nil}, {"y", st, d}} {
+		if err := p.Add(bad.id, bad.s, bad.d); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("Add(%q, %v, %v) = %v, want ErrInvalidConfig", bad.id, bad.s != nil, bad.d != nil, err)
 		}
 	}
-	if err := p.Add("x", st, q); err != nil {
+	if err := p.Add("x", st, d); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Add("x", st, q); !errors.Is(err, core.ErrInvalidConfig) {
+	if err := p.Add("x", st, d); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("Add twice = %v", err)
 	}
 	if got := p.Stores(); !slices.Equal(got, []string{"x"}) {

@@ -15,35 +15,15 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/engine"
+	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/wiring"
 )
 
-// Queue is what the poller needs from a dispatcher.
-// *dispatcher.Dispatcher implements it.
-type Queue interface {
-	// ClaimLease returns the lease to claim rows with at now: the
-	// dispatcher's owner token and the end of the lease.
-	ClaimLease(now time.Time) core.Lease
-	// EnqueueCold offers a claimed event without blocking; false means not taken.
-	EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool
-	// ColdRoom returns how many events the cold queue can take now.
-	ColdRoom() int
-	// InFlight reports whether the event is already held by the dispatcher.
-	InFlight(eventID string) bool
-	// QueueDepths returns the hot and cold queue lengths (for metrics).
-	QueueDepths() (hot, cold int)
-}
-
-// HeldCounter is implemented by a Queue that can tell how many of the
-// store's events it holds (*dispatcher.Dispatcher and
-// *dispatcher.StoreQueue do). Rows this node holds are still claimable by
-// it (its own hot-queue drops must be) and, being the oldest, come first in
-// a claim: the poller asks for up to that many more rows (at most twice
-// its batch), so events it holds do not hide the next ones.
-type HeldCounter interface {
-	Held() int
-}
+// queue is what the poller needs from the dispatcher's intake of one
+// store (handoff.Cold).
+type queue = handoff.Cold
 
 // Store is what the poller needs from a store: claims, reaping, and
 // MarkDead for rows that cannot be decoded.
@@ -73,7 +53,7 @@ type Poller struct {
 type target struct {
 	id      string // "" for the store given to New
 	store   Store
-	queue   Queue
+	queue   queue
 	log     *slog.Logger
 	metrics core.Metrics
 	failing bool // an error incident is ongoing (log once per incident); guarded by Poller.mu
@@ -89,8 +69,20 @@ type Result struct {
 	Full     bool   // the cold queue had no room: the poll was skipped
 }
 
-// New returns a poller reading from store and feeding queue.
-func New(store Store, queue Queue, cfg Config) (*Poller, error) {
+// New returns a poller reading from store and feeding d, the dispatcher
+// created with dispatcher.New for the same store.
+func New(store Store, d *dispatcher.Dispatcher, cfg Config) (*Poller, error) {
+	if d == nil {
+		return nil, &core.ConfigError{Field: "poller dispatcher", Msg: "must not be nil"}
+	}
+	q := handoff.Of(d, "")
+	if q == nil {
+		return nil, &core.ConfigError{Field: "poller dispatcher", Msg: "has no store of its own (use NewMulti and Add for a dispatcher of dispatcher.NewMulti)"}
+	}
+	return newWithQueue(store, q, cfg)
+}
+
+func newWithQueue(store Store, queue queue, cfg Config) (*Poller, error) {
 	if store == nil {
 		return nil, &core.ConfigError{Field: "poller store", Msg: "must not be nil"}
 	}
@@ -119,17 +111,29 @@ func NewMulti(cfg Config) (*Poller, error) {
 }
 
 // Add adds a store to poll, identified by id in logs ("store" attribute)
-// and metrics (core.StoreMetrics), with the queue its events go to (for a
-// shared dispatcher, the dispatcher's StoreQueue for the same store). An
-// empty or present id returns an error wrapping core.ErrInvalidConfig.
-func (p *Poller) Add(id string, store Store, queue Queue) error {
+// and metrics (core.StoreMetrics); its events go to d, a dispatcher of
+// dispatcher.NewMulti to which the same store was added under the same id
+// (dispatcher.Dispatcher.AddStore). An empty or present id, or a
+// dispatcher without that store, returns an error wrapping
+// core.ErrInvalidConfig.
+func (p *Poller) Add(id string, store Store, d *dispatcher.Dispatcher) error {
+	if id != "" && d != nil {
+		if q := handoff.Of(d, id); q != nil {
+			return p.addQueue(id, store, q)
+		}
+		return &core.ConfigError{Field: "poller store " + id, Msg: "is not a store of the dispatcher (add it there first)"}
+	}
+	return p.addQueue(id, store, nil)
+}
+
+func (p *Poller) addQueue(id string, store Store, queue queue) error {
 	switch {
 	case id == "":
 		return &core.ConfigError{Field: "poller store id", Msg: "must not be empty"}
 	case store == nil:
 		return &core.ConfigError{Field: "poller store " + id, Msg: "must not be nil"}
 	case queue == nil:
-		return &core.ConfigError{Field: "poller queue " + id, Msg: "must not be nil"}
+		return &core.ConfigError{Field: "poller dispatcher of store " + id, Msg: "must not be nil"}
 	}
 	return p.addTarget(&target{id: id, store: store, queue: queue,
 		log: p.log.With(slog.String("store", id)), metrics: wiring.MetricsForStore(p.cfg.Metrics, id)})
@@ -139,7 +143,6 @@ func (p *Poller) addTarget(t *target) error {
 	if !p.targets.Add(t.id, t) {
 		return &core.ConfigError{Field: "poller store " + t.id, Msg: "is already added"}
 	}
-	p.run.Wake() // poll the new store soon rather than after a rest
 	return nil
 }
 
@@ -217,9 +220,11 @@ func (p *Poller) pollTarget(ctx context.Context, t *target) (res Result, limit i
 	now := p.cfg.Now()
 	lease := t.queue.ClaimLease(now)
 	limit = min(p.cfg.BatchSize, room)
-	if hc, ok := t.queue.(HeldCounter); ok {
-		limit += min(max(0, hc.Held()), limit)
-	}
+	// Rows this node holds are still claimable by it (its own hot-queue
+	// drops must be) and, being the oldest, come first in a claim: ask for
+	// up to that many more rows (at most twice the batch), so events held
+	// here do not hide the next ones.
+	limit += min(max(0, t.queue.Held()), limit)
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
 		SkipRecent: p.cfg.SkipRecent, Limit: limit,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/memstore"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
@@ -34,7 +35,7 @@ func newPollEnv(room int) *pollEnv {
 func (e *pollEnv) poller(t *testing.T, cfg poller.Config) *poller.Poller {
 	t.Helper()
 	cfg.Now, cfg.Logger, cfg.Metrics = e.clock.Now, e.logs.Logger(), e.metrics
-	p, err := poller.New(e.st, e.q, cfg)
+	p, err := poller.NewWithQueue(e.st, e.q, cfg)
 	if err != nil {
 		t.Fatalf("poller.New: %v", err)
 	}
@@ -514,7 +515,7 @@ func TestConfigValidation(t *testing.T) {
 	}
 	for field, cfg := range bad {
 		t.Run(field, func(t *testing.T) {
-			p, err := poller.New(st, q, cfg)
+			p, err := poller.NewWithQueue(st, q, cfg)
 			if !errors.Is(err, core.ErrInvalidConfig) {
 				t.Fatalf("New with invalid %s = %v, %v; want an error wrapping core.ErrInvalidConfig", field, p, err)
 			}
@@ -523,13 +524,13 @@ func TestConfigValidation(t *testing.T) {
 			}
 		})
 	}
-	if _, err := poller.New(nil, q, poller.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+	if _, err := poller.NewWithQueue(nil, q, poller.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("New(nil store) = %v", err)
 	}
-	if _, err := poller.New(st, nil, poller.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+	if _, err := poller.NewWithQueue(st, nil, poller.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("New(nil queue) = %v", err)
 	}
-	if _, err := poller.New(st, q, poller.Config{}); err != nil {
+	if _, err := poller.NewWithQueue(st, q, poller.Config{}); err != nil {
 		t.Errorf("New with defaults = %v", err)
 	}
 	if poller.DefaultInterval != 5*time.Second || poller.DefaultSkipRecent != time.Second || poller.DefaultBatchSize != 200 {
@@ -656,11 +657,11 @@ func TestEndToEndDroppedHotEventsReachDone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lease := d.HotLease(env)
+		lease := handoff.Of(d, "").HotLease(env)
 		if err := st.Insert(context.Background(), nil, env, lease); err != nil {
 			t.Fatal(err)
 		}
-		if !d.EnqueueHot(env, lease) {
+		if !handoff.Of(d, "").EnqueueHot(env, lease) {
 			dropped++
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/handoff"
+	"github.com/outbox-go/outbox/internal/publish"
 	"github.com/outbox-go/outbox/internal/txopts"
 	"github.com/outbox-go/outbox/internal/wiring"
 	"github.com/outbox-go/outbox/internal/writegate"
@@ -83,8 +85,8 @@ type Tenant struct {
 	db     *sqlx.DB
 	store  *jdbcstore.Store
 	tx     *txctx.Manager
-	client *core.Client
-	queue  *dispatcher.StoreQueue
+	client *publish.Client
+	queue  handoff.Queue
 }
 
 // ID returns the store id (the Database's ID).
@@ -245,18 +247,18 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 			return nil, err
 		}
 	}
-	q, err := o.dispatcher.AddStore(d.ID, store)
-	if err != nil {
+	if err := o.dispatcher.AddStore(d.ID, store); err != nil {
 		return nil, err
 	}
+	q := handoff.Of(o.dispatcher, d.ID)
 	t := &Tenant{id: d.ID, db: db, store: store, queue: q,
 		tx: txctx.NewX(db, txctx.WithLogger(log),
-			txctx.Option(txopts.Hooks(writegate.Of(db.DB), o.dispatcher.HotWaiting)))}
-	if t.client, err = core.NewClient(store, q); err != nil {
+			txctx.Option(txopts.Hooks(writegate.Of(db.DB), q.HotWaiting)))}
+	if t.client, err = publish.New(store, q); err != nil {
 		return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 	}
 	if o.poller != nil {
-		if err := o.poller.Add(d.ID, store, q); err != nil {
+		if err := o.poller.Add(d.ID, store, o.dispatcher); err != nil {
 			return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 		}
 	}
@@ -328,3 +330,8 @@ func (o *Outbox) Close(ctx context.Context) error {
 	errDisp := o.dispatcher.Close(ctx)
 	return errors.Join(errRefresh, errPoller, errDisp, o.set.closeAll())
 }
+
+// DispatcherStats returns what the shared dispatcher holds in memory now,
+// over every database: queue lengths, events waiting on an in-process
+// retry timer, payload bytes held. It reads no database.
+func (o *Outbox) DispatcherStats() dispatcher.Stats { return o.dispatcher.Stats() }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/publish"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/internal/txopts"
 	"github.com/outbox-go/outbox/txctx"
@@ -501,7 +502,7 @@ func TestPublishThroughDo(t *testing.T) {
 	db := openDB(t)
 	m := txctx.New(db)
 	hot := &fakeHot{}
-	client, err := core.NewClient(fakeInserter{}, hot)
+	client, err := publish.New(fakeInserter{}, hot)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,11 +185,11 @@ func (h *harness) explainStuck(ctx context.Context, counts map[core.Status]int) 
 		h.b.warn("overload: reading the stuck rows: %v", err)
 		return
 	}
-	hot, cold := parts.Outbox(h.ob).Dispatcher.QueueDepths()
-	h.b.warn("overload: queues now: hot %d, cold %d, cold room %d", hot, cold, parts.Outbox(h.ob).Dispatcher.ColdRoom())
+	st := h.ob.DispatcherStats()
+	h.b.warn("overload: in memory now: hot %d, cold %d, retry timers %d, payload bytes %d", st.Hot, st.Cold, st.Retries, st.HeldBytes)
 	for _, rec := range recs {
-		h.b.warn("overload: stuck %s: status %d, attempts %d, locked_by %q until %s, created %s, in flight here: %v",
+		h.b.warn("overload: stuck %s: status %d, attempts %d, locked_by %q until %s, created %s",
 			rec.ID, rec.Status, rec.Attempts, rec.LockedBy, rec.LockedUntil.Format(time.RFC3339Nano),
-			rec.CreatedAt.Format(time.RFC3339Nano), parts.Outbox(h.ob).Dispatcher.InFlight(rec.ID))
+			rec.CreatedAt.Format(time.RFC3339Nano))
 	}
 }

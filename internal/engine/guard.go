@@ -21,7 +21,7 @@ type Panic struct {
 //     caller records the failed attempt there and keeps its pool of
 //     workers at full strength; the goroutine's own deferred calls run
 //     after onGoexit.
-func Guard(fn func() error, onGoexit func()) (err error, p *Panic) {
+func Guard(fn func() error, onGoexit func()) (p *Panic, err error) {
 	returned := false // until fn returned or panicked
 	defer func() {
 		if !returned {
@@ -31,10 +31,10 @@ func Guard(fn func() error, onGoexit func()) (err error, p *Panic) {
 	defer func() {
 		if r := recover(); r != nil {
 			returned = true
-			err, p = nil, &Panic{Value: r, Stack: debug.Stack()}
+			p, err = &Panic{Value: r, Stack: debug.Stack()}, nil
 		}
 	}()
 	err = fn()
 	returned = true
-	return err, nil
+	return nil, err
 }

@@ -14,15 +14,15 @@ import (
 func TestGuard(t *testing.T) {
 	boom := errors.New("boom")
 	noGoexit := func() { t.Error("onGoexit called") }
-	if err, p := engine.Guard(func() error { return boom }, noGoexit); err != boom || p != nil {
+	if p, err := engine.Guard(func() error { return boom }, noGoexit); err != boom || p != nil {
 		t.Fatalf("returned error: %v, %v", err, p)
 	}
-	if err, p := engine.Guard(func() error { panic("oops") }, noGoexit); err != nil || p == nil || p.Value != "oops" ||
+	if p, err := engine.Guard(func() error { panic("oops") }, noGoexit); err != nil || p == nil || p.Value != "oops" ||
 		!strings.Contains(string(p.Stack), "guard_test.go") {
 		t.Fatalf("panic: %v, %+v", err, p)
 	}
 	// A panic with a nil error value still counts as a panic.
-	if _, p := engine.Guard(func() error { panic(error(nil)) }, noGoexit); p == nil {
+	if p, _ := engine.Guard(func() error { panic(error(nil)) }, noGoexit); p == nil {
 		t.Fatal("panic(nil error) not reported")
 	}
 	exited, first := make(chan struct{}), make(chan string, 2)

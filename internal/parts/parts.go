@@ -6,8 +6,8 @@ package parts
 
 import (
 	"github.com/outbox-go/outbox/cleanup"
-	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/publish"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/txctx"
@@ -24,7 +24,7 @@ type Parts struct {
 	// Cleaner is the retention purge; nil unless cleanup is enabled.
 	Cleaner *cleanup.Cleaner
 	// Client publishes envelopes.
-	Client *core.Client
+	Client *publish.Client
 	// Tx is the transaction manager.
 	Tx *txctx.Manager
 }

@@ -1,11 +1,13 @@
-package core_test
+package publish_test
 
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
@@ -58,7 +60,7 @@ var fakeLease = core.Lease{Owner: "node-1", Until: time.Date(2030, 1, 1, 0, 0, 0
 
 func (q *fakeHotQueue) HotLease(core.Envelope) core.Lease { return fakeLease }
 
-var _ core.HotQueue = (*fakeHotQueue)(nil)
+var _ handoff.Hot = (*fakeHotQueue)(nil)
 
 func (q *fakeHotQueue) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 	q.mu.Lock()
@@ -73,3 +75,14 @@ func (q *fakeHotQueue) received() []core.Envelope {
 	defer q.mu.Unlock()
 	return append([]core.Envelope(nil), q.envs...)
 }
+
+func mustBuild(t testing.TB, b *core.Builder) core.Envelope {
+	t.Helper()
+	env, err := b.Build()
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	return env
+}
+
+func ev() *core.Builder { return core.NewEvent("UserCreated").PayloadJSONString(`{}`) }

@@ -1,4 +1,4 @@
-package core_test
+package publish_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/publish"
 )
 
 // silentInserter is a store whose database may roll back silently.
@@ -39,7 +40,7 @@ func TestPublishSilentRollbackNeedsACommitChecker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			hot := &fakeHotQueue{}
 			ins := &silentInserter{}
-			c, err := core.NewClient(ins, hot)
+			c, err := publish.New(ins, hot)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,25 +1,32 @@
-package core
+// Package publish is the publishing side of the outbox: it inserts an
+// event on the caller's transaction and, once that commits, hands it to the
+// dispatcher's hot queue. Package outbox and package tenant publish
+// through it.
+package publish
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"reflect"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/handoff"
 )
 
 // Client publishes events inside business transactions: the event row
 // commits or rolls back with the caller's writes. It is safe for concurrent use.
 type Client struct {
-	store Inserter
-	hot   HotQueue
+	store core.Inserter
+	hot   handoff.Hot
 }
 
-// NewClient returns a Client that inserts through store and, after commit,
+// New returns a Client that inserts through store and, after commit,
 // hands events to hot, which also leases them to its node from the insert
 // on. hot may be nil: events are then inserted unowned and wait for a poller.
-func NewClient(store Inserter, hot HotQueue) (*Client, error) {
+func New(store core.Inserter, hot handoff.Hot) (*Client, error) {
 	if store == nil {
-		return nil, &ConfigError{Field: "store", Msg: "must not be nil"}
+		return nil, &core.ConfigError{Field: "store", Msg: "must not be nil"}
 	}
 	return &Client{store: store, hot: hot}, nil
 }
@@ -29,22 +36,22 @@ func NewClient(store Inserter, hot HotQueue) (*Client, error) {
 // queue. It returns the event id. Without an active transaction in ctx it
 // returns ErrNoTransaction and writes nothing. A full hot queue is not an
 // error: the row stays NEW and the poller delivers it.
-func (c *Client) Publish(ctx context.Context, env Envelope) (string, error) {
-	tx, ok := TxFromContext(ctx)
+func (c *Client) Publish(ctx context.Context, env core.Envelope) (string, error) {
+	tx, ok := core.TxFromContext(ctx)
 	if !ok {
-		return "", ErrNoTransaction
+		return "", core.ErrNoTransaction
 	}
 	return c.PublishTx(ctx, tx, env)
 }
 
 // hotSafe reports whether tx's after-commit hook may hand events to the
 // hot path: always, unless the store's database can roll back silently and
-// tx cannot check before it commits (see CommitChecker).
-func (c *Client) hotSafe(tx Tx) bool {
-	if sr, ok := c.store.(SilentRollbacker); !ok || !sr.SilentRollback() {
+// tx cannot check before it commits (see core.CommitChecker).
+func (c *Client) hotSafe(tx core.Tx) bool {
+	if sr, ok := c.store.(core.SilentRollbacker); !ok || !sr.SilentRollback() {
 		return true
 	}
-	_, checks := tx.(CommitChecker)
+	_, checks := tx.(core.CommitChecker)
 	_, queries := tx.(rowQuerier)
 	return checks && queries
 }
@@ -56,20 +63,20 @@ type rowQuerier interface {
 }
 
 // PublishTx is Publish with an explicit transaction. tx must be a
-// transaction, not a database handle: a [Tx] (txctx's) gets the hot path
+// transaction, not a database handle: a core.Tx (txctx's) gets the hot path
 // as in Publish; any other transaction, such as a plain *sql.Tx or
 // *sqlx.Tx, has no after-commit hook, so the event is inserted unowned
 // and a poller delivers it once it is committed. A nil tx returns
-// [ErrNoTransaction]. A transaction of another database than the store's
-// is refused with [ErrForeignTx] when it tells its database
-// ([TxDatabase]); nothing is written.
-func (c *Client) PublishTx(ctx context.Context, tx Execer, env Envelope) (string, error) {
+// core.ErrNoTransaction. A transaction of another database than the store's
+// is refused with core.ErrForeignTx when it tells its database
+// (core.TxDatabase); nothing is written.
+func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelope) (string, error) {
 	if isNil(tx) {
-		return "", ErrNoTransaction
+		return "", core.ErrNoTransaction
 	}
-	hooked, ok := tx.(Tx)
+	hooked, ok := tx.(core.Tx)
 	if ok && !hooked.Active() {
-		return "", ErrNoTransaction
+		return "", core.ErrNoTransaction
 	}
 	if err := env.Validate(); err != nil {
 		return "", err
@@ -78,22 +85,22 @@ func (c *Client) PublishTx(ctx context.Context, tx Execer, env Envelope) (string
 	if !ok || (hot != nil && !c.hotSafe(hooked)) {
 		hot = nil // inserted unowned: the poller delivers it
 	}
-	var lease Lease
+	var lease core.Lease
 	if hot != nil {
 		lease = hot.HotLease(env)
 	}
 	if err := c.store.Insert(ctx, tx, env, lease); err != nil {
-		return "", fmt.Errorf("outbox: publish %s: %w", env.id, err)
+		return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), err)
 	}
 	if hot != nil {
 		hooked.AfterCommit(func() { hot.EnqueueHot(env, lease) })
 	}
-	return env.id, nil
+	return env.ID(), nil
 }
 
 // isNil reports whether ex is nil or a nil pointer (a nil *sql.Tx passed
 // as an Execer).
-func isNil(ex Execer) bool {
+func isNil(ex core.Execer) bool {
 	if ex == nil {
 		return true
 	}

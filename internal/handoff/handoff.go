@@ -1,0 +1,56 @@
+// Package handoff is how the outbox's parts pass events to each other: the
+// publishing client hands committed events to the dispatcher's hot queue,
+// the poller hands claimed rows to its cold queue. The parts are public
+// packages; the hand-off between them is not part of their API.
+package handoff
+
+import (
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Hot is the dispatcher's intake of committed events for one store.
+type Hot interface {
+	// HotLease returns the lease to insert env with, so that the
+	// dispatcher owns the row from the insert on; the zero lease (the row
+	// is unowned, any poller takes it) once the dispatcher is closed.
+	HotLease(env core.Envelope) core.Lease
+	// EnqueueHot offers an event whose transaction committed, inserted
+	// with lease. It never blocks; false means not taken (the row waits
+	// for the poller).
+	EnqueueHot(env core.Envelope, lease core.Lease) bool
+}
+
+// Cold is the dispatcher's intake of claimed rows for one store.
+type Cold interface {
+	// ClaimLease returns the lease to claim rows with at now.
+	ClaimLease(now time.Time) core.Lease
+	// EnqueueCold offers a claimed event without blocking; false means
+	// not taken.
+	EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool
+	// ColdRoom returns how many events the cold queue can take now.
+	ColdRoom() int
+	// InFlight reports whether the event is held by the dispatcher.
+	InFlight(eventID string) bool
+	// QueueDepths returns the hot and cold queue lengths (for metrics).
+	QueueDepths() (hot, cold int)
+	// Held returns how many of the store's events the dispatcher holds.
+	Held() int
+}
+
+// Queue is both intakes of one store.
+type Queue interface {
+	Hot
+	Cold
+	// HotWaiting reports whether an event handed to the hot queue (of any
+	// store) has not been taken by a worker yet: a writer of a
+	// single-writer database then yields to the delivery.
+	HotWaiting() bool
+}
+
+// Of returns the intake of the store id of d, a *dispatcher.Dispatcher:
+// "" is the store given to dispatcher.New, another id one added with
+// AddStore. It is nil when d has no such store. Package dispatcher sets it
+// when it is initialized.
+var Of func(d any, id string) Queue

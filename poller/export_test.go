@@ -1,0 +1,17 @@
+package poller
+
+import "github.com/outbox-go/outbox/internal/handoff"
+
+// NewWithQueue is New with a queue of the test's own instead of a
+// dispatcher (the hand-off between the parts is internal).
+func NewWithQueue(store Store, q handoff.Cold, cfg Config) (*Poller, error) {
+	return newWithQueue(store, q, cfg)
+}
+
+// AddQueue is Add with a queue of the test's own.
+func (p *Poller) AddQueue(id string, store Store, q handoff.Cold) error {
+	if q == nil {
+		return p.addQueue(id, store, nil)
+	}
+	return p.addQueue(id, store, q)
+}
