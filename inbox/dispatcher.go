@@ -586,7 +586,7 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 	keys := []Key{rec.Key()}
 	owner := d.cfg.Owner
 	var (
-		n   int64
+		n   int
 		err error
 		op  string
 	)
@@ -594,12 +594,12 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 	switch {
 	case herr == nil:
 		op = "ack"
-		n, err = m.in.store.Ack(ctx, owner, keys)
+		n, err = m.in.Ack(ctx, owner, keys)
 	case attempt >= d.cfg.MaxAttempts:
 		op = "fail"
 		m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; message is Dead after its last attempt",
 			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
-		n, err = m.in.store.Fail(ctx, owner, keys, herr.Error())
+		n, err = m.in.Fail(ctx, owner, keys, herr.Error())
 	default:
 		op = "abandon"
 		delay := max(0, d.cfg.Retry.Delay(attempt))
@@ -608,7 +608,7 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
 					slog.Duration("retry_in", delay))...)
 		}
-		n, err = m.in.store.Abandon(ctx, owner, keys, herr.Error(), func(int) time.Duration { return delay })
+		n, err = m.in.abandon(ctx, owner, keys, herr.Error(), func(int) time.Duration { return delay })
 	}
 	switch {
 	case err != nil:
@@ -626,7 +626,7 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 func (d *Dispatcher) release(m *member, rec Record) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
-	n, err := m.in.store.Release(ctx, d.cfg.Owner, []Key{rec.Key()})
+	n, err := m.in.Release(ctx, d.cfg.Owner, []Key{rec.Key()})
 	switch {
 	case err != nil:
 		m.log.LogAttrs(ctx, slog.LevelWarn,
@@ -635,7 +635,7 @@ func (d *Dispatcher) release(m *member, rec Record) {
 	default:
 		m.log.LogAttrs(ctx, slog.LevelInfo,
 			"inbox: handler interrupted by shutdown (or by the removal of its inbox); its lease is released, the message is claimed again at once",
-			recAttrs(rec, slog.Int64("released", n))...)
+			recAttrs(rec, slog.Int("released", n))...)
 	}
 }
 
