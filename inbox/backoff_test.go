@@ -23,7 +23,7 @@ func TestBackoff(t *testing.T) {
 
 func TestStatusString(t *testing.T) {
 	for s, want := range map[inbox.Status]string{
-		inbox.StatusSeen: "Seen", inbox.StatusProcessing: "Processing", inbox.StatusDone: "Done", inbox.StatusDead: "Dead", 9: "InboxStatus(9)",
+		inbox.StatusSeen: "Seen", inbox.StatusProcessing: "Processing", inbox.StatusDone: "Done", inbox.StatusDead: "Dead", 9: "Status(9)",
 	} {
 		if got := s.String(); got != want {
 			t.Errorf("%d: %q, want %q", s, got, want)

@@ -2,7 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -50,7 +49,7 @@ func testConcurrentRedelivery(t *testing.T, open opener) {
 			} else {
 				_ = tx.Rollback()
 			}
-			if errors.Is(err, inbox.ErrContention) || err != nil && e.in.Store().IsContention(err) {
+			if e.in.IsContention(err) {
 				contention.Add(1)
 				continue
 			}

@@ -3,7 +3,9 @@
 // its source and message id, at most once in effect, however often it is
 // delivered.
 //
-// Two modes share one table (jdbcstore schema inbox_<dialect>.sql):
+// Two modes share one table, whose DDL each database's dialect provides
+// (jdbcstore/sqlite/schema/inbox.sql, jdbcstore/mysql/schema/inbox.sql;
+// see [Inbox.SchemaSQL]):
 //
 // Transactional. [Inbox.ProcessTx] runs inside the consumer's business
 // transaction: it records (source, message id) with an upsert that locks

@@ -101,7 +101,7 @@ func (e *env) claim(owner string, lease time.Duration, n int) []inbox.Record {
 func (e *env) count() int {
 	e.t.Helper()
 	var n int
-	if err := e.db.QueryRowContext(e.ctx, "SELECT COUNT(*) FROM "+e.in.Store().Table()).Scan(&n); err != nil {
+	if err := e.db.QueryRowContext(e.ctx, "SELECT COUNT(*) FROM "+e.in.Table()).Scan(&n); err != nil {
 		e.t.Fatal(err)
 	}
 	return n

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/inboxrow"
 	"github.com/outbox-go/outbox/internal/sqldriver"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/retry"
@@ -21,7 +22,7 @@ import (
 // Defaults of [Config] and of the maintenance operations.
 const (
 	// DefaultTable is the inbox table name.
-	DefaultTable = jdbcstore.DefaultInboxTable
+	DefaultTable = "inbox_message"
 	// reapBatch is the most leases ReapExpired releases per statement.
 	reapBatch = 500
 )
@@ -84,7 +85,7 @@ func (c Config) Validate() error {
 //
 // Create it with [New]. It is safe for concurrent use.
 type Inbox struct {
-	store   *jdbcstore.InboxStore
+	store   inboxrow.Store
 	db      *sqlx.DB
 	backoff retry.Policy
 	now     func() time.Time
@@ -112,9 +113,14 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*In
 	if cfg.Backoff == nil {
 		cfg.Backoff = Backoff{}
 	}
-	store, err := jdbcstore.NewInbox(db, jdbcstore.Config{
-		Dialect: cfg.Dialect, Table: cfg.Table, MaxErrorLen: cfg.MaxErrorLen, Now: cfg.Now, Logger: cfg.Logger,
-	})
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
+	}
+	o := inboxrow.Options{Table: cfg.Table, MaxErrorLen: cfg.MaxErrorLen, Now: cfg.Now, Logger: cfg.Logger}
+	if cfg.Dialect != nil {
+		o.Dialect = cfg.Dialect
+	}
+	store, err := inboxrow.Open(db, o)
 	if err != nil {
 		return nil, err
 	}
@@ -133,11 +139,30 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*In
 	}, nil
 }
 
-// Store returns the SQL store underneath, for what this API does not cover.
-func (in *Inbox) Store() *jdbcstore.InboxStore { return in.store }
+// DB returns the database the inbox works on: begin the transaction for
+// [Inbox.ProcessTx] on it (with package tenant, it is the tenant's
+// database).
+func (in *Inbox) DB() *sqlx.DB { return in.db }
+
+// Table returns the name of the inbox table, for queries of your own.
+func (in *Inbox) Table() string { return in.store.Table() }
 
 // SchemaSQL returns the table's DDL, for migration tools.
 func (in *Inbox) SchemaSQL() string { return in.store.SchemaSQL() }
+
+// ApplySchema creates the inbox table and its indexes if they do not
+// exist, as [New] does unless Config.SkipSchema. It is idempotent.
+func (in *Inbox) ApplySchema(ctx context.Context) error { return in.store.ApplySchema(ctx) }
+
+// IsContention reports whether err is lock contention (SQLite busy,
+// MySQL/MariaDB deadlock or lock wait timeout): the transaction should be
+// rolled back and run again. Errors of this package already wrap
+// [ErrContention] then; IsContention also recognizes the driver's own
+// error, as the Commit of a transaction given to [Inbox.ProcessTx]
+// returns it.
+func (in *Inbox) IsContention(err error) bool {
+	return errors.Is(err, ErrContention) || err != nil && in.store.IsContention(err)
+}
 
 // ProcessTx processes msg at most once, inside tx, the caller's business
 // transaction: it records the delivery of (msg.Source, msg.MessageID) on
@@ -180,24 +205,24 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	if err := checkMessage(msg, false); err != nil {
 		return false, err
 	}
-	t, err := in.store.Touch(ctx, tx, msg)
+	t, err := in.store.Touch(ctx, tx, inboxrow.Message(msg))
 	if err != nil {
 		return false, in.mapErr(err)
 	}
 	in.warnMismatch(ctx, t.HashMismatch, msg.Key())
 	switch {
-	case t.Status == StatusDone:
+	case Status(t.Status) == StatusDone:
 		in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: already processed; skipped", keyAttrs(msg.Key())...)
 		return false, nil
-	case t.Status == StatusProcessing && t.LockedBy != "" && !in.now().After(t.LockedUntil):
+	case Status(t.Status) == StatusProcessing && t.LockedBy != "" && !in.now().After(t.LockedUntil):
 		return false, fmt.Errorf("%w (source %q, message id %q, until %s)", ErrInProgress, msg.Source, msg.MessageID,
 			t.LockedUntil.Format(time.RFC3339Nano))
 	}
-	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: processing", append(keyAttrs(msg.Key()), slog.String("status", t.Status.String()))...)
+	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: processing", append(keyAttrs(msg.Key()), slog.String("status", Status(t.Status).String()))...)
 	if err := fn(ctx); err != nil {
 		return false, err
 	}
-	if err := in.store.MarkDoneTx(ctx, tx, msg.Key()); err != nil {
+	if err := in.store.MarkDoneTx(ctx, tx, inboxrow.Key(msg.Key())); err != nil {
 		return false, in.mapErr(err)
 	}
 	return true, nil
@@ -260,12 +285,12 @@ func (in *Inbox) AlreadyProcessed(ctx context.Context, source, messageID string,
 		return false, err
 	}
 	k := Key{Source: source, MessageID: messageID}
-	t, err := in.store.AlreadyProcessed(ctx, k, hash)
+	t, err := in.store.AlreadyProcessed(ctx, inboxrow.Key(k), hash)
 	if err != nil {
 		return false, in.mapErr(err)
 	}
 	in.warnMismatch(ctx, t.HashMismatch, k)
-	done := t.Status == StatusDone
+	done := Status(t.Status) == StatusDone
 	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: deduplication check", append(keyAttrs(k), slog.Bool("already_processed", done))...)
 	return done, nil
 }
@@ -276,7 +301,7 @@ func (in *Inbox) MarkProcessed(ctx context.Context, source, messageID string) er
 	if err := checkKey(source, messageID); err != nil {
 		return err
 	}
-	return in.mapErr(in.store.MarkProcessed(ctx, Key{Source: source, MessageID: messageID}))
+	return in.mapErr(in.store.MarkProcessed(ctx, inboxrow.Key{Source: source, MessageID: messageID}))
 }
 
 // Enqueue stores msg for the work queue. Source,
@@ -294,14 +319,14 @@ func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
 	if err := checkMessage(msg, true); err != nil {
 		return err
 	}
-	res, err := in.store.Enqueue(ctx, msg)
+	res, err := in.store.Enqueue(ctx, inboxrow.Message(msg))
 	if err != nil {
 		return in.mapErr(err)
 	}
 	in.warnMismatch(ctx, res.HashMismatch, msg.Key())
 	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: enqueued", append(keyAttrs(msg.Key()), slog.String("topic", msg.Topic),
-		slog.Bool("new", res.Inserted), slog.String("status", res.Status.String()))...)
-	if res.Status == StatusProcessing {
+		slog.Bool("new", res.Inserted), slog.String("status", Status(res.Status).String()))...)
+	if Status(res.Status) == StatusProcessing {
 		in.wake()
 	}
 	return nil
@@ -322,12 +347,17 @@ func (in *Inbox) Claim(ctx context.Context, owner string, lease time.Duration, b
 	if err := checkBatch(batchSize); err != nil {
 		return nil, err
 	}
-	recs, err := in.store.Claim(ctx, owner, lease, batchSize)
+	rows, err := in.store.Claim(ctx, owner, lease, batchSize)
 	if err != nil {
 		return nil, in.mapErr(err)
 	}
-	if len(recs) > 0 { // an idle poll logs nothing
-		in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: claimed", slog.String("owner", owner), slog.Int("messages", len(recs)))
+	if len(rows) == 0 { // an idle poll logs nothing
+		return nil, nil
+	}
+	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: claimed", slog.String("owner", owner), slog.Int("messages", len(rows)))
+	recs := make([]Record, len(rows))
+	for i, r := range rows {
+		recs[i] = fromRow(r)
 	}
 	return recs, nil
 }
@@ -339,7 +369,7 @@ func (in *Inbox) Ack(ctx context.Context, owner string, keys []Key) (int, error)
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	n, err := in.store.Ack(ctx, owner, keys)
+	n, err := in.store.Ack(ctx, owner, rowKeys(keys))
 	return int(n), in.mapErr(err)
 }
 
@@ -352,7 +382,7 @@ func (in *Inbox) Release(ctx context.Context, owner string, keys []Key) (int, er
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	n, err := in.store.Release(ctx, owner, keys)
+	n, err := in.store.Release(ctx, owner, rowKeys(keys))
 	return int(n), in.mapErr(err)
 }
 
@@ -365,8 +395,7 @@ func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastErro
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	n, err := in.store.Abandon(ctx, owner, keys, lastError, in.backoff.Delay)
-	return int(n), in.mapErr(err)
+	return in.abandon(ctx, owner, keys, lastError, in.backoff.Delay)
 }
 
 // AbandonAfter is Abandon with a fixed delay instead of the backoff;
@@ -378,7 +407,14 @@ func (in *Inbox) AbandonAfter(ctx context.Context, owner string, keys []Key, las
 	if err := checkPositive("delay", delay, ErrInvalidDelay); err != nil {
 		return 0, err
 	}
-	n, err := in.store.Abandon(ctx, owner, keys, lastError, func(int) time.Duration { return delay })
+	return in.abandon(ctx, owner, keys, lastError, func(int) time.Duration { return delay })
+}
+
+// abandon is Abandon with the delay of each message given its attempt
+// count after the abandon; a negative delay counts as 0. The dispatcher
+// calls it with the delay of its retry policy.
+func (in *Inbox) abandon(ctx context.Context, owner string, keys []Key, lastError string, delay func(attempt int) time.Duration) (int, error) {
+	n, err := in.store.Abandon(ctx, owner, rowKeys(keys), lastError, delay)
 	return int(n), in.mapErr(err)
 }
 
@@ -389,7 +425,7 @@ func (in *Inbox) Fail(ctx context.Context, owner string, keys []Key, errMsg stri
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	n, err := in.store.Fail(ctx, owner, keys, errMsg)
+	n, err := in.store.Fail(ctx, owner, rowKeys(keys), errMsg)
 	return int(n), in.mapErr(err)
 }
 
@@ -416,11 +452,14 @@ func (in *Inbox) Get(ctx context.Context, source, messageID string) (Record, err
 	if err := checkKey(source, messageID); err != nil {
 		return Record{}, err
 	}
-	rec, err := in.store.Get(ctx, Key{Source: source, MessageID: messageID})
-	if errors.Is(err, core.ErrNotFound) {
+	row, err := in.store.Get(ctx, inboxrow.Key{Source: source, MessageID: messageID})
+	switch {
+	case errors.Is(err, core.ErrNotFound):
 		return Record{}, fmt.Errorf("%w (source %q, message id %q)", ErrNotFound, source, messageID)
+	case err != nil:
+		return Record{}, in.mapErr(err)
 	}
-	return rec, in.mapErr(err)
+	return fromRow(row), nil
 }
 
 // Cleanup deletes Done messages last seen more than retention ago, at most
@@ -485,4 +524,29 @@ func (in *Inbox) wake() {
 
 func keyAttrs(k Key) []slog.Attr {
 	return []slog.Attr{slog.String("source", k.Source), slog.String("message_id", k.MessageID)}
+}
+
+// fromRow converts a stored row to a Record. (The types differ in Status
+// only, so a struct conversion does not apply.)
+func fromRow(r inboxrow.Record) Record {
+	return Record{
+		Source: r.Source, MessageID: r.MessageID, Topic: r.Topic, Payload: r.Payload, Hash: r.Hash,
+		Status: Status(r.Status), Attempt: r.Attempt, FirstSeenAt: r.FirstSeenAt, LastSeenAt: r.LastSeenAt,
+		NextAttemptAt: r.NextAttemptAt, DueAt: r.DueAt, LockedBy: r.LockedBy, LockedUntil: r.LockedUntil,
+		LastError: r.LastError, DecodeErr: r.DecodeErr,
+	}
+}
+
+// rowKeys converts keys for the store; the common single key of a
+// dispatcher's outcome costs one small allocation, as the caller's slice
+// did.
+func rowKeys(keys []Key) []inboxrow.Key {
+	if len(keys) == 0 {
+		return nil
+	}
+	out := make([]inboxrow.Key, len(keys))
+	for i, k := range keys {
+		out[i] = inboxrow.Key(k)
+	}
+	return out
 }

@@ -193,6 +193,6 @@ func (d *Dispatcher) anyPending() bool {
 // abandonAfter is AbandonAfter allowing no delay at all (a retry policy
 // may ask for none).
 func (in *Inbox) abandonAfter(ctx context.Context, owner string, keys []Key, lastError string, delay time.Duration) (int, error) {
-	n, err := in.store.Abandon(ctx, owner, keys, lastError, func(int) time.Duration { return delay })
+	n, err := in.store.Abandon(ctx, owner, rowKeys(keys), lastError, func(int) time.Duration { return delay })
 	return int(n), in.mapErr(err)
 }

@@ -71,7 +71,7 @@ func runSuite(t *testing.T, open opener) {
 // table name is validated and configurable.
 func testSchema(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
-	if err := e.in.Store().ApplySchema(e.ctx); err != nil {
+	if err := e.in.ApplySchema(e.ctx); err != nil {
 		t.Fatalf("second ApplySchema: %v", err)
 	}
 	if _, err := inbox.New(e.ctx, e.db, inbox.Config{Now: e.clock.Now}); err != nil {

@@ -2,42 +2,136 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"time"
-
-	"github.com/outbox-go/outbox/jdbcstore"
 )
 
-// The stored types live in jdbcstore (the store returns them); these
-// aliases are the names to use.
-type (
-	// Message is an inbound message: Source and MessageID (the natural
-	// key), Topic (routes it to a handler), Payload (any bytes, never
-	// interpreted), an optional content Hash and an optional DueAt.
-	Message = jdbcstore.InboxMessage
-	// Record is a stored message with its state, attempts, times and lease.
-	Record = jdbcstore.InboxRecord
-	// Key is the natural key (Source, MessageID).
-	Key = jdbcstore.InboxKey
+// Message is an inbound message, as [Inbox.Enqueue] and [Inbox.ProcessTx]
+// take it.
+type Message struct {
+	// Source names the sending system; with MessageID it is the message's
+	// natural key. Both are compared byte for byte (case, trailing spaces
+	// and 4-byte characters count). Required; at most [MaxIDLen]
+	// characters of valid UTF-8 without NUL.
+	Source string
+	// MessageID is the sender's id of the message, unique per Source.
+	// Required; same rules as Source.
+	MessageID string
+	// Topic routes the message to the [Handler] registered for it with
+	// [Dispatcher.Handle]. Required by Enqueue, optional for ProcessTx
+	// (stored for inspection); at most [MaxIDLen] characters.
+	Topic string
+	// Payload is stored as given, byte for byte, and never interpreted or
+	// logged. Enqueue requires it to be non-nil (use []byte{} for an empty
+	// payload); ProcessTx stores nil as empty.
+	Payload []byte
+	// Hash is an optional content hash of at most [MaxHashLen] bytes
+	// (nil or empty: none). The first hash given for a key is kept; a
+	// redelivery with a different one is logged as a warning, never
+	// refused.
+	Hash []byte
+	// DueAt defers the first claim by a dispatcher until then (Enqueue
+	// only); zero or past means at once.
+	DueAt time.Time
+}
+
+// Key returns the message's natural key.
+func (m Message) Key() Key { return Key{Source: m.Source, MessageID: m.MessageID} }
+
+// Record is a message as the inbox stores it, with its state: what
+// [Inbox.Get] and [Inbox.Claim] return and what a [Handler] gets.
+type Record struct {
+	// Source, MessageID, Topic and Payload are the message's (see
+	// [Message]).
+	Source    string
+	MessageID string
+	Topic     string
+	// Payload is never nil.
+	Payload []byte
+	// Hash is the stored content hash: the first one given; nil when none
+	// was given.
+	Hash []byte
 	// Status is Seen, Processing, Done or Dead.
-	Status = jdbcstore.InboxStatus
-	// Tx is a transaction the inbox can write on: *sql.Tx, *sqlx.Tx and
-	// *txctx.Tx satisfy it.
-	Tx = jdbcstore.ExecQueryer
-)
+	Status Status
+	// Attempt counts failed handling attempts (abandons and the final
+	// fail); 0 on the first run of a handler.
+	Attempt int
+	// FirstSeenAt is when the message was first recorded, LastSeenAt when
+	// it was last delivered (deduplication check, processing or enqueue).
+	// Cleanup counts retention from LastSeenAt.
+	FirstSeenAt, LastSeenAt time.Time
+	// NextAttemptAt is when a Processing message may be claimed (again).
+	NextAttemptAt time.Time
+	// DueAt is the requested earliest processing time; zero means none.
+	DueAt time.Time
+	// LockedBy and LockedUntil are the current lease (the owner token of
+	// the dispatcher or worker handling the message, and its expiry);
+	// empty and zero when there is none.
+	LockedBy    string
+	LockedUntil time.Time
+	// LastError is the error of the last failed attempt, or "".
+	LastError string
+	// DecodeErr is set when a stored column could not be read back (a row
+	// edited by hand); the other fields then hold what could be read. The
+	// key columns are always filled in.
+	DecodeErr error
+}
+
+// Key returns the record's natural key.
+func (r Record) Key() Key { return Key{Source: r.Source, MessageID: r.MessageID} }
+
+// Key is the natural key of a message: the sending system and its id for
+// the message. Both compare byte for byte.
+type Key struct {
+	// Source names the sending system.
+	Source string
+	// MessageID is the sender's id of the message, unique per Source.
+	MessageID string
+}
+
+// Status is the state of a stored message. The numeric values are stored
+// in the status column and never change.
+type Status int8
 
 // The message states.
 const (
 	// StatusSeen: recorded by a deduplication check (or by ProcessTx
 	// whose fn failed in a transaction that was committed anyway); not
 	// queued.
-	StatusSeen = jdbcstore.InboxSeen
-	// StatusProcessing: queued for a handler.
-	StatusProcessing = jdbcstore.InboxProcessing
+	StatusSeen Status = 0
+	// StatusProcessing: queued for a handler; claimable once its next
+	// attempt and due times have come.
+	StatusProcessing Status = 1
 	// StatusDone: processed; never processed again.
-	StatusDone = jdbcstore.InboxDone
+	StatusDone Status = 2
 	// StatusDead: failed for good; never claimed again.
-	StatusDead = jdbcstore.InboxDead
+	StatusDead Status = 3
 )
+
+// String returns Seen, Processing, Done, Dead or Status(n).
+func (s Status) String() string {
+	switch s {
+	case StatusSeen:
+		return "Seen"
+	case StatusProcessing:
+		return "Processing"
+	case StatusDone:
+		return "Done"
+	case StatusDead:
+		return "Dead"
+	}
+	return fmt.Sprintf("Status(%d)", int8(s))
+}
+
+// Tx is a transaction the inbox can write on: *sql.Tx, *sqlx.Tx and
+// *txctx.Tx satisfy it. [Inbox.ProcessTx] refuses a *sql.DB or *sqlx.DB,
+// which satisfy it too, because its guarantee needs the caller's
+// transaction.
+type Tx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
 
 // Handler processes the messages of one topic. It gets the full record
 // (payload, attempt, times) and a context that ends at the dispatcher's

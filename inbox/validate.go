@@ -7,7 +7,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 // Limits of the stored fields.
@@ -16,7 +15,7 @@ const (
 	MaxIDLen = 255
 	// MaxHashLen is the longest content hash, in bytes (a SHA-256 digest
 	// is 32).
-	MaxHashLen = jdbcstore.MaxInboxHashLen
+	MaxHashLen = 1024
 	// MaxOwnerLen is the longest owner token, in bytes.
 	MaxOwnerLen = core.MaxOwnerLen
 )

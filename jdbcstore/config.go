@@ -54,7 +54,7 @@ type Config struct {
 // withDefaults returns cfg with every zero field set to its default.
 // driverName is the name the *sqlx.DB was opened with.
 // resolve checks db, fills cfg's defaults for db's driver and validates
-// the result: the common start of New and NewInbox.
+// the result: the common start of New and of the inbox store.
 func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
 	if db == nil {
 		return cfg, &core.ConfigError{Field: "db", Msg: "must not be nil"}
@@ -97,7 +97,7 @@ func (cfg Config) validate(driverName string) error {
 // applied, at once: each problem is a *core.ConfigError (wrapping
 // core.ErrInvalidConfig) naming its field ("Table"), joined with
 // errors.Join. The dialect is not checked: it depends on the database
-// handle (New reports a missing one). New and NewInbox run it;
+// handle (New reports a missing one). New and inbox.New run it;
 // outbox.New and tenant.New run it before they touch the database,
 // naming the fields "Store.Table".
 func (cfg Config) Validate() error {

@@ -80,6 +80,6 @@ func TestNilDatabaseRefused(t *testing.T) {
 	}
 	_, err := New(nil, Config{})
 	check("New", err)
-	_, err = NewInbox(nil, Config{})
-	check("NewInbox", err)
+	_, err = newInboxStore(nil, Config{})
+	check("newInboxStore", err)
 }

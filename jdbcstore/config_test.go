@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/internal/inboxrow"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
@@ -32,8 +33,8 @@ func TestDialectDetection(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	if _, err := jdbcstore.NewInbox(other, jdbcstore.Config{}); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
-		t.Errorf("NewInbox on an unknown driver: err = %v", err)
+	if _, err := inboxrow.Open(other, inboxrow.Options{Table: "inbox_message"}); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
+		t.Errorf("inbox store on an unknown driver: err = %v", err)
 	}
 	if _, err := jdbcstore.New(other, jdbcstore.Config{Dialect: sqlite.Dialect}); err != nil {
 		t.Fatalf("unknown driver with Dialect: %v", err)

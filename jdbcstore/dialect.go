@@ -45,8 +45,10 @@ type Dialect interface {
 	// statement must be idempotent (CREATE ... IF NOT EXISTS), since
 	// ApplySchema runs at every start.
 	OutboxSchema() string
-	// InboxSchema returns the DDL of the inbox table (see [InboxStore]),
-	// a template of the same form as OutboxSchema.
+	// InboxSchema returns the DDL of the inbox table of package
+	// github.com/outbox-go/outbox/inbox (one row per message, keyed by
+	// source and message_id; copy the columns of a dialect of this
+	// module), a template of the same form as OutboxSchema.
 	InboxSchema() string
 	// QuoteIdent quotes an identifier (a table or index name) for the
 	// database. Names reaching it already match

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/inboxrow"
 )
 
 // checkOwner is the store's own guard on owner tokens (package inbox
@@ -33,7 +34,7 @@ func checkOwner(owner string) error {
 // select FOR UPDATE SKIP LOCKED and lease the rows in one short READ
 // COMMITTED transaction, so concurrent claimers never get the same message
 // and never wait for each other.
-func (s *InboxStore) Claim(ctx context.Context, owner string, lease time.Duration, limit int) ([]InboxRecord, error) {
+func (s *inboxStore) Claim(ctx context.Context, owner string, lease time.Duration, limit int) ([]inboxrow.Record, error) {
 	if err := checkOwner(owner); err != nil {
 		return nil, opErr("claim", err)
 	}
@@ -46,20 +47,20 @@ func (s *InboxStore) Claim(ctx context.Context, owner string, lease time.Duratio
 	at := d.EncodeTime(now)
 	claimable := []any{at, at, at}
 	var (
-		recs []InboxRecord
+		recs []inboxrow.Record
 		err  error
 	)
 	switch caps := d.Capabilities(); {
 	case caps.Returning:
 		args := append([]any{owner, d.EncodeTime(until)}, claimable...)
-		recs, err = retryBusy(ctx, s.shell, func() ([]InboxRecord, error) {
+		recs, err = retryBusy(ctx, s.shell, func() ([]inboxrow.Record, error) {
 			return s.scanInbox(ctx, s.db, limit, s.q.claimReturning, append(args, limit)...)
 		})
-		slices.SortFunc(recs, func(a, b InboxRecord) int {
+		slices.SortFunc(recs, func(a, b inboxrow.Record) int {
 			return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), cmp.Compare(a.Source, b.Source), cmp.Compare(a.MessageID, b.MessageID))
 		})
 	case caps.SkipLocked:
-		recs, err = retryBusy(ctx, s.shell, func() ([]InboxRecord, error) {
+		recs, err = retryBusy(ctx, s.shell, func() ([]inboxrow.Record, error) {
 			return s.claimSkipLocked(ctx, owner, until, limit, append(claimable, limit))
 		})
 	default:
@@ -71,7 +72,7 @@ func (s *InboxStore) Claim(ctx context.Context, owner string, lease time.Duratio
 	return recs, nil
 }
 
-func (s *InboxStore) claimSkipLocked(ctx context.Context, owner string, until time.Time, limit int, selectArgs []any) ([]InboxRecord, error) {
+func (s *inboxStore) claimSkipLocked(ctx context.Context, owner string, until time.Time, limit int, selectArgs []any) ([]inboxrow.Record, error) {
 	tx, err := s.db.BeginTxx(ctx, s.txOptions())
 	if err != nil {
 		return nil, err
@@ -81,7 +82,7 @@ func (s *InboxStore) claimSkipLocked(ctx context.Context, owner string, until ti
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	keys := make([]InboxKey, len(recs))
+	keys := make([]inboxrow.Key, len(recs))
 	for i, r := range recs {
 		keys[i] = r.Key()
 	}
@@ -102,18 +103,18 @@ func (s *InboxStore) claimSkipLocked(ctx context.Context, owner string, until ti
 
 // fence is the condition every lease-holder write ends with: the owner
 // holds the lease and the message is still Processing.
-var fence = " AND locked_by = ? AND status = " + strconv.Itoa(int(InboxProcessing))
+var fence = " AND locked_by = ? AND status = " + strconv.Itoa(int(inboxrow.Processing))
 
 // Ack sets the given messages Done and releases their leases, for those
 // that owner holds. Unknown keys, keys owned by
 // someone else and duplicates are ignored. It returns how many changed.
-func (s *InboxStore) Ack(ctx context.Context, owner string, keys []InboxKey) (int64, error) {
+func (s *inboxStore) Ack(ctx context.Context, owner string, keys []inboxrow.Key) (int64, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, opErr("ack", err)
 	}
-	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(InboxDone)) +
+	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(inboxrow.Done)) +
 		", locked_by = NULL, locked_until = NULL WHERE "
-	n, err := s.writeKeys(ctx, keys, false, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
+	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
 		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), owner)...)
 	})
 	if err != nil {
@@ -128,12 +129,12 @@ func (s *InboxStore) Ack(ctx context.Context, owner string, keys []InboxKey) (in
 // does not hold, or that are not Processing, are ignored. It returns how
 // many changed. A dispatcher calls it for messages whose handler a
 // shutdown interrupted.
-func (s *InboxStore) Release(ctx context.Context, owner string, keys []InboxKey) (int64, error) {
+func (s *inboxStore) Release(ctx context.Context, owner string, keys []inboxrow.Key) (int64, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, opErr("release", err)
 	}
 	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET locked_by = NULL, locked_until = NULL WHERE "
-	n, err := s.writeKeys(ctx, keys, false, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
+	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
 		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), owner)...)
 	})
 	if err != nil {
@@ -149,7 +150,7 @@ func (s *InboxStore) Release(ctx context.Context, owner string, keys []InboxKey)
 //
 // It runs in one transaction: the attempts are read with a locking read,
 // and the messages are updated in one statement per distinct attempt count.
-func (s *InboxStore) Abandon(ctx context.Context, owner string, keys []InboxKey, lastError string, delay func(attempt int) time.Duration) (int64, error) {
+func (s *inboxStore) Abandon(ctx context.Context, owner string, keys []inboxrow.Key, lastError string, delay func(attempt int) time.Duration) (int64, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, opErr("abandon", err)
 	}
@@ -157,7 +158,7 @@ func (s *InboxStore) Abandon(ctx context.Context, owner string, keys []InboxKey,
 		return 0, opErr("abandon", &core.ConfigError{Field: "delay", Msg: "must not be nil"})
 	}
 	errArg := s.nullError(lastError)
-	n, err := s.writeKeys(ctx, keys, true, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
+	n, err := s.writeKeys(ctx, keys, true, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
 		return s.abandonChunk(ctx, ex, owner, ks, errArg, delay)
 	})
 	if err != nil {
@@ -168,10 +169,10 @@ func (s *InboxStore) Abandon(ctx context.Context, owner string, keys []InboxKey,
 
 // abandonChunk abandons one chunk of keys inside a transaction: a locking
 // read of the attempts, then one UPDATE per distinct attempt count.
-func (s *InboxStore) abandonChunk(ctx context.Context, ex ExecQueryer, owner string, ks []InboxKey, errArg any,
+func (s *inboxStore) abandonChunk(ctx context.Context, ex inboxrow.Tx, owner string, ks []inboxrow.Key, errArg any,
 	delay func(attempt int) time.Duration) (int64, error) {
 	t := s.dialect.QuoteIdent(s.table)
-	byAttempt := map[int][]InboxKey{}
+	byAttempt := map[int][]inboxrow.Key{}
 	rows, err := ex.QueryContext(ctx, keyList(s.dialect, "SELECT source, message_id, attempt FROM "+t+" WHERE ", len(ks), fence+lockingRead(s.dialect)),
 		append(keyArgs(nil, ks), owner)...)
 	if err != nil {
@@ -189,7 +190,7 @@ func (s *InboxStore) abandonChunk(ctx context.Context, ex ExecQueryer, owner str
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return 0, err
 		}
-		byAttempt[int(a)] = append(byAttempt[int(a)], InboxKey{Source: source, MessageID: msgID})
+		byAttempt[int(a)] = append(byAttempt[int(a)], inboxrow.Key{Source: source, MessageID: msgID})
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return 0, err
@@ -212,14 +213,14 @@ func (s *InboxStore) abandonChunk(ctx context.Context, ex ExecQueryer, owner str
 
 // Fail sets the given messages Dead, increments their attempt, records
 // errMsg and releases their leases, for those that owner holds. It returns how many changed.
-func (s *InboxStore) Fail(ctx context.Context, owner string, keys []InboxKey, errMsg string) (int64, error) {
+func (s *inboxStore) Fail(ctx context.Context, owner string, keys []inboxrow.Key, errMsg string) (int64, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, opErr("fail", err)
 	}
-	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(InboxDead)) +
+	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(inboxrow.Dead)) +
 		", attempt = attempt + 1, last_error = ?, locked_by = NULL, locked_until = NULL WHERE "
 	errArg := s.nullError(errMsg)
-	n, err := s.writeKeys(ctx, keys, false, func(ex ExecQueryer, ks []InboxKey) (int64, error) {
+	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
 		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs([]any{errArg}, ks), owner)...)
 	})
 	if err != nil {
@@ -231,7 +232,7 @@ func (s *InboxStore) Fail(ctx context.Context, owner string, keys []InboxKey, er
 // ReapExpired releases up to limit expired leases of Processing messages
 // and returns how many. Done and Dead messages hold
 // no lease and are never touched.
-func (s *InboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) {
+func (s *inboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, opErr("reap", &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)})
 	}
@@ -246,7 +247,7 @@ func (s *InboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) 
 // batch per statement, each statement on its own,
 // until none is left. Seen, Processing and Dead messages are never
 // deleted. It returns how many rows it deleted.
-func (s *InboxStore) Cleanup(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+func (s *inboxStore) Cleanup(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
 	if olderThan <= 0 || batch <= 0 {
 		return 0, opErr("cleanup", &core.ConfigError{Field: "retention/batch", Msg: "must be positive"})
 	}

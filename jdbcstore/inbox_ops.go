@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/inboxrow"
 )
 
 // Touch records a delivery of m on ex, normally the caller's business
@@ -24,53 +25,53 @@ import (
 // the same key on MySQL waits for ex's commit or rollback, and on SQLite
 // writers are serialized anyway. So two transactions never both see the
 // key as new.
-func (s *InboxStore) Touch(ctx context.Context, ex ExecQueryer, m InboxMessage) (InboxTouch, error) {
+func (s *inboxStore) Touch(ctx context.Context, ex inboxrow.Tx, m inboxrow.Message) (inboxrow.Touch, error) {
 	now := s.dialect.EncodeTime(s.now())
 	hash := encodeHash(m.Hash)
 	if _, err := ex.ExecContext(ctx, s.q.touch, m.Source, m.MessageID, m.Topic, encodeBytes(m.Payload), hash,
 		now, now, now, now, hash); err != nil {
-		return InboxTouch{}, opErr("touch", err)
+		return inboxrow.Touch{}, opErr("touch", err)
 	}
 	t, err := s.readTouch(ctx, ex, m.Key())
 	if err != nil {
-		return InboxTouch{}, opErr("touch", err)
+		return inboxrow.Touch{}, opErr("touch", err)
 	}
 	t.HashMismatch = len(m.Hash) > 0 && len(t.Hash) > 0 && !bytes.Equal(m.Hash, t.Hash)
 	return t, nil
 }
 
-func (s *InboxStore) readTouch(ctx context.Context, ex ExecQueryer, k InboxKey) (InboxTouch, error) {
+func (s *inboxStore) readTouch(ctx context.Context, ex inboxrow.Tx, k inboxrow.Key) (inboxrow.Touch, error) {
 	rows, err := ex.QueryContext(ctx, s.q.touchRead, k.Source, k.MessageID)
 	if err != nil {
-		return InboxTouch{}, err
+		return inboxrow.Touch{}, err
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return InboxTouch{}, err
+			return inboxrow.Touch{}, err
 		}
-		return InboxTouch{}, errors.New("row vanished after the upsert")
+		return inboxrow.Touch{}, errors.New("row vanished after the upsert")
 	}
 	var status, attempt, hash, lockedBy, lockedUntil any
 	if err := rows.Scan(&status, &attempt, &hash, &lockedBy, &lockedUntil); err != nil {
-		return InboxTouch{}, err
+		return inboxrow.Touch{}, err
 	}
-	var t InboxTouch
+	var t inboxrow.Touch
 	st, err1 := asInt(status)
 	at, err2 := asInt(attempt)
 	h, err3 := asBytes(hash)
 	by, err4 := asString(lockedBy)
 	until, err5 := s.dialect.DecodeTime(lockedUntil)
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
-		return InboxTouch{}, err
+		return inboxrow.Touch{}, err
 	}
-	t.Status, t.Attempt, t.Hash, t.LockedBy, t.LockedUntil = InboxStatus(st), int(at), h, by, until
+	t.Status, t.Attempt, t.Hash, t.LockedBy, t.LockedUntil = inboxrow.Status(st), int(at), h, by, until
 	return t, rows.Close()
 }
 
 // MarkDoneTx sets the message Done and releases any lease, on ex (the
 // transaction that ran Touch and the business writes).
-func (s *InboxStore) MarkDoneTx(ctx context.Context, ex ExecQueryer, k InboxKey) error {
+func (s *inboxStore) MarkDoneTx(ctx context.Context, ex inboxrow.Tx, k inboxrow.Key) error {
 	if _, err := ex.ExecContext(ctx, s.q.markDone, k.Source, k.MessageID); err != nil {
 		return opErr("mark done", err)
 	}
@@ -79,11 +80,11 @@ func (s *InboxStore) MarkDoneTx(ctx context.Context, ex ExecQueryer, k InboxKey)
 
 // AlreadyProcessed is Touch in a transaction of its own: a new key is inserted as Seen; the returned state tells
 // whether it is Done.
-func (s *InboxStore) AlreadyProcessed(ctx context.Context, k InboxKey, hash []byte) (InboxTouch, error) {
-	var t InboxTouch
+func (s *inboxStore) AlreadyProcessed(ctx context.Context, k inboxrow.Key, hash []byte) (inboxrow.Touch, error) {
+	var t inboxrow.Touch
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		t, err = s.Touch(ctx, tx, InboxMessage{Source: k.Source, MessageID: k.MessageID, Hash: hash})
+		t, err = s.Touch(ctx, tx, inboxrow.Message{Source: k.Source, MessageID: k.MessageID, Hash: hash})
 		return err
 	})
 	return t, err
@@ -91,7 +92,7 @@ func (s *InboxStore) AlreadyProcessed(ctx context.Context, k InboxKey, hash []by
 
 // MarkProcessed sets the message Done (inserting it as Done when it is
 // unknown) and releases any lease. It is idempotent.
-func (s *InboxStore) MarkProcessed(ctx context.Context, k InboxKey) error {
+func (s *inboxStore) MarkProcessed(ctx context.Context, k inboxrow.Key) error {
 	now := s.dialect.EncodeTime(s.now())
 	if _, err := s.exec(ctx, s.q.markProcessed, k.Source, k.MessageID, []byte{}, now, now, now, now); err != nil {
 		return opErr("mark processed", err)
@@ -121,25 +122,25 @@ const maxEnqueueTries = 3
 // transaction where rows lock, so a concurrent enqueue of the same key
 // waits; two concurrent first enqueues meet on the primary key, and the
 // loser tries again and finds the row.
-func (s *InboxStore) Enqueue(ctx context.Context, m InboxMessage) (InboxEnqueueResult, error) {
+func (s *inboxStore) Enqueue(ctx context.Context, m inboxrow.Message) (inboxrow.EnqueueResult, error) {
 	var (
-		res InboxEnqueueResult
+		res inboxrow.EnqueueResult
 		err error
 	)
 	for try := 1; ; try++ {
-		res = InboxEnqueueResult{}
+		res = inboxrow.EnqueueResult{}
 		err = s.inTx(ctx, func(tx *sqlx.Tx) error { return s.enqueueTx(ctx, tx, m, &res) })
 		if err == nil || try == maxEnqueueTries || s.dialect.Classify(err) != ClassDuplicate {
 			break
 		}
 	}
 	if err != nil {
-		return InboxEnqueueResult{}, opErr("enqueue", err)
+		return inboxrow.EnqueueResult{}, opErr("enqueue", err)
 	}
 	return res, nil
 }
 
-func (s *InboxStore) enqueueTx(ctx context.Context, tx *sqlx.Tx, m InboxMessage, res *InboxEnqueueResult) error {
+func (s *inboxStore) enqueueTx(ctx context.Context, tx *sqlx.Tx, m inboxrow.Message, res *inboxrow.EnqueueResult) error {
 	now := s.now()
 	at := s.dialect.EncodeTime(now)
 	rows, err := tx.QueryContext(ctx, s.q.enqueueRead, m.Source, m.MessageID)
@@ -158,7 +159,7 @@ func (s *InboxStore) enqueueTx(ctx context.Context, tx *sqlx.Tx, m InboxMessage,
 	payload, newHash, due := encodeBytes(m.Payload), encodeHash(m.Hash), s.encodeDue(m.DueAt)
 	if !found {
 		_, err := tx.ExecContext(ctx, s.q.enqueueInsert, m.Source, m.MessageID, m.Topic, payload, newHash, at, at, at, due)
-		res.Inserted, res.Status = true, InboxProcessing
+		res.Inserted, res.Status = true, inboxrow.Processing
 		return err
 	}
 	st, err1 := asInt(status)
@@ -166,13 +167,13 @@ func (s *InboxStore) enqueueTx(ctx context.Context, tx *sqlx.Tx, m InboxMessage,
 	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
-	res.Previous, res.Status = InboxStatus(st), InboxStatus(st)
+	res.Previous, res.Status = inboxrow.Status(st), inboxrow.Status(st)
 	res.HashMismatch = len(m.Hash) > 0 && len(old) > 0 && !bytes.Equal(m.Hash, old)
 	switch res.Previous {
-	case InboxDone:
+	case inboxrow.Done:
 		_, err = tx.ExecContext(ctx, s.q.enqueueTouch, at, m.Source, m.MessageID)
-	case InboxSeen:
-		res.Status = InboxProcessing
+	case inboxrow.Seen:
+		res.Status = inboxrow.Processing
 		_, err = tx.ExecContext(ctx, s.q.enqueuePromote, m.Topic, payload, newHash, due, at, at, m.Source, m.MessageID)
 	default:
 		_, err = tx.ExecContext(ctx, s.q.enqueueUpdate, m.Topic, payload, newHash, due, at, m.Source, m.MessageID)
@@ -182,29 +183,29 @@ func (s *InboxStore) enqueueTx(ctx context.Context, tx *sqlx.Tx, m InboxMessage,
 
 // Get returns the stored message with key k, or an error wrapping
 // [core.ErrNotFound]. Undecodable columns are reported in
-// [InboxRecord.DecodeErr].
-func (s *InboxStore) Get(ctx context.Context, k InboxKey) (InboxRecord, error) {
-	recs, err := retryBusy(ctx, s.shell, func() ([]InboxRecord, error) {
+// Record.DecodeErr.
+func (s *inboxStore) Get(ctx context.Context, k inboxrow.Key) (inboxrow.Record, error) {
+	recs, err := retryBusy(ctx, s.shell, func() ([]inboxrow.Record, error) {
 		return s.scanInbox(ctx, s.db, 1, s.q.get, k.Source, k.MessageID)
 	})
 	if err != nil {
-		return InboxRecord{}, opErr("get", err)
+		return inboxrow.Record{}, opErr("get", err)
 	}
 	if len(recs) == 0 {
-		return InboxRecord{}, opErr("get", core.ErrNotFound)
+		return inboxrow.Record{}, opErr("get", core.ErrNotFound)
 	}
 	return recs[0], nil
 }
 
 // scanInbox runs a query returning inboxColumns on q once.
-func (s *InboxStore) scanInbox(ctx context.Context, q queryer, sizeHint int, query string, args ...any) ([]InboxRecord, error) {
+func (s *inboxStore) scanInbox(ctx context.Context, q queryer, sizeHint int, query string, args ...any) ([]inboxrow.Record, error) {
 	return scanRows(ctx, q, len(inboxColumns), sizeHint, s.decodeInbox, query, args...)
 }
 
 // decodeInbox turns the raw values of one row (inboxColumns order) into a
 // record; column problems go to DecodeErr.
-func (s *InboxStore) decodeInbox(v []any) InboxRecord {
-	var r InboxRecord
+func (s *inboxStore) decodeInbox(v []any) inboxrow.Record {
+	var r inboxrow.Record
 	c := &columns{d: s.dialect, names: inboxColumns, v: v}
 	c.str(0, &r.Source)
 	c.str(1, &r.MessageID)
@@ -220,7 +221,7 @@ func (s *InboxStore) decodeInbox(v []any) InboxRecord {
 	if len(r.Hash) == 0 {
 		r.Hash = nil
 	}
-	r.Status = InboxStatus(c.int(5))
+	r.Status = inboxrow.Status(c.int(5))
 	r.Attempt = int(c.int(6))
 	c.time(7, &r.FirstSeenAt, true)
 	c.time(8, &r.LastSeenAt, true)

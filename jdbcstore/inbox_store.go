@@ -10,18 +10,22 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/inboxrow"
 )
 
-// InboxStore is the SQL store of the inbox (package inbox): one
-// table keyed by (source, message_id) holding every message seen, its
-// state (Seen, Processing, Done, Dead), its lease and its retry schedule.
-// It runs on the same dialects as [Store]. Create it with [NewInbox]; it is
-// safe for concurrent use.
+// inboxStore is the SQL store of package inbox: one table keyed by
+// (source, message_id) holding every message seen, its state (Seen,
+// Processing, Done, Dead), its lease and its retry schedule. It runs on
+// the same dialects as [Store] and is safe for concurrent use. Package
+// inbox reaches it through internal/inboxrow (see init), so jdbcstore
+// exports none of it.
 //
-// The store does not validate message fields: package inbox does, and is
-// the API to use. Times come from Config.Now (the application clock, like
-// the outbox store), not from the database server.
-type InboxStore struct {
+// The store does not validate message fields: package inbox does. Times
+// come from Config.Now (the application clock, like the outbox store), not
+// from the database server.
+type inboxStore struct {
 	db      *sqlx.DB
 	dialect Dialect
 	table   string
@@ -36,15 +40,35 @@ type InboxStore struct {
 	shell *Store
 }
 
-// NewInbox returns an inbox store over db. cfg is the outbox store's
-// Config: an empty Table means [DefaultInboxTable]; Dialect, MaxErrorLen,
-// Now and Logger have the same meaning and defaults. It validates cfg and
-// renders the SQL but does not touch the database: call
-// [InboxStore.ApplySchema] to create the table.
-func NewInbox(db *sqlx.DB, cfg Config) (*InboxStore, error) {
-	if cfg.Table == "" {
-		cfg.Table = DefaultInboxTable
+func init() { inboxrow.Open = openInbox }
+
+var _ inboxrow.Store = (*inboxStore)(nil)
+
+// openInbox is inboxrow.Open: the inbox store over db for o.
+func openInbox(db *sqlx.DB, o inboxrow.Options) (inboxrow.Store, error) {
+	cfg := Config{Table: o.Table, MaxErrorLen: o.MaxErrorLen, Now: o.Now, Logger: o.Logger}
+	if o.Dialect != nil {
+		d, ok := o.Dialect.(Dialect)
+		if !ok {
+			return nil, &core.ConfigError{Field: "Dialect", Msg: fmt.Sprintf("%T is not a jdbcstore.Dialect", o.Dialect)}
+		}
+		cfg.Dialect = d
 	}
+	if cfg.Table == "" {
+		return nil, &core.ConfigError{Field: "Table", Msg: "must not be empty"}
+	}
+	s, err := newInboxStore(db, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newInboxStore returns an inbox store over db. cfg is the outbox store's
+// Config, with the inbox's table; Dialect, MaxErrorLen, Now and Logger
+// have the same meaning and defaults. It validates cfg and renders the
+// SQL but does not touch the database: ApplySchema creates the table.
+func newInboxStore(db *sqlx.DB, cfg Config) (*inboxStore, error) {
 	cfg, err := cfg.resolve(db)
 	if err != nil {
 		return nil, err
@@ -53,7 +77,7 @@ func NewInbox(db *sqlx.DB, cfg Config) (*InboxStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &InboxStore{
+	return &inboxStore{
 		db:      db,
 		dialect: cfg.Dialect,
 		table:   cfg.Table,
@@ -67,20 +91,14 @@ func NewInbox(db *sqlx.DB, cfg Config) (*InboxStore, error) {
 }
 
 // Table returns the inbox table name.
-func (s *InboxStore) Table() string { return s.table }
-
-// Dialect returns the store's dialect.
-func (s *InboxStore) Dialect() Dialect { return s.dialect }
-
-// DB returns the database the store was created with.
-func (s *InboxStore) DB() *sqlx.DB { return s.db }
+func (s *inboxStore) Table() string { return s.table }
 
 // SchemaSQL returns the DDL that ApplySchema runs.
-func (s *InboxStore) SchemaSQL() string { return s.schema }
+func (s *inboxStore) SchemaSQL() string { return s.schema }
 
 // ApplySchema creates the inbox table and its indexes if they do not
 // exist. It is idempotent and safe to run at every start.
-func (s *InboxStore) ApplySchema(ctx context.Context) error {
+func (s *inboxStore) ApplySchema(ctx context.Context) error {
 	for _, stmt := range splitStatements(s.schema) {
 		_, err := retryBusy(ctx, s.shell, func() (struct{}, error) {
 			_, err := s.db.ExecContext(ctx, stmt)
@@ -96,7 +114,7 @@ func (s *InboxStore) ApplySchema(ctx context.Context) error {
 // IsContention reports whether err is lock contention (SQLite busy, MySQL
 // deadlock or lock wait timeout): the transaction should be rolled back
 // and run again.
-func (s *InboxStore) IsContention(err error) bool {
+func (s *inboxStore) IsContention(err error) bool {
 	return err != nil && s.dialect.Classify(err) == ClassBusy
 }
 
@@ -172,7 +190,7 @@ func lockingRead(d Dialect) string {
 
 func buildInboxStatements(d Dialect, table string) inboxStatements {
 	t := d.QuoteIdent(table)
-	st := func(s InboxStatus) string { return strconv.Itoa(int(s)) }
+	st := func(s inboxrow.Status) string { return strconv.Itoa(int(s)) }
 	cols := inboxColumns
 	if ts, ok := d.(TimeSelector); ok {
 		cols = make([]string, len(inboxColumns))
@@ -196,27 +214,27 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 	order := " ORDER BY next_attempt_at, source, message_id"
 	q := inboxStatements{
 		cols: sel,
-		touch: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(InboxSeen) + ", 0, ?, NULL)" +
+		touch: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(inboxrow.Seen) + ", 0, ?, NULL)" +
 			upsert + "last_seen_at = ?, hash = COALESCE(hash, ?)",
 		touchRead: "SELECT status, attempt, hash, locked_by, " + timeSel(d, "locked_until") + " FROM " + t + key + lockingRead(d),
-		markDone:  "UPDATE " + t + " SET status = " + st(InboxDone) + ", locked_by = NULL, locked_until = NULL" + key,
-		markProcessed: "INSERT INTO " + t + insertCols + " VALUES (?, ?, '', ?, NULL, ?, ?, " + st(InboxDone) + ", 0, ?, NULL)" +
-			upsert + "status = " + st(InboxDone) + ", last_seen_at = ?, locked_by = NULL, locked_until = NULL",
+		markDone:  "UPDATE " + t + " SET status = " + st(inboxrow.Done) + ", locked_by = NULL, locked_until = NULL" + key,
+		markProcessed: "INSERT INTO " + t + insertCols + " VALUES (?, ?, '', ?, NULL, ?, ?, " + st(inboxrow.Done) + ", 0, ?, NULL)" +
+			upsert + "status = " + st(inboxrow.Done) + ", last_seen_at = ?, locked_by = NULL, locked_until = NULL",
 		enqueueRead:   "SELECT status, hash FROM " + t + key + lockingRead(d),
-		enqueueInsert: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(InboxProcessing) + ", 0, ?, ?)",
+		enqueueInsert: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(inboxrow.Processing) + ", 0, ?, ?)",
 		enqueueTouch:  "UPDATE " + t + " SET last_seen_at = ?" + key,
 		enqueueUpdate: "UPDATE " + t + " SET topic = ?, payload = ?, hash = ?, due_at = ?, last_seen_at = ?" + key,
 		enqueuePromote: "UPDATE " + t + " SET topic = ?, payload = ?, hash = ?, due_at = ?, last_seen_at = ?, next_attempt_at = ?, status = " +
-			st(InboxProcessing) + key,
+			st(inboxrow.Processing) + key,
 		get: "SELECT " + sel + " FROM " + t + key,
-		claimable: "status = " + st(InboxProcessing) + " AND next_attempt_at <= ? AND (due_at IS NULL OR due_at <= ?)" +
+		claimable: "status = " + st(inboxrow.Processing) + " AND next_attempt_at <= ? AND (due_at IS NULL OR due_at <= ?)" +
 			" AND (locked_by IS NULL OR locked_until < ?)",
 	}
 	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE (source, message_id) IN (SELECT source, message_id FROM " + t +
 		" WHERE " + q.claimable + order + " LIMIT ?) RETURNING " + sel
 	q.claimSelect = "SELECT " + sel + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
-	expired := "status = " + st(InboxProcessing) + " AND locked_by IS NOT NULL AND locked_until < ?"
-	old := "status = " + st(InboxDone) + " AND last_seen_at < ?"
+	expired := "status = " + st(inboxrow.Processing) + " AND locked_by IS NOT NULL AND locked_until < ?"
+	old := "status = " + st(inboxrow.Done) + " AND last_seen_at < ?"
 	if d.Capabilities().UpdateOrderLimit {
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " LIMIT ?"
 		q.cleanup = "DELETE FROM " + t + " WHERE " + old + " LIMIT ?"
@@ -268,7 +286,7 @@ func keyList(d Dialect, prefix string, n int, suffix string) string {
 }
 
 // keyArgs appends the source and message id of each key.
-func keyArgs(args []any, keys []InboxKey) []any {
+func keyArgs(args []any, keys []inboxrow.Key) []any {
 	for _, k := range keys {
 		args = append(args, k.Source, k.MessageID)
 	}
@@ -277,16 +295,16 @@ func keyArgs(args []any, keys []InboxKey) []any {
 
 // chunkKeys removes duplicate keys and cuts the rest into slices of at
 // most maxInboxKeysPerStatement.
-func chunkKeys(keys []InboxKey) [][]InboxKey {
-	seen := make(map[InboxKey]struct{}, len(keys))
-	uniq := make([]InboxKey, 0, len(keys))
+func chunkKeys(keys []inboxrow.Key) [][]inboxrow.Key {
+	seen := make(map[inboxrow.Key]struct{}, len(keys))
+	uniq := make([]inboxrow.Key, 0, len(keys))
 	for _, k := range keys {
 		if _, ok := seen[k]; !ok {
 			seen[k] = struct{}{}
 			uniq = append(uniq, k)
 		}
 	}
-	var out [][]InboxKey
+	var out [][]inboxrow.Key
 	for len(uniq) > 0 {
 		n := min(len(uniq), maxInboxKeysPerStatement)
 		out = append(out, uniq[:n:n])
@@ -299,8 +317,8 @@ func chunkKeys(keys []InboxKey) [][]InboxKey {
 // a single chunk as one autocommit statement (unless alwaysTx), several in
 // one transaction, so a method call is atomic whatever the number of keys.
 // Lock contention is retried until ctx ends.
-func (s *InboxStore) writeKeys(ctx context.Context, keys []InboxKey, alwaysTx bool,
-	fn func(ex ExecQueryer, ks []InboxKey) (int64, error)) (int64, error) {
+func (s *inboxStore) writeKeys(ctx context.Context, keys []inboxrow.Key, alwaysTx bool,
+	fn func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error)) (int64, error) {
 	groups := chunkKeys(keys)
 	switch {
 	case len(groups) == 0:
@@ -327,7 +345,7 @@ func (s *InboxStore) writeKeys(ctx context.Context, keys []InboxKey, alwaysTx bo
 }
 
 // execCount runs a statement on ex and returns the rows it changed.
-func execCount(ctx context.Context, ex ExecQueryer, query string, args ...any) (int64, error) {
+func execCount(ctx context.Context, ex inboxrow.Tx, query string, args ...any) (int64, error) {
 	res, err := ex.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
@@ -339,7 +357,7 @@ func execCount(ctx context.Context, ex ExecQueryer, query string, args ...any) (
 // COMMITTED where rows lock, so a locking read of a missing key takes no
 // gap lock (concurrent first inserts then meet on the key and one gets a
 // duplicate instead of both deadlocking).
-func (s *InboxStore) txOptions() *sql.TxOptions {
+func (s *inboxStore) txOptions() *sql.TxOptions {
 	if s.dialect.Capabilities().SkipLocked {
 		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
@@ -348,7 +366,7 @@ func (s *InboxStore) txOptions() *sql.TxOptions {
 
 // inTx runs fn in a transaction of its own, retrying the whole
 // transaction on lock contention until ctx ends.
-func (s *InboxStore) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+func (s *inboxStore) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	_, err := retryBusy(ctx, s.shell, func() (struct{}, error) {
 		tx, err := s.db.BeginTxx(ctx, s.txOptions())
 		if err != nil {
@@ -365,7 +383,7 @@ func (s *InboxStore) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error
 
 // exec runs one autocommit write, retrying lock contention, and returns
 // the number of rows changed.
-func (s *InboxStore) exec(ctx context.Context, query string, args ...any) (int64, error) {
+func (s *inboxStore) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := retryBusy(ctx, s.shell, func() (sql.Result, error) {
 		return s.db.ExecContext(ctx, query, args...)
 	})
@@ -398,7 +416,7 @@ func encodeHash(h []byte) any {
 }
 
 // encodeDue returns the due_at argument: NULL for the zero time.
-func (s *InboxStore) encodeDue(t time.Time) any {
+func (s *inboxStore) encodeDue(t time.Time) any {
 	if t.IsZero() {
 		return nil
 	}
@@ -406,7 +424,7 @@ func (s *InboxStore) encodeDue(t time.Time) any {
 }
 
 // nullError stores "" as NULL and truncates the rest to MaxErrorLen.
-func (s *InboxStore) nullError(msg string) any {
+func (s *inboxStore) nullError(msg string) any {
 	if msg == "" {
 		return nil
 	}

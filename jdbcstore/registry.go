@@ -12,7 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// ErrUnsupportedDriver is wrapped by the error of [New], [NewInbox],
+// ErrUnsupportedDriver is wrapped by the error of [New] (and of inbox.New),
 // [Lookup] and [Open] when no registered [Dialect] serves the
 // database/sql driver of the handle. The message names the supported
 // dialects and the package to import for each.

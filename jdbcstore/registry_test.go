@@ -11,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/internal/inboxrow"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/mysql"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
@@ -23,7 +24,7 @@ func (fakePQ) Open(string) (driver.Conn, error) { return nil, errors.New("fakepq
 
 func init() { sql.Register("fakepq", &fakePQ{}) }
 
-// A handle of a driver without a dialect is refused by New, NewInbox,
+// A handle of a driver without a dialect is refused by New, the inbox store,
 // Lookup and Open with an error naming the driver, its Go type and every
 // supported dialect with the package to import.
 func TestUnsupportedDriver(t *testing.T) {
@@ -43,8 +44,8 @@ func TestUnsupportedDriver(t *testing.T) {
 	if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
 		t.Errorf("New: error %q\nwant it to contain %q", err, want)
 	}
-	if _, err := jdbcstore.NewInbox(db, jdbcstore.Config{}); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
-		t.Errorf("NewInbox: err = %v", err)
+	if _, err := inboxrow.Open(db, inboxrow.Options{Table: "inbox_message"}); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
+		t.Errorf("inbox store: err = %v", err)
 	}
 	if _, err := jdbcstore.Lookup("postgres"); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) || !strings.Contains(err.Error(), `driver "postgres"`) {
 		t.Errorf("Lookup(postgres): err = %v", err)

@@ -130,7 +130,7 @@ func ibOpenInbox(t *testing.T, ctx context.Context, d tenant.Database) *inbox.In
 func ibCount(t *testing.T, ctx context.Context, in *inbox.Inbox) int {
 	t.Helper()
 	var n int
-	if err := in.Store().DB().GetContext(ctx, &n, "SELECT COUNT(*) FROM "+in.Store().Table()); err != nil {
+	if err := in.DB().GetContext(ctx, &n, "SELECT COUNT(*) FROM "+in.Table()); err != nil {
 		t.Fatal(err)
 	}
 	return n
