@@ -48,6 +48,29 @@ func TestConfigValidatedAsAWhole(t *testing.T) {
 	}
 }
 
+// Every problem of the list of databases is reported at once, named by
+// its position, before any database is opened.
+func TestDatabasesValidatedAsAWhole(t *testing.T) {
+	ctx := context.Background()
+	good := sqliteDatabases(t, 1)[0]
+	dbs := []tenant.Database{good, {ID: "", Driver: "", DSN: ""}, {ID: good.ID, Driver: good.Driver, DSN: good.DSN + "-2"}}
+	_, err := tenant.New(ctx, tenant.Config{Databases: dbs, Logger: quietLogger()})
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("New = %v", err)
+	}
+	want := []string{"Databases[1].DSN", "Databases[1].Driver", "Databases[1].ID", "Databases[2].ID"}
+	if got := cfgpath.Fields(err); !slices.Equal(got, want) {
+		t.Fatalf("problems %q, want %q (error: %v)", got, want, err)
+	}
+	_, err = tenant.NewInbox(ctx, tenant.InboxConfig{Databases: dbs, Logger: quietLogger()})
+	if got := cfgpath.Fields(err); !slices.Equal(got, want) {
+		t.Fatalf("NewInbox problems %q, want %q (error: %v)", got, want, err)
+	}
+	if _, err := os.Stat(good.DSN); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a database was opened although the list is invalid: %v", err)
+	}
+}
+
 // Config.Now is the clock of every part: the stores' stored times, the
 // dispatcher's leases and the poller's due times.
 func TestOneClockForEveryTenantPart(t *testing.T) {

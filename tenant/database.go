@@ -3,13 +3,16 @@ package tenant
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
@@ -64,26 +67,38 @@ func Open(ctx context.Context, d Database) (*sqlx.DB, error) {
 	return db, nil
 }
 
-// validateSet checks a set of databases: valid ids, no id twice, a driver
-// and a DSN each. It returns the set sorted by id.
+// validateSet checks a list of databases, reporting every problem at once
+// (errors.Join of *core.ConfigError named "Databases[i].Field", i the
+// position in dbs), and returns a copy sorted by id.
 func validateSet(dbs []Database) ([]Database, error) {
-	out := make([]Database, len(dbs))
-	copy(out, dbs)
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	for i, d := range out {
+	var p cfgpath.Collector
+	first := make(map[string]int, len(dbs))
+	for i, d := range dbs {
+		at := fmt.Sprintf("Databases[%d]", i)
 		if err := ident.ValidateStoreID(d.ID); err != nil {
-			return nil, fmt.Errorf("database %d: %w", i, err)
-		}
-		if i > 0 && out[i-1].ID == d.ID {
-			return nil, &core.ConfigError{Field: "database " + d.ID, Msg: "appears twice"}
+			var ce *core.ConfigError
+			if errors.As(err, &ce) {
+				p.Field(at+".ID", ce.Msg)
+			} else {
+				p.Field(at+".ID", err.Error())
+			}
+		} else if j, dup := first[d.ID]; dup {
+			p.Field(at+".ID", fmt.Sprintf("%q appears twice (also Databases[%d])", d.ID, j))
+		} else {
+			first[d.ID] = i
 		}
 		if d.Driver == "" {
-			return nil, &core.ConfigError{Field: "database " + d.ID + " Driver", Msg: "must not be empty"}
+			p.Field(at+".Driver", "must not be empty")
 		}
 		if d.DSN == "" {
-			return nil, &core.ConfigError{Field: "database " + d.ID + " DSN", Msg: "must not be empty"}
+			p.Field(at+".DSN", "must not be empty")
 		}
 	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	out := slices.Clone(dbs)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 

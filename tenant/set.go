@@ -72,6 +72,9 @@ func (o setOptions) validate(p *cfgpath.Collector) {
 	if o.databases == nil && o.discover == nil {
 		p.Field("Databases", "must be set, or Discover")
 	}
+	if _, err := validateSet(o.databases); err != nil {
+		p.Add("", err)
+	}
 	p.NotNegative("DrainTimeout", o.drain)
 }
 
