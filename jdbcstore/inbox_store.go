@@ -213,7 +213,7 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 			" AND (locked_by IS NULL OR locked_until < ?)",
 	}
 	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE (source, message_id) IN (SELECT source, message_id FROM " + t +
-		" WHERE " + q.claimable + order + " LIMIT ?) RETURNING " + sel
+		" WHERE " + q.claimable + order + " LIMIT ?" + skipLocked(d) + ") RETURNING " + sel
 	q.claimSelect = "SELECT " + sel + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
 	expired := "status = " + st(InboxProcessing) + " AND locked_by IS NOT NULL AND locked_until < ?"
 	old := "status = " + st(InboxDone) + " AND last_seen_at < ?"
