@@ -6,7 +6,7 @@
 -- Text keys use the "C" collation: ids compare and sort byte for byte, so
 -- 'a', 'A' and 'a ' are three ids, in the order Go sorts them.
 -- status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
--- The partial index holds only the pending rows (NEW, RETRY) in claim order;
+-- The partial index holds only the pending rows (NEW, RETRY) in claim order:
 -- DONE rows, the bulk of the table, cost it nothing.
 CREATE TABLE IF NOT EXISTS {{.Table}} (
     event_id       VARCHAR(36)  COLLATE "C" NOT NULL PRIMARY KEY,
