@@ -110,8 +110,9 @@ type Capabilities struct {
 	SingleWriter bool
 	// OnDuplicateKeyUpdate: upserts are written INSERT ... ON DUPLICATE
 	// KEY UPDATE (MySQL, MariaDB) instead of the standard INSERT ... ON
-	// CONFLICT (key) DO UPDATE (SQLite 3.24, PostgreSQL). In both forms
-	// an unqualified column on the right-hand side is the existing row's.
+	// CONFLICT (key) DO UPDATE (SQLite 3.24, PostgreSQL). A column on the
+	// right-hand side is the existing row's (qualified with the table name
+	// in the ON CONFLICT form).
 	OnDuplicateKeyUpdate bool
 	// FailedStatementAbortsTx: a failed statement aborts the whole
 	// transaction, every later statement fails until ROLLBACK

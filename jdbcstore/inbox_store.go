@@ -186,18 +186,21 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 	sel := strings.Join(cols, ", ")
 	key := " WHERE source = ? AND message_id = ?"
 	insertCols := " (source, message_id, topic, payload, hash, first_seen_at, last_seen_at, status, attempt, next_attempt_at, due_at)"
-	// ON CONFLICT … DO UPDATE (SQLite 3.24+) and ON DUPLICATE KEY UPDATE
-	// both take the placeholders that follow; unqualified columns on the
-	// right-hand side are the existing row's.
+	// ON CONFLICT … DO UPDATE (SQLite 3.24+, PostgreSQL) and ON DUPLICATE
+	// KEY UPDATE both take the placeholders that follow; a column on the
+	// right-hand side, qualified with the table name (PostgreSQL finds an
+	// unqualified one ambiguous with EXCLUDED's), is the existing row's.
 	upsert := " ON CONFLICT (source, message_id) DO UPDATE SET "
+	existing := t + "."
 	if d.Capabilities().OnDuplicateKeyUpdate {
 		upsert = " ON DUPLICATE KEY UPDATE "
+		existing = ""
 	}
 	order := " ORDER BY next_attempt_at, source, message_id"
 	q := inboxStatements{
 		cols: sel,
 		touch: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(InboxSeen) + ", 0, ?, NULL)" +
-			upsert + "last_seen_at = ?, hash = COALESCE(hash, ?)",
+			upsert + "last_seen_at = ?, hash = COALESCE(" + existing + "hash, ?)",
 		touchRead: "SELECT status, attempt, hash, locked_by, " + timeSel(d, "locked_until") + " FROM " + t + key + lockingRead(d),
 		markDone:  "UPDATE " + t + " SET status = " + st(InboxDone) + ", locked_by = NULL, locked_until = NULL" + key,
 		markProcessed: "INSERT INTO " + t + insertCols + " VALUES (?, ?, '', ?, NULL, ?, ?, " + st(InboxDone) + ", 0, ?, NULL)" +
