@@ -78,6 +78,10 @@ type statements struct {
 	exists string
 	// countByStatus: no arguments.
 	countByStatus string
+	// notify and notifyArgs: the announcement of an unowned event
+	// (Notifier dialects), "" otherwise.
+	notify     string
+	notifyArgs []any
 }
 
 // buildStatements writes the statements with '?' placeholders, quotes the
@@ -134,8 +138,11 @@ func buildStatements(d Dialect, table string) statements {
 	}
 	q.release = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + pending + " AND locked_by = ?"
 	q.releaseExceptPrefix = q.release + " AND event_id NOT IN ("
+	if n, ok := d.(Notifier); ok {
+		q.notify, q.notifyArgs = n.NotifyStatement(table)
+	}
 	bt := d.BindType()
-	for _, p := range []*string{&q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
+	for _, p := range []*string{&q.notify, &q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
 		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus} {
 		*p = sqlx.Rebind(bt, *p)
 	}

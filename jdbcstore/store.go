@@ -75,7 +75,9 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // Config.Now(), available_at = env.NotBefore() or now (whichever is later)
 // and the given lease (unowned when zero) on ex, normally the caller's
 // business transaction (*sql.Tx, *sqlx.Tx or a core.Tx). The row exists
-// only if that transaction commits.
+// only if that transaction commits. An unowned insert on a dialect that
+// implements [Notifier] also announces the event on ex, so the pollers of
+// every node wake up when ex commits.
 //
 // env is validated first. A duplicate event id returns an error wrapping
 // [core.ErrDuplicateEvent]; on a database whose failed statements abort
@@ -150,6 +152,13 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 		}
 		if n == 0 {
 			return fmt.Errorf("outbox: jdbcstore: insert %q: %w (the transaction is still usable)", env.ID(), core.ErrDuplicateEvent)
+		}
+	}
+	if lease.IsZero() && s.q.notify != "" {
+		// Wake the pollers of every node once this transaction commits:
+		// no hot path delivers an unowned event.
+		if _, err := ex.ExecContext(ctx, s.q.notify, s.q.notifyArgs...); err != nil {
+			return fmt.Errorf("outbox: jdbcstore: insert %q: notify: %w", env.ID(), err)
 		}
 	}
 	s.checkBeforeCommit(ex, env.ID())

@@ -72,6 +72,8 @@ type Poller struct {
 
 	cycleMu  sync.Mutex // one poll at a time; guards rotation
 	rotation *rotation.Rotation
+
+	wake wakeSignal // Wake's signal (wake.go)
 }
 
 // target is one store the poller reads and the queue its events go to.
@@ -120,7 +122,7 @@ func NewMulti(cfg Config) (*Poller, error) {
 		return nil, err
 	}
 	return &Poller{cfg: cfg, targets: make(map[string]*target), rotation: rotation.New(cfg.Selector),
-		log: cfg.Logger.With(slog.String("component", "outbox.poller"))}, nil
+		log: cfg.Logger.With(slog.String("component", "outbox.poller")), wake: newWakeSignal()}, nil
 }
 
 // Add adds a store to poll, identified by id in logs ("store" attribute)
@@ -251,7 +253,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target) (res Result, limit i
 	}
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
-		SkipRecent: p.cfg.SkipRecent, Limit: limit,
+		SkipRecent: p.skipRecent(ctx), Limit: limit,
 	})
 	if err != nil {
 		return res, limit, err
@@ -398,12 +400,15 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}, done chan<- str
 	defer t.Stop()
 	lastReap := time.Now()
 	for {
+		woken := false
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		case <-p.wake.ch:
+			woken = true
 		}
-		_, next, err := p.pollOnce(ctx)
+		_, next, err := p.pollOnce(wokenContext(ctx, woken))
 		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
 			lastReap = time.Now()
 			if _, err := p.ReapOnce(ctx); err != nil && ctx.Err() == nil {
