@@ -111,7 +111,7 @@ func decodePayload(kind core.PayloadKind, stored []byte) ([]byte, error) {
 	case core.PayloadBytes:
 		s := bytes.TrimSpace(stored)
 		var b64 []byte
-		if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && bytes.IndexAny(s[1:len(s)-1], `\"`) < 0 {
+		if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && !bytes.ContainsAny(s[1:len(s)-1], `\"`) {
 			b64 = s[1 : len(s)-1] // the form this dialect writes, as jsonb prints it
 		} else {
 			var str string
