@@ -128,3 +128,31 @@ func randomHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b[:])
 }
+
+// A pool of one connection is not taken by the listener: the outbox still
+// works (the poller delivers) and the log says why nothing listens.
+func TestNotifyNotWithOneConnectionPostgres(t *testing.T) {
+	db := testdb.Postgres(t)
+	db.SetMaxOpenConns(1)
+	logger, logs := testsupport.NewLogger()
+	ob, err := outbox.New(context.Background(), db, outbox.Config{Logger: logger,
+		Poller: poller.Config{Interval: 5 * time.Millisecond, SkipRecent: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 1)
+	ob.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { seen <- e.ID(); return nil })
+	if err := ob.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ob.Close(ctx)
+	})
+	testsupport.WaitFor(t, 10*time.Second, "the warning", func() bool { return logs.Count("level=WARN", "not listening") == 1 })
+	id, _ := publishPlain(t, ob, db)
+	if got := testsupport.Recv(t, 10*time.Second, seen, "the poller's delivery"); got != id {
+		t.Fatalf("delivered %s, want %s", got, id)
+	}
+}

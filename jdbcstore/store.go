@@ -81,10 +81,10 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 //
 // env is validated first. A duplicate event id returns an error wrapping
 // [core.ErrDuplicateEvent]; on a database whose failed statements abort
-// the transaction (PostgreSQL) the duplicate is detected without an error,
-// so the caller's transaction stays usable. Lock contention is retried only when ex is the
-// store's own database (an autocommit insert); inside a transaction the
-// caller owns the retry.
+// the transaction (PostgreSQL) the duplicate is detected without an
+// error, so the caller's transaction stays usable. Lock contention is
+// retried only when ex is the store's own database (an autocommit
+// insert); inside a transaction the caller owns the retry.
 func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) error {
 	if ex == nil {
 		return fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)

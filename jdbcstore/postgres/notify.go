@@ -41,14 +41,20 @@ func (pgDialect) NotifyStatement(table string) (string, []any) {
 }
 
 // Listen holds one connection of db's pool (taken with db.Conn, so it
-// uses the pool's credentials and TLS settings, and the pool has one
-// connection less while the outbox runs) and LISTENs on the channel of
-// table through pgx's connection, calling wake for every notification.
-// Pinging it after listenHealthInterval of silence detects a dead
-// connection; a lost one is replaced with backoff (100 ms doubling to
-// 5 s). It logs a lost connection once per incident (Warn) and the
-// recovery (Info).
+// uses the pool's credentials and TLS settings; the pool has one
+// connection less while the outbox runs, and with a pool of one connection
+// Listen does not listen) and LISTENs on the channel of table through
+// pgx's connection, calling wake for every notification. Pinging it after
+// listenHealthInterval of silence detects a dead connection; a lost one
+// is replaced with backoff (100 ms doubling to 5 s). It logs a lost
+// connection once per incident (Warn) and the recovery (Info).
 func (pgDialect) Listen(ctx context.Context, db *sqlx.DB, table string, log *slog.Logger, wake func()) {
+	if m := db.Stats().MaxOpenConnections; m == 1 {
+		// The listener would hold the pool's only connection forever.
+		log.WarnContext(ctx, "outbox: postgres: not listening for notifications: the pool allows one connection (SetMaxOpenConns(1)); new events wait for the poller's interval",
+			slog.String("table", table))
+		return
+	}
 	backoff := listenMinBackoff
 	failing := false
 	for ctx.Err() == nil {
