@@ -102,6 +102,7 @@ type Outbox struct {
 	dispatcher *dispatcher.Dispatcher
 	poller     *poller.Poller   // nil when DisablePoller
 	cleaner    *cleanup.Cleaner // nil unless EnableCleanup
+	notify     *notifyListener  // nil unless the database announces commits (notify.go)
 	client     *publish.Client
 	tx         *txctx.Manager
 
@@ -145,6 +146,7 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 		if o.poller, err = poller.New(store, disp, cfg.Poller); err != nil {
 			return nil, cfgpath.Prefix("Poller", err)
 		}
+		o.notify = newNotifyListener(store, o.poller, cfg.Logger)
 	}
 	if cfg.EnableCleanup {
 		if o.cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {
@@ -204,7 +206,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Start starts the dispatcher's workers and the poller. Register listeners
+// Start starts the dispatcher's workers and the poller (and, on a
+// database that announces commits such as PostgreSQL, the listener that
+// wakes the poller; see jdbcstore.Notifier). Register listeners
 // before Start; registering later is allowed and takes effect at once.
 func (o *Outbox) Start(ctx context.Context) error {
 	if err := o.dispatcher.Start(ctx); err != nil {
@@ -214,6 +218,7 @@ func (o *Outbox) Start(ctx context.Context) error {
 		if err := o.poller.Start(ctx); err != nil {
 			return errors.Join(err, o.dispatcher.Close(ctx))
 		}
+		o.notify.start()
 	}
 	if o.cleaner != nil {
 		if err := o.cleaner.Start(ctx); err != nil {
@@ -230,13 +235,14 @@ func (o *Outbox) Start(ctx context.Context) error {
 // delivers them at once. It does not close db.
 func (o *Outbox) Close(ctx context.Context) error {
 	var errPoller, errCleaner error
+	errNotify := o.notify.stop(ctx)
 	if o.cleaner != nil {
 		errCleaner = o.cleaner.Close(ctx)
 	}
 	if o.poller != nil {
 		errPoller = o.poller.Close(ctx)
 	}
-	return errors.Join(errCleaner, errPoller, o.dispatcher.Close(ctx))
+	return errors.Join(errNotify, errCleaner, errPoller, o.dispatcher.Close(ctx))
 }
 
 // InTx runs fn in a transaction carried by the ctx given to fn (see

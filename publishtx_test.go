@@ -39,8 +39,9 @@ func waitSignal[T any](t *testing.T, ch <-chan T, what string) T {
 }
 
 var testDatabases = map[string]func(t *testing.T, name string) *sqlx.DB{
-	"sqlite": sqliteDB,
-	"mysql":  func(t *testing.T, _ string) *sqlx.DB { return testdb.MySQL(t) },
+	"sqlite":   sqliteDB,
+	"mysql":    func(t *testing.T, _ string) *sqlx.DB { return testdb.MySQL(t) },
+	"postgres": func(t *testing.T, _ string) *sqlx.DB { return testdb.Postgres(t) },
 }
 
 // newDelivering builds and starts an outbox on db (a *sql.DB or *sqlx.DB)

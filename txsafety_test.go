@@ -63,8 +63,9 @@ func sqliteDB(t *testing.T, name string) *sqlx.DB {
 
 func TestPublishRefusesAnotherOutboxTransaction(t *testing.T) {
 	for name, open := range map[string]func(t *testing.T, name string) *sqlx.DB{
-		"sqlite": sqliteDB,
-		"mysql":  func(t *testing.T, _ string) *sqlx.DB { return testdb.MySQL(t) },
+		"sqlite":   sqliteDB,
+		"mysql":    func(t *testing.T, _ string) *sqlx.DB { return testdb.MySQL(t) },
+		"postgres": func(t *testing.T, _ string) *sqlx.DB { return testdb.Postgres(t) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			dbA, dbB := open(t, "a.db"), open(t, "b.db")

@@ -136,7 +136,7 @@ func (c *Cleaner) Start(ctx context.Context) error {
 		// Close interrupts one in progress after its current statement.
 		ctx, cancel := engine.UntilStop(ctx, stop)
 		defer cancel()
-		c.run.Pace(ctx, stop, c.cfg.Interval, func(ctx context.Context) time.Duration {
+		c.run.Pace(ctx, stop, c.cfg.Interval, func(ctx context.Context, _ bool) time.Duration {
 			c.runLogged(ctx)
 			return c.cfg.Interval
 		})

@@ -145,7 +145,7 @@ func (h *harness) env(eventType string, mods ...func(*core.Builder)) core.Envelo
 }
 
 // insert builds an envelope and stores it as a NEW row leased to the
-// dispatcher (its HotLease), as core.Client does when it publishes.
+// dispatcher (its HotLease), as the publishing client does when it publishes.
 func (h *harness) insert(eventType string, mods ...func(*core.Builder)) core.Envelope {
 	h.t.Helper()
 	env := h.env(eventType, mods...)
@@ -172,7 +172,7 @@ func (h *harness) markRetry(id, msg string) {
 	}
 }
 
-// enqueueHot offers env as core.Client does after commit: with the
+// enqueueHot offers env as the publishing client does after commit: with the
 // dispatcher's HotLease.
 func (h *harness) enqueueHot(env core.Envelope) bool {
 	return h.d.EnqueueHot(env, h.d.HotLease(env))

@@ -286,7 +286,7 @@ func TestHotLeaseAndClaimLease(t *testing.T) {
 		t.Errorf("ClaimLease(%v) = %+v, want {me %v}", at, got, at.Add(lease))
 	}
 
-	// core.Client inserts with the HotLease: the row is this node's from
+	// the publishing client inserts with the HotLease: the row is this node's from
 	// the insert on.
 	client, err := publish.New(h.st, handoff.Of(h.d, ""))
 	if err != nil {

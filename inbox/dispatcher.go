@@ -307,7 +307,7 @@ type maintenance struct{ reap, cleanup time.Time }
 func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}) {
 	defer d.wg.Wait()
 	last := map[*member]*maintenance{}
-	d.run.Pace(ctx, stop, 0, func(ctx context.Context) time.Duration {
+	d.run.Pace(ctx, stop, 0, func(ctx context.Context, _ bool) time.Duration {
 		// Maintenance first (the first round of each inbox runs at once):
 		// a restart releases the leases its previous run left behind.
 		d.maintain(ctx, last)

@@ -18,7 +18,9 @@ import (
 // leased by another owner whose lease ended before req.Now.
 //
 // The claim is atomic per database: SQLite runs one UPDATE … RETURNING
-// (SQLite allows one writer at a time); MySQL/MariaDB select the rows FOR
+// (SQLite allows one writer at a time); PostgreSQL runs one UPDATE …
+// RETURNING whose subquery selects the rows FOR UPDATE SKIP LOCKED;
+// MySQL/MariaDB select the rows FOR
 // UPDATE SKIP LOCKED in a short READ COMMITTED transaction and lease them
 // before commit, so concurrent claimers on other nodes never get the same
 // row and never wait for each other.

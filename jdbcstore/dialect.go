@@ -21,7 +21,8 @@ import (
 //
 // This package imports no database driver: the dialects live in
 // per-database packages ([github.com/outbox-go/outbox/jdbcstore/sqlite],
-// [github.com/outbox-go/outbox/jdbcstore/mysql]), each importing its own
+// [github.com/outbox-go/outbox/jdbcstore/mysql],
+// [github.com/outbox-go/outbox/jdbcstore/postgres]), each importing its own
 // driver and calling [Register] from its init function. A third-party
 // package adds a database the same way, and proves its dialect with the
 // conformance suite in package jdbcstore/storetest.
@@ -90,8 +91,9 @@ type Capabilities struct {
 	// 10.6, PostgreSQL). Claims select and lock rows, then update them.
 	SkipLocked bool
 	// Returning: UPDATE ... RETURNING (SQLite 3.35, PostgreSQL). Claims
-	// are one UPDATE returning the claimed rows; used when SkipLocked is
-	// false.
+	// are one UPDATE returning the claimed rows, preferred over the
+	// two-statement SkipLocked claim; with SkipLocked too, the UPDATE's
+	// subquery selects the rows FOR UPDATE SKIP LOCKED (PostgreSQL).
 	Returning bool
 	// UpdateOrderLimit: UPDATE ... LIMIT (MySQL, MariaDB). Without it a
 	// LIMIT goes into a subquery on the same table (SQLite, PostgreSQL).
@@ -110,9 +112,18 @@ type Capabilities struct {
 	SingleWriter bool
 	// OnDuplicateKeyUpdate: upserts are written INSERT ... ON DUPLICATE
 	// KEY UPDATE (MySQL, MariaDB) instead of the standard INSERT ... ON
-	// CONFLICT (key) DO UPDATE (SQLite 3.24, PostgreSQL). In both forms
-	// an unqualified column on the right-hand side is the existing row's.
+	// CONFLICT (key) DO UPDATE (SQLite 3.24, PostgreSQL). A column on the
+	// right-hand side is the existing row's (qualified with the table name
+	// in the ON CONFLICT form).
 	OnDuplicateKeyUpdate bool
+	// FailedStatementAbortsTx: a failed statement aborts the whole
+	// transaction, every later statement fails until ROLLBACK
+	// (PostgreSQL). The store then inserts events with INSERT ... ON
+	// CONFLICT (event_id) DO NOTHING and reports a duplicate id from the
+	// row count, so a duplicate leaves the caller's transaction usable,
+	// and its other insert errors inside a caller's transaction say that
+	// the transaction must be rolled back.
+	FailedStatementAbortsTx bool
 }
 
 // TimeSelector is implemented by dialects that must not let the driver

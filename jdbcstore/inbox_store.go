@@ -204,18 +204,21 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 	sel := strings.Join(cols, ", ")
 	key := " WHERE source = ? AND message_id = ?"
 	insertCols := " (source, message_id, topic, payload, hash, first_seen_at, last_seen_at, status, attempt, next_attempt_at, due_at)"
-	// ON CONFLICT … DO UPDATE (SQLite 3.24+) and ON DUPLICATE KEY UPDATE
-	// both take the placeholders that follow; unqualified columns on the
-	// right-hand side are the existing row's.
+	// ON CONFLICT … DO UPDATE (SQLite 3.24+, PostgreSQL) and ON DUPLICATE
+	// KEY UPDATE both take the placeholders that follow; a column on the
+	// right-hand side, qualified with the table name (PostgreSQL finds an
+	// unqualified one ambiguous with EXCLUDED's), is the existing row's.
 	upsert := " ON CONFLICT (source, message_id) DO UPDATE SET "
+	existing := t + "."
 	if d.Capabilities().OnDuplicateKeyUpdate {
 		upsert = " ON DUPLICATE KEY UPDATE "
+		existing = ""
 	}
 	order := " ORDER BY next_attempt_at, source, message_id"
 	q := inboxStatements{
 		cols: sel,
 		touch: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(inboxrow.Seen) + ", 0, ?, NULL)" +
-			upsert + "last_seen_at = ?, hash = COALESCE(hash, ?)",
+			upsert + "last_seen_at = ?, hash = COALESCE(" + existing + "hash, ?)",
 		touchRead: "SELECT status, attempt, hash, locked_by, " + timeSel(d, "locked_until") + " FROM " + t + key + lockingRead(d),
 		markDone:  "UPDATE " + t + " SET status = " + st(inboxrow.Done) + ", locked_by = NULL, locked_until = NULL" + key,
 		markProcessed: "INSERT INTO " + t + insertCols + " VALUES (?, ?, '', ?, NULL, ?, ?, " + st(inboxrow.Done) + ", 0, ?, NULL)" +
@@ -231,7 +234,7 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 			" AND (locked_by IS NULL OR locked_until < ?)",
 	}
 	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE (source, message_id) IN (SELECT source, message_id FROM " + t +
-		" WHERE " + q.claimable + order + " LIMIT ?) RETURNING " + sel
+		" WHERE " + q.claimable + order + " LIMIT ?" + skipLocked(d) + ") RETURNING " + sel
 	q.claimSelect = "SELECT " + sel + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
 	expired := "status = " + st(inboxrow.Processing) + " AND locked_by IS NOT NULL AND locked_until < ?"
 	old := "status = " + st(inboxrow.Done) + " AND last_seen_at < ?"

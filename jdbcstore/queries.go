@@ -78,6 +78,10 @@ type statements struct {
 	exists string
 	// countByStatus: no arguments.
 	countByStatus string
+	// notify and notifyArgs: the announcement of an unowned event
+	// (Notifier dialects), "" otherwise.
+	notify     string
+	notifyArgs []any
 }
 
 // buildStatements writes the statements with '?' placeholders, quotes the
@@ -115,9 +119,14 @@ func buildStatements(d Dialect, table string) statements {
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
 		countByStatus: "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
 	}
+	if d.Capabilities().FailedStatementAbortsTx {
+		// A duplicate must not abort the caller's transaction: it shows
+		// as no row inserted.
+		q.insert += " ON CONFLICT (event_id) DO NOTHING"
+	}
 	q.markDone1 = q.markDonePrefix + "?" + q.markDoneSuffix
 	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN (SELECT event_id FROM " + t +
-		" WHERE " + q.claimable + order + " LIMIT ?) RETURNING " + cols
+		" WHERE " + q.claimable + order + " LIMIT ?" + skipLocked(d) + ") RETURNING " + cols
 	q.claimSelect = "SELECT " + cols + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
 	q.claimUpdatePrefix = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN ("
 	expired := pending + " AND locked_by IS NOT NULL AND locked_until < ?"
@@ -129,12 +138,25 @@ func buildStatements(d Dialect, table string) statements {
 	}
 	q.release = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + pending + " AND locked_by = ?"
 	q.releaseExceptPrefix = q.release + " AND event_id NOT IN ("
+	if n, ok := d.(Notifier); ok {
+		q.notify, q.notifyArgs = n.NotifyStatement(table)
+	}
 	bt := d.BindType()
-	for _, p := range []*string{&q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
+	for _, p := range []*string{&q.notify, &q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
 		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus} {
 		*p = sqlx.Rebind(bt, *p)
 	}
 	return q
+}
+
+// skipLocked is the locking clause of a claim's subquery: FOR UPDATE SKIP
+// LOCKED where the database has both RETURNING and SKIP LOCKED, so
+// concurrent claimers skip each other's rows instead of waiting for them.
+func skipLocked(d Dialect) string {
+	if c := d.Capabilities(); c.Returning && c.SkipLocked {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return ""
 }
 
 // inList returns prefix, n comma-separated placeholders and suffix, rebound

@@ -23,6 +23,8 @@ var ErrUnsupportedDriver = errors.New("outbox: jdbcstore: unsupported database d
 // imports none of them.
 var builtinPackages = map[string]string{
 	"mysql":   "github.com/outbox-go/outbox/jdbcstore/mysql",
+	"pgx":     "github.com/outbox-go/outbox/jdbcstore/postgres",
+	"pgx/v5":  "github.com/outbox-go/outbox/jdbcstore/postgres",
 	"sqlite3": "github.com/outbox-go/outbox/jdbcstore/sqlite",
 }
 

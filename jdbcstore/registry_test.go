@@ -40,6 +40,8 @@ func TestUnsupportedDriver(t *testing.T) {
 	}
 	want := `no dialect for database/sql driver "fakepq" (*jdbcstore_test.fakePQ); supported: ` +
 		"mysql (import github.com/outbox-go/outbox/jdbcstore/mysql), " +
+		"pgx (import github.com/outbox-go/outbox/jdbcstore/postgres), " +
+		"pgx/v5 (import github.com/outbox-go/outbox/jdbcstore/postgres), " +
 		"sqlite3 (import github.com/outbox-go/outbox/jdbcstore/sqlite)"
 	if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
 		t.Errorf("New: error %q\nwant it to contain %q", err, want)

@@ -75,12 +75,16 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // Config.Now(), available_at = env.NotBefore() or now (whichever is later)
 // and the given lease (unowned when zero) on ex, normally the caller's
 // business transaction (*sql.Tx, *sqlx.Tx or a core.Tx). The row exists
-// only if that transaction commits.
+// only if that transaction commits. An unowned insert on a dialect that
+// implements [Notifier] also announces the event on ex, so the pollers of
+// every node wake up when ex commits.
 //
 // env is validated first. A duplicate event id returns an error wrapping
-// [core.ErrDuplicateEvent]. Lock contention is retried only when ex is the
-// store's own database (an autocommit insert); inside a transaction the
-// caller owns the retry.
+// [core.ErrDuplicateEvent]; on a database whose failed statements abort
+// the transaction (PostgreSQL) the duplicate is detected without an
+// error, so the caller's transaction stays usable. Lock contention is
+// retried only when ex is the store's own database (an autocommit
+// insert); inside a transaction the caller owns the retry.
 func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) error {
 	if ex == nil {
 		return fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)
@@ -121,18 +125,41 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 		s.dialect.EncodeTime(due), s.dialect.EncodeTime(now), lockedBy, lockedUntil,
 	}
 	exec := func() (sql.Result, error) { return ex.ExecContext(ctx, s.q.insert, args...) }
-	if s.ownsExecer(ex) {
+	var res sql.Result
+	owned := s.ownsExecer(ex)
+	if owned {
 		var release func()
 		if ctx, release, err = s.gate.Acquire(ctx); err != nil {
 			return s.mapError("insert", env.ID(), err)
 		}
 		defer release()
-		_, err = retryBusy(ctx, s, exec)
+		res, err = retryBusy(ctx, s, exec)
 	} else {
-		_, err = exec()
+		res, err = exec()
 	}
 	if err != nil {
-		return s.mapError("insert", env.ID(), err)
+		err = s.mapError("insert", env.ID(), err)
+		if !owned && s.dialect.Capabilities().FailedStatementAbortsTx {
+			err = fmt.Errorf("%w (the database aborted the transaction: roll it back)", err)
+		}
+		return err
+	}
+	if s.dialect.Capabilities().FailedStatementAbortsTx {
+		// INSERT ... ON CONFLICT DO NOTHING: no row means the id exists.
+		n, err := res.RowsAffected()
+		if err != nil {
+			return s.mapError("insert", env.ID(), err)
+		}
+		if n == 0 {
+			return fmt.Errorf("outbox: jdbcstore: insert %q: %w (the transaction is still usable)", env.ID(), core.ErrDuplicateEvent)
+		}
+	}
+	if lease.IsZero() && s.q.notify != "" {
+		// Wake the pollers of every node once this transaction commits:
+		// no hot path delivers an unowned event.
+		if _, err := ex.ExecContext(ctx, s.q.notify, s.q.notifyArgs...); err != nil {
+			return fmt.Errorf("outbox: jdbcstore: insert %q: notify: %w", env.ID(), err)
+		}
 	}
 	s.checkBeforeCommit(ex, env.ID())
 	return nil

@@ -31,7 +31,7 @@ const (
 	queueLease = time.Minute
 )
 
-// fakeQueue is a bounded poller.Queue of the node queueOwner. Accepted
+// fakeQueue is a bounded cold intake (handoff.Cold) of the node queueOwner. Accepted
 // events count as in flight until released, like the dispatcher's tracker.
 type fakeQueue struct {
 	mu       sync.Mutex

@@ -227,7 +227,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target) (res Result, limit i
 	limit += min(max(0, t.queue.Held()), limit)
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
-		SkipRecent: p.cfg.SkipRecent, Limit: limit,
+		SkipRecent: p.skipRecent(ctx), Limit: limit,
 	})
 	if err != nil {
 		return res, limit, err
@@ -330,15 +330,10 @@ func (p *Poller) Start(ctx context.Context) error { return p.run.Start(ctx, p.lo
 // poll handed to the dispatcher are the dispatcher's to finish.
 func (p *Poller) Close(ctx context.Context) error { return p.run.Close(ctx) }
 
-// Wake makes a running poller poll now instead of at the end of its
-// current wait (Interval or BacklogInterval). It never blocks; wakes that
-// come while a poll runs make one more poll follow it.
-func (p *Poller) Wake() { p.run.Wake() }
-
 func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	lastReap := time.Now()
-	p.run.Pace(ctx, stop, p.cfg.Interval, func(ctx context.Context) time.Duration {
-		_, next, err := p.pollOnce(ctx)
+	p.run.Pace(ctx, stop, p.cfg.Interval, func(ctx context.Context, woken bool) time.Duration {
+		_, next, err := p.pollOnce(wokenContext(ctx, woken))
 		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
 			lastReap = time.Now()
 			if _, err := p.ReapOnce(ctx); err != nil && ctx.Err() == nil {

@@ -287,7 +287,7 @@ func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
 	_ = s.refresher.Start(context.Background(), func(ctx context.Context, stop <-chan struct{}) {
 		ctx, cancel := engine.UntilStop(ctx, stop) // a refresh may stop anywhere
 		defer cancel()
-		s.refresher.Pace(ctx, stop, interval, func(ctx context.Context) time.Duration {
+		s.refresher.Pace(ctx, stop, interval, func(ctx context.Context, _ bool) time.Duration {
 			if _, err := s.refresh(ctx, discover); err != nil && ctx.Err() == nil {
 				s.log.Error("tenant: refresh of the set of databases failed; will try again", slog.String("part", s.what),
 					slog.String("error", err.Error()))

@@ -2,7 +2,7 @@
 // carried by a [context.Context], with hooks that run after the transaction
 // commits or rolls back. A
 // [*Tx] implements [core.Tx], and [Manager.Do] stores it in the context
-// with [core.ContextWithTx], so [core.Client.Publish] finds the transaction
+// with [core.ContextWithTx], so outbox.Outbox.Publish finds the transaction
 // and registers its after-commit hand-off there.
 //
 // Guarantees:

@@ -395,7 +395,7 @@ func withTx(ctx context.Context, t *Tx) context.Context {
 }
 
 // Adopt wraps a transaction that the caller manages itself and returns a
-// context carrying it (for [core.Client.Publish] and [From]). Hooks run
+// context carrying it (for outbox.Outbox.Publish and [From]). Hooks run
 // when the caller commits or rolls back through the returned [*Tx]; ending
 // tx directly (or letting its BeginTx context be cancelled) skips them.
 // [Tx.Sqlx] returns nil. Only [WithLogger] applies.

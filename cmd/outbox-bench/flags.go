@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Scenario names, in the order they run.
@@ -21,6 +22,7 @@ const (
 	scenarioLatency   = "latency"
 	scenarioOverload  = "overload"
 	defaultMySQLDSN   = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	defaultPGDSN      = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	defaultSQLiteN    = 20000
 	defaultMySQLN     = 10000
 	defaultOverloadN  = 200000
@@ -36,8 +38,8 @@ var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, sc
 
 // options are the parsed and validated command-line flags.
 type options struct {
-	db         string        // "sqlite" or "mysql"
-	dsn        string        // MySQL DSN (server and credentials; the database is created per scenario)
+	db         string        // "sqlite", "mysql" or "postgres"
+	dsn        string        // MySQL DSN or PostgreSQL URL (server and credentials; the database is created per scenario)
 	n          int           // transactions per throughput scenario
 	workers    int           // business writers and dispatcher workers
 	warmup     int           // untimed transactions before each scenario
@@ -64,10 +66,10 @@ type options struct {
 const usageText = `outbox-bench measures the outbox against a bare INSERT on the same database.
 
 Usage:
-  outbox-bench -db sqlite|mysql [-dsn DSN] [-n N] [-workers W] [-json] [flags]
+  outbox-bench -db sqlite|mysql|postgres [-dsn DSN] [-n N] [-workers W] [-json] [flags]
 
-Scenarios (each on a fresh database: a new SQLite file, or a new MySQL
-database outbox_bench_<random> dropped at the end):
+Scenarios (each on a fresh database: a new SQLite file, or a new MySQL or
+PostgreSQL database outbox_bench_<random> dropped at the end):
   floor       per tx: BEGIN; INSERT business row; INSERT an outbox-shaped row
               with plain database/sql (no framework); COMMIT. W writers, N tx.
   publish     the same business tx publishing through the framework (InTx +
@@ -122,9 +124,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	var scenarios string
 	fs := flag.NewFlagSet("outbox-bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported by the caller
-	fs.StringVar(&o.db, "db", "sqlite", "database: sqlite or mysql")
-	fs.StringVar(&o.dsn, "dsn", "", "MySQL/MariaDB DSN of an account that may CREATE and DROP databases (default "+defaultMySQLDSN+"); only with -db mysql")
-	fs.IntVar(&o.n, "n", 0, fmt.Sprintf("transactions per throughput scenario (default %d on sqlite, %d on mysql)", defaultSQLiteN, defaultMySQLN))
+	fs.StringVar(&o.db, "db", "sqlite", "database: sqlite, mysql or postgres")
+	fs.StringVar(&o.dsn, "dsn", "", "MySQL/MariaDB DSN or PostgreSQL URL of an account that may CREATE and DROP databases\n(default "+defaultMySQLDSN+" or "+defaultPGDSN+"); only with -db mysql or postgres")
+	fs.IntVar(&o.n, "n", 0, fmt.Sprintf("transactions per throughput scenario (default %d on sqlite, %d on mysql and postgres)", defaultSQLiteN, defaultMySQLN))
 	fs.IntVar(&o.workers, "workers", defaultWorkers, "business writer goroutines and dispatcher workers")
 	fs.IntVar(&o.rounds, "rounds", defaultRounds, "rounds of floor, publish and end_to_end, interleaved; each reports its median round")
 	fs.IntVar(&o.warmup, "warmup", defaultWarmup, "untimed transactions before each scenario")
@@ -183,7 +185,7 @@ func (o *options) validate() error {
 	switch o.db {
 	case "sqlite":
 		if o.dsn != "" {
-			return errors.New("-dsn is only for -db mysql")
+			return errors.New("-dsn is only for -db mysql or postgres")
 		}
 		if o.n == 0 {
 			o.n = defaultSQLiteN
@@ -198,8 +200,18 @@ func (o *options) validate() error {
 		if o.n == 0 {
 			o.n = defaultMySQLN
 		}
+	case "postgres":
+		if o.dsn == "" {
+			o.dsn = defaultPGDSN
+		}
+		if _, err := pgconn.ParseConfig(o.dsn); err != nil {
+			return fmt.Errorf("-dsn: %v", err)
+		}
+		if o.n == 0 {
+			o.n = defaultMySQLN
+		}
 	default:
-		return errors.New("-db must be sqlite or mysql")
+		return errors.New("-db must be sqlite, mysql or postgres")
 	}
 	switch {
 	case o.n < 1:

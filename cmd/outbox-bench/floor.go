@@ -8,6 +8,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -26,30 +27,6 @@ const floorInsert = "INSERT INTO " + floorTable + " (event_id, event_type, aggre
 	" occurred_at, payload, payload_kind, headers, status, attempts, available_at, created_at," +
 	" locked_by, locked_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?)"
 
-// mysqlTimeText is how the store sends a DATETIME(6) value to MySQL.
-const mysqlTimeText = "2006-01-02 15:04:05.000000"
-
-// floorRow encodes times and payloads the way the store does on one
-// database: Unix microseconds and BLOB on SQLite, UTC text and JSON text
-// on MySQL.
-type floorRow struct{ mysql bool }
-
-// time encodes t as the store does.
-func (r floorRow) time(t time.Time) any {
-	if r.mysql {
-		return t.UTC().Truncate(time.Microsecond).Format(mysqlTimeText)
-	}
-	return t.UnixMicro()
-}
-
-// payload encodes a JSON payload as the store does.
-func (r floorRow) payload(doc []byte) any {
-	if r.mysql {
-		return string(doc)
-	}
-	return doc
-}
-
 // runFloor measures the floor: per transaction BEGIN, INSERT the business
 // row, INSERT an outbox-shaped row with plain database/sql, COMMIT; W
 // writers until N transactions are done.
@@ -67,7 +44,9 @@ func (b *bench) runFloor(ctx context.Context) (result, error) {
 		return result{}, fmt.Errorf("create floor table: %w", err)
 	}
 	db := f.db.DB
-	enc := floorRow{mysql: f.kind == "mysql"}
+	// Values are encoded by the store's dialect, as Insert encodes them.
+	enc := store.Dialect()
+	insertRow := f.db.Rebind(floorInsert)
 	owner := ident.OwnerToken()
 	tx := func(ctx context.Context, prefix string, i int) error {
 		ref := orderRef(prefix, i)
@@ -77,7 +56,7 @@ func (b *bench) runFloor(ctx context.Context) (result, error) {
 			return fmt.Errorf("floor: begin: %w", err)
 		}
 		defer rollback(t)
-		if _, err := t.ExecContext(ctx, insertOrder, ref, amount); err != nil {
+		if _, err := t.ExecContext(ctx, f.insertOrder, ref, amount); err != nil {
 			return fmt.Errorf("floor: insert order: %w", err)
 		}
 		// The event is made inside the transaction, as Publish makes it.
@@ -85,9 +64,13 @@ func (b *bench) runFloor(ctx context.Context) (result, error) {
 		id := ulid.Make().String()
 		occurred := time.Now()
 		now := time.Now()
-		if _, err := t.ExecContext(ctx, floorInsert, id, eventType, aggregateType, ref, nil,
-			enc.time(occurred), enc.payload(doc), 0, nil, enc.time(now), enc.time(now),
-			owner, enc.time(now.Add(dispatcher.DefaultLease))); err != nil {
+		payload, err := enc.EncodePayload(core.PayloadJSON, doc)
+		if err != nil {
+			return fmt.Errorf("floor: encode payload: %w", err)
+		}
+		if _, err := t.ExecContext(ctx, insertRow, id, eventType, aggregateType, ref, nil,
+			enc.EncodeTime(occurred), payload, 0, nil, enc.EncodeTime(now), enc.EncodeTime(now),
+			owner, enc.EncodeTime(now.Add(dispatcher.DefaultLease))); err != nil {
 			return fmt.Errorf("floor: insert event row: %w", err)
 		}
 		if err := t.Commit(); err != nil {

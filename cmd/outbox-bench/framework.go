@@ -119,7 +119,7 @@ func (h *harness) publish(ctx context.Context, typ, ref string, amount int64, se
 		if !ok {
 			return errors.New("no transaction in the context")
 		}
-		if _, err := tx.ExecContext(ctx, insertOrder, ref, amount); err != nil {
+		if _, err := tx.ExecContext(ctx, h.f.insertOrder, ref, amount); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
 		eb := outbox.NewEvent(typ).AggregateType(aggregateType).AggregateID(ref).

@@ -4,6 +4,7 @@
 //
 //	go run ./cmd/outbox-bench -db sqlite -json
 //	go run ./cmd/outbox-bench -db mysql -dsn 'root@tcp(127.0.0.1:3306)/test?parseTime=true' -json
+//	go run ./cmd/outbox-bench -db postgres -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' -json
 //
 // It runs five scenarios, each on a fresh database (floor, publish,
 // end_to_end, latency, overload), prints one line per scenario and a

@@ -73,13 +73,14 @@ func TestFlagErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"-db", "oracle"}, "outbox-bench: -db must be sqlite or mysql"},
-		{[]string{"-db", "sqlite", "-dsn", "x"}, "-dsn is only for -db mysql"},
+		{[]string{"-db", "oracle"}, "outbox-bench: -db must be sqlite, mysql or postgres"},
+		{[]string{"-db", "sqlite", "-dsn", "x"}, "-dsn is only for -db mysql or postgres"},
 		{[]string{"-n", "-3"}, "-n must be at least 1"},
 		{[]string{"-workers", "0"}, "-workers must be between 1 and"},
 		{[]string{"-scenarios", "floor,bogus"}, `unknown scenario "bogus"`},
 		{[]string{"-scenarios", "latency"}, "latency paces itself"},
 		{[]string{"-db", "mysql", "-dsn", "not a dsn"}, "-dsn:"},
+		{[]string{"-db", "postgres", "-dsn", "postgres://h:notaport/db"}, "-dsn:"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"-payload", "1TiB"}, "-payload: want a size"},
 		{[]string{"-payload", "1"}, "-payload: want a size"},

@@ -135,7 +135,7 @@ func (r *report) explain(ctx context.Context, db *sqlx.DB, w io.Writer) error {
 func describe(ctx context.Context, db *sqlx.DB, id string) string {
 	var b strings.Builder
 	var ledgerChild sql.NullInt64
-	_ = db.GetContext(ctx, &ledgerChild, `SELECT MAX(child) FROM `+ledgerTable+` WHERE event_id = ?`, id)
+	_ = db.GetContext(ctx, &ledgerChild, db.Rebind(`SELECT MAX(child) FROM `+ledgerTable+` WHERE event_id = ?`), id)
 	if ledgerChild.Valid {
 		fmt.Fprintf(&b, "ledger child %d; ", ledgerChild.Int64)
 	} else {
@@ -148,7 +148,7 @@ func describe(ctx context.Context, db *sqlx.DB, id string) string {
 		LastError   sql.NullString `db:"last_error"`
 		AggregateID sql.NullString `db:"aggregate_id"`
 	}
-	err := db.GetContext(ctx, &row, `SELECT status, attempts, locked_by, last_error, aggregate_id FROM `+outboxTable+` WHERE event_id = ?`, id)
+	err := db.GetContext(ctx, &row, db.Rebind(`SELECT status, attempts, locked_by, last_error, aggregate_id FROM `+outboxTable+` WHERE event_id = ?`), id)
 	switch {
 	case err == sql.ErrNoRows:
 		b.WriteString("no outbox row; ")
@@ -162,7 +162,7 @@ func describe(ctx context.Context, db *sqlx.DB, id string) string {
 		Child int `db:"child"`
 		OK    int `db:"ok"`
 	}
-	_ = db.SelectContext(ctx, &deliveries, `SELECT child, ok FROM `+deliveriesTable+` WHERE event_id = ?`, id)
+	_ = db.SelectContext(ctx, &deliveries, db.Rebind(`SELECT child, ok FROM `+deliveriesTable+` WHERE event_id = ?`), id)
 	fmt.Fprintf(&b, "deliveries (child/ok): %v", deliveries)
 	return b.String()
 }

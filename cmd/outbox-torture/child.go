@@ -54,8 +54,8 @@ const (
 // childSpec is everything a child needs, passed in envChild.
 type childSpec struct {
 	ID           int     `json:"id"`
-	DB           string  `json:"db"`  // "sqlite" or "mysql"
-	DSN          string  `json:"dsn"` // SQLite path or MySQL DSN
+	DB           string  `json:"db"`  // "sqlite", "mysql" or "postgres"
+	DSN          string  `json:"dsn"` // SQLite path, MySQL DSN or PostgreSQL URL
 	Seed         int64   `json:"seed"`
 	Drain        bool    `json:"drain"`         // publish DrainPublish transactions, then only deliver
 	DrainPublish int     `json:"drain_publish"` // transactions a drain child runs
@@ -163,7 +163,7 @@ func (l *listener) onEvent(ctx context.Context, env outbox.Envelope) error {
 	if fail {
 		ok = 0
 	}
-	if _, err := l.db.ExecContext(ctx, insertDelivery, env.ID(), l.spec.ID, ok); err != nil {
+	if _, err := l.db.ExecContext(ctx, l.db.Rebind(insertDelivery), env.ID(), l.spec.ID, ok); err != nil {
 		return fmt.Errorf("record delivery: %w", err)
 	}
 	if fail {
@@ -274,7 +274,7 @@ func (p *publisher) run(ctx context.Context, n int) (int, error) {
 			// Bookkeeping for the check that rolled-back ids left nothing
 			// behind; a kill right here loses the row, which only makes
 			// rolled_back smaller.
-			if _, err := p.db.ExecContext(context.WithoutCancel(ctx), insertRollback, id, p.spec.ID); err != nil {
+			if _, err := p.db.ExecContext(context.WithoutCancel(ctx), p.db.Rebind(insertRollback), id, p.spec.ID); err != nil {
 				p.log.Warn("cannot record a rolled-back id", slog.String("event_id", id), slog.String("error", err.Error()))
 			}
 		case err == nil && end == txCommit:
@@ -320,7 +320,7 @@ func (p *publisher) transaction(ctx context.Context, end txEnd) (id string, err 
 		if !ok {
 			return errors.New("no transaction in ctx")
 		}
-		if _, err := tx.ExecContext(ctx, insertLedger, id, p.spec.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, p.db.Rebind(insertLedger), id, p.spec.ID); err != nil {
 			return fmt.Errorf("insert ledger row: %w", err)
 		}
 		if _, err := p.ob.Publish(ctx, env); err != nil {

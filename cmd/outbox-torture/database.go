@@ -11,8 +11,10 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/jdbcstore"
-	// The MySQL/MariaDB dialect, registered for the driver "mysql".
+	// The MySQL/MariaDB and PostgreSQL dialects, registered for the
+	// drivers "mysql" and "pgx".
 	_ "github.com/outbox-go/outbox/jdbcstore/mysql"
+	_ "github.com/outbox-go/outbox/jdbcstore/postgres"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
@@ -30,8 +32,18 @@ const (
 
 // tableDDL returns the statements creating the torture's tables. On MySQL
 // ids are VARBINARY(144) like the outbox's event_id, so joins compare
-// bytes with bytes and use the indexes.
+// bytes with bytes and use the indexes; on PostgreSQL they are text in the
+// "C" collation, as event_id.
 func tableDDL(kind string) []string {
+	if kind == "postgres" {
+		return []string{
+			"CREATE TABLE " + ledgerTable + ` (event_id VARCHAR(36) COLLATE "C" NOT NULL PRIMARY KEY, child INT NOT NULL)`,
+			"CREATE TABLE " + deliveriesTable + ` (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,` +
+				` event_id VARCHAR(36) COLLATE "C" NOT NULL, child INT NOT NULL, ok SMALLINT NOT NULL)`,
+			"CREATE INDEX " + deliveriesTable + "_event_idx ON " + deliveriesTable + " (event_id)",
+			"CREATE TABLE " + rollbacksTable + ` (event_id VARCHAR(36) COLLATE "C" NOT NULL PRIMARY KEY, child INT NOT NULL)`,
+		}
+	}
 	if kind == "mysql" {
 		return []string{
 			"CREATE TABLE " + ledgerTable + " (event_id VARBINARY(144) NOT NULL PRIMARY KEY, child INT NOT NULL) ENGINE=InnoDB",
@@ -52,23 +64,26 @@ func tableDDL(kind string) []string {
 // the torture tables applied.
 type freshDB struct {
 	db       *sqlx.DB
-	kind     string                  // "sqlite" or "mysql"
-	childDSN string                  // what a child opens: the SQLite path or the MySQL DSN
+	kind     string                  // "sqlite", "mysql" or "postgres"
+	childDSN string                  // what a child opens: the SQLite path, the MySQL DSN or the PostgreSQL URL
 	where    string                  // for humans: the file or the database name
 	release  func(remove bool) error // after the pool is closed: remove the database or not, free the rest
 }
 
 // openFresh creates the run's database: a new SQLite file in a new
-// temporary directory, or a new MySQL database outbox_torture_<random> on
-// the server of o.dsn. It applies the outbox schema and the torture tables.
+// temporary directory, or a new MySQL or PostgreSQL database
+// outbox_torture_<random> on the server of o.dsn. It applies the outbox schema and the torture tables.
 func openFresh(ctx context.Context, o *options, logger *slog.Logger) (*freshDB, error) {
 	var (
 		f   *freshDB
 		err error
 	)
-	if o.db == "mysql" {
+	switch o.db {
+	case "mysql":
 		f, err = openFreshMySQL(ctx, o.dsn)
-	} else {
+	case "postgres":
+		f, err = openFreshPostgres(ctx, o.dsn)
+	default:
 		f, err = openFreshSQLite()
 	}
 	if err != nil {
@@ -127,10 +142,28 @@ func openFreshMySQL(ctx context.Context, dsn string) (*freshDB, error) {
 	return &freshDB{db: db, kind: "mysql", childDSN: childDSN, where: "MySQL database " + name, release: release}, nil
 }
 
+// openFreshPostgres creates outbox_torture_<random> on the DSN's server
+// (whatever database the DSN names) and opens it with the DSN's other
+// settings.
+func openFreshPostgres(ctx context.Context, dsn string) (*freshDB, error) {
+	childDSN, name, release, err := scratchdb.Postgres(ctx, dsn, "outbox_torture_")
+	if err != nil {
+		return nil, err
+	}
+	db, err := sqlx.Open("pgx", childDSN)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("open postgres: %w", err), release(true))
+	}
+	return &freshDB{db: db, kind: "postgres", childDSN: childDSN, where: "PostgreSQL database " + name, release: release}, nil
+}
+
 // openChildDB opens the run's database in a child process.
 func openChildDB(kind, dsn string) (*sqlx.DB, error) {
-	if kind == "mysql" {
+	switch kind {
+	case "mysql":
 		return sqlx.Open("mysql", dsn)
+	case "postgres":
+		return sqlx.Open("pgx", dsn)
 	}
 	return sqlite.Open(dsn)
 }

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Defaults of the flags.
 const (
 	defaultMySQLDSN     = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	defaultPGDSN        = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	defaultCycles       = 20
 	defaultPublishers   = 4
 	defaultRate         = 2000
@@ -30,8 +32,8 @@ const (
 
 // options are the parsed and validated command-line flags.
 type options struct {
-	db           string        // "sqlite" or "mysql"
-	dsn          string        // MySQL DSN of an account that may CREATE and DROP databases
+	db           string        // "sqlite", "mysql" or "postgres"
+	dsn          string        // MySQL DSN or PostgreSQL URL of an account that may CREATE and DROP databases
 	cycles       int           // children killed; -1: as many as -duration allows
 	duration     time.Duration // time budget of the kill cycles (0: none)
 	seed         int64         // drives kill times, rollbacks and listener failures
@@ -51,7 +53,7 @@ const usageText = `outbox-torture SIGKILLs publishing outbox processes at random
 checks that no committed event is lost and no rolled-back one is delivered.
 
 Usage:
-  outbox-torture -db sqlite|mysql [-dsn DSN] [-cycles N] [-duration D] [flags]
+  outbox-torture -db sqlite|mysql|postgres [-dsn DSN] [-cycles N] [-duration D] [flags]
 
 The run uses a fresh database: a new SQLite file in a temporary directory,
 or a new MySQL/MariaDB database outbox_torture_<random> created through -dsn;
@@ -93,12 +95,12 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("outbox-torture", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported by the caller
-	fs.StringVar(&o.db, "db", "sqlite", "database: sqlite or mysql")
-	fs.StringVar(&o.dsn, "dsn", "", "MySQL/MariaDB DSN of an account that may CREATE and DROP databases (default $OUTBOX_TEST_MYSQL_DSN, else "+defaultMySQLDSN+"); only with -db mysql")
+	fs.StringVar(&o.db, "db", "sqlite", "database: sqlite, mysql or postgres")
+	fs.StringVar(&o.dsn, "dsn", "", "MySQL/MariaDB DSN or PostgreSQL URL of an account that may CREATE and DROP databases\n(default $OUTBOX_TEST_MYSQL_DSN, else "+defaultMySQLDSN+";\n$OUTBOX_TEST_POSTGRES_DSN, else "+defaultPGDSN+"); only with -db mysql or postgres")
 	fs.IntVar(&o.cycles, "cycles", defaultCycles, "child processes to SIGKILL before the final drain")
 	fs.DurationVar(&o.duration, "duration", 0, "time budget of the kill cycles; alone, cycles run until it is used up")
 	fs.Int64Var(&o.seed, "seed", 0, "random seed of kill times, rollbacks and listener failures (default: time-based, printed)")
-	fs.BoolVar(&o.keep, "keep", false, "keep the database (SQLite file or MySQL database) and print where it is")
+	fs.BoolVar(&o.keep, "keep", false, "keep the database (SQLite file, MySQL or PostgreSQL database) and print where it is")
 	fs.BoolVar(&o.verbose, "v", false, "stream the children's log lines to stderr")
 	fs.IntVar(&o.publishers, "publishers", defaultPublishers, "publisher goroutines per child")
 	fs.IntVar(&o.rate, "rate", defaultRate, "transactions per second per child, all publishers together (0: as fast as possible)")
@@ -130,12 +132,12 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	return o, o.validate(set["dsn"])
 }
 
-// validate checks the options and fills the MySQL DSN default.
+// validate checks the options and fills the DSN default.
 func (o *options) validate(dsnSet bool) error {
 	switch o.db {
 	case "sqlite":
 		if dsnSet {
-			return errors.New("-dsn is only for -db mysql")
+			return errors.New("-dsn is only for -db mysql or postgres")
 		}
 	case "mysql":
 		if !dsnSet {
@@ -150,8 +152,21 @@ func (o *options) validate(dsnSet bool) error {
 		if _, err := mysql.ParseDSN(o.dsn); err != nil {
 			return fmt.Errorf("-dsn: %v", err)
 		}
+	case "postgres":
+		if !dsnSet {
+			o.dsn = strings.TrimSpace(os.Getenv("OUTBOX_TEST_POSTGRES_DSN"))
+			if o.dsn == "" {
+				o.dsn = defaultPGDSN
+			}
+		}
+		if o.dsn == "" {
+			return errors.New("-dsn must not be empty")
+		}
+		if _, err := pgconn.ParseConfig(o.dsn); err != nil {
+			return fmt.Errorf("-dsn: %v", err)
+		}
 	default:
-		return fmt.Errorf("-db must be sqlite or mysql, got %q", o.db)
+		return fmt.Errorf("-db must be sqlite, mysql or postgres, got %q", o.db)
 	}
 	switch {
 	case o.cycles < -1 || (o.cycles == -1 && o.duration <= 0):

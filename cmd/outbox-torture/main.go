@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/outbox-torture -db sqlite -cycles 20
 //	go run ./cmd/outbox-torture -db mysql -dsn 'root@tcp(127.0.0.1:3306)/test?parseTime=true' -cycles 20
+//	go run ./cmd/outbox-torture -db postgres -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' -cycles 20
 //
 // Each business transaction of a child inserts the event's id into a ledger
 // table and publishes the event; about one in ten is rolled back on purpose

@@ -56,7 +56,8 @@ func TestTortureSQLite(t *testing.T) {
 // Bad flags exit with status 2 and one line on stderr.
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
-		{"-db", "postgres"},
+		{"-db", "oracle"},
+		{"-db", "postgres", "-dsn", "postgres://h:notaport/db"},
 		{"-db", "sqlite", "-dsn", "x"},
 		{"-cycles", "-3"},
 		{"-rollback", "2"},

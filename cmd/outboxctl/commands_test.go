@@ -382,13 +382,21 @@ func TestSchemaPrint(t *testing.T) {
 	if got := ok(t, "--dsn", "app:pw@tcp(127.0.0.1:1)/shop", "schema", "print"); got != ok(t, "schema", "print", "--dialect", "mysql") {
 		t.Errorf("schema print with a MySQL DSN is not the mysql schema:\n%s", got)
 	}
+	if got := ok(t, "--dsn", "postgres://app:pw@127.0.0.1:1/shop", "schema", "print"); got != ok(t, "schema", "print", "--dialect", "postgres") {
+		t.Errorf("schema print with a PostgreSQL URL is not the postgres schema:\n%s", got)
+	}
+	out = ok(t, "--table", "shop_outbox", "schema", "print", "--dialect", "postgres")
+	matches(t, out, `^CREATE TABLE IF NOT EXISTS "shop_outbox" \($`, `JSONB`, `^CREATE INDEX IF NOT EXISTS "shop_outbox_pending_idx"$`)
+	if fails(t, exitUsage, "--dsn", "postgres://h/db", "schema", "print", "--dialect", "mysql") == "" {
+		t.Error("--dialect mysql with a PostgreSQL URL: no error")
+	}
 	if got := ok(t, "--dsn", "/nonexistent/app.db", "schema", "print"); got != ok(t, "schema", "print", "--dialect", "SQLite") {
 		t.Errorf("schema print with a SQLite path is not the sqlite schema:\n%s", got)
 	}
 	// Neither --dialect nor --dsn: the sqlite schema, and a note saying so.
 	r := cli(t, "schema", "print")
 	if r.code != exitOK || r.stdout != ok(t, "schema", "print", "--dialect", "sqlite") ||
-		r.stderr != "outboxctl: schema print: no --dialect or --dsn: printing the sqlite schema (--dialect mysql for MySQL/MariaDB)\n" {
+		r.stderr != "outboxctl: schema print: no --dialect or --dsn: printing the sqlite schema (--dialect mysql for MySQL/MariaDB, postgres for PostgreSQL)\n" {
 		t.Errorf("schema print alone: exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
 	}
 	var sj schemaJSON
@@ -400,15 +408,19 @@ func TestSchemaPrint(t *testing.T) {
 
 func TestHelpers(t *testing.T) {
 	for in, want := range map[string]string{
-		"root:pw@tcp(127.0.0.1:3306)/db":           "root:***@tcp(127.0.0.1:3306)/db",
-		"mysql://u:p@ss:w/rd@tcp(h:1)/db?x=1":      "mysql://u:***@tcp(h:1)/db?x=1",
-		"root@tcp(127.0.0.1:3306)/db":              "root@tcp(127.0.0.1:3306)/db",
-		"u:@tcp(h)/db":                             "u:@tcp(h)/db",
-		"/var/lib/app:1@x/outbox.db":               "/var/lib/app:1@x/outbox.db",
-		"app.db":                                   "app.db",
-		"app:secret@localhost/shop":                "app:***@localhost/shop",
-		"tcp(127.0.0.1:3306)/db":                   "tcp(127.0.0.1:3306)/db",
-		"user:pa:ss@unix(/run/mysqld.sock)/db?a=b": "user:***@unix(/run/mysqld.sock)/db?a=b",
+		"root:pw@tcp(127.0.0.1:3306)/db":                             "root:***@tcp(127.0.0.1:3306)/db",
+		"mysql://u:p@ss:w/rd@tcp(h:1)/db?x=1":                        "mysql://u:***@tcp(h:1)/db?x=1",
+		"root@tcp(127.0.0.1:3306)/db":                                "root@tcp(127.0.0.1:3306)/db",
+		"u:@tcp(h)/db":                                               "u:@tcp(h)/db",
+		"/var/lib/app:1@x/outbox.db":                                 "/var/lib/app:1@x/outbox.db",
+		"app.db":                                                     "app.db",
+		"app:secret@localhost/shop":                                  "app:***@localhost/shop",
+		"tcp(127.0.0.1:3306)/db":                                     "tcp(127.0.0.1:3306)/db",
+		"user:pa:ss@unix(/run/mysqld.sock)/db?a=b":                   "user:***@unix(/run/mysqld.sock)/db?a=b",
+		"postgres://app:s3cr3t@db:5432/shop?sslmode=disable":         "postgres://app:***@db:5432/shop?sslmode=disable",
+		"postgresql://app@db/shop?password=s3cr3t&sslmode=disable":   "postgresql://app@db/shop?password=***&sslmode=disable",
+		"postgres://app:p%40ss@db/shop?sslmode=disable&password=two": "postgres://app:***@db/shop?sslmode=disable&password=***",
+		"postgres://db/shop":                                         "postgres://db/shop",
 	} {
 		if got := maskDSN(in); got != want {
 			t.Errorf("maskDSN(%q) = %q, want %q", in, got, want)

@@ -30,10 +30,10 @@ func looksMySQL(dsn string) bool {
 }
 
 // supportedDatabases names the databases --dsn accepts, for errors.
-const supportedDatabases = "SQLite (a file path or file: URI) and MySQL/MariaDB (user:pass@tcp(host:3306)/db)"
+const supportedDatabases = "SQLite (a file path or file: URI), MySQL/MariaDB (user:pass@tcp(host:3306)/db) and PostgreSQL (postgres://user:pass@host:5432/db)"
 
 // unsupportedDatabase reports the database a --dsn names by a URL scheme
-// that outboxctl cannot open (postgres://...), so it is not taken for a
+// that outboxctl cannot open (sqlserver://...), so it is not taken for a
 // SQLite file name. It never returns the DSN itself (it may hold a
 // password).
 func unsupportedDatabase(dsn string) (string, bool) {
@@ -42,10 +42,10 @@ func unsupportedDatabase(dsn string) (string, bool) {
 		return "", false
 	}
 	switch strings.ToLower(scheme) {
-	case "mysql", "file":
+	case "mysql", "file", "postgres", "postgresql":
 		return "", false
-	case "postgres", "postgresql", "pgx":
-		return "PostgreSQL", true
+	case "pgx":
+		return "PostgreSQL under the scheme pgx:// (write postgres://)", true
 	case "sqlserver", "mssql":
 		return "SQL Server", true
 	}
@@ -94,6 +94,9 @@ func passwordSpan(dsn string) (i, j int, ok bool) {
 // so is anything that looks like one (user:pass@host/db, a MySQL DSN
 // missing its tcp(...)). SQLite paths come back unchanged.
 func maskDSN(dsn string) string {
+	if looksPostgres(dsn) {
+		return maskPostgres(dsn)
+	}
 	if i, j, ok := passwordSpan(dsn); ok {
 		return dsn[:i] + "***" + dsn[j:]
 	}
@@ -102,6 +105,9 @@ func maskDSN(dsn string) string {
 
 // scrubSecret masks the MySQL password of dsn wherever it appears in msg.
 func scrubSecret(msg, dsn string) string {
+	if looksPostgres(dsn) {
+		return scrubPostgres(msg, dsn)
+	}
 	if i, j, ok := passwordSpan(dsn); ok {
 		return strings.ReplaceAll(msg, dsn[i:j], "***")
 	}
@@ -110,19 +116,22 @@ func scrubSecret(msg, dsn string) string {
 
 // target is a parsed --dsn.
 type target struct {
-	driver  string // database/sql driver: "sqlite3" or "mysql"
+	driver  string // database/sql driver: "sqlite3", "mysql" or "pgx"
 	dialect jdbcstore.Dialect
-	source  string // what the driver opens: the SQLite path or the MySQL DSN
+	source  string // what the driver opens: the SQLite path, the MySQL DSN or the PostgreSQL URL
 	shown   string // for people: the path, or the DSN with its password masked
 }
 
 // parseTarget reads a --dsn value. Its errors are usage errors.
 func parseTarget(raw string) (target, error) {
 	if raw == "" {
-		return target{}, usagef("no database: give --dsn (a SQLite file or a MySQL DSN) or set $%s", envDSN)
+		return target{}, usagef("no database: give --dsn (a SQLite file, a MySQL DSN or a PostgreSQL URL) or set $%s", envDSN)
 	}
 	if err := unsupportedDSN(raw); err != nil {
 		return target{}, err
+	}
+	if looksPostgres(raw) {
+		return parsePostgres(raw)
 	}
 	if !looksMySQL(raw) {
 		return target{driver: "sqlite3", dialect: sqlite.Dialect, source: raw, shown: raw}, nil
@@ -284,7 +293,7 @@ func missingTable(err error, table string) error {
 		return nil
 	}
 	var me *mysql.MySQLError
-	if (errors.As(err, &me) && me.Number == 1146) || strings.Contains(err.Error(), "no such table") {
+	if (errors.As(err, &me) && me.Number == 1146) || postgresMissingTable(err) || strings.Contains(err.Error(), "no such table") {
 		return fmt.Errorf("%w (is --table %s right? 'outboxctl schema apply' creates the table)", err, table)
 	}
 	return err

@@ -35,8 +35,9 @@ func newGlobals(envDSN string) *globals {
 
 // register defines the global flags on fs, bound to g.
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.Var(&g.dsn, "dsn", "the `database`: a SQLite file path, or a MySQL/MariaDB DSN such as\n"+
-		"user:pass@tcp(host:3306)/db (a mysql:// prefix is allowed); default $"+envDSN)
+	fs.Var(&g.dsn, "dsn", "the `database`: a SQLite file path, a MySQL/MariaDB DSN such as\n"+
+		"user:pass@tcp(host:3306)/db (a mysql:// prefix is allowed), or a PostgreSQL URL such as\n"+
+		"postgres://user:pass@host:5432/db; default $"+envDSN)
 	fs.StringVar(&g.table, "table", g.table, "the outbox table `name`")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on the whole command, connecting included")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of aligned tables")
@@ -72,7 +73,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // dsnValue is the --dsn flag. Its String, which the flag package shows as
-// the default in --help, masks a MySQL password.
+// the default in --help, masks a MySQL or PostgreSQL password.
 type dsnValue struct{ raw string }
 
 func (v *dsnValue) String() string {

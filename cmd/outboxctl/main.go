@@ -1,7 +1,7 @@
 // Command outboxctl is the operator's tool for the table of an outbox store
 // (github.com/outbox-go/outbox/jdbcstore): it reports the backlog, lists,
 // shows and replays DEAD events, purges old rows and prints or applies the
-// schema, on SQLite or MySQL/MariaDB.
+// schema, on SQLite, MySQL/MariaDB or PostgreSQL.
 //
 //	outboxctl [global flags] <command> [flags] [args]
 //
@@ -10,6 +10,7 @@
 //	outboxctl --dsn app.db dead show 01J9Z3M4X8F2V6Q7R1T5W0Y3K2
 //	outboxctl --dsn app.db dead replay --type PaymentRequested --dry-run
 //	outboxctl --dsn app.db purge --done-older-than 7d --dead-older-than 30d
+//	outboxctl --dsn 'postgres://app:secret@db:5432/shop?sslmode=disable' stats
 //	outboxctl schema print --dialect mysql --table shop_outbox
 //
 // Commands: stats, dead list, dead show ID, dead replay, purge, schema
@@ -17,12 +18,14 @@
 //
 // Global flags go before or after the command: --dsn (a SQLite file, or a
 // go-sql-driver/mysql DSN such as user:pass@tcp(host:3306)/db, optionally
-// prefixed mysql://; default $OUTBOX_DSN), --table (default outbox_event),
+// prefixed mysql://, or a PostgreSQL URL postgres://user:pass@host:5432/db;
+// default $OUTBOX_DSN), --table (default outbox_event),
 // --timeout (default 10s, bounds the whole command, connecting included)
 // and --json (machine-readable output instead of aligned tables).
 //
 // A SQLite file must exist, except for schema apply, so a typo never
-// creates an empty database. The password of a MySQL DSN is never printed.
+// creates an empty database. The password of a MySQL DSN or PostgreSQL URL
+// is never printed.
 //
 // Exit status: 0 on success; 1 when the command failed (database
 // unreachable, event not found, a statement failed), with one line on
@@ -268,7 +271,7 @@ func usagef(format string, args ...any) error {
 }
 
 // report prints err, if any, as one line on stderr and returns the exit
-// status. A MySQL password in the message is masked.
+// status. A MySQL or PostgreSQL password in the message is masked.
 func report(stderr io.Writer, g *globals, cmd *command, err error) int {
 	if err == nil {
 		return exitOK

@@ -279,7 +279,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"stats"}, "no database: give --dsn"},
 		{[]string{"--dsn", "root@tcp(127.0.0.1:3306)/", "stats"}, "names no database"},
 		{[]string{"--dsn", "root@tcp(127.0.0.1:3306", "stats"}, "not a MySQL DSN"},
-		{[]string{"schema", "print", "--dialect", "oracle"}, "--dialect must be sqlite or mysql"},
+		{[]string{"schema", "print", "--dialect", "oracle"}, "--dialect must be sqlite, mysql or postgres"},
 		{[]string{"--dsn", path, "schema", "print", "--dialect", "mysql"}, "contradicts --dsn"},
 	} {
 		line := fails(t, exitUsage, tc.args...)
@@ -350,20 +350,19 @@ func TestUnreachableMySQL(t *testing.T) {
 	}
 }
 
-// A DSN of a database outboxctl cannot open (PostgreSQL) is a usage
+// A DSN of a database outboxctl cannot open (SQL Server) is a usage
 // error naming the supported databases, not a missing SQLite file, and it
 // never shows the password.
 func TestUnsupportedDatabaseDSN(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	for _, tc := range []struct{ dsn, want string }{
-		{"postgres://app:s3cr3t@localhost:5432/shop?sslmode=disable", "PostgreSQL is not supported (yet)"},
-		{"postgresql://app:s3cr3t@localhost/shop", "PostgreSQL is not supported (yet)"},
+		{"pgx://app:s3cr3t@localhost/shop", "PostgreSQL under the scheme pgx:// (write postgres://) is not supported (yet)"},
 		{"sqlserver://app:s3cr3t@localhost/shop", "SQL Server is not supported (yet)"},
 	} {
 		for _, args := range [][]string{{"stats"}, {"schema", "apply"}, {"schema", "print"}} {
 			line := fails(t, exitUsage, append([]string{"--dsn", tc.dsn}, args...)...)
-			if !strings.Contains(line, tc.want) || !strings.Contains(line, "SQLite") || !strings.Contains(line, "MySQL/MariaDB") {
+			if !strings.Contains(line, tc.want) || !strings.Contains(line, "SQLite") || !strings.Contains(line, "MySQL/MariaDB") || !strings.Contains(line, "PostgreSQL (postgres://") {
 				t.Errorf("%q %q: error %q does not say %q and name the supported databases", tc.dsn, args, line, tc.want)
 			}
 			if strings.Contains(line, "s3cr3t") || strings.Contains(line, "does not exist") {

@@ -10,11 +10,12 @@ import (
 
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/mysql"
+	"github.com/outbox-go/outbox/jdbcstore/postgres"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 // dialects are the values of schema print --dialect.
-var dialects = map[string]jdbcstore.Dialect{"sqlite": sqlite.Dialect, "mysql": mysql.Dialect}
+var dialects = map[string]jdbcstore.Dialect{"sqlite": sqlite.Dialect, "mysql": mysql.Dialect, "postgres": postgres.Dialect}
 
 func schemaPrintCommand() *command {
 	return &command{
@@ -22,20 +23,20 @@ func schemaPrintCommand() *command {
 		summary: "print the DDL of the outbox table",
 		help: `Prints the DDL that 'schema apply' runs (CREATE TABLE/INDEX IF NOT EXISTS) for the
 --table name, for a migration tool or a DBA. The dialect comes from --dialect, or
-else from the form of --dsn (a MySQL DSN or a SQLite path), or else is sqlite (with
+else from the form of --dsn (a MySQL DSN, a PostgreSQL URL or a SQLite path), or else is sqlite (with
 a note on stderr); nothing connects to the database.
 
 --json prints one object: dialect, table and sql.`,
 		define: func(fs *flag.FlagSet) action {
 			var dialect string
-			fs.StringVar(&dialect, "dialect", "", "sqlite or mysql (default: the dialect of --dsn, else sqlite)")
+			fs.StringVar(&dialect, "dialect", "", "sqlite, mysql or postgres (default: the dialect of --dsn, else sqlite)")
 			return func(_ context.Context, s *session, _ []string) error {
 				d, err := printDialect(dialect, s.g.dsn.raw)
 				if err != nil {
 					return err
 				}
 				if dialect == "" && s.g.dsn.raw == "" {
-					fmt.Fprintf(s.stderr, "%s: schema print: no --dialect or --dsn: printing the sqlite schema (--dialect mysql for MySQL/MariaDB)\n", progName)
+					fmt.Fprintf(s.stderr, "%s: schema print: no --dialect or --dsn: printing the sqlite schema (--dialect mysql for MySQL/MariaDB, postgres for PostgreSQL)\n", progName)
 				}
 				if err := jdbcstore.ValidateTableName(s.g.table); err != nil {
 					return usagef("--table: %v", err)
@@ -73,6 +74,9 @@ func printDialect(flagValue, dsn string) (jdbcstore.Dialect, error) {
 		if looksMySQL(dsn) {
 			fromDSN = mysql.Dialect
 		}
+		if looksPostgres(dsn) {
+			fromDSN = postgres.Dialect
+		}
 	}
 	if flagValue == "" {
 		if fromDSN == nil {
@@ -82,7 +86,7 @@ func printDialect(flagValue, dsn string) (jdbcstore.Dialect, error) {
 	}
 	d, ok := dialects[strings.ToLower(flagValue)]
 	if !ok {
-		return nil, usagef("--dialect must be sqlite or mysql, got %q", flagValue)
+		return nil, usagef("--dialect must be sqlite, mysql or postgres, got %q", flagValue)
 	}
 	if fromDSN != nil && fromDSN != d {
 		return nil, usagef("--dialect %s contradicts --dsn, which is %s", d.Name(), fromDSN.Name())

@@ -10,7 +10,7 @@ import (
 
 // printRootUsage prints "outboxctl --help".
 func printRootUsage(w io.Writer, tree []*command) {
-	fmt.Fprintf(w, `%[1]s inspects and repairs the table of an outbox store (SQLite or MySQL/MariaDB).
+	fmt.Fprintf(w, `%[1]s inspects and repairs the table of an outbox store (SQLite, MySQL/MariaDB or PostgreSQL).
 
 Usage:
   %[1]s [global flags] <command> [flags] [args]

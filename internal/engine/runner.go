@@ -118,23 +118,26 @@ func (r *Runner) Wake() {
 
 // Pace runs cycle until stop is closed: first after the wait first, then
 // each time after the wait the previous cycle returned (0: at once). Wake
-// ends a wait early. Call it from the loop given to Start.
-func (r *Runner) Pace(ctx context.Context, stop <-chan struct{}, first time.Duration, cycle func(ctx context.Context) (next time.Duration)) {
+// ends a wait early; woken tells the cycle it was started that way. Call
+// it from the loop given to Start.
+func (r *Runner) Pace(ctx context.Context, stop <-chan struct{}, first time.Duration, cycle func(ctx context.Context, woken bool) (next time.Duration)) {
 	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
+		woken := false
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		case <-r.wake: // (timers of go 1.23+ need no draining before Reset)
+			woken = true
 		}
 		select { // a Close during the wait wins over a due timer
 		case <-stop:
 			return
 		default:
 		}
-		t.Reset(cycle(ctx))
+		t.Reset(cycle(ctx, woken))
 	}
 }
 

@@ -22,10 +22,10 @@ func TestRunnerLifeCycle(t *testing.T) {
 	}
 
 	r = engine.NewRunner("thing")
-	cycles := make(chan struct{}, 10)
+	cycles := make(chan bool, 10)
 	loop := func(ctx context.Context, stop <-chan struct{}) {
-		r.Pace(ctx, stop, 0, func(context.Context) time.Duration {
-			cycles <- struct{}{}
+		r.Pace(ctx, stop, 0, func(_ context.Context, woken bool) time.Duration {
+			cycles <- woken
 			return time.Hour
 		})
 	}
@@ -39,9 +39,13 @@ func TestRunnerLifeCycle(t *testing.T) {
 	if !r.Running() {
 		t.Fatal("Running = false after Start")
 	}
-	recv(t, cycles, "the first cycle (first wait 0)")
+	if woken := recv(t, cycles, "the first cycle (first wait 0)"); woken {
+		t.Fatal("the first cycle says it was woken")
+	}
 	r.Wake()
-	recv(t, cycles, "a cycle after Wake cut the hour's wait short")
+	if woken := recv(t, cycles, "a cycle after Wake cut the hour's wait short"); !woken {
+		t.Fatal("the cycle after Wake does not say it was woken")
+	}
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +62,7 @@ func TestRunnerCloseWaitsForTheCycleThenGivesUp(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	interrupted := make(chan struct{})
 	err := r.Start(context.Background(), func(ctx context.Context, stop <-chan struct{}) {
-		r.Pace(ctx, stop, 0, func(ctx context.Context) time.Duration {
+		r.Pace(ctx, stop, 0, func(ctx context.Context, _ bool) time.Duration {
 			close(entered)
 			select {
 			case <-release:
@@ -120,11 +124,14 @@ func TestUntilStop(t *testing.T) {
 	}
 }
 
-func recv[T any](t *testing.T, ch <-chan T, what string) {
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	select {
-	case <-ch:
+	case v := <-ch:
+		return v
 	case <-time.After(deadline):
 		t.Fatalf("timed out waiting for %s", what)
 	}
+	var zero T
+	return zero
 }

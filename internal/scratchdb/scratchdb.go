@@ -1,6 +1,7 @@
 // Package scratchdb creates throw-away databases for the command-line
 // tools (outbox-bench, outbox-torture): a SQLite file in a new temporary
-// directory, or a new MySQL/MariaDB database on a DSN's server.
+// directory, or a new MySQL/MariaDB or PostgreSQL database on a DSN's
+// server.
 package scratchdb
 
 import (
@@ -10,11 +11,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	// The database/sql driver "pgx".
+	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
 // dropTimeout bounds the DROP DATABASE of Drop.
@@ -66,4 +73,56 @@ func MySQL(ctx context.Context, dsn, prefix string) (newDSN, name string, drop f
 	}
 	cfg.DBName = name
 	return cfg.FormatDSN(), name, drop, nil
+}
+
+// Postgres creates the database <prefix><random hex> on the server of dsn
+// (a pgx URL or keyword/value DSN), whatever database dsn names. It
+// returns dsn pointing at the new database, its name, and drop, which
+// drops the database when remove is true (ending any session still on
+// it) and always closes the admin connection.
+func Postgres(ctx context.Context, dsn, prefix string) (newDSN, name string, drop func(remove bool) error, err error) {
+	if _, err := pgconn.ParseConfig(dsn); err != nil {
+		return "", "", nil, fmt.Errorf("-dsn: %w", err)
+	}
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	name = prefix + hex.EncodeToString(suffix[:])
+	newDSN, err = postgresWithDatabase(dsn, name)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("-dsn: %w", err)
+	}
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
+		return "", "", nil, errors.Join(fmt.Errorf("create database %s: %w", name, err), admin.Close())
+	}
+	drop = func(remove bool) error {
+		var err error
+		if remove {
+			dctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+			defer cancel()
+			if _, err = admin.ExecContext(dctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
+				err = fmt.Errorf("drop database %s: %w", name, err)
+			}
+		}
+		return errors.Join(err, admin.Close())
+	}
+	return newDSN, name, drop, nil
+}
+
+// postgresWithDatabase returns dsn with its database set to name.
+func postgresWithDatabase(dsn, name string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", err
+		}
+		u.Path = "/" + name
+		u.RawPath = ""
+		return u.String(), nil
+	}
+	// Keyword/value: a later keyword wins.
+	return dsn + " dbname=" + name, nil
 }

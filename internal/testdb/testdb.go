@@ -27,6 +27,18 @@
 // apt-get install mariadb-server), not OUTBOX_TEST_MYSQL_DSN; without them
 // the test skips, or fails when CI=true. A server costs about 2 s to
 // create and well under 1 s to start or restart.
+//
+// PostgreSQL: set OUTBOX_TEST_POSTGRES_DSN to a pgx DSN of a role that may
+// CREATE and DROP schemas, e.g.
+//
+//	OUTBOX_TEST_POSTGRES_DSN='postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//
+// Each call of [Postgres] or [PostgresSchemaDSN] creates a schema with a
+// unique name (outbox_t_…) used as the connection's search_path and drops
+// it when the test ends; the rules for a missing variable and CI are the
+// same. [StartPostgres] starts a private PostgreSQL server (initdb and
+// postgres from /usr/lib/postgresql/<version>/bin; as the OS user postgres
+// when the tests run as root) with the same Stop, Kill and Start.
 package testdb
 
 import (

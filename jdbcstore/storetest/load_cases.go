@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
@@ -43,6 +45,7 @@ func (s *suite) testBusinessLoad(t *testing.T) {
 		mu.Unlock()
 	}
 	committed := make(chan string, markers*4)
+	insertOrder := sqlx.Rebind(st.Dialect().BindType(), `INSERT INTO orders (ref, amount) VALUES (?, ?)`)
 
 	var markWG sync.WaitGroup
 	for range markers {
@@ -77,7 +80,7 @@ func (s *suite) testBusinessLoad(t *testing.T) {
 					fail(fmt.Errorf("begin: %w", err))
 					continue
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO orders (ref, amount) VALUES (?, ?)`, ref, i); err != nil {
+				if _, err := tx.ExecContext(ctx, insertOrder, ref, i); err != nil {
 					_ = tx.Rollback()
 					fail(fmt.Errorf("business insert: %w", err))
 					continue

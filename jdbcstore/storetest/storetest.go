@@ -39,8 +39,9 @@
 //	}
 //
 // The suite uses only the public Store API and, where it needs the
-// database directly, portable statements with '?' placeholders through
-// Store.DB(), so it runs unchanged against every database.
+// database directly, portable statements with '?' placeholders (rebound
+// to the dialect's bind type) through Store.DB(), so it runs unchanged
+// against every database.
 package storetest
 
 import (

@@ -1,0 +1,169 @@
+package postgres
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jmoiron/sqlx"
+
+	// The database/sql driver "pgx".
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// Dialect is the dialect of PostgreSQL 13+ through pgx v5's database/sql
+// driver (driver names "pgx" and "pgx/v5"), registered with
+// [jdbcstore.Register] when this package is imported.
+//
+// Times are timestamptz columns: instants with microsecond precision,
+// whatever the session TimeZone. The store sends them as UTC time.Time
+// values truncated (never rounded) to microseconds.
+//
+// Text keys (event_id, the inbox's source and message_id) use the "C"
+// collation: they compare and sort byte for byte.
+//
+// The payload column is jsonb. A JSON payload is stored as the document
+// (jsonb keeps its value; key order and whitespace are normalized); jsonb
+// cannot hold the escape \u0000 or a lone UTF-16 surrogate (\ud800), so
+// such a payload is refused before it reaches the server. A bytes payload
+// is stored as a JSON string holding its standard base64 encoding, so it
+// round-trips byte-exact.
+var Dialect jdbcstore.Dialect = pgDialect{}
+
+//go:embed schema/outbox.sql
+var outboxSchema string
+
+//go:embed schema/inbox.sql
+var inboxSchema string
+
+func init() { jdbcstore.Register(Dialect) }
+
+type pgDialect struct{}
+
+func (pgDialect) Name() string          { return "postgres" }
+func (pgDialect) DriverNames() []string { return []string{"pgx", "pgx/v5"} }
+func (pgDialect) OutboxSchema() string  { return outboxSchema }
+func (pgDialect) InboxSchema() string   { return inboxSchema }
+func (pgDialect) BindType() int         { return sqlx.DOLLAR }
+
+func (pgDialect) Capabilities() jdbcstore.Capabilities {
+	// SKIP LOCKED since 9.5, RETURNING on every write, ON CONFLICT since
+	// 9.5. No UPDATE … LIMIT. A failed statement aborts the transaction
+	// (every later statement fails until ROLLBACK) and COMMIT then rolls
+	// back visibly: nothing is ever committed silently.
+	return jdbcstore.Capabilities{SkipLocked: true, Returning: true, FailedStatementAbortsTx: true}
+}
+
+// QuoteIdent uses double quotes; validated names hold none. Quoting also
+// keeps reserved words ("order") and the case of the name.
+func (pgDialect) QuoteIdent(name string) string { return `"` + name + `"` }
+
+// EncodeTime returns t in UTC, truncated (never rounded) to microseconds,
+// timestamptz's precision.
+func (pgDialect) EncodeTime(t time.Time) any { return t.UTC().Truncate(time.Microsecond) }
+
+// DecodeTime accepts what pgx returns for a timestamptz (a time.Time in
+// the process's local zone) and the text form of one, for callers reading
+// through the simple protocol.
+func (pgDialect) DecodeTime(v any) (time.Time, error) {
+	switch v := v.(type) {
+	case nil:
+		return time.Time{}, nil
+	case time.Time:
+		return v.UTC().Truncate(time.Microsecond), nil
+	case string:
+		return parseTime(v)
+	case []byte:
+		return parseTime(string(v))
+	}
+	return time.Time{}, fmt.Errorf("stored time is %T, want timestamptz", v)
+}
+
+// pgTimeLayouts are the text forms of a timestamptz (DateStyle ISO) with
+// and without minutes in the offset.
+var pgTimeLayouts = []string{"2006-01-02 15:04:05.999999Z07", "2006-01-02 15:04:05.999999Z07:00", time.RFC3339Nano}
+
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range pgTimeLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC().Truncate(time.Microsecond), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("stored time %.40q is not a timestamptz", s)
+}
+
+func (pgDialect) EncodePayload(kind core.PayloadKind, p []byte) (any, error) {
+	return encodePayload(kind, p)
+}
+
+func (pgDialect) DecodePayload(kind core.PayloadKind, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case []byte:
+		return decodePayload(kind, v)
+	case string:
+		return decodePayload(kind, []byte(v))
+	case nil:
+		return nil, errors.New("stored payload is NULL")
+	}
+	return nil, fmt.Errorf("stored payload is %T, want jsonb", v)
+}
+
+// PostgreSQL SQLSTATE codes the store reacts to.
+const (
+	codeUniqueViolation      = "23505"
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
+	codeLockNotAvailable     = "55P03"
+)
+
+// Classify maps server errors: a unique violation is a duplicate event; a
+// serialization failure, a deadlock and a lock timeout (lock_timeout,
+// NOWAIT) are contention. Each of them aborts the statement's
+// transaction, so only a lone autocommit statement or a whole transaction
+// may be retried, which is what the store does.
+func (pgDialect) Classify(err error) jdbcstore.ErrorClass {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe == nil {
+		return jdbcstore.ClassOther
+	}
+	switch pe.Code {
+	case codeUniqueViolation:
+		return jdbcstore.ClassDuplicate
+	case codeSerializationFailure, codeDeadlockDetected, codeLockNotAvailable:
+		return jdbcstore.ClassBusy
+	}
+	return jdbcstore.ClassOther
+}
+
+// minServerVersion is the oldest supported server_version_num.
+const minServerVersion = 130000
+
+// CheckSetup warns when the server is older than PostgreSQL 13 or the
+// database encoding is not UTF8 (text beyond ASCII could be refused).
+func (pgDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger) {
+	var (
+		version  int
+		encoding string
+	)
+	err := db.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int, current_setting('server_encoding')").
+		Scan(&version, &encoding)
+	if err != nil {
+		log.DebugContext(ctx, "outbox: postgres: cannot read the server settings", slog.Any("error", err))
+		return
+	}
+	if version < minServerVersion {
+		log.WarnContext(ctx, "outbox: postgres: server older than PostgreSQL 13; it is not supported",
+			slog.Int("server_version_num", version))
+	}
+	if encoding != "UTF8" {
+		log.WarnContext(ctx, "outbox: postgres: the database encoding is not UTF8; events with characters outside it will fail",
+			slog.String("server_encoding", encoding))
+	}
+}

@@ -1,0 +1,203 @@
+package postgres
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// FuzzPostgresPayloadCodec: known kinds round-trip byte-exact (JSON text
+// must be UTF-8 without the escapes jsonb refuses); whatever the column
+// holds, decoding never panics, and it returns bytes or an error, never
+// nil without an error.
+func FuzzPostgresPayloadCodec(f *testing.F) {
+	f.Add(uint8(0), []byte(`{"a":1}`))
+	f.Add(uint8(0), []byte(`{"a":"\u0000"}`))
+	f.Add(uint8(0), []byte(`["\ud83d\ude00", "\\u0000"]`))
+	f.Add(uint8(0), []byte(`"\udc00"`))
+	f.Add(uint8(1), []byte{0, 1, 2, 0xff})
+	f.Add(uint8(1), []byte{})
+	f.Add(uint8(1), []byte(`"AAEC/w=="`))
+	f.Add(uint8(1), []byte(`"AAEC\/w=="`))
+	f.Add(uint8(1), []byte(`"AAE"`))
+	f.Add(uint8(0), []byte("\xff"))
+	f.Add(uint8(7), []byte("x"))
+	f.Fuzz(func(t *testing.T, k uint8, p []byte) {
+		kind := core.PayloadKind(k)
+		enc, err := encodePayload(kind, p)
+		switch kind {
+		case core.PayloadJSON:
+			if !utf8.Valid(p) && err == nil {
+				t.Fatalf("encode JSON %q accepted invalid UTF-8", p)
+			}
+			if err == nil && len(p) > 0 {
+				dec, err := decodePayload(kind, []byte(enc))
+				if err != nil || !bytes.Equal(dec, p) {
+					t.Fatalf("JSON round trip: %q, %v; want %q", dec, err, p)
+				}
+			}
+		case core.PayloadBytes:
+			if err != nil {
+				t.Fatalf("encode bytes: %v", err)
+			}
+			if want := `"` + base64.StdEncoding.EncodeToString(p) + `"`; enc != want {
+				t.Fatalf("encoded %q, want %q", enc, want)
+			}
+			dec, err := decodePayload(kind, []byte(enc))
+			if err != nil || dec == nil || !bytes.Equal(dec, p) {
+				t.Fatalf("bytes round trip: %x, %v; want %x", dec, err, p)
+			}
+		default:
+			if err == nil {
+				t.Fatalf("encode kind %d succeeded", k)
+			}
+		}
+		for _, v := range []any{p, string(p), nil, int64(len(p)), time.Unix(int64(k), 0)} {
+			got, err := Dialect.DecodePayload(kind, v)
+			if err == nil && got == nil {
+				t.Fatalf("DecodePayload(%d, %T) returned nil bytes without error", k, v)
+			}
+		}
+	})
+}
+
+// jsonb refuses \u0000 and lone surrogates: the dialect refuses them first
+// (so the caller's transaction is not aborted) and accepts every other
+// escape, including escaped backslashes before a "u".
+func TestPostgresJSONBEscapes(t *testing.T) {
+	t.Parallel()
+	for doc, ok := range map[string]bool{
+		`{"a":"\u0000"}`:          false,
+		`{"a":"x\U0000"}`:         true, // \U is not an escape; the server rejects the JSON
+		`{"a":"\ud800"}`:          false,
+		`{"a":"\udc00"}`:          false,
+		`{"a":"\ud800\u0041"}`:    false,
+		`{"a":"\ud83d\ude00"}`:    true,
+		`{"a":"\\u0000"}`:         true,
+		`{"a":"\\\u0000"}`:        false,
+		`{"a":"\u00e9\u20ac"}`:    true,
+		`{"\u0000":1}`:            false,
+		`{"a":"\ud83d"}`:          false,
+		`{"a":"\"\u0001"}`:        true,
+		`{"a":"` + `\u00"}`:       true, // truncated escape: the server reports it
+		`{"a":"plain","b":[1,2]}`: true,
+	} {
+		_, err := encodePayload(core.PayloadJSON, []byte(doc))
+		if (err == nil) != ok {
+			t.Errorf("encodePayload(%s) = %v, want ok %v", doc, err, ok)
+		}
+	}
+}
+
+func TestPostgresTimeCodec(t *testing.T) {
+	t.Parallel()
+	d := Dialect
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skipf("no zoneinfo: %v", err)
+	}
+	for _, in := range []time.Time{
+		time.Date(2024, 2, 29, 23, 59, 59, 999999999, time.FixedZone("X", -7*3600)),
+		time.Date(2024, 3, 10, 2, 30, 0, 1500, time.UTC),
+		time.Date(1969, 7, 20, 20, 17, 40, 500, time.UTC),
+		time.Date(2024, 11, 3, 1, 30, 0, 0, ny),
+	} {
+		enc, ok := d.EncodeTime(in).(time.Time)
+		want := in.UTC().Truncate(time.Microsecond)
+		if !ok || !enc.Equal(want) || enc.Location() != time.UTC {
+			t.Fatalf("EncodeTime(%v) = %#v", in, d.EncodeTime(in))
+		}
+		got, err := d.DecodeTime(in.In(ny))
+		if err != nil || !got.Equal(want) || got.Location() != time.UTC {
+			t.Errorf("DecodeTime(%v) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for s, want := range map[string]time.Time{
+		"2024-03-15 10:30:00.123456+05:30": time.Date(2024, 3, 15, 5, 0, 0, 123456000, time.UTC),
+		"2024-03-15 10:30:00+00":           time.Date(2024, 3, 15, 10, 30, 0, 0, time.UTC),
+		"2024-03-15 10:30:00.5-08":         time.Date(2024, 3, 15, 18, 30, 0, 500000000, time.UTC),
+	} {
+		for _, v := range []any{s, []byte(s)} {
+			if got, err := d.DecodeTime(v); err != nil || !got.Equal(want) || got.Location() != time.UTC {
+				t.Errorf("DecodeTime(%T %q) = %v, %v; want %v", v, s, got, err, want)
+			}
+		}
+	}
+	for _, bad := range []any{"yesterday", []byte("2024-13-01 00:00:00+00"), int64(1), 1.5} {
+		if _, err := d.DecodeTime(bad); err == nil {
+			t.Errorf("DecodeTime(%#v) succeeded", bad)
+		}
+	}
+}
+
+func TestPostgresClassify(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err  error
+		want jdbcstore.ErrorClass
+	}{
+		{&pgconn.PgError{Code: "23505", Message: "duplicate key value violates unique constraint"}, jdbcstore.ClassDuplicate},
+		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "23505"}), jdbcstore.ClassDuplicate},
+		{&pgconn.PgError{Code: "40001"}, jdbcstore.ClassBusy},
+		{&pgconn.PgError{Code: "40P01"}, jdbcstore.ClassBusy},
+		{&pgconn.PgError{Code: "55P03"}, jdbcstore.ClassBusy},
+		{&pgconn.PgError{Code: "23503"}, jdbcstore.ClassOther}, // foreign key
+		{&pgconn.PgError{Code: "25P02"}, jdbcstore.ClassOther}, // in failed transaction
+		{&pgconn.PgError{Code: "57014"}, jdbcstore.ClassOther}, // query canceled
+		{(*pgconn.PgError)(nil), jdbcstore.ClassOther},
+		{errors.New("plain"), jdbcstore.ClassOther},
+		{nil, jdbcstore.ClassOther},
+	}
+	for _, c := range cases {
+		if got := Dialect.Classify(c.err); got != c.want {
+			t.Errorf("Classify(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+func TestPostgresDialectBasics(t *testing.T) {
+	t.Parallel()
+	for _, driver := range []string{"pgx", "pgx/v5"} {
+		if d, err := jdbcstore.Lookup(driver); err != nil || d != Dialect {
+			t.Errorf("Lookup(%q) = %v, %v", driver, d, err)
+		}
+	}
+	if c := Dialect.Capabilities(); !c.SkipLocked || !c.Returning || c.UpdateOrderLimit || c.SilentRollback ||
+		c.OnDuplicateKeyUpdate || c.SingleWriter || !c.FailedStatementAbortsTx {
+		t.Errorf("caps = %+v", c)
+	}
+	st, err := jdbcstore.New(sqlx.NewDb(nil, "pgx"), jdbcstore.Config{Table: "order"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dialect() != Dialect {
+		t.Fatalf("dialect for driver pgx = %v", st.Dialect())
+	}
+	schema := st.SchemaSQL()
+	for _, want := range []string{
+		`CREATE TABLE IF NOT EXISTS "order" (`,
+		`event_id       VARCHAR(36)  COLLATE "C" NOT NULL PRIMARY KEY`,
+		"payload        JSONB        NOT NULL",
+		`CREATE INDEX IF NOT EXISTS "order_pending_idx"`,
+		"WHERE status IN (0, 2);",
+		"locked_by", "locked_until", "payload_kind", "TIMESTAMPTZ",
+	} {
+		if !strings.Contains(schema, want) {
+			t.Errorf("schema lacks %q:\n%s", want, schema)
+		}
+	}
+	if n := strings.Count(schema, ";\n"); n != 3 || strings.Contains(schema, "{{") {
+		t.Errorf("%d statements (want 3):\n%s", n, schema)
+	}
+}

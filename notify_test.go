@@ -1,0 +1,158 @@
+package outbox_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/poller"
+)
+
+// notifyNodes opens two nodes on one PostgreSQL table: A publishes with
+// its poller off (so no listener, and plain transactions insert
+// unowned rows), B delivers with a poller whose interval is an hour, so
+// only a notification can make it deliver in time. B's connections carry
+// the application name appName.
+func notifyNodes(t *testing.T, appName string) (a *outbox.Outbox, dbA *sqlx.DB, delivered <-chan string, logs *testsupport.LogBuffer) {
+	t.Helper()
+	dsn := testdb.PostgresSchemaDSN(t)
+	dbA = testdb.OpenPostgres(t, dsn)
+	dbB := testdb.OpenPostgres(t, testdb.WithPostgresParam(t, dsn, "application_name", appName))
+	a, _ = newDelivering(t, dbA, outbox.Config{DisablePoller: true})
+	logger, logs := testsupport.NewLogger()
+	b, err := outbox.New(context.Background(), dbB, outbox.Config{Logger: logger,
+		Poller: poller.Config{Interval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 16)
+	b.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { seen <- e.ID(); return nil })
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return a, dbA, seen, logs
+}
+
+// publishPlain publishes one event on a plain *sql.Tx of db and returns
+// its id and when the commit returned.
+func publishPlain(t *testing.T, a *outbox.Outbox, db *sqlx.DB) (string, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.PublishTx(ctx, tx, event(t))
+	if err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return id, time.Now()
+}
+
+// An event committed on node A through a plain *sql.Tx (no hot path)
+// reaches node B's listener within milliseconds: B's poller, resting for
+// an hour, is woken by PostgreSQL's NOTIFY. The latency from commit to
+// listener is logged (no timed assertion beyond a generous deadline).
+func TestNotifyWakesAnotherNodePostgres(t *testing.T) {
+	a, dbA, delivered, _ := notifyNodes(t, "outbox-notify-"+randomHex(t))
+	const n = 100
+	lat := make([]time.Duration, 0, n)
+	for range n {
+		id, committed := publishPlain(t, a, dbA)
+		got := testsupport.Recv(t, 10*time.Second, delivered, "node B's delivery of "+id)
+		lat = append(lat, time.Since(committed))
+		if got != id {
+			t.Fatalf("delivered %s, want %s", got, id)
+		}
+	}
+	slices.Sort(lat)
+	t.Logf("commit on A -> listener on B, %d events: p50 %v, p99 %v, max %v", n,
+		lat[n/2].Round(time.Microsecond), lat[n*99/100-1].Round(time.Microsecond), lat[n-1].Round(time.Microsecond))
+}
+
+// When PostgreSQL ends the listener's connection (pg_terminate_backend on
+// it alone), the listener logs the incident once, reconnects and logs the
+// recovery, and notifications wake the poller again.
+func TestNotifyListenerReconnectsPostgres(t *testing.T) {
+	app := "outbox-notify-" + randomHex(t)
+	a, dbA, delivered, logs := notifyNodes(t, app)
+	id, _ := publishPlain(t, a, dbA)
+	if got := testsupport.Recv(t, 10*time.Second, delivered, "first delivery"); got != id {
+		t.Fatalf("delivered %s, want %s", got, id)
+	}
+	admin := testdb.OpenPostgres(t, testdb.PostgresDSN(t))
+	for round := 1; round <= 2; round++ {
+		var killed int
+		err := admin.GetContext(t.Context(), &killed, `SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE application_name = $1 AND query LIKE 'LISTEN %') k`, app)
+		if err != nil || killed != 1 {
+			t.Fatalf("round %d: terminated %d listener backends, %v; want 1", round, killed, err)
+		}
+		testsupport.WaitFor(t, 10*time.Second, "the listener's recovery", func() bool {
+			return logs.Count("notification listener recovered") == round
+		})
+		id, _ := publishPlain(t, a, dbA)
+		if got := testsupport.Recv(t, 10*time.Second, delivered, "delivery after the reconnect"); got != id {
+			t.Fatalf("round %d: delivered %s, want %s", round, got, id)
+		}
+	}
+	if n := logs.Count("level=WARN", "notification listener lost its connection"); n != 2 {
+		t.Errorf("%d WARN lines about the lost connection, want one per incident (2):\n%s", n, logs.String())
+	}
+}
+
+func randomHex(t *testing.T) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// A pool of one connection is not taken by the listener: the outbox still
+// works (the poller delivers) and the log says why nothing listens.
+func TestNotifyNotWithOneConnectionPostgres(t *testing.T) {
+	db := testdb.Postgres(t)
+	db.SetMaxOpenConns(1)
+	logger, logs := testsupport.NewLogger()
+	ob, err := outbox.New(context.Background(), db, outbox.Config{Logger: logger,
+		Poller: poller.Config{Interval: 5 * time.Millisecond, SkipRecent: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 1)
+	ob.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { seen <- e.ID(); return nil })
+	if err := ob.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ob.Close(ctx)
+	})
+	testsupport.WaitFor(t, 10*time.Second, "the warning", func() bool { return logs.Count("level=WARN", "not listening") == 1 })
+	id, _ := publishPlain(t, ob, db)
+	if got := testsupport.Recv(t, 10*time.Second, seen, "the poller's delivery"); got != id {
+		t.Fatalf("delivered %s, want %s", got, id)
+	}
+}
