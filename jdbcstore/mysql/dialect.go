@@ -1,11 +1,8 @@
 package mysql
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,12 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/jsoncol"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -125,76 +122,11 @@ func mysqlParseTime(s string) (time.Time, error) {
 }
 
 func (mysqlDialect) EncodePayload(kind core.PayloadKind, p []byte) (any, error) {
-	return mysqlEncodePayload(kind, p)
+	return jsoncol.Encode(kind, p)
 }
 
 func (mysqlDialect) DecodePayload(kind core.PayloadKind, v any) ([]byte, error) {
-	switch v := v.(type) {
-	case []byte:
-		return mysqlDecodePayload(kind, v)
-	case string:
-		return mysqlDecodePayload(kind, []byte(v))
-	case nil:
-		return nil, errors.New("stored payload is NULL")
-	}
-	return nil, fmt.Errorf("stored payload is %T, want JSON text", v)
-}
-
-// mysqlEncodePayload returns the text stored in the JSON payload column:
-// the document itself for a JSON payload, a JSON string holding the
-// standard base64 of the bytes for a bytes payload. It returns a string,
-// not []byte: MySQL 8 refuses to read JSON from a binary-charset value.
-func mysqlEncodePayload(kind core.PayloadKind, p []byte) (string, error) {
-	switch kind {
-	case core.PayloadJSON:
-		if !utf8.Valid(p) {
-			// The column is utf8mb4; the server would reject it anyway.
-			return "", errors.New("JSON payload is not valid UTF-8")
-		}
-		return string(p), nil
-	case core.PayloadBytes:
-		n := base64.StdEncoding.EncodedLen(len(p))
-		b := make([]byte, 0, n+2)
-		b = append(b, '"')
-		b = base64.StdEncoding.AppendEncode(b, p)
-		b = append(b, '"')
-		return string(b), nil
-	}
-	return "", fmt.Errorf("unknown payload kind %d", uint8(kind))
-}
-
-// mysqlDecodePayload is the inverse of mysqlEncodePayload. A bytes payload
-// must be a JSON string of strict standard base64; anything else is an
-// error. It never panics and never returns nil bytes without an error.
-func mysqlDecodePayload(kind core.PayloadKind, stored []byte) ([]byte, error) {
-	switch kind {
-	case core.PayloadJSON:
-		if len(stored) == 0 {
-			return nil, errors.New("stored JSON payload is empty")
-		}
-		return stored, nil
-	case core.PayloadBytes:
-		s := bytes.TrimSpace(stored)
-		var b64 []byte
-		if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && bytes.IndexByte(s[1:len(s)-1], '\\') < 0 && bytes.IndexByte(s[1:len(s)-1], '"') < 0 {
-			b64 = s[1 : len(s)-1] // the form this dialect writes
-		} else {
-			// A JSON string with escapes (e.g. "\/"), written by another
-			// tool; anything but a JSON string fails here.
-			var str string
-			if err := json.Unmarshal(s, &str); err != nil {
-				return nil, fmt.Errorf("stored bytes payload is not a JSON string of base64: %w", err)
-			}
-			b64 = []byte(str)
-		}
-		out := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
-		n, err := base64.StdEncoding.Strict().Decode(out, b64)
-		if err != nil {
-			return nil, fmt.Errorf("stored bytes payload is not standard base64: %w", err)
-		}
-		return out[:n], nil
-	}
-	return nil, fmt.Errorf("unknown payload kind %d", uint8(kind))
+	return jsoncol.Decode(kind, v)
 }
 
 // MySQL and MariaDB server error numbers the store reacts to.

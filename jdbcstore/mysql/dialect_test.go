@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/jsoncol"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -35,14 +36,14 @@ func FuzzMySQLPayloadCodec(f *testing.F) {
 	f.Add(uint8(255), []byte(nil))
 	f.Fuzz(func(t *testing.T, k uint8, p []byte) {
 		kind := core.PayloadKind(k)
-		enc, err := mysqlEncodePayload(kind, p)
+		enc, err := jsoncol.Encode(kind, p)
 		switch kind {
 		case core.PayloadJSON:
 			if utf8.Valid(p) != (err == nil) {
 				t.Fatalf("encode JSON %q: err = %v", p, err)
 			}
 			if err == nil && len(p) > 0 {
-				dec, err := mysqlDecodePayload(kind, []byte(enc))
+				dec, err := jsoncol.Decode(kind, enc)
 				if err != nil || !bytes.Equal(dec, p) {
 					t.Fatalf("JSON round trip: %q, %v; want %q", dec, err, p)
 				}
@@ -55,7 +56,7 @@ func FuzzMySQLPayloadCodec(f *testing.F) {
 			if enc != want {
 				t.Fatalf("encoded %q, want %q", enc, want)
 			}
-			dec, err := mysqlDecodePayload(kind, []byte(enc))
+			dec, err := jsoncol.Decode(kind, enc)
 			if err != nil || dec == nil || !bytes.Equal(dec, p) {
 				t.Fatalf("bytes round trip: %x, %v; want %x", dec, err, p)
 			}
@@ -63,19 +64,19 @@ func FuzzMySQLPayloadCodec(f *testing.F) {
 			if err == nil {
 				t.Fatalf("encode kind %d succeeded", k)
 			}
-			if _, err := mysqlDecodePayload(kind, p); err == nil {
+			if _, err := jsoncol.Decode(kind, p); err == nil {
 				t.Fatalf("decode kind %d succeeded", k)
 			}
 		}
 		// Anything stored: decoding must not panic, and a success gives
 		// bytes that encode to a value decoding to the same bytes.
-		if dec, err := mysqlDecodePayload(kind, p); err == nil {
+		if dec, err := jsoncol.Decode(kind, p); err == nil {
 			if dec == nil {
 				t.Fatal("decode returned nil bytes without error")
 			}
 			if kind == core.PayloadBytes {
-				again, _ := mysqlEncodePayload(kind, dec)
-				if d2, err := mysqlDecodePayload(kind, []byte(again)); err != nil || !bytes.Equal(d2, dec) {
+				again, _ := jsoncol.Encode(kind, dec)
+				if d2, err := jsoncol.Decode(kind, again); err != nil || !bytes.Equal(d2, dec) {
 					t.Fatalf("re-encoded payload does not decode back: %v", err)
 				}
 			}

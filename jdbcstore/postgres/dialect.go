@@ -15,6 +15,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/jsoncol"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -104,15 +105,7 @@ func (pgDialect) EncodePayload(kind core.PayloadKind, p []byte) (any, error) {
 }
 
 func (pgDialect) DecodePayload(kind core.PayloadKind, v any) ([]byte, error) {
-	switch v := v.(type) {
-	case []byte:
-		return decodePayload(kind, v)
-	case string:
-		return decodePayload(kind, []byte(v))
-	case nil:
-		return nil, errors.New("stored payload is NULL")
-	}
-	return nil, fmt.Errorf("stored payload is %T, want jsonb", v)
+	return jsoncol.Decode(kind, v)
 }
 
 // PostgreSQL SQLSTATE codes the store reacts to.

@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/jsoncol"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -42,7 +43,7 @@ func FuzzPostgresPayloadCodec(f *testing.F) {
 				t.Fatalf("encode JSON %q accepted invalid UTF-8", p)
 			}
 			if err == nil && len(p) > 0 {
-				dec, err := decodePayload(kind, []byte(enc))
+				dec, err := jsoncol.Decode(kind, enc)
 				if err != nil || !bytes.Equal(dec, p) {
 					t.Fatalf("JSON round trip: %q, %v; want %q", dec, err, p)
 				}
@@ -54,7 +55,7 @@ func FuzzPostgresPayloadCodec(f *testing.F) {
 			if want := `"` + base64.StdEncoding.EncodeToString(p) + `"`; enc != want {
 				t.Fatalf("encoded %q, want %q", enc, want)
 			}
-			dec, err := decodePayload(kind, []byte(enc))
+			dec, err := jsoncol.Decode(kind, enc)
 			if err != nil || dec == nil || !bytes.Equal(dec, p) {
 				t.Fatalf("bytes round trip: %x, %v; want %x", dec, err, p)
 			}

@@ -1,14 +1,11 @@
 package postgres
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/jsoncol"
 )
 
 // encodePayload returns the text stored in the jsonb payload column: the
@@ -16,23 +13,12 @@ import (
 // base64 of the bytes for a bytes payload. It returns a string, which pgx
 // sends to a jsonb parameter as is.
 func encodePayload(kind core.PayloadKind, p []byte) (string, error) {
-	switch kind {
-	case core.PayloadJSON:
-		if !utf8.Valid(p) {
-			return "", errors.New("JSON payload is not valid UTF-8")
-		}
+	if kind == core.PayloadJSON && utf8.Valid(p) {
 		if err := jsonbEscapes(p); err != nil {
 			return "", err
 		}
-		return string(p), nil
-	case core.PayloadBytes:
-		b := make([]byte, 0, base64.StdEncoding.EncodedLen(len(p))+2)
-		b = append(b, '"')
-		b = base64.StdEncoding.AppendEncode(b, p)
-		b = append(b, '"')
-		return string(b), nil
 	}
-	return "", fmt.Errorf("unknown payload kind %d", uint8(kind))
+	return jsoncol.Encode(kind, p)
 }
 
 // errJSONBEscape is the error of a JSON payload jsonb cannot store.
@@ -96,36 +82,4 @@ func hex4(p []byte, i int) (int, bool) {
 		}
 	}
 	return n, true
-}
-
-// decodePayload is the inverse of encodePayload. A bytes payload must be a
-// JSON string of strict standard base64; anything else is an error. It
-// never panics and never returns nil bytes without an error.
-func decodePayload(kind core.PayloadKind, stored []byte) ([]byte, error) {
-	switch kind {
-	case core.PayloadJSON:
-		if len(stored) == 0 {
-			return nil, errors.New("stored JSON payload is empty")
-		}
-		return stored, nil
-	case core.PayloadBytes:
-		s := bytes.TrimSpace(stored)
-		var b64 []byte
-		if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && !bytes.ContainsAny(s[1:len(s)-1], `\"`) {
-			b64 = s[1 : len(s)-1] // the form this dialect writes, as jsonb prints it
-		} else {
-			var str string
-			if err := json.Unmarshal(s, &str); err != nil {
-				return nil, fmt.Errorf("stored bytes payload is not a JSON string of base64: %w", err)
-			}
-			b64 = []byte(str)
-		}
-		out := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
-		n, err := base64.StdEncoding.Strict().Decode(out, b64)
-		if err != nil {
-			return nil, fmt.Errorf("stored bytes payload is not standard base64: %w", err)
-		}
-		return out[:n], nil
-	}
-	return nil, fmt.Errorf("unknown payload kind %d", uint8(kind))
 }
