@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,9 +56,7 @@ type MariaDB struct {
 	port    int
 	args    []string // the server's full command line after the binary
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd exits
+	*serverProc // Running, Stop, Kill, Start
 }
 
 // StartMariaDB starts a private MariaDB server for t with the server
@@ -87,6 +84,9 @@ func StartMariaDB(t testing.TB, opts ...string) *MariaDB {
 		t.Fatalf("private MariaDB: %v", err)
 	}
 	m := &MariaDB{t: t, mariadb: mariadbd, dir: dir}
+	m.serverProc = &serverProc{t: t, name: "MariaDB", stopSignal: syscall.SIGTERM,
+		readyTimeout: mariaDBReadyTimeout, stopTimeout: mariaDBStopTimeout,
+		addr: m.Addr, logTail: m.errorLogTail, start: m.start}
 	t.Cleanup(func() {
 		m.halt(syscall.SIGTERM)
 		if !t.Failed() {
@@ -143,49 +143,6 @@ func (m *MariaDB) Open() *sqlx.DB {
 	return OpenMySQL(m.t, m.Config())
 }
 
-// Running reports whether the server process runs.
-func (m *MariaDB) Running() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.done == nil {
-		return false
-	}
-	select {
-	case <-m.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// Stop shuts the server down cleanly (SIGTERM, as mysqladmin shutdown)
-// and waits until its process has exited, so its port refuses
-// connections; after a minute it is killed instead.
-func (m *MariaDB) Stop() {
-	m.t.Helper()
-	m.halt(syscall.SIGTERM)
-}
-
-// Kill ends the server with SIGKILL, as a crash, and waits until its
-// process has exited. The next Start runs InnoDB crash recovery: committed
-// transactions survive.
-func (m *MariaDB) Kill() {
-	m.t.Helper()
-	m.halt(syscall.SIGKILL)
-}
-
-// Start starts the server again on the same data directory and port,
-// after Stop or Kill, and waits until it answers.
-func (m *MariaDB) Start() {
-	m.t.Helper()
-	if m.Running() {
-		m.t.Fatalf("private MariaDB on %s: Start while it runs", m.Addr())
-	}
-	if err := m.start(); err != nil {
-		m.t.Fatalf("private MariaDB: %v\nerror log:\n%s", err, m.errorLogTail())
-	}
-}
-
 // install creates the data directory with mariadb-install-db.
 func (m *MariaDB) install(install string) {
 	m.t.Helper()
@@ -225,18 +182,6 @@ func (m *MariaDB) start() error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", m.mariadb, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	m.mu.Lock()
-	m.cmd, m.done = cmd, done
-	m.mu.Unlock()
-
 	cfg := m.Config()
 	cfg.DBName = ""
 	cfg.Timeout = 2 * time.Second
@@ -245,53 +190,10 @@ func (m *MariaDB) start() error {
 		return err
 	}
 	defer db.Close()
-	deadline := time.NewTimer(mariaDBReadyTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := db.PingContext(ctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("%s exited before answering (%v): %s", m.mariadb, cmd.ProcessState, out.String())
-		case <-deadline.C:
-			m.halt(syscall.SIGKILL)
-			return fmt.Errorf("%s did not answer on %s within %v: %w", m.mariadb, m.Addr(), mariaDBReadyTimeout, err)
-		case <-tick.C:
-		}
+	if err := m.launch(cmd, db.PingContext); err != nil {
+		return fmt.Errorf("%w: %s", err, out.String())
 	}
-}
-
-// halt sends sig to the server and waits until it has exited, sending
-// SIGKILL if it still runs after mariaDBStopTimeout.
-func (m *MariaDB) halt(sig syscall.Signal) {
-	m.mu.Lock()
-	cmd, done := m.cmd, m.done
-	m.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(sig)
-	timer := time.NewTimer(mariaDBStopTimeout)
-	defer timer.Stop()
-	select {
-	case <-done:
-		return
-	case <-timer.C:
-	}
-	m.t.Errorf("private MariaDB on %s did not exit within %v of %v: killing it", m.Addr(), mariaDBStopTimeout, sig)
-	_ = cmd.Process.Kill()
-	<-done
+	return nil
 }
 
 // exec runs an administrative statement as root on the server.

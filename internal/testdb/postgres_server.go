@@ -3,7 +3,6 @@ package testdb
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -54,12 +53,10 @@ type PostgresServer struct {
 	dir    string // data, socket, log
 	port   int
 	args   []string
-	cred   *osUser // the postgres OS user when running as root
+	cred   *osUser       // the postgres OS user when running as root
+	log    *bytes.Buffer // the server's output; guarded by mu
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd exits
-	log  *bytes.Buffer // the server's output
+	*serverProc // Running, Stop, Kill, Start
 }
 
 // StartPostgres starts a private PostgreSQL server for t with the server
@@ -99,6 +96,9 @@ func StartPostgres(t testing.TB, opts ...string) *PostgresServer {
 		}
 	}
 	p := &PostgresServer{t: t, server: server, dir: dir, cred: cred}
+	p.serverProc = &serverProc{t: t, name: "PostgreSQL", stopSignal: syscall.SIGINT, group: true,
+		readyTimeout: postgresReadyTimeout, stopTimeout: postgresStopTimeout,
+		addr: p.Addr, logTail: p.logTail, start: p.start}
 	t.Cleanup(func() {
 		p.halt(syscall.SIGINT)
 		if !t.Failed() {
@@ -148,49 +148,6 @@ func (p *PostgresServer) Open() *sqlx.DB {
 	return OpenPostgres(p.t, p.DSN())
 }
 
-// Running reports whether the server process runs.
-func (p *PostgresServer) Running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// Stop shuts the server down with a fast shutdown (SIGINT: open sessions
-// are ended, unlike SIGTERM's smart shutdown that waits for them) and
-// waits until it has exited.
-func (p *PostgresServer) Stop() {
-	p.t.Helper()
-	p.halt(syscall.SIGINT)
-}
-
-// Kill ends the server and every backend with SIGKILL, as a crash, and
-// waits until the postmaster has exited. The next Start runs crash
-// recovery: committed transactions survive.
-func (p *PostgresServer) Kill() {
-	p.t.Helper()
-	p.halt(syscall.SIGKILL)
-}
-
-// Start starts the server again on the same data directory and port,
-// after Stop or Kill, and waits until it answers.
-func (p *PostgresServer) Start() {
-	p.t.Helper()
-	if p.Running() {
-		p.t.Fatalf("private PostgreSQL on %s: Start while it runs", p.Addr())
-	}
-	if err := p.start(); err != nil {
-		p.t.Fatalf("private PostgreSQL: %v\nlog:\n%s", err, p.logTail())
-	}
-}
-
 func (p *PostgresServer) dataDir() string { return filepath.Join(p.dir, "data") }
 
 // initdb creates the cluster: superuser postgres, trust authentication,
@@ -216,93 +173,15 @@ func (p *PostgresServer) start() error {
 	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &p.mu, w: out}, &lockedWriter{mu: &p.mu, w: out}
 	cmd.Dir = p.dir
 	cmd.SysProcAttr = postgresSysProcAttr(p.cred, true)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.server, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
 	p.mu.Lock()
-	p.cmd, p.done, p.log = cmd, done, out
+	p.log = out
 	p.mu.Unlock()
-
 	db, err := sqlx.Open("pgx", "postgres://postgres@"+p.Addr()+"/postgres?sslmode=disable&connect_timeout=2")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	deadline := time.NewTimer(postgresReadyTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := db.PingContext(ctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("%s exited before answering (%v)", p.server, cmd.ProcessState)
-		case <-deadline.C:
-			p.halt(syscall.SIGKILL)
-			return fmt.Errorf("%s did not answer on %s within %v: %w", p.server, p.Addr(), postgresReadyTimeout, err)
-		case <-tick.C:
-		}
-	}
-}
-
-// halt sends sig to the server's process group (the postmaster and its
-// backends) and waits until the postmaster has exited, sending SIGKILL if
-// it still runs after postgresStopTimeout.
-func (p *PostgresServer) halt(sig syscall.Signal) {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	signal := func(sig syscall.Signal) {
-		if sig == syscall.SIGKILL {
-			killGroup(cmd.Process.Pid) // the backends too
-		}
-		_ = cmd.Process.Signal(sig)
-	}
-	signal(sig)
-	timer := time.NewTimer(postgresStopTimeout)
-	defer timer.Stop()
-	select {
-	case <-done:
-		if sig == syscall.SIGKILL {
-			p.waitBackendsGone(cmd.Process.Pid)
-		}
-		return
-	case <-timer.C:
-	}
-	p.t.Errorf("private PostgreSQL on %s did not exit within %v of %v: killing it", p.Addr(), postgresStopTimeout, sig)
-	signal(syscall.SIGKILL)
-	<-done
-	p.waitBackendsGone(cmd.Process.Pid)
-}
-
-// waitBackendsGone waits until no process of the server's process group
-// is left, so a restart finds its shared memory free.
-func (p *PostgresServer) waitBackendsGone(pgid int) {
-	deadline := time.Now().Add(postgresStopTimeout)
-	for time.Now().Before(deadline) {
-		if !killGroup(pgid) {
-			return // the group is empty
-		}
-		time.Sleep(10 * time.Millisecond) // polling the kernel, not synchronising with our code
-	}
+	return p.launch(cmd, db.PingContext)
 }
 
 // exec runs an administrative statement as postgres on the database
