@@ -47,7 +47,7 @@ type bench struct {
 	stderr io.Writer
 
 	floorRate, publishRate, e2eRate float64
-	p99, overloadRSS                *float64
+	p99, overloadRSS, wakeupP99     *float64
 	lost                            *int
 	loadStart                       *float64
 	rssResetErr                     error
@@ -128,6 +128,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		scenarioEndToEnd: b.runEndToEnd,
 		scenarioLatency:  b.runLatency,
 		scenarioOverload: b.runOverload,
+		scenarioWakeup:   b.runWakeup,
 	}
 	one := func(name string) (result, error) {
 		r, err := funcs[name](ctx)
@@ -170,7 +171,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		}
 		p.result(r)
 	}
-	for _, name := range []string{scenarioLatency, scenarioOverload} {
+	for _, name := range []string{scenarioLatency, scenarioOverload, scenarioWakeup} {
 		if !b.opts.has(name) {
 			continue
 		}
@@ -225,7 +226,7 @@ func (b *bench) resetRSS() {
 // summary computes the summary line and checks the targets.
 func (b *bench) summary() summary {
 	s := summary{Summary: true, DB: b.opts.db, N: b.opts.n, Workers: b.opts.workers,
-		P99us: b.p99, PeakRSSMB: b.overloadRSS, Lost: b.lost, TargetsMet: true}
+		P99us: b.p99, WakeupP99us: b.wakeupP99, PeakRSSMB: b.overloadRSS, Lost: b.lost, TargetsMet: true}
 	if end := loadAvg(); b.loadStart != nil && end != nil {
 		s.LoadAvg = []float64{*b.loadStart, *end}
 	}
@@ -250,6 +251,9 @@ func (b *bench) summary() summary {
 	}
 	if s.P99us != nil && *s.P99us > targetP99us {
 		miss(fmt.Sprintf("p99_us <= %d", targetP99us))
+	}
+	if s.WakeupP99us != nil && *s.WakeupP99us > targetWakeupP99us {
+		miss(fmt.Sprintf("wakeup_p99_us <= %d", targetWakeupP99us))
 	}
 	if s.PeakRSSMB != nil {
 		s.RSSTargetMiB = ptr(b.rssTargetMiB())

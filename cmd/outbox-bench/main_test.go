@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/internal/testdb"
 )
 
 // TestRunSQLiteTiny runs every scenario in process on SQLite with tiny
@@ -21,8 +24,10 @@ func TestRunSQLiteTiny(t *testing.T) {
 		t.Fatalf("exit status %d; stderr:\n%s", code, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != len(allScenarios)+1 {
-		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(allScenarios)+1, out.String())
+	// Every scenario but wakeup: SQLite does not announce commits.
+	scenarios := slices.DeleteFunc(slices.Clone(allScenarios), func(s string) bool { return s == scenarioWakeup })
+	if len(lines) != len(scenarios)+1 {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(scenarios)+1, out.String())
 	}
 	// Fields each scenario line must carry, beyond db, scenario and n.
 	want := map[string][]string{
@@ -32,7 +37,7 @@ func TestRunSQLiteTiny(t *testing.T) {
 		scenarioLatency:  {"events_per_s", "p50_us", "p90_us", "p99_us", "max_us"},
 		scenarioOverload: {"events_per_s", "peak_rss_mb", "time_to_done_s", "lost"},
 	}
-	for i, name := range allScenarios {
+	for i, name := range scenarios {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(lines[i]), &m); err != nil {
 			t.Fatalf("line %d does not parse: %v\n%s", i+1, err, lines[i])
@@ -185,4 +190,54 @@ func TestSummaryRSSTargetWithPayload(t *testing.T) {
 	if s := b.summary(); !s.TargetsMet || *s.RSSTargetMiB != 0 {
 		t.Errorf("no budget: met=%v target=%v, want no target", s.TargetsMet, *s.RSSTargetMiB)
 	}
+}
+
+// TestWakeupNeedsANotifyingDatabase: asked for on SQLite, the wakeup
+// scenario is a flag error; by default it is left out there.
+func TestWakeupNeedsANotifyingDatabase(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"-db", "sqlite", "-scenarios", "wakeup"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "wakeup needs a database that announces commits") {
+		t.Fatalf("exit %d, stderr %q; want 2 and the reason", code, errOut.String())
+	}
+	o, err := parseFlags([]string{"-db", "sqlite"}, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.has(scenarioWakeup) {
+		t.Fatalf("default scenarios on SQLite include wakeup: %v", o.scenarios)
+	}
+	o, err = parseFlags([]string{"-db", "postgres"}, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.has(scenarioWakeup) {
+		t.Fatalf("default scenarios on PostgreSQL lack wakeup: %v", o.scenarios)
+	}
+}
+
+// TestRunPostgresWakeup runs the wakeup scenario on the PostgreSQL of
+// OUTBOX_TEST_POSTGRES_DSN: events committed on plain transactions reach
+// the listener while the poller rests for an hour, through LISTEN/NOTIFY.
+func TestRunPostgresWakeup(t *testing.T) {
+	dsn := testdb.PostgresDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"-db", "postgres", "-dsn", dsn, "-json", "-scenarios", "wakeup", "-n", "200", "-warmup", "20"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var m, s map[string]any
+	if len(lines) != 2 || json.Unmarshal([]byte(lines[0]), &m) != nil || json.Unmarshal([]byte(lines[1]), &s) != nil {
+		t.Fatalf("want a wakeup line and a summary:\n%s", out.String())
+	}
+	if m["scenario"] != scenarioWakeup || m["n"] != 20.0 {
+		t.Errorf("line: %s", lines[0])
+	}
+	if _, ok := s["wakeup_p99_us"].(float64); !ok {
+		t.Errorf("summary lacks wakeup_p99_us: %s", lines[1])
+	}
+	t.Logf("%s", lines[0])
 }

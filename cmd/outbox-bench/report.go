@@ -24,7 +24,8 @@ const (
 	// payloads: peak RSS ≈ 80 MiB + 2.4 × the budget.
 	targetRSSBudgetFactor = 2.5
 	targetRSSOverheadMiB  = 128
-	targetP99us           = 1000 // latency p99 in microseconds, at most
+	targetP99us           = 1000  // latency p99 in microseconds, at most
+	targetWakeupP99us     = 20000 // wakeup p99 in microseconds, at most
 )
 
 // result is one scenario's measurement: one JSON line with -json, one
@@ -74,6 +75,7 @@ type summary struct {
 	EndToEndRatio *float64 `json:"end_to_end_ratio,omitempty"`
 	PublishRatio  *float64 `json:"publish_ratio,omitempty"`
 	P99us         *float64 `json:"p99_us,omitempty"`
+	WakeupP99us   *float64 `json:"wakeup_p99_us,omitempty"`
 	PeakRSSMB     *float64 `json:"peak_rss_mb,omitempty"`
 	RSSTargetMiB  *int     `json:"rss_target_mib,omitempty"`
 	Lost          *int     `json:"lost,omitempty"`
@@ -170,6 +172,9 @@ func (p *printer) summary(s summary) {
 	}
 	if s.P99us != nil {
 		parts = append(parts, fmt.Sprintf("latency p99 %.1f us (target <= %d)", *s.P99us, targetP99us))
+	}
+	if s.WakeupP99us != nil {
+		parts = append(parts, fmt.Sprintf("wakeup p99 %.1f us (target <= %d)", *s.WakeupP99us, targetWakeupP99us))
 	}
 	if s.PeakRSSMB != nil {
 		if s.RSSTargetMiB != nil && *s.RSSTargetMiB > 0 {
