@@ -28,7 +28,6 @@ func ibSQLite(t *testing.T, id string) tenant.Database {
 	return tenant.Database{ID: id, Driver: "sqlite3", DSN: filepath.Join(t.TempDir(), id+".db")}
 }
 
-
 func ibCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
