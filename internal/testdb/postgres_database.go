@@ -22,12 +22,21 @@ func PostgresDatabaseDSN(t testing.TB) string {
 	t.Helper()
 	base := PostgresDSN(t)
 	name := databaseName(t)
+	postgresScratch(t, base, "database "+name, `CREATE DATABASE "`+name+`"`, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`)
+	return withPostgresDatabase(t, base, name)
+}
+
+// postgresScratch runs create on the server of base (failing t, never
+// skipping, when it cannot be reached) and drop when t ends; what names
+// the object in errors ("schema outbox_t_…").
+func postgresScratch(t testing.TB, base, what, create, drop string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	db := openPostgresAdmin(ctx, t, base)
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
-		t.Fatalf("create test database %s: %v", name, err)
+	if _, err := db.ExecContext(ctx, create); err != nil {
+		t.Fatalf("create test %s: %v", what, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
@@ -35,13 +44,12 @@ func PostgresDatabaseDSN(t testing.TB) string {
 		db, err := sqlx.Open("pgx", base)
 		if err == nil {
 			defer db.Close()
-			_, err = db.ExecContext(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`)
+			_, err = db.ExecContext(ctx, drop)
 		}
 		if err != nil {
-			t.Errorf("drop test database %s: %v", name, err)
+			t.Errorf("drop test %s: %v", what, err)
 		}
 	})
-	return withPostgresDatabase(t, base, name)
 }
 
 // withPostgresDatabase returns dsn naming the database name instead of
