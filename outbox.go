@@ -28,6 +28,7 @@ import (
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/handoff"
+	"github.com/outbox-go/outbox/internal/notify"
 	"github.com/outbox-go/outbox/internal/parts"
 	"github.com/outbox-go/outbox/internal/publish"
 	"github.com/outbox-go/outbox/internal/sqldriver"
@@ -102,7 +103,7 @@ type Outbox struct {
 	dispatcher *dispatcher.Dispatcher
 	poller     *poller.Poller   // nil when DisablePoller
 	cleaner    *cleanup.Cleaner // nil unless EnableCleanup
-	notify     *notifyListener  // nil unless the database announces commits (notify.go)
+	notify     *notify.Listener // nil unless the database announces commits and a poller runs
 	client     *publish.Client
 	tx         *txctx.Manager
 
@@ -146,7 +147,7 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 		if o.poller, err = poller.New(store, disp, cfg.Poller); err != nil {
 			return nil, cfgpath.Prefix("Poller", err)
 		}
-		o.notify = newNotifyListener(store, o.poller, cfg.Logger)
+		o.notify = notify.New(store, o.poller.Wake, cfg.Logger)
 	}
 	if cfg.EnableCleanup {
 		if o.cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {
@@ -218,7 +219,7 @@ func (o *Outbox) Start(ctx context.Context) error {
 		if err := o.poller.Start(ctx); err != nil {
 			return errors.Join(err, o.dispatcher.Close(ctx))
 		}
-		o.notify.start()
+		o.notify.Start()
 	}
 	if o.cleaner != nil {
 		if err := o.cleaner.Start(ctx); err != nil {
@@ -235,7 +236,7 @@ func (o *Outbox) Start(ctx context.Context) error {
 // delivers them at once. It does not close db.
 func (o *Outbox) Close(ctx context.Context) error {
 	var errPoller, errCleaner error
-	errNotify := o.notify.stop(ctx)
+	errNotify := o.notify.Stop(ctx)
 	if o.cleaner != nil {
 		errCleaner = o.cleaner.Close(ctx)
 	}

@@ -42,7 +42,7 @@ func (d *demo) inboxStep(ctx context.Context, db *sqlx.DB, logger *slog.Logger) 
 		msg := inbox.Message{Source: "orders-service", MessageID: e.ID(), Topic: e.Type(), Payload: e.Payload()}
 		processed, err := in.Process(ctx, msg, func(ctx context.Context, tx *sqlx.Tx) error {
 			// The consumer's business effect, in the consumer's transaction.
-			_, err := tx.ExecContext(ctx, "UPDATE "+demoEmailsTable+" SET sent = sent + 1 WHERE event_id = ?", e.ID())
+			_, err := tx.ExecContext(ctx, tx.Rebind("UPDATE "+demoEmailsTable+" SET sent = sent + 1 WHERE event_id = ?"), e.ID())
 			return err
 		})
 		if err != nil {
@@ -59,7 +59,7 @@ func (d *demo) inboxStep(ctx context.Context, db *sqlx.DB, logger *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, "INSERT INTO "+demoEmailsTable+" (event_id, sent) VALUES (?, 0)", env.ID()); err != nil {
+	if _, err := db.ExecContext(ctx, db.Rebind("INSERT INTO "+demoEmailsTable+" (event_id, sent) VALUES (?, 0)"), env.ID()); err != nil {
 		return err
 	}
 	if err := d.publish(ctx, nil, env); err != nil {
@@ -69,7 +69,7 @@ func (d *demo) inboxStep(ctx context.Context, db *sqlx.DB, logger *slog.Logger) 
 		return err
 	}
 	var sent int
-	if err := db.GetContext(ctx, &sent, "SELECT sent FROM "+demoEmailsTable+" WHERE event_id = ?", env.ID()); err != nil {
+	if err := db.GetContext(ctx, &sent, db.Rebind("SELECT sent FROM "+demoEmailsTable+" WHERE event_id = ?"), env.ID()); err != nil {
 		return err
 	}
 	rec, err := in.Get(ctx, "orders-service", env.ID())

@@ -1,15 +1,17 @@
 // Command demo walks through the outbox on an embedded SQLite database (no
-// server), or on MySQL/MariaDB: commit → hot path → DONE, rollback → no
-// row, hot-queue overflow → poller, failing listener → RETRY → DEAD, and a
-// wildcard listener.
+// server), on MySQL/MariaDB or on PostgreSQL: commit → hot path → DONE,
+// rollback → no row, hot-queue overflow → poller, failing listener → RETRY
+// → DEAD, a wildcard listener, and an inbox consumer.
 //
 //	go run ./demo            # temporary database, removed at exit
 //	go run ./demo -keep f.db # keep the database file for inspection
 //	go run ./demo -mysql 'root@tcp(127.0.0.1:3306)/test?parseTime=true'
+//	go run ./demo -postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //
-// On MySQL/MariaDB the demo drops and recreates its own tables,
-// outbox_event_demo and orders_demo, in the DSN's database, and leaves them
-// for inspection.
+// On a server the demo drops and recreates its own tables
+// (outbox_event_demo, orders_demo, inbox_demo, emails_demo) in the DSN's
+// database (on PostgreSQL: the first schema of its search_path), and leaves
+// them for inspection.
 package main
 
 import (
@@ -37,6 +39,8 @@ import (
 
 	// The MySQL/MariaDB dialect, registered for the driver "mysql".
 	_ "github.com/outbox-go/outbox/jdbcstore/mysql"
+	// The PostgreSQL dialect and the pgx driver, registered as "pgx".
+	_ "github.com/outbox-go/outbox/jdbcstore/postgres"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/retry"
 	"github.com/outbox-go/outbox/txctx"
@@ -44,17 +48,22 @@ import (
 
 func main() {
 	keep := flag.String("keep", "", "keep the SQLite database at this path (default: a temporary file, removed at exit)")
-	dsn := flag.String("mysql", "", "run on MySQL/MariaDB instead: a go-sql-driver/mysql DSN naming a database, e.g. 'root@tcp(127.0.0.1:3306)/test?parseTime=true'")
+	mysqlDSN := flag.String("mysql", "", "run on MySQL/MariaDB instead: a go-sql-driver/mysql DSN naming a database, e.g. 'root@tcp(127.0.0.1:3306)/test?parseTime=true'")
+	pgDSN := flag.String("postgres", "", "run on PostgreSQL instead: a pgx DSN, e.g. 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'")
 	verbose := flag.Bool("v", false, "show the framework's own log lines")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	var err error
 	switch {
-	case *dsn != "" && *keep != "":
-		err = errors.New("-keep is for SQLite; with -mysql the tables stay in the database")
-	case *dsn != "":
-		err = runMySQL(ctx, os.Stdout, *dsn, *verbose)
+	case *mysqlDSN != "" && *pgDSN != "":
+		err = errors.New("-mysql and -postgres: choose one")
+	case (*mysqlDSN != "" || *pgDSN != "") && *keep != "":
+		err = errors.New("-keep is for SQLite; on a server the tables stay in the database")
+	case *mysqlDSN != "":
+		err = runServer(ctx, os.Stdout, mysqlServer, *mysqlDSN, *verbose)
+	case *pgDSN != "":
+		err = runServer(ctx, os.Stdout, postgresServer, *pgDSN, *verbose)
 	default:
 		err = run(ctx, os.Stdout, *keep, *verbose)
 	}
@@ -66,9 +75,9 @@ func main() {
 
 // demo holds the walkthrough's state.
 type demo struct {
-	out    io.Writer
-	ob     *outbox.Outbox
-	orders string // the business table
+	out         io.Writer
+	ob          *outbox.Outbox
+	insertOrder string // the INSERT of a business row, in the database's placeholders
 
 	gate     chan struct{} // holds the "Slow" listener while open
 	slowIn   chan string
@@ -80,11 +89,11 @@ type demo struct {
 	flushWindow time.Duration // the dispatcher's DoneFlushWindow
 }
 
-// Names of the MySQL/MariaDB demo's tables, dropped and recreated at
+// Names of the tables of the demo on a server, dropped and recreated at
 // every run.
 const (
-	mysqlOutboxTable = "outbox_event_demo"
-	mysqlOrdersTable = "orders_demo"
+	serverOutboxTable = "outbox_event_demo"
+	serverOrdersTable = "orders_demo"
 )
 
 // run walks through the demo on the SQLite file keep, or on a temporary
@@ -110,38 +119,63 @@ func run(ctx context.Context, out io.Writer, keep string, verbose bool) error {
 	return walk(ctx, out, db, fmt.Sprintf("SQLite (%s)", path), "orders", outbox.Config{}, verbose)
 }
 
-// runMySQL walks through the demo on the MySQL/MariaDB database of dsn, in
-// fresh tables outbox_event_demo and orders_demo.
-func runMySQL(ctx context.Context, out io.Writer, dsn string, verbose bool) error {
-	db, err := sqlx.Open("mysql", dsn)
+// server is what the demo needs to know about a database server.
+type server struct {
+	flag   string // the command-line flag, for errors
+	name   string // for the output
+	driver string // the database/sql driver
+	// info returns the server's version and the current database.
+	info string
+	// orders creates the business table orders_demo.
+	orders string
+	// quote quotes an identifier.
+	quote func(string) string
+}
+
+var (
+	mysqlServer = server{flag: "-mysql", name: "MySQL/MariaDB", driver: "mysql",
+		info:   "SELECT VERSION(), DATABASE()",
+		orders: "CREATE TABLE `" + serverOrdersTable + "` (id BIGINT AUTO_INCREMENT PRIMARY KEY, item VARCHAR(64) NOT NULL) ENGINE=InnoDB",
+		quote:  func(s string) string { return "`" + s + "`" }}
+	postgresServer = server{flag: "-postgres", name: "PostgreSQL", driver: "pgx",
+		info:   "SELECT current_setting('server_version'), current_database()",
+		orders: `CREATE TABLE "` + serverOrdersTable + `" (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, item VARCHAR(64) NOT NULL)`,
+		quote:  func(s string) string { return `"` + s + `"` }}
+)
+
+// runServer walks through the demo on the database of dsn on srv, in
+// fresh tables outbox_event_demo and orders_demo (and the inbox step's).
+func runServer(ctx context.Context, out io.Writer, srv server, dsn string, verbose bool) error {
+	db, err := sqlx.Open(srv.driver, dsn)
 	if err != nil {
-		return fmt.Errorf("-mysql: %w", err)
+		return fmt.Errorf("%s: %w", srv.flag, err)
 	}
 	defer db.Close()
 	var version string
 	var database sql.NullString
-	if err := db.QueryRowContext(ctx, "SELECT VERSION(), DATABASE()").Scan(&version, &database); err != nil {
-		return fmt.Errorf("-mysql: %w", err)
+	if err := db.QueryRowContext(ctx, srv.info).Scan(&version, &database); err != nil {
+		return fmt.Errorf("%s: %w", srv.flag, err)
 	}
 	if !database.Valid {
-		return errors.New("-mysql: the DSN must name a database, as in user@tcp(host:3306)/test")
+		return fmt.Errorf("%s: the DSN must name a database", srv.flag)
 	}
-	for _, stmt := range []string{
-		"DROP TABLE IF EXISTS `" + mysqlOutboxTable + "`, `" + mysqlOrdersTable + "`, `" + demoInboxTable + "`, `" + demoEmailsTable + "`",
-		"CREATE TABLE `" + mysqlOrdersTable + "` (id BIGINT AUTO_INCREMENT PRIMARY KEY, item VARCHAR(64) NOT NULL) ENGINE=InnoDB",
-	} {
+	var tables []string
+	for _, t := range []string{serverOutboxTable, serverOrdersTable, demoInboxTable, demoEmailsTable} {
+		tables = append(tables, srv.quote(t))
+	}
+	for _, stmt := range []string{"DROP TABLE IF EXISTS " + strings.Join(tables, ", "), srv.orders} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
 	}
 	cfg := outbox.Config{}
-	cfg.Store.Table = mysqlOutboxTable
-	label := fmt.Sprintf("MySQL/MariaDB %s (database %s, tables %s and %s)", version, database.String, mysqlOutboxTable, mysqlOrdersTable)
-	if err := walk(ctx, out, db, label, mysqlOrdersTable, cfg, verbose); err != nil {
+	cfg.Store.Table = serverOutboxTable
+	label := fmt.Sprintf("%s %s (database %s, tables %s and %s)", srv.name, version, database.String, serverOutboxTable, serverOrdersTable)
+	if err := walk(ctx, out, db, label, serverOrdersTable, cfg, verbose); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nThe rows stay in %s.%s: SELECT status, COUNT(*) FROM %s GROUP BY status\n",
-		database.String, mysqlOutboxTable, mysqlOutboxTable)
+	fmt.Fprintf(out, "\nThe rows stay in table %s of database %s: SELECT status, COUNT(*) FROM %s GROUP BY status\n",
+		serverOutboxTable, database.String, serverOutboxTable)
 	return nil
 }
 
@@ -163,7 +197,7 @@ func walk(ctx context.Context, out io.Writer, db *sqlx.DB, label, orders string,
 	if err != nil {
 		return err
 	}
-	d := &demo{out: out, ob: ob, orders: orders, gate: make(chan struct{}), slowIn: make(chan string, 16),
+	d := &demo{out: out, ob: ob, insertOrder: db.Rebind("INSERT INTO " + orders + " (item) VALUES (?)"), gate: make(chan struct{}), slowIn: make(chan string, 16),
 		calledAt: map[string]time.Time{}, flushWindow: cmp.Or(cfg.Dispatcher.DoneFlushWindow, dispatcher.DefaultDoneFlushWindow)}
 	close(d.gate) // open until scenario 3 closes it
 	d.register()
@@ -218,7 +252,7 @@ func (d *demo) register() {
 func (d *demo) publish(ctx context.Context, fail error, envs ...core.Envelope) error {
 	return d.ob.InTx(ctx, func(ctx context.Context) error {
 		tx, _ := txctx.From(ctx)
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+d.orders+" (item) VALUES (?)", "book"); err != nil {
+		if _, err := tx.ExecContext(ctx, d.insertOrder, "book"); err != nil {
 			return err
 		}
 		for _, env := range envs {

@@ -18,8 +18,9 @@ import (
 // commits. Events leased to the publishing node at insert need no
 // notification: no other node may claim them while the lease runs.
 // outbox.New runs Listen while the outbox runs and wakes its poller on
-// every notification, so such an event is claimed within milliseconds of
-// its commit instead of after the poller's interval.
+// every notification (a tenant.Outbox runs one per database of its set and
+// wakes the poll of that database), so such an event is claimed within
+// milliseconds of its commit instead of after the poller's interval.
 type Notifier interface {
 	// NotifyStatement returns the statement, with '?' placeholders, that
 	// announces a new event of table, and its arguments.

@@ -15,3 +15,7 @@ func (p *Poller) AddQueue(id string, store Store, q handoff.Cold) error {
 	}
 	return p.addQueue(id, store, q)
 }
+
+// WakeStore wakes the poll of store id, through the hook package tenant
+// uses.
+func (p *Poller) WakeStore(id string) { handoff.WakeStore(p, id) }

@@ -47,6 +47,10 @@ type Poller struct {
 
 	cycleMu  sync.Mutex // one poll at a time; guards rotation
 	rotation *engine.Rotation
+
+	wakeMu      sync.Mutex // guards the wake-ups (wake.go)
+	wokenAll    bool       // Wake was called: the next poll ignores SkipRecent
+	wokenStores []string   // stores to poll next, in order, ignoring SkipRecent
 }
 
 // target is one store the poller reads and the queue its events go to.
@@ -155,6 +159,7 @@ func (p *Poller) Remove(id string) {
 	if t, ok := p.targets.Take(id); ok {
 		p.targets.Forget(id, t)
 	}
+	p.forgetWake(id)
 }
 
 // Stores returns the identifiers of the stores polled, sorted ("" is the
@@ -168,7 +173,7 @@ func (p *Poller) Stores() []string { return slices.Clone(p.targets.IDs()) }
 // when this node owns them (its own hot-queue drops). Rows that fail to
 // decode are marked DEAD with the reason. Without stores it does nothing.
 func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
-	res, _, err := p.pollOnce(ctx)
+	res, _, err := p.pollOnce(ctx, false)
 	return res, err
 }
 
@@ -181,17 +186,40 @@ const (
 	pollResting                     // Interval
 )
 
-// pollOnce is PollOnce; it also tells when to poll next.
-func (p *Poller) pollOnce(ctx context.Context) (res Result, next pollDecision, err error) {
+// pollOnce is PollOnce; it also tells when to poll next. With wakes (the
+// loop's polls) it serves the wake-ups first: a woken store is read
+// before the Selector's pick, and a woken poll ignores SkipRecent (see
+// [Poller.Wake]).
+func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pollDecision, err error) {
 	p.cycleMu.Lock()
 	defer p.cycleMu.Unlock()
-	id, t, ids := p.targets.Next(p.rotation)
+	var (
+		id         string
+		t          *target
+		ids        []string
+		woken      bool // this poll serves a wake-up
+		storeWoken bool // that wake-up named the store
+	)
+	if wakes {
+		id, t, ids, storeWoken = p.takeWake()
+		woken = t != nil
+	}
+	if t == nil {
+		id, t, ids = p.targets.Next(p.rotation)
+	}
 	if t == nil {
 		return res, pollResting, nil
 	}
-	res, limit, err := p.pollTarget(ctx, t)
+	skipRecent := p.cfg.SkipRecent
+	if woken {
+		skipRecent = 0
+	}
+	res, limit, err := p.pollTarget(ctx, t, skipRecent)
 	p.report(t, res, err)
 	if res.Full {
+		if woken {
+			p.rewake(id, storeWoken)
+		}
 		return res, pollSoon, err
 	}
 	full := err == nil && limit > 0 && res.Read == limit
@@ -206,7 +234,7 @@ func (p *Poller) pollOnce(ctx context.Context) (res Result, next pollDecision, e
 
 // pollTarget runs one poll of t; it also returns the claim limit it used
 // (0 when the cold queue was full).
-func (p *Poller) pollTarget(ctx context.Context, t *target) (res Result, limit int, err error) {
+func (p *Poller) pollTarget(ctx context.Context, t *target, skipRecent time.Duration) (res Result, limit int, err error) {
 	res.Store = t.id
 	hot, cold := t.queue.QueueDepths()
 	p.cfg.Metrics.QueueDepths(hot, cold)
@@ -227,7 +255,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target) (res Result, limit i
 	limit += min(max(0, t.queue.Held()), limit)
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
-		SkipRecent: p.skipRecent(ctx), Limit: limit,
+		SkipRecent: skipRecent, Limit: limit,
 	})
 	if err != nil {
 		return res, limit, err
@@ -332,8 +360,10 @@ func (p *Poller) Close(ctx context.Context) error { return p.run.Close(ctx) }
 
 func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	lastReap := time.Now()
-	p.run.Pace(ctx, stop, p.cfg.Interval, func(ctx context.Context, woken bool) time.Duration {
-		_, next, err := p.pollOnce(wokenContext(ctx, woken))
+	// The poller keeps its own record of wake-ups (which store, if any):
+	// Pace's woken flag only says the wait was cut short.
+	p.run.Pace(ctx, stop, p.cfg.Interval, func(ctx context.Context, _ bool) time.Duration {
+		res, next, err := p.pollOnce(ctx, true)
 		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
 			lastReap = time.Now()
 			if _, err := p.ReapOnce(ctx); err != nil && ctx.Err() == nil {
@@ -341,6 +371,10 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 			}
 		}
 		switch {
+		case res.Full: // no room: wake-ups wait too (the woken store's is kept)
+			return p.cfg.BacklogInterval
+		case p.wakePending(): // a store was woken meanwhile, or several at once
+			return 0
 		case err != nil: // an incident: retry at the normal pace
 		case next == pollNow:
 			return 0

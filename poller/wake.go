@@ -1,8 +1,9 @@
 package poller
 
 import (
-	"context"
-	"time"
+	"slices"
+
+	"github.com/outbox-go/outbox/internal/handoff"
 )
 
 // Wake makes a started poller poll at once instead of waiting for the
@@ -22,25 +23,78 @@ import (
 // event is never held twice); only an after-commit hand-off that lags
 // behind a whole claim and delivery could deliver one twice, which
 // at-least-once delivery allows.
-func (p *Poller) Wake() { p.run.Wake() }
-
-// wokenKey marks the context of a woken poll.
-type wokenKey struct{}
-
-// wokenContext returns ctx marked as the context of a woken poll when
-// woken.
-func wokenContext(ctx context.Context, woken bool) context.Context {
-	if !woken {
-		return ctx
-	}
-	return context.WithValue(ctx, wokenKey{}, true)
+func (p *Poller) Wake() {
+	p.wakeMu.Lock()
+	p.wokenAll = true
+	p.wakeMu.Unlock()
+	p.run.Wake()
 }
 
-// skipRecent is the SkipRecent of a claim made with ctx: 0 in a woken
-// poll, Config.SkipRecent otherwise.
-func (p *Poller) skipRecent(ctx context.Context) (d time.Duration) {
-	if woken, _ := ctx.Value(wokenKey{}).(bool); woken {
-		return 0
+func init() {
+	handoff.WakeStore = func(p any, id string) { p.(*Poller).wakeStore(id) }
+}
+
+// wakeStore is Wake for one store of a poller of several: the next poll
+// reads store id, whatever the Selector would pick, and ignores
+// SkipRecent (package tenant calls it when that store's database announces
+// a commit). Stores woken before the poll starts are polled first, in the
+// order of their wake-ups, one poll each; repeated wake-ups of a store
+// waiting for its poll are merged. It never blocks.
+func (p *Poller) wakeStore(id string) {
+	p.wakeMu.Lock()
+	if !slices.Contains(p.wokenStores, id) {
+		p.wokenStores = append(p.wokenStores, id)
 	}
-	return p.cfg.SkipRecent
+	p.wakeMu.Unlock()
+	p.run.Wake()
+}
+
+// takeWake returns the store the next poll of the loop must read because
+// of a wake-up, and consumes that wake-up: the first woken store still
+// polled, else, after a Wake, the store the Selector picks. t is nil
+// when nothing was woken. The caller holds cycleMu.
+func (p *Poller) takeWake() (id string, t *target, ids []string, store bool) {
+	p.wakeMu.Lock()
+	defer p.wakeMu.Unlock()
+	for len(p.wokenStores) > 0 {
+		id = p.wokenStores[0]
+		p.wokenStores = p.wokenStores[1:]
+		if t, ok := p.targets.Get(id); ok {
+			return id, t, p.targets.IDs(), true
+		}
+	}
+	if p.wokenAll {
+		p.wokenAll = false
+		id, t, ids = p.targets.Next(p.rotation)
+		return id, t, ids, false
+	}
+	return "", nil, nil, false
+}
+
+// rewake puts back the wake-up a poll consumed without reaching the
+// database (the cold queue was full), so the poll after the backlog pause
+// reads that store, still ignoring SkipRecent.
+func (p *Poller) rewake(id string, store bool) {
+	p.wakeMu.Lock()
+	defer p.wakeMu.Unlock()
+	switch {
+	case !store:
+		p.wokenAll = true
+	case !slices.Contains(p.wokenStores, id):
+		p.wokenStores = slices.Insert(p.wokenStores, 0, id)
+	}
+}
+
+// wakePending reports whether a wake-up waits for its poll.
+func (p *Poller) wakePending() bool {
+	p.wakeMu.Lock()
+	defer p.wakeMu.Unlock()
+	return p.wokenAll || len(p.wokenStores) > 0
+}
+
+// forgetWake drops the wake-up of a store that is no longer polled.
+func (p *Poller) forgetWake(id string) {
+	p.wakeMu.Lock()
+	defer p.wakeMu.Unlock()
+	p.wokenStores = slices.DeleteFunc(p.wokenStores, func(s string) bool { return s == id })
 }

@@ -1,9 +1,14 @@
 package poller_test
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/memstore"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
@@ -53,5 +58,82 @@ func TestWakePollsAtOnceWithoutSkipRecent(t *testing.T) {
 	}
 	if claims() != before+1 {
 		t.Errorf("claims = %d, want %d", claims(), before+1)
+	}
+}
+
+// claimLog records the claims of several stores in the order they happen.
+type claimLog struct {
+	mu     sync.Mutex
+	claims []string // "<store>:<SkipRecent>"
+}
+
+func (l *claimLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.claims)
+}
+
+// loggedStore is a memory store whose claims go to a shared claimLog.
+type loggedStore struct {
+	*memstore.Store
+	id  string
+	log *claimLog
+}
+
+func (s *loggedStore) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Record, error) {
+	s.log.mu.Lock()
+	s.log.claims = append(s.log.claims, fmt.Sprintf("%s:%v", s.id, req.SkipRecent))
+	s.log.mu.Unlock()
+	return s.Store.ClaimDue(ctx, req)
+}
+
+// A store's own wake-up (a tenant database's notification) makes the next
+// poll read that store, whatever the Selector would pick, without
+// SkipRecent; the other stores keep SkipRecent. Stores woken together are
+// polled in the order of their wake-ups.
+func TestWakeStorePollsThatStoreFirst(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	p, err := poller.NewMulti(poller.Config{Interval: time.Hour, SkipRecent: time.Minute, Now: clock.Now,
+		Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &claimLog{}
+	queues := map[string]*fakeQueue{}
+	for _, id := range []string{"a", "b", "c"} {
+		st := &loggedStore{Store: memstore.New(clock.Now), id: id, log: log}
+		insert(t, st.Store, id+"-fresh") // created now: SkipRecent hides it
+		queues[id] = newFakeQueue(10)
+		if err := p.AddQueue(id, st, queues[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Start(t.Context()); err != nil { // resting for an hour
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(stopCtx(t, 5*time.Second)) })
+
+	// Round-robin would read a first; the wake-up of c reads c, then the
+	// rotation goes on from there (a, b: with SkipRecent, nothing due).
+	p.WakeStore("c")
+	testsupport.WaitFor(t, 10*time.Second, "the woken poll of c and the rotation after it", func() bool { return len(log.all()) == 3 })
+	if got, want := log.all(), []string{"c:0s", "a:1m0s", "b:1m0s"}; !slices.Equal(got, want) {
+		t.Fatalf("claims %v, want %v", got, want)
+	}
+	if got := queues["c"].ids(); !slices.Equal(got, []string{"c-fresh"}) {
+		t.Fatalf("c enqueued %v", got)
+	}
+	if len(queues["a"].ids())+len(queues["b"].ids()) != 0 {
+		t.Fatalf("a store that was not woken gave up a row younger than SkipRecent: a %v, b %v", queues["a"].ids(), queues["b"].ids())
+	}
+
+	// Two wake-ups at once: both stores are read, in that order.
+	p.WakeStore("b")
+	p.WakeStore("a")
+	testsupport.WaitFor(t, 10*time.Second, "the woken polls of b and a", func() bool {
+		return len(queues["a"].ids()) == 1 && len(queues["b"].ids()) == 1
+	})
+	if got := log.all()[3:5]; !slices.Equal(got, []string{"b:0s", "a:0s"}) {
+		t.Fatalf("claims after the wake-ups of b and a: %v, want [b:0s a:0s]", got)
 	}
 }

@@ -29,13 +29,15 @@ type Database struct {
 	// given to core.StoreMetrics. Non-empty text of at most 128 bytes
 	// without control characters.
 	ID string
-	// Driver is the database/sql driver name: "sqlite3" or "mysql" (the
-	// program imports jdbcstore/sqlite or jdbcstore/mysql to register it),
-	// or the driver of another registered dialect.
+	// Driver is the database/sql driver name: "sqlite3", "mysql" or "pgx"
+	// (the program imports jdbcstore/sqlite, jdbcstore/mysql or
+	// jdbcstore/postgres to register it), or the driver of another
+	// registered dialect.
 	Driver string
 	// DSN is the data source name. For "sqlite3" a file path or "file:"
 	// URI, opened with sqlite.Open's settings (WAL, busy timeout,
-	// immediate transactions); for "mysql" a go-sql-driver/mysql DSN.
+	// immediate transactions); for "mysql" a go-sql-driver/mysql DSN; for
+	// "pgx" a pgx URL or keyword/value DSN.
 	DSN string
 }
 
@@ -51,7 +53,7 @@ type OpenFunc func(ctx context.Context, db Database) (*sqlx.DB, error)
 
 // Open is the default OpenFunc: [jdbcstore.Open], which opens the
 // database with its registered dialect (sqlite.Open's settings for
-// "sqlite3", sqlx.Open for "mysql") and fails with an error wrapping
+// "sqlite3", sqlx.Open for "mysql" and "pgx") and fails with an error wrapping
 // jdbcstore.ErrUnsupportedDriver for a driver without one. It checks the
 // connection with a ping. The error never contains the DSN (it may hold a
 // password).

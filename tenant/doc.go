@@ -8,7 +8,11 @@
 // database's outbox in the order of a [core.Selector]: [core.RoundRobin]
 // (one batch from each store in turn) or [core.DrainFirst] (stay on a
 // store until it yields nothing), or a policy of your own. Outcomes are
-// written back to the database the event came from. Every log line about a
+// written back to the database the event came from. On PostgreSQL
+// databases a listener per database (LISTEN/NOTIFY, see
+// jdbcstore.Notifier) wakes the poll of the database where an event
+// committed without a hot path, so it is delivered within milliseconds
+// instead of after Poller.Interval. Every log line about a
 // store carries a "store" attribute, and a Metrics implementing
 // core.StoreMetrics receives each store's signals separately.
 //

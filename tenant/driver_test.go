@@ -17,7 +17,7 @@ func TestOpenUnsupportedDriver(t *testing.T) {
 	if !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
 		t.Fatalf("err = %v, want ErrUnsupportedDriver", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "jdbcstore/sqlite") || !strings.Contains(msg, "jdbcstore/mysql") || strings.Contains(msg, "secret") {
+	if msg := err.Error(); !strings.Contains(msg, "jdbcstore/sqlite") || !strings.Contains(msg, "jdbcstore/mysql") || !strings.Contains(msg, "jdbcstore/postgres") || strings.Contains(msg, "secret") {
 		t.Errorf("error %q does not name the supported dialects or leaks the DSN", msg)
 	}
 }

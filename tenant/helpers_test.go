@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,27 +39,36 @@ func sqliteDatabases(t testing.TB, n int) []tenant.Database {
 	return out
 }
 
-// mysqlDatabases returns n new, empty MariaDB databases: m1, m2, … The
-// test skips without OUTBOX_TEST_MYSQL_DSN (fails with CI=true).
-func mysqlDatabases(t testing.TB, n int) []tenant.Database {
+// serverDatabases returns n new, empty databases of driver: <prefix>1,
+// <prefix>2, …, each with the DSN newDSN returns.
+func serverDatabases(t testing.TB, n int, prefix, driver string, newDSN func(testing.TB) string) []tenant.Database {
 	t.Helper()
 	out := make([]tenant.Database, n)
 	for i := range out {
-		out[i] = tenant.Database{ID: fmt.Sprintf("m%d", i+1), Driver: "mysql", DSN: testdb.MySQLConfig(t).FormatDSN()}
+		out[i] = tenant.Database{ID: fmt.Sprintf("%s%d", prefix, i+1), Driver: driver, DSN: newDSN(t)}
 	}
 	return out
 }
 
+// mixedDatabases returns the mixed set: three SQLite files (s1, s2, s3),
+// two MariaDB databases (m1, m2) and two PostgreSQL databases (p1, p2,
+// schemas of the test database). The test skips without
+// OUTBOX_TEST_MYSQL_DSN and OUTBOX_TEST_POSTGRES_DSN (fails with CI=true).
+func mixedDatabases(t testing.TB) []tenant.Database {
+	t.Helper()
+	return slices.Concat(sqliteDatabases(t, 3),
+		serverDatabases(t, 2, "m", "mysql", func(t testing.TB) string { return testdb.MySQLConfig(t).FormatDSN() }),
+		serverDatabases(t, 2, "p", "pgx", testdb.PostgresSchemaDSN))
+}
+
 // databaseSets are the sets every multi-database test runs on: three SQLite
-// files, and three SQLite files with two MariaDB databases in one set.
+// files, and the mixed set of the three databases.
 var databaseSets = []struct {
 	name string
 	make func(t testing.TB) []tenant.Database
 }{
 	{"SQLite", func(t testing.TB) []tenant.Database { return sqliteDatabases(t, 3) }},
-	{"SQLiteAndMariaDB", func(t testing.TB) []tenant.Database {
-		return append(sqliteDatabases(t, 3), mysqlDatabases(t, 2)...)
-	}},
+	{"SQLiteMariaDBPostgreSQL", mixedDatabases},
 }
 
 // quietLogger discards logs.
@@ -167,7 +177,7 @@ func publish(ctx context.Context, o *tenant.Outbox, id string) (string, error) {
 	}
 	err = tn.InTx(ctx, func(ctx context.Context) error {
 		tx, _ := txctx.From(ctx)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (ref) VALUES (?)`, env.ID()); err != nil {
+		if _, err := tx.ExecContext(ctx, tn.DB().Rebind(`INSERT INTO orders (ref) VALUES (?)`), env.ID()); err != nil {
 			return err
 		}
 		_, err := tn.Publish(ctx, env)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
-	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/tenant"
 )
@@ -27,20 +26,6 @@ import (
 func ibSQLite(t *testing.T, id string) tenant.Database {
 	t.Helper()
 	return tenant.Database{ID: id, Driver: "sqlite3", DSN: filepath.Join(t.TempDir(), id+".db")}
-}
-
-// ibMySQL describes a new MariaDB/MySQL database (skipped without
-// OUTBOX_TEST_MYSQL_DSN, failed with CI=true).
-func ibMySQL(t *testing.T, id string) tenant.Database {
-	t.Helper()
-	return tenant.Database{ID: id, Driver: "mysql", DSN: testdb.MySQLConfig(t).FormatDSN()}
-}
-
-// ibFive returns three SQLite files (s1, s2, s3) and two MariaDB databases
-// (m1, m2), sorted by id.
-func ibFive(t *testing.T) []tenant.Database {
-	t.Helper()
-	return []tenant.Database{ibMySQL(t, "m1"), ibMySQL(t, "m2"), ibSQLite(t, "s1"), ibSQLite(t, "s2"), ibSQLite(t, "s3")}
 }
 
 func ibCtx(t *testing.T) context.Context {
@@ -136,16 +121,17 @@ func ibCount(t *testing.T, ctx context.Context, in *inbox.Inbox) int {
 	return n
 }
 
-// Three SQLite files and two MariaDB databases in one tenant.Inbox:
+// Three SQLite files, two MariaDB and two PostgreSQL databases in one
+// tenant.Inbox:
 // messages enqueued through the router land in their tenant's table only
-// (the same message id in every tenant is five different messages), and
+// (the same message id in every tenant is seven different messages), and
 // the shared dispatcher hands each to the handler with its own tenant's
 // id and inbox, and marks it Done there.
 func TestInboxRoutesToTenantDatabase(t *testing.T) {
 	ctx := ibCtx(t)
-	dbs := ibFive(t)
+	dbs := mixedDatabases(t)
 	ib := ibNew(t, ctx, tenant.InboxConfig{Databases: dbs, Dispatcher: inbox.DispatcherConfig{PollInterval: time.Hour}})
-	mustEqualIB(t, "StoreIDs", fmt.Sprint(ib.StoreIDs()), "[m1 m2 s1 s2 s3]")
+	mustEqualIB(t, "StoreIDs", fmt.Sprint(ib.StoreIDs()), "[m1 m2 p1 p2 s1 s2 s3]")
 	var handled sync.Map // store/message id → payload
 	err := ib.HandleFunc("order.paid", func(ctx context.Context, msg inbox.Record) error {
 		id := inbox.StoreID(ctx)
@@ -233,25 +219,25 @@ func TestInboxRouter(t *testing.T) {
 	}
 }
 
-// Both selectors drain all five databases in the order their definition
+// Both selectors drain all seven databases in the order their definition
 // gives. With one worker and BatchSize 1 each claim
 // takes one message and the next claim waits for its handler, so the
 // handler calls are the claims, in order: round-robin takes one from each
 // database in id order, skipping empty ones; drain-first stays on a
 // database until its claim comes back empty.
 func TestInboxSelectorsDrainInOrder(t *testing.T) {
-	counts := map[string]int{"m1": 2, "m2": 1, "s1": 3, "s2": 0, "s3": 1}
+	counts := map[string]int{"m1": 2, "m2": 1, "p1": 1, "p2": 2, "s1": 3, "s2": 0, "s3": 1}
 	for _, c := range []struct {
 		name string
 		sel  core.Selector
 		want string
 	}{
-		{"RoundRobin", core.RoundRobin{}, "m1 m2 s1 s3 m1 s1 s1"},
-		{"DrainFirst", core.DrainFirst{}, "m1 m1 m2 s1 s1 s1 s3"},
+		{"RoundRobin", core.RoundRobin{}, "m1 m2 p1 p2 s1 s3 m1 p2 s1 s1"},
+		{"DrainFirst", core.DrainFirst{}, "m1 m1 m2 p1 p2 p2 s1 s1 s1 s3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ibCtx(t)
-			ib := ibNew(t, ctx, tenant.InboxConfig{Databases: ibFive(t), Dispatcher: inbox.DispatcherConfig{
+			ib := ibNew(t, ctx, tenant.InboxConfig{Databases: mixedDatabases(t), Dispatcher: inbox.DispatcherConfig{
 				Workers: 1, BatchSize: 1, PollInterval: time.Hour, Selector: c.sel,
 			}})
 			var (
@@ -288,17 +274,16 @@ func TestInboxSelectorsDrainInOrder(t *testing.T) {
 
 // Discovery adds and removes databases while messages flow
 // and loses none: producers enqueue through the router into every tenant
-// it knows, all the time; the set goes {s1 s2 m1} → + s3, m2 → − s2 →
-// + s2, − m1. Every message enqueued into a database present at the end
+// it knows, all the time; the set goes {s1 s2 m1 p1} → + s3, m2, p2 →
+// − s2 → + s2, − m1. Every message enqueued into a database present at the end
 // (s2 included: what it held while out of the set is handled when it
 // returns) is Done, handled once, by its own tenant; every message of m1,
 // which left, is still in its table. Unchanged databases keep their
 // inbox.
 func TestInboxDiscoveryWhileMessagesFlow(t *testing.T) {
 	ctx := ibCtx(t)
-	five := ibFive(t)
 	byID := map[string]tenant.Database{}
-	for _, d := range five {
+	for _, d := range mixedDatabases(t) {
 		byID[d.ID] = d
 	}
 	var (
@@ -310,7 +295,7 @@ func TestInboxDiscoveryWhileMessagesFlow(t *testing.T) {
 		cur = ids
 		discMu.Unlock()
 	}
-	setDiscovered("s1", "s2", "m1")
+	setDiscovered("s1", "s2", "m1", "p1")
 	discover := func(context.Context) ([]tenant.Database, error) {
 		discMu.Lock()
 		defer discMu.Unlock()
@@ -350,7 +335,7 @@ func TestInboxDiscoveryWhileMessagesFlow(t *testing.T) {
 	for p := range 2 {
 		producers.Go(func() {
 			for seq := 0; ; seq++ {
-				for _, id := range []string{"m1", "m2", "s1", "s2", "s3"} {
+				for _, id := range []string{"m1", "m2", "p1", "p2", "s1", "s2", "s3"} {
 					select {
 					case <-stop:
 						return
@@ -391,21 +376,21 @@ func TestInboxDiscoveryWhileMessagesFlow(t *testing.T) {
 			ibWaitFor(t, fmt.Sprintf("%d messages into %s", min, id), func() bool { return countOf(id) >= min })
 		}
 	}
-	flowing(20, "s1", "s2", "m1")
+	flowing(20, "s1", "s2", "m1", "p1")
 	s1 := ibFor(t, ib, "s1")
-	refresh("+[m2 s3] -[] ~[] =3 ![]", "s1", "s2", "m1", "s3", "m2")
+	refresh("+[m2 p2 s3] -[] ~[] =4 ![]", "s1", "s2", "m1", "p1", "s3", "m2", "p2")
 	mustEqualIB(t, "s1's inbox after a refresh that left it unchanged", ibFor(t, ib, "s1"), s1)
-	flowing(20, "s3", "m2")
-	refresh("+[] -[s2] ~[] =4 ![]", "s1", "s3", "m1", "m2")
+	flowing(20, "s3", "m2", "p2")
+	refresh("+[] -[s2] ~[] =6 ![]", "s1", "s3", "m1", "m2", "p1", "p2")
 	flowing(countOf("s1")+20, "s1")
-	refresh("+[s2] -[m1] ~[] =3 ![]", "s1", "s2", "s3", "m2")
+	refresh("+[s2] -[m1] ~[] =5 ![]", "s1", "s2", "s3", "m2", "p1", "p2")
 	flowing(countOf("s2")+20, "s2")
 	close(stop)
 	producers.Wait()
 
 	enqMu.Lock()
 	defer enqMu.Unlock()
-	for _, id := range []string{"s1", "s2", "s3", "m2"} {
+	for _, id := range []string{"s1", "s2", "s3", "m2", "p1", "p2"} {
 		in := ibFor(t, ib, id)
 		for _, mid := range enqueued[id] {
 			ibWaitFor(t, mid+" Done", func() bool { return ibStatus(t, ctx, in, "p", mid) == inbox.StatusDone })
@@ -422,8 +407,9 @@ func TestInboxDiscoveryWhileMessagesFlow(t *testing.T) {
 		}
 	}
 	mustEqualIB(t, "m1 rows", ibCount(t, ctx, m1), len(enqueued["m1"]))
-	t.Logf("enqueued: s1 %d, s2 %d, s3 %d, m1 %d, m2 %d",
-		len(enqueued["s1"]), len(enqueued["s2"]), len(enqueued["s3"]), len(enqueued["m1"]), len(enqueued["m2"]))
+	t.Logf("enqueued: s1 %d, s2 %d, s3 %d, m1 %d, m2 %d, p1 %d, p2 %d",
+		len(enqueued["s1"]), len(enqueued["s2"]), len(enqueued["s3"]), len(enqueued["m1"]), len(enqueued["m2"]),
+		len(enqueued["p1"]), len(enqueued["p2"]))
 }
 
 // A database leaving the set stops being routed to at once, but is closed

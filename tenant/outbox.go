@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/handoff"
+	"github.com/outbox-go/outbox/internal/notify"
 	"github.com/outbox-go/outbox/internal/publish"
 	"github.com/outbox-go/outbox/internal/txopts"
 	"github.com/outbox-go/outbox/internal/wiring"
@@ -151,9 +152,10 @@ type Outbox struct {
 	dispatcher *dispatcher.Dispatcher
 	poller     *poller.Poller // nil when DisablePoller
 
-	reg *registry.Registry
-	cfg Config
-	set *set[*Tenant]
+	reg       *registry.Registry
+	cfg       Config
+	set       *set[*Tenant]
+	listeners listeners // of the databases that announce commits (notify.go)
 }
 
 // New opens the databases of cfg.Databases (and of a first discovery),
@@ -261,17 +263,20 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 		if err := o.poller.Add(d.ID, store, o.dispatcher); err != nil {
 			return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 		}
+		id := d.ID
+		o.listeners.add(id, notify.New(store, func() { handoff.WakeStore(o.poller, id) }, log))
 	}
 	return t, nil
 }
 
-// detach stops polling the tenant and waits until the dispatcher holds
-// none of its events.
+// detach stops the tenant's notification listener and polling it, and
+// waits until the dispatcher holds none of its events.
 func (o *Outbox) detach(ctx context.Context, id string, _ *Tenant) error {
+	errNotify := o.listeners.remove(ctx, id)
 	if o.poller != nil {
 		o.poller.Remove(id)
 	}
-	return o.dispatcher.RemoveStore(ctx, id)
+	return errors.Join(errNotify, o.dispatcher.RemoveStore(ctx, id))
 }
 
 // For returns the tenant a routing key maps to (the Database's ID, unless
@@ -304,7 +309,12 @@ func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResul
 }
 
 // Start starts the dispatcher, the poller and, with Discover, the
-// periodic refresh.
+// periodic refresh. On every database that announces commits (PostgreSQL:
+// see jdbcstore.Notifier) a listener then wakes the poll of that database
+// whenever an event committed there without a hot path (a plain *sql.Tx,
+// another node), so it is delivered within milliseconds instead of after
+// Poller.Interval; databases joining the set later get theirs when they
+// join. Each listener holds one connection of its database's pool.
 func (o *Outbox) Start(ctx context.Context) error {
 	if err := o.dispatcher.Start(ctx); err != nil {
 		return err
@@ -313,6 +323,7 @@ func (o *Outbox) Start(ctx context.Context) error {
 		if err := o.poller.Start(ctx); err != nil {
 			return errors.Join(err, o.dispatcher.Close(ctx))
 		}
+		o.listeners.start()
 	}
 	o.set.startRefresh(o.cfg.Discover, o.cfg.RefreshInterval)
 	return nil
@@ -323,12 +334,13 @@ func (o *Outbox) Start(ctx context.Context) error {
 // events stay in their databases.
 func (o *Outbox) Close(ctx context.Context) error {
 	errRefresh := o.set.stopRefresh(ctx)
+	errNotify := o.listeners.stop(ctx)
 	var errPoller error
 	if o.poller != nil {
 		errPoller = o.poller.Close(ctx)
 	}
 	errDisp := o.dispatcher.Close(ctx)
-	return errors.Join(errRefresh, errPoller, errDisp, o.set.closeAll())
+	return errors.Join(errRefresh, errNotify, errPoller, errDisp, o.set.closeAll())
 }
 
 // DispatcherStats returns what the shared dispatcher holds in memory now,

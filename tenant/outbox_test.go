@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/testsupport"
@@ -228,6 +230,16 @@ func insertUnowned(t *testing.T, d tenant.Database, n int) {
 	}
 }
 
+// openNotListening is tenant.Open with PostgreSQL pools of one connection,
+// on which the outbox does not listen for notifications.
+func openNotListening(ctx context.Context, d tenant.Database) (*sqlx.DB, error) {
+	db, err := tenant.Open(ctx, d)
+	if err == nil && d.Driver == "pgx" {
+		db.SetMaxOpenConns(1)
+	}
+	return db, err
+}
+
 func TestSelectorsDrainEverythingInTheirOrder(t *testing.T) {
 	const perStore, batch = 6, 3
 	for _, set := range databaseSets {
@@ -261,8 +273,11 @@ func TestSelectorsDrainEverythingInTheirOrder(t *testing.T) {
 					insertUnowned(t, d, perStore)
 				}
 				// One worker: delivery order is the order the poller
-				// claimed in (the cold queue is FIFO).
-				o, del := newOutbox(t, tenant.Config{Databases: dbs,
+				// claimed in (the cold queue is FIFO). PostgreSQL pools
+				// of one connection do not listen for notifications,
+				// whose wake-ups would poll their database out of the
+				// Selector's turn.
+				o, del := newOutbox(t, tenant.Config{Databases: dbs, Open: openNotListening,
 					Dispatcher: dispatcher.Config{Workers: 1},
 					Poller: poller.Config{Selector: sel.sel, BatchSize: batch, SkipRecent: -1,
 						Interval: 50 * time.Millisecond}})

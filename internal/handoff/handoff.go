@@ -54,3 +54,9 @@ type Queue interface {
 // AddStore. It is nil when d has no such store. Package dispatcher sets it
 // when it is initialized.
 var Of func(d any, id string) Queue
+
+// WakeStore makes p, a *poller.Poller serving several stores, poll store
+// id next, at once and without its SkipRecent: package tenant calls it
+// when that store's database announces a committed event. It never
+// blocks. Package poller sets it when it is initialized.
+var WakeStore func(p any, id string)

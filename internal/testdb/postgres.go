@@ -51,25 +51,7 @@ func PostgresSchemaDSN(t testing.TB) string {
 	t.Helper()
 	base := PostgresDSN(t)
 	name := databaseName(t)
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
-	db := openPostgresAdmin(ctx, t, base)
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, `CREATE SCHEMA "`+name+`"`); err != nil {
-		t.Fatalf("create test schema %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-		defer cancel()
-		db, err := sqlx.Open("pgx", base)
-		if err == nil {
-			defer db.Close()
-			_, err = db.ExecContext(ctx, `DROP SCHEMA IF EXISTS "`+name+`" CASCADE`)
-		}
-		if err != nil {
-			t.Errorf("drop test schema %s: %v", name, err)
-		}
-	})
+	postgresScratch(t, base, "schema "+name, `CREATE SCHEMA "`+name+`"`, `DROP SCHEMA IF EXISTS "`+name+`" CASCADE`)
 	return WithPostgresParam(t, base, "search_path", name)
 }
 

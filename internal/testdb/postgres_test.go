@@ -119,3 +119,29 @@ func TestPostgresServerRestart(t *testing.T) {
 		}
 	}
 }
+
+// A database of its own is empty, separate from the base database (its
+// tables are not there) and dropped when the test ends.
+func TestPostgresDatabaseDSN(t *testing.T) {
+	var name string
+	t.Run("create", func(t *testing.T) {
+		db := OpenPostgres(t, PostgresDatabaseDSN(t))
+		if err := db.Get(&name, "SELECT current_database()"); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(name, "outbox_t_") {
+			t.Fatalf("current_database() = %q, want a test database", name)
+		}
+	})
+	admin := OpenPostgres(t, PostgresDSN(t))
+	var n int
+	if err := admin.Get(&n, "SELECT COUNT(*) FROM pg_database WHERE datname = $1", name); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("database %s still exists after its test", name)
+	}
+	if got := withPostgresDatabase(t, "host=h user=u dbname=test", "x"); got != "host=h user=u dbname=test dbname='x'" {
+		t.Errorf("keyword/value DSN: %q", got)
+	}
+}

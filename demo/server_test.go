@@ -13,16 +13,28 @@ import (
 // The walkthrough runs on MySQL/MariaDB (a fresh database, see
 // internal/testdb), twice in a row: it recreates its own tables.
 func TestDemoRunsOnMySQL(t *testing.T) {
-	dsn := testdb.MySQLConfig(t).FormatDSN()
+	testDemoOnServer(t, mysqlServer, testdb.MySQLConfig(t).FormatDSN())
+}
+
+// The walkthrough runs on PostgreSQL (a fresh schema as the DSN's
+// search_path), twice in a row.
+func TestDemoRunsOnPostgreSQL(t *testing.T) {
+	testDemoOnServer(t, postgresServer, testdb.PostgresSchemaDSN(t))
+}
+
+// testDemoOnServer runs the walkthrough on dsn of srv twice and checks its
+// output.
+func testDemoOnServer(t *testing.T, srv server, dsn string) {
+	t.Helper()
 	for run := 1; run <= 2; run++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		var out bytes.Buffer
-		err := runMySQL(ctx, &out, dsn, false)
+		err := runServer(ctx, &out, srv, dsn, false)
 		cancel()
 		if err != nil {
 			t.Fatalf("run %d: demo failed: %v\n%s", run, err, out.String())
 		}
-		for _, want := range []string{"outbox demo on MySQL/MariaDB", "1. Commit", "the listener was called", "coalesced batches", "3. Overflow", "status DEAD  attempts 3",
+		for _, want := range []string{"outbox demo on " + srv.name, "1. Commit", "the listener was called", "coalesced batches", "3. Overflow", "status DEAD  attempts 3",
 			"DONE   1      9", "the email was sent 1 time", "DEAD   3      1", "NEW    0      0", "RETRY  2      0"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("run %d: demo output lacks %q:\n%s", run, want, out.String())
