@@ -28,15 +28,9 @@ func TestOutageMySQLKilledConnections(t *testing.T) {
 // MariaDB server: shut down cleanly (SIGTERM, as mysqladmin shutdown) or
 // killed (SIGKILL, a crash: InnoDB recovers on the next start).
 func TestOutageMySQLServerRestart(t *testing.T) {
-	t.Run("Shutdown", func(t *testing.T) {
-		t.Parallel()
+	testServerRestarts(t, func(t *testing.T) privateServer {
 		server := testdb.StartMariaDB(t)
-		testServerRestart(t, newMySQLOutage(t, server.Config()), server.Stop, server.Start)
-	})
-	t.Run("Crash", func(t *testing.T) {
-		t.Parallel()
-		server := testdb.StartMariaDB(t)
-		testServerRestart(t, newMySQLOutage(t, server.Config()), server.Kill, server.Start)
+		return privateServer{newMySQLOutage(t, server.Config()), server.Stop, server.Kill, server.Start}
 	})
 }
 

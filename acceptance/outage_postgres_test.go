@@ -37,15 +37,9 @@ func TestOutagePostgresKilledBackends(t *testing.T) {
 // PostgreSQL server: a fast shutdown (SIGINT) or a crash (SIGKILL of the
 // postmaster and every backend: WAL recovery on the next start).
 func TestOutagePostgresServerRestart(t *testing.T) {
-	t.Run("Shutdown", func(t *testing.T) {
-		t.Parallel()
+	testServerRestarts(t, func(t *testing.T) privateServer {
 		server := testdb.StartPostgres(t)
-		testServerRestart(t, newPostgresOutage(t, server.DSN()), server.Stop, server.Start)
-	})
-	t.Run("Crash", func(t *testing.T) {
-		t.Parallel()
-		server := testdb.StartPostgres(t)
-		testServerRestart(t, newPostgresOutage(t, server.DSN()), server.Kill, server.Start)
+		return privateServer{newPostgresOutage(t, server.DSN()), server.Stop, server.Kill, server.Start}
 	})
 }
 

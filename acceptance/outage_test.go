@@ -109,6 +109,28 @@ func testKilledConnections(t *testing.T, d outageDatabase) *outageEnv {
 	return e
 }
 
+// privateServer is a private database server of one test, which it may
+// stop, kill and start, and the outage test's pools on it.
+type privateServer struct {
+	db                outageDatabase
+	stop, kill, start func()
+}
+
+// testServerRestarts runs testServerRestart on a server of its own that
+// is shut down cleanly, and on one that is killed.
+func testServerRestarts(t *testing.T, newServer func(t *testing.T) privateServer) {
+	t.Run("Shutdown", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t)
+		testServerRestart(t, s.db, s.stop, s.start)
+	})
+	t.Run("Crash", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t)
+		testServerRestart(t, s.db, s.kill, s.start)
+	})
+}
+
 // testServerRestart: a server restart while events flow, on a private
 // server (the shared one must never be stopped): down shuts it down
 // cleanly or kills it (a crash: the server recovers on the next start)

@@ -31,11 +31,7 @@ const pgInsufficientPrivilege = "42501"
 // the schema, and it is told so by a clear error.
 func TestPrivilegePostgresLeastPrivilegeRole(t *testing.T) {
 	ctx := context.Background()
-	rootDSN := testdb.PostgresSchemaDSN(t)
-	root := testdb.OpenPostgres(t, rootDSN)
-	deployForLeastPrivilege(t, root)
-
-	udb := testdb.OpenPostgres(t, createLeastPrivilegeRole(t, root, rootDSN, "SELECT, INSERT, UPDATE, DELETE", "outbox_event", "orders"))
+	udb := postgresRoleWith(t, "SELECT, INSERT, UPDATE, DELETE")
 	var current string
 	if err := udb.GetContext(ctx, &current, `SELECT current_user`); err != nil {
 		t.Fatal(err)
@@ -74,10 +70,7 @@ func TestPrivilegePostgresLeastPrivilegeRole(t *testing.T) {
 // "permission denied for table outbox_event".
 func TestPrivilegePostgresMissingPrivileges(t *testing.T) {
 	ctx := context.Background()
-	rootDSN := testdb.PostgresSchemaDSN(t)
-	root := testdb.OpenPostgres(t, rootDSN)
-	deployForLeastPrivilege(t, root)
-	udb := testdb.OpenPostgres(t, createLeastPrivilegeRole(t, root, rootDSN, "SELECT, INSERT", "outbox_event", "orders"))
+	udb := postgresRoleWith(t, "SELECT, INSERT")
 
 	f := newFixture(t, Harness{Open: func(*testing.T) *sqlx.DB { return udb }}, false, func(c *outbox.Config) {
 		c.SkipSchema = true
@@ -109,6 +102,17 @@ func TestPrivilegePostgresMissingPrivileges(t *testing.T) {
 	if rec := f.status(t, env.ID()); rec.Status != core.StatusNew {
 		t.Errorf("event %v, want NEW", rec.Status)
 	}
+}
+
+// postgresRoleWith deploys the outbox and orders tables in a new schema
+// as its owner and returns a pool of a new role holding privileges on
+// both (see createLeastPrivilegeRole).
+func postgresRoleWith(t *testing.T, privileges string) *sqlx.DB {
+	t.Helper()
+	dsn := testdb.PostgresSchemaDSN(t)
+	root := testdb.OpenPostgres(t, dsn)
+	deployForLeastPrivilege(t, root)
+	return testdb.OpenPostgres(t, createLeastPrivilegeRole(t, root, dsn, privileges, "outbox_event", "orders"))
 }
 
 // createLeastPrivilegeRole creates a login role with a unique name,
