@@ -57,8 +57,9 @@ func startNode(ctx context.Context, db *sqlx.DB, name string, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	insertInvocation := db.Rebind(`INSERT INTO invocations (event_id, node) VALUES (?, ?)`)
 	ob.RegisterAll(core.ListenerFunc(func(ctx context.Context, e core.Envelope) error {
-		_, err := db.ExecContext(ctx, `INSERT INTO invocations (event_id, node) VALUES (?, ?)`, e.ID(), name)
+		_, err := db.ExecContext(ctx, insertInvocation, e.ID(), name)
 		return err
 	}))
 	if err := ob.Start(ctx); err != nil {

@@ -3,419 +3,104 @@ package acceptance
 import (
 	"context"
 	"fmt"
-	"net"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
-	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
-	"github.com/outbox-go/outbox/internal/testsupport"
-	"github.com/outbox-go/outbox/txctx"
 )
 
 // mysqlErrNoSuchThread is ER_NO_SUCH_THREAD: the connection to KILL is gone.
 const mysqlErrNoSuchThread = 1094
 
-// The database goes away under load, three times: every connection of the
-// framework's pool is killed (KILL <id>, found in the process list by the
-// test database's name) while publishers, dispatcher and poller run. To
-// make each kill hit statements in flight rather than idle connections
-// (which the driver replaces unnoticed), an admin session holds the outbox
-// table locked (LOCK TABLES … WRITE) during the incident, so the poller's
-// claim, the coalesced DONE write and the publishers' inserts are all
-// blocked in the server when their connections are killed, a few times per
-// incident. Before each incident the listeners pause until a backlog of
-// events builds up; all of them are affected.
-//
-// Then, with nobody's help: every committed event ends DONE (publishes
-// whose transaction was killed fail, which is allowed), the poller logs one
-// ERROR per incident and "poller recovered" after it, and the ERROR lines
-// in total stay a small constant per incident, far below the number of
-// events the incidents affected.
+// Connections killed under load (see testKilledConnections): KILL <id>
+// of every connection on the test database, found in the process list by
+// its name, while an admin session holds the outbox table with LOCK
+// TABLES … WRITE.
 func TestOutageMySQLKilledConnections(t *testing.T) {
-	const (
-		rounds  = 3
-		passes  = 3   // kills per incident
-		backlog = 200 // events committed while the listeners are paused
-	)
-	e := newOutageEnv(t, testdb.MySQLConfig(t))
-	e.startPublishers(4)
-	affected, killed := 0, 0
-	for round := 1; round <= rounds; round++ {
-		e.waitDeliveries(50) // the flow is healthy
-		pending, n := e.lockedIncident(round, passes, backlog)
-		affected += pending
-		killed += n
-		waitLong(t, fmt.Sprintf("\"poller recovered\" after incident %d", round), func() bool {
-			return e.logs.Count("level=INFO", "poller recovered") == round
-		})
-		if n := e.logs.Count("level=ERROR", "component=outbox.poller"); n != round {
-			t.Fatalf("after incident %d the poller logged %d ERROR lines, want %d (one per incident):\n%s",
-				round, n, round, strings.Join(e.logs.Lines("level=ERROR"), "\n"))
-		}
-	}
-	e.waitDeliveries(50) // and it flows again
-	e.stopPublishers()
-	e.waitAllDone()
-
-	errorLines := e.logs.Lines("level=ERROR")
-	committed, failures, delivered, invocations := e.stats()
-	t.Logf("%d incidents, %d connections killed; %d events committed, %d publishes failed; %d events affected by the incidents; "+
-		"%d delivered in %d listener calls; %d ERROR lines:\n%s",
-		rounds, killed, committed, failures, affected, delivered, invocations, len(errorLines), strings.Join(errorLines, "\n"))
-	// One from the poller, at most one (rate-limited) from the status
-	// writes of the dispatcher, per incident.
-	if len(errorLines) > 2*rounds {
-		t.Errorf("%d ERROR lines for %d incidents, want at most %d", len(errorLines), rounds, 2*rounds)
-	}
-	if len(errorLines)*20 > affected {
-		t.Errorf("%d ERROR lines for %d affected events: not far below one per event", len(errorLines), affected)
-	}
-	if n := e.logs.Count("poller recovered"); n != rounds {
-		t.Errorf("%d \"poller recovered\" lines, want %d", n, rounds)
-	}
+	testKilledConnections(t, newMySQLOutage(t, testdb.MySQLConfig(t)))
 }
 
-// A server restart while events flow, on a private MariaDB server (the
-// shared one must never be stopped): the server is shut down cleanly
-// (SIGTERM, as mysqladmin shutdown) or killed (SIGKILL, a crash: InnoDB
-// recovers on the next start) and its port refuses connections until it
-// is started again on the same data directory; the publishes in between
-// fail. Every committed event ends DONE, the poller logs one ERROR for the
-// incident and "poller recovered" after it.
+// A server restart while events flow (see testServerRestart), on a private
+// MariaDB server: shut down cleanly (SIGTERM, as mysqladmin shutdown) or
+// killed (SIGKILL, a crash: InnoDB recovers on the next start).
 func TestOutageMySQLServerRestart(t *testing.T) {
-	t.Run("Shutdown", func(t *testing.T) {
-		t.Parallel()
-		testServerRestart(t, (*testdb.MariaDB).Stop)
-	})
-	t.Run("Crash", func(t *testing.T) {
-		t.Parallel()
-		testServerRestart(t, (*testdb.MariaDB).Kill)
+	testServerRestarts(t, func(t *testing.T) privateServer {
+		server := testdb.StartMariaDB(t)
+		return privateServer{newMySQLOutage(t, server.Config()), server.Stop, server.Kill, server.Start}
 	})
 }
 
-func testServerRestart(t *testing.T, down func(*testdb.MariaDB)) {
-	server := testdb.StartMariaDB(t)
-	e := newOutageEnv(t, server.Config())
-	e.startPublishers(4)
-	e.waitDeliveries(100)
-
-	start := time.Now()
-	phase := func(what string) { t.Logf("%8v %s", time.Since(start).Round(time.Millisecond), what) }
-	failedBefore := e.failures()
-	down(server)
-	phase("the server process has exited")
-	if c, err := net.DialTimeout("tcp", e.cfg.Addr, time.Second); err == nil {
-		c.Close()
-		t.Fatalf("%s still accepts connections with the server down", e.cfg.Addr)
-	}
-	waitLong(t, "the poller to log the outage", func() bool {
-		return e.logs.Count("level=ERROR", "component=outbox.poller") > 0
-	})
-	waitLong(t, "publishes to fail", func() bool { return e.failures() > failedBefore })
-	phase("the poller logged the outage and publishes fail")
-	server.Start()
-	phase("the server answers again")
-	var uptime struct {
-		Name  string `db:"Variable_name"`
-		Value int64  `db:"Value"`
-	}
-	if err := e.admin.GetContext(context.Background(), &uptime, `SHOW GLOBAL STATUS LIKE 'Uptime'`); err != nil {
-		t.Fatal(err)
-	}
-	if up := time.Duration(uptime.Value) * time.Second; up > time.Since(start)+time.Second {
-		t.Fatalf("the server has been up for %v, longer than this test's outage: it was not restarted", up)
-	}
-	waitLong(t, "\"poller recovered\"", func() bool { return e.logs.Count("level=INFO", "poller recovered") > 0 })
-	phase("poller recovered")
-	outage := time.Since(start)
-	committedAfter := e.committedCount()
-	waitLong(t, "publishes to succeed again", func() bool { return e.committedCount() >= committedAfter+100 })
-	e.waitDeliveries(100)
-	e.stopPublishers()
-	e.waitAllDone()
-
-	committed, failures, delivered, invocations := e.stats()
-	errorLines := e.logs.Lines("level=ERROR")
-	t.Logf("outage of %v: %d failed poll cycles; %d events committed, %d publishes failed, %d delivered in %d listener calls; %d ERROR lines:\n%s",
-		outage.Round(time.Millisecond), e.logs.Count("poll cycle failed"), committed, failures, delivered, invocations,
-		len(errorLines), strings.Join(errorLines, "\n"))
-	if n := e.logs.Count("level=ERROR", "component=outbox.poller"); n != 1 {
-		t.Errorf("the poller logged %d ERROR lines for one outage, want 1", n)
-	}
-	if n := e.logs.Count("poller recovered"); n != 1 {
-		t.Errorf("%d \"poller recovered\" lines, want 1", n)
-	}
-	// The dispatcher's failed status writes are rate-limited to one line
-	// per 5 s.
-	if n, limit := e.logs.Count("level=ERROR", "component=outbox.dispatcher"), 2+int(outage/(5*time.Second)); n > limit {
-		t.Errorf("the dispatcher logged %d ERROR lines during an outage of %v, want at most %d", n, outage, limit)
-	}
+// mysqlOutage is a MySQL/MariaDB database for an outage test. The admin
+// pool has no default database, so its connections are never in the
+// framework's part of the process list.
+type mysqlOutage struct {
+	t         *testing.T
+	cfg       *mysql.Config
+	db, admin *sqlx.DB
 }
 
-// outageEnv is an outbox on its own MariaDB database with publishers in
-// the background and a listener recording every delivery.
-type outageEnv struct {
-	t      *testing.T
-	cfg    *mysql.Config
-	db     *sqlx.DB // the framework's and the publishers' pool
-	admin  *sqlx.DB // no default database: never in the framework's process list
-	table  string   // the outbox table, qualified with the database
-	ob     *outbox.Outbox
-	logs   *testsupport.LogBuffer
-	pause  sync.RWMutex // held by the test: listeners wait
-	stop   chan struct{}
-	pubWG  sync.WaitGroup
-	pubEnd sync.Once
-
-	mu          sync.Mutex
-	committed   map[string]bool
-	delivered   map[string]int
-	invocations int
-	failed      int
-}
-
-// newOutageEnv starts an outageEnv on the empty database of cfg, which no
+// newMySQLOutage opens the pools on the empty database of cfg, which no
 // other test uses.
-func newOutageEnv(t *testing.T, cfg *mysql.Config) *outageEnv {
-	t.Helper()
+func newMySQLOutage(t *testing.T, cfg *mysql.Config) *mysqlOutage {
 	adminCfg := cfg.Clone()
 	adminCfg.DBName = ""
-	e := &outageEnv{
-		t: t, cfg: cfg,
-		db:        testdb.OpenMySQL(t, cfg),
-		admin:     testdb.OpenMySQL(t, adminCfg),
-		table:     "`" + cfg.DBName + "`.`outbox_event`",
-		logs:      &testsupport.LogBuffer{},
-		stop:      make(chan struct{}),
-		committed: map[string]bool{},
-		delivered: map[string]int{},
-	}
-	ctx := context.Background()
-	ocfg := outbox.Config{Logger: e.logs.Logger(), Metrics: &testsupport.Metrics{}}
-	ocfg.Dispatcher.HotCapacity = 64 // overflow: the poller's claim carries part of the flow
-	ocfg.Poller.Interval = 10 * time.Millisecond
-	ocfg.Poller.BacklogInterval = 5 * time.Millisecond
-	ocfg.Poller.SkipRecent = 20 * time.Millisecond
-	ocfg.Poller.QueryTimeout = 10 * time.Second
-	ob, err := outbox.New(ctx, e.db, ocfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ob = ob
-	if _, err := e.db.ExecContext(ctx, `CREATE TABLE orders (id VARCHAR(64) NOT NULL PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	ob.RegisterFunc("OrderPlaced", func(_ context.Context, env core.Envelope) error {
-		// While the test holds pause, no listener call runs.
-		e.pause.RLock()
-		defer e.pause.RUnlock()
-		e.mu.Lock()
-		e.delivered[env.ID()]++
-		e.invocations++
-		e.mu.Unlock()
-		return nil
-	})
-	if err := ob.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := ob.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if t.Failed() {
-			var lines []string
-			for _, l := range e.logs.Lines() {
-				if !strings.Contains(l, "level=DEBUG") {
-					lines = append(lines, l)
-				}
-			}
-			t.Logf("log (INFO and above):\n%s", strings.Join(lines, "\n"))
-		}
-	})
-	t.Cleanup(e.stopPublishers) // before Close
-	return e
+	return &mysqlOutage{t: t, cfg: cfg, db: testdb.OpenMySQL(t, cfg), admin: testdb.OpenMySQL(t, adminCfg)}
 }
 
-// startPublishers runs n goroutines publishing one event per business
-// transaction until stopPublishers.
-func (e *outageEnv) startPublishers(n int) {
-	for w := range n {
-		e.pubWG.Add(1)
-		go e.publishLoop(w)
-	}
-}
+func (m *mysqlOutage) pools() (framework, admin *sqlx.DB) { return m.db, m.admin }
+func (m *mysqlOutage) table(name string) string           { return "`" + m.cfg.DBName + "`.`" + name + "`" }
+func (m *mysqlOutage) addr() string                       { return m.cfg.Addr }
 
-func (e *outageEnv) publishLoop(w int) {
-	defer e.pubWG.Done()
-	for i := 0; ; i++ {
-		select {
-		case <-e.stop:
-			return
-		default:
-		}
-		env, err := core.NewEvent("OrderPlaced").AggregateType("Order").AggregateID(fmt.Sprintf("w%d-%d", w, i)).
-			PayloadJSONString(fmt.Sprintf(`{"writer":%d,"n":%d}`, w, i)).Build()
-		if err != nil {
-			e.t.Errorf("Build: %v", err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = e.ob.InTx(ctx, func(ctx context.Context) error {
-			tx, _ := txctx.From(ctx)
-			if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id) VALUES (?)`, env.ID()); err != nil {
-				return err
-			}
-			_, err := e.ob.Publish(ctx, env)
-			return err
-		})
-		cancel()
-		e.mu.Lock()
-		if err == nil {
-			e.committed[env.ID()] = true
-		} else {
-			e.failed++
-		}
-		e.mu.Unlock()
-		if err != nil {
-			// The database is away: do not spin.
-			select {
-			case <-e.stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}
-}
-
-func (e *outageEnv) stopPublishers() {
-	e.pubEnd.Do(func() { close(e.stop) })
-	e.pubWG.Wait()
-}
-
-func (e *outageEnv) committedCount() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.committed)
-}
-
-func (e *outageEnv) failures() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.failed
-}
-
-func (e *outageEnv) deliveredCount() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.delivered)
-}
-
-func (e *outageEnv) stats() (committed, failed, delivered, invocations int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.committed), e.failed, len(e.delivered), e.invocations
-}
-
-// waitDeliveries waits until n more events have been delivered.
-func (e *outageEnv) waitDeliveries(n int) {
-	e.t.Helper()
-	from := e.deliveredCount()
-	waitLong(e.t, fmt.Sprintf("%d more deliveries", n), func() bool { return e.deliveredCount() >= from+n })
-}
-
-// lockedIncident builds a backlog with the listeners paused, locks the
-// outbox table, lets the listeners go on (their DONE writes block), and
-// kills every framework connection passes times, each time once the
-// poller's claim is blocked too; then unlocks. It returns how many events
-// were pending (not DONE) when the table was locked, and how many
-// connections it killed.
-func (e *outageEnv) lockedIncident(round, passes, backlog int) (pending, killed int) {
-	t := e.t
+func (m *mysqlOutage) lockTable(ctx context.Context) (pending int, unlock func() error) {
+	t := m.t
 	t.Helper()
-	ctx := context.Background()
-	e.pause.Lock()
-	paused := true
-	defer func() {
-		if paused {
-			e.pause.Unlock()
-		}
-	}()
-	from := e.committedCount()
-	waitLong(t, "a backlog of committed events", func() bool { return e.committedCount() >= from+backlog })
-
-	lock, err := e.admin.Conn(ctx)
+	lock, err := m.admin.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Close()
-	if _, err := lock.ExecContext(ctx, "LOCK TABLES "+e.table+" WRITE"); err != nil {
+	unlock = func() error {
+		defer lock.Close()
+		_, err := lock.ExecContext(ctx, "UNLOCK TABLES")
+		return err
+	}
+	if _, err := lock.ExecContext(ctx, "LOCK TABLES "+m.table("outbox_event")+" WRITE"); err != nil {
+		lock.Close()
 		t.Fatalf("lock the outbox table: %v", err)
 	}
-	locked := true
-	defer func() {
-		if locked {
-			_, _ = lock.ExecContext(ctx, "UNLOCK TABLES")
-		}
-	}()
-	if err := lock.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+e.table+" WHERE status <> ?", int(core.StatusDone)).Scan(&pending); err != nil {
+	if err := lock.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+m.table("outbox_event")+" WHERE status <> ?", int(core.StatusDone)).Scan(&pending); err != nil {
+		_ = unlock()
 		t.Fatal(err)
 	}
-	e.pause.Unlock()
-	paused = false
-
-	for pass := 1; pass <= passes; pass++ {
-		waitLong(t, "the poller's claim to block on the lock", func() bool { return e.blocked("%FOR UPDATE SKIP LOCKED%") > 0 })
-		if pass == 1 {
-			waitLong(t, "a DONE write to block on the lock", func() bool {
-				return e.blocked("UPDATE `outbox_event` SET status = "+fmt.Sprint(int(core.StatusDone))+",%") > 0
-			})
-		}
-		killed += e.killFramework()
-	}
-	if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
-		t.Fatalf("unlock: %v", err)
-	}
-	locked = false
-	t.Logf("incident %d: %d events pending at its start, %d connections killed", round, pending, killed)
-	return pending, killed
+	return pending, unlock
 }
 
-// blocked counts the framework's statements running in the server whose
-// text matches the LIKE pattern.
-func (e *outageEnv) blocked(pattern string) int {
+func (m *mysqlOutage) blocked(pattern string) int {
 	var n int
-	err := e.admin.GetContext(context.Background(), &n,
+	err := m.admin.GetContext(context.Background(), &n,
 		`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() AND COMMAND <> 'Killed' AND INFO LIKE ?`,
-		e.cfg.DBName, pattern)
+		m.cfg.DBName, pattern)
 	if err != nil {
-		e.t.Fatalf("process list: %v", err)
+		m.t.Fatalf("process list: %v", err)
 	}
 	return n
 }
 
-// killFramework kills every connection on the test database but the
-// admin's own, waits until they are gone and returns how many it killed.
-func (e *outageEnv) killFramework() int {
-	t := e.t
+func (m *mysqlOutage) killFramework() int {
+	t := m.t
 	t.Helper()
 	ctx := context.Background()
 	var ids []int64
-	if err := e.admin.SelectContext(ctx, &ids,
-		`SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()`, e.cfg.DBName); err != nil {
+	if err := m.admin.SelectContext(ctx, &ids,
+		`SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()`, m.cfg.DBName); err != nil {
 		t.Fatalf("process list: %v", err)
 	}
 	for _, id := range ids {
 		// KILL takes no placeholder; id is the server's integer.
-		if _, err := e.admin.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && !isMySQLError(err, mysqlErrNoSuchThread) {
+		if _, err := m.admin.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil && !isMySQLError(err, mysqlErrNoSuchThread) {
 			t.Fatalf("KILL %d: %v", id, err)
 		}
 	}
@@ -426,7 +111,7 @@ func (e *outageEnv) killFramework() int {
 				t.Fatal(err)
 			}
 			var n int
-			if err := e.admin.GetContext(ctx, &n, q, args...); err != nil {
+			if err := m.admin.GetContext(ctx, &n, q, args...); err != nil {
 				t.Fatalf("process list: %v", err)
 			}
 			return n == 0
@@ -435,40 +120,13 @@ func (e *outageEnv) killFramework() int {
 	return len(ids)
 }
 
-// waitAllDone waits until every row is DONE, then checks that every
-// committed event is among them and reached the listener.
-func (e *outageEnv) waitAllDone() {
-	t := e.t
-	t.Helper()
-	ctx := context.Background()
-	waitLong(t, "every event to be DONE", func() bool {
-		var n int
-		if err := e.admin.GetContext(ctx, &n, "SELECT COUNT(*) FROM "+e.table+" WHERE status <> ?", int(core.StatusDone)); err != nil {
-			t.Logf("count: %v", err) // the server may still be coming back
-			return false
-		}
-		return n == 0
-	})
-	var done []string
-	if err := e.admin.SelectContext(ctx, &done, "SELECT CAST(event_id AS CHAR) FROM "+e.table+" WHERE status = ?", int(core.StatusDone)); err != nil {
-		t.Fatal(err)
+func (m *mysqlOutage) uptime() time.Duration {
+	var uptime struct {
+		Name  string `db:"Variable_name"`
+		Value int64  `db:"Value"`
 	}
-	isDone := make(map[string]bool, len(done))
-	for _, id := range done {
-		isDone[id] = true
+	if err := m.admin.GetContext(context.Background(), &uptime, `SHOW GLOBAL STATUS LIKE 'Uptime'`); err != nil {
+		m.t.Fatal(err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	lost := 0
-	for id := range e.committed {
-		if !isDone[id] || e.delivered[id] == 0 {
-			lost++
-			if lost <= 10 {
-				t.Errorf("committed event %s: DONE %v, delivered %d times", id, isDone[id], e.delivered[id])
-			}
-		}
-	}
-	if lost > 0 {
-		t.Fatalf("%d of %d committed events lost", lost, len(e.committed))
-	}
+	return time.Duration(uptime.Value) * time.Second
 }

@@ -23,27 +23,47 @@ import (
 
 // Environment of a child node process (see TestMain).
 const (
-	envNodeRole  = "OUTBOX_NODE_ROLE"
-	envNodeDSN   = "OUTBOX_NODE_DSN"
-	envNodeName  = "OUTBOX_NODE_NAME"
-	envNodeCount = "OUTBOX_NODE_COUNT"
+	envNodeRole   = "OUTBOX_NODE_ROLE"
+	envNodeDriver = "OUTBOX_NODE_DRIVER"
+	envNodeDSN    = "OUTBOX_NODE_DSN"
+	envNodeName   = "OUTBOX_NODE_NAME"
+	envNodeCount  = "OUTBOX_NODE_COUNT"
 )
 
-// Three OS processes (this test binary, re-executed) share one MariaDB
-// database; each publishes its share while all run dispatcher and poller,
-// and every listener invocation is recorded. Without a kill no event is
-// delivered twice; with one node SIGKILLed mid-way, the others take over
-// its events once its leases expire, and only events it held in flight are
-// delivered twice. In both runs every event ends DONE and none is lost.
-func TestMultiProcessMySQL(t *testing.T) {
-	t.Run("NoKill", func(t *testing.T) { runMultiProcess(t, false) })
-	t.Run("KillOneNode", func(t *testing.T) { runMultiProcess(t, true) })
+// Three OS processes (this test binary, re-executed) share one database;
+// each publishes its share while all run dispatcher and poller, and every
+// listener invocation is recorded. Without a kill no event is delivered
+// twice; with one node SIGKILLed mid-way, the others take over its events
+// once its leases expire, and only events it held in flight are delivered
+// twice. In both runs every event ends DONE and none is lost.
+func TestMultiProcessMySQL(t *testing.T) { testMultiProcess(t, mysqlNodes) }
+
+// See TestMultiProcessMySQL; on PostgreSQL the nodes also wake each
+// other's pollers through LISTEN/NOTIFY.
+func TestMultiProcessPostgres(t *testing.T) { testMultiProcess(t, postgresNodes) }
+
+// nodeDatabase gives the node processes of one run a fresh, empty
+// database: a pool for the test and what a child opens it with.
+type nodeDatabase func(t *testing.T) (db *sqlx.DB, driver, dsn string)
+
+func mysqlNodes(t *testing.T) (*sqlx.DB, string, string) {
+	cfg := testdb.MySQLConfig(t)
+	return testdb.OpenMySQL(t, cfg), "mysql", cfg.FormatDSN()
 }
 
-func runMultiProcess(t *testing.T, kill bool) {
+func postgresNodes(t *testing.T) (*sqlx.DB, string, string) {
+	dsn := testdb.PostgresSchemaDSN(t)
+	return testdb.OpenPostgres(t, dsn), "pgx", dsn
+}
+
+func testMultiProcess(t *testing.T, open nodeDatabase) {
+	t.Run("NoKill", func(t *testing.T) { runMultiProcess(t, open, false) })
+	t.Run("KillOneNode", func(t *testing.T) { runMultiProcess(t, open, true) })
+}
+
+func runMultiProcess(t *testing.T, open nodeDatabase, kill bool) {
 	const nodes, perNode = 3, 300
-	cfg := testdb.MySQLConfig(t)
-	db := testdb.OpenMySQL(t, cfg)
+	db, driver, dsn := open(t)
 	ctx := context.Background()
 	store, err := jdbcstore.New(db, jdbcstore.Config{})
 	if err != nil {
@@ -55,10 +75,9 @@ func runMultiProcess(t *testing.T, kill bool) {
 	if _, err := db.ExecContext(ctx, invocationsDDL); err != nil {
 		t.Fatal(err)
 	}
-	dsn := cfg.FormatDSN()
 	children := make([]*child, nodes)
 	for i := range children {
-		children[i] = startChild(t, dsn, fmt.Sprintf("node-%d", i), perNode)
+		children[i] = startChild(t, driver, dsn, fmt.Sprintf("node-%d", i), perNode)
 	}
 	victim := -1
 	if kill {
@@ -136,10 +155,10 @@ type child struct {
 	exitErr   error         // valid once exited is closed
 }
 
-func startChild(t *testing.T, dsn, name string, count int) *child {
+func startChild(t *testing.T, driver, dsn, name string, count int) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), envNodeRole+"=child", envNodeDSN+"="+dsn, envNodeName+"="+name,
+	cmd.Env = append(os.Environ(), envNodeRole+"=child", envNodeDriver+"="+driver, envNodeDSN+"="+dsn, envNodeName+"="+name,
 		envNodeCount+"="+strconv.Itoa(count))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -203,8 +222,8 @@ func (c *child) stop(t *testing.T) {
 	}
 }
 
-// TestMain runs this test binary as a node process when TestMultiProcessMySQL
-// started it so, and as the test suite otherwise.
+// TestMain runs this test binary as a node process when a multi-process
+// test started it so, and as the test suite otherwise.
 func TestMain(m *testing.M) {
 	if os.Getenv(envNodeRole) == "child" {
 		if err := runChildNode(); err != nil {
@@ -216,7 +235,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runChildNode is one node of TestMultiProcessMySQL: publish its share
+// runChildNode is one node of a multi-process test: publish its share
 // while running dispatcher and poller, then keep delivering until SIGTERM.
 func runChildNode() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
@@ -226,7 +245,7 @@ func runChildNode() error {
 	if err != nil {
 		return err
 	}
-	db, err := sqlx.Open("mysql", os.Getenv(envNodeDSN))
+	db, err := sqlx.Open(os.Getenv(envNodeDriver), os.Getenv(envNodeDSN))
 	if err != nil {
 		return err
 	}
@@ -249,7 +268,7 @@ func runChildNode() error {
 func countRows(t *testing.T, db *sqlx.DB, query string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := db.Get(&n, query, args...); err != nil {
+	if err := db.Get(&n, db.Rebind(query), args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
