@@ -12,10 +12,13 @@ import (
 // duplicate key wraps core.ErrDuplicateEvent, everything keeps the driver
 // error in its chain.
 func (s *Store) mapError(op, id string, err error) error {
-	if s.dialect.Classify(err) == ClassDuplicate {
-		return fmt.Errorf("outbox: jdbcstore: %s %q: %w: %w", op, id, core.ErrDuplicateEvent, err)
+	if id != "" {
+		op += fmt.Sprintf(" %q", id)
 	}
-	return fmt.Errorf("outbox: jdbcstore: %s %q: %w", op, id, err)
+	if s.dialect.Classify(err) == ClassDuplicate {
+		return fmt.Errorf("outbox: jdbcstore: %s: %w: %w", op, core.ErrDuplicateEvent, err)
+	}
+	return fmt.Errorf("outbox: jdbcstore: %s: %w", op, err)
 }
 
 // truncateError returns msg as valid UTF-8 without NUL bytes (invalid

@@ -261,7 +261,10 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 				return c, err
 			})
 			*n = c
-			return err
+			if err != nil {
+				return s.mapError("count for purge "+status.String(), "", err)
+			}
+			return nil
 		}
 		var q string
 		if s.dialect.Capabilities().UpdateOrderLimit {
@@ -271,7 +274,7 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 		}
 		q = sqlx.Rebind(s.dialect.BindType(), q)
 		for {
-			d, err := s.exec(ctx, "purge", "", q, cutoff, o.BatchSize)
+			d, err := s.exec(ctx, "purge "+status.String(), "", q, cutoff, o.BatchSize)
 			*n += d
 			res.Batches++
 			if err != nil {
@@ -283,10 +286,10 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 		}
 	}
 	if err := purge(core.StatusDone, "done_at", o.DoneOlderThan, &res.Done); err != nil {
-		return res, fmt.Errorf("outbox: jdbcstore: purge DONE: %w", err)
+		return res, err
 	}
 	if err := purge(core.StatusDead, "COALESCE(done_at, created_at)", o.DeadOlderThan, &res.Dead); err != nil {
-		return res, fmt.Errorf("outbox: jdbcstore: purge DEAD: %w", err)
+		return res, err
 	}
 	return res, nil
 }
