@@ -72,10 +72,24 @@ func (b *bench) runLatency(ctx context.Context) (result, error) {
 	if !ok {
 		return result{}, fmt.Errorf("latency: the listener saw %d of %d events within %v", seen.Load(), count, b.opts.timeout)
 	}
-	lat := make([]time.Duration, count)
+	r := b.newResult(scenarioLatency, count)
+	r.EventsPerS = round(rate(count, elapsed), 1)
+	r.TargetPerS = round(target, 1)
+	r.setLatencies(func(i int) int64 { return commitAt[i] }, listenAt)
+	r.HotDropped = ptr(h.m.hotDropped.Load())
+	b.p99 = r.P99us
+	return r, nil
+}
+
+// setLatencies fills the line's percentiles with listenAt[i] - commitAt(i)
+// of every event; a latency below zero (the listener ran before the
+// publisher took its time stamp) counts as 0, and how many did is
+// ZeroClamped.
+func (r *result) setLatencies(commitAt func(i int) int64, listenAt []atomic.Int64) {
+	lat := make([]time.Duration, len(listenAt))
 	clamped := 0
 	for i := range lat {
-		d := time.Duration(listenAt[i].Load() - commitAt[i])
+		d := time.Duration(listenAt[i].Load() - commitAt(i))
 		if d <= 0 {
 			d = 0
 			clamped++
@@ -83,17 +97,11 @@ func (b *bench) runLatency(ctx context.Context) (result, error) {
 		lat[i] = d
 	}
 	slices.Sort(lat)
-	r := b.newResult(scenarioLatency, count)
-	r.EventsPerS = round(rate(count, elapsed), 1)
-	r.TargetPerS = round(target, 1)
 	r.P50us = micros(percentile(lat, 50))
 	r.P90us = micros(percentile(lat, 90))
 	r.P99us = micros(percentile(lat, 99))
 	r.MaxUs = micros(lat[len(lat)-1])
 	r.ZeroClamped = ptr(clamped)
-	r.HotDropped = ptr(h.m.hotDropped.Load())
-	b.p99 = r.P99us
-	return r, nil
 }
 
 // seqOf returns the index carried in the event's seq header, if it is

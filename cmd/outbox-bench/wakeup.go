@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -68,25 +67,10 @@ func (b *bench) runWakeup(ctx context.Context) (result, error) {
 		return result{}, fmt.Errorf("wakeup: the listener saw %d of %d events within %v (the poller rests %v: were the notifications lost?)",
 			seen.Load(), count, b.opts.timeout, wakeupRest)
 	}
-	lat := make([]time.Duration, count)
-	clamped := 0
-	for i := range lat {
-		d := time.Duration(listenAt[i].Load() - commitAt[i].Load())
-		if d <= 0 { // the listener ran before Commit returned
-			d = 0
-			clamped++
-		}
-		lat[i] = d
-	}
-	slices.Sort(lat)
 	r := b.newResult(scenarioWakeup, count)
 	r.EventsPerS = round(rate(count, elapsed), 1)
 	r.TargetPerS = round(wakeupRate, 1)
-	r.P50us = micros(percentile(lat, 50))
-	r.P90us = micros(percentile(lat, 90))
-	r.P99us = micros(percentile(lat, 99))
-	r.MaxUs = micros(lat[len(lat)-1])
-	r.ZeroClamped = ptr(clamped)
+	r.setLatencies(func(i int) int64 { return commitAt[i].Load() }, listenAt)
 	r.HotDropped = ptr(h.m.hotDropped.Load())
 	b.wakeupP99 = r.P99us
 	return r, nil
