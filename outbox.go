@@ -72,6 +72,10 @@ type Config struct {
 	// Metrics default to this Config's. Not validated without
 	// EnableCleanup.
 	Cleanup cleanup.Config
+	// Ordering delivers the events of its types in order per aggregate
+	// (see the README, "Ordered delivery"). By default only events whose
+	// builder asked for it (core.Builder.Ordered, OrderKey) are ordered.
+	Ordering core.Ordering
 	// SkipSchema leaves the schema alone; by default New applies the
 	// embedded, idempotent schema (CREATE … IF NOT EXISTS), after the
 	// whole Config was found valid.
@@ -143,11 +147,15 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 	if o.client, err = publish.New(store, q); err != nil {
 		return nil, err
 	}
+	o.client.Order = cfg.Ordering
 	if !cfg.DisablePoller {
 		if o.poller, err = poller.New(store, disp, cfg.Poller); err != nil {
 			return nil, cfgpath.Prefix("Poller", err)
 		}
 		o.notify = notify.New(store, o.poller.Wake, cfg.Logger)
+		// The next event of an ordered key is claimed as soon as its
+		// predecessor finished, not at the next poll.
+		handoff.OnKeyFreed(disp, "", o.poller.Wake)
 	}
 	if cfg.EnableCleanup {
 		if o.cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {
@@ -181,6 +189,7 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	if c.EnableCleanup {
 		p.Add("Cleanup", c.Cleanup.Validate())
 	}
+	p.Add("Ordering", c.Ordering.Validate())
 	var store *jdbcstore.Store
 	if db != nil && storeErr == nil {
 		var err error

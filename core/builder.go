@@ -19,6 +19,7 @@ type Builder struct {
 	hasBytes bool
 	valueErr error
 	delay    time.Duration
+	ordered  bool
 }
 
 // NewEvent starts an envelope of the given event type name.
@@ -118,6 +119,30 @@ func (b *Builder) PayloadBytes(p []byte) *Builder {
 	return b
 }
 
+// OrderKey delivers the event in order with the other events of key: for
+// one key, listeners see the events in the order their transactions
+// committed. See Ordered for the aggregate's key.
+func (b *Builder) OrderKey(key string) *Builder {
+	b.env.orderKey, b.ordered = key, true
+	return b
+}
+
+// Ordered delivers the event in order with the other events of its
+// aggregate (AggregateOrderKey of its type and id), unless OrderKey sets
+// another key. Build fails with ErrNoOrderKey when the event has neither.
+func (b *Builder) Ordered() *Builder {
+	b.ordered = true
+	return b
+}
+
+// OnDead sets what the event does to its key should it go DEAD: hold the
+// key (BlockOnDead, the default) or release it (SkipOnDead). It matters
+// for ordered events only.
+func (b *Builder) OnDead(p DeadPolicy) *Builder {
+	b.env.onDead = p
+	return b
+}
+
 // Build validates and returns the immutable envelope. Errors are
 // *ValidationError values wrapping the Err* sentinels of this package.
 func (b *Builder) Build() (Envelope, error) {
@@ -151,6 +176,17 @@ func (b *Builder) Build() (Envelope, error) {
 	}
 	if err := validate(&env); err != nil {
 		return Envelope{}, err
+	}
+	if b.ordered {
+		if env.orderKey == "" {
+			if env.aggregateType == "" || env.aggregateID == "" {
+				return Envelope{}, invalid("order_key", ErrNoOrderKey, "")
+			}
+			env.orderKey = AggregateOrderKey(env.aggregateType, env.aggregateID)
+		}
+		if err := checkOrder(env.orderKey, env.onDead); err != nil {
+			return Envelope{}, err
+		}
 	}
 	// Defensive copies: the caller keeps its slices and map.
 	env.payload = append(make([]byte, 0, len(env.payload)), env.payload...)

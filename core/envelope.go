@@ -37,6 +37,8 @@ type Envelope struct {
 	payload       []byte
 	kind          PayloadKind
 	notBefore     time.Time // zero: deliver at once
+	orderKey      string    // "": unordered
+	onDead        DeadPolicy
 	validated     bool
 }
 

@@ -27,6 +27,12 @@ type Record struct {
 	LastError     string
 	LockedBy      string    // owner token of the lease holder, or ""
 	LockedUntil   time.Time // end of the lease, or zero
+	// OrderKey is the key of an ordered event, "" for an unordered one;
+	// OrderSeq its position among the events of the key (1, 2, ...,
+	// without gaps) and OnDead its policy should it go DEAD.
+	OrderKey string
+	OrderSeq int64
+	OnDead   DeadPolicy
 	// DecodeErr is set by a store that could not decode a column (for
 	// example a bytes payload whose stored encoding is corrupt).
 	DecodeErr error
@@ -52,9 +58,16 @@ func (r Record) Envelope() (Envelope, error) {
 		headers:       headers,
 		payload:       r.Payload,
 		kind:          r.PayloadKind,
+		orderKey:      r.OrderKey,
+		onDead:        r.OnDead,
 	}
 	if err := validate(&env); err != nil {
 		return Envelope{}, fmt.Errorf("%w: event %q: %w", ErrDecode, r.ID, err)
+	}
+	if env.orderKey != "" {
+		if err := checkOrder(env.orderKey, env.onDead); err != nil {
+			return Envelope{}, fmt.Errorf("%w: event %q: %w", ErrDecode, r.ID, err)
+		}
 	}
 	env.validated = true
 	return env, nil

@@ -178,4 +178,12 @@ func (b *doneBatcher) flushStore(o *origin, batch []item) {
 			d.finish(it)
 		}
 	}
+	if err == nil {
+		for _, it := range batch {
+			if it.env.OrderKey() != "" {
+				o.keyFreed() // the next event of its key may be claimable now
+				break
+			}
+		}
+	}
 }

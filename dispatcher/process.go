@@ -83,9 +83,13 @@ func (d *Dispatcher) outcome(it item, err error) {
 		o.metrics.DispatchDead()
 		o.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
 			eventAttrs(it.env, attempts, slog.String("error", msg))...)
-		d.settle(it, d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
+		st := d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
 			return o.store.MarkDead(ctx, owner, id, msg)
-		}))
+		})
+		d.settle(it, st)
+		if st == writeChanged && it.env.OrderKey() != "" && it.env.OnDead() == core.SkipOnDead {
+			o.keyFreed() // under the skip policy the next event of its key goes on
+		}
 		return
 	}
 	nextAt := d.cfg.Now().Add(delay)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -27,6 +28,12 @@ type origin struct {
 	log     *slog.Logger
 	metrics core.Metrics
 
+	// freed, when set, is called after an ordered event of this store
+	// finished (DONE, or DEAD under the skip policy): the next event of
+	// its key may be claimable now. The wiring sets it to a wake-up of
+	// the store's poller.
+	freed atomic.Pointer[func()]
+
 	// work counts the events held (queued, running, waiting on a timer or
 	// for their DONE write); closed once the store is removed. Its
 	// Context, a child of the dispatcher's run context, is the parent of
@@ -42,6 +49,13 @@ func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
 		o.metrics = wiring.MetricsForStore(d.metrics, id)
 	}
 	return o
+}
+
+// keyFreed calls the freed hook, if any.
+func (o *origin) keyFreed() {
+	if fn := o.freed.Load(); fn != nil {
+		(*fn)()
+	}
 }
 
 // key is the in-flight tracker's key of an event of this origin: event ids
@@ -108,6 +122,16 @@ func init() {
 			return nil
 		}
 		return storeQueue{d: dd, o: o}
+	}
+	handoff.OnKeyFreed = func(d any, id string, fn func()) {
+		dd := d.(*Dispatcher)
+		o := dd.def
+		if id != "" {
+			o, _ = dd.stores.Get(id)
+		}
+		if o != nil {
+			o.freed.Store(&fn)
+		}
 	}
 }
 

@@ -61,8 +61,8 @@ func TestSchemaSQL(t *testing.T) {
 	if strings.Contains(sql, "{{") {
 		t.Errorf("unrendered template:\n%s", sql)
 	}
-	if n := len(jdbcstore.SplitStatements(sql)); n != 2 {
-		t.Errorf("%d statements, want 2", n)
+	if n := len(jdbcstore.SplitStatements(sql)); n != 4 {
+		t.Errorf("%d statements, want 4 (the table, two indexes, the keys table)", n)
 	}
 }
 
@@ -75,7 +75,7 @@ func TestStatements(t *testing.T) {
 		name, sql string
 		args      int
 	}{
-		{"insert", q["insert"], 13},
+		{"insert", q["insert"], 16},
 		{"markDone1", q["markDone1"], 3},
 		{"markDone3", q["markDone3"], 5},
 		{"markRetry", q["markRetry"], 5},

@@ -21,7 +21,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if textTimes {
 			tm = fmt.Sprint(micros)
 		}
-		vals := []any{id, "T", nil, []byte("agg"), nil, tm, payload, kind, headers, status, int64(0), tm, tm, nil, nil, nil, nil}
+		vals := []any{id, "T", nil, []byte("agg"), nil, tm, payload, kind, headers, status, int64(0), tm, tm, nil, nil, nil, nil, nil, nil, int64(0)}
 		r := jdbcstore.DecodeRecord(sqlite.Dialect, vals)
 		if textTimes && r.DecodeErr == nil {
 			t.Fatal("text times decoded without error")
@@ -59,7 +59,7 @@ func TestMySQLStatements(t *testing.T) {
 		sql  string
 		args int
 	}{
-		"insert": {q["insert"], 13}, "markDone1": {q["markDone1"], 3}, "markRetry": {q["markRetry"], 5},
+		"insert": {q["insert"], 16}, "markDone1": {q["markDone1"], 3}, "markRetry": {q["markRetry"], 5},
 		"markDead": {q["markDead"], 4}, "poll": {q["poll"], 3}, "get": {q["get"], 1}, "countByStatus": {q["countByStatus"], 0},
 		"claimSelect": {q["claimSelect"], 5}, "reap": {q["reap"], 2},
 	} {

@@ -31,6 +31,10 @@ type Stats struct {
 	Lag time.Duration
 	// DeadByType counts DEAD rows per event type.
 	DeadByType map[string]int
+	// BlockedKeys counts the ordering keys held by a DEAD event under the
+	// block policy: their later events wait until it is replayed or
+	// discarded.
+	BlockedKeys int
 }
 
 // Stats counts rows per status, finds the oldest pending event and counts
@@ -71,6 +75,16 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: dead by type: %w", err)
 	}
+	blocked, err := retryBusy(ctx, s, func() (int, error) {
+		var n int
+		err := s.db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT order_key) FROM "+t+" WHERE status = "+
+			strconv.Itoa(int(core.StatusDead))+" AND order_key IS NOT NULL AND order_skip = 0").Scan(&n)
+		return n, err
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: blocked keys: %w", err)
+	}
+	st.BlockedKeys = blocked
 	return st, nil
 }
 

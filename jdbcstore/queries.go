@@ -15,7 +15,7 @@ var recordColumns = []string{
 	"event_id", "event_type", "aggregate_type", "aggregate_id", "tenant_id",
 	"occurred_at", "payload", "payload_kind", "headers", "status", "attempts",
 	"available_at", "created_at", "done_at", "last_error",
-	"locked_by", "locked_until",
+	"locked_by", "locked_until", "order_key", "order_seq", "order_skip",
 }
 
 // timeColumns are the recordColumns holding instants.
@@ -44,8 +44,18 @@ func selectList(d Dialect) string {
 type statements struct {
 	// insert: event_id, event_type, aggregate_type, aggregate_id,
 	// tenant_id, occurred_at, payload, payload_kind, headers,
-	// available_at, created_at, locked_by, locked_until.
+	// available_at, created_at, locked_by, locked_until, order_key,
+	// order_seq, order_skip.
 	insert string
+	// nextSeq takes the next position of a key under the key row's lock:
+	// order_key. It returns last_seq (RETURNING), or, with
+	// nextSeqByInsertID (ON DUPLICATE KEY UPDATE dialects), sets it as the
+	// statement's last insert id.
+	nextSeq           string
+	nextSeqByInsertID bool
+	// predecessor: order_key, order_seq (of the event before). One row
+	// (status, order_skip) when that event exists.
+	predecessor string
 	// markDonePrefix + n placeholders + markDoneSuffix: done_at, ids...,
 	// owner. markDone1 is the one-id statement.
 	markDonePrefix, markDoneSuffix, markDone1 string
@@ -100,8 +110,8 @@ func buildStatements(d Dialect, table string) statements {
 	q := statements{
 		insert: "INSERT INTO " + t + " (event_id, event_type, aggregate_type, aggregate_id, tenant_id," +
 			" occurred_at, payload, payload_kind, headers, status, attempts, available_at, created_at," +
-			" locked_by, locked_until)" +
-			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, " + st(core.StatusNew) + ", 0, ?, ?, ?, ?)",
+			" locked_by, locked_until, order_key, order_seq, order_skip)" +
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, " + st(core.StatusNew) + ", 0, ?, ?, ?, ?, ?, ?, ?)",
 		markDonePrefix: "UPDATE " + t + " SET status = " + st(core.StatusDone) + ", done_at = ?" +
 			releaseLease + " WHERE event_id IN (",
 		markDoneSuffix: ")" + notDone,
@@ -113,8 +123,16 @@ func buildStatements(d Dialect, table string) statements {
 		postpone: "UPDATE " + t + " SET available_at = ?, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
 		poll: "SELECT " + cols + " FROM " + t + " WHERE " + pending +
 			" AND available_at <= ? AND created_at <= ?" + order + " LIMIT ?",
+		// An ordered row is claimable only when the event before it in its
+		// key has finished: DONE, deleted, or DEAD under the skip policy.
+		// The subquery is a plain read (locking clauses do not reach
+		// nested subqueries), so a claimer on another node that holds the
+		// predecessor's row lock cannot make it look finished.
 		claimable: pending + " AND available_at <= ? AND created_at <= ?" +
-			" AND (locked_by IS NULL OR locked_until < ? OR locked_by = ?)",
+			" AND (locked_by IS NULL OR locked_until < ? OR locked_by = ?)" +
+			" AND (" + t + ".order_key IS NULL OR NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = " + t + ".order_key" +
+			" AND p.order_seq = " + t + ".order_seq - 1 AND " + holdsKey("p.") + "))",
+		predecessor:   "SELECT status, order_skip FROM " + t + " WHERE order_key = ? AND order_seq = ?",
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
 		countByStatus: "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
@@ -125,6 +143,15 @@ func buildStatements(d Dialect, table string) statements {
 		q.insert += " ON CONFLICT (event_id) DO NOTHING"
 	}
 	q.markDone1 = q.markDonePrefix + "?" + q.markDoneSuffix
+	k := d.QuoteIdent(keysTable(table))
+	if d.Capabilities().OnDuplicateKeyUpdate {
+		q.nextSeq = "INSERT INTO " + k + " (order_key, last_seq) VALUES (?, LAST_INSERT_ID(1))" +
+			" ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq + 1)"
+		q.nextSeqByInsertID = true
+	} else {
+		q.nextSeq = "INSERT INTO " + k + " (order_key, last_seq) VALUES (?, 1)" +
+			" ON CONFLICT (order_key) DO UPDATE SET last_seq = " + k + ".last_seq + 1 RETURNING last_seq"
+	}
 	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN (SELECT event_id FROM " + t +
 		" WHERE " + q.claimable + order + " LIMIT ?" + skipLocked(d) + ") RETURNING " + cols
 	q.claimSelect = "SELECT " + cols + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
@@ -142,7 +169,7 @@ func buildStatements(d Dialect, table string) statements {
 		q.notify, q.notifyArgs = n.NotifyStatement(table)
 	}
 	bt := d.BindType()
-	for _, p := range []*string{&q.notify, &q.insert, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
+	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.predecessor, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
 		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus} {
 		*p = sqlx.Rebind(bt, *p)
 	}
@@ -173,4 +200,13 @@ func inList(d Dialect, prefix string, n int, suffix string) string {
 	}
 	b.WriteString(suffix)
 	return sqlx.Rebind(d.BindType(), b.String())
+}
+
+// holdsKey is the condition of a row (columns prefixed with prefix) that
+// holds the later events of its key: pending (NEW, RETRY), or DEAD under
+// the block policy.
+func holdsKey(prefix string) string {
+	st := func(s core.Status) string { return strconv.Itoa(int(s)) }
+	return "(" + prefix + "status IN (" + st(core.StatusNew) + ", " + st(core.StatusRetry) + ") OR (" +
+		prefix + "status = " + st(core.StatusDead) + " AND " + prefix + "order_skip = 0))"
 }

@@ -145,6 +145,13 @@ func (s *Store) decodeRecord(v []any) core.Record {
 	c.str(14, &r.LastError)
 	c.str(15, &r.LockedBy)
 	c.time(16, &r.LockedUntil, false)
+	c.str(17, &r.OrderKey)
+	if r.OrderKey != "" {
+		r.OrderSeq = c.int(18)
+		if c.int(19) != 0 {
+			r.OnDead = core.SkipOnDead
+		}
+	}
 
 	kind, err := asInt(v[7])
 	if err == nil && (kind < 0 || kind > 255) {

@@ -20,6 +20,15 @@ type SchemaData struct {
 // Table returns the quoted table name.
 func (sd SchemaData) Table() string { return sd.d.QuoteIdent(sd.table) }
 
+// Keys returns the quoted name of the table's companion table of ordering
+// keys ("<table>_keys"): one row per key with the position of its last
+// event, taken under a row lock by each transaction that publishes on the
+// key.
+func (sd SchemaData) Keys() string { return sd.d.QuoteIdent(keysTable(sd.table)) }
+
+// keysTable is the name of table's ordering-keys table.
+func keysTable(table string) string { return table + "_keys" }
+
 // Index returns the quoted name of an index of the table: index names are
 // global in some databases (SQLite, PostgreSQL), so they carry the table
 // name ("<table>_<suffix>_idx").

@@ -86,6 +86,16 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // retried only when ex is the store's own database (an autocommit
 // insert); inside a transaction the caller owns the retry.
 func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) error {
+	if env.OrderKey() != "" {
+		_, err := s.InsertOrdered(ctx, ex, env, lease)
+		return err
+	}
+	return s.insert(ctx, ex, env, lease, 0)
+}
+
+// insert is Insert; seq is the event's position in its key (ordered
+// events only).
+func (s *Store) insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, seq int64) error {
 	if ex == nil {
 		return fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)
 	}
@@ -123,6 +133,13 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 		s.dialect.EncodeTime(env.OccurredAt()),
 		payload, int64(env.PayloadKind()), nullString(headers),
 		s.dialect.EncodeTime(due), s.dialect.EncodeTime(now), lockedBy, lockedUntil,
+		nil, nil, 0,
+	}
+	if key := env.OrderKey(); key != "" {
+		args[len(args)-3], args[len(args)-2] = key, seq
+		if env.OnDead() == core.SkipOnDead {
+			args[len(args)-1] = 1
+		}
 	}
 	exec := func() (sql.Result, error) { return ex.ExecContext(ctx, s.q.insert, args...) }
 	var res sql.Result

@@ -51,6 +51,9 @@ type Config struct {
 	// error length). Dialect, when nil, is detected per database; Logger
 	// defaults to this Config's; leave Now nil (see Now below).
 	Store jdbcstore.Config
+	// Ordering delivers the events of its types in order per aggregate,
+	// in every database (see outbox.Config.Ordering).
+	Ordering core.Ordering
 	// SkipSchema leaves the schemas alone; by default each database gets
 	// the embedded, idempotent schema when it joins the set.
 	SkipSchema bool
@@ -231,6 +234,7 @@ func (c Config) validate() error {
 	if !c.DisablePoller {
 		p.Add("Poller", c.Poller.Validate())
 	}
+	p.Add("Ordering", c.Ordering.Validate())
 	return p.Err()
 }
 
@@ -259,12 +263,16 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 	if t.client, err = publish.New(store, q); err != nil {
 		return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 	}
+	t.client.Order = o.cfg.Ordering
 	if o.poller != nil {
 		if err := o.poller.Add(d.ID, store, o.dispatcher); err != nil {
 			return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 		}
 		id := d.ID
-		o.listeners.add(id, notify.New(store, func() { handoff.WakeStore(o.poller, id) }, log))
+		wake := func() { handoff.WakeStore(o.poller, id) }
+		o.listeners.add(id, notify.New(store, wake, log))
+		handoff.OnKeyFreed(o.dispatcher, id, wake) // ordered keys move on at once
+
 	}
 	return t, nil
 }

@@ -60,3 +60,10 @@ var Of func(d any, id string) Queue
 // when that store's database announces a committed event. It never
 // blocks. Package poller sets it when it is initialized.
 var WakeStore func(p any, id string)
+
+// OnKeyFreed makes d, a *dispatcher.Dispatcher, call fn after an ordered
+// event of its store id ("" for the store given to dispatcher.New)
+// finished (DONE written, or DEAD under the skip policy): the next event
+// of the key may be claimable now, so the wiring wakes the store's poller.
+// Package dispatcher sets it when it is initialized.
+var OnKeyFreed func(d any, id string, fn func())

@@ -19,6 +19,9 @@ import (
 type Client struct {
 	store core.Inserter
 	hot   handoff.Hot
+	// Order orders the events of its types (set before the first
+	// publish).
+	Order core.Ordering
 }
 
 // New returns a Client that inserts through store and, after commit,
@@ -81,6 +84,10 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	if err := env.Validate(); err != nil {
 		return "", err
 	}
+	env, err := c.Order.Apply(env)
+	if err != nil {
+		return "", err
+	}
 	hot := c.hot
 	if !ok || (hot != nil && !c.hotSafe(hooked)) {
 		hot = nil // inserted unowned: the poller delivers it
@@ -89,7 +96,19 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	if hot != nil {
 		lease = hot.HotLease(env)
 	}
-	if err := c.store.Insert(ctx, tx, env, lease); err != nil {
+	if env.OrderKey() != "" {
+		oi, ok := c.store.(core.OrderedInserter)
+		if !ok {
+			return "", fmt.Errorf("outbox: publish %s: %w: the store does not keep events in order", env.ID(), core.ErrOrderingUnsupported)
+		}
+		leased, err := oi.InsertOrdered(ctx, tx, env, lease)
+		if err != nil {
+			return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), err)
+		}
+		if !leased {
+			hot = nil // behind a pending event of its key: a poller delivers it in turn
+		}
+	} else if err := c.store.Insert(ctx, tx, env, lease); err != nil {
 		return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), err)
 	}
 	if hot != nil {

@@ -98,6 +98,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("ReleaseLeases", s.testReleaseLeases)
 		t.Run("NotBefore", s.testNotBefore)
 		t.Run("Ops", s.testOps)
+		t.Run("Order", s.testOrder)
 		if h.Dialect != nil {
 			t.Run("Dialect", s.testDialect)
 		}

@@ -5,6 +5,10 @@
 -- event_id is VARBINARY(144) (36 characters of up to 4 bytes): ids compare
 -- byte for byte, so 'a', 'A' and 'a ' are three ids (utf8mb4_bin pads spaces).
 -- status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
+-- Ordered events carry order_key (255 characters of up to 4 bytes, compared
+-- byte for byte) and order_seq (1, 2, ... per key, no gaps, taken from the
+-- keys table under its row lock). order_skip 1 means a DEAD event releases
+-- its key. Unordered events leave order_key NULL (a unique key admits many).
 -- The index is declared inside CREATE TABLE: MySQL 8 has no
 -- CREATE INDEX IF NOT EXISTS, and index names are per table.
 CREATE TABLE IF NOT EXISTS {{.Table}} (
@@ -25,6 +29,16 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
     last_error     TEXT           NULL,
     locked_by      VARCHAR(64)    NULL,
     locked_until   DATETIME(6)    NULL,
+    order_key      VARBINARY(1020) NULL,
+    order_seq      BIGINT         NULL,
+    order_skip     TINYINT        NOT NULL DEFAULT 0,
     PRIMARY KEY (event_id),
-    KEY idx_status_available (status, available_at, created_at)
+    KEY idx_status_available (status, available_at, created_at),
+    UNIQUE KEY idx_order (order_key, order_seq)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+CREATE TABLE IF NOT EXISTS {{.Keys}} (
+    order_key VARBINARY(1020) NOT NULL,
+    last_seq  BIGINT          NOT NULL,
+    PRIMARY KEY (order_key)
+) ENGINE=InnoDB;

@@ -6,6 +6,9 @@
 -- Text keys use the "C" collation: ids compare and sort byte for byte, so
 -- 'a', 'A' and 'a ' are three ids, in the order Go sorts them.
 -- status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
+-- Ordered events carry order_key and order_seq (1, 2, ... per key, no gaps,
+-- taken from the keys table under its row lock). order_skip 1 means a DEAD
+-- event releases its key. Unordered events leave order_key NULL.
 -- The partial index holds only the pending rows (NEW, RETRY) in claim order:
 -- DONE rows, the bulk of the table, cost it nothing.
 CREATE TABLE IF NOT EXISTS {{.Table}} (
@@ -25,7 +28,10 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
     done_at        TIMESTAMPTZ,
     last_error     TEXT,
     locked_by      VARCHAR(64)  COLLATE "C",
-    locked_until   TIMESTAMPTZ
+    locked_until   TIMESTAMPTZ,
+    order_key      VARCHAR(255) COLLATE "C",
+    order_seq      BIGINT,
+    order_skip     SMALLINT     NOT NULL DEFAULT 0
 );
 
 CREATE INDEX IF NOT EXISTS {{.Index "pending"}}
@@ -34,3 +40,11 @@ CREATE INDEX IF NOT EXISTS {{.Index "pending"}}
 -- Retention and dead-letter operations scan by status.
 CREATE INDEX IF NOT EXISTS {{.Index "status_done"}}
     ON {{.Table}} (status, done_at);
+
+CREATE UNIQUE INDEX IF NOT EXISTS {{.Index "order"}}
+    ON {{.Table}} (order_key, order_seq) WHERE order_key IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS {{.Keys}} (
+    order_key VARCHAR(255) COLLATE "C" NOT NULL PRIMARY KEY,
+    last_seq  BIGINT NOT NULL
+);

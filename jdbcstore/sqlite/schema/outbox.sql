@@ -2,6 +2,9 @@
 -- Times are INTEGER Unix microseconds (UTC); payload holds the raw bytes of
 -- either payload kind (payload_kind 0 = JSON, 1 = bytes).
 -- status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
+-- Ordered events carry order_key and order_seq (1, 2, ... per key, no gaps,
+-- taken from the keys table under its row lock). order_skip 1 means a DEAD
+-- event releases its key. Unordered events leave order_key NULL.
 CREATE TABLE IF NOT EXISTS {{.Table}} (
     event_id       TEXT    NOT NULL PRIMARY KEY CHECK (length(event_id) BETWEEN 1 AND 36),
     event_type     TEXT    NOT NULL,
@@ -19,8 +22,19 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
     done_at        INTEGER,
     last_error     TEXT,
     locked_by      TEXT,
-    locked_until   INTEGER
+    locked_until   INTEGER,
+    order_key      TEXT,
+    order_seq      INTEGER,
+    order_skip     INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE INDEX IF NOT EXISTS {{.Index "status_available"}}
     ON {{.Table}} (status, available_at, created_at);
+
+CREATE UNIQUE INDEX IF NOT EXISTS {{.Index "order"}}
+    ON {{.Table}} (order_key, order_seq) WHERE order_key IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS {{.Keys}} (
+    order_key TEXT    NOT NULL PRIMARY KEY,
+    last_seq  INTEGER NOT NULL
+);

@@ -1,0 +1,161 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// MaxOrderKeyLen is the longest ordering key, in characters. An
+// aggregate's key (AggregateOrderKey) always fits.
+const MaxOrderKeyLen = 255
+
+var (
+	// ErrOrderKeyTooLong: the ordering key is longer than MaxOrderKeyLen.
+	ErrOrderKeyTooLong = errors.New("outbox: ordering key is too long")
+	// ErrNoOrderKey: an event to deliver in order has no key: neither an
+	// explicit one (Builder.OrderKey) nor an aggregate (type and id) to
+	// take it from.
+	ErrNoOrderKey = errors.New("outbox: ordered event without an ordering key (set the aggregate or Builder.OrderKey)")
+	// ErrOrderingUnsupported: the store cannot keep events in order per
+	// key (it does not implement OrderedInserter), or the transaction
+	// cannot run the queries that take the key's next position.
+	ErrOrderingUnsupported = errors.New("outbox: ordered delivery is not supported here")
+)
+
+// DeadPolicy is what an ordered event that went DEAD does to the later
+// events of its key.
+type DeadPolicy uint8
+
+const (
+	// BlockOnDead (the default) holds the key: its later events wait
+	// until the dead event is replayed (and delivered) or discarded
+	// (deleted, for example by the retention purge).
+	BlockOnDead DeadPolicy = iota
+	// SkipOnDead releases the key: its next event is delivered as if the
+	// dead one had succeeded.
+	SkipOnDead
+)
+
+// String returns "block", "skip" or DeadPolicy(n).
+func (p DeadPolicy) String() string {
+	switch p {
+	case BlockOnDead:
+		return "block"
+	case SkipOnDead:
+		return "skip"
+	}
+	return fmt.Sprintf("DeadPolicy(%d)", uint8(p))
+}
+
+// AggregateOrderKey is the ordering key of an aggregate: its type and id
+// joined by ':'. It is the key of an ordered event that has no explicit
+// one, so all the events of one aggregate are delivered in commit order.
+func AggregateOrderKey(aggregateType, aggregateID string) string {
+	return aggregateType + ":" + aggregateID
+}
+
+// OrderKey returns the key the event is delivered in order with, or ""
+// when it is unordered.
+func (e Envelope) OrderKey() string { return e.orderKey }
+
+// OnDead returns what the event does to its key should it go DEAD
+// (meaningful for ordered events only).
+func (e Envelope) OnDead() DeadPolicy { return e.onDead }
+
+// Ordered returns a copy of e delivered in order with the other events of
+// key (AggregateOrderKey of its aggregate when key is ""), with onDead as
+// its policy should it go DEAD. An event that is ordered already keeps
+// its key and policy. It fails with ErrNoOrderKey when there is no key to
+// take, ErrOrderKeyTooLong or ErrInvalidText for a bad one.
+func (e Envelope) Ordered(key string, onDead DeadPolicy) (Envelope, error) {
+	if e.orderKey != "" {
+		return e, nil
+	}
+	if key == "" {
+		if e.aggregateType == "" || e.aggregateID == "" {
+			return Envelope{}, invalid("order_key", ErrNoOrderKey, "")
+		}
+		key = AggregateOrderKey(e.aggregateType, e.aggregateID)
+	}
+	if err := checkOrder(key, onDead); err != nil {
+		return Envelope{}, err
+	}
+	e.orderKey, e.onDead = key, onDead
+	return e, nil
+}
+
+// checkOrder validates an ordering key and policy.
+func checkOrder(key string, onDead DeadPolicy) error {
+	if err := checkText("order_key", key, MaxOrderKeyLen, ErrOrderKeyTooLong); err != nil {
+		return err
+	}
+	if onDead > SkipOnDead {
+		return invalid("order_key", ErrInvalidText, fmt.Sprintf("unknown dead policy %d", uint8(onDead)))
+	}
+	return nil
+}
+
+// OrderedInserter is implemented by stores that deliver events in order
+// per key (jdbcstore.Store does). The publishing client calls it instead
+// of Inserter.Insert for an event with an OrderKey.
+type OrderedInserter interface {
+	// InsertOrdered inserts env like Insert, as the next event of its key
+	// in the order of the transactions that publish on the key (the key's
+	// position is taken under a lock held until ex commits or rolls
+	// back, so concurrent transactions on one key are serialized and a
+	// rollback leaves no gap). It reports whether the row was inserted
+	// with lease: false when an earlier event of the key is still
+	// pending, in which case the row is inserted without an owner and a
+	// poller delivers it once its predecessor finished.
+	InsertOrdered(ctx context.Context, ex Execer, env Envelope, lease Lease) (leased bool, err error)
+}
+
+// Ordering says which events are delivered in order per key without their
+// builder asking for it (Builder.Ordered, Builder.OrderKey). The zero
+// value orders nothing more. outbox.Config.Ordering and
+// tenant.Config.Ordering hold one.
+type Ordering struct {
+	// Types are the event types delivered in order by the key of their
+	// aggregate (AggregateOrderKey); "*" stands for every type. An event
+	// of such a type with neither an aggregate nor an explicit key is
+	// refused at Publish with ErrNoOrderKey.
+	Types []string
+	// OnDead is the policy of those events should they go DEAD:
+	// BlockOnDead (the default) or SkipOnDead. An event ordered by its
+	// builder keeps the builder's policy.
+	OnDead DeadPolicy
+}
+
+// Validate reports every problem of o at once (errors.Join of
+// *ConfigError naming the field).
+func (o Ordering) Validate() error {
+	var errs []error
+	for i, t := range o.Types {
+		if t == "" {
+			errs = append(errs, &ConfigError{Field: fmt.Sprintf("Types[%d]", i), Msg: "must not be empty"})
+		} else if t != "*" {
+			if err := checkText("event_type", t, MaxEventTypeLen, ErrEventTypeTooLong); err != nil {
+				errs = append(errs, &ConfigError{Field: fmt.Sprintf("Types[%d]", i), Msg: err.Error()})
+			}
+		}
+	}
+	if o.OnDead > SkipOnDead {
+		errs = append(errs, &ConfigError{Field: "OnDead", Msg: fmt.Sprintf("unknown policy %d", uint8(o.OnDead))})
+	}
+	return errors.Join(errs...)
+}
+
+// Apply returns env ordered by its aggregate's key when its type is one
+// of o.Types (see Envelope.Ordered), env itself otherwise.
+func (o Ordering) Apply(env Envelope) (Envelope, error) {
+	if env.orderKey != "" || len(o.Types) == 0 {
+		return env, nil
+	}
+	for _, t := range o.Types {
+		if t == "*" || t == env.eventType {
+			return env.Ordered("", o.OnDead)
+		}
+	}
+	return env, nil
+}

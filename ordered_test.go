@@ -1,0 +1,137 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/poller"
+	"github.com/outbox-go/outbox/retry"
+)
+
+// orderedDatabases opens a fresh database of each kind.
+var orderedDatabases = map[string]func(t *testing.T) *sqlx.DB{
+	"sqlite":   func(t *testing.T) *sqlx.DB { return sqliteDB(t, "ordered.db") },
+	"mysql":    func(t *testing.T) *sqlx.DB { return testdb.MySQL(t) },
+	"postgres": func(t *testing.T) *sqlx.DB { return testdb.Postgres(t) },
+}
+
+// seen records, per aggregate, the sequence numbers a listener saw, and
+// per event the deliveries.
+type seen struct {
+	mu    sync.Mutex
+	order map[string][]int
+	got   chan struct{}
+}
+
+func newSeen() *seen { return &seen{order: map[string][]int{}, got: make(chan struct{}, 1)} }
+
+func (s *seen) listener(fail func(env core.Envelope, seq int) error) core.ListenerFunc {
+	return func(_ context.Context, env core.Envelope) error {
+		v, _ := env.Header("seq")
+		seq, _ := strconv.Atoi(v)
+		if fail != nil {
+			if err := fail(env, seq); err != nil {
+				return err
+			}
+		}
+		s.mu.Lock()
+		s.order[env.AggregateID()] = append(s.order[env.AggregateID()], seq)
+		s.mu.Unlock()
+		select {
+		case s.got <- struct{}{}:
+		default:
+		}
+		return nil
+	}
+}
+
+func (s *seen) count(agg string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.order[agg])
+}
+
+func (s *seen) of(agg string) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.order[agg])
+}
+
+// publishSeq publishes the event seq of aggregate agg in a transaction of
+// its own.
+func publishSeq(t *testing.T, ob *outbox.Outbox, agg string, seq int) {
+	t.Helper()
+	err := ob.InTx(t.Context(), func(ctx context.Context) error {
+		env, err := outbox.NewEvent("Changed").AggregateType("Account").AggregateID(agg).
+			Header("seq", strconv.Itoa(seq)).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			return err
+		}
+		_, err = ob.Publish(ctx, env)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("publish %s/%d: %v", agg, seq, err)
+	}
+}
+
+// Events of one aggregate published in sequential transactions reach the
+// listener in commit order, with several workers, a failing event holding
+// its key (retried in process) and other keys going on meanwhile.
+func TestOrderedDeliveryPerAggregate(t *testing.T) {
+	for name, open := range orderedDatabases {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			s := newSeen()
+			var failOnce sync.Once
+			ob, err := outbox.New(t.Context(), db, outbox.Config{
+				Logger:     quietLogger(),
+				Ordering:   core.Ordering{Types: []string{"Changed"}},
+				Dispatcher: dispatcher.Config{Workers: 4, Retry: retry.PolicyFunc(func(int) time.Duration { return 20 * time.Millisecond })},
+				Poller:     poller.Config{Interval: time.Hour, BacklogInterval: time.Hour},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ob.RegisterFunc("Changed", s.listener(func(env core.Envelope, seq int) error {
+				var err error
+				if env.AggregateID() == "a" && seq == 10 {
+					failOnce.Do(func() { err = fmt.Errorf("first attempt of a/10 fails") })
+				}
+				return err
+			}))
+			if err := ob.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ob.Close(context.Background()) })
+			const n = 60
+			for i := 1; i <= n; i++ {
+				publishSeq(t, ob, "a", i)
+				publishSeq(t, ob, "b", i)
+			}
+			testsupport.WaitFor(t, 30*time.Second, "every event delivered", func() bool { return s.count("a") >= n && s.count("b") >= n }, s.got)
+			for _, agg := range []string{"a", "b"} {
+				got := s.of(agg)
+				want := make([]int, n)
+				for i := range want {
+					want[i] = i + 1
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("aggregate %s delivered in order %v, want 1..%d", agg, got, n)
+				}
+			}
+		})
+	}
+}
