@@ -14,7 +14,7 @@ import (
 
 // Defaults of the operations.
 const (
-	// DefaultOpsBatch is the batch size of ReplayDead and Purge.
+	// DefaultOpsBatch is the batch size of ReplayDead, DiscardDead and Purge.
 	DefaultOpsBatch = 500
 	// MaxListLimit bounds one page of ListDead.
 	MaxListLimit = 1000
@@ -37,8 +37,9 @@ type Stats struct {
 	BlockedKeys int
 }
 
-// Stats counts rows per status, finds the oldest pending event and counts
-// DEAD rows per event type, in three short read-only statements.
+// Stats counts rows per status, finds the oldest pending event, counts
+// DEAD rows per event type and the blocked ordering keys, in four short
+// read-only statements.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	counts, err := s.CountByStatus(ctx)
 	if err != nil {
@@ -75,12 +76,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: dead by type: %w", err)
 	}
-	blocked, err := retryBusy(ctx, s, func() (int, error) {
-		var n int
-		err := s.db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT order_key) FROM "+t+" WHERE status = "+
-			strconv.Itoa(int(core.StatusDead))+" AND order_key IS NOT NULL AND order_skip = 0").Scan(&n)
-		return n, err
-	})
+	blocked, err := s.countBlockedKeys(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: blocked keys: %w", err)
 	}

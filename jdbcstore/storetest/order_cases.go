@@ -184,6 +184,78 @@ func (s *suite) testOrder(t *testing.T) {
 		claimedIDs(t, "after the replayed event", claimAll(t, st, "node-a", clk.Now().Add(time.Minute)), "blk-2")
 	})
 
+	t.Run("DiscardReleasesTheKey", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		for _, id := range []string{"d-1", "d-2", "d-3"} {
+			publishOrdered(t, st, orderedEvent(t, id, "dk", core.BlockOnDead), core.Lease{}, false)
+		}
+		publishOrdered(t, st, orderedEvent(t, "e-1", "ek", core.BlockOnDead), core.Lease{}, false)
+		publishOrdered(t, st, orderedEvent(t, "e-2", "ek", core.BlockOnDead), core.Lease{}, false)
+		publishOrdered(t, st, orderedEvent(t, "s-1", "sk", core.SkipOnDead), core.Lease{}, false)
+		now := t0.Add(time.Minute)
+		claimedIDs(t, "heads", claimAll(t, st, "node-a", now), "d-1", "e-1", "s-1")
+		for _, id := range []string{"e-1", "d-1", "s-1"} { // e-1 dies first
+			clk.Advance(time.Second)
+			if ok, err := st.MarkDead(ctx, "node-a", id, "poison "+id); err != nil || !ok {
+				t.Fatalf("MarkDead %s: %v %v", id, ok, err)
+			}
+		}
+		if n, err := st.CountBlockedKeys(ctx); err != nil || n != 2 {
+			t.Fatalf("CountBlockedKeys = %d, %v; want 2 (dk, ek; sk skips)", n, err)
+		}
+		keys, err := st.BlockedKeys(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 2 || keys[0].Key != "ek" || keys[0].EventID != "e-1" || keys[1].Key != "dk" || keys[1].EventID != "d-1" {
+			t.Fatalf("BlockedKeys = %+v, want ek (e-1) then dk (d-1), longest blocked first", keys)
+		}
+		if k := keys[1]; k.EventType != "Ordered" || k.Seq != 1 || k.LastError != "poison d-1" || !k.DiedAt.Equal(t0.Add(2*time.Second).Truncate(time.Microsecond)) {
+			t.Errorf("BlockedKeys[1] = %+v", k)
+		}
+		if keys, err := st.BlockedKeys(ctx, 1); err != nil || len(keys) != 1 || keys[0].Key != "ek" {
+			t.Errorf("BlockedKeys(1) = %+v, %v", keys, err)
+		}
+		if _, err := st.BlockedKeys(ctx, 0); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("BlockedKeys(0) = %v, want ErrInvalidConfig", err)
+		}
+		if _, err := st.DiscardDead(ctx, jdbcstore.DeadFilter{}, jdbcstore.DiscardOptions{}); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("DiscardDead without a filter = %v, want ErrInvalidConfig", err)
+		}
+		dry, err := st.DiscardDead(ctx, jdbcstore.DeadFilter{IDs: []string{"d-1", "d-2"}}, jdbcstore.DiscardOptions{DryRun: true})
+		if err != nil || dry.Matched != 1 || dry.Discarded != 0 || len(dry.IDs) != 1 || dry.IDs[0] != "d-1" {
+			t.Fatalf("dry DiscardDead = %+v, %v; want d-1 matched (d-2 is not DEAD), none discarded", dry, err)
+		}
+		get(t, st, "d-1")
+		res, err := st.DiscardDead(ctx, jdbcstore.DeadFilter{IDs: []string{"d-1", "d-2"}}, jdbcstore.DiscardOptions{BatchSize: 1})
+		if err != nil || res.Matched != 1 || res.Discarded != 1 {
+			t.Fatalf("DiscardDead = %+v, %v", res, err)
+		}
+		if _, err := st.Get(ctx, "d-1"); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("discarded event: %v, want ErrNotFound", err)
+		}
+		// The key is free: d-2 (only) becomes claimable; ek stays blocked.
+		claimedIDs(t, "after the discard", claimAll(t, st, "node-b", clk.Now().Add(time.Minute)), "d-2")
+		if n, err := st.CountBlockedKeys(ctx); err != nil || n != 1 {
+			t.Errorf("CountBlockedKeys after the discard = %d, %v; want 1", n, err)
+		}
+		// A publish on a key whose dead event was discarded takes the hot path.
+		if n, err := st.MarkDone(ctx, "node-b", []string{"d-2"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone d-2: %d, %v", n, err)
+		}
+		res, err = st.DiscardDead(ctx, jdbcstore.DeadFilter{}, jdbcstore.DiscardOptions{All: true})
+		if err != nil || res.Discarded != 2 || len(res.IDs) != 2 { // e-1, s-1
+			t.Fatalf("DiscardDead All = %+v, %v", res, err)
+		}
+		claimedIDs(t, "after discarding every dead event", claimAll(t, st, "node-b", clk.Now().Add(time.Minute)), "d-3", "e-2")
+		if n, err := st.CountBlockedKeys(ctx); err != nil || n != 0 {
+			t.Errorf("CountBlockedKeys at the end = %d, %v; want 0", n, err)
+		}
+	})
+
 	t.Run("ConcurrentTransactionsOnAKeyAreSerialized", func(t *testing.T) {
 		t.Parallel()
 		clk := newClock(t0)

@@ -1,0 +1,147 @@
+package jdbcstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// MaxBlockedKeys bounds one call of BlockedKeys.
+const MaxBlockedKeys = MaxListLimit
+
+// BlockedKey is an ordering key held by a DEAD event under the block
+// policy (core.BlockOnDead): its later events wait until that event is
+// replayed (and delivered) or discarded.
+type BlockedKey struct {
+	Key       string    // the ordering key
+	EventID   string    // the DEAD event holding it
+	EventType string    // its event type
+	Seq       int64     // its position in the key
+	DiedAt    time.Time // when it went DEAD (its created_at for rows written before done_at was set on DEAD)
+	LastError string    // why it died
+}
+
+// blockingDead is the condition of a DEAD row, of the store's table,
+// that holds its key.
+func (s *Store) blockingDead() string {
+	return "status = " + strconv.Itoa(int(core.StatusDead)) + " AND order_key IS NOT NULL AND order_skip = 0"
+}
+
+// CountBlockedKeys counts the ordering keys held by a DEAD event under
+// the block policy, in one read-only statement (the count of
+// Stats.BlockedKeys).
+func (s *Store) CountBlockedKeys(ctx context.Context) (int, error) {
+	n, err := s.countBlockedKeys(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: jdbcstore: count blocked keys: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) countBlockedKeys(ctx context.Context) (int, error) {
+	return retryBusy(ctx, s, func() (int, error) {
+		var n int
+		err := s.db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT order_key) FROM "+s.dialect.QuoteIdent(s.table)+
+			" WHERE "+s.blockingDead()).Scan(&n)
+		return n, err
+	})
+}
+
+// BlockedKeys returns up to limit (1..MaxBlockedKeys) of the keys held by
+// a DEAD event under the block policy, with the event holding each (the
+// first of the key, should it hold several), longest blocked first. Pass
+// an event's id to ReplayDead or DiscardDead to release its key.
+func (s *Store) BlockedKeys(ctx context.Context, limit int) ([]BlockedKey, error) {
+	if limit < 1 || limit > MaxBlockedKeys {
+		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxBlockedKeys, limit)}
+	}
+	t := s.dialect.QuoteIdent(s.table)
+	dead := strconv.Itoa(int(core.StatusDead))
+	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+selectList(s.dialect)+" FROM "+t+" WHERE "+s.blockingDead()+
+		" AND NOT EXISTS (SELECT 1 FROM "+t+" p WHERE p.order_key = "+t+".order_key AND p.order_seq < "+t+".order_seq"+
+		" AND p.status = "+dead+" AND p.order_skip = 0)"+
+		" ORDER BY COALESCE(done_at, created_at), order_key LIMIT ?")
+	recs, err := s.queryRecords(ctx, limit, q, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: jdbcstore: blocked keys: %w", err)
+	}
+	keys := make([]BlockedKey, len(recs))
+	for i, r := range recs {
+		died := r.DoneAt
+		if died.IsZero() {
+			died = r.CreatedAt
+		}
+		keys[i] = BlockedKey{Key: r.OrderKey, EventID: r.ID, EventType: r.Type, Seq: r.OrderSeq, DiedAt: died, LastError: r.LastError}
+	}
+	return keys, nil
+}
+
+// DiscardOptions tunes DiscardDead.
+type DiscardOptions struct {
+	// All must be set to discard every DEAD event when the filter is
+	// empty, so an empty filter never deletes everything by accident.
+	All bool
+	// DryRun counts (and returns the ids of) what would be discarded,
+	// deleting nothing.
+	DryRun bool
+	// BatchSize is the most rows deleted per statement. Defaults to DefaultOpsBatch.
+	BatchSize int
+}
+
+// DiscardResult tells what DiscardDead did (or would do).
+type DiscardResult struct {
+	Matched   int      // DEAD rows matching the filter
+	Discarded int      // rows deleted (0 in a dry run)
+	IDs       []string // ids matched, in id order
+}
+
+// DiscardDead deletes the DEAD events matching f, in batches of
+// BatchSize (each its own short statement): they are never delivered.
+// Discarding the DEAD event that holds an ordering key (block policy)
+// releases the key: its next event is delivered by the poller as if the
+// discarded one had succeeded. A row that stopped being DEAD meanwhile
+// (replayed by someone else) is kept.
+func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions) (DiscardResult, error) {
+	if f.empty() && !o.All {
+		return DiscardResult{}, &core.ConfigError{Field: "filter", Msg: "is empty: give ids, a type, a tenant or a time range, or set All"}
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultOpsBatch
+	}
+	if o.BatchSize < 1 || o.BatchSize > MaxListLimit {
+		return DiscardResult{}, &core.ConfigError{Field: "BatchSize", Msg: fmt.Sprintf("must be 1..%d", MaxListLimit)}
+	}
+	var res DiscardResult
+	after := ""
+	for {
+		page, err := s.ListDead(ctx, f, after, o.BatchSize)
+		if err != nil {
+			return res, err
+		}
+		if len(page) == 0 {
+			return res, nil
+		}
+		ids := make([]any, 0, len(page))
+		for _, r := range page {
+			res.IDs = append(res.IDs, r.ID)
+			ids = append(ids, r.ID)
+		}
+		res.Matched += len(page)
+		after = page[len(page)-1].ID
+		if o.DryRun {
+			continue
+		}
+		q := inList(s.dialect, "DELETE FROM "+s.dialect.QuoteIdent(s.table)+" WHERE event_id IN (", len(page),
+			") AND status = "+strconv.Itoa(int(core.StatusDead)))
+		n, err := s.exec(ctx, "discard dead", page[0].ID, q, ids...)
+		res.Discarded += int(n)
+		if err != nil {
+			return res, err
+		}
+	}
+}
