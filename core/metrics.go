@@ -37,6 +37,17 @@ type UnhandledMetrics interface {
 	Unhandled(eventType string) // an event of eventType found no listener
 }
 
+// OrderMetrics receives the number of ordering keys held by a DEAD event
+// under the block policy (their later events wait until it is replayed
+// or discarded). The poller counts them in each store that delivers in
+// order, once every poller.Config.ReapInterval, with one read-only
+// statement, and reports to the store's Metrics (see StoreMetrics). A
+// Metrics that also implements it gets the signal; NopMetrics does (the
+// poller does not count for a plain NopMetrics).
+type OrderMetrics interface {
+	BlockedKeys(n int) // n keys are blocked by a DEAD event
+}
+
 // NopMetrics discards every signal. It is the default.
 type NopMetrics struct{}
 
@@ -56,10 +67,13 @@ func (NopMetrics) Purged(int, int) {}
 
 func (NopMetrics) Unhandled(string) {}
 
+func (NopMetrics) BlockedKeys(int) {}
+
 var (
 	_ Metrics          = NopMetrics{}
 	_ OpsMetrics       = NopMetrics{}
 	_ UnhandledMetrics = NopMetrics{}
+	_ OrderMetrics     = NopMetrics{}
 )
 
 // StoreMetrics is implemented by a Metrics that labels signals with the

@@ -1,6 +1,10 @@
 package poller
 
-import "github.com/outbox-go/outbox/internal/handoff"
+import (
+	"context"
+
+	"github.com/outbox-go/outbox/internal/handoff"
+)
 
 // NewWithQueue is New with a queue of the test's own instead of a
 // dispatcher (the hand-off between the parts is internal).
@@ -19,3 +23,6 @@ func (p *Poller) AddQueue(id string, store Store, q handoff.Cold) error {
 // WakeStore wakes the poll of store id, through the hook package tenant
 // uses.
 func (p *Poller) WakeStore(id string) { handoff.WakeStore(p, id) }
+
+// ReportBlockedKeys runs one count of the blocked ordering keys.
+func (p *Poller) ReportBlockedKeys(ctx context.Context) { p.reportBlockedKeys(ctx) }

@@ -61,6 +61,9 @@ type target struct {
 	log     *slog.Logger
 	metrics core.Metrics
 	failing bool // an error incident is ongoing (log once per incident); guarded by Poller.mu
+	// countFailing: counting blocked keys fails (log once per incident);
+	// guarded by Poller.mu.
+	countFailing bool
 }
 
 // Result describes one poll.
@@ -369,6 +372,7 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 			if _, err := p.ReapOnce(ctx); err != nil && ctx.Err() == nil {
 				p.log.Warn("reaping expired leases failed; will try again", slog.String("error", err.Error()))
 			}
+			p.reportBlockedKeys(ctx)
 		}
 		switch {
 		case res.Full: // no room: wake-ups wait too (the woken store's is kept)

@@ -9,8 +9,8 @@ import (
 	"github.com/outbox-go/outbox/core"
 )
 
-// Metrics counts every signal of core.Metrics, core.OpsMetrics and
-// core.UnhandledMetrics; it is safe for concurrent use and its zero value
+// Metrics counts every signal of core.Metrics, core.OpsMetrics,
+// core.UnhandledMetrics and core.OrderMetrics; it is safe for concurrent use and its zero value
 // is ready. Read the counters with Load.
 type Metrics struct {
 	core.NopMetrics
@@ -23,6 +23,7 @@ type Metrics struct {
 	Reaped, ReapCalls      atomic.Int64 // sum of LeasesReaped(n), and its calls
 	Replays                atomic.Int64 // sum of Replayed(n)
 	PurgedDone, PurgedDead atomic.Int64 // sums of Purged(done, dead)
+	Blocked, BlockedCalls  atomic.Int64 // the last BlockedKeys(n), and its calls
 	mu                     sync.Mutex
 	unhandled              map[string]int
 }
@@ -31,6 +32,7 @@ var (
 	_ core.Metrics          = (*Metrics)(nil)
 	_ core.OpsMetrics       = (*Metrics)(nil)
 	_ core.UnhandledMetrics = (*Metrics)(nil)
+	_ core.OrderMetrics     = (*Metrics)(nil)
 )
 
 func (m *Metrics) HotEnqueued()         { m.Hot.Add(1) }
@@ -53,6 +55,12 @@ func (m *Metrics) OldestLag(lag time.Duration) {
 func (m *Metrics) LeasesReaped(n int) {
 	m.ReapCalls.Add(1)
 	m.Reaped.Add(int64(n))
+}
+
+// BlockedKeys counts the call and keeps n in Blocked.
+func (m *Metrics) BlockedKeys(n int) {
+	m.Blocked.Store(int64(n))
+	m.BlockedCalls.Add(1)
 }
 
 // Purged adds to PurgedDone and PurgedDead.
