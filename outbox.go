@@ -276,6 +276,14 @@ func (o *Outbox) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *txc
 	return o.tx.AdoptX(ctx, tx)
 }
 
+// DiscardDead deletes the DEAD events matching f (see
+// jdbcstore.Store.DiscardDead): they are never delivered. Discarding the
+// DEAD event that blocks an ordering key releases the key: its next event
+// is delivered by the poller.
+func (o *Outbox) DiscardDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.DiscardOptions) (jdbcstore.DiscardResult, error) {
+	return o.store.DiscardDead(ctx, f, opts)
+}
+
 // ReplayDead moves DEAD events matching f back to NEW (see
 // jdbcstore.Store.ReplayDead); the poller then delivers them through the
 // normal path. The count goes to Metrics when it implements core.OpsMetrics.

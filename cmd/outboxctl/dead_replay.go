@@ -140,6 +140,13 @@ const missedShown = 5
 // missedError is the failure of a replay that left given ids out: nil
 // when every id was replayed.
 func missedError(missed []notReplayed, res jdbcstore.ReplayResult, dryRun bool) error {
+	return missedIDsError("replay", missed, res.Matched, res.Replayed, dryRun)
+}
+
+// missedIDsError is the failure of a dead replay or discard (verb) that
+// left given ids out: nil when every id was taken. matched and changed
+// count the other events.
+func missedIDsError(verb string, missed []notReplayed, matched, changed int, dryRun bool) error {
 	if len(missed) == 0 {
 		return nil
 	}
@@ -151,19 +158,20 @@ func missedError(missed []notReplayed, res jdbcstore.ReplayResult, dryRun bool) 
 		}
 		names = append(names, m.String())
 	}
-	verb := "were not replayed"
+	past := verb + "ed"
+	state := "were not " + past
 	if len(missed) == 1 {
-		verb = "was not replayed"
+		state = "was not " + past
 	}
-	n, done := res.Replayed, "replayed"
+	n, done := changed, past
 	if dryRun {
-		verb, n, done = "would not be replayed", res.Matched, "would be replayed"
+		state, n, done = "would not be "+past, matched, "would be "+past
 	}
 	others := "no other event " + done
 	if n > 0 {
 		others = fmt.Sprintf("the %d other %s %s", n, events(n), done)
 	}
-	return fmt.Errorf("dead replay: %d of the given ids %s: %s; %s", len(missed), verb, strings.Join(names, ", "), others)
+	return fmt.Errorf("dead %s: %d of the given ids %s: %s; %s", verb, len(missed), state, strings.Join(names, ", "), others)
 }
 
 type replayJSON struct {

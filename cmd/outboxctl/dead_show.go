@@ -76,6 +76,11 @@ func printRecord(w io.Writer, r core.Record) error {
 	field(doneName, formatTimeFull(r.DoneAt))
 	field("locked_by", r.LockedBy)
 	field("locked_until", formatTimeFull(r.LockedUntil))
+	if r.OrderKey != "" {
+		field("order_key", r.OrderKey)
+		field("order_seq", strconv.FormatInt(r.OrderSeq, 10))
+		field("on_dead", r.OnDead.String())
+	}
 	headers, herr := core.DecodeHeaders(r.HeadersJSON)
 	switch {
 	case herr != nil:

@@ -1,7 +1,8 @@
 // Command outboxctl is the operator's tool for the table of an outbox store
-// (github.com/outbox-go/outbox/jdbcstore): it reports the backlog, lists,
-// shows and replays DEAD events, purges old rows and prints or applies the
-// schema, on SQLite, MySQL/MariaDB or PostgreSQL.
+// (github.com/outbox-go/outbox/jdbcstore): it reports the backlog and the
+// blocked ordering keys, lists, shows, replays and discards DEAD events,
+// purges old rows and prints or applies the schema, on SQLite,
+// MySQL/MariaDB or PostgreSQL.
 //
 //	outboxctl [global flags] <command> [flags] [args]
 //
@@ -9,11 +10,12 @@
 //	outboxctl --dsn 'app:secret@tcp(db:3306)/shop' --table outbox_event dead list --type OrderPlaced --limit 20
 //	outboxctl --dsn app.db dead show 01J9Z3M4X8F2V6Q7R1T5W0Y3K2
 //	outboxctl --dsn app.db dead replay --type PaymentRequested --dry-run
+//	outboxctl --dsn app.db dead discard --id 01J9Z3M4X8F2V6Q7R1T5W0Y3K2
 //	outboxctl --dsn app.db purge --done-older-than 7d --dead-older-than 30d
 //	outboxctl --dsn 'postgres://app:secret@db:5432/shop?sslmode=disable' stats
 //	outboxctl schema print --dialect mysql --table shop_outbox
 //
-// Commands: stats, dead list, dead show ID, dead replay, purge, schema
+// Commands: stats, dead list, dead show ID, dead replay, dead discard, purge, schema
 // print, schema apply, help. Every command takes --help.
 //
 // Global flags go before or after the command: --dsn (a SQLite file, or a
@@ -95,9 +97,9 @@ func commandTree() []*command {
 		statsCommand(),
 		{
 			name:    "dead",
-			summary: "inspect and replay DEAD events",
+			summary: "inspect, replay and discard DEAD events",
 			help:    "DEAD events failed every delivery attempt and wait for an operator.",
-			subs:    []*command{deadListCommand(), deadShowCommand(), deadReplayCommand()},
+			subs:    []*command{deadListCommand(), deadShowCommand(), deadReplayCommand(), deadDiscardCommand()},
 		},
 		purgeCommand(),
 		{

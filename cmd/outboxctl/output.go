@@ -178,6 +178,9 @@ type recordJSON struct {
 	LastError     string            `json:"last_error"`
 	LockedBy      string            `json:"locked_by"`
 	LockedUntil   *string           `json:"locked_until"`
+	OrderKey      string            `json:"order_key,omitempty"` // ordered events only
+	OrderSeq      int64             `json:"order_seq,omitempty"`
+	OnDead        string            `json:"on_dead,omitempty"` // "block" or "skip"
 	Headers       map[string]string `json:"headers,omitempty"`
 	HeadersRaw    string            `json:"headers_raw,omitempty"`
 	PayloadKind   string            `json:"payload_kind"`
@@ -202,6 +205,9 @@ func toJSON(r core.Record, withPayload bool) recordJSON {
 		j.DiedAt = rawTime(r.DoneAt)
 	} else {
 		j.DoneAt = rawTime(r.DoneAt)
+	}
+	if r.OrderKey != "" {
+		j.OrderKey, j.OrderSeq, j.OnDead = r.OrderKey, r.OrderSeq, r.OnDead.String()
 	}
 	if r.DecodeErr != nil {
 		j.DecodeError = r.DecodeErr.Error()

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+func deadDiscardCommand() *command {
+	return &command{
+		name:    "discard",
+		summary: "delete DEAD events for good (releases the ordering keys they block)",
+		help: fmt.Sprintf(`Deletes the selected DEAD events: they are never delivered. Rows are deleted in
+batches of --batch, each its own short statement. A DEAD event of an ordered key
+under the block policy holds the key's later events; discarding it releases the
+key, and a running poller delivers the next event of the key as if the discarded
+one had succeeded ('stats' lists the blocked keys and the event holding each).
+To deliver the event instead, use 'dead replay'.
+
+Select with --id (repeatable), --type, --tenant, --since/--until (on created_at),
+combined with AND, or with --all for every DEAD event. Without a selector nothing is
+discarded (exit status 2). --dry-run deletes nothing and tells what would be
+discarded.
+
+The table output says "discarded N events" ("would discard N events" in a dry run)
+and lists the first %d ids. --json prints one object: dry_run, matched, discarded,
+ids (every id matched) and not_discarded.
+
+An --id that is not discarded (not found, not DEAD, or DEAD but not matching the
+other selectors) is listed under "not discarded" with the reason (not_discarded in
+--json: id, reason and status) and the command exits with status 1 and one line
+on stderr; the other selected events are discarded all the same. A dry run
+reports and exits the same way.`, replayShownIDs),
+		define: func(fs *flag.FlagSet) action {
+			var (
+				f      deadFilterFlags
+				ids    stringList
+				all    bool
+				dryRun bool
+				batch  int
+			)
+			fs.Var(&ids, "id", "discard the event with this `id`; repeat for several")
+			f.register(fs)
+			fs.BoolVar(&all, "all", false, "discard every DEAD event (not with the other selectors)")
+			fs.BoolVar(&dryRun, "dry-run", false, "delete nothing; print what would be discarded")
+			fs.IntVar(&batch, "batch", jdbcstore.DefaultOpsBatch, fmt.Sprintf("most rows deleted per statement, 1..%d", jdbcstore.MaxListLimit))
+			return func(ctx context.Context, s *session, _ []string) error {
+				filter, err := f.filter()
+				if err != nil {
+					return err
+				}
+				filter.IDs = ids
+				others := f.eventType != "" || f.tenant != "" || !filter.From.IsZero() || !filter.To.IsZero()
+				switch {
+				case all && (others || len(ids) > 0):
+					return usagef("--all discards every DEAD event: do not combine it with --id, --type, --tenant, --since or --until")
+				case !all && !others && len(ids) == 0:
+					return usagef("nothing selected: give --id, --type, --tenant, --since/--until, or --all")
+				case batch < 1 || batch > jdbcstore.MaxListLimit:
+					return usagef("--batch must be 1..%d, got %d", jdbcstore.MaxListLimit, batch)
+				}
+				store, err := s.open(ctx, false)
+				if err != nil {
+					return err
+				}
+				res, err := store.DiscardDead(ctx, filter, jdbcstore.DiscardOptions{All: all, DryRun: dryRun, BatchSize: batch})
+				if err != nil {
+					if res.Discarded > 0 {
+						err = fmt.Errorf("%w (%d events were discarded before the failure)", err, res.Discarded)
+					}
+					return missingTable(err, store.Table())
+				}
+				missed, err := whyNotReplayed(ctx, store, ids, res.IDs, others)
+				if err != nil {
+					return fmt.Errorf("dead discard: looking up the ids not discarded: %w (%d %s discarded)", err, res.Discarded, events(res.Discarded))
+				}
+				if err := printDiscard(s, res, missed, dryRun); err != nil {
+					return err
+				}
+				return missedIDsError("discard", missed, res.Matched, res.Discarded, dryRun)
+			}
+		},
+	}
+}
+
+type discardJSON struct {
+	DryRun       bool          `json:"dry_run"`
+	Matched      int           `json:"matched"`
+	Discarded    int           `json:"discarded"`
+	IDs          []string      `json:"ids"`
+	NotDiscarded []notReplayed `json:"not_discarded"`
+}
+
+func printDiscard(s *session, res jdbcstore.DiscardResult, missed []notReplayed, dryRun bool) error {
+	if s.g.json {
+		ids := res.IDs
+		if ids == nil {
+			ids = []string{}
+		}
+		if missed == nil {
+			missed = []notReplayed{}
+		}
+		return writeJSON(s.stdout, discardJSON{DryRun: dryRun, Matched: res.Matched, Discarded: res.Discarded, IDs: ids, NotDiscarded: missed})
+	}
+	w := s.stdout
+	switch {
+	case dryRun:
+		fmt.Fprintf(w, "would discard %d %s (dry run: nothing deleted)\n", res.Matched, events(res.Matched))
+	case res.Discarded != res.Matched:
+		fmt.Fprintf(w, "discarded %d %s (%d matched; the others stopped being DEAD meanwhile)\n",
+			res.Discarded, events(res.Discarded), res.Matched)
+	default:
+		fmt.Fprintf(w, "discarded %d %s\n", res.Discarded, events(res.Discarded))
+	}
+	for i, id := range res.IDs {
+		if i == replayShownIDs {
+			fmt.Fprintf(w, "  … and %d more (--json lists them all)\n", len(res.IDs)-replayShownIDs)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", cell(id))
+	}
+	if len(missed) > 0 {
+		if dryRun {
+			fmt.Fprintln(w, "would not discard:")
+		} else {
+			fmt.Fprintln(w, "not discarded:")
+		}
+		for _, m := range missed {
+			fmt.Fprintf(w, "  %s\n", m)
+		}
+	}
+	return nil
+}
