@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Delayed_ByThePoller", func(t *testing.T) { t.Parallel(); testDelayed(t, h, true) })
 	t.Run("Ops_ReplayedDeadEventsReachDone", func(t *testing.T) { t.Parallel(); testReplay(t, h) })
 	t.Run("Close_ReleasesLeasesForTheNextOwner", func(t *testing.T) { t.Parallel(); testCloseReleasesLeases(t, h) })
+	runOrdered(t, h)
 }
 
 type fixture struct {
