@@ -35,8 +35,8 @@ const (
 	// UPDATE locks the key's row until the transaction ends, so the
 	// positions of one key follow the order in which the transactions
 	// commit, and a rollback returns its position.
-	bumpKey = "UPDATE " + keysTable + " SET last_seq = last_seq + 1 WHERE order_key = ?"
-	readKey = "SELECT last_seq FROM " + keysTable + " WHERE order_key = ?"
+	bumpKey        = "UPDATE " + keysTable + " SET last_seq = last_seq + 1 WHERE order_key = ?"
+	readKey        = "SELECT last_seq FROM " + keysTable + " WHERE order_key = ?"
 	insertDelivery = "INSERT INTO " + deliveriesTable + " (event_id, child, ok) VALUES (?, ?, ?)"
 	insertRollback = "INSERT INTO " + rollbacksTable + " (event_id, child) VALUES (?, ?)"
 )
