@@ -27,14 +27,23 @@ type report struct {
 	dead       int // outbox rows DEAD
 	orphans    int // outbox rows without a ledger row
 	failures   int // listener invocations failed on purpose
+
+	keys            int  // ordering keys (0: order not tracked)
+	ordered         bool // published ordered: order violations fail the run
+	procs           int  // children at once
+	orderViolations int  // deliveries of a key's seq n+1 before the first successful delivery of its seq n
+	seqMismatch     int  // ledger rows whose outbox order_key/order_seq is not the recorded key and commit position
+}
+
+// checkQuery is one count of the report.
+type checkQuery struct {
+	field func(*report) *int
+	query string
 }
 
 // The checks, in SQL: all bookkeeping stays in the database. Status 1 is
 // DONE, 3 is DEAD (core.Status).
-var checkQueries = []struct {
-	field func(*report) *int
-	query string
-}{
+var checkQueries = []checkQuery{
 	{func(r *report) *int { return &r.events }, `SELECT COUNT(*) FROM ` + ledgerTable},
 	{func(r *report) *int { return &r.lost }, `SELECT COUNT(*) FROM ` + ledgerTable + ` l
 		WHERE NOT EXISTS (SELECT 1 FROM ` + deliveriesTable + ` d WHERE d.event_id = l.event_id AND d.ok = 1)`},
@@ -58,10 +67,37 @@ var checkQueries = []struct {
 	{func(r *report) *int { return &r.failures }, `SELECT COUNT(*) FROM ` + deliveriesTable + ` WHERE ok = 0`},
 }
 
-// check reads the report from the database.
-func check(ctx context.Context, db *sqlx.DB) (*report, error) {
+// orderViolationsQuery counts the deliveries (of any outcome) of an
+// event at commit position n+1 of its key for which no successful
+// delivery of the event at position n has a smaller delivery id, that is
+// came before. Redeliveries of an event already delivered are fine (at
+// least once); a predecessor that was never delivered successfully makes
+// every delivery of its successor a violation. Positions are the
+// publisher's (ledger seq), not the outbox's.
+const orderViolationsQuery = `SELECT COUNT(*) FROM ` + deliveriesTable + ` d
+	JOIN ` + ledgerTable + ` l ON l.event_id = d.event_id
+	JOIN ` + ledgerTable + ` p ON p.order_key = l.order_key AND p.seq = l.seq - 1
+	WHERE NOT EXISTS (SELECT 1 FROM ` + deliveriesTable + ` s WHERE s.event_id = p.event_id AND s.ok = 1 AND s.id < d.id)`
+
+// seqMismatchQuery counts the committed events whose outbox row does not
+// carry the key and commit position the publisher recorded: the outbox's
+// positions must be the commit order.
+const seqMismatchQuery = `SELECT COUNT(*) FROM ` + ledgerTable + ` l
+	JOIN ` + outboxTable + ` o ON o.event_id = l.event_id
+	WHERE o.order_key IS NULL OR o.order_seq IS NULL OR o.order_key <> l.order_key OR o.order_seq <> l.seq`
+
+// check reads the report from the database; the order fields when the run
+// tracked order (ordered: the outbox's positions too).
+func check(ctx context.Context, db *sqlx.DB, tracked, ordered bool) (*report, error) {
 	r := &report{}
-	for _, q := range checkQueries {
+	queries := checkQueries[:len(checkQueries):len(checkQueries)]
+	if tracked {
+		queries = append(queries, checkQuery{func(r *report) *int { return &r.orderViolations }, orderViolationsQuery})
+	}
+	if ordered {
+		queries = append(queries, checkQuery{func(r *report) *int { return &r.seqMismatch }, seqMismatchQuery})
+	}
+	for _, q := range queries {
 		var n sql.NullInt64 // COUNT(*) - COUNT(DISTINCT) of no rows is 0, but be safe
 		if err := db.GetContext(ctx, &n, q.query); err != nil {
 			return nil, fmt.Errorf("%s: %w", strings.Join(strings.Fields(q.query), " "), err)
@@ -73,10 +109,21 @@ func check(ctx context.Context, db *sqlx.DB) (*report, error) {
 
 // line is the summary line: the required fields first, then the others.
 func (r *report) line() string {
-	return fmt.Sprintf("torture: db=%s cycles=%d events=%d lost=%d phantom=%d duplicates=%d"+
-		" rolled_back=%d not_done=%d dead=%d orphans=%d listener_failures=%d seed=%d seconds=%.1f",
-		r.db, r.cycles, r.events, r.lost, r.phantom, r.duplicates,
-		r.rolledBack, r.notDone, r.dead, r.orphans, r.failures, r.seed, r.elapsed.Seconds())
+	var order, run string
+	if r.keys > 0 {
+		order = fmt.Sprintf(" order_violations=%d", r.orderViolations)
+		if r.ordered {
+			order += fmt.Sprintf(" seq_mismatch=%d", r.seqMismatch)
+		}
+		run = fmt.Sprintf(" ordered=%t keys=%d", r.ordered, r.keys)
+	}
+	if r.procs > 1 {
+		run += fmt.Sprintf(" procs=%d", r.procs)
+	}
+	return fmt.Sprintf("torture: db=%s cycles=%d events=%d lost=%d phantom=%d duplicates=%d%s"+
+		" rolled_back=%d not_done=%d dead=%d orphans=%d listener_failures=%d%s seed=%d seconds=%.1f",
+		r.db, r.cycles, r.events, r.lost, r.phantom, r.duplicates, order,
+		r.rolledBack, r.notDone, r.dead, r.orphans, r.failures, run, r.seed, r.elapsed.Seconds())
 }
 
 // problems lists the failed checks.
@@ -92,6 +139,10 @@ func (r *report) problems() []string {
 	add(r.notDone, "committed events not DONE")
 	add(r.dead, "events DEAD")
 	add(r.orphans, "outbox rows without a ledger row (the event committed without its business row)")
+	if r.ordered {
+		add(r.orderViolations, "order violations (deliveries of an event before the first successful delivery of the event before it in its key)")
+		add(r.seqMismatch, "events whose outbox position in their key is not their commit position")
+	}
 	if r.events == 0 {
 		p = append(p, "no event was committed: the children did not publish")
 	}
@@ -115,6 +166,11 @@ func (r *report) explain(ctx context.Context, db *sqlx.DB, w io.Writer) error {
 			(SELECT 1 FROM ` + outboxTable + ` o WHERE o.event_id = l.event_id AND o.status = 1) ORDER BY l.event_id LIMIT 10`},
 		{r.orphans, "orphan", `SELECT o.event_id FROM ` + outboxTable + ` o WHERE NOT EXISTS
 			(SELECT 1 FROM ` + ledgerTable + ` l WHERE l.event_id = o.event_id) ORDER BY o.event_id LIMIT 10`},
+	}
+	if r.ordered && r.orderViolations > 0 {
+		if err := explainOrder(ctx, db, w); err != nil {
+			return err
+		}
 	}
 	for _, ex := range examples {
 		if ex.n == 0 {
@@ -165,4 +221,39 @@ func describe(ctx context.Context, db *sqlx.DB, id string) string {
 	_ = db.SelectContext(ctx, &deliveries, db.Rebind(`SELECT child, ok FROM `+deliveriesTable+` WHERE event_id = ?`), id)
 	fmt.Fprintf(&b, "deliveries (child/ok): %v", deliveries)
 	return b.String()
+}
+
+// explainOrder prints a few order violations: the late event's key and
+// position, the delivery that came too early, and the deliveries of the
+// event before it.
+func explainOrder(ctx context.Context, db *sqlx.DB, w io.Writer) error {
+	var rows []struct {
+		Key      string `db:"order_key"`
+		Seq      int64  `db:"seq"`
+		Delivery int64  `db:"delivery"`
+		Child    int    `db:"child"`
+		EventID  string `db:"event_id"`
+		PrevID   string `db:"prev_id"`
+	}
+	q := `SELECT l.order_key, l.seq, d.id AS delivery, d.child, l.event_id, p.event_id AS prev_id FROM ` + deliveriesTable + ` d
+		JOIN ` + ledgerTable + ` l ON l.event_id = d.event_id
+		JOIN ` + ledgerTable + ` p ON p.order_key = l.order_key AND p.seq = l.seq - 1
+		WHERE NOT EXISTS (SELECT 1 FROM ` + deliveriesTable + ` s WHERE s.event_id = p.event_id AND s.ok = 1 AND s.id < d.id)
+		ORDER BY d.id LIMIT 10`
+	if err := db.SelectContext(ctx, &rows, q); err != nil {
+		return err
+	}
+	for _, v := range rows {
+		var prev []struct {
+			ID    int64 `db:"id"`
+			Child int   `db:"child"`
+			OK    int   `db:"ok"`
+		}
+		if err := db.SelectContext(ctx, &prev, db.Rebind(`SELECT id, child, ok FROM `+deliveriesTable+` WHERE event_id = ? ORDER BY id`), v.PrevID); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  order violation: key %s seq %d (%s) delivered as delivery %d by child %d; deliveries of seq %d (%s) (id/child/ok): %v\n",
+			v.Key, v.Seq, v.EventID, v.Delivery, v.Child, v.Seq-1, v.PrevID, prev)
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -64,7 +65,17 @@ type childSpec struct {
 	Rollback     float64 `json:"rollback"`
 	ListenerFail float64 `json:"listener_fail"`
 	Verbose      bool    `json:"verbose"`
+	// Keys > 0 spreads the events over that many ordering keys and
+	// records each one's commit position in the ledger; Ordered publishes
+	// them ordered (through the builder in odd children, Config.Ordering
+	// in even ones).
+	Keys    int  `json:"keys"`
+	Ordered bool `json:"ordered"`
 }
+
+// orderedByConfig reports whether the child orders its events through
+// Config.Ordering rather than Builder.Ordered: both paths are exercised.
+func (s childSpec) orderedByConfig() bool { return s.Ordered && s.ID%2 == 0 }
 
 // errDeliberate rolls a transaction back, or fails a listener invocation,
 // on purpose.
@@ -115,6 +126,9 @@ func runChild(spec childSpec, stdout, stderr io.Writer) error {
 	cfg.Dispatcher.StatusTimeout = childStatusTimeout
 	cfg.Poller.Interval = childPollInterval
 	cfg.Poller.SkipRecent = childSkipRecent
+	if spec.orderedByConfig() {
+		cfg.Ordering = core.Ordering{Types: []string{eventType}}
+	}
 	ob, err := outbox.New(context.Background(), db, cfg)
 	if err != nil {
 		return err
@@ -295,14 +309,38 @@ func (p *publisher) run(ctx context.Context, n int) (int, error) {
 	return committed, nil
 }
 
+// event builds the event of the publisher's next transaction and returns
+// its ordering key ("" when the run does not track order).
+func (p *publisher) event() (outbox.Envelope, string, error) {
+	p.seq++
+	b := outbox.NewEvent(eventType).
+		PayloadJSONString(fmt.Sprintf(`{"child":%d,"publisher":%d,"seq":%d}`, p.spec.ID, p.index, p.seq))
+	if p.spec.Keys == 0 {
+		env, err := b.AggregateType("TortureChild").AggregateID(strconv.Itoa(p.spec.ID)).Build()
+		return env, "", err
+	}
+	k := p.rng.IntN(p.spec.Keys)
+	b.AggregateType(keyAggregate).AggregateID(strconv.Itoa(k))
+	if p.spec.Ordered && !p.spec.orderedByConfig() {
+		b.Ordered()
+	}
+	env, err := b.Build()
+	return env, keyName(k), err
+}
+
 // transaction runs one business transaction ending as end and returns the
 // event id it published.
+//
+// When the run tracks order, the transaction takes the event's commit
+// position in its key after Publish: bumpKey locks the key's counter row
+// until the transaction ends, so positions follow the commit order, and
+// the ledger row records it. It is the publisher's own witness of the
+// commit order, independent of the outbox's order_seq (which the check
+// compares with it): under -ordered Publish already holds the outbox's
+// lock on the key, so the counter's lock never waits; without -ordered
+// the counter's lock is what serializes the transactions of a key.
 func (p *publisher) transaction(ctx context.Context, end txEnd) (id string, err error) {
-	p.seq++
-	env, err := outbox.NewEvent(eventType).AggregateType("TortureChild").
-		AggregateID(strconv.Itoa(p.spec.ID)).
-		PayloadJSONString(fmt.Sprintf(`{"child":%d,"publisher":%d,"seq":%d}`, p.spec.ID, p.index, p.seq)).
-		Build()
+	env, key, err := p.event()
 	if err != nil {
 		return "", err
 	}
@@ -320,11 +358,25 @@ func (p *publisher) transaction(ctx context.Context, end txEnd) (id string, err 
 		if !ok {
 			return errors.New("no transaction in ctx")
 		}
-		if _, err := tx.ExecContext(ctx, p.db.Rebind(insertLedger), id, p.spec.ID); err != nil {
-			return fmt.Errorf("insert ledger row: %w", err)
+		if key == "" {
+			if _, err := tx.ExecContext(ctx, p.db.Rebind(insertLedger), id, p.spec.ID); err != nil {
+				return fmt.Errorf("insert ledger row: %w", err)
+			}
 		}
 		if _, err := p.ob.Publish(ctx, env); err != nil {
 			return fmt.Errorf("publish: %w", err)
+		}
+		if key != "" {
+			if _, err := tx.ExecContext(ctx, p.db.Rebind(bumpKey), key); err != nil {
+				return fmt.Errorf("take the commit position of key %s: %w", key, err)
+			}
+			var seq int64
+			if err := tx.QueryRowContext(ctx, p.db.Rebind(readKey), key).Scan(&seq); err != nil {
+				return fmt.Errorf("read the commit position of key %s: %w", key, err)
+			}
+			if _, err := tx.ExecContext(ctx, p.db.Rebind(insertLedgerAt), id, p.spec.ID, key, seq); err != nil {
+				return fmt.Errorf("insert ledger row: %w", err)
+			}
 		}
 		switch end {
 		case txRollbackError:

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/outbox-go/outbox/internal/scratchdb"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
 	// The MySQL/MariaDB and PostgreSQL dialects, registered for the
 	// drivers "mysql" and "pgx".
@@ -24,41 +26,75 @@ const (
 	ledgerTable     = "torture_ledger"     // one row per committed business transaction
 	deliveriesTable = "torture_deliveries" // one row per listener invocation
 	rollbacksTable  = "torture_rollbacks"  // ids of transactions rolled back on purpose
+	keysTable       = "torture_keys"       // per ordering key: the last commit position the publishers took
 
 	insertLedger   = "INSERT INTO " + ledgerTable + " (event_id, child) VALUES (?, ?)"
+	insertLedgerAt = "INSERT INTO " + ledgerTable + " (event_id, child, order_key, seq) VALUES (?, ?, ?, ?)"
+	insertKey      = "INSERT INTO " + keysTable + " (order_key, last_seq) VALUES (?, 0)"
+	// bumpKey and readKey take the next commit position of a key: the
+	// UPDATE locks the key's row until the transaction ends, so the
+	// positions of one key follow the order in which the transactions
+	// commit, and a rollback returns its position.
+	bumpKey        = "UPDATE " + keysTable + " SET last_seq = last_seq + 1 WHERE order_key = ?"
+	readKey        = "SELECT last_seq FROM " + keysTable + " WHERE order_key = ?"
 	insertDelivery = "INSERT INTO " + deliveriesTable + " (event_id, child, ok) VALUES (?, ?, ?)"
 	insertRollback = "INSERT INTO " + rollbacksTable + " (event_id, child) VALUES (?, ?)"
 )
 
 // tableDDL returns the statements creating the torture's tables. On MySQL
-// ids are VARBINARY(144) like the outbox's event_id, so joins compare
-// bytes with bytes and use the indexes; on PostgreSQL they are text in the
-// "C" collation, as event_id.
+// ids and keys are VARBINARY like the outbox's event_id and order_key, so
+// joins compare bytes with bytes and use the indexes; on PostgreSQL they
+// are text in the "C" collation, as in the outbox table.
+//
+// A delivery's id grows with the time its row was inserted: the check
+// orders the deliveries of one key by it. That holds because the next
+// event of a key is delivered only after its predecessor's listener
+// returned, that is after the predecessor's delivery row committed (MySQL
+// AUTO_INCREMENT, a PostgreSQL identity and SQLite's AUTOINCREMENT never
+// hand out a smaller id later).
+//
+// The ledger's order_key and seq are the event's key and commit position
+// (see bumpKey); NULL when the run does not track order.
 func tableDDL(kind string) []string {
 	if kind == "postgres" {
 		return []string{
-			"CREATE TABLE " + ledgerTable + ` (event_id VARCHAR(36) COLLATE "C" NOT NULL PRIMARY KEY, child INT NOT NULL)`,
+			"CREATE TABLE " + ledgerTable + ` (event_id VARCHAR(36) COLLATE "C" NOT NULL PRIMARY KEY, child INT NOT NULL,` +
+				` order_key VARCHAR(255) COLLATE "C", seq BIGINT)`,
+			"CREATE UNIQUE INDEX " + ledgerTable + "_order_idx ON " + ledgerTable + " (order_key, seq)",
 			"CREATE TABLE " + deliveriesTable + ` (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,` +
 				` event_id VARCHAR(36) COLLATE "C" NOT NULL, child INT NOT NULL, ok SMALLINT NOT NULL)`,
 			"CREATE INDEX " + deliveriesTable + "_event_idx ON " + deliveriesTable + " (event_id)",
 			"CREATE TABLE " + rollbacksTable + ` (event_id VARCHAR(36) COLLATE "C" NOT NULL PRIMARY KEY, child INT NOT NULL)`,
+			"CREATE TABLE " + keysTable + ` (order_key VARCHAR(255) COLLATE "C" NOT NULL PRIMARY KEY, last_seq BIGINT NOT NULL)`,
 		}
 	}
 	if kind == "mysql" {
 		return []string{
-			"CREATE TABLE " + ledgerTable + " (event_id VARBINARY(144) NOT NULL PRIMARY KEY, child INT NOT NULL) ENGINE=InnoDB",
+			"CREATE TABLE " + ledgerTable + " (event_id VARBINARY(144) NOT NULL PRIMARY KEY, child INT NOT NULL," +
+				" order_key VARBINARY(255) NULL, seq BIGINT NULL, UNIQUE KEY (order_key, seq)) ENGINE=InnoDB",
 			"CREATE TABLE " + deliveriesTable + " (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY," +
 				" event_id VARBINARY(144) NOT NULL, child INT NOT NULL, ok TINYINT NOT NULL, KEY (event_id)) ENGINE=InnoDB",
 			"CREATE TABLE " + rollbacksTable + " (event_id VARBINARY(144) NOT NULL PRIMARY KEY, child INT NOT NULL) ENGINE=InnoDB",
+			"CREATE TABLE " + keysTable + " (order_key VARBINARY(255) NOT NULL PRIMARY KEY, last_seq BIGINT NOT NULL) ENGINE=InnoDB",
 		}
 	}
 	return []string{
-		"CREATE TABLE " + ledgerTable + " (event_id TEXT NOT NULL PRIMARY KEY, child INTEGER NOT NULL)",
-		"CREATE TABLE " + deliveriesTable + " (event_id TEXT NOT NULL, child INTEGER NOT NULL, ok INTEGER NOT NULL)",
+		"CREATE TABLE " + ledgerTable + " (event_id TEXT NOT NULL PRIMARY KEY, child INTEGER NOT NULL, order_key TEXT, seq INTEGER)",
+		"CREATE UNIQUE INDEX " + ledgerTable + "_order_idx ON " + ledgerTable + " (order_key, seq)",
+		"CREATE TABLE " + deliveriesTable + " (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL, child INTEGER NOT NULL, ok INTEGER NOT NULL)",
 		"CREATE INDEX " + deliveriesTable + "_event_idx ON " + deliveriesTable + " (event_id)",
 		"CREATE TABLE " + rollbacksTable + " (event_id TEXT NOT NULL PRIMARY KEY, child INTEGER NOT NULL)",
+		"CREATE TABLE " + keysTable + " (order_key TEXT NOT NULL PRIMARY KEY, last_seq INTEGER NOT NULL)",
 	}
 }
+
+// keyName is the ordering key number k of a run: the key of aggregate
+// (keyAggregate, k).
+func keyName(k int) string { return core.AggregateOrderKey(keyAggregate, strconv.Itoa(k)) }
+
+// keyAggregate is the aggregate type of the events of a run that tracks
+// order: the key is the aggregate.
+const keyAggregate = "TortureKey"
 
 // freshDB is the run's database: created empty, with the outbox schema and
 // the torture tables applied.
@@ -101,7 +137,29 @@ func openFresh(ctx context.Context, o *options, logger *slog.Logger) (*freshDB, 
 			return nil, errors.Join(fmt.Errorf("create torture tables: %w", err), f.close(false))
 		}
 	}
+	if err := createKeys(ctx, f.db, o.keys); err != nil {
+		return nil, errors.Join(fmt.Errorf("create the key rows: %w", err), f.close(false))
+	}
 	return f, nil
+}
+
+// createKeys inserts the counter rows of keys 0 to n-1, in one transaction.
+func createKeys(ctx context.Context, db *sqlx.DB, n int) error {
+	if n == 0 {
+		return nil
+	}
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	stmt := tx.Rebind(insertKey)
+	for k := range n {
+		if _, err := tx.ExecContext(ctx, stmt, keyName(k)); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // close closes the parent's pool and, unless keep, removes the database.

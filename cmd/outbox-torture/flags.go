@@ -25,6 +25,10 @@ const (
 	defaultMinRun       = 200 * time.Millisecond
 	defaultMaxRun       = 1500 * time.Millisecond
 	defaultDrainTimeout = 2 * time.Minute
+	defaultKeys         = 50 // with -ordered
+	defaultProcs        = 1
+	maxKeys             = 100000
+	maxProcs            = 16
 	// minRun is the shortest life a child is given when -duration spreads
 	// the cycles: enough to start and publish a little.
 	minRun = 50 * time.Millisecond
@@ -46,7 +50,14 @@ type options struct {
 	minRun       time.Duration // shortest life of a child before its SIGKILL
 	maxRun       time.Duration // longest life of a child before its SIGKILL
 	drainTimeout time.Duration // bound on the final drain
+	ordered      bool          // publish ordered per key and fail on an order violation
+	keys         int           // ordering keys the events are spread over (0: one aggregate per child, no order check)
+	procs        int           // children running at once
 }
+
+// tracksOrder reports whether the events are spread over keys with their
+// commit positions recorded, so that order violations are counted.
+func (o *options) tracksOrder() bool { return o.keys > 0 }
 
 // usageText is printed by -h above the flag list.
 const usageText = `outbox-torture SIGKILLs publishing outbox processes at random moments and
@@ -79,6 +90,24 @@ checked:
   dead        events marked DEAD                                (must be 0)
   orphans     outbox rows without a ledger row                  (must be 0)
 
+-procs N runs N children at once on the database, each killed at its own
+random time and replaced by a new one, and N draining children at the end.
+
+-ordered publishes every event ordered by its key (-keys keys, 50 by
+default; odd children ask through the builder, Builder.Ordered, even ones
+through Config.Ordering) and adds to the check
+
+  order_violations  deliveries of the key's event n+1 made before the first
+                    successful delivery of its event n            (must be 0)
+  seq_mismatch      events whose position in their key (order_seq) is not
+                    their commit position recorded by the publisher (must be 0)
+
+The commit position comes from the publisher itself: after Publish, the
+transaction increments a per-key counter row (torture_keys), whose row lock
+is held to commit, and writes the value into the ledger. -keys without
+-ordered spreads unordered events over the keys and reports
+order_violations without failing on them (unordered delivery reorders).
+
 Output: one summary line on stdout,
   torture: db=… cycles=… events=… lost=0 phantom=0 duplicates=… …
 Exit status 1 when a check fails or a child misbehaves, 2 on bad flags.
@@ -108,6 +137,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.Float64Var(&o.listenerFail, "listener-fail", defaultListenerFail, "share of listener invocations that fail on purpose after being recorded (0 to 0.2)")
 	fs.DurationVar(&o.minRun, "min-run", defaultMinRun, "shortest time a child runs before its SIGKILL")
 	fs.DurationVar(&o.maxRun, "max-run", defaultMaxRun, "longest time a child runs before its SIGKILL")
+	fs.BoolVar(&o.ordered, "ordered", false, "publish ordered per key and fail on any order violation")
+	fs.IntVar(&o.keys, "keys", 0, "ordering keys the events are spread over (default 50 with -ordered; without it,\nunordered events over the keys, violations reported but not checked)")
+	fs.IntVar(&o.procs, "procs", defaultProcs, "child processes running at once on the database")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, "how long the final child may take to bring every event to DONE")
 	fs.Usage = func() {} // usage only for -h; other errors are one line
 	if err := fs.Parse(args); err != nil {
@@ -125,6 +157,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !set["seed"] {
 		o.seed = time.Now().UnixNano()
+	}
+	if o.ordered && !set["keys"] {
+		o.keys = defaultKeys
 	}
 	if o.duration > 0 && !set["cycles"] {
 		o.cycles = -1 // as many as fit
@@ -185,6 +220,10 @@ func (o *options) validate(dsnSet bool) error {
 		return fmt.Errorf("-min-run (%v) must be positive and at most -max-run (%v)", o.minRun, o.maxRun)
 	case o.drainTimeout <= 0:
 		return fmt.Errorf("-drain-timeout must be positive, got %v", o.drainTimeout)
+	case o.keys < 0 || o.keys > maxKeys || (o.ordered && o.keys == 0):
+		return fmt.Errorf("-keys must be between 1 and %d (0 only without -ordered), got %d", maxKeys, o.keys)
+	case o.procs < 1 || o.procs > maxProcs:
+		return fmt.Errorf("-procs must be between 1 and %d, got %d", maxProcs, o.procs)
 	}
 	return nil
 }

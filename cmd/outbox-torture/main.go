@@ -17,8 +17,18 @@
 //
 //	torture: db=sqlite cycles=20 events=… lost=0 phantom=0 duplicates=… …
 //
+// With -ordered the events are published ordered per key, spread over
+// -keys keys, and the line adds order_violations (deliveries of a key's
+// event n+1 before the first successful delivery of its event n) and
+// seq_mismatch (outbox positions that differ from the commit positions the
+// publishers recorded); both must be 0. -procs runs several children at
+// once on the database:
+//
+//	go run ./cmd/outbox-torture -db postgres -ordered -procs 3 -cycles 60
+//
 // The exit status is 1 when an event was lost, phantom, not DONE or DEAD,
-// or when a child failed; 2 on bad flags. Run it with -h for the flags.
+// delivered out of order under -ordered, or when a child failed; 2 on bad
+// flags. Run it with -h for the flags.
 //
 // The same binary is the child: the parent re-executes itself with the
 // environment variable OUTBOX_TORTURE_CHILD set (see child.go).

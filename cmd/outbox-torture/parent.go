@@ -48,6 +48,7 @@ type torture struct {
 	rng    *rand.Rand
 	db     *freshDB
 	kills  int
+	lastID int // id of the last child started
 }
 
 // run is the whole command in parent mode: parse args, torture, check,
@@ -114,12 +115,13 @@ func (t *torture) run(ctx context.Context) int {
 			return 1
 		}
 	}
-	r, err := check(context.WithoutCancel(ctx), t.db.db)
+	r, err := check(context.WithoutCancel(ctx), t.db.db, o.tracksOrder(), o.ordered)
 	if err != nil {
 		t.logf("check: %v", err)
 		return 1
 	}
 	r.db, r.cycles, r.seed, r.elapsed = o.db, t.kills, o.seed, time.Since(start)
+	r.keys, r.ordered, r.procs = o.keys, o.ordered, o.procs
 	fmt.Fprintln(t.stdout, r.line())
 	if problems := r.problems(); len(problems) > 0 {
 		for _, p := range problems {
@@ -147,7 +149,13 @@ func (t *torture) spec(id int, drain bool) childSpec {
 	o := &t.opts
 	return childSpec{ID: id, DB: t.db.kind, DSN: t.db.childDSN, Seed: o.seed, Drain: drain,
 		DrainPublish: drainPublish, Publishers: o.publishers, Rate: o.rate, Rollback: o.rollback,
-		ListenerFail: o.listenerFail, Verbose: o.verbose}
+		ListenerFail: o.listenerFail, Verbose: o.verbose, Keys: o.keys, Ordered: o.ordered}
+}
+
+// startNext starts the next child.
+func (t *torture) startNext(drain bool) (*childProc, error) {
+	t.lastID++
+	return startChild(t.exe, t.spec(t.lastID, drain), t.logWriter())
 }
 
 // logWriter is where children's log lines go: stderr with -v, else nowhere
@@ -159,34 +167,91 @@ func (t *torture) logWriter() io.Writer {
 	return nil
 }
 
-// cycles starts, SIGKILLs and restarts children.
+// running is a child of the kill cycles and the time of its SIGKILL.
+type running struct {
+	c    *childProc
+	kill time.Time
+	life time.Duration
+}
+
+// cycles starts, SIGKILLs and restarts children, -procs of them at once:
+// each is killed at its own time and replaced by a new one until -cycles
+// children were started (or -duration is used up), and the last ones run
+// to their own kill.
 func (t *torture) cycles(ctx context.Context) error {
 	o := &t.opts
 	begin := time.Now()
-	for i := 0; o.cycles < 0 || i < o.cycles; i++ {
-		life := t.life(i, time.Since(begin))
-		if life <= 0 {
-			break // -duration used up
+	var live []*running
+	defer func() {
+		for _, r := range live {
+			r.c.kill()
 		}
-		c, err := startChild(t.exe, t.spec(i+1, false), t.logWriter())
+	}()
+	// exited receives every child once it exited; one that is still in
+	// live then exited on its own.
+	exited := make(chan *childProc)
+	done := make(chan struct{})
+	defer close(done)
+	started := 0
+	start := func() error {
+		if o.cycles >= 0 && started >= o.cycles {
+			return nil
+		}
+		life := t.life(started, time.Since(begin))
+		if life <= 0 {
+			return nil // -duration used up
+		}
+		c, err := t.startNext(false)
 		if err != nil {
 			return err
 		}
-		timer := time.NewTimer(life)
+		started++
+		live = append(live, &running{c: c, kill: time.Now().Add(life), life: life})
+		go func() {
+			<-c.exited
+			select {
+			case exited <- c:
+			case <-done:
+			}
+		}()
+		return nil
+	}
+	for range o.procs {
+		if err := start(); err != nil {
+			return err
+		}
+	}
+	for len(live) > 0 {
+		next := 0
+		for i, r := range live {
+			if r.kill.Before(live[next].kill) {
+				next = i
+			}
+		}
+		r := live[next]
+		timer := time.NewTimer(time.Until(r.kill))
 		select {
 		case <-timer.C:
-		case <-c.exited:
+		case c := <-exited:
 			timer.Stop()
-			return c.exitedEarly()
+			for _, l := range live {
+				if l.c == c {
+					return c.exitedEarly()
+				}
+			}
+			continue // one the parent killed
 		case <-ctx.Done():
 			timer.Stop()
-			c.kill()
-			return fmt.Errorf("interrupted in cycle %d", i+1)
+			return fmt.Errorf("interrupted in cycle %d", t.kills+1)
 		}
-		c.kill()
+		live = append(live[:next], live[next+1:]...)
+		r.c.kill()
 		t.kills++
 		if o.verbose {
-			t.logf("cycle %d: SIGKILLed child %d after %v", i+1, c.id, life.Round(time.Millisecond))
+			t.logf("cycle %d: SIGKILLed child %d after %v", t.kills, r.c.id, r.life.Round(time.Millisecond))
+		}
+		if err := start(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -209,30 +274,41 @@ func (t *torture) life(i int, spent time.Duration) time.Duration {
 	if o.cycles < 0 { // as many cycles as fit
 		return min(uniform(o.minRun, o.maxRun), left)
 	}
-	// Spread the remaining cycles over the time left: a mean share, ±50 %.
-	share := left / time.Duration(o.cycles-i)
+	// Spread the remaining cycles over the time left: a mean share, ±50 %;
+	// -procs children run at once.
+	share := left * time.Duration(o.procs) / time.Duration(o.cycles-i)
 	return max(minRun, min(uniform(share/2, share*3/2), left))
 }
 
-// drain starts the final child, waits until no event is NEW or RETRY any
-// more, and stops the child with SIGTERM.
+// drain starts the final children (-procs of them), waits until no event
+// is NEW or RETRY any more, and stops the children with SIGTERM.
 func (t *torture) drain(ctx context.Context) error {
-	c, err := startChild(t.exe, t.spec(t.kills+1, true), t.logWriter())
-	if err != nil {
-		return err
+	var children []*childProc
+	defer func() {
+		for _, c := range children {
+			c.kill() // whatever happens; a no-op after a clean exit
+		}
+	}()
+	for range t.opts.procs {
+		c, err := t.startNext(true)
+		if err != nil {
+			return err
+		}
+		children = append(children, c)
 	}
-	defer c.kill() // whatever happens; a no-op after a clean exit
 	wait := time.NewTimer(readyTimeout)
 	defer wait.Stop()
-	select {
-	case <-c.published:
-	case <-c.exited:
-		return c.exitedEarly()
-	case <-wait.C:
-		return fmt.Errorf("drain: child %d did not publish its %d transactions within %v; its last log lines:\n%s",
-			c.id, drainPublish, readyTimeout, c.lastLines())
-	case <-ctx.Done():
-		return errors.New("interrupted while the final child started")
+	for _, c := range children {
+		select {
+		case <-c.published:
+		case <-c.exited:
+			return c.exitedEarly()
+		case <-wait.C:
+			return fmt.Errorf("drain: child %d did not publish its %d transactions within %v; its last log lines:\n%s",
+				c.id, drainPublish, readyTimeout, c.lastLines())
+		case <-ctx.Done():
+			return errors.New("interrupted while the final children started")
+		}
 	}
 
 	deadline := time.Now().Add(t.opts.drainTimeout)
@@ -242,39 +318,56 @@ func (t *torture) drain(ctx context.Context) error {
 			"SELECT COUNT(*) FROM "+outboxTable+" WHERE status IN (0, 2)"); err != nil {
 			return fmt.Errorf("drain: %w", err)
 		}
-		if pending == 0 {
+		if pending == 0 || time.Now().After(deadline) {
 			break
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-time.After(drainPoll):
-		case <-c.exited:
-			return c.exitedEarly()
-		case <-ctx.Done():
-			return errors.New("interrupted during the drain")
+		if err := sleepWatching(ctx, drainPoll, children); err != nil {
+			return err
 		}
 	}
-	var drainErr error
+	var errs []error
 	if pending > 0 {
-		drainErr = fmt.Errorf("drain: %d events still NEW or RETRY %v after the final child published (-drain-timeout); its last log lines:\n%s",
-			pending, t.opts.drainTimeout, c.lastLines())
+		errs = append(errs, fmt.Errorf("drain: %d events still NEW or RETRY %v after the final children published (-drain-timeout); the last log lines of child %d:\n%s",
+			pending, t.opts.drainTimeout, children[0].id, children[0].lastLines()))
 	}
-	if err := c.terminate(); err != nil {
-		return errors.Join(drainErr, fmt.Errorf("SIGTERM child %d: %w", c.id, err))
+	for _, c := range children {
+		if err := c.terminate(); err != nil {
+			errs = append(errs, fmt.Errorf("SIGTERM child %d: %w", c.id, err))
+		}
 	}
 	stop := time.NewTimer(stopTimeout)
 	defer stop.Stop()
-	select {
-	case <-c.exited:
-		if c.exitErr != nil {
-			return errors.Join(drainErr, fmt.Errorf("child %d exited with %v after SIGTERM; its last log lines:\n%s",
-				c.id, c.exitErr, c.lastLines()))
+	for _, c := range children {
+		select {
+		case <-c.exited:
+			if c.exitErr != nil {
+				errs = append(errs, fmt.Errorf("child %d exited with %v after SIGTERM; its last log lines:\n%s",
+					c.id, c.exitErr, c.lastLines()))
+			}
+		case <-stop.C:
+			return errors.Join(append(errs, fmt.Errorf("child %d did not exit within %v of SIGTERM; its last log lines:\n%s",
+				c.id, stopTimeout, c.lastLines()))...)
 		}
-	case <-stop.C:
-		return errors.Join(drainErr, fmt.Errorf("child %d did not exit within %v of SIGTERM; its last log lines:\n%s",
-			c.id, stopTimeout, c.lastLines()))
 	}
-	return drainErr
+	return errors.Join(errs...)
+}
+
+// sleepWatching waits for d, failing when ctx ends or one of children
+// exited (seen at the latest when d is over).
+func sleepWatching(ctx context.Context, d time.Duration, children []*childProc) error {
+	for _, c := range children {
+		select {
+		case <-c.exited:
+			return c.exitedEarly()
+		default:
+		}
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return errors.New("interrupted during the drain")
+	}
 }
