@@ -136,6 +136,17 @@ type TimeSelector interface {
 	SelectTime(column string) string
 }
 
+// SchemaUpgrader is implemented by dialects that can bring an outbox
+// table created by an earlier release of this module up to the current
+// columns. OutboxUpgrade returns a template of the same form as
+// OutboxSchema; [Store.ApplySchema] runs it right after the schema's first
+// statement (the CREATE TABLE) when the table lacks the ordering columns
+// (order_key, order_seq, order_skip), then runs the rest of the schema,
+// which creates what the upgrade did not (indexes, the keys table).
+type SchemaUpgrader interface {
+	OutboxUpgrade() string
+}
+
 // Opener is implemented by dialects whose database needs connection
 // settings a plain sqlx.Open would not set (SQLite: WAL, busy timeout,
 // immediate transactions). [Open] uses it.

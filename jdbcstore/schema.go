@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"text/template"
 )
@@ -88,19 +89,65 @@ func splitStatements(script string) []string {
 // store's dialect and table, for printing or for a migration tool.
 func (s *Store) SchemaSQL() string { return s.schema }
 
-// ApplySchema creates the outbox table and its index if they do not exist.
-// It is idempotent and safe to run at every start. It does not migrate an
-// existing table of a different shape.
+// ApplySchema creates the outbox table, its indexes and its keys table if
+// they do not exist. It is idempotent and safe to run at every start. A
+// table created by an earlier release, without the ordering columns, is
+// upgraded in place when the dialect implements [SchemaUpgrader] (every
+// dialect of this module does): its upgrade statements run right after
+// the table's CREATE TABLE, then the rest of the schema. Several nodes
+// starting at once may all try; the upgrade a node loses to another is
+// not an error.
 func (s *Store) ApplySchema(ctx context.Context) error {
-	for _, stmt := range splitStatements(s.schema) {
-		_, err := retryBusy(ctx, s, func() (struct{}, error) {
-			_, err := s.db.ExecContext(ctx, stmt)
-			return struct{}{}, err
-		})
-		if err != nil {
+	for i, stmt := range splitStatements(s.schema) {
+		if err := s.execDDL(ctx, stmt); err != nil {
 			return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
+		}
+		if i == 0 {
+			if err := s.upgrade(ctx); err != nil {
+				return fmt.Errorf("outbox: jdbcstore: upgrade %s table %q: %w", s.dialect.Name(), s.table, err)
+			}
 		}
 	}
 	s.dialect.CheckSetup(ctx, s.db, s.log)
 	return nil
+}
+
+// execDDL runs one schema statement, retrying lock contention.
+func (s *Store) execDDL(ctx context.Context, stmt string) error {
+	_, err := retryBusy(ctx, s, func() (struct{}, error) {
+		_, err := s.db.ExecContext(ctx, stmt)
+		return struct{}{}, err
+	})
+	return err
+}
+
+// upgrade adds the ordering columns to a table that lacks them.
+func (s *Store) upgrade(ctx context.Context) error {
+	u, ok := s.dialect.(SchemaUpgrader)
+	if !ok || s.hasOrderColumns(ctx) {
+		return nil
+	}
+	script, err := renderTemplate(s.dialect, "upgrade", u.OutboxUpgrade(), s.table)
+	if err != nil {
+		return err
+	}
+	for _, stmt := range splitStatements(script) {
+		if err := s.execDDL(ctx, stmt); err != nil {
+			if s.hasOrderColumns(ctx) {
+				return nil // another node upgraded the table meanwhile
+			}
+			return err
+		}
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "outbox table upgraded: ordering columns added", slog.String("table", s.table))
+	return nil
+}
+
+// hasOrderColumns reports whether the table has the ordering columns.
+func (s *Store) hasOrderColumns(ctx context.Context) bool {
+	rows, err := s.db.QueryContext(ctx, "SELECT order_key, order_seq, order_skip FROM "+s.dialect.QuoteIdent(s.table)+" WHERE 1 = 0")
+	if err != nil {
+		return false
+	}
+	return rows.Close() == nil
 }

@@ -46,6 +46,9 @@ var outboxSchema string
 //go:embed schema/inbox.sql
 var inboxSchema string
 
+//go:embed schema/outbox_upgrade.sql
+var outboxUpgrade string
+
 func init() { jdbcstore.Register(Dialect) }
 
 type mysqlDialect struct{}
@@ -54,6 +57,10 @@ func (mysqlDialect) Name() string          { return "mysql" }
 func (mysqlDialect) DriverNames() []string { return []string{"mysql"} }
 func (mysqlDialect) OutboxSchema() string  { return outboxSchema }
 func (mysqlDialect) InboxSchema() string   { return inboxSchema }
+
+// OutboxUpgrade implements jdbcstore.SchemaUpgrader: the ordering columns
+// for a table created before ordered delivery.
+func (mysqlDialect) OutboxUpgrade() string { return outboxUpgrade }
 func (mysqlDialect) BindType() int         { return sqlx.QUESTION }
 
 func (mysqlDialect) Capabilities() jdbcstore.Capabilities {

@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -48,7 +49,7 @@ func mysqlHarness(name string, edit func(*mysql.Config)) storetest.Harness {
 			edit(c)
 		}
 		return newMySQLStore(t, testdb.OpenMySQL(t, c), cfg)
-	}, Dialect: mysqldialect.Dialect}
+	}, Dialect: mysqldialect.Dialect, LegacyOutboxSchema: legacyOutboxSchema}
 }
 
 // skewed makes a connection as unlike UTC as possible: a session time_zone
@@ -536,3 +537,9 @@ func (c *fixedClock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = 
 const testOwner = "mysql-test-owner"
 
 var testLease = core.Lease{Owner: testOwner, Until: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
+
+// legacyOutboxSchema is the outbox table of an earlier release, which
+// ApplySchema must upgrade.
+//
+//go:embed testdata/outbox_v0.1.sql
+var legacyOutboxSchema string

@@ -44,6 +44,9 @@ var outboxSchema string
 //go:embed schema/inbox.sql
 var inboxSchema string
 
+//go:embed schema/outbox_upgrade.sql
+var outboxUpgrade string
+
 func init() { jdbcstore.Register(Dialect) }
 
 type pgDialect struct{}
@@ -52,6 +55,10 @@ func (pgDialect) Name() string          { return "postgres" }
 func (pgDialect) DriverNames() []string { return []string{"pgx", "pgx/v5"} }
 func (pgDialect) OutboxSchema() string  { return outboxSchema }
 func (pgDialect) InboxSchema() string   { return inboxSchema }
+
+// OutboxUpgrade implements jdbcstore.SchemaUpgrader: the ordering columns
+// for a table created before ordered delivery.
+func (pgDialect) OutboxUpgrade() string { return outboxUpgrade }
 func (pgDialect) BindType() int         { return sqlx.DOLLAR }
 
 func (pgDialect) Capabilities() jdbcstore.Capabilities {

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	_ "embed"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func newPGStore(t *testing.T, db *sqlx.DB, cfg jdbcstore.Config) *jdbcstore.Stor
 // pgHarness opens a new schema per store; edit (optional) changes the
 // DSN.
 func pgHarness(name string, edit func(t *testing.T, dsn string) string) storetest.Harness {
-	return storetest.Harness{Name: name, Dialect: postgres.Dialect, NewStore: func(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store {
+	return storetest.Harness{Name: name, Dialect: postgres.Dialect, LegacyOutboxSchema: legacyOutboxSchema, NewStore: func(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store {
 		t.Helper()
 		dsn := testdb.PostgresSchemaDSN(t)
 		if edit != nil {
@@ -66,3 +67,9 @@ func mustBuild(t *testing.T, b *core.Builder) core.Envelope {
 	}
 	return env
 }
+
+// legacyOutboxSchema is the outbox table of an earlier release, which
+// ApplySchema must upgrade.
+//
+//go:embed testdata/outbox_before_ordering.sql
+var legacyOutboxSchema string

@@ -30,6 +30,9 @@ var outboxSchema string
 //go:embed schema/inbox.sql
 var inboxSchema string
 
+//go:embed schema/outbox_upgrade.sql
+var outboxUpgrade string
+
 func init() { jdbcstore.Register(Dialect) }
 
 type sqliteDialect struct{}
@@ -38,6 +41,10 @@ func (sqliteDialect) Name() string          { return "sqlite" }
 func (sqliteDialect) DriverNames() []string { return []string{"sqlite3"} }
 func (sqliteDialect) OutboxSchema() string  { return outboxSchema }
 func (sqliteDialect) InboxSchema() string   { return inboxSchema }
+
+// OutboxUpgrade implements jdbcstore.SchemaUpgrader: the ordering columns
+// for a table created before ordered delivery.
+func (sqliteDialect) OutboxUpgrade() string { return outboxUpgrade }
 func (sqliteDialect) BindType() int         { return sqlx.QUESTION }
 
 func (sqliteDialect) Capabilities() jdbcstore.Capabilities {

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	_ "embed"
 	"path/filepath"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func newSQLiteStore(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store {
 }
 
 func TestSQLiteConformance(t *testing.T) {
-	storetest.Run(t, storetest.Harness{Name: "sqlite", NewStore: newSQLiteStore, Dialect: sqlite.Dialect})
+	storetest.Run(t, storetest.Harness{Name: "sqlite", NewStore: newSQLiteStore, Dialect: sqlite.Dialect, LegacyOutboxSchema: legacyOutboxSchema})
 }
 
 // The SQLite dialect stores payloads as BLOB: JSON is kept byte for byte,
@@ -59,3 +60,9 @@ func TestSQLiteJSONPayloadByteExact(t *testing.T) {
 const testOwner = "jdbcstore-test-owner"
 
 var testLease = core.Lease{Owner: testOwner, Until: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
+
+// legacyOutboxSchema is the outbox table of an earlier release, which
+// ApplySchema must upgrade.
+//
+//go:embed testdata/outbox_v0.1.sql
+var legacyOutboxSchema string

@@ -66,6 +66,11 @@ type Harness struct {
 	// panic, error classes, schema templates) and that NewStore's stores
 	// use it.
 	Dialect jdbcstore.Dialect
+	// LegacyOutboxSchema, when set with Dialect, is the DDL of the outbox
+	// table of an earlier release (a template like Dialect.OutboxSchema):
+	// the suite creates such a table next to NewStore's and checks that
+	// ApplySchema upgrades it (see jdbcstore.SchemaUpgrader).
+	LegacyOutboxSchema string
 }
 
 // Run runs every conformance subtest against h. Subtests run in parallel,
@@ -99,6 +104,9 @@ func Run(t *testing.T, h Harness) {
 		t.Run("NotBefore", s.testNotBefore)
 		t.Run("Ops", s.testOps)
 		t.Run("Order", s.testOrder)
+		if h.LegacyOutboxSchema != "" && h.Dialect != nil {
+			t.Run("UpgradeLegacyTable", s.testUpgrade)
+		}
 		if h.Dialect != nil {
 			t.Run("Dialect", s.testDialect)
 		}

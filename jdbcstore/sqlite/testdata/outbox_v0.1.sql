@@ -1,0 +1,26 @@
+-- Outbox table for SQLite (github.com/outbox-go/outbox/jdbcstore).
+-- Times are INTEGER Unix microseconds (UTC); payload holds the raw bytes of
+-- either payload kind (payload_kind 0 = JSON, 1 = bytes).
+-- status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
+CREATE TABLE IF NOT EXISTS {{.Table}} (
+    event_id       TEXT    NOT NULL PRIMARY KEY CHECK (length(event_id) BETWEEN 1 AND 36),
+    event_type     TEXT    NOT NULL,
+    aggregate_type TEXT,
+    aggregate_id   TEXT,
+    tenant_id      TEXT,
+    occurred_at    INTEGER NOT NULL,
+    payload        BLOB    NOT NULL,
+    payload_kind   INTEGER NOT NULL DEFAULT 0,
+    headers        TEXT,
+    status         INTEGER NOT NULL,
+    attempts       INTEGER NOT NULL DEFAULT 0,
+    available_at   INTEGER NOT NULL,
+    created_at     INTEGER NOT NULL,
+    done_at        INTEGER,
+    last_error     TEXT,
+    locked_by      TEXT,
+    locked_until   INTEGER
+);
+
+CREATE INDEX IF NOT EXISTS {{.Index "status_available"}}
+    ON {{.Table}} (status, available_at, created_at);
