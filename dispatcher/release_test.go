@@ -80,9 +80,8 @@ func TestCloseDeadlineReleasesLeasesExceptRunning(t *testing.T) {
 	failed := h.insert("Fail")
 	h.mustEnqueueHot(failed)
 	h.waitStatus(failed.ID(), core.StatusRetry)
-	if h.d.PendingRetries() != 1 {
-		t.Fatalf("PendingRetries = %d, want 1", h.d.PendingRetries())
-	}
+	// The timer is set right after the RETRY write: wait for it.
+	h.wait("the in-process retry to be scheduled", func() bool { return h.d.PendingRetries() == 1 })
 	hung := h.insert("Hang")
 	h.mustEnqueueHot(hung)
 	recv(t, started, "the listener to start")
