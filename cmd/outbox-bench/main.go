@@ -10,7 +10,11 @@
 // end_to_end, latency, overload), prints one line per scenario and a
 // summary line with the ratios the project targets: publish_ratio = floor
 // rate / publish rate (at most 1.15) and end_to_end_ratio = end_to_end
-// rate / floor rate (at least 0.8). Run it with -h for the details.
+// rate / floor rate (at least 0.8). With -ordered-keys K it also runs the
+// ordered scenarios (ordered_end_to_end over K keys, ordered_one_key,
+// ordered_latency) and reports ordered_ratio = ordered_end_to_end rate /
+// end_to_end rate (at least 0.7) and ordered_p99_us (at most 1000). Run
+// it with -h for the details.
 package main
 
 import (
