@@ -16,26 +16,37 @@ import (
 
 // Scenario names, in the order they run.
 const (
-	scenarioFloor     = "floor"
-	scenarioPublish   = "publish"
-	scenarioEndToEnd  = "end_to_end"
-	scenarioLatency   = "latency"
-	scenarioOverload  = "overload"
-	scenarioWakeup    = "wakeup"
-	defaultMySQLDSN   = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-	defaultPGDSN      = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultSQLiteN    = 20000
-	defaultMySQLN     = 10000
-	defaultOverloadN  = 200000
-	defaultWorkers    = 4
-	defaultWarmup     = 300
-	defaultRounds     = 3
-	maxWorkers        = 256
-	defaultSlowListen = 2 * time.Millisecond
+	scenarioFloor    = "floor"
+	scenarioPublish  = "publish"
+	scenarioEndToEnd = "end_to_end"
+	scenarioLatency  = "latency"
+	scenarioOverload = "overload"
+	scenarioWakeup   = "wakeup"
+	// The ordered scenarios (with -ordered-keys).
+	scenarioOrderedE2E     = "ordered_end_to_end"
+	scenarioOrderedOneKey  = "ordered_one_key"
+	scenarioOrderedLatency = "ordered_latency"
+	defaultMySQLDSN        = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	defaultPGDSN           = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultSQLiteN         = 20000
+	defaultMySQLN          = 10000
+	defaultOverloadN       = 200000
+	defaultWorkers         = 4
+	defaultWarmup          = 300
+	defaultRounds          = 3
+	maxWorkers             = 256
+	defaultSlowListen      = 2 * time.Millisecond
+	// defaultOrderedKeys is -ordered-keys given without a value.
+	defaultOrderedKeys = 1000
 )
 
 // allScenarios lists every scenario in run order.
-var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioLatency, scenarioOverload, scenarioWakeup}
+var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E,
+	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioOverload, scenarioWakeup}
+
+// orderedScenarios are the scenarios of ordered events, run by default
+// only with -ordered-keys.
+var orderedScenarios = []string{scenarioOrderedE2E, scenarioOrderedOneKey, scenarioOrderedLatency}
 
 // notifyingDBs are the databases that announce commits to other sessions
 // (jdbcstore.Notifier), where the wakeup scenario runs.
@@ -65,6 +76,9 @@ type options struct {
 	trace      string        // runtime execution trace output file
 	payload    int           // payload bytes of the overload events (0: the small order JSON)
 	maxHeld    int64         // Dispatcher.MaxHeldBytes (0: framework default)
+	// orderedKeys is the number of ordering keys of ordered_end_to_end
+	// (-ordered-keys; 0 when the ordered scenarios do not run).
+	orderedKeys int
 }
 
 // usageText is printed by -h above the flag list.
@@ -72,6 +86,7 @@ const usageText = `outbox-bench measures the outbox against a bare INSERT on the
 
 Usage:
   outbox-bench -db sqlite|mysql|postgres [-dsn DSN] [-n N] [-workers W] [-json] [flags]
+  outbox-bench -ordered-keys [K] ...   (also the ordered scenarios, K = 1000 by default)
 
 Scenarios (each on a fresh database: a new SQLite file, or a new MySQL or
 PostgreSQL database outbox_bench_<random> dropped at the end):
@@ -104,15 +119,34 @@ PostgreSQL database outbox_bench_<random> dropped at the end):
               Target p99 <= 20 ms. Run by default where the database
               supports it.
 
-floor, publish and end_to_end run -rounds times, interleaved, and report
-their median round.
+Ordered scenarios (run by default only with -ordered-keys K; K = 1000 when
+the flag has no value):
+  ordered_end_to_end  end_to_end with ordered events (Builder.OrderKey):
+              transaction i publishes on key i mod K, so a key's events are
+              K transactions apart. An event whose key has an earlier event
+              pending waits for the poller, woken when that event is DONE.
+  ordered_one_key  end_to_end with every event on one key, N/10 events (at
+              most 2000): delivery is sequential, each event waits for the
+              DONE write of the one before (Dispatcher.DoneFlushWindow).
+              The events/s of one key.
+  ordered_latency  latency with ordered events whose key has nothing
+              pending: each timed event is the second of its own key, the
+              first one DONE before timing starts, so it takes the hot path.
+              Paced at 0.5 x the ordered_end_to_end rate, N/4 events (at
+              most ~5 s).
+
+floor, publish, end_to_end and ordered_end_to_end run -rounds times,
+interleaved, and report their median round.
 
 Ratios (all measured within one run, same process and settings):
   ratio_to_floor    (scenario lines) scenario rate / floor rate; higher is faster.
   publish_ratio     (summary) floor rate / publish rate: the cost factor of
                     publishing over a bare INSERT; target <= 1.15.
   end_to_end_ratio  (summary) end_to_end rate / floor rate; target >= 0.8.
-  Other targets: latency p99_us <= 1000, overload peak_rss_mb <= 64 (with
+  ordered_ratio     (summary) ordered_end_to_end rate / end_to_end rate;
+                    target >= 0.7.
+  Other targets: latency p99_us <= 1000, ordered_latency p99
+  (ordered_p99_us) <= 1000, overload peak_rss_mb <= 64 (with
   -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
   headroom and the process's fixed cost; none with -max-held-bytes -1),
   lost = 0.
@@ -120,8 +154,11 @@ Ratios (all measured within one run, same process and settings):
 Output: one line per scenario (an aligned table, or JSON with -json), then a
 summary line. Extra fields: cpu_us_per_event (process CPU per event, steadier
 than rates on a loaded machine; on SQLite it includes the database's work),
-hot_dropped (events the full hot queue left to the poller), the rates of
-every round, and the load average at the start and end of the run.
+hot_dropped (events the full hot queue left to the poller), cold_enqueued
+(events the poller queued: in the ordered scenarios, those that waited for
+an earlier event of their key), the rates of every round, and the load
+average at the start and end of the run. The summary adds ordered_keys and
+ordered_one_key_per_s with the ordered scenarios.
 
 Exit status 1 when a scenario fails or an event is lost, 2 on bad flags; a
 missed performance target is reported, not an error.
@@ -155,31 +192,58 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&payload, "payload", "", "payload size of the overload scenario's events, e.g. 1MiB, 64KiB or 512 (bytes); default: the small order JSON (~60 bytes)")
 	fs.StringVar(&maxHeld, "max-held-bytes", "", "Dispatcher.MaxHeldBytes, e.g. 64MiB, or -1 for no limit (default: the framework's, 64MiB)")
 	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run (default: every scenario the database supports: "+strings.Join(allScenarios, ",")+")")
+	ordered := &orderedKeysFlag{}
+	fs.Var(ordered, "ordered-keys", fmt.Sprintf("run the ordered scenarios too, ordered_end_to_end with `K` keys (%d when the flag has no value)", defaultOrderedKeys))
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace; large: use with -scenarios and a small -n)")
 	fs.Usage = func() {} // usage only for -h; other errors are one line
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(out, usageText)
-			fs.SetOutput(out)
-			fs.PrintDefaults()
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(out, usageText)
+				fs.SetOutput(out)
+				fs.PrintDefaults()
+			}
+			return o, err
 		}
-		return o, err
+		// -ordered-keys parses as a boolean flag, so that it may go without
+		// a value; "-ordered-keys 500" leaves 500 as the first argument.
+		if ordered.bare && fs.NArg() > 0 {
+			if k, err := strconv.Atoi(fs.Arg(0)); err == nil {
+				ordered.keys, ordered.bare = k, false
+				args = fs.Args()[1:]
+				continue
+			}
+		}
+		break
 	}
+	if ordered.err != nil {
+		return o, ordered.err
+	}
+	o.orderedKeys = ordered.keys
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	var err error
 	if scenarios == "" {
 		for _, name := range allScenarios {
-			if name != scenarioWakeup || slices.Contains(notifyingDBs, o.db) {
+			switch {
+			case name == scenarioWakeup && !slices.Contains(notifyingDBs, o.db):
+			case slices.Contains(orderedScenarios, name) && !ordered.set:
+			default:
 				o.scenarios = append(o.scenarios, name)
 			}
 		}
 	} else if o.scenarios, err = parseScenarios(scenarios); err != nil {
 		return o, err
+	}
+	if ordered.set && !slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }) {
+		return o, fmt.Errorf("-ordered-keys: -scenarios selects no ordered scenario (%s)", strings.Join(orderedScenarios, ", "))
+	}
+	if !ordered.set && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }) {
+		o.orderedKeys = defaultOrderedKeys
 	}
 	if payload != "" {
 		n, err := parseSize(payload)
@@ -258,12 +322,22 @@ func (o *options) validate() error {
 		return errors.New("-max-open-conns must not be negative")
 	case o.timeout <= 0:
 		return errors.New("-timeout must be positive")
+	case o.orderedKeys < 0:
+		return errors.New("-ordered-keys must be at least 1")
+	case o.orderedKeys == 0 && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }):
+		return errors.New("-ordered-keys must be at least 1")
 	}
 	if o.has(scenarioWakeup) && !slices.Contains(notifyingDBs, o.db) {
 		return fmt.Errorf("-scenarios: wakeup needs a database that announces commits (%s), not %s", strings.Join(notifyingDBs, ", "), o.db)
 	}
 	if o.has(scenarioLatency) && !o.has(scenarioEndToEnd) {
 		return errors.New("-scenarios: latency paces itself at half the end_to_end rate, so it needs end_to_end")
+	}
+	if o.has(scenarioOrderedE2E) && !o.has(scenarioEndToEnd) {
+		return errors.New("-scenarios: ordered_end_to_end is measured against end_to_end (ordered_ratio), so it needs end_to_end")
+	}
+	if o.has(scenarioOrderedLatency) && !o.has(scenarioOrderedE2E) {
+		return errors.New("-scenarios: ordered_latency paces itself at half the ordered_end_to_end rate, so it needs ordered_end_to_end")
 	}
 	return nil
 }
@@ -323,4 +397,41 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q", s)
 	}
 	return n * mult, nil
+}
+
+// orderedKeysFlag is -ordered-keys: a number of keys, or no value for
+// defaultOrderedKeys. It parses as a boolean flag so that the value may be
+// left out ("-ordered-keys" alone, "-ordered-keys=500"); parseFlags takes
+// the value of "-ordered-keys 500" from the next argument.
+type orderedKeysFlag struct {
+	keys int
+	set  bool  // the flag was given
+	bare bool  // given without "=value"
+	err  error // a bad value, reported after parsing (the flag package would call it a bad boolean)
+}
+
+// IsBoolFlag lets the flag go without a value.
+func (f *orderedKeysFlag) IsBoolFlag() bool { return true }
+
+// String returns the number of keys.
+func (f *orderedKeysFlag) String() string {
+	if f == nil || !f.set {
+		return ""
+	}
+	return strconv.Itoa(f.keys)
+}
+
+// Set takes a number of keys, or "true" (no value) for the default.
+func (f *orderedKeysFlag) Set(v string) error {
+	f.set, f.bare = true, v == "true"
+	if f.bare {
+		f.keys = defaultOrderedKeys
+		return nil
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 1 {
+		f.err = fmt.Errorf("-ordered-keys: want a number of keys of at least 1, got %q", v)
+	}
+	f.keys = k
+	return nil
 }

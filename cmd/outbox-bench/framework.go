@@ -114,6 +114,12 @@ func (h *harness) warmup(ctx context.Context) error {
 // business INSERT on the carried transaction, and Publish of an event of
 // type typ with the order's JSON payload (and the seq header when seq >= 0).
 func (h *harness) publish(ctx context.Context, typ, ref string, amount int64, seq int) error {
+	return h.publishKeyed(ctx, typ, ref, amount, seq, "")
+}
+
+// publishKeyed is publish; the event is delivered in order with the other
+// events of orderKey unless it is "".
+func (h *harness) publishKeyed(ctx context.Context, typ, ref string, amount int64, seq int, orderKey string) error {
 	return h.ob.InTx(ctx, func(ctx context.Context) error {
 		tx, ok := txctx.From(ctx)
 		if !ok {
@@ -129,6 +135,9 @@ func (h *harness) publish(ctx context.Context, typ, ref string, amount int64, se
 		}
 		if seq >= 0 {
 			eb = eb.Header(seqHeader, strconv.Itoa(seq))
+		}
+		if orderKey != "" {
+			eb = eb.OrderKey(orderKey)
 		}
 		env, err := eb.Build()
 		if err != nil {

@@ -10,7 +10,11 @@
 // end_to_end, latency, overload), prints one line per scenario and a
 // summary line with the ratios the project targets: publish_ratio = floor
 // rate / publish rate (at most 1.15) and end_to_end_ratio = end_to_end
-// rate / floor rate (at least 0.8). Run it with -h for the details.
+// rate / floor rate (at least 0.8). With -ordered-keys K it also runs the
+// ordered scenarios (ordered_end_to_end over K keys, ordered_one_key,
+// ordered_latency) and reports ordered_ratio = ordered_end_to_end rate /
+// end_to_end rate (at least 0.7) and ordered_p99_us (at most 1000). Run
+// it with -h for the details.
 package main
 
 import (
@@ -47,7 +51,9 @@ type bench struct {
 	stderr io.Writer
 
 	floorRate, publishRate, e2eRate float64
+	orderedRate, oneKeyRate         float64 // ordered_end_to_end, ordered_one_key
 	p99, overloadRSS, wakeupP99     *float64
+	orderedP99                      *float64 // ordered_latency
 	lost                            *int
 	loadStart                       *float64
 	rssResetErr                     error
@@ -116,8 +122,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// throughputScenarios run -rounds times, interleaved.
+var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E}
+
 // runAll runs the selected scenarios and prints their lines. The
-// throughput scenarios (floor, publish, end_to_end) run -rounds times,
+// throughput scenarios (floor, publish, end_to_end, ordered_end_to_end) run -rounds times,
 // interleaved so that drifting machine load hits all of them alike, and
 // each reports its median round; latency and overload run once, after
 // them, since they depend on the measured rates.
@@ -129,6 +138,10 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		scenarioLatency:  b.runLatency,
 		scenarioOverload: b.runOverload,
 		scenarioWakeup:   b.runWakeup,
+
+		scenarioOrderedE2E:     b.runOrderedEndToEnd,
+		scenarioOrderedOneKey:  b.runOrderedOneKey,
+		scenarioOrderedLatency: b.runOrderedLatency,
 	}
 	one := func(name string) (result, error) {
 		r, err := funcs[name](ctx)
@@ -142,7 +155,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 	}
 	var throughput []string
 	for _, name := range b.opts.scenarios {
-		if name == scenarioFloor || name == scenarioPublish || name == scenarioEndToEnd {
+		if slices.Contains(throughputScenarios, name) {
 			throughput = append(throughput, name)
 		}
 	}
@@ -163,6 +176,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 	b.floorRate = medians[scenarioFloor].rate
 	b.publishRate = medians[scenarioPublish].rate
 	b.e2eRate = medians[scenarioEndToEnd].rate
+	b.orderedRate = medians[scenarioOrderedE2E].rate
 	for _, name := range throughput {
 		r := medians[name]
 		r.EventsPerS = round(r.rate, 1)
@@ -171,7 +185,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		}
 		p.result(r)
 	}
-	for _, name := range []string{scenarioLatency, scenarioOverload, scenarioWakeup} {
+	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioOverload, scenarioWakeup} {
 		if !b.opts.has(name) {
 			continue
 		}
@@ -226,7 +240,7 @@ func (b *bench) resetRSS() {
 // summary computes the summary line and checks the targets.
 func (b *bench) summary() summary {
 	s := summary{Summary: true, DB: b.opts.db, N: b.opts.n, Workers: b.opts.workers,
-		P99us: b.p99, WakeupP99us: b.wakeupP99, PeakRSSMB: b.overloadRSS, Lost: b.lost, TargetsMet: true}
+		P99us: b.p99, OrderedP99us: b.orderedP99, WakeupP99us: b.wakeupP99, PeakRSSMB: b.overloadRSS, Lost: b.lost, TargetsMet: true}
 	if end := loadAvg(); b.loadStart != nil && end != nil {
 		s.LoadAvg = []float64{*b.loadStart, *end}
 	}
@@ -252,8 +266,23 @@ func (b *bench) summary() summary {
 	if s.P99us != nil && *s.P99us > targetP99us {
 		miss(fmt.Sprintf("p99_us <= %d", targetP99us))
 	}
+	if b.orderedRate > 0 && b.e2eRate > 0 {
+		s.OrderedRatio = round(b.orderedRate/b.e2eRate, 3)
+		if *s.OrderedRatio < targetOrderedRatio {
+			miss(fmt.Sprintf("ordered_ratio >= %.2f", targetOrderedRatio))
+		}
+	}
+	if b.oneKeyRate > 0 {
+		s.OneKeyPerS = round(b.oneKeyRate, 1)
+	}
+	if s.OrderedP99us != nil && *s.OrderedP99us > targetOrderedP99us {
+		miss(fmt.Sprintf("ordered_p99_us <= %d", targetOrderedP99us))
+	}
 	if s.WakeupP99us != nil && *s.WakeupP99us > targetWakeupP99us {
 		miss(fmt.Sprintf("wakeup_p99_us <= %d", targetWakeupP99us))
+	}
+	if b.opts.orderedKeys > 0 {
+		s.OrderedKeys = ptr(b.opts.orderedKeys)
 	}
 	if s.PeakRSSMB != nil {
 		s.RSSTargetMiB = ptr(b.rssTargetMiB())

@@ -24,8 +24,11 @@ func TestRunSQLiteTiny(t *testing.T) {
 		t.Fatalf("exit status %d; stderr:\n%s", code, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	// Every scenario but wakeup: SQLite does not announce commits.
-	scenarios := slices.DeleteFunc(slices.Clone(allScenarios), func(s string) bool { return s == scenarioWakeup })
+	// Every scenario but wakeup (SQLite does not announce commits) and
+	// the ordered ones (only with -ordered-keys).
+	scenarios := slices.DeleteFunc(slices.Clone(allScenarios), func(s string) bool {
+		return s == scenarioWakeup || slices.Contains(orderedScenarios, s)
+	})
 	if len(lines) != len(scenarios)+1 {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(scenarios)+1, out.String())
 	}
@@ -90,6 +93,13 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-payload", "1TiB"}, "-payload: want a size"},
 		{[]string{"-payload", "1"}, "-payload: want a size"},
 		{[]string{"-max-held-bytes", "0"}, "-max-held-bytes: want a positive size or -1"},
+		{[]string{"-ordered-keys=0"}, "-ordered-keys: want a number of keys of at least 1"},
+		{[]string{"-ordered-keys=many"}, `-ordered-keys: want a number of keys of at least 1, got "many"`},
+		{[]string{"-ordered-keys", "0"}, "-ordered-keys must be at least 1"},
+		{[]string{"-ordered-keys", "-scenarios", "floor,end_to_end"}, "-ordered-keys: -scenarios selects no ordered scenario"},
+		{[]string{"-scenarios", "ordered_end_to_end"}, "ordered_end_to_end is measured against end_to_end"},
+		{[]string{"-scenarios", "end_to_end,ordered_latency"}, "ordered_latency paces itself"},
+		{[]string{"-ordered-keys", "extra"}, `unexpected argument "extra"`},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
@@ -103,7 +113,8 @@ func TestFlagErrors(t *testing.T) {
 	if code := run(context.Background(), []string{"-h"}, &out, &errOut); code != 0 {
 		t.Errorf("-h: exit status %d, want 0", code)
 	}
-	for _, s := range []string{"publish_ratio", "floor rate / publish rate", "end_to_end_ratio", "-workers"} {
+	for _, s := range []string{"publish_ratio", "floor rate / publish rate", "end_to_end_ratio", "-workers",
+		"ordered_ratio", "ordered_end_to_end rate / end_to_end rate", "ordered_p99_us", "ordered_one_key", "-ordered-keys"} {
 		if !strings.Contains(errOut.String(), s) {
 			t.Errorf("-h output lacks %q", s)
 		}
@@ -240,4 +251,122 @@ func TestRunPostgresWakeup(t *testing.T) {
 		t.Errorf("summary lacks wakeup_p99_us: %s", lines[1])
 	}
 	t.Logf("%s", lines[0])
+}
+
+// TestOrderedKeysFlag checks the forms of -ordered-keys: without a value
+// (1000 keys), with "=K" or " K", and that the ordered scenarios run by
+// default only with it, or when -scenarios names them.
+func TestOrderedKeysFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		keys, n int
+		ordered bool
+	}{
+		{[]string{}, 0, defaultSQLiteN, false},
+		{[]string{"-ordered-keys"}, defaultOrderedKeys, defaultSQLiteN, true},
+		{[]string{"-ordered-keys", "-n", "10"}, defaultOrderedKeys, 10, true},
+		{[]string{"-ordered-keys=7"}, 7, defaultSQLiteN, true},
+		{[]string{"-ordered-keys", "5", "-n", "10"}, 5, 10, true},
+		{[]string{"-n", "10", "-ordered-keys", "1"}, 1, 10, true},
+		{[]string{"-scenarios", "end_to_end,ordered_end_to_end"}, defaultOrderedKeys, defaultSQLiteN, true},
+	} {
+		var errOut bytes.Buffer
+		o, err := parseFlags(tc.args, &errOut)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if o.orderedKeys != tc.keys || o.n != tc.n || o.has(scenarioOrderedE2E) != tc.ordered {
+			t.Errorf("%v: keys=%d n=%d ordered=%v, want %d %d %v (scenarios %v)",
+				tc.args, o.orderedKeys, o.n, o.has(scenarioOrderedE2E), tc.keys, tc.n, tc.ordered, o.scenarios)
+		}
+	}
+	o, err := parseFlags([]string{"-ordered-keys", "-scenarios", "end_to_end,ordered_end_to_end"}, &bytes.Buffer{})
+	if err != nil || o.has(scenarioOrderedOneKey) || o.has(scenarioOrderedLatency) || o.has(scenarioFloor) {
+		t.Errorf("-scenarios with -ordered-keys: %v %v, want exactly the named scenarios", o.scenarios, err)
+	}
+}
+
+// TestRunSQLiteOrderedTiny runs the ordered scenarios in process on SQLite
+// with tiny sizes and checks their lines and the summary's ordered fields.
+func TestRunSQLiteOrderedTiny(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"-db", "sqlite", "-json", "-ordered-keys", "3", "-n", "200", "-rounds", "2", "-warmup", "20",
+		"-scenarios", "end_to_end,ordered_end_to_end,ordered_one_key,ordered_latency", "-poll-interval", "200ms"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	scenarios := []string{scenarioEndToEnd, scenarioOrderedE2E, scenarioOrderedOneKey, scenarioOrderedLatency}
+	if len(lines) != len(scenarios)+1 {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(scenarios)+1, out.String())
+	}
+	want := map[string][]string{
+		scenarioOrderedE2E:     {"events_per_s", "order_keys", "cold_enqueued"},
+		scenarioOrderedOneKey:  {"events_per_s", "order_keys", "cold_enqueued"},
+		scenarioOrderedLatency: {"events_per_s", "p50_us", "p99_us", "max_us"},
+	}
+	for i, name := range scenarios {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &m); err != nil {
+			t.Fatalf("line %d does not parse: %v\n%s", i+1, err, lines[i])
+		}
+		if m["scenario"] != name {
+			t.Errorf("line %d: scenario=%v, want %s", i+1, m["scenario"], name)
+		}
+		for _, f := range want[name] {
+			if _, ok := m[f].(float64); !ok {
+				t.Errorf("%s: field %q missing or not a number: %s", name, f, lines[i])
+			}
+		}
+		switch name {
+		case scenarioOrderedE2E:
+			if m["n"] != 200.0 || m["order_keys"] != 3.0 {
+				t.Errorf("%s: n=%v keys=%v, want 200 events on 3 keys", name, m["n"], m["order_keys"])
+			}
+		case scenarioOrderedOneKey:
+			if m["n"] != 20.0 || m["order_keys"] != 1.0 {
+				t.Errorf("%s: n=%v keys=%v, want 20 events (N/10) on 1 key", name, m["n"], m["order_keys"])
+			}
+		}
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("summary does not parse: %v", err)
+	}
+	for _, f := range []string{"ordered_ratio", "ordered_p99_us", "ordered_one_key_per_s"} {
+		if _, ok := s[f].(float64); !ok {
+			t.Errorf("summary: field %q missing: %s", f, lines[len(lines)-1])
+		}
+	}
+	if s["ordered_keys"] != 3.0 {
+		t.Errorf("summary: ordered_keys = %v, want 3", s["ordered_keys"])
+	}
+}
+
+// TestSummaryOrderedTargets checks the ordered targets: ordered_ratio at
+// least 0.7 (against end_to_end) and ordered_p99_us at most 1000.
+func TestSummaryOrderedTargets(t *testing.T) {
+	b := &bench{opts: &options{db: "sqlite", orderedKeys: 1000}, e2eRate: 1000, orderedRate: 700,
+		oneKeyRate: 38.04, orderedP99: ptr(1000.0)}
+	s := b.summary()
+	if !s.TargetsMet || *s.OrderedRatio != 0.7 || *s.OrderedKeys != 1000 || *s.OneKeyPerS != 38.0 {
+		t.Errorf("met: targets_met=%v missed=%v ratio=%v keys=%v one key=%v",
+			s.TargetsMet, s.TargetsMissed, *s.OrderedRatio, *s.OrderedKeys, *s.OneKeyPerS)
+	}
+	b.orderedRate, b.orderedP99 = 690, ptr(1000.1)
+	s = b.summary()
+	want := []string{"ordered_ratio >= 0.70", "ordered_p99_us <= 1000"}
+	if s.TargetsMet || strings.Join(s.TargetsMissed, "|") != strings.Join(want, "|") {
+		t.Errorf("missed: targets_met=%v missed=%q, want %q", s.TargetsMet, s.TargetsMissed, want)
+	}
+	var out bytes.Buffer
+	(&printer{w: &out}).summary(s)
+	for _, f := range []string{"ordered_ratio 0.690", "1000 keys", "one key 38.0 events/s", "ordered latency p99 1000.1 us"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("summary line lacks %q: %s", f, out.String())
+		}
+	}
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
-	"time"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/poller"
@@ -39,34 +37,6 @@ func (b *bench) runPublish(ctx context.Context) (result, error) {
 // until Store.CountByStatus shows every event DONE. The table is only
 // polled once the no-op listener has seen every event, then every 2 ms.
 func (b *bench) runEndToEnd(ctx context.Context) (result, error) {
-	var seen atomic.Int64
-	h, err := b.startOutbox(ctx, poller.Config{}, func(context.Context, outbox.Envelope) error {
-		seen.Add(1)
-		return nil
-	})
-	if err != nil {
-		return result{}, err
-	}
-	defer h.close()
-	n := b.opts.n
-	b.resetRSS()
-	cpu := startCPU()
-	start := time.Now()
-	if _, err := runPool(ctx, b.opts.workers, n, func(ctx context.Context, i int) error {
-		return h.publish(ctx, eventType, orderRef("e2e", i), orderAmount(i), -1)
-	}); err != nil {
-		return result{}, fmt.Errorf("end_to_end: %w", err)
-	}
-	if _, err := h.waitCount(ctx, &seen, int64(n)); err != nil {
-		return result{}, err
-	}
-	doneAt, err := h.waitDone(ctx, b.opts.warmup+n, 2*time.Millisecond)
-	if err != nil {
-		return result{}, fmt.Errorf("end_to_end: %w", err)
-	}
-	r := b.newResult(scenarioEndToEnd, n)
-	r.CPUusPerEvent = cpu.perEvent(n)
-	r.rate = rate(n, doneAt.Sub(start))
-	r.HotDropped = ptr(h.m.hotDropped.Load())
-	return r, nil
+	r, _, err := b.endToEnd(ctx, scenarioEndToEnd, b.opts.n, func(int) string { return "" })
+	return r, err
 }

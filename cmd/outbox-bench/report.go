@@ -26,6 +26,8 @@ const (
 	targetRSSOverheadMiB  = 128
 	targetP99us           = 1000  // latency p99 in microseconds, at most
 	targetWakeupP99us     = 20000 // wakeup p99 in microseconds, at most
+	targetOrderedRatio    = 0.7   // ordered_end_to_end rate / end_to_end rate, at least
+	targetOrderedP99us    = 1000  // ordered_latency p99 in microseconds, at most
 )
 
 // result is one scenario's measurement: one JSON line with -json, one
@@ -55,6 +57,7 @@ type result struct {
 	Duplicates     *int     `json:"duplicates,omitempty"`
 	HotDropped     *int64   `json:"hot_dropped,omitempty"`    // events left to the poller by a full hot queue
 	ColdEnqueued   *int64   `json:"cold_enqueued,omitempty"`  // events the poller queued
+	OrderKeys      *int     `json:"order_keys,omitempty"`     // ordered scenarios: keys the events are spread over
 	PayloadBytes   *int     `json:"payload_bytes,omitempty"`  // overload: -payload
 	MaxHeldMiB     *float64 `json:"max_held_mib,omitempty"`   // overload: Dispatcher.MaxHeldBytes
 	RSSTargetMiB   *int     `json:"rss_target_mib,omitempty"` // overload: peak RSS target (0: none)
@@ -76,6 +79,13 @@ type summary struct {
 	PublishRatio  *float64 `json:"publish_ratio,omitempty"`
 	P99us         *float64 `json:"p99_us,omitempty"`
 	WakeupP99us   *float64 `json:"wakeup_p99_us,omitempty"`
+	// The ordered scenarios: ordered_end_to_end's keys, its rate / the
+	// end_to_end rate, the events/s of ordered_one_key and the p99 of
+	// ordered_latency.
+	OrderedKeys   *int     `json:"ordered_keys,omitempty"`
+	OrderedRatio  *float64 `json:"ordered_ratio,omitempty"`
+	OneKeyPerS    *float64 `json:"ordered_one_key_per_s,omitempty"`
+	OrderedP99us  *float64 `json:"ordered_p99_us,omitempty"`
 	PeakRSSMB     *float64 `json:"peak_rss_mb,omitempty"`
 	RSSTargetMiB  *int     `json:"rss_target_mib,omitempty"`
 	Lost          *int     `json:"lost,omitempty"`
@@ -103,7 +113,7 @@ type printer struct {
 }
 
 // tableFormat is the layout of one table line.
-const tableFormat = "%-7s %-11s %7s %10s %7s %9s %9s %9s %9s %8s  %s\n"
+const tableFormat = "%-7s %-18s %7s %10s %7s %9s %9s %9s %9s %8s  %s\n"
 
 // result prints one scenario line.
 func (p *printer) result(r result) {
@@ -141,6 +151,9 @@ func (p *printer) result(r result) {
 	if r.Duplicates != nil {
 		add("dups", *r.Duplicates)
 	}
+	if r.OrderKeys != nil {
+		add("keys", *r.OrderKeys)
+	}
 	if r.HotDropped != nil {
 		add("hot_dropped", *r.HotDropped)
 	}
@@ -172,6 +185,19 @@ func (p *printer) summary(s summary) {
 	}
 	if s.P99us != nil {
 		parts = append(parts, fmt.Sprintf("latency p99 %.1f us (target <= %d)", *s.P99us, targetP99us))
+	}
+	if s.OrderedRatio != nil {
+		keys := ""
+		if s.OrderedKeys != nil {
+			keys = fmt.Sprintf(", %d keys", *s.OrderedKeys)
+		}
+		parts = append(parts, fmt.Sprintf("ordered_ratio %.3f (ordered/e2e%s, target >= %.2f)", *s.OrderedRatio, keys, targetOrderedRatio))
+	}
+	if s.OneKeyPerS != nil {
+		parts = append(parts, fmt.Sprintf("one key %.1f events/s", *s.OneKeyPerS))
+	}
+	if s.OrderedP99us != nil {
+		parts = append(parts, fmt.Sprintf("ordered latency p99 %.1f us (target <= %d)", *s.OrderedP99us, targetOrderedP99us))
 	}
 	if s.WakeupP99us != nil {
 		parts = append(parts, fmt.Sprintf("wakeup p99 %.1f us (target <= %d)", *s.WakeupP99us, targetWakeupP99us))
