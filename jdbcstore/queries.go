@@ -132,7 +132,11 @@ func buildStatements(d Dialect, table string) statements {
 			" AND (locked_by IS NULL OR locked_until < ? OR locked_by = ?)" +
 			" AND (" + t + ".order_key IS NULL OR NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = " + t + ".order_key" +
 			" AND p.order_seq = " + t + ".order_seq - 1 AND " + holdsKey("p.") + "))",
-		predecessor:   "SELECT status, order_skip FROM " + t + " WHERE order_key = ? AND order_seq = ?",
+		// A locking read where rows lock: it reads the latest committed
+		// row, not the transaction's snapshot (InnoDB's REPEATABLE READ
+		// would show a transaction that read anything before Publish the
+		// table as it was then, without the predecessor committed since).
+		predecessor:   "SELECT status, order_skip FROM " + t + " WHERE order_key = ? AND order_seq = ?" + lockingRead(d),
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
 		countByStatus: "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",

@@ -289,6 +289,64 @@ func (s *suite) testOrder(t *testing.T) {
 		}
 	})
 
+	t.Run("PredecessorSeenDespiteAnOlderSnapshot", func(t *testing.T) {
+		// A transaction that read the table before the predecessor
+		// committed (its snapshot, under REPEATABLE READ, predates it)
+		// must still see that the predecessor is pending: it must not
+		// take the hot path. A serialization error is acceptable too.
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
+		first, err := st.DB().BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer first.Rollback() //nolint:errcheck
+		if _, err := st.InsertOrdered(ctx, first, orderedEvent(t, "r-1", "k", core.BlockOnDead), lease); err != nil {
+			t.Fatal(err)
+		}
+		type outcome struct {
+			leased bool
+			err    error
+		}
+		snapshot, done := make(chan struct{}), make(chan outcome, 1)
+		go func() {
+			second, err := st.DB().BeginTxx(ctx, nil)
+			if err != nil {
+				close(snapshot)
+				done <- outcome{err: err}
+				return
+			}
+			defer second.Rollback() //nolint:errcheck
+			var n int
+			err = second.QueryRowxContext(ctx, "SELECT COUNT(*) FROM "+st.Dialect().QuoteIdent(st.Table())).Scan(&n)
+			close(snapshot)
+			if err != nil {
+				done <- outcome{err: err}
+				return
+			}
+			leased, err := st.InsertOrdered(ctx, second, orderedEvent(t, "r-2", "k", core.BlockOnDead), lease)
+			if err == nil {
+				err = second.Commit()
+			}
+			done <- outcome{leased: leased, err: err}
+		}()
+		select {
+		case <-snapshot:
+		case <-time.After(200 * time.Millisecond): // SQLite: the second BEGIN waits for the first transaction
+		}
+		if err := first.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		if got.err == nil && got.leased {
+			t.Fatal("r-2 took the hot path although r-1 is pending: the predecessor was read from an old snapshot")
+		}
+		t.Logf("second transaction: leased=%v err=%v", got.leased, got.err)
+	})
+
 	t.Run("NeedsATransaction", func(t *testing.T) {
 		t.Parallel()
 		st := s.newStore(t, newClock(t0), jdbcstore.Config{})
