@@ -104,32 +104,7 @@ func printDiscard(s *session, res jdbcstore.DiscardResult, missed []notReplayed,
 		}
 		return writeJSON(s.stdout, discardJSON{DryRun: dryRun, Matched: res.Matched, Discarded: res.Discarded, IDs: ids, NotDiscarded: missed})
 	}
-	w := s.stdout
-	switch {
-	case dryRun:
-		fmt.Fprintf(w, "would discard %d %s (dry run: nothing deleted)\n", res.Matched, events(res.Matched))
-	case res.Discarded != res.Matched:
-		fmt.Fprintf(w, "discarded %d %s (%d matched; the others stopped being DEAD meanwhile)\n",
-			res.Discarded, events(res.Discarded), res.Matched)
-	default:
-		fmt.Fprintf(w, "discarded %d %s\n", res.Discarded, events(res.Discarded))
-	}
-	for i, id := range res.IDs {
-		if i == replayShownIDs {
-			fmt.Fprintf(w, "  … and %d more (--json lists them all)\n", len(res.IDs)-replayShownIDs)
-			break
-		}
-		fmt.Fprintf(w, "  %s\n", cell(id))
-	}
-	if len(missed) > 0 {
-		if dryRun {
-			fmt.Fprintln(w, "would not discard:")
-		} else {
-			fmt.Fprintln(w, "not discarded:")
-		}
-		for _, m := range missed {
-			fmt.Fprintf(w, "  %s\n", m)
-		}
-	}
+	printDeadResult(s.stdout, deadAction{verb: "discard", past: "discarded", unchanged: "nothing deleted"},
+		res.Matched, res.Discarded, res.IDs, missed, dryRun)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -193,34 +194,48 @@ func printReplay(s *session, res jdbcstore.ReplayResult, missed []notReplayed, d
 		}
 		return writeJSON(s.stdout, replayJSON{DryRun: dryRun, Matched: res.Matched, Replayed: res.Replayed, IDs: ids, NotReplayed: missed})
 	}
-	w := s.stdout
+	printDeadResult(s.stdout, deadAction{verb: "replay", past: "replayed", unchanged: "nothing changed"},
+		res.Matched, res.Replayed, res.IDs, missed, dryRun)
+	return nil
+}
+
+// deadAction names what a dead command does to the events it matched,
+// for its text output.
+type deadAction struct {
+	verb, past string // "replay", "replayed"
+	unchanged  string // what a dry run leaves: "nothing changed"
+}
+
+// printDeadResult prints the text result of a dead command that matched
+// matched events, acted on done of them (ids), and could not act on the
+// given ids in missed.
+func printDeadResult(w io.Writer, a deadAction, matched, done int, ids []string, missed []notReplayed, dryRun bool) {
 	switch {
 	case dryRun:
-		fmt.Fprintf(w, "would replay %d %s (dry run: nothing changed)\n", res.Matched, events(res.Matched))
-	case res.Replayed != res.Matched:
-		fmt.Fprintf(w, "replayed %d %s (%d matched; the others stopped being DEAD meanwhile)\n",
-			res.Replayed, events(res.Replayed), res.Matched)
+		fmt.Fprintf(w, "would %s %d %s (dry run: %s)\n", a.verb, matched, events(matched), a.unchanged)
+	case done != matched:
+		fmt.Fprintf(w, "%s %d %s (%d matched; the others stopped being DEAD meanwhile)\n",
+			a.past, done, events(done), matched)
 	default:
-		fmt.Fprintf(w, "replayed %d %s\n", res.Replayed, events(res.Replayed))
+		fmt.Fprintf(w, "%s %d %s\n", a.past, done, events(done))
 	}
-	for i, id := range res.IDs {
+	for i, id := range ids {
 		if i == replayShownIDs {
-			fmt.Fprintf(w, "  … and %d more (--json lists them all)\n", len(res.IDs)-replayShownIDs)
+			fmt.Fprintf(w, "  … and %d more (--json lists them all)\n", len(ids)-replayShownIDs)
 			break
 		}
 		fmt.Fprintf(w, "  %s\n", cell(id))
 	}
 	if len(missed) > 0 {
 		if dryRun {
-			fmt.Fprintln(w, "would not replay:")
+			fmt.Fprintf(w, "would not %s:\n", a.verb)
 		} else {
-			fmt.Fprintln(w, "not replayed:")
+			fmt.Fprintf(w, "not %s:\n", a.past)
 		}
 		for _, m := range missed {
 			fmt.Fprintf(w, "  %s\n", m)
 		}
 	}
-	return nil
 }
 
 // events is "event" or "events".
