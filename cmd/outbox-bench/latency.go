@@ -31,52 +31,18 @@ func (b *bench) runLatency(ctx context.Context) (result, error) {
 		return result{}, errors.New("latency: no end_to_end rate to pace by")
 	}
 	count := max(1, min(b.opts.n/4, int(target*latencyMaxDuration.Seconds())))
-	base := time.Now()
-	stamp := func() int64 { return int64(time.Since(base)) + 1 } // 0 means "not yet"
-	commitAt := make([]int64, count)
-	listenAt := make([]atomic.Int64, count)
-	var seen atomic.Int64
-	h, err := b.startOutbox(ctx, poller.Config{}, func(_ context.Context, env outbox.Envelope) error {
-		at := stamp()
-		if i, ok := seqOf(env, count); ok && listenAt[i].CompareAndSwap(0, at) {
-			seen.Add(1)
-		}
-		return nil
-	})
+	p := newLatencyProbe(count)
+	h, err := b.startOutbox(ctx, poller.Config{}, p.listen)
 	if err != nil {
 		return result{}, err
 	}
 	defer h.close()
-	b.resetRSS()
-	interval := time.Duration(float64(time.Second) / target)
-	start := time.Now()
-	elapsed, err := runPool(ctx, b.opts.workers, count, func(ctx context.Context, i int) error {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			if err := sleepCtx(ctx, wait); err != nil {
-				return err
-			}
-		}
-		if err := h.publish(ctx, eventType, orderRef("lat", i), orderAmount(i), i); err != nil {
-			return err
-		}
-		commitAt[i] = stamp()
-		return nil
-	})
-	if err != nil {
+	r := b.newResult(scenarioLatency, count)
+	if err := p.run(ctx, b, h, target, func(ctx context.Context, i int) error {
+		return h.publish(ctx, eventType, orderRef("lat", i), orderAmount(i), i)
+	}, &r); err != nil {
 		return result{}, fmt.Errorf("latency: %w", err)
 	}
-	ok, err := h.waitCount(ctx, &seen, int64(count))
-	if err != nil {
-		return result{}, err
-	}
-	if !ok {
-		return result{}, fmt.Errorf("latency: the listener saw %d of %d events within %v", seen.Load(), count, b.opts.timeout)
-	}
-	r := b.newResult(scenarioLatency, count)
-	r.EventsPerS = round(rate(count, elapsed), 1)
-	r.TargetPerS = round(target, 1)
-	r.setLatencies(func(i int) int64 { return commitAt[i] }, listenAt)
-	r.HotDropped = ptr(h.m.hotDropped.Load())
 	b.p99 = r.P99us
 	return r, nil
 }

@@ -103,18 +103,8 @@ func (b *bench) runOrderedLatency(ctx context.Context) (result, error) {
 		return result{}, errors.New("no ordered_end_to_end rate to pace by")
 	}
 	count := max(1, min(b.opts.n/4, int(target*latencyMaxDuration.Seconds())))
-	base := time.Now()
-	stamp := func() int64 { return int64(time.Since(base)) + 1 } // 0 means "not yet"
-	commitAt := make([]int64, count)
-	listenAt := make([]atomic.Int64, count)
-	var seen atomic.Int64
-	h, err := b.startOutbox(ctx, poller.Config{}, func(_ context.Context, env outbox.Envelope) error {
-		at := stamp()
-		if i, ok := seqOf(env, count); ok && listenAt[i].CompareAndSwap(0, at) {
-			seen.Add(1)
-		}
-		return nil
-	})
+	p := newLatencyProbe(count)
+	h, err := b.startOutbox(ctx, poller.Config{}, p.listen)
 	if err != nil {
 		return result{}, err
 	}
@@ -130,36 +120,12 @@ func (b *bench) runOrderedLatency(ctx context.Context) (result, error) {
 	}
 	h.m.hotDropped.Store(0)
 	h.m.coldEnqueued.Store(0)
-	b.resetRSS()
-	interval := time.Duration(float64(time.Second) / target)
-	start := time.Now()
-	elapsed, err := runPool(ctx, b.opts.workers, count, func(ctx context.Context, i int) error {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			if err := sleepCtx(ctx, wait); err != nil {
-				return err
-			}
-		}
-		if err := h.publishKeyed(ctx, eventType, orderRef("olat", i), orderAmount(i), i, orderKey("lat", i)); err != nil {
-			return err
-		}
-		commitAt[i] = stamp()
-		return nil
-	})
-	if err != nil {
-		return result{}, err
-	}
-	ok, err := h.waitCount(ctx, &seen, int64(count))
-	if err != nil {
-		return result{}, err
-	}
-	if !ok {
-		return result{}, fmt.Errorf("the listener saw %d of %d events within %v", seen.Load(), count, b.opts.timeout)
-	}
 	r := b.newResult(scenarioOrderedLatency, count)
-	r.EventsPerS = round(rate(count, elapsed), 1)
-	r.TargetPerS = round(target, 1)
-	r.setLatencies(func(i int) int64 { return commitAt[i] }, listenAt)
-	r.HotDropped = ptr(h.m.hotDropped.Load())
+	if err := p.run(ctx, b, h, target, func(ctx context.Context, i int) error {
+		return h.publishKeyed(ctx, eventType, orderRef("olat", i), orderAmount(i), i, orderKey("lat", i))
+	}, &r); err != nil {
+		return result{}, err
+	}
 	r.ColdEnqueued = ptr(h.m.coldEnqueued.Load())
 	b.orderedP99 = r.P99us
 	return r, nil
