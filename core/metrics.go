@@ -48,6 +48,15 @@ type OrderMetrics interface {
 	BlockedKeys(n int) // n keys are blocked by a DEAD event
 }
 
+// PostponeMetrics receives a signal each time the dispatcher puts an
+// event off because its listener returned an [Unavailable] error (the
+// listener's broker or service could not be reached): no attempt is
+// charged. A Metrics that also implements it gets the signal; NopMetrics
+// does.
+type PostponeMetrics interface {
+	Postponed() // an event was put off, its downstream unavailable
+}
+
 // NopMetrics discards every signal. It is the default.
 type NopMetrics struct{}
 
@@ -69,11 +78,14 @@ func (NopMetrics) Unhandled(string) {}
 
 func (NopMetrics) BlockedKeys(int) {}
 
+func (NopMetrics) Postponed() {}
+
 var (
 	_ Metrics          = NopMetrics{}
 	_ OpsMetrics       = NopMetrics{}
 	_ UnhandledMetrics = NopMetrics{}
 	_ OrderMetrics     = NopMetrics{}
+	_ PostponeMetrics  = NopMetrics{}
 )
 
 // StoreMetrics is implemented by a Metrics that labels signals with the

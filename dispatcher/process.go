@@ -76,6 +76,11 @@ func (d *Dispatcher) outcome(it item, err error) {
 		d.batcher.add(it) // coalesced DONE write; the batcher settles it
 		return
 	}
+	var unavailable *core.UnavailableError
+	if errors.As(err, &unavailable) {
+		d.unavailable(it, unavailable, err)
+		return
+	}
 	attempts := it.attempts + 1
 	msg := err.Error()
 	outcome, delay := engine.Decide(err, attempts, d.cfg.MaxAttempts, d.cfg.Retry)
@@ -107,6 +112,24 @@ func (d *Dispatcher) outcome(it item, err error) {
 			d.release(it) // the poller retries it when due
 		}
 	}
+}
+
+// unavailable puts off an event whose listener could not reach its
+// downstream (core.Unavailable): no attempt is charged, the event is due
+// again after the error's After (the retry policy's first delay when
+// unset). The listener reports the outage itself; the dispatcher logs
+// each event put off at DEBUG only, so an outage is not a flood of lines.
+func (d *Dispatcher) unavailable(it item, ue *core.UnavailableError, err error) {
+	delay := ue.After
+	if delay <= 0 {
+		delay = max(d.cfg.Retry.Delay(1), time.Millisecond)
+	}
+	if m, ok := it.src.metrics.(core.PostponeMetrics); ok {
+		m.Postponed()
+	}
+	it.src.log.LogAttrs(context.Background(), slog.LevelDebug, "listener's downstream unavailable; event put off without charging an attempt",
+		eventAttrs(it.env, it.attempts, slog.String("error", err.Error()), slog.Duration("retry_in", delay))...)
+	d.postpone(it, delay, err.Error())
 }
 
 // settle releases an event after its final status write. When the write

@@ -79,13 +79,20 @@ func (d *Dispatcher) unhandled(it item) {
 }
 
 // leave puts off an event no listener is registered for: due again
-// UnhandledDelay from now, its lease released, no attempt charged. A store
-// that cannot postpone (no core.Postponer) keeps the row as it is; the
-// event is released for the poller.
+// UnhandledDelay from now, its lease released, no attempt charged.
 func (d *Dispatcher) leave(it item) {
+	d.postpone(it, d.cfg.UnhandledDelay,
+		fmt.Sprintf("no listener registered for event type %q; left for later", it.env.Type()))
+}
+
+// postpone puts an event off for delay without charging an attempt: its
+// status and attempts stay, available_at moves on, last_error records msg
+// and the lease is released. A store that cannot postpone (no
+// core.Postponer) keeps the row as it is; the event is released for the
+// poller.
+func (d *Dispatcher) postpone(it item, delay time.Duration, msg string) {
 	if p, ok := it.src.store.(core.Postponer); ok {
-		next := d.cfg.Now().Add(d.cfg.UnhandledDelay)
-		msg := fmt.Sprintf("no listener registered for event type %q; left for later", it.env.Type())
+		next := d.cfg.Now().Add(delay)
 		d.writeStatus(it, "postpone", func(ctx context.Context) (bool, error) {
 			return p.Postpone(ctx, d.cfg.Owner, it.env.ID(), next, msg)
 		})

@@ -24,6 +24,7 @@ type Metrics struct {
 	Replays                atomic.Int64 // sum of Replayed(n)
 	PurgedDone, PurgedDead atomic.Int64 // sums of Purged(done, dead)
 	Blocked, BlockedCalls  atomic.Int64 // the last BlockedKeys(n), and its calls
+	PostponedN             atomic.Int64 // Postponed calls
 	mu                     sync.Mutex
 	unhandled              map[string]int
 }
@@ -33,6 +34,7 @@ var (
 	_ core.OpsMetrics       = (*Metrics)(nil)
 	_ core.UnhandledMetrics = (*Metrics)(nil)
 	_ core.OrderMetrics     = (*Metrics)(nil)
+	_ core.PostponeMetrics  = (*Metrics)(nil)
 )
 
 func (m *Metrics) HotEnqueued()         { m.Hot.Add(1) }
@@ -44,6 +46,7 @@ func (m *Metrics) DispatchDead()        { m.Dead.Add(1) }
 func (m *Metrics) QueueDepths(_, _ int) { m.DepthCalls.Add(1) }
 func (m *Metrics) LeaseLost(n int)      { m.LeasesLost.Add(int64(n)) }
 func (m *Metrics) Replayed(n int)       { m.Replays.Add(int64(n)) }
+func (m *Metrics) Postponed()           { m.PostponedN.Add(1) }
 
 // OldestLag counts the call and keeps lag in LastLag.
 func (m *Metrics) OldestLag(lag time.Duration) {
