@@ -1,0 +1,155 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// BreakerConfig configures a [Breaker]. The zero value is valid: every
+// field has a documented default.
+type BreakerConfig struct {
+	// Name identifies the downstream in log lines, e.g. "nats jetstream
+	// nats://127.0.0.1:4222". Default "broker".
+	Name string
+	// ProbeInterval is how often, during an outage, one event is let
+	// through to try the broker again; the others are put off at once,
+	// without waiting on the broker. Default 1 s.
+	ProbeInterval time.Duration
+	// RetryAfter is how long an event put off during an outage waits
+	// before it is delivered again (core.UnavailableError.After). Default
+	// 2 s. Events put off come back through the poller, so a delivery
+	// after the outage also waits for the poller's next poll.
+	RetryAfter time.Duration
+	// Logger receives one ERROR when an outage begins and one INFO when it
+	// ends. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults of BreakerConfig.
+const (
+	DefaultProbeInterval = time.Second
+	DefaultRetryAfter    = 2 * time.Second
+)
+
+// Breaker keeps a relay from hammering a broker that is down and from
+// charging the events attempts for it. A relay asks [Breaker.Allow]
+// before it publishes; it reports a publish that failed because the broker
+// could not be reached with [Breaker.Down] (which returns the
+// [core.Unavailable] error to return from the listener, so the dispatcher
+// puts the event off without counting an attempt) and a publish the broker
+// acknowledged with [Breaker.Up]. A publish the broker refused for the
+// event's own sake (no stream for the subject, a message too large) is
+// neither: it is a normal failure, retried and counted.
+//
+// An outage logs one ERROR when it begins and one INFO "recovered" line,
+// with its duration and the number of events put off, when a publish
+// succeeds again. During an outage one event per ProbeInterval is let
+// through to try the broker; the others are put off at once.
+//
+// A Breaker is safe for concurrent use.
+type Breaker struct {
+	cfg BreakerConfig
+
+	mu        sync.Mutex
+	down      bool
+	since     time.Time // when the outage began
+	lastErr   error     // the failure that began or last continued the outage
+	nextProbe time.Time // when the next event may try the broker
+	putOff    int64     // events put off during this outage
+}
+
+// NewBreaker returns a Breaker. It returns an error wrapping
+// core.ErrInvalidConfig for a negative duration.
+func NewBreaker(cfg BreakerConfig) (*Breaker, error) {
+	if cfg.ProbeInterval < 0 || cfg.RetryAfter < 0 {
+		return nil, fmt.Errorf("%w: relay breaker: ProbeInterval and RetryAfter must not be negative (got %v, %v)",
+			core.ErrInvalidConfig, cfg.ProbeInterval, cfg.RetryAfter)
+	}
+	if cfg.Name == "" {
+		cfg.Name = "broker"
+	}
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Breaker{cfg: cfg}, nil
+}
+
+// Allow returns nil when the caller may publish: no outage, or this
+// caller is the probe of the outage's next ProbeInterval. Otherwise it
+// returns the core.Unavailable error to return from the listener.
+func (b *Breaker) Allow() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.down {
+		return nil
+	}
+	now := b.cfg.Now()
+	if !now.Before(b.nextProbe) {
+		b.nextProbe = now.Add(b.cfg.ProbeInterval)
+		return nil
+	}
+	b.putOff++
+	return core.Unavailable(fmt.Errorf("%s unreachable since %s: %w", b.cfg.Name, b.since.UTC().Format(time.RFC3339), b.lastErr), b.cfg.RetryAfter)
+}
+
+// Down records a publish that failed because the broker could not be
+// reached and returns the core.Unavailable error wrapping err to return
+// from the listener. The first failure of an outage logs an ERROR.
+func (b *Breaker) Down(err error) error {
+	b.mu.Lock()
+	now := b.cfg.Now()
+	b.lastErr = err
+	b.putOff++
+	first := !b.down
+	if first {
+		b.down, b.since = true, now
+		b.nextProbe = now.Add(b.cfg.ProbeInterval)
+	}
+	b.mu.Unlock()
+	if first {
+		b.cfg.Logger.LogAttrs(context.Background(), slog.LevelError,
+			"relay: broker unreachable; events are put off without charging attempts until it answers again",
+			slog.String("broker", b.cfg.Name), slog.String("error", err.Error()),
+			slog.Duration("probe_interval", b.cfg.ProbeInterval), slog.Duration("retry_after", b.cfg.RetryAfter))
+	}
+	return core.Unavailable(err, b.cfg.RetryAfter)
+}
+
+// Up records a publish the broker acknowledged. It ends an outage, with
+// one INFO line.
+func (b *Breaker) Up() {
+	b.mu.Lock()
+	if !b.down {
+		b.mu.Unlock()
+		return
+	}
+	since, putOff := b.since, b.putOff
+	b.down, b.putOff, b.lastErr = false, 0, nil
+	now := b.cfg.Now()
+	b.mu.Unlock()
+	b.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "relay: broker recovered",
+		slog.String("broker", b.cfg.Name), slog.Duration("outage", now.Sub(since)), slog.Int64("events_put_off", putOff))
+}
+
+// State reports whether an outage is under way, and since when.
+func (b *Breaker) State() (down bool, since time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.down, b.since
+}

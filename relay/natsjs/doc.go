@@ -1,0 +1,2 @@
+// Package natsjs is a placeholder until the relay lands.
+package natsjs

@@ -1,0 +1,2 @@
+// Package rabbitmq is a placeholder until the relay lands.
+package rabbitmq

@@ -1,0 +1,175 @@
+package relay_test
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/relay"
+)
+
+func event(t *testing.T) core.Envelope {
+	t.Helper()
+	env, err := core.NewEvent("OrderPlaced").ID("ev-1").AggregateType("Order").AggregateID("42").TenantID("acme").
+		Header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").
+		PayloadJSONString(`{"n":1}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func TestTemplateExpand(t *testing.T) {
+	env := event(t)
+	for src, want := range map[string]string{
+		"orders":        "orders",
+		"":              "",
+		"events.{type}": "events.OrderPlaced",
+		"{tenant}.{aggregate_type}.{aggregate_id}": "acme.Order.42",
+		"x{id}y": "xev-1y",
+	} {
+		tpl, err := relay.ParseTemplate(src)
+		if err != nil {
+			t.Fatalf("ParseTemplate(%q): %v", src, err)
+		}
+		if got := tpl.Expand(env); got != want {
+			t.Errorf("%q expands to %q, want %q", src, got, want)
+		}
+		if tpl.String() != src {
+			t.Errorf("String() = %q, want %q", tpl.String(), src)
+		}
+	}
+	if !relay.MustParseTemplate("a.b").Static() || relay.MustParseTemplate("a.{type}").Static() {
+		t.Error("Static is wrong")
+	}
+}
+
+func TestTemplateErrors(t *testing.T) {
+	for _, src := range []string{"{typ}", "a.{type", "a}", "{}", "{{type}}", "{Type}"} {
+		_, err := relay.ParseTemplate(src)
+		if !errors.Is(err, relay.ErrInvalidTemplate) {
+			t.Errorf("ParseTemplate(%q) = %v, want ErrInvalidTemplate", src, err)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("MustParseTemplate did not panic")
+		}
+	}()
+	relay.MustParseTemplate("{nope}")
+}
+
+func TestHeaders(t *testing.T) {
+	got := map[string]string{}
+	relay.Headers(event(t), func(k, v string) { got[k] = v })
+	want := map[string]string{
+		relay.HeaderEventID: "ev-1", relay.HeaderEventType: "OrderPlaced", relay.HeaderAggregateType: "Order",
+		relay.HeaderAggregateID: "42", relay.HeaderTenant: "acme", relay.HeaderContentType: "application/json",
+		"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("header %s = %q, want %q", k, got[k], v)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339Nano, got[relay.HeaderOccurredAt]); err != nil {
+		t.Errorf("occurred-at %q: %v", got[relay.HeaderOccurredAt], err)
+	}
+	if _, ok := got[relay.HeaderOrderKey]; ok {
+		t.Error("an unordered event carries an order key header")
+	}
+	bare, err := core.NewEvent("Ping").PayloadBytes([]byte{1}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	relay.Headers(bare, func(k, v string) {
+		n++
+		if v == "" {
+			t.Errorf("empty header %s", k)
+		}
+	})
+	if n != 3 { // id, type, occurred-at
+		t.Errorf("%d headers for a bare event, want 3", n)
+	}
+}
+
+func TestBreaker(t *testing.T) {
+	clk := testsupport.NewClock(testsupport.Epoch)
+	logs := &testsupport.LogBuffer{}
+	b, err := relay.NewBreaker(relay.BreakerConfig{Name: "nats", ProbeInterval: time.Second, RetryAfter: 3 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Allow(); err != nil {
+		t.Fatalf("Allow before any outage: %v", err)
+	}
+	b.Up() // no outage: nothing logged
+	cause := errors.New("connection refused")
+	err = b.Down(cause)
+	var ue *core.UnavailableError
+	if !errors.As(err, &ue) || ue.After != 3*time.Second || !errors.Is(err, cause) {
+		t.Fatalf("Down returned %v", err)
+	}
+	_ = b.Down(cause) // a second worker failing at the same time: still one ERROR
+	if down, since := b.State(); !down || !since.Equal(clk.Now()) {
+		t.Fatalf("State = %v %v", down, since)
+	}
+	for range 5 {
+		if err := b.Allow(); !errors.Is(err, core.ErrUnavailable) || !errors.Is(err, cause) {
+			t.Fatalf("Allow during the outage = %v", err)
+		}
+	}
+	clk.Advance(time.Second)
+	if err := b.Allow(); err != nil {
+		t.Fatalf("the probe was refused: %v", err)
+	}
+	if err := b.Allow(); err == nil {
+		t.Fatal("a second probe in the same interval was let through")
+	}
+	_ = b.Down(cause) // the probe failed
+	clk.Advance(time.Second)
+	if err := b.Allow(); err != nil {
+		t.Fatalf("the next probe was refused: %v", err)
+	}
+	clk.Advance(500 * time.Millisecond)
+	b.Up()
+	if err := b.Allow(); err != nil {
+		t.Fatalf("Allow after recovery: %v", err)
+	}
+	if down, _ := b.State(); down {
+		t.Fatal("still down after Up")
+	}
+	if n := len(logs.Lines("level=ERROR", "broker unreachable", "broker=nats", "connection refused")); n != 1 {
+		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
+	}
+	rec := logs.Lines("level=INFO", "broker recovered", "broker=nats", "outage=2.5s", "events_put_off=9")
+	if len(rec) != 1 {
+		t.Errorf("recovered line missing or wrong:\n%s", logs)
+	}
+	if strings.Count(logs.String(), "\n") != 2 {
+		t.Errorf("want exactly 2 lines:\n%s", logs)
+	}
+}
+
+func TestBreakerConfig(t *testing.T) {
+	if _, err := relay.NewBreaker(relay.BreakerConfig{ProbeInterval: -1}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("negative ProbeInterval: %v", err)
+	}
+	if _, err := relay.NewBreaker(relay.BreakerConfig{RetryAfter: -1}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("negative RetryAfter: %v", err)
+	}
+	b, err := relay.NewBreaker(relay.BreakerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ue *core.UnavailableError
+	if !errors.As(b.Down(errors.New("x")), &ue) || ue.After != relay.DefaultRetryAfter {
+		t.Errorf("default RetryAfter not applied: %+v", ue)
+	}
+}
