@@ -65,13 +65,30 @@ type ClaimRequest struct {
 	LeaseUntil time.Time     // end of the new lease
 	SkipRecent time.Duration // leave rows created within this of Now to the hot path
 	Limit      int           // most rows to claim
+	// SkipOwn leaves the rows whose live lease Owner holds already: a
+	// poll woken for rows published unowned (or freed by their key's
+	// predecessor) need not take this node's hot-path rows, which the
+	// dispatcher holds in memory anyway.
+	SkipOwn bool
+}
+
+// KeyWaiters is implemented by a store that keeps events in order
+// ([OrderedInserter]) and can tell whether ordered events wait for a
+// poller: the dispatcher asks after it finished events of keys, and wakes
+// the poller only when one of those keys has an event waiting.
+type KeyWaiters interface {
+	// Waiting reports whether a NEW or RETRY event of one of keys is
+	// unowned: it was inserted behind a pending event of its key, so only
+	// a poller delivers it.
+	Waiting(ctx context.Context, keys []string) (bool, error)
 }
 
 // Claimer leases due rows and recovers expired leases.
 type Claimer interface {
 	// ClaimDue atomically leases up to Limit NEW or RETRY rows that are due,
 	// older than SkipRecent, and unowned, owned by someone whose lease
-	// expired, or owned by Owner itself; it returns them oldest due first.
+	// expired, or owned by Owner itself (unless SkipOwn); it returns them
+	// oldest due first.
 	ClaimDue(ctx context.Context, req ClaimRequest) ([]Record, error)
 	// ReapExpired releases up to limit expired leases of NEW/RETRY rows and
 	// returns how many.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/outbox-go/outbox/core"
 )
 
 // doneBatcher coalesces the DONE writes of all workers into few
@@ -179,11 +181,42 @@ func (b *doneBatcher) flushStore(o *origin, batch []item) {
 		}
 	}
 	if err == nil {
-		for _, it := range batch {
-			if it.env.OrderKey() != "" {
-				o.keyFreed() // the next event of its key may be claimable now
-				break
-			}
+		b.wakeWaiters(o, batch)
+	}
+}
+
+// wakeWaiters wakes the poller of store o when an event behind one of the
+// ordered events of batch, now DONE, waits for it: such an event was
+// inserted unowned, so only a poller delivers it, and it is claimable
+// now. A store that cannot tell (no core.KeyWaiters) or fails to answer
+// wakes the poller whenever the batch holds an ordered event.
+func (b *doneBatcher) wakeWaiters(o *origin, batch []item) {
+	var keys []string
+	var seen map[string]struct{}
+	for _, it := range batch {
+		k := it.env.OrderKey()
+		if k == "" {
+			continue
+		}
+		if _, dup := seen[k]; dup {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]struct{})
+		}
+		seen[k] = struct{}{}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 || o.freed.Load() == nil {
+		return
+	}
+	if kw, ok := o.store.(core.KeyWaiters); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), b.d.cfg.StatusTimeout)
+		waiting, err := kw.Waiting(ctx, keys)
+		cancel()
+		if err == nil && !waiting {
+			return
 		}
 	}
+	o.keyFreed() // the next event of a key is claimable now
 }

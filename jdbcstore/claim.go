@@ -39,7 +39,11 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 	}
 	d := s.dialect
 	now := d.EncodeTime(req.Now)
-	claimable := []any{now, d.EncodeTime(req.Now.Add(-req.SkipRecent)), now, req.Owner}
+	own := req.Owner
+	if req.SkipOwn {
+		own = "" // no lease is held by the empty owner: only unowned or expired rows
+	}
+	claimable := []any{now, d.EncodeTime(req.Now.Add(-req.SkipRecent)), now, own}
 	var (
 		recs []core.Record
 		err  error

@@ -18,16 +18,17 @@ var _ core.OrderedInserter = (*Store)(nil)
 // the keys table (an upsert that locks the key's row until ex ends: a
 // second transaction publishing on the key waits there, so positions
 // follow the order in which the transactions commit, and a rollback
-// returns the position), then looks at the event before it. When that
-// event still holds the key (NEW, RETRY, or DEAD under the block policy)
-// the row is inserted without an owner, whatever lease says: it waits for
-// a poller, which claims an ordered row only once its predecessor
-// finished. Otherwise the row takes lease and the hot path delivers it
-// right after commit.
+// returns the position), then inserts the row. The insert takes lease
+// only if the event before has finished (DONE, deleted, or DEAD under the
+// skip policy), checked in the same statement; when that event still
+// holds the key (NEW, RETRY, or DEAD under the block policy) a second
+// statement inserts the row without an owner: it waits for a poller,
+// which claims an ordered row only once its predecessor finished. So the
+// hot path delivers an event of a free key right after commit.
 //
-// It costs two statements more than Insert (the upsert and the
-// predecessor's primary-key-like lookup), and serializes the transactions
-// that publish on one key. ex must be a transaction that can run queries
+// It costs one statement more than Insert (the upsert) when the key is
+// free, two when it is held, and serializes the transactions that
+// publish on one key. ex must be a transaction that can run queries
 // (*sql.Tx, *sqlx.Tx, txctx's Tx); the store's own pool is refused, since
 // an autocommit insert could leave a gap in the key's positions.
 func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) (bool, error) {
@@ -47,23 +48,36 @@ func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 	if err := env.Validate(); err != nil {
 		return false, fmt.Errorf("outbox: jdbcstore: insert: %w", err)
 	}
+	if s.q.lastOfKey != "" {
+		return s.insertAfterLast(ctx, ex, q, env, lease)
+	}
 	seq, err := s.nextSeq(ctx, ex, q, key)
 	if err != nil {
 		return false, s.abortedNote(ex, s.mapError("take the next position of key", key, err))
 	}
-	if seq > 1 && !lease.IsZero() {
-		held, err := s.predecessorHolds(ctx, q, key, seq-1)
-		if err != nil {
-			return false, s.abortedNote(ex, s.mapError("read the event before in key", key, err))
-		}
-		if held {
-			lease = core.Lease{} // wait for the poller, behind the predecessor
-		}
+	// From the second position on, the row takes lease only if the event
+	// before has finished: the insert itself checks, in one statement.
+	return s.insertRow(ctx, ex, env, lease, seq, seq-1)
+}
+
+// insertAfterLast is InsertOrdered on a single-writer database (SQLite):
+// no other transaction can write between its two statements, so it reads
+// the key's last event, inserts the row at the position after it, and
+// takes lease only if that event no longer holds the key. A rollback takes
+// the row, and so its position, away; a key whose rows were all purged
+// starts again at 1, which holds nobody up.
+func (s *Store) insertAfterLast(ctx context.Context, ex core.Execer, q rowQuerier, env core.Envelope, lease core.Lease) (bool, error) {
+	key := env.OrderKey()
+	var seq, status, skip int64
+	switch err := q.QueryRowContext(ctx, s.q.lastOfKey, key).Scan(&seq, &status, &skip); {
+	case errors.Is(err, sql.ErrNoRows):
+		seq = 0
+	case err != nil:
+		return false, s.mapError("read the last event of key", key, err)
+	case holds(core.Status(status), skip != 0):
+		lease = core.Lease{} // wait for the poller, behind it
 	}
-	if err := s.insert(ctx, ex, env, lease, seq); err != nil {
-		return false, err
-	}
-	return !lease.IsZero(), nil
+	return s.insertRow(ctx, ex, env, lease, seq+1, 0)
 }
 
 // nextSeq takes the next position of key in ex.
@@ -80,27 +94,6 @@ func (s *Store) nextSeq(ctx context.Context, ex core.Execer, q rowQuerier, key s
 	return seq, err
 }
 
-// predecessorHolds reports whether the event at position seq of key
-// still holds the key's later events: pending, or DEAD under the block
-// policy. A missing event (purged or discarded) does not.
-func (s *Store) predecessorHolds(ctx context.Context, q rowQuerier, key string, seq int64) (bool, error) {
-	var status, skip int64
-	err := q.QueryRowContext(ctx, s.q.predecessor, key, seq).Scan(&status, &skip)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	switch core.Status(status) {
-	case core.StatusNew, core.StatusRetry:
-		return true, nil
-	case core.StatusDead:
-		return skip == 0, nil
-	}
-	return false, nil
-}
-
 // abortedNote adds, on a database whose failed statements abort the
 // transaction (PostgreSQL), that the caller's transaction must be rolled
 // back.
@@ -109,4 +102,17 @@ func (s *Store) abortedNote(ex core.Execer, err error) error {
 		return fmt.Errorf("%w (the database aborted the transaction: roll it back)", err)
 	}
 	return err
+}
+
+// holds reports whether an event with status (and skip, its dead policy
+// being skip) holds its key's later events: pending, or DEAD under the
+// block policy. It is the Go form of holdsKey.
+func holds(status core.Status, skip bool) bool {
+	switch status {
+	case core.StatusNew, core.StatusRetry:
+		return true
+	case core.StatusDead:
+		return !skip
+	}
+	return false
 }

@@ -2,6 +2,8 @@ package jdbcstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -144,4 +146,33 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 			return res, err
 		}
 	}
+}
+
+var _ core.KeyWaiters = (*Store)(nil)
+
+// Waiting reports whether a NEW or RETRY event of one of keys has no
+// owner: inserted behind a pending event of its key, it waits for a
+// poller (see core.KeyWaiters). It reads the order index only. An empty
+// keys reports false.
+func (s *Store) Waiting(ctx context.Context, keys []string) (bool, error) {
+	if len(keys) == 0 {
+		return false, nil
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	query := inList(s.dialect, s.q.waitingPrefix, len(keys), s.q.waitingSuffix)
+	found, err := retryBusy(ctx, s, func() (bool, error) {
+		var one int
+		err := s.db.QueryRowContext(ctx, query, args...).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("outbox: jdbcstore: waiting events of %d keys: %w", len(keys), err)
+	}
+	return found, nil
 }

@@ -53,9 +53,17 @@ type statements struct {
 	// statement's last insert id.
 	nextSeq           string
 	nextSeqByInsertID bool
-	// predecessor: order_key, order_seq (of the event before). One row
-	// (status, order_skip) when that event exists.
-	predecessor string
+	// insertIfFree is insert that inserts nothing while the event before
+	// still holds the key: insert's arguments, then order_key and the
+	// position of the event before.
+	insertIfFree string
+	// waitingPrefix + n placeholders + waitingSuffix: order_keys. One row
+	// when a pending event of one of them has no owner.
+	waitingPrefix, waitingSuffix string
+	// lastOfKey (single-writer dialects: SQLite, which need no keys
+	// table): order_key. At most one row (order_seq, status, order_skip):
+	// the key's last event.
+	lastOfKey string
 	// markDonePrefix + n placeholders + markDoneSuffix: done_at, ids...,
 	// owner. markDone1 is the one-id statement.
 	markDonePrefix, markDoneSuffix, markDone1 string
@@ -107,11 +115,13 @@ func buildStatements(d Dialect, table string) statements {
 	pending := "status IN (" + st(core.StatusNew) + ", " + st(core.StatusRetry) + ")"
 	order := " ORDER BY available_at, created_at, event_id"
 
+	insertInto := "INSERT INTO " + t + " (event_id, event_type, aggregate_type, aggregate_id, tenant_id," +
+		" occurred_at, payload, payload_kind, headers, status, attempts, available_at, created_at," +
+		" locked_by, locked_until, order_key, order_seq, order_skip)"
+	insertValues := "?, ?, ?, ?, ?, ?, ?, ?, ?, " + st(core.StatusNew) + ", 0, ?, ?, ?, ?, ?, ?, ?"
+
 	q := statements{
-		insert: "INSERT INTO " + t + " (event_id, event_type, aggregate_type, aggregate_id, tenant_id," +
-			" occurred_at, payload, payload_kind, headers, status, attempts, available_at, created_at," +
-			" locked_by, locked_until, order_key, order_seq, order_skip)" +
-			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, " + st(core.StatusNew) + ", 0, ?, ?, ?, ?, ?, ?, ?)",
+		insert: insertInto + " VALUES (" + insertValues + ")",
 		markDonePrefix: "UPDATE " + t + " SET status = " + st(core.StatusDone) + ", done_at = ?" +
 			releaseLease + " WHERE event_id IN (",
 		markDoneSuffix: ")" + notDone,
@@ -132,21 +142,38 @@ func buildStatements(d Dialect, table string) statements {
 			" AND (locked_by IS NULL OR locked_until < ? OR locked_by = ?)" +
 			" AND (" + t + ".order_key IS NULL OR NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = " + t + ".order_key" +
 			" AND p.order_seq = " + t + ".order_seq - 1 AND " + holdsKey("p.") + "))",
-		// A locking read where rows lock: it reads the latest committed
-		// row, not the transaction's snapshot (InnoDB's REPEATABLE READ
-		// would show a transaction that read anything before Publish the
-		// table as it was then, without the predecessor committed since).
-		predecessor:   "SELECT status, order_skip FROM " + t + " WHERE order_key = ? AND order_seq = ?" + lockingRead(d),
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
 		countByStatus: "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
+	}
+	// The insert of an ordered event that takes the hot lease only if the
+	// event before has finished, in the same statement: an INSERT ...
+	// SELECT whose subquery reads the latest committed rows (a locking
+	// read of a write statement under InnoDB's REPEATABLE READ, a new
+	// snapshot per statement under READ COMMITTED, one writer at a time
+	// in SQLite), so a predecessor committed after the transaction's
+	// first read is seen.
+	fromDual := ""
+	if d.Capabilities().OnDuplicateKeyUpdate {
+		fromDual = " FROM DUAL" // the MySQL family: a WHERE needs a FROM
+	}
+	q.insertIfFree = insertInto + " SELECT " + insertValues + fromDual +
+		" WHERE NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = ? AND p.order_seq = ? AND " + holdsKey("p.") + ")"
+	if d.Capabilities().SingleWriter {
+		// One writer at a time: the key's last row cannot change between
+		// this read and the insert in the same write transaction, so the
+		// next position is that row's plus one, and no keys table is kept.
+		q.lastOfKey = "SELECT order_seq, status, order_skip FROM " + t + " WHERE order_key = ? ORDER BY order_seq DESC LIMIT 1"
 	}
 	if d.Capabilities().FailedStatementAbortsTx {
 		// A duplicate must not abort the caller's transaction: it shows
 		// as no row inserted.
 		q.insert += " ON CONFLICT (event_id) DO NOTHING"
+		q.insertIfFree += " ON CONFLICT (event_id) DO NOTHING"
 	}
 	q.markDone1 = q.markDonePrefix + "?" + q.markDoneSuffix
+	q.waitingPrefix = "SELECT 1 FROM " + t + " WHERE order_key IN ("
+	q.waitingSuffix = ") AND " + pending + " AND locked_by IS NULL LIMIT 1"
 	k := d.QuoteIdent(keysTable(table))
 	if d.Capabilities().OnDuplicateKeyUpdate {
 		q.nextSeq = "INSERT INTO " + k + " (order_key, last_seq) VALUES (?, LAST_INSERT_ID(1))" +
@@ -173,7 +200,7 @@ func buildStatements(d Dialect, table string) statements {
 		q.notify, q.notifyArgs = n.NotifyStatement(table)
 	}
 	bt := d.BindType()
-	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.predecessor, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
+	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.insertIfFree, &q.lastOfKey, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
 		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus} {
 		*p = sqlx.Rebind(bt, *p)
 	}

@@ -96,24 +96,78 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 // insert is Insert; seq is the event's position in its key (ordered
 // events only).
 func (s *Store) insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, seq int64) error {
+	_, err := s.insertRow(ctx, ex, env, lease, seq, 0)
+	return err
+}
+
+// insertRow inserts env's row. With ifFree > 0 (an ordered event whose
+// lease is set, at position seq = ifFree+1) the row takes lease only when
+// the event at position ifFree of its key no longer holds the key, in the
+// same statement; otherwise it is inserted without an owner by a second
+// statement. It reports whether the row took lease.
+func (s *Store) insertRow(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, seq, ifFree int64) (bool, error) {
+	args, err := s.rowArgs(ex, env, lease, seq)
+	if err != nil {
+		return false, err
+	}
+	key := env.OrderKey()
+	owned := s.ownsExecer(ex)
+	if ifFree > 0 && !lease.IsZero() && key != "" {
+		n, err := s.execInsert(ctx, ex, owned, env.ID(), s.q.insertIfFree, append(args, key, ifFree)...)
+		if err != nil {
+			return false, err
+		}
+		if n == 1 {
+			s.checkBeforeCommit(ex, env.ID())
+			return true, nil
+		}
+		// The event before still holds the key (or, where duplicates are
+		// not errors, the id exists: the plain insert below says which).
+		// Wait for the poller, behind it.
+		args[11], args[12] = nil, nil
+		lease = core.Lease{}
+	}
+	n, err := s.execInsert(ctx, ex, owned, env.ID(), s.q.insert, args...)
+	if err != nil {
+		return false, err
+	}
+	if n == 0 {
+		// INSERT ... ON CONFLICT DO NOTHING: no row means the id exists.
+		return false, fmt.Errorf("outbox: jdbcstore: insert %q: %w (the transaction is still usable)", env.ID(), core.ErrDuplicateEvent)
+	}
+	if lease.IsZero() && s.q.notify != "" {
+		// Wake the pollers of every node once this transaction commits:
+		// no hot path delivers an unowned event.
+		if _, err := ex.ExecContext(ctx, s.q.notify, s.q.notifyArgs...); err != nil {
+			return false, fmt.Errorf("outbox: jdbcstore: insert %q: notify: %w", env.ID(), err)
+		}
+	}
+	s.checkBeforeCommit(ex, env.ID())
+	return !lease.IsZero(), nil
+}
+
+// rowArgs checks env and ex and returns the arguments of the insert
+// statement for env's row: owned by lease (unowned when zero), at
+// position seq of its key when it is ordered.
+func (s *Store) rowArgs(ex core.Execer, env core.Envelope, lease core.Lease, seq int64) ([]any, error) {
 	if ex == nil {
-		return fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)
+		return nil, fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)
 	}
 	if err := env.Validate(); err != nil {
-		return fmt.Errorf("outbox: jdbcstore: insert: %w", err)
+		return nil, fmt.Errorf("outbox: jdbcstore: insert: %w", err)
 	}
 	if td, ok := ex.(core.TxDatabase); ok {
 		if db := td.Database(); db != nil && db != s.db.DB {
-			return fmt.Errorf("outbox: jdbcstore: insert %q into %s: %w", env.ID(), s.table, core.ErrForeignTx)
+			return nil, fmt.Errorf("outbox: jdbcstore: insert %q into %s: %w", env.ID(), s.table, core.ErrForeignTx)
 		}
 	}
 	headers, err := core.EncodeHeaders(env.RawHeaders())
 	if err != nil {
-		return fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
+		return nil, fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
 	}
 	payload, err := s.dialect.EncodePayload(env.PayloadKind(), env.RawPayload())
 	if err != nil {
-		return fmt.Errorf("outbox: jdbcstore: insert %q: encode payload: %w", env.ID(), err)
+		return nil, fmt.Errorf("outbox: jdbcstore: insert %q: encode payload: %w", env.ID(), err)
 	}
 	now := s.now()
 	due := now
@@ -123,31 +177,40 @@ func (s *Store) insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 	var lockedBy, lockedUntil any
 	if !lease.IsZero() {
 		if err := validOwner(lease.Owner); err != nil {
-			return fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
+			return nil, fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
 		}
 		lockedBy, lockedUntil = lease.Owner, s.dialect.EncodeTime(lease.Until)
 	}
-	args := []any{
+	args := make([]any, 0, 18) // room for insertIfFree's two more
+	args = append(args,
 		env.ID(), env.Type(),
 		nullString(env.AggregateType()), nullString(env.AggregateID()), nullString(env.TenantID()),
 		s.dialect.EncodeTime(env.OccurredAt()),
 		payload, int64(env.PayloadKind()), nullString(headers),
 		s.dialect.EncodeTime(due), s.dialect.EncodeTime(now), lockedBy, lockedUntil,
 		nil, nil, 0,
-	}
+	)
 	if key := env.OrderKey(); key != "" {
-		args[len(args)-3], args[len(args)-2] = key, seq
+		args[13], args[14] = key, seq
 		if env.OnDead() == core.SkipOnDead {
-			args[len(args)-1] = 1
+			args[15] = 1
 		}
 	}
-	exec := func() (sql.Result, error) { return ex.ExecContext(ctx, s.q.insert, args...) }
+	return args, nil
+}
+
+// execInsert runs one insert statement and returns the rows it inserted
+// (1 where the row count is not checked: a database whose duplicates are
+// errors). owned says ex is the store's own database: the statement then
+// takes the write gate and is retried on lock contention.
+func (s *Store) execInsert(ctx context.Context, ex core.Execer, owned bool, id, query string, args ...any) (int64, error) {
+	exec := func() (sql.Result, error) { return ex.ExecContext(ctx, query, args...) }
 	var res sql.Result
-	owned := s.ownsExecer(ex)
+	var err error
 	if owned {
 		var release func()
 		if ctx, release, err = s.gate.Acquire(ctx); err != nil {
-			return s.mapError("insert", env.ID(), err)
+			return 0, s.mapError("insert", id, err)
 		}
 		defer release()
 		res, err = retryBusy(ctx, s, exec)
@@ -155,31 +218,20 @@ func (s *Store) insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 		res, err = exec()
 	}
 	if err != nil {
-		err = s.mapError("insert", env.ID(), err)
+		err = s.mapError("insert", id, err)
 		if !owned && s.dialect.Capabilities().FailedStatementAbortsTx {
 			err = fmt.Errorf("%w (the database aborted the transaction: roll it back)", err)
 		}
-		return err
+		return 0, err
 	}
-	if s.dialect.Capabilities().FailedStatementAbortsTx {
-		// INSERT ... ON CONFLICT DO NOTHING: no row means the id exists.
-		n, err := res.RowsAffected()
-		if err != nil {
-			return s.mapError("insert", env.ID(), err)
-		}
-		if n == 0 {
-			return fmt.Errorf("outbox: jdbcstore: insert %q: %w (the transaction is still usable)", env.ID(), core.ErrDuplicateEvent)
-		}
+	if query == s.q.insert && !s.dialect.Capabilities().FailedStatementAbortsTx {
+		return 1, nil // a duplicate id was an error
 	}
-	if lease.IsZero() && s.q.notify != "" {
-		// Wake the pollers of every node once this transaction commits:
-		// no hot path delivers an unowned event.
-		if _, err := ex.ExecContext(ctx, s.q.notify, s.q.notifyArgs...); err != nil {
-			return fmt.Errorf("outbox: jdbcstore: insert %q: notify: %w", env.ID(), err)
-		}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, s.mapError("insert", id, err)
 	}
-	s.checkBeforeCommit(ex, env.ID())
-	return nil
+	return n, nil
 }
 
 // SilentRollback reports whether the store's database may roll a

@@ -213,11 +213,7 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 	if t == nil {
 		return res, pollResting, nil
 	}
-	skipRecent := p.cfg.SkipRecent
-	if woken {
-		skipRecent = 0
-	}
-	res, limit, err := p.pollTarget(ctx, t, skipRecent)
+	res, limit, err := p.pollTarget(ctx, t, woken)
 	p.report(t, res, err)
 	if res.Full {
 		if woken {
@@ -236,8 +232,10 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 }
 
 // pollTarget runs one poll of t; it also returns the claim limit it used
-// (0 when the cold queue was full).
-func (p *Poller) pollTarget(ctx context.Context, t *target, skipRecent time.Duration) (res Result, limit int, err error) {
+// (0 when the cold queue was full). A woken poll ignores SkipRecent and
+// leaves the rows this node holds a lease on (its hot path's): the rows
+// it is woken for are unowned.
+func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Result, limit int, err error) {
 	res.Store = t.id
 	hot, cold := t.queue.QueueDepths()
 	p.cfg.Metrics.QueueDepths(hot, cold)
@@ -255,10 +253,15 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, skipRecent time.Dura
 	// drops must be) and, being the oldest, come first in a claim: ask for
 	// up to that many more rows (at most twice the batch), so events held
 	// here do not hide the next ones.
-	limit += min(max(0, t.queue.Held()), limit)
+	skipRecent := p.cfg.SkipRecent
+	if woken {
+		skipRecent = 0
+	} else {
+		limit += min(max(0, t.queue.Held()), limit)
+	}
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
-		SkipRecent: skipRecent, Limit: limit,
+		SkipRecent: skipRecent, Limit: limit, SkipOwn: woken,
 	})
 	if err != nil {
 		return res, limit, err

@@ -16,13 +16,12 @@ import (
 //
 // A woken poll ignores Config.SkipRecent. SkipRecent keeps the poller
 // from racing this node's hot path for rows it just published; the rows
-// a wake-up is about were published unowned (a plain *sql.Tx, or another
-// node without a hot path) and no hot path will deliver them, so waiting
-// would only delay them. This node's own hot-path rows that the woken
-// claim takes as well are skipped while the dispatcher holds them (an
-// event is never held twice); only an after-commit hand-off that lags
-// behind a whole claim and delivery could deliver one twice, which
-// at-least-once delivery allows.
+// a wake-up is about were published unowned (a plain *sql.Tx, another
+// node without a hot path, or an ordered event behind a pending one of
+// its key) and no hot path will deliver them, so waiting would only delay
+// them. A woken poll claims only unowned rows and rows whose lease
+// expired (core.ClaimRequest.SkipOwn): it leaves this node's own hot-path
+// rows alone.
 func (p *Poller) Wake() {
 	p.wakeMu.Lock()
 	p.wokenAll = true

@@ -172,7 +172,7 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 	for _, r := range s.rows {
 		if (r.Status == core.StatusNew || r.Status == core.StatusRetry) &&
 			!r.AvailableAt.After(req.Now) && !r.CreatedAt.After(req.Now.Add(-req.SkipRecent)) &&
-			(r.LockedBy == "" || r.LockedBy == req.Owner || r.LockedUntil.Before(req.Now)) {
+			(r.LockedBy == "" || (r.LockedBy == req.Owner && !req.SkipOwn) || r.LockedUntil.Before(req.Now)) {
 			due = append(due, r)
 		}
 	}

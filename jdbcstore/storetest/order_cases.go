@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -110,6 +111,42 @@ func (s *suite) testOrder(t *testing.T) {
 		if !publishOrdered(t, st, orderedEvent(t, "i-1", "free", core.BlockOnDead), lease, false) {
 			t.Fatal("another key's first event did not take the lease")
 		}
+	})
+
+	t.Run("DuplicateIDRefusedWithTheKeyFreeOrHeld", func(t *testing.T) {
+		// The insert that takes the lease only for a free key reports a
+		// duplicate id like the plain one, and leaves the caller's
+		// transaction usable: with the key held (the row goes in unowned)
+		// and with it free (the row would take the lease).
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
+		publishOrdered(t, st, orderedEvent(t, "d-1", "k", core.BlockOnDead), lease, false)
+		publishOrdered(t, st, orderedEvent(t, "d-2", "k", core.BlockOnDead), lease, false)
+		try := func(id string) {
+			t.Helper()
+			tx, err := st.DB().BeginTxx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback() //nolint:errcheck
+			if _, err := st.InsertOrdered(t.Context(), tx, orderedEvent(t, id, "k", core.BlockOnDead), lease); !errors.Is(err, core.ErrDuplicateEvent) {
+				t.Fatalf("ordered insert of existing id %s: %v, want ErrDuplicateEvent", id, err)
+			}
+			if _, err := st.InsertOrdered(t.Context(), tx, orderedEvent(t, id+"-new", "k2", core.BlockOnDead), lease); err != nil {
+				t.Fatalf("the transaction is not usable after the duplicate: %v", err)
+			}
+		}
+		try("d-1") // the event before (d-2) holds the key
+		if n, err := st.MarkDone(t.Context(), "node-a", []string{"d-1"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone d-1: %d, %v", n, err)
+		}
+		if _, err := st.DB().ExecContext(t.Context(), "UPDATE "+st.Dialect().QuoteIdent(st.Table())+
+			" SET status = "+strconv.Itoa(int(core.StatusDone))+", locked_by = NULL, locked_until = NULL WHERE event_id = 'd-2'"); err != nil {
+			t.Fatal(err)
+		}
+		try("d-2") // the key is free
 	})
 
 	t.Run("ClaimsTheHeadOfEachKeyOnly", func(t *testing.T) {
