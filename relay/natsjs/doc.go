@@ -1,2 +1,52 @@
-// Package natsjs is a placeholder until the relay lands.
+// Package natsjs relays outbox events to NATS JetStream.
+//
+// A [Relay] is a core.Listener: register it on an outbox for the event
+// types it should forward (or for all of them with RegisterAll) and every
+// committed event is published to a JetStream stream. The event counts as
+// delivered only once JetStream acknowledged it (a PubAck, which a stream
+// sends after it stored the message), so at-least-once holds end to end.
+//
+//	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+//	js, err := jetstream.New(nc)
+//	r, err := natsjs.New(js, natsjs.Config{Subject: "orders.{type}"})
+//	ob.RegisterAll(r)
+//
+// Each message carries:
+//
+//   - the subject expanded from Config.Subject (a relay.Template) or
+//     returned by Config.SubjectFunc, checked against the NATS subject
+//     rules before anything is sent;
+//   - the event id as "Nats-Msg-Id", so a stream with a duplicate window
+//     (StreamConfig.Duplicates, 2 min by default) stores a redelivered event
+//     once; the second publish is acknowledged as a duplicate and counts as
+//     delivered;
+//   - the relay.Headers metadata ("Outbox-Event-Id", "Outbox-Event-Type",
+//     ...) and the event's own headers, such as "traceparent";
+//   - the payload bytes, unchanged.
+//
+// # Failures
+//
+// A message JetStream refuses for the event's own sake (no stream listens
+// on its subject, the message is larger than the server or stream allows,
+// the stream is sealed, the subject is invalid) is a normal failure: the
+// listener returns an error, the dispatcher retries the event with backoff
+// and marks it DEAD after MaxAttempts.
+//
+// When JetStream cannot be reached (the connection is down or
+// reconnecting, the server does not acknowledge within AckTimeout, the
+// JetStream API itself does not answer) the relay returns a
+// core.Unavailable error through a relay.Breaker: the event is put off
+// without charging an attempt, one ERROR is logged when the outage begins
+// and one INFO "recovered" line when a publish is acknowledged again.
+// During the outage the breaker lets one probe event through per
+// ProbeInterval and puts the others off at once, so events never go DEAD
+// because the broker was down and the reconnect buffer of nats.go does not
+// fill with messages whose acks may never come.
+//
+// # Order
+//
+// The relay returns only after the stream's ack, and the dispatcher hands
+// out a key's next ordered event only after the previous one's outcome is
+// written, so ordered events (see the outbox's "Ordered delivery") reach the
+// stream in per-key order without anything more.
 package natsjs

@@ -2,6 +2,21 @@ module github.com/outbox-go/outbox/relay/natsjs
 
 go 1.25.0
 
-require github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+require (
+	github.com/jmoiron/sqlx v1.4.0
+	github.com/nats-io/nats.go v1.53.1
+	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/klauspost/compress v1.18.5 // indirect
+	github.com/mattn/go-sqlite3 v1.14.53 // indirect
+	github.com/nats-io/nkeys v0.4.15 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/oklog/ulid/v2 v2.1.2 // indirect
+	golang.org/x/crypto v0.49.0 // indirect
+	golang.org/x/sys v0.42.0 // indirect
+)
 
 replace github.com/outbox-go/outbox => ../..

@@ -1,0 +1,110 @@
+package natsjs_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/relay/natsjs"
+)
+
+// BenchmarkRelayThroughput measures events/s from commit to DONE on
+// SQLite, through the relay to the shared NATS (nothing consumes the
+// stream) and, for comparison, with a listener that does nothing. Events
+// are committed 100 per transaction so the commit rate does not bound it,
+// and the hot queue holds them all so none waits for the poller.
+//
+//	go test -run '^$' -bench RelayThroughput -benchtime 20000x ./relay/natsjs/
+func BenchmarkRelayThroughput(b *testing.B) {
+	for _, target := range []string{"noop", "natsjs"} {
+		for _, workers := range []int{16, 64} {
+			b.Run(fmt.Sprintf("%s/workers=%d", target, workers), func(b *testing.B) {
+				var l core.Listener = core.ListenerFunc(func(context.Context, core.Envelope) error { return nil })
+				if target == "natsjs" {
+					_, js := connect(b)
+					_, prefix := newStream(b, js, nil)
+					r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{type}"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					l = r
+				}
+				logger, _ := testsupport.NewLogger()
+				ob := newOutbox(b, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: workers, HotCapacity: max(b.N, 1000)}}, l)
+				ctx := context.Background()
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i += 100 {
+					err := ob.InTx(ctx, func(ctx context.Context) error {
+						for j := i; j < min(i+100, b.N); j++ {
+							env, err := core.NewEvent("Bench").PayloadJSONString(`{"n":1}`).Build()
+							if err != nil {
+								return err
+							}
+							if _, err := ob.Publish(ctx, env); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				testsupport.WaitFor(b, 5*time.Minute, "every event DONE", func() bool { return counts(b, ob)[core.StatusDone] == b.N })
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+			})
+		}
+	}
+}
+
+// BenchmarkRelayDirect measures the relay alone: OnEvent from 16 and 64
+// goroutines, each awaiting its ack, without an outbox.
+func BenchmarkRelayDirect(b *testing.B) {
+	for _, workers := range []int{16, 64} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			_, js := connect(b)
+			_, prefix := newStream(b, js, nil)
+			r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{type}"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			envs := make([]core.Envelope, b.N)
+			for i := range envs {
+				if envs[i], err = core.NewEvent("Bench").PayloadJSONString(`{"n":1}`).Build(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			next := make(chan core.Envelope, b.N)
+			for _, e := range envs {
+				next <- e
+			}
+			close(next)
+			b.ResetTimer()
+			start := time.Now()
+			done := make(chan error, workers)
+			for range workers {
+				go func() {
+					for e := range next {
+						if err := r.OnEvent(context.Background(), e); err != nil {
+							done <- err
+							return
+						}
+					}
+					done <- nil
+				}()
+			}
+			for range workers {
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+		})
+	}
+}

@@ -1,0 +1,143 @@
+package natsjs
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/relay"
+)
+
+// Defaults of Config.
+const (
+	// DefaultSubject is the subject template used when Config.Subject is
+	// empty: "outbox." followed by the event type.
+	DefaultSubject = "outbox.{type}"
+	// DefaultMaxInFlight bounds the publishes awaiting their ack.
+	DefaultMaxInFlight = 256
+	// DefaultAckTimeout is how long a publish waits for its ack.
+	DefaultAckTimeout = 5 * time.Second
+)
+
+// Config configures a [Relay]. The zero value is valid: every field has a
+// documented default.
+type Config struct {
+	// Subject is the subject template every event is published to, in the
+	// syntax of relay.ParseTemplate: literal text with the placeholders
+	// {type}, {aggregate_type}, {aggregate_id}, {tenant} and {id}, such as
+	// "orders.{aggregate_type}.{type}". Its literal parts must respect the
+	// NATS subject rules (see [ValidateSubject]); an event whose expanded
+	// subject breaks them (an empty field leaving an empty token, a space
+	// in its type) fails with [ErrInvalidSubject]. Defaults to
+	// DefaultSubject, "outbox.{type}". A stream must listen on the
+	// resulting subjects.
+	Subject string
+	// SubjectFunc, when set, chooses the subject of each event instead of
+	// Subject. An error it returns fails the delivery like any listener
+	// error (retried, DEAD after MaxAttempts); its subject is checked like
+	// an expanded template.
+	SubjectFunc func(core.Envelope) (string, error)
+	// MaxInFlight bounds how many publishes of this relay wait for their
+	// ack at once; a publish beyond it waits for a slot (within its
+	// listener's ctx). The relay keeps its own count: the JetStream
+	// context's WithPublishAsyncMaxPending (4000 by default in nats.go)
+	// still applies on top, per JetStream context. A publish that gave up
+	// waiting for its ack (AckTimeout, ctx) frees its slot at once.
+	// Concurrency comes from the outbox's dispatcher workers, each awaiting
+	// its own ack, so a bound above Dispatcher.Workers changes nothing.
+	// Defaults to DefaultMaxInFlight (256).
+	MaxInFlight int
+	// AckTimeout is how long a publish waits for JetStream's ack. A
+	// publish that gets none in time counts as an outage (the event is put
+	// off, no attempt charged), not as a failure of the event. The
+	// listener's ctx deadline (the dispatcher's ListenerTimeout) applies
+	// too, whichever ends first. Defaults to DefaultAckTimeout (5 s).
+	AckTimeout time.Duration
+	// ExpectStream, when set, makes JetStream refuse a message that would
+	// not land in the stream of this name (the "Nats-Expected-Stream"
+	// header): a normal failure of the event, retried and counted. Use it
+	// to catch a subject another stream captures. Empty means any stream.
+	ExpectStream string
+	// Breaker configures the outage breaker: its name in log lines, how
+	// often a probe event tries the broker during an outage, and how long
+	// the events put off wait. Breaker.Name defaults to "nats jetstream
+	// <server URL>", Breaker.Logger to Logger; see relay.BreakerConfig for
+	// the rest.
+	Breaker relay.BreakerConfig
+	// Logger receives the relay's logs (through the breaker: one ERROR per
+	// outage, one INFO when it ends). Payloads and header values are never
+	// logged. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns cfg with every unset field at its default; name is
+// the breaker's default name.
+func (cfg Config) withDefaults(name string) Config {
+	if cfg.Subject == "" {
+		cfg.Subject = DefaultSubject
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = DefaultAckTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Breaker.Logger == nil {
+		cfg.Breaker.Logger = cfg.Logger
+	}
+	if cfg.Breaker.Name == "" {
+		cfg.Breaker.Name = name
+	}
+	return cfg
+}
+
+// validate reports every invalid field of cfg (defaults applied) at once,
+// and returns the parsed subject template.
+func (cfg Config) validate() (relay.Template, error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &core.ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	tpl, err := relay.ParseTemplate(cfg.Subject)
+	if err != nil {
+		errs = append(errs, &core.ConfigError{Field: "Subject", Msg: err.Error(), Err: relay.ErrInvalidTemplate})
+	} else if cfg.SubjectFunc == nil {
+		// Expanded with every field set, the template shows whether its
+		// literal parts break the subject rules for every event.
+		if err := ValidateSubject(tpl.Expand(probeEvent)); err != nil {
+			errs = append(errs, &core.ConfigError{Field: "Subject", Msg: fmt.Sprintf("template %q: %v", cfg.Subject, err), Err: ErrInvalidSubject})
+		}
+	}
+	if cfg.MaxInFlight < 0 {
+		bad("MaxInFlight", "must not be negative (got %d)", cfg.MaxInFlight)
+	}
+	if cfg.AckTimeout < 0 {
+		bad("AckTimeout", "must not be negative (got %v)", cfg.AckTimeout)
+	}
+	if cfg.ExpectStream != "" {
+		if err := validateStreamName(cfg.ExpectStream); err != nil {
+			bad("ExpectStream", "%v", err)
+		}
+	}
+	if cfg.Breaker.ProbeInterval < 0 {
+		bad("Breaker.ProbeInterval", "must not be negative (got %v)", cfg.Breaker.ProbeInterval)
+	}
+	if cfg.Breaker.RetryAfter < 0 {
+		bad("Breaker.RetryAfter", "must not be negative (got %v)", cfg.Breaker.RetryAfter)
+	}
+	return tpl, errors.Join(errs...)
+}
+
+// probeEvent has every field a template can use set to a valid token.
+var probeEvent = func() core.Envelope {
+	env, err := core.NewEvent("x").ID("x").AggregateType("x").AggregateID("x").TenantID("x").PayloadBytes([]byte{0}).Build()
+	if err != nil {
+		panic("natsjs: building the template probe event: " + err.Error())
+	}
+	return env
+}()

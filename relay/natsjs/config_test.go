@@ -1,0 +1,70 @@
+package natsjs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/relay"
+	"github.com/outbox-go/outbox/relay/natsjs"
+)
+
+func TestNewValidatesConfig(t *testing.T) {
+	_, js := connect(t)
+	if _, err := natsjs.New(nil, natsjs.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("nil js: %v", err)
+	}
+	if _, err := natsjs.New(js, natsjs.Config{}); err != nil {
+		t.Errorf("zero Config: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   natsjs.Config
+		field string
+		is    error
+	}{
+		{"unknown placeholder", natsjs.Config{Subject: "orders.{nope}"}, "Subject", relay.ErrInvalidTemplate},
+		{"unclosed brace", natsjs.Config{Subject: "orders.{type"}, "Subject", relay.ErrInvalidTemplate},
+		{"space in literal", natsjs.Config{Subject: "my orders.{type}"}, "Subject", natsjs.ErrInvalidSubject},
+		{"wildcard", natsjs.Config{Subject: "orders.*"}, "Subject", natsjs.ErrInvalidSubject},
+		{"empty token", natsjs.Config{Subject: "orders..{type}"}, "Subject", natsjs.ErrInvalidSubject},
+		{"negative MaxInFlight", natsjs.Config{MaxInFlight: -1}, "MaxInFlight", nil},
+		{"negative AckTimeout", natsjs.Config{AckTimeout: -1}, "AckTimeout", nil},
+		{"bad ExpectStream", natsjs.Config{ExpectStream: "a.b"}, "ExpectStream", nil},
+		{"negative ProbeInterval", natsjs.Config{Breaker: relay.BreakerConfig{ProbeInterval: -1}}, "Breaker.ProbeInterval", nil},
+		{"negative RetryAfter", natsjs.Config{Breaker: relay.BreakerConfig{RetryAfter: -1}}, "Breaker.RetryAfter", nil},
+	} {
+		_, err := natsjs.New(js, tc.cfg)
+		var ce *core.ConfigError
+		if !errors.Is(err, core.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("%s: %v; want a ConfigError for %s", tc.name, err, tc.field)
+			continue
+		}
+		if tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("%s: %v does not match %v", tc.name, err, tc.is)
+		}
+	}
+	// Every bad field is reported at once.
+	_, err := natsjs.New(js, natsjs.Config{Subject: "{x}", MaxInFlight: -1, AckTimeout: -1})
+	if err == nil || strings.Count(err.Error(), "\n") != 2 {
+		t.Errorf("three bad fields: %v", err)
+	}
+	// A SubjectFunc makes the template irrelevant, but not an unparsable one.
+	if _, err := natsjs.New(js, natsjs.Config{Subject: "a b", SubjectFunc: func(core.Envelope) (string, error) { return "x", nil }}); err != nil {
+		t.Errorf("SubjectFunc with an unused template: %v", err)
+	}
+}
+
+func TestValidateSubject(t *testing.T) {
+	for _, ok := range []string{"a", "orders.created", "a.b-c_d.E9", "tenant.acme.Order.42", "ünïcode.ok"} {
+		if err := natsjs.ValidateSubject(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ".a", "a.", "a..b", "a b", "a\tb", "a\nb", "a.*", "a.>", "a*b", "a\x00b", "a.\xff"} {
+		if err := natsjs.ValidateSubject(bad); !errors.Is(err, natsjs.ErrInvalidSubject) {
+			t.Errorf("%q: %v, want ErrInvalidSubject", bad, err)
+		}
+	}
+}

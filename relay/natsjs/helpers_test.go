@@ -1,0 +1,171 @@
+package natsjs_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// natsURL is the shared test server: OUTBOX_TEST_NATS_URL, by default the
+// local one.
+func natsURL() string {
+	if u := os.Getenv("OUTBOX_TEST_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+// connect opens a connection to the shared server and closes it in
+// Cleanup. Without a server the test skips, or fails when CI=true.
+func connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("NATS at %s: %v", natsURL(), err)
+		}
+		t.Skipf("no NATS at %s (set OUTBOX_TEST_NATS_URL): %v", natsURL(), err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// uniq returns a random suffix for stream and subject names.
+func uniq() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newStream creates a stream named after the test listening on
+// "<prefix>.>", and deletes it in Cleanup. It returns the stream and the
+// prefix.
+func newStream(t testing.TB, js jetstream.JetStream, mod func(*jetstream.StreamConfig)) (jetstream.Stream, string) {
+	t.Helper()
+	id := uniq()
+	prefix := "natsjs-test-" + id
+	cfg := jetstream.StreamConfig{
+		Name:       "NATSJS_TEST_" + strings.ToUpper(id),
+		Subjects:   []string{prefix + ".>"},
+		Storage:    jetstream.FileStorage,
+		Duplicates: 2 * time.Minute,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.CreateStream(ctx, cfg)
+	if err != nil {
+		t.Fatalf("create stream %s: %v", cfg.Name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := js.DeleteStream(ctx, cfg.Name); err != nil {
+			t.Errorf("delete stream %s: %v", cfg.Name, err)
+		}
+	})
+	return st, prefix
+}
+
+// streamMsgs reads every message of st, in stream order.
+func streamMsgs(t testing.TB, st jetstream.Stream) []*jetstream.RawStreamMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get message %d: %v", seq, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// streamCount returns how many messages st holds.
+func streamCount(t testing.TB, st jetstream.Stream) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	return info.State.Msgs
+}
+
+// newOutbox opens an outbox over SQLite in a temporary directory with
+// cfg, registers l for every event, starts it and closes it in Cleanup.
+func newOutbox(t testing.TB, cfg outbox.Config, l core.Listener) *outbox.Outbox {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	ob, err := outbox.New(ctx, db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob.RegisterAll(l)
+	if err := ob.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := ob.Close(ctx); err != nil {
+			t.Errorf("close outbox: %v", err)
+		}
+	})
+	return ob
+}
+
+// publish commits env in its own transaction.
+func publish(t testing.TB, ob *outbox.Outbox, env core.Envelope) {
+	t.Helper()
+	err := ob.InTx(context.Background(), func(ctx context.Context) error {
+		_, err := ob.Publish(ctx, env)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("publish %s: %v", env.ID(), err)
+	}
+}
+
+// counts returns the rows per status.
+func counts(t testing.TB, ob *outbox.Outbox) map[core.Status]int {
+	t.Helper()
+	c, err := ob.CountByStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -1,0 +1,225 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/relay"
+)
+
+// ErrClosed is returned (wrapped in a core.Unavailable error, so the event
+// is put off without charging an attempt) by OnEvent after Close.
+var ErrClosed = errors.New("natsjs: relay closed")
+
+// Relay publishes outbox events to JetStream. It implements
+// core.Listener; register it on an outbox with Register or RegisterAll.
+// Create one with [New]. A Relay is safe for concurrent use by any number
+// of dispatcher workers.
+type Relay struct {
+	js      jetstream.JetStream
+	cfg     Config
+	subject relay.Template
+	breaker *relay.Breaker
+	slots   chan struct{} // one token per publish awaiting its ack
+	pubOpts []jetstream.PublishOpt
+
+	mu      sync.Mutex
+	closed  bool
+	active  int           // OnEvent calls under way
+	drained chan struct{} // closed once closed and active == 0
+}
+
+var _ core.Listener = (*Relay)(nil)
+
+// New returns a Relay publishing through js, a JetStream context of the
+// new API (jetstream.New). It validates cfg first and returns every
+// invalid field at once, each a *core.ConfigError wrapping
+// core.ErrInvalidConfig, joined with errors.Join.
+//
+// The relay does not own js or its connection: closing them is up to the
+// caller, after the outbox and the relay are closed. Connect with
+// nats.MaxReconnects(-1) so the client keeps reconnecting through an
+// outage of any length; the relay puts events off meanwhile. Creating js
+// with jetstream.WithPublishAsyncTimeout lets nats.go itself forget an ack
+// that never comes; without it, an abandoned ack waits in the JetStream
+// context until the reply arrives or the connection reconnects.
+func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
+	if js == nil {
+		return nil, &core.ConfigError{Field: "js", Msg: "the JetStream context is nil"}
+	}
+	name := "nats jetstream"
+	if nc := js.Conn(); nc != nil {
+		if u := nc.ConnectedUrlRedacted(); u != "" {
+			name += " " + u
+		}
+	}
+	cfg = cfg.withDefaults(name)
+	tpl, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	b, err := relay.NewBreaker(cfg.Breaker)
+	if err != nil {
+		return nil, err
+	}
+	r := &Relay{js: js, cfg: cfg, subject: tpl, breaker: b,
+		slots: make(chan struct{}, cfg.MaxInFlight), drained: make(chan struct{})}
+	if cfg.ExpectStream != "" {
+		r.pubOpts = append(r.pubOpts, jetstream.WithExpectStream(cfg.ExpectStream))
+	}
+	return r, nil
+}
+
+// OnEvent publishes env to JetStream and returns once JetStream
+// acknowledged it (nil, also for a duplicate within the stream's duplicate
+// window), refused it (an error: the event is retried, DEAD after
+// MaxAttempts) or could not be reached (a core.Unavailable error: the event
+// is put off without charging an attempt). It implements core.Listener.
+func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
+	if !r.enter() {
+		return core.Unavailable(ErrClosed, r.cfg.Breaker.RetryAfter)
+	}
+	defer r.leave()
+
+	msg, err := r.message(env)
+	if err != nil {
+		return err
+	}
+	if err := r.breaker.Allow(); err != nil {
+		return err
+	}
+	if nc := r.js.Conn(); nc != nil && !nc.IsConnected() {
+		// Publishing now would only fill nats.go's reconnect buffer with
+		// a message whose ack cannot come before the reconnect.
+		return r.breaker.Down(fmt.Errorf("nats connection %s: %w", strings.ToLower(nc.Status().String()), nats.ErrDisconnected))
+	}
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		// Every slot is taken by publishes awaiting their ack: the broker
+		// is slow, the event is not at fault.
+		return core.Unavailable(fmt.Errorf("natsjs: waiting for one of %d publish slots: %w", r.cfg.MaxInFlight, context.Cause(ctx)), r.cfg.Breaker.RetryAfter)
+	}
+	defer func() { <-r.slots }()
+	return r.publish(ctx, msg)
+}
+
+// message builds the NATS message of env: subject, headers, payload.
+func (r *Relay) message(env core.Envelope) (*nats.Msg, error) {
+	var subject string
+	if r.cfg.SubjectFunc != nil {
+		s, err := r.cfg.SubjectFunc(env)
+		if err != nil {
+			return nil, fmt.Errorf("natsjs: SubjectFunc for event %s: %w", env.ID(), err)
+		}
+		subject = s
+	} else {
+		subject = r.subject.Expand(env)
+	}
+	if err := ValidateSubject(subject); err != nil {
+		return nil, fmt.Errorf("natsjs: event %s (type %s): %w", env.ID(), env.Type(), err)
+	}
+	msg := nats.NewMsg(subject)
+	relay.Headers(env, func(k, v string) {
+		if isNATSHeader(k) {
+			return // only the relay sets JetStream's control headers
+		}
+		msg.Header.Set(k, v)
+	})
+	msg.Header.Set(jetstream.MsgIDHeader, env.ID())
+	msg.Data = env.RawPayload()
+	return msg, nil
+}
+
+// isNATSHeader reports whether k is in the "Nats-" namespace, where
+// JetStream reads control headers (expected sequence, rollup, TTL). An
+// event header there could purge or refuse stream contents, so the relay
+// drops it.
+func isNATSHeader(k string) bool {
+	return len(k) >= 5 && strings.EqualFold(k[:5], "nats-")
+}
+
+// publish sends msg asynchronously and waits for its ack, AckTimeout or
+// ctx, whichever comes first.
+func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
+	paf, err := r.js.PublishMsgAsync(msg, r.pubOpts...)
+	if err != nil {
+		return r.classify(ctx, msg.Subject, err)
+	}
+	timer := time.NewTimer(r.cfg.AckTimeout)
+	defer timer.Stop()
+	select {
+	case <-paf.Ok():
+		r.breaker.Up()
+		return nil
+	case err := <-paf.Err():
+		return r.classify(ctx, msg.Subject, err)
+	case <-timer.C:
+		return r.noAck(fmt.Errorf("%w within AckTimeout %v", ErrNoAck, r.cfg.AckTimeout))
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return r.noAck(fmt.Errorf("%w before the listener's deadline: %w", ErrNoAck, context.Cause(ctx)))
+		}
+		return fmt.Errorf("natsjs: publish to %q interrupted before its ack: %w", msg.Subject, context.Cause(ctx))
+	}
+}
+
+// enter counts an OnEvent call in; false once the relay is closed.
+func (r *Relay) enter() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.active++
+	return true
+}
+
+// leave counts an OnEvent call out.
+func (r *Relay) leave() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active--
+	r.signalDrained()
+}
+
+// signalDrained closes drained once closed and idle; r.mu must be held.
+func (r *Relay) signalDrained() {
+	if r.closed && r.active == 0 {
+		select {
+		case <-r.drained:
+		default:
+			close(r.drained)
+		}
+	}
+}
+
+// Close stops the relay and waits until every publish under way has its
+// outcome (ack, refusal, AckTimeout or its listener's ctx). From the call
+// on, OnEvent publishes nothing and returns a core.Unavailable error
+// wrapping ErrClosed, so events still dispatched are put off without
+// charging an attempt. If ctx ends first Close returns ctx's error; the
+// publishes under way still end on their own, within AckTimeout. Calling
+// it again waits again. Close neither closes the JetStream context nor the
+// NATS connection, which belong to the caller; close the outbox first,
+// so no event is still being delivered.
+func (r *Relay) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	r.signalDrained()
+	r.mu.Unlock()
+	select {
+	case <-r.drained:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,52 @@
+package natsjs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ErrInvalidSubject reports a subject that breaks the NATS subject rules:
+// an expanded Config.Subject or a SubjectFunc result. An event with such
+// a subject fails normally (retried, DEAD after MaxAttempts): no broker
+// outage is involved.
+var ErrInvalidSubject = errors.New("natsjs: invalid subject")
+
+// ValidateSubject checks subject against the rules of a NATS publish
+// subject: not empty, valid UTF-8, tokens separated by '.' and none of
+// them empty, no whitespace or control character, and no wildcard
+// character ('*' or '>'), which JetStream refuses in a published subject.
+// It returns an error wrapping [ErrInvalidSubject] that names the rule.
+func ValidateSubject(subject string) error {
+	if subject == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidSubject)
+	}
+	if !utf8.ValidString(subject) {
+		return fmt.Errorf("%w %q: not valid UTF-8", ErrInvalidSubject, subject)
+	}
+	for i, r := range subject {
+		switch {
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return fmt.Errorf("%w %q: whitespace or control character at offset %d", ErrInvalidSubject, subject, i)
+		case r == '*' || r == '>':
+			return fmt.Errorf("%w %q: wildcard %q at offset %d (a published subject must be literal)", ErrInvalidSubject, subject, r, i)
+		}
+	}
+	if strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, "..") {
+		return fmt.Errorf("%w %q: empty token (a leading, trailing or doubled '.'; is a template field empty?)", ErrInvalidSubject, subject)
+	}
+	return nil
+}
+
+// validateStreamName checks a stream name as JetStream does: not empty, no
+// whitespace, '.', '*', '>', path separators or control characters.
+func validateStreamName(name string) error {
+	if strings.ContainsFunc(name, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune(".*>/\\", r)
+	}) {
+		return fmt.Errorf("stream name %q must not contain whitespace, '.', '*', '>', '/' or '\\'", name)
+	}
+	return nil
+}
