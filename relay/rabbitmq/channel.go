@@ -93,11 +93,6 @@ func (pc *pubChannel) watch(returns <-chan amqp.Return, closes <-chan *amqp.Erro
 // isClosed reports whether the channel can no longer publish.
 func (pc *pubChannel) isClosed() bool { return pc.ch.IsClosed() }
 
-// close closes the channel; pending confirms are nacked by the client.
-func (pc *pubChannel) close() {
-	_ = pc.ch.Close()
-}
-
 // outcome is how a publish ended.
 type outcome int
 
