@@ -92,7 +92,11 @@ type Config struct {
 	// Channels is the number of AMQP channels, all in confirm mode, the
 	// publishes are spread over (round robin) on one connection. A channel
 	// closed by the broker (a missing exchange) is reopened on its next
-	// use. Defaults to DefaultChannels (4).
+	// use, and the publishes that were waiting on it are sent again on
+	// another. Throughput barely depends on it (the broker's confirms and
+	// the workers awaiting them set the pace); several channels limit how
+	// many publishes one closed channel interrupts. Defaults to
+	// DefaultChannels (4).
 	Channels int
 	// ConfirmTimeout is how long a publish waits for the broker's confirm.
 	// A publish that gets none in time counts as an outage (the event is
