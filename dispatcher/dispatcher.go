@@ -271,8 +271,8 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 // with the number of failed deliveries so far. It never blocks; false
 // means the cold queue is full, the event's payload does not fit in
 // MaxHeldBytes, the event is already held, or the dispatcher is closed.
-func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil time.Time) bool {
-	if o == nil || d.closed.Load() || d.acquire(o, env) != acquired {
+func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil time.Time, mark uint64) bool {
+	if o == nil || d.closed.Load() || d.acquireClaimed(o, env, mark) != acquired {
 		return false
 	}
 	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o}

@@ -38,7 +38,7 @@ func (d *Dispatcher) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 }
 func (d *Dispatcher) ClaimLease(now time.Time) core.Lease { return d.claimLease(now) }
 func (d *Dispatcher) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
-	return d.enqueueCold(d.def, env, attempts, leaseUntil)
+	return d.enqueueCold(d.def, env, attempts, leaseUntil, d.tracker.Mark())
 }
 func (d *Dispatcher) ColdRoom() int { return d.coldRoom() }
 func (d *Dispatcher) InFlight(eventID string) bool {
@@ -54,3 +54,11 @@ func (d *Dispatcher) QueueDepths() (hot, cold int) { return d.queueDepths() }
 func (d *Dispatcher) PendingRetries() int          { return d.pendingRetries() }
 func (d *Dispatcher) HeldBytes() int64             { return d.heldBytes.Load() }
 func (d *Dispatcher) HotWaiting() bool             { return d.hotWaitingNow() }
+
+// ClaimMark and EnqueueColdMarked are the poller's view of the default
+// store's cold intake: the mark taken before a claim, and the enqueue of a
+// row that claim read.
+func (d *Dispatcher) ClaimMark() uint64 { return d.tracker.Mark() }
+func (d *Dispatcher) EnqueueColdMarked(env core.Envelope, attempts int, leaseUntil time.Time, mark uint64) bool {
+	return d.enqueueCold(d.def, env, attempts, leaseUntil, mark)
+}

@@ -71,11 +71,23 @@ func (o *origin) key(eventID string) string {
 // is refused when o was removed, when the event is held or finished
 // recently, or when its payload does not fit in MaxHeldBytes.
 func (d *Dispatcher) acquire(o *origin, env core.Envelope) acquireResult {
+	return d.take(o, env, func(key string) bool { return d.tracker.TryAcquire(key) })
+}
+
+// acquireClaimed is acquire for a row a claim read after the tracker's
+// mark: it also refuses an event this dispatcher let go since then (the
+// row was read while the event was still held here).
+func (d *Dispatcher) acquireClaimed(o *origin, env core.Envelope, mark uint64) acquireResult {
+	return d.take(o, env, func(key string) bool { return d.tracker.TryAcquireClaimed(key, mark) })
+}
+
+// take is acquire with the tracker's test.
+func (d *Dispatcher) take(o *origin, env core.Envelope, try func(key string) bool) acquireResult {
 	if !o.work.Hold() {
 		return refused
 	}
 	key := o.key(env.ID())
-	if !d.tracker.TryAcquire(key) {
+	if !try(key) {
 		o.work.Release()
 		return held
 	}
@@ -143,8 +155,10 @@ func (q storeQueue) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 
 func (q storeQueue) ClaimLease(now time.Time) core.Lease { return q.d.claimLease(now) }
 
-func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
-	return q.d.enqueueCold(q.o, env, attempts, leaseUntil)
+func (q storeQueue) ClaimMark() uint64 { return q.d.tracker.Mark() }
+
+func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time, mark uint64) bool {
+	return q.d.enqueueCold(q.o, env, attempts, leaseUntil, mark)
 }
 
 func (q storeQueue) ColdRoom() int { return q.d.coldRoom() }

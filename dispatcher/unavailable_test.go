@@ -112,3 +112,33 @@ func TestUnavailableError(t *testing.T) {
 		t.Errorf("nil cause: %q", got)
 	}
 }
+
+// A claim that read an event's row while the dispatcher still held it (its
+// listener running) must not queue that copy once the event was put off:
+// the put-off row is unowned and not due, and delivering the stale copy
+// would deliver it twice (its DONE fenced off, the poller delivering it
+// again). A claim that began after the release takes it.
+func TestUnavailableStaleClaimNotQueued(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1})
+	running, g := make(chan struct{}, 1), newGate(t)
+	h.reg.RegisterFunc("Relay", func(context.Context, core.Envelope) error {
+		running <- struct{}{}
+		<-g.ch
+		return core.Unavailable(errBrokerDown, time.Hour)
+	})
+	h.start()
+	e := h.insert("Relay")
+	h.mustEnqueueHot(e)
+	recv(t, running, "the listener")
+	mark := h.d.ClaimMark() // a poller's claim reads the row now
+	g.open()
+	h.wait("the event to be put off", func() bool { r, _ := h.st.Get(e.ID()); return r.LastError != "" })
+	h.waitReleased(e.ID())
+	until := h.d.ClaimLease(time.Now()).Until
+	if h.d.EnqueueColdMarked(e, 0, until, mark) {
+		t.Fatal("a claim from before the put-off queued the event again")
+	}
+	if !h.d.EnqueueColdMarked(e, 0, until, h.d.ClaimMark()) {
+		t.Fatal("a claim that began after the put-off was refused")
+	}
+}

@@ -51,7 +51,9 @@ func (q *fakeQueue) ClaimLease(now time.Time) core.Lease {
 	return core.Lease{Owner: queueOwner, Until: now.Add(queueLease)}
 }
 
-func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
+func (q *fakeQueue) ClaimMark() uint64 { return 0 }
+
+func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time, _ uint64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.calls++

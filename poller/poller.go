@@ -259,6 +259,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	} else {
 		limit += min(max(0, t.queue.Held()), limit)
 	}
+	mark := t.queue.ClaimMark()
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
 		SkipRecent: skipRecent, Limit: limit, SkipOwn: woken,
@@ -284,7 +285,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 			}
 			continue
 		}
-		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until) {
+		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, mark) {
 			if t.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
 				res.Skipped += len(recs) - i
 				break

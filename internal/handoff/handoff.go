@@ -26,9 +26,14 @@ type Hot interface {
 type Cold interface {
 	// ClaimLease returns the lease to claim rows with at now.
 	ClaimLease(now time.Time) core.Lease
+	// ClaimMark returns the mark to pass to EnqueueCold for the rows of a
+	// claim about to read them.
+	ClaimMark() uint64
 	// EnqueueCold offers a claimed event without blocking; false means
-	// not taken.
-	EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool
+	// not taken: the queue is full, or the dispatcher holds the event, or
+	// let it go after mark (the claim read the row while the event was
+	// still held here: a stale copy).
+	EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time, mark uint64) bool
 	// ColdRoom returns how many events the cold queue can take now.
 	ColdRoom() int
 	// InFlight reports whether the event is held by the dispatcher.

@@ -139,7 +139,7 @@ func TestInFlightFinishRemembersBriefly(t *testing.T) {
 // The memory is bounded: the oldest finished ids are forgotten first.
 func TestInFlightFinishIsBounded(t *testing.T) {
 	tr := inflight.New(0, nil)
-	for i := range 5000 {
+	for i := range 9000 {
 		id := fmt.Sprint(i)
 		tr.TryAcquire(id)
 		tr.Finish(id)
@@ -147,7 +147,48 @@ func TestInFlightFinishIsBounded(t *testing.T) {
 	if !tr.TryAcquire("0") {
 		t.Fatal("the oldest finished id is still remembered past the bound")
 	}
-	if tr.TryAcquire("4999") {
+	if tr.TryAcquire("8999") {
 		t.Fatal("the newest finished id was forgotten")
+	}
+}
+
+// A claim that read rows before an event was let go must not queue that
+// stale copy: TryAcquireClaimed refuses an id released or finished after
+// the claim's mark, and takes one let go before it.
+func TestInFlightClaimAfterRelease(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	tr := inflight.New(0, clock.Now)
+	tr.TryAcquire("put-off")
+	tr.TryAcquire("earlier")
+	tr.Release("earlier")
+	mark := tr.Mark() // the claim reads its rows now
+	tr.Release("put-off")
+	if tr.TryAcquireClaimed("put-off", mark) {
+		t.Fatal("a claim from before the release took the event again")
+	}
+	if !tr.TryAcquireClaimed("earlier", mark) {
+		t.Fatal("an event released before the claim began was refused")
+	}
+	if !tr.TryAcquireClaimed("put-off", tr.Mark()) {
+		t.Fatal("a claim that began after the release was refused")
+	}
+	tr.Release("put-off")
+	if !tr.TryAcquire("put-off") {
+		t.Fatal("the hot path (no claim) was refused a released event")
+	}
+	// An id let go twice keeps its latest entry when the older one leaves
+	// the ring.
+	tr.TryAcquire("twice")
+	tr.Finish("twice")
+	clock.Advance(time.Minute)
+	tr.TryAcquire("twice")
+	tr.Release("twice")
+	m := tr.Mark()
+	for i := range 8192 - 1 {
+		tr.TryAcquire(fmt.Sprint("filler", i))
+		tr.Release(fmt.Sprint("filler", i))
+	}
+	if tr.TryAcquireClaimed("twice", m-1) {
+		t.Fatal("the latest release of an id was forgotten with its older finish")
 	}
 }
