@@ -484,9 +484,11 @@ func testOrderedBadKeys(t *testing.T, h Harness) {
 	if _, err := f.ob.Get(context.Background(), noKey.ID()); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("event refused with ErrNoOrderKey: %v, want ErrNotFound", err)
 	}
-	var keyRows int
-	if err := f.db.GetContext(context.Background(), &keyRows, "SELECT COUNT(*) FROM outbox_event_keys"); err != nil || keyRows != 0 {
-		t.Errorf("keys table holds %d rows (%v), want 0", keyRows, err)
+	if h.Name != "sqlite" { // SQLite keeps no keys table: a position is its key's last row's plus one
+		var keyRows int
+		if err := f.db.GetContext(context.Background(), &keyRows, "SELECT COUNT(*) FROM outbox_event_keys"); err != nil || keyRows != 0 {
+			t.Errorf("keys table holds %d rows (%v), want 0", keyRows, err)
+		}
 	}
 
 	long := strings.Repeat("😀", core.MaxOrderKeyLen)

@@ -18,7 +18,8 @@ import (
 //
 // One flusher writes at a time: while it writes, the next batch builds up
 // (group commit). A batch is flushed when it is full or, once started, when
-// DoneFlushWindow has passed.
+// DoneFlushWindow has passed; at once when it holds an ordered event that
+// waited behind the one before it (see urgentDone).
 type doneBatcher struct {
 	d    *Dispatcher
 	in   chan item
@@ -53,6 +54,7 @@ func (b *doneBatcher) run() {
 			return
 		}
 		batch = append(batch[:0], it)
+		urgent := urgentDone(it)
 		open := true
 		if b.wait > 0 {
 			if timer == nil {
@@ -70,10 +72,11 @@ func (b *doneBatcher) run() {
 					break collect
 				}
 				batch = append(batch, it)
+				urgent = urgent || urgentDone(it)
 				continue
 			default:
 			}
-			if b.wait <= 0 {
+			if b.wait <= 0 || urgent {
 				break
 			}
 			select {
@@ -83,6 +86,7 @@ func (b *doneBatcher) run() {
 					break collect
 				}
 				batch = append(batch, it)
+				urgent = urgent || urgentDone(it)
 			case <-timer.C:
 				break collect
 			}
@@ -98,6 +102,16 @@ func (b *doneBatcher) run() {
 			return
 		}
 	}
+}
+
+// urgentDone reports whether the DONE write of it should not wait out
+// DoneFlushWindow: an ordered event that did not come straight from its
+// commit (it waited behind the event before it, or was retried), so later
+// events of its key likely wait for it, and each of them would wait out a
+// window too. Events of keys with nothing pending come by the hot path and
+// keep the coalescing.
+func urgentDone(it item) bool {
+	return it.source != SourceHot && it.env.OrderKey() != ""
 }
 
 // flush writes one batch and settles its events: one statement per store

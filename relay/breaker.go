@@ -49,8 +49,9 @@ const (
 // neither: it is a normal failure, retried and counted.
 //
 // An outage logs one ERROR when it begins and one INFO "recovered" line,
-// with its duration and the number of events put off, when a publish
-// succeeds again. During an outage one event per ProbeInterval is let
+// with its duration and how many times an event was put off ("put_offs";
+// an event put off again at each of its deliveries during the outage
+// counts each time), when a publish succeeds again. During an outage one event per ProbeInterval is let
 // through to try the broker; the others are put off at once.
 //
 // A Breaker is safe for concurrent use.
@@ -62,7 +63,7 @@ type Breaker struct {
 	since     time.Time // when the outage began
 	lastErr   error     // the failure that began or last continued the outage
 	nextProbe time.Time // when the next event may try the broker
-	putOff    int64     // events put off during this outage
+	putOffs   int64     // times an event was put off during this outage
 }
 
 // NewBreaker returns a Breaker. It returns an error wrapping
@@ -104,7 +105,7 @@ func (b *Breaker) Allow() error {
 		b.nextProbe = now.Add(b.cfg.ProbeInterval)
 		return nil
 	}
-	b.putOff++
+	b.putOffs++
 	return core.Unavailable(fmt.Errorf("%s unreachable since %s: %w", b.cfg.Name, b.since.UTC().Format(time.RFC3339), b.lastErr), b.cfg.RetryAfter)
 }
 
@@ -115,7 +116,7 @@ func (b *Breaker) Down(err error) error {
 	b.mu.Lock()
 	now := b.cfg.Now()
 	b.lastErr = err
-	b.putOff++
+	b.putOffs++
 	first := !b.down
 	if first {
 		b.down, b.since = true, now
@@ -139,12 +140,12 @@ func (b *Breaker) Up() {
 		b.mu.Unlock()
 		return
 	}
-	since, putOff := b.since, b.putOff
-	b.down, b.putOff, b.lastErr = false, 0, nil
+	since, putOffs := b.since, b.putOffs
+	b.down, b.putOffs, b.lastErr = false, 0, nil
 	now := b.cfg.Now()
 	b.mu.Unlock()
 	b.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "relay: broker recovered",
-		slog.String("broker", b.cfg.Name), slog.Duration("outage", now.Sub(since)), slog.Int64("events_put_off", putOff))
+		slog.String("broker", b.cfg.Name), slog.Duration("outage", now.Sub(since)), slog.Int64("put_offs", putOffs))
 }
 
 // State reports whether an outage is under way, and since when.

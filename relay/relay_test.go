@@ -148,7 +148,7 @@ func TestBreaker(t *testing.T) {
 	if n := len(logs.Lines("level=ERROR", "broker unreachable", "broker=nats", "connection refused")); n != 1 {
 		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
 	}
-	rec := logs.Lines("level=INFO", "broker recovered", "broker=nats", "outage=2.5s", "events_put_off=9")
+	rec := logs.Lines("level=INFO", "broker recovered", "broker=nats", "outage=2.5s", "put_offs=9")
 	if len(rec) != 1 {
 		t.Errorf("recovered line missing or wrong:\n%s", logs)
 	}

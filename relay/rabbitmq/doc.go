@@ -1,2 +1,66 @@
-// Package rabbitmq is a placeholder until the relay lands.
+// Package rabbitmq relays outbox events to RabbitMQ over AMQP 0-9-1, with
+// publisher confirms: an event counts as delivered (its row DONE) only
+// once the broker confirmed its message.
+//
+// Register a [Relay] on an outbox for the event types it should forward:
+//
+//	rl, err := rabbitmq.New(ctx, rabbitmq.Config{
+//		URL:        "amqp://guest:guest@127.0.0.1:5672/",
+//		Exchange:   "events",          // must exist; "" is the default exchange
+//		RoutingKey: "orders.{type}",   // templates over the event's fields
+//	})
+//	if err != nil { return err }
+//	ob.RegisterAll(rl) // or ob.Register("OrderPlaced", rl)
+//	...
+//	ob.Close(ctx)      // first the outbox, then the relay
+//	rl.Close(ctx)
+//
+// # Messages
+//
+// Each event becomes one persistent message (delivery mode 2) with the
+// event id as message_id (deduplicate on it: delivery is at least once),
+// the event type as type, the occurred-at time as timestamp,
+// content_type application/json for a JSON payload, and as headers the
+// Outbox-* metadata of relay.Headers plus the event's own headers (the
+// W3C trace context "traceparent" among them). The body is the payload.
+//
+// # Outcomes
+//
+// A message is published as mandatory (unless Config.AllowUnroutable):
+// one no queue is bound for is returned by the broker and the event fails
+// with [ErrUnroutable]. A nack ([ErrNacked]), a missing exchange or a
+// refused access ([ErrRefused]) and a message AMQP cannot carry
+// ([ErrInvalidMessage]) fail the event too: it is retried with backoff and
+// ends DEAD after the outbox's MaxAttempts.
+//
+// When the broker cannot be reached (no connection, a connection lost
+// while a confirm was awaited, no confirm within ConfirmTimeout, a
+// connection blocked by a resource alarm) the event is not charged: the
+// relay returns a core.Unavailable error, and the outbox puts the event
+// off and delivers it again later. The relay.Breaker behind it logs one
+// ERROR when such an outage begins and one INFO "recovered" line when a
+// publish is confirmed again; meanwhile one event per probe interval
+// tries the broker and the others are put off at once.
+//
+// # Connection and channels
+//
+// amqp091-go does not reconnect by itself (unless its experimental
+// Recovery is configured, which this relay does not use): the relay
+// watches its connection and, once it is lost, dials again in the
+// background with exponential backoff (ReconnectDelay up to
+// ReconnectMaxDelay). Publishes are spread over Config.Channels channels
+// in confirm mode; a channel the broker closed because of a message (404
+// NOT_FOUND for a missing exchange) is replaced on its next use, and the
+// other messages that were waiting on it are published again on a fresh
+// channel, so one bad event does not fail its neighbours.
+//
+// # Concurrency and order
+//
+// A Relay is safe for concurrent use: each dispatcher worker calls
+// OnEvent and waits for its own confirm while the client pipelines the
+// publishes of all workers on the shared connection; Config.MaxInFlight
+// bounds how many await their confirm at once. Because OnEvent returns
+// only after the confirm, ordered events (the outbox's per-key order)
+// reach each queue in per-key order: the outbox hands a key's next event
+// to a worker only after the previous one's outcome is written.
 package rabbitmq

@@ -2,8 +2,9 @@
 -- Times are INTEGER Unix microseconds (UTC); payload holds the raw bytes of
 -- either payload kind (payload_kind 0 = JSON, 1 = bytes).
 -- status: 0 NEW, 1 DONE, 2 RETRY, 3 DEAD.
--- Ordered events carry order_key and order_seq (1, 2, ... per key, no gaps,
--- taken from the keys table under its row lock). order_skip 1 means a DEAD
+-- Ordered events carry order_key and order_seq (1, 2, ... per key, no gaps:
+-- the key's last row's plus one, read in the write transaction, which is
+-- the only one; SQLite keeps no keys table). order_skip 1 means a DEAD
 -- event releases its key. Unordered events leave order_key NULL.
 CREATE TABLE IF NOT EXISTS {{.Table}} (
     event_id       TEXT    NOT NULL PRIMARY KEY CHECK (length(event_id) BETWEEN 1 AND 36),
@@ -33,8 +34,3 @@ CREATE INDEX IF NOT EXISTS {{.Index "status_available"}}
 
 CREATE UNIQUE INDEX IF NOT EXISTS {{.Index "order"}}
     ON {{.Table}} (order_key, order_seq) WHERE order_key IS NOT NULL;
-
-CREATE TABLE IF NOT EXISTS {{.Keys}} (
-    order_key TEXT    NOT NULL PRIMARY KEY,
-    last_seq  INTEGER NOT NULL
-);

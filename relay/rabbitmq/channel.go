@@ -1,0 +1,195 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// pubChannel is one AMQP channel in confirm mode with its bookkeeping:
+// the returns of its mandatory publishes, correlated by message id, and
+// the error it was closed with.
+//
+// Correlating returns relies on two facts. RabbitMQ sends a mandatory
+// message's basic.return before its basic.ack (its publisher confirms
+// documentation: "If the message is also published as mandatory, the
+// basic.return is sent to the client before basic.ack"). And amqp091-go
+// handles both, in that order, on its one reader goroutine; it delivers a
+// return by a blocking send on the channel given to NotifyReturn. So once
+// a publish's confirm arrived, its return (if any) was already received by
+// watch; a barrier request, served by watch after whatever it was doing,
+// makes sure it was also recorded.
+type pubChannel struct {
+	ch *amqp.Channel
+
+	mu      sync.Mutex
+	pending map[string]*amqp.Return // message id -> its return, nil until returned
+
+	barrier  chan chan struct{}
+	closed   chan struct{} // closed once the channel is closed
+	closeErr *amqp.Error   // why; set before closed is closed, nil for a close of ours
+	done     chan struct{} // closed when watch returns
+}
+
+// openChannel opens a channel on conn and puts it in confirm mode.
+func openChannel(conn *amqp.Connection) (*pubChannel, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("open channel: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("enable publisher confirms: %w", err)
+	}
+	pc := &pubChannel{
+		ch:      ch,
+		pending: make(map[string]*amqp.Return),
+		barrier: make(chan chan struct{}),
+		closed:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	// Unbuffered: the reader goroutine's send completes only once watch
+	// holds the return (see the type's comment).
+	returns := ch.NotifyReturn(make(chan amqp.Return))
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	go pc.watch(returns, closes)
+	return pc, nil
+}
+
+// watch records returns and the close of the channel, and serves barrier
+// requests, until the client closed both notification channels.
+func (pc *pubChannel) watch(returns <-chan amqp.Return, closes <-chan *amqp.Error) {
+	defer close(pc.done)
+	for returns != nil || closes != nil {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil
+				continue
+			}
+			pc.mu.Lock()
+			if v, ok := pc.pending[r.MessageId]; ok && v == nil {
+				pc.pending[r.MessageId] = &r
+			}
+			pc.mu.Unlock()
+		case e, ok := <-closes:
+			if ok {
+				pc.closeErr = e
+			}
+			if closes != nil {
+				closes = nil
+				close(pc.closed)
+			}
+		case b := <-pc.barrier:
+			close(b)
+		}
+	}
+}
+
+// isClosed reports whether the channel can no longer publish.
+func (pc *pubChannel) isClosed() bool { return pc.ch.IsClosed() }
+
+// outcome is how a publish ended.
+type outcome int
+
+const (
+	acked        outcome = iota
+	nacked               // basic.nack
+	returned             // basic.return (mandatory, unroutable), then basic.ack
+	channelError         // the broker closed the channel with a channel-level error
+	connLost             // the connection (or the channel, by the client) closed
+	timedOut             // no confirm within ConfirmTimeout
+	ctxDone              // the listener's ctx ended first
+)
+
+// result is an outcome with its detail.
+type result struct {
+	outcome outcome
+	ret     *amqp.Return // returned
+	err     error        // channelError (*amqp.Error), connLost, ctxDone
+}
+
+// publish publishes msg and waits for its confirm, at most timeout and
+// within ctx.
+func (pc *pubChannel) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing, timeout time.Duration) result {
+	id := msg.MessageId
+	if mandatory {
+		pc.mu.Lock()
+		pc.pending[id] = nil
+		pc.mu.Unlock()
+		defer func() {
+			pc.mu.Lock()
+			delete(pc.pending, id)
+			pc.mu.Unlock()
+		}()
+	}
+	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false, msg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return result{outcome: ctxDone, err: ctx.Err()}
+		}
+		return pc.closedResult(err)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-dc.Done():
+	case <-timer.C:
+		return result{outcome: timedOut, err: ErrConfirmTimeout}
+	case <-ctx.Done():
+		return result{outcome: ctxDone, err: ctx.Err()}
+	}
+	if !dc.Acked() {
+		// A nack, or the channel closed and the client nacked every
+		// pending confirm: only the channel's state tells them apart.
+		if pc.isClosed() {
+			return pc.closedResult(amqp.ErrClosed)
+		}
+		return result{outcome: nacked}
+	}
+	if !mandatory {
+		return result{outcome: acked}
+	}
+	b := make(chan struct{})
+	select {
+	case pc.barrier <- b:
+		<-b
+	case <-pc.done: // watch returned: it recorded everything it received
+	}
+	pc.mu.Lock()
+	ret := pc.pending[id]
+	pc.mu.Unlock()
+	if ret != nil {
+		return result{outcome: returned, ret: ret}
+	}
+	return result{outcome: acked}
+}
+
+// closedResult classifies a publish that failed because the channel is
+// closed, waiting (briefly) for watch to record why.
+func (pc *pubChannel) closedResult(cause error) result {
+	if !pc.isClosed() {
+		// The write failed on a channel still open: the connection broke.
+		return result{outcome: connLost, err: cause}
+	}
+	// The client marks the channel closed before it hands the close error
+	// to the NotifyClose listeners; wait for watch to record it.
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-pc.closed:
+	case <-t.C:
+		return result{outcome: connLost, err: cause}
+	}
+	if channelLevel(pc.closeErr) {
+		return result{outcome: channelError, err: pc.closeErr}
+	}
+	if pc.closeErr != nil {
+		return result{outcome: connLost, err: pc.closeErr}
+	}
+	return result{outcome: connLost, err: errors.Join(cause, amqp.ErrClosed)}
+}

@@ -1,0 +1,259 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/relay"
+)
+
+// Defaults of Config.
+const (
+	// DefaultRoutingKey is the routing key template used when
+	// Config.RoutingKey is empty: the event type.
+	DefaultRoutingKey = "{type}"
+	// DefaultMaxInFlight bounds the publishes awaiting their confirm.
+	DefaultMaxInFlight = 256
+	// DefaultChannels is the number of publishing channels.
+	DefaultChannels = 4
+	// DefaultConfirmTimeout is how long a publish waits for its confirm.
+	DefaultConfirmTimeout = 5 * time.Second
+	// DefaultDialTimeout bounds one dial: TCP connect and AMQP handshake.
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultReconnectDelay is the first delay between two dials after the
+	// connection was lost.
+	DefaultReconnectDelay = 100 * time.Millisecond
+	// DefaultReconnectMaxDelay caps the delay between two dials.
+	DefaultReconnectMaxDelay = 5 * time.Second
+	// DefaultConnectionName is the connection name shown by the broker's
+	// management UI.
+	DefaultConnectionName = "outbox-relay"
+)
+
+// maxShortString is the AMQP 0-9-1 limit of a short string in bytes: an
+// exchange name, a routing key, a message id or type, a header name.
+const maxShortString = 255
+
+// Config configures a [Relay]. Only URL (or Dial) is required: every other
+// field has a documented default.
+type Config struct {
+	// URL is the broker's AMQP URI, such as
+	// "amqp://user:password@host:5672/vhost" (see amqp091.ParseURI; amqps
+	// for TLS). Required unless Dial is set. It is parsed by New; its
+	// password never appears in log lines or errors.
+	URL string
+	// Dial, when set, opens every connection of the relay (the first one
+	// and each reconnection) instead of dialing URL, for TLS settings,
+	// SASL mechanisms or a custom net.Conn. It must return a new
+	// connection each time, and honour ctx. URL may then be empty: it only
+	// names the broker in log lines.
+	Dial func(ctx context.Context) (*amqp.Connection, error)
+	// ConnectionName is the client-provided connection name the broker
+	// shows (the "connection_name" client property). Ignored when Dial is
+	// set. Defaults to DefaultConnectionName, "outbox-relay".
+	ConnectionName string
+	// Exchange is the exchange every event is published to, a template in
+	// the syntax of relay.ParseTemplate ("events", "{tenant}.events"). It
+	// must exist: publishing to a missing exchange fails the event (the
+	// broker closes the channel with 404 NOT_FOUND; the relay opens a new
+	// one). Defaults to "", the broker's default exchange, which routes a
+	// message to the queue named by its routing key.
+	Exchange string
+	// RoutingKey is the routing key template ("orders.{type}",
+	// "{aggregate_type}.{aggregate_id}"). An expanded key longer than 255
+	// bytes fails the event with ErrInvalidMessage. Defaults to
+	// DefaultRoutingKey, "{type}".
+	RoutingKey string
+	// AllowUnroutable publishes without the mandatory flag. By default
+	// (false) every message is mandatory: a message no queue is bound to
+	// receive is returned by the broker, and the event fails with
+	// ErrUnroutable (retried, DEAD after MaxAttempts) instead of being
+	// dropped silently. Set it for exchanges where an unrouted event is
+	// fine; the broker then drops such a message and the event counts as
+	// delivered.
+	AllowUnroutable bool
+	// MaxInFlight bounds how many publishes of this relay await their
+	// confirm at once; a publish beyond it waits for a slot (within its
+	// listener's ctx). Concurrency comes from the outbox's dispatcher
+	// workers, each awaiting its own confirm, so a bound above
+	// Dispatcher.Workers changes nothing. Defaults to DefaultMaxInFlight
+	// (256).
+	MaxInFlight int
+	// Channels is the number of AMQP channels, all in confirm mode, the
+	// publishes are spread over (round robin) on one connection. A channel
+	// closed by the broker (a missing exchange) is reopened on its next
+	// use, and the publishes that were waiting on it are sent again on
+	// another. Throughput barely depends on it (the broker's confirms and
+	// the workers awaiting them set the pace); several channels limit how
+	// many publishes one closed channel interrupts. Defaults to
+	// DefaultChannels (4).
+	Channels int
+	// ConfirmTimeout is how long a publish waits for the broker's confirm.
+	// A publish that gets none in time counts as an outage (the event is
+	// put off, no attempt charged), not as a failure of the event. The
+	// listener's ctx deadline (the dispatcher's ListenerTimeout) applies
+	// too, whichever ends first. Defaults to DefaultConfirmTimeout (5 s).
+	ConfirmTimeout time.Duration
+	// DialTimeout bounds one dial, TCP connect and AMQP handshake
+	// together. Defaults to DefaultDialTimeout (5 s).
+	DialTimeout time.Duration
+	// ReconnectDelay is the delay before the first dial after the
+	// connection was lost; it doubles (with jitter) after each failed dial
+	// up to ReconnectMaxDelay. Defaults to DefaultReconnectDelay (100 ms).
+	ReconnectDelay time.Duration
+	// ReconnectMaxDelay caps the delay between two dials. Defaults to
+	// DefaultReconnectMaxDelay (5 s).
+	ReconnectMaxDelay time.Duration
+	// Breaker configures the outage breaker: its name in log lines, how
+	// often a probe event tries the broker during an outage, and how long
+	// the events put off wait. Breaker.Name defaults to "rabbitmq
+	// <URL without credentials>", Breaker.Logger to Logger; see
+	// relay.BreakerConfig for the rest.
+	Breaker relay.BreakerConfig
+	// Logger receives the relay's logs: through the breaker one ERROR per
+	// outage and one INFO when it ends, plus WARN lines for a connection
+	// lost or a channel closed by the broker. Payloads and header values
+	// are never logged. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns cfg with every unset field at its default; name is
+// the breaker's default name.
+func (cfg Config) withDefaults(name string) Config {
+	if cfg.ConnectionName == "" {
+		cfg.ConnectionName = DefaultConnectionName
+	}
+	if cfg.RoutingKey == "" {
+		cfg.RoutingKey = DefaultRoutingKey
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Channels == 0 {
+		cfg.Channels = DefaultChannels
+	}
+	if cfg.ConfirmTimeout == 0 {
+		cfg.ConfirmTimeout = DefaultConfirmTimeout
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.ReconnectDelay == 0 {
+		cfg.ReconnectDelay = DefaultReconnectDelay
+	}
+	if cfg.ReconnectMaxDelay == 0 {
+		cfg.ReconnectMaxDelay = DefaultReconnectMaxDelay
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Breaker.Logger == nil {
+		cfg.Breaker.Logger = cfg.Logger
+	}
+	if cfg.Breaker.Name == "" {
+		cfg.Breaker.Name = name
+	}
+	return cfg
+}
+
+// templates are the parsed Exchange and RoutingKey of a Config.
+type templates struct {
+	exchange, routingKey relay.Template
+}
+
+// validate reports every invalid field of cfg (defaults applied) at once,
+// and returns the parsed templates.
+func (cfg Config) validate() (templates, error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &core.ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if cfg.Dial == nil {
+		if cfg.URL == "" {
+			bad("URL", "is required (or set Dial), e.g. amqp://guest:guest@127.0.0.1:5672/")
+		} else if _, err := amqp.ParseURI(cfg.URL); err != nil {
+			bad("URL", "is not an AMQP URI: %v", err)
+		}
+	}
+	var t templates
+	var err error
+	if t.exchange, err = relay.ParseTemplate(cfg.Exchange); err != nil {
+		errs = append(errs, &core.ConfigError{Field: "Exchange", Msg: err.Error(), Err: relay.ErrInvalidTemplate})
+	} else if err := checkShortString("exchange", t.exchange.Expand(probeEvent)); err != nil && t.exchange.Static() {
+		bad("Exchange", "%v", err)
+	}
+	if t.routingKey, err = relay.ParseTemplate(cfg.RoutingKey); err != nil {
+		errs = append(errs, &core.ConfigError{Field: "RoutingKey", Msg: err.Error(), Err: relay.ErrInvalidTemplate})
+	} else if err := checkShortString("routing key", t.routingKey.Expand(probeEvent)); err != nil && t.routingKey.Static() {
+		bad("RoutingKey", "%v", err)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxInFlight", cfg.MaxInFlight}, {"Channels", cfg.Channels}} {
+		if f.v < 0 {
+			bad(f.name, "must not be negative (got %d)", f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ConfirmTimeout", cfg.ConfirmTimeout}, {"DialTimeout", cfg.DialTimeout},
+		{"ReconnectDelay", cfg.ReconnectDelay}, {"ReconnectMaxDelay", cfg.ReconnectMaxDelay},
+		{"Breaker.ProbeInterval", cfg.Breaker.ProbeInterval}, {"Breaker.RetryAfter", cfg.Breaker.RetryAfter},
+	} {
+		if f.v < 0 {
+			bad(f.name, "must not be negative (got %v)", f.v)
+		}
+	}
+	if cfg.ReconnectDelay > 0 && cfg.ReconnectMaxDelay > 0 && cfg.ReconnectMaxDelay < cfg.ReconnectDelay {
+		bad("ReconnectMaxDelay", "must not be below ReconnectDelay (%v < %v)", cfg.ReconnectMaxDelay, cfg.ReconnectDelay)
+	}
+	return t, errors.Join(errs...)
+}
+
+// checkShortString reports a value AMQP cannot carry in a short string.
+func checkShortString(what, s string) error {
+	if len(s) > maxShortString {
+		return fmt.Errorf("%s is %d bytes, AMQP allows %d", what, len(s), maxShortString)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s is not valid UTF-8", what)
+	}
+	return nil
+}
+
+// probeEvent has every field a template can use set, to check the literal
+// parts of a static template.
+var probeEvent = func() core.Envelope {
+	env, err := core.NewEvent("x").ID("x").AggregateType("x").AggregateID("x").TenantID("x").PayloadBytes([]byte{0}).Build()
+	if err != nil {
+		panic("rabbitmq: building the template probe event: " + err.Error())
+	}
+	return env
+}()
+
+// redactURL returns u without its user and password, for log lines and
+// errors: scheme, host, port and virtual host.
+func redactURL(u string) string {
+	uri, err := amqp.ParseURI(u)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	vhost := uri.Vhost
+	if vhost == "/" {
+		vhost = ""
+	}
+	return uri.Scheme + "://" + net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)) + "/" + url.PathEscape(vhost)
+}

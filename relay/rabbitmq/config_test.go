@@ -1,0 +1,97 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/relay"
+	"github.com/outbox-go/outbox/relay/rabbitmq"
+)
+
+// Every invalid field is reported at once, each as a *core.ConfigError
+// named by its field, and no connection is attempted.
+func TestConfigInvalid(t *testing.T) {
+	_, err := rabbitmq.New(context.Background(), rabbitmq.Config{
+		URL:               "http://127.0.0.1:5672/",
+		Exchange:          "{nope}",
+		RoutingKey:        strings.Repeat("k", 256),
+		MaxInFlight:       -1,
+		Channels:          -1,
+		ConfirmTimeout:    -1,
+		DialTimeout:       -1,
+		ReconnectDelay:    time.Second,
+		ReconnectMaxDelay: time.Millisecond,
+		Breaker:           relay.BreakerConfig{ProbeInterval: -1, RetryAfter: -1},
+	})
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	if !errors.Is(err, relay.ErrInvalidTemplate) {
+		t.Errorf("the bad template is not ErrInvalidTemplate: %v", err)
+	}
+	for _, field := range []string{"URL", "Exchange", "RoutingKey", "MaxInFlight", "Channels", "ConfirmTimeout", "DialTimeout",
+		"ReconnectMaxDelay", "Breaker.ProbeInterval", "Breaker.RetryAfter"} {
+		if !strings.Contains(err.Error(), " "+field+" ") {
+			t.Errorf("no error for %s in:\n%v", field, err)
+		}
+	}
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("not a *core.ConfigError: %T", err)
+	}
+}
+
+func TestConfigURLRequired(t *testing.T) {
+	_, err := rabbitmq.New(context.Background(), rabbitmq.Config{})
+	if !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "URL is required") {
+		t.Errorf("New without URL = %v", err)
+	}
+}
+
+// A broker that does not answer fails New with the dial error; the
+// password never appears in it.
+func TestNewUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	_, err = rabbitmq.New(context.Background(), rabbitmq.Config{URL: "amqp://user:s3cret@" + addr + "/", DialTimeout: 2 * time.Second})
+	if err == nil || errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("New on a closed port = %v, want connection refused", err)
+	}
+	if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "amqp://"+addr+"/") {
+		t.Errorf("error should name the broker without credentials: %v", err)
+	}
+}
+
+// Config.Dial replaces the URL: it opens every connection.
+func TestConfigDial(t *testing.T) {
+	admin(t)
+	calls := 0
+	r := newRelay(t, rabbitmq.Config{Dial: func(ctx context.Context) (*amqp.Connection, error) {
+		calls++
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("Dial's ctx has no deadline")
+		}
+		return amqp.Dial(amqpURL())
+	}, AllowUnroutable: true})
+	env, err := core.JSONEvent("T", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.OnEvent(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Errorf("Dial called %d times, want 1", calls)
+	}
+}

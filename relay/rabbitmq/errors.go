@@ -1,0 +1,50 @@
+package rabbitmq
+
+import (
+	"errors"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Errors a publish can fail with, matched with errors.Is. The ones that
+// are the event's fault (ErrUnroutable, ErrNacked, ErrRefused,
+// ErrInvalidMessage) are normal failures: the event is retried and ends
+// DEAD after MaxAttempts. The others mean the broker cannot be reached
+// and are wrapped in core.Unavailable: the event is put off without
+// charging an attempt.
+var (
+	// ErrUnroutable: the broker returned the mandatory message because no
+	// queue is bound to receive it (basic.return, NO_ROUTE). Bind a queue
+	// for the routing key, or set Config.AllowUnroutable.
+	ErrUnroutable = errors.New("rabbitmq: message unroutable (returned by the broker: no queue is bound for its routing key)")
+	// ErrNacked: the broker nacked the message (basic.nack), e.g. a queue
+	// with overflow=reject-publish is full.
+	ErrNacked = errors.New("rabbitmq: message nacked by the broker")
+	// ErrRefused: the broker closed the publishing channel because of the
+	// message, such as 404 NOT_FOUND for a missing exchange or 403
+	// ACCESS_REFUSED. The *amqp091.Error with the reply code is wrapped
+	// too (errors.As). The relay opens a new channel for the next publish.
+	ErrRefused = errors.New("rabbitmq: broker refused the message")
+	// ErrInvalidMessage: the event cannot travel as an AMQP message: its
+	// expanded exchange or routing key, its id, its type or a header name
+	// is longer than 255 bytes.
+	ErrInvalidMessage = errors.New("rabbitmq: event cannot be sent as an AMQP message")
+	// ErrConfirmTimeout: no confirm arrived within Config.ConfirmTimeout.
+	// Counted as an outage.
+	ErrConfirmTimeout = errors.New("rabbitmq: no publisher confirm in time")
+	// ErrNotConnected: the relay has no connection to the broker at the
+	// moment; it is reconnecting in the background. Counted as an outage.
+	ErrNotConnected = errors.New("rabbitmq: not connected to the broker")
+	// ErrBlocked: the broker blocked the connection (connection.blocked,
+	// a memory or disk alarm) and accepts no publish. Counted as an outage.
+	ErrBlocked = errors.New("rabbitmq: connection blocked by the broker")
+)
+
+// channelLevel reports whether err is a channel-level exception the broker
+// raised (a soft error such as 404 NOT_FOUND or 406 PRECONDITION_FAILED):
+// the channel is gone, the connection is fine. Any other close, including
+// a network failure the client reports as an *amqp.Error, means the
+// connection is gone.
+func channelLevel(err *amqp.Error) bool {
+	return err != nil && err.Server && err.Recover
+}

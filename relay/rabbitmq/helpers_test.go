@@ -1,0 +1,238 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+	"github.com/outbox-go/outbox/relay/rabbitmq"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// amqpURL is the shared test broker: OUTBOX_TEST_AMQP_URL, by default the
+// local one.
+func amqpURL() string {
+	if u := os.Getenv("OUTBOX_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// admin opens a connection and channel to the shared broker for the
+// test's own declarations and reads, closed in Cleanup. Without a broker
+// the test skips, or fails when CI=true.
+func admin(t testing.TB) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("RabbitMQ at %s: %v", amqpURL(), err)
+		}
+		t.Skipf("no RabbitMQ at %s (set OUTBOX_TEST_AMQP_URL): %v", amqpURL(), err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// uniq returns a random suffix for exchange and queue names.
+func uniq() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newExchange declares a durable topic exchange named after the test and
+// deletes it in Cleanup.
+func newExchange(t testing.TB, ch *amqp.Channel) string {
+	t.Helper()
+	name := "rabbitmq-test-x-" + uniq()
+	if err := ch.ExchangeDeclare(name, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		t.Fatalf("declare exchange %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		deleteWith(t, func(c *amqp.Channel) error { return c.ExchangeDelete(name, false, false) })
+	})
+	return name
+}
+
+// newQueue declares a durable queue named after the test, bound to
+// exchange with pattern when exchange is not empty, and deletes it in
+// Cleanup.
+func newQueue(t testing.TB, ch *amqp.Channel, exchange, pattern string) string {
+	t.Helper()
+	name := "rabbitmq-test-q-" + uniq()
+	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatalf("declare queue %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		deleteWith(t, func(c *amqp.Channel) error { _, err := c.QueueDelete(name, false, false, false); return err })
+	})
+	if exchange != "" {
+		if err := ch.QueueBind(name, pattern, exchange, false, nil); err != nil {
+			t.Fatalf("bind %s to %s: %v", name, exchange, err)
+		}
+	}
+	return name
+}
+
+// deleteWith runs a delete on a fresh connection, so that it works even
+// when the test's admin channel was closed by the broker.
+func deleteWith(t testing.TB, del func(*amqp.Channel) error) {
+	t.Helper()
+	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	defer func() { _ = conn.Close() }()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	if err := del(ch); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+}
+
+// collector consumes a queue into memory until Cleanup.
+type collector struct {
+	mu   sync.Mutex
+	msgs []amqp.Delivery
+	wake chan struct{}
+}
+
+// consume starts consuming queue (auto-ack) on a channel of its own.
+func consume(t testing.TB, queue string) *collector {
+	t.Helper()
+	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := ch.Consume(queue, "", true, true, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{wake: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for d := range deliveries {
+			c.mu.Lock()
+			c.msgs = append(c.msgs, d)
+			c.mu.Unlock()
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = conn.Close()
+		<-done
+	})
+	return c
+}
+
+// all returns the messages received so far, in arrival order.
+func (c *collector) all() []amqp.Delivery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]amqp.Delivery(nil), c.msgs...)
+}
+
+// count returns how many messages arrived.
+func (c *collector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.msgs)
+}
+
+// newRelay makes a relay on the shared broker with cfg (URL filled in)
+// and closes it in Cleanup.
+func newRelay(t testing.TB, cfg rabbitmq.Config) *rabbitmq.Relay {
+	t.Helper()
+	if cfg.URL == "" && cfg.Dial == nil {
+		cfg.URL = amqpURL()
+	}
+	r, err := rabbitmq.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.Close(ctx); err != nil {
+			t.Errorf("close relay: %v", err)
+		}
+	})
+	return r
+}
+
+// newOutbox opens an outbox over SQLite in a temporary directory with
+// cfg, registers l for every event, starts it and closes it in Cleanup
+// (before the relay, which was made first).
+func newOutbox(t testing.TB, cfg outbox.Config, l core.Listener) *outbox.Outbox {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	ob, err := outbox.New(ctx, db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob.RegisterAll(l)
+	if err := ob.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := ob.Close(ctx); err != nil {
+			t.Errorf("close outbox: %v", err)
+		}
+	})
+	return ob
+}
+
+// publish commits env in its own transaction.
+func publish(t testing.TB, ob *outbox.Outbox, env core.Envelope) {
+	t.Helper()
+	err := ob.InTx(context.Background(), func(ctx context.Context) error { _, err := ob.Publish(ctx, env); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// counts returns the outbox's rows per status.
+func counts(t testing.TB, ob *outbox.Outbox) map[core.Status]int {
+	t.Helper()
+	c, err := ob.CountByStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

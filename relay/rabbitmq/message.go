@@ -1,0 +1,45 @@
+package rabbitmq
+
+import (
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/relay"
+)
+
+// message builds the AMQP message of env, after checking that every short
+// string it needs fits AMQP's 255 bytes.
+func message(env core.Envelope, exchange, key string) (amqp.Publishing, error) {
+	for _, f := range []struct{ what, v string }{
+		{"exchange", exchange}, {"routing key", key}, {"event id (message_id)", env.ID()}, {"event type (type)", env.Type()},
+	} {
+		if err := checkShortString(f.what, f.v); err != nil {
+			return amqp.Publishing{}, fmt.Errorf("%w: event %s: %v", ErrInvalidMessage, env.ID(), err)
+		}
+	}
+	headers := amqp.Table{}
+	var bad error
+	relay.Headers(env, func(k, v string) {
+		if len(k) > maxShortString && bad == nil {
+			bad = fmt.Errorf("%w: event %s: a header name is %d bytes, AMQP allows %d", ErrInvalidMessage, env.ID(), len(k), maxShortString)
+		}
+		headers[k] = v
+	})
+	if bad != nil {
+		return amqp.Publishing{}, bad
+	}
+	msg := amqp.Publishing{
+		Headers:      headers,
+		DeliveryMode: amqp.Persistent,
+		MessageId:    env.ID(),
+		Timestamp:    env.OccurredAt(),
+		Type:         env.Type(),
+		Body:         env.RawPayload(),
+	}
+	if env.IsJSON() {
+		msg.ContentType = "application/json"
+	}
+	return msg, nil
+}

@@ -1,0 +1,284 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/relay"
+)
+
+// Relay publishes outbox events to RabbitMQ. It is a core.Listener:
+// register it on an outbox for the event types to forward. Make one with
+// [New]; it is safe for concurrent use by any number of dispatcher
+// workers.
+type Relay struct {
+	cfg     Config
+	tpl     templates
+	breaker *relay.Breaker
+	log     *slog.Logger
+	sem     chan struct{} // MaxInFlight slots
+	slots   []*slot
+	next    atomic.Uint64 // round robin over slots
+
+	mu      sync.Mutex
+	conn    *amqp.Connection // nil while reconnecting
+	connErr error            // why conn is nil
+	blocked atomic.Bool      // connection.blocked by the broker
+
+	closeMu   sync.RWMutex
+	closed    bool
+	inflight  sync.WaitGroup // OnEvent calls under way
+	stop      chan struct{}  // closed by Close: ends the supervisor
+	stopCtx   context.Context
+	cancel    context.CancelFunc
+	stopOnce  sync.Once
+	superDone chan struct{}
+}
+
+// slot holds one publishing channel, opened on first use and again after
+// it was closed.
+type slot struct {
+	mu sync.Mutex
+	pc *pubChannel
+}
+
+var _ core.Listener = (*Relay)(nil)
+
+// New checks cfg, connects to the broker and returns the relay. It
+// returns an error wrapping core.ErrInvalidConfig (one *core.ConfigError
+// per invalid field, joined) for a bad Config, and the dial error when
+// the broker cannot be reached now: the relay starts connected. Once
+// running it reconnects by itself. Close it after the outbox it is
+// registered on.
+func New(ctx context.Context, cfg Config) (*Relay, error) {
+	name := "rabbitmq"
+	if cfg.URL != "" {
+		name += " " + redactURL(cfg.URL)
+	}
+	cfg = cfg.withDefaults(name)
+	tpl, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	b, err := relay.NewBreaker(cfg.Breaker)
+	if err != nil {
+		return nil, err
+	}
+	r := &Relay{
+		cfg:       cfg,
+		tpl:       tpl,
+		breaker:   b,
+		log:       cfg.Logger,
+		sem:       make(chan struct{}, cfg.MaxInFlight),
+		slots:     make([]*slot, cfg.Channels),
+		stop:      make(chan struct{}),
+		superDone: make(chan struct{}),
+	}
+	for i := range r.slots {
+		r.slots[i] = &slot{}
+	}
+	r.stopCtx, r.cancel = context.WithCancel(context.Background())
+	conn, err := r.dial(ctx)
+	if err != nil {
+		r.cancel()
+		return nil, fmt.Errorf("rabbitmq: connect to %s: %w", cfg.Breaker.Name, err)
+	}
+	r.conn = conn
+	go r.supervise(conn)
+	return r, nil
+}
+
+// maxChannelTries bounds how often one event is published again after the
+// broker closed the channel because of another message on it.
+const maxChannelTries = 3
+
+// closeTimeout bounds the connection's close handshake in Close when ctx
+// has no deadline or already ended.
+const closeTimeout = 5 * time.Second
+
+// OnEvent publishes env and returns once the broker confirmed it: nil for
+// a basic.ack of a routed message, a normal error for a message the broker
+// refused (ErrUnroutable, ErrNacked, ErrRefused, ErrInvalidMessage), and
+// a core.Unavailable error (the event is put off, no attempt charged) when
+// the broker cannot be reached (ErrNotConnected, ErrConfirmTimeout,
+// ErrBlocked, a connection lost while the confirm was awaited).
+//
+// The message is persistent, with the event id as message_id, the event
+// type as type, the occurred-at time as timestamp, content_type
+// application/json for a JSON payload, and the headers of relay.Headers
+// (the Outbox-* metadata and the event's own headers, such as
+// traceparent).
+func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
+	r.closeMu.RLock()
+	if r.closed {
+		r.closeMu.RUnlock()
+		return core.Unavailable(fmt.Errorf("rabbitmq relay: %w", core.ErrClosed), 0)
+	}
+	r.inflight.Add(1)
+	r.closeMu.RUnlock()
+	defer r.inflight.Done()
+
+	exchange, key := r.tpl.exchange.Expand(env), r.tpl.routingKey.Expand(env)
+	msg, err := message(env, exchange, key)
+	if err != nil {
+		return err
+	}
+	if err := r.breaker.Allow(); err != nil {
+		return err
+	}
+	if r.blocked.Load() {
+		return r.breaker.Down(ErrBlocked)
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("rabbitmq: waiting for one of the MaxInFlight (%d) publish slots: %w", r.cfg.MaxInFlight, ctx.Err())
+	}
+	defer func() { <-r.sem }()
+
+	where := fmt.Sprintf("exchange %q, routing key %q", exchange, key)
+	var last error
+	for range maxChannelTries {
+		pc, err := r.slots[r.next.Add(1)%uint64(len(r.slots))].get(r)
+		if err != nil {
+			return r.breaker.Down(err)
+		}
+		res := pc.publish(ctx, exchange, key, !r.cfg.AllowUnroutable, msg, r.cfg.ConfirmTimeout)
+		switch res.outcome {
+		case acked:
+			r.breaker.Up()
+			return nil
+		case nacked:
+			r.breaker.Up()
+			return fmt.Errorf("%w (%s)", ErrNacked, where)
+		case returned:
+			r.breaker.Up()
+			return fmt.Errorf("%w: %d %s (%s)", ErrUnroutable, res.ret.ReplyCode, res.ret.ReplyText, where)
+		case channelError:
+			r.breaker.Up()
+			last = fmt.Errorf("%w: %w (%s)", ErrRefused, res.err, where)
+			if causedBy(res.err, exchange) {
+				return last
+			}
+			// Another message on the channel may have closed it: this
+			// one was discarded with it. Publish it again on a new one.
+		case connLost:
+			return r.breaker.Down(fmt.Errorf("connection lost awaiting the confirm: %w", res.err))
+		case timedOut:
+			return r.breaker.Down(fmt.Errorf("%w after %v (%s)", ErrConfirmTimeout, r.cfg.ConfirmTimeout, where))
+		case ctxDone:
+			return fmt.Errorf("rabbitmq: awaiting the confirm (%s): %w", where, res.err)
+		}
+	}
+	return last
+}
+
+// causedBy reports whether a channel-level error names exchange: 404
+// NOT_FOUND "no exchange 'x' in vhost '/'" or 403 ACCESS_REFUSED for it,
+// so the message published to it is the one the broker refused.
+func causedBy(err error, exchange string) bool {
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || (ae.Code != amqp.NotFound && ae.Code != amqp.AccessRefused) {
+		return false
+	}
+	return strings.Contains(ae.Reason, "exchange '"+exchange+"'")
+}
+
+// get returns the slot's channel, opening a new one when it has none or
+// its channel was closed.
+func (s *slot) get(r *Relay) (*pubChannel, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pc != nil && !s.pc.isClosed() {
+		return s.pc, nil
+	}
+	if old := s.pc; old != nil {
+		select {
+		case <-old.closed:
+			if channelLevel(old.closeErr) {
+				r.log.Warn("rabbitmq relay: the broker closed a publishing channel; opening a new one",
+					slog.String("broker", r.cfg.Breaker.Name), slog.Int("code", old.closeErr.Code), slog.String("reason", old.closeErr.Reason))
+			}
+		default:
+		}
+		s.pc = nil
+	}
+	conn, err := r.current()
+	if err != nil {
+		return nil, err
+	}
+	pc, err := openChannel(conn)
+	if err != nil {
+		return nil, err
+	}
+	s.pc = pc
+	return pc, nil
+}
+
+// Close stops the relay: new OnEvent calls return a core.Unavailable
+// error wrapping core.ErrClosed (the event is put off, not charged), the
+// publishes under way finish (their confirms awaited), then the channels
+// and the connection are closed. If ctx ends first, Close closes them
+// anyway (the publishes still waiting fail as an outage) and returns
+// ctx's error. Close the outbox first, so its workers are done. Calling
+// Close again is safe.
+func (r *Relay) Close(ctx context.Context) error {
+	r.closeMu.Lock()
+	r.closed = true
+	r.closeMu.Unlock()
+	drained := make(chan struct{})
+	go func() {
+		r.inflight.Wait()
+		close(drained)
+	}()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	r.stopOnce.Do(func() {
+		close(r.stop)
+		r.cancel()
+	})
+	<-r.superDone
+	// Closing the connection closes its channels with it; no publish is
+	// left to confirm (or the caller gave up on them).
+	var watchers []chan struct{}
+	for _, s := range r.slots {
+		s.mu.Lock()
+		if s.pc != nil {
+			watchers = append(watchers, s.pc.done)
+			s.pc = nil
+		}
+		s.mu.Unlock()
+	}
+	r.mu.Lock()
+	conn := r.conn
+	r.conn, r.connErr = nil, core.ErrClosed
+	r.mu.Unlock()
+	if conn != nil {
+		deadline, ok := ctx.Deadline()
+		if !ok || err != nil {
+			deadline = time.Now().Add(closeTimeout)
+		}
+		_ = conn.CloseDeadline(deadline)
+	}
+	for _, w := range watchers {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	return err
+}
