@@ -151,8 +151,12 @@ the flag has no value):
 
 Relay scenarios (run by default only with -relay BROKER, where BROKER is
 one of: %RELAYS%; each on a destination of its own, made for the scenario
-and deleted at its end: a JetStream stream OUTBOX_BENCH_<RANDOM> with file
-storage and a 2 min duplicate window, which needs no consumer):
+and deleted at its end: for natsjs a JetStream stream OUTBOX_BENCH_<RANDOM>
+with file storage and a 2 min duplicate window, which needs no consumer;
+for rabbitmq a durable topic exchange and a durable queue
+outbox-bench-<random> bound with "#", drained by an auto-ack consumer so
+that it does not fill up; the relay publishes persistent, mandatory
+messages and awaits each confirm):
   relay       end_to_end with the broker relay registered (RegisterAll)
               instead of the no-op listener: from the first publish until
               every row is DONE, that is until the broker acknowledged

@@ -14,14 +14,15 @@
 // ordered scenarios (ordered_end_to_end over K keys, ordered_one_key,
 // ordered_latency) and reports ordered_ratio = ordered_end_to_end rate /
 // end_to_end rate (at least 0.7) and ordered_p99_us (at most 1000). With
-// -relay natsjs it also runs the relay scenarios through a broker relay
+// -relay natsjs (or rabbitmq) it also runs the relay scenarios through a broker relay
 // (relay, relay_latency) and reports relay_ratio = relay rate / end_to_end
 // rate (at least 0.7) and relay_p99_us, commit to broker ack (at most
 // 5000):
 //
 //	go run ./cmd/outbox-bench -db sqlite -relay natsjs -scenarios end_to_end,relay,relay_latency
 //
-// Each broker is one file (relay_natsjs.go) adding itself to relayKinds.
+// Each broker is one file (relay_natsjs.go, relay_rabbitmq.go) adding
+// itself to relayKinds.
 // Run it with -h for the details.
 package main
 

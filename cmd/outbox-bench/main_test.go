@@ -101,8 +101,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-scenarios", "ordered_end_to_end"}, "ordered_end_to_end is measured against end_to_end"},
 		{[]string{"-scenarios", "end_to_end,ordered_latency"}, "ordered_latency paces itself"},
 		{[]string{"-ordered-keys", "extra"}, `unexpected argument "extra"`},
-		{[]string{"-scenarios", "end_to_end,relay"}, "the relay scenarios need -relay (natsjs)"},
-		{[]string{"-relay", "kafka"}, `-relay must be natsjs, got "kafka"`},
+		{[]string{"-scenarios", "end_to_end,relay"}, "the relay scenarios need -relay (natsjs or rabbitmq)"},
+		{[]string{"-relay", "kafka"}, `-relay must be natsjs or rabbitmq, got "kafka"`},
 		{[]string{"-relay-url", "nats://x:4222"}, "-relay-url needs -relay"},
 		{[]string{"-relay-workers", "8"}, "-relay-workers needs -relay"},
 		{[]string{"-relay", "natsjs", "-relay-workers", "300"}, "-relay-workers must be between 1 and 256"},
@@ -124,7 +124,7 @@ func TestFlagErrors(t *testing.T) {
 	}
 	for _, s := range []string{"publish_ratio", "floor rate / publish rate", "end_to_end_ratio", "-workers",
 		"ordered_ratio", "ordered_end_to_end rate / end_to_end rate", "ordered_p99_us", "ordered_one_key", "-ordered-keys",
-		"relay_ratio", "relay rate / end_to_end rate", "relay_p99_us", "one of: natsjs;", "-relay-url", "-relay-workers", "HotCapacity"} {
+		"relay_ratio", "relay rate / end_to_end rate", "relay_p99_us", "one of: natsjs, rabbitmq;", "-relay-url", "-relay-workers", "HotCapacity"} {
 		if !strings.Contains(errOut.String(), s) {
 			t.Errorf("-h output lacks %q", s)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // natsURL is the NATS server of the relay tests: OUTBOX_TEST_NATS_URL, by
@@ -203,4 +204,70 @@ func TestSummaryRelayTargets(t *testing.T) {
 			t.Errorf("summary line lacks %q: %s", f, out.String())
 		}
 	}
+}
+
+// amqpURL is the RabbitMQ of the relay tests: OUTBOX_TEST_AMQP_URL, by
+// default the local one.
+func amqpURL() string {
+	if u := os.Getenv("OUTBOX_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return relayKinds["rabbitmq"].defaultURL
+}
+
+// TestRunSQLiteRabbitMQTiny runs relay and relay_latency through the
+// rabbitmq relay to the real local RabbitMQ with tiny sizes: the lines name
+// the broker and the exchange and queue, which are gone afterwards.
+func TestRunSQLiteRabbitMQTiny(t *testing.T) {
+	conn, err := amqp.Dial(amqpURL())
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("RabbitMQ at %s: %v", amqpURL(), err)
+		}
+		t.Skipf("no RabbitMQ at %s (set OUTBOX_TEST_AMQP_URL): %v", amqpURL(), err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"-db", "sqlite", "-json", "-n", "200", "-rounds", "1", "-warmup", "20",
+		"-relay", "rabbitmq", "-relay-url", amqpURL(), "-relay-workers", "16",
+		"-scenarios", "end_to_end,relay,relay_latency"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("got %d lines, want 4:\n%s", len(lines), out.String())
+	}
+	for _, line := range lines[1:3] {
+		var m struct {
+			Relay string   `json:"relay"`
+			Notes []string `json:"notes"`
+			P99   *float64 `json:"p99_us"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if m.Relay != "rabbitmq" || !slices.Contains(m.Notes, "drained_by=auto-ack consumer") {
+			t.Errorf("relay=%q notes=%q: %s", m.Relay, m.Notes, line)
+		}
+		for _, n := range m.Notes {
+			if q, ok := strings.CutPrefix(n, "queue="); ok {
+				ch, err := conn.Channel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err == nil {
+					t.Errorf("queue %s still there after the run", q)
+				}
+				_ = ch.Close() // closed by the broker after the 404 anyway
+			}
+		}
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(lines[3]), &s); err != nil || s["relay"] != "rabbitmq" || s["relay_ratio"] == nil || s["relay_p99_us"] == nil {
+		t.Errorf("summary: %v %s", err, lines[3])
+	}
+	t.Logf("%s\n%s", lines[1], lines[2])
 }
