@@ -26,27 +26,34 @@ const (
 	scenarioOrderedE2E     = "ordered_end_to_end"
 	scenarioOrderedOneKey  = "ordered_one_key"
 	scenarioOrderedLatency = "ordered_latency"
-	defaultMySQLDSN        = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-	defaultPGDSN           = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultSQLiteN         = 20000
-	defaultMySQLN          = 10000
-	defaultOverloadN       = 200000
-	defaultWorkers         = 4
-	defaultWarmup          = 300
-	defaultRounds          = 3
-	maxWorkers             = 256
-	defaultSlowListen      = 2 * time.Millisecond
+	// The relay scenarios (with -relay).
+	scenarioRelay        = "relay"
+	scenarioRelayLatency = "relay_latency"
+	defaultMySQLDSN      = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	defaultPGDSN         = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultSQLiteN       = 20000
+	defaultMySQLN        = 10000
+	defaultOverloadN     = 200000
+	defaultWorkers       = 4
+	defaultWarmup        = 300
+	defaultRounds        = 3
+	maxWorkers           = 256
+	defaultSlowListen    = 2 * time.Millisecond
 	// defaultOrderedKeys is -ordered-keys given without a value.
 	defaultOrderedKeys = 1000
 )
 
 // allScenarios lists every scenario in run order.
-var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E,
-	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioOverload, scenarioWakeup}
+var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioRelay,
+	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup}
 
 // orderedScenarios are the scenarios of ordered events, run by default
 // only with -ordered-keys.
 var orderedScenarios = []string{scenarioOrderedE2E, scenarioOrderedOneKey, scenarioOrderedLatency}
+
+// relayScenarios are the scenarios through a broker relay, run by default
+// only with -relay.
+var relayScenarios = []string{scenarioRelay, scenarioRelayLatency}
 
 // notifyingDBs are the databases that announce commits to other sessions
 // (jdbcstore.Notifier), where the wakeup scenario runs.
@@ -79,6 +86,12 @@ type options struct {
 	// orderedKeys is the number of ordering keys of ordered_end_to_end
 	// (-ordered-keys; 0 when the ordered scenarios do not run).
 	orderedKeys int
+	// relay is the broker of the relay scenarios (-relay, a key of
+	// relayKinds; "" when they do not run), relayURL its address and
+	// relayWorkers the dispatcher workers of those scenarios.
+	relay        string
+	relayURL     string
+	relayWorkers int
 }
 
 // usageText is printed by -h above the flag list.
@@ -87,6 +100,7 @@ const usageText = `outbox-bench measures the outbox against a bare INSERT on the
 Usage:
   outbox-bench -db sqlite|mysql|postgres [-dsn DSN] [-n N] [-workers W] [-json] [flags]
   outbox-bench -ordered-keys [K] ...   (also the ordered scenarios, K = 1000 by default)
+  outbox-bench -relay natsjs [-relay-url URL] ...   (also the relay scenarios)
 
 Scenarios (each on a fresh database: a new SQLite file, or a new MySQL or
 PostgreSQL database outbox_bench_<random> dropped at the end):
@@ -135,8 +149,28 @@ the flag has no value):
               Paced at 0.5 x the ordered_end_to_end rate, N/4 events (at
               most ~5 s).
 
-floor, publish, end_to_end and ordered_end_to_end run -rounds times,
-interleaved, and report their median round.
+Relay scenarios (run by default only with -relay BROKER, where BROKER is
+one of: %RELAYS%; each on a destination of its own, made for the scenario
+and deleted at its end: for natsjs a JetStream stream OUTBOX_BENCH_<RANDOM>
+with file storage and a 2 min duplicate window, which needs no consumer;
+for rabbitmq a durable topic exchange and a durable queue
+outbox-bench-<random> bound with "#", drained by an auto-ack consumer so
+that it does not fill up; the relay publishes persistent, mandatory
+messages and awaits each confirm):
+  relay       end_to_end with the broker relay registered (RegisterAll)
+              instead of the no-op listener: from the first publish until
+              every row is DONE, that is until the broker acknowledged
+              every event. The hot queue holds every event (HotCapacity =
+              warm-up + N, in the line's notes): with the default 1000 a
+              relay slower than the publishers leaves the overflow to the
+              poller, and the scenario would measure the poller. Dispatcher
+              workers: -relay-workers (default -workers).
+  relay_latency  latency through the relay: commit returned -> the relay
+              returned (broker ack), paced at 0.5 x the relay rate, N/4
+              events (at most ~5 s).
+
+floor, publish, end_to_end, ordered_end_to_end and relay run -rounds
+times, interleaved, and report their median round.
 
 Ratios (all measured within one run, same process and settings):
   ratio_to_floor    (scenario lines) scenario rate / floor rate; higher is faster.
@@ -145,8 +179,9 @@ Ratios (all measured within one run, same process and settings):
   end_to_end_ratio  (summary) end_to_end rate / floor rate; target >= 0.8.
   ordered_ratio     (summary) ordered_end_to_end rate / end_to_end rate;
                     target >= 0.7.
+  relay_ratio       (summary) relay rate / end_to_end rate; target >= 0.7.
   Other targets: latency p99_us <= 1000, ordered_latency p99
-  (ordered_p99_us) <= 1000, overload peak_rss_mb <= 64 (with
+  (ordered_p99_us) <= 1000, relay_latency p99 (relay_p99_us) <= 5000, overload peak_rss_mb <= 64 (with
   -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
   headroom and the process's fixed cost; none with -max-held-bytes -1),
   lost = 0.
@@ -194,6 +229,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run (default: every scenario the database supports: "+strings.Join(allScenarios, ",")+")")
 	ordered := &orderedKeysFlag{}
 	fs.Var(ordered, "ordered-keys", fmt.Sprintf("run the ordered scenarios too, ordered_end_to_end with `K` keys (%d when the flag has no value)", defaultOrderedKeys))
+	fs.StringVar(&o.relay, "relay", "", "run the relay scenarios too, through this broker: "+strings.Join(relayNames(), " or "))
+	fs.StringVar(&o.relayURL, "relay-url", "", "address of the -relay broker (default: "+relayDefaults()+")")
+	fs.IntVar(&o.relayWorkers, "relay-workers", 0, "dispatcher workers of the relay scenarios (default: -workers)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -202,7 +240,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(out, usageText)
+				fmt.Fprint(out, strings.ReplaceAll(usageText, "%RELAYS%", strings.Join(relayNames(), ", ")))
 				fs.SetOutput(out)
 				fs.PrintDefaults()
 			}
@@ -232,6 +270,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 			switch {
 			case name == scenarioWakeup && !slices.Contains(notifyingDBs, o.db):
 			case slices.Contains(orderedScenarios, name) && !ordered.set:
+			case slices.Contains(relayScenarios, name) && o.relay == "":
 			default:
 				o.scenarios = append(o.scenarios, name)
 			}
@@ -241,6 +280,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	}
 	if ordered.set && !slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }) {
 		return o, fmt.Errorf("-ordered-keys: -scenarios selects no ordered scenario (%s)", strings.Join(orderedScenarios, ", "))
+	}
+	if o.relay != "" && !slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(relayScenarios, s) }) {
+		return o, fmt.Errorf("-relay: -scenarios selects no relay scenario (%s)", strings.Join(relayScenarios, ", "))
 	}
 	if !ordered.set && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }) {
 		o.orderedKeys = defaultOrderedKeys
@@ -327,6 +369,9 @@ func (o *options) validate() error {
 	case o.orderedKeys == 0 && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }):
 		return errors.New("-ordered-keys must be at least 1")
 	}
+	if err := o.validateRelay(); err != nil {
+		return err
+	}
 	if o.has(scenarioWakeup) && !slices.Contains(notifyingDBs, o.db) {
 		return fmt.Errorf("-scenarios: wakeup needs a database that announces commits (%s), not %s", strings.Join(notifyingDBs, ", "), o.db)
 	}
@@ -340,6 +385,51 @@ func (o *options) validate() error {
 		return errors.New("-scenarios: ordered_latency paces itself at half the ordered_end_to_end rate, so it needs ordered_end_to_end")
 	}
 	return nil
+}
+
+// validateRelay checks -relay, -relay-url, -relay-workers and the relay
+// scenarios, and fills the defaults of the relay.
+func (o *options) validateRelay() error {
+	if o.relay == "" {
+		switch {
+		case o.relayURL != "":
+			return errors.New("-relay-url needs -relay")
+		case o.relayWorkers != 0:
+			return errors.New("-relay-workers needs -relay")
+		case slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(relayScenarios, s) }):
+			return fmt.Errorf("-scenarios: the relay scenarios need -relay (%s)", strings.Join(relayNames(), " or "))
+		}
+		return nil
+	}
+	kind, ok := relayKinds[o.relay]
+	if !ok {
+		return fmt.Errorf("-relay must be %s, got %q", strings.Join(relayNames(), " or "), o.relay)
+	}
+	if o.relayURL == "" {
+		o.relayURL = kind.defaultURL
+	}
+	switch {
+	case o.relayWorkers == 0:
+		o.relayWorkers = o.workers
+	case o.relayWorkers < 1 || o.relayWorkers > maxWorkers:
+		return fmt.Errorf("-relay-workers must be between 1 and %d", maxWorkers)
+	}
+	if o.has(scenarioRelay) && !o.has(scenarioEndToEnd) {
+		return errors.New("-scenarios: relay is measured against end_to_end (relay_ratio), so it needs end_to_end")
+	}
+	if o.has(scenarioRelayLatency) && !o.has(scenarioRelay) {
+		return errors.New("-scenarios: relay_latency paces itself at half the relay rate, so it needs relay")
+	}
+	return nil
+}
+
+// relayDefaults lists the default address of every -relay broker.
+func relayDefaults() string {
+	var s []string
+	for _, name := range relayNames() {
+		s = append(s, relayKinds[name].defaultURL+" for "+name)
+	}
+	return strings.Join(s, ", ")
 }
 
 // parseScenarios splits a comma-separated list, rejects unknown names and

@@ -48,36 +48,65 @@ type harness struct {
 	pad []byte
 }
 
+// outboxSetup is how one scenario's outbox differs from the default one.
+type outboxSetup struct {
+	// poller configures the poller; Interval and BacklogInterval default
+	// to -poll-interval and -backlog-interval.
+	poller poller.Config
+	// listen, when set, is registered for the benchmark's event type.
+	listen outbox.ListenerFunc
+	// all, when set, is registered with RegisterAll: it sees every event,
+	// the warm-up ones included (the relay scenarios).
+	all outbox.Listener
+	// tune, when set, changes the dispatcher configuration.
+	tune func(*dispatcher.Config)
+}
+
 // startOutbox opens a fresh database, builds the outbox with the default
 // configuration (W dispatcher workers, the tool's logger, pcfg for the
 // poller), registers listen for the benchmark's event type and a no-op
 // listener for the warm-up type, starts it, and runs the warm-up: a few
 // hundred untimed transactions, all DONE before it returns.
 func (b *bench) startOutbox(ctx context.Context, pcfg poller.Config, listen outbox.ListenerFunc) (*harness, error) {
+	return b.start(ctx, outboxSetup{poller: pcfg, listen: listen})
+}
+
+// start is startOutbox with the scenario's setup.
+func (b *bench) start(ctx context.Context, s outboxSetup) (*harness, error) {
 	f, err := openFresh(ctx, b.opts)
 	if err != nil {
 		return nil, err
 	}
 	m := &counters{}
+	pcfg := s.poller
 	if pcfg.Interval == 0 {
 		pcfg.Interval = b.opts.pollEvery
 	}
 	if pcfg.BacklogInterval == 0 {
 		pcfg.BacklogInterval = b.opts.backlog
 	}
+	dcfg := dispatcher.Config{Workers: b.opts.workers,
+		DoneFlushWindow: b.opts.doneWindow, DoneBatchSize: b.opts.doneBatch, MaxHeldBytes: b.opts.maxHeld}
+	if s.tune != nil {
+		s.tune(&dcfg)
+	}
 	ob, err := outbox.New(ctx, f.db, outbox.Config{
-		Dispatcher: dispatcher.Config{Workers: b.opts.workers,
-			DoneFlushWindow: b.opts.doneWindow, DoneBatchSize: b.opts.doneBatch, MaxHeldBytes: b.opts.maxHeld},
-		Poller:  pcfg,
-		Logger:  b.log,
-		Metrics: m,
+		Dispatcher: dcfg,
+		Poller:     pcfg,
+		Logger:     b.log,
+		Metrics:    m,
 	})
 	if err != nil {
 		b.closeDB(f)
 		return nil, fmt.Errorf("outbox.New: %w", err)
 	}
-	ob.RegisterFunc(eventType, listen)
+	if s.listen != nil {
+		ob.RegisterFunc(eventType, s.listen)
+	}
 	ob.RegisterFunc(warmupType, func(context.Context, outbox.Envelope) error { return nil })
+	if s.all != nil {
+		ob.RegisterAll(s.all)
+	}
 	if err := ob.Start(ctx); err != nil {
 		b.closeDB(f)
 		return nil, fmt.Errorf("outbox start: %w", err)

@@ -13,8 +13,17 @@
 // rate / floor rate (at least 0.8). With -ordered-keys K it also runs the
 // ordered scenarios (ordered_end_to_end over K keys, ordered_one_key,
 // ordered_latency) and reports ordered_ratio = ordered_end_to_end rate /
-// end_to_end rate (at least 0.7) and ordered_p99_us (at most 1000). Run
-// it with -h for the details.
+// end_to_end rate (at least 0.7) and ordered_p99_us (at most 1000). With
+// -relay natsjs (or rabbitmq) it also runs the relay scenarios through a broker relay
+// (relay, relay_latency) and reports relay_ratio = relay rate / end_to_end
+// rate (at least 0.7) and relay_p99_us, commit to broker ack (at most
+// 5000):
+//
+//	go run ./cmd/outbox-bench -db sqlite -relay natsjs -scenarios end_to_end,relay,relay_latency
+//
+// Each broker is one file (relay_natsjs.go, relay_rabbitmq.go) adding
+// itself to relayKinds.
+// Run it with -h for the details.
 package main
 
 import (
@@ -51,7 +60,9 @@ type bench struct {
 	stderr io.Writer
 
 	floorRate, publishRate, e2eRate float64
-	orderedRate, oneKeyRate         float64 // ordered_end_to_end, ordered_one_key
+	orderedRate, oneKeyRate         float64  // ordered_end_to_end, ordered_one_key
+	relayRate                       float64  // relay
+	relayP99                        *float64 // relay_latency
 	p99, overloadRSS, wakeupP99     *float64
 	orderedP99                      *float64 // ordered_latency
 	lost                            *int
@@ -123,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // throughputScenarios run -rounds times, interleaved.
-var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E}
+var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioRelay}
 
 // runAll runs the selected scenarios and prints their lines. The
 // throughput scenarios (floor, publish, end_to_end, ordered_end_to_end) run -rounds times,
@@ -142,6 +153,9 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		scenarioOrderedE2E:     b.runOrderedEndToEnd,
 		scenarioOrderedOneKey:  b.runOrderedOneKey,
 		scenarioOrderedLatency: b.runOrderedLatency,
+
+		scenarioRelay:        b.runRelay,
+		scenarioRelayLatency: b.runRelayLatency,
 	}
 	one := func(name string) (result, error) {
 		r, err := funcs[name](ctx)
@@ -177,6 +191,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 	b.publishRate = medians[scenarioPublish].rate
 	b.e2eRate = medians[scenarioEndToEnd].rate
 	b.orderedRate = medians[scenarioOrderedE2E].rate
+	b.relayRate = medians[scenarioRelay].rate
 	for _, name := range throughput {
 		r := medians[name]
 		r.EventsPerS = round(r.rate, 1)
@@ -185,7 +200,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		}
 		p.result(r)
 	}
-	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioOverload, scenarioWakeup} {
+	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup} {
 		if !b.opts.has(name) {
 			continue
 		}
@@ -277,6 +292,18 @@ func (b *bench) summary() summary {
 	}
 	if s.OrderedP99us != nil && *s.OrderedP99us > targetOrderedP99us {
 		miss(fmt.Sprintf("ordered_p99_us <= %d", targetOrderedP99us))
+	}
+	if b.opts.relay != "" {
+		s.Relay = b.opts.relay
+	}
+	if b.relayRate > 0 && b.e2eRate > 0 {
+		s.RelayRatio = round(b.relayRate/b.e2eRate, 3)
+		if *s.RelayRatio < targetRelayRatio {
+			miss(fmt.Sprintf("relay_ratio >= %.2f", targetRelayRatio))
+		}
+	}
+	if s.RelayP99us = b.relayP99; s.RelayP99us != nil && *s.RelayP99us > targetRelayP99us {
+		miss(fmt.Sprintf("relay_p99_us <= %d", targetRelayP99us))
 	}
 	if s.WakeupP99us != nil && *s.WakeupP99us > targetWakeupP99us {
 		miss(fmt.Sprintf("wakeup_p99_us <= %d", targetWakeupP99us))

@@ -24,10 +24,11 @@ func TestRunSQLiteTiny(t *testing.T) {
 		t.Fatalf("exit status %d; stderr:\n%s", code, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	// Every scenario but wakeup (SQLite does not announce commits) and
-	// the ordered ones (only with -ordered-keys).
+	// Every scenario but wakeup (SQLite does not announce commits), the
+	// ordered ones (only with -ordered-keys) and the relay ones (only with
+	// -relay).
 	scenarios := slices.DeleteFunc(slices.Clone(allScenarios), func(s string) bool {
-		return s == scenarioWakeup || slices.Contains(orderedScenarios, s)
+		return s == scenarioWakeup || slices.Contains(orderedScenarios, s) || slices.Contains(relayScenarios, s)
 	})
 	if len(lines) != len(scenarios)+1 {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(scenarios)+1, out.String())
@@ -100,6 +101,14 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-scenarios", "ordered_end_to_end"}, "ordered_end_to_end is measured against end_to_end"},
 		{[]string{"-scenarios", "end_to_end,ordered_latency"}, "ordered_latency paces itself"},
 		{[]string{"-ordered-keys", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-scenarios", "end_to_end,relay"}, "the relay scenarios need -relay (natsjs or rabbitmq)"},
+		{[]string{"-relay", "kafka"}, `-relay must be natsjs or rabbitmq, got "kafka"`},
+		{[]string{"-relay-url", "nats://x:4222"}, "-relay-url needs -relay"},
+		{[]string{"-relay-workers", "8"}, "-relay-workers needs -relay"},
+		{[]string{"-relay", "natsjs", "-relay-workers", "300"}, "-relay-workers must be between 1 and 256"},
+		{[]string{"-relay", "natsjs", "-scenarios", "floor,end_to_end"}, "-relay: -scenarios selects no relay scenario"},
+		{[]string{"-relay", "natsjs", "-scenarios", "relay"}, "relay is measured against end_to_end"},
+		{[]string{"-relay", "natsjs", "-scenarios", "end_to_end,relay_latency"}, "relay_latency paces itself at half the relay rate"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
@@ -114,7 +123,8 @@ func TestFlagErrors(t *testing.T) {
 		t.Errorf("-h: exit status %d, want 0", code)
 	}
 	for _, s := range []string{"publish_ratio", "floor rate / publish rate", "end_to_end_ratio", "-workers",
-		"ordered_ratio", "ordered_end_to_end rate / end_to_end rate", "ordered_p99_us", "ordered_one_key", "-ordered-keys"} {
+		"ordered_ratio", "ordered_end_to_end rate / end_to_end rate", "ordered_p99_us", "ordered_one_key", "-ordered-keys",
+		"relay_ratio", "relay rate / end_to_end rate", "relay_p99_us", "one of: natsjs, rabbitmq;", "-relay-url", "-relay-workers", "HotCapacity"} {
 		if !strings.Contains(errOut.String(), s) {
 			t.Errorf("-h output lacks %q", s)
 		}

@@ -60,11 +60,33 @@ func (b *bench) runOrderedOneKey(ctx context.Context) (result, error) {
 // on keyOf(i) (unordered when it returns ""), and returns the line with
 // its unrounded rate and the closed harness (for its counters).
 func (b *bench) endToEnd(ctx context.Context, scenario string, n int, keyOf func(i int) string) (result, *harness, error) {
+	return b.endToEndVia(ctx, scenario, n, keyOf, outboxSetup{})
+}
+
+// endToEndVia is endToEnd on an outbox set up by s: its listener
+// registered with RegisterAll (s.all) delivers the events instead of the
+// no-op listener when set (an event counts as seen once it returned nil),
+// and s.tune changes the dispatcher.
+func (b *bench) endToEndVia(ctx context.Context, scenario string, n int, keyOf func(i int) string, s outboxSetup) (result, *harness, error) {
 	var seen atomic.Int64
-	h, err := b.startOutbox(ctx, poller.Config{}, func(context.Context, outbox.Envelope) error {
-		seen.Add(1)
-		return nil
-	})
+	if s.all == nil {
+		s.listen = func(context.Context, outbox.Envelope) error {
+			seen.Add(1)
+			return nil
+		}
+	} else {
+		deliver := s.all
+		s.all = outbox.ListenerFunc(func(ctx context.Context, env outbox.Envelope) error {
+			if err := deliver.OnEvent(ctx, env); err != nil {
+				return err
+			}
+			if env.Type() == eventType {
+				seen.Add(1)
+			}
+			return nil
+		})
+	}
+	h, err := b.start(ctx, s)
 	if err != nil {
 		return result{}, nil, err
 	}

@@ -35,6 +35,18 @@ func (p *latencyProbe) listen(_ context.Context, env outbox.Envelope) error {
 	return nil
 }
 
+// after returns a listener that delivers each event through next and
+// stamps it, like listen, once next returned nil: the relay scenarios time
+// commit → broker ack.
+func (p *latencyProbe) after(next outbox.Listener) outbox.ListenerFunc {
+	return func(ctx context.Context, env outbox.Envelope) error {
+		if err := next.OnEvent(ctx, env); err != nil {
+			return err
+		}
+		return p.listen(ctx, env)
+	}
+}
+
 // run publishes the events paced at target events/s (publisher i takes
 // the slot i of a fixed schedule and sleeps until it is due), waits until
 // the listener saw them all (at most -timeout), and fills r: rate, target

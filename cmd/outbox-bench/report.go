@@ -28,6 +28,8 @@ const (
 	targetWakeupP99us     = 20000 // wakeup p99 in microseconds, at most
 	targetOrderedRatio    = 0.7   // ordered_end_to_end rate / end_to_end rate, at least
 	targetOrderedP99us    = 1000  // ordered_latency p99 in microseconds, at most
+	targetRelayRatio      = 0.7   // relay rate / end_to_end rate, at least
+	targetRelayP99us      = 5000  // relay_latency p99 in microseconds, at most
 )
 
 // result is one scenario's measurement: one JSON line with -json, one
@@ -61,6 +63,10 @@ type result struct {
 	PayloadBytes   *int     `json:"payload_bytes,omitempty"`  // overload: -payload
 	MaxHeldMiB     *float64 `json:"max_held_mib,omitempty"`   // overload: Dispatcher.MaxHeldBytes
 	RSSTargetMiB   *int     `json:"rss_target_mib,omitempty"` // overload: peak RSS target (0: none)
+	Relay          string   `json:"relay,omitempty"`          // relay scenarios: the broker
+	// Notes say what a scenario set up differently from the others (the
+	// relay scenarios: the broker destination, the dispatcher settings).
+	Notes []string `json:"notes,omitempty"`
 	// Rounds are the rates of every round of a throughput scenario
 	// (with -rounds > 1); the line reports the median round.
 	Rounds []float64 `json:"rounds_events_per_s,omitempty"`
@@ -82,10 +88,15 @@ type summary struct {
 	// The ordered scenarios: ordered_end_to_end's keys, its rate / the
 	// end_to_end rate, the events/s of ordered_one_key and the p99 of
 	// ordered_latency.
-	OrderedKeys   *int     `json:"ordered_keys,omitempty"`
-	OrderedRatio  *float64 `json:"ordered_ratio,omitempty"`
-	OneKeyPerS    *float64 `json:"ordered_one_key_per_s,omitempty"`
-	OrderedP99us  *float64 `json:"ordered_p99_us,omitempty"`
+	OrderedKeys  *int     `json:"ordered_keys,omitempty"`
+	OrderedRatio *float64 `json:"ordered_ratio,omitempty"`
+	OneKeyPerS   *float64 `json:"ordered_one_key_per_s,omitempty"`
+	OrderedP99us *float64 `json:"ordered_p99_us,omitempty"`
+	// The relay scenarios: the broker, the relay rate / the end_to_end
+	// rate and the p99 of relay_latency.
+	Relay         string   `json:"relay,omitempty"`
+	RelayRatio    *float64 `json:"relay_ratio,omitempty"`
+	RelayP99us    *float64 `json:"relay_p99_us,omitempty"`
 	PeakRSSMB     *float64 `json:"peak_rss_mb,omitempty"`
 	RSSTargetMiB  *int     `json:"rss_target_mib,omitempty"`
 	Lost          *int     `json:"lost,omitempty"`
@@ -166,6 +177,10 @@ func (p *printer) result(r result) {
 	if r.MaxHeldMiB != nil && r.PayloadBytes != nil {
 		add("max_held_mib", *r.MaxHeldMiB)
 	}
+	if r.Relay != "" {
+		add("relay", r.Relay)
+	}
+	notes = append(notes, r.Notes...)
 	fmt.Fprintf(p.w, tableFormat, r.DB, r.Scenario, fmt.Sprint(r.N), num(r.EventsPerS, 0), num(r.RatioToFloor, 3),
 		num(r.P50us, 1), num(r.P90us, 1), num(r.P99us, 1), num(r.MaxUs, 1), num(r.PeakRSSMB, 1), strings.Join(notes, " "))
 }
@@ -198,6 +213,12 @@ func (p *printer) summary(s summary) {
 	}
 	if s.OrderedP99us != nil {
 		parts = append(parts, fmt.Sprintf("ordered latency p99 %.1f us (target <= %d)", *s.OrderedP99us, targetOrderedP99us))
+	}
+	if s.RelayRatio != nil {
+		parts = append(parts, fmt.Sprintf("relay_ratio %.3f (%s/e2e, target >= %.2f)", *s.RelayRatio, s.Relay, targetRelayRatio))
+	}
+	if s.RelayP99us != nil {
+		parts = append(parts, fmt.Sprintf("relay latency p99 %.1f us (commit -> %s ack, target <= %d)", *s.RelayP99us, s.Relay, targetRelayP99us))
 	}
 	if s.WakeupP99us != nil {
 		parts = append(parts, fmt.Sprintf("wakeup p99 %.1f us (target <= %d)", *s.WakeupP99us, targetWakeupP99us))

@@ -33,6 +33,13 @@ type report struct {
 	procs           int  // children at once
 	orderViolations int  // deliveries of a key's seq n+1 before the first successful delivery of its seq n
 	seqMismatch     int  // ledger rows whose outbox order_key/order_seq is not the recorded key and commit position
+
+	relay                 string // "natsjs" when the children relayed to a stream ("": the stream fields are unused)
+	streamMessages        int    // messages in the stream
+	streamLost            int    // ledger ids never stored in the stream
+	streamDuplicates      int    // messages beyond the first per event id
+	streamPhantom         int    // stream messages whose event id has no ledger row
+	streamOrderViolations int    // (ordered) events stored before the event at the previous commit position of their key
 }
 
 // checkQuery is one count of the report.
@@ -86,9 +93,29 @@ const seqMismatchQuery = `SELECT COUNT(*) FROM ` + ledgerTable + ` l
 	JOIN ` + outboxTable + ` o ON o.event_id = l.event_id
 	WHERE o.order_key IS NULL OR o.order_seq IS NULL OR o.order_key <> l.order_key OR o.order_seq <> l.seq`
 
+// The checks of the stream (-relay), on the copy of its messages in the
+// stream table.
+var streamQueries = []checkQuery{
+	{func(r *report) *int { return &r.streamMessages }, `SELECT COUNT(*) FROM ` + streamTable},
+	{func(r *report) *int { return &r.streamLost }, `SELECT COUNT(*) FROM ` + ledgerTable + ` l
+		WHERE NOT EXISTS (SELECT 1 FROM ` + streamTable + ` s WHERE s.event_id = l.event_id)`},
+	{func(r *report) *int { return &r.streamDuplicates }, `SELECT COUNT(*) - COUNT(DISTINCT event_id) FROM ` + streamTable},
+	{func(r *report) *int { return &r.streamPhantom }, `SELECT COUNT(*) FROM ` + streamTable + ` s
+		WHERE NOT EXISTS (SELECT 1 FROM ` + ledgerTable + ` l WHERE l.event_id = s.event_id)`},
+}
+
+// streamOrderQuery counts the events stored in the stream while the event
+// at the previous commit position of their key was not stored before them
+// (missing, or later in the stream).
+const streamOrderQuery = `SELECT COUNT(*) FROM ` + ledgerTable + ` l
+	JOIN ` + ledgerTable + ` p ON p.order_key = l.order_key AND p.seq = l.seq - 1
+	JOIN ` + streamTable + ` sl ON sl.event_id = l.event_id
+	WHERE NOT EXISTS (SELECT 1 FROM ` + streamTable + ` sp WHERE sp.event_id = p.event_id AND sp.stream_seq < sl.stream_seq)`
+
 // check reads the report from the database; the order fields when the run
-// tracked order (ordered: the outbox's positions too).
-func check(ctx context.Context, db *sqlx.DB, tracked, ordered bool) (*report, error) {
+// tracked order (ordered: the outbox's positions too), the stream fields
+// when the children relayed to a stream.
+func check(ctx context.Context, db *sqlx.DB, tracked, ordered, relayed bool) (*report, error) {
 	r := &report{}
 	queries := checkQueries[:len(checkQueries):len(checkQueries)]
 	if tracked {
@@ -96,6 +123,12 @@ func check(ctx context.Context, db *sqlx.DB, tracked, ordered bool) (*report, er
 	}
 	if ordered {
 		queries = append(queries, checkQuery{func(r *report) *int { return &r.seqMismatch }, seqMismatchQuery})
+	}
+	if relayed {
+		queries = append(queries, streamQueries...)
+		if ordered {
+			queries = append(queries, checkQuery{func(r *report) *int { return &r.streamOrderViolations }, streamOrderQuery})
+		}
 	}
 	for _, q := range queries {
 		var n sql.NullInt64 // COUNT(*) - COUNT(DISTINCT) of no rows is 0, but be safe
@@ -120,9 +153,17 @@ func (r *report) line() string {
 	if r.procs > 1 {
 		run += fmt.Sprintf(" procs=%d", r.procs)
 	}
-	return fmt.Sprintf("torture: db=%s cycles=%d events=%d lost=%d phantom=%d duplicates=%d%s"+
+	var stream string
+	if r.relay != "" {
+		stream = fmt.Sprintf(" stream_lost=%d stream_duplicates=%d stream_phantom=%d", r.streamLost, r.streamDuplicates, r.streamPhantom)
+		if r.ordered {
+			stream += fmt.Sprintf(" stream_order_violations=%d", r.streamOrderViolations)
+		}
+		run += fmt.Sprintf(" relay=%s stream_messages=%d", r.relay, r.streamMessages)
+	}
+	return fmt.Sprintf("torture: db=%s cycles=%d events=%d lost=%d phantom=%d duplicates=%d%s%s"+
 		" rolled_back=%d not_done=%d dead=%d orphans=%d listener_failures=%d%s seed=%d seconds=%.1f",
-		r.db, r.cycles, r.events, r.lost, r.phantom, r.duplicates, order,
+		r.db, r.cycles, r.events, r.lost, r.phantom, r.duplicates, stream, order,
 		r.rolledBack, r.notDone, r.dead, r.orphans, r.failures, run, r.seed, r.elapsed.Seconds())
 }
 
@@ -142,6 +183,14 @@ func (r *report) problems() []string {
 	if r.ordered {
 		add(r.orderViolations, "order violations (deliveries of an event before the first successful delivery of the event before it in its key)")
 		add(r.seqMismatch, "events whose outbox position in their key is not their commit position")
+	}
+	if r.relay != "" {
+		add(r.streamLost, "committed events never stored in the stream (stream_lost)")
+		add(r.streamDuplicates, "events stored more than once in the stream despite Nats-Msg-Id (stream_duplicates)")
+		add(r.streamPhantom, "stream messages of no committed event (stream_phantom)")
+		if r.ordered {
+			add(r.streamOrderViolations, "events stored in the stream before the event before them in their key (stream_order_violations)")
+		}
 	}
 	if r.events == 0 {
 		p = append(p, "no event was committed: the children did not publish")
@@ -166,6 +215,12 @@ func (r *report) explain(ctx context.Context, db *sqlx.DB, w io.Writer) error {
 			(SELECT 1 FROM ` + outboxTable + ` o WHERE o.event_id = l.event_id AND o.status = 1) ORDER BY l.event_id LIMIT 10`},
 		{r.orphans, "orphan", `SELECT o.event_id FROM ` + outboxTable + ` o WHERE NOT EXISTS
 			(SELECT 1 FROM ` + ledgerTable + ` l WHERE l.event_id = o.event_id) ORDER BY o.event_id LIMIT 10`},
+		{r.streamLost, "not in the stream", `SELECT l.event_id FROM ` + ledgerTable + ` l WHERE NOT EXISTS
+			(SELECT 1 FROM ` + streamTable + ` s WHERE s.event_id = l.event_id) ORDER BY l.event_id LIMIT 10`},
+		{r.streamDuplicates, "stored twice", `SELECT event_id FROM ` + streamTable + ` GROUP BY event_id
+			HAVING COUNT(*) > 1 ORDER BY event_id LIMIT 10`},
+		{r.streamPhantom, "stream phantom", `SELECT DISTINCT s.event_id FROM ` + streamTable + ` s WHERE NOT EXISTS
+			(SELECT 1 FROM ` + ledgerTable + ` l WHERE l.event_id = s.event_id) ORDER BY s.event_id LIMIT 10`},
 	}
 	if r.ordered && r.orderViolations > 0 {
 		if err := explainOrder(ctx, db, w); err != nil {
@@ -220,6 +275,10 @@ func describe(ctx context.Context, db *sqlx.DB, id string) string {
 	}
 	_ = db.SelectContext(ctx, &deliveries, db.Rebind(`SELECT child, ok FROM `+deliveriesTable+` WHERE event_id = ?`), id)
 	fmt.Fprintf(&b, "deliveries (child/ok): %v", deliveries)
+	var seqs []int64
+	if err := db.SelectContext(ctx, &seqs, db.Rebind(`SELECT stream_seq FROM `+streamTable+` WHERE event_id = ? ORDER BY stream_seq`), id); err == nil && len(seqs) > 0 {
+		fmt.Fprintf(&b, "; stream sequences: %v", seqs)
+	}
 	return b.String()
 }
 

@@ -71,6 +71,11 @@ type childSpec struct {
 	// in even ones).
 	Keys    int  `json:"keys"`
 	Ordered bool `json:"ordered"`
+	// RelayURL, when set, makes the listener relay every event to NATS
+	// JetStream at this address, on the subjects RelaySubject.<type>,
+	// before it records the delivery.
+	RelayURL     string `json:"relay_url,omitempty"`
+	RelaySubject string `json:"relay_subject,omitempty"`
 }
 
 // orderedByConfig reports whether the child orders its events through
@@ -133,7 +138,24 @@ func runChild(spec childSpec, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ob.RegisterFunc(eventType, newListener(spec, db).onEvent)
+	l := newListener(spec, db)
+	if spec.RelayURL != "" {
+		r, err := openChildRelay(spec, logger)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			// Runs after the return statement below closed the outbox:
+			// no event reaches a closed relay.
+			cctx, cancel := context.WithTimeout(context.Background(), childCloseTimeout)
+			defer cancel()
+			if err := r.close(cctx); err != nil {
+				logger.Warn("closing the relay", slog.String("error", err.Error()))
+			}
+		}()
+		l.relay = r.relay
+	}
+	ob.RegisterFunc(eventType, l.onEvent)
 	if err := ob.Start(context.Background()); err != nil {
 		return err
 	}
@@ -157,12 +179,17 @@ func runChild(spec childSpec, stdout, stderr io.Writer) error {
 
 // listener records every invocation in the deliveries table, on the
 // child's pool in autocommit, and fails a share of them on purpose after
-// recording (ok = 0), so that retries run across the kills too.
+// recording (ok = 0), so that retries run across the kills too. With a
+// relay it first relays the event and records nothing unless the broker
+// acknowledged it: a delivery row then means "stored in the stream", and a
+// failure on purpose comes after the ack, so its retry publishes the event
+// again (a duplicate the stream must drop).
 type listener struct {
-	spec childSpec
-	db   *sqlx.DB
-	mu   sync.Mutex
-	rng  *rand.Rand
+	spec  childSpec
+	db    *sqlx.DB
+	relay outbox.Listener // nil without -relay
+	mu    sync.Mutex
+	rng   *rand.Rand
 }
 
 func newListener(spec childSpec, db *sqlx.DB) *listener {
@@ -173,6 +200,11 @@ func (l *listener) onEvent(ctx context.Context, env outbox.Envelope) error {
 	l.mu.Lock()
 	fail := l.rng.Float64() < l.spec.ListenerFail
 	l.mu.Unlock()
+	if l.relay != nil {
+		if err := l.relay.OnEvent(ctx, env); err != nil {
+			return err
+		}
+	}
 	ok := 1
 	if fail {
 		ok = 0

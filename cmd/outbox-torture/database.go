@@ -27,6 +27,7 @@ const (
 	deliveriesTable = "torture_deliveries" // one row per listener invocation
 	rollbacksTable  = "torture_rollbacks"  // ids of transactions rolled back on purpose
 	keysTable       = "torture_keys"       // per ordering key: the last commit position the publishers took
+	streamTable     = "torture_stream"     // with -relay: one row per message of the run's stream
 
 	insertLedger   = "INSERT INTO " + ledgerTable + " (event_id, child) VALUES (?, ?)"
 	insertLedgerAt = "INSERT INTO " + ledgerTable + " (event_id, child, order_key, seq) VALUES (?, ?, ?, ?)"
@@ -39,6 +40,7 @@ const (
 	readKey        = "SELECT last_seq FROM " + keysTable + " WHERE order_key = ?"
 	insertDelivery = "INSERT INTO " + deliveriesTable + " (event_id, child, ok) VALUES (?, ?, ?)"
 	insertRollback = "INSERT INTO " + rollbacksTable + " (event_id, child) VALUES (?, ?)"
+	insertStream   = "INSERT INTO " + streamTable + " (stream_seq, event_id) VALUES (?, ?)"
 )
 
 // tableDDL returns the statements creating the torture's tables. On MySQL
@@ -54,7 +56,9 @@ const (
 // hand out a smaller id later).
 //
 // The ledger's order_key and seq are the event's key and commit position
-// (see bumpKey); NULL when the run does not track order.
+// (see bumpKey); NULL when the run does not track order. The stream table
+// holds the messages of the run's JetStream stream (-relay): the stream
+// sequence and the Nats-Msg-Id header, the event id ("" when missing).
 func tableDDL(kind string) []string {
 	if kind == "postgres" {
 		return []string{
@@ -66,6 +70,8 @@ func tableDDL(kind string) []string {
 			"CREATE INDEX " + deliveriesTable + "_event_idx ON " + deliveriesTable + " (event_id)",
 			"CREATE TABLE " + rollbacksTable + ` (event_id VARCHAR(36) COLLATE "C" NOT NULL PRIMARY KEY, child INT NOT NULL)`,
 			"CREATE TABLE " + keysTable + ` (order_key VARCHAR(255) COLLATE "C" NOT NULL PRIMARY KEY, last_seq BIGINT NOT NULL)`,
+			"CREATE TABLE " + streamTable + ` (stream_seq BIGINT NOT NULL PRIMARY KEY, event_id VARCHAR(255) COLLATE "C" NOT NULL)`,
+			"CREATE INDEX " + streamTable + "_event_idx ON " + streamTable + " (event_id)",
 		}
 	}
 	if kind == "mysql" {
@@ -76,6 +82,7 @@ func tableDDL(kind string) []string {
 				" event_id VARBINARY(144) NOT NULL, child INT NOT NULL, ok TINYINT NOT NULL, KEY (event_id)) ENGINE=InnoDB",
 			"CREATE TABLE " + rollbacksTable + " (event_id VARBINARY(144) NOT NULL PRIMARY KEY, child INT NOT NULL) ENGINE=InnoDB",
 			"CREATE TABLE " + keysTable + " (order_key VARBINARY(255) NOT NULL PRIMARY KEY, last_seq BIGINT NOT NULL) ENGINE=InnoDB",
+			"CREATE TABLE " + streamTable + " (stream_seq BIGINT NOT NULL PRIMARY KEY, event_id VARBINARY(255) NOT NULL, KEY (event_id)) ENGINE=InnoDB",
 		}
 	}
 	return []string{
@@ -85,6 +92,8 @@ func tableDDL(kind string) []string {
 		"CREATE INDEX " + deliveriesTable + "_event_idx ON " + deliveriesTable + " (event_id)",
 		"CREATE TABLE " + rollbacksTable + " (event_id TEXT NOT NULL PRIMARY KEY, child INTEGER NOT NULL)",
 		"CREATE TABLE " + keysTable + " (order_key TEXT NOT NULL PRIMARY KEY, last_seq INTEGER NOT NULL)",
+		"CREATE TABLE " + streamTable + " (stream_seq INTEGER NOT NULL PRIMARY KEY, event_id TEXT NOT NULL)",
+		"CREATE INDEX " + streamTable + "_event_idx ON " + streamTable + " (event_id)",
 	}
 }
 

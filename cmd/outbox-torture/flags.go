@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nats-io/nats.go"
 )
 
 // Defaults of the flags.
@@ -53,6 +54,8 @@ type options struct {
 	ordered      bool          // publish ordered per key and fail on an order violation
 	keys         int           // ordering keys the events are spread over (0: one aggregate per child, no order check)
 	procs        int           // children running at once
+	relay        string        // "natsjs": the children relay every event to a JetStream stream ("" : none)
+	relayURL     string        // the NATS server of -relay
 }
 
 // tracksOrder reports whether the events are spread over keys with their
@@ -108,6 +111,22 @@ is held to commit, and writes the value into the ledger. -keys without
 -ordered spreads unordered events over the keys and reports
 order_violations without failing on them (unordered delivery reorders).
 
+-relay natsjs makes every child relay every event to a JetStream stream
+made for the run (file storage, 2 min duplicate window, deleted at the end
+unless -keep) through the natsjs relay: the listener publishes the event,
+waits for the stream's ack, and only then records the delivery (and fails
+on purpose, after the ack, for -listener-fail of them, so that the retry
+publishes the event again). After the drain the parent reads the stream
+back and adds to the check
+
+  stream_lost        committed events never stored in the stream    (must be 0)
+  stream_duplicates  messages beyond the first per event id: a
+                     redelivery stored again despite Nats-Msg-Id and
+                     the duplicate window                           (must be 0)
+  stream_phantom     stream messages of no committed event          (must be 0)
+  stream_order_violations  (with -ordered) events stored before the
+                     event before them in their key                 (must be 0)
+
 Output: one summary line on stdout,
   torture: db=… cycles=… events=… lost=0 phantom=0 duplicates=… …
 Exit status 1 when a check fails or a child misbehaves, 2 on bad flags.
@@ -140,6 +159,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.BoolVar(&o.ordered, "ordered", false, "publish ordered per key and fail on any order violation")
 	fs.IntVar(&o.keys, "keys", 0, "ordering keys the events are spread over (default 50 with -ordered; without it,\nunordered events over the keys, violations reported but not checked)")
 	fs.IntVar(&o.procs, "procs", defaultProcs, "child processes running at once on the database")
+	fs.StringVar(&o.relay, "relay", "", "relay every event to NATS JetStream through the natsjs relay and check the stream (only natsjs)")
+	fs.StringVar(&o.relayURL, "relay-url", "", "NATS server of -relay (default $OUTBOX_TEST_NATS_URL, else "+nats.DefaultURL+")")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, "how long the final child may take to bring every event to DONE")
 	fs.Usage = func() {} // usage only for -h; other errors are one line
 	if err := fs.Parse(args); err != nil {
@@ -163,6 +184,13 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	}
 	if o.duration > 0 && !set["cycles"] {
 		o.cycles = -1 // as many as fit
+	}
+	o.relayURL = strings.TrimSpace(o.relayURL)
+	if o.relay != "" && !set["relay-url"] {
+		o.relayURL = strings.TrimSpace(os.Getenv("OUTBOX_TEST_NATS_URL"))
+		if o.relayURL == "" {
+			o.relayURL = nats.DefaultURL
+		}
 	}
 	return o, o.validate(set["dsn"])
 }
@@ -224,6 +252,12 @@ func (o *options) validate(dsnSet bool) error {
 		return fmt.Errorf("-keys must be between 1 and %d (0 only without -ordered), got %d", maxKeys, o.keys)
 	case o.procs < 1 || o.procs > maxProcs:
 		return fmt.Errorf("-procs must be between 1 and %d, got %d", maxProcs, o.procs)
+	case o.relay != "" && o.relay != relayNATS:
+		return fmt.Errorf("-relay must be %s, got %q", relayNATS, o.relay)
+	case o.relay == "" && o.relayURL != "":
+		return errors.New("-relay-url needs -relay")
+	case o.relay != "" && o.relayURL == "":
+		return errors.New("-relay-url must not be empty")
 	}
 	return nil
 }

@@ -26,9 +26,19 @@
 //
 //	go run ./cmd/outbox-torture -db postgres -ordered -procs 3 -cycles 60
 //
+// With -relay natsjs every child relays every event to a JetStream stream
+// made for the run (through relay/natsjs) before it records the delivery;
+// the parent reads the stream back at the end and the line adds
+// stream_lost (committed events not in the stream), stream_duplicates
+// (events stored twice despite their Nats-Msg-Id) and stream_phantom
+// (messages of no committed event), all of which must be 0:
+//
+//	go run ./cmd/outbox-torture -db sqlite -relay natsjs -cycles 20
+//
 // The exit status is 1 when an event was lost, phantom, not DONE or DEAD,
-// delivered out of order under -ordered, or when a child failed; 2 on bad
-// flags. Run it with -h for the flags.
+// delivered out of order under -ordered, missing or stored twice in the
+// stream under -relay, or when a child failed; 2 on bad flags. Run it
+// with -h for the flags.
 //
 // The same binary is the child: the parent re-executes itself with the
 // environment variable OUTBOX_TORTURE_CHILD set (see child.go).

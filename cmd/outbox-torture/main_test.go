@@ -29,14 +29,21 @@ var summaryFields = regexp.MustCompile(`(\w+)=(\S+)`)
 // order under -ordered, order_violations=0 and seq_mismatch=0.
 func runTorture(t *testing.T, db string, args ...string) map[string]string {
 	t.Helper()
+	var stderr bytes.Buffer
+	return runTortureTo(t, &stderr, db, args...)
+}
+
+// runTortureTo is runTorture writing the parent's stderr to stderr.
+func runTortureTo(t *testing.T, stderr *bytes.Buffer, db string, args ...string) map[string]string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("torture: re-executes child processes and waits for leases to expire; skipped with -short")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
+	var stdout bytes.Buffer
 	start := time.Now()
-	code := run(ctx, append([]string{"-db", db, "-drain-timeout", "60s"}, args...), &stdout, &stderr)
+	code := run(ctx, append([]string{"-db", db, "-drain-timeout", "60s"}, args...), &stdout, stderr)
 	out := strings.TrimSpace(stdout.String())
 	t.Logf("%s (%v)", out, time.Since(start).Round(time.Millisecond))
 	if code != 0 {
@@ -52,6 +59,15 @@ func runTorture(t *testing.T, db string, args ...string) map[string]string {
 	want := []string{"lost", "phantom"}
 	if fields["ordered"] == "true" {
 		want = append(want, "order_violations", "seq_mismatch")
+	}
+	if fields["relay"] != "" {
+		want = append(want, "stream_lost", "stream_duplicates", "stream_phantom")
+		if fields["ordered"] == "true" {
+			want = append(want, "stream_order_violations")
+		}
+		if fields["stream_messages"] != fields["events"] {
+			t.Errorf("stream_messages=%s, want one per committed event (events=%s): %s", fields["stream_messages"], fields["events"], out)
+		}
 	}
 	for _, f := range want {
 		if fields[f] != "0" {
@@ -97,6 +113,9 @@ func TestUsageErrors(t *testing.T) {
 		{"-procs", "17"},
 		{"extra"},
 		{"-nosuchflag"},
+		{"-relay", "kafka"},
+		{"-relay-url", "nats://127.0.0.1:4222"},
+		{"-relay", "natsjs", "-relay-url", " "},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {

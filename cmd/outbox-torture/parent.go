@@ -47,6 +47,7 @@ type torture struct {
 	stderr io.Writer
 	rng    *rand.Rand
 	db     *freshDB
+	stream *runStream // with -relay: the stream the children relay to
 	kills  int
 	lastID int // id of the last child started
 }
@@ -85,14 +86,37 @@ func (t *torture) run(ctx context.Context) int {
 		logger = slog.New(slog.NewTextHandler(t.stderr, nil))
 	}
 	t.logf("db=%s seed=%d (repeat with -seed %d)", o.db, o.seed, o.seed)
+	// The database and the stream are kept when a check or a child
+	// fails, for the investigation, but not after an interrupt.
+	failed := true
+	keep := func() bool { return o.keep || (failed && ctx.Err() == nil) }
 	var err error
+	if o.relay != "" {
+		// The stream first: a broker that cannot be reached leaves no
+		// database behind.
+		if t.stream, err = openStream(ctx, o.relayURL); err != nil {
+			t.logf("-relay: %v", err)
+			return 1
+		}
+		defer func() {
+			keep := keep()
+			if err := t.stream.close(keep); err != nil {
+				t.logf("cleanup: %v", err)
+			}
+			if keep {
+				t.logf("stream kept: %s on %s", t.stream.name, o.relayURL)
+			}
+		}()
+		if o.verbose {
+			t.logf("stream: %s on %s", t.stream.name, o.relayURL)
+		}
+	}
 	if t.db, err = openFresh(ctx, o, logger); err != nil {
 		t.logf("cannot create the database: %v", err)
 		return 1
 	}
-	failed := true // keep the database when a check or a child fails
 	defer func() {
-		keep := o.keep || (failed && ctx.Err() == nil) // not after an interrupt
+		keep := keep()
 		if err := t.db.close(keep); err != nil {
 			t.logf("cleanup: %v", err)
 		}
@@ -115,13 +139,19 @@ func (t *torture) run(ctx context.Context) int {
 			return 1
 		}
 	}
-	r, err := check(context.WithoutCancel(ctx), t.db.db, o.tracksOrder(), o.ordered)
+	if t.stream != nil {
+		if _, err := t.stream.copyTo(context.WithoutCancel(ctx), t.db.db); err != nil {
+			t.logf("reading the stream back: %v", err)
+			return 1
+		}
+	}
+	r, err := check(context.WithoutCancel(ctx), t.db.db, o.tracksOrder(), o.ordered, t.stream != nil)
 	if err != nil {
 		t.logf("check: %v", err)
 		return 1
 	}
 	r.db, r.cycles, r.seed, r.elapsed = o.db, t.kills, o.seed, time.Since(start)
-	r.keys, r.ordered, r.procs = o.keys, o.ordered, o.procs
+	r.keys, r.ordered, r.procs, r.relay = o.keys, o.ordered, o.procs, o.relay
 	fmt.Fprintln(t.stdout, r.line())
 	if problems := r.problems(); len(problems) > 0 {
 		for _, p := range problems {
@@ -147,9 +177,13 @@ func (t *torture) logf(format string, args ...any) {
 // spec returns the spec of child id.
 func (t *torture) spec(id int, drain bool) childSpec {
 	o := &t.opts
-	return childSpec{ID: id, DB: t.db.kind, DSN: t.db.childDSN, Seed: o.seed, Drain: drain,
+	s := childSpec{ID: id, DB: t.db.kind, DSN: t.db.childDSN, Seed: o.seed, Drain: drain,
 		DrainPublish: drainPublish, Publishers: o.publishers, Rate: o.rate, Rollback: o.rollback,
 		ListenerFail: o.listenerFail, Verbose: o.verbose, Keys: o.keys, Ordered: o.ordered}
+	if t.stream != nil {
+		s.RelayURL, s.RelaySubject = o.relayURL, t.stream.subject
+	}
+	return s
 }
 
 // startNext starts the next child.

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/dispatcher"
+)
+
+// relayCloseTimeout bounds the teardown of a scenario's broker
+// destination (closing the relay, deleting the stream or queue), which
+// runs even after an interrupt.
+const relayCloseTimeout = 30 * time.Second
+
+// A relayKind is a broker the relay scenarios can publish to (-relay
+// NAME). Each kind lives in its own file (relay_<name>.go) and adds itself
+// to relayKinds from an init function.
+type relayKind struct {
+	// defaultURL is the broker's address without -relay-url.
+	defaultURL string
+	// open connects to the broker at url, creates a destination that only
+	// this scenario uses (names derived from run, a random token), and
+	// returns the relay publishing to it.
+	open func(ctx context.Context, url, run string, log *slog.Logger) (*relayTarget, error)
+}
+
+// relayKinds are the brokers of -relay, by name.
+var relayKinds = map[string]relayKind{}
+
+// relayNames returns the names of the known brokers, sorted.
+func relayNames() []string { return slices.Sorted(maps.Keys(relayKinds)) }
+
+// relayTarget is a relay set up for one scenario.
+type relayTarget struct {
+	// listener is the relay: registered with RegisterAll, it returns nil
+	// once the broker acknowledged the event.
+	listener outbox.Listener
+	// notes describe the destination for the scenario's line (stream or
+	// queue name, storage, how the queue is drained).
+	notes []string
+	// stored, when set, returns how many messages the destination
+	// received; the scenario fails when the broker has fewer than the
+	// events it acknowledged.
+	stored func(ctx context.Context) (int64, error)
+	// close closes the relay (after the outbox), deletes the destination
+	// and closes the connection.
+	close func(ctx context.Context) error
+}
+
+// openRelay sets up the -relay broker for one scenario.
+func (b *bench) openRelay(ctx context.Context) (*relayTarget, error) {
+	kind := relayKinds[b.opts.relay]
+	tok := make([]byte, 5)
+	if _, err := rand.Read(tok); err != nil {
+		return nil, err
+	}
+	t, err := kind.open(ctx, b.opts.relayURL, hex.EncodeToString(tok), b.log)
+	if err != nil {
+		return nil, fmt.Errorf("relay %s at %s: %w", b.opts.relay, b.opts.relayURL, err)
+	}
+	return t, nil
+}
+
+// closeRelay tears the scenario's destination down, warning on failure.
+func (b *bench) closeRelay(t *relayTarget) {
+	ctx, cancel := context.WithTimeout(context.Background(), relayCloseTimeout)
+	defer cancel()
+	if err := t.close(ctx); err != nil {
+		b.warn("relay cleanup: %v", err)
+	}
+}
+
+// relayTune is the dispatcher setting of the relay scenarios: the hot
+// queue holds every event of the scenario. A relay slower than the
+// publishers would otherwise overflow the default hot queue (1000 events)
+// and leave the rest to the poller, which claims them at its own pace
+// (BatchSize per BacklogInterval): the scenario would measure the poller,
+// not the relay. The workers are -relay-workers.
+func (b *bench) relayTune(events int) (func(*dispatcher.Config), []string) {
+	capacity := max(events, 1000)
+	notes := []string{fmt.Sprintf("hot_capacity=%d", capacity)}
+	if b.opts.relayWorkers != b.opts.workers {
+		notes = append(notes, fmt.Sprintf("dispatcher_workers=%d", b.opts.relayWorkers))
+	}
+	return func(c *dispatcher.Config) {
+		c.HotCapacity = capacity
+		c.Workers = b.opts.relayWorkers
+	}, notes
+}
+
+// runRelay is end_to_end with the relay registered (RegisterAll) instead
+// of the no-op listener: from the first publish until every row is DONE,
+// that is until the broker acknowledged every event.
+func (b *bench) runRelay(ctx context.Context) (result, error) {
+	t, err := b.openRelay(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	defer b.closeRelay(t)
+	tune, notes := b.relayTune(b.opts.warmup + b.opts.n)
+	r, h, err := b.endToEndVia(ctx, scenarioRelay, b.opts.n, func(int) string { return "" }, outboxSetup{all: t.listener, tune: tune})
+	if err != nil {
+		return r, err
+	}
+	r.Relay = b.opts.relay
+	r.Workers = b.opts.relayWorkers
+	r.Notes = append(slices.Clone(t.notes), notes...)
+	if err := checkStored(ctx, t, b.opts.warmup+b.opts.n); err != nil {
+		return r, err
+	}
+	r.ColdEnqueued = ptr(h.m.coldEnqueued.Load())
+	return r, nil
+}
+
+// runRelayLatency is latency through the relay: commit returned → the
+// relay's OnEvent returned nil (the broker acknowledged the event),
+// publishers paced at half the relay rate, N/4 events (at most ~5 s).
+func (b *bench) runRelayLatency(ctx context.Context) (result, error) {
+	target := b.relayRate / 2
+	if target <= 0 {
+		return result{}, errors.New("no relay rate to pace by")
+	}
+	count := max(1, min(b.opts.n/4, int(target*latencyMaxDuration.Seconds())))
+	t, err := b.openRelay(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	defer b.closeRelay(t)
+	p := newLatencyProbe(count)
+	tune, notes := b.relayTune(b.opts.warmup + count)
+	h, err := b.start(ctx, outboxSetup{all: p.after(t.listener), tune: tune})
+	if err != nil {
+		return result{}, err
+	}
+	defer h.close()
+	r := b.newResult(scenarioRelayLatency, count)
+	r.Relay = b.opts.relay
+	r.Workers = b.opts.relayWorkers
+	r.Notes = append(slices.Clone(t.notes), notes...)
+	if err := p.run(ctx, b, h, target, func(ctx context.Context, i int) error {
+		return h.publish(ctx, eventType, orderRef("rlat", i), orderAmount(i), i)
+	}, &r); err != nil {
+		return result{}, err
+	}
+	if err := checkStored(ctx, t, b.opts.warmup+count); err != nil {
+		return r, err
+	}
+	b.relayP99 = r.P99us
+	return r, nil
+}
+
+// checkStored fails when the broker holds fewer messages than the events
+// the relay reported acknowledged (want).
+func checkStored(ctx context.Context, t *relayTarget, want int) error {
+	if t.stored == nil {
+		return nil
+	}
+	n, err := t.stored(ctx)
+	if err != nil {
+		return fmt.Errorf("counting the messages the broker stored: %w", err)
+	}
+	if n < int64(want) {
+		return fmt.Errorf("the broker stored %d messages, but %d events were acknowledged", n, want)
+	}
+	return nil
+}

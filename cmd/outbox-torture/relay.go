@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outbox-go/outbox/relay/natsjs"
+)
+
+// Settings of the -relay natsjs runs.
+const (
+	// relayNATS is the only broker of -relay.
+	relayNATS = "natsjs"
+	// streamDuplicates is the stream's duplicate window. Redeliveries (a
+	// lease taken over after a SIGKILL, a retry after a deliberate
+	// failure) come within seconds, far inside it, so every one must be
+	// stored once: stream_duplicates must be 0.
+	streamDuplicates = 2 * time.Minute
+	// natsTimeout bounds each request of the parent to the JetStream API.
+	natsTimeout = 10 * time.Second
+)
+
+// connectNATS connects to NATS at url, reconnecting forever (a child's
+// relay puts events off while the connection is down), and returns the
+// JetStream context.
+func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url, nats.Name(name), nats.Timeout(5*time.Second),
+		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(natsTimeout))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// runStream is the run's JetStream stream, made by the parent: every
+// child relays every event to it, and the parent reads it back at the end.
+type runStream struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	name    string // OUTBOX_TORTURE_<RANDOM>
+	subject string // outbox-torture-<random>: the children publish to <subject>.<type>
+}
+
+// openStream connects to url and creates the run's stream: file storage,
+// a duplicate window of streamDuplicates, on the subjects
+// outbox-torture-<random>.>.
+func openStream(ctx context.Context, url string) (*runStream, error) {
+	nc, js, err := connectNATS(url, "outbox-torture")
+	if err != nil {
+		return nil, err
+	}
+	tok := make([]byte, 5)
+	if _, err := rand.Read(tok); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	run := hex.EncodeToString(tok)
+	s := &runStream{nc: nc, js: js, name: "OUTBOX_TORTURE_" + strings.ToUpper(run), subject: "outbox-torture-" + run}
+	cctx, cancel := context.WithTimeout(ctx, natsTimeout)
+	defer cancel()
+	if _, err := js.CreateStream(cctx, jetstream.StreamConfig{
+		Name:       s.name,
+		Subjects:   []string{s.subject + ".>"},
+		Storage:    jetstream.FileStorage,
+		Duplicates: streamDuplicates,
+	}); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("create stream %s at %s (is JetStream enabled?): %w", s.name, url, err)
+	}
+	return s, nil
+}
+
+// copyTo reads every message of the stream, in stream order, into the
+// stream table: its sequence and its Nats-Msg-Id (the event id). It
+// returns how many messages it copied.
+func (s *runStream) copyTo(ctx context.Context, db *sqlx.DB) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, natsTimeout)
+	defer cancel()
+	st, err := s.js.Stream(cctx, s.name)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", s.name, err)
+	}
+	info, err := st.Info(cctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", s.name, err)
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 {
+		return 0, nil
+	}
+	if info.State.Msgs != last-info.State.FirstSeq+1 {
+		return 0, fmt.Errorf("stream %s holds %d messages from sequence %d to %d: some were removed", s.name, info.State.Msgs, info.State.FirstSeq, last)
+	}
+	cons, err := st.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: ordered consumer: %w", s.name, err)
+	}
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	insert := tx.Rebind(insertStream)
+	msgs, err := cons.Messages()
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", s.name, err)
+	}
+	defer msgs.Stop()
+	copied := 0
+	for seq := uint64(0); seq < last; {
+		msg, err := msgs.Next(jetstream.NextMaxWait(natsTimeout))
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: reading the message after sequence %d of %d: %w", s.name, seq, last, err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: message after sequence %d: %w", s.name, seq, err)
+		}
+		seq = meta.Sequence.Stream
+		if _, err := tx.ExecContext(ctx, insert, seq, msg.Headers().Get(jetstream.MsgIDHeader)); err != nil {
+			return 0, fmt.Errorf("record stream message %d: %w", seq, err)
+		}
+		copied++
+	}
+	return copied, tx.Commit()
+}
+
+// close deletes the stream unless keep, and closes the connection.
+func (s *runStream) close(keep bool) error {
+	defer s.nc.Close()
+	if keep {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), natsTimeout)
+	defer cancel()
+	if err := s.js.DeleteStream(ctx, s.name); err != nil {
+		return fmt.Errorf("delete stream %s: %w", s.name, err)
+	}
+	return nil
+}
+
+// childRelay is a child's natsjs relay to the run's stream.
+type childRelay struct {
+	nc    *nats.Conn
+	relay *natsjs.Relay
+}
+
+// openChildRelay connects the child to NATS and builds its relay,
+// publishing every event to <subject>.<type>.
+func openChildRelay(spec childSpec, logger *slog.Logger) (*childRelay, error) {
+	nc, js, err := connectNATS(spec.RelayURL, fmt.Sprintf("outbox-torture child %d", spec.ID))
+	if err != nil {
+		return nil, err
+	}
+	r, err := natsjs.New(js, natsjs.Config{Subject: spec.RelaySubject + ".{type}", Logger: logger})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &childRelay{nc: nc, relay: r}, nil
+}
+
+// close closes the relay (after the outbox: it waits for the publishes
+// under way) and the connection.
+func (c *childRelay) close(ctx context.Context) error {
+	err := c.relay.Close(ctx)
+	c.nc.Close()
+	return err
+}
