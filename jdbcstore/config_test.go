@@ -61,8 +61,8 @@ func TestSchemaSQL(t *testing.T) {
 	if strings.Contains(sql, "{{") {
 		t.Errorf("unrendered template:\n%s", sql)
 	}
-	if n := len(jdbcstore.SplitStatements(sql)); n != 3 {
-		t.Errorf("%d statements, want 3 (the table, two indexes; SQLite keeps no keys table)", n)
+	if n := len(jdbcstore.SplitStatements(sql)); n != 4 {
+		t.Errorf("%d statements, want 4 (the table, two indexes, the order trigger; SQLite keeps no keys table)", n)
 	}
 }
 

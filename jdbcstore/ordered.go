@@ -66,8 +66,37 @@ func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 // takes lease only if that event no longer holds the key. A rollback takes
 // the row, and so its position, away; a key whose rows were all purged
 // starts again at 1, which holds nobody up.
+//
+// When the store remembers that the key's last event was committed and
+// DONE here (keyCache, in a transaction with after-commit hooks), it skips
+// the read and inserts at the next position with lease; the schema's
+// trigger refuses that position if another process published on the key
+// meanwhile, and the store reads after all.
 func (s *Store) insertAfterLast(ctx context.Context, ex core.Execer, q rowQuerier, env core.Envelope, lease core.Lease) (bool, error) {
 	key := env.OrderKey()
+	cache := s.keys.Load()
+	tx, hooked := ex.(core.Tx)
+	if !hooked {
+		cache = nil // no after-commit hook to record the commit with
+	}
+	remember := func(seq int64) {
+		if cache != nil {
+			id := env.ID()
+			tx.AfterCommit(func() { cache.committed(id, key, seq) })
+		}
+	}
+	if cache != nil {
+		if last, ok := cache.lookup(key); ok && last.done {
+			leased, err := s.insertRow(ctx, ex, env, lease, last.seq+1, 0)
+			if !isStalePosition(err) {
+				if err == nil {
+					remember(last.seq + 1)
+				}
+				return leased, err
+			}
+			cache.forget(key) // another process published on the key meanwhile
+		}
+	}
 	var seq, status, skip int64
 	switch err := q.QueryRowContext(ctx, s.q.lastOfKey, key).Scan(&seq, &status, &skip); {
 	case errors.Is(err, sql.ErrNoRows):
@@ -77,7 +106,11 @@ func (s *Store) insertAfterLast(ctx context.Context, ex core.Execer, q rowQuerie
 	case holds(core.Status(status), skip != 0):
 		lease = core.Lease{} // wait for the poller, behind it
 	}
-	return s.insertRow(ctx, ex, env, lease, seq+1, 0)
+	leased, err := s.insertRow(ctx, ex, env, lease, seq+1, 0)
+	if err == nil {
+		remember(seq + 1)
+	}
+	return leased, err
 }
 
 // nextSeq takes the next position of key in ex.

@@ -37,6 +37,12 @@ func (sd SchemaData) Index(suffix string) string {
 	return sd.d.QuoteIdent(sd.table + "_" + suffix + "_idx")
 }
 
+// Trigger returns the quoted name of a trigger on the table
+// ("<table>_<suffix>_trg"; trigger names are global in SQLite).
+func (sd SchemaData) Trigger(suffix string) string {
+	return sd.d.QuoteIdent(sd.table + "_" + suffix + "_trg")
+}
+
 // renderSchema executes the dialect's outbox DDL template for table.
 func renderSchema(d Dialect, table string) (string, error) {
 	return renderTemplate(d, "schema", d.OutboxSchema(), table)
@@ -109,6 +115,9 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 		}
 	}
 	s.dialect.CheckSetup(ctx, s.db, s.log)
+	if s.dialect.Capabilities().SingleWriter && strings.Contains(s.schema, stalePosition) && s.keys.Load() == nil {
+		s.keys.Store(newKeyCache())
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -26,6 +27,9 @@ type Store struct {
 	schema  string
 	q       statements
 	gate    *writegate.Gate // SQLite: one writer at a time, in Go
+	// keys, once ApplySchema installed a schema that refuses stale
+	// positions (SQLite's trigger), remembers the keys' last positions.
+	keys atomic.Pointer[keyCache]
 
 	// busyHook, when set (by tests), is called before each wait of the
 	// busy retry loop.
@@ -318,7 +322,11 @@ func (s *Store) MarkDone(ctx context.Context, owner string, ids []string) (int64
 		args = append(args, id)
 	}
 	args = append(args, owner)
-	return s.exec(ctx, "mark done", ids[0], query, args...)
+	n, err := s.exec(ctx, "mark done", ids[0], query, args...)
+	if c := s.keys.Load(); c != nil && err == nil && n == int64(len(ids)) {
+		c.done(ids)
+	}
+	return n, err
 }
 
 // MarkRetry sets the event RETRY, increments attempts, sets available_at

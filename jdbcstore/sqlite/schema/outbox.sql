@@ -34,3 +34,13 @@ CREATE INDEX IF NOT EXISTS {{.Index "status_available"}}
 
 CREATE UNIQUE INDEX IF NOT EXISTS {{.Index "order"}}
     ON {{.Table}} (order_key, order_seq) WHERE order_key IS NOT NULL;
+
+-- An ordered event must come after every event of its key: a position at
+-- or below an existing one is refused. The store relies on it to publish
+-- from the position it remembers (one index probe here instead of a read
+-- from Go); when another process published on the key meanwhile, the
+-- insert is refused and the store reads the key's last event instead.
+CREATE TRIGGER IF NOT EXISTS {{.Trigger "order_position"}}
+    BEFORE INSERT ON {{.Table}} WHEN NEW.order_key IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'outbox: stale order position') WHERE EXISTS (
+    SELECT 1 FROM {{.Table}} WHERE order_key = NEW.order_key AND order_seq >= NEW.order_seq); END;
