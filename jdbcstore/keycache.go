@@ -3,6 +3,8 @@ package jdbcstore
 import (
 	"strings"
 	"sync"
+
+	"github.com/outbox-go/outbox/core"
 )
 
 // stalePosition is the message of the SQLite schema's trigger that refuses
@@ -13,15 +15,19 @@ const stalePosition = "outbox: stale order position"
 // cleared (the store then reads the keys' last events again).
 const keyCacheMax = 1 << 16
 
-// keyCache remembers, on a single-writer database whose schema refuses a
-// stale position (SQLite's trigger), the last position this store
-// committed on each ordering key and whether that event finished here, so
-// an ordered publish needs no read of the key's last event: it inserts at
-// the next position, with the hot lease only when the event before is
-// known DONE. A position another process took meanwhile makes the insert
-// fail on the trigger; the store then forgets the key and reads. Entries
-// change only after commits and DONE writes, so a rollback leaves nothing
-// behind. It is safe for concurrent use.
+// keyCache remembers the last position this store committed on each
+// ordering key and whether that event was marked DONE here, so an ordered
+// publish whose key's last event is known finished needs no check of it.
+// With a keys table (MySQL/MariaDB, PostgreSQL) the position the upsert
+// returns under the key's row lock proves whether the remembered event is
+// still the one before; then the insert takes the hot lease without its
+// NOT EXISTS check. On a single-writer database whose schema refuses a
+// stale position (SQLite's trigger) the publish skips the read of the
+// key's last event and inserts at the next position; a position another
+// process took meanwhile makes the insert fail on the trigger, and the
+// store forgets the key and reads. Entries change only after commits and
+// DONE writes, so a rollback leaves nothing behind. It is safe for
+// concurrent use.
 type keyCache struct {
 	mu      sync.Mutex
 	keys    map[string]keyState // ordering key → its last position committed here
@@ -50,6 +56,12 @@ func (c *keyCache) lookup(key string) (keyState, bool) {
 	defer c.mu.Unlock()
 	st, ok := c.keys[key]
 	return st, ok
+}
+
+// afterCommit records, once tx commits, that event id was committed at
+// position seq of key.
+func (c *keyCache) afterCommit(tx core.Tx, id, key string, seq int64) {
+	tx.AfterCommit(func() { c.committed(id, key, seq) })
 }
 
 // committed records that event id was committed at position seq of key.

@@ -56,8 +56,34 @@ func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 		return false, s.abortedNote(ex, s.mapError("take the next position of key", key, err))
 	}
 	// From the second position on, the row takes lease only if the event
-	// before has finished: the insert itself checks, in one statement.
-	return s.insertRow(ctx, ex, env, lease, seq, seq-1)
+	// before has finished: the insert itself checks, in one statement,
+	// unless the store remembers that event as committed and DONE here.
+	// The position the upsert returned, taken under the key row's lock,
+	// proves that event is the one before: positions have no gaps.
+	ifFree := seq - 1
+	cache, tx := s.keyCacheFor(ex)
+	if cache != nil {
+		if last, ok := cache.lookup(key); ok && last.done && last.seq == seq-1 {
+			ifFree = 0
+		}
+	}
+	leased, err := s.insertRow(ctx, ex, env, lease, seq, ifFree)
+	if err == nil && cache != nil {
+		cache.afterCommit(tx, env.ID(), key, seq)
+	}
+	return leased, err
+}
+
+// keyCacheFor returns the store's key cache and ex as a transaction with
+// after-commit hooks, or nil when the store keeps no cache or ex has no
+// hooks to record the commit with.
+func (s *Store) keyCacheFor(ex core.Execer) (*keyCache, core.Tx) {
+	c := s.keys.Load()
+	tx, ok := ex.(core.Tx)
+	if c == nil || !ok {
+		return nil, nil
+	}
+	return c, tx
 }
 
 // insertAfterLast is InsertOrdered on a single-writer database (SQLite):
@@ -74,15 +100,10 @@ func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 // meanwhile, and the store reads after all.
 func (s *Store) insertAfterLast(ctx context.Context, ex core.Execer, q rowQuerier, env core.Envelope, lease core.Lease) (bool, error) {
 	key := env.OrderKey()
-	cache := s.keys.Load()
-	tx, hooked := ex.(core.Tx)
-	if !hooked {
-		cache = nil // no after-commit hook to record the commit with
-	}
+	cache, tx := s.keyCacheFor(ex)
 	remember := func(seq int64) {
 		if cache != nil {
-			id := env.ID()
-			tx.AfterCommit(func() { cache.committed(id, key, seq) })
+			cache.afterCommit(tx, env.ID(), key, seq)
 		}
 	}
 	if cache != nil {

@@ -27,8 +27,9 @@ type Store struct {
 	schema  string
 	q       statements
 	gate    *writegate.Gate // SQLite: one writer at a time, in Go
-	// keys, once ApplySchema installed a schema that refuses stale
-	// positions (SQLite's trigger), remembers the keys' last positions.
+	// keys remembers the ordering keys' last positions committed here
+	// (keyCache): from New with a keys table, on a single-writer database
+	// once ApplySchema installed a schema that refuses stale positions.
 	keys atomic.Pointer[keyCache]
 
 	// busyHook, when set (by tests), is called before each wait of the
@@ -53,7 +54,7 @@ func New(db *sqlx.DB, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	s := &Store{
 		db:      db,
 		dialect: cfg.Dialect,
 		table:   cfg.Table,
@@ -63,7 +64,14 @@ func New(db *sqlx.DB, cfg Config) (*Store, error) {
 		schema:  schema,
 		q:       buildStatements(cfg.Dialect, cfg.Table),
 		gate:    gateFor(db, cfg.Dialect),
-	}, nil
+	}
+	if s.q.lastOfKey == "" {
+		// Positions come from the keys table's upsert, which vouches for
+		// the remembered ones; on a single-writer database ApplySchema
+		// starts the cache once the schema's trigger is there.
+		s.keys.Store(newKeyCache())
+	}
+	return s, nil
 }
 
 // Table returns the outbox table name.

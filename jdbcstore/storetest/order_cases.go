@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/txctx"
 )
 
 // orderedEvent builds an event of key with id.
@@ -147,6 +148,56 @@ func (s *suite) testOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		try("d-2") // the key is free
+	})
+
+	t.Run("RememberedPositionCheckedAgainstOtherWriters", func(t *testing.T) {
+		// The store remembers the last event it committed on a key and
+		// whether it marked it DONE, to spare the check of the event
+		// before. An event another writer published meanwhile (here a
+		// plain transaction, which the store cannot follow) must still
+		// be seen: the next event goes behind it, unowned.
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
+		hooked := func(env core.Envelope) bool {
+			t.Helper()
+			var leased bool
+			err := txctx.NewX(st.DB()).Do(t.Context(), func(ctx context.Context) error {
+				tx, _ := txctx.From(ctx)
+				var err error
+				leased, err = st.InsertOrdered(ctx, tx, env, lease)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("publish %s: %v", env.ID(), err)
+			}
+			return leased
+		}
+		if !hooked(orderedEvent(t, "m-1", "k", core.BlockOnDead)) {
+			t.Fatal("m-1, first of its key, did not take the lease")
+		}
+		if n, err := st.MarkDone(t.Context(), "node-a", []string{"m-1"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone m-1: %d, %v", n, err)
+		}
+		if !hooked(orderedEvent(t, "m-2", "k", core.BlockOnDead)) {
+			t.Fatal("m-2, behind a DONE event, did not take the lease")
+		}
+		if n, err := st.MarkDone(t.Context(), "node-a", []string{"m-2"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone m-2: %d, %v", n, err)
+		}
+		publishOrdered(t, st, orderedEvent(t, "m-3", "k", core.BlockOnDead), lease, false) // another writer; stays pending
+		if hooked(orderedEvent(t, "m-4", "k", core.BlockOnDead)) {
+			t.Fatal("m-4 took the lease although m-3, published by another writer, is pending")
+		}
+		for id, want := range map[string]int64{"m-1": 1, "m-2": 2, "m-3": 3, "m-4": 4} {
+			if r := get(t, st, id); r.OrderSeq != want {
+				t.Errorf("%s at position %d, want %d", id, r.OrderSeq, want)
+			}
+		}
+		if r := get(t, st, "m-4"); r.LockedBy != "" {
+			t.Errorf("m-4 stored with owner %q, want none", r.LockedBy)
+		}
 	})
 
 	t.Run("ClaimsTheHeadOfEachKeyOnly", func(t *testing.T) {
