@@ -38,6 +38,7 @@ const (
 	defaultWarmup        = 300
 	defaultRounds        = 3
 	maxWorkers           = 256
+	defaultRelayWorkers  = 16
 	defaultSlowListen    = 2 * time.Millisecond
 	// defaultOrderedKeys is -ordered-keys given without a value.
 	defaultOrderedKeys = 1000
@@ -88,7 +89,8 @@ type options struct {
 	orderedKeys int
 	// relay is the broker of the relay scenarios (-relay, a key of
 	// relayKinds; "" when they do not run), relayURL its address and
-	// relayWorkers the dispatcher workers of those scenarios.
+	// relayWorkers the dispatcher workers of those scenarios
+	// (defaultRelayWorkers).
 	relay        string
 	relayURL     string
 	relayWorkers int
@@ -164,7 +166,8 @@ messages and awaits each confirm):
               warm-up + N, in the line's notes): with the default 1000 a
               relay slower than the publishers leaves the overflow to the
               poller, and the scenario would measure the poller. Dispatcher
-              workers: -relay-workers (default -workers).
+              workers: -relay-workers (default 16: a relay waits on the broker's ack,
+              so it gets more workers than a local listener, as the README advises).
   relay_latency  latency through the relay: commit returned -> the relay
               returned (broker ack), paced at 0.5 x the relay rate, N/4
               events (at most ~5 s).
@@ -231,7 +234,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.Var(ordered, "ordered-keys", fmt.Sprintf("run the ordered scenarios too, ordered_end_to_end with `K` keys (%d when the flag has no value)", defaultOrderedKeys))
 	fs.StringVar(&o.relay, "relay", "", "run the relay scenarios too, through this broker: "+strings.Join(relayNames(), " or "))
 	fs.StringVar(&o.relayURL, "relay-url", "", "address of the -relay broker (default: "+relayDefaults()+")")
-	fs.IntVar(&o.relayWorkers, "relay-workers", 0, "dispatcher workers of the relay scenarios (default: -workers)")
+	fs.IntVar(&o.relayWorkers, "relay-workers", 0, fmt.Sprintf("dispatcher workers of the relay scenarios (default %d: a relay waits on the broker, so it gets more workers than a local listener)", defaultRelayWorkers))
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -410,7 +413,7 @@ func (o *options) validateRelay() error {
 	}
 	switch {
 	case o.relayWorkers == 0:
-		o.relayWorkers = o.workers
+		o.relayWorkers = defaultRelayWorkers
 	case o.relayWorkers < 1 || o.relayWorkers > maxWorkers:
 		return fmt.Errorf("-relay-workers must be between 1 and %d", maxWorkers)
 	}

@@ -178,8 +178,12 @@ func TestRelayFlags(t *testing.T) {
 	if err != nil || !o.has(scenarioRelay) || !o.has(scenarioRelayLatency) || !o.has(scenarioFloor) {
 		t.Errorf("-relay natsjs: scenarios %v, %v", o.scenarios, err)
 	}
-	if o.relayURL != nats.DefaultURL || o.relayWorkers != 6 {
-		t.Errorf("-relay natsjs: url %q workers %d, want %q and -workers (6)", o.relayURL, o.relayWorkers, nats.DefaultURL)
+	if o.relayURL != nats.DefaultURL || o.relayWorkers != defaultRelayWorkers {
+		t.Errorf("-relay natsjs: url %q workers %d, want %q and %d", o.relayURL, o.relayWorkers, nats.DefaultURL, defaultRelayWorkers)
+	}
+	o, err = parseFlags([]string{"-db", "sqlite", "-relay", "natsjs", "-relay-workers", "6"}, &bytes.Buffer{})
+	if err != nil || o.relayWorkers != 6 {
+		t.Errorf("-relay-workers 6: workers %d, %v", o.relayWorkers, err)
 	}
 }
 
