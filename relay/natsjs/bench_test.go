@@ -9,6 +9,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay/natsjs"
 )
@@ -35,7 +36,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 					l = r
 				}
 				logger, _ := testsupport.NewLogger()
-				ob := newOutbox(b, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: workers, HotCapacity: max(b.N, 1000)}}, l)
+				ob := relaytest.Outbox(b, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: workers, HotCapacity: max(b.N, 1000)}}, l)
 				ctx := context.Background()
 				b.ResetTimer()
 				start := time.Now()

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -118,46 +116,6 @@ func streamCount(t testing.TB, st jetstream.Stream) uint64 {
 		t.Fatalf("stream info: %v", err)
 	}
 	return info.State.Msgs
-}
-
-// newOutbox opens an outbox over SQLite in a temporary directory with
-// cfg, registers l for every event, starts it and closes it in Cleanup.
-func newOutbox(t testing.TB, cfg outbox.Config, l core.Listener) *outbox.Outbox {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	ob, err := outbox.New(ctx, db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ob.RegisterAll(l)
-	if err := ob.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := ob.Close(ctx); err != nil {
-			t.Errorf("close outbox: %v", err)
-		}
-	})
-	return ob
-}
-
-// publish commits env in its own transaction.
-func publish(t testing.TB, ob *outbox.Outbox, env core.Envelope) {
-	t.Helper()
-	err := ob.InTx(context.Background(), func(ctx context.Context) error {
-		_, err := ob.Publish(ctx, env)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("publish %s: %v", env.ID(), err)
-	}
 }
 
 // counts returns the rows per status.

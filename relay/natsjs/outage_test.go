@@ -2,12 +2,10 @@ package natsjs_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/relay"
@@ -135,43 +134,11 @@ func testOutage(t *testing.T, freeze bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob := newOutbox(t, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: 8},
+	ob := relaytest.Outbox(t, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: 8},
 		Poller: poller.Config{Interval: 50 * time.Millisecond, SkipRecent: 100 * time.Millisecond}}, r)
 
 	// The publisher commits an event every few milliseconds until stopped.
-	var (
-		mu        sync.Mutex
-		committed []string
-	)
-	ncommitted := func() int { mu.Lock(); defer mu.Unlock(); return len(committed) }
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(3 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			env, err := core.NewEvent("Tick").PayloadJSONString(fmt.Sprintf(`{"i":%d}`, i)).Build()
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			err = ob.InTx(ctx, func(ctx context.Context) error { _, err := ob.Publish(ctx, env); return err })
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			committed = append(committed, env.ID())
-			mu.Unlock()
-		}
-	}()
-	stopPublishing := sync.OnceFunc(func() { close(stop); <-done })
-	t.Cleanup(stopPublishing)
+	pub := relaytest.StartPublisher(t, ob, 3*time.Millisecond)
 
 	inStream := func() int { n, _ := streamInfoCount(st); return n }
 	testsupport.WaitFor(t, 30*time.Second, "events in the stream before the outage", func() bool { return inStream() >= 50 })
@@ -181,26 +148,22 @@ func testOutage(t *testing.T, freeze bool) {
 	} else {
 		srv.kill()
 	}
-	atKill := ncommitted()
+	atKill := pub.Count()
 	outage := time.After(3 * time.Second) // how long the broker stays down, not a synchronization
 	testsupport.WaitFor(t, 30*time.Second, "the outage reported", func() bool { return logs.Count("level=ERROR", "broker unreachable") > 0 })
 	<-outage
-	testsupport.WaitFor(t, 30*time.Second, "events committed during the outage", func() bool { return ncommitted() >= atKill+100 })
+	testsupport.WaitFor(t, 30*time.Second, "events committed during the outage", func() bool { return pub.Count() >= atKill+100 })
 
-	atRestart := ncommitted()
+	atRestart := pub.Count()
 	if freeze {
 		srv.signal(syscall.SIGCONT)
 	} else {
 		srv.start()
 	}
 	testsupport.WaitFor(t, 60*time.Second, "the recovery reported", func() bool { return logs.Count("level=INFO", "broker recovered") > 0 })
-	after := ncommitted() + 50
-	testsupport.WaitFor(t, 30*time.Second, "events committed after the outage", func() bool { return ncommitted() >= after })
-	stopPublishing()
-
-	mu.Lock()
-	ids := append([]string(nil), committed...)
-	mu.Unlock()
+	after := pub.Count() + 50
+	testsupport.WaitFor(t, 30*time.Second, "events committed after the outage", func() bool { return pub.Count() >= after })
+	ids := pub.Stop()
 	testsupport.WaitFor(t, 90*time.Second, "every committed event in the stream and DONE", func() bool {
 		return inStream() >= len(ids) && counts(t, ob)[core.StatusDone] == len(ids)
 	})

@@ -13,6 +13,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/natsjs"
@@ -31,7 +32,7 @@ func TestRelayEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob := newOutbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 16}}, r)
+	ob := relaytest.Outbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 16}}, r)
 
 	const n = 60
 	want := map[string]core.Envelope{}
@@ -46,7 +47,7 @@ func TestRelayEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		want[env.ID()] = env
-		publish(t, ob, env)
+		relaytest.Publish(t, ob, env)
 	}
 	testsupport.WaitFor(t, 30*time.Second, "every event DONE", func() bool { return counts(t, ob)[core.StatusDone] == n })
 
@@ -153,9 +154,9 @@ func TestRelayRejection(t *testing.T) {
 	}
 
 	logger, logs := testsupport.NewLogger()
-	ob := newOutbox(t, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{
+	ob := relaytest.Outbox(t, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{
 		Workers: 2, MaxAttempts: 2, Retry: retry.Exponential{BaseDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}, r)
-	publish(t, ob, env)
+	relaytest.Publish(t, ob, env)
 	testsupport.WaitFor(t, 30*time.Second, "the event DEAD", func() bool { return counts(t, ob)[core.StatusDead] == 1 })
 	rec, err := ob.Get(ctx, env.ID())
 	if err != nil {
@@ -228,7 +229,7 @@ func TestRelayOrdered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob := newOutbox(t, outbox.Config{Ordering: core.Ordering{Types: []string{"*"}}, Dispatcher: dispatcher.Config{Workers: 8}}, r)
+	ob := relaytest.Outbox(t, outbox.Config{Ordering: core.Ordering{Types: []string{"*"}}, Dispatcher: dispatcher.Config{Workers: 8}}, r)
 	const keys, perKey = 5, 20
 	for i := range perKey {
 		// Each transaction publishes the next event of every key.

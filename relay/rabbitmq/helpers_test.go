@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/relay/rabbitmq"
 )
 
@@ -187,44 +185,6 @@ func newRelay(t testing.TB, cfg rabbitmq.Config) *rabbitmq.Relay {
 		}
 	})
 	return r
-}
-
-// newOutbox opens an outbox over SQLite in a temporary directory with
-// cfg, registers l for every event, starts it and closes it in Cleanup
-// (before the relay, which was made first).
-func newOutbox(t testing.TB, cfg outbox.Config, l core.Listener) *outbox.Outbox {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	ob, err := outbox.New(ctx, db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ob.RegisterAll(l)
-	if err := ob.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := ob.Close(ctx); err != nil {
-			t.Errorf("close outbox: %v", err)
-		}
-	})
-	return ob
-}
-
-// publish commits env in its own transaction.
-func publish(t testing.TB, ob *outbox.Outbox, env core.Envelope) {
-	t.Helper()
-	err := ob.InTx(context.Background(), func(ctx context.Context) error { _, err := ob.Publish(ctx, env); return err })
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // counts returns the outbox's rows per status.

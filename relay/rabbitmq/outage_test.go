@@ -2,11 +2,9 @@ package rabbitmq_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/url"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/relay"
@@ -68,66 +67,29 @@ func TestRelayOutage(t *testing.T) {
 	r := newRelay(t, rabbitmq.Config{URL: proxied, Exchange: ex, ConfirmTimeout: time.Second, Logger: logger,
 		ReconnectDelay: 50 * time.Millisecond, ReconnectMaxDelay: 200 * time.Millisecond,
 		Breaker: relay.BreakerConfig{ProbeInterval: 100 * time.Millisecond, RetryAfter: 200 * time.Millisecond}})
-	ob := newOutbox(t, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: outageWorkers},
+	ob := relaytest.Outbox(t, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: outageWorkers},
 		Poller: poller.Config{Interval: 50 * time.Millisecond, SkipRecent: 100 * time.Millisecond}}, r)
 
 	// The publisher commits an event every few milliseconds until stopped.
-	ctx := context.Background()
-	var (
-		mu        sync.Mutex
-		committed []string
-	)
-	ncommitted := func() int { mu.Lock(); defer mu.Unlock(); return len(committed) }
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(3 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			env, err := core.NewEvent("Tick").PayloadJSONString(fmt.Sprintf(`{"i":%d}`, i)).Build()
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			err = ob.InTx(ctx, func(ctx context.Context) error { _, err := ob.Publish(ctx, env); return err })
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			committed = append(committed, env.ID())
-			mu.Unlock()
-		}
-	}()
-	stopPublishing := sync.OnceFunc(func() { close(stop); <-done })
-	t.Cleanup(stopPublishing)
+	pub := relaytest.StartPublisher(t, ob, 3*time.Millisecond)
 
 	testsupport.WaitFor(t, 30*time.Second, "events in the queue before the cut", func() bool { return got.count() >= 50 }, got.wake)
 
 	proxy.Stop() // cuts the relay's connection, refuses its redials
-	atCut := ncommitted()
+	atCut := pub.Count()
 	outage := time.After(4 * time.Second) // how long the cut lasts, not a synchronization
 	testsupport.WaitFor(t, 30*time.Second, "the outage reported", func() bool { return logs.Count("level=ERROR", "broker unreachable") > 0 })
 	<-outage
-	testsupport.WaitFor(t, 30*time.Second, "events committed during the cut", func() bool { return ncommitted() >= atCut+100 })
+	testsupport.WaitFor(t, 30*time.Second, "events committed during the cut", func() bool { return pub.Count() >= atCut+100 })
 
-	atRestore := ncommitted()
+	atRestore := pub.Count()
 	if err := proxy.Start(); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.WaitFor(t, 60*time.Second, "the recovery reported", func() bool { return logs.Count("level=INFO", "broker recovered") > 0 })
-	after := ncommitted() + 50
-	testsupport.WaitFor(t, 30*time.Second, "events committed after the cut", func() bool { return ncommitted() >= after })
-	stopPublishing()
-
-	mu.Lock()
-	ids := append([]string(nil), committed...)
-	mu.Unlock()
+	after := pub.Count() + 50
+	testsupport.WaitFor(t, 30*time.Second, "events committed after the cut", func() bool { return pub.Count() >= after })
+	ids := pub.Stop()
 	inQueue := func() map[string]int {
 		m := map[string]int{}
 		for _, d := range got.all() {
@@ -145,7 +107,7 @@ func TestRelayOutage(t *testing.T) {
 			t.Errorf("event %s is not in the queue", id)
 		}
 		dups += max(stored[id]-1, 0)
-		rec, err := ob.Get(ctx, id)
+		rec, err := ob.Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

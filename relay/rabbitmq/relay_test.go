@@ -15,6 +15,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/rabbitmq"
@@ -32,7 +33,7 @@ func TestRelayEndToEnd(t *testing.T) {
 	q := newQueue(t, ch, ex, "orders.#")
 	got := consume(t, q)
 	r := newRelay(t, rabbitmq.Config{Exchange: ex, RoutingKey: "orders.{type}"})
-	ob := newOutbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 16}}, r)
+	ob := relaytest.Outbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 16}}, r)
 
 	const n = 200
 	want := map[string]core.Envelope{}
@@ -42,14 +43,14 @@ func TestRelayEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		publish(t, ob, env)
+		relaytest.Publish(t, ob, env)
 		want[env.ID()] = env
 	}
 	bin, err := core.NewEvent("Blob").PayloadBytes([]byte{0, 1, 2}).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish(t, ob, bin)
+	relaytest.Publish(t, ob, bin)
 	testsupport.WaitFor(t, 30*time.Second, "every event in the queue and DONE", func() bool {
 		return got.count() >= n+1 && counts(t, ob)[core.StatusDone] == n+1
 	}, got.wake)
@@ -116,9 +117,9 @@ func TestRelayUnroutable(t *testing.T) {
 		t.Fatalf("OnEvent = %v, want ErrUnroutable (312 NO_ROUTE), not an outage", err)
 	}
 
-	ob := newOutbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 2, MaxAttempts: 2,
+	ob := relaytest.Outbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 2, MaxAttempts: 2,
 		Retry: retry.Exponential{BaseDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}, r)
-	publish(t, ob, env)
+	relaytest.Publish(t, ob, env)
 	testsupport.WaitFor(t, 30*time.Second, "the unroutable event DEAD", func() bool { return counts(t, ob)[core.StatusDead] == 1 })
 	rec, err := ob.Get(context.Background(), env.ID())
 	if err != nil {
@@ -201,7 +202,7 @@ func TestRelayOrdered(t *testing.T) {
 	q := newQueue(t, ch, ex, "#")
 	got := consume(t, q)
 	r := newRelay(t, rabbitmq.Config{Exchange: ex})
-	ob := newOutbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 16},
+	ob := relaytest.Outbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 16},
 		Ordering: core.Ordering{Types: []string{"Moved"}}}, r)
 
 	const keys, per = 5, 40
@@ -212,7 +213,7 @@ func TestRelayOrdered(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			publish(t, ob, env)
+			relaytest.Publish(t, ob, env)
 		}
 	}
 	testsupport.WaitFor(t, 60*time.Second, "every ordered event in the queue", func() bool { return got.count() >= keys*per }, got.wake)
