@@ -1,0 +1,183 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+)
+
+// Observer watches the outbox at work, for tracing and metrics with
+// labels: the OpenTelemetry and Prometheus modules of this repository
+// implement it, and so can anything else. Set it in outbox.Config.Observer
+// (tenant.Config.Observer for a set of databases); nil means none, and
+// then none of it costs anything.
+//
+// Every method runs on the outbox's own paths (publish, the dispatcher's
+// workers and DONE writer, the poller): it must be fast, must not block
+// and must be safe for concurrent use. Embed [NopObserver] in an
+// implementation so that methods added later keep it compiling.
+type Observer interface {
+	// Publish is called by Publish before the event is inserted, with the
+	// publisher's context. It returns headers to add to the event, such as
+	// the W3C trace context ("traceparent", "tracestate") of ctx so that
+	// its deliveries join the publisher's trace, or nil; and a function
+	// that Publish calls exactly once, with nil when the event was
+	// inserted or with the error Publish returns. Headers the event
+	// already has are kept; invalid ones fail Publish.
+	Publish(ctx context.Context, env Envelope) (headers map[string]string, done func(err error))
+	// Deliver is called before the listeners of one delivery attempt run,
+	// with the context they would get. The context it returns is the one
+	// they get (carrying, for example, a consumer span whose parent or
+	// link is the trace context in the event's headers), and end is
+	// called exactly once when the attempt's outcome is decided.
+	Deliver(ctx context.Context, d Delivery) (context.Context, func(DeliveryResult))
+	// DoneWritten reports one coalesced DONE write of store: n events,
+	// how long the statement took, its error.
+	DoneWritten(store string, n int, took time.Duration, err error)
+	// Claimed reports one claim of the poller in store: rows claimed,
+	// how long the claim took, its error.
+	Claimed(store string, rows int, took time.Duration, err error)
+}
+
+// Path is how an event reached a dispatcher worker.
+type Path uint8
+
+// The paths of a delivery.
+const (
+	PathHot   Path = iota // handed over right after its transaction committed
+	PathCold              // claimed by a poller
+	PathRetry             // an in-process retry whose delay elapsed
+)
+
+// String returns "hot", "cold" or "retry".
+func (p Path) String() string {
+	switch p {
+	case PathHot:
+		return "hot"
+	case PathCold:
+		return "cold"
+	case PathRetry:
+		return "retry"
+	}
+	return fmt.Sprintf("Path(%d)", uint8(p))
+}
+
+// Delivery describes one delivery attempt for an [Observer].
+type Delivery struct {
+	Event Envelope
+	// Store is the store the event came from: "" for an outbox's own
+	// database, the tenant's id in a set of databases.
+	Store string
+	Path  Path
+	// Attempt is 1 for the first attempt, 2 for the first retry, and so on.
+	Attempt int
+	// Committed is when the event's transaction committed as far as this
+	// process knows: the hand-over after commit on the hot path, the
+	// row's insert time for a claimed event. Zero when unknown.
+	Committed time.Time
+}
+
+// Outcome is what became of a delivery attempt.
+type Outcome uint8
+
+// The outcomes of a delivery attempt.
+const (
+	// OutcomeDone: every listener succeeded; the DONE write follows,
+	// coalesced with others.
+	OutcomeDone Outcome = iota
+	// OutcomeRetry: a listener failed; the event is retried later.
+	OutcomeRetry
+	// OutcomeDead: a listener failed on the last attempt; the event is DEAD.
+	OutcomeDead
+	// OutcomePutOff: a listener's downstream was unavailable
+	// ([Unavailable]); the event is put off without charging an attempt.
+	OutcomePutOff
+	// OutcomeUnhandled: no listener is registered for the event's type;
+	// dispatcher.Config.Unhandled decided what happened to it.
+	OutcomeUnhandled
+	// OutcomeInterrupted: shutdown interrupted the delivery, or its
+	// outcome could not be written; the event is delivered again later.
+	OutcomeInterrupted
+)
+
+// String returns "done", "retry", "dead", "put_off", "unhandled" or
+// "interrupted".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeDone:
+		return "done"
+	case OutcomeRetry:
+		return "retry"
+	case OutcomeDead:
+		return "dead"
+	case OutcomePutOff:
+		return "put_off"
+	case OutcomeUnhandled:
+		return "unhandled"
+	case OutcomeInterrupted:
+		return "interrupted"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// DeliveryResult is the outcome of a delivery attempt, for an [Observer].
+type DeliveryResult struct {
+	Outcome Outcome
+	// Err is the failure (nil for OutcomeDone).
+	Err error
+	// Listeners is how long the listeners ran.
+	Listeners time.Duration
+}
+
+// NopObserver observes nothing. Embed it in an [Observer] implementation.
+type NopObserver struct{}
+
+var _ Observer = NopObserver{}
+
+// Publish returns no headers.
+func (NopObserver) Publish(context.Context, Envelope) (map[string]string, func(error)) {
+	return nil, func(error) {}
+}
+
+// Deliver returns ctx unchanged.
+func (NopObserver) Deliver(ctx context.Context, _ Delivery) (context.Context, func(DeliveryResult)) {
+	return ctx, func(DeliveryResult) {}
+}
+
+// DoneWritten does nothing.
+func (NopObserver) DoneWritten(string, int, time.Duration, error) {}
+
+// Claimed does nothing.
+func (NopObserver) Claimed(string, int, time.Duration, error) {}
+
+// WithHeaders returns a copy of e with the headers h added; a key e has
+// already keeps e's value. An invalid key or value returns an error
+// wrapping [ErrInvalidHeader]; e is unchanged either way.
+func (e Envelope) WithHeaders(h map[string]string) (Envelope, error) {
+	if len(h) == 0 {
+		return e, nil
+	}
+	merged := make(map[string]string, len(e.headers)+len(h))
+	for k, v := range h {
+		if k == "" {
+			return Envelope{}, invalid("headers", ErrInvalidHeader, "empty key")
+		}
+		if !cleanText(k) || !cleanText(v) {
+			return Envelope{}, invalid("headers", ErrInvalidHeader, "key or value is not valid UTF-8 or contains NUL")
+		}
+		merged[k] = v
+	}
+	maps.Copy(merged, e.headers)
+	e.headers = merged
+	return e, nil
+}
+
+// HeaderInjector writes the trace context of ctx into message headers.
+// An [Observer] that propagates traces implements it (the OpenTelemetry
+// module's does); the broker relays call it for every message they send,
+// so that a consumer's spans join the trace of the delivery that relayed
+// the message.
+type HeaderInjector interface {
+	InjectHeaders(ctx context.Context, set func(key, value string))
+}
