@@ -1,0 +1,64 @@
+package prometheus
+
+import (
+	"context"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Publish implements core.Observer: it adds no headers and counts
+// outbox_published_total{event_type} when the event was inserted,
+// outbox_publish_errors_total{event_type} when Publish failed.
+func (c *Collector) Publish(_ context.Context, env core.Envelope) (map[string]string, func(error)) {
+	return nil, c.types.entry(env.Type()).done
+}
+
+// Deliver implements core.Observer: it returns ctx unchanged, observes
+// outbox_commit_to_listener_seconds{store,path} for a first attempt whose
+// commit time is known, and when the attempt ends counts
+// outbox_deliveries_total{store,event_type,path,outcome} and observes
+// outbox_listener_duration_seconds{store,event_type} (unless no listener
+// ran: outcome unhandled).
+func (c *Collector) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
+	store, path := validLabel(d.Store), d.Path.String()
+	if d.Attempt <= 1 && !d.Committed.IsZero() {
+		// Clocks of nodes may disagree on a claimed row's insert time:
+		// never observe a negative latency.
+		c.commitToListener.WithLabelValues(store, path).Observe(max(0, time.Since(d.Committed).Seconds()))
+	}
+	typ := c.types.entry(d.Event.Type()).label
+	return ctx, func(r core.DeliveryResult) {
+		c.deliveries.WithLabelValues(store, typ, path, r.Outcome.String()).Inc()
+		if r.Outcome != core.OutcomeUnhandled {
+			c.listener.WithLabelValues(store, typ).Observe(max(0, r.Listeners.Seconds()))
+		}
+	}
+}
+
+// DoneWritten implements core.Observer: outbox_done_batch_size{store} and
+// outbox_done_write_seconds{store} for every write,
+// outbox_done_write_errors_total{store} for a failed one.
+func (c *Collector) DoneWritten(store string, n int, took time.Duration, err error) {
+	store = validLabel(store)
+	c.doneBatch.WithLabelValues(store).Observe(float64(n))
+	c.doneWrite.WithLabelValues(store).Observe(max(0, took.Seconds()))
+	if err != nil {
+		c.doneErrors.WithLabelValues(store).Inc()
+	}
+}
+
+// Claimed implements core.Observer: outbox_claim_seconds{store} for every
+// claim, outbox_claimed_total{store} counts the rows claimed,
+// outbox_claim_errors_total{store} the failed claims.
+func (c *Collector) Claimed(store string, rows int, took time.Duration, err error) {
+	store = validLabel(store)
+	c.claim.WithLabelValues(store).Observe(max(0, took.Seconds()))
+	if err != nil {
+		c.claimErrors.WithLabelValues(store).Inc()
+		return
+	}
+	if rows > 0 {
+		c.claimed.WithLabelValues(store).Add(float64(rows))
+	}
+}
