@@ -58,13 +58,16 @@ func (d *Dispatcher) process(it item) bool {
 
 // observe starts the Observer's view of the attempt it is about to make:
 // the listeners' parent context and the end of the attempt. Without an
-// Observer the listeners get the store's work context.
+// Observer it returns nil and costs nothing: the listeners get the
+// store's work context.
 func (d *Dispatcher) observe(it item) *attempt {
-	a := &attempt{ctx: it.src.work.Context(), started: time.Now()}
-	if obs := d.cfg.Observer; obs != nil {
-		a.ctx, a.end = obs.Deliver(a.ctx, core.Delivery{Event: it.env, Store: it.src.id, Path: it.path(),
-			Attempt: it.attempts + 1, Committed: it.committed})
+	obs := d.cfg.Observer
+	if obs == nil {
+		return nil
 	}
+	a := &attempt{started: time.Now()}
+	a.ctx, a.end = obs.Deliver(it.src.work.Context(), core.Delivery{Event: it.env, Store: it.src.id, Path: it.path(),
+		Attempt: it.attempts + 1, Committed: it.committed})
 	return a
 }
 
