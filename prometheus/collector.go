@@ -76,7 +76,8 @@ var (
 // problem at once, each a *core.ConfigError wrapping core.ErrInvalidConfig,
 // joined with errors.Join; a refused registration in cfg.Registerer (such
 // as a second collector of the same Namespace and ConstLabels) returns the
-// registry's error.
+// registry's error (prometheus.AlreadyRegisteredError for an identical
+// collector).
 func New(cfg Config) (*Collector, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

@@ -33,8 +33,10 @@ type Config struct {
 	// besides the collector's own registry (which [Collector.Handler] and
 	// [Collector.Gatherer] serve). Set it to prometheus.DefaultRegisterer
 	// to expose the outbox's metrics with the rest of the process's on the
-	// promhttp.Handler you already serve. Registering two collectors with
-	// the same Namespace and ConstLabels in one Registerer fails New.
+	// promhttp.Handler you already serve. Two collectors in one Registerer
+	// need another Namespace, or the same ConstLabels names with other
+	// values: Prometheus refuses the same metric name with other label
+	// names or twice the same series, and New returns its error.
 	// Defaults to nil: the metrics are in the collector's own registry
 	// only, and New never touches a global.
 	Registerer prom.Registerer

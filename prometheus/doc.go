@@ -1,0 +1,76 @@
+// Package prometheus exports the outbox's metrics to Prometheus.
+//
+// A [Collector] is both the outbox's core.Observer and its core.Metrics:
+// give the same value to both fields and serve its [Collector.Handler].
+//
+//	col, err := outboxprom.New(outboxprom.Config{})
+//	ob, err := outbox.New(ctx, db, outbox.Config{Metrics: col, Observer: col})
+//	http.Handle("/metrics", col.Handler())
+//
+// (importing this package as outboxprom, beside the client library's
+// prometheus package). The Observer side counts each delivery attempt
+// with its event type, path and outcome and measures the latencies; the
+// Metrics side reports queues, lag, leases, DEAD events, put-offs and the
+// operations. A Collector given only as Metrics lacks
+// outbox_deliveries_total and the histograms: set both.
+//
+// The metrics live in a registry of the Collector's own, which
+// [Collector.Handler] and [Collector.Gatherer] serve; set
+// Config.Registerer (prometheus.DefaultRegisterer, say) to register them
+// where the rest of the process's metrics are as well. The directories
+// dashboards/ (a Grafana dashboard) and alerts/ (Prometheus alert rules)
+// of this module use the names below with the default namespace.
+//
+// # Metrics
+//
+// Every name starts with Config.Namespace ("outbox") and "_". Labels:
+// store is "" for an outbox's own database and the database's id in a
+// tenant set (core.StoreMetrics); event_type is the event's type, bounded
+// by Config.MaxEventTypes; path is hot (handed over after commit), cold
+// (claimed by the poller) or retry (an in-process retry); outcome is done,
+// retry, dead, put_off, unhandled or interrupted (core.Outcome).
+//
+//	Name                               Type       Labels                               Source
+//	outbox_deliveries_total            counter    store, event_type, path, outcome     Observer.Deliver: one per delivery attempt
+//	outbox_commit_to_listener_seconds  histogram  store, path                          Observer.Deliver: commit to the listeners' start, first attempts
+//	outbox_listener_duration_seconds   histogram  store, event_type                    Observer.Deliver: how long the listeners ran (not for unhandled)
+//	outbox_published_total             counter    event_type                           Observer.Publish: events inserted (a later rollback is not subtracted)
+//	outbox_publish_errors_total        counter    event_type                           Observer.Publish: Publish calls that failed
+//	outbox_done_batch_size             histogram  store                                Observer.DoneWritten: events per coalesced DONE write
+//	outbox_done_write_seconds          histogram  store                                Observer.DoneWritten: time of one DONE write
+//	outbox_done_write_errors_total     counter    store                                Observer.DoneWritten: failed DONE writes
+//	outbox_claim_seconds               histogram  store                                Observer.Claimed: time of one claim of the poller
+//	outbox_claimed_total               counter    store                                Observer.Claimed: rows claimed
+//	outbox_claim_errors_total          counter    store                                Observer.Claimed: failed claims
+//	outbox_enqueued_total              counter    store, queue (hot, cold)             Metrics.HotEnqueued, ColdEnqueued
+//	outbox_hot_dropped_total           counter    store                                Metrics.HotDropped: left to the poller (queue full, bytes budget)
+//	outbox_lease_lost_total            counter    store                                Metrics.LeaseLost: status writes fenced off by another node
+//	outbox_leases_reaped_total         counter    store                                Metrics.LeasesReaped: expired leases released
+//	outbox_dead_total                  counter    store                                Metrics.DispatchDead: events marked DEAD (any cause)
+//	outbox_put_off_total               counter    store                                PostponeMetrics.Postponed: downstream unavailable
+//	outbox_unhandled_total             counter    store, event_type                    UnhandledMetrics.Unhandled: no listener registered
+//	outbox_replayed_total              counter    store                                OpsMetrics.Replayed: DEAD events moved back to NEW
+//	outbox_purged_total                counter    store, status (done, dead)           OpsMetrics.Purged: rows removed by a retention purge
+//	outbox_queue_depth                 gauge      queue (hot, cold)                    Metrics.QueueDepths: shared by every store
+//	outbox_oldest_pending_seconds      gauge      store                                Metrics.OldestLag: age of the oldest due NEW/RETRY event
+//	outbox_blocked_keys                gauge      store                                OrderMetrics.BlockedKeys: ordering keys held by a DEAD event
+//
+// Metrics.DispatchSuccess and DispatchFailure are not counted apart:
+// outbox_deliveries_total{outcome="done"|"retry"} has them with more
+// labels. outbox_dead_total counts DEAD events from every cause (a last
+// failed attempt, an undecodable row, an unhandled event under
+// dispatcher.UnhandledDead); outbox_deliveries_total{outcome="dead"} only
+// the attempts that failed for the last time. These names are stable:
+// a new metric may be added, none is renamed or removed in a minor version.
+//
+// # Cardinality
+//
+// The label values are bounded: store by the databases of a tenant set,
+// path, outcome, queue and status by the lists above, and event_type by
+// the event types the program publishes, a finite set chosen by its code.
+// Config.MaxEventTypes (500) caps event_type all the same: types beyond it
+// are counted as "(other)", so that a type built from data by mistake
+// cannot flood Prometheus with series. Event ids, keys and errors are
+// never labels. [Collector.ForgetStore] deletes the series of a store
+// removed from a tenant set.
+package prometheus

@@ -1,0 +1,122 @@
+package prometheus_test
+
+import (
+	"testing"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/goleak"
+
+	outboxprom "github.com/outbox-go/outbox/prometheus"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newCollector returns a Collector with cfg or fails t.
+func newCollector(t testing.TB, cfg outboxprom.Config) *outboxprom.Collector {
+	t.Helper()
+	c, err := outboxprom.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// labels is a set of label pairs a series must have.
+type labels map[string]string
+
+// series finds the series of family name in g whose labels include want.
+// It returns nil when there is none and fails t when several match.
+func series(t testing.TB, g prom.Gatherer, name string, want labels) (*dto.MetricFamily, *dto.Metric) {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		var found *dto.Metric
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, want) {
+				if found != nil {
+					t.Fatalf("%s%v: several series match", name, want)
+				}
+				found = m
+			}
+		}
+		return f, found
+	}
+	return nil, nil
+}
+
+// hasLabels reports whether m has every label of want, with its value; a
+// label wanted with value "" also matches its absence.
+func hasLabels(m *dto.Metric, want labels) bool {
+	got := map[string]string{}
+	for _, p := range m.GetLabel() {
+		got[p.GetName()] = p.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// value returns a counter's or gauge's value, or a histogram's sample
+// count, of the series of name with the labels want; 0 when there is no
+// such series.
+func value(t testing.TB, g prom.Gatherer, name string, want labels) float64 {
+	t.Helper()
+	f, m := series(t, g, name, want)
+	if m == nil {
+		return 0
+	}
+	switch f.GetType() {
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue()
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue()
+	case dto.MetricType_HISTOGRAM:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	t.Fatalf("%s: unexpected type %v", name, f.GetType())
+	return 0
+}
+
+// histogramSum returns the sum of the histogram series of name with the
+// labels want.
+func histogramSum(t testing.TB, g prom.Gatherer, name string, want labels) float64 {
+	t.Helper()
+	_, m := series(t, g, name, want)
+	if m == nil {
+		t.Fatalf("%s%v: no series", name, want)
+	}
+	return m.GetHistogram().GetSampleSum()
+}
+
+// wantValue fails t unless the series of name with labels want has value v.
+func wantValue(t testing.TB, g prom.Gatherer, name string, want labels, v float64) {
+	t.Helper()
+	if got := value(t, g, name, want); got != v {
+		t.Errorf("%s%v = %v, want %v", name, want, got, v)
+	}
+}
+
+// family returns the metric family name of g, or nil.
+func family(t testing.TB, g prom.Gatherer, name string) *dto.MetricFamily {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name {
+			return f
+		}
+	}
+	return nil
+}
