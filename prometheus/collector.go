@@ -218,7 +218,10 @@ func (c *Collector) Handler() http.Handler {
 // database of a tenant set) storeID get the label store="<storeID>". The
 // signals of an outbox's own database come to the Collector itself, with
 // store="".
-func (c *Collector) ForStore(storeID string) core.Metrics {
+func (c *Collector) ForStore(storeID string) core.Metrics { return c.view(storeID) }
+
+// view returns the series of the store storeID.
+func (c *Collector) view(storeID string) *storeView {
 	if storeID == "" {
 		return c.root
 	}

@@ -21,6 +21,13 @@ type storeView struct {
 	purgedDone, purgedDead    prom.Counter
 	oldestPending             prom.Gauge
 	blockedKeys               prom.Gauge
+
+	// The Observer's per-store series.
+	commitToListener     [3]prom.Observer // by core.Path
+	doneBatch, doneWrite prom.Observer
+	doneErrors           prom.Counter
+	claim                prom.Observer
+	claimed, claimErrors prom.Counter
 }
 
 var (
@@ -31,9 +38,12 @@ var (
 	_ core.PostponeMetrics  = (*storeView)(nil)
 )
 
+// newStoreView resolves the store's series. They exist from then on, at 0
+// until a signal comes: rate() and increase() see the first increment of a
+// counter only when the series existed before it.
 func (c *Collector) newStoreView(store string) *storeView {
 	store = validLabel(store)
-	return &storeView{
+	v := &storeView{
 		c: c, store: store,
 		hotEnqueued:   c.enqueued.WithLabelValues(store, "hot"),
 		coldEnqueued:  c.enqueued.WithLabelValues(store, "cold"),
@@ -47,7 +57,17 @@ func (c *Collector) newStoreView(store string) *storeView {
 		purgedDead:    c.purged.WithLabelValues(store, "dead"),
 		oldestPending: c.oldestPending.WithLabelValues(store),
 		blockedKeys:   c.blockedKeys.WithLabelValues(store),
+		doneBatch:     c.doneBatch.WithLabelValues(store),
+		doneWrite:     c.doneWrite.WithLabelValues(store),
+		doneErrors:    c.doneErrors.WithLabelValues(store),
+		claim:         c.claim.WithLabelValues(store),
+		claimed:       c.claimed.WithLabelValues(store),
+		claimErrors:   c.claimErrors.WithLabelValues(store),
 	}
+	for _, p := range []core.Path{core.PathHot, core.PathCold, core.PathRetry} {
+		v.commitToListener[p] = c.commitToListener.WithLabelValues(store, p.String())
+	}
+	return v
 }
 
 // HotEnqueued counts outbox_enqueued_total{queue="hot"}.

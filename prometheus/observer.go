@@ -21,17 +21,17 @@ func (c *Collector) Publish(_ context.Context, env core.Envelope) (map[string]st
 // outbox_listener_duration_seconds{store,event_type} (unless no listener
 // ran: outcome unhandled).
 func (c *Collector) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
-	store, path := validLabel(d.Store), d.Path.String()
-	if d.Attempt <= 1 && !d.Committed.IsZero() {
+	v := c.view(d.Store)
+	if d.Attempt <= 1 && !d.Committed.IsZero() && int(d.Path) < len(v.commitToListener) {
 		// Clocks of nodes may disagree on a claimed row's insert time:
 		// never observe a negative latency.
-		c.commitToListener.WithLabelValues(store, path).Observe(max(0, time.Since(d.Committed).Seconds()))
+		v.commitToListener[d.Path].Observe(max(0, time.Since(d.Committed).Seconds()))
 	}
-	typ := c.types.entry(d.Event.Type()).label
+	typ, path := c.types.entry(d.Event.Type()).label, d.Path.String()
 	return ctx, func(r core.DeliveryResult) {
-		c.deliveries.WithLabelValues(store, typ, path, r.Outcome.String()).Inc()
+		c.deliveries.WithLabelValues(v.store, typ, path, r.Outcome.String()).Inc()
 		if r.Outcome != core.OutcomeUnhandled {
-			c.listener.WithLabelValues(store, typ).Observe(max(0, r.Listeners.Seconds()))
+			c.listener.WithLabelValues(v.store, typ).Observe(max(0, r.Listeners.Seconds()))
 		}
 	}
 }
@@ -40,11 +40,11 @@ func (c *Collector) Deliver(ctx context.Context, d core.Delivery) (context.Conte
 // outbox_done_write_seconds{store} for every write,
 // outbox_done_write_errors_total{store} for a failed one.
 func (c *Collector) DoneWritten(store string, n int, took time.Duration, err error) {
-	store = validLabel(store)
-	c.doneBatch.WithLabelValues(store).Observe(float64(n))
-	c.doneWrite.WithLabelValues(store).Observe(max(0, took.Seconds()))
+	v := c.view(store)
+	v.doneBatch.Observe(float64(n))
+	v.doneWrite.Observe(max(0, took.Seconds()))
 	if err != nil {
-		c.doneErrors.WithLabelValues(store).Inc()
+		v.doneErrors.Inc()
 	}
 }
 
@@ -52,13 +52,11 @@ func (c *Collector) DoneWritten(store string, n int, took time.Duration, err err
 // claim, outbox_claimed_total{store} counts the rows claimed,
 // outbox_claim_errors_total{store} the failed claims.
 func (c *Collector) Claimed(store string, rows int, took time.Duration, err error) {
-	store = validLabel(store)
-	c.claim.WithLabelValues(store).Observe(max(0, took.Seconds()))
+	v := c.view(store)
+	v.claim.Observe(max(0, took.Seconds()))
 	if err != nil {
-		c.claimErrors.WithLabelValues(store).Inc()
+		v.claimErrors.Inc()
 		return
 	}
-	if rows > 0 {
-		c.claimed.WithLabelValues(store).Add(float64(rows))
-	}
+	addInt(v.claimed, rows)
 }
