@@ -1,0 +1,20 @@
+module github.com/outbox-go/outbox/otel
+
+go 1.25.0
+
+require (
+	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
+	go.opentelemetry.io/otel v1.46.0
+	go.opentelemetry.io/otel/metric v1.46.0
+	go.opentelemetry.io/otel/trace v1.46.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/oklog/ulid/v2 v2.1.2 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+)
+
+replace github.com/outbox-go/outbox => ..
