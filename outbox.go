@@ -91,6 +91,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics is the default metrics sink of every part. Defaults to core.NopMetrics{}.
 	Metrics core.Metrics
+	// Observer, when set, sees every publish (and adds its headers, such
+	// as the trace context, to the event), every delivery attempt (the
+	// listeners run with the context it returns), every DONE write and
+	// every claim: the OpenTelemetry and Prometheus modules of this
+	// repository implement it. It is handed to Dispatcher and Poller
+	// unless they have their own. Nil means none.
+	Observer core.Observer
 }
 
 // Outbox is the transactional outbox of one database: create it with
@@ -148,6 +155,7 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 		return nil, err
 	}
 	o.client.Order = cfg.Ordering
+	o.client.Observer = cfg.Observer
 	if !cfg.DisablePoller {
 		if o.poller, err = poller.New(store, disp, cfg.Poller); err != nil {
 			return nil, cfgpath.Prefix("Poller", err)
@@ -213,6 +221,12 @@ func (c Config) withDefaults() Config {
 	wiring.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
 	wiring.Inherit(&c.Cleanup.Logger, &c.Cleanup.Metrics, c.Logger, c.Metrics)
 	c.Store.Now, c.Dispatcher.Now, c.Poller.Now = c.Now, c.Now, c.Now
+	if c.Dispatcher.Observer == nil {
+		c.Dispatcher.Observer = c.Observer
+	}
+	if c.Poller.Observer == nil {
+		c.Poller.Observer = c.Observer
+	}
 	return c
 }
 

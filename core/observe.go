@@ -29,8 +29,9 @@ type Observer interface {
 	// Deliver is called before the listeners of one delivery attempt run,
 	// with the context they would get. The context it returns is the one
 	// they get (carrying, for example, a consumer span whose parent or
-	// link is the trace context in the event's headers), and end is
-	// called exactly once when the attempt's outcome is decided.
+	// link is the trace context in the event's headers): it must be ctx
+	// or derived from it, so that shutdown still cancels the listeners.
+	// end is called exactly once when the attempt's outcome is decided.
 	Deliver(ctx context.Context, d Delivery) (context.Context, func(DeliveryResult))
 	// DoneWritten reports one coalesced DONE write of store: n events,
 	// how long the statement took, its error.

@@ -100,6 +100,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the dispatch signals. Defaults to core.NopMetrics{}.
 	Metrics core.Metrics
+	// Observer, when set, sees every delivery attempt (its listeners run
+	// with the context it returns) and every DONE write. Nil means none.
+	Observer core.Observer
 	// Now is the clock used for retry times. Defaults to time.Now.
 	Now func() time.Time
 	// Unhandled is what happens to an event no listener is registered for

@@ -51,6 +51,39 @@ type item struct {
 	source   Source
 	lease    time.Time // end of this node's lease on the row; zero: unowned
 	src      *origin   // the store the event came from; outcomes go there
+	// committed is when the event's transaction committed as far as this
+	// process knows (core.Delivery.Committed).
+	committed time.Time
+	// attempt is the observation of the attempt under way: the listeners'
+	// context and the Observer's end (nil without an Observer).
+	attempt *attempt
+}
+
+// attempt is one delivery attempt as the Observer sees it.
+type attempt struct {
+	ctx     context.Context // the listeners' parent context
+	end     func(core.DeliveryResult)
+	started time.Time
+}
+
+// observed reports the attempt's outcome to the Observer, once.
+func (it item) observed(o core.Outcome, err error) {
+	if a := it.attempt; a != nil && a.end != nil {
+		end := a.end
+		a.end = nil
+		end(core.DeliveryResult{Outcome: o, Err: err, Listeners: time.Since(a.started)})
+	}
+}
+
+// path is the Observer's name of the item's source.
+func (it item) path() core.Path {
+	switch it.source {
+	case SourceCold:
+		return core.PathCold
+	case SourceRetry:
+		return core.PathRetry
+	}
+	return core.PathHot
 }
 
 // Dispatcher delivers events to listeners and records the outcome. Create
@@ -243,7 +276,7 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		d.warnOverBudget(o, env)
 		return false
 	}
-	it := item{env: env, source: SourceHot, lease: lease.Until, src: o}
+	it := item{env: env, source: SourceHot, lease: lease.Until, src: o, committed: d.cfg.Now()}
 	if wait := env.NotBefore().Sub(d.cfg.Now()); wait > 0 {
 		if d.schedule(it, wait) {
 			o.metrics.HotEnqueued()
@@ -271,11 +304,11 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 // with the number of failed deliveries so far. It never blocks; false
 // means the cold queue is full, the event's payload does not fit in
 // MaxHeldBytes, the event is already held, or the dispatcher is closed.
-func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil time.Time, mark uint64) bool {
+func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64) bool {
 	if o == nil || d.closed.Load() || d.acquireClaimed(o, env, mark) != acquired {
 		return false
 	}
-	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o}
+	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o, committed: created}
 	select {
 	case d.cold <- it:
 		o.metrics.ColdEnqueued()

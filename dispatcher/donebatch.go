@@ -150,6 +150,7 @@ func (b *doneBatcher) flushStore(o *origin, batch []item) {
 		ids[i] = it.env.ID()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
+	start := time.Now()
 	n, err := o.store.MarkDone(ctx, d.cfg.Owner, ids)
 	// One more try within the same timeout: a batch killed with its
 	// connection would otherwise be delivered again whole. The write is
@@ -170,6 +171,9 @@ func (b *doneBatcher) flushStore(o *origin, batch []item) {
 		}
 	}
 	cancel()
+	if obs := d.cfg.Observer; obs != nil {
+		obs.DoneWritten(o.id, len(ids), time.Since(start), err)
+	}
 	switch {
 	case err != nil:
 		d.statusLog.Hit(o.log, slog.LevelError, "status write failed; the poller will deliver these events again",

@@ -43,6 +43,7 @@ func (d *Dispatcher) process(it item) bool {
 			eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease))...)
 		return true
 	}
+	it.attempt = d.observe(it)
 	err := d.runListeners(it)
 	if errors.Is(err, errAbandoned) {
 		return false // the watchdog recorded the failure and replaced this worker
@@ -55,6 +56,18 @@ func (d *Dispatcher) process(it item) bool {
 	return true
 }
 
+// observe starts the Observer's view of the attempt it is about to make:
+// the listeners' parent context and the end of the attempt. Without an
+// Observer the listeners get the store's work context.
+func (d *Dispatcher) observe(it item) *attempt {
+	a := &attempt{ctx: it.src.work.Context(), started: time.Now()}
+	if obs := d.cfg.Observer; obs != nil {
+		a.ctx, a.end = obs.Deliver(a.ctx, core.Delivery{Event: it.env, Store: it.src.id, Path: it.path(),
+			Attempt: it.attempts + 1, Committed: it.committed})
+	}
+	return a
+}
+
 // outcome records the result of a delivery: DONE (coalesced), RETRY with
 // an in-process retry, or DEAD.
 func (d *Dispatcher) outcome(it item, err error) {
@@ -63,6 +76,7 @@ func (d *Dispatcher) outcome(it item, err error) {
 		// Interrupted by shutdown (or by the removal of its store): no
 		// attempt is charged, the row keeps its status and the next
 		// process delivers it.
+		it.observed(core.OutcomeInterrupted, err)
 		d.release(it)
 		it.src.log.LogAttrs(context.Background(), slog.LevelInfo, "delivery interrupted by shutdown; the event stays in the database",
 			eventAttrs(it.env, it.attempts)...)
@@ -73,11 +87,13 @@ func (d *Dispatcher) outcome(it item, err error) {
 	owner, o := d.cfg.Owner, it.src
 	if err == nil {
 		o.metrics.DispatchSuccess()
+		it.observed(core.OutcomeDone, nil)
 		d.batcher.add(it) // coalesced DONE write; the batcher settles it
 		return
 	}
 	var unavailable *core.UnavailableError
 	if errors.As(err, &unavailable) {
+		it.observed(core.OutcomePutOff, err)
 		d.unavailable(it, unavailable, err)
 		return
 	}
@@ -86,6 +102,7 @@ func (d *Dispatcher) outcome(it item, err error) {
 	outcome, delay := engine.Decide(err, attempts, d.cfg.MaxAttempts, d.cfg.Retry)
 	if outcome == engine.Dead {
 		o.metrics.DispatchDead()
+		it.observed(core.OutcomeDead, err)
 		o.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
 			eventAttrs(it.env, attempts, slog.String("error", msg))...)
 		st := d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
@@ -100,6 +117,7 @@ func (d *Dispatcher) outcome(it item, err error) {
 	nextAt := d.cfg.Now().Add(delay)
 	leaseUntil := nextAt.Add(d.cfg.Lease)
 	o.metrics.DispatchFailure()
+	it.observed(core.OutcomeRetry, err)
 	o.log.LogAttrs(context.Background(), slog.LevelWarn, "delivery failed; will retry",
 		eventAttrs(it.env, attempts, slog.String("error", msg), slog.Duration("retry_in", delay))...)
 	switch d.writeStatus(it, "retry", func(ctx context.Context) (bool, error) {
@@ -108,7 +126,7 @@ func (d *Dispatcher) outcome(it item, err error) {
 	case writeFenced, writeFailed:
 		d.release(it)
 	case writeChanged:
-		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil, src: o}, delay) {
+		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil, src: o, committed: it.committed}, delay) {
 			d.release(it) // the poller retries it when due
 		}
 	}
@@ -178,7 +196,11 @@ func (d *Dispatcher) runListeners(it item) error {
 // listener pos of n (ErrListenerGoexit) and starts a replacement worker
 // while the goroutine unwinds, then lets it exit.
 func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(it.src.work.Context(), timeout)
+	parent := it.src.work.Context()
+	if it.attempt != nil {
+		parent = it.attempt.ctx
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	w := &callWatch{}
 	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.abandon(it, w, timeout) })

@@ -157,8 +157,8 @@ func (q storeQueue) ClaimLease(now time.Time) core.Lease { return q.d.claimLease
 
 func (q storeQueue) ClaimMark() uint64 { return q.d.tracker.Mark() }
 
-func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time, mark uint64) bool {
-	return q.d.enqueueCold(q.o, env, attempts, leaseUntil, mark)
+func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64) bool {
+	return q.d.enqueueCold(q.o, env, attempts, leaseUntil, created, mark)
 }
 
 func (q storeQueue) ColdRoom() int { return q.d.coldRoom() }

@@ -64,6 +64,7 @@ func (d *Dispatcher) unhandled(it item) {
 		um.Unhandled(typ)
 	}
 	d.warnNoListener(o, typ)
+	it.observed(core.OutcomeUnhandled, errNoListener)
 	switch d.cfg.Unhandled {
 	case UnhandledLeave:
 		d.leave(it)

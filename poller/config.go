@@ -56,6 +56,9 @@ type Config struct {
 	// Metrics receives ColdEnqueued (via the queue), DispatchDead for
 	// undecodable rows, QueueDepths and OldestLag. Defaults to core.NopMetrics{}.
 	Metrics core.Metrics
+	// Observer, when set, sees every claim (core.Observer.Claimed). Nil
+	// means none.
+	Observer core.Observer
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }

@@ -53,7 +53,7 @@ func (q *fakeQueue) ClaimLease(now time.Time) core.Lease {
 
 func (q *fakeQueue) ClaimMark() uint64 { return 0 }
 
-func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time, _ uint64) bool {
+func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, _ time.Time, _ uint64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.calls++

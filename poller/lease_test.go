@@ -395,7 +395,7 @@ func (q *instantQueue) ClaimLease(now time.Time) core.Lease {
 
 func (q *instantQueue) ClaimMark() uint64 { return 0 }
 
-func (q *instantQueue) EnqueueCold(env core.Envelope, _ int, _ time.Time, _ uint64) bool {
+func (q *instantQueue) EnqueueCold(env core.Envelope, _ int, _, _ time.Time, _ uint64) bool {
 	if n, err := q.st.MarkDone(context.Background(), queueOwner, []string{env.ID()}); n != 1 || err != nil {
 		panic(fmt.Sprintf("MarkDone(%s) = %d, %v", env.ID(), n, err))
 	}

@@ -260,10 +260,14 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		limit += min(max(0, t.queue.Held()), limit)
 	}
 	mark := t.queue.ClaimMark()
+	start := time.Now()
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
 		SkipRecent: skipRecent, Limit: limit, SkipOwn: woken,
 	})
+	if obs := p.cfg.Observer; obs != nil {
+		obs.Claimed(t.id, len(recs), time.Since(start), err)
+	}
 	if err != nil {
 		return res, limit, err
 	}
@@ -285,7 +289,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 			}
 			continue
 		}
-		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, mark) {
+		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, rec.CreatedAt, mark) {
 			if t.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
 				res.Skipped += len(recs) - i
 				break

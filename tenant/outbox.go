@@ -79,6 +79,11 @@ type Config struct {
 	// Metrics receives every signal; when it implements core.StoreMetrics,
 	// per-store signals go to its ForStore(id). Defaults to core.NopMetrics{}.
 	Metrics core.Metrics
+	// Observer, when set, sees every publish, delivery attempt, DONE
+	// write and claim of every database of the set, each labelled with
+	// its database's id (core.Delivery.Store); see outbox.Config.Observer.
+	// It is handed to Dispatcher and Poller unless they have their own.
+	Observer core.Observer
 }
 
 // Tenant is one database of the set, ready to publish to: what the router
@@ -212,6 +217,12 @@ func (c Config) withDefaults() Config {
 	c.Store.Now, c.Dispatcher.Now, c.Poller.Now = c.Now, c.Now, c.Now
 	wiring.Inherit(&c.Dispatcher.Logger, &c.Dispatcher.Metrics, c.Logger, c.Metrics)
 	wiring.Inherit(&c.Poller.Logger, &c.Poller.Metrics, c.Logger, c.Metrics)
+	if c.Dispatcher.Observer == nil {
+		c.Dispatcher.Observer = c.Observer
+	}
+	if c.Poller.Observer == nil {
+		c.Poller.Observer = c.Observer
+	}
 	c.DrainTimeout = drainDefault(c.DrainTimeout, c.Dispatcher.Lease, dispatcher.DefaultLease)
 	return c
 }
@@ -264,6 +275,7 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 		return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 	}
 	t.client.Order = o.cfg.Ordering
+	t.client.Observer = o.cfg.Observer
 	if o.poller != nil {
 		if err := o.poller.Add(d.ID, store, o.dispatcher); err != nil {
 			return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))

@@ -33,7 +33,9 @@ type Cold interface {
 	// not taken: the queue is full, or the dispatcher holds the event, or
 	// let it go after mark (the claim read the row while the event was
 	// still held here: a stale copy).
-	EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time, mark uint64) bool
+	// created is the row's insert time (for the Observer's commit to
+	// listener latency).
+	EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64) bool
 	// ColdRoom returns how many events the cold queue can take now.
 	ColdRoom() int
 	// InFlight reports whether the event is held by the dispatcher.

@@ -22,6 +22,9 @@ type Client struct {
 	// Order orders the events of its types (set before the first
 	// publish).
 	Order core.Ordering
+	// Observer, when set (before the first publish), sees every publish
+	// and adds its headers (the trace context) to the event.
+	Observer core.Observer
 }
 
 // New returns a Client that inserts through store and, after commit,
@@ -73,7 +76,7 @@ type rowQuerier interface {
 // core.ErrNoTransaction. A transaction of another database than the store's
 // is refused with core.ErrForeignTx when it tells its database
 // (core.TxDatabase); nothing is written.
-func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelope) (string, error) {
+func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelope) (id string, err error) {
 	if isNil(tx) {
 		return "", core.ErrNoTransaction
 	}
@@ -84,9 +87,17 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	if err := env.Validate(); err != nil {
 		return "", err
 	}
-	env, err := c.Order.Apply(env)
-	if err != nil {
+	if env, err = c.Order.Apply(env); err != nil {
 		return "", err
+	}
+	if c.Observer != nil {
+		headers, done := c.Observer.Publish(ctx, env)
+		defer func() { done(err) }()
+		traced, herr := env.WithHeaders(headers)
+		if herr != nil {
+			return "", fmt.Errorf("outbox: publish %s: the observer's headers: %w", env.ID(), herr)
+		}
+		env = traced
 	}
 	hot := c.hot
 	if !ok || (hot != nil && !c.hotSafe(hooked)) {

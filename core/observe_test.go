@@ -1,0 +1,63 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+func TestWithHeaders(t *testing.T) {
+	env, err := core.NewEvent("T").Header("keep", "mine").PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := env.WithHeaders(map[string]string{"keep": "theirs", "traceparent": "00-a-b-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := got.Header("keep"); v != "mine" {
+		t.Errorf("an existing header was overwritten: %q", v)
+	}
+	if v, _ := got.Header("traceparent"); v != "00-a-b-01" {
+		t.Errorf("the added header is missing: %v", got.Headers())
+	}
+	if _, ok := env.Header("traceparent"); ok {
+		t.Error("WithHeaders changed the original envelope")
+	}
+	if same, err := env.WithHeaders(nil); err != nil || len(same.Headers()) != 1 {
+		t.Errorf("WithHeaders(nil) = %v, %v", same.Headers(), err)
+	}
+	for _, bad := range []map[string]string{{"": "v"}, {"k": "a\x00b"}, {"k\xff": "v"}} {
+		if _, err := env.WithHeaders(bad); !errors.Is(err, core.ErrInvalidHeader) {
+			t.Errorf("WithHeaders(%q) = %v, want ErrInvalidHeader", bad, err)
+		}
+	}
+}
+
+func TestObserverNamesAndNop(t *testing.T) {
+	for p, want := range map[core.Path]string{core.PathHot: "hot", core.PathCold: "cold", core.PathRetry: "retry", 9: "Path(9)"} {
+		if p.String() != want {
+			t.Errorf("Path %d = %q, want %q", p, p.String(), want)
+		}
+	}
+	for o, want := range map[core.Outcome]string{core.OutcomeDone: "done", core.OutcomeRetry: "retry", core.OutcomeDead: "dead",
+		core.OutcomePutOff: "put_off", core.OutcomeUnhandled: "unhandled", core.OutcomeInterrupted: "interrupted", 9: "Outcome(9)"} {
+		if o.String() != want {
+			t.Errorf("Outcome %d = %q, want %q", o, o.String(), want)
+		}
+	}
+	var nop core.NopObserver
+	ctx := context.Background()
+	h, done := nop.Publish(ctx, core.Envelope{})
+	done(nil)
+	if h != nil {
+		t.Errorf("NopObserver.Publish headers = %v", h)
+	}
+	if got, end := nop.Deliver(ctx, core.Delivery{}); got != ctx {
+		t.Error("NopObserver.Deliver changed the context")
+	} else {
+		end(core.DeliveryResult{})
+	}
+}

@@ -1,0 +1,80 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+)
+
+// outcomes records the outcome the Observer gets for each event.
+type outcomes struct {
+	core.NopObserver
+	mu   sync.Mutex
+	got  map[string]core.DeliveryResult
+	done int
+}
+
+func (o *outcomes) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
+	return ctx, func(r core.DeliveryResult) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if _, dup := o.got[d.Event.ID()]; dup {
+			panic("end called twice for " + d.Event.ID())
+		}
+		o.got[d.Event.ID()] = r
+	}
+}
+
+func (o *outcomes) DoneWritten(_ string, n int, _ time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err == nil {
+		o.done += n
+	}
+}
+
+func (o *outcomes) result(id string) (core.DeliveryResult, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.got[id]
+	return r, ok
+}
+
+// Every way an attempt ends reaches the Observer once, with its outcome:
+// done, dead on the last attempt, put off for an unavailable downstream,
+// unhandled without a listener; DONE writes are reported with their size.
+func TestObserverOutcomes(t *testing.T) {
+	obs := &outcomes{got: map[string]core.DeliveryResult{}}
+	h := newHarness(t, dispatcher.Config{Workers: 2, MaxAttempts: 1, Observer: obs})
+	h.reg.RegisterFunc("Ok", func(context.Context, core.Envelope) error { return nil })
+	h.reg.RegisterFunc("Fail", func(context.Context, core.Envelope) error { return errors.New("boom") })
+	h.reg.RegisterFunc("Down", func(context.Context, core.Envelope) error { return core.Unavailable(errBrokerDown, time.Hour) })
+	h.start()
+	want := map[string]core.Outcome{}
+	for typ, o := range map[string]core.Outcome{"Ok": core.OutcomeDone, "Fail": core.OutcomeDead,
+		"Down": core.OutcomePutOff, "Nobody": core.OutcomeUnhandled} {
+		e := h.insert(typ)
+		want[e.ID()] = o
+		h.mustEnqueueHot(e)
+	}
+	for id, o := range want {
+		h.wait("the outcome of "+id, func() bool { _, ok := obs.result(id); return ok })
+		r, _ := obs.result(id)
+		if r.Outcome != o {
+			t.Errorf("%s: outcome %v, want %v", id, r.Outcome, o)
+		}
+		if (o == core.OutcomeDone) != (r.Err == nil) {
+			t.Errorf("%s: outcome %v with error %v", id, r.Outcome, r.Err)
+		}
+	}
+	h.wait("the DONE writes observed", func() bool {
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		return obs.done == 2 // Ok, and Nobody (marked DONE: UnhandledDone)
+	})
+}
