@@ -91,8 +91,8 @@ func wantAttrs(t *testing.T, what string, kvs []attribute.KeyValue, want map[str
 			t.Errorf("%s: attribute %s missing (have %v)", what, k, kvs)
 			continue
 		}
-		if got.Emit() != v {
-			t.Errorf("%s: attribute %s = %q, want %q", what, k, got.Emit(), v)
+		if got.String() != v {
+			t.Errorf("%s: attribute %s = %q, want %q", what, k, got.String(), v)
 		}
 	}
 }
@@ -164,7 +164,7 @@ func metricPoint(t *testing.T, ms map[string]metricdata.Metrics, name string, wa
 		match := true
 		for k, v := range want {
 			got, ok := p.attrs.Value(attribute.Key(k))
-			if !ok || got.Emit() != v {
+			if !ok || got.String() != v {
 				match = false
 				break
 			}

@@ -84,7 +84,7 @@ func TestPublishFailureSetsErrorStatus(t *testing.T) {
 	}
 	ms := h.collect(t)
 	p := metricPoint(t, ms, obsotel.MetricSent, map[string]string{"messaging.destination.name": "T"})
-	if v, ok := p.attrs.Value("error.type"); !ok || v.Emit() == "" {
+	if v, ok := p.attrs.Value("error.type"); !ok || v.String() == "" {
 		t.Errorf("failed publish counted without error.type: %v", p.attrs)
 	}
 }
