@@ -27,10 +27,23 @@ type harness struct {
 
 var w3c = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-func newHarness(t *testing.T, cfg obsotel.Config) *harness {
+func newHarness(t testing.TB, cfg obsotel.Config) *harness {
 	t.Helper()
 	h := &harness{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(h.spans))
+	return h.start(t, cfg)
+}
+
+// newBenchHarness is newHarness with spans sampled and dropped, so that
+// memory does not grow with b.N.
+func newBenchHarness(b *testing.B) *harness {
+	h := &harness{reader: sdkmetric.NewManualReader()}
+	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	return h.start(b, obsotel.Config{})
+}
+
+func (h *harness) start(t testing.TB, cfg obsotel.Config) *harness {
+	t.Helper()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
 	t.Cleanup(func() {
 		_ = h.tp.Shutdown(context.Background())
