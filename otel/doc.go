@@ -36,6 +36,8 @@
 //
 // Instruments are created once, in New; attribute sets are built once
 // per combination and reused. Event types are metric labels: keep their
-// number bounded (they are in any reasonable application). See the
-// README of the repository for the list of instruments and labels.
+// number bounded (they are in any reasonable application). The Metric*
+// constants name every instrument and say what it measures; labels are
+// messaging.destination.name (the event type), outbox.store, outbox.path,
+// outbox.outcome, outbox.queue, outbox.status and error.type.
 package otel
