@@ -70,6 +70,15 @@ type Config struct {
 	// outage, one INFO when it ends). Payloads and header values are never
 	// logged. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Propagator, when set, writes the trace context of the listener's
+	// ctx into every message after the relay's headers, replacing the
+	// event's own (such as its traceparent): a consumer of the stream
+	// then continues the trace of the delivery that relayed the message
+	// rather than the publisher's. Pass the outbox's tracing Observer
+	// (the OpenTelemetry module's implements core.HeaderInjector).
+	// Headers in the "Nats-" namespace it writes are dropped, like the
+	// event's. Nil, the default, adds nothing.
+	Propagator core.HeaderInjector
 }
 
 // withDefaults returns cfg with every unset field at its default; name is

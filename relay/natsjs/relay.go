@@ -89,7 +89,7 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	}
 	defer r.leave()
 
-	msg, err := r.message(env)
+	msg, err := r.message(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -112,8 +112,9 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	return r.publish(ctx, msg)
 }
 
-// message builds the NATS message of env: subject, headers, payload.
-func (r *Relay) message(env core.Envelope) (*nats.Msg, error) {
+// message builds the NATS message of env: subject, headers (the trace
+// context of ctx last, with a Propagator), payload.
+func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, error) {
 	var subject string
 	if r.cfg.SubjectFunc != nil {
 		s, err := r.cfg.SubjectFunc(env)
@@ -128,12 +129,16 @@ func (r *Relay) message(env core.Envelope) (*nats.Msg, error) {
 		return nil, fmt.Errorf("natsjs: event %s (type %s): %w", env.ID(), env.Type(), err)
 	}
 	msg := nats.NewMsg(subject)
-	relay.Headers(env, func(k, v string) {
+	set := func(k, v string) {
 		if isNATSHeader(k) {
 			return // only the relay sets JetStream's control headers
 		}
 		msg.Header.Set(k, v)
-	})
+	}
+	relay.Headers(env, set)
+	if r.cfg.Propagator != nil {
+		r.cfg.Propagator.InjectHeaders(ctx, set)
+	}
 	msg.Header.Set(jetstream.MsgIDHeader, env.ID())
 	msg.Data = env.RawPayload()
 	return msg, nil

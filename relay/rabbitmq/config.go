@@ -125,6 +125,14 @@ type Config struct {
 	// lost or a channel closed by the broker. Payloads and header values
 	// are never logged. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Propagator, when set, writes the trace context of the listener's
+	// ctx into every message's headers after the relay's, replacing the
+	// event's own (such as its traceparent): a consumer of the queue then
+	// continues the trace of the delivery that relayed the message rather
+	// than the publisher's. Pass the outbox's tracing Observer (the
+	// OpenTelemetry module's implements core.HeaderInjector). Nil, the
+	// default, adds nothing.
+	Propagator core.HeaderInjector
 }
 
 // withDefaults returns cfg with every unset field at its default; name is

@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"context"
 	"fmt"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -10,8 +11,9 @@ import (
 )
 
 // message builds the AMQP message of env, after checking that every short
-// string it needs fits AMQP's 255 bytes.
-func message(env core.Envelope, exchange, key string) (amqp.Publishing, error) {
+// string it needs fits AMQP's 255 bytes; propagator, when not nil, writes
+// the trace context of ctx last.
+func message(ctx context.Context, env core.Envelope, exchange, key string, propagator core.HeaderInjector) (amqp.Publishing, error) {
 	for _, f := range []struct{ what, v string }{
 		{"exchange", exchange}, {"routing key", key}, {"event id (message_id)", env.ID()}, {"event type (type)", env.Type()},
 	} {
@@ -21,12 +23,16 @@ func message(env core.Envelope, exchange, key string) (amqp.Publishing, error) {
 	}
 	headers := amqp.Table{}
 	var bad error
-	relay.Headers(env, func(k, v string) {
+	set := func(k, v string) {
 		if len(k) > maxShortString && bad == nil {
 			bad = fmt.Errorf("%w: event %s: a header name is %d bytes, AMQP allows %d", ErrInvalidMessage, env.ID(), len(k), maxShortString)
 		}
 		headers[k] = v
-	})
+	}
+	relay.Headers(env, set)
+	if propagator != nil {
+		propagator.InjectHeaders(ctx, set)
+	}
 	if bad != nil {
 		return amqp.Publishing{}, bad
 	}

@@ -128,7 +128,7 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	defer r.inflight.Done()
 
 	exchange, key := r.tpl.exchange.Expand(env), r.tpl.routingKey.Expand(env)
-	msg, err := message(env, exchange, key)
+	msg, err := message(ctx, env, exchange, key, r.cfg.Propagator)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,70 @@
+package otel
+
+import (
+	"errors"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// ScopeName is the instrumentation scope of the tracer and meter: the
+// import path of this package.
+const ScopeName = "github.com/outbox-go/outbox/otel"
+
+// Config configures an [Observer]. The zero value uses the global
+// OpenTelemetry providers.
+type Config struct {
+	// TracerProvider creates the spans. Defaults to the global one,
+	// otel.GetTracerProvider(), as it is when New runs.
+	TracerProvider trace.TracerProvider
+	// MeterProvider creates the instruments. Defaults to the global one,
+	// otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+	// Propagator writes a span's context into event and broker message
+	// headers and reads it back at delivery. The W3C trace context plus
+	// baggage is recommended:
+	//
+	//	propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	//
+	// Defaults to the global propagator, otel.GetTextMapPropagator(), when
+	// one is set before New runs, else to the W3C one above (the global
+	// default propagates nothing, which would leave every delivery out of
+	// its publisher's trace). A Propagator that writes no field is an
+	// error.
+	Propagator propagation.TextMapPropagator
+	// LinkOnly makes each delivery attempt start a trace of its own,
+	// linked to the publisher's span, instead of a span in the
+	// publisher's trace. Defaults to false: one trace from the publisher
+	// to the listeners.
+	LinkOnly bool
+}
+
+// withDefaults returns cfg with every unset field at its default.
+func (cfg Config) withDefaults() Config {
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = otel.GetTextMapPropagator()
+		if len(cfg.Propagator.Fields()) == 0 {
+			cfg.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+		}
+	}
+	return cfg
+}
+
+// validate reports every invalid field of cfg (defaults applied) at once.
+func (cfg Config) validate() error {
+	var errs []error
+	if len(cfg.Propagator.Fields()) == 0 {
+		errs = append(errs, &core.ConfigError{Field: "Propagator", Msg: "writes no header field: deliveries could not join their publisher's trace (use propagation.TraceContext{})"})
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,40 @@
+package otel_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/outbox-go/outbox/core"
+	obsotel "github.com/outbox-go/outbox/otel"
+)
+
+func TestNewRefusesAPropagatorThatPropagatesNothing(t *testing.T) {
+	_, err := obsotel.New(obsotel.Config{Propagator: propagation.NewCompositeTextMapPropagator()})
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("err = %v, want core.ErrInvalidConfig", err)
+	}
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Propagator" {
+		t.Errorf("err = %v, want a ConfigError naming Propagator", err)
+	}
+}
+
+func TestNewDefaultsToW3CWhenNoGlobalPropagatorIsSet(t *testing.T) {
+	obs, err := obsotel.New(obsotel.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A span from the global (no-op) provider has no valid context, so
+	// probe the propagator through the headers of a known event instead.
+	env := event(t, "T", map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+	ctx, end := obs.Deliver(t.Context(), core.Delivery{Event: env, Attempt: 1})
+	defer end(core.DeliveryResult{})
+	got := propagation.MapCarrier{}
+	obs.InjectHeaders(ctx, got.Set)
+	if !strings.Contains(got["traceparent"], "0af7651916cd43dd8448eb211c80319c") {
+		t.Errorf("default propagator injected %v, want the W3C trace context of the event", got)
+	}
+}

@@ -1,0 +1,43 @@
+// Package otel traces and measures an outbox with OpenTelemetry.
+//
+// [New] returns an [*Observer] that is at once a core.Observer (spans),
+// a core.HeaderInjector (trace context for the broker relays) and a
+// core.Metrics with every optional signal and per-store labels
+// (core.StoreMetrics). Pass the same value as outbox.Config.Observer and
+// outbox.Config.Metrics (tenant.Config likewise), and as the Propagator
+// of a natsjs or rabbitmq relay.
+//
+// # Traces
+//
+// Spans follow the OpenTelemetry messaging semantic conventions, with
+// messaging.system "outbox" and the event type as the destination:
+//
+//   - Publish starts a PRODUCER span "send <event type>", child of the
+//     publisher's span, ended when the event is inserted (or Publish
+//     fails). Its context is written into the event's headers through the
+//     Propagator (traceparent and tracestate with the W3C propagator),
+//     unless the event already carries a trace context of its own: then
+//     that one is kept and the producer span links to it.
+//   - Every delivery attempt runs its listeners under a CONSUMER span
+//     "process <event type>". By default its parent is the trace context
+//     of the event's headers, so the publisher's request, the publish, each
+//     attempt (hot, retried, or claimed by a poller after a restart) and
+//     what the listeners do form one trace; the span also links to that
+//     context, as the conventions ask of a "process" span. With
+//     Config.LinkOnly each attempt starts a trace of its own that only
+//     links to the publisher's, for events retried for days whose traces
+//     would otherwise grow without end.
+//
+// The broker relays (natsjs, rabbitmq) with this Observer as their
+// Propagator write the delivery span's context into the broker message,
+// so a consumer of the stream continues the same trace.
+//
+// # Metrics
+//
+// Instruments are created once, in New; attribute sets are built once
+// per combination and reused. Event types are metric labels: keep their
+// number bounded (they are in any reasonable application). The Metric*
+// constants name every instrument and say what it measures; labels are
+// messaging.destination.name (the event type), outbox.store, outbox.path,
+// outbox.outcome, outbox.queue, outbox.status and error.type.
+package otel

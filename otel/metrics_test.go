@@ -1,0 +1,104 @@
+package otel_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	obsotel "github.com/outbox-go/outbox/otel"
+)
+
+func TestStoreSignals(t *testing.T) {
+	h := newHarness(t, obsotel.Config{})
+	h.obs.DoneWritten("", 12, 4*time.Millisecond, nil)
+	h.obs.DoneWritten("eu", 3, time.Millisecond, errors.New("db down"))
+	h.obs.Claimed("eu", 7, 2*time.Millisecond, nil)
+
+	var m core.Metrics = h.obs
+	m.HotEnqueued()
+	m.HotDropped()
+	m.QueueDepths(5, 9)
+	m.LeaseLost(2)
+	eu := h.obs.ForStore("eu")
+	if eu != h.obs.ForStore("eu") {
+		t.Errorf("ForStore returns a new value for the same store")
+	}
+	eu.ColdEnqueued()
+	eu.OldestLag(90 * time.Second)
+	eu.LeasesReaped(4)
+	eu.DispatchDead()
+	eu.(core.PostponeMetrics).Postponed()
+	eu.(core.OrderMetrics).BlockedKeys(3)
+	eu.(core.UnhandledMetrics).Unhandled("Orphan")
+	eu.(core.OpsMetrics).Replayed(6)
+	eu.(core.OpsMetrics).Purged(10, 1)
+	m.DispatchSuccess() // counted by the Observer's Deliver instead
+	m.DispatchFailure()
+
+	ms := h.collect(t)
+	own := map[string]string{"outbox.store": ""}
+	euL := map[string]string{"outbox.store": "eu"}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		value  float64 // the count for a histogram
+		sum    float64
+	}{
+		{obsotel.MetricDoneBatch, own, 1, 12},
+		{obsotel.MetricDoneWrite, own, 1, 0.004},
+		{obsotel.MetricDoneBatch, map[string]string{"outbox.store": "eu", "error.type": "*errors.errorString"}, 1, 3},
+		{obsotel.MetricClaimRows, euL, 1, 7},
+		{obsotel.MetricClaimTime, euL, 1, 0.002},
+		{obsotel.MetricEnqueued, map[string]string{"outbox.store": "", "outbox.queue": "hot"}, 1, 1},
+		{obsotel.MetricEnqueued, map[string]string{"outbox.store": "eu", "outbox.queue": "cold"}, 1, 1},
+		{obsotel.MetricHotDropped, own, 1, 1},
+		{obsotel.MetricQueueDepth, map[string]string{"outbox.queue": "hot"}, 5, 5},
+		{obsotel.MetricQueueDepth, map[string]string{"outbox.queue": "cold"}, 9, 9},
+		{obsotel.MetricLeaseLost, own, 2, 2},
+		{obsotel.MetricOldestAge, euL, 90, 90},
+		{obsotel.MetricLeaseReaped, euL, 4, 4},
+		{obsotel.MetricDeadLetters, euL, 1, 1},
+		{obsotel.MetricPutOffs, euL, 1, 1},
+		{obsotel.MetricBlockedKeys, euL, 3, 3},
+		{obsotel.MetricUnhandled, map[string]string{"outbox.store": "eu", "messaging.destination.name": "Orphan"}, 1, 1},
+		{obsotel.MetricReplayed, euL, 6, 6},
+		{obsotel.MetricPurged, map[string]string{"outbox.store": "eu", "outbox.status": "done"}, 10, 10},
+		{obsotel.MetricPurged, map[string]string{"outbox.store": "eu", "outbox.status": "dead"}, 1, 1},
+	} {
+		p := metricPoint(t, ms, c.name, c.labels)
+		if p.value != c.value || p.sum != c.sum {
+			t.Errorf("%s%v = %v (sum %v), want %v (sum %v)", c.name, c.labels, p.value, p.sum, c.value, c.sum)
+		}
+	}
+	if _, ok := ms["outbox.dispatch"]; ok {
+		t.Errorf("DispatchSuccess recorded a metric")
+	}
+}
+
+func TestMetricsAreSafeForConcurrentUse(t *testing.T) {
+	h := newHarness(t, obsotel.Config{})
+	env := event(t, "T", nil)
+	done := make(chan struct{})
+	for i := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for j := range 200 {
+				_, end := h.obs.Deliver(t.Context(), core.Delivery{Event: env, Store: []string{"a", "b"}[i%2], Path: core.Path(j % 3), Attempt: 1, Committed: time.Now()})
+				end(core.DeliveryResult{Outcome: core.Outcome(j % 6)})
+				h.obs.ForStore([]string{"a", "b"}[j%2]).HotDropped()
+			}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	ms := h.collect(t)
+	total := 0.0
+	for _, p := range points(t, ms[obsotel.MetricDeliveries]) {
+		total += p.value
+	}
+	if total != 8*200 {
+		t.Errorf("%s total = %v, want %d", obsotel.MetricDeliveries, total, 8*200)
+	}
+}

@@ -1,0 +1,222 @@
+package otel
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// The attributes of this package beyond the messaging conventions.
+const (
+	AttrAttempt = attribute.Key("outbox.attempt") // int: 1 for the first attempt
+	AttrPath    = attribute.Key("outbox.path")    // "hot", "cold" or "retry"
+	AttrStore   = attribute.Key("outbox.store")   // "" for an outbox's own database, the tenant's id in a set
+	AttrOutcome = attribute.Key("outbox.outcome") // "done", "retry", "dead", "put_off", "unhandled", "interrupted"
+	AttrQueue   = attribute.Key("outbox.queue")   // "hot" or "cold"
+	AttrStatus  = attribute.Key("outbox.status")  // "done" or "dead", of purged rows
+)
+
+// System is the messaging.system of every span and measurement.
+const System = "outbox"
+
+var systemAttr = semconv.MessagingSystemKey.String(System)
+
+// Observer traces and measures an outbox with OpenTelemetry. Create it
+// with [New]; it is safe for concurrent use. Pass it as
+// outbox.Config.Observer and outbox.Config.Metrics, and as the Propagator
+// of a broker relay.
+type Observer struct {
+	*storeMetrics // the signals of the outbox's own store ("")
+
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	linkOnly   bool
+	inst       *instruments
+
+	stores sync.Map // store id -> *storeMetrics
+	sets   sync.Map // setKey -> metric.MeasurementOption
+}
+
+var (
+	_ core.Observer         = (*Observer)(nil)
+	_ core.HeaderInjector   = (*Observer)(nil)
+	_ core.Metrics          = (*Observer)(nil)
+	_ core.StoreMetrics     = (*Observer)(nil)
+	_ core.OpsMetrics       = (*Observer)(nil)
+	_ core.UnhandledMetrics = (*Observer)(nil)
+	_ core.OrderMetrics     = (*Observer)(nil)
+	_ core.PostponeMetrics  = (*Observer)(nil)
+)
+
+// New returns an Observer configured by cfg. An invalid cfg returns an
+// error wrapping core.ErrInvalidConfig that names every bad field.
+func New(cfg Config) (*Observer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	inst, err := newInstruments(cfg.MeterProvider.Meter(ScopeName))
+	if err != nil {
+		return nil, fmt.Errorf("otel: creating the instruments: %w", err)
+	}
+	o := &Observer{
+		tracer:     cfg.TracerProvider.Tracer(ScopeName),
+		propagator: cfg.Propagator,
+		linkOnly:   cfg.LinkOnly,
+		inst:       inst,
+	}
+	o.storeMetrics = o.newStoreMetrics("")
+	return o, nil
+}
+
+// Publish starts the PRODUCER span "send <event type>" as a child of
+// ctx's span and returns its trace context as headers for the event; done
+// ends the span, with an error status when Publish failed. An event that
+// already carries a trace context keeps it (core.Envelope.WithHeaders
+// keeps existing headers) and the span links to it.
+func (o *Observer) Publish(ctx context.Context, env core.Envelope) (map[string]string, func(error)) {
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			systemAttr,
+			semconv.MessagingOperationTypeSend,
+			semconv.MessagingOperationName("send"),
+			semconv.MessagingDestinationName(env.Type()),
+		),
+	}
+	if id := env.ID(); id != "" {
+		opts = append(opts, trace.WithAttributes(semconv.MessagingMessageID(id)))
+	}
+	if sc := o.eventContext(env); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	ctx, span := o.tracer.Start(ctx, "send "+env.Type(), opts...)
+	headers := make(map[string]string, 2)
+	o.propagator.Inject(ctx, propagation.MapCarrier(headers))
+	done := func(err error) {
+		errType := ""
+		if err != nil {
+			errType = errorType(err)
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+		}
+		span.End()
+		o.inst.sent.Add(context.Background(), 1, o.set(setKey{kind: kindSent, typ: env.Type(), errType: errType}))
+	}
+	return headers, done
+}
+
+// Deliver starts the CONSUMER span "process <event type>" of one
+// delivery attempt and returns the listeners' context carrying it. Its
+// parent is the trace context of the event's headers (a new trace linked
+// to it with Config.LinkOnly). end sets outbox.outcome, an error status
+// for a failed attempt (retry, dead), and records the attempt's metrics.
+func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
+	typ := d.Event.Type()
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			systemAttr,
+			semconv.MessagingOperationTypeProcess,
+			semconv.MessagingOperationName("process"),
+			semconv.MessagingDestinationName(typ),
+			semconv.MessagingMessageID(d.Event.ID()),
+			AttrAttempt.Int(d.Attempt),
+			AttrPath.String(d.Path.String()),
+			AttrStore.String(d.Store),
+		),
+	}
+	parent := ctx
+	if sc := o.eventContext(d.Event); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		// Extracting into ctx also brings the event's baggage.
+		parent = o.propagator.Extract(ctx, propagation.MapCarrier(d.Event.RawHeaders()))
+		if o.linkOnly {
+			opts = append(opts, trace.WithNewRoot())
+		}
+	}
+	ctx, span := o.tracer.Start(parent, "process "+typ, opts...)
+	if !d.Committed.IsZero() {
+		lag := time.Since(d.Committed)
+		o.inst.lag.Record(ctx, lag.Seconds(), o.set(setKey{kind: kindLag, typ: typ, store: d.Store, path: d.Path}))
+	}
+	end := func(r core.DeliveryResult) {
+		span.SetAttributes(AttrOutcome.String(r.Outcome.String()))
+		switch r.Outcome {
+		case core.OutcomeRetry, core.OutcomeDead:
+			if r.Err != nil {
+				span.RecordError(r.Err)
+				span.SetStatus(codes.Error, r.Err.Error())
+				span.SetAttributes(semconv.ErrorTypeKey.String(errorType(r.Err)))
+			} else {
+				span.SetStatus(codes.Error, r.Outcome.String())
+			}
+		default:
+			if r.Err != nil {
+				span.AddEvent("outbox."+r.Outcome.String(), trace.WithAttributes(attribute.String("exception.message", r.Err.Error())))
+			}
+		}
+		span.End()
+		set := o.set(setKey{kind: kindOutcome, typ: typ, store: d.Store, path: d.Path, outcome: r.Outcome})
+		o.inst.process.Record(context.Background(), r.Listeners.Seconds(), set)
+		o.inst.deliveries.Add(context.Background(), 1, set)
+	}
+	return ctx, end
+}
+
+// DoneWritten records one coalesced DONE write: its size and duration.
+func (o *Observer) DoneWritten(store string, n int, took time.Duration, err error) {
+	set := o.set(setKey{kind: kindStore, store: store, errType: errorType(err)})
+	o.inst.doneBatch.Record(context.Background(), int64(n), set)
+	o.inst.doneWrite.Record(context.Background(), took.Seconds(), set)
+}
+
+// Claimed records one claim of a poller: its duration and rows.
+func (o *Observer) Claimed(store string, rows int, took time.Duration, err error) {
+	set := o.set(setKey{kind: kindStore, store: store, errType: errorType(err)})
+	o.inst.claimRows.Record(context.Background(), int64(rows), set)
+	o.inst.claimTime.Record(context.Background(), took.Seconds(), set)
+}
+
+// InjectHeaders writes the trace context of ctx into message headers
+// through the Propagator: the broker relays call it so that a message
+// carries the context of the delivery span that relayed it.
+func (o *Observer) InjectHeaders(ctx context.Context, set func(key, value string)) {
+	o.propagator.Inject(ctx, setCarrier(set))
+}
+
+// eventContext returns the trace context in env's headers (invalid when
+// there is none).
+func (o *Observer) eventContext(env core.Envelope) trace.SpanContext {
+	h := env.RawHeaders()
+	if len(h) == 0 {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(o.propagator.Extract(context.Background(), propagation.MapCarrier(h)))
+}
+
+// errorType is the error.type of err: its Go type, "" for nil. It is
+// predictable and of low cardinality, as the conventions ask.
+func errorType(err error) string {
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf("%T", err)
+}
+
+// setCarrier writes through a relay's set function; it reads nothing.
+type setCarrier func(key, value string)
+
+func (c setCarrier) Get(string) string     { return "" }
+func (c setCarrier) Set(key, value string) { c(key, value) }
+func (c setCarrier) Keys() []string        { return nil }

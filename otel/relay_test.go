@@ -1,0 +1,116 @@
+package otel_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	obsotel "github.com/outbox-go/outbox/otel"
+	"github.com/outbox-go/outbox/relay/natsjs"
+)
+
+// natsURL is the shared test server: OUTBOX_TEST_NATS_URL, by default the
+// local one.
+func natsURL() string {
+	if u := os.Getenv("OUTBOX_TEST_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+// A JetStream relay given the Observer as its Propagator sends each
+// message with the delivery span's context: a consumer reading the stream
+// extracts it and continues the request's trace.
+func TestEndToEndNATSRelayCarriesTheDeliverySpan(t *testing.T) {
+	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("NATS at %s: %v", natsURL(), err)
+		}
+		t.Skipf("no NATS at %s (set OUTBOX_TEST_NATS_URL): %v", natsURL(), err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	prefix, name := "otel-test-"+id, "OTEL_TEST_"+strings.ToUpper(id)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}})
+	if err != nil {
+		t.Fatalf("create stream %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := js.DeleteStream(ctx, name); err != nil {
+			t.Errorf("delete stream %s: %v", name, err)
+		}
+	})
+
+	h := newHarness(t, obsotel.Config{})
+	r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{type}", Propagator: h.obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob := openOutbox(t, h, filepath.Join(t.TempDir(), "ob.db"), outbox.Config{})
+	ob.RegisterAll(r)
+	if err := ob.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	evID, root := request(t, h, ob, "OrderPlaced")
+	testsupport.WaitFor(t, 30*time.Second, "the event DONE", func() bool {
+		rec, err := ob.Get(context.Background(), evID)
+		return err == nil && rec.Status == core.StatusDone
+	})
+	if err := ob.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	proc := h.span(t, "process OrderPlaced")
+	send := h.span(t, "send OrderPlaced")
+
+	// The stream's consumer side: read the message, extract its context.
+	msg, err := st.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatalf("read the relayed message: %v", err)
+	}
+	// nats.Header keys are case-sensitive, unlike http.Header's: a
+	// consumer reads them as they were written (lowercase traceparent).
+	carrier := propagation.MapCarrier{}
+	for k, v := range msg.Header {
+		carrier[k] = v[0]
+	}
+	remote := trace.SpanContextFromContext(w3c.Extract(context.Background(), carrier))
+	if remote.TraceID() != root.TraceID() {
+		t.Errorf("message's trace %v, want the request's %v", remote.TraceID(), root.TraceID())
+	}
+	if remote.SpanID() != proc.SpanContext().SpanID() {
+		t.Errorf("message carries span %v, want the delivery span %v (not the producer %v)", remote.SpanID(), proc.SpanContext().SpanID(), send.SpanContext().SpanID())
+	}
+	if got := msg.Header.Values("traceparent"); len(got) != 1 {
+		t.Errorf("traceparent values %q, want exactly one", got)
+	}
+	_, consumed := h.tp.Tracer("consumer").Start(trace.ContextWithRemoteSpanContext(context.Background(), remote), "process orders", trace.WithSpanKind(trace.SpanKindConsumer))
+	consumed.End()
+	c := h.span(t, "process orders")
+	if c.Parent().SpanID() != proc.SpanContext().SpanID() || c.SpanContext().TraceID() != root.TraceID() {
+		t.Errorf("the consumer's span: parent %v in trace %v, want the delivery span in the request's trace", c.Parent().SpanID(), c.SpanContext().TraceID())
+	}
+}
