@@ -29,23 +29,25 @@ const (
 	// The relay scenarios (with -relay).
 	scenarioRelay        = "relay"
 	scenarioRelayLatency = "relay_latency"
-	defaultMySQLDSN      = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-	defaultPGDSN         = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultSQLiteN       = 20000
-	defaultMySQLN        = 10000
-	defaultOverloadN     = 200000
-	defaultWorkers       = 4
-	defaultWarmup        = 300
-	defaultRounds        = 3
-	maxWorkers           = 256
-	defaultRelayWorkers  = 16
-	defaultSlowListen    = 2 * time.Millisecond
+	// The observed scenario (with -observe).
+	scenarioObservedE2E = "observed_end_to_end"
+	defaultMySQLDSN     = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	defaultPGDSN        = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultSQLiteN      = 20000
+	defaultMySQLN       = 10000
+	defaultOverloadN    = 200000
+	defaultWorkers      = 4
+	defaultWarmup       = 300
+	defaultRounds       = 3
+	maxWorkers          = 256
+	defaultRelayWorkers = 16
+	defaultSlowListen   = 2 * time.Millisecond
 	// defaultOrderedKeys is -ordered-keys given without a value.
 	defaultOrderedKeys = 1000
 )
 
 // allScenarios lists every scenario in run order.
-var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioRelay,
+var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
 	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup}
 
 // orderedScenarios are the scenarios of ordered events, run by default
@@ -94,6 +96,8 @@ type options struct {
 	relay        string
 	relayURL     string
 	relayWorkers int
+	// observe runs observed_end_to_end (-observe).
+	observe bool
 }
 
 // usageText is printed by -h above the flag list.
@@ -103,6 +107,7 @@ Usage:
   outbox-bench -db sqlite|mysql|postgres [-dsn DSN] [-n N] [-workers W] [-json] [flags]
   outbox-bench -ordered-keys [K] ...   (also the ordered scenarios, K = 1000 by default)
   outbox-bench -relay natsjs [-relay-url URL] ...   (also the relay scenarios)
+  outbox-bench -observe ...   (also observed_end_to_end)
 
 Scenarios (each on a fresh database: a new SQLite file, or a new MySQL or
 PostgreSQL database outbox_bench_<random> dropped at the end):
@@ -172,8 +177,20 @@ messages and awaits each confirm):
               returned (broker ack), paced at 0.5 x the relay rate, N/4
               events (at most ~5 s).
 
-floor, publish, end_to_end, ordered_end_to_end and relay run -rounds
-times, interleaved, and report their median round.
+Observed scenario (run by default only with -observe):
+  observed_end_to_end  end_to_end with the outbox observed through
+              OpenTelemetry: an *otel.Observer (package
+              github.com/outbox-go/outbox/otel) as Config.Observer and
+              Config.Metrics, over the OpenTelemetry SDK: a TracerProvider
+              sampling every span (AlwaysSample) into a batch span
+              processor whose exporter drops them (every span is created,
+              ended and batched; only the network export is left out), and
+              a MeterProvider with a ManualReader (instruments record into
+              their aggregations, collected once at the end). Its notes
+              give the spans exported and metric data points collected.
+
+floor, publish, end_to_end, ordered_end_to_end, observed_end_to_end and
+relay run -rounds times, interleaved, and report their median round.
 
 Ratios (all measured within one run, same process and settings):
   ratio_to_floor    (scenario lines) scenario rate / floor rate; higher is faster.
@@ -183,6 +200,9 @@ Ratios (all measured within one run, same process and settings):
   ordered_ratio     (summary) ordered_end_to_end rate / end_to_end rate;
                     target >= 0.7.
   relay_ratio       (summary) relay rate / end_to_end rate; target >= 0.7.
+  observability_cost  (summary) 1 - observed_end_to_end rate / end_to_end
+                    rate: the share of throughput OpenTelemetry tracing and
+                    metrics cost; target <= 0.05.
   Other targets: latency p99_us <= 1000, ordered_latency p99
   (ordered_p99_us) <= 1000, relay_latency p99 (relay_p99_us) <= 5000, overload peak_rss_mb <= 64 (with
   -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
@@ -196,7 +216,8 @@ hot_dropped (events the full hot queue left to the poller), cold_enqueued
 (events the poller queued: in the ordered scenarios, those that waited for
 an earlier event of their key), the rates of every round, and the load
 average at the start and end of the run. The summary adds ordered_keys and
-ordered_one_key_per_s with the ordered scenarios.
+ordered_one_key_per_s with the ordered scenarios, and end_to_end_per_s and
+observed_per_s (both rates) with observed_end_to_end.
 
 Exit status 1 when a scenario fails or an event is lost, 2 on bad flags; a
 missed performance target is reported, not an error.
@@ -235,6 +256,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.relay, "relay", "", "run the relay scenarios too, through this broker: "+strings.Join(relayNames(), " or "))
 	fs.StringVar(&o.relayURL, "relay-url", "", "address of the -relay broker (default: "+relayDefaults()+")")
 	fs.IntVar(&o.relayWorkers, "relay-workers", 0, fmt.Sprintf("dispatcher workers of the relay scenarios (default %d: a relay waits on the broker, so it gets more workers than a local listener)", defaultRelayWorkers))
+	fs.BoolVar(&o.observe, "observe", false, "run observed_end_to_end too: end_to_end traced and measured through OpenTelemetry (SDK, every span sampled), for observability_cost")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -274,6 +296,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 			case name == scenarioWakeup && !slices.Contains(notifyingDBs, o.db):
 			case slices.Contains(orderedScenarios, name) && !ordered.set:
 			case slices.Contains(relayScenarios, name) && o.relay == "":
+			case name == scenarioObservedE2E && !o.observe:
 			default:
 				o.scenarios = append(o.scenarios, name)
 			}
@@ -286,6 +309,12 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	}
 	if o.relay != "" && !slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(relayScenarios, s) }) {
 		return o, fmt.Errorf("-relay: -scenarios selects no relay scenario (%s)", strings.Join(relayScenarios, ", "))
+	}
+	if o.observe && !o.has(scenarioObservedE2E) {
+		return o, fmt.Errorf("-observe: -scenarios does not select %s", scenarioObservedE2E)
+	}
+	if !o.observe && o.has(scenarioObservedE2E) {
+		return o, fmt.Errorf("-scenarios: %s needs -observe", scenarioObservedE2E)
 	}
 	if !ordered.set && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }) {
 		o.orderedKeys = defaultOrderedKeys
@@ -383,6 +412,9 @@ func (o *options) validate() error {
 	}
 	if o.has(scenarioOrderedE2E) && !o.has(scenarioEndToEnd) {
 		return errors.New("-scenarios: ordered_end_to_end is measured against end_to_end (ordered_ratio), so it needs end_to_end")
+	}
+	if o.has(scenarioObservedE2E) && !o.has(scenarioEndToEnd) {
+		return errors.New("-scenarios: observed_end_to_end is measured against end_to_end (observability_cost), so it needs end_to_end")
 	}
 	if o.has(scenarioOrderedLatency) && !o.has(scenarioOrderedE2E) {
 		return errors.New("-scenarios: ordered_latency paces itself at half the ordered_end_to_end rate, so it needs ordered_end_to_end")

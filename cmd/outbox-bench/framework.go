@@ -60,6 +60,11 @@ type outboxSetup struct {
 	all outbox.Listener
 	// tune, when set, changes the dispatcher configuration.
 	tune func(*dispatcher.Config)
+	// observer, when set, is Config.Observer (observed_end_to_end).
+	observer core.Observer
+	// metrics, when set, returns Config.Metrics given the counters the
+	// report reads, which it must keep feeding.
+	metrics func(*counters) core.Metrics
 }
 
 // startOutbox opens a fresh database, builds the outbox with the default
@@ -78,6 +83,10 @@ func (b *bench) start(ctx context.Context, s outboxSetup) (*harness, error) {
 		return nil, err
 	}
 	m := &counters{}
+	var metrics core.Metrics = m
+	if s.metrics != nil {
+		metrics = s.metrics(m)
+	}
 	pcfg := s.poller
 	if pcfg.Interval == 0 {
 		pcfg.Interval = b.opts.pollEvery
@@ -94,7 +103,8 @@ func (b *bench) start(ctx context.Context, s outboxSetup) (*harness, error) {
 		Dispatcher: dcfg,
 		Poller:     pcfg,
 		Logger:     b.log,
-		Metrics:    m,
+		Metrics:    metrics,
+		Observer:   s.observer,
 	})
 	if err != nil {
 		b.closeDB(f)

@@ -21,6 +21,12 @@
 //
 //	go run ./cmd/outbox-bench -db sqlite -relay natsjs -scenarios end_to_end,relay,relay_latency
 //
+// With -observe it also runs observed_end_to_end, end_to_end with an
+// OpenTelemetry Observer over the SDK (every span sampled), and reports
+// observability_cost = 1 - observed rate / end_to_end rate (at most 0.05):
+//
+//	go run ./cmd/outbox-bench -db sqlite -observe -scenarios end_to_end,observed_end_to_end
+//
 // Each broker is one file (relay_natsjs.go, relay_rabbitmq.go) adding
 // itself to relayKinds.
 // Run it with -h for the details.
@@ -62,6 +68,7 @@ type bench struct {
 	floorRate, publishRate, e2eRate float64
 	orderedRate, oneKeyRate         float64  // ordered_end_to_end, ordered_one_key
 	relayRate                       float64  // relay
+	observedRate                    float64  // observed_end_to_end
 	relayP99                        *float64 // relay_latency
 	p99, overloadRSS, wakeupP99     *float64
 	orderedP99                      *float64 // ordered_latency
@@ -134,10 +141,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // throughputScenarios run -rounds times, interleaved.
-var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioRelay}
+var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay}
 
 // runAll runs the selected scenarios and prints their lines. The
-// throughput scenarios (floor, publish, end_to_end, ordered_end_to_end) run -rounds times,
+// throughput scenarios (floor, publish, end_to_end, ordered_end_to_end,
+// observed_end_to_end, relay) run -rounds times,
 // interleaved so that drifting machine load hits all of them alike, and
 // each reports its median round; latency and overload run once, after
 // them, since they depend on the measured rates.
@@ -153,6 +161,8 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		scenarioOrderedE2E:     b.runOrderedEndToEnd,
 		scenarioOrderedOneKey:  b.runOrderedOneKey,
 		scenarioOrderedLatency: b.runOrderedLatency,
+
+		scenarioObservedE2E: b.runObservedEndToEnd,
 
 		scenarioRelay:        b.runRelay,
 		scenarioRelayLatency: b.runRelayLatency,
@@ -192,6 +202,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 	b.e2eRate = medians[scenarioEndToEnd].rate
 	b.orderedRate = medians[scenarioOrderedE2E].rate
 	b.relayRate = medians[scenarioRelay].rate
+	b.observedRate = medians[scenarioObservedE2E].rate
 	for _, name := range throughput {
 		r := medians[name]
 		r.EventsPerS = round(r.rate, 1)
@@ -300,6 +311,14 @@ func (b *bench) summary() summary {
 		s.RelayRatio = round(b.relayRate/b.e2eRate, 3)
 		if *s.RelayRatio < targetRelayRatio {
 			miss(fmt.Sprintf("relay_ratio >= %.2f", targetRelayRatio))
+		}
+	}
+	if b.observedRate > 0 && b.e2eRate > 0 {
+		s.EndToEndPerS = round(b.e2eRate, 1)
+		s.ObservedPerS = round(b.observedRate, 1)
+		s.ObservabilityCost = round(1-b.observedRate/b.e2eRate, 4)
+		if *s.ObservabilityCost > targetObservabilityCost {
+			miss(fmt.Sprintf("observability_cost <= %.2f", targetObservabilityCost))
 		}
 	}
 	if s.RelayP99us = b.relayP99; s.RelayP99us != nil && *s.RelayP99us > targetRelayP99us {

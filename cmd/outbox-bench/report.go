@@ -30,6 +30,10 @@ const (
 	targetOrderedP99us    = 1000  // ordered_latency p99 in microseconds, at most
 	targetRelayRatio      = 0.7   // relay rate / end_to_end rate, at least
 	targetRelayP99us      = 5000  // relay_latency p99 in microseconds, at most
+	// targetObservabilityCost bounds 1 - observed_end_to_end rate /
+	// end_to_end rate: OpenTelemetry may cost at most this share of the
+	// throughput.
+	targetObservabilityCost = 0.05
 )
 
 // result is one scenario's measurement: one JSON line with -json, one
@@ -94,14 +98,19 @@ type summary struct {
 	OrderedP99us *float64 `json:"ordered_p99_us,omitempty"`
 	// The relay scenarios: the broker, the relay rate / the end_to_end
 	// rate and the p99 of relay_latency.
-	Relay         string   `json:"relay,omitempty"`
-	RelayRatio    *float64 `json:"relay_ratio,omitempty"`
-	RelayP99us    *float64 `json:"relay_p99_us,omitempty"`
-	PeakRSSMB     *float64 `json:"peak_rss_mb,omitempty"`
-	RSSTargetMiB  *int     `json:"rss_target_mib,omitempty"`
-	Lost          *int     `json:"lost,omitempty"`
-	TargetsMet    bool     `json:"targets_met"`
-	TargetsMissed []string `json:"targets_missed,omitempty"`
+	Relay      string   `json:"relay,omitempty"`
+	RelayRatio *float64 `json:"relay_ratio,omitempty"`
+	RelayP99us *float64 `json:"relay_p99_us,omitempty"`
+	// The observed scenario: the end_to_end and observed_end_to_end rates
+	// and 1 - observed / end_to_end.
+	EndToEndPerS      *float64 `json:"end_to_end_per_s,omitempty"`
+	ObservedPerS      *float64 `json:"observed_per_s,omitempty"`
+	ObservabilityCost *float64 `json:"observability_cost,omitempty"`
+	PeakRSSMB         *float64 `json:"peak_rss_mb,omitempty"`
+	RSSTargetMiB      *int     `json:"rss_target_mib,omitempty"`
+	Lost              *int     `json:"lost,omitempty"`
+	TargetsMet        bool     `json:"targets_met"`
+	TargetsMissed     []string `json:"targets_missed,omitempty"`
 	// LoadAvg is the 1-minute load average at the start and the end of
 	// the run: other work on the machine skews every rate.
 	LoadAvg []float64 `json:"loadavg_1m,omitempty"`
@@ -124,7 +133,7 @@ type printer struct {
 }
 
 // tableFormat is the layout of one table line.
-const tableFormat = "%-7s %-18s %7s %10s %7s %9s %9s %9s %9s %8s  %s\n"
+const tableFormat = "%-7s %-19s %7s %10s %7s %9s %9s %9s %9s %8s  %s\n"
 
 // result prints one scenario line.
 func (p *printer) result(r result) {
@@ -219,6 +228,10 @@ func (p *printer) summary(s summary) {
 	}
 	if s.RelayP99us != nil {
 		parts = append(parts, fmt.Sprintf("relay latency p99 %.1f us (commit -> %s ack, target <= %d)", *s.RelayP99us, s.Relay, targetRelayP99us))
+	}
+	if s.ObservabilityCost != nil {
+		parts = append(parts, fmt.Sprintf("observability_cost %.4f (1 - observed/e2e: %.1f vs %.1f events/s, target <= %.2f)",
+			*s.ObservabilityCost, *s.ObservedPerS, *s.EndToEndPerS, targetObservabilityCost))
 	}
 	if s.WakeupP99us != nil {
 		parts = append(parts, fmt.Sprintf("wakeup p99 %.1f us (target <= %d)", *s.WakeupP99us, targetWakeupP99us))
