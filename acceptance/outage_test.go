@@ -148,6 +148,12 @@ func testServerRestart(t *testing.T, d outageDatabase, down, up func()) {
 	failedBefore := e.failures()
 	down()
 	phase("the server process has exited")
+	// A server slow to shut down (seen under load: a MariaDB still
+	// serving its established connections for a minute after SIGTERM)
+	// makes the poller fail and recover in turn before it is gone: each
+	// of those incidents logs its ERROR and its "recovered" line. From
+	// the exit on, the outage is one incident.
+	pollerErrorsAtExit := e.logs.Count("level=ERROR", "component=outbox.poller")
 	if c, err := net.DialTimeout("tcp", d.addr(), time.Second); err == nil {
 		c.Close()
 		t.Fatalf("%s still accepts connections with the server down", d.addr())
@@ -176,11 +182,18 @@ func testServerRestart(t *testing.T, d outageDatabase, down, up func()) {
 	t.Logf("outage of %v: %d failed poll cycles; %d events committed, %d publishes failed, %d delivered in %d listener calls; %d ERROR lines:\n%s",
 		outage.Round(time.Millisecond), e.logs.Count("poll cycle failed"), committed, failures, delivered, invocations,
 		len(errorLines), strings.Join(errorLines, "\n"))
-	if n := e.logs.Count("level=ERROR", "component=outbox.poller"); n != 1 {
-		t.Errorf("the poller logged %d ERROR lines for one outage, want 1", n)
+	errs, recovered := e.logs.Count("level=ERROR", "component=outbox.poller"), e.logs.Count("poller recovered")
+	switch {
+	case pollerErrorsAtExit > 1:
+		t.Logf("the server served intermittently while shutting down: %d poller incidents before it exited", pollerErrorsAtExit)
+		if errs-pollerErrorsAtExit > 1 {
+			t.Errorf("the poller logged %d ERROR lines after the server exited, want at most 1", errs-pollerErrorsAtExit)
+		}
+	case errs != 1:
+		t.Errorf("the poller logged %d ERROR lines for one outage, want 1", errs)
 	}
-	if n := e.logs.Count("poller recovered"); n != 1 {
-		t.Errorf("%d \"poller recovered\" lines, want 1", n)
+	if recovered != errs {
+		t.Errorf("%d \"poller recovered\" lines for %d ERROR lines, want one per incident", recovered, errs)
 	}
 	// The dispatcher's failed status writes are rate-limited to one line
 	// per 5 s.
