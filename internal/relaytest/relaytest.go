@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
@@ -115,4 +116,80 @@ func (p *Publisher) Stop() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.committed...)
+}
+
+// Counts returns ob's rows per status.
+func Counts(t testing.TB, ob *outbox.Outbox) map[core.Status]int {
+	t.Helper()
+	c, err := ob.CountByStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// BenchThroughput commits b.N events through ob, 100 per transaction so
+// the commit rate does not bound it, waits until every one is DONE and
+// reports events/s from the first commit. ob's hot queue should hold
+// b.N events, so none waits for the poller.
+func BenchThroughput(b *testing.B, ob *outbox.Outbox) {
+	b.Helper()
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i += 100 {
+		err := ob.InTx(ctx, func(ctx context.Context) error {
+			for range min(100, b.N-i) {
+				env, err := core.NewEvent("Bench").PayloadJSONString(`{"n":1}`).Build()
+				if err != nil {
+					return err
+				}
+				if _, err := ob.Publish(ctx, env); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	testsupport.WaitFor(b, 5*time.Minute, "every event DONE", func() bool { return Counts(b, ob)[core.StatusDone] == b.N })
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}
+
+// BenchDirect calls l.OnEvent for b.N events from workers goroutines,
+// each awaiting its own call (the relay alone, without an outbox), and
+// reports events/s.
+func BenchDirect(b *testing.B, l core.Listener, workers int) {
+	b.Helper()
+	next := make(chan core.Envelope, b.N)
+	for range b.N {
+		env, err := core.NewEvent("Bench").PayloadJSONString(`{"n":1}`).Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		next <- env
+	}
+	close(next)
+	b.ResetTimer()
+	start := time.Now()
+	done := make(chan error, workers)
+	for range workers {
+		go func() {
+			for e := range next {
+				if err := l.OnEvent(context.Background(), e); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range workers {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 }

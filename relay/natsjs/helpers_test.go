@@ -12,9 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
-
-	outbox "github.com/outbox-go/outbox"
-	"github.com/outbox-go/outbox/core"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -116,14 +113,4 @@ func streamCount(t testing.TB, st jetstream.Stream) uint64 {
 		t.Fatalf("stream info: %v", err)
 	}
 	return info.State.Msgs
-}
-
-// counts returns the rows per status.
-func counts(t testing.TB, ob *outbox.Outbox) map[core.Status]int {
-	t.Helper()
-	c, err := ob.CountByStatus(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -165,7 +165,7 @@ func testOutage(t *testing.T, freeze bool) {
 	testsupport.WaitFor(t, 30*time.Second, "events committed after the outage", func() bool { return pub.Count() >= after })
 	ids := pub.Stop()
 	testsupport.WaitFor(t, 90*time.Second, "every committed event in the stream and DONE", func() bool {
-		return inStream() >= len(ids) && counts(t, ob)[core.StatusDone] == len(ids)
+		return inStream() >= len(ids) && relaytest.Counts(t, ob)[core.StatusDone] == len(ids)
 	})
 
 	stored := map[string]int{}
@@ -187,7 +187,7 @@ func testOutage(t *testing.T, freeze bool) {
 	if len(stored) != len(ids) {
 		t.Errorf("%d distinct ids in the stream, %d committed", len(stored), len(ids))
 	}
-	if c := counts(t, ob); c[core.StatusDead] != 0 || c[core.StatusRetry] != 0 {
+	if c := relaytest.Counts(t, ob); c[core.StatusDead] != 0 || c[core.StatusRetry] != 0 {
 		t.Errorf("statuses after the outage: %v", c)
 	}
 	down, up := logs.Count("level=ERROR", "broker unreachable"), logs.Count("level=INFO", "broker recovered")

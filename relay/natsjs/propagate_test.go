@@ -49,7 +49,7 @@ func TestRelayPropagatorWritesTheDeliveryContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	relaytest.Publish(t, ob, env)
-	testsupport.WaitFor(t, 30*time.Second, "the event DONE", func() bool { return counts(t, ob)[core.StatusDone] == 1 })
+	testsupport.WaitFor(t, 30*time.Second, "the event DONE", func() bool { return relaytest.Counts(t, ob)[core.StatusDone] == 1 })
 
 	msgs := streamMsgs(t, st)
 	if len(msgs) != 1 {

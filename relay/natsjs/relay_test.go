@@ -49,7 +49,7 @@ func TestRelayEndToEnd(t *testing.T) {
 		want[env.ID()] = env
 		relaytest.Publish(t, ob, env)
 	}
-	testsupport.WaitFor(t, 30*time.Second, "every event DONE", func() bool { return counts(t, ob)[core.StatusDone] == n })
+	testsupport.WaitFor(t, 30*time.Second, "every event DONE", func() bool { return relaytest.Counts(t, ob)[core.StatusDone] == n })
 
 	msgs := streamMsgs(t, st)
 	if len(msgs) != n {
@@ -157,7 +157,7 @@ func TestRelayRejection(t *testing.T) {
 	ob := relaytest.Outbox(t, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{
 		Workers: 2, MaxAttempts: 2, Retry: retry.Exponential{BaseDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}, r)
 	relaytest.Publish(t, ob, env)
-	testsupport.WaitFor(t, 30*time.Second, "the event DEAD", func() bool { return counts(t, ob)[core.StatusDead] == 1 })
+	testsupport.WaitFor(t, 30*time.Second, "the event DEAD", func() bool { return relaytest.Counts(t, ob)[core.StatusDead] == 1 })
 	rec, err := ob.Get(ctx, env.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func TestRelayOrdered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testsupport.WaitFor(t, 60*time.Second, "every event DONE", func() bool { return counts(t, ob)[core.StatusDone] == keys*perKey })
+	testsupport.WaitFor(t, 60*time.Second, "every event DONE", func() bool { return relaytest.Counts(t, ob)[core.StatusDone] == keys*perKey })
 	next := map[string]int{}
 	for _, m := range streamMsgs(t, st) {
 		key := m.Header.Get(relay.HeaderAggregateID)

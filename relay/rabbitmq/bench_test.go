@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
@@ -43,28 +42,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 				}
 				logger, _ := testsupport.NewLogger()
 				ob := relaytest.Outbox(b, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: workers, HotCapacity: max(b.N, 1000)}}, l)
-				ctx := context.Background()
-				b.ResetTimer()
-				start := time.Now()
-				for i := 0; i < b.N; i += 100 {
-					err := ob.InTx(ctx, func(ctx context.Context) error {
-						for j := i; j < min(i+100, b.N); j++ {
-							env, err := core.NewEvent("Bench").PayloadJSONString(`{"n":1}`).Build()
-							if err != nil {
-								return err
-							}
-							if _, err := ob.Publish(ctx, env); err != nil {
-								return err
-							}
-						}
-						return nil
-					})
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				testsupport.WaitFor(b, 5*time.Minute, "every event DONE", func() bool { return counts(b, ob)[core.StatusDone] == b.N })
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+				relaytest.BenchThroughput(b, ob)
 			})
 		}
 	}
@@ -78,35 +56,7 @@ func BenchmarkRelayDirect(b *testing.B) {
 		for _, workers := range []int{16, 64} {
 			b.Run(fmt.Sprintf("channels=%d/workers=%d", channels, workers), func(b *testing.B) {
 				r := benchRelay(b, channels)
-				next := make(chan core.Envelope, b.N)
-				for range b.N {
-					env, err := core.NewEvent("Bench").PayloadJSONString(`{"n":1}`).Build()
-					if err != nil {
-						b.Fatal(err)
-					}
-					next <- env
-				}
-				close(next)
-				b.ResetTimer()
-				start := time.Now()
-				done := make(chan error, workers)
-				for range workers {
-					go func() {
-						for e := range next {
-							if err := r.OnEvent(context.Background(), e); err != nil {
-								done <- err
-								return
-							}
-						}
-						done <- nil
-					}()
-				}
-				for range workers {
-					if err := <-done; err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+				relaytest.BenchDirect(b, r, workers)
 			})
 		}
 	}

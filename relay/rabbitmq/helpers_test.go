@@ -12,8 +12,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
-	outbox "github.com/outbox-go/outbox"
-	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/relay/rabbitmq"
 )
 
@@ -185,14 +183,4 @@ func newRelay(t testing.TB, cfg rabbitmq.Config) *rabbitmq.Relay {
 		}
 	})
 	return r
-}
-
-// counts returns the outbox's rows per status.
-func counts(t testing.TB, ob *outbox.Outbox) map[core.Status]int {
-	t.Helper()
-	c, err := ob.CountByStatus(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

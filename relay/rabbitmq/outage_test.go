@@ -98,7 +98,7 @@ func TestRelayOutage(t *testing.T) {
 		return m
 	}
 	testsupport.WaitFor(t, 90*time.Second, "every committed event in the queue and DONE", func() bool {
-		return len(inQueue()) >= len(ids) && counts(t, ob)[core.StatusDone] == len(ids)
+		return len(inQueue()) >= len(ids) && relaytest.Counts(t, ob)[core.StatusDone] == len(ids)
 	}, got.wake)
 
 	stored, dups := inQueue(), 0
@@ -118,7 +118,7 @@ func TestRelayOutage(t *testing.T) {
 	if len(stored) != len(ids) {
 		t.Errorf("%d distinct ids in the queue, %d committed", len(stored), len(ids))
 	}
-	if c := counts(t, ob); c[core.StatusDead] != 0 || c[core.StatusRetry] != 0 {
+	if c := relaytest.Counts(t, ob); c[core.StatusDead] != 0 || c[core.StatusRetry] != 0 {
 		t.Errorf("statuses after the outage: %v", c)
 	}
 	if down, up := logs.Count("level=ERROR", "broker unreachable"), logs.Count("level=INFO", "broker recovered"); down != 1 || up != 1 {

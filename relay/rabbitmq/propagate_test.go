@@ -51,7 +51,7 @@ func TestRelayPropagatorWritesTheDeliveryContext(t *testing.T) {
 	}
 	relaytest.Publish(t, ob, env)
 	testsupport.WaitFor(t, 30*time.Second, "the message in the queue and DONE", func() bool {
-		return got.count() >= 1 && counts(t, ob)[core.StatusDone] == 1
+		return got.count() >= 1 && relaytest.Counts(t, ob)[core.StatusDone] == 1
 	}, got.wake)
 	msgs := got.all()
 	if len(msgs) != 1 {

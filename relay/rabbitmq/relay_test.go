@@ -52,7 +52,7 @@ func TestRelayEndToEnd(t *testing.T) {
 	}
 	relaytest.Publish(t, ob, bin)
 	testsupport.WaitFor(t, 30*time.Second, "every event in the queue and DONE", func() bool {
-		return got.count() >= n+1 && counts(t, ob)[core.StatusDone] == n+1
+		return got.count() >= n+1 && relaytest.Counts(t, ob)[core.StatusDone] == n+1
 	}, got.wake)
 
 	seen := map[string]int{}
@@ -120,7 +120,7 @@ func TestRelayUnroutable(t *testing.T) {
 	ob := relaytest.Outbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 2, MaxAttempts: 2,
 		Retry: retry.Exponential{BaseDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}, r)
 	relaytest.Publish(t, ob, env)
-	testsupport.WaitFor(t, 30*time.Second, "the unroutable event DEAD", func() bool { return counts(t, ob)[core.StatusDead] == 1 })
+	testsupport.WaitFor(t, 30*time.Second, "the unroutable event DEAD", func() bool { return relaytest.Counts(t, ob)[core.StatusDead] == 1 })
 	rec, err := ob.Get(context.Background(), env.ID())
 	if err != nil {
 		t.Fatal(err)
