@@ -128,3 +128,26 @@ type LeaseReleaser interface {
 	// RETRY row is still not delivered before its retry time.
 	ReleaseLeases(ctx context.Context, owner string, exceptIDs []string) (int64, error)
 }
+
+// BatchInserter is implemented by an [Inserter] that writes several NEW
+// event rows in few statements (jdbcstore.Store: one multi-row INSERT per
+// few hundred events). It is optional: the publishing client looks for it
+// with a type assertion and, without it, inserts the events one by one
+// on the same transaction.
+type BatchInserter interface {
+	// InsertBatch stores every envs[i] on ex as Insert would, owned by
+	// leases[i] (unowned when zero); envs and leases have the same length.
+	// An event with an OrderKey is inserted as
+	// OrderedInserter.InsertOrdered inserts it (the events of one key
+	// take their positions in slice order), and leased[i] reports whether
+	// envs[i]'s row took its lease: false for an unowned row and for an
+	// ordered event behind a pending event of its key.
+	//
+	// The batch is all or nothing as far as the store can make it: an
+	// invalid envelope or a duplicate id, in the batch or in the table,
+	// returns an error wrapping ErrDuplicateEvent for a duplicate (a
+	// *BatchError naming the event, whenever the store can tell which)
+	// and leaves none of envs on ex. Any other error may leave some of
+	// them: roll ex back.
+	InsertBatch(ctx context.Context, ex Execer, envs []Envelope, leases []Lease) (leased []bool, err error)
+}

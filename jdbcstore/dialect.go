@@ -124,6 +124,12 @@ type Capabilities struct {
 	// and its other insert errors inside a caller's transaction say that
 	// the transaction must be rolled back.
 	FailedStatementAbortsTx bool
+	// MaxBindParams is the most placeholders the driver and server take
+	// in one statement (SQLite 32766 since 3.32, MySQL/MariaDB and
+	// PostgreSQL 65535). The store splits a batch insert
+	// (Store.InsertBatch) into statements under it. Zero means 999, the
+	// old SQLite limit, which every database takes.
+	MaxBindParams int
 }
 
 // TimeSelector is implemented by dialects that must not let the driver

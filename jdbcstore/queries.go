@@ -47,6 +47,12 @@ type statements struct {
 	// available_at, created_at, locked_by, locked_until, order_key,
 	// order_seq, order_skip.
 	insert string
+	// insertPrefix + n × insertRow, comma-separated (+ insertSuffix): the
+	// multi-row insert of a batch, with '?' placeholders (Store.batchSQL
+	// rebinds it): insert's arguments for each row. insertSuffix makes a
+	// duplicate no row (returning the ids inserted) where a failed
+	// statement aborts the transaction.
+	insertPrefix, insertRow, insertSuffix string
 	// nextSeq takes the next position of a key under the key row's lock:
 	// order_key. It returns last_seq (RETURNING), or, with
 	// nextSeqByInsertID (ON DUPLICATE KEY UPDATE dialects), sets it as the
@@ -121,7 +127,9 @@ func buildStatements(d Dialect, table string) statements {
 	insertValues := "?, ?, ?, ?, ?, ?, ?, ?, ?, " + st(core.StatusNew) + ", 0, ?, ?, ?, ?, ?, ?, ?"
 
 	q := statements{
-		insert: insertInto + " VALUES (" + insertValues + ")",
+		insert:       insertInto + " VALUES (" + insertValues + ")",
+		insertPrefix: insertInto + " VALUES ",
+		insertRow:    "(" + insertValues + ")",
 		markDonePrefix: "UPDATE " + t + " SET status = " + st(core.StatusDone) + ", done_at = ?" +
 			releaseLease + " WHERE event_id IN (",
 		markDoneSuffix: ")" + notDone,
@@ -170,6 +178,7 @@ func buildStatements(d Dialect, table string) statements {
 		// as no row inserted.
 		q.insert += " ON CONFLICT (event_id) DO NOTHING"
 		q.insertIfFree += " ON CONFLICT (event_id) DO NOTHING"
+		q.insertSuffix = " ON CONFLICT (event_id) DO NOTHING RETURNING event_id"
 	}
 	q.markDone1 = q.markDonePrefix + "?" + q.markDoneSuffix
 	q.waitingPrefix = "SELECT 1 FROM " + t + " WHERE order_key IN ("

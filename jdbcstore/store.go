@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,8 @@ type Store struct {
 	// (keyCache): from New with a keys table, on a single-writer database
 	// once ApplySchema installed a schema that refuses stale positions.
 	keys atomic.Pointer[keyCache]
+	// batchSQL caches the multi-row insert of n rows (int → string).
+	batchSQL sync.Map
 
 	// busyHook, when set (by tests), is called before each wait of the
 	// busy retry loop.
@@ -162,17 +165,34 @@ func (s *Store) insertRow(ctx context.Context, ex core.Execer, env core.Envelope
 // statement for env's row: owned by lease (unowned when zero), at
 // position seq of its key when it is ordered.
 func (s *Store) rowArgs(ex core.Execer, env core.Envelope, lease core.Lease, seq int64) ([]any, error) {
-	if ex == nil {
-		return nil, fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)
+	if err := s.checkExecer(ex, env.ID()); err != nil {
+		return nil, err
 	}
 	if err := env.Validate(); err != nil {
 		return nil, fmt.Errorf("outbox: jdbcstore: insert: %w", err)
 	}
+	return s.rowValues(make([]any, 0, 18), env, lease, seq, s.now()) // room for insertIfFree's two more
+}
+
+// checkExecer refuses a nil ex and a transaction of another database
+// than the store's (when ex tells its database); id names the event in
+// the error.
+func (s *Store) checkExecer(ex core.Execer, id string) error {
+	if ex == nil {
+		return fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)
+	}
 	if td, ok := ex.(core.TxDatabase); ok {
 		if db := td.Database(); db != nil && db != s.db.DB {
-			return nil, fmt.Errorf("outbox: jdbcstore: insert %q into %s: %w", env.ID(), s.table, core.ErrForeignTx)
+			return fmt.Errorf("outbox: jdbcstore: insert %q into %s: %w", id, s.table, core.ErrForeignTx)
 		}
 	}
+	return nil
+}
+
+// rowValues appends to args the insertColumns values of env's row, a
+// valid envelope, created at now: owned by lease (unowned when zero), at
+// position seq of its key when it is ordered.
+func (s *Store) rowValues(args []any, env core.Envelope, lease core.Lease, seq int64, now time.Time) ([]any, error) {
 	headers, err := core.EncodeHeaders(env.RawHeaders())
 	if err != nil {
 		return nil, fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
@@ -181,7 +201,6 @@ func (s *Store) rowArgs(ex core.Execer, env core.Envelope, lease core.Lease, seq
 	if err != nil {
 		return nil, fmt.Errorf("outbox: jdbcstore: insert %q: encode payload: %w", env.ID(), err)
 	}
-	now := s.now()
 	due := now
 	if nb := env.NotBefore(); nb.After(due) {
 		due = nb
@@ -193,22 +212,21 @@ func (s *Store) rowArgs(ex core.Execer, env core.Envelope, lease core.Lease, seq
 		}
 		lockedBy, lockedUntil = lease.Owner, s.dialect.EncodeTime(lease.Until)
 	}
-	args := make([]any, 0, 18) // room for insertIfFree's two more
-	args = append(args,
+	var key, pos, skip any = nil, nil, 0
+	if k := env.OrderKey(); k != "" {
+		key, pos = k, seq
+		if env.OnDead() == core.SkipOnDead {
+			skip = 1
+		}
+	}
+	return append(args,
 		env.ID(), env.Type(),
 		nullString(env.AggregateType()), nullString(env.AggregateID()), nullString(env.TenantID()),
 		s.dialect.EncodeTime(env.OccurredAt()),
 		payload, int64(env.PayloadKind()), nullString(headers),
 		s.dialect.EncodeTime(due), s.dialect.EncodeTime(now), lockedBy, lockedUntil,
-		nil, nil, 0,
-	)
-	if key := env.OrderKey(); key != "" {
-		args[13], args[14] = key, seq
-		if env.OnDead() == core.SkipOnDead {
-			args[15] = 1
-		}
-	}
-	return args, nil
+		key, pos, skip,
+	), nil
 }
 
 // execInsert runs one insert statement and returns the rows it inserted

@@ -127,6 +127,20 @@ func (t *Tenant) PublishTx(ctx context.Context, tx outbox.Tx, env core.Envelope)
 	return t.client.PublishTx(ctx, tx, env)
 }
 
+// PublishAll inserts envs into the tenant's outbox on the transaction
+// carried by ctx, together, and hands them to the dispatcher after
+// commit; it returns their ids in order. See outbox.Outbox.PublishAll.
+func (t *Tenant) PublishAll(ctx context.Context, envs ...core.Envelope) ([]string, error) {
+	return t.client.PublishAll(ctx, envs...)
+}
+
+// PublishAllTx inserts envs on tx, a transaction on the tenant's
+// database, together, and returns their ids in order. See
+// outbox.Outbox.PublishAllTx.
+func (t *Tenant) PublishAllTx(ctx context.Context, tx outbox.Tx, envs ...core.Envelope) ([]string, error) {
+	return t.client.PublishAllTx(ctx, tx, envs...)
+}
+
 // Adopt carries tx, a transaction the caller began on the tenant's
 // database, in the returned ctx (see txctx.Manager.Adopt): Publish writes
 // on it, InTx joins it, and committing through the returned *txctx.Tx

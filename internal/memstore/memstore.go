@@ -72,23 +72,76 @@ func (s *Store) Insert(_ context.Context, _ core.Execer, env core.Envelope, leas
 	if _, dup := s.rows[env.ID()]; dup {
 		return fmt.Errorf("%w: %s", core.ErrDuplicateEvent, env.ID())
 	}
-	h, err := core.EncodeHeaders(env.RawHeaders())
+	r, err := s.record(env, lease)
 	if err != nil {
 		return err
+	}
+	s.rows[env.ID()] = r
+	return nil
+}
+
+var _ core.BatchInserter = (*Store)(nil)
+
+// InsertBatch implements core.BatchInserter, all or nothing: Fail is
+// consulted with "insert" for every event first, and an error, a
+// duplicate id (in the batch or the store) or an invalid envelope
+// returns a *core.BatchError and stores none of envs. It keeps no order:
+// an ordered envelope is stored like any other (the publishing client
+// refuses ordered events for a store without core.OrderedInserter).
+func (s *Store) InsertBatch(_ context.Context, _ core.Execer, envs []core.Envelope, leases []core.Lease) ([]bool, error) {
+	if len(leases) != len(envs) {
+		return nil, fmt.Errorf("memstore: %d leases for %d events", len(leases), len(envs))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs := make([]*core.Record, len(envs))
+	seen := make(map[string]bool, len(envs))
+	for i, env := range envs {
+		fail := func(err error) ([]bool, error) {
+			return nil, &core.BatchError{Index: i, ID: env.ID(), Err: err}
+		}
+		if err := env.Validate(); err != nil {
+			return fail(err)
+		}
+		if err := s.fail("insert", env.ID()); err != nil {
+			return fail(err)
+		}
+		if _, dup := s.rows[env.ID()]; dup || seen[env.ID()] {
+			return fail(fmt.Errorf("%w: %s", core.ErrDuplicateEvent, env.ID()))
+		}
+		seen[env.ID()] = true
+		r, err := s.record(env, leases[i])
+		if err != nil {
+			return fail(err)
+		}
+		recs[i] = r
+	}
+	leased := make([]bool, len(envs))
+	for i, r := range recs {
+		s.rows[r.ID] = r
+		leased[i] = !leases[i].IsZero()
+	}
+	return leased, nil
+}
+
+// record is the NEW row of env, owned by lease.
+func (s *Store) record(env core.Envelope, lease core.Lease) (*core.Record, error) {
+	h, err := core.EncodeHeaders(env.RawHeaders())
+	if err != nil {
+		return nil, err
 	}
 	now := s.now().UTC()
 	due := now
 	if nb := env.NotBefore(); nb.After(due) {
 		due = nb.UTC()
 	}
-	s.rows[env.ID()] = &core.Record{
+	return &core.Record{
 		LockedBy: lease.Owner, LockedUntil: lease.Until,
 		ID: env.ID(), Type: env.Type(), OccurredAt: env.OccurredAt(),
 		AggregateType: env.AggregateType(), AggregateID: env.AggregateID(), TenantID: env.TenantID(),
 		HeadersJSON: h, Payload: env.Payload(), PayloadKind: env.PayloadKind(),
 		Status: core.StatusNew, AvailableAt: due, CreatedAt: now,
-	}
-	return nil
+	}, nil
 }
 
 // Put stores a raw record as is (for tests of undecodable rows).

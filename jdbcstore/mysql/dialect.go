@@ -69,7 +69,8 @@ func (mysqlDialect) Capabilities() jdbcstore.Capabilities {
 	// InnoDB rolls back the whole transaction after a deadlock (and a lock
 	// wait timeout with innodb_rollback_on_timeout); the session goes on in
 	// autocommit mode and COMMIT succeeds on nothing.
-	return jdbcstore.Capabilities{SkipLocked: true, UpdateOrderLimit: true, SilentRollback: true, OnDuplicateKeyUpdate: true}
+	return jdbcstore.Capabilities{SkipLocked: true, UpdateOrderLimit: true, SilentRollback: true, OnDuplicateKeyUpdate: true,
+		MaxBindParams: 65535}
 }
 
 // quoteIdent uses backticks, which work whatever sql_mode (ANSI_QUOTES)
