@@ -83,6 +83,7 @@ func Run(t *testing.T, h Harness) {
 	run := func(t *testing.T) {
 		s := &suite{h: h}
 		t.Run("Insert", s.testInsert)
+		t.Run("Batch", s.testBatch)
 		t.Run("Payload", s.testPayload)
 		t.Run("MarkDone", s.testMarkDone)
 		t.Run("MarkRetry", s.testMarkRetry)
