@@ -136,9 +136,9 @@ func TestPublishAllRefusesABadEnvelopeBeforeWriting(t *testing.T) {
 		id    string
 		want  error
 	}{
-		"invalid":        {[]core.Envelope{envs[0], envs[1], {}, envs[3]}, 2, "", core.ErrEmptyEventType},
-		"duplicate id":   {[]core.Envelope{envs[0], envs[1], envs[2], envs[1]}, 3, envs[1].ID(), core.ErrDuplicateEvent},
-		"invalid first":  {[]core.Envelope{{}, envs[1]}, 0, "", core.ErrEmptyEventType},
+		"invalid":       {[]core.Envelope{envs[0], envs[1], {}, envs[3]}, 2, "", core.ErrEmptyEventType},
+		"duplicate id":  {[]core.Envelope{envs[0], envs[1], envs[2], envs[1]}, 3, envs[1].ID(), core.ErrDuplicateEvent},
+		"invalid first": {[]core.Envelope{{}, envs[1]}, 0, "", core.ErrEmptyEventType},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
