@@ -18,6 +18,7 @@ import (
 const (
 	scenarioFloor    = "floor"
 	scenarioPublish  = "publish"
+	scenarioBatch    = "batch"
 	scenarioEndToEnd = "end_to_end"
 	scenarioLatency  = "latency"
 	scenarioOverload = "overload"
@@ -47,7 +48,7 @@ const (
 )
 
 // allScenarios lists every scenario in run order.
-var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
+var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioBatch, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
 	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup}
 
 // orderedScenarios are the scenarios of ordered events, run by default
@@ -116,6 +117,11 @@ PostgreSQL database outbox_bench_<random> dropped at the end):
   publish     the same business tx publishing through the framework (InTx +
               Publish), dispatcher running with a no-op listener; the rate of
               committed transactions.
+  batch       publish with 10 events per business tx: one business row and one
+              PublishAll of 10 events (one multi-row INSERT), N/10 tx; the rate
+              of committed events, against publish's one event per tx
+              (batch_speedup). Its notes add done_events_per_s: first publish
+              until every event is DONE.
   end_to_end  publish -> listener -> DONE: from the first publish until every
               row is DONE in the table.
   latency     commit returned -> listener invoked, publishers paced at 0.5 x
@@ -189,7 +195,7 @@ Observed scenario (run by default only with -observe):
               their aggregations, collected once at the end). Its notes
               give the spans exported and metric data points collected.
 
-floor, publish, end_to_end, ordered_end_to_end, observed_end_to_end and
+floor, publish, batch, end_to_end, ordered_end_to_end, observed_end_to_end and
 relay run -rounds times, interleaved, and report their median round.
 
 Ratios (all measured within one run, same process and settings):
@@ -197,6 +203,8 @@ Ratios (all measured within one run, same process and settings):
   publish_ratio     (summary) floor rate / publish rate: the cost factor of
                     publishing over a bare INSERT; target <= 1.15.
   end_to_end_ratio  (summary) end_to_end rate / floor rate; target >= 0.8.
+  batch_speedup     (summary) batch rate / publish rate, both in events/s:
+                    what 10 events per transaction gain; target >= 5.
   ordered_ratio     (summary) ordered_end_to_end rate / end_to_end rate;
                     target >= 0.7.
   relay_ratio       (summary) relay rate / end_to_end rate; target >= 0.7.
@@ -406,6 +414,9 @@ func (o *options) validate() error {
 	}
 	if o.has(scenarioWakeup) && !slices.Contains(notifyingDBs, o.db) {
 		return fmt.Errorf("-scenarios: wakeup needs a database that announces commits (%s), not %s", strings.Join(notifyingDBs, ", "), o.db)
+	}
+	if o.has(scenarioBatch) && !o.has(scenarioPublish) {
+		return errors.New("-scenarios: batch is measured against publish (batch_speedup), so it needs publish")
 	}
 	if o.has(scenarioLatency) && !o.has(scenarioEndToEnd) {
 		return errors.New("-scenarios: latency paces itself at half the end_to_end rate, so it needs end_to_end")

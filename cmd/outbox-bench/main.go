@@ -75,6 +75,8 @@ type bench struct {
 	lost                            *int
 	loadStart                       *float64
 	rssResetErr                     error
+
+	batchRate float64 // batch
 }
 
 // run is the whole command: parse args, run the selected scenarios, print
@@ -141,7 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // throughputScenarios run -rounds times, interleaved.
-var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay}
+var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioBatch, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay}
 
 // runAll runs the selected scenarios and prints their lines. The
 // throughput scenarios (floor, publish, end_to_end, ordered_end_to_end,
@@ -153,6 +155,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 	funcs := map[string]func(context.Context) (result, error){
 		scenarioFloor:    b.runFloor,
 		scenarioPublish:  b.runPublish,
+		scenarioBatch:    b.runBatch,
 		scenarioEndToEnd: b.runEndToEnd,
 		scenarioLatency:  b.runLatency,
 		scenarioOverload: b.runOverload,
@@ -200,6 +203,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 	b.floorRate = medians[scenarioFloor].rate
 	b.publishRate = medians[scenarioPublish].rate
 	b.e2eRate = medians[scenarioEndToEnd].rate
+	b.batchRate = medians[scenarioBatch].rate
 	b.orderedRate = medians[scenarioOrderedE2E].rate
 	b.relayRate = medians[scenarioRelay].rate
 	b.observedRate = medians[scenarioObservedE2E].rate
@@ -287,6 +291,12 @@ func (b *bench) summary() summary {
 			if *s.EndToEndRatio < targetEndToEndRatio {
 				miss(fmt.Sprintf("end_to_end_ratio >= %.2f", targetEndToEndRatio))
 			}
+		}
+	}
+	if b.batchRate > 0 && b.publishRate > 0 {
+		s.BatchSpeedup = round(b.batchRate/b.publishRate, 2)
+		if *s.BatchSpeedup < targetBatchSpeedup {
+			miss(fmt.Sprintf("batch_speedup >= %.0f", targetBatchSpeedup))
 		}
 	}
 	if s.P99us != nil && *s.P99us > targetP99us {

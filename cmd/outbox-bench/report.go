@@ -12,6 +12,7 @@ import (
 const (
 	targetPublishRatio  = 1.15 // floor rate / publish rate, at most
 	targetEndToEndRatio = 0.8  // end_to_end rate / floor rate, at least
+	targetBatchSpeedup  = 5.0  // batch rate / publish rate (events/s), at least
 	targetPeakRSSMiB    = 64   // overload peak RSS, at most (small payloads)
 	// With -payload, overload's peak RSS may be at most
 	// targetRSSBudgetFactor × the dispatcher's payload budget
@@ -89,6 +90,8 @@ type summary struct {
 	PublishRatio  *float64 `json:"publish_ratio,omitempty"`
 	P99us         *float64 `json:"p99_us,omitempty"`
 	WakeupP99us   *float64 `json:"wakeup_p99_us,omitempty"`
+	// BatchSpeedup is the batch rate / the publish rate (events/s).
+	BatchSpeedup *float64 `json:"batch_speedup,omitempty"`
 	// The ordered scenarios: ordered_end_to_end's keys, its rate / the
 	// end_to_end rate, the events/s of ordered_one_key and the p99 of
 	// ordered_latency.
@@ -206,6 +209,10 @@ func (p *printer) summary(s summary) {
 	}
 	if s.EndToEndRatio != nil {
 		parts = append(parts, fmt.Sprintf("end_to_end_ratio %.3f (e2e/floor, target >= %.2f)", *s.EndToEndRatio, targetEndToEndRatio))
+	}
+	if s.BatchSpeedup != nil {
+		parts = append(parts, fmt.Sprintf("batch_speedup %.2f (batch/publish events/s, %d events per tx, target >= %.0f)",
+			*s.BatchSpeedup, batchSize, targetBatchSpeedup))
 	}
 	if s.P99us != nil {
 		parts = append(parts, fmt.Sprintf("latency p99 %.1f us (target <= %d)", *s.P99us, targetP99us))
