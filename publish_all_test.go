@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/parts"
+	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -210,4 +212,66 @@ func sameList(t *testing.T, what string, got, want []string) {
 	if !slices.Equal(got, want) {
 		t.Errorf("%s: %q, want %q", what, got, want)
 	}
+}
+
+// A batch on another outbox's transaction is refused, leaving that
+// transaction usable; on MySQL a batch whose transaction the server
+// rolled back (a killed connection, the error swallowed) fails the commit
+// and reaches no listener.
+func TestPublishAllTransactionSafety(t *testing.T) {
+	for name, open := range testDatabases {
+		t.Run(name+" foreign transaction", func(t *testing.T) {
+			dbA, dbB := open(t, "a.db"), open(t, "b.db")
+			var seenA, seenB atomic.Int64
+			obA, _ := startOutbox(t, dbA, &seenA)
+			obB, mB := startOutbox(t, dbB, &seenB)
+			ctx := context.Background()
+			var foreignErr error
+			err := obA.InTx(ctx, func(ctx context.Context) error {
+				_, foreignErr = obB.PublishAll(ctx, batchEvents(t, "foreign", 3)...)
+				_, err := obA.PublishAll(ctx, batchEvents(t, "own", 2)...)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !errors.Is(foreignErr, core.ErrForeignTx) {
+				t.Fatalf("obB.PublishAll with obA's transaction = %v, want ErrForeignTx", foreignErr)
+			}
+			if a, b := countRows(t, dbA), countRows(t, dbB); a != 2 || b != 0 || mB.Hot.Load() != 0 {
+				t.Fatalf("A holds %d events, B %d (hot %d); want 2, 0, 0", a, b, mB.Hot.Load())
+			}
+		})
+	}
+	t.Run("mysql killed connection", func(t *testing.T) {
+		db := testdb.MySQL(t)
+		var seen atomic.Int64
+		ob, m := startOutbox(t, db, &seen)
+		ctx := context.Background()
+		var stmtErr error
+		err := ob.InTx(ctx, func(ctx context.Context) error {
+			tx, _ := txctx.From(ctx)
+			if _, err := ob.PublishAll(ctx, batchEvents(t, "killed", 4)...); err != nil {
+				return err
+			}
+			var connID int64
+			if err := tx.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&connID); err != nil {
+				return err
+			}
+			if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", connID)); err != nil {
+				return err
+			}
+			_, stmtErr = tx.ExecContext(ctx, `SELECT 1`)
+			return nil // swallowed
+		})
+		if stmtErr == nil || err == nil {
+			t.Fatalf("statement error %v, InTx %v: want both to fail on a killed connection", stmtErr, err)
+		}
+		if n := m.Hot.Load(); n != 0 {
+			t.Fatalf("%d events reached the hot path", n)
+		}
+		if n := countRows(t, db); n != 0 {
+			t.Fatalf("outbox holds %d rows, want 0", n)
+		}
+	})
 }
