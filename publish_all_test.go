@@ -173,7 +173,18 @@ func TestPublishAll(t *testing.T) {
 					if !errors.As(err, &be) || be.Index != 1 || be.ID != envs[3].ID() || !errors.Is(err, core.ErrDuplicateEvent) {
 						t.Errorf("stored id: err = %v, want a BatchError at 1 wrapping ErrDuplicateEvent", err)
 					}
-					// The transaction goes on, without any of them.
+					// A stored id among ordered events, after the
+					// unordered ones went in: those are taken back too.
+					keyed := mustBuild(t, outbox.NewEvent("E").ID("fresh-keyed").OrderKey("fresh").PayloadJSONString(`{}`))
+					_, err = ob.PublishAll(ctx, fresh[0], keyed, envs[1]) // envs[1] is stored and ordered
+					if !errors.As(err, &be) || be.Index != 2 || be.ID != envs[1].ID() || !errors.Is(err, core.ErrDuplicateEvent) {
+						t.Errorf("stored ordered id: err = %v, want a BatchError at 2 wrapping ErrDuplicateEvent", err)
+					}
+					if _, err := ob.Get(ctx, keyed.ID()); !errors.Is(err, core.ErrNotFound) {
+						t.Errorf("%s: Get = %v, want ErrNotFound", keyed.ID(), err)
+					}
+					// The transaction goes on, without any of them, and
+					// commits.
 					_, err = ob.Publish(ctx, fresh[1])
 					return err
 				})

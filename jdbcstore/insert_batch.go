@@ -192,7 +192,6 @@ func (s *Store) insertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 				return nil, s.abortedNote(ex, fmt.Errorf("outbox: jdbcstore: insert batch: notify: %w", err))
 			}
 		}
-		s.checkBeforeCommit(ex, envs[plain[0]].ID())
 	}
 	// The ordered events come last, so that the locks of their keys are
 	// held for the shortest time. Should one of them find its id taken,
@@ -201,13 +200,16 @@ func (s *Store) insertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 	// them as not DONE, which only makes the next publish on the key read
 	// or check its last event.
 	for _, i := range ordered {
-		l, err := s.InsertOrdered(ctx, ex, envs[i], leases[i])
+		l, err := s.insertOrdered(ctx, ex, envs[i], leases[i])
 		if err != nil {
 			return nil, s.undoBatch(ctx, ex, inserted, batchError(i, envs[i], err))
 		}
 		leased[i] = l
 		inserted = append(inserted, envs[i].ID())
 	}
+	// Only now is the batch sure to stay: the check before commit (MySQL)
+	// must not name a row an undo took back.
+	s.checkBeforeCommit(ex, inserted[0])
 	return leased, nil
 }
 

@@ -32,6 +32,17 @@ var _ core.OrderedInserter = (*Store)(nil)
 // (*sql.Tx, *sqlx.Tx, txctx's Tx); the store's own pool is refused, since
 // an autocommit insert could leave a gap in the key's positions.
 func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) (bool, error) {
+	leased, err := s.insertOrdered(ctx, ex, env, lease)
+	if err == nil {
+		s.checkBeforeCommit(ex, env.ID())
+	}
+	return leased, err
+}
+
+// insertOrdered is InsertOrdered without the check before commit, which
+// the caller registers once its rows are sure to stay (InsertBatch may
+// take the row back).
+func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) (bool, error) {
 	key := env.OrderKey()
 	switch {
 	case ex == nil:

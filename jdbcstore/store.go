@@ -112,10 +112,15 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 // events only).
 func (s *Store) insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, seq int64) error {
 	_, err := s.insertRow(ctx, ex, env, lease, seq, 0)
+	if err == nil {
+		s.checkBeforeCommit(ex, env.ID())
+	}
 	return err
 }
 
-// insertRow inserts env's row. With ifFree > 0 (an ordered event whose
+// insertRow inserts env's row (its callers then register the check
+// before commit, checkBeforeCommit, once the row is sure to stay). With
+// ifFree > 0 (an ordered event whose
 // lease is set, at position seq = ifFree+1) the row takes lease only when
 // the event at position ifFree of its key no longer holds the key, in the
 // same statement; otherwise it is inserted without an owner by a second
@@ -133,7 +138,6 @@ func (s *Store) insertRow(ctx context.Context, ex core.Execer, env core.Envelope
 			return false, err
 		}
 		if n == 1 {
-			s.checkBeforeCommit(ex, env.ID())
 			return true, nil
 		}
 		// The event before still holds the key (or, where duplicates are
@@ -157,7 +161,6 @@ func (s *Store) insertRow(ctx context.Context, ex core.Execer, env core.Envelope
 			return false, fmt.Errorf("outbox: jdbcstore: insert %q: notify: %w", env.ID(), err)
 		}
 	}
-	s.checkBeforeCommit(ex, env.ID())
 	return !lease.IsZero(), nil
 }
 

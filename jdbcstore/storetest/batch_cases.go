@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/txctx"
 )
 
 // leasesOf returns n copies of lease.
@@ -311,6 +312,35 @@ func (s *suite) testBatch(t *testing.T) {
 		if !publishOrdered(t, st, orderedEvent(t, "o-next", "k2", core.BlockOnDead), lease, false) {
 			t.Error("the next event of a key whose batch was taken back did not take its lease")
 		}
+	})
+
+	t.Run("DuplicateTakenBackBeforeTheCommitCheck", func(t *testing.T) {
+		// On a transaction that checks before commit that the database
+		// did not roll it back (txctx's, on MySQL and MariaDB), a batch
+		// taken back after a duplicate leaves no check on its rows: the
+		// transaction commits.
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
+		publishOrdered(t, st, orderedEvent(t, "c-taken", "k", core.BlockOnDead), lease, false)
+		envs := []core.Envelope{
+			jsonEvent(t, "c-plain"),
+			orderedEvent(t, "c-new", "k2", core.BlockOnDead),
+			orderedEvent(t, "c-taken", "k3", core.BlockOnDead),
+		}
+		after := jsonEvent(t, "c-after")
+		err := txctx.NewX(st.DB()).Do(t.Context(), func(ctx context.Context) error {
+			tx, _ := txctx.From(ctx)
+			_, err := insertBatch(ctx, st, tx, envs, lease)
+			batchErrorAt(t, err, 2, "c-taken", core.ErrDuplicateEvent)
+			_, err = insertBatch(ctx, st, tx, []core.Envelope{after}, lease)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("commit after the batch was taken back: %v", err)
+		}
+		absent(t, st, envs[0], envs[1])
+		sameEnvelope(t, get(t, st, after.ID()), after)
 	})
 
 	t.Run("OnTheStoresDatabase", func(t *testing.T) {
