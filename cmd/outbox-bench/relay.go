@@ -53,6 +53,12 @@ type relayTarget struct {
 	// close closes the relay (after the outbox), deletes the destination
 	// and closes the connection.
 	close func(ctx context.Context) error
+	// floor, when set, measures the broker floor on the same destination
+	// right after the relay scenario: n messages like the relay's from a
+	// minimal publisher, as fast as the broker confirms them, in
+	// messages/s; notes describe how they were sent. workers is the
+	// relay's concurrency (its dispatcher workers).
+	floor func(ctx context.Context, n, workers int) (rate float64, notes []string, err error)
 }
 
 // openRelay sets up the -relay broker for one scenario.
@@ -117,6 +123,15 @@ func (b *bench) runRelay(ctx context.Context) (result, error) {
 		return r, err
 	}
 	r.ColdEnqueued = ptr(h.m.coldEnqueued.Load())
+	if t.floor != nil {
+		rate, notes, err := t.floor(ctx, b.opts.n, b.opts.relayWorkers)
+		if err != nil {
+			return r, fmt.Errorf("broker floor: %w", err)
+		}
+		r.relayFloor = rate
+		r.Notes = append(r.Notes, fmt.Sprintf("broker_floor/s=%.0f", rate), fmt.Sprintf("relay/broker_floor=%.3f", r.rate/rate))
+		r.Notes = append(r.Notes, notes...)
+	}
 	return r, nil
 }
 

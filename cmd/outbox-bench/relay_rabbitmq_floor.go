@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/relay"
+	"github.com/outbox-go/outbox/relay/rabbitmq"
+)
+
+// The broker floor's settings: the best this 2-core box showed for a
+// durable classic queue (see rabbitFloorRun).
+const (
+	rabbitFloorChannels = 1
+	rabbitFloorWindow   = 256
+)
+
+// rabbitFloorRun measures the broker floor on the scenario's exchange: n
+// messages with the best settings (rabbitFloorChannels channels of
+// rabbitFloorWindow outstanding confirms), and n more with as many
+// outstanding confirms as the relay can have (workers, one per dispatcher
+// worker, over the relay's default channels), reported as a note. It
+// returns the rate of the first, on a connection of its own.
+func rabbitFloorRun(ctx context.Context, url, exchange, key string, n, workers int) (float64, []string, error) {
+	conn, err := amqp.DialConfig(url, amqp.Config{Properties: amqp.Table{"connection_name": "outbox-bench floor"}})
+	if err != nil {
+		return 0, nil, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	d, err := rabbitFloor(ctx, conn, exchange, key, n, rabbitFloorChannels, rabbitFloorWindow)
+	if err != nil {
+		return 0, nil, err
+	}
+	best := rate(n, d)
+	channels := min(rabbitmq.DefaultChannels, workers)
+	window := (workers + channels - 1) / channels
+	d, err = rabbitFloor(ctx, conn, exchange, key, n, channels, window)
+	if err != nil {
+		return 0, nil, err
+	}
+	return best, []string{
+		fmt.Sprintf("broker_floor=%dx%d_confirms", rabbitFloorChannels, rabbitFloorWindow),
+		fmt.Sprintf("broker_floor_at_%dx%d/s=%.0f", channels, window, rate(n, d)),
+	}, nil
+}
+
+// rabbitFloorMessage returns message i of the broker floor: the message
+// the relay sends for the bench's event i (same body, properties and
+// headers, so the same size on the wire and on disk), built once up front.
+func rabbitFloorMessage(i int) (amqp.Publishing, error) {
+	ref := orderRef("rfloor", i)
+	env, err := outbox.NewEvent(eventType).AggregateType(aggregateType).AggregateID(ref).
+		PayloadJSON(orderPayload(ref, orderAmount(i))).Build()
+	if err != nil {
+		return amqp.Publishing{}, err
+	}
+	headers := amqp.Table{}
+	relay.Headers(env, func(k, v string) { headers[k] = v })
+	return amqp.Publishing{
+		Headers:      headers,
+		DeliveryMode: amqp.Persistent,
+		MessageId:    env.ID(),
+		Timestamp:    env.OccurredAt(),
+		Type:         env.Type(),
+		ContentType:  "application/json",
+		Body:         env.RawPayload(),
+	}, nil
+}
+
+// rabbitFloor publishes n messages to exchange with routing key key, the
+// way a minimal publisher gets the most out of the broker: persistent and
+// mandatory like the relay's, on channels channels in confirm mode, each
+// keeping up to window publishes awaiting their confirm (tracked with
+// NotifyPublish, which the broker may acknowledge several at a time). It
+// returns how long it took from the first publish to the last confirm. A
+// nack, a return or a closed channel fails it.
+func rabbitFloor(ctx context.Context, conn *amqp.Connection, exchange, key string, n, channels, window int) (time.Duration, error) {
+	msgs := make([]amqp.Publishing, n)
+	for i := range msgs {
+		m, err := rabbitFloorMessage(i)
+		if err != nil {
+			return 0, err
+		}
+		msgs[i] = m
+	}
+	type floorChan struct {
+		ch       *amqp.Channel
+		confirms chan amqp.Confirmation
+		returns  chan amqp.Return
+	}
+	chans := make([]floorChan, channels)
+	defer func() {
+		for _, c := range chans {
+			if c.ch != nil {
+				_ = c.ch.Close()
+			}
+		}
+	}()
+	for i := range chans {
+		ch, err := conn.Channel()
+		if err != nil {
+			return 0, fmt.Errorf("floor: open channel: %w", err)
+		}
+		chans[i].ch = ch
+		if err := ch.Confirm(false); err != nil {
+			return 0, fmt.Errorf("floor: confirm mode: %w", err)
+		}
+		chans[i].confirms = ch.NotifyPublish(make(chan amqp.Confirmation, window))
+		chans[i].returns = ch.NotifyReturn(make(chan amqp.Return, window))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+	start := time.Now()
+	for _, c := range chans {
+		slots := make(chan struct{}, window)
+		var sent atomic.Int64
+		publisherDone := make(chan struct{})
+		wg.Go(func() { // publisher
+			defer close(publisherDone)
+			for {
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := c.ch.PublishWithContext(ctx, exchange, key, true, false, msgs[i]); err != nil {
+					fail(fmt.Errorf("floor: publish: %w", err))
+					return
+				}
+				sent.Add(1)
+			}
+		})
+		wg.Go(func() { // confirms of this channel
+			var got int64
+			publisherDone := publisherDone
+			for {
+				select {
+				case cf, ok := <-c.confirms:
+					if !ok {
+						fail(errors.New("floor: channel closed awaiting confirms"))
+						return
+					}
+					if !cf.Ack {
+						fail(fmt.Errorf("floor: message %d nacked", cf.DeliveryTag))
+						return
+					}
+					got++
+					<-slots
+				case r := <-c.returns:
+					fail(fmt.Errorf("floor: message returned: %d %s", r.ReplyCode, r.ReplyText))
+					return
+				case <-publisherDone:
+					if got == sent.Load() {
+						return
+					}
+					publisherDone = nil // wait for the rest of the confirms
+				case <-ctx.Done():
+					return
+				}
+				if publisherDone == nil && got == sent.Load() {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return elapsed, firstErr
+}
