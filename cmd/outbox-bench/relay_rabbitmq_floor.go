@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,40 +16,37 @@ import (
 	"github.com/outbox-go/outbox/relay/rabbitmq"
 )
 
-// The broker floor's settings: the best this 2-core box showed for a
-// durable classic queue (see rabbitFloorRun).
-const (
-	rabbitFloorChannels = 1
-	rabbitFloorWindow   = 256
-)
+// rabbitFloorSettings are the channels x outstanding confirms the broker
+// floor tries besides the relay's own concurrency: the best a durable
+// classic queue showed on a 2-core box (a deep window on one channel, and
+// the same spread over the relay's default channels).
+var rabbitFloorSettings = [][2]int{{1, 256}, {rabbitmq.DefaultChannels, 64}}
 
-// rabbitFloorRun measures the broker floor on the scenario's exchange: n
-// messages with the best settings (rabbitFloorChannels channels of
-// rabbitFloorWindow outstanding confirms), and n more with as many
-// outstanding confirms as the relay can have (workers, one per dispatcher
-// worker, over the relay's default channels), reported as a note. It
-// returns the rate of the first, on a connection of its own.
+// rabbitFloorRun measures the broker floor on the scenario's exchange, on
+// a connection of its own: n messages with each of rabbitFloorSettings and
+// n more with as many outstanding confirms as the relay can have (workers,
+// one per dispatcher worker, over the relay's default channels). It
+// returns the best rate, and notes with every setting's rate.
 func rabbitFloorRun(ctx context.Context, url, exchange, key string, n, workers int) (float64, []string, error) {
 	conn, err := amqp.DialConfig(url, amqp.Config{Properties: amqp.Table{"connection_name": "outbox-bench floor"}})
 	if err != nil {
 		return 0, nil, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close()
-	d, err := rabbitFloor(ctx, conn, exchange, key, n, rabbitFloorChannels, rabbitFloorWindow)
-	if err != nil {
-		return 0, nil, err
-	}
-	best := rate(n, d)
 	channels := min(rabbitmq.DefaultChannels, workers)
-	window := (workers + channels - 1) / channels
-	d, err = rabbitFloor(ctx, conn, exchange, key, n, channels, window)
-	if err != nil {
-		return 0, nil, err
+	settings := append(slices.Clone(rabbitFloorSettings), [2]int{channels, (workers + channels - 1) / channels})
+	var best float64
+	var notes []string
+	for _, s := range settings {
+		d, err := rabbitFloor(ctx, conn, exchange, key, n, s[0], s[1])
+		if err != nil {
+			return 0, nil, fmt.Errorf("%d channels x %d confirms: %w", s[0], s[1], err)
+		}
+		r := rate(n, d)
+		best = max(best, r)
+		notes = append(notes, fmt.Sprintf("broker_floor_%dx%d/s=%.0f", s[0], s[1], r))
 	}
-	return best, []string{
-		fmt.Sprintf("broker_floor=%dx%d_confirms", rabbitFloorChannels, rabbitFloorWindow),
-		fmt.Sprintf("broker_floor_at_%dx%d/s=%.0f", channels, window, rate(n, d)),
-	}, nil
+	return best, notes, nil
 }
 
 // rabbitFloorMessage returns message i of the broker floor: the message

@@ -195,6 +195,17 @@ func TestSummaryRelayTargets(t *testing.T) {
 	if !s.TargetsMet || *s.RelayRatio != 0.7 || *s.RelayP99us != 5000 || s.Relay != "natsjs" {
 		t.Errorf("met: targets_met=%v missed=%v ratio=%v p99=%v relay=%q", s.TargetsMet, s.TargetsMissed, *s.RelayRatio, *s.RelayP99us, s.Relay)
 	}
+	b.relayFloorRate = 1400
+	s = b.summary()
+	if *s.RelayFloorPerS != 1400 || *s.RelayFloorRatio != 0.5 || !s.TargetsMet {
+		t.Errorf("floor: per_s=%v ratio=%v met=%v", *s.RelayFloorPerS, *s.RelayFloorRatio, s.TargetsMet)
+	}
+	var floorOut bytes.Buffer
+	(&printer{w: &floorOut}).summary(s)
+	if f := "relay_floor_ratio 0.500 (natsjs relay/broker floor of 1400 msg/s)"; !strings.Contains(floorOut.String(), f) {
+		t.Errorf("summary line lacks %q: %s", f, floorOut.String())
+	}
+	b.relayFloorRate = 0
 	b.relayRate, b.relayP99 = 690, ptr(5000.1)
 	s = b.summary()
 	want := []string{"relay_ratio >= 0.70", "relay_p99_us <= 5000"}
@@ -272,6 +283,18 @@ func TestRunSQLiteRabbitMQTiny(t *testing.T) {
 	var s map[string]any
 	if err := json.Unmarshal([]byte(lines[3]), &s); err != nil || s["relay"] != "rabbitmq" || s["relay_ratio"] == nil || s["relay_p99_us"] == nil {
 		t.Errorf("summary: %v %s", err, lines[3])
+	}
+	// The relay line carries the broker floor measured on its queue, and
+	// the summary the relay rate over it.
+	for _, f := range []string{"relay_floor_per_s", "relay_floor_ratio"} {
+		if v, ok := s[f].(float64); !ok || v <= 0 {
+			t.Errorf("summary %s = %v: %s", f, s[f], lines[3])
+		}
+	}
+	for _, prefix := range []string{"broker_floor/s=", "relay/broker_floor=", "broker_floor_1x256/s=", "broker_floor_4x4/s="} {
+		if !strings.Contains(lines[1], `"`+prefix) {
+			t.Errorf("relay line lacks a note %s...: %s", prefix, lines[1])
+		}
 	}
 	t.Logf("%s\n%s", lines[1], lines[2])
 }
