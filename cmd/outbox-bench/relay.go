@@ -172,18 +172,34 @@ func (b *bench) runRelayLatency(ctx context.Context) (result, error) {
 	return r, nil
 }
 
+// storedWait bounds how long checkStored waits for the count to reach the
+// acknowledged events: a consumer draining the destination may still have
+// messages in flight (sent by the broker, not yet counted).
+const storedWait = 10 * time.Second
+
 // checkStored fails when the broker holds fewer messages than the events
-// the relay reported acknowledged (want).
+// the relay reported acknowledged (want), after waiting up to storedWait
+// for the count to get there.
 func checkStored(ctx context.Context, t *relayTarget, want int) error {
 	if t.stored == nil {
 		return nil
 	}
-	n, err := t.stored(ctx)
-	if err != nil {
-		return fmt.Errorf("counting the messages the broker stored: %w", err)
+	deadline := time.Now().Add(storedWait)
+	for {
+		n, err := t.stored(ctx)
+		if err != nil {
+			return fmt.Errorf("counting the messages the broker stored: %w", err)
+		}
+		if n >= int64(want) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the broker stored %d messages, but %d events were acknowledged", n, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	if n < int64(want) {
-		return fmt.Errorf("the broker stored %d messages, but %d events were acknowledged", n, want)
-	}
-	return nil
 }

@@ -298,3 +298,20 @@ func TestRunSQLiteRabbitMQTiny(t *testing.T) {
 	}
 	t.Logf("%s\n%s", lines[1], lines[2])
 }
+
+// TestCheckStoredWaits: a count that reaches the acknowledged events a
+// little later (a consumer's messages still in flight) passes; one that
+// does not fails once the ctx ends, naming both numbers.
+func TestCheckStoredWaits(t *testing.T) {
+	calls := 0
+	rising := &relayTarget{stored: func(context.Context) (int64, error) { calls++; return int64(97 + calls), nil }}
+	if err := checkStored(context.Background(), rising, 100); err != nil || calls != 3 {
+		t.Errorf("rising count: err=%v after %d calls, want nil after 3", err, calls)
+	}
+	stuck := &relayTarget{stored: func(context.Context) (int64, error) { return 99, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := checkStored(ctx, stuck, 100); !errors.Is(err, context.Canceled) {
+		t.Errorf("stuck count, ctx ended: err=%v, want context.Canceled", err)
+	}
+}
