@@ -77,7 +77,7 @@ func openRabbitMQ(ctx context.Context, url, run string, log *slog.Logger) (*rela
 			return err
 		},
 		floor: func(ctx context.Context, n, workers int) (float64, []string, error) {
-			return rabbitFloorRun(ctx, url, name, "bench."+eventType, n, workers)
+			return rabbitFloorRun(ctx, r, url, name, "bench."+eventType, n, workers)
 		},
 	}, nil
 }

@@ -25,9 +25,11 @@ var rabbitFloorSettings = [][2]int{{1, 256}, {rabbitmq.DefaultChannels, 64}}
 // rabbitFloorRun measures the broker floor on the scenario's exchange, on
 // a connection of its own: n messages with each of rabbitFloorSettings and
 // n more with as many outstanding confirms as the relay can have (workers,
-// one per dispatcher worker, over the relay's default channels). It
-// returns the best rate, and notes with every setting's rate.
-func rabbitFloorRun(ctx context.Context, url, exchange, key string, n, workers int) (float64, []string, error) {
+// one per dispatcher worker, over the relay's default channels). Then it
+// measures the relay alone, without the outbox: l.OnEvent for n events
+// from workers goroutines (relay_direct). It returns the best floor rate,
+// and notes with every rate.
+func rabbitFloorRun(ctx context.Context, l outbox.Listener, url, exchange, key string, n, workers int) (float64, []string, error) {
 	conn, err := amqp.DialConfig(url, amqp.Config{Properties: amqp.Table{"connection_name": "outbox-bench floor"}})
 	if err != nil {
 		return 0, nil, fmt.Errorf("connect: %w", err)
@@ -46,7 +48,28 @@ func rabbitFloorRun(ctx context.Context, url, exchange, key string, n, workers i
 		best = max(best, r)
 		notes = append(notes, fmt.Sprintf("broker_floor_%dx%d/s=%.0f", s[0], s[1], r))
 	}
+	d, err := relayDirect(ctx, l, n, workers)
+	if err != nil {
+		return 0, nil, fmt.Errorf("relay_direct: %w", err)
+	}
+	notes = append(notes, fmt.Sprintf("relay_direct/s=%.0f", rate(n, d)))
 	return best, notes, nil
+}
+
+// relayDirect calls l.OnEvent for n events like the bench's from workers
+// goroutines, each awaiting its own call: the relay alone, no database.
+func relayDirect(ctx context.Context, l outbox.Listener, n, workers int) (time.Duration, error) {
+	envs := make([]outbox.Envelope, n)
+	for i := range envs {
+		ref := orderRef("rdirect", i)
+		env, err := outbox.NewEvent(eventType).AggregateType(aggregateType).AggregateID(ref).
+			PayloadJSON(orderPayload(ref, orderAmount(i))).Build()
+		if err != nil {
+			return 0, err
+		}
+		envs[i] = env
+	}
+	return runPool(ctx, workers, n, func(ctx context.Context, i int) error { return l.OnEvent(ctx, envs[i]) })
 }
 
 // rabbitFloorMessage returns message i of the broker floor: the message

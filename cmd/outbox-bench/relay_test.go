@@ -291,7 +291,7 @@ func TestRunSQLiteRabbitMQTiny(t *testing.T) {
 			t.Errorf("summary %s = %v: %s", f, s[f], lines[3])
 		}
 	}
-	for _, prefix := range []string{"broker_floor/s=", "relay/broker_floor=", "broker_floor_1x256/s=", "broker_floor_4x4/s="} {
+	for _, prefix := range []string{"broker_floor/s=", "relay/broker_floor=", "broker_floor_1x256/s=", "broker_floor_4x4/s=", "relay_direct/s="} {
 		if !strings.Contains(lines[1], `"`+prefix) {
 			t.Errorf("relay line lacks a note %s...: %s", prefix, lines[1])
 		}
