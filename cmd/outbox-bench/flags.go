@@ -179,6 +179,12 @@ messages and awaits each confirm):
               poller, and the scenario would measure the poller. Dispatcher
               workers: -relay-workers (default 16: a relay waits on the broker's ack,
               so it gets more workers than a local listener, as the README advises).
+              With rabbitmq, each round then measures on the same queue
+              the broker floor (broker_floor/s: a minimal amqp091-go
+              publisher, N messages identical to the relay's, the best of
+              1x256 and 4x64 channels x outstanding confirms; also at the
+              relay's own 4 x workers/4) and the relay alone (relay_direct/s:
+              OnEvent from -relay-workers goroutines, no database).
   relay_latency  latency through the relay: commit returned -> the relay
               returned (broker ack), paced at 0.5 x the relay rate, N/4
               events (at most ~5 s).
@@ -208,6 +214,9 @@ Ratios (all measured within one run, same process and settings):
   ordered_ratio     (summary) ordered_end_to_end rate / end_to_end rate;
                     target >= 0.7.
   relay_ratio       (summary) relay rate / end_to_end rate; target >= 0.7.
+  relay_floor_ratio (summary, rabbitmq) relay rate / the broker floor of
+                    the same round (relay_floor_per_s): what the relay does
+                    of what the broker allows; no target.
   observability_cost  (summary) 1 - observed_end_to_end rate / end_to_end
                     rate: the share of throughput OpenTelemetry tracing and
                     metrics cost; target <= 0.05.

@@ -68,6 +68,7 @@ type bench struct {
 	floorRate, publishRate, e2eRate float64
 	orderedRate, oneKeyRate         float64  // ordered_end_to_end, ordered_one_key
 	relayRate                       float64  // relay
+	relayFloorRate                  float64  // relay: the broker floor of its median round
 	observedRate                    float64  // observed_end_to_end
 	relayP99                        *float64 // relay_latency
 	p99, overloadRSS, wakeupP99     *float64
@@ -206,6 +207,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 	b.batchRate = medians[scenarioBatch].rate
 	b.orderedRate = medians[scenarioOrderedE2E].rate
 	b.relayRate = medians[scenarioRelay].rate
+	b.relayFloorRate = medians[scenarioRelay].relayFloor
 	b.observedRate = medians[scenarioObservedE2E].rate
 	for _, name := range throughput {
 		r := medians[name]
@@ -322,6 +324,10 @@ func (b *bench) summary() summary {
 		if *s.RelayRatio < targetRelayRatio {
 			miss(fmt.Sprintf("relay_ratio >= %.2f", targetRelayRatio))
 		}
+	}
+	if b.relayRate > 0 && b.relayFloorRate > 0 {
+		s.RelayFloorPerS = round(b.relayFloorRate, 1)
+		s.RelayFloorRatio = round(b.relayRate/b.relayFloorRate, 3)
 	}
 	if b.observedRate > 0 && b.e2eRate > 0 {
 		s.EndToEndPerS = round(b.e2eRate, 1)

@@ -76,6 +76,9 @@ func openRabbitMQ(ctx context.Context, url, run string, log *slog.Logger) (*rela
 			drained.Wait()
 			return err
 		},
+		floor: func(ctx context.Context, n, workers int) (float64, []string, error) {
+			return rabbitFloorRun(ctx, r, url, name, "bench."+eventType, n, workers)
+		},
 	}, nil
 }
 

@@ -195,6 +195,17 @@ func TestSummaryRelayTargets(t *testing.T) {
 	if !s.TargetsMet || *s.RelayRatio != 0.7 || *s.RelayP99us != 5000 || s.Relay != "natsjs" {
 		t.Errorf("met: targets_met=%v missed=%v ratio=%v p99=%v relay=%q", s.TargetsMet, s.TargetsMissed, *s.RelayRatio, *s.RelayP99us, s.Relay)
 	}
+	b.relayFloorRate = 1400
+	s = b.summary()
+	if *s.RelayFloorPerS != 1400 || *s.RelayFloorRatio != 0.5 || !s.TargetsMet {
+		t.Errorf("floor: per_s=%v ratio=%v met=%v", *s.RelayFloorPerS, *s.RelayFloorRatio, s.TargetsMet)
+	}
+	var floorOut bytes.Buffer
+	(&printer{w: &floorOut}).summary(s)
+	if f := "relay_floor_ratio 0.500 (natsjs relay/broker floor of 1400 msg/s)"; !strings.Contains(floorOut.String(), f) {
+		t.Errorf("summary line lacks %q: %s", f, floorOut.String())
+	}
+	b.relayFloorRate = 0
 	b.relayRate, b.relayP99 = 690, ptr(5000.1)
 	s = b.summary()
 	want := []string{"relay_ratio >= 0.70", "relay_p99_us <= 5000"}
@@ -273,5 +284,34 @@ func TestRunSQLiteRabbitMQTiny(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[3]), &s); err != nil || s["relay"] != "rabbitmq" || s["relay_ratio"] == nil || s["relay_p99_us"] == nil {
 		t.Errorf("summary: %v %s", err, lines[3])
 	}
+	// The relay line carries the broker floor measured on its queue, and
+	// the summary the relay rate over it.
+	for _, f := range []string{"relay_floor_per_s", "relay_floor_ratio"} {
+		if v, ok := s[f].(float64); !ok || v <= 0 {
+			t.Errorf("summary %s = %v: %s", f, s[f], lines[3])
+		}
+	}
+	for _, prefix := range []string{"broker_floor/s=", "relay/broker_floor=", "broker_floor_1x256/s=", "broker_floor_4x4/s=", "relay_direct/s="} {
+		if !strings.Contains(lines[1], `"`+prefix) {
+			t.Errorf("relay line lacks a note %s...: %s", prefix, lines[1])
+		}
+	}
 	t.Logf("%s\n%s", lines[1], lines[2])
+}
+
+// TestCheckStoredWaits: a count that reaches the acknowledged events a
+// little later (a consumer's messages still in flight) passes; one that
+// does not fails once the ctx ends, naming both numbers.
+func TestCheckStoredWaits(t *testing.T) {
+	calls := 0
+	rising := &relayTarget{stored: func(context.Context) (int64, error) { calls++; return int64(97 + calls), nil }}
+	if err := checkStored(context.Background(), rising, 100); err != nil || calls != 3 {
+		t.Errorf("rising count: err=%v after %d calls, want nil after 3", err, calls)
+	}
+	stuck := &relayTarget{stored: func(context.Context) (int64, error) { return 99, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := checkStored(ctx, stuck, 100); !errors.Is(err, context.Canceled) {
+		t.Errorf("stuck count, ctx ended: err=%v, want context.Canceled", err)
+	}
 }

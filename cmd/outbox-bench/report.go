@@ -76,7 +76,8 @@ type result struct {
 	// (with -rounds > 1); the line reports the median round.
 	Rounds []float64 `json:"rounds_events_per_s,omitempty"`
 
-	rate float64 // unrounded events/s of a throughput scenario
+	rate       float64 // unrounded events/s of a throughput scenario
+	relayFloor float64 // relay: the broker floor measured in the same round, messages/s
 }
 
 // summary is the last line: the ratios against their targets.
@@ -104,6 +105,10 @@ type summary struct {
 	Relay      string   `json:"relay,omitempty"`
 	RelayRatio *float64 `json:"relay_ratio,omitempty"`
 	RelayP99us *float64 `json:"relay_p99_us,omitempty"`
+	// The broker floor (a minimal publisher, no outbox, measured in the
+	// relay's median round) and the relay rate / that floor.
+	RelayFloorPerS  *float64 `json:"relay_floor_per_s,omitempty"`
+	RelayFloorRatio *float64 `json:"relay_floor_ratio,omitempty"`
 	// The observed scenario: the end_to_end and observed_end_to_end rates
 	// and 1 - observed / end_to_end.
 	EndToEndPerS      *float64 `json:"end_to_end_per_s,omitempty"`
@@ -232,6 +237,9 @@ func (p *printer) summary(s summary) {
 	}
 	if s.RelayRatio != nil {
 		parts = append(parts, fmt.Sprintf("relay_ratio %.3f (%s/e2e, target >= %.2f)", *s.RelayRatio, s.Relay, targetRelayRatio))
+	}
+	if s.RelayFloorRatio != nil {
+		parts = append(parts, fmt.Sprintf("relay_floor_ratio %.3f (%s relay/broker floor of %.0f msg/s)", *s.RelayFloorRatio, s.Relay, *s.RelayFloorPerS))
 	}
 	if s.RelayP99us != nil {
 		parts = append(parts, fmt.Sprintf("relay latency p99 %.1f us (commit -> %s ack, target <= %d)", *s.RelayP99us, s.Relay, targetRelayP99us))

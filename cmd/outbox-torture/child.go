@@ -71,9 +71,11 @@ type childSpec struct {
 	// in even ones).
 	Keys    int  `json:"keys"`
 	Ordered bool `json:"ordered"`
-	// RelayURL, when set, makes the listener relay every event to NATS
-	// JetStream at this address, on the subjects RelaySubject.<type>,
-	// before it records the delivery.
+	// RelayURL, when set, makes the listener relay every event to the
+	// Relay broker at this address (NATS JetStream, on the subjects
+	// RelaySubject.<type>; RabbitMQ, to the exchange RelaySubject) before
+	// it records the delivery.
+	Relay        string `json:"relay,omitempty"`
 	RelayURL     string `json:"relay_url,omitempty"`
 	RelaySubject string `json:"relay_subject,omitempty"`
 }

@@ -54,8 +54,8 @@ type options struct {
 	ordered      bool          // publish ordered per key and fail on an order violation
 	keys         int           // ordering keys the events are spread over (0: one aggregate per child, no order check)
 	procs        int           // children running at once
-	relay        string        // "natsjs": the children relay every event to a JetStream stream ("" : none)
-	relayURL     string        // the NATS server of -relay
+	relay        string        // "natsjs" or "rabbitmq": the children relay every event to a JetStream stream or a RabbitMQ queue ("" : none)
+	relayURL     string        // the broker of -relay
 }
 
 // tracksOrder reports whether the events are spread over keys with their
@@ -127,6 +127,16 @@ back and adds to the check
   stream_order_violations  (with -ordered) events stored before the
                      event before them in their key                 (must be 0)
 
+-relay rabbitmq does the same through the rabbitmq relay to a durable
+classic queue bound to an exchange made for the run (persistent, mandatory
+messages, each awaited until the broker's confirm). The parent reads the
+queue back in queue order into the same checks, with one difference:
+RabbitMQ has no server-side deduplication, so stream_duplicates counts the
+at-least-once redeliveries (an event whose confirm came but whose child was
+killed before it was DONE is relayed again by the next one; a deliberate
+listener failure after the confirm is retried) and is reported, not
+checked. stream_lost, stream_phantom and stream_order_violations must be 0.
+
 Output: one summary line on stdout,
   torture: db=… cycles=… events=… lost=0 phantom=0 duplicates=… …
 Exit status 1 when a check fails or a child misbehaves, 2 on bad flags.
@@ -159,8 +169,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.BoolVar(&o.ordered, "ordered", false, "publish ordered per key and fail on any order violation")
 	fs.IntVar(&o.keys, "keys", 0, "ordering keys the events are spread over (default 50 with -ordered; without it,\nunordered events over the keys, violations reported but not checked)")
 	fs.IntVar(&o.procs, "procs", defaultProcs, "child processes running at once on the database")
-	fs.StringVar(&o.relay, "relay", "", "relay every event to NATS JetStream through the natsjs relay and check the stream (only natsjs)")
-	fs.StringVar(&o.relayURL, "relay-url", "", "NATS server of -relay (default $OUTBOX_TEST_NATS_URL, else "+nats.DefaultURL+")")
+	fs.StringVar(&o.relay, "relay", "", "relay every event to a broker and check what it stored: natsjs (a JetStream stream) or rabbitmq (a queue)")
+	fs.StringVar(&o.relayURL, "relay-url", "", "broker of -relay (default natsjs: $OUTBOX_TEST_NATS_URL, else "+nats.DefaultURL+"; rabbitmq: $OUTBOX_TEST_AMQP_URL, else "+defaultAMQPURL+")")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, "how long the final child may take to bring every event to DONE")
 	fs.Usage = func() {} // usage only for -h; other errors are one line
 	if err := fs.Parse(args); err != nil {
@@ -187,9 +197,13 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	}
 	o.relayURL = strings.TrimSpace(o.relayURL)
 	if o.relay != "" && !set["relay-url"] {
-		o.relayURL = strings.TrimSpace(os.Getenv("OUTBOX_TEST_NATS_URL"))
+		env, def := "OUTBOX_TEST_NATS_URL", nats.DefaultURL
+		if o.relay == relayRabbitMQ {
+			env, def = "OUTBOX_TEST_AMQP_URL", defaultAMQPURL
+		}
+		o.relayURL = strings.TrimSpace(os.Getenv(env))
 		if o.relayURL == "" {
-			o.relayURL = nats.DefaultURL
+			o.relayURL = def
 		}
 	}
 	return o, o.validate(set["dsn"])
@@ -252,8 +266,8 @@ func (o *options) validate(dsnSet bool) error {
 		return fmt.Errorf("-keys must be between 1 and %d (0 only without -ordered), got %d", maxKeys, o.keys)
 	case o.procs < 1 || o.procs > maxProcs:
 		return fmt.Errorf("-procs must be between 1 and %d, got %d", maxProcs, o.procs)
-	case o.relay != "" && o.relay != relayNATS:
-		return fmt.Errorf("-relay must be %s, got %q", relayNATS, o.relay)
+	case o.relay != "" && o.relay != relayNATS && o.relay != relayRabbitMQ:
+		return fmt.Errorf("-relay must be %s or %s, got %q", relayNATS, relayRabbitMQ, o.relay)
 	case o.relay == "" && o.relayURL != "":
 		return errors.New("-relay-url needs -relay")
 	case o.relay != "" && o.relayURL == "":

@@ -9,6 +9,8 @@ require (
 	github.com/nats-io/nats.go v1.53.1
 	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
 	github.com/outbox-go/outbox/relay/natsjs v0.0.0-00010101000000-000000000000
+	github.com/outbox-go/outbox/relay/rabbitmq v0.0.0-00010101000000-000000000000
+	github.com/rabbitmq/amqp091-go v1.16.0
 )
 
 require (
@@ -30,4 +32,5 @@ require (
 replace (
 	github.com/outbox-go/outbox => ../..
 	github.com/outbox-go/outbox/relay/natsjs => ../../relay/natsjs
+	github.com/outbox-go/outbox/relay/rabbitmq => ../../relay/rabbitmq
 )

@@ -94,7 +94,7 @@ func (t *torture) run(ctx context.Context) int {
 	if o.relay != "" {
 		// The stream first: a broker that cannot be reached leaves no
 		// database behind.
-		if t.stream, err = openStream(ctx, o.relayURL); err != nil {
+		if t.stream, err = openStream(ctx, o.relay, o.relayURL); err != nil {
 			t.logf("-relay: %v", err)
 			return 1
 		}
@@ -104,11 +104,11 @@ func (t *torture) run(ctx context.Context) int {
 				t.logf("cleanup: %v", err)
 			}
 			if keep {
-				t.logf("stream kept: %s on %s", t.stream.name, o.relayURL)
+				t.logf("stream kept: %s on %s", t.stream.name, t.stream.addr)
 			}
 		}()
 		if o.verbose {
-			t.logf("stream: %s on %s", t.stream.name, o.relayURL)
+			t.logf("stream: %s on %s", t.stream.name, t.stream.addr)
 		}
 	}
 	if t.db, err = openFresh(ctx, o, logger); err != nil {
@@ -181,7 +181,7 @@ func (t *torture) spec(id int, drain bool) childSpec {
 		DrainPublish: drainPublish, Publishers: o.publishers, Rate: o.rate, Rollback: o.rollback,
 		ListenerFail: o.listenerFail, Verbose: o.verbose, Keys: o.keys, Ordered: o.ordered}
 	if t.stream != nil {
-		s.RelayURL, s.RelaySubject = o.relayURL, t.stream.subject
+		s.Relay, s.RelayURL, s.RelaySubject = o.relay, o.relayURL, t.stream.subject
 	}
 	return s
 }

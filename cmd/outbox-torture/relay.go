@@ -13,13 +13,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/relay/natsjs"
 )
 
 // Settings of the -relay natsjs runs.
 const (
-	// relayNATS is the only broker of -relay.
-	relayNATS = "natsjs"
+	// relayNATS and relayRabbitMQ are the brokers of -relay.
+	relayNATS     = "natsjs"
+	relayRabbitMQ = "rabbitmq"
 	// streamDuplicates is the stream's duplicate window. Redeliveries (a
 	// lease taken over after a SIGKILL, a retry after a deliberate
 	// failure) come within seconds, far inside it, so every one must be
@@ -46,19 +48,44 @@ func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
-// runStream is the run's JetStream stream, made by the parent: every
-// child relays every event to it, and the parent reads it back at the end.
+// runStream is the run's destination, made by the parent: every child
+// relays every event to it, and the parent reads it back at the end. With
+// -relay natsjs it is a JetStream stream, with -relay rabbitmq a durable
+// queue bound to the run's exchange.
 type runStream struct {
+	name    string // the stream or queue name, for log lines
+	addr    string // the broker's address without credentials, for log lines
+	subject string // the children publish to <subject>.<type> (NATS) or to the exchange <subject> (RabbitMQ)
+	// copyTo reads every message of the destination, in its order, into
+	// the stream table (a position and the event id) and returns how many
+	// it copied.
+	copyTo func(ctx context.Context, db *sqlx.DB) (int, error)
+	// close deletes the destination unless keep, and closes the
+	// connection.
+	close func(keep bool) error
+}
+
+// openStream creates the run's destination on the -relay broker kind at
+// url.
+func openStream(ctx context.Context, kind, url string) (*runStream, error) {
+	if kind == relayRabbitMQ {
+		return openRabbitQueue(ctx, url)
+	}
+	return openNATSStream(ctx, url)
+}
+
+// natsStream is the run's JetStream stream.
+type natsStream struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	name    string // OUTBOX_TORTURE_<RANDOM>
 	subject string // outbox-torture-<random>: the children publish to <subject>.<type>
 }
 
-// openStream connects to url and creates the run's stream: file storage,
-// a duplicate window of streamDuplicates, on the subjects
+// openNATSStream connects to url and creates the run's stream: file
+// storage, a duplicate window of streamDuplicates, on the subjects
 // outbox-torture-<random>.>.
-func openStream(ctx context.Context, url string) (*runStream, error) {
+func openNATSStream(ctx context.Context, url string) (*runStream, error) {
 	nc, js, err := connectNATS(url, "outbox-torture")
 	if err != nil {
 		return nil, err
@@ -69,7 +96,7 @@ func openStream(ctx context.Context, url string) (*runStream, error) {
 		return nil, err
 	}
 	run := hex.EncodeToString(tok)
-	s := &runStream{nc: nc, js: js, name: "OUTBOX_TORTURE_" + strings.ToUpper(run), subject: "outbox-torture-" + run}
+	s := &natsStream{nc: nc, js: js, name: "OUTBOX_TORTURE_" + strings.ToUpper(run), subject: "outbox-torture-" + run}
 	cctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	if _, err := js.CreateStream(cctx, jetstream.StreamConfig{
@@ -81,13 +108,13 @@ func openStream(ctx context.Context, url string) (*runStream, error) {
 		nc.Close()
 		return nil, fmt.Errorf("create stream %s at %s (is JetStream enabled?): %w", s.name, url, err)
 	}
-	return s, nil
+	return &runStream{name: s.name, addr: url, subject: s.subject, copyTo: s.copyTo, close: s.close}, nil
 }
 
 // copyTo reads every message of the stream, in stream order, into the
 // stream table: its sequence and its Nats-Msg-Id (the event id). It
 // returns how many messages it copied.
-func (s *runStream) copyTo(ctx context.Context, db *sqlx.DB) (int, error) {
+func (s *natsStream) copyTo(ctx context.Context, db *sqlx.DB) (int, error) {
 	cctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	st, err := s.js.Stream(cctx, s.name)
@@ -140,7 +167,7 @@ func (s *runStream) copyTo(ctx context.Context, db *sqlx.DB) (int, error) {
 }
 
 // close deletes the stream unless keep, and closes the connection.
-func (s *runStream) close(keep bool) error {
+func (s *natsStream) close(keep bool) error {
 	defer s.nc.Close()
 	if keep {
 		return nil
@@ -153,15 +180,19 @@ func (s *runStream) close(keep bool) error {
 	return nil
 }
 
-// childRelay is a child's natsjs relay to the run's stream.
+// childRelay is a child's relay to the run's destination.
 type childRelay struct {
-	nc    *nats.Conn
-	relay *natsjs.Relay
+	relay core.Listener
+	close func(ctx context.Context) error // the relay (after the outbox: it waits for the publishes under way), then the connection
 }
 
-// openChildRelay connects the child to NATS and builds its relay,
-// publishing every event to <subject>.<type>.
+// openChildRelay builds the child's relay of spec.Relay: natsjs publishing
+// every event to <subject>.<type>, rabbitmq publishing it to the exchange
+// <subject> with the event type as routing key.
 func openChildRelay(spec childSpec, logger *slog.Logger) (*childRelay, error) {
+	if spec.Relay == relayRabbitMQ {
+		return openChildRabbitMQ(spec, logger)
+	}
 	nc, js, err := connectNATS(spec.RelayURL, fmt.Sprintf("outbox-torture child %d", spec.ID))
 	if err != nil {
 		return nil, err
@@ -171,13 +202,9 @@ func openChildRelay(spec childSpec, logger *slog.Logger) (*childRelay, error) {
 		nc.Close()
 		return nil, err
 	}
-	return &childRelay{nc: nc, relay: r}, nil
-}
-
-// close closes the relay (after the outbox: it waits for the publishes
-// under way) and the connection.
-func (c *childRelay) close(ctx context.Context) error {
-	err := c.relay.Close(ctx)
-	c.nc.Close()
-	return err
+	return &childRelay{relay: r, close: func(ctx context.Context) error {
+		err := r.Close(ctx)
+		nc.Close()
+		return err
+	}}, nil
 }

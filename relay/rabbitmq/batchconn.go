@@ -1,0 +1,124 @@
+package rabbitmq
+
+import (
+	"errors"
+	"net"
+	"sync"
+)
+
+// maxPending bounds the bytes a batchConn holds for its sender: a Write
+// beyond it waits until the sender took the batch.
+const maxPending = 1 << 20
+
+// batchConn is the relay's connection to the broker with its writes
+// gathered: amqp091-go writes and flushes every publish on its own, under
+// its connection's send lock, so concurrent publishes each cost a write
+// system call while the others wait for the lock. Write copies into a
+// buffer and returns; one sender goroutine writes everything gathered
+// meanwhile in one call. A write error is returned by every later Write
+// and closes the connection, so the client's reader fails too; a publish
+// whose bytes were lost gets no confirm, which the relay already treats as
+// an outage. Reads, deadlines and addresses are the underlying
+// connection's.
+type batchConn struct {
+	net.Conn
+
+	mu      sync.Mutex
+	taken   *sync.Cond // the sender took a batch, or failed
+	buf     []byte     // bytes written, not yet taken by the sender
+	spare   []byte     // the sender's last batch, reused
+	err     error      // the sender's write error, or net.ErrClosed after Close
+	closing bool
+
+	wake chan struct{} // capacity 1: there are bytes for the sender
+	done chan struct{} // closed when the sender returns
+}
+
+// newBatchConn wraps c and starts its sender.
+func newBatchConn(c net.Conn) *batchConn {
+	b := &batchConn{Conn: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	b.taken = sync.NewCond(&b.mu)
+	go b.send()
+	return b
+}
+
+// Write queues p for the sender and returns at once, unless maxPending
+// bytes are already waiting.
+func (b *batchConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	for len(b.buf) >= maxPending && b.err == nil {
+		b.taken.Wait()
+	}
+	if b.err != nil {
+		err := b.err
+		b.mu.Unlock()
+		return 0, err
+	}
+	b.buf = append(b.buf, p...)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default: // the sender is already due to look
+	}
+	return len(p), nil
+}
+
+// send writes the gathered bytes until Close or a write error.
+func (b *batchConn) send() {
+	defer close(b.done)
+	for range b.wake {
+		b.mu.Lock()
+		batch, closing := b.buf, b.closing
+		b.buf = b.spare[:0]
+		b.taken.Broadcast()
+		b.mu.Unlock()
+		if len(batch) > 0 {
+			if _, err := b.Conn.Write(batch); err != nil {
+				b.mu.Lock()
+				if b.err == nil {
+					b.err = err
+				}
+				b.taken.Broadcast()
+				b.mu.Unlock()
+				_ = b.Conn.Close()
+				return
+			}
+		}
+		b.mu.Lock()
+		b.spare = batch[:0]
+		b.mu.Unlock()
+		if closing {
+			return
+		}
+	}
+}
+
+// Close sends what was written before it (the client's connection.close
+// frames, for one), then closes the connection.
+func (b *batchConn) Close() error {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		return net.ErrClosed
+	}
+	b.closing = true
+	b.mu.Unlock()
+	// The sender looks once more, sends the rest and returns. A full wake
+	// means it is due to look anyway, and will see closing.
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	<-b.done
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = net.ErrClosed
+	}
+	b.taken.Broadcast()
+	b.mu.Unlock()
+	err := b.Conn.Close()
+	if errors.Is(err, net.ErrClosed) {
+		return nil // the sender closed it after a write error
+	}
+	return err
+}

@@ -1,0 +1,160 @@
+package rabbitmq
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	return client, server
+}
+
+// Writes from many goroutines, serialized by a lock as the client
+// serializes its frames, arrive whole and in the order of the writes, and
+// Close sends what was written before it.
+func TestBatchConnKeepsOrderAndFlushesOnClose(t *testing.T) {
+	client, server := tcpPair(t)
+	b := newBatchConn(client)
+	received := make(chan []byte, 1)
+	go func() {
+		all, _ := io.ReadAll(server)
+		received <- all
+	}()
+	var (
+		mu   sync.Mutex // the client's send lock
+		want bytes.Buffer
+		wg   sync.WaitGroup
+	)
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 500 {
+				frame := fmt.Appendf(nil, "<%d:%d:%s>", g, i, bytes.Repeat([]byte{'x'}, i%300))
+				mu.Lock()
+				want.Write(frame)
+				n, err := b.Write(frame)
+				mu.Unlock()
+				if err != nil || n != len(frame) {
+					t.Errorf("Write: %d, %v", n, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case got := <-received:
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("received %d bytes, not the %d written in order", len(got), want.Len())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the peer did not see the connection close")
+	}
+	if _, err := b.Write([]byte("late")); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Write after Close: %v, want net.ErrClosed", err)
+	}
+	if err := b.Close(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("second Close: %v, want net.ErrClosed", err)
+	}
+}
+
+// failConn fails every write once told to, and blocks writes until
+// released.
+type failConn struct {
+	net.Conn
+	fail    chan struct{} // closed: writes fail
+	release chan struct{} // closed: writes proceed
+	closed  chan struct{}
+	once    sync.Once
+}
+
+func (f *failConn) Write(p []byte) (int, error) {
+	<-f.release
+	select {
+	case <-f.fail:
+		return 0, errors.New("broken pipe")
+	default:
+		return len(p), nil
+	}
+}
+
+func (f *failConn) Close() error {
+	f.once.Do(func() { close(f.closed) })
+	return nil
+}
+
+// A write error of the sender closes the connection and is returned by
+// every later Write; a Write waiting for room (maxPending bytes queued)
+// gets it too instead of waiting forever.
+func TestBatchConnWriteErrorReachesWriters(t *testing.T) {
+	f := &failConn{fail: make(chan struct{}), release: make(chan struct{}), closed: make(chan struct{})}
+	b := newBatchConn(f)
+	// The sender takes the first write and blocks in it; the next ones
+	// fill the buffer up to maxPending, then one waits for room.
+	if _, err := b.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	blocked := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := b.Write(chunk); err != nil {
+				blocked <- err
+				return
+			}
+		}
+	}()
+	close(f.fail)
+	close(f.release)
+	select {
+	case err := <-blocked:
+		if err == nil || err.Error() != "broken pipe" {
+			t.Errorf("writer got %v, want the sender's error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a writer kept waiting after the sender failed")
+	}
+	select {
+	case <-f.closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the connection was not closed after the write error")
+	}
+	if _, err := b.Write([]byte("again")); err == nil {
+		t.Error("Write after the error succeeded")
+	}
+	_ = b.Close()
+	<-b.done
+}
