@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/outbox-go/outbox/core"
+	obsotel "github.com/outbox-go/outbox/otel"
 )
 
 // The cost the Observer adds to one publish and one delivery attempt,
@@ -58,4 +61,38 @@ func BenchmarkObserver(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkObserverNoSDK is BenchmarkObserver over the no-op providers:
+// what the Observer itself costs, the SDK's span and measurement work
+// left out (a no-op span has no context of its own, so Publish writes no
+// header).
+func BenchmarkObserverNoSDK(b *testing.B) {
+	obs, err := obsotel.New(obsotel.Config{TracerProvider: tracenoop.NewTracerProvider(),
+		MeterProvider: metricnoop.NewMeterProvider(), Propagator: w3c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain, err := core.NewEvent("OrderPlaced").PayloadBytes([]byte("{}")).Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	traced, err := plain.WithHeaders(map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Publish", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, done := obs.Publish(context.Background(), plain)
+			done(nil)
+		}
+	})
+	b.Run("Deliver", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, end := obs.Deliver(context.Background(), core.Delivery{Event: traced, Path: core.PathHot, Attempt: 1, Committed: time.Now()})
+			end(core.DeliveryResult{Outcome: core.OutcomeDone, Listeners: time.Millisecond})
+		}
+	})
 }
