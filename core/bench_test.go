@@ -63,3 +63,15 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncodeHeaders encodes the trace context an Observer adds to
+// every event.
+func BenchmarkEncodeHeaders(b *testing.B) {
+	h := map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := core.EncodeHeaders(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"encoding/json"
 	"errors"
 	"maps"
 	"testing"
@@ -89,6 +90,9 @@ func FuzzDecodeHeaders(f *testing.F) {
 		enc, err := core.EncodeHeaders(h)
 		if err != nil {
 			t.Fatalf("EncodeHeaders(%v): %v", h, err)
+		}
+		if want, _ := json.Marshal(h); h != nil && enc != string(want) {
+			t.Fatalf("EncodeHeaders(%q) = %s, json.Marshal gives %s", h, enc, want)
 		}
 		h2, err := core.DecodeHeaders(enc)
 		if err != nil {

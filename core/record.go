@@ -3,6 +3,8 @@ package core
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -78,11 +80,65 @@ func EncodeHeaders(h map[string]string) (string, error) {
 	if len(h) == 0 {
 		return "", nil
 	}
+	if s, ok := encodePlainHeaders(h); ok {
+		return s, nil
+	}
 	b, err := json.Marshal(h)
 	if err != nil {
 		return "", fmt.Errorf("outbox: encode headers: %w", err)
 	}
 	return string(b), nil
+}
+
+// maxPlainHeaders bounds the headers encodePlainHeaders renders.
+const maxPlainHeaders = 8
+
+// encodePlainHeaders renders a few headers (a trace context, typically)
+// byte for byte as json.Marshal does, without its reflection, when no key
+// or value needs escaping; ok is false otherwise.
+func encodePlainHeaders(h map[string]string) (s string, ok bool) {
+	if len(h) > maxPlainHeaders {
+		return "", false
+	}
+	var buf [maxPlainHeaders]string
+	keys := buf[:0]
+	size := 2 // {}
+	for k, v := range h {
+		if !plainJSON(k) || !plainJSON(v) {
+			return "", false
+		}
+		keys = append(keys, k)
+		size += len(k) + len(v) + 6 // "k":"v",
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(k)
+		b.WriteString(`":"`)
+		b.WriteString(h[k])
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String(), true
+}
+
+// plainJSON reports whether json.Marshal writes s between quotes as it is:
+// printable ASCII without the quote, the backslash and the characters it
+// escapes for HTML (<, >, &).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeHeaders parses what EncodeHeaders produced. "" and "null" decode to

@@ -34,13 +34,21 @@ func newHarness(t testing.TB, cfg obsotel.Config) *harness {
 	return h.start(t, cfg)
 }
 
-// newBenchHarness is newHarness with spans sampled and dropped, so that
-// memory does not grow with b.N.
-func newBenchHarness(b *testing.B) *harness {
+// newBenchHarness is newHarness with spans sampled by sampler and ended
+// into a batch span processor (its defaults) over an exporter that drops
+// them, as in production minus the network, so that memory does not
+// grow with b.N.
+func newBenchHarness(b *testing.B, sampler sdktrace.Sampler) *harness {
 	h := &harness{reader: sdkmetric.NewManualReader()}
-	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(discardExporter{}))
 	return h.start(b, obsotel.Config{})
 }
+
+// discardExporter drops every span.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
 func (h *harness) start(t testing.TB, cfg obsotel.Config) *harness {
 	t.Helper()

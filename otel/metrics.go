@@ -124,11 +124,23 @@ type setKey struct {
 	errType string
 }
 
-// set returns the measurement option of k's attribute set, built on its
-// first use.
-func (o *Observer) set(k setKey) metric.MeasurementOption {
+// measureSet is one attribute set as the options of Add and Record,
+// built once: options passed one by one would be collected into a new
+// slice by every measurement.
+type measureSet struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+func newMeasureSet(kv ...attribute.KeyValue) *measureSet {
+	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
+	return &measureSet{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+}
+
+// set returns k's attribute set, built on its first use.
+func (o *Observer) set(k setKey) *measureSet {
 	if v, ok := o.sets.Load(k); ok {
-		return v.(metric.MeasurementOption)
+		return v.(*measureSet)
 	}
 	attrs := []attribute.KeyValue{systemAttr}
 	switch k.kind {
@@ -146,23 +158,22 @@ func (o *Observer) set(k setKey) metric.MeasurementOption {
 	if k.errType != "" {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(k.errType))
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	v, _ := o.sets.LoadOrStore(k, opt)
-	return v.(metric.MeasurementOption)
+	v, _ := o.sets.LoadOrStore(k, newMeasureSet(attrs...))
+	return v.(*measureSet)
 }
 
 // storeMetrics is the core.Metrics of one store: every signal carries its
 // outbox.store label.
 type storeMetrics struct {
 	in                    *instruments
-	store                 metric.MeasurementOption
-	hot, cold, done, dead metric.MeasurementOption
+	store                 *measureSet
+	hot, cold, done, dead *measureSet
 }
 
 func (o *Observer) newStoreMetrics(store string) *storeMetrics {
 	st := AttrStore.String(store)
-	with := func(kv ...attribute.KeyValue) metric.MeasurementOption {
-		return metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{systemAttr, st}, kv...)...))
+	with := func(kv ...attribute.KeyValue) *measureSet {
+		return newMeasureSet(append([]attribute.KeyValue{systemAttr, st}, kv...)...)
 	}
 	return &storeMetrics{
 		in:    o.inst,
@@ -190,13 +201,13 @@ func (o *Observer) ForStore(id string) core.Metrics {
 var bg = context.Background()
 
 // HotEnqueued counts an event queued on the hot path (outbox.enqueued, outbox.queue=hot).
-func (m *storeMetrics) HotEnqueued() { m.in.enqueued.Add(bg, 1, m.hot) }
+func (m *storeMetrics) HotEnqueued() { m.in.enqueued.Add(bg, 1, m.hot.add...) }
 
 // ColdEnqueued counts an event a poller queued (outbox.enqueued, outbox.queue=cold).
-func (m *storeMetrics) ColdEnqueued() { m.in.enqueued.Add(bg, 1, m.cold) }
+func (m *storeMetrics) ColdEnqueued() { m.in.enqueued.Add(bg, 1, m.cold.add...) }
 
 // HotDropped counts a hand-over dropped because the hot queue was full.
-func (m *storeMetrics) HotDropped() { m.in.hotDropped.Add(bg, 1, m.store) }
+func (m *storeMetrics) HotDropped() { m.in.hotDropped.Add(bg, 1, m.store.add...) }
 
 // DispatchSuccess does nothing: outbox.deliveries, recorded by the
 // Observer's Deliver, counts successes with more labels.
@@ -206,43 +217,43 @@ func (m *storeMetrics) DispatchSuccess() {}
 func (m *storeMetrics) DispatchFailure() {}
 
 // DispatchDead counts an event that went DEAD (outbox.dead_letters).
-func (m *storeMetrics) DispatchDead() { m.in.dead.Add(bg, 1, m.store) }
+func (m *storeMetrics) DispatchDead() { m.in.dead.Add(bg, 1, m.store.add...) }
 
 // QueueDepths records the dispatcher's queue lengths (outbox.queue.depth).
 func (m *storeMetrics) QueueDepths(hot, cold int) {
-	m.in.queueDepth.Record(bg, int64(hot), m.hot)
-	m.in.queueDepth.Record(bg, int64(cold), m.cold)
+	m.in.queueDepth.Record(bg, int64(hot), m.hot.rec...)
+	m.in.queueDepth.Record(bg, int64(cold), m.cold.rec...)
 }
 
 // OldestLag records the age of the oldest pending event a poller saw
 // (outbox.oldest_pending.age).
 func (m *storeMetrics) OldestLag(lag time.Duration) {
-	m.in.oldestAge.Record(bg, lag.Seconds(), m.store)
+	m.in.oldestAge.Record(bg, lag.Seconds(), m.store.rec...)
 }
 
 // LeaseLost counts n status writes fenced off (outbox.lease.lost).
-func (m *storeMetrics) LeaseLost(n int) { m.in.leaseLost.Add(bg, int64(n), m.store) }
+func (m *storeMetrics) LeaseLost(n int) { m.in.leaseLost.Add(bg, int64(n), m.store.add...) }
 
 // LeasesReaped counts n expired leases released (outbox.lease.reaped).
-func (m *storeMetrics) LeasesReaped(n int) { m.in.leaseReaped.Add(bg, int64(n), m.store) }
+func (m *storeMetrics) LeasesReaped(n int) { m.in.leaseReaped.Add(bg, int64(n), m.store.add...) }
 
 // Replayed counts n DEAD events moved back to NEW (outbox.replayed).
-func (m *storeMetrics) Replayed(n int) { m.in.replayed.Add(bg, int64(n), m.store) }
+func (m *storeMetrics) Replayed(n int) { m.in.replayed.Add(bg, int64(n), m.store.add...) }
 
 // Purged counts rows removed by a retention purge (outbox.purged, by outbox.status).
 func (m *storeMetrics) Purged(done, dead int) {
-	m.in.purged.Add(bg, int64(done), m.done)
-	m.in.purged.Add(bg, int64(dead), m.dead)
+	m.in.purged.Add(bg, int64(done), m.done.add...)
+	m.in.purged.Add(bg, int64(dead), m.dead.add...)
 }
 
 // Unhandled counts an event of eventType that found no listener
 // (outbox.unhandled, labelled with the type).
 func (m *storeMetrics) Unhandled(eventType string) {
-	m.in.unhandled.Add(bg, 1, m.store, metric.WithAttributes(semconv.MessagingDestinationName(eventType)))
+	m.in.unhandled.Add(bg, 1, m.store.add[0], metric.WithAttributes(semconv.MessagingDestinationName(eventType)))
 }
 
 // BlockedKeys records the ordering keys held by a DEAD event (outbox.blocked_keys).
-func (m *storeMetrics) BlockedKeys(n int) { m.in.blockedKeys.Record(bg, int64(n), m.store) }
+func (m *storeMetrics) BlockedKeys(n int) { m.in.blockedKeys.Record(bg, int64(n), m.store.rec...) }
 
 // Postponed counts an event put off, its downstream unavailable (outbox.put_offs).
-func (m *storeMetrics) Postponed() { m.in.putOffs.Add(bg, 1, m.store) }
+func (m *storeMetrics) Postponed() { m.in.putOffs.Add(bg, 1, m.store.add...) }

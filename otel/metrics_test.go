@@ -102,3 +102,70 @@ func TestMetricsAreSafeForConcurrentUse(t *testing.T) {
 		t.Errorf("%s total = %v, want %d", obsotel.MetricDeliveries, total, 8*200)
 	}
 }
+
+// The attribute sets built once per event type keep each combination
+// apart: a type's successful and failed publishes, its own store's and
+// another store's deliveries by path and outcome; and a path or outcome
+// this package does not know yet is labelled with its String, not mixed
+// with another.
+func TestCachedSetsKeepCombinationsApart(t *testing.T) {
+	h := newHarness(t, obsotel.Config{})
+	publish(t, h, "T", nil)
+	publish(t, h, "T", nil)
+	publish(t, h, "T", core.ErrNoTransaction)
+	env := event(t, "T", nil)
+	for _, d := range []struct {
+		store string
+		path  core.Path
+		out   core.Outcome
+	}{
+		{"", core.PathHot, core.OutcomeDone},
+		{"", core.PathHot, core.OutcomeDone},
+		{"", core.PathRetry, core.OutcomeRetry},
+		{"eu", core.PathHot, core.OutcomeDone},
+		{"", core.Path(9), core.Outcome(42)},
+	} {
+		_, end := h.obs.Deliver(t.Context(), core.Delivery{Event: env, Store: d.store, Path: d.path, Attempt: 1, Committed: time.Now()})
+		end(core.DeliveryResult{Outcome: d.out, Listeners: time.Millisecond})
+	}
+
+	ms := h.collect(t)
+	sent := points(t, ms[obsotel.MetricSent])
+	if len(sent) != 2 {
+		t.Fatalf("%s: %d data points, want 2 (ok, failed)", obsotel.MetricSent, len(sent))
+	}
+	for _, p := range sent {
+		_, failed := p.attrs.Value("error.type")
+		if want := map[bool]float64{false: 2, true: 1}[failed]; p.value != want {
+			t.Errorf("%s with error.type=%v: %v, want %v", obsotel.MetricSent, failed, p.value, want)
+		}
+	}
+	for _, tc := range []struct {
+		want  map[string]string
+		count float64
+	}{
+		{map[string]string{"outbox.store": "", "outbox.path": "hot", "outbox.outcome": "done"}, 2},
+		{map[string]string{"outbox.store": "", "outbox.path": "retry", "outbox.outcome": "retry"}, 1},
+		{map[string]string{"outbox.store": "eu", "outbox.path": "hot", "outbox.outcome": "done"}, 1},
+		{map[string]string{"outbox.store": "", "outbox.path": "Path(9)", "outbox.outcome": "Outcome(42)"}, 1},
+	} {
+		if p := metricPoint(t, ms, obsotel.MetricDeliveries, tc.want); p.value != tc.count {
+			t.Errorf("%s %v = %v, want %v", obsotel.MetricDeliveries, tc.want, p.value, tc.count)
+		}
+	}
+	if n := len(points(t, ms[obsotel.MetricDeliveries])); n != 4 {
+		t.Errorf("%s: %d data points, want 4", obsotel.MetricDeliveries, n)
+	}
+	if n := len(points(t, ms[obsotel.MetricLag])); n != 4 {
+		t.Errorf("%s: %d data points, want 4 (by store and path)", obsotel.MetricLag, n)
+	}
+	var unknown int
+	for _, s := range h.spans.Ended() {
+		if v, ok := attr(s.Attributes(), "outbox.outcome"); ok && v.AsString() == "Outcome(42)" {
+			unknown++
+		}
+	}
+	if unknown != 1 {
+		t.Errorf("%d process spans with outbox.outcome=Outcome(42), want 1", unknown)
+	}
+}

@@ -43,7 +43,11 @@ type Observer struct {
 	inst       *instruments
 
 	stores sync.Map // store id -> *storeMetrics
-	sets   sync.Map // setKey -> metric.MeasurementOption
+	sets   sync.Map // setKey -> *measureSet
+	types  sync.Map // event type -> *typeInfo
+	paths  sync.Map // pathKey -> *pathSets, for the stores of a set of databases
+
+	ownStore *measureSet // DONE writes and claims of store "" that succeeded
 }
 
 var (
@@ -75,6 +79,7 @@ func New(cfg Config) (*Observer, error) {
 		inst:       inst,
 	}
 	o.storeMetrics = o.newStoreMetrics("")
+	o.ownStore = o.set(setKey{kind: kindStore})
 	return o, nil
 }
 
@@ -84,34 +89,29 @@ func New(cfg Config) (*Observer, error) {
 // already carries a trace context keeps it (core.Envelope.WithHeaders
 // keeps existing headers) and the span links to it.
 func (o *Observer) Publish(ctx context.Context, env core.Envelope) (map[string]string, func(error)) {
-	opts := []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			systemAttr,
-			semconv.MessagingOperationTypeSend,
-			semconv.MessagingOperationName("send"),
-			semconv.MessagingDestinationName(env.Type()),
-		),
-	}
+	ti := o.typeOf(env.Type())
+	opts := make([]trace.SpanStartOption, 2, 4)
+	opts[0], opts[1] = kindProducer, ti.sendAttrs
 	if id := env.ID(); id != "" {
 		opts = append(opts, trace.WithAttributes(semconv.MessagingMessageID(id)))
 	}
 	if sc := o.eventContext(env); sc.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
-	ctx, span := o.tracer.Start(ctx, "send "+env.Type(), opts...)
+	ctx, span := o.tracer.Start(ctx, ti.sendName, opts...)
 	headers := make(map[string]string, 2)
 	o.propagator.Inject(ctx, propagation.MapCarrier(headers))
 	done := func(err error) {
-		errType := ""
+		set := ti.sent
 		if err != nil {
-			errType = errorType(err)
+			errType := errorType(err)
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 			span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+			set = o.set(setKey{kind: kindSent, typ: ti.typ, errType: errType})
 		}
 		span.End()
-		o.inst.sent.Add(context.Background(), 1, o.set(setKey{kind: kindSent, typ: env.Type(), errType: errType}))
+		o.inst.sent.Add(bg, 1, set.add...)
 	}
 	return headers, done
 }
@@ -122,70 +122,67 @@ func (o *Observer) Publish(ctx context.Context, env core.Envelope) (map[string]s
 // to it with Config.LinkOnly). end sets outbox.outcome, an error status
 // for a failed attempt (retry, dead), and records the attempt's metrics.
 func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
-	typ := d.Event.Type()
-	opts := []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			systemAttr,
-			semconv.MessagingOperationTypeProcess,
-			semconv.MessagingOperationName("process"),
-			semconv.MessagingDestinationName(typ),
-			semconv.MessagingMessageID(d.Event.ID()),
-			AttrAttempt.Int(d.Attempt),
-			AttrPath.String(d.Path.String()),
-			AttrStore.String(d.Store),
-		),
-	}
+	ti := o.typeOf(d.Event.Type())
+	ds := o.deliverySets(ti, d.Store, d.Path)
+	opts := make([]trace.SpanStartOption, 3, 6)
+	opts[0], opts[1], opts[2] = kindConsumer, ti.processAttrs, ds.spanAttrs
+	opts = append(opts, trace.WithAttributes(semconv.MessagingMessageID(d.Event.ID()), AttrAttempt.Int(d.Attempt)))
 	parent := ctx
-	if sc := o.eventContext(d.Event); sc.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
-		// Extracting into ctx also brings the event's baggage.
-		parent = o.propagator.Extract(ctx, propagation.MapCarrier(d.Event.RawHeaders()))
-		if o.linkOnly {
-			opts = append(opts, trace.WithNewRoot())
+	if h := d.Event.RawHeaders(); len(h) > 0 {
+		// One extraction gives both the parent (with the event's baggage)
+		// and the link.
+		extracted := o.propagator.Extract(ctx, propagation.MapCarrier(h))
+		if sc := trace.SpanContextFromContext(extracted); sc.IsValid() && sc.IsRemote() && !sc.Equal(trace.SpanContextFromContext(ctx)) {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+			parent = extracted
+			if o.linkOnly {
+				opts = append(opts, newRoot)
+			}
 		}
 	}
-	ctx, span := o.tracer.Start(parent, "process "+typ, opts...)
+	ctx, span := o.tracer.Start(parent, ti.processName, opts...)
+	store, path := d.Store, d.Path // not d: the closure would move it to the heap
 	if !d.Committed.IsZero() {
-		lag := time.Since(d.Committed)
-		o.inst.lag.Record(ctx, lag.Seconds(), o.set(setKey{kind: kindLag, typ: typ, store: d.Store, path: d.Path}))
+		o.inst.lag.Record(ctx, time.Since(d.Committed).Seconds(), ds.lag.rec...)
 	}
 	end := func(r core.DeliveryResult) {
-		span.SetAttributes(AttrOutcome.String(r.Outcome.String()))
-		switch r.Outcome {
-		case core.OutcomeRetry, core.OutcomeDead:
-			if r.Err != nil {
-				span.RecordError(r.Err)
-				span.SetStatus(codes.Error, r.Err.Error())
-				span.SetAttributes(semconv.ErrorTypeKey.String(errorType(r.Err)))
-			} else {
-				span.SetStatus(codes.Error, r.Outcome.String())
-			}
-		default:
-			if r.Err != nil {
-				span.AddEvent("outbox."+r.Outcome.String(), trace.WithAttributes(attribute.String("exception.message", r.Err.Error())))
+		if span.IsRecording() {
+			span.SetAttributes(outcomeAttr(r.Outcome)...)
+			switch r.Outcome {
+			case core.OutcomeRetry, core.OutcomeDead:
+				if r.Err != nil {
+					span.RecordError(r.Err)
+					span.SetStatus(codes.Error, r.Err.Error())
+					span.SetAttributes(semconv.ErrorTypeKey.String(errorType(r.Err)))
+				} else {
+					span.SetStatus(codes.Error, r.Outcome.String())
+				}
+			default:
+				if r.Err != nil {
+					span.AddEvent("outbox."+r.Outcome.String(), trace.WithAttributes(attribute.String("exception.message", r.Err.Error())))
+				}
 			}
 		}
 		span.End()
-		set := o.set(setKey{kind: kindOutcome, typ: typ, store: d.Store, path: d.Path, outcome: r.Outcome})
-		o.inst.process.Record(context.Background(), r.Listeners.Seconds(), set)
-		o.inst.deliveries.Add(context.Background(), 1, set)
+		set := o.outcomeSet(ds, ti, store, path, r.Outcome)
+		o.inst.process.Record(bg, r.Listeners.Seconds(), set.rec...)
+		o.inst.deliveries.Add(bg, 1, set.add...)
 	}
 	return ctx, end
 }
 
 // DoneWritten records one coalesced DONE write: its size and duration.
 func (o *Observer) DoneWritten(store string, n int, took time.Duration, err error) {
-	set := o.set(setKey{kind: kindStore, store: store, errType: errorType(err)})
-	o.inst.doneBatch.Record(context.Background(), int64(n), set)
-	o.inst.doneWrite.Record(context.Background(), took.Seconds(), set)
+	set := o.storeSet(store, err)
+	o.inst.doneBatch.Record(bg, int64(n), set.rec...)
+	o.inst.doneWrite.Record(bg, took.Seconds(), set.rec...)
 }
 
 // Claimed records one claim of a poller: its duration and rows.
 func (o *Observer) Claimed(store string, rows int, took time.Duration, err error) {
-	set := o.set(setKey{kind: kindStore, store: store, errType: errorType(err)})
-	o.inst.claimRows.Record(context.Background(), int64(rows), set)
-	o.inst.claimTime.Record(context.Background(), took.Seconds(), set)
+	set := o.storeSet(store, err)
+	o.inst.claimRows.Record(bg, int64(rows), set.rec...)
+	o.inst.claimTime.Record(bg, took.Seconds(), set.rec...)
 }
 
 // InjectHeaders writes the trace context of ctx into message headers

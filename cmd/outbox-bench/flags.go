@@ -99,6 +99,10 @@ type options struct {
 	relayWorkers int
 	// observe runs observed_end_to_end (-observe).
 	observe bool
+	// observeSample is the share of traces observed_end_to_end samples
+	// (-observe-sample): 1 samples every span, less samples that share of
+	// the publishers' traces, parent-based.
+	observeSample float64
 }
 
 // usageText is printed by -h above the flag list.
@@ -200,6 +204,10 @@ Observed scenario (run by default only with -observe):
               a MeterProvider with a ManualReader (instruments record into
               their aggregations, collected once at the end). Its notes
               give the spans exported and metric data points collected.
+              With -observe-sample R < 1 the TracerProvider samples a share
+              R of the traces instead (ParentBased(TraceIDRatioBased(R)):
+              the publish decides, its deliveries follow); the summary
+              names the sampling beside observability_cost.
 
 floor, publish, batch, end_to_end, ordered_end_to_end, observed_end_to_end and
 relay run -rounds times, interleaved, and report their median round.
@@ -274,6 +282,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.relayURL, "relay-url", "", "address of the -relay broker (default: "+relayDefaults()+")")
 	fs.IntVar(&o.relayWorkers, "relay-workers", 0, fmt.Sprintf("dispatcher workers of the relay scenarios (default %d: a relay waits on the broker, so it gets more workers than a local listener)", defaultRelayWorkers))
 	fs.BoolVar(&o.observe, "observe", false, "run observed_end_to_end too: end_to_end traced and measured through OpenTelemetry (SDK, every span sampled), for observability_cost")
+	fs.Float64Var(&o.observeSample, "observe-sample", 1, "share `R` of the traces observed_end_to_end samples, parent-based (1: every span)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -415,6 +424,8 @@ func (o *options) validate() error {
 		return errors.New("-timeout must be positive")
 	case o.orderedKeys < 0:
 		return errors.New("-ordered-keys must be at least 1")
+	case !(o.observeSample > 0 && o.observeSample <= 1):
+		return errors.New("-observe-sample must be more than 0 and at most 1")
 	case o.orderedKeys == 0 && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }):
 		return errors.New("-ordered-keys must be at least 1")
 	}

@@ -171,8 +171,12 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		scenarioRelay:        b.runRelay,
 		scenarioRelayLatency: b.runRelayLatency,
 	}
-	one := func(name string) (result, error) {
-		r, err := funcs[name](ctx)
+	one := func(name string) (r result, err error) {
+		// The CPU profile labels every sample with its scenario, the
+		// goroutines the scenario starts included (pprof -tagfocus).
+		pprof.Do(ctx, pprof.Labels("scenario", name), func(ctx context.Context) {
+			r, err = funcs[name](ctx)
+		})
 		if err != nil {
 			return r, fmt.Errorf("%s on %s: %w", name, b.opts.db, err)
 		}
@@ -333,6 +337,7 @@ func (b *bench) summary() summary {
 		s.EndToEndPerS = round(b.e2eRate, 1)
 		s.ObservedPerS = round(b.observedRate, 1)
 		s.ObservabilityCost = round(1-b.observedRate/b.e2eRate, 4)
+		s.ObservedSampling = samplingName(b.opts.observeSample)
 		if *s.ObservabilityCost > targetObservabilityCost {
 			miss(fmt.Sprintf("observability_cost <= %.2f", targetObservabilityCost))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -36,9 +37,15 @@ func (e *discardExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOn
 func (e *discardExporter) Shutdown(context.Context) error { return nil }
 
 // observation is the OpenTelemetry SDK of observed_end_to_end: a
-// TracerProvider sampling every span into a batch span processor over a
-// discardExporter, and a MeterProvider with a ManualReader (instruments
-// record into their aggregations; the scenario collects once, at its end).
+// TracerProvider sampling every span (or, with -observe-sample, a share of
+// the traces) into a batch span processor over a discardExporter, and a
+// MeterProvider with a ManualReader (instruments record into their
+// aggregations; the scenario collects once, at its end).
+//
+// The batch span processor keeps the SDK's defaults, as a production
+// setup over an OTLP exporter would: a queue of 2048 spans, batches of
+// 512, exported every 5 s or when a batch is full, spans dropped rather
+// than blocking the caller when the queue is full.
 type observation struct {
 	tp       *sdktrace.TracerProvider
 	mp       *sdkmetric.MeterProvider
@@ -47,10 +54,11 @@ type observation struct {
 	observer *outboxotel.Observer
 }
 
-// newObservation builds the SDK providers and the outbox's Observer.
-func newObservation() (*observation, error) {
+// newObservation builds the SDK providers and the outbox's Observer;
+// sample is the share of traces sampled (1: every span).
+func newObservation(sample float64) (*observation, error) {
 	o := &observation{exporter: &discardExporter{}, reader: sdkmetric.NewManualReader()}
-	o.tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+	o.tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler(sample)),
 		sdktrace.WithBatcher(o.exporter))
 	o.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(o.reader))
 	var err error
@@ -58,6 +66,23 @@ func newObservation() (*observation, error) {
 		return nil, errors.Join(err, o.shutdown())
 	}
 	return o, nil
+}
+
+// sampler returns the sampler of a share sample of the traces: every span
+// for 1, else the publish decides by trace ID and its deliveries follow.
+func sampler(sample float64) sdktrace.Sampler {
+	if sample >= 1 {
+		return sdktrace.AlwaysSample()
+	}
+	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sample))
+}
+
+// samplingName names the sampler of sample in the notes and the summary.
+func samplingName(sample float64) string {
+	if sample >= 1 {
+		return "always_sample"
+	}
+	return "parentbased_ratio_" + strconv.FormatFloat(sample, 'g', -1, 64)
 }
 
 // finish flushes the ended spans to the exporter and collects the
@@ -144,7 +169,7 @@ var _ core.Metrics = observedMetrics{}
 // recording into a ManualReader). Its rate against end_to_end's is the
 // cost of observability.
 func (b *bench) runObservedEndToEnd(ctx context.Context) (result, error) {
-	obs, err := newObservation()
+	obs, err := newObservation(b.opts.observeSample)
 	if err != nil {
 		return result{}, err
 	}
@@ -164,7 +189,7 @@ func (b *bench) runObservedEndToEnd(ctx context.Context) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Notes = []string{"tracer=sdk/always_sample/batch/discard", "meter=sdk/manual_reader",
+	r.Notes = []string{"tracer=sdk/" + samplingName(b.opts.observeSample) + "/batch/discard", "meter=sdk/manual_reader",
 		fmt.Sprintf("spans_exported=%d", spans), fmt.Sprintf("metric_points=%d", points)}
 	return r, nil
 }

@@ -73,7 +73,7 @@ func TestRunSQLiteObservedTiny(t *testing.T) {
 // TestSummaryObservedTarget checks the observability_cost target edges:
 // 0.05 is met, 0.0501 missed; and the summary text gives both rates.
 func TestSummaryObservedTarget(t *testing.T) {
-	b := &bench{opts: &options{db: "sqlite", observe: true}, e2eRate: 10000, observedRate: 9500}
+	b := &bench{opts: &options{db: "sqlite", observe: true, observeSample: 1}, e2eRate: 10000, observedRate: 9500}
 	s := b.summary()
 	if !s.TargetsMet || *s.ObservabilityCost != 0.05 || *s.ObservedPerS != 9500 || *s.EndToEndPerS != 10000 {
 		t.Errorf("0.05: targets_met=%v missed=%v cost=%v", s.TargetsMet, s.TargetsMissed, *s.ObservabilityCost)
@@ -86,10 +86,15 @@ func TestSummaryObservedTarget(t *testing.T) {
 	}
 	var out bytes.Buffer
 	(&printer{w: &out}).summary(s)
-	for _, f := range []string{"observability_cost 0.0501 (1 - observed/e2e: 9499.0 vs 10000.0 events/s, target <= 0.05)", "MISSED: observability_cost <= 0.05"} {
+	for _, f := range []string{"observability_cost 0.0501 (1 - observed/e2e: 9499.0 vs 10000.0 events/s, traces always_sample, target <= 0.05)", "MISSED: observability_cost <= 0.05"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("summary line lacks %q: %s", f, out.String())
 		}
+	}
+	// A sampled run says so beside the cost.
+	b.opts.observeSample = 0.1
+	if s := b.summary(); s.ObservedSampling != "parentbased_ratio_0.1" {
+		t.Errorf("-observe-sample 0.1: observed_sampling %q", s.ObservedSampling)
 	}
 	// Without the observed scenario the summary has no such field.
 	if s := (&bench{opts: &options{db: "sqlite"}, e2eRate: 10000}).summary(); s.ObservabilityCost != nil || s.ObservedPerS != nil {
@@ -116,6 +121,9 @@ func TestObserveFlags(t *testing.T) {
 		{[]string{"-scenarios", "end_to_end,observed_end_to_end"}, "-scenarios: observed_end_to_end needs -observe"},
 		{[]string{"-observe", "-scenarios", "observed_end_to_end"}, "observed_end_to_end is measured against end_to_end (observability_cost), so it needs end_to_end"},
 		{[]string{"-observe", "-scenarios", "floor,end_to_end"}, "-observe: -scenarios does not select observed_end_to_end"},
+		{[]string{"-observe", "-observe-sample", "0"}, "-observe-sample must be more than 0 and at most 1"},
+		{[]string{"-observe", "-observe-sample", "1.5"}, "-observe-sample must be more than 0 and at most 1"},
+		{[]string{"-observe", "-observe-sample", "NaN"}, "-observe-sample must be more than 0 and at most 1"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
@@ -130,7 +138,7 @@ func TestObserveFlags(t *testing.T) {
 		t.Errorf("-h: exit status %d, want 0", code)
 	}
 	for _, s := range []string{"-observe", "observed_end_to_end", "observability_cost", "1 - observed_end_to_end rate / end_to_end",
-		"AlwaysSample", "ManualReader", "target <= 0.05"} {
+		"AlwaysSample", "ManualReader", "target <= 0.05", "-observe-sample", "TraceIDRatioBased"} {
 		if !strings.Contains(errOut.String(), s) {
 			t.Errorf("-h output lacks %q", s)
 		}

@@ -114,11 +114,14 @@ type summary struct {
 	EndToEndPerS      *float64 `json:"end_to_end_per_s,omitempty"`
 	ObservedPerS      *float64 `json:"observed_per_s,omitempty"`
 	ObservabilityCost *float64 `json:"observability_cost,omitempty"`
-	PeakRSSMB         *float64 `json:"peak_rss_mb,omitempty"`
-	RSSTargetMiB      *int     `json:"rss_target_mib,omitempty"`
-	Lost              *int     `json:"lost,omitempty"`
-	TargetsMet        bool     `json:"targets_met"`
-	TargetsMissed     []string `json:"targets_missed,omitempty"`
+	// ObservedSampling is the sampling of observed_end_to_end's traces:
+	// "always_sample" (every span), or "parentbased_ratio_R".
+	ObservedSampling string   `json:"observed_sampling,omitempty"`
+	PeakRSSMB        *float64 `json:"peak_rss_mb,omitempty"`
+	RSSTargetMiB     *int     `json:"rss_target_mib,omitempty"`
+	Lost             *int     `json:"lost,omitempty"`
+	TargetsMet       bool     `json:"targets_met"`
+	TargetsMissed    []string `json:"targets_missed,omitempty"`
 	// LoadAvg is the 1-minute load average at the start and the end of
 	// the run: other work on the machine skews every rate.
 	LoadAvg []float64 `json:"loadavg_1m,omitempty"`
@@ -245,8 +248,8 @@ func (p *printer) summary(s summary) {
 		parts = append(parts, fmt.Sprintf("relay latency p99 %.1f us (commit -> %s ack, target <= %d)", *s.RelayP99us, s.Relay, targetRelayP99us))
 	}
 	if s.ObservabilityCost != nil {
-		parts = append(parts, fmt.Sprintf("observability_cost %.4f (1 - observed/e2e: %.1f vs %.1f events/s, target <= %.2f)",
-			*s.ObservabilityCost, *s.ObservedPerS, *s.EndToEndPerS, targetObservabilityCost))
+		parts = append(parts, fmt.Sprintf("observability_cost %.4f (1 - observed/e2e: %.1f vs %.1f events/s, traces %s, target <= %.2f)",
+			*s.ObservabilityCost, *s.ObservedPerS, *s.EndToEndPerS, s.ObservedSampling, targetObservabilityCost))
 	}
 	if s.WakeupP99us != nil {
 		parts = append(parts, fmt.Sprintf("wakeup p99 %.1f us (target <= %d)", *s.WakeupP99us, targetWakeupP99us))

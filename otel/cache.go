@@ -1,0 +1,131 @@
+package otel
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// The span start options every span of a kind shares, built once: an
+// option converted to its interface per span would cost an allocation.
+var (
+	kindProducer = trace.WithSpanKind(trace.SpanKindProducer)
+	kindConsumer = trace.WithSpanKind(trace.SpanKindConsumer)
+	newRoot      = trace.WithNewRoot()
+)
+
+// outcomes is the number of core.Outcome values known to this package.
+const outcomes = int(core.OutcomeInterrupted) + 1
+
+// paths is the number of core.Path values known to this package.
+const paths = int(core.PathRetry) + 1
+
+// outcomeAttrs are the outbox.outcome attributes, by outcome, each in a
+// slice of its own so that setting it allocates nothing.
+var outcomeAttrs = func() (a [outcomes][]attribute.KeyValue) {
+	for i := range a {
+		a[i] = []attribute.KeyValue{AttrOutcome.String(core.Outcome(i).String())}
+	}
+	return a
+}()
+
+// outcomeAttr returns the outbox.outcome attribute of o, as a slice.
+func outcomeAttr(o core.Outcome) []attribute.KeyValue {
+	if int(o) < outcomes {
+		return outcomeAttrs[o]
+	}
+	return []attribute.KeyValue{AttrOutcome.String(o.String())}
+}
+
+// typeInfo is what the spans and measurements of one event type share,
+// built on the type's first event: the span names, the span attributes
+// that do not change from one event to the next, and the attribute sets
+// of the outbox's own store.
+type typeInfo struct {
+	typ                     string
+	sendName, processName   string
+	sendAttrs, processAttrs trace.SpanStartOption
+	sent                    *measureSet      // messaging.client.sent.messages, no error
+	own                     [paths]*pathSets // store "", by path
+}
+
+// pathSets are the attribute sets of a delivery of one event type, store
+// and path.
+type pathSets struct {
+	spanAttrs trace.SpanStartOption // outbox.path, outbox.store
+	lag       *measureSet           // outbox.delivery.lag
+	outcome   [outcomes]*measureSet // process duration and deliveries, by outcome
+}
+
+// pathKey identifies the pathSets of a store of a set of databases.
+type pathKey struct {
+	typ, store string
+	path       core.Path
+}
+
+// typeOf returns the typeInfo of the event type typ.
+func (o *Observer) typeOf(typ string) *typeInfo {
+	if v, ok := o.types.Load(typ); ok {
+		return v.(*typeInfo)
+	}
+	dest := semconv.MessagingDestinationName(typ)
+	ti := &typeInfo{
+		typ:         typ,
+		sendName:    "send " + typ,
+		processName: "process " + typ,
+		sendAttrs: trace.WithAttributes(systemAttr, semconv.MessagingOperationTypeSend,
+			semconv.MessagingOperationName("send"), dest),
+		processAttrs: trace.WithAttributes(systemAttr, semconv.MessagingOperationTypeProcess,
+			semconv.MessagingOperationName("process"), dest),
+		sent: o.set(setKey{kind: kindSent, typ: typ}),
+	}
+	for p := range ti.own {
+		ti.own[p] = o.newPathSets(typ, "", core.Path(p))
+	}
+	v, _ := o.types.LoadOrStore(typ, ti)
+	return v.(*typeInfo)
+}
+
+// deliverySets returns the pathSets of a delivery of ti's type from store
+// by path.
+func (o *Observer) deliverySets(ti *typeInfo, store string, path core.Path) *pathSets {
+	if store == "" && int(path) < paths {
+		return ti.own[path]
+	}
+	k := pathKey{typ: ti.typ, store: store, path: path}
+	if v, ok := o.paths.Load(k); ok {
+		return v.(*pathSets)
+	}
+	v, _ := o.paths.LoadOrStore(k, o.newPathSets(ti.typ, store, path))
+	return v.(*pathSets)
+}
+
+func (o *Observer) newPathSets(typ, store string, path core.Path) *pathSets {
+	ps := &pathSets{
+		spanAttrs: trace.WithAttributes(AttrPath.String(path.String()), AttrStore.String(store)),
+		lag:       o.set(setKey{kind: kindLag, typ: typ, store: store, path: path}),
+	}
+	for i := range ps.outcome {
+		ps.outcome[i] = o.set(setKey{kind: kindOutcome, typ: typ, store: store, path: path, outcome: core.Outcome(i)})
+	}
+	return ps
+}
+
+// outcomeSet returns the attribute set of a delivery attempt's outcome.
+func (o *Observer) outcomeSet(ps *pathSets, ti *typeInfo, store string, path core.Path, out core.Outcome) *measureSet {
+	if int(out) < outcomes {
+		return ps.outcome[out]
+	}
+	return o.set(setKey{kind: kindOutcome, typ: ti.typ, store: store, path: path, outcome: out})
+}
+
+// storeSet returns the attribute set of a DONE write or a claim of store
+// that failed with err (nil: succeeded).
+func (o *Observer) storeSet(store string, err error) *measureSet {
+	if store == "" && err == nil {
+		return o.ownStore
+	}
+	return o.set(setKey{kind: kindStore, store: store, errType: errorType(err)})
+}
