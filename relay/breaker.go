@@ -64,6 +64,7 @@ type Breaker struct {
 	lastErr   error     // the failure that began or last continued the outage
 	nextProbe time.Time // when the next event may try the broker
 	putOffs   int64     // times an event was put off during this outage
+	outages   uint64    // outages begun so far; the current one's number while down
 }
 
 // NewBreaker returns a Breaker. It returns an error wrapping
@@ -120,6 +121,7 @@ func (b *Breaker) Down(err error) error {
 	first := !b.down
 	if first {
 		b.down, b.since = true, now
+		b.outages++
 		b.nextProbe = now.Add(b.cfg.ProbeInterval)
 	}
 	b.mu.Unlock()
@@ -133,10 +135,42 @@ func (b *Breaker) Down(err error) error {
 }
 
 // Up records a publish the broker acknowledged. It ends an outage, with
-// one INFO line.
-func (b *Breaker) Up() {
+// one INFO line. A relay whose answers can arrive after a failure of
+// another publish was seen uses [Breaker.Attempt] instead.
+func (b *Breaker) Up() { b.up(0, false) }
+
+// Attempt marks the start of one publish. Report the broker's answer to
+// it (an ack, or a refusal for the message's own sake) with the
+// returned Attempt's Up instead of [Breaker.Up].
+//
+// The difference: an answer to a publish that was already under way when
+// an outage began does not end that outage. Such an answer was received
+// before the failure that began the outage was seen (a client may hand
+// over a confirm, then notice that the connection ended; on a loaded
+// machine the goroutine that waited for the confirm can run after the one
+// that saw the end), so it says nothing about the broker now. A publish
+// started during the outage, such as its probe, ends it.
+func (b *Breaker) Attempt() Attempt {
 	b.mu.Lock()
-	if !b.down {
+	defer b.mu.Unlock()
+	return Attempt{b: b, outage: b.outages}
+}
+
+// Attempt is one publish under way, from [Breaker.Attempt].
+type Attempt struct {
+	b      *Breaker
+	outage uint64
+}
+
+// Up records the broker's answer to the publish: it ends the outage under
+// way if that outage had already begun when the publish started.
+func (a Attempt) Up() { a.b.up(a.outage, true) }
+
+// up ends an outage (one INFO line); with fenced, only the outage
+// numbered outage.
+func (b *Breaker) up(outage uint64, fenced bool) {
+	b.mu.Lock()
+	if !b.down || (fenced && b.outages != outage) {
 		b.mu.Unlock()
 		return
 	}

@@ -157,6 +157,41 @@ func TestBreaker(t *testing.T) {
 	}
 }
 
+// An answer to a publish that was under way when an outage began does not
+// end it (it was received before the failure was seen); an answer to a
+// publish started during the outage, such as its probe, does.
+func TestBreakerAttempt(t *testing.T) {
+	logs := &testsupport.LogBuffer{}
+	b, err := relay.NewBreaker(relay.BreakerConfig{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := b.Attempt() // under way, no outage yet
+	_ = b.Down(errors.New("connection lost"))
+	before.Up()
+	if down, _ := b.State(); !down {
+		t.Fatal("an answer to a publish started before the outage ended it")
+	}
+	_ = b.Down(errors.New("still down"))
+	during := b.Attempt() // started during the outage
+	b.Attempt().Up()      // the probe's answer ends it
+	if down, _ := b.State(); down {
+		t.Fatal("an answer to a publish started during the outage did not end it")
+	}
+	if n := len(logs.Lines("level=INFO", "broker recovered")); n != 1 {
+		t.Errorf("%d recovered lines, want 1:\n%s", n, logs)
+	}
+	_ = b.Down(errors.New("second"))
+	during.Up() // started in the first outage
+	if down, _ := b.State(); !down {
+		t.Error("an answer to a publish started in an earlier outage ended a later one")
+	}
+	b.Attempt().Up()
+	if n := len(logs.Lines("level=ERROR")); n != 2 {
+		t.Errorf("%d ERROR lines, want 2 (one per outage):\n%s", n, logs)
+	}
+}
+
 func TestBreakerConfig(t *testing.T) {
 	if _, err := relay.NewBreaker(relay.BreakerConfig{ProbeInterval: -1}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("negative ProbeInterval: %v", err)

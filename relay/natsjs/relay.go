@@ -155,6 +155,7 @@ func isNATSHeader(k string) bool {
 // publish sends msg asynchronously and waits for its ack, AckTimeout or
 // ctx, whichever comes first.
 func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
+	attempt := r.breaker.Attempt()
 	paf, err := r.js.PublishMsgAsync(msg, r.pubOpts...)
 	if err != nil {
 		return r.classify(ctx, msg.Subject, err)
@@ -163,7 +164,7 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	defer timer.Stop()
 	select {
 	case <-paf.Ok():
-		r.breaker.Up()
+		attempt.Up()
 		return nil
 	case err := <-paf.Err():
 		return r.classify(ctx, msg.Subject, err)

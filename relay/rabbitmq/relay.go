@@ -146,7 +146,7 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	defer func() { <-r.sem }()
 
 	where := fmt.Sprintf("exchange %q, routing key %q", exchange, key)
-	up := r.upFunc()
+	attempt := r.breaker.Attempt()
 	var last error
 	for range maxChannelTries {
 		pc, err := r.slots[r.next.Add(1)%uint64(len(r.slots))].get(r)
@@ -156,16 +156,16 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 		res := pc.publish(ctx, exchange, key, !r.cfg.AllowUnroutable, msg, r.cfg.ConfirmTimeout)
 		switch res.outcome {
 		case acked:
-			up()
+			attempt.Up()
 			return nil
 		case nacked:
-			up()
+			attempt.Up()
 			return fmt.Errorf("%w (%s)", ErrNacked, where)
 		case returned:
-			up()
+			attempt.Up()
 			return fmt.Errorf("%w: %d %s (%s)", ErrUnroutable, res.ret.ReplyCode, res.ret.ReplyText, where)
 		case channelError:
-			up()
+			attempt.Up()
 			last = fmt.Errorf("%w: %w (%s)", ErrRefused, res.err, where)
 			if causedBy(res.err, exchange) {
 				return last
@@ -181,24 +181,6 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 		}
 	}
 	return last
-}
-
-// upFunc returns the func to call when the broker answered this publish
-// (ack, nack, return, channel error): it ends an outage, unless an outage
-// began while the publish was under way. Such an answer was received
-// before the failure that began the outage was seen (the client hands a
-// confirm over, then notices the connection's end; a loaded box may run
-// the publisher later than the one that saw the end), so it says nothing
-// about the broker now; a publish started later, such as the outage's next
-// probe, ends it.
-func (r *Relay) upFunc() func() {
-	wasDown, wasSince := r.breaker.State()
-	return func() {
-		if down, since := r.breaker.State(); down && (!wasDown || !since.Equal(wasSince)) {
-			return
-		}
-		r.breaker.Up()
-	}
 }
 
 // causedBy reports whether a channel-level error names exchange: 404
