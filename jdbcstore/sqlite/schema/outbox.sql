@@ -32,6 +32,12 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
 CREATE INDEX IF NOT EXISTS {{.Index "status_available"}}
     ON {{.Table}} (status, available_at, created_at);
 
+-- The retention purge and the operators' views of finished rows read them
+-- by status and finishing time. Only finished rows carry done_at, so the
+-- publish path (NEW rows) never writes to this index.
+CREATE INDEX IF NOT EXISTS {{.Index "done"}}
+    ON {{.Table}} (status, done_at) WHERE done_at IS NOT NULL;
+
 CREATE UNIQUE INDEX IF NOT EXISTS {{.Index "order"}}
     ON {{.Table}} (order_key, order_seq) WHERE order_key IS NOT NULL;
 

@@ -1,0 +1,235 @@
+package jdbcstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// MaxPurgeBatch bounds PurgeOptions.BatchSize: a batch is deleted by a
+// list of that many ids, within every supported database's limit of
+// statement parameters.
+const MaxPurgeBatch = 10_000
+
+// PurgeOptions selects what Purge removes.
+type PurgeOptions struct {
+	// DoneOlderThan removes DONE rows finished longer ago than this; 0
+	// keeps every DONE row.
+	DoneOlderThan time.Duration
+	// DeadOlderThan removes DEAD rows finished longer ago than this; 0
+	// keeps every DEAD row.
+	DeadOlderThan time.Duration
+	// BatchSize is the most rows deleted per statement, so no transaction
+	// runs long: 1..MaxPurgeBatch. Defaults to DefaultOpsBatch.
+	BatchSize int
+	// Pause is how long Purge waits between two batches, so that a long
+	// purge leaves the database to the application most of the time: with
+	// batches of B rows taking d each, the purge removes at most
+	// B / (d + Pause) rows per second. 0 runs the batches back to back.
+	Pause time.Duration
+	// DryRun counts what would be removed, removing nothing.
+	DryRun bool
+}
+
+// PurgeResult counts removed (or, in a dry run, removable) rows.
+type PurgeResult struct {
+	Done, Dead int64
+	Batches    int // DELETE statements run
+}
+
+// Purge deletes DONE and DEAD rows past their retention, in batches of at
+// most BatchSize rows, each a short read of the next range of the done
+// index (status, done_at) and one DELETE of those rows by primary key: no
+// statement scans rows it keeps or locks more than the rows it deletes,
+// so publishers and workers are not held up, and the purge does not slow
+// down as the table grows. NEW and RETRY rows are never touched, nor a
+// DEAD row replayed while the purge runs. DEAD rows age from done_at
+// (when they died), or created_at for rows written before done_at was set
+// on DEAD.
+//
+// When ctx ends, Purge stops after the current batch and returns what it
+// removed with ctx's error.
+func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
+	if o.DoneOlderThan < 0 || o.DeadOlderThan < 0 {
+		return PurgeResult{}, &core.ConfigError{Field: "retention", Msg: "must not be negative"}
+	}
+	if o.Pause < 0 {
+		return PurgeResult{}, &core.ConfigError{Field: "Pause", Msg: "must not be negative"}
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultOpsBatch
+	}
+	if o.BatchSize < 1 || o.BatchSize > MaxPurgeBatch {
+		return PurgeResult{}, &core.ConfigError{Field: "BatchSize", Msg: fmt.Sprintf("must be 1..%d", MaxPurgeBatch)}
+	}
+	p := purger{s: s, o: o, now: s.now()}
+	if o.DoneOlderThan > 0 {
+		if err := p.status(ctx, core.StatusDone, o.DoneOlderThan, &p.res.Done); err != nil {
+			return p.res, err
+		}
+	}
+	if o.DeadOlderThan > 0 {
+		if err := p.status(ctx, core.StatusDead, o.DeadOlderThan, &p.res.Dead); err != nil {
+			return p.res, err
+		}
+		if err := p.legacyDead(ctx); err != nil {
+			return p.res, err
+		}
+	}
+	return p.res, nil
+}
+
+// purger is one Purge call.
+type purger struct {
+	s   *Store
+	o   PurgeOptions
+	now time.Time
+	res PurgeResult
+	// ran is set once a batch deleted something: the next one pauses first.
+	ran bool
+}
+
+// status removes the rows of st finished before now-olderThan, adding
+// them to n.
+func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Duration, n *int64) error {
+	s, d := p.s, p.s.dialect
+	cutoff := d.EncodeTime(p.now.Add(-olderThan))
+	op := "purge " + st.String()
+	if p.o.DryRun {
+		c, err := p.count(ctx, s.q.purgeCount, int64(st), cutoff)
+		*n += c
+		if err != nil {
+			return s.mapError("count for "+op, "", err)
+		}
+		return nil
+	}
+	lower := d.EncodeTime(time.Unix(0, 0))
+	for {
+		if err := p.pause(ctx); err != nil {
+			return err
+		}
+		var last any
+		ids, err := p.page(ctx, s.q.purgePage, []any{int64(st), lower, cutoff, p.o.BatchSize}, &last)
+		if err != nil {
+			return s.mapError("read page for "+op, "", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		t, err := d.DecodeTime(last)
+		if err != nil {
+			return fmt.Errorf("outbox: jdbcstore: %s: done_at of %v: %w", op, ids[len(ids)-1], err)
+		}
+		// The next page starts at the last row's done_at: rows finished
+		// at the same instant are read again if this batch left them.
+		lower = d.EncodeTime(t)
+		deleted, err := s.exec(ctx, op, "", inList(d, s.q.purgeDeletePrefix, len(ids), s.q.purgeDeleteSuffix),
+			append(ids, int64(st), cutoff)...)
+		*n += deleted
+		p.res.Batches++
+		if err != nil {
+			return err
+		}
+		p.ran = deleted > 0
+		if len(ids) < p.o.BatchSize {
+			return nil
+		}
+	}
+}
+
+// legacyDead removes the DEAD rows without done_at created before
+// now-DeadOlderThan, in event id order.
+func (p *purger) legacyDead(ctx context.Context) error {
+	s, d := p.s, p.s.dialect
+	cutoff := d.EncodeTime(p.now.Add(-p.o.DeadOlderThan))
+	if p.o.DryRun {
+		c, err := p.count(ctx, s.q.purgeLegacyCount, cutoff)
+		p.res.Dead += c
+		if err != nil {
+			return s.mapError("count for purge DEAD", "", err)
+		}
+		return nil
+	}
+	after := ""
+	for {
+		if err := p.pause(ctx); err != nil {
+			return err
+		}
+		ids, err := p.page(ctx, s.q.purgeLegacyPage, []any{cutoff, after, p.o.BatchSize}, nil)
+		if err != nil {
+			return s.mapError("read page for purge DEAD", "", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		after = ids[len(ids)-1].(string)
+		deleted, err := s.exec(ctx, "purge DEAD", "", inList(d, s.q.purgeDeletePrefix, len(ids), s.q.purgeDeleteLegacySuffix),
+			append(ids, cutoff)...)
+		p.res.Dead += deleted
+		p.res.Batches++
+		if err != nil {
+			return err
+		}
+		p.ran = deleted > 0
+		if len(ids) < p.o.BatchSize {
+			return nil
+		}
+	}
+}
+
+// pause waits o.Pause after a batch that deleted rows, or returns ctx's
+// error.
+func (p *purger) pause(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !p.ran || p.o.Pause <= 0 {
+		return nil
+	}
+	p.ran = false
+	t := time.NewTimer(p.o.Pause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// page reads the event ids (first column) of one page, retrying lock
+// contention; when last is not nil, it receives the second column of the
+// last row.
+func (p *purger) page(ctx context.Context, query string, args []any, last *any) ([]any, error) {
+	return retryBusy(ctx, p.s, func() ([]any, error) {
+		rows, err := p.s.db.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		ids := make([]any, 0, p.o.BatchSize+2) // room for the delete's arguments
+		for rows.Next() {
+			var id string
+			dest := []any{&id}
+			if last != nil {
+				dest = append(dest, last)
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		return ids, rows.Err()
+	})
+}
+
+// count runs a one-row COUNT query.
+func (p *purger) count(ctx context.Context, query string, args ...any) (int64, error) {
+	return retryBusy(ctx, p.s, func() (int64, error) {
+		var c int64
+		err := p.s.db.QueryRowContext(ctx, query, args...).Scan(&c)
+		return c, err
+	})
+}
