@@ -13,6 +13,10 @@ import (
 // statement parameters.
 const MaxPurgeBatch = 10_000
 
+// MaxPauseFactor bounds PurgeOptions.PauseFactor: the purge then keeps
+// the database busy at least 1% of its run.
+const MaxPauseFactor = 99
+
 // PurgeOptions selects what Purge removes.
 type PurgeOptions struct {
 	// DoneOlderThan removes DONE rows finished longer ago than this; 0
@@ -24,11 +28,12 @@ type PurgeOptions struct {
 	// BatchSize is the most rows deleted per statement, so no transaction
 	// runs long: 1..MaxPurgeBatch. Defaults to DefaultOpsBatch.
 	BatchSize int
-	// Pause is how long Purge waits between two batches, so that a long
-	// purge leaves the database to the application most of the time: with
-	// batches of B rows taking d each, the purge removes at most
-	// B / (d + Pause) rows per second. 0 runs the batches back to back.
-	Pause time.Duration
+	// PauseFactor paces a long purge: after each batch Purge waits
+	// PauseFactor times as long as the batch took, so it keeps the
+	// database busy at most 1/(1+PauseFactor) of the time and leaves the
+	// rest to the application, however fast the database is. 0 runs the
+	// batches back to back.
+	PauseFactor float64
 	// DryRun counts what would be removed, removing nothing.
 	DryRun bool
 }
@@ -55,8 +60,8 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 	if o.DoneOlderThan < 0 || o.DeadOlderThan < 0 {
 		return PurgeResult{}, &core.ConfigError{Field: "retention", Msg: "must not be negative"}
 	}
-	if o.Pause < 0 {
-		return PurgeResult{}, &core.ConfigError{Field: "Pause", Msg: "must not be negative"}
+	if !(o.PauseFactor >= 0 && o.PauseFactor <= MaxPauseFactor) { // also refuses NaN
+		return PurgeResult{}, &core.ConfigError{Field: "PauseFactor", Msg: fmt.Sprintf("must be 0..%g", float64(MaxPauseFactor))}
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = DefaultOpsBatch
@@ -87,8 +92,9 @@ type purger struct {
 	o   PurgeOptions
 	now time.Time
 	res PurgeResult
-	// ran is set once a batch deleted something: the next one pauses first.
-	ran bool
+	// busy is how long the last batch took when it deleted something:
+	// the next one pauses PauseFactor times that first.
+	busy time.Duration
 }
 
 // status removes the rows of st finished before now-olderThan, adding
@@ -110,6 +116,7 @@ func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Dura
 		if err := p.pause(ctx); err != nil {
 			return err
 		}
+		began := time.Now()
 		var last any
 		ids, err := p.page(ctx, s.q.purgePage, []any{int64(st), lower, cutoff, p.o.BatchSize}, &last)
 		if err != nil {
@@ -132,7 +139,7 @@ func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Dura
 		if err != nil {
 			return err
 		}
-		p.ran = deleted > 0
+		p.done(began, deleted)
 		if len(ids) < p.o.BatchSize {
 			return nil
 		}
@@ -157,6 +164,7 @@ func (p *purger) legacyDead(ctx context.Context) error {
 		if err := p.pause(ctx); err != nil {
 			return err
 		}
+		began := time.Now()
 		ids, err := p.page(ctx, s.q.purgeLegacyPage, []any{cutoff, after, p.o.BatchSize}, nil)
 		if err != nil {
 			return s.mapError("read page for purge DEAD", "", err)
@@ -172,24 +180,32 @@ func (p *purger) legacyDead(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p.ran = deleted > 0
+		p.done(began, deleted)
 		if len(ids) < p.o.BatchSize {
 			return nil
 		}
 	}
 }
 
-// pause waits o.Pause after a batch that deleted rows, or returns ctx's
-// error.
+// done records a batch that began at began and deleted n rows.
+func (p *purger) done(began time.Time, n int64) {
+	if n > 0 {
+		p.busy = time.Since(began)
+	}
+}
+
+// pause waits PauseFactor times the last batch's duration after a batch
+// that deleted rows, or returns ctx's error.
 func (p *purger) pause(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !p.ran || p.o.Pause <= 0 {
+	wait := time.Duration(float64(p.busy) * p.o.PauseFactor)
+	p.busy = 0
+	if wait <= 0 {
 		return nil
 	}
-	p.ran = false
-	t := time.NewTimer(p.o.Pause)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 // Scenario names, in the order they run.
@@ -48,7 +50,8 @@ const (
 
 // allScenarios lists every scenario in run order.
 var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
-	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup}
+	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup,
+	scenarioHistory}
 
 // orderedScenarios are the scenarios of ordered events, run by default
 // only with -ordered-keys.
@@ -98,6 +101,12 @@ type options struct {
 	relayWorkers int
 	// observe runs observed_end_to_end (-observe).
 	observe bool
+	// historyDone and historyDead are the rows seeded before the history
+	// scenario (-history-done, -history-dead).
+	historyDone, historyDead int
+	// purgePause is the cleanup.Config.PauseFactor of the history
+	// scenario's purge (-history-pause-factor; 0: the default, -1: none).
+	purgePause float64
 }
 
 // usageText is printed by -h above the flag list.
@@ -189,6 +198,23 @@ Observed scenario (run by default only with -observe):
               their aggregations, collected once at the end). Its notes
               give the spans exported and metric data points collected.
 
+History scenario (run only when -scenarios names it):
+  history     a fresh database seeded with -history-done DONE and
+              -history-dead DEAD rows (bulk SQL: a recursive CTE on SQLite,
+              digit cross joins on MySQL/MariaDB, generate_series on
+              PostgreSQL; ~200-byte JSON payloads, a traceparent header,
+              creation times over 120 days), then ANALYZE; the seeding time
+              is printed. Then -rounds rounds of: publish on an empty table
+              (as the publish scenario) and on the seeded one, end_to_end on
+              an empty table and on the seeded one (end_to_end waits until no NEW or RETRY row is left,
+              one range of the pending index), the retention purge (package
+              cleanup, default batch and pause; DONE kept 30 days, DEAD 60)
+              alone for as long as a publish round took, and publish with
+              the purge running beside it. Its line gives the median rates:
+              events_per_s (publish), history_e2e_per_s,
+              publish_purge_per_s, purge_rows_per_s (during publishing) and
+              purge_alone_rows_per_s.
+
 floor, publish, end_to_end, ordered_end_to_end, observed_end_to_end and
 relay run -rounds times, interleaved, and report their median round.
 
@@ -203,6 +229,14 @@ Ratios (all measured within one run, same process and settings):
   observability_cost  (summary) 1 - observed_end_to_end rate / end_to_end
                     rate: the share of throughput OpenTelemetry tracing and
                     metrics cost; target <= 0.05.
+  history_publish_ratio, history_e2e_ratio  (summary) the history
+                    scenario's publish and end_to_end rates / the
+                    empty-table ones measured just before them in the same
+                    round, median of the rounds; target >= 0.9.
+  purge_keeps_up    (summary) purge rows/s / publish rate, both while the
+                    purge runs beside the publishers; target >= 2.
+  purge_cost        (summary) publish rate with the purge running / without
+                    (both on the seeded table); target >= 0.9.
   Other targets: latency p99_us <= 1000, ordered_latency p99
   (ordered_p99_us) <= 1000, relay_latency p99 (relay_p99_us) <= 5000, overload peak_rss_mb <= 64 (with
   -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
@@ -257,6 +291,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.relayURL, "relay-url", "", "address of the -relay broker (default: "+relayDefaults()+")")
 	fs.IntVar(&o.relayWorkers, "relay-workers", 0, fmt.Sprintf("dispatcher workers of the relay scenarios (default %d: a relay waits on the broker, so it gets more workers than a local listener)", defaultRelayWorkers))
 	fs.BoolVar(&o.observe, "observe", false, "run observed_end_to_end too: end_to_end traced and measured through OpenTelemetry (SDK, every span sampled), for observability_cost")
+	fs.IntVar(&o.historyDone, "history-done", defaultHistoryDone, "DONE rows seeded before the history scenario")
+	fs.IntVar(&o.historyDead, "history-dead", defaultHistoryDead, "DEAD rows seeded before the history scenario")
+	fs.Float64Var(&o.purgePause, "history-pause-factor", 0, "cleanup.Config.PauseFactor of the history scenario's purge (default: the package's; -1: batches back to back)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -297,6 +334,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 			case slices.Contains(orderedScenarios, name) && !ordered.set:
 			case slices.Contains(relayScenarios, name) && o.relay == "":
 			case name == scenarioObservedE2E && !o.observe:
+			case name == scenarioHistory:
 			default:
 				o.scenarios = append(o.scenarios, name)
 			}
@@ -396,6 +434,10 @@ func (o *options) validate() error {
 		return errors.New("-max-open-conns must not be negative")
 	case o.timeout <= 0:
 		return errors.New("-timeout must be positive")
+	case o.historyDone < 0 || o.historyDead < 0:
+		return errors.New("-history-done and -history-dead must not be negative")
+	case o.purgePause != -1 && (o.purgePause < 0 || o.purgePause > jdbcstore.MaxPauseFactor):
+		return fmt.Errorf("-history-pause-factor must be -1 or 0..%d", jdbcstore.MaxPauseFactor)
 	case o.orderedKeys < 0:
 		return errors.New("-ordered-keys must be at least 1")
 	case o.orderedKeys == 0 && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }):

@@ -73,6 +73,7 @@ type bench struct {
 	p99, overloadRSS, wakeupP99     *float64
 	orderedP99                      *float64 // ordered_latency
 	lost                            *int
+	history                         *historyMeasure
 	loadStart                       *float64
 	rssResetErr                     error
 }
@@ -166,6 +167,8 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 
 		scenarioRelay:        b.runRelay,
 		scenarioRelayLatency: b.runRelayLatency,
+
+		scenarioHistory: b.runHistory,
 	}
 	one := func(name string) (result, error) {
 		r, err := funcs[name](ctx)
@@ -211,7 +214,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		}
 		p.result(r)
 	}
-	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup} {
+	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup, scenarioHistory} {
 		if !b.opts.has(name) {
 			continue
 		}
@@ -339,6 +342,7 @@ func (b *bench) summary() summary {
 	if s.Lost != nil && *s.Lost > 0 {
 		miss("lost = 0")
 	}
+	b.historySummary(&s, miss)
 	return s
 }
 
