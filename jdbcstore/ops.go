@@ -138,6 +138,16 @@ func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit 
 	if limit < 1 || limit > MaxListLimit {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
 	}
+	q, args := s.listDeadQuery(f, after, limit)
+	recs, err := s.queryRecords(ctx, limit, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: jdbcstore: list dead: %w", err)
+	}
+	return recs, nil
+}
+
+// listDeadQuery returns the query of a ListDead page and its arguments.
+func (s *Store) listDeadQuery(f DeadFilter, after string, limit int) (string, []any) {
 	where, args := s.deadWhere(f)
 	if after != "" {
 		where += " AND event_id > ?"
@@ -145,11 +155,7 @@ func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit 
 	}
 	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+selectList(s.dialect)+" FROM "+s.dialect.QuoteIdent(s.table)+
 		" WHERE "+where+" ORDER BY event_id LIMIT ?")
-	recs, err := s.queryRecords(ctx, limit, q, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: jdbcstore: list dead: %w", err)
-	}
-	return recs, nil
+	return q, append(args, limit)
 }
 
 // ReplayOptions tunes ReplayDead.

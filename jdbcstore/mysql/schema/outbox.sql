@@ -12,7 +12,7 @@
 -- idx_status_done serves the retention purge (finished rows by status and
 -- done_at, one index range per batch). A table created by an earlier
 -- release lacks it and keeps working, the purge then scanning: add it online
--- with ALTER TABLE outbox_event ADD KEY idx_status_done (status, done_at),
+-- with ALTER TABLE {{.Table}} ADD KEY idx_status_done (status, done_at),
 -- ALGORITHM=INPLACE, LOCK=NONE
 -- The indexes are declared inside CREATE TABLE: MySQL 8 has no
 -- CREATE INDEX IF NOT EXISTS, and index names are per table.
