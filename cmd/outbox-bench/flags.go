@@ -234,9 +234,11 @@ Ratios (all measured within one run, same process and settings):
                     empty-table ones measured just before them in the same
                     round, median of the rounds; target >= 0.9.
   purge_keeps_up    (summary) purge rows/s / publish rate, both while the
-                    purge runs beside the publishers; target >= 2.
+                    purge runs beside the publishers, median of the rounds;
+                    target >= 2.
   purge_cost        (summary) publish rate with the purge running / without
-                    (both on the seeded table); target >= 0.9.
+                    (both on the seeded table, in the same round), median of
+                    the rounds; target >= 0.9.
   Other targets: latency p99_us <= 1000, ordered_latency p99
   (ordered_p99_us) <= 1000, relay_latency p99 (relay_p99_us) <= 5000, overload peak_rss_mb <= 64 (with
   -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's

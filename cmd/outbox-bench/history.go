@@ -48,6 +48,8 @@ type historyMeasure struct {
 	publish, e2e         float64 // medians on the seeded table
 	publishRatio         float64 // median of the rounds' publish rate on the seeded / the empty table
 	e2eRatio             float64 // median of the rounds' end_to_end rate on the seeded / the empty table
+	keepsUp              float64 // median of the rounds' purge rows/s / publish rate, both while the purge runs
+	purgeCost            float64 // median of the rounds' publish rate with the purge / without
 	publishPurge         float64 // median publish rate with the purge running
 	purgeDuring          float64 // median purge rows/s while publishing
 	purgeAlone           float64 // median purge rows/s with nothing else running
@@ -96,7 +98,7 @@ func (b *bench) runHistory(ctx context.Context) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	var pub, e2e, pubPurge, purgeDuring, purgeAlone, pubRatio, e2eRatio []float64
+	var pub, e2e, pubPurge, purgeDuring, purgeAlone, pubRatio, e2eRatio, keepsUp, cost []float64
 	for range b.opts.rounds {
 		// The empty-table baseline right before the seeded table, so that
 		// the machine's drifting load hits both alike.
@@ -131,12 +133,15 @@ func (b *bench) runHistory(ctx context.Context) (result, error) {
 		}
 		pubPurge = append(pubPurge, r.publish)
 		purgeDuring = append(purgeDuring, r.purge)
+		keepsUp = append(keepsUp, r.purge/r.publish)
+		cost = append(cost, r.publish/pub[len(pub)-1])
 	}
 	if err := checkSeededDead(ctx, f.db, store.Table(), b.opts.historyDead); err != nil {
 		return result{}, err
 	}
 	m.publish, m.e2e, m.publishPurge = median(pub), median(e2e), median(pubPurge)
 	m.publishRatio, m.e2eRatio = median(pubRatio), median(e2eRatio)
+	m.keepsUp, m.purgeCost = median(keepsUp), median(cost)
 	m.purgeDuring, m.purgeAlone = median(purgeDuring), median(purgeAlone)
 	b.history = m
 	res := b.newResult(scenarioHistory, b.opts.n)
@@ -300,13 +305,13 @@ func (b *bench) historySummary(s *summary, miss func(string)) {
 		}
 	}
 	if m.publishPurge > 0 {
-		s.PurgeKeepsUp = round(m.purgeDuring/m.publishPurge, 3)
+		s.PurgeKeepsUp = round(m.keepsUp, 3)
 		if *s.PurgeKeepsUp < targetPurgeKeepsUp {
 			miss(fmt.Sprintf("purge_keeps_up >= %.1f", targetPurgeKeepsUp))
 		}
 	}
 	if m.publish > 0 {
-		s.PurgeCost = round(m.publishPurge/m.publish, 3)
+		s.PurgeCost = round(m.purgeCost, 3)
 		if *s.PurgeCost < targetPurgeCost {
 			miss(fmt.Sprintf("purge_cost >= %.2f", targetPurgeCost))
 		}
