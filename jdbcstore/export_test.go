@@ -18,7 +18,7 @@ func StatementText(d Dialect, table string) map[string]string {
 		"reap": q.reap, "release": q.release, "get": q.get, "exists": q.exists, "countByStatus": q.countByStatus,
 		"markDone3":     inList(d, q.markDonePrefix, 3, q.markDoneSuffix),
 		"oldestPending": q.oldestPending, "deadByType": q.deadByType, "countBlocked": q.countBlocked,
-		"purgePage": q.purgePage, "purgeLegacyPage": q.purgeLegacyPage,
+		"purgePage": q.purgePage, "purgeBatch": q.purgeBatch, "purgeLegacyPage": q.purgeLegacyPage,
 		"purgeDelete3":       inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteSuffix),
 		"purgeDeleteLegacy3": inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteLegacySuffix),
 		"waiting1":           inList(d, q.waitingPrefix, 1, q.waitingSuffix),

@@ -111,6 +111,9 @@ func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Dura
 		}
 		return nil
 	}
+	if d.Capabilities().SingleWriter {
+		return p.singleWriter(ctx, op, st, cutoff, n)
+	}
 	lower := d.EncodeTime(time.Unix(0, 0))
 	for {
 		if err := p.pause(ctx); err != nil {
@@ -141,6 +144,27 @@ func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Dura
 		}
 		p.done(began, deleted)
 		if len(ids) < p.o.BatchSize {
+			return nil
+		}
+	}
+}
+
+// singleWriter removes the rows of st finished before cutoff on a
+// single-writer database: one DELETE per batch.
+func (p *purger) singleWriter(ctx context.Context, op string, st core.Status, cutoff any, n *int64) error {
+	for {
+		if err := p.pause(ctx); err != nil {
+			return err
+		}
+		began := time.Now()
+		deleted, err := p.s.exec(ctx, op, "", p.s.q.purgeBatch, int64(st), cutoff, p.o.BatchSize)
+		*n += deleted
+		p.res.Batches++
+		if err != nil {
+			return err
+		}
+		p.done(began, deleted)
+		if deleted < int64(p.o.BatchSize) {
 			return nil
 		}
 	}

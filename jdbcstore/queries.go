@@ -117,6 +117,9 @@ type statements struct {
 	// (purgeDeleteLegacySuffix). The conditions of the page are checked
 	// again, so a row replayed meanwhile is kept.
 	purgeDeletePrefix, purgeDeleteSuffix, purgeDeleteLegacySuffix string
+	// purgeBatch (single-writer databases): status, cutoff, limit. Deletes
+	// the first rows of a status finished before cutoff, in done_at order.
+	purgeBatch string
 	// purgeCount: status, cutoff. purgeLegacyCount: cutoff. One row each:
 	// what the pages would find (a dry run).
 	purgeCount, purgeLegacyCount string
@@ -185,6 +188,14 @@ func buildStatements(d Dialect, table string) statements {
 	q.purgeDeletePrefix = "DELETE FROM " + t + " WHERE event_id IN ("
 	q.purgeDeleteSuffix = ") AND status = ? AND done_at < ?"
 	q.purgeDeleteLegacySuffix = ") AND " + legacy
+	// A single-writer database (SQLite) keeps no row versions: a deleted
+	// row leaves its indexes at commit, so each batch's range starts at a
+	// live row, and one statement per batch, with no ids through the
+	// driver, does the page and the delete.
+	if d.Capabilities().SingleWriter {
+		q.purgeBatch = "DELETE FROM " + t + " WHERE event_id IN (SELECT event_id FROM " + t +
+			" WHERE status = ? AND done_at < ? ORDER BY done_at LIMIT ?)"
+	}
 	q.purgeCount = "SELECT COUNT(*) FROM " + t + " WHERE status = ? AND done_at < ?"
 	q.purgeLegacyCount = "SELECT COUNT(*) FROM " + t + " WHERE " + legacy
 	// The insert of an ordered event that takes the hot lease only if the
@@ -243,7 +254,7 @@ func buildStatements(d Dialect, table string) statements {
 	bt := d.BindType()
 	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.insertIfFree, &q.lastOfKey, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
 		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus,
-		&q.purgePage, &q.purgeLegacyPage, &q.purgeCount, &q.purgeLegacyCount} {
+		&q.purgePage, &q.purgeLegacyPage, &q.purgeBatch, &q.purgeCount, &q.purgeLegacyCount} {
 		*p = sqlx.Rebind(bt, *p)
 	}
 	return q

@@ -246,9 +246,11 @@ func (s *suite) testOps(t *testing.T) {
 			t.Fatalf("purge = %+v %v, want 5 DONE 3 DEAD", res, err)
 		}
 		// Batches of 2: DONE 2+2+1, DEAD with done_at 2, DEAD without
-		// done_at 1 = 5 statements.
-		if res.Batches != 5 {
-			t.Errorf("Batches = %d, want 5 (batch size 2)", res.Batches)
+		// done_at 1 = 5 statements; a store that reads and deletes a batch
+		// in one statement runs one more to find the DEAD rows with done_at
+		// exhausted after a full batch.
+		if res.Batches < 5 || res.Batches > 6 {
+			t.Errorf("Batches = %d, want 5 or 6 (batch size 2)", res.Batches)
 		}
 		c, err := st.CountByStatus(ctx)
 		if err != nil {
@@ -263,9 +265,9 @@ func (s *suite) testOps(t *testing.T) {
 		if _, err := st.Get(ctx, "legacy-new-0"); err != nil {
 			t.Errorf("the recent DEAD row without done_at was purged: %v", err)
 		}
-		// Nothing left past retention: a second run deletes nothing, in one
-		// read per status and no DELETE.
-		if again, err := st.Purge(ctx, opts); err != nil || again.Done+again.Dead != 0 || again.Batches != 0 {
+		// Nothing left past retention: a second run deletes nothing, with at
+		// most one (empty) statement per status.
+		if again, err := st.Purge(ctx, opts); err != nil || again.Done+again.Dead != 0 || again.Batches > 2 {
 			t.Errorf("second purge = %+v %v, want nothing", again, err)
 		}
 		for _, bad := range []jdbcstore.PurgeOptions{{DoneOlderThan: -time.Second}, {DeadOlderThan: -1}, {DoneOlderThan: time.Hour, BatchSize: -1},
