@@ -46,8 +46,9 @@ type PurgeResult struct {
 
 // Purge deletes DONE and DEAD rows past their retention, in batches of at
 // most BatchSize rows, each a short read of the next range of the done
-// index (status, done_at) and one DELETE of those rows by primary key: no
-// statement scans rows it keeps or locks more than the rows it deletes,
+// index (status, done_at) and one DELETE of those rows by primary key (on
+// a single-writer database, SQLite, one DELETE whose subquery reads the
+// range): no statement scans rows it keeps or locks more than the rows it deletes,
 // so publishers and workers are not held up, and the purge does not slow
 // down as the table grows. NEW and RETRY rows are never touched, nor a
 // DEAD row replayed while the purge runs. DEAD rows age from done_at
