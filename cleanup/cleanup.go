@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -56,6 +57,12 @@ type Config struct {
 	PauseFactor float64
 	// NoPause runs the batches back to back (PauseFactor must then be 0).
 	NoPause bool
+	// MaxRate caps the rows a run deletes per second (0: no cap). A purge
+	// costs publishers in proportion to how fast it deletes: set it to
+	// about twice the peak publish rate (events per second) and the purge
+	// keeps up with room to spare, catching up on a large backlog without
+	// running faster than that.
+	MaxRate float64
 	// Logger receives one INFO line per run that removed something.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
@@ -109,6 +116,9 @@ func (c Config) validate() error {
 	} else if c.NoPause && c.PauseFactor != 0 {
 		p.Field("PauseFactor", "must be 0 with NoPause")
 	}
+	if !(c.MaxRate >= 0 && !math.IsInf(c.MaxRate, 1)) { // also refuses NaN
+		p.Field("MaxRate", "must be a finite number of rows per second, at least 0")
+	}
 	return p.Err()
 }
 
@@ -139,7 +149,7 @@ func New(p Purger, cfg Config) (*Cleaner, error) {
 func (c *Cleaner) RunOnce(ctx context.Context) (jdbcstore.PurgeResult, error) {
 	res, err := c.p.Purge(ctx, jdbcstore.PurgeOptions{
 		DoneOlderThan: c.cfg.DoneRetention, DeadOlderThan: c.cfg.DeadRetention, BatchSize: c.cfg.BatchSize,
-		PauseFactor: c.cfg.PauseFactor,
+		PauseFactor: c.cfg.PauseFactor, MaxRate: c.cfg.MaxRate,
 	})
 	if res.Done+res.Dead > 0 {
 		c.log.Info("purged rows past retention", slog.Int64("done", res.Done), slog.Int64("dead", res.Dead),

@@ -103,6 +103,9 @@ func TestConfigValidation(t *testing.T) {
 		"NaN pause factor":       {PauseFactor: math.NaN()},
 		"pause factor too big":   {PauseFactor: jdbcstore.MaxPauseFactor + 1},
 		"pause factor, no pause": {PauseFactor: 2, NoPause: true},
+		"negative max rate":      {MaxRate: -1},
+		"NaN max rate":           {MaxRate: math.NaN()},
+		"infinite max rate":      {MaxRate: math.Inf(1)},
 	} {
 		if _, err := cleanup.New(st, cfg); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("%s: err %v", name, err)
@@ -122,8 +125,8 @@ func TestRunOncePassesTheSettings(t *testing.T) {
 			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: cleanup.DefaultBatchSize, PauseFactor: cleanup.DefaultPauseFactor}},
 		"no pause": {cleanup.Config{NoPause: true, BatchSize: 2000}, jdbcstore.PurgeOptions{DoneOlderThan: cleanup.DefaultDoneRetention,
 			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: 2000}},
-		"pause factor": {cleanup.Config{PauseFactor: 4}, jdbcstore.PurgeOptions{DoneOlderThan: cleanup.DefaultDoneRetention,
-			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: cleanup.DefaultBatchSize, PauseFactor: 4}},
+		"pause factor": {cleanup.Config{PauseFactor: 4, MaxRate: 5000}, jdbcstore.PurgeOptions{DoneOlderThan: cleanup.DefaultDoneRetention,
+			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: cleanup.DefaultBatchSize, PauseFactor: 4, MaxRate: 5000}},
 	} {
 		var got jdbcstore.PurgeOptions
 		c, err := cleanup.New(recordingPurger{&got}, tc.cfg)

@@ -3,6 +3,7 @@ package jdbcstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -34,6 +35,12 @@ type PurgeOptions struct {
 	// rest to the application, however fast the database is. 0 runs the
 	// batches back to back.
 	PauseFactor float64
+	// MaxRate caps the rows deleted per second over the run (the wait
+	// after each batch is stretched to hold it), so a purge that has
+	// millions of rows to catch up does not run faster than it needs to:
+	// at twice the peak publish rate it keeps up with room to spare and
+	// costs publishers the least. 0 means no cap (PauseFactor alone paces).
+	MaxRate float64
 	// DryRun counts what would be removed, removing nothing.
 	DryRun bool
 }
@@ -64,6 +71,9 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 	if !(o.PauseFactor >= 0 && o.PauseFactor <= MaxPauseFactor) { // also refuses NaN
 		return PurgeResult{}, &core.ConfigError{Field: "PauseFactor", Msg: fmt.Sprintf("must be 0..%g", float64(MaxPauseFactor))}
 	}
+	if !(o.MaxRate >= 0 && !math.IsInf(o.MaxRate, 1)) { // also refuses NaN
+		return PurgeResult{}, &core.ConfigError{Field: "MaxRate", Msg: "must be a finite number of rows per second, at least 0"}
+	}
 	if o.BatchSize == 0 {
 		o.BatchSize = DefaultOpsBatch
 	}
@@ -93,9 +103,10 @@ type purger struct {
 	o   PurgeOptions
 	now time.Time
 	res PurgeResult
-	// busy is how long the last batch took when it deleted something:
-	// the next one pauses PauseFactor times that first.
-	busy time.Duration
+	// busy is how long the last batch took when it deleted something,
+	// and deleted how many rows: the next one pauses first.
+	busy    time.Duration
+	deleted int64
 }
 
 // status removes the rows of st finished before now-olderThan, adding
@@ -215,18 +226,22 @@ func (p *purger) legacyDead(ctx context.Context) error {
 // done records a batch that began at began and deleted n rows.
 func (p *purger) done(began time.Time, n int64) {
 	if n > 0 {
-		p.busy = time.Since(began)
+		p.busy, p.deleted = time.Since(began), n
 	}
 }
 
-// pause waits PauseFactor times the last batch's duration after a batch
-// that deleted rows, or returns ctx's error.
+// pause waits after a batch that deleted rows: PauseFactor times the
+// batch's duration, or longer if MaxRate needs it. It returns ctx's error.
 func (p *purger) pause(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	wait := time.Duration(float64(p.busy) * p.o.PauseFactor)
-	p.busy = 0
+	if p.o.MaxRate > 0 && p.deleted > 0 {
+		// The batch and the wait together take deleted/MaxRate.
+		wait = max(wait, time.Duration(float64(p.deleted)/p.o.MaxRate*float64(time.Second))-p.busy)
+	}
+	p.busy, p.deleted = 0, 0
 	if wait <= 0 {
 		return nil
 	}

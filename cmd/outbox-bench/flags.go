@@ -107,6 +107,10 @@ type options struct {
 	// purgePause is the cleanup.Config.PauseFactor of the history
 	// scenario's purge (-history-pause-factor; 0: the default, -1: none).
 	purgePause float64
+	// purgeRate is the history scenario's cleanup.Config.MaxRate during
+	// publishing, as a multiple of the publish rate (-history-purge-rate;
+	// 0: no cap).
+	purgeRate float64
 }
 
 // usageText is printed by -h above the flag list.
@@ -210,7 +214,8 @@ History scenario (run only when -scenarios names it):
               one range of the pending index), the retention purge (package
               cleanup, default batch and pause; DONE kept 30 days, DEAD 60)
               alone for as long as a publish round took, and publish with
-              the purge running beside it. Its line gives the median rates:
+              the purge running beside it, capped (cleanup.Config.MaxRate)
+              at -history-purge-rate times the round's publish rate. Its line gives the median rates:
               events_per_s (publish), history_e2e_per_s,
               publish_purge_per_s, purge_rows_per_s (during publishing) and
               purge_alone_rows_per_s.
@@ -296,6 +301,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.historyDone, "history-done", defaultHistoryDone, "DONE rows seeded before the history scenario")
 	fs.IntVar(&o.historyDead, "history-dead", defaultHistoryDead, "DEAD rows seeded before the history scenario")
 	fs.Float64Var(&o.purgePause, "history-pause-factor", 0, "cleanup.Config.PauseFactor of the history scenario's purge (default: the package's; -1: batches back to back)")
+	fs.Float64Var(&o.purgeRate, "history-purge-rate", defaultHistoryPurgeRate, "cleanup.Config.MaxRate of the history scenario's purge beside the publishers, as a multiple of the publish rate measured just before (0: no cap)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -438,6 +444,8 @@ func (o *options) validate() error {
 		return errors.New("-timeout must be positive")
 	case o.historyDone < 0 || o.historyDead < 0:
 		return errors.New("-history-done and -history-dead must not be negative")
+	case !(o.purgeRate >= 0 && o.purgeRate <= 1000):
+		return errors.New("-history-purge-rate must be 0..1000")
 	case o.purgePause != -1 && (o.purgePause < 0 || o.purgePause > jdbcstore.MaxPauseFactor):
 		return fmt.Errorf("-history-pause-factor must be -1 or 0..%d", jdbcstore.MaxPauseFactor)
 	case o.orderedKeys < 0:

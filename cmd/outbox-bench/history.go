@@ -34,6 +34,10 @@ const (
 	historyAge           = time.Hour
 	historyDoneRetention = 30 * 24 * time.Hour
 	historyDeadRetention = 60 * 24 * time.Hour
+	// defaultHistoryPurgeRate is -history-purge-rate: the purge beside the
+	// publishers may delete 2.5 rows per event published, room above the
+	// 2x target without running faster than needed.
+	defaultHistoryPurgeRate = 2.5
 )
 
 // Targets of the history scenario, checked by the summary.
@@ -127,7 +131,17 @@ func (b *bench) runHistory(ctx context.Context) (result, error) {
 			return result{}, err
 		}
 		purgeAlone = append(purgeAlone, alone)
-		r, err = b.historyPublish(ctx, f, pending, cleaner)
+		paced := cleaner
+		if b.opts.purgeRate > 0 {
+			// The purge beside the publishers deletes at most purgeRate
+			// times the publish rate just measured (cleanup.Config.MaxRate).
+			pcfg := ccfg
+			pcfg.MaxRate = b.opts.purgeRate * r.publish
+			if paced, err = cleanup.New(store, pcfg); err != nil {
+				return result{}, err
+			}
+		}
+		r, err = b.historyPublish(ctx, f, pending, paced)
 		if err != nil {
 			return result{}, err
 		}

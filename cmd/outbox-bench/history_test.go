@@ -66,6 +66,7 @@ func TestHistoryFlags(t *testing.T) {
 		{[]string{"-history-dead", "-5"}, "-history-done and -history-dead must not be negative"},
 		{[]string{"-history-pause-factor", "100"}, "-history-pause-factor must be -1 or 0..99"},
 		{[]string{"-history-pause-factor", "-2"}, "-history-pause-factor must be -1 or 0..99"},
+		{[]string{"-history-purge-rate", "-1"}, "-history-purge-rate must be 0..1000"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
@@ -79,7 +80,7 @@ func TestHistoryFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"-h"}, &out, &errOut); code != 0 {
 		t.Errorf("-h: exit status %d, want 0", code)
 	}
-	for _, s := range []string{"history_publish_ratio", "purge_keeps_up", "purge_cost", "-history-done", "-history-dead", "-history-pause-factor"} {
+	for _, s := range []string{"history_publish_ratio", "purge_keeps_up", "purge_cost", "-history-done", "-history-dead", "-history-pause-factor", "-history-purge-rate"} {
 		if !strings.Contains(errOut.String(), s) {
 			t.Errorf("-h output lacks %q", s)
 		}

@@ -272,7 +272,8 @@ func (s *suite) testOps(t *testing.T) {
 		}
 		for _, bad := range []jdbcstore.PurgeOptions{{DoneOlderThan: -time.Second}, {DeadOlderThan: -1}, {DoneOlderThan: time.Hour, BatchSize: -1},
 			{DoneOlderThan: time.Hour, BatchSize: jdbcstore.MaxPurgeBatch + 1}, {DoneOlderThan: time.Hour, PauseFactor: -1},
-			{DoneOlderThan: time.Hour, PauseFactor: math.NaN()}, {DoneOlderThan: time.Hour, PauseFactor: jdbcstore.MaxPauseFactor + 1}} {
+			{DoneOlderThan: time.Hour, PauseFactor: math.NaN()}, {DoneOlderThan: time.Hour, PauseFactor: jdbcstore.MaxPauseFactor + 1},
+			{DoneOlderThan: time.Hour, MaxRate: -1}, {DoneOlderThan: time.Hour, MaxRate: math.NaN()}} {
 			if _, err := st.Purge(ctx, bad); !errors.Is(err, core.ErrInvalidConfig) {
 				t.Errorf("%+v: err %v", bad, err)
 			}
