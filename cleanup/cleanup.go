@@ -6,7 +6,9 @@ package cleanup
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -22,6 +24,9 @@ const (
 	DefaultDoneRetention = 7 * 24 * time.Hour
 	DefaultDeadRetention = 30 * 24 * time.Hour
 	DefaultBatchSize     = 500
+	// DefaultPauseFactor makes a run wait as long after each batch as
+	// the batch took: the purge holds the database at most half the time.
+	DefaultPauseFactor = 1.0
 )
 
 // Purger deletes rows past retention; *jdbcstore.Store implements it.
@@ -40,8 +45,24 @@ type Config struct {
 	// operator can replay them. Defaults to 30 days; must not be shorter
 	// than DoneRetention.
 	DeadRetention time.Duration
-	// BatchSize is the most rows deleted per statement. Defaults to 500.
+	// BatchSize is the most rows deleted per statement, 1 to
+	// jdbcstore.MaxPurgeBatch. Defaults to 500.
 	BatchSize int
+	// PauseFactor paces a run: after each batch it waits PauseFactor
+	// times as long as the batch took, so the purge keeps the database
+	// busy at most 1/(1+PauseFactor) of the time and the application
+	// keeps the rest, however fast the database is. 0 to
+	// jdbcstore.MaxPauseFactor; set NoPause for back-to-back batches.
+	// Defaults to DefaultPauseFactor.
+	PauseFactor float64
+	// NoPause runs the batches back to back (PauseFactor must then be 0).
+	NoPause bool
+	// MaxRate caps the rows a run deletes per second (0: no cap). A purge
+	// costs publishers in proportion to how fast it deletes: set it to
+	// about twice the peak publish rate (events per second) and the purge
+	// keeps up with room to spare, catching up on a large backlog without
+	// running faster than that.
+	MaxRate float64
 	// Logger receives one INFO line per run that removed something.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
@@ -61,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
+	}
+	if c.PauseFactor == 0 && !c.NoPause {
+		c.PauseFactor = DefaultPauseFactor
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -84,7 +108,17 @@ func (c Config) validate() error {
 	} else if c.DeadRetention < c.DoneRetention {
 		p.Field("DeadRetention", "must not be shorter than DoneRetention")
 	}
-	p.AtLeast1("BatchSize", c.BatchSize)
+	if c.BatchSize < 1 || c.BatchSize > jdbcstore.MaxPurgeBatch {
+		p.Field("BatchSize", fmt.Sprintf("must be 1..%d", jdbcstore.MaxPurgeBatch))
+	}
+	if !(c.PauseFactor >= 0 && c.PauseFactor <= jdbcstore.MaxPauseFactor) { // also refuses NaN
+		p.Field("PauseFactor", fmt.Sprintf("must be 0..%d", jdbcstore.MaxPauseFactor))
+	} else if c.NoPause && c.PauseFactor != 0 {
+		p.Field("PauseFactor", "must be 0 with NoPause")
+	}
+	if !(c.MaxRate >= 0 && !math.IsInf(c.MaxRate, 1)) { // also refuses NaN
+		p.Field("MaxRate", "must be a finite number of rows per second, at least 0")
+	}
 	return p.Err()
 }
 
@@ -115,6 +149,7 @@ func New(p Purger, cfg Config) (*Cleaner, error) {
 func (c *Cleaner) RunOnce(ctx context.Context) (jdbcstore.PurgeResult, error) {
 	res, err := c.p.Purge(ctx, jdbcstore.PurgeOptions{
 		DoneOlderThan: c.cfg.DoneRetention, DeadOlderThan: c.cfg.DeadRetention, BatchSize: c.cfg.BatchSize,
+		PauseFactor: c.cfg.PauseFactor, MaxRate: c.cfg.MaxRate,
 	})
 	if res.Done+res.Dead > 0 {
 		c.log.Info("purged rows past retention", slog.Int64("done", res.Done), slog.Int64("dead", res.Dead),

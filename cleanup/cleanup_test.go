@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,6 +98,14 @@ func TestConfigValidation(t *testing.T) {
 		"dead shorter than done": {DoneRetention: 48 * time.Hour, DeadRetention: 24 * time.Hour},
 		"negative batch":         {BatchSize: -1},
 		"negative retention":     {DoneRetention: -time.Hour},
+		"batch too big":          {BatchSize: jdbcstore.MaxPurgeBatch + 1},
+		"negative pause factor":  {PauseFactor: -1},
+		"NaN pause factor":       {PauseFactor: math.NaN()},
+		"pause factor too big":   {PauseFactor: jdbcstore.MaxPauseFactor + 1},
+		"pause factor, no pause": {PauseFactor: 2, NoPause: true},
+		"negative max rate":      {MaxRate: -1},
+		"NaN max rate":           {MaxRate: math.NaN()},
+		"infinite max rate":      {MaxRate: math.Inf(1)},
 	} {
 		if _, err := cleanup.New(st, cfg); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("%s: err %v", name, err)
@@ -105,6 +114,40 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := cleanup.New(nil, cleanup.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("nil purger: %v", err)
 	}
+}
+
+func TestRunOncePassesTheSettings(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg  cleanup.Config
+		want jdbcstore.PurgeOptions
+	}{
+		"defaults": {cleanup.Config{}, jdbcstore.PurgeOptions{DoneOlderThan: cleanup.DefaultDoneRetention,
+			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: cleanup.DefaultBatchSize, PauseFactor: cleanup.DefaultPauseFactor}},
+		"no pause": {cleanup.Config{NoPause: true, BatchSize: 2000}, jdbcstore.PurgeOptions{DoneOlderThan: cleanup.DefaultDoneRetention,
+			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: 2000}},
+		"pause factor": {cleanup.Config{PauseFactor: 4, MaxRate: 5000}, jdbcstore.PurgeOptions{DoneOlderThan: cleanup.DefaultDoneRetention,
+			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: cleanup.DefaultBatchSize, PauseFactor: 4, MaxRate: 5000}},
+	} {
+		var got jdbcstore.PurgeOptions
+		c, err := cleanup.New(recordingPurger{&got}, tc.cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := c.RunOnce(t.Context()); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: Purge got %+v, want %+v", name, got, tc.want)
+		}
+	}
+}
+
+// recordingPurger keeps the options of the last run.
+type recordingPurger struct{ got *jdbcstore.PurgeOptions }
+
+func (r recordingPurger) Purge(_ context.Context, o jdbcstore.PurgeOptions) (jdbcstore.PurgeResult, error) {
+	*r.got = o
+	return jdbcstore.PurgeResult{}, nil
 }
 
 // fakePurger signals each run.

@@ -50,8 +50,10 @@ func TestSchemaSQL(t *testing.T) {
 	sql := st.SchemaSQL()
 	for _, want := range []string{
 		`CREATE TABLE IF NOT EXISTS "events_x" (`,
-		`CREATE INDEX IF NOT EXISTS "events_x_status_available_idx"`,
-		`ON "events_x" (status, available_at, created_at);`,
+		`CREATE INDEX IF NOT EXISTS "events_x_pending_idx"`,
+		`ON "events_x" (available_at, created_at, event_id) WHERE status IN (0, 2);`,
+		`CREATE INDEX IF NOT EXISTS "events_x_status_done_idx"`,
+		`ON "events_x" (status, done_at);`,
 		"locked_by", "locked_until", "payload_kind",
 	} {
 		if !strings.Contains(sql, want) {
@@ -61,8 +63,8 @@ func TestSchemaSQL(t *testing.T) {
 	if strings.Contains(sql, "{{") {
 		t.Errorf("unrendered template:\n%s", sql)
 	}
-	if n := len(jdbcstore.SplitStatements(sql)); n != 4 {
-		t.Errorf("%d statements, want 4 (the table, two indexes, the order trigger; SQLite keeps no keys table)", n)
+	if n := len(jdbcstore.SplitStatements(sql)); n != 5 {
+		t.Errorf("%d statements, want 5 (the table, three indexes, the order trigger; SQLite keeps no keys table)", n)
 	}
 }
 

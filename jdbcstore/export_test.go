@@ -16,10 +16,20 @@ func StatementText(d Dialect, table string) map[string]string {
 		"insert": q.insert, "markDone1": q.markDone1, "markRetry": q.markRetry, "markDead": q.markDead,
 		"postpone": q.postpone, "poll": q.poll, "claimReturning": q.claimReturning, "claimSelect": q.claimSelect,
 		"reap": q.reap, "release": q.release, "get": q.get, "exists": q.exists, "countByStatus": q.countByStatus,
-		"markDone3": inList(d, q.markDonePrefix, 3, q.markDoneSuffix),
+		"markDone3":     inList(d, q.markDonePrefix, 3, q.markDoneSuffix),
+		"oldestPending": q.oldestPending, "deadByType": q.deadByType, "countBlocked": q.countBlocked,
+		"purgePage": q.purgePage, "purgeBatch": q.purgeBatch, "purgeLegacyPage": q.purgeLegacyPage,
+		"purgeDelete3":       inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteSuffix),
+		"purgeDeleteLegacy3": inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteLegacySuffix),
+		"waiting1":           inList(d, q.waitingPrefix, 1, q.waitingSuffix),
 	}
 }
 
 // SetBusyHook sets the hook called before each wait of the busy retry
 // loop.
 func SetBusyHook(s *Store, f func(attempt int, err error)) { s.busyHook = f }
+
+// ListDeadQuery returns the query and arguments of a ListDead page.
+func ListDeadQuery(s *Store, f DeadFilter, after string, limit int) (string, []any) {
+	return s.listDeadQuery(f, after, limit)
+}

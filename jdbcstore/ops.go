@@ -46,12 +46,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	st := Stats{Counts: counts, DeadByType: map[string]int{}}
-	t := s.dialect.QuoteIdent(s.table)
-	pending := "status IN (" + strconv.Itoa(int(core.StatusNew)) + ", " + strconv.Itoa(int(core.StatusRetry)) + ")"
 	oldest, err := retryBusy(ctx, s, func() ([]any, error) {
 		var v any
-		q := "SELECT " + s.timeExpr("MIN(created_at)") + " FROM " + t + " WHERE " + pending
-		err := s.db.QueryRowContext(ctx, q).Scan(&v)
+		err := s.db.QueryRowContext(ctx, s.q.oldestPending).Scan(&v)
 		return []any{v}, err
 	})
 	if err != nil {
@@ -63,8 +60,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if !st.OldestPending.IsZero() {
 		st.Lag = max(0, s.now().Sub(st.OldestPending))
 	}
-	err = s.eachRow(ctx, "SELECT event_type, COUNT(*) FROM "+t+" WHERE status = "+strconv.Itoa(int(core.StatusDead))+
-		" GROUP BY event_type", nil, func(rows *sqlx.Rows) error {
+	err = s.eachRow(ctx, s.q.deadByType, nil, func(rows *sqlx.Rows) error {
 		var typ string
 		var n int
 		if err := rows.Scan(&typ, &n); err != nil {
@@ -142,6 +138,16 @@ func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit 
 	if limit < 1 || limit > MaxListLimit {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
 	}
+	q, args := s.listDeadQuery(f, after, limit)
+	recs, err := s.queryRecords(ctx, limit, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: jdbcstore: list dead: %w", err)
+	}
+	return recs, nil
+}
+
+// listDeadQuery returns the query of a ListDead page and its arguments.
+func (s *Store) listDeadQuery(f DeadFilter, after string, limit int) (string, []any) {
 	where, args := s.deadWhere(f)
 	if after != "" {
 		where += " AND event_id > ?"
@@ -149,11 +155,7 @@ func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit 
 	}
 	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+selectList(s.dialect)+" FROM "+s.dialect.QuoteIdent(s.table)+
 		" WHERE "+where+" ORDER BY event_id LIMIT ?")
-	recs, err := s.queryRecords(ctx, limit, q, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: jdbcstore: list dead: %w", err)
-	}
-	return recs, nil
+	return q, append(args, limit)
 }
 
 // ReplayOptions tunes ReplayDead.
@@ -220,90 +222,6 @@ func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (
 	}
 }
 
-// PurgeOptions selects what Purge removes.
-type PurgeOptions struct {
-	// DoneOlderThan removes DONE rows finished longer ago than this; 0
-	// keeps every DONE row.
-	DoneOlderThan time.Duration
-	// DeadOlderThan removes DEAD rows finished longer ago than this; 0
-	// keeps every DEAD row.
-	DeadOlderThan time.Duration
-	// BatchSize is the most rows deleted per statement, so no transaction
-	// runs long. Defaults to DefaultOpsBatch.
-	BatchSize int
-	// DryRun counts what would be removed, removing nothing.
-	DryRun bool
-}
-
-// PurgeResult counts removed (or, in a dry run, removable) rows.
-type PurgeResult struct {
-	Done, Dead int64
-	Batches    int // DELETE statements run
-}
-
-// Purge deletes DONE and DEAD rows past their retention, in batches of
-// BatchSize, each a single short statement. NEW and RETRY rows are never
-// touched. DEAD rows age from done_at (when they died), or created_at for
-// rows written before done_at was set on DEAD.
-func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
-	if o.DoneOlderThan < 0 || o.DeadOlderThan < 0 {
-		return PurgeResult{}, &core.ConfigError{Field: "retention", Msg: "must not be negative"}
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = DefaultOpsBatch
-	}
-	if o.BatchSize < 1 {
-		return PurgeResult{}, &core.ConfigError{Field: "BatchSize", Msg: "must be at least 1"}
-	}
-	now := s.now()
-	var res PurgeResult
-	purge := func(status core.Status, age string, olderThan time.Duration, n *int64) error {
-		if olderThan == 0 {
-			return nil
-		}
-		t := s.dialect.QuoteIdent(s.table)
-		cond := "status = " + strconv.Itoa(int(status)) + " AND " + age + " < ?"
-		cutoff := s.dialect.EncodeTime(now.Add(-olderThan))
-		if o.DryRun {
-			c, err := retryBusy(ctx, s, func() (int64, error) {
-				var c int64
-				err := s.db.QueryRowContext(ctx, sqlx.Rebind(s.dialect.BindType(), "SELECT COUNT(*) FROM "+t+" WHERE "+cond), cutoff).Scan(&c)
-				return c, err
-			})
-			*n = c
-			if err != nil {
-				return s.mapError("count for purge "+status.String(), "", err)
-			}
-			return nil
-		}
-		var q string
-		if s.dialect.Capabilities().UpdateOrderLimit {
-			q = "DELETE FROM " + t + " WHERE " + cond + " LIMIT ?"
-		} else {
-			q = "DELETE FROM " + t + " WHERE event_id IN (SELECT event_id FROM " + t + " WHERE " + cond + " LIMIT ?)"
-		}
-		q = sqlx.Rebind(s.dialect.BindType(), q)
-		for {
-			d, err := s.exec(ctx, "purge "+status.String(), "", q, cutoff, o.BatchSize)
-			*n += d
-			res.Batches++
-			if err != nil {
-				return err
-			}
-			if d < int64(o.BatchSize) {
-				return nil
-			}
-		}
-	}
-	if err := purge(core.StatusDone, "done_at", o.DoneOlderThan, &res.Done); err != nil {
-		return res, err
-	}
-	if err := purge(core.StatusDead, "COALESCE(done_at, created_at)", o.DeadOlderThan, &res.Dead); err != nil {
-		return res, err
-	}
-	return res, nil
-}
-
 // eachRow runs a query on the pool (retrying lock contention) and calls fn
 // for every row.
 func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(*sqlx.Rows) error) error {
@@ -321,12 +239,4 @@ func (s *Store) eachRow(ctx context.Context, query string, args []any, fn func(*
 		return struct{}{}, rows.Err()
 	})
 	return err
-}
-
-// timeExpr wraps a time expression the way the dialect reads time columns.
-func (s *Store) timeExpr(expr string) string {
-	if ts, ok := s.dialect.(TimeSelector); ok {
-		return ts.SelectTime(expr)
-	}
-	return expr
 }

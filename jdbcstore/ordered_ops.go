@@ -48,8 +48,7 @@ func (s *Store) CountBlockedKeys(ctx context.Context) (int, error) {
 func (s *Store) countBlockedKeys(ctx context.Context) (int, error) {
 	return retryBusy(ctx, s, func() (int, error) {
 		var n int
-		err := s.db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT order_key) FROM "+s.dialect.QuoteIdent(s.table)+
-			" WHERE "+s.blockingDead()).Scan(&n)
+		err := s.db.QueryRowContext(ctx, s.q.countBlocked).Scan(&n)
 		return n, err
 	})
 }

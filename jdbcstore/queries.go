@@ -102,6 +102,33 @@ type statements struct {
 	exists string
 	// countByStatus: no arguments.
 	countByStatus string
+	// oldestPending: no arguments. One row: the created_at of the oldest
+	// NEW/RETRY row (through the dialect's time selector), NULL when none.
+	oldestPending string
+	// deadByType: no arguments. (event_type, count) of the DEAD rows.
+	deadByType string
+	// countBlocked: no arguments. One row: the number of ordering keys
+	// held by a DEAD event under the block policy.
+	countBlocked string
+	// purgePage: status, lower bound, cutoff, limit. The next rows of a
+	// status finished in [lower bound, cutoff), as (event_id, done_at),
+	// in done_at order: one range of the done index.
+	purgePage string
+	// purgeLegacyPage: cutoff, after, limit. DEAD rows without done_at
+	// (written before DEAD rows carried it) created before cutoff, whose
+	// id sorts after after, as (event_id), in id order.
+	purgeLegacyPage string
+	// purgeDelete(Legacy)Prefix + n placeholders + purgeDelete(Legacy)Suffix:
+	// ids..., status, cutoff (purgeDeleteSuffix) or cutoff
+	// (purgeDeleteLegacySuffix). The conditions of the page are checked
+	// again, so a row replayed meanwhile is kept.
+	purgeDeletePrefix, purgeDeleteSuffix, purgeDeleteLegacySuffix string
+	// purgeBatch (single-writer databases): status, cutoff, limit. Deletes
+	// the first rows of a status finished before cutoff, in done_at order.
+	purgeBatch string
+	// purgeCount: status, cutoff. purgeLegacyCount: cutoff. One row each:
+	// what the pages would find (a dry run).
+	purgeCount, purgeLegacyCount string
 	// notify and notifyArgs: the announcement of an unowned event
 	// (Notifier dialects), "" otherwise.
 	notify     string
@@ -153,7 +180,32 @@ func buildStatements(d Dialect, table string) statements {
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
 		countByStatus: "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
+		oldestPending: "SELECT " + timeExpr(d, "MIN(created_at)") + " FROM " + t + " WHERE " + pending,
+		deadByType:    "SELECT event_type, COUNT(*) FROM " + t + " WHERE status = " + st(core.StatusDead) + " GROUP BY event_type",
+		countBlocked: "SELECT COUNT(DISTINCT order_key) FROM " + t + " WHERE status = " + st(core.StatusDead) +
+			" AND order_key IS NOT NULL AND order_skip = 0",
 	}
+	// The retention purge walks the done index (status, done_at) one range
+	// at a time, each page starting where the last ended: it never scans
+	// rows it keeps nor, on databases that clean deleted index entries
+	// later (InnoDB, PostgreSQL), the entries of the rows it deleted.
+	legacy := "status = " + st(core.StatusDead) + " AND done_at IS NULL AND created_at < ?"
+	q.purgePage = "SELECT event_id, " + timeExpr(d, "done_at") + " FROM " + t +
+		" WHERE status = ? AND done_at >= ? AND done_at < ? ORDER BY done_at LIMIT ?"
+	q.purgeLegacyPage = "SELECT event_id FROM " + t + " WHERE " + legacy + " AND event_id > ? ORDER BY event_id LIMIT ?"
+	q.purgeDeletePrefix = "DELETE FROM " + t + " WHERE event_id IN ("
+	q.purgeDeleteSuffix = ") AND status = ? AND done_at < ?"
+	q.purgeDeleteLegacySuffix = ") AND " + legacy
+	// A single-writer database (SQLite) keeps no row versions: a deleted
+	// row leaves its indexes at commit, so each batch's range starts at a
+	// live row, and one statement per batch, with no ids through the
+	// driver, does the page and the delete.
+	if d.Capabilities().SingleWriter {
+		q.purgeBatch = "DELETE FROM " + t + " WHERE event_id IN (SELECT event_id FROM " + t +
+			" WHERE status = ? AND done_at < ? ORDER BY done_at LIMIT ?)"
+	}
+	q.purgeCount = "SELECT COUNT(*) FROM " + t + " WHERE status = ? AND done_at < ?"
+	q.purgeLegacyCount = "SELECT COUNT(*) FROM " + t + " WHERE " + legacy
 	// The insert of an ordered event that takes the hot lease only if the
 	// event before has finished, in the same statement: an INSERT ...
 	// SELECT whose subquery reads the latest committed rows (a locking
@@ -210,10 +262,20 @@ func buildStatements(d Dialect, table string) statements {
 	}
 	bt := d.BindType()
 	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.insertIfFree, &q.lastOfKey, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
-		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus} {
+		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus,
+		&q.purgePage, &q.purgeLegacyPage, &q.purgeBatch, &q.purgeCount, &q.purgeLegacyCount} {
 		*p = sqlx.Rebind(bt, *p)
 	}
 	return q
+}
+
+// timeExpr wraps a time expression the way the dialect reads time
+// columns.
+func timeExpr(d Dialect, expr string) string {
+	if ts, ok := d.(TimeSelector); ok {
+		return ts.SelectTime(expr)
+	}
+	return expr
 }
 
 // skipLocked is the locking clause of a claim's subquery: FOR UPDATE SKIP

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 // Scenario names, in the order they run.
@@ -49,7 +51,8 @@ const (
 
 // allScenarios lists every scenario in run order.
 var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioBatch, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
-	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup}
+	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup,
+	scenarioHistory}
 
 // orderedScenarios are the scenarios of ordered events, run by default
 // only with -ordered-keys.
@@ -103,6 +106,16 @@ type options struct {
 	// (-observe-sample): 1 samples every span, less samples that share of
 	// the publishers' traces, parent-based.
 	observeSample float64
+	// historyDone and historyDead are the rows seeded before the history
+	// scenario (-history-done, -history-dead).
+	historyDone, historyDead int
+	// purgePause is the cleanup.Config.PauseFactor of the history
+	// scenario's purge (-history-pause-factor; 0: the default, -1: none).
+	purgePause float64
+	// purgeRate is the history scenario's cleanup.Config.MaxRate during
+	// publishing, as a multiple of the publish rate (-history-purge-rate;
+	// 0: no cap).
+	purgeRate float64
 }
 
 // usageText is printed by -h above the flag list.
@@ -209,6 +222,24 @@ Observed scenario (run by default only with -observe):
               the publish decides, its deliveries follow); the summary
               names the sampling beside observability_cost.
 
+History scenario (run only when -scenarios names it):
+  history     a fresh database seeded with -history-done DONE and
+              -history-dead DEAD rows (bulk SQL: a recursive CTE on SQLite,
+              digit cross joins on MySQL/MariaDB, generate_series on
+              PostgreSQL; ~200-byte JSON payloads, a traceparent header,
+              creation times over 120 days), then ANALYZE; the seeding time
+              is printed. Then -rounds rounds of: publish on an empty table
+              (as the publish scenario) and on the seeded one, end_to_end on
+              an empty table and on the seeded one (end_to_end waits until no NEW or RETRY row is left,
+              one range of the pending index), the retention purge (package
+              cleanup, default batch and pause; DONE kept 30 days, DEAD 60)
+              alone for as long as a publish round took, and publish with
+              the purge running beside it, capped (cleanup.Config.MaxRate)
+              at -history-purge-rate times the round's publish rate. Its line gives the median rates:
+              events_per_s (publish), history_e2e_per_s,
+              publish_purge_per_s, purge_rows_per_s (during publishing) and
+              purge_alone_rows_per_s.
+
 floor, publish, batch, end_to_end, ordered_end_to_end, observed_end_to_end and
 relay run -rounds times, interleaved, and report their median round.
 
@@ -228,6 +259,16 @@ Ratios (all measured within one run, same process and settings):
   observability_cost  (summary) 1 - observed_end_to_end rate / end_to_end
                     rate: the share of throughput OpenTelemetry tracing and
                     metrics cost; target <= 0.05.
+  history_publish_ratio, history_e2e_ratio  (summary) the history
+                    scenario's publish and end_to_end rates / the
+                    empty-table ones measured just before them in the same
+                    round, median of the rounds; target >= 0.9.
+  purge_keeps_up    (summary) purge rows/s / publish rate, both while the
+                    purge runs beside the publishers, median of the rounds;
+                    target >= 2.
+  purge_cost        (summary) publish rate with the purge running / without
+                    (both on the seeded table, in the same round), median of
+                    the rounds; target >= 0.9.
   Other targets: latency p99_us <= 1000, ordered_latency p99
   (ordered_p99_us) <= 1000, relay_latency p99 (relay_p99_us) <= 5000, overload peak_rss_mb <= 64 (with
   -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
@@ -283,6 +324,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.relayWorkers, "relay-workers", 0, fmt.Sprintf("dispatcher workers of the relay scenarios (default %d: a relay waits on the broker, so it gets more workers than a local listener)", defaultRelayWorkers))
 	fs.BoolVar(&o.observe, "observe", false, "run observed_end_to_end too: end_to_end traced and measured through OpenTelemetry (SDK, every span sampled), for observability_cost")
 	fs.Float64Var(&o.observeSample, "observe-sample", 1, "share `R` of the traces observed_end_to_end samples, parent-based (1: every span)")
+	fs.IntVar(&o.historyDone, "history-done", defaultHistoryDone, "DONE rows seeded before the history scenario")
+	fs.IntVar(&o.historyDead, "history-dead", defaultHistoryDead, "DEAD rows seeded before the history scenario")
+	fs.Float64Var(&o.purgePause, "history-pause-factor", 0, "cleanup.Config.PauseFactor of the history scenario's purge (default: the package's; -1: batches back to back)")
+	fs.Float64Var(&o.purgeRate, "history-purge-rate", defaultHistoryPurgeRate, "cleanup.Config.MaxRate of the history scenario's purge beside the publishers, as a multiple of the publish rate measured just before (0: no cap)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -323,6 +368,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 			case slices.Contains(orderedScenarios, name) && !ordered.set:
 			case slices.Contains(relayScenarios, name) && o.relay == "":
 			case name == scenarioObservedE2E && !o.observe:
+			case name == scenarioHistory:
 			default:
 				o.scenarios = append(o.scenarios, name)
 			}
@@ -422,6 +468,12 @@ func (o *options) validate() error {
 		return errors.New("-max-open-conns must not be negative")
 	case o.timeout <= 0:
 		return errors.New("-timeout must be positive")
+	case o.historyDone < 0 || o.historyDead < 0:
+		return errors.New("-history-done and -history-dead must not be negative")
+	case !(o.purgeRate >= 0 && o.purgeRate <= 1000):
+		return errors.New("-history-purge-rate must be 0..1000")
+	case o.purgePause != -1 && (o.purgePause < 0 || o.purgePause > jdbcstore.MaxPauseFactor):
+		return fmt.Errorf("-history-pause-factor must be -1 or 0..%d", jdbcstore.MaxPauseFactor)
 	case o.orderedKeys < 0:
 		return errors.New("-ordered-keys must be at least 1")
 	case !(o.observeSample > 0 && o.observeSample <= 1):

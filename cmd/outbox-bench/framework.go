@@ -46,6 +46,11 @@ type harness struct {
 	// pad, when set, is the JSON payload of every event of eventType
 	// (the overload scenario's -payload).
 	pad []byte
+	// shared is set when the database outlives the harness (history).
+	shared bool
+	// pending, when set, replaces the count by status of waitDone: the
+	// history scenario's table is too big to count on every check.
+	pending func(ctx context.Context) (int, error)
 }
 
 // outboxSetup is how one scenario's outbox differs from the default one.
@@ -65,6 +70,11 @@ type outboxSetup struct {
 	// metrics, when set, returns Config.Metrics given the counters the
 	// report reads, which it must keep feeding.
 	metrics func(*counters) core.Metrics
+	// db, when set, is the database to use instead of a fresh one; it is
+	// left open and kept when the harness closes (history).
+	db *freshDB
+	// pending, when set, is harness.pending.
+	pending func(ctx context.Context) (int, error)
 }
 
 // startOutbox opens a fresh database, builds the outbox with the default
@@ -78,9 +88,16 @@ func (b *bench) startOutbox(ctx context.Context, pcfg poller.Config, listen outb
 
 // start is startOutbox with the scenario's setup.
 func (b *bench) start(ctx context.Context, s outboxSetup) (*harness, error) {
-	f, err := openFresh(ctx, b.opts)
-	if err != nil {
-		return nil, err
+	f, err := s.db, error(nil)
+	if f == nil {
+		if f, err = openFresh(ctx, b.opts); err != nil {
+			return nil, err
+		}
+	}
+	closeDB := func() {
+		if s.db == nil {
+			b.closeDB(f)
+		}
 	}
 	m := &counters{}
 	var metrics core.Metrics = m
@@ -107,7 +124,7 @@ func (b *bench) start(ctx context.Context, s outboxSetup) (*harness, error) {
 		Observer:   s.observer,
 	})
 	if err != nil {
-		b.closeDB(f)
+		closeDB()
 		return nil, fmt.Errorf("outbox.New: %w", err)
 	}
 	if s.listen != nil {
@@ -118,10 +135,10 @@ func (b *bench) start(ctx context.Context, s outboxSetup) (*harness, error) {
 		ob.RegisterAll(s.all)
 	}
 	if err := ob.Start(ctx); err != nil {
-		b.closeDB(f)
+		closeDB()
 		return nil, fmt.Errorf("outbox start: %w", err)
 	}
-	h := &harness{b: b, f: f, ob: ob, m: m}
+	h := &harness{b: b, f: f, ob: ob, m: m, shared: s.db != nil, pending: s.pending}
 	if err := h.warmup(ctx); err != nil {
 		h.close()
 		return nil, err
@@ -191,6 +208,9 @@ func (h *harness) publishKeyed(ctx context.Context, typ, ref string, amount int6
 // rows are DONE and returns when it saw them. A DEAD row, the -timeout or
 // an interrupt ends the wait with an error.
 func (h *harness) waitDone(ctx context.Context, want int, every time.Duration) (time.Time, error) {
+	if h.pending != nil {
+		return h.waitSettled(ctx, every)
+	}
 	deadline := time.Now().Add(h.b.opts.timeout)
 	for {
 		counts, err := h.ob.CountByStatus(ctx)
@@ -236,7 +256,9 @@ func (h *harness) close() {
 	if err := h.ob.Close(ctx); err != nil {
 		h.b.warn("closing the outbox: %v", err)
 	}
-	h.b.closeDB(h.f)
+	if !h.shared {
+		h.b.closeDB(h.f)
+	}
 }
 
 // sleepCtx sleeps for d or until ctx is done.

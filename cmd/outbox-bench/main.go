@@ -74,6 +74,7 @@ type bench struct {
 	p99, overloadRSS, wakeupP99     *float64
 	orderedP99                      *float64 // ordered_latency
 	lost                            *int
+	history                         *historyMeasure
 	loadStart                       *float64
 	rssResetErr                     error
 
@@ -170,6 +171,8 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 
 		scenarioRelay:        b.runRelay,
 		scenarioRelayLatency: b.runRelayLatency,
+
+		scenarioHistory: b.runHistory,
 	}
 	one := func(name string) (r result, err error) {
 		// The CPU profile labels every sample with its scenario, the
@@ -221,7 +224,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		}
 		p.result(r)
 	}
-	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup} {
+	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup, scenarioHistory} {
 		if !b.opts.has(name) {
 			continue
 		}
@@ -360,6 +363,7 @@ func (b *bench) summary() summary {
 	if s.Lost != nil && *s.Lost > 0 {
 		miss("lost = 0")
 	}
+	b.historySummary(&s, miss)
 	return s
 }
 

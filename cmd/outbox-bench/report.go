@@ -69,6 +69,14 @@ type result struct {
 	MaxHeldMiB     *float64 `json:"max_held_mib,omitempty"`   // overload: Dispatcher.MaxHeldBytes
 	RSSTargetMiB   *int     `json:"rss_target_mib,omitempty"` // overload: peak RSS target (0: none)
 	Relay          string   `json:"relay,omitempty"`          // relay scenarios: the broker
+	// The history scenario: the rows seeded, how long that took, and the
+	// median rates of its parts (events_per_s is its publish rate).
+	HistoryRows      *int     `json:"history_rows,omitempty"`
+	SeedS            *float64 `json:"seed_s,omitempty"`
+	HistoryE2EPerS   *float64 `json:"history_e2e_per_s,omitempty"`
+	PublishPurgePerS *float64 `json:"publish_purge_per_s,omitempty"`
+	PurgePerS        *float64 `json:"purge_rows_per_s,omitempty"`
+	PurgeAlonePerS   *float64 `json:"purge_alone_rows_per_s,omitempty"`
 	// Notes say what a scenario set up differently from the others (the
 	// relay scenarios: the broker destination, the dispatcher settings).
 	Notes []string `json:"notes,omitempty"`
@@ -116,12 +124,19 @@ type summary struct {
 	ObservabilityCost *float64 `json:"observability_cost,omitempty"`
 	// ObservedSampling is the sampling of observed_end_to_end's traces:
 	// "always_sample" (every span), or "parentbased_ratio_R".
-	ObservedSampling string   `json:"observed_sampling,omitempty"`
-	PeakRSSMB        *float64 `json:"peak_rss_mb,omitempty"`
-	RSSTargetMiB     *int     `json:"rss_target_mib,omitempty"`
-	Lost             *int     `json:"lost,omitempty"`
-	TargetsMet       bool     `json:"targets_met"`
-	TargetsMissed    []string `json:"targets_missed,omitempty"`
+	ObservedSampling string `json:"observed_sampling,omitempty"`
+	// The history scenario: its publish and end_to_end rates / the
+	// empty-table ones, the purge's rows/s / the publish rate while both
+	// run, and the publish rate with the purge / without.
+	HistoryPublishRatio *float64 `json:"history_publish_ratio,omitempty"`
+	HistoryE2ERatio     *float64 `json:"history_e2e_ratio,omitempty"`
+	PurgeKeepsUp        *float64 `json:"purge_keeps_up,omitempty"`
+	PurgeCost           *float64 `json:"purge_cost,omitempty"`
+	PeakRSSMB           *float64 `json:"peak_rss_mb,omitempty"`
+	RSSTargetMiB        *int     `json:"rss_target_mib,omitempty"`
+	Lost                *int     `json:"lost,omitempty"`
+	TargetsMet          bool     `json:"targets_met"`
+	TargetsMissed       []string `json:"targets_missed,omitempty"`
 	// LoadAvg is the 1-minute load average at the start and the end of
 	// the run: other work on the machine skews every rate.
 	LoadAvg []float64 `json:"loadavg_1m,omitempty"`
@@ -200,6 +215,14 @@ func (p *printer) result(r result) {
 	if r.Relay != "" {
 		add("relay", r.Relay)
 	}
+	if r.HistoryRows != nil {
+		add("history_rows", *r.HistoryRows)
+		add("seed_s", *r.SeedS)
+		add("e2e/s", *r.HistoryE2EPerS)
+		add("publish+purge/s", *r.PublishPurgePerS)
+		add("purge_rows/s", *r.PurgePerS)
+		add("purge_alone_rows/s", *r.PurgeAlonePerS)
+	}
 	notes = append(notes, r.Notes...)
 	fmt.Fprintf(p.w, tableFormat, r.DB, r.Scenario, fmt.Sprint(r.N), num(r.EventsPerS, 0), num(r.RatioToFloor, 3),
 		num(r.P50us, 1), num(r.P90us, 1), num(r.P99us, 1), num(r.MaxUs, 1), num(r.PeakRSSMB, 1), strings.Join(notes, " "))
@@ -250,6 +273,16 @@ func (p *printer) summary(s summary) {
 	if s.ObservabilityCost != nil {
 		parts = append(parts, fmt.Sprintf("observability_cost %.4f (1 - observed/e2e: %.1f vs %.1f events/s, traces %s, target <= %.2f)",
 			*s.ObservabilityCost, *s.ObservedPerS, *s.EndToEndPerS, s.ObservedSampling, targetObservabilityCost))
+	}
+	if s.HistoryPublishRatio != nil || s.HistoryE2ERatio != nil {
+		parts = append(parts, fmt.Sprintf("history_publish_ratio %s, history_e2e_ratio %s (history/empty, target >= %.2f)",
+			num(s.HistoryPublishRatio, 3), num(s.HistoryE2ERatio, 3), targetHistoryRatio))
+	}
+	if s.PurgeKeepsUp != nil {
+		parts = append(parts, fmt.Sprintf("purge_keeps_up %.3f (purge rows/s / publish rate, target >= %.1f)", *s.PurgeKeepsUp, targetPurgeKeepsUp))
+	}
+	if s.PurgeCost != nil {
+		parts = append(parts, fmt.Sprintf("purge_cost %.3f (publish with purge / without, target >= %.2f)", *s.PurgeCost, targetPurgeCost))
 	}
 	if s.WakeupP99us != nil {
 		parts = append(parts, fmt.Sprintf("wakeup p99 %.1f us (target <= %d)", *s.WakeupP99us, targetWakeupP99us))

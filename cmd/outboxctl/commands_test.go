@@ -371,7 +371,7 @@ func TestPurge(t *testing.T) {
 
 func TestSchemaPrint(t *testing.T) {
 	out := ok(t, "schema", "print", "--dialect", "sqlite")
-	matches(t, out, `^CREATE TABLE IF NOT EXISTS "outbox_event" \($`, `^CREATE INDEX IF NOT EXISTS "outbox_event_status_available_idx"$`)
+	matches(t, out, `^CREATE TABLE IF NOT EXISTS "outbox_event" \($`, `^CREATE INDEX IF NOT EXISTS "outbox_event_pending_idx"$`)
 	out = ok(t, "--table", "shop_outbox", "schema", "print", "--dialect", "mysql")
 	matches(t, out, "^CREATE TABLE IF NOT EXISTS `shop_outbox` \\($", `ENGINE=InnoDB`)
 	if strings.Contains(out, "outbox_event") {

@@ -9,7 +9,12 @@
 -- byte for byte) and order_seq (1, 2, ... per key, no gaps, taken from the
 -- keys table under its row lock). order_skip 1 means a DEAD event releases
 -- its key. Unordered events leave order_key NULL (a unique key admits many).
--- The index is declared inside CREATE TABLE: MySQL 8 has no
+-- idx_status_done serves the retention purge (finished rows by status and
+-- done_at, one index range per batch). A table created by an earlier
+-- release lacks it and keeps working, the purge then scanning: add it online
+-- with ALTER TABLE {{.Table}} ADD KEY idx_status_done (status, done_at),
+-- ALGORITHM=INPLACE, LOCK=NONE
+-- The indexes are declared inside CREATE TABLE: MySQL 8 has no
 -- CREATE INDEX IF NOT EXISTS, and index names are per table.
 CREATE TABLE IF NOT EXISTS {{.Table}} (
     event_id       VARBINARY(144) NOT NULL,
@@ -34,6 +39,7 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
     order_skip     TINYINT        NOT NULL DEFAULT 0,
     PRIMARY KEY (event_id),
     KEY idx_status_available (status, available_at, created_at),
+    KEY idx_status_done (status, done_at),
     UNIQUE KEY idx_order (order_key, order_seq)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 

@@ -29,8 +29,22 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
     order_skip     INTEGER NOT NULL DEFAULT 0
 );
 
-CREATE INDEX IF NOT EXISTS {{.Index "status_available"}}
-    ON {{.Table}} (status, available_at, created_at);
+-- The partial index holds only the pending rows (NEW, RETRY) in claim order:
+-- DONE rows, the bulk of a long-lived table, cost it nothing, and the
+-- planner sees how few rows it holds (with a status-leading index over every
+-- row, ANALYZE tells it a status value matches half the table, and it scans
+-- the table to reap or release leases).
+CREATE INDEX IF NOT EXISTS {{.Index "pending"}}
+    ON {{.Table}} (available_at, created_at, event_id) WHERE status IN (0, 2);
+
+-- Retention (the purge walks finished rows by done_at) and the operators'
+-- views (counts by status, dead letters) read by status.
+CREATE INDEX IF NOT EXISTS {{.Index "status_done"}}
+    ON {{.Table}} (status, done_at);
+
+-- Tables created before this release also have
+-- {{.Index "status_available"}} (status, available_at, created_at): nothing
+-- needs it any more, and DROP INDEX removes its cost from every write.
 
 CREATE UNIQUE INDEX IF NOT EXISTS {{.Index "order"}}
     ON {{.Table}} (order_key, order_seq) WHERE order_key IS NOT NULL;

@@ -1,0 +1,222 @@
+package jdbcstore_test
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/internal/historyseed"
+	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/jdbcstore"
+	mysqldialect "github.com/outbox-go/outbox/jdbcstore/mysql"
+	pgdialect "github.com/outbox-go/outbox/jdbcstore/postgres"
+)
+
+// planRows is how many finished rows the plan tests seed: enough for
+// every planner to prefer an index over a scan where one serves.
+// OUTBOX_TEST_PLAN_ROWS overrides it (5000000 shows the plans of the
+// benchmark's history table).
+func planRows(t *testing.T) int {
+	n := 20_000
+	if v := os.Getenv("OUTBOX_TEST_PLAN_ROWS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("OUTBOX_TEST_PLAN_ROWS=%q: want a positive number", v)
+		}
+	}
+	return n
+}
+
+// planDB is how one database explains a statement.
+type planDB struct {
+	kind string
+	db   *sqlx.DB
+	st   *jdbcstore.Store
+	// idx maps the index roles to the database's index names.
+	idx map[string]string
+	// explain returns the plan of query as text, one line per step.
+	explain func(t *testing.T, query string, args ...any) string
+	// fullScan reports a step of plan that reads the whole table.
+	fullScan func(plan string) bool
+}
+
+// TestPlansUseIndexes seeds a table with finished rows (as a long-lived
+// deployment has), runs ANALYZE and checks that the statements of the
+// hot path, the poller, the purge and the operators' views are planned on
+// the index meant for them rather than on a scan of the table, on every
+// database. The plans are logged (go test -v -run TestPlansUseIndexes).
+func TestPlansUseIndexes(t *testing.T) {
+	t.Run("SQLite", func(t *testing.T) {
+		st, _ := openTestStore(t, jdbcstore.Config{})
+		tbl := st.Table()
+		checkPlans(t, planDB{kind: historyseed.SQLite, db: st.DB(), st: st,
+			idx: map[string]string{"pending": tbl + "_pending_idx", "status": tbl + "_status_done_idx",
+				"done": tbl + "_status_done_idx", "order": tbl + "_order_idx", "pk": "sqlite_autoindex_" + tbl + "_1"},
+			explain: func(t *testing.T, q string, args ...any) string {
+				return explainRows(t, st.DB(), "EXPLAIN QUERY PLAN "+q, args, func(cols []string, v []sql.RawBytes) string {
+					return string(v[len(v)-1])
+				})
+			},
+			// "SCAN t" without USING: the table itself, row by row.
+			fullScan: regexp.MustCompile(`(?m)^SCAN ` + tbl + `$`).MatchString,
+		})
+	})
+	t.Run("MySQL", func(t *testing.T) {
+		st, err := jdbcstore.New(testdb.MySQL(t), jdbcstore.Config{Dialect: mysqldialect.Dialect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ApplySchema(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		checkPlans(t, planDB{kind: historyseed.MySQL, db: st.DB(), st: st,
+			idx: map[string]string{"pending": "idx_status_available", "status": "idx_status_available",
+				"done": "idx_status_done", "order": "idx_order", "pk": "PRIMARY"},
+			explain: func(t *testing.T, q string, args ...any) string {
+				return explainRows(t, st.DB(), "EXPLAIN "+q, args, func(cols []string, v []sql.RawBytes) string {
+					var b strings.Builder
+					for i, c := range cols {
+						if s := string(v[i]); s != "" && c != "id" {
+							fmt.Fprintf(&b, "%s=%s ", c, s)
+						}
+					}
+					return strings.TrimSpace(b.String())
+				})
+			},
+			// type ALL: every row of the table, in no index's order.
+			fullScan: regexp.MustCompile(`\btype=ALL\b`).MatchString,
+		})
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		st, err := jdbcstore.New(testdb.Postgres(t), jdbcstore.Config{Dialect: pgdialect.Dialect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ApplySchema(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		tbl := st.Table()
+		checkPlans(t, planDB{kind: historyseed.Postgres, db: st.DB(), st: st,
+			idx: map[string]string{"pending": tbl + "_pending_idx", "status": tbl + "_status_done_idx",
+				"done": tbl + "_status_done_idx", "order": tbl + "_order_idx", "pk": tbl + "_pkey"},
+			explain: func(t *testing.T, q string, args ...any) string {
+				return explainRows(t, st.DB(), "EXPLAIN "+q, args, func(_ []string, v []sql.RawBytes) string {
+					return string(v[0])
+				})
+			},
+			fullScan: regexp.MustCompile(`Seq Scan on ` + tbl + `\b`).MatchString,
+		})
+	})
+}
+
+// explainRows runs an EXPLAIN and renders each row with line.
+func explainRows(t *testing.T, db *sqlx.DB, q string, args []any, line func(cols []string, v []sql.RawBytes) string) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		v := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(v))
+		for i := range v {
+			ptrs[i] = &v[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, line(cols, v))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return strings.Join(out, "\n")
+}
+
+// checkPlans seeds p's table and checks each statement's plan.
+func checkPlans(t *testing.T, p planDB) {
+	ctx := t.Context()
+	n := planRows(t)
+	now := time.Now()
+	start := time.Now()
+	if err := historyseed.Seed(ctx, p.db, p.kind, historyseed.Spec{
+		Table: p.st.Table(), Done: n, Dead: max(1, n/50), End: now.Add(-time.Hour), Span: 120 * 24 * time.Hour,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seeded %d DONE and %d DEAD rows in %v", n, max(1, n/50), time.Since(start).Round(time.Millisecond))
+	d := p.st.Dialect()
+	q := jdbcstore.StatementText(d, p.st.Table())
+	at := d.EncodeTime(now)
+	old := d.EncodeTime(now.Add(-30 * 24 * time.Hour))
+	lease := d.EncodeTime(now.Add(time.Minute))
+	claim, claimArgs := q["claimReturning"], []any{"owner", lease, at, at, at, "owner", 100}
+	if !d.Capabilities().Returning {
+		claim, claimArgs = q["claimSelect"], claimArgs[2:]
+	}
+	listDead, listArgs := jdbcstore.ListDeadQuery(p.st, jdbcstore.DeadFilter{}, "", 100)
+	cases := []struct {
+		name, query string
+		args        []any
+		index       string // the roles of the indexes the plan may use, "|"-separated ("" to log only)
+	}{
+		{"claim", claim, claimArgs, "pending"},
+		{"poll", q["poll"], []any{at, at, 100}, "pending"},
+		{"reap", q["reap"], []any{at, 100}, "pending"},
+		{"release", q["release"], []any{"owner"}, "pending"},
+		{"markDone", q["markDone3"], []any{at, "a", "b", "c", "owner"}, "pk"},
+		// Either index finds the key's pending rows: the order index by
+		// key, the pending one holding only pending rows.
+		{"waiting", q["waiting1"], []any{"key"}, "order|pending"},
+		{"stats: oldest pending", q["oldestPending"], nil, "pending"},
+		{"stats: count by status", q["countByStatus"], nil, ""},
+		{"stats: DEAD by type", q["deadByType"], nil, "status"},
+		{"stats: blocked keys", q["countBlocked"], nil, ""},
+		{"dead list", listDead, listArgs, ""},
+		{"purge: page", q["purgePage"], []any{1, d.EncodeTime(time.Unix(0, 0)), old, 500}, "done"},
+		{"purge: delete", q["purgeDelete3"], []any{"a", "b", "c", 1, old}, "pk"},
+		{"purge: legacy DEAD page", q["purgeLegacyPage"], []any{old, "", 500}, ""},
+	}
+	if d.Capabilities().SingleWriter {
+		// Single-writer databases (SQLite) read and delete a batch in one
+		// statement: its subquery must read the done index.
+		cases = append(cases, struct {
+			name, query string
+			args        []any
+			index       string
+		}{"purge: batch (single writer)", q["purgeBatch"], []any{1, old, 500}, "done"})
+	}
+	var report strings.Builder
+	for _, c := range cases {
+		plan := p.explain(t, c.query, c.args...)
+		fmt.Fprintf(&report, "\n-- %s\n%s\n", c.name, plan)
+		if c.index == "" {
+			continue
+		}
+		var names []string
+		for role := range strings.SplitSeq(c.index, "|") {
+			names = append(names, p.idx[role])
+		}
+		if !slices.ContainsFunc(names, func(name string) bool { return strings.Contains(plan, name) }) {
+			t.Errorf("%s: the plan uses none of %s:\n%s\n%s", c.name, strings.Join(names, ", "), c.query, plan)
+		}
+		if p.fullScan(plan) {
+			t.Errorf("%s: the plan scans the table:\n%s\n%s", c.name, c.query, plan)
+		}
+	}
+	t.Logf("plans with %d finished rows:%s", n, report.String())
+}

@@ -1,0 +1,291 @@
+package jdbcstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// MaxPurgeBatch bounds PurgeOptions.BatchSize: a batch is deleted by a
+// list of that many ids, within every supported database's limit of
+// statement parameters.
+const MaxPurgeBatch = 10_000
+
+// MaxPauseFactor bounds PurgeOptions.PauseFactor: the purge then keeps
+// the database busy at least 1% of its run.
+const MaxPauseFactor = 99
+
+// PurgeOptions selects what Purge removes.
+type PurgeOptions struct {
+	// DoneOlderThan removes DONE rows finished longer ago than this; 0
+	// keeps every DONE row.
+	DoneOlderThan time.Duration
+	// DeadOlderThan removes DEAD rows finished longer ago than this; 0
+	// keeps every DEAD row.
+	DeadOlderThan time.Duration
+	// BatchSize is the most rows deleted per statement, so no transaction
+	// runs long: 1..MaxPurgeBatch. Defaults to DefaultOpsBatch.
+	BatchSize int
+	// PauseFactor paces a long purge: after each batch Purge waits
+	// PauseFactor times as long as the batch took, so it keeps the
+	// database busy at most 1/(1+PauseFactor) of the time and leaves the
+	// rest to the application, however fast the database is. 0 runs the
+	// batches back to back.
+	PauseFactor float64
+	// MaxRate caps the rows deleted per second over the run (the wait
+	// after each batch is stretched to hold it), so a purge that has
+	// millions of rows to catch up does not run faster than it needs to:
+	// at twice the peak publish rate it keeps up with room to spare and
+	// costs publishers the least. 0 means no cap (PauseFactor alone paces).
+	MaxRate float64
+	// DryRun counts what would be removed, removing nothing.
+	DryRun bool
+}
+
+// PurgeResult counts removed (or, in a dry run, removable) rows.
+type PurgeResult struct {
+	Done, Dead int64
+	Batches    int // DELETE statements run
+}
+
+// Purge deletes DONE and DEAD rows past their retention, in batches of at
+// most BatchSize rows, each a short read of the next range of the done
+// index (status, done_at) and one DELETE of those rows by primary key (on
+// a single-writer database, SQLite, one DELETE whose subquery reads the
+// range): no statement scans rows it keeps or locks more than the rows it deletes,
+// so publishers and workers are not held up, and the purge does not slow
+// down as the table grows. NEW and RETRY rows are never touched, nor a
+// DEAD row replayed while the purge runs. DEAD rows age from done_at
+// (when they died), or created_at for rows written before done_at was set
+// on DEAD.
+//
+// When ctx ends, Purge stops after the current batch and returns what it
+// removed with ctx's error.
+func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
+	if o.DoneOlderThan < 0 || o.DeadOlderThan < 0 {
+		return PurgeResult{}, &core.ConfigError{Field: "retention", Msg: "must not be negative"}
+	}
+	if !(o.PauseFactor >= 0 && o.PauseFactor <= MaxPauseFactor) { // also refuses NaN
+		return PurgeResult{}, &core.ConfigError{Field: "PauseFactor", Msg: fmt.Sprintf("must be 0..%g", float64(MaxPauseFactor))}
+	}
+	if !(o.MaxRate >= 0 && !math.IsInf(o.MaxRate, 1)) { // also refuses NaN
+		return PurgeResult{}, &core.ConfigError{Field: "MaxRate", Msg: "must be a finite number of rows per second, at least 0"}
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultOpsBatch
+	}
+	if o.BatchSize < 1 || o.BatchSize > MaxPurgeBatch {
+		return PurgeResult{}, &core.ConfigError{Field: "BatchSize", Msg: fmt.Sprintf("must be 1..%d", MaxPurgeBatch)}
+	}
+	p := purger{s: s, o: o, now: s.now()}
+	if o.DoneOlderThan > 0 {
+		if err := p.status(ctx, core.StatusDone, o.DoneOlderThan, &p.res.Done); err != nil {
+			return p.res, err
+		}
+	}
+	if o.DeadOlderThan > 0 {
+		if err := p.status(ctx, core.StatusDead, o.DeadOlderThan, &p.res.Dead); err != nil {
+			return p.res, err
+		}
+		if err := p.legacyDead(ctx); err != nil {
+			return p.res, err
+		}
+	}
+	return p.res, nil
+}
+
+// purger is one Purge call.
+type purger struct {
+	s   *Store
+	o   PurgeOptions
+	now time.Time
+	res PurgeResult
+	// busy is how long the last batch took when it deleted something,
+	// and deleted how many rows: the next one pauses first.
+	busy    time.Duration
+	deleted int64
+}
+
+// status removes the rows of st finished before now-olderThan, adding
+// them to n.
+func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Duration, n *int64) error {
+	s, d := p.s, p.s.dialect
+	cutoff := d.EncodeTime(p.now.Add(-olderThan))
+	op := "purge " + st.String()
+	if p.o.DryRun {
+		c, err := p.count(ctx, s.q.purgeCount, int64(st), cutoff)
+		*n += c
+		if err != nil {
+			return s.mapError("count for "+op, "", err)
+		}
+		return nil
+	}
+	if d.Capabilities().SingleWriter {
+		return p.singleWriter(ctx, op, st, cutoff, n)
+	}
+	lower := d.EncodeTime(time.Unix(0, 0))
+	for {
+		if err := p.pause(ctx); err != nil {
+			return err
+		}
+		began := time.Now()
+		var last any
+		ids, err := p.page(ctx, s.q.purgePage, []any{int64(st), lower, cutoff, p.o.BatchSize}, &last)
+		if err != nil {
+			return s.mapError("read page for "+op, "", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		t, err := d.DecodeTime(last)
+		if err != nil {
+			return fmt.Errorf("outbox: jdbcstore: %s: done_at of %v: %w", op, ids[len(ids)-1], err)
+		}
+		// The next page starts at the last row's done_at: rows finished
+		// at the same instant are read again if this batch left them.
+		lower = d.EncodeTime(t)
+		deleted, err := s.exec(ctx, op, "", inList(d, s.q.purgeDeletePrefix, len(ids), s.q.purgeDeleteSuffix),
+			append(ids, int64(st), cutoff)...)
+		*n += deleted
+		p.res.Batches++
+		if err != nil {
+			return err
+		}
+		p.done(began, deleted)
+		if len(ids) < p.o.BatchSize {
+			return nil
+		}
+	}
+}
+
+// singleWriter removes the rows of st finished before cutoff on a
+// single-writer database: one DELETE per batch.
+func (p *purger) singleWriter(ctx context.Context, op string, st core.Status, cutoff any, n *int64) error {
+	for {
+		if err := p.pause(ctx); err != nil {
+			return err
+		}
+		began := time.Now()
+		deleted, err := p.s.exec(ctx, op, "", p.s.q.purgeBatch, int64(st), cutoff, p.o.BatchSize)
+		*n += deleted
+		p.res.Batches++
+		if err != nil {
+			return err
+		}
+		p.done(began, deleted)
+		if deleted < int64(p.o.BatchSize) {
+			return nil
+		}
+	}
+}
+
+// legacyDead removes the DEAD rows without done_at created before
+// now-DeadOlderThan, in event id order.
+func (p *purger) legacyDead(ctx context.Context) error {
+	s, d := p.s, p.s.dialect
+	cutoff := d.EncodeTime(p.now.Add(-p.o.DeadOlderThan))
+	if p.o.DryRun {
+		c, err := p.count(ctx, s.q.purgeLegacyCount, cutoff)
+		p.res.Dead += c
+		if err != nil {
+			return s.mapError("count for purge DEAD", "", err)
+		}
+		return nil
+	}
+	after := ""
+	for {
+		if err := p.pause(ctx); err != nil {
+			return err
+		}
+		began := time.Now()
+		ids, err := p.page(ctx, s.q.purgeLegacyPage, []any{cutoff, after, p.o.BatchSize}, nil)
+		if err != nil {
+			return s.mapError("read page for purge DEAD", "", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		after = ids[len(ids)-1].(string)
+		deleted, err := s.exec(ctx, "purge DEAD", "", inList(d, s.q.purgeDeletePrefix, len(ids), s.q.purgeDeleteLegacySuffix),
+			append(ids, cutoff)...)
+		p.res.Dead += deleted
+		p.res.Batches++
+		if err != nil {
+			return err
+		}
+		p.done(began, deleted)
+		if len(ids) < p.o.BatchSize {
+			return nil
+		}
+	}
+}
+
+// done records a batch that began at began and deleted n rows.
+func (p *purger) done(began time.Time, n int64) {
+	if n > 0 {
+		p.busy, p.deleted = time.Since(began), n
+	}
+}
+
+// pause waits after a batch that deleted rows: PauseFactor times the
+// batch's duration, or longer if MaxRate needs it. It returns ctx's error.
+func (p *purger) pause(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	wait := time.Duration(float64(p.busy) * p.o.PauseFactor)
+	if p.o.MaxRate > 0 && p.deleted > 0 {
+		// The batch and the wait together take deleted/MaxRate.
+		wait = max(wait, time.Duration(float64(p.deleted)/p.o.MaxRate*float64(time.Second))-p.busy)
+	}
+	p.busy, p.deleted = 0, 0
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// page reads the event ids (first column) of one page, retrying lock
+// contention; when last is not nil, it receives the second column of the
+// last row.
+func (p *purger) page(ctx context.Context, query string, args []any, last *any) ([]any, error) {
+	return retryBusy(ctx, p.s, func() ([]any, error) {
+		rows, err := p.s.db.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		ids := make([]any, 0, p.o.BatchSize+2) // room for the delete's arguments
+		for rows.Next() {
+			var id string
+			dest := []any{&id}
+			if last != nil {
+				dest = append(dest, last)
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		return ids, rows.Err()
+	})
+}
+
+// count runs a one-row COUNT query.
+func (p *purger) count(ctx context.Context, query string, args ...any) (int64, error) {
+	return retryBusy(ctx, p.s, func() (int64, error) {
+		var c int64
+		err := p.s.db.QueryRowContext(ctx, query, args...).Scan(&c)
+		return c, err
+	})
+}
