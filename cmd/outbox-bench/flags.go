@@ -48,6 +48,7 @@ const (
 
 // allScenarios lists every scenario in run order.
 var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
+	scenarioMultinodeFloor, scenarioMultinode,
 	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup}
 
 // orderedScenarios are the scenarios of ordered events, run by default
@@ -98,6 +99,9 @@ type options struct {
 	relayWorkers int
 	// observe runs observed_end_to_end (-observe).
 	observe bool
+	// nodes is the number of processes of the multinode scenario
+	// (-nodes, defaultNodes).
+	nodes int
 }
 
 // usageText is printed by -h above the flag list.
@@ -189,8 +193,24 @@ Observed scenario (run by default only with -observe):
               their aggregations, collected once at the end). Its notes
               give the spans exported and metric data points collected.
 
-floor, publish, end_to_end, ordered_end_to_end, observed_end_to_end and
-relay run -rounds times, interleaved, and report their median round.
+Multinode scenarios (run by default only with -nodes K, K = 3 by default;
+or name multinode in -scenarios, which then also runs multinode_floor):
+  multinode_floor  floor with K x W writers, in this one process (the
+              database sees K x W connections either way).
+  multinode   K processes of this program (re-executed, each a full
+              outbox: dispatcher and poller with an owner token of its
+              own) on one database, each publishing N/K events on W
+              writers and delivering them; they start together once every
+              node's warm-up is DONE. The rate is N / (last DONE - first
+              start). Then every committed event must have been delivered
+              exactly once across the nodes and every row be DONE: a lost
+              event fails the run, duplicates are reported (dups, target
+              0). The nodes die with the run (killed on interrupt; a node
+              whose parent is gone exits when its stdin closes).
+
+floor, publish, end_to_end, ordered_end_to_end, observed_end_to_end,
+relay, multinode_floor and multinode run -rounds times, interleaved, and
+report their median round.
 
 Ratios (all measured within one run, same process and settings):
   ratio_to_floor    (scenario lines) scenario rate / floor rate; higher is faster.
@@ -203,6 +223,11 @@ Ratios (all measured within one run, same process and settings):
   observability_cost  (summary) 1 - observed_end_to_end rate / end_to_end
                     rate: the share of throughput OpenTelemetry tracing and
                     metrics cost; target <= 0.05.
+  multinode_ratio   (summary) multi_ratio / end_to_end_ratio, where
+                    multi_ratio = multinode rate / multinode_floor rate
+                    (the multinode line's ratio_to_floor): how well K
+                    processes keep the single process's share of the
+                    floor; target >= 0.9, with 0 duplicates.
   Other targets: latency p99_us <= 1000, ordered_latency p99
   (ordered_p99_us) <= 1000, relay_latency p99 (relay_p99_us) <= 5000, overload peak_rss_mb <= 64 (with
   -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
@@ -257,6 +282,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.relayURL, "relay-url", "", "address of the -relay broker (default: "+relayDefaults()+")")
 	fs.IntVar(&o.relayWorkers, "relay-workers", 0, fmt.Sprintf("dispatcher workers of the relay scenarios (default %d: a relay waits on the broker, so it gets more workers than a local listener)", defaultRelayWorkers))
 	fs.BoolVar(&o.observe, "observe", false, "run observed_end_to_end too: end_to_end traced and measured through OpenTelemetry (SDK, every span sampled), for observability_cost")
+	fs.IntVar(&o.nodes, "nodes", defaultNodes, "run the multinode scenarios too, with this many processes of W writers each on one database")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -289,6 +315,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	nodesSet := false
+	fs.Visit(func(f *flag.Flag) { nodesSet = nodesSet || f.Name == "nodes" })
 	var err error
 	if scenarios == "" {
 		for _, name := range allScenarios {
@@ -297,12 +325,20 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 			case slices.Contains(orderedScenarios, name) && !ordered.set:
 			case slices.Contains(relayScenarios, name) && o.relay == "":
 			case name == scenarioObservedE2E && !o.observe:
+			case slices.Contains(multinodeScenarios, name) && !nodesSet:
 			default:
 				o.scenarios = append(o.scenarios, name)
 			}
 		}
 	} else if o.scenarios, err = parseScenarios(scenarios); err != nil {
 		return o, err
+	}
+	if o.has(scenarioMultinode) && !o.has(scenarioMultinodeFloor) {
+		// multinode is measured against its own floor: run it too.
+		o.scenarios, _ = parseScenarios(strings.Join(append(o.scenarios, scenarioMultinodeFloor), ","))
+	}
+	if nodesSet && !slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(multinodeScenarios, s) }) {
+		return o, fmt.Errorf("-nodes: -scenarios selects no multinode scenario (%s)", strings.Join(multinodeScenarios, ", "))
 	}
 	if ordered.set && !slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }) {
 		return o, fmt.Errorf("-ordered-keys: -scenarios selects no ordered scenario (%s)", strings.Join(orderedScenarios, ", "))
@@ -398,6 +434,8 @@ func (o *options) validate() error {
 		return errors.New("-timeout must be positive")
 	case o.orderedKeys < 0:
 		return errors.New("-ordered-keys must be at least 1")
+	case o.nodes < 2 || o.nodes > maxNodes:
+		return fmt.Errorf("-nodes must be between 2 and %d", maxNodes)
 	case o.orderedKeys == 0 && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }):
 		return errors.New("-ordered-keys must be at least 1")
 	}
@@ -415,6 +453,9 @@ func (o *options) validate() error {
 	}
 	if o.has(scenarioObservedE2E) && !o.has(scenarioEndToEnd) {
 		return errors.New("-scenarios: observed_end_to_end is measured against end_to_end (observability_cost), so it needs end_to_end")
+	}
+	if o.has(scenarioMultinode) && (!o.has(scenarioFloor) || !o.has(scenarioEndToEnd)) {
+		return errors.New("-scenarios: multinode is measured against end_to_end / floor (multinode_ratio), so it needs floor and end_to_end")
 	}
 	if o.has(scenarioOrderedLatency) && !o.has(scenarioOrderedE2E) {
 		return errors.New("-scenarios: ordered_latency paces itself at half the ordered_end_to_end rate, so it needs ordered_end_to_end")

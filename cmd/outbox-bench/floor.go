@@ -31,6 +31,12 @@ const floorInsert = "INSERT INTO " + floorTable + " (event_id, event_type, aggre
 // row, INSERT an outbox-shaped row with plain database/sql, COMMIT; W
 // writers until N transactions are done.
 func (b *bench) runFloor(ctx context.Context) (result, error) {
+	return b.floor(ctx, scenarioFloor, b.opts.workers)
+}
+
+// floor is runFloor with the given number of writers, reported as the
+// scenario's line.
+func (b *bench) floor(ctx context.Context, scenario string, workers int) (result, error) {
 	f, err := openFresh(ctx, b.opts)
 	if err != nil {
 		return result{}, err
@@ -78,20 +84,21 @@ func (b *bench) runFloor(ctx context.Context) (result, error) {
 		}
 		return nil
 	}
-	if _, err := runPool(ctx, b.opts.workers, b.opts.warmup, func(ctx context.Context, i int) error {
+	if _, err := runPool(ctx, workers, b.opts.warmup, func(ctx context.Context, i int) error {
 		return tx(ctx, "warm", i)
 	}); err != nil {
 		return result{}, err
 	}
 	b.resetRSS()
 	cpu := startCPU()
-	elapsed, err := runPool(ctx, b.opts.workers, b.opts.n, func(ctx context.Context, i int) error {
+	elapsed, err := runPool(ctx, workers, b.opts.n, func(ctx context.Context, i int) error {
 		return tx(ctx, "floor", i)
 	})
 	if err != nil {
 		return result{}, err
 	}
-	r := b.newResult(scenarioFloor, b.opts.n)
+	r := b.newResult(scenario, b.opts.n)
+	r.Workers = workers
 	r.CPUusPerEvent = cpu.perEvent(b.opts.n)
 	r.rate = rate(b.opts.n, elapsed)
 	return r, nil

@@ -82,6 +82,13 @@ func (b *bench) start(ctx context.Context, s outboxSetup) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
+	return b.startOn(ctx, f, s)
+}
+
+// startOn is start on the database f, which the harness closes (and
+// removes) with the outbox; the multinode scenario's nodes run it on the
+// one database they share.
+func (b *bench) startOn(ctx context.Context, f *freshDB, s outboxSetup) (*harness, error) {
 	m := &counters{}
 	var metrics core.Metrics = m
 	if s.metrics != nil {

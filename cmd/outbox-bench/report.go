@@ -34,6 +34,9 @@ const (
 	// end_to_end rate: OpenTelemetry may cost at most this share of the
 	// throughput.
 	targetObservabilityCost = 0.05
+	// targetMultinodeRatio bounds (multinode rate / multinode_floor
+	// rate) / (end_to_end rate / floor rate) from below.
+	targetMultinodeRatio = 0.9
 )
 
 // result is one scenario's measurement: one JSON line with -json, one
@@ -68,6 +71,7 @@ type result struct {
 	MaxHeldMiB     *float64 `json:"max_held_mib,omitempty"`   // overload: Dispatcher.MaxHeldBytes
 	RSSTargetMiB   *int     `json:"rss_target_mib,omitempty"` // overload: peak RSS target (0: none)
 	Relay          string   `json:"relay,omitempty"`          // relay scenarios: the broker
+	Nodes          *int     `json:"nodes,omitempty"`          // multinode: processes
 	// Notes say what a scenario set up differently from the others (the
 	// relay scenarios: the broker destination, the dispatcher settings).
 	Notes []string `json:"notes,omitempty"`
@@ -106,11 +110,21 @@ type summary struct {
 	EndToEndPerS      *float64 `json:"end_to_end_per_s,omitempty"`
 	ObservedPerS      *float64 `json:"observed_per_s,omitempty"`
 	ObservabilityCost *float64 `json:"observability_cost,omitempty"`
-	PeakRSSMB         *float64 `json:"peak_rss_mb,omitempty"`
-	RSSTargetMiB      *int     `json:"rss_target_mib,omitempty"`
-	Lost              *int     `json:"lost,omitempty"`
-	TargetsMet        bool     `json:"targets_met"`
-	TargetsMissed     []string `json:"targets_missed,omitempty"`
+	// The multinode scenarios: processes, the multinode_floor and
+	// multinode rates, multi_ratio = multinode / multinode_floor,
+	// multinode_ratio = multi_ratio / end_to_end_ratio and the
+	// duplicate deliveries of every round.
+	Nodes               *int     `json:"nodes,omitempty"`
+	MultinodeFloorPerS  *float64 `json:"multinode_floor_per_s,omitempty"`
+	MultinodePerS       *float64 `json:"multinode_per_s,omitempty"`
+	MultiRatio          *float64 `json:"multi_ratio,omitempty"`
+	MultinodeRatio      *float64 `json:"multinode_ratio,omitempty"`
+	MultinodeDuplicates *int     `json:"multinode_duplicates,omitempty"`
+	PeakRSSMB           *float64 `json:"peak_rss_mb,omitempty"`
+	RSSTargetMiB        *int     `json:"rss_target_mib,omitempty"`
+	Lost                *int     `json:"lost,omitempty"`
+	TargetsMet          bool     `json:"targets_met"`
+	TargetsMissed       []string `json:"targets_missed,omitempty"`
 	// LoadAvg is the 1-minute load average at the start and the end of
 	// the run: other work on the machine skews every rate.
 	LoadAvg []float64 `json:"loadavg_1m,omitempty"`
@@ -189,6 +203,9 @@ func (p *printer) result(r result) {
 	if r.Relay != "" {
 		add("relay", r.Relay)
 	}
+	if r.Nodes != nil {
+		add("nodes", *r.Nodes)
+	}
 	notes = append(notes, r.Notes...)
 	fmt.Fprintf(p.w, tableFormat, r.DB, r.Scenario, fmt.Sprint(r.N), num(r.EventsPerS, 0), num(r.RatioToFloor, 3),
 		num(r.P50us, 1), num(r.P90us, 1), num(r.P99us, 1), num(r.MaxUs, 1), num(r.PeakRSSMB, 1), strings.Join(notes, " "))
@@ -232,6 +249,10 @@ func (p *printer) summary(s summary) {
 	if s.ObservabilityCost != nil {
 		parts = append(parts, fmt.Sprintf("observability_cost %.4f (1 - observed/e2e: %.1f vs %.1f events/s, target <= %.2f)",
 			*s.ObservabilityCost, *s.ObservedPerS, *s.EndToEndPerS, targetObservabilityCost))
+	}
+	if s.MultinodeRatio != nil {
+		parts = append(parts, fmt.Sprintf("multinode_ratio %.3f (multi %.3f = %d nodes %.1f / floor %.1f events/s, over e2e/floor; target >= %.2f), duplicates %d",
+			*s.MultinodeRatio, *s.MultiRatio, *s.Nodes, *s.MultinodePerS, *s.MultinodeFloorPerS, targetMultinodeRatio, *s.MultinodeDuplicates))
 	}
 	if s.WakeupP99us != nil {
 		parts = append(parts, fmt.Sprintf("wakeup p99 %.1f us (target <= %d)", *s.WakeupP99us, targetWakeupP99us))
