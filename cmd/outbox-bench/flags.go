@@ -48,7 +48,7 @@ const (
 
 // allScenarios lists every scenario in run order.
 var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
-	scenarioMultinodeFloor, scenarioMultinode,
+	scenarioMultinode, scenarioMultinodeFloor,
 	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup}
 
 // orderedScenarios are the scenarios of ordered events, run by default
@@ -100,8 +100,10 @@ type options struct {
 	// observe runs observed_end_to_end (-observe).
 	observe bool
 	// nodes is the number of processes of the multinode scenario
-	// (-nodes, defaultNodes).
-	nodes int
+	// (-nodes, defaultNodes); multiN the events of the multinode
+	// scenarios, all nodes together (-multinode-n, default n).
+	nodes  int
+	multiN int
 }
 
 // usageText is printed by -h above the flag list.
@@ -196,13 +198,14 @@ Observed scenario (run by default only with -observe):
 Multinode scenarios (run by default only with -nodes K, K = 3 by default;
 or name multinode in -scenarios, which then also runs multinode_floor):
   multinode_floor  floor with K x W writers, in this one process (the
-              database sees K x W connections either way).
+              database sees K x W connections either way), M transactions
+              (-multinode-n, default N).
   multinode   K processes of this program (re-executed, each a full
               outbox: dispatcher and poller with an owner token of its
-              own) on one database, each publishing N/K events on W
+              own) on one database, each publishing M/K events on W
               writers and delivering them; they start together once every
-              node's warm-up is DONE. The rate is N / (last DONE - first
-              start). Then every committed event must have been delivered
+              node's warm-up is DONE. The rate is M / (last DONE - first
+              start), M = -multinode-n. Then every committed event must have been delivered
               exactly once across the nodes and every row be DONE: a lost
               event fails the run, duplicates are reported (dups, target
               0). The nodes die with the run (killed on interrupt; a node
@@ -283,6 +286,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.relayWorkers, "relay-workers", 0, fmt.Sprintf("dispatcher workers of the relay scenarios (default %d: a relay waits on the broker, so it gets more workers than a local listener)", defaultRelayWorkers))
 	fs.BoolVar(&o.observe, "observe", false, "run observed_end_to_end too: end_to_end traced and measured through OpenTelemetry (SDK, every span sampled), for observability_cost")
 	fs.IntVar(&o.nodes, "nodes", defaultNodes, "run the multinode scenarios too, with this many processes of W writers each on one database")
+	fs.IntVar(&o.multiN, "multinode-n", 0, "events of multinode_floor and multinode, all nodes together (default: -n)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -436,8 +440,13 @@ func (o *options) validate() error {
 		return errors.New("-ordered-keys must be at least 1")
 	case o.nodes < 2 || o.nodes > maxNodes:
 		return fmt.Errorf("-nodes must be between 2 and %d", maxNodes)
+	case o.multiN < 0:
+		return errors.New("-multinode-n must be at least 1")
 	case o.orderedKeys == 0 && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }):
 		return errors.New("-ordered-keys must be at least 1")
+	}
+	if o.multiN == 0 {
+		o.multiN = o.n
 	}
 	if err := o.validateRelay(); err != nil {
 		return err

@@ -31,12 +31,12 @@ const floorInsert = "INSERT INTO " + floorTable + " (event_id, event_type, aggre
 // row, INSERT an outbox-shaped row with plain database/sql, COMMIT; W
 // writers until N transactions are done.
 func (b *bench) runFloor(ctx context.Context) (result, error) {
-	return b.floor(ctx, scenarioFloor, b.opts.workers)
+	return b.floor(ctx, scenarioFloor, b.opts.workers, b.opts.n)
 }
 
-// floor is runFloor with the given number of writers, reported as the
-// scenario's line.
-func (b *bench) floor(ctx context.Context, scenario string, workers int) (result, error) {
+// floor is runFloor with the given number of writers and transactions,
+// reported as the scenario's line.
+func (b *bench) floor(ctx context.Context, scenario string, workers, n int) (result, error) {
 	f, err := openFresh(ctx, b.opts)
 	if err != nil {
 		return result{}, err
@@ -91,16 +91,16 @@ func (b *bench) floor(ctx context.Context, scenario string, workers int) (result
 	}
 	b.resetRSS()
 	cpu := startCPU()
-	elapsed, err := runPool(ctx, workers, b.opts.n, func(ctx context.Context, i int) error {
+	elapsed, err := runPool(ctx, workers, n, func(ctx context.Context, i int) error {
 		return tx(ctx, "floor", i)
 	})
 	if err != nil {
 		return result{}, err
 	}
-	r := b.newResult(scenario, b.opts.n)
+	r := b.newResult(scenario, n)
 	r.Workers = workers
-	r.CPUusPerEvent = cpu.perEvent(b.opts.n)
-	r.rate = rate(b.opts.n, elapsed)
+	r.CPUusPerEvent = cpu.perEvent(n)
+	r.rate = rate(n, elapsed)
 	return r, nil
 }
 

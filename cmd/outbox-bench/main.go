@@ -155,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // throughputScenarios run -rounds times, interleaved.
 var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
-	scenarioMultinodeFloor, scenarioMultinode}
+	scenarioMultinode, scenarioMultinodeFloor}
 
 // runAll runs the selected scenarios and prints their lines. The
 // throughput scenarios (floor, publish, end_to_end, ordered_end_to_end,

@@ -22,7 +22,7 @@ const (
 
 // multinodeScenarios are the scenarios of several processes on one
 // database and their floor.
-var multinodeScenarios = []string{scenarioMultinodeFloor, scenarioMultinode}
+var multinodeScenarios = []string{scenarioMultinode, scenarioMultinodeFloor}
 
 // runMultinodeFloor measures the floor of the multinode scenario: the
 // floor's transaction on nodes × W writers, in this one process (W
@@ -31,14 +31,14 @@ var multinodeScenarios = []string{scenarioMultinodeFloor, scenarioMultinode}
 // committing one-row transactions either way, and the floor's own CPU
 // cost is small.
 func (b *bench) runMultinodeFloor(ctx context.Context) (result, error) {
-	return b.floor(ctx, scenarioMultinodeFloor, b.opts.nodes*b.opts.workers)
+	return b.floor(ctx, scenarioMultinodeFloor, b.opts.nodes*b.opts.workers, b.opts.multiN)
 }
 
 // runMultinode runs -nodes processes of this binary on one fresh database,
 // each a full outbox (dispatcher and poller, owner token of its own)
-// publishing its share of the N events on W writers and delivering them.
+// publishing its share of the -multinode-n events (M) on W writers and delivering them.
 // The nodes start publishing together (a "go" line on their stdin, once
-// every node's warm-up is DONE); the rate is N / (last DONE − first
+// every node's warm-up is DONE); the rate is M / (last DONE − first
 // start), the end seen by polling the table as end_to_end does. Then it
 // checks exactly-once delivery across the nodes: every committed event's
 // id was seen by exactly one listener call in all nodes together, and
@@ -65,7 +65,7 @@ func (b *bench) runMultinode(ctx context.Context) (result, error) {
 	}
 	defer os.RemoveAll(dir)
 
-	k, n := b.opts.nodes, b.opts.n
+	k, n := b.opts.nodes, b.opts.multiN
 	g, err := b.startNodes(ctx, f, dir)
 	if err != nil {
 		return result{}, err

@@ -74,12 +74,12 @@ func (b *bench) startNodes(parent context.Context, f *freshDB, dir string) (*nod
 	g := &nodeGroup{b: b, events: make(chan nodeEvent, 8*k), cancel: cancel, quit: make(chan struct{})}
 	var errMu sync.Mutex // the nodes' stderr lines, one at a time
 	for i := range k {
-		spec := nodeSpec{Index: i + 1, DB: f.kind, DSN: f.dsn, N: b.opts.n / k, Workers: b.opts.workers,
+		spec := nodeSpec{Index: i + 1, DB: f.kind, DSN: f.dsn, N: b.opts.multiN / k, Workers: b.opts.workers,
 			Warmup: b.opts.warmup, PollEvery: b.opts.pollEvery, Backlog: b.opts.backlog,
 			DoneWindow: b.opts.doneWindow, DoneBatch: b.opts.doneBatch, MaxHeld: b.opts.maxHeld,
 			MaxOpen: b.opts.maxOpen, Timeout: b.opts.timeout, Verbose: b.opts.verbose,
 			IDFile: filepath.Join(dir, fmt.Sprintf("node%d.ids", i+1))}
-		if i < b.opts.n%k {
+		if i < b.opts.multiN%k {
 			spec.N++
 		}
 		if err := g.start(ctx, exe, spec, &errMu); err != nil {
@@ -160,13 +160,16 @@ func (g *nodeGroup) awaitAll(ctx context.Context, ev string) error {
 	for left := len(g.nodes); left > 0; {
 		select {
 		case e := <-g.events:
-			if e.err == nil && e.msg.Ev == ev && !got[e.node] {
+			switch {
+			case e.eof && g.nodes[e.node].closed.Ev == evClosed:
+				// The end of a node that said its last message.
+			case e.err == nil && e.msg.Ev == ev && !got[e.node]:
 				got[e.node] = true
 				left--
 				g.record(e.node, e.msg)
-				continue
+			default:
+				return g.unexpected(e, ev)
 			}
-			return g.unexpected(e, ev)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
