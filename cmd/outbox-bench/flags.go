@@ -101,9 +101,12 @@ type options struct {
 	observe bool
 	// nodes is the number of processes of the multinode scenario
 	// (-nodes, defaultNodes); multiN the events of the multinode
-	// scenarios, all nodes together (-multinode-n, default n).
-	nodes  int
-	multiN int
+	// scenarios, all nodes together (-multinode-n, default n);
+	// multiFloor where multinode_floor runs (-multinode-floor,
+	// floorInProcesses or floorInProcess).
+	nodes      int
+	multiN     int
+	multiFloor string
 }
 
 // usageText is printed by -h above the flag list.
@@ -197,9 +200,11 @@ Observed scenario (run by default only with -observe):
 
 Multinode scenarios (run by default only with -nodes K, K = 3 by default;
 or name multinode in -scenarios, which then also runs multinode_floor):
-  multinode_floor  floor with K x W writers, in this one process (the
-              database sees K x W connections either way), M transactions
-              (-multinode-n, default N).
+  multinode_floor  floor with K x W writers, M transactions (-multinode-n,
+              default N): in K processes of this program of W writers each,
+              started together like multinode's (the rate is M / (last
+              end - first start)), or with -multinode-floor process in this
+              one process.
   multinode   K processes of this program (re-executed, each a full
               outbox: dispatcher and poller with an owner token of its
               own) on one database, each publishing M/K events on W
@@ -287,9 +292,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.BoolVar(&o.observe, "observe", false, "run observed_end_to_end too: end_to_end traced and measured through OpenTelemetry (SDK, every span sampled), for observability_cost")
 	fs.IntVar(&o.nodes, "nodes", defaultNodes, "run the multinode scenarios too, with this many processes of W writers each on one database")
 	fs.IntVar(&o.multiN, "multinode-n", 0, "events of multinode_floor and multinode, all nodes together (default: -n)")
+	fs.StringVar(&o.multiFloor, "multinode-floor", floorInProcesses, "where multinode_floor runs: "+floorInProcesses+" (-nodes processes of W writers, like multinode) or "+floorInProcess+" (this process, -nodes x W writers)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (and of each multinode process, from start to stop, to FILE.node1, FILE.node2, …)")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace; large: use with -scenarios and a small -n)")
 	fs.Usage = func() {} // usage only for -h; other errors are one line
 	for {
@@ -442,6 +448,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("-nodes must be between 2 and %d", maxNodes)
 	case o.multiN < 0:
 		return errors.New("-multinode-n must be at least 1")
+	case o.multiFloor != floorInProcesses && o.multiFloor != floorInProcess:
+		return fmt.Errorf("-multinode-floor must be %s or %s, got %q", floorInProcesses, floorInProcess, o.multiFloor)
 	case o.orderedKeys == 0 && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }):
 		return errors.New("-ordered-keys must be at least 1")
 	}

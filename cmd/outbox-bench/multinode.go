@@ -24,14 +24,70 @@ const (
 // database and their floor.
 var multinodeScenarios = []string{scenarioMultinode, scenarioMultinodeFloor}
 
+// Where multinode_floor runs (-multinode-floor).
+const (
+	floorInProcesses = "processes" // -nodes processes of W writers, like multinode
+	floorInProcess   = "process"   // this process, -nodes × W writers
+)
+
 // runMultinodeFloor measures the floor of the multinode scenario: the
-// floor's transaction on nodes × W writers, in this one process (W
-// writers per node of the multinode scenario). One process or several
-// makes no difference to the database: it sees nodes × W connections
-// committing one-row transactions either way, and the floor's own CPU
-// cost is small.
+// floor's transaction on nodes × W writers, M transactions in all. By
+// default it runs in -nodes processes of W writers, laid out like the
+// multinode scenario (the same start barrier, the rate M / (last end −
+// first start)), so that the ratio compares the outbox with the floor
+// and not one process with several; -multinode-floor process runs it in
+// this one process instead.
 func (b *bench) runMultinodeFloor(ctx context.Context) (result, error) {
-	return b.floor(ctx, scenarioMultinodeFloor, b.opts.nodes*b.opts.workers, b.opts.multiN)
+	k, n := b.opts.nodes, b.opts.multiN
+	if b.opts.multiFloor == floorInProcess {
+		r, err := b.floor(ctx, scenarioMultinodeFloor, k*b.opts.workers, n)
+		r.Notes = append(r.Notes, "in_process")
+		return r, err
+	}
+	f, err := openFresh(ctx, b.opts)
+	if err != nil {
+		return result{}, err
+	}
+	defer b.closeDB(f)
+	if _, err := b.floorTx(ctx, f); err != nil { // the table, before the nodes
+		return result{}, err
+	}
+	dir, err := os.MkdirTemp("", "outbox-bench-multinode-*")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+	g, err := b.startNodes(ctx, f, dir, true)
+	if err != nil {
+		return result{}, err
+	}
+	defer g.kill()
+	if err := g.awaitAll(ctx, evReady); err != nil {
+		return result{}, err
+	}
+	b.resetRSS()
+	for _, step := range []struct{ cmd, ev string }{{cmdGo, evPublished}, {cmdStop, evClosed}} {
+		if err := g.sendAll(step.cmd); err != nil {
+			return result{}, err
+		}
+		if err := g.awaitAll(ctx, step.ev); err != nil {
+			return result{}, err
+		}
+	}
+	if err := g.wait(); err != nil {
+		return result{}, err
+	}
+	first, last := g.publishSpan()
+	r := b.newResult(scenarioMultinodeFloor, n)
+	r.rate = rate(n, last.Sub(first))
+	r.Nodes = ptr(k)
+	var cpu float64
+	for _, nd := range g.nodes {
+		cpu += nd.closed.CPUus
+	}
+	r.CPUusPerEvent = round(cpu/float64(n), 1)
+	r.Notes = append(r.Notes, fmt.Sprintf("writers=%dx%d", k, b.opts.workers))
+	return r, nil
 }
 
 // runMultinode runs -nodes processes of this binary on one fresh database,
@@ -66,7 +122,7 @@ func (b *bench) runMultinode(ctx context.Context) (result, error) {
 	defer os.RemoveAll(dir)
 
 	k, n := b.opts.nodes, b.opts.multiN
-	g, err := b.startNodes(ctx, f, dir)
+	g, err := b.startNodes(ctx, f, dir, false)
 	if err != nil {
 		return result{}, err
 	}

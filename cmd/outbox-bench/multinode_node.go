@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,12 @@ type nodeSpec struct {
 	MaxOpen    int           `json:"max_open"`
 	Timeout    time.Duration `json:"timeout"`
 	Verbose    bool          `json:"verbose"`
+	// Floor makes the node run the floor's transaction (multinode_floor)
+	// instead of an outbox.
+	Floor bool `json:"floor,omitempty"`
+	// CPUProfile, when set, receives the node's CPU profile from "go" to
+	// "stop" (-cpuprofile FILE gives FILE.node1, FILE.node2, …).
+	CPUProfile string `json:"cpu_profile,omitempty"`
 	// IDFile receives the id of every event of eventType the node's
 	// listener saw, one per line, once the node stopped.
 	IDFile string `json:"id_file"`
@@ -60,7 +67,8 @@ const (
 
 // nodeMsg is one JSON line a node writes on its stdout.
 type nodeMsg struct {
-	// Ev is the message: "ready" (outbox started, warm-up published),
+	// Ev is the message: "ready" (outbox started, warm-up published;
+	// for the floor: warm-up done),
 	// "published" (every event of the node committed), "closed" (outbox
 	// closed, id file written; the last message) or "error".
 	Ev  string `json:"ev"`
@@ -158,42 +166,121 @@ func node(ctx context.Context, spec nodeSpec, cmds <-chan string, out *nodeOut, 
 		return err
 	}
 	f.setup(opts)
-	ids := &idLog{}
-	h, err := b.startOn(ctx, f, outboxSetup{poller: poller.Config{}, listen: ids.listen})
+	var w nodeWork
+	if spec.Floor {
+		w, err = b.floorWork(ctx, f)
+	} else {
+		w, err = b.outboxWork(ctx, f)
+	}
 	if err != nil {
 		return err
 	}
 	closed := false
 	defer func() {
 		if !closed {
-			h.close()
+			w.close()
 		}
 	}()
-	out.send(nodeMsg{Ev: "ready", PID: os.Getpid()})
+	out.send(nodeMsg{Ev: evReady, PID: os.Getpid()})
 	if err := await(ctx, cmds, cmdGo); err != nil {
 		return err
 	}
+	stopProfile, err := startProfile(spec.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	cpu := cpuTime()
 	start := time.Now()
+	prefix := fmt.Sprintf("node%d", spec.Index)
 	if _, err := runPool(ctx, spec.Workers, spec.N, func(ctx context.Context, i int) error {
-		return h.publish(ctx, eventType, orderRef(fmt.Sprintf("node%d", spec.Index), i), orderAmount(i), -1)
+		return w.tx(ctx, prefix, i)
 	}); err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
-	out.send(nodeMsg{Ev: "published", StartNs: start.UnixNano(), EndNs: time.Now().UnixNano(), N: spec.N})
+	out.send(nodeMsg{Ev: evPublished, StartNs: start.UnixNano(), EndNs: time.Now().UnixNano(), N: spec.N})
 	if err := await(ctx, cmds, cmdStop); err != nil {
 		return err
 	}
 	closed = true
-	h.close()
-	msg := nodeMsg{Ev: "closed", HotDropped: h.m.hotDropped.Load(), ColdEnqueued: h.m.coldEnqueued.Load(),
-		LeaseLost: h.m.leaseLost.Load()}
+	msg := w.close()
+	stopProfile()
+	msg.Ev = evClosed
 	msg.CPUus = float64(cpuTime()-cpu) / float64(time.Microsecond)
-	if msg.Seen, err = ids.write(spec.IDFile); err != nil {
-		return err
+	if w.ids != nil {
+		if msg.Seen, err = w.ids.write(spec.IDFile); err != nil {
+			return err
+		}
 	}
 	out.send(msg)
 	return nil
+}
+
+// nodeWork is what a node runs: the floor's transaction, or a publish
+// through its outbox.
+type nodeWork struct {
+	tx    func(ctx context.Context, prefix string, i int) error
+	close func() nodeMsg // ends the work and returns its counts
+	ids   *idLog         // the listener's ids (nil for the floor)
+}
+
+// outboxWork starts the node's outbox on f, with the warm-up.
+func (b *bench) outboxWork(ctx context.Context, f *freshDB) (nodeWork, error) {
+	ids := &idLog{}
+	h, err := b.startOn(ctx, f, outboxSetup{poller: poller.Config{}, listen: ids.listen})
+	if err != nil {
+		return nodeWork{}, err
+	}
+	return nodeWork{
+		tx: func(ctx context.Context, prefix string, i int) error {
+			return h.publish(ctx, eventType, orderRef(prefix, i), orderAmount(i), -1)
+		},
+		close: func() nodeMsg {
+			h.close()
+			return nodeMsg{HotDropped: h.m.hotDropped.Load(), ColdEnqueued: h.m.coldEnqueued.Load(),
+				LeaseLost: h.m.leaseLost.Load()}
+		},
+		ids: ids,
+	}, nil
+}
+
+// floorWork prepares the floor's transaction on f, with the warm-up.
+func (b *bench) floorWork(ctx context.Context, f *freshDB) (nodeWork, error) {
+	close := func() nodeMsg { b.closeDB(f); return nodeMsg{} }
+	tx, err := b.floorTx(ctx, f)
+	if err == nil {
+		_, err = runPool(ctx, b.opts.workers, b.opts.warmup, func(ctx context.Context, i int) error {
+			return tx(ctx, "warm", i)
+		})
+	}
+	if err != nil {
+		close()
+		return nodeWork{}, err
+	}
+	return nodeWork{tx: tx, close: close}, nil
+}
+
+// startProfile starts a CPU profile into path, if not "", and returns
+// the function that ends it (safe to call twice).
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}, nil
 }
 
 // await waits for the command want on cmds; another command is an error.

@@ -64,7 +64,8 @@ type nodeEvent struct {
 
 // startNodes starts the -nodes processes on the database f, each with its
 // share of the N events and an id file in dir.
-func (b *bench) startNodes(parent context.Context, f *freshDB, dir string) (*nodeGroup, error) {
+// With floor they run the floor's transaction instead of an outbox.
+func (b *bench) startNodes(parent context.Context, f *freshDB, dir string, floor bool) (*nodeGroup, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this program to start the nodes: %w", err)
@@ -78,7 +79,13 @@ func (b *bench) startNodes(parent context.Context, f *freshDB, dir string) (*nod
 			Warmup: b.opts.warmup, PollEvery: b.opts.pollEvery, Backlog: b.opts.backlog,
 			DoneWindow: b.opts.doneWindow, DoneBatch: b.opts.doneBatch, MaxHeld: b.opts.maxHeld,
 			MaxOpen: b.opts.maxOpen, Timeout: b.opts.timeout, Verbose: b.opts.verbose,
-			IDFile: filepath.Join(dir, fmt.Sprintf("node%d.ids", i+1))}
+			IDFile: filepath.Join(dir, fmt.Sprintf("node%d.ids", i+1)), Floor: floor}
+		if b.opts.cpuProfile != "" {
+			spec.CPUProfile = fmt.Sprintf("%s.node%d", b.opts.cpuProfile, i+1)
+			if floor {
+				spec.CPUProfile += ".floor"
+			}
+		}
 		if i < b.opts.multiN%k {
 			spec.N++
 		}

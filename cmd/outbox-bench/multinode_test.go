@@ -45,21 +45,22 @@ func TestMain(m *testing.M) {
 // SQLite (three processes on one file) and checks the lines and the
 // summary: every event delivered exactly once across the nodes.
 func TestMultinodeSQLite(t *testing.T) {
-	testMultinode(t, "sqlite", "")
+	testMultinode(t, "sqlite", "", floorInProcesses)
 }
 
 // TestMultinodeMySQL is TestMultinodeSQLite on the MariaDB of
-// OUTBOX_TEST_MYSQL_DSN.
+// OUTBOX_TEST_MYSQL_DSN, with the floor in one process.
 func TestMultinodeMySQL(t *testing.T) {
-	testMultinode(t, "mysql", testdb.MySQLDSN(t))
+	testMultinode(t, "mysql", testdb.MySQLDSN(t), floorInProcess)
 }
 
-// testMultinode runs the multinode scenario small on db.
-func testMultinode(t *testing.T, db, dsn string) {
+// testMultinode runs the multinode scenario small on db, its floor where
+// floorIn says.
+func testMultinode(t *testing.T, db, dsn, floorIn string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	args := []string{"-db", db, "-json", "-scenarios", "floor,end_to_end,multinode", "-n", "300", "-rounds", "1",
-		"-warmup", "20", "-poll-interval", "200ms"}
+		"-warmup", "20", "-poll-interval", "200ms", "-multinode-floor", floorIn}
 	if dsn != "" {
 		args = append(args, "-dsn", dsn)
 	}
@@ -82,8 +83,15 @@ func testMultinode(t *testing.T, db, dsn string) {
 		}
 		switch name {
 		case scenarioMultinodeFloor:
-			if m["workers"] != 12.0 || m["n"] != 300.0 {
-				t.Errorf("multinode_floor: want 3 x 4 = 12 writers and n 300: %s", lines[i])
+			workers, nodes := 4.0, any(3.0) // in 3 processes of 4 writers
+			if floorIn == floorInProcess {
+				workers, nodes = 12, nil // in this process, 3 x 4 writers
+			}
+			if m["workers"] != workers || m["nodes"] != nodes || m["n"] != 300.0 {
+				t.Errorf("multinode_floor: want %v writers, %v nodes and n 300: %s", workers, nodes, lines[i])
+			}
+			if _, ok := m["events_per_s"].(float64); !ok {
+				t.Errorf("multinode_floor: no events_per_s: %s", lines[i])
 			}
 		case scenarioMultinode:
 			for f, v := range map[string]float64{"n": 300, "nodes": 3, "workers": 4, "lost": 0, "duplicates": 0} {
@@ -274,6 +282,7 @@ func TestMultinodeFlags(t *testing.T) {
 		{[]string{"-scenarios", "multinode"}, "multinode is measured against end_to_end / floor"},
 		{[]string{"-scenarios", "end_to_end,multinode"}, "so it needs floor and end_to_end"},
 		{[]string{"-multinode-n", "-1", "-nodes", "3"}, "-multinode-n must be at least 1"},
+		{[]string{"-multinode-floor", "cluster", "-nodes", "3"}, `-multinode-floor must be processes or process, got "cluster"`},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
