@@ -214,7 +214,8 @@ or name multinode in -scenarios, which then also runs multinode_floor):
               exactly once across the nodes and every row be DONE: a lost
               event fails the run, duplicates are reported (dups, target
               0). The nodes die with the run (killed on interrupt; a node
-              whose parent is gone exits when its stdin closes).
+              whose parent is gone exits when its stdin closes). Its
+              cpu_us_per_event is the nodes' CPU; rss_MiB the parent's.
 
 floor, publish, end_to_end, ordered_end_to_end, observed_end_to_end,
 relay, multinode_floor and multinode run -rounds times, interleaved, and

@@ -21,11 +21,12 @@
 //
 //	go run ./cmd/outbox-bench -db sqlite -relay natsjs -scenarios end_to_end,relay,relay_latency
 //
-// With -nodes K (or -scenarios ...,multinode) it also runs multinode: K
-// processes of this program on one database, and multinode_floor, the floor
-// with K x W writers, and reports multinode_ratio = (multinode rate /
-// multinode_floor rate) / end_to_end_ratio (at least 0.9) and the
-// duplicates across the processes (0):
+// With -nodes K (or -scenarios ...,multinode) it also runs multinode, K
+// processes of this program on one database, and multinode_floor, the
+// floor with K x W writers (in K processes of W writers by default), and
+// reports multinode_ratio = (multinode rate / multinode_floor rate) /
+// end_to_end_ratio (at least 0.9) and the duplicates across the processes
+// (0):
 //
 //	go run ./cmd/outbox-bench -db mysql -scenarios floor,end_to_end,multinode
 //
