@@ -19,8 +19,11 @@ import (
 // freshDB is an empty database made for one scenario, with the business
 // table already created. Close releases it (and drops or deletes it).
 type freshDB struct {
-	db      *sqlx.DB
-	kind    string // "sqlite", "mysql" or "postgres"
+	db   *sqlx.DB
+	kind string // "sqlite", "mysql" or "postgres"
+	// dsn opens the same database from another process: the SQLite
+	// file's path, or the DSN of the new MySQL or PostgreSQL database.
+	dsn     string
 	cleanup func() error
 	// insertOrder is insertOrderSQL in the database's placeholders.
 	insertOrder string
@@ -50,16 +53,22 @@ func openFresh(ctx context.Context, o *options) (*freshDB, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.setup(o)
+	if err := createBusinessTable(ctx, f.db, f.kind); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return f, nil
+}
+
+// setup prepares the business INSERT and sets the pool of every
+// scenario.
+func (f *freshDB) setup(o *options) {
 	f.insertOrder = f.db.Rebind(insertOrderSQL)
 	// database/sql keeps only 2 idle connections by default: with W
 	// writers, W dispatcher workers, the DONE batcher and the poller it
 	// would close and reopen connections all the time.
 	f.db.SetMaxIdleConns(2*o.workers + 8)
 	f.db.SetMaxOpenConns(o.maxOpen)
-	if err := createBusinessTable(ctx, f.db, f.kind); err != nil {
-		return nil, errors.Join(err, f.Close())
-	}
-	return f, nil
 }
 
 // openFreshSQLite opens a new database file in a new temporary directory.
@@ -72,7 +81,7 @@ func openFreshSQLite() (*freshDB, error) {
 	if err != nil {
 		return nil, errors.Join(err, remove())
 	}
-	return &freshDB{db: db, kind: "sqlite", cleanup: func() error {
+	return &freshDB{db: db, kind: "sqlite", dsn: path, cleanup: func() error {
 		return errors.Join(db.Close(), remove())
 	}}, nil
 }
@@ -89,7 +98,7 @@ func openFreshMySQL(ctx context.Context, dsn string) (*freshDB, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open mysql: %w", err), drop(true))
 	}
-	return &freshDB{db: db, kind: "mysql", cleanup: func() error {
+	return &freshDB{db: db, kind: "mysql", dsn: newDSN, cleanup: func() error {
 		return errors.Join(db.Close(), drop(true))
 	}}, nil
 }
@@ -106,7 +115,7 @@ func openFreshPostgres(ctx context.Context, dsn string) (*freshDB, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open postgres: %w", err), drop(true))
 	}
-	return &freshDB{db: db, kind: "postgres", cleanup: func() error {
+	return &freshDB{db: db, kind: "postgres", dsn: newDSN, cleanup: func() error {
 		return errors.Join(db.Close(), drop(true))
 	}}, nil
 }

@@ -51,6 +51,7 @@ const (
 
 // allScenarios lists every scenario in run order.
 var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioBatch, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
+	scenarioMultinode, scenarioMultinodeFloor,
 	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup,
 	scenarioHistory}
 
@@ -116,6 +117,14 @@ type options struct {
 	// publishing, as a multiple of the publish rate (-history-purge-rate;
 	// 0: no cap).
 	purgeRate float64
+	// nodes is the number of processes of the multinode scenario
+	// (-nodes, defaultNodes); multiN the events of the multinode
+	// scenarios, all nodes together (-multinode-n, default n);
+	// multiFloor where multinode_floor runs (-multinode-floor,
+	// floorInProcesses or floorInProcess).
+	nodes      int
+	multiN     int
+	multiFloor string
 }
 
 // usageText is printed by -h above the flag list.
@@ -240,8 +249,28 @@ History scenario (run only when -scenarios names it):
               publish_purge_per_s, purge_rows_per_s (during publishing) and
               purge_alone_rows_per_s.
 
-floor, publish, batch, end_to_end, ordered_end_to_end, observed_end_to_end and
-relay run -rounds times, interleaved, and report their median round.
+Multinode scenarios (run by default only with -nodes K, K = 3 by default;
+or name multinode in -scenarios, which then also runs multinode_floor):
+  multinode_floor  floor with K x W writers, M transactions (-multinode-n,
+              default N): in K processes of this program of W writers each,
+              started together like multinode's (the rate is M / (last
+              end - first start)), or with -multinode-floor process in this
+              one process.
+  multinode   K processes of this program (re-executed, each a full
+              outbox: dispatcher and poller with an owner token of its
+              own) on one database, each publishing M/K events on W
+              writers and delivering them; they start together once every
+              node's warm-up is DONE. The rate is M / (last DONE - first
+              start), M = -multinode-n. Then every committed event must have been delivered
+              exactly once across the nodes and every row be DONE: a lost
+              event fails the run, duplicates are reported (dups, target
+              0). The nodes die with the run (killed on interrupt; a node
+              whose parent is gone exits when its stdin closes). Its
+              cpu_us_per_event is the nodes' CPU; rss_MiB the parent's.
+
+floor, publish, batch, end_to_end, ordered_end_to_end, observed_end_to_end,
+relay, multinode_floor and multinode run -rounds times, interleaved, and
+report their median round.
 
 Ratios (all measured within one run, same process and settings):
   ratio_to_floor    (scenario lines) scenario rate / floor rate; higher is faster.
@@ -269,6 +298,11 @@ Ratios (all measured within one run, same process and settings):
   purge_cost        (summary) publish rate with the purge running / without
                     (both on the seeded table, in the same round), median of
                     the rounds; target >= 0.9.
+  multinode_ratio   (summary) multi_ratio / end_to_end_ratio, where
+                    multi_ratio = multinode rate / multinode_floor rate
+                    (the multinode line's ratio_to_floor): how well K
+                    processes keep the single process's share of the
+                    floor; target >= 0.9, with 0 duplicates.
   Other targets: latency p99_us <= 1000, ordered_latency p99
   (ordered_p99_us) <= 1000, relay_latency p99 (relay_p99_us) <= 5000, overload peak_rss_mb <= 64 (with
   -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
@@ -328,9 +362,12 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.historyDead, "history-dead", defaultHistoryDead, "DEAD rows seeded before the history scenario")
 	fs.Float64Var(&o.purgePause, "history-pause-factor", 0, "cleanup.Config.PauseFactor of the history scenario's purge (default: the package's; -1: batches back to back)")
 	fs.Float64Var(&o.purgeRate, "history-purge-rate", defaultHistoryPurgeRate, "cleanup.Config.MaxRate of the history scenario's purge beside the publishers, as a multiple of the publish rate measured just before (0: no cap)")
+	fs.IntVar(&o.nodes, "nodes", defaultNodes, "run the multinode scenarios too, with this many processes of W writers each on one database")
+	fs.IntVar(&o.multiN, "multinode-n", 0, "events of multinode_floor and multinode, all nodes together (default: -n)")
+	fs.StringVar(&o.multiFloor, "multinode-floor", floorInProcesses, "where multinode_floor runs: "+floorInProcesses+" (-nodes processes of W writers, like multinode) or "+floorInProcess+" (this process, -nodes x W writers)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (and of each multinode process, from start to stop, to FILE.node1, FILE.node2, …)")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace; large: use with -scenarios and a small -n)")
 	fs.Usage = func() {} // usage only for -h; other errors are one line
 	for {
@@ -360,6 +397,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	nodesSet := false
+	fs.Visit(func(f *flag.Flag) { nodesSet = nodesSet || f.Name == "nodes" })
 	var err error
 	if scenarios == "" {
 		for _, name := range allScenarios {
@@ -369,12 +408,20 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 			case slices.Contains(relayScenarios, name) && o.relay == "":
 			case name == scenarioObservedE2E && !o.observe:
 			case name == scenarioHistory:
+			case slices.Contains(multinodeScenarios, name) && !nodesSet:
 			default:
 				o.scenarios = append(o.scenarios, name)
 			}
 		}
 	} else if o.scenarios, err = parseScenarios(scenarios); err != nil {
 		return o, err
+	}
+	if o.has(scenarioMultinode) && !o.has(scenarioMultinodeFloor) {
+		// multinode is measured against its own floor: run it too.
+		o.scenarios, _ = parseScenarios(strings.Join(append(o.scenarios, scenarioMultinodeFloor), ","))
+	}
+	if nodesSet && !slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(multinodeScenarios, s) }) {
+		return o, fmt.Errorf("-nodes: -scenarios selects no multinode scenario (%s)", strings.Join(multinodeScenarios, ", "))
 	}
 	if ordered.set && !slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }) {
 		return o, fmt.Errorf("-ordered-keys: -scenarios selects no ordered scenario (%s)", strings.Join(orderedScenarios, ", "))
@@ -478,8 +525,17 @@ func (o *options) validate() error {
 		return errors.New("-ordered-keys must be at least 1")
 	case !(o.observeSample > 0 && o.observeSample <= 1):
 		return errors.New("-observe-sample must be more than 0 and at most 1")
+	case o.nodes < 2 || o.nodes > maxNodes:
+		return fmt.Errorf("-nodes must be between 2 and %d", maxNodes)
+	case o.multiN < 0:
+		return errors.New("-multinode-n must be at least 1")
+	case o.multiFloor != floorInProcesses && o.multiFloor != floorInProcess:
+		return fmt.Errorf("-multinode-floor must be %s or %s, got %q", floorInProcesses, floorInProcess, o.multiFloor)
 	case o.orderedKeys == 0 && slices.ContainsFunc(o.scenarios, func(s string) bool { return slices.Contains(orderedScenarios, s) }):
 		return errors.New("-ordered-keys must be at least 1")
+	}
+	if o.multiN == 0 {
+		o.multiN = o.n
 	}
 	if err := o.validateRelay(); err != nil {
 		return err
@@ -498,6 +554,9 @@ func (o *options) validate() error {
 	}
 	if o.has(scenarioObservedE2E) && !o.has(scenarioEndToEnd) {
 		return errors.New("-scenarios: observed_end_to_end is measured against end_to_end (observability_cost), so it needs end_to_end")
+	}
+	if o.has(scenarioMultinode) && (!o.has(scenarioFloor) || !o.has(scenarioEndToEnd)) {
+		return errors.New("-scenarios: multinode is measured against end_to_end / floor (multinode_ratio), so it needs floor and end_to_end")
 	}
 	if o.has(scenarioOrderedLatency) && !o.has(scenarioOrderedE2E) {
 		return errors.New("-scenarios: ordered_latency paces itself at half the ordered_end_to_end rate, so it needs ordered_end_to_end")

@@ -31,17 +31,50 @@ const floorInsert = "INSERT INTO " + floorTable + " (event_id, event_type, aggre
 // row, INSERT an outbox-shaped row with plain database/sql, COMMIT; W
 // writers until N transactions are done.
 func (b *bench) runFloor(ctx context.Context) (result, error) {
+	return b.floor(ctx, scenarioFloor, b.opts.workers, b.opts.n)
+}
+
+// floor is runFloor with the given number of writers and transactions,
+// reported as the scenario's line.
+func (b *bench) floor(ctx context.Context, scenario string, workers, n int) (result, error) {
 	f, err := openFresh(ctx, b.opts)
 	if err != nil {
 		return result{}, err
 	}
 	defer b.closeDB(f)
-	store, err := jdbcstore.New(f.db, jdbcstore.Config{Table: floorTable, Logger: b.log})
+	tx, err := b.floorTx(ctx, f)
 	if err != nil {
 		return result{}, err
 	}
+	if _, err := runPool(ctx, workers, b.opts.warmup, func(ctx context.Context, i int) error {
+		return tx(ctx, "warm", i)
+	}); err != nil {
+		return result{}, err
+	}
+	b.resetRSS()
+	cpu := startCPU()
+	elapsed, err := runPool(ctx, workers, n, func(ctx context.Context, i int) error {
+		return tx(ctx, "floor", i)
+	})
+	if err != nil {
+		return result{}, err
+	}
+	r := b.newResult(scenario, n)
+	r.Workers = workers
+	r.CPUusPerEvent = cpu.perEvent(n)
+	r.rate = rate(n, elapsed)
+	return r, nil
+}
+
+// floorTx creates the floor table in f (unless it exists) and returns the
+// floor's transaction: order i of prefix and its event row.
+func (b *bench) floorTx(ctx context.Context, f *freshDB) (func(ctx context.Context, prefix string, i int) error, error) {
+	store, err := jdbcstore.New(f.db, jdbcstore.Config{Table: floorTable, Logger: b.log})
+	if err != nil {
+		return nil, err
+	}
 	if err := store.ApplySchema(ctx); err != nil {
-		return result{}, fmt.Errorf("create floor table: %w", err)
+		return nil, fmt.Errorf("create floor table: %w", err)
 	}
 	db := f.db.DB
 	// Values are encoded by the store's dialect, as Insert encodes them.
@@ -78,23 +111,7 @@ func (b *bench) runFloor(ctx context.Context) (result, error) {
 		}
 		return nil
 	}
-	if _, err := runPool(ctx, b.opts.workers, b.opts.warmup, func(ctx context.Context, i int) error {
-		return tx(ctx, "warm", i)
-	}); err != nil {
-		return result{}, err
-	}
-	b.resetRSS()
-	cpu := startCPU()
-	elapsed, err := runPool(ctx, b.opts.workers, b.opts.n, func(ctx context.Context, i int) error {
-		return tx(ctx, "floor", i)
-	})
-	if err != nil {
-		return result{}, err
-	}
-	r := b.newResult(scenarioFloor, b.opts.n)
-	r.CPUusPerEvent = cpu.perEvent(b.opts.n)
-	r.rate = rate(b.opts.n, elapsed)
-	return r, nil
+	return tx, nil
 }
 
 // rollback rolls back a transaction that was not committed (a no-op after

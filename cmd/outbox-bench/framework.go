@@ -94,6 +94,13 @@ func (b *bench) start(ctx context.Context, s outboxSetup) (*harness, error) {
 			return nil, err
 		}
 	}
+	return b.startOn(ctx, f, s)
+}
+
+// startOn is start on the database f, which the harness closes (and
+// removes) with the outbox unless it is s.db; the multinode scenario's
+// nodes run it on the one database they share.
+func (b *bench) startOn(ctx context.Context, f *freshDB, s outboxSetup) (*harness, error) {
 	closeDB := func() {
 		if s.db == nil {
 			b.closeDB(f)

@@ -21,6 +21,15 @@
 //
 //	go run ./cmd/outbox-bench -db sqlite -relay natsjs -scenarios end_to_end,relay,relay_latency
 //
+// With -nodes K (or -scenarios ...,multinode) it also runs multinode, K
+// processes of this program on one database, and multinode_floor, the
+// floor with K x W writers (in K processes of W writers by default), and
+// reports multinode_ratio = (multinode rate / multinode_floor rate) /
+// end_to_end_ratio (at least 0.9) and the duplicates across the processes
+// (0):
+//
+//	go run ./cmd/outbox-bench -db mysql -scenarios floor,end_to_end,multinode
+//
 // With -observe it also runs observed_end_to_end, end_to_end with an
 // OpenTelemetry Observer over the SDK (every span sampled), and reports
 // observability_cost = 1 - observed rate / end_to_end rate (at most 0.05):
@@ -49,6 +58,9 @@ import (
 )
 
 func main() {
+	if code, ok := runNodeFromEnv(); ok { // a process of the multinode scenario
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal the scenario stops and cleans up (dropping
 	// its database); a second signal kills the process as usual.
@@ -70,6 +82,8 @@ type bench struct {
 	relayRate                       float64  // relay
 	relayFloorRate                  float64  // relay: the broker floor of its median round
 	observedRate                    float64  // observed_end_to_end
+	multiFloorRate, multiRate       float64  // multinode_floor, multinode
+	multiDuplicates                 int      // multinode, every round
 	relayP99                        *float64 // relay_latency
 	p99, overloadRSS, wakeupP99     *float64
 	orderedP99                      *float64 // ordered_latency
@@ -145,7 +159,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // throughputScenarios run -rounds times, interleaved.
-var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioBatch, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay}
+var throughputScenarios = []string{scenarioFloor, scenarioPublish, scenarioBatch, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
+	scenarioMultinode, scenarioMultinodeFloor}
 
 // runAll runs the selected scenarios and prints their lines. The
 // throughput scenarios (floor, publish, end_to_end, ordered_end_to_end,
@@ -172,7 +187,9 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		scenarioRelay:        b.runRelay,
 		scenarioRelayLatency: b.runRelayLatency,
 
-		scenarioHistory: b.runHistory,
+		scenarioHistory:        b.runHistory,
+		scenarioMultinodeFloor: b.runMultinodeFloor,
+		scenarioMultinode:      b.runMultinode,
 	}
 	one := func(name string) (r result, err error) {
 		// The CPU profile labels every sample with its scenario, the
@@ -216,10 +233,15 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 	b.relayRate = medians[scenarioRelay].rate
 	b.relayFloorRate = medians[scenarioRelay].relayFloor
 	b.observedRate = medians[scenarioObservedE2E].rate
+	b.multiFloorRate = medians[scenarioMultinodeFloor].rate
+	b.multiRate = medians[scenarioMultinode].rate
 	for _, name := range throughput {
 		r := medians[name]
 		r.EventsPerS = round(r.rate, 1)
-		if name != scenarioFloor {
+		switch {
+		case name == scenarioMultinode && b.multiFloorRate > 0:
+			r.RatioToFloor = round(r.rate/b.multiFloorRate, 3) // its own floor
+		case name != scenarioFloor:
 			r.RatioToFloor = b.ratioToFloor(r.rate)
 		}
 		p.result(r)
@@ -343,6 +365,20 @@ func (b *bench) summary() summary {
 		s.ObservedSampling = samplingName(b.opts.observeSample)
 		if *s.ObservabilityCost > targetObservabilityCost {
 			miss(fmt.Sprintf("observability_cost <= %.2f", targetObservabilityCost))
+		}
+	}
+	if b.multiRate > 0 && b.multiFloorRate > 0 && s.EndToEndRatio != nil && *s.EndToEndRatio > 0 {
+		s.Nodes = ptr(b.opts.nodes)
+		s.MultinodeFloorPerS = round(b.multiFloorRate, 1)
+		s.MultinodePerS = round(b.multiRate, 1)
+		s.MultiRatio = round(b.multiRate/b.multiFloorRate, 3)
+		s.MultinodeRatio = round(b.multiRate/b.multiFloorRate/(b.e2eRate/b.floorRate), 3)
+		s.MultinodeDuplicates = ptr(b.multiDuplicates)
+		if *s.MultinodeRatio < targetMultinodeRatio {
+			miss(fmt.Sprintf("multinode_ratio >= %.2f", targetMultinodeRatio))
+		}
+		if b.multiDuplicates > 0 {
+			miss("multinode duplicates = 0")
 		}
 	}
 	if s.RelayP99us = b.relayP99; s.RelayP99us != nil && *s.RelayP99us > targetRelayP99us {

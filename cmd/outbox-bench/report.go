@@ -35,6 +35,9 @@ const (
 	// end_to_end rate: OpenTelemetry may cost at most this share of the
 	// throughput.
 	targetObservabilityCost = 0.05
+	// targetMultinodeRatio bounds (multinode rate / multinode_floor
+	// rate) / (end_to_end rate / floor rate) from below.
+	targetMultinodeRatio = 0.9
 )
 
 // result is one scenario's measurement: one JSON line with -json, one
@@ -77,6 +80,7 @@ type result struct {
 	PublishPurgePerS *float64 `json:"publish_purge_per_s,omitempty"`
 	PurgePerS        *float64 `json:"purge_rows_per_s,omitempty"`
 	PurgeAlonePerS   *float64 `json:"purge_alone_rows_per_s,omitempty"`
+	Nodes            *int     `json:"nodes,omitempty"` // multinode: processes
 	// Notes say what a scenario set up differently from the others (the
 	// relay scenarios: the broker destination, the dispatcher settings).
 	Notes []string `json:"notes,omitempty"`
@@ -132,6 +136,16 @@ type summary struct {
 	HistoryE2ERatio     *float64 `json:"history_e2e_ratio,omitempty"`
 	PurgeKeepsUp        *float64 `json:"purge_keeps_up,omitempty"`
 	PurgeCost           *float64 `json:"purge_cost,omitempty"`
+	// The multinode scenarios: processes, the multinode_floor and
+	// multinode rates, multi_ratio = multinode / multinode_floor,
+	// multinode_ratio = multi_ratio / end_to_end_ratio and the
+	// duplicate deliveries of every round.
+	Nodes               *int     `json:"nodes,omitempty"`
+	MultinodeFloorPerS  *float64 `json:"multinode_floor_per_s,omitempty"`
+	MultinodePerS       *float64 `json:"multinode_per_s,omitempty"`
+	MultiRatio          *float64 `json:"multi_ratio,omitempty"`
+	MultinodeRatio      *float64 `json:"multinode_ratio,omitempty"`
+	MultinodeDuplicates *int     `json:"multinode_duplicates,omitempty"`
 	PeakRSSMB           *float64 `json:"peak_rss_mb,omitempty"`
 	RSSTargetMiB        *int     `json:"rss_target_mib,omitempty"`
 	Lost                *int     `json:"lost,omitempty"`
@@ -223,6 +237,9 @@ func (p *printer) result(r result) {
 		add("purge_rows/s", *r.PurgePerS)
 		add("purge_alone_rows/s", *r.PurgeAlonePerS)
 	}
+	if r.Nodes != nil {
+		add("nodes", *r.Nodes)
+	}
 	notes = append(notes, r.Notes...)
 	fmt.Fprintf(p.w, tableFormat, r.DB, r.Scenario, fmt.Sprint(r.N), num(r.EventsPerS, 0), num(r.RatioToFloor, 3),
 		num(r.P50us, 1), num(r.P90us, 1), num(r.P99us, 1), num(r.MaxUs, 1), num(r.PeakRSSMB, 1), strings.Join(notes, " "))
@@ -283,6 +300,10 @@ func (p *printer) summary(s summary) {
 	}
 	if s.PurgeCost != nil {
 		parts = append(parts, fmt.Sprintf("purge_cost %.3f (publish with purge / without, target >= %.2f)", *s.PurgeCost, targetPurgeCost))
+	}
+	if s.MultinodeRatio != nil {
+		parts = append(parts, fmt.Sprintf("multinode_ratio %.3f (multi %.3f = %d nodes %.1f / floor %.1f events/s, over e2e/floor; target >= %.2f), duplicates %d",
+			*s.MultinodeRatio, *s.MultiRatio, *s.Nodes, *s.MultinodePerS, *s.MultinodeFloorPerS, targetMultinodeRatio, *s.MultinodeDuplicates))
 	}
 	if s.WakeupP99us != nil {
 		parts = append(parts, fmt.Sprintf("wakeup p99 %.1f us (target <= %d)", *s.WakeupP99us, targetWakeupP99us))
