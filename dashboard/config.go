@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -50,6 +51,15 @@ type Store interface {
 
 var _ Store = (*jdbcstore.Store)(nil)
 
+// Inbox is what the dashboard reads of an inbox table: the operator
+// methods of *inbox.Inbox, which implements it.
+type Inbox interface {
+	CountByStatus(ctx context.Context) (map[inbox.Status]int, error)
+	List(ctx context.Context, status inbox.Status, after inbox.Key, limit int) ([]inbox.Record, error)
+}
+
+var _ Inbox = (*inbox.Inbox)(nil)
+
 // Database is one database of a tenant set, as the dashboard's database
 // selector offers it.
 type Database struct {
@@ -59,6 +69,9 @@ type Database struct {
 	Name string
 	// Store is the outbox store of that database.
 	Store Store
+	// Inbox, when set, is the inbox of that database: the dashboard then
+	// lists its dead and pending messages.
+	Inbox Inbox
 }
 
 // Config configures the dashboard. Exactly one of Store and Databases is
@@ -66,6 +79,9 @@ type Database struct {
 type Config struct {
 	// Store is the outbox store of a single database.
 	Store Store
+	// Inbox, when set with Store, is the inbox of that database: the
+	// dashboard then lists its dead and pending messages.
+	Inbox Inbox
 	// Databases are the databases of a tenant set, in selector order; the
 	// first is shown by default.
 	Databases []Database
@@ -150,6 +166,9 @@ func (c Config) validate() error {
 		bad("Store", "is nil and Databases is empty: give one of them")
 	case c.Store != nil && len(c.Databases) > 0:
 		bad("Databases", "is set with Store: give one of them")
+	}
+	if c.Inbox != nil && c.Store == nil {
+		bad("Inbox", "is set without Store: a tenant set gives each Database its Inbox")
 	}
 	seen := map[string]bool{}
 	for i, d := range c.Databases {

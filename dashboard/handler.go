@@ -16,7 +16,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates rendered inside the layout.
-var pageNames = []string{"overview", "dead", "event", "replay", "replayed", "purge", "types", "error"}
+var pageNames = []string{"overview", "dead", "event", "replay", "replayed", "purge", "types", "inbox", "error"}
 
 // handler is the dashboard.
 type handler struct {
@@ -44,10 +44,10 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	h := &handler{cfg: cfg, byName: map[string]*source{}, pages: map[string]*template.Template{}, log: cfg.Logger}
 	if cfg.Store != nil {
-		h.sources = []*source{newSource("", cfg.Store)}
+		h.sources = []*source{newSource("", cfg.Store, cfg.Inbox)}
 	}
 	for _, d := range cfg.Databases {
-		h.sources = append(h.sources, newSource(d.Name, d.Store))
+		h.sources = append(h.sources, newSource(d.Name, d.Store, d.Inbox))
 	}
 	for _, s := range h.sources {
 		h.byName[s.name] = s
@@ -141,6 +141,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.purgePreview(w, r, src)
 	case "types":
 		h.types(w, r, src)
+	case "inbox":
+		h.inbox(w, r, src)
 	default:
 		h.fail(w, r, src, http.StatusNotFound, "no such page")
 	}

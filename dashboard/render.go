@@ -21,6 +21,7 @@ type page struct {
 	DBs       []string // the tenant set's databases, for the selector
 	Mutations bool
 	Payloads  bool
+	HasInbox  bool // the selected database has an inbox
 	CSRF      string
 	Data      any
 }
@@ -59,6 +60,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, src *source, st
 	p.Payloads = h.cfg.ShowPayloads
 	if src != nil {
 		p.DB = src.name
+		p.HasInbox = src.inbox != nil
 	}
 	if len(h.cfg.Databases) > 0 {
 		for _, d := range h.cfg.Databases {

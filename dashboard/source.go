@@ -24,6 +24,7 @@ type overviewData struct {
 type source struct {
 	name  string
 	store Store
+	inbox Inbox // nil when none
 
 	mu       sync.Mutex
 	cached   overviewData
@@ -39,7 +40,9 @@ type flight struct {
 	err  error
 }
 
-func newSource(name string, st Store) *source { return &source{name: name, store: st} }
+func newSource(name string, st Store, in Inbox) *source {
+	return &source{name: name, store: st, inbox: in}
+}
 
 // overview returns the figures of the database, read at most maxAge ago
 // (negative: now). Concurrent callers share one read.

@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/dashboard"
+	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -42,11 +43,16 @@ with --trusted-origin) before listening elsewhere. It is read-only unless
 --allow-mutations; payloads and header values are hidden unless
 --show-payloads. --timeout bounds connecting to the databases only.
 
+With --inbox-table the dashboard also lists the dead and pending messages
+of that inbox table (package github.com/outbox-go/outbox/inbox) in the same
+database; the table must exist.
+
 A tenant set: give one --db NAME=DSN per database (instead of --dsn); the
 dashboard offers a database selector.`,
 		define: func(fs *flag.FlagSet) action {
 			var (
 				addr, base     string
+				inboxTable     string
 				allow, payload bool
 				origins, dbs   stringList
 			)
@@ -55,11 +61,12 @@ dashboard offers a database selector.`,
 			fs.BoolVar(&allow, "allow-mutations", false, "enable the replay of DEAD events")
 			fs.BoolVar(&payload, "show-payloads", false, "show payloads and header values (they may hold personal data)")
 			fs.Var(&origins, "trusted-origin", "also accept POSTs from pages of this `origin` (https://ops.example.com); repeatable")
+			fs.StringVar(&inboxTable, "inbox-table", "", "also show the inbox table `name` of each database")
 			fs.Var(&dbs, "db", "a database of a tenant set as `NAME=DSN` (instead of --dsn); repeatable")
 			return func(ctx context.Context, s *session, _ []string) error {
 				cfg := dashboard.Config{BasePath: base, AllowMutations: allow, ShowPayloads: payload,
 					TrustedOrigins: origins, Logger: serveLogger(s)}
-				extra, err := openSources(ctx, s, dbs, &cfg)
+				extra, err := openSources(ctx, s, dbs, inboxTable, &cfg)
 				defer func() {
 					for _, db := range extra {
 						_ = db.Close()
@@ -80,15 +87,35 @@ dashboard offers a database selector.`,
 
 // openSources opens --dsn, or every --db, into cfg within --timeout. It
 // returns the --db databases to close (the session closes --dsn's).
-func openSources(ctx context.Context, s *session, dbs []string, cfg *dashboard.Config) (opened []*sqlx.DB, err error) {
+func openSources(ctx context.Context, s *session, dbs []string, inboxTable string, cfg *dashboard.Config) (opened []*sqlx.DB, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.g.timeout)
 	defer cancel()
+	if inboxTable != "" {
+		if err := jdbcstore.ValidateTableName(inboxTable); err != nil {
+			return nil, usagef("--inbox-table: %v", err)
+		}
+	}
+	openInbox := func(db *sqlx.DB, d jdbcstore.Dialect) (dashboard.Inbox, error) {
+		if inboxTable == "" {
+			return nil, nil
+		}
+		in, err := inbox.New(ctx, db, inbox.Config{Table: inboxTable, Dialect: d, SkipSchema: true, Logger: s.logger()})
+		if err != nil {
+			return nil, usagef("--inbox-table: %v", err)
+		}
+		return in, nil
+	}
 	if len(dbs) == 0 {
 		st, err := s.open(ctx, false)
 		if err != nil {
 			return nil, err
 		}
 		cfg.Store = st
+		if in, err := openInbox(st.DB(), st.Dialect()); err != nil {
+			return nil, err
+		} else if in != nil {
+			cfg.Inbox = in
+		}
 		return nil, nil
 	}
 	for _, spec := range dbs {
@@ -109,7 +136,11 @@ func openSources(ctx context.Context, s *session, dbs []string, cfg *dashboard.C
 		if err != nil {
 			return opened, usagef("%v", err)
 		}
-		cfg.Databases = append(cfg.Databases, dashboard.Database{Name: name, Store: st})
+		in, err := openInbox(db, t.dialect)
+		if err != nil {
+			return opened, err
+		}
+		cfg.Databases = append(cfg.Databases, dashboard.Database{Name: name, Store: st, Inbox: in})
 	}
 	return opened, nil
 }

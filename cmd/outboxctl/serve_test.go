@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/inbox"
 )
 
 // startServe runs outboxctl with args (which name serve) in process until the test
@@ -104,4 +106,20 @@ func TestServeBadUsage(t *testing.T) {
 	}
 	fails(t, exitFailed, "--dsn", path, "serve", "--addr", "256.0.0.1:1")
 	fails(t, exitFailed, "serve", "--db", "x="+path+".missing")
+}
+
+func TestServeInbox(t *testing.T) {
+	path, store := sqliteDB(t)
+	in, err := inbox.New(t.Context(), store.DB(), inbox.Config{Table: "my_inbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Enqueue(t.Context(), inbox.Message{Source: "s", MessageID: "m-1", Topic: "t", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	base := startServe(t, "--dsn", path, "serve", "--inbox-table", "my_inbox")
+	if code, body := getPage(t, base+"inbox?status=pending"); code != http.StatusOK || !strings.Contains(body, ">m-1<") {
+		t.Errorf("GET inbox = %d\n%s", code, body)
+	}
+	fails(t, exitUsage, "--dsn", path, "serve", "--inbox-table", "bad name")
 }
