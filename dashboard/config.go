@@ -26,11 +26,16 @@ const (
 	MaxPageSize = 500
 	// DefaultStatsMaxAge is how old the overview's figures may be before
 	// they are read again.
-	DefaultStatsMaxAge = 2 * time.Second
+	DefaultStatsMaxAge = 5 * time.Second
 	// DefaultActivityBuckets and DefaultActivityWidth make the overview's
 	// throughput chart: the last hour in five-minute bars.
 	DefaultActivityBuckets = 12
 	DefaultActivityWidth   = 5 * time.Minute
+	// DefaultMaxConcurrentReads is how many database calls the dashboard
+	// runs at once by default.
+	DefaultMaxConcurrentReads = 2
+	// MaxConcurrentReadsLimit bounds Config.MaxConcurrentReads.
+	MaxConcurrentReadsLimit = 64
 	// DefaultTitle names the dashboard in page titles.
 	DefaultTitle = "outbox"
 )
@@ -111,11 +116,21 @@ type Config struct {
 	// otherwise. 1..MaxPageSize; defaults to DefaultPageSize.
 	PageSize int
 	// StatsMaxAge is how old the overview's figures (counts, lag,
-	// throughput, blocked keys) may be: concurrent and repeated page loads
-	// within it share one set of queries, so a dashboard left open by
-	// many operators costs the database one read per StatsMaxAge. Negative
-	// reads them on every load. Defaults to DefaultStatsMaxAge.
+	// throughput, blocked keys) may be before they are read again. Their
+	// queries count the whole table, so they are shared: concurrent page
+	// loads wait on one read, and a load that finds figures older than
+	// StatsMaxAge gets them at once while one read refreshes them in the
+	// background (the page says when they were read). A dashboard left
+	// open by many operators thus costs the database at most one read per
+	// StatsMaxAge. Negative reads them on every load, waiting. Defaults to
+	// DefaultStatsMaxAge.
 	StatsMaxAge time.Duration
+	// MaxConcurrentReads bounds the database calls the dashboard runs at
+	// once, over every page load and database: further loads wait their
+	// turn, so page loads never take more than that many connections from
+	// the application. 1..MaxConcurrentReadsLimit; defaults to
+	// DefaultMaxConcurrentReads.
+	MaxConcurrentReads int
 	// Title names the dashboard in page titles. Defaults to DefaultTitle.
 	Title string
 	// Logger receives failed database reads and every mutation. Defaults
@@ -145,6 +160,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Title == "" {
 		c.Title = DefaultTitle
+	}
+	if c.MaxConcurrentReads == 0 {
+		c.MaxConcurrentReads = DefaultMaxConcurrentReads
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -195,6 +213,9 @@ func (c Config) validate() error {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
 			bad(fmt.Sprintf("TrustedOrigins[%d]", i), "must be an origin such as https://ops.example.com, got %q", o)
 		}
+	}
+	if c.MaxConcurrentReads < 1 || c.MaxConcurrentReads > MaxConcurrentReadsLimit {
+		bad("MaxConcurrentReads", "must be 1..%d, got %d", MaxConcurrentReadsLimit, c.MaxConcurrentReads)
 	}
 	if c.Secret != nil && len(c.Secret) < 32 {
 		bad("Secret", "must hold at least 32 bytes, got %d", len(c.Secret))

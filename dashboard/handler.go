@@ -43,11 +43,12 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	h := &handler{cfg: cfg, byName: map[string]*source{}, pages: map[string]*template.Template{}, log: cfg.Logger}
+	sl := make(slots, cfg.MaxConcurrentReads)
 	if cfg.Store != nil {
-		h.sources = []*source{newSource("", cfg.Store, cfg.Inbox)}
+		h.sources = []*source{newSource("", cfg.Store, cfg.Inbox, sl)}
 	}
 	for _, d := range cfg.Databases {
-		h.sources = append(h.sources, newSource(d.Name, d.Store, d.Inbox))
+		h.sources = append(h.sources, newSource(d.Name, d.Store, d.Inbox, sl))
 	}
 	for _, s := range h.sources {
 		h.byName[s.name] = s

@@ -214,3 +214,5 @@ func httptestServer(t *testing.T, h http.Handler) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+func stringsContains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -40,26 +40,32 @@ type flight struct {
 	err  error
 }
 
-func newSource(name string, st Store, in Inbox) *source {
-	return &source{name: name, store: st, inbox: in}
+// newSource returns the database with its calls limited by sl.
+func newSource(name string, st Store, in Inbox, sl slots) *source {
+	s := &source{name: name, store: limitedStore{st: st, s: sl}}
+	if in != nil {
+		s.inbox = limitedInbox{in: in, s: sl}
+	}
+	return s
 }
 
-// overview returns the figures of the database, read at most maxAge ago
-// (negative: now). Concurrent callers share one read.
+// overview returns the figures of the database. Figures read at most
+// maxAge ago are returned as they are; older ones too, while one read
+// refreshes them in the background; without figures (or with a negative
+// maxAge) the caller waits for a read. Concurrent callers share one read.
 func (s *source) overview(ctx context.Context, now func() time.Time, maxAge time.Duration) (overviewData, error) {
 	s.mu.Lock()
-	if s.cachedOK && maxAge >= 0 && now().Sub(s.cached.ReadAt) <= maxAge {
+	if s.cachedOK && maxAge >= 0 {
 		d := s.cached
+		if now().Sub(d.ReadAt) > maxAge && s.inflight == nil {
+			s.startRead(ctx, now)
+		}
 		s.mu.Unlock()
 		return d, nil
 	}
 	f := s.inflight
 	if f == nil {
-		f = &flight{done: make(chan struct{})}
-		s.inflight = f
-		// The read is not tied to the first caller's request: a
-		// canceled page load must not fail the others waiting on it.
-		go s.read(context.WithoutCancel(ctx), now, f)
+		f = s.startRead(ctx, now)
 	}
 	s.mu.Unlock()
 	select {
@@ -68,6 +74,16 @@ func (s *source) overview(ctx context.Context, now func() time.Time, maxAge time
 	case <-ctx.Done():
 		return overviewData{}, ctx.Err()
 	}
+}
+
+// startRead starts a read of the figures; s.mu is held.
+func (s *source) startRead(ctx context.Context, now func() time.Time) *flight {
+	f := &flight{done: make(chan struct{})}
+	s.inflight = f
+	// The read is not tied to the request that started it: a canceled
+	// page load must not fail the others waiting on it.
+	go s.read(context.WithoutCancel(ctx), now, f)
+	return f
 }
 
 // readTimeout bounds one read of the overview figures.
