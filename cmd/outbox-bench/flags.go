@@ -48,7 +48,7 @@ const (
 
 // allScenarios lists every scenario in run order.
 var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
-	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup}
+	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup, scenarioDashboard}
 
 // orderedScenarios are the scenarios of ordered events, run by default
 // only with -ordered-keys.
@@ -98,6 +98,8 @@ type options struct {
 	relayWorkers int
 	// observe runs observed_end_to_end (-observe).
 	observe bool
+	// dash are the dashboard scenario's flags (dashboard.go).
+	dash dashboardOptions
 }
 
 // usageText is printed by -h above the flag list.
@@ -189,6 +191,14 @@ Observed scenario (run by default only with -observe):
               their aggregations, collected once at the end). Its notes
               give the spans exported and metric data points collected.
 
+Dashboard scenario (run only when -scenarios names it):
+  dashboard   seeds -dashboard-rows finished rows (1% DEAD) by bulk SQL,
+              times the dashboard's pages (-dashboard-loads each, figures
+              read fresh on every load), then runs -rounds pairs of
+              end_to_end phases of N events on that table: quiet, and with
+              -dashboard-loaders goroutines loading pages. events_per_s is
+              the median loaded rate; loaded_ratio = loaded / quiet.
+
 floor, publish, end_to_end, ordered_end_to_end, observed_end_to_end and
 relay run -rounds times, interleaved, and report their median round.
 
@@ -257,6 +267,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.relayURL, "relay-url", "", "address of the -relay broker (default: "+relayDefaults()+")")
 	fs.IntVar(&o.relayWorkers, "relay-workers", 0, fmt.Sprintf("dispatcher workers of the relay scenarios (default %d: a relay waits on the broker, so it gets more workers than a local listener)", defaultRelayWorkers))
 	fs.BoolVar(&o.observe, "observe", false, "run observed_end_to_end too: end_to_end traced and measured through OpenTelemetry (SDK, every span sampled), for observability_cost")
+	o.dash.register(fs)
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -297,6 +308,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 			case slices.Contains(orderedScenarios, name) && !ordered.set:
 			case slices.Contains(relayScenarios, name) && o.relay == "":
 			case name == scenarioObservedE2E && !o.observe:
+			case name == scenarioDashboard: // only when named: it seeds a million rows
 			default:
 				o.scenarios = append(o.scenarios, name)
 			}
@@ -402,6 +414,9 @@ func (o *options) validate() error {
 		return errors.New("-ordered-keys must be at least 1")
 	}
 	if err := o.validateRelay(); err != nil {
+		return err
+	}
+	if err := o.dash.validate(); err != nil {
 		return err
 	}
 	if o.has(scenarioWakeup) && !slices.Contains(notifyingDBs, o.db) {

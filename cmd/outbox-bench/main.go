@@ -166,6 +166,8 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 
 		scenarioRelay:        b.runRelay,
 		scenarioRelayLatency: b.runRelayLatency,
+
+		scenarioDashboard: b.runDashboard,
 	}
 	one := func(name string) (result, error) {
 		r, err := funcs[name](ctx)
@@ -211,7 +213,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		}
 		p.result(r)
 	}
-	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup} {
+	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup, scenarioDashboard} {
 		if !b.opts.has(name) {
 			continue
 		}

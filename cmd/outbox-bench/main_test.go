@@ -26,10 +26,11 @@ func TestRunSQLiteTiny(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	// Every scenario but wakeup (SQLite does not announce commits), the
 	// ordered ones (only with -ordered-keys), the relay ones (only with
-	// -relay) and observed_end_to_end (only with -observe).
+	// -relay), observed_end_to_end (only with -observe) and dashboard
+	// (only when named).
 	scenarios := slices.DeleteFunc(slices.Clone(allScenarios), func(s string) bool {
 		return s == scenarioWakeup || slices.Contains(orderedScenarios, s) || slices.Contains(relayScenarios, s) ||
-			s == scenarioObservedE2E
+			s == scenarioObservedE2E || s == scenarioDashboard
 	})
 	if len(lines) != len(scenarios)+1 {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(scenarios)+1, out.String())
