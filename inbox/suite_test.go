@@ -42,6 +42,7 @@ var suite = []struct {
 	{"ManyKeys", testManyKeys},
 	{"Abandon", testAbandon},
 	{"Fail", testFail},
+	{"List", testList},
 	{"Reap", testReap},
 	{"Cleanup", testCleanup},
 	{"Validation", testValidation},

@@ -53,7 +53,7 @@ const (
 var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioBatch, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
 	scenarioMultinode, scenarioMultinodeFloor,
 	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup,
-	scenarioHistory}
+	scenarioHistory, scenarioDashboard}
 
 // orderedScenarios are the scenarios of ordered events, run by default
 // only with -ordered-keys.
@@ -125,6 +125,8 @@ type options struct {
 	nodes      int
 	multiN     int
 	multiFloor string
+	// dash are the dashboard scenario's flags (dashboard.go).
+	dash dashboardOptions
 }
 
 // usageText is printed by -h above the flag list.
@@ -271,6 +273,16 @@ or name multinode in -scenarios, which then also runs multinode_floor):
 floor, publish, batch, end_to_end, ordered_end_to_end, observed_end_to_end,
 relay, multinode_floor and multinode run -rounds times, interleaved, and
 report their median round.
+Dashboard scenario (run only when -scenarios names it):
+  dashboard   seeds -dashboard-rows finished rows (1% DEAD) by bulk SQL,
+              times the dashboard's pages (-dashboard-loads each, figures
+              read fresh on every load), then runs -rounds pairs of
+              end_to_end phases of N events on that table: quiet, and with
+              -dashboard-loaders goroutines loading pages. events_per_s is
+              the median loaded rate; loaded_ratio = loaded / quiet.
+
+floor, publish, end_to_end, ordered_end_to_end, observed_end_to_end and
+relay run -rounds times, interleaved, and report their median round.
 
 Ratios (all measured within one run, same process and settings):
   ratio_to_floor    (scenario lines) scenario rate / floor rate; higher is faster.
@@ -365,6 +377,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.nodes, "nodes", defaultNodes, "run the multinode scenarios too, with this many processes of W writers each on one database")
 	fs.IntVar(&o.multiN, "multinode-n", 0, "events of multinode_floor and multinode, all nodes together (default: -n)")
 	fs.StringVar(&o.multiFloor, "multinode-floor", floorInProcesses, "where multinode_floor runs: "+floorInProcesses+" (-nodes processes of W writers, like multinode) or "+floorInProcess+" (this process, -nodes x W writers)")
+	o.dash.register(fs)
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
 	fs.BoolVar(&o.verbose, "v", false, "show the framework's log lines (debug level) on stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (and of each multinode process, from start to stop, to FILE.node1, FILE.node2, …)")
@@ -409,6 +422,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 			case name == scenarioObservedE2E && !o.observe:
 			case name == scenarioHistory:
 			case slices.Contains(multinodeScenarios, name) && !nodesSet:
+			case name == scenarioDashboard: // only when named: it seeds a million rows
 			default:
 				o.scenarios = append(o.scenarios, name)
 			}
@@ -538,6 +552,9 @@ func (o *options) validate() error {
 		o.multiN = o.n
 	}
 	if err := o.validateRelay(); err != nil {
+		return err
+	}
+	if err := o.dash.validate(); err != nil {
 		return err
 	}
 	if o.has(scenarioWakeup) && !slices.Contains(notifyingDBs, o.db) {

@@ -190,6 +190,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		scenarioHistory:        b.runHistory,
 		scenarioMultinodeFloor: b.runMultinodeFloor,
 		scenarioMultinode:      b.runMultinode,
+		scenarioDashboard:      b.runDashboard,
 	}
 	one := func(name string) (r result, err error) {
 		// The CPU profile labels every sample with its scenario, the
@@ -246,7 +247,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		}
 		p.result(r)
 	}
-	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup, scenarioHistory} {
+	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup, scenarioHistory, scenarioDashboard} {
 		if !b.opts.has(name) {
 			continue
 		}

@@ -27,10 +27,10 @@ func TestRunSQLiteTiny(t *testing.T) {
 	// Every scenario but wakeup (SQLite does not announce commits), the
 	// ordered ones (only with -ordered-keys), the relay ones (only with
 	// -relay), observed_end_to_end (only with -observe), the multinode
-	// ones (only with -nodes) and history (only when named).
+	// ones (only with -nodes), history and dashboard (only when named).
 	scenarios := slices.DeleteFunc(slices.Clone(allScenarios), func(s string) bool {
 		return s == scenarioWakeup || slices.Contains(orderedScenarios, s) || slices.Contains(relayScenarios, s) ||
-			s == scenarioObservedE2E || slices.Contains(multinodeScenarios, s) || s == scenarioHistory
+			s == scenarioObservedE2E || slices.Contains(multinodeScenarios, s) || s == scenarioHistory || s == scenarioDashboard
 	})
 	if len(lines) != len(scenarios)+1 {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(scenarios)+1, out.String())

@@ -87,6 +87,8 @@ type result struct {
 	// Rounds are the rates of every round of a throughput scenario
 	// (with -rounds > 1); the line reports the median round.
 	Rounds []float64 `json:"rounds_events_per_s,omitempty"`
+	// Dashboard holds the dashboard scenario's page times and rates.
+	Dashboard *dashboardResult `json:"dashboard,omitempty"`
 
 	rate       float64 // unrounded events/s of a throughput scenario
 	relayFloor float64 // relay: the broker floor measured in the same round, messages/s

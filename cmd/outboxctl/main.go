@@ -14,9 +14,10 @@
 //	outboxctl --dsn app.db purge --done-older-than 7d --dead-older-than 30d
 //	outboxctl --dsn 'postgres://app:secret@db:5432/shop?sslmode=disable' stats
 //	outboxctl schema print --dialect mysql --table shop_outbox
+//	outboxctl --dsn app.db serve --addr 127.0.0.1:8080
 //
-// Commands: stats, dead list, dead show ID, dead replay, dead discard, purge, schema
-// print, schema apply, help. Every command takes --help.
+// Commands: stats, dead list, dead show ID, dead replay, dead discard, purge, serve,
+// schema print, schema apply, help. Every command takes --help.
 //
 // Global flags go before or after the command: --dsn (a SQLite file, or a
 // go-sql-driver/mysql DSN such as user:pass@tcp(host:3306)/db, optionally
@@ -85,6 +86,9 @@ type command struct {
 	// action reading them. nil for groups.
 	define func(fs *flag.FlagSet) action
 	subs   []*command
+	// untimed commands run until interrupted (serve): --timeout bounds
+	// only what they say, not the whole run.
+	untimed bool
 }
 
 // action runs a command with its positional arguments, after every flag
@@ -102,6 +106,7 @@ func commandTree() []*command {
 			subs:    []*command{deadListCommand(), deadShowCommand(), deadReplayCommand(), deadDiscardCommand()},
 		},
 		purgeCommand(),
+		serveCommand(),
 		{
 			name:    "schema",
 			summary: "print or apply the outbox table's DDL",
@@ -178,8 +183,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if g.timeout <= 0 {
 		return report(stderr, g, cmd, usagef("--timeout must be positive, got %s", g.timeout))
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+	if !cmd.untimed {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
 	s := &session{stdout: stdout, stderr: stderr, g: g}
 	defer s.close()
 	return report(stderr, g, cmd, act(ctx, s, pos))

@@ -39,6 +39,7 @@ Examples:
   %[2]s --dsn 'app:secret@tcp(db:3306)/shop' dead list --type OrderPlaced
   %[2]s --dsn app.db dead replay --type PaymentRequested --dry-run
   %[2]s --dsn app.db purge --done-older-than 7d --dead-older-than 30d
+  %[2]s --dsn app.db serve --addr 127.0.0.1:8080
 
 Exit status: 0 success; 1 failure (database unreachable, event not found, a statement
 failed); 2 bad usage. Errors are one line on stderr.

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/dashboard"
+	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// Defaults of serve.
+const (
+	defaultServeAddr = "127.0.0.1:8080"
+	// serveShutdown bounds the graceful stop after an interrupt.
+	serveShutdown = 5 * time.Second
+)
+
+func serveCommand() *command {
+	return &command{
+		name:    "serve",
+		untimed: true,
+		summary: "serve the web dashboard (read-only unless --allow-mutations)",
+		help: `Serves the web dashboard of the outbox table (the package
+github.com/outbox-go/outbox/dashboard) until interrupted: the overview (events
+per status, lag, throughput and failures of the last hour, DEAD events per type,
+blocked ordering keys), the DEAD events with filters and paging, one event in
+full, the replay of DEAD events after a dry-run preview and a confirmation, and
+a purge preview.
+
+It listens on --addr, the loopback interface by default: the dashboard
+authenticates nobody, so put it behind an authenticating proxy (add its origin
+with --trusted-origin) before listening elsewhere. It is read-only unless
+--allow-mutations; payloads and header values are hidden unless
+--show-payloads. --timeout bounds connecting to the databases only.
+
+With --inbox-table the dashboard also lists the dead and pending messages
+of that inbox table (package github.com/outbox-go/outbox/inbox) in the same
+database; the table must exist.
+
+A tenant set: give one --db NAME=DSN per database (instead of --dsn); the
+dashboard offers a database selector.`,
+		define: func(fs *flag.FlagSet) action {
+			var (
+				addr, base     string
+				inboxTable     string
+				allow, payload bool
+				origins, dbs   stringList
+			)
+			fs.StringVar(&addr, "addr", defaultServeAddr, "listen on this `host:port`")
+			fs.StringVar(&base, "base-path", dashboard.DefaultBasePath, "serve the dashboard under this `path` (starts and ends with /)")
+			fs.BoolVar(&allow, "allow-mutations", false, "enable the replay of DEAD events")
+			fs.BoolVar(&payload, "show-payloads", false, "show payloads and header values (they may hold personal data)")
+			fs.Var(&origins, "trusted-origin", "also accept POSTs from pages of this `origin` (https://ops.example.com); repeatable")
+			fs.StringVar(&inboxTable, "inbox-table", "", "also show the inbox table `name` of each database")
+			fs.Var(&dbs, "db", "a database of a tenant set as `NAME=DSN` (instead of --dsn); repeatable")
+			return func(ctx context.Context, s *session, _ []string) error {
+				cfg := dashboard.Config{BasePath: base, AllowMutations: allow, ShowPayloads: payload,
+					TrustedOrigins: origins, Logger: serveLogger(s)}
+				extra, err := openSources(ctx, s, dbs, inboxTable, &cfg)
+				defer func() {
+					for _, db := range extra {
+						_ = db.Close()
+					}
+				}()
+				if err != nil {
+					return err
+				}
+				h, err := dashboard.New(cfg)
+				if err != nil {
+					return usagef("%v", err)
+				}
+				return serve(ctx, s, addr, h, cfg)
+			}
+		},
+	}
+}
+
+// openSources opens --dsn, or every --db, into cfg within --timeout. It
+// returns the --db databases to close (the session closes --dsn's).
+func openSources(ctx context.Context, s *session, dbs []string, inboxTable string, cfg *dashboard.Config) (opened []*sqlx.DB, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.g.timeout)
+	defer cancel()
+	if inboxTable != "" {
+		if err := jdbcstore.ValidateTableName(inboxTable); err != nil {
+			return nil, usagef("--inbox-table: %v", err)
+		}
+	}
+	openInbox := func(db *sqlx.DB, d jdbcstore.Dialect) (dashboard.Inbox, error) {
+		if inboxTable == "" {
+			return nil, nil
+		}
+		in, err := inbox.New(ctx, db, inbox.Config{Table: inboxTable, Dialect: d, SkipSchema: true, Logger: s.logger()})
+		if err != nil {
+			return nil, usagef("--inbox-table: %v", err)
+		}
+		return in, nil
+	}
+	if len(dbs) == 0 {
+		st, err := s.open(ctx, false)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Store = st
+		if in, err := openInbox(st.DB(), st.Dialect()); err != nil {
+			return nil, err
+		} else if in != nil {
+			cfg.Inbox = in
+		}
+		return nil, nil
+	}
+	for _, spec := range dbs {
+		name, raw, ok := strings.Cut(spec, "=")
+		if !ok || name == "" || raw == "" {
+			return opened, usagef("--db: want NAME=DSN, got %q", scrubSecret(spec, raw))
+		}
+		t, err := parseTarget(raw)
+		if err != nil {
+			return opened, err
+		}
+		db, err := t.open(ctx, false)
+		if err != nil {
+			return opened, fmt.Errorf("--db %s: %s", name, scrubSecret(err.Error(), raw))
+		}
+		opened = append(opened, db)
+		st, err := jdbcstore.New(db, jdbcstore.Config{Table: s.g.table, Dialect: t.dialect, Logger: s.logger()})
+		if err != nil {
+			return opened, usagef("%v", err)
+		}
+		in, err := openInbox(db, t.dialect)
+		if err != nil {
+			return opened, err
+		}
+		cfg.Databases = append(cfg.Databases, dashboard.Database{Name: name, Store: st, Inbox: in})
+	}
+	return opened, nil
+}
+
+// serve listens on addr and serves h until ctx is done, then stops
+// gracefully.
+func serve(ctx context.Context, s *session, addr string, h http.Handler, cfg dashboard.Config) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	mode := "read-only"
+	if cfg.AllowMutations {
+		mode = "mutations enabled"
+	}
+	fmt.Fprintf(s.stdout, "serving the dashboard on http://%s%s (%s); interrupt to stop\n", ln.Addr(), cfg.BasePath, mode)
+	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			fmt.Fprintf(s.stderr, "%s: warning: the dashboard authenticates nobody and listens on %s, not only on loopback\n", progName, host)
+		}
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdown)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("serve: stopping: %w", err)
+	}
+	return nil
+}
+
+// serveLogger logs the dashboard's mutations and failures on stderr.
+func serveLogger(s *session) *slog.Logger {
+	return slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/inbox"
+)
+
+// startServe runs outboxctl with args (which name serve) in process until the test
+// ends; it returns the dashboard's URL.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	exited := make(chan int, 1)
+	go func() {
+		code := run(ctx, append(args, "--addr", "127.0.0.1:0"), pw, &stderr)
+		pw.Close()
+		exited <- code
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-exited:
+			if code != 0 {
+				t.Errorf("serve exited %d after the interrupt: %s", code, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop after the interrupt")
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve printed no address (%v); stderr: %s", err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	m := regexp.MustCompile(`on (http://\S+) \((read-only|mutations enabled)\)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("serve printed %q", line)
+	}
+	return m[1]
+}
+
+func getPage(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func TestServe(t *testing.T) {
+	path, _ := sqliteDB(t)
+	// --timeout bounds connecting only (serve is an untimed command).
+	base := startServe(t, "--dsn", path, "--timeout", "1s", "serve")
+	code, body := getPage(t, base)
+	if code != http.StatusOK || !strings.Contains(body, `id="count-DEAD">5<`) || !strings.Contains(body, "read-only") {
+		t.Fatalf("GET / = %d\n%s", code, body)
+	}
+	if code, body := getPage(t, base+"dead?type=Email"); code != http.StatusOK || !strings.Contains(body, ">x-4<") {
+		t.Errorf("dead list = %d\n%s", code, body)
+	}
+	res, err := http.Post(base+"replay", "application/x-www-form-urlencoded", strings.NewReader("id=x-1&confirm=yes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Errorf("POST on a read-only serve = %d, want 403", res.StatusCode)
+	}
+}
+
+func TestServeTenantSet(t *testing.T) {
+	a, _ := sqliteDB(t)
+	b, _ := sqliteDB(t)
+	base := startServe(t, "serve", "--db", "eu="+a, "--db", "us="+b)
+	if code, body := getPage(t, base+"?db=us"); code != http.StatusOK || !strings.Contains(body, `<option value="us" selected>`) {
+		t.Errorf("GET ?db=us = %d\n%s", code, body)
+	}
+}
+
+func TestServeBadUsage(t *testing.T) {
+	path, _ := sqliteDB(t)
+	for _, args := range [][]string{
+		{"--dsn", path, "serve", "--base-path", "ops"},
+		{"--dsn", path, "serve", "--trusted-origin", "nope"},
+		{"serve", "--db", "noequals"},
+		{"serve", "--db", "a b=" + path},
+	} {
+		fails(t, exitUsage, args...)
+	}
+	fails(t, exitFailed, "--dsn", path, "serve", "--addr", "256.0.0.1:1")
+	fails(t, exitFailed, "serve", "--db", "x="+path+".missing")
+}
+
+func TestServeInbox(t *testing.T) {
+	path, store := sqliteDB(t)
+	in, err := inbox.New(t.Context(), store.DB(), inbox.Config{Table: "my_inbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Enqueue(t.Context(), inbox.Message{Source: "s", MessageID: "m-1", Topic: "t", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	base := startServe(t, "--dsn", path, "serve", "--inbox-table", "my_inbox")
+	if code, body := getPage(t, base+"inbox?status=pending"); code != http.StatusOK || !strings.Contains(body, ">m-1<") {
+		t.Errorf("GET inbox = %d\n%s", code, body)
+	}
+	fails(t, exitUsage, "--dsn", path, "serve", "--inbox-table", "bad name")
+}

@@ -1,0 +1,240 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// Defaults of Config.
+const (
+	// DefaultBasePath is where the dashboard is served when
+	// Config.BasePath is empty.
+	DefaultBasePath = "/"
+	// DefaultPageSize is how many DEAD events a page lists by default.
+	DefaultPageSize = 50
+	// MaxPageSize bounds Config.PageSize and the limit a page may ask.
+	MaxPageSize = 500
+	// DefaultStatsMaxAge is how old the overview's figures may be before
+	// they are read again.
+	DefaultStatsMaxAge = 5 * time.Second
+	// DefaultActivityBuckets and DefaultActivityWidth make the overview's
+	// throughput chart: the last hour in five-minute bars.
+	DefaultActivityBuckets = 12
+	DefaultActivityWidth   = 5 * time.Minute
+	// DefaultMaxConcurrentReads is how many database calls the dashboard
+	// runs at once by default.
+	DefaultMaxConcurrentReads = 2
+	// MaxConcurrentReadsLimit bounds Config.MaxConcurrentReads.
+	MaxConcurrentReadsLimit = 64
+	// DefaultTitle names the dashboard in page titles.
+	DefaultTitle = "outbox"
+)
+
+// Store is what the dashboard reads and changes in one database: the
+// inspection and operation methods of *jdbcstore.Store, which implements
+// it. Replay is only called when Config.AllowMutations is set; Purge only
+// in a dry run (the dashboard previews purges, it never runs them).
+type Store interface {
+	Stats(ctx context.Context) (jdbcstore.Stats, error)
+	Activity(ctx context.Context, buckets int, width time.Duration) ([]jdbcstore.ActivityBucket, error)
+	BlockedKeys(ctx context.Context, limit int) ([]jdbcstore.BlockedKey, error)
+	ListDead(ctx context.Context, f jdbcstore.DeadFilter, after string, limit int) ([]core.Record, error)
+	Get(ctx context.Context, id string) (core.Record, error)
+	ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, o jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error)
+	Purge(ctx context.Context, o jdbcstore.PurgeOptions) (jdbcstore.PurgeResult, error)
+}
+
+var _ Store = (*jdbcstore.Store)(nil)
+
+// Inbox is what the dashboard reads of an inbox table: the operator
+// methods of *inbox.Inbox, which implements it.
+type Inbox interface {
+	CountByStatus(ctx context.Context) (map[inbox.Status]int, error)
+	List(ctx context.Context, status inbox.Status, after inbox.Key, limit int) ([]inbox.Record, error)
+}
+
+var _ Inbox = (*inbox.Inbox)(nil)
+
+// Database is one database of a tenant set, as the dashboard's database
+// selector offers it.
+type Database struct {
+	// Name is shown in the selector and travels in the db query
+	// parameter: 1..64 characters of letters, digits, '.', '_' or '-',
+	// unique in the set.
+	Name string
+	// Store is the outbox store of that database.
+	Store Store
+	// Inbox, when set, is the inbox of that database: the dashboard then
+	// lists its dead and pending messages.
+	Inbox Inbox
+}
+
+// Config configures the dashboard. Exactly one of Store and Databases is
+// set; every other field is optional.
+type Config struct {
+	// Store is the outbox store of a single database.
+	Store Store
+	// Inbox, when set with Store, is the inbox of that database: the
+	// dashboard then lists its dead and pending messages.
+	Inbox Inbox
+	// Databases are the databases of a tenant set, in selector order; the
+	// first is shown by default.
+	Databases []Database
+
+	// BasePath is the path the handler is mounted at, starting and ending
+	// with '/': mount the handler with mux.Handle(BasePath, h) (no
+	// http.StripPrefix). Defaults to DefaultBasePath.
+	BasePath string
+	// AllowMutations enables the replay of DEAD events. Without it the
+	// dashboard is read-only and refuses every POST.
+	AllowMutations bool
+	// ShowPayloads shows event payloads and header values. They may hold
+	// personal data, so by default only their size and the header names
+	// are shown.
+	ShowPayloads bool
+	// TrustedOrigins are further origins ("https://ops.example.com") whose
+	// pages may POST to the dashboard, for example behind a reverse proxy
+	// that rewrites the Host header. The dashboard's own origin is always
+	// trusted.
+	TrustedOrigins []string
+	// Middleware, when set, wraps every request of the dashboard: the
+	// place for the application's authentication and authorization (the
+	// dashboard authenticates nobody). A middleware that rejects a request
+	// simply does not call the next handler.
+	Middleware func(http.Handler) http.Handler
+	// PageSize is how many DEAD events a page lists unless the page asks
+	// otherwise. 1..MaxPageSize; defaults to DefaultPageSize.
+	PageSize int
+	// StatsMaxAge is how old the overview's figures (counts, lag,
+	// throughput, blocked keys) may be before they are read again. Their
+	// queries count the whole table, so they are shared: concurrent page
+	// loads wait on one read, and a load that finds figures older than
+	// StatsMaxAge gets them at once while one read refreshes them in the
+	// background (the page says when they were read). A dashboard left
+	// open by many operators thus costs the database at most one read per
+	// StatsMaxAge. Negative reads them on every load, waiting. Defaults to
+	// DefaultStatsMaxAge.
+	StatsMaxAge time.Duration
+	// MaxConcurrentReads bounds the database calls the dashboard runs at
+	// once, over every page load and database: further loads wait their
+	// turn, so page loads never take more than that many connections from
+	// the application. 1..MaxConcurrentReadsLimit; defaults to
+	// DefaultMaxConcurrentReads.
+	MaxConcurrentReads int
+	// Title names the dashboard in page titles. Defaults to DefaultTitle.
+	Title string
+	// Logger receives failed database reads and every mutation. Defaults
+	// to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock (tests). Defaults to time.Now.
+	Now func() time.Time
+	// Secret signs the CSRF tokens. Defaults to 32 random bytes drawn
+	// when New runs; set it (at least 32 bytes) so that several replicas
+	// behind one load balancer accept each other's tokens.
+	Secret []byte
+}
+
+// maxNameLen bounds Database.Name.
+const maxNameLen = 64
+
+// withDefaults fills the optional fields.
+func (c Config) withDefaults() Config {
+	if c.BasePath == "" {
+		c.BasePath = DefaultBasePath
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.StatsMaxAge == 0 {
+		c.StatsMaxAge = DefaultStatsMaxAge
+	}
+	if c.Title == "" {
+		c.Title = DefaultTitle
+	}
+	if c.MaxConcurrentReads == 0 {
+		c.MaxConcurrentReads = DefaultMaxConcurrentReads
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate reports every invalid field at once.
+func (c Config) validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &core.ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case c.Store == nil && len(c.Databases) == 0:
+		bad("Store", "is nil and Databases is empty: give one of them")
+	case c.Store != nil && len(c.Databases) > 0:
+		bad("Databases", "is set with Store: give one of them")
+	}
+	if c.Inbox != nil && c.Store == nil {
+		bad("Inbox", "is set without Store: a tenant set gives each Database its Inbox")
+	}
+	seen := map[string]bool{}
+	for i, d := range c.Databases {
+		field := fmt.Sprintf("Databases[%d]", i)
+		if err := checkName(d.Name); err != nil {
+			bad(field+".Name", "%v", err)
+		} else if seen[d.Name] {
+			bad(field+".Name", "%q is used twice", d.Name)
+		}
+		seen[d.Name] = true
+		if d.Store == nil {
+			bad(field+".Store", "is nil")
+		}
+	}
+	if !strings.HasPrefix(c.BasePath, "/") || !strings.HasSuffix(c.BasePath, "/") {
+		bad("BasePath", "must start and end with '/', got %q", c.BasePath)
+	} else if u, err := url.Parse(c.BasePath); err != nil || u.Path != c.BasePath || strings.Contains(c.BasePath, "//") {
+		bad("BasePath", "must be a plain path such as /ops/outbox/, got %q", c.BasePath)
+	}
+	if c.PageSize < 1 || c.PageSize > MaxPageSize {
+		bad("PageSize", "must be 1..%d, got %d", MaxPageSize, c.PageSize)
+	}
+	for i, o := range c.TrustedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad(fmt.Sprintf("TrustedOrigins[%d]", i), "must be an origin such as https://ops.example.com, got %q", o)
+		}
+	}
+	if c.MaxConcurrentReads < 1 || c.MaxConcurrentReads > MaxConcurrentReadsLimit {
+		bad("MaxConcurrentReads", "must be 1..%d, got %d", MaxConcurrentReadsLimit, c.MaxConcurrentReads)
+	}
+	if c.Secret != nil && len(c.Secret) < 32 {
+		bad("Secret", "must hold at least 32 bytes, got %d", len(c.Secret))
+	}
+	if len(c.Title) > 100 {
+		bad("Title", "must be at most 100 bytes, got %d", len(c.Title))
+	}
+	return errors.Join(errs...)
+}
+
+// checkName checks a database name.
+func checkName(name string) error {
+	if name == "" || len(name) > maxNameLen {
+		return fmt.Errorf("must be 1..%d characters, got %d", maxNameLen, len(name))
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%q holds %q: use letters, digits, '.', '_' or '-'", name, r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,275 @@
+package dashboard_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dashboard"
+)
+
+func TestConfigValidation(t *testing.T) {
+	st := newStore(t)
+	for name, cfg := range map[string]dashboard.Config{
+		"no store":        {},
+		"store and dbs":   {Store: st, Databases: []dashboard.Database{{Name: "a", Store: st}}},
+		"bad db name":     {Databases: []dashboard.Database{{Name: "a b", Store: st}}},
+		"dup db name":     {Databases: []dashboard.Database{{Name: "a", Store: st}, {Name: "a", Store: st}}},
+		"nil db store":    {Databases: []dashboard.Database{{Name: "a"}}},
+		"base path":       {Store: st, BasePath: "/ops"},
+		"base path query": {Store: st, BasePath: "/ops?x=1/"},
+		"page size":       {Store: st, PageSize: dashboard.MaxPageSize + 1},
+		"negative page":   {Store: st, PageSize: -1},
+		"trusted origin":  {Store: st, TrustedOrigins: []string{"ops.example.com"}},
+		"short secret":    {Store: st, Secret: []byte("short")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := dashboard.New(cfg); !errors.Is(err, core.ErrInvalidConfig) {
+				t.Errorf("New = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+	// Every invalid field at once.
+	_, err := dashboard.New(dashboard.Config{Store: st, BasePath: "x", PageSize: -1, Secret: []byte("s")})
+	for _, field := range []string{"BasePath", "PageSize", "Secret"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("New = %v, want it to name %s", err, field)
+		}
+	}
+}
+
+func TestOverview(t *testing.T) {
+	st := newStore(t)
+	seed(t, st,
+		event{id: "n1", typ: "OrderPlaced", status: core.StatusNew},
+		event{id: "d1", typ: "OrderPlaced", status: core.StatusDone},
+		event{id: "x1", typ: "PaymentFailed", status: core.StatusDead},
+		event{id: "x2", typ: "PaymentFailed", status: core.StatusDead},
+	)
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st}))
+	code, body := c.get("/")
+	if code != http.StatusOK {
+		t.Fatalf("GET / = %d\n%s", code, body)
+	}
+	mustContain(t, body, `id="count-NEW">1<`, `id="count-DONE">1<`, `id="count-DEAD">2<`, `id="count-RETRY">0<`,
+		"1 delivered", "2 failed", `href="/dead?type=PaymentFailed"`, "read-only", "No blocked ordering keys.")
+	// Read-only: no CSRF cookie is handed out.
+	if len(c.jar) != 0 {
+		t.Errorf("read-only dashboard set cookies: %v", c.jar)
+	}
+	if code, _ := c.get("/nope"); code != http.StatusNotFound {
+		t.Errorf("GET /nope = %d, want 404", code)
+	}
+	for _, p := range []string{"/static/app.css", "/static/app.js"} {
+		if code, _ := c.get(p); code != http.StatusOK {
+			t.Errorf("GET %s = %d", p, code)
+		}
+	}
+}
+
+func TestOverviewFiguresAreSharedWithinStatsMaxAge(t *testing.T) {
+	st := newStore(t)
+	seed(t, st, event{id: "x1", typ: "A", status: core.StatusDead})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, StatsMaxAge: 1 << 62}))
+	_, body := c.get("/")
+	mustContain(t, body, `id="count-DEAD">1<`)
+	seed(t, st, event{id: "x2", typ: "A", status: core.StatusDead})
+	_, body = c.get("/")
+	mustContain(t, body, `id="count-DEAD">1<`) // cached
+	c = newClient(t, newDashboard(t, dashboard.Config{Store: st, StatsMaxAge: -1}))
+	_, body = c.get("/")
+	mustContain(t, body, `id="count-DEAD">2<`)
+}
+
+func TestDeadListFiltersAndPages(t *testing.T) {
+	st := newStore(t)
+	var evs []event
+	for i := range 7 {
+		evs = append(evs, event{id: fmt.Sprintf("a-%d", i), typ: "A", tenant: "t1", status: core.StatusDead})
+	}
+	evs = append(evs, event{id: "b-0", typ: "B", status: core.StatusDead}, event{id: "n-0", typ: "A", status: core.StatusNew})
+	seed(t, st, evs...)
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, PageSize: 3}))
+
+	code, body := c.get("/dead?type=A")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d\n%s", code, body)
+	}
+	mustContain(t, body, ">a-0<", ">a-1<", ">a-2<", `id="next-page" href="/dead?after=a-2&amp;limit=3&amp;type=A"`)
+	mustNotContain(t, body, ">a-3<", ">b-0<", ">n-0<")
+	_, body = c.get("/dead?type=A&limit=3&after=a-5")
+	mustContain(t, body, ">a-6<", "first page")
+	mustNotContain(t, body, ">a-5<", "next-page")
+	_, body = c.get("/dead?tenant=t1&limit=100")
+	mustContain(t, body, ">a-6<")
+	mustNotContain(t, body, ">b-0<")
+	_, body = c.get("/dead?type=nope")
+	mustContain(t, body, "No DEAD events match.")
+	_, body = c.get("/dead?since=2000-01-01&until=2999-01-01T10:00&limit=100")
+	mustContain(t, body, ">b-0<")
+}
+
+func TestBadInputIsRefused(t *testing.T) {
+	st := newStore(t)
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true}))
+	for _, path := range []string{
+		"/dead?limit=0", "/dead?limit=501", "/dead?limit=x",
+		"/dead?since=yesterday", "/dead?since=2025-02-01&until=2025-01-01",
+		"/dead?type=" + strings.Repeat("x", core.MaxEventTypeLen+1),
+		"/dead?tenant=%01", "/dead?type=%ff",
+		"/event", "/event?id=" + strings.Repeat("x", 300),
+		"/replay", "/replay?all=1&type=A", "/replay?all=2",
+		"/replay?" + strings.Repeat("id=x&", 201),
+		"/purge?done=forever", "/purge?dead=-1h", "/purge?done=99999d",
+		"/?db=other",
+		"/dead?" + strings.Repeat("x", 9000),
+	} {
+		code, body := c.get(path)
+		if code < 400 || code >= 500 {
+			t.Errorf("GET %s = %d, want a 4xx\n%s", trunc(path), code, body)
+		}
+	}
+	if code, _ := c.get("/event?id=missing"); code != http.StatusNotFound {
+		t.Errorf("unknown event = %d, want 404", code)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, c.srv.URL+"/", nil)
+	if code, _ := c.do(req); code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE = %d, want 405", code)
+	}
+}
+
+func trunc(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "…"
+	}
+	return s
+}
+
+func TestEventPageHidesPersonalDataByDefault(t *testing.T) {
+	st := newStore(t)
+	seed(t, st, event{id: "x1", typ: "UserSignedUp", status: core.StatusDead, lastErr: "smtp said no",
+		payload: `{"email":"alice@example.com"}`, headers: map[string]string{"traceparent": "secret-trace-value"}})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st}))
+	code, body := c.get("/event?id=x1")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d\n%s", code, body)
+	}
+	mustContain(t, body, "UserSignedUp", "DEAD", "smtp said no", "traceparent", "payload-hidden", "Replay this event")
+	mustNotContain(t, body, "alice@example.com", "secret-trace-value")
+
+	c = newClient(t, newDashboard(t, dashboard.Config{Store: st, ShowPayloads: true}))
+	_, body = c.get("/event?id=x1")
+	mustContain(t, body, "alice@example.com", "secret-trace-value", "&#34;email&#34;: &#34;alice@example.com&#34;")
+}
+
+func TestHostileTextRendersInert(t *testing.T) {
+	st := newStore(t)
+	const typ = `<script>window.pwned=1</script>`
+	const msg = `</pre><script>window.pwned=2</script><img src=x onerror=alert(1)>`
+	seed(t, st, event{id: "x1", typ: typ, status: core.StatusDead, lastErr: msg, tenant: `"><b>t</b>`,
+		payload: `{"html":"<script>alert(3)</script>"}`})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, ShowPayloads: true, AllowMutations: true}))
+	for _, path := range []string{"/", "/types", "/dead", "/dead?type=" + url.QueryEscape(typ), "/event?id=x1", "/replay?id=x1",
+		"/replay?type=" + url.QueryEscape(typ), "/dead?type=" + url.QueryEscape(`"><script>x()</script>`)} {
+		code, body := c.get(path)
+		if code != http.StatusOK {
+			t.Errorf("GET %s = %d", path, code)
+		}
+		mustNotContain(t, body, "<script>window", "<script>x()", "<img src=x", "<b>t</b>", "<script>alert")
+		if strings.Count(body, "<script") != 1 { // only our own app.js
+			t.Errorf("GET %s: %d script tags", path, strings.Count(body, "<script"))
+		}
+	}
+	_, body := c.get("/event?id=x1")
+	mustContain(t, body, "&lt;script&gt;window.pwned=1&lt;/script&gt;", "&lt;img src=x onerror=alert(1)&gt;")
+}
+
+func TestMountedUnderBasePath(t *testing.T) {
+	st := newStore(t)
+	seed(t, st, event{id: "x1", typ: "A", status: core.StatusDead})
+	h, err := dashboard.New(dashboard.Config{Store: st, BasePath: "/ops/outbox/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ops/outbox/", h)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "app") })
+	srv := httptestServer(t, mux)
+	c := newClient(t, srv)
+	code, body := c.get("/ops/outbox/")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d", code)
+	}
+	mustContain(t, body, `href="/ops/outbox/static/app.css"`, `href="/ops/outbox/dead?type=A"`)
+	if code, _ := c.get("/ops/outbox/static/app.js"); code != http.StatusOK {
+		t.Errorf("asset = %d", code)
+	}
+	if code, body := c.get("/ops/outbox/event?id=x1"); code != http.StatusOK || !strings.Contains(body, `href="/ops/outbox/replay?id=x1"`) {
+		t.Errorf("event = %d", code)
+	}
+}
+
+func TestMiddlewareWrapsEveryRequest(t *testing.T) {
+	st := newStore(t)
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer ok" {
+				http.Error(w, "no", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, Middleware: auth}))
+	for _, p := range []string{"/", "/static/app.css", "/dead"} {
+		if code, _ := c.get(p); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without credentials = %d, want 401", p, code)
+		}
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.srv.URL+"/", nil)
+	req.Header.Set("Authorization", "Bearer ok")
+	if code, _ := c.do(req); code != http.StatusOK {
+		t.Errorf("GET / with credentials = %d", code)
+	}
+}
+
+func TestTenantDatabases(t *testing.T) {
+	a, b := newStore(t), newStore(t)
+	seed(t, a, event{id: "in-a", typ: "A", status: core.StatusDead})
+	seed(t, b, event{id: "in-b", typ: "B", status: core.StatusDead})
+	c := newClient(t, newDashboard(t, dashboard.Config{Databases: []dashboard.Database{{Name: "eu-1", Store: a}, {Name: "us-1", Store: b}}}))
+	_, body := c.get("/dead")
+	mustContain(t, body, ">in-a<", `<option value="us-1">`)
+	mustNotContain(t, body, ">in-b<")
+	_, body = c.get("/dead?db=us-1")
+	mustContain(t, body, ">in-b<", `href="/event?db=us-1&amp;id=in-b"`, `<option value="us-1" selected>`)
+	mustNotContain(t, body, ">in-a<")
+	if code, _ := c.get("/event?db=us-1&id=in-a"); code != http.StatusNotFound {
+		t.Errorf("event of the other database = %d, want 404", code)
+	}
+	if code, _ := c.get("/?db=nope"); code != http.StatusNotFound {
+		t.Errorf("unknown database = %d, want 404", code)
+	}
+}
+
+func TestPurgePreviewChangesNothing(t *testing.T) {
+	st := newStore(t)
+	seed(t, st, event{id: "d1", typ: "A", status: core.StatusDone}, event{id: "x1", typ: "A", status: core.StatusDead})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st}))
+	// Ages of 0 keep; a tiny age counts the rows finished before now.
+	code, body := c.get("/purge?done=1ns&dead=1ns")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d\n%s", code, body)
+	}
+	mustContain(t, body, "outboxctl purge --done-older-than 1ns --dead-older-than 1ns")
+	if !strings.Contains(body, `<th>DONE rows</th><td class="num">1</td>`) || !strings.Contains(body, `<th>DEAD rows</th><td class="num">1</td>`) {
+		t.Errorf("purge preview counts wrong:\n%s", body)
+	}
+	if statusOf(t, st, "d1") != core.StatusDone || statusOf(t, st, "x1") != core.StatusDead {
+		t.Error("purge preview changed rows")
+	}
+}

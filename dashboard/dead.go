@@ -1,0 +1,117 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+type deadView struct {
+	Q       deadQuery
+	Errors  []string
+	Events  []core.Record
+	Next    string // the after cursor of the next page, "" on the last
+	IsFirst bool
+}
+
+// deadList lists DEAD events matching the filter, a page at a time.
+func (h *handler) deadList(w http.ResponseWriter, r *http.Request, src *source) {
+	q, err := parseDeadQuery(r.URL.Query(), h.cfg.PageSize)
+	v := deadView{Q: q, IsFirst: q.After == ""}
+	if err != nil {
+		v.Errors = strings.Split(err.Error(), "\n")
+		h.render(w, r, src, http.StatusBadRequest, "dead", &page{Title: "Dead letters", Nav: "dead", Data: v})
+		return
+	}
+	recs, err := src.store.ListDead(r.Context(), q.filter, q.After, q.Limit)
+	if err != nil {
+		h.failStore(w, r, src, "listing DEAD events", err)
+		return
+	}
+	v.Events = recs
+	if len(recs) == q.Limit {
+		v.Next = recs[len(recs)-1].ID
+	}
+	h.render(w, r, src, http.StatusOK, "dead", &page{Title: "Dead letters", Nav: "dead", Data: v})
+}
+
+// maxPayloadShown bounds the payload bytes an event page shows.
+const maxPayloadShown = 256 << 10
+
+type header struct{ Name, Value string }
+
+type eventView struct {
+	R           core.Record
+	Now         time.Time
+	Headers     []header
+	HeadersErr  string
+	Payload     string // pretty JSON or base64, when shown
+	PayloadNote string
+	PayloadSize int
+	Cut         bool
+	IsDead      bool
+}
+
+// event shows one event in full.
+func (h *handler) event(w http.ResponseWriter, r *http.Request, src *source) {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		h.fail(w, r, src, http.StatusBadRequest, "missing id")
+		return
+	}
+	if err := checkText(id, maxIDLen); err != nil {
+		h.fail(w, r, src, http.StatusBadRequest, "id: "+err.Error())
+		return
+	}
+	rec, err := src.store.Get(r.Context(), id)
+	if errors.Is(err, core.ErrNotFound) {
+		h.fail(w, r, src, http.StatusNotFound, "no event with id "+id)
+		return
+	}
+	if err != nil {
+		h.failStore(w, r, src, "reading the event", err)
+		return
+	}
+	v := eventView{R: rec, Now: h.cfg.Now(), PayloadSize: len(rec.Payload), IsDead: rec.Status == core.StatusDead}
+	headers, herr := core.DecodeHeaders(rec.HeadersJSON)
+	if herr != nil {
+		v.HeadersErr = "headers cannot be decoded: " + herr.Error()
+	}
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		hv := headers[k]
+		if !h.cfg.ShowPayloads {
+			hv = ""
+		}
+		v.Headers = append(v.Headers, header{Name: k, Value: hv})
+	}
+	if h.cfg.ShowPayloads {
+		v.Payload, v.PayloadNote, v.Cut = showPayload(rec)
+	}
+	h.render(w, r, src, http.StatusOK, "event", &page{Title: "Event " + trunc(40, rec.ID), Nav: "dead", Data: v})
+}
+
+// showPayload renders a payload for people: indented JSON, or base64.
+func showPayload(rec core.Record) (text, note string, cut bool) {
+	p := rec.Payload
+	if len(p) == 0 {
+		return "", "empty", false
+	}
+	if rec.PayloadKind == core.PayloadJSON && json.Valid(p) && len(p) <= maxPayloadShown {
+		var b bytes.Buffer
+		if json.Indent(&b, p, "", "  ") == nil {
+			return b.String(), "JSON", false
+		}
+	}
+	if len(p) > maxPayloadShown {
+		p, cut = p[:maxPayloadShown], true
+	}
+	return base64.StdEncoding.EncodeToString(p), "base64", cut
+}

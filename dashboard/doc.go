@@ -1,0 +1,29 @@
+// Package dashboard serves a web dashboard over the table of an outbox
+// store (github.com/outbox-go/outbox/jdbcstore): the backlog per status,
+// the lag, recent throughput and failures, the blocked ordering keys, the
+// DEAD events with filters and paging, one event in full, the replay of
+// DEAD events (one, selected, or by filter, after a dry-run preview and
+// a confirmation) and a purge preview, on SQLite, MySQL/MariaDB or
+// PostgreSQL, for one database or a set of tenant databases.
+//
+// [New] returns an [http.Handler] to mount in the application's own
+// server under Config.BasePath; `outboxctl serve` runs the same handler
+// standalone. Pages are rendered on the server with html/template, their
+// assets are embedded (no CDN: the pages work offline) and every read
+// view works without JavaScript.
+//
+// # Security
+//
+// The dashboard is read-only unless Config.AllowMutations is set. Every
+// mutation is a POST that must carry the CSRF token of the page it came
+// from (a signed double-submit cookie) and pass a cross-origin check
+// ([http.CrossOriginProtection]: the browser's Sec-Fetch-Site or Origin
+// header must name the dashboard's own origin or one of
+// Config.TrustedOrigins). The dashboard authenticates nobody: put the
+// application's authentication in front of it with Config.Middleware (or
+// by wrapping the returned handler), and serve it on a private address.
+// Payloads and header values may hold personal data: they are shown only
+// with Config.ShowPayloads. Every input is bounded and validated, every
+// output escaped, and the database is only reached through the store's
+// own parameterized queries.
+package dashboard

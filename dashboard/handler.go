@@ -1,0 +1,207 @@
+package dashboard
+
+import (
+	"crypto/rand"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+// pageNames are the templates rendered inside the layout.
+var pageNames = []string{"overview", "dead", "event", "replay", "replayed", "purge", "types", "inbox", "error"}
+
+// handler is the dashboard.
+type handler struct {
+	cfg     Config
+	sources []*source
+	byName  map[string]*source
+	pages   map[string]*template.Template
+	static  http.Handler
+	cop     *http.CrossOriginProtection
+	csrf    csrf
+	log     *slog.Logger
+}
+
+// New returns the dashboard configured by cfg, to mount at cfg.BasePath.
+// It validates cfg, reporting every invalid field at once (errors wrap
+// [core.ErrInvalidConfig], see [core.ConfigError]), and does not touch
+// any database: pages read them when they are loaded.
+//
+// [core.ErrInvalidConfig]: https://pkg.go.dev/github.com/outbox-go/outbox/core#ErrInvalidConfig
+// [core.ConfigError]: https://pkg.go.dev/github.com/outbox-go/outbox/core#ConfigError
+func New(cfg Config) (http.Handler, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	h := &handler{cfg: cfg, byName: map[string]*source{}, pages: map[string]*template.Template{}, log: cfg.Logger}
+	sl := make(slots, cfg.MaxConcurrentReads)
+	if cfg.Store != nil {
+		h.sources = []*source{newSource("", cfg.Store, cfg.Inbox, sl)}
+	}
+	for _, d := range cfg.Databases {
+		h.sources = append(h.sources, newSource(d.Name, d.Store, d.Inbox, sl))
+	}
+	for _, s := range h.sources {
+		h.byName[s.name] = s
+	}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("outbox: dashboard: template %s: %w", name, err)
+		}
+		h.pages[name] = t
+	}
+	static, err := fs.Sub(assets, "static")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: dashboard: assets: %w", err)
+	}
+	h.static = http.StripPrefix(cfg.BasePath+"static/", http.FileServerFS(static))
+	h.cop = http.NewCrossOriginProtection()
+	for _, o := range cfg.TrustedOrigins {
+		if err := h.cop.AddTrustedOrigin(strings.TrimSuffix(o, "/")); err != nil {
+			return nil, fmt.Errorf("outbox: dashboard: TrustedOrigins: %w", err)
+		}
+	}
+	secret := cfg.Secret
+	if secret == nil {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret) // never fails (crypto/rand panics rather)
+	}
+	h.csrf = csrf{secret: secret, path: cfg.BasePath}
+	var out http.Handler = h
+	if cfg.Middleware != nil {
+		out = cfg.Middleware(h)
+	}
+	return out, nil
+}
+
+// ServeHTTP routes a request under BasePath.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	hdr.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+		"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "same-origin")
+	hdr.Set("X-Frame-Options", "DENY")
+	rest, ok := strings.CutPrefix(r.URL.Path, h.cfg.BasePath)
+	if !ok {
+		if r.URL.Path+"/" == h.cfg.BasePath {
+			http.Redirect(w, r, h.cfg.BasePath, http.StatusMovedPermanently)
+			return
+		}
+		h.fail(w, r, nil, http.StatusNotFound, "no such page")
+		return
+	}
+	if strings.HasPrefix(rest, "static/") {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.fail(w, r, nil, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
+		hdr.Set("Cache-Control", "public, max-age=3600")
+		h.static.ServeHTTP(w, r)
+		return
+	}
+	hdr.Set("Cache-Control", "no-store")
+	if r.Method == http.MethodPost {
+		h.post(w, r, rest)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		h.fail(w, r, nil, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	if len(r.URL.RawQuery) > maxQueryLen {
+		h.fail(w, r, nil, http.StatusRequestURITooLong, "query too long")
+		return
+	}
+	src, err := h.source(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, nil, http.StatusNotFound, err.Error())
+		return
+	}
+	switch rest {
+	case "":
+		h.overview(w, r, src)
+	case "dead":
+		h.deadList(w, r, src)
+	case "event":
+		h.event(w, r, src)
+	case "replay":
+		h.replayPreview(w, r, src)
+	case "purge":
+		h.purgePreview(w, r, src)
+	case "types":
+		h.types(w, r, src)
+	case "inbox":
+		h.inbox(w, r, src)
+	default:
+		h.fail(w, r, src, http.StatusNotFound, "no such page")
+	}
+}
+
+// post runs a mutation after the security checks: mutations enabled,
+// same origin, CSRF token.
+func (h *handler) post(w http.ResponseWriter, r *http.Request, rest string) {
+	if !h.cfg.AllowMutations {
+		h.fail(w, r, nil, http.StatusForbidden, "the dashboard is read-only: mutations are not enabled")
+		return
+	}
+	if err := h.cop.Check(r); err != nil {
+		h.log.WarnContext(r.Context(), "outbox dashboard: cross-origin POST refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"))
+		h.fail(w, r, nil, http.StatusForbidden, "cross-origin request refused")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, nil, http.StatusBadRequest, "bad form: "+err.Error())
+		return
+	}
+	if !h.csrf.valid(r) {
+		h.log.WarnContext(r.Context(), "outbox dashboard: POST without a valid CSRF token refused", "path", r.URL.Path)
+		h.fail(w, r, nil, http.StatusForbidden, "missing or invalid CSRF token: reload the page and try again")
+		return
+	}
+	src, err := h.source(r.PostForm)
+	if err != nil {
+		h.fail(w, r, nil, http.StatusNotFound, err.Error())
+		return
+	}
+	switch rest {
+	case "replay":
+		h.replay(w, r, src)
+	default:
+		h.fail(w, r, src, http.StatusNotFound, "no such action")
+	}
+}
+
+// source returns the database named by the db parameter (the first one
+// when absent).
+func (h *handler) source(v url.Values) (*source, error) {
+	name := v.Get("db")
+	if name == "" {
+		return h.sources[0], nil
+	}
+	if s, ok := h.byName[name]; ok {
+		return s, nil
+	}
+	if len(name) > maxNameLen {
+		name = name[:maxNameLen] + "…"
+	}
+	return nil, fmt.Errorf("no database named %q", name)
+}
+
+// Input bounds.
+const (
+	maxQueryLen  = 8 << 10
+	maxFormBytes = 64 << 10
+)

@@ -1,0 +1,174 @@
+package dashboard
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// Input bounds of the pages.
+const (
+	// maxIDLen bounds an event id taken from a request (a stored id is at
+	// most core.MaxEventIDLen; a longer one cannot exist).
+	maxIDLen = 255
+	// maxSelected bounds the ids of one replay.
+	maxSelected = 200
+	// maxRetention bounds a purge preview's ages.
+	maxRetention = 10 * 365 * 24 * time.Hour
+)
+
+// deadQuery is the filter of the DEAD list and of a replay by filter.
+type deadQuery struct {
+	Type, Tenant string
+	Since, Until string // as given, for the form
+	After        string
+	Limit        int
+	IDs          []string
+	All          bool
+	filter       jdbcstore.DeadFilter
+}
+
+// parseDeadQuery reads and validates the filter parameters of v.
+func parseDeadQuery(v url.Values, defLimit int) (deadQuery, error) {
+	var q deadQuery
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	q.Type = strings.TrimSpace(v.Get("type"))
+	q.Tenant = strings.TrimSpace(v.Get("tenant"))
+	q.Since = strings.TrimSpace(v.Get("since"))
+	q.Until = strings.TrimSpace(v.Get("until"))
+	q.After = v.Get("after")
+	if err := checkText(q.Type, core.MaxEventTypeLen); err != nil {
+		bad("type: %v", err)
+	}
+	if err := checkText(q.Tenant, core.MaxTenantIDLen); err != nil {
+		bad("tenant: %v", err)
+	}
+	if err := checkText(q.After, maxIDLen); err != nil {
+		bad("after: %v", err)
+	}
+	var err error
+	if q.filter.From, err = parseTime(q.Since); err != nil {
+		bad("since: %v", err)
+	}
+	if q.filter.To, err = parseTime(q.Until); err != nil {
+		bad("until: %v", err)
+	}
+	if !q.filter.From.IsZero() && !q.filter.To.IsZero() && !q.filter.From.Before(q.filter.To) {
+		bad("since must be before until")
+	}
+	q.Limit = defLimit
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			bad("limit must be 1..%d, got %q", MaxPageSize, trunc(20, s))
+		}
+		q.Limit = n
+	}
+	ids := v["id"]
+	if len(ids) > maxSelected {
+		bad("at most %d ids at once, got %d", maxSelected, len(ids))
+		ids = nil
+	}
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		if err := checkText(id, maxIDLen); err != nil {
+			bad("id: %v", err)
+			continue
+		}
+		q.IDs = append(q.IDs, id)
+	}
+	switch v.Get("all") {
+	case "":
+	case "1":
+		q.All = true
+	default:
+		bad("all must be 1 when given")
+	}
+	q.filter.EventType, q.filter.TenantID, q.filter.IDs = q.Type, q.Tenant, q.IDs
+	return q, errors.Join(errs...)
+}
+
+// selected reports whether the query selects anything to replay.
+func (q deadQuery) selected() bool {
+	return len(q.IDs) > 0 || q.Type != "" || q.Tenant != "" || q.Since != "" || q.Until != ""
+}
+
+// checkText refuses text longer than n characters, invalid UTF-8 and
+// control characters.
+func checkText(s string, n int) error {
+	if !utf8.ValidString(s) {
+		return errors.New("not valid UTF-8")
+	}
+	if len(s) > n && utf8.RuneCountInString(s) > n {
+		return fmt.Errorf("longer than %d characters", n)
+	}
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return errors.New("holds a control character")
+	}
+	return nil
+}
+
+// timeLayouts are the accepted forms of a time filter, UTC unless the
+// value names its zone.
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"}
+
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if len(s) > 40 {
+		return time.Time{}, errors.New("too long")
+	}
+	for _, l := range timeLayouts {
+		if t, err := time.ParseInLocation(l, s, time.UTC); err == nil {
+			if t.Year() < 1970 || t.Year() > 9999 {
+				return time.Time{}, fmt.Errorf("%q is out of range", s)
+			}
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time: write 2025-01-31, 2025-01-31T14:05 (UTC) or RFC 3339", s)
+}
+
+// parseAge reads a purge age: a Go duration (36h) or days (7d); "" is 0.
+func parseAge(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if len(s) > 20 {
+		return 0, errors.New("too long")
+	}
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is not an age: write 7d or 36h", s)
+		}
+		if n > int(maxRetention/(24*time.Hour)) {
+			return 0, fmt.Errorf("%q is more than ten years", s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%q is not an age: write 7d or 36h", s)
+		}
+	}
+	if d < 0 || d > maxRetention {
+		return 0, fmt.Errorf("%q must be between 0 and ten years", s)
+	}
+	return d, nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, core.ErrNotFound) }

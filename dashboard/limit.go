@@ -1,0 +1,85 @@
+package dashboard
+
+import (
+	"context"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// slots bounds the database reads and writes the dashboard runs at once,
+// across every page load and database: however many operators load
+// pages, the dashboard takes at most that many connections and that
+// much database work from the application.
+type slots chan struct{}
+
+func (s slots) acquire(ctx context.Context) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s slots) release() { <-s }
+
+// do runs fn in a slot.
+func do[T any](ctx context.Context, s slots, fn func() (T, error)) (T, error) {
+	if err := s.acquire(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	defer s.release()
+	return fn()
+}
+
+// limitedStore is a Store whose every call takes a slot.
+type limitedStore struct {
+	st Store
+	s  slots
+}
+
+func (l limitedStore) Stats(ctx context.Context) (jdbcstore.Stats, error) {
+	return do(ctx, l.s, func() (jdbcstore.Stats, error) { return l.st.Stats(ctx) })
+}
+
+func (l limitedStore) Activity(ctx context.Context, buckets int, width time.Duration) ([]jdbcstore.ActivityBucket, error) {
+	return do(ctx, l.s, func() ([]jdbcstore.ActivityBucket, error) { return l.st.Activity(ctx, buckets, width) })
+}
+
+func (l limitedStore) BlockedKeys(ctx context.Context, limit int) ([]jdbcstore.BlockedKey, error) {
+	return do(ctx, l.s, func() ([]jdbcstore.BlockedKey, error) { return l.st.BlockedKeys(ctx, limit) })
+}
+
+func (l limitedStore) ListDead(ctx context.Context, f jdbcstore.DeadFilter, after string, limit int) ([]core.Record, error) {
+	return do(ctx, l.s, func() ([]core.Record, error) { return l.st.ListDead(ctx, f, after, limit) })
+}
+
+func (l limitedStore) Get(ctx context.Context, id string) (core.Record, error) {
+	return do(ctx, l.s, func() (core.Record, error) { return l.st.Get(ctx, id) })
+}
+
+func (l limitedStore) ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, o jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error) {
+	return do(ctx, l.s, func() (jdbcstore.ReplayResult, error) { return l.st.ReplayDead(ctx, f, o) })
+}
+
+func (l limitedStore) Purge(ctx context.Context, o jdbcstore.PurgeOptions) (jdbcstore.PurgeResult, error) {
+	return do(ctx, l.s, func() (jdbcstore.PurgeResult, error) { return l.st.Purge(ctx, o) })
+}
+
+// limitedInbox is an Inbox whose every call takes a slot.
+type limitedInbox struct {
+	in Inbox
+	s  slots
+}
+
+func (l limitedInbox) CountByStatus(ctx context.Context) (map[inbox.Status]int, error) {
+	return do(ctx, l.s, func() (map[inbox.Status]int, error) { return l.in.CountByStatus(ctx) })
+}
+
+func (l limitedInbox) List(ctx context.Context, status inbox.Status, after inbox.Key, limit int) ([]inbox.Record, error) {
+	return do(ctx, l.s, func() ([]inbox.Record, error) { return l.in.List(ctx, status, after, limit) })
+}

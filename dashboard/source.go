@@ -1,0 +1,131 @@
+package dashboard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/outbox-go/outbox/jdbcstore"
+)
+
+// blockedShown is how many blocked keys the overview lists.
+const blockedShown = 10
+
+// overviewData is what the overview shows of one database.
+type overviewData struct {
+	Stats    jdbcstore.Stats
+	Activity []jdbcstore.ActivityBucket
+	Blocked  []jdbcstore.BlockedKey
+	ReadAt   time.Time
+	Took     time.Duration
+}
+
+// source is one database with its cached overview figures.
+type source struct {
+	name  string
+	store Store
+	inbox Inbox // nil when none
+
+	mu       sync.Mutex
+	cached   overviewData
+	cachedOK bool
+	inflight *flight
+}
+
+// flight is one read of the overview figures that concurrent page loads
+// wait on.
+type flight struct {
+	done chan struct{}
+	data overviewData
+	err  error
+}
+
+// newSource returns the database with its calls limited by sl.
+func newSource(name string, st Store, in Inbox, sl slots) *source {
+	s := &source{name: name, store: limitedStore{st: st, s: sl}}
+	if in != nil {
+		s.inbox = limitedInbox{in: in, s: sl}
+	}
+	return s
+}
+
+// overview returns the figures of the database. Figures read at most
+// maxAge ago are returned as they are; older ones too, while one read
+// refreshes them in the background; without figures (or with a negative
+// maxAge) the caller waits for a read. Concurrent callers share one read.
+func (s *source) overview(ctx context.Context, now func() time.Time, maxAge time.Duration) (overviewData, error) {
+	s.mu.Lock()
+	if s.cachedOK && maxAge >= 0 {
+		d := s.cached
+		if now().Sub(d.ReadAt) > maxAge && s.inflight == nil {
+			s.startRead(ctx, now)
+		}
+		s.mu.Unlock()
+		return d, nil
+	}
+	f := s.inflight
+	if f == nil {
+		f = s.startRead(ctx, now)
+	}
+	s.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.data, f.err
+	case <-ctx.Done():
+		return overviewData{}, ctx.Err()
+	}
+}
+
+// startRead starts a read of the figures; s.mu is held.
+func (s *source) startRead(ctx context.Context, now func() time.Time) *flight {
+	f := &flight{done: make(chan struct{})}
+	s.inflight = f
+	// The read is not tied to the request that started it: a canceled
+	// page load must not fail the others waiting on it.
+	go s.read(context.WithoutCancel(ctx), now, f)
+	return f
+}
+
+// readTimeout bounds one read of the overview figures.
+const readTimeout = 30 * time.Second
+
+func (s *source) read(ctx context.Context, now func() time.Time, f *flight) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	start := time.Now()
+	d, err := readOverview(ctx, s.store)
+	d.ReadAt = now()
+	d.Took = time.Since(start)
+	s.mu.Lock()
+	f.data, f.err = d, err
+	if err == nil {
+		s.cached, s.cachedOK = d, true
+	}
+	s.inflight = nil
+	s.mu.Unlock()
+	close(f.done)
+}
+
+func readOverview(ctx context.Context, st Store) (overviewData, error) {
+	var d overviewData
+	var err error
+	if d.Stats, err = st.Stats(ctx); err != nil {
+		return d, err
+	}
+	if d.Activity, err = st.Activity(ctx, DefaultActivityBuckets, DefaultActivityWidth); err != nil {
+		return d, err
+	}
+	if d.Stats.BlockedKeys > 0 {
+		if d.Blocked, err = st.BlockedKeys(ctx, blockedShown); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// invalidate drops the cached figures after a mutation.
+func (s *source) invalidate() {
+	s.mu.Lock()
+	s.cachedOK = false
+	s.mu.Unlock()
+}
