@@ -477,7 +477,9 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
+		// No UserDataDir: chromedp makes a fresh temporary one per browser
+		// and removes it after the process exited (a t.TempDir would race
+		// with Chromium's last writes and fail the cleanup).
 		chromedp.WindowSize(1100, 720),
 		chromedp.CombinedOutput(io.Discard),
 	}
