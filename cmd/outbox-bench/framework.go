@@ -65,6 +65,11 @@ type outboxSetup struct {
 	// metrics, when set, returns Config.Metrics given the counters the
 	// report reads, which it must keep feeding.
 	metrics func(*counters) core.Metrics
+	// beforeStart, when set, runs after the outbox is built (schema
+	// applied) and before it starts, and there is no warm-up: the
+	// recovery scenarios seed a crashed node's backlog there and time
+	// from its return.
+	beforeStart func(ctx context.Context, f *freshDB) error
 }
 
 // startOutbox opens a fresh database, builds the outbox with the default
@@ -117,11 +122,20 @@ func (b *bench) start(ctx context.Context, s outboxSetup) (*harness, error) {
 	if s.all != nil {
 		ob.RegisterAll(s.all)
 	}
+	if s.beforeStart != nil {
+		if err := s.beforeStart(ctx, f); err != nil {
+			b.closeDB(f)
+			return nil, err
+		}
+	}
 	if err := ob.Start(ctx); err != nil {
 		b.closeDB(f)
 		return nil, fmt.Errorf("outbox start: %w", err)
 	}
 	h := &harness{b: b, f: f, ob: ob, m: m}
+	if s.beforeStart != nil {
+		return h, nil
+	}
 	if err := h.warmup(ctx); err != nil {
 		h.close()
 		return nil, err

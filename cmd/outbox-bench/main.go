@@ -70,6 +70,8 @@ type bench struct {
 	relayRate                       float64  // relay
 	observedRate                    float64  // observed_end_to_end
 	relayP99                        *float64 // relay_latency
+	drainRate, orderedDrainRate     float64  // recovery, ordered_recovery
+	drainHotP99, drainRSS           *float64 // recovery: hot p99 during the drain, peak RSS
 	p99, overloadRSS, wakeupP99     *float64
 	orderedP99                      *float64 // ordered_latency
 	lost                            *int
@@ -166,6 +168,9 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 
 		scenarioRelay:        b.runRelay,
 		scenarioRelayLatency: b.runRelayLatency,
+
+		scenarioRecovery:        b.runRecovery,
+		scenarioOrderedRecovery: b.runOrderedRecovery,
 	}
 	one := func(name string) (result, error) {
 		r, err := funcs[name](ctx)
@@ -211,7 +216,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		}
 		p.result(r)
 	}
-	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup} {
+	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup, scenarioRecovery, scenarioOrderedRecovery} {
 		if !b.opts.has(name) {
 			continue
 		}
@@ -219,8 +224,11 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		if err != nil {
 			return err
 		}
-		if name == scenarioOverload {
+		switch name {
+		case scenarioOverload:
 			b.overloadRSS = r.PeakRSSMB
+		case scenarioRecovery:
+			b.drainRSS = r.PeakRSSMB
 		}
 		p.result(r)
 	}
@@ -339,6 +347,7 @@ func (b *bench) summary() summary {
 	if s.Lost != nil && *s.Lost > 0 {
 		miss("lost = 0")
 	}
+	b.drainSummary(&s, miss)
 	return s
 }
 
