@@ -163,6 +163,8 @@ func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, cre
 
 func (q storeQueue) ColdRoom() int { return q.d.coldRoom() }
 
+func (q storeQueue) NotifyRoom(fn func()) { q.d.notifyRoom(fn) }
+
 func (q storeQueue) InFlight(eventID string) bool { return q.d.tracker.Contains(q.o.key(eventID)) }
 
 func (q storeQueue) QueueDepths() (hot, cold int) { return q.d.queueDepths() }

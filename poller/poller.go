@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -64,6 +65,8 @@ type target struct {
 	// countFailing: counting blocked keys fails (log once per incident);
 	// guarded by Poller.mu.
 	countFailing bool
+	// roomArmed: a room notice is armed on queue (see armRoom).
+	roomArmed atomic.Bool
 }
 
 // Result describes one poll.
@@ -242,6 +245,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	room := t.queue.ColdRoom()
 	if room <= 0 {
 		res.Full = true
+		p.armRoom(t)
 		return res, 0, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
@@ -356,8 +360,26 @@ func (p *Poller) reapTarget(ctx context.Context, t *target) (total int64, err er
 	return total, nil
 }
 
+// armRoom asks t's queue, when it can tell (the dispatcher's can), to wake
+// the loop once its workers drained it to half: a backlog then drains at
+// the workers' speed, the next claim made while they still have half a
+// queue to work on. BacklogInterval stays the longest wait. One notice
+// per target is armed at a time.
+func (p *Poller) armRoom(t *target) {
+	rn, ok := t.queue.(handoff.RoomNotifier)
+	if !ok || !t.roomArmed.CompareAndSwap(false, true) {
+		return
+	}
+	rn.NotifyRoom(func() {
+		t.roomArmed.Store(false)
+		p.run.Wake()
+	})
+}
+
 // Start runs poll cycles in the background until Close. It returns at
-// once. Starting a running poller is an error wrapping
+// once; the first poll runs at once too, so a process restarted after a
+// crash delivers what was left pending (by it or by a node that is gone)
+// right away. Starting a running poller is an error wrapping
 // core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
 func (p *Poller) Start(ctx context.Context) error { return p.run.Start(ctx, p.loop) }
 
@@ -373,7 +395,7 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	lastReap := time.Now()
 	// The poller keeps its own record of wake-ups (which store, if any):
 	// Pace's woken flag only says the wait was cut short.
-	p.run.Pace(ctx, stop, p.cfg.Interval, func(ctx context.Context, _ bool) time.Duration {
+	p.run.Pace(ctx, stop, 0, func(ctx context.Context, _ bool) time.Duration {
 		res, next, err := p.pollOnce(ctx, true)
 		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
 			lastReap = time.Now()
@@ -383,7 +405,10 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 			p.reportBlockedKeys(ctx)
 		}
 		switch {
-		case res.Full: // no room: wake-ups wait too (the woken store's is kept)
+		case res.Full:
+			// No room: wake-ups wait too (the woken store's is kept)
+			// until the queue's room notice (armRoom), or at most
+			// BacklogInterval.
 			return p.cfg.BacklogInterval
 		case p.wakePending(): // a store was woken meanwhile, or several at once
 			return 0

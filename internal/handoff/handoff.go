@@ -46,6 +46,19 @@ type Cold interface {
 	Held() int
 }
 
+// RoomNotifier is implemented by a Cold intake that can say when its
+// queue has room again (the dispatcher's does), so that a poller facing a
+// full queue claims again as soon as the workers made room instead of
+// after a fixed pause.
+type RoomNotifier interface {
+	// NotifyRoom arms a one-shot notice: fn runs once the cold queue
+	// holds at most half its capacity, at once (on the caller's
+	// goroutine) if it already does, else on the goroutine of the worker
+	// that took the event making it so. fn must not block. Every fn armed
+	// before the notice runs then; arm again for the next one.
+	NotifyRoom(fn func())
+}
+
 // Queue is both intakes of one store.
 type Queue interface {
 	Hot
