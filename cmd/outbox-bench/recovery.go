@@ -67,7 +67,10 @@ func (b *bench) drain(ctx context.Context, scenario string, n, keys int) (result
 	hotRate := recoveryHotShare * b.e2eRate
 	hotCount := max(1, int(hotRate*recoveryHotSpan*float64(n)/b.e2eRate))
 	probe := newLatencyProbe(hotCount)
-	var start time.Time
+	var (
+		start time.Time
+		cpu   cpuMeter
+	)
 	h, err := b.start(ctx, outboxSetup{
 		listen: probe.listen,
 		all: outbox.ListenerFunc(func(_ context.Context, env outbox.Envelope) error {
@@ -87,7 +90,7 @@ func (b *bench) drain(ctx context.Context, scenario string, n, keys int) (result
 				return err
 			}
 			b.resetRSS()
-			start = time.Now()
+			start, cpu = time.Now(), startCPU()
 			return nil
 		},
 	})
@@ -116,6 +119,7 @@ func (b *bench) drain(ctx context.Context, scenario string, n, keys int) (result
 		return result{}, fmt.Errorf("%s: %w", scenario, err)
 	}
 	elapsed := doneAt.Sub(start)
+	r.CPUusPerEvent = cpu.perEvent(n + hotCount)
 	r.rate = rate(n, elapsed)
 	r.EventsPerS = round(r.rate, 1)
 	r.TimeToDoneS = round(elapsed.Seconds(), 2)
