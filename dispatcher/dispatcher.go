@@ -104,6 +104,10 @@ type Dispatcher struct {
 	// taken yet (queued, or handed to a worker that was woken but has not
 	// run yet); see hotWaitingNow.
 	hotWaiting atomic.Int64
+	// released counts the events let go without an outcome (release):
+	// their rows wait, leased by this node, for its poller
+	// (handoff.ReleaseCounter).
+	released atomic.Uint64
 	// room holds the pollers' notices waiting for room in the cold
 	// queue (room.go).
 	room roomNotices

@@ -67,6 +67,10 @@ type target struct {
 	countFailing bool
 	// roomArmed: a room notice is armed on queue (see armRoom).
 	roomArmed atomic.Bool
+	// ownClaimed is 1 + the queue's release count
+	// (handoff.ReleaseCounter) read before the last claim that took this
+	// node's own rows, 0 before the first; guarded by Poller.cycleMu.
+	ownClaimed uint64
 }
 
 // Result describes one poll.
@@ -254,20 +258,22 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	lease := t.queue.ClaimLease(now)
 	limit = min(p.cfg.BatchSize, room)
 	// Rows this node holds are still claimable by it (its own hot-queue
-	// drops must be) and, being the oldest, come first in a claim: ask for
-	// up to that many more rows (at most twice the batch), so events held
-	// here do not hide the next ones.
-	skipRecent := p.cfg.SkipRecent
+	// drops must be) and, being the oldest, come first in a claim. When
+	// the queue can tell that every row leased here is held
+	// (skipOwnRows), the claim leaves them out; else it asks for up to
+	// that many more rows (at most twice the batch), so events held here
+	// do not hide the next ones.
+	skipRecent, skipOwn := p.cfg.SkipRecent, woken
 	if woken {
 		skipRecent = 0
-	} else {
+	} else if skipOwn = p.skipOwnRows(t); !skipOwn {
 		limit += min(max(0, t.queue.Held()), limit)
 	}
 	mark := t.queue.ClaimMark()
 	start := time.Now()
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
-		SkipRecent: skipRecent, Limit: limit, SkipOwn: woken,
+		SkipRecent: skipRecent, Limit: limit, SkipOwn: skipOwn,
 	})
 	if obs := p.cfg.Observer; obs != nil {
 		obs.Claimed(t.id, len(recs), time.Since(start), err)
@@ -304,6 +310,26 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		res.Enqueued++
 	}
 	return res, limit, nil
+}
+
+// skipOwnRows reports whether a claim of t may leave out the rows leased
+// by this node: the dispatcher holds events and let none go without an
+// outcome since the last claim that took this node's rows, so each of
+// those rows is held (queued, running or waiting for its DONE write) and
+// a claim would only read them again, ahead of the rows it is after.
+// When it returns false the claim takes this node's rows, and the count
+// read now is the one the next poll compares with.
+func (p *Poller) skipOwnRows(t *target) bool {
+	rc, ok := t.queue.(handoff.ReleaseCounter)
+	if !ok {
+		return false
+	}
+	n := rc.Released() + 1
+	if n == t.ownClaimed && t.queue.Held() > 0 {
+		return true
+	}
+	t.ownClaimed = n
+	return false
 }
 
 // markDead records an undecodable row as DEAD and reports whether it could.
