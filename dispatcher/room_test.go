@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
@@ -54,4 +55,40 @@ func TestRoomNoticeWhenColdQueueDrainsToHalf(t *testing.T) {
 	}
 	step <- struct{}{}
 	step <- struct{}{}
+}
+
+// A worker whose cold event waits for room in the DONE batcher (the
+// database writes DONE slower than a backlog drains) delivers the hot
+// events that come meanwhile: a committed event does not wait behind the
+// backlog's DONE writes. Every event ends DONE.
+func TestHotEventServedWhileColdDoneWaits(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, DoneBatchSize: 1, DoneFlushWindow: time.Millisecond})
+	writes := newGate(t)
+	flushing := make(chan struct{}, 16)
+	h.st.Fail = func(op, _ string) error {
+		if op == "done" {
+			flushing <- struct{}{}
+			<-writes.ch
+		}
+		return nil
+	}
+	h.reg.RegisterFunc("C", func(context.Context, core.Envelope) error { return nil })
+	hot := make(chan struct{}, 1)
+	h.reg.RegisterFunc("H", func(context.Context, core.Envelope) error { hot <- struct{}{}; return nil })
+	ev := h.insert("H") // the store's writes block below: insert it now
+	var cold []core.Envelope
+	for range 4 { // one in the stuck flush, two in the batcher's queue, one waiting
+		env := h.insert("C")
+		cold = append(cold, env)
+		h.mustEnqueueCold(env, 0)
+	}
+	h.start()
+	recv(t, flushing, "the first DONE write")
+	h.wait("the cold queue taken", func() bool { _, c := h.d.QueueDepths(); return c == 0 })
+	h.mustEnqueueHot(ev)
+	recv(t, hot, "the hot event's listener while the DONE writes are stuck")
+	writes.open()
+	for _, env := range append(cold, ev) {
+		h.waitStatus(env.ID(), core.StatusDone)
+	}
 }
