@@ -57,8 +57,9 @@ type statements struct {
 	// still holds the key: insert's arguments, then order_key and the
 	// position of the event before.
 	insertIfFree string
-	// waitingPrefix + n placeholders + waitingSuffix: order_keys. One row
-	// when a pending event of one of them has no owner.
+	// waitingPrefix + n placeholders + waitingSuffix: order_keys, now.
+	// One row when a pending event of one of them has no owner, or an
+	// owner whose lease ended before now.
 	waitingPrefix, waitingSuffix string
 	// lastOfKey (single-writer dialects: SQLite, which need no keys
 	// table): order_key. At most one row (order_seq, status, order_skip):
@@ -179,7 +180,7 @@ func buildStatements(d Dialect, table string) statements {
 	}
 	q.markDone1 = q.markDonePrefix + "?" + q.markDoneSuffix
 	q.waitingPrefix = "SELECT 1 FROM " + t + " WHERE order_key IN ("
-	q.waitingSuffix = ") AND " + pending + " AND locked_by IS NULL LIMIT 1"
+	q.waitingSuffix = ") AND " + pending + " AND (locked_by IS NULL OR locked_until < ?) LIMIT 1"
 	k := d.QuoteIdent(keysTable(table))
 	if d.Capabilities().OnDuplicateKeyUpdate {
 		q.nextSeq = "INSERT INTO " + k + " (order_key, last_seq) VALUES (?, LAST_INSERT_ID(1))" +
