@@ -78,8 +78,9 @@ type ClaimRequest struct {
 // the poller only when one of those keys has an event waiting.
 type KeyWaiters interface {
 	// Waiting reports whether a NEW or RETRY event of one of keys is
-	// unowned: it was inserted behind a pending event of its key, so only
-	// a poller delivers it.
+	// unowned (it was inserted behind a pending event of its key) or
+	// leased by a node whose lease ended (a node that is gone): only a
+	// poller delivers it.
 	Waiting(ctx context.Context, keys []string) (bool, error)
 }
 

@@ -104,6 +104,13 @@ type Dispatcher struct {
 	// taken yet (queued, or handed to a worker that was woken but has not
 	// run yet); see hotWaitingNow.
 	hotWaiting atomic.Int64
+	// released counts the events let go without an outcome (release):
+	// their rows wait, leased by this node, for its poller
+	// (handoff.ReleaseCounter).
+	released atomic.Uint64
+	// room holds the pollers' notices waiting for room in the cold
+	// queue (room.go).
+	room roomNotices
 	// workers counts the running worker goroutines, a replaced hung one
 	// included until its listener returns (test hook: LiveWorkers).
 	workers atomic.Int32
@@ -444,6 +451,7 @@ func (d *Dispatcher) worker() {
 			case it = <-d.hot:
 				d.hotWaiting.Add(-1)
 			case it = <-d.cold:
+				d.tookCold()
 			case <-d.stopping:
 				d.drain()
 				return

@@ -238,3 +238,44 @@ func (b *doneBatcher) wakeWaiters(o *origin, batch []item) {
 	}
 	o.keyFreed() // the next event of a key is claimable now
 }
+
+// addDone hands a succeeded event to the batcher for its DONE write. A
+// hot event waits for room in the batcher. A cold or retried one does
+// too, but while it waits (the database writes DONE slower than the
+// workers deliver, as when a backlog drains) its worker delivers the hot
+// events that come meanwhile: a committed event never waits for a worker
+// behind a backlog's DONE writes. Those deliveries wait for the batcher
+// themselves, one level deep. addDone reports false when one of them hung
+// and a replacement worker took over (see process): the calling worker
+// must exit.
+func (d *Dispatcher) addDone(it item) bool {
+	if it.source == SourceHot {
+		d.batcher.add(it)
+		return true
+	}
+	select {
+	case d.batcher.in <- it:
+		return true
+	default:
+	}
+	added := false
+	defer func() {
+		if !added { // a hot event's listener ended this goroutine (runtime.Goexit)
+			d.batcher.add(it)
+		}
+	}()
+	for {
+		select {
+		case d.batcher.in <- it:
+			added = true
+			return true
+		case h := <-d.hot:
+			d.hotWaiting.Add(-1)
+			if !d.process(h) {
+				d.batcher.add(it)
+				added = true
+				return false
+			}
+		}
+	}
+}

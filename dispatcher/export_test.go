@@ -62,3 +62,6 @@ func (d *Dispatcher) ClaimMark() uint64 { return d.tracker.Mark() }
 func (d *Dispatcher) EnqueueColdMarked(env core.Envelope, attempts int, leaseUntil time.Time, mark uint64) bool {
 	return d.enqueueCold(d.def, env, attempts, leaseUntil, time.Time{}, mark)
 }
+
+// NotifyRoom is the poller's room notice on the default store's intake.
+func (d *Dispatcher) NotifyRoom(fn func()) { d.def0().NotifyRoom(fn) }

@@ -49,11 +49,9 @@ func (d *Dispatcher) process(it item) bool {
 		return false // the watchdog recorded the failure and replaced this worker
 	}
 	if err == errNoListener {
-		d.unhandled(it)
-		return true
+		return d.unhandled(it)
 	}
-	d.outcome(it, err)
-	return true
+	return d.outcome(it, err)
 }
 
 // observe starts the Observer's view of the attempt it is about to make:
@@ -72,8 +70,9 @@ func (d *Dispatcher) observe(it item) *attempt {
 }
 
 // outcome records the result of a delivery: DONE (coalesced), RETRY with
-// an in-process retry, or DEAD.
-func (d *Dispatcher) outcome(it item, err error) {
+// an in-process retry, or DEAD. It reports false when the calling worker
+// must exit (see addDone).
+func (d *Dispatcher) outcome(it item, err error) bool {
 	id := it.env.ID()
 	if err != nil && it.src.work.Context().Err() != nil {
 		// Interrupted by shutdown (or by the removal of its store): no
@@ -83,7 +82,7 @@ func (d *Dispatcher) outcome(it item, err error) {
 		d.release(it)
 		it.src.log.LogAttrs(context.Background(), slog.LevelInfo, "delivery interrupted by shutdown; the event stays in the database",
 			eventAttrs(it.env, it.attempts)...)
-		return
+		return true
 	}
 	// Metrics and logs come before the status write, so whoever sees the
 	// new status also sees them.
@@ -91,14 +90,13 @@ func (d *Dispatcher) outcome(it item, err error) {
 	if err == nil {
 		o.metrics.DispatchSuccess()
 		it.observed(core.OutcomeDone, nil)
-		d.batcher.add(it) // coalesced DONE write; the batcher settles it
-		return
+		return d.addDone(it) // coalesced DONE write; the batcher settles it
 	}
 	var unavailable *core.UnavailableError
 	if errors.As(err, &unavailable) {
 		it.observed(core.OutcomePutOff, err)
 		d.unavailable(it, unavailable, err)
-		return
+		return true
 	}
 	attempts := it.attempts + 1
 	msg := err.Error()
@@ -115,7 +113,7 @@ func (d *Dispatcher) outcome(it item, err error) {
 		if st == writeChanged && it.env.OrderKey() != "" && it.env.OnDead() == core.SkipOnDead {
 			o.keyFreed() // under the skip policy the next event of its key goes on
 		}
-		return
+		return true
 	}
 	nextAt := d.cfg.Now().Add(delay)
 	leaseUntil := nextAt.Add(d.cfg.Lease)
@@ -133,6 +131,7 @@ func (d *Dispatcher) outcome(it item, err error) {
 			d.release(it) // the poller retries it when due
 		}
 	}
+	return true
 }
 
 // unavailable puts off an event whose listener could not reach its

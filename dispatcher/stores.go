@@ -102,6 +102,7 @@ func (d *Dispatcher) take(o *origin, env core.Envelope, try func(key string) boo
 
 // release gives up an event without a final outcome: it may be taken again.
 func (d *Dispatcher) release(it item) {
+	d.released.Add(1)
 	d.tracker.Release(it.src.key(it.env.ID()))
 	d.heldBytes.Add(-int64(it.env.PayloadLen()))
 	it.src.work.Release()
@@ -162,6 +163,10 @@ func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, cre
 }
 
 func (q storeQueue) ColdRoom() int { return q.d.coldRoom() }
+
+func (q storeQueue) NotifyRoom(fn func()) { q.d.notifyRoom(fn) }
+
+func (q storeQueue) Released() uint64 { return q.d.released.Load() }
 
 func (q storeQueue) InFlight(eventID string) bool { return q.d.tracker.Contains(q.o.key(eventID)) }
 

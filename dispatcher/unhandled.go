@@ -57,8 +57,9 @@ var errNoListener = errors.New("outbox: no listener registered for the event typ
 const maxNoListenerWarnings = 1000
 
 // unhandled settles an event no listener is registered for, as
-// Config.Unhandled says.
-func (d *Dispatcher) unhandled(it item) {
+// Config.Unhandled says. It reports false when the calling worker must
+// exit (see addDone).
+func (d *Dispatcher) unhandled(it item) bool {
 	o, typ := it.src, it.env.Type()
 	if um, ok := o.metrics.(core.UnhandledMetrics); ok {
 		um.Unhandled(typ)
@@ -75,8 +76,9 @@ func (d *Dispatcher) unhandled(it item) {
 			return o.store.MarkDead(ctx, d.cfg.Owner, it.env.ID(), msg)
 		}))
 	default:
-		d.outcome(it, nil) // DONE, as if delivered
+		return d.outcome(it, nil) // DONE, as if delivered
 	}
+	return true
 }
 
 // leave puts off an event no listener is registered for: due again

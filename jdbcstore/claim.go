@@ -51,16 +51,16 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 	switch caps := d.Capabilities(); {
 	case caps.Returning:
 		args := append([]any{req.Owner, d.EncodeTime(req.LeaseUntil)}, claimable...)
+		if s.q.claimPerStatus {
+			args = append(append(append(args, req.Limit), claimable...), req.Limit)
+		}
 		gctx, release, gerr := s.gate.Acquire(ctx)
 		if gerr != nil {
 			return nil, fmt.Errorf("outbox: jdbcstore: claim: %w", gerr)
 		}
 		recs, err = s.queryRecords(gctx, req.Limit, s.q.claimReturning, append(args, req.Limit)...)
 		release()
-		// RETURNING gives no order: restore the claim order.
-		slices.SortFunc(recs, func(a, b core.Record) int {
-			return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-		})
+		sortClaim(recs) // RETURNING gives no order: restore the claim order
 	case caps.SkipLocked:
 		recs, err = retryBusy(ctx, s, func() ([]core.Record, error) {
 			return s.claimSkipLocked(ctx, req, append(claimable, req.Limit))
@@ -74,6 +74,14 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 	return recs, nil
 }
 
+// sortClaim sorts records in claim order: available_at, created_at,
+// event_id.
+func sortClaim(recs []core.Record) {
+	slices.SortFunc(recs, func(a, b core.Record) int {
+		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+}
+
 // claimSkipLocked selects claimable rows FOR UPDATE SKIP LOCKED and leases
 // them in one short transaction.
 func (s *Store) claimSkipLocked(ctx context.Context, req core.ClaimRequest, selectArgs []any) ([]core.Record, error) {
@@ -83,8 +91,25 @@ func (s *Store) claimSkipLocked(ctx context.Context, req core.ClaimRequest, sele
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	recs, err := scanRecords(ctx, s, tx, req.Limit, s.q.claimSelect, selectArgs...)
-	if err != nil || len(recs) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	if s.q.claimSelectRetry != "" {
+		// The RETRY rows' head, then the claim's first rows of both
+		// heads. RETRY rows read but cut stay locked until the commit
+		// (a few milliseconds), other claimers skip them meanwhile.
+		retry, err := scanRecords(ctx, s, tx, req.Limit, s.q.claimSelectRetry, selectArgs...)
+		if err != nil {
+			return nil, err
+		}
+		if len(retry) > 0 {
+			recs = append(recs, retry...)
+			sortClaim(recs)
+			recs = recs[:min(len(recs), req.Limit)]
+		}
+	}
+	if len(recs) == 0 {
+		return nil, nil
 	}
 	args := make([]any, 0, len(recs)+2)
 	args = append(args, req.Owner, s.dialect.EncodeTime(req.LeaseUntil))

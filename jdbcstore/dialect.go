@@ -124,6 +124,13 @@ type Capabilities struct {
 	// and its other insert errors inside a caller's transaction say that
 	// the transaction must be rolled back.
 	FailedStatementAbortsTx bool
+	// PendingIndex: the dialect's schema indexes the pending rows (NEW,
+	// RETRY) alone, in claim order (available_at, created_at): a partial
+	// index (SQLite, PostgreSQL). Claims then read both statuses in one
+	// statement along it. Without it they read each status apart along a
+	// (status, available_at, created_at) index, so that neither sorts the
+	// whole backlog (MySQL, MariaDB: no partial indexes).
+	PendingIndex bool
 	// MaxBindParams is the most placeholders the driver and server take
 	// in one statement (SQLite 32766 since 3.32, MySQL/MariaDB and
 	// PostgreSQL 65535). The store splits a batch insert

@@ -61,7 +61,7 @@ func TestMySQLStatements(t *testing.T) {
 	}{
 		"insert": {q["insert"], 16}, "markDone1": {q["markDone1"], 3}, "markRetry": {q["markRetry"], 5},
 		"markDead": {q["markDead"], 4}, "poll": {q["poll"], 3}, "get": {q["get"], 1}, "countByStatus": {q["countByStatus"], 0},
-		"claimSelect": {q["claimSelect"], 5}, "reap": {q["reap"], 2},
+		"claimSelect": {q["claimSelect"], 5}, "claimSelectRetry": {q["claimSelectRetry"], 5}, "reap": {q["reap"], 2},
 	} {
 		if n := strings.Count(c.sql, "?"); n != c.args {
 			t.Errorf("%s has %d placeholders, want %d: %s", name, n, c.args, c.sql)

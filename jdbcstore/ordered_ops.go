@@ -150,17 +150,19 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 var _ core.KeyWaiters = (*Store)(nil)
 
 // Waiting reports whether a NEW or RETRY event of one of keys has no
-// owner: inserted behind a pending event of its key, it waits for a
-// poller (see core.KeyWaiters). It reads the order index only. An empty
-// keys reports false.
+// owner (inserted behind a pending event of its key) or an owner whose
+// lease ended (a node that is gone): it waits for a poller (see
+// core.KeyWaiters). It reads the order index only. An empty keys reports
+// false.
 func (s *Store) Waiting(ctx context.Context, keys []string) (bool, error) {
 	if len(keys) == 0 {
 		return false, nil
 	}
-	args := make([]any, len(keys))
+	args := make([]any, len(keys), len(keys)+1)
 	for i, k := range keys {
 		args[i] = k
 	}
+	args = append(args, s.dialect.EncodeTime(s.now()))
 	query := inList(s.dialect, s.q.waitingPrefix, len(keys), s.q.waitingSuffix)
 	found, err := retryBusy(ctx, s, func() (bool, error) {
 		var one int

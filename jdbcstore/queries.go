@@ -63,8 +63,9 @@ type statements struct {
 	// still holds the key: insert's arguments, then order_key and the
 	// position of the event before.
 	insertIfFree string
-	// waitingPrefix + n placeholders + waitingSuffix: order_keys. One row
-	// when a pending event of one of them has no owner.
+	// waitingPrefix + n placeholders + waitingSuffix: order_keys, now.
+	// One row when a pending event of one of them has no owner, or an
+	// owner whose lease ended before now.
 	waitingPrefix, waitingSuffix string
 	// lastOfKey (single-writer dialects: SQLite, which need no keys
 	// table): order_key. At most one row (order_seq, status, order_skip):
@@ -85,10 +86,16 @@ type statements struct {
 	// now-skipRecent (created_at), now (lease expired), owner.
 	claimable string
 	// claimReturning (RETURNING dialects): owner, lease_until, then the
-	// claimable arguments, then limit.
+	// claimable arguments, then limit. With claimPerStatus the claimable
+	// arguments and limit come twice (NEW, then RETRY), then limit again.
 	claimReturning string
+	// claimPerStatus: the claim reads NEW and RETRY rows apart (see
+	// claimOrdered).
+	claimPerStatus bool
 	// claimSelect (SKIP LOCKED dialects): the claimable arguments, limit.
-	claimSelect string
+	// With claimPerStatus it reads NEW rows and claimSelectRetry, with
+	// the same arguments, RETRY rows.
+	claimSelect, claimSelectRetry string
 	// claimUpdatePrefix + n placeholders + ")": owner, lease_until, ids...
 	claimUpdatePrefix string
 	// reap: now, limit.
@@ -234,7 +241,7 @@ func buildStatements(d Dialect, table string) statements {
 	}
 	q.markDone1 = q.markDonePrefix + "?" + q.markDoneSuffix
 	q.waitingPrefix = "SELECT 1 FROM " + t + " WHERE order_key IN ("
-	q.waitingSuffix = ") AND " + pending + " AND locked_by IS NULL LIMIT 1"
+	q.waitingSuffix = ") AND " + pending + " AND (locked_by IS NULL OR locked_until < ?) LIMIT 1"
 	k := d.QuoteIdent(keysTable(table))
 	if d.Capabilities().OnDuplicateKeyUpdate {
 		q.nextSeq = "INSERT INTO " + k + " (order_key, last_seq) VALUES (?, LAST_INSERT_ID(1))" +
@@ -244,9 +251,25 @@ func buildStatements(d Dialect, table string) statements {
 		q.nextSeq = "INSERT INTO " + k + " (order_key, last_seq) VALUES (?, 1)" +
 			" ON CONFLICT (order_key) DO UPDATE SET last_seq = " + k + ".last_seq + 1 RETURNING last_seq"
 	}
+	claimableIn := func(s core.Status) string {
+		return strings.Replace(q.claimable, pending, "status = "+st(s), 1)
+	}
 	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN (SELECT event_id FROM " + t +
 		" WHERE " + q.claimable + order + " LIMIT ?" + skipLocked(d) + ") RETURNING " + cols
 	q.claimSelect = "SELECT " + cols + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
+	if q.claimPerStatus = claimOrdered(d); q.claimPerStatus {
+		// Each status read apart follows the index in claim order and
+		// stops after limit rows; the union of both heads, ordered and
+		// cut again, is the claim.
+		head := func(s core.Status) string {
+			return "SELECT event_id, available_at, created_at FROM (SELECT event_id, available_at, created_at FROM " + t +
+				" WHERE " + claimableIn(s) + order + " LIMIT ?) h" + st(s)
+		}
+		q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN (SELECT event_id FROM (" +
+			head(core.StatusNew) + " UNION ALL " + head(core.StatusRetry) + ") heads" + order + " LIMIT ?) RETURNING " + cols
+		q.claimSelect = "SELECT " + cols + " FROM " + t + " WHERE " + claimableIn(core.StatusNew) + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
+		q.claimSelectRetry = "SELECT " + cols + " FROM " + t + " WHERE " + claimableIn(core.StatusRetry) + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
+	}
 	q.claimUpdatePrefix = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN ("
 	expired := pending + " AND locked_by IS NOT NULL AND locked_until < ?"
 	if d.Capabilities().UpdateOrderLimit {
@@ -262,7 +285,7 @@ func buildStatements(d Dialect, table string) statements {
 	}
 	bt := d.BindType()
 	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.insertIfFree, &q.lastOfKey, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
-		&q.claimReturning, &q.claimSelect, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus,
+		&q.claimReturning, &q.claimSelect, &q.claimSelectRetry, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus,
 		&q.purgePage, &q.purgeLegacyPage, &q.purgeBatch, &q.purgeCount, &q.purgeLegacyCount} {
 		*p = sqlx.Rebind(bt, *p)
 	}
@@ -276,6 +299,18 @@ func timeExpr(d Dialect, expr string) string {
 		return ts.SelectTime(expr)
 	}
 	return expr
+}
+
+// claimOrdered reports whether d's claims read NEW and RETRY rows apart:
+// every dialect whose schema does not index the pending rows alone, in
+// claim order (Capabilities.PendingIndex: SQLite and PostgreSQL do). The
+// status index of the others (status, available_at, created_at) gives the
+// claim order for one status at a time: a claim of "status IN (NEW,
+// RETRY) ORDER BY …" would sort every pending row on each claim (a
+// filesort over the whole backlog), one per status reads just its first
+// rows.
+func claimOrdered(d Dialect) bool {
+	return !d.Capabilities().PendingIndex
 }
 
 // skipLocked is the locking clause of a claim's subquery: FOR UPDATE SKIP

@@ -25,10 +25,14 @@ const (
 type Config struct {
 	// Interval is the pause between cycles. Defaults to 5 s.
 	Interval time.Duration
-	// BacklogInterval is the pause after a cycle that filled its whole
-	// batch, so a backlog (after overload or a restart) drains at worker
-	// speed instead of one batch per Interval. Defaults to 100 ms; it is
-	// capped at Interval.
+	// BacklogInterval is the longest pause after a cycle that found the
+	// cold queue full: the dispatcher wakes the poller as soon as its
+	// workers drained the queue to half, so a backlog (after overload or
+	// a restart) drains at worker speed; this pause only bounds the wait
+	// when that notice cannot come (a queue of another kind, or a payload
+	// budget rather than the queue's length limiting the room). A cycle
+	// that filled its whole batch with new events is followed by the next
+	// at once. Defaults to 100 ms; it is capped at Interval.
 	BacklogInterval time.Duration
 	// BatchSize is the most rows read per cycle. Defaults to 200.
 	BatchSize int

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -64,6 +65,12 @@ type target struct {
 	// countFailing: counting blocked keys fails (log once per incident);
 	// guarded by Poller.mu.
 	countFailing bool
+	// roomArmed: a room notice is armed on queue (see armRoom).
+	roomArmed atomic.Bool
+	// ownClaimed is 1 + the queue's release count
+	// (handoff.ReleaseCounter) read before the last claim that took this
+	// node's own rows, 0 before the first; guarded by Poller.cycleMu.
+	ownClaimed uint64
 }
 
 // Result describes one poll.
@@ -242,6 +249,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	room := t.queue.ColdRoom()
 	if room <= 0 {
 		res.Full = true
+		p.armRoom(t)
 		return res, 0, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
@@ -250,20 +258,22 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	lease := t.queue.ClaimLease(now)
 	limit = min(p.cfg.BatchSize, room)
 	// Rows this node holds are still claimable by it (its own hot-queue
-	// drops must be) and, being the oldest, come first in a claim: ask for
-	// up to that many more rows (at most twice the batch), so events held
-	// here do not hide the next ones.
-	skipRecent := p.cfg.SkipRecent
+	// drops must be) and, being the oldest, come first in a claim. When
+	// the queue can tell that every row leased here is held
+	// (skipOwnRows), the claim leaves them out; else it asks for up to
+	// that many more rows (at most twice the batch), so events held here
+	// do not hide the next ones.
+	skipRecent, skipOwn := p.cfg.SkipRecent, woken
 	if woken {
 		skipRecent = 0
-	} else {
+	} else if skipOwn = p.skipOwnRows(t); !skipOwn {
 		limit += min(max(0, t.queue.Held()), limit)
 	}
 	mark := t.queue.ClaimMark()
 	start := time.Now()
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
 		Owner: lease.Owner, Now: now, LeaseUntil: lease.Until,
-		SkipRecent: skipRecent, Limit: limit, SkipOwn: woken,
+		SkipRecent: skipRecent, Limit: limit, SkipOwn: skipOwn,
 	})
 	if obs := p.cfg.Observer; obs != nil {
 		obs.Claimed(t.id, len(recs), time.Since(start), err)
@@ -300,6 +310,26 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		res.Enqueued++
 	}
 	return res, limit, nil
+}
+
+// skipOwnRows reports whether a claim of t may leave out the rows leased
+// by this node: the dispatcher holds events and let none go without an
+// outcome since the last claim that took this node's rows, so each of
+// those rows is held (queued, running or waiting for its DONE write) and
+// a claim would only read them again, ahead of the rows it is after.
+// When it returns false the claim takes this node's rows, and the count
+// read now is the one the next poll compares with.
+func (p *Poller) skipOwnRows(t *target) bool {
+	rc, ok := t.queue.(handoff.ReleaseCounter)
+	if !ok {
+		return false
+	}
+	n := rc.Released() + 1
+	if n == t.ownClaimed && t.queue.Held() > 0 {
+		return true
+	}
+	t.ownClaimed = n
+	return false
 }
 
 // markDead records an undecodable row as DEAD and reports whether it could.
@@ -356,8 +386,26 @@ func (p *Poller) reapTarget(ctx context.Context, t *target) (total int64, err er
 	return total, nil
 }
 
+// armRoom asks t's queue, when it can tell (the dispatcher's can), to wake
+// the loop once its workers drained it to half: a backlog then drains at
+// the workers' speed, the next claim made while they still have half a
+// queue to work on. BacklogInterval stays the longest wait. One notice
+// per target is armed at a time.
+func (p *Poller) armRoom(t *target) {
+	rn, ok := t.queue.(handoff.RoomNotifier)
+	if !ok || !t.roomArmed.CompareAndSwap(false, true) {
+		return
+	}
+	rn.NotifyRoom(func() {
+		t.roomArmed.Store(false)
+		p.run.Wake()
+	})
+}
+
 // Start runs poll cycles in the background until Close. It returns at
-// once. Starting a running poller is an error wrapping
+// once; the first poll runs at once too, so a process restarted after a
+// crash delivers what was left pending (by it or by a node that is gone)
+// right away. Starting a running poller is an error wrapping
 // core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
 func (p *Poller) Start(ctx context.Context) error { return p.run.Start(ctx, p.loop) }
 
@@ -373,7 +421,7 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	lastReap := time.Now()
 	// The poller keeps its own record of wake-ups (which store, if any):
 	// Pace's woken flag only says the wait was cut short.
-	p.run.Pace(ctx, stop, p.cfg.Interval, func(ctx context.Context, _ bool) time.Duration {
+	p.run.Pace(ctx, stop, 0, func(ctx context.Context, _ bool) time.Duration {
 		res, next, err := p.pollOnce(ctx, true)
 		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
 			lastReap = time.Now()
@@ -383,7 +431,10 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 			p.reportBlockedKeys(ctx)
 		}
 		switch {
-		case res.Full: // no room: wake-ups wait too (the woken store's is kept)
+		case res.Full:
+			// No room: wake-ups wait too (the woken store's is kept)
+			// until the queue's room notice (armRoom), or at most
+			// BacklogInterval.
 			return p.cfg.BacklogInterval
 		case p.wakePending(): // a store was woken meanwhile, or several at once
 			return 0

@@ -34,17 +34,23 @@ const (
 	scenarioRelayLatency = "relay_latency"
 	// The observed scenario (with -observe).
 	scenarioObservedE2E = "observed_end_to_end"
-	defaultMySQLDSN     = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-	defaultPGDSN        = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultSQLiteN      = 20000
-	defaultMySQLN       = 10000
-	defaultOverloadN    = 200000
-	defaultWorkers      = 4
-	defaultWarmup       = 300
-	defaultRounds       = 3
-	maxWorkers          = 256
-	defaultRelayWorkers = 16
-	defaultSlowListen   = 2 * time.Millisecond
+	// The recovery scenarios: a crashed node's backlog drained
+	// (ordered_recovery only with -ordered-keys).
+	scenarioRecovery        = "recovery"
+	scenarioOrderedRecovery = "ordered_recovery"
+	defaultMySQLDSN         = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	defaultPGDSN            = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultSQLiteN          = 20000
+	defaultMySQLN           = 10000
+	defaultOverloadN        = 200000
+	defaultRecoveryN        = 200000
+	defaultRecoveryKeys     = 50
+	defaultWorkers          = 4
+	defaultWarmup           = 300
+	defaultRounds           = 3
+	maxWorkers              = 256
+	defaultRelayWorkers     = 16
+	defaultSlowListen       = 2 * time.Millisecond
 	// defaultOrderedKeys is -ordered-keys given without a value.
 	defaultOrderedKeys = 1000
 )
@@ -53,11 +59,11 @@ const (
 var allScenarios = []string{scenarioFloor, scenarioPublish, scenarioBatch, scenarioEndToEnd, scenarioOrderedE2E, scenarioObservedE2E, scenarioRelay,
 	scenarioMultinode, scenarioMultinodeFloor,
 	scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup,
-	scenarioHistory, scenarioDashboard}
+	scenarioRecovery, scenarioOrderedRecovery, scenarioHistory, scenarioDashboard}
 
 // orderedScenarios are the scenarios of ordered events, run by default
 // only with -ordered-keys.
-var orderedScenarios = []string{scenarioOrderedE2E, scenarioOrderedOneKey, scenarioOrderedLatency}
+var orderedScenarios = []string{scenarioOrderedE2E, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioOrderedRecovery}
 
 // relayScenarios are the scenarios through a broker relay, run by default
 // only with -relay.
@@ -127,6 +133,10 @@ type options struct {
 	multiFloor string
 	// dash are the dashboard scenario's flags (dashboard.go).
 	dash dashboardOptions
+	// recoveryN is the backlog of recovery (-recovery-n; ordered_recovery
+	// drains a tenth of it) and recoveryKeys the ordering keys of
+	// ordered_recovery's backlog (-recovery-keys).
+	recoveryN, recoveryKeys int
 }
 
 // usageText is printed by -h above the flag list.
@@ -173,6 +183,16 @@ PostgreSQL database outbox_bench_<random> dropped at the end):
               it. N/10 events (at most 500), paced at 200/s; p50/p90/p99/max.
               Target p99 <= 20 ms. Run by default where the database
               supports it.
+  recovery    a crashed node's backlog drained by a fresh process:
+              -recovery-n NEW rows (default 200000), seeded in bulk before
+              the outbox starts, shaped as a node that died holding them
+              leaves them (leased by that node, leases expired, attempts
+              0), no-op listener. From Start until every seeded row is
+              DONE: drain rate, drain_ratio = drain rate / end_to_end rate.
+              Meanwhile publishers paced at 0.1 x the end_to_end rate
+              publish new events (for about 0.8 x the drain's expected
+              time): p50/p90/p99/max are their commit -> listener
+              latencies during the drain. Peak RSS as in overload.
 
 Ordered scenarios (run by default only with -ordered-keys K; K = 1000 when
 the flag has no value):
@@ -184,6 +204,9 @@ the flag has no value):
               most 2000): delivery is sequential, each event waits for the
               DONE write of the one before (Dispatcher.DoneFlushWindow).
               The events/s of one key.
+  ordered_recovery  recovery with an ordered backlog of -recovery-n/10
+              rows over -recovery-keys keys (default 50), row i on key
+              i mod K; the listener checks each key's order.
   ordered_latency  latency with ordered events whose key has nothing
               pending: each timed event is the second of its own key, the
               first one DONE before timing starts, so it takes the hot path.
@@ -315,6 +338,12 @@ Ratios (all measured within one run, same process and settings):
                     (the multinode line's ratio_to_floor): how well K
                     processes keep the single process's share of the
                     floor; target >= 0.9, with 0 duplicates.
+  drain_ratio       (summary) recovery drain rate / end_to_end rate;
+                    target >= 0.8. With it drain_hot_p99_us (the hot
+                    events' p99 during the drain; no target) and
+                    drain_peak_rss_mb (target as overload's).
+  ordered_drain_ratio  (summary) ordered_recovery drain rate / end_to_end
+                    rate; no target.
   Other targets: latency p99_us <= 1000, ordered_latency p99
   (ordered_p99_us) <= 1000, relay_latency p99 (relay_p99_us) <= 5000, overload peak_rss_mb <= 64 (with
   -payload: <= 2.5 x MaxHeldBytes + 128 MiB, the garbage collector's
@@ -351,6 +380,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", defaultRounds, "rounds of floor, publish and end_to_end, interleaved; each reports its median round")
 	fs.IntVar(&o.warmup, "warmup", defaultWarmup, "untimed transactions before each scenario")
 	fs.IntVar(&o.overloadN, "overload-n", defaultOverloadN, "events published by the overload scenario")
+	fs.IntVar(&o.recoveryN, "recovery-n", defaultRecoveryN, fmt.Sprintf("backlog rows of the recovery scenario (ordered_recovery: a tenth), at most %d", maxSeed))
+	fs.IntVar(&o.recoveryKeys, "recovery-keys", defaultRecoveryKeys, "ordering keys of ordered_recovery's backlog")
 	fs.DurationVar(&o.slow, "overload-slow", 0, "time the overload listener spends per event (time.Sleep), so W workers consume at most W/this events/s (default: consume at half the measured publish rate, or 2ms without a publish scenario)")
 	fs.DurationVar(&o.skipRecent, "overload-skip-recent", 100*time.Millisecond, "Poller.SkipRecent of the overload scenario")
 	fs.DurationVar(&o.pollEvery, "poll-interval", 0, "Poller.Interval of the framework scenarios (default: the framework's, 5s)")
@@ -513,6 +544,10 @@ func (o *options) validate() error {
 		return errors.New("-warmup must not be negative")
 	case o.overloadN < 1:
 		return errors.New("-overload-n must be at least 1")
+	case o.recoveryN < 1 || o.recoveryN > maxSeed:
+		return fmt.Errorf("-recovery-n must be between 1 and %d", maxSeed)
+	case o.recoveryKeys < 1:
+		return errors.New("-recovery-keys must be at least 1")
 	case o.slow < 0:
 		return errors.New("-overload-slow must not be negative")
 	case o.skipRecent < 0:
@@ -574,6 +609,11 @@ func (o *options) validate() error {
 	}
 	if o.has(scenarioMultinode) && (!o.has(scenarioFloor) || !o.has(scenarioEndToEnd)) {
 		return errors.New("-scenarios: multinode is measured against end_to_end / floor (multinode_ratio), so it needs floor and end_to_end")
+	}
+	for _, s := range []string{scenarioRecovery, scenarioOrderedRecovery} {
+		if o.has(s) && !o.has(scenarioEndToEnd) {
+			return fmt.Errorf("-scenarios: %s is measured against end_to_end (drain ratio, hot pace), so it needs end_to_end", s)
+		}
 	}
 	if o.has(scenarioOrderedLatency) && !o.has(scenarioOrderedE2E) {
 		return errors.New("-scenarios: ordered_latency paces itself at half the ordered_end_to_end rate, so it needs ordered_end_to_end")

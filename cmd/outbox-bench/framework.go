@@ -75,6 +75,11 @@ type outboxSetup struct {
 	db *freshDB
 	// pending, when set, is harness.pending.
 	pending func(ctx context.Context) (int, error)
+	// beforeStart, when set, runs after the outbox is built (schema
+	// applied) and before it starts, and there is no warm-up: the
+	// recovery scenarios seed a crashed node's backlog there and time
+	// from its return.
+	beforeStart func(ctx context.Context, f *freshDB) error
 }
 
 // startOutbox opens a fresh database, builds the outbox with the default
@@ -141,11 +146,20 @@ func (b *bench) startOn(ctx context.Context, f *freshDB, s outboxSetup) (*harnes
 	if s.all != nil {
 		ob.RegisterAll(s.all)
 	}
+	if s.beforeStart != nil {
+		if err := s.beforeStart(ctx, f); err != nil {
+			closeDB()
+			return nil, err
+		}
+	}
 	if err := ob.Start(ctx); err != nil {
 		closeDB()
 		return nil, fmt.Errorf("outbox start: %w", err)
 	}
 	h := &harness{b: b, f: f, ob: ob, m: m, shared: s.db != nil, pending: s.pending}
+	if s.beforeStart != nil {
+		return h, nil
+	}
 	if err := h.warmup(ctx); err != nil {
 		h.close()
 		return nil, err

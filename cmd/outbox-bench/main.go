@@ -85,6 +85,8 @@ type bench struct {
 	multiFloorRate, multiRate       float64  // multinode_floor, multinode
 	multiDuplicates                 int      // multinode, every round
 	relayP99                        *float64 // relay_latency
+	drainRate, orderedDrainRate     float64  // recovery, ordered_recovery
+	drainHotP99, drainRSS           *float64 // recovery: hot p99 during the drain, peak RSS
 	p99, overloadRSS, wakeupP99     *float64
 	orderedP99                      *float64 // ordered_latency
 	lost                            *int
@@ -187,10 +189,12 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		scenarioRelay:        b.runRelay,
 		scenarioRelayLatency: b.runRelayLatency,
 
-		scenarioHistory:        b.runHistory,
-		scenarioMultinodeFloor: b.runMultinodeFloor,
-		scenarioMultinode:      b.runMultinode,
-		scenarioDashboard:      b.runDashboard,
+		scenarioHistory:         b.runHistory,
+		scenarioMultinodeFloor:  b.runMultinodeFloor,
+		scenarioMultinode:       b.runMultinode,
+		scenarioDashboard:       b.runDashboard,
+		scenarioRecovery:        b.runRecovery,
+		scenarioOrderedRecovery: b.runOrderedRecovery,
 	}
 	one := func(name string) (r result, err error) {
 		// The CPU profile labels every sample with its scenario, the
@@ -247,7 +251,7 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		}
 		p.result(r)
 	}
-	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup, scenarioHistory, scenarioDashboard} {
+	for _, name := range []string{scenarioLatency, scenarioOrderedOneKey, scenarioOrderedLatency, scenarioRelayLatency, scenarioOverload, scenarioWakeup, scenarioRecovery, scenarioOrderedRecovery, scenarioHistory, scenarioDashboard} {
 		if !b.opts.has(name) {
 			continue
 		}
@@ -255,8 +259,11 @@ func (b *bench) runAll(ctx context.Context, p *printer) error {
 		if err != nil {
 			return err
 		}
-		if name == scenarioOverload {
+		switch name {
+		case scenarioOverload:
 			b.overloadRSS = r.PeakRSSMB
+		case scenarioRecovery:
+			b.drainRSS = r.PeakRSSMB
 		}
 		p.result(r)
 	}
@@ -401,6 +408,7 @@ func (b *bench) summary() summary {
 		miss("lost = 0")
 	}
 	b.historySummary(&s, miss)
+	b.drainSummary(&s, miss)
 	return s
 }
 

@@ -19,7 +19,7 @@ func TestRunSQLiteTiny(t *testing.T) {
 	defer cancel()
 	var out, errOut bytes.Buffer
 	code := run(ctx, []string{"-db", "sqlite", "-json", "-n", "200", "-rounds", "1", "-warmup", "20",
-		"-overload-n", "2000", "-overload-slow", "200us", "-poll-interval", "200ms"}, &out, &errOut)
+		"-overload-n", "2000", "-overload-slow", "200us", "-recovery-n", "500", "-poll-interval", "200ms"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, errOut.String())
 	}
@@ -42,6 +42,7 @@ func TestRunSQLiteTiny(t *testing.T) {
 		scenarioEndToEnd: {"events_per_s", "ratio_to_floor", "peak_rss_mb"},
 		scenarioLatency:  {"events_per_s", "p50_us", "p90_us", "p99_us", "max_us"},
 		scenarioOverload: {"events_per_s", "peak_rss_mb", "time_to_done_s", "lost"},
+		scenarioRecovery: {"events_per_s", "peak_rss_mb", "time_to_done_s", "p99_us", "duplicates", "cold_enqueued"},
 	}
 	for i, name := range scenarios {
 		var m map[string]any
@@ -67,7 +68,7 @@ func TestRunSQLiteTiny(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
 		t.Fatalf("summary does not parse: %v", err)
 	}
-	for _, f := range []string{"end_to_end_ratio", "publish_ratio", "p99_us", "peak_rss_mb"} {
+	for _, f := range []string{"end_to_end_ratio", "publish_ratio", "p99_us", "peak_rss_mb", "drain_ratio", "drain_hot_p99_us", "drain_peak_rss_mb"} {
 		if _, ok := s[f].(float64); !ok {
 			t.Errorf("summary: field %q missing: %s", f, lines[len(lines)-1])
 		}

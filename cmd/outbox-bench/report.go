@@ -31,6 +31,7 @@ const (
 	targetOrderedP99us    = 1000  // ordered_latency p99 in microseconds, at most
 	targetRelayRatio      = 0.7   // relay rate / end_to_end rate, at least
 	targetRelayP99us      = 5000  // relay_latency p99 in microseconds, at most
+	targetDrainRatio      = 0.8   // recovery drain rate / end_to_end rate, at least
 	// targetObservabilityCost bounds 1 - observed_end_to_end rate /
 	// end_to_end rate: OpenTelemetry may cost at most this share of the
 	// throughput.
@@ -148,11 +149,18 @@ type summary struct {
 	MultiRatio          *float64 `json:"multi_ratio,omitempty"`
 	MultinodeRatio      *float64 `json:"multinode_ratio,omitempty"`
 	MultinodeDuplicates *int     `json:"multinode_duplicates,omitempty"`
-	PeakRSSMB           *float64 `json:"peak_rss_mb,omitempty"`
-	RSSTargetMiB        *int     `json:"rss_target_mib,omitempty"`
-	Lost                *int     `json:"lost,omitempty"`
-	TargetsMet          bool     `json:"targets_met"`
-	TargetsMissed       []string `json:"targets_missed,omitempty"`
+	// The recovery scenarios: the drain rate / the end_to_end rate, the
+	// hot events' p99 during the drain, recovery's peak RSS, and the
+	// ordered_recovery drain rate / the end_to_end rate.
+	DrainRatio        *float64 `json:"drain_ratio,omitempty"`
+	DrainHotP99us     *float64 `json:"drain_hot_p99_us,omitempty"`
+	DrainPeakRSSMB    *float64 `json:"drain_peak_rss_mb,omitempty"`
+	OrderedDrainRatio *float64 `json:"ordered_drain_ratio,omitempty"`
+	PeakRSSMB         *float64 `json:"peak_rss_mb,omitempty"`
+	RSSTargetMiB      *int     `json:"rss_target_mib,omitempty"`
+	Lost              *int     `json:"lost,omitempty"`
+	TargetsMet        bool     `json:"targets_met"`
+	TargetsMissed     []string `json:"targets_missed,omitempty"`
 	// LoadAvg is the 1-minute load average at the start and the end of
 	// the run: other work on the machine skews every rate.
 	LoadAvg []float64 `json:"loadavg_1m,omitempty"`
@@ -319,6 +327,18 @@ func (p *printer) summary(s summary) {
 	}
 	if s.Lost != nil {
 		parts = append(parts, fmt.Sprintf("lost %d", *s.Lost))
+	}
+	if s.DrainRatio != nil {
+		parts = append(parts, fmt.Sprintf("drain_ratio %.3f (recovery/e2e, target >= %.2f)", *s.DrainRatio, targetDrainRatio))
+	}
+	if s.DrainHotP99us != nil {
+		parts = append(parts, fmt.Sprintf("hot p99 during the drain %.1f us", *s.DrainHotP99us))
+	}
+	if s.DrainPeakRSSMB != nil {
+		parts = append(parts, fmt.Sprintf("recovery peak RSS %.1f MiB (target <= %d)", *s.DrainPeakRSSMB, targetPeakRSSMiB))
+	}
+	if s.OrderedDrainRatio != nil {
+		parts = append(parts, fmt.Sprintf("ordered_drain_ratio %.3f (ordered_recovery/e2e, no target)", *s.OrderedDrainRatio))
 	}
 	verdict := "all targets met"
 	if !s.TargetsMet {

@@ -118,8 +118,10 @@ func (r *Runner) Wake() {
 
 // Pace runs cycle until stop is closed: first after the wait first, then
 // each time after the wait the previous cycle returned (0: at once). Wake
-// ends a wait early; woken tells the cycle it was started that way. Call
-// it from the loop given to Start.
+// ends a wait early; woken tells the cycle it was started that way. Wakes
+// made before a cycle starts are served by that cycle (one more cycle
+// runs for a Wake made while a cycle runs). Call it from the loop given
+// to Start.
 func (r *Runner) Pace(ctx context.Context, stop <-chan struct{}, first time.Duration, cycle func(ctx context.Context, woken bool) (next time.Duration)) {
 	t := time.NewTimer(first)
 	defer t.Stop()
@@ -135,6 +137,11 @@ func (r *Runner) Pace(ctx context.Context, stop <-chan struct{}, first time.Dura
 		select { // a Close during the wait wins over a due timer
 		case <-stop:
 			return
+		default:
+		}
+		select { // a Wake made before this cycle starts is served by it
+		case <-r.wake:
+			woken = true
 		default:
 		}
 		t.Reset(cycle(ctx, woken))

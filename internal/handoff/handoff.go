@@ -46,6 +46,35 @@ type Cold interface {
 	Held() int
 }
 
+// RoomNotifier is implemented by a Cold intake that can say when its
+// queue has room again (the dispatcher's does), so that a poller facing a
+// full queue claims again as soon as the workers made room instead of
+// after a fixed pause.
+type RoomNotifier interface {
+	// NotifyRoom arms a one-shot notice: fn runs once the cold queue
+	// holds at most half its capacity, at once (on the caller's
+	// goroutine) if it already does, else on the goroutine of the worker
+	// that took the event making it so. fn must not block. Every fn armed
+	// before the notice runs then; arm again for the next one.
+	NotifyRoom(fn func())
+}
+
+// ReleaseCounter is implemented by a Cold intake that counts the events
+// it let go without an outcome (the dispatcher's does): a hot event
+// dropped by a full queue, a claimed row the cold queue could not take,
+// an event handed back at shutdown or by a full retry capacity. Their
+// rows stay leased by this node, and only this node's claims take them
+// before the lease ends. While the count has not moved since a claim
+// that took this node's rows, every such row is held by the dispatcher:
+// a poller then claims only rows of no owner or of an expired lease
+// (core.ClaimRequest.SkipOwn), so its claims are not filled with the rows
+// it holds already, the oldest ones, while it drains a backlog.
+type ReleaseCounter interface {
+	// Released returns how many events were let go without an outcome
+	// so far.
+	Released() uint64
+}
+
 // Queue is both intakes of one store.
 type Queue interface {
 	Hot

@@ -66,7 +66,7 @@ func (pgDialect) Capabilities() jdbcstore.Capabilities {
 	// 9.5. No UPDATE … LIMIT. A failed statement aborts the transaction
 	// (every later statement fails until ROLLBACK) and COMMIT then rolls
 	// back visibly: nothing is ever committed silently.
-	return jdbcstore.Capabilities{SkipLocked: true, Returning: true, FailedStatementAbortsTx: true, MaxBindParams: 65535}
+	return jdbcstore.Capabilities{SkipLocked: true, Returning: true, FailedStatementAbortsTx: true, PendingIndex: true, MaxBindParams: 65535}
 }
 
 // QuoteIdent uses double quotes; validated names hold none. Quoting also

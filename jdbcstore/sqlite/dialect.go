@@ -52,7 +52,7 @@ func (sqliteDialect) Capabilities() jdbcstore.Capabilities {
 	// compile option a system libsqlite3 may lack, so claims will not
 	// rely on it; SQLite has no row locks to skip. One write transaction
 	// runs at a time.
-	return jdbcstore.Capabilities{Returning: true, SingleWriter: true, MaxBindParams: 32766}
+	return jdbcstore.Capabilities{Returning: true, SingleWriter: true, PendingIndex: true, MaxBindParams: 32766}
 }
 
 // quoteIdent uses standard double quotes; validated names hold no quote.

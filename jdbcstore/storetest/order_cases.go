@@ -232,6 +232,41 @@ func (s *suite) testOrder(t *testing.T) {
 		claimedIDs(t, "after a-1", claimAll(t, st, "node-b", due), "a-2")
 	})
 
+	// A key's event waits for a poller when it has no owner (published
+	// behind a pending event) or its owner's lease ended (a node that is
+	// gone); not while a live lease holds it, nor once it is DONE.
+	t.Run("WaitingUnownedOrExpired", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		waiting := func(what string, want bool, keys ...string) {
+			t.Helper()
+			got, err := st.Waiting(ctx, keys)
+			if err != nil || got != want {
+				t.Fatalf("%s: Waiting(%v) = %v, %v; want %v", what, keys, got, err, want)
+			}
+		}
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Minute)}
+		publishOrdered(t, st, orderedEvent(t, "w-1", "w", core.BlockOnDead), lease, false)
+		waiting("a leased head", false, "w")
+		publishOrdered(t, st, orderedEvent(t, "w-2", "w", core.BlockOnDead), lease, false) // behind w-1: unowned
+		waiting("an unowned successor", true, "w", "none")
+		waiting("no such key", false, "none")
+		if n, err := st.MarkDone(ctx, "node-a", []string{"w-1"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone: %d, %v", n, err)
+		}
+		claimedIDs(t, "w-2 claimed", claimAll(t, st, "node-a", t0), "w-2")
+		waiting("a live lease", false, "w")
+		clk.Advance(2 * time.Minute) // node-a's lease ended
+		waiting("an expired lease", true, "w")
+		if n, err := st.MarkDone(ctx, "node-a", []string{"w-2"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone: %d, %v", n, err)
+		}
+		waiting("all DONE", false, "w")
+		waiting("no keys", false)
+	})
+
 	t.Run("DeadPolicies", func(t *testing.T) {
 		t.Parallel()
 		clk := newClock(t0)
