@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
@@ -70,7 +71,7 @@ func TestPrivilegePostgresLeastPrivilegeRole(t *testing.T) {
 // "permission denied for table outbox_event".
 func TestPrivilegePostgresMissingPrivileges(t *testing.T) {
 	ctx := context.Background()
-	udb := postgresRoleWith(t, "SELECT, INSERT")
+	udb, owner := postgresRoleAndOwner(t, "SELECT, INSERT")
 
 	f := newFixture(t, Harness{Open: func(*testing.T) *sqlx.DB { return udb }}, false, func(c *outbox.Config) {
 		c.SkipSchema = true
@@ -79,6 +80,16 @@ func TestPrivilegePostgresMissingPrivileges(t *testing.T) {
 	env := mustEvent(t, core.NewEvent("Paid").PayloadJSONString(`{}`))
 	if err := f.publish(t, nil, env); err != nil {
 		t.Fatalf("publish with SELECT and INSERT: %v", err)
+	}
+	// A DONE row a year old, for the purge to delete (it reads a page of
+	// old rows first, which SELECT allows, and deletes only what it found).
+	old := mustEvent(t, core.NewEvent("Paid").PayloadJSONString(`{}`))
+	if err := f.publish(t, nil, old); err != nil {
+		t.Fatalf("publish with SELECT and INSERT: %v", err)
+	}
+	if _, err := owner.ExecContext(ctx, `UPDATE outbox_event SET status = $1, done_at = $2 WHERE event_id = $3`,
+		int(core.StatusDone), time.Now().Add(-365*24*time.Hour), old.ID()); err != nil {
+		t.Fatal(err)
 	}
 	denied := func(what string, err error) {
 		t.Helper()
@@ -109,10 +120,18 @@ func TestPrivilegePostgresMissingPrivileges(t *testing.T) {
 // both (see createLeastPrivilegeRole).
 func postgresRoleWith(t *testing.T, privileges string) *sqlx.DB {
 	t.Helper()
+	role, _ := postgresRoleAndOwner(t, privileges)
+	return role
+}
+
+// postgresRoleAndOwner is postgresRoleWith that also returns the owner's
+// pool, to set up rows the role may not write.
+func postgresRoleAndOwner(t *testing.T, privileges string) (role, owner *sqlx.DB) {
+	t.Helper()
 	dsn := testdb.PostgresSchemaDSN(t)
 	root := testdb.OpenPostgres(t, dsn)
 	deployForLeastPrivilege(t, root)
-	return testdb.OpenPostgres(t, createLeastPrivilegeRole(t, root, dsn, privileges, "outbox_event", "orders"))
+	return testdb.OpenPostgres(t, createLeastPrivilegeRole(t, root, dsn, privileges, "outbox_event", "orders")), root
 }
 
 // createLeastPrivilegeRole creates a login role with a unique name,
