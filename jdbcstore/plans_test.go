@@ -181,7 +181,7 @@ func checkPlans(t *testing.T, p planDB) {
 		{"markDone", q["markDone3"], []any{at, "a", "b", "c", "owner"}, "pk"},
 		// Either index finds the key's pending rows: the order index by
 		// key, the pending one holding only pending rows.
-		{"waiting", q["waiting1"], []any{"key"}, "order|pending"},
+		{"waiting", q["waiting1"], []any{"key", at}, "order|pending"},
 		{"stats: oldest pending", q["oldestPending"], nil, "pending"},
 		{"stats: count by status", q["countByStatus"], nil, ""},
 		{"stats: DEAD by type", q["deadByType"], nil, "status"},
