@@ -293,9 +293,6 @@ or name multinode in -scenarios, which then also runs multinode_floor):
               whose parent is gone exits when its stdin closes). Its
               cpu_us_per_event is the nodes' CPU; rss_MiB the parent's.
 
-floor, publish, batch, end_to_end, ordered_end_to_end, observed_end_to_end,
-relay, multinode_floor and multinode run -rounds times, interleaved, and
-report their median round.
 Dashboard scenario (run only when -scenarios names it):
   dashboard   seeds -dashboard-rows finished rows (1% DEAD) by bulk SQL,
               times the dashboard's pages (-dashboard-loads each, figures
@@ -304,8 +301,9 @@ Dashboard scenario (run only when -scenarios names it):
               -dashboard-loaders goroutines loading pages. events_per_s is
               the median loaded rate; loaded_ratio = loaded / quiet.
 
-floor, publish, end_to_end, ordered_end_to_end, observed_end_to_end and
-relay run -rounds times, interleaved, and report their median round.
+floor, publish, batch, end_to_end, ordered_end_to_end, observed_end_to_end,
+relay, multinode_floor and multinode run -rounds times, interleaved, and
+report their median round.
 
 Ratios (all measured within one run, same process and settings):
   ratio_to_floor    (scenario lines) scenario rate / floor rate; higher is faster.
