@@ -133,13 +133,18 @@ func TestWakeStorePollsThatStoreFirst(t *testing.T) {
 		t.Fatalf("a store that was not woken gave up a row younger than SkipRecent: a %v, b %v", queues["a"].ids(), queues["b"].ids())
 	}
 
-	// Two wake-ups at once: both stores are read, in that order.
+	// Two wake-ups one after the other: both stores are read without
+	// SkipRecent, b first. (The poller may start b's poll before a's
+	// wake-up arrives and go on with the rotation meanwhile, so only the
+	// order of the two woken polls is certain.)
 	p.WakeStore("b")
 	p.WakeStore("a")
 	testsupport.WaitFor(t, 10*time.Second, "the woken polls of b and a", func() bool {
 		return len(queues["a"].ids()) == 1 && len(queues["b"].ids()) == 1
 	})
-	if got := log.all()[6:8]; !slices.Equal(got, []string{"b:0s", "a:0s"}) {
-		t.Fatalf("claims after the wake-ups of b and a: %v, want [b:0s a:0s]", got)
+	after := log.all()[6:]
+	ib, ia := slices.Index(after, "b:0s"), slices.Index(after, "a:0s")
+	if ib < 0 || ia < 0 || ib > ia {
+		t.Fatalf("claims after the wake-ups of b and a: %v, want b:0s, then a:0s", after)
 	}
 }
