@@ -58,7 +58,11 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 		if gerr != nil {
 			return nil, fmt.Errorf("outbox: jdbcstore: claim: %w", gerr)
 		}
-		recs, err = s.queryRecords(gctx, req.Limit, s.q.claimReturning, append(args, req.Limit)...)
+		stmt := s.q.claimReturning
+		if s.pinPending.Load() && !s.q.claimPerStatus {
+			stmt = s.q.claimPinned
+		}
+		recs, err = s.queryRecords(gctx, req.Limit, stmt, append(args, req.Limit)...)
 		release()
 		sortClaim(recs) // RETURNING gives no order: restore the claim order
 	case caps.SkipLocked:

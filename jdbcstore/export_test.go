@@ -14,7 +14,7 @@ func StatementText(d Dialect, table string) map[string]string {
 	q := buildStatements(d, table)
 	return map[string]string{
 		"insert": q.insert, "markDone1": q.markDone1, "markRetry": q.markRetry, "markDead": q.markDead,
-		"postpone": q.postpone, "poll": q.poll, "claimReturning": q.claimReturning, "claimSelect": q.claimSelect, "claimSelectRetry": q.claimSelectRetry,
+		"postpone": q.postpone, "poll": q.poll, "claimReturning": q.claimReturning, "claimPinned": q.claimPinned, "pollPinned": q.pollPinned, "claimSelect": q.claimSelect, "claimSelectRetry": q.claimSelectRetry,
 		"reap": q.reap, "release": q.release, "get": q.get, "exists": q.exists, "countByStatus": q.countByStatus,
 		"markDone3":     inList(d, q.markDonePrefix, 3, q.markDoneSuffix),
 		"oldestPending": q.oldestPending, "deadByType": q.deadByType, "countBlocked": q.countBlocked,

@@ -28,7 +28,11 @@ func (s *Store) PollPending(ctx context.Context, now time.Time, skipRecent time.
 	if skipRecent < 0 {
 		return nil, &core.ConfigError{Field: "skipRecent", Msg: fmt.Sprintf("must not be negative, got %s", skipRecent)}
 	}
-	recs, err := s.queryRecords(ctx, limit, s.q.poll,
+	stmt := s.q.poll
+	if s.pinPending.Load() {
+		stmt = s.q.pollPinned
+	}
+	recs, err := s.queryRecords(ctx, limit, stmt,
 		s.dialect.EncodeTime(now), s.dialect.EncodeTime(now.Add(-skipRecent)), limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: jdbcstore: poll pending: %w", err)

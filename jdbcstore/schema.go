@@ -118,6 +118,9 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 	if s.dialect.Capabilities().SingleWriter && strings.Contains(s.schema, stalePosition) && s.keys.Load() == nil {
 		s.keys.Store(newKeyCache())
 	}
+	if s.q.claimPinned != "" && strings.Contains(s.schema, s.dialect.QuoteIdent(pendingIndex(s.table))) {
+		s.pinPending.Store(true)
+	}
 	return nil
 }
 

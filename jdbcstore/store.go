@@ -32,6 +32,9 @@ type Store struct {
 	// (keyCache): from New with a keys table, on a single-writer database
 	// once ApplySchema installed a schema that refuses stale positions.
 	keys atomic.Pointer[keyCache]
+	// pinPending: claims and polls name the pending index (SQLite), set
+	// once ApplySchema installed a schema that has it.
+	pinPending atomic.Bool
 	// batchSQL caches the multi-row insert of n rows (int → string).
 	batchSQL sync.Map
 
