@@ -9,8 +9,8 @@
 // It runs five scenarios, each on a fresh database (floor, publish,
 // end_to_end, latency, overload), prints one line per scenario and a
 // summary line with the ratios the project targets: publish_ratio = floor
-// rate / publish rate (at most 1.15) and end_to_end_ratio = end_to_end
-// rate / floor rate (at least 0.8). With -ordered-keys K it also runs the
+// rate / publish rate (at most 1.05) and end_to_end_ratio = end_to_end
+// rate / floor rate (at least 0.95). With -ordered-keys K it also runs the
 // ordered scenarios (ordered_end_to_end over K keys, ordered_one_key,
 // ordered_latency) and reports ordered_ratio = ordered_end_to_end rate /
 // end_to_end rate (at least 0.7) and ordered_p99_us (at most 1000). With

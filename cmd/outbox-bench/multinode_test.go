@@ -322,11 +322,11 @@ func TestMultinodeSummary(t *testing.T) {
 		ratio       float64
 		missed      []string
 	}{
-		{multi: 720, ratio: 0.9}, // (720/1000) / (800/1000)
-		{multi: 719, ratio: 0.899, missed: []string{"multinode_ratio >= 0.90"}},
-		{multi: 800, dups: 2, ratio: 1, missed: []string{"multinode duplicates = 0"}},
+		{multi: 864, ratio: 0.9}, // (864/1000) / (960/1000)
+		{multi: 863, ratio: 0.899, missed: []string{"multinode_ratio >= 0.90"}},
+		{multi: 960, dups: 2, ratio: 1, missed: []string{"multinode duplicates = 0"}},
 	} {
-		b := &bench{opts: &options{db: "mysql", nodes: 3}, floorRate: 1000, e2eRate: 800,
+		b := &bench{opts: &options{db: "mysql", nodes: 3}, floorRate: 1000, e2eRate: 960,
 			multiFloorRate: 1000, multiRate: float64(tc.multi), multiDuplicates: tc.dups}
 		s := b.summary()
 		if s.MultinodeRatio == nil || *s.MultinodeRatio != tc.ratio {

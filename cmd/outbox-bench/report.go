@@ -10,8 +10,8 @@ import (
 
 // Targets checked by the summary.
 const (
-	targetPublishRatio  = 1.15 // floor rate / publish rate, at most
-	targetEndToEndRatio = 0.8  // end_to_end rate / floor rate, at least
+	targetPublishRatio  = 1.05 // floor rate / publish rate, at most
+	targetEndToEndRatio = 0.95 // end_to_end rate / floor rate, at least
 	targetBatchSpeedup  = 5.0  // batch rate / publish rate (events/s), at least
 	targetPeakRSSMiB    = 64   // overload peak RSS, at most (small payloads)
 	// With -payload, overload's peak RSS may be at most
@@ -25,7 +25,7 @@ const (
 	// payloads: peak RSS ≈ 80 MiB + 2.4 × the budget.
 	targetRSSBudgetFactor = 2.5
 	targetRSSOverheadMiB  = 128
-	targetP99us           = 1000  // latency p99 in microseconds, at most
+	targetP99us           = 100   // latency p99 in microseconds, at most
 	targetWakeupP99us     = 20000 // wakeup p99 in microseconds, at most
 	targetOrderedRatio    = 0.7   // ordered_end_to_end rate / end_to_end rate, at least
 	targetOrderedP99us    = 1000  // ordered_latency p99 in microseconds, at most
