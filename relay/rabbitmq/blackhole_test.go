@@ -79,31 +79,7 @@ func TestRelayBlackhole(t *testing.T) {
 	after := pub.Count() + 50
 	testsupport.WaitFor(t, 30*time.Second, "events committed after the blackhole", func() bool { return pub.Count() >= after })
 	ids := pub.Stop()
-	inQueue := func() map[string]int {
-		m := map[string]int{}
-		for _, d := range got.all() {
-			m[d.MessageId]++
-		}
-		return m
-	}
-	testsupport.WaitFor(t, 90*time.Second, "every committed event in the queue and DONE", func() bool {
-		return len(inQueue()) >= len(ids) && relaytest.Counts(t, ob)[core.StatusDone] == len(ids)
-	}, got.wake)
-
-	stored, dups := inQueue(), 0
-	for _, id := range ids {
-		if stored[id] == 0 {
-			t.Errorf("event %s is not in the queue", id)
-		}
-		dups += max(stored[id]-1, 0)
-		rec, err := ob.Get(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Status != core.StatusDone || rec.Attempts != 0 {
-			t.Errorf("event %s: %v with %d attempts, want DONE with 0", id, rec.Status, rec.Attempts)
-		}
-	}
+	_, dups := waitAllRelayed(t, ob, got, ids)
 	if c := relaytest.Counts(t, ob); c[core.StatusDead] != 0 || c[core.StatusRetry] != 0 {
 		t.Errorf("statuses after the blackhole: %v", c)
 	}

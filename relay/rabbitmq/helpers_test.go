@@ -12,6 +12,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay/rabbitmq"
 )
 
@@ -183,4 +187,37 @@ func newRelay(t testing.TB, cfg rabbitmq.Config) *rabbitmq.Relay {
 		}
 	})
 	return r
+}
+
+// waitAllRelayed waits until every event of ids is in the queue got reads
+// and DONE, checks that each is there and DONE with no attempt charged
+// (a broker outage must not cost attempts), and returns the count of each
+// message id received and the redelivered duplicates.
+func waitAllRelayed(t *testing.T, ob *outbox.Outbox, got *collector, ids []string) (stored map[string]int, dups int) {
+	t.Helper()
+	inQueue := func() map[string]int {
+		m := map[string]int{}
+		for _, d := range got.all() {
+			m[d.MessageId]++
+		}
+		return m
+	}
+	testsupport.WaitFor(t, 90*time.Second, "every committed event in the queue and DONE", func() bool {
+		return len(inQueue()) >= len(ids) && relaytest.Counts(t, ob)[core.StatusDone] == len(ids)
+	}, got.wake)
+	stored = inQueue()
+	for _, id := range ids {
+		if stored[id] == 0 {
+			t.Errorf("event %s is not in the queue", id)
+		}
+		dups += max(stored[id]-1, 0)
+		rec, err := ob.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status != core.StatusDone || rec.Attempts != 0 {
+			t.Errorf("event %s: %v with %d attempts, want DONE with 0", id, rec.Status, rec.Attempts)
+		}
+	}
+	return stored, dups
 }

@@ -1,7 +1,6 @@
 package rabbitmq_test
 
 import (
-	"context"
 	"net"
 	"net/url"
 	"strconv"
@@ -90,31 +89,7 @@ func TestRelayOutage(t *testing.T) {
 	after := pub.Count() + 50
 	testsupport.WaitFor(t, 30*time.Second, "events committed after the cut", func() bool { return pub.Count() >= after })
 	ids := pub.Stop()
-	inQueue := func() map[string]int {
-		m := map[string]int{}
-		for _, d := range got.all() {
-			m[d.MessageId]++
-		}
-		return m
-	}
-	testsupport.WaitFor(t, 90*time.Second, "every committed event in the queue and DONE", func() bool {
-		return len(inQueue()) >= len(ids) && relaytest.Counts(t, ob)[core.StatusDone] == len(ids)
-	}, got.wake)
-
-	stored, dups := inQueue(), 0
-	for _, id := range ids {
-		if stored[id] == 0 {
-			t.Errorf("event %s is not in the queue", id)
-		}
-		dups += max(stored[id]-1, 0)
-		rec, err := ob.Get(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Status != core.StatusDone || rec.Attempts != 0 {
-			t.Errorf("event %s: %v with %d attempts, want DONE with 0", id, rec.Status, rec.Attempts)
-		}
-	}
+	stored, dups := waitAllRelayed(t, ob, got, ids)
 	if len(stored) != len(ids) {
 		t.Errorf("%d distinct ids in the queue, %d committed", len(stored), len(ids))
 	}
