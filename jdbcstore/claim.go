@@ -54,6 +54,7 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 		if s.q.claimPerStatus {
 			args = append(append(append(args, req.Limit), claimable...), req.Limit)
 		}
+		s.checkPins(ctx)
 		gctx, release, gerr := s.gate.Acquire(ctx)
 		if gerr != nil {
 			return nil, fmt.Errorf("outbox: jdbcstore: claim: %w", gerr)

@@ -63,8 +63,8 @@ func TestSchemaSQL(t *testing.T) {
 	if strings.Contains(sql, "{{") {
 		t.Errorf("unrendered template:\n%s", sql)
 	}
-	if n := len(jdbcstore.SplitStatements(sql)); n != 5 {
-		t.Errorf("%d statements, want 5 (the table, three indexes, the order trigger; SQLite keeps no keys table)", n)
+	if n := len(jdbcstore.SplitStatements(sql)); n != 6 {
+		t.Errorf("%d statements, want 6 (the table, four indexes, the order trigger; SQLite keeps no keys table)", n)
 	}
 }
 

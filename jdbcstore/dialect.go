@@ -160,6 +160,17 @@ type SchemaUpgrader interface {
 	OutboxUpgrade() string
 }
 
+// IndexChecker is implemented by dialects whose store may name an index
+// in its queries (SQLite's INDEXED BY: without statistics its planner may
+// pick a worse index on a large table). HasIndex reports whether the
+// index called name exists. A store opened without [Store.ApplySchema]
+// (an operations tool, the dashboard) asks once, on its first claim, poll
+// or dead-letter list, whether the schema's pending and dead indexes are
+// there before naming them.
+type IndexChecker interface {
+	HasIndex(ctx context.Context, db sqlx.QueryerContext, name string) (bool, error)
+}
+
 // Opener is implemented by dialects whose database needs connection
 // settings a plain sqlx.Open would not set (SQLite: WAL, busy timeout,
 // immediate transactions). [Open] uses it.

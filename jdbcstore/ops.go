@@ -138,6 +138,7 @@ func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit 
 	if limit < 1 || limit > MaxListLimit {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
 	}
+	s.checkPins(ctx)
 	q, args := s.listDeadQuery(f, after, limit)
 	recs, err := s.queryRecords(ctx, limit, q, args...)
 	if err != nil {
@@ -153,7 +154,14 @@ func (s *Store) listDeadQuery(f DeadFilter, after string, limit int) (string, []
 		where += " AND event_id > ?"
 		args = append(args, after)
 	}
-	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+selectList(s.dialect)+" FROM "+s.dialect.QuoteIdent(s.table)+
+	from := s.dialect.QuoteIdent(s.table)
+	if s.pinDead.Load() {
+		// SQLite without statistics reads status = 3 from the (status,
+		// done_at) index and sorts every DEAD row; the partial dead index
+		// is in id order.
+		from += " INDEXED BY " + s.dialect.QuoteIdent(deadIndex(s.table))
+	}
+	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+selectList(s.dialect)+" FROM "+from+
 		" WHERE "+where+" ORDER BY event_id LIMIT ?")
 	return q, append(args, limit)
 }

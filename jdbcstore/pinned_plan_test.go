@@ -61,3 +61,67 @@ func TestSQLiteClaimPinsThePendingIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A store that did not apply the schema (outboxctl, the dashboard) names
+// the indexes too once its first use found them, and names none on a
+// table that lacks them, where naming one would fail the query.
+func TestSQLitePinsFoundWithoutApplySchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+
+	// The schema applied by another store.
+	db, err := sqlite.Open(filepath.Join(dir, "applied.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	first, err := jdbcstore.New(db, jdbcstore.Config{Dialect: sqlite.Dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.ApplySchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := jdbcstore.New(db, jdbcstore.Config{Dialect: sqlite.Dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := jdbcstore.ListDeadQuery(st, jdbcstore.DeadFilter{}, "", 10); strings.Contains(q, "INDEXED BY") {
+		t.Fatalf("a store names the dead index before it looked for it: %s", q)
+	}
+	if _, err := st.ListDead(ctx, jdbcstore.DeadFilter{}, "", 10); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := jdbcstore.ListDeadQuery(st, jdbcstore.DeadFilter{}, "", 10); !strings.Contains(q, "INDEXED BY \""+jdbcstore.DefaultTable+"_dead_idx\"") {
+		t.Errorf("after a first list the store does not name the dead index: %s", q)
+	}
+
+	// A table without the indexes (created by hand from the table
+	// statement alone): every read still works.
+	bare, err := sqlite.Open(filepath.Join(dir, "bare.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bare.Close() })
+	st2, err := jdbcstore.New(bare, jdbcstore.Config{Dialect: sqlite.Dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := st2.SchemaSQL()
+	start := strings.Index(schema, "CREATE TABLE")
+	end := start + strings.Index(schema[start:], ");") + 1
+	table := schema[start:end]
+	if _, err := bare.ExecContext(ctx, table); err != nil {
+		t.Fatalf("%s: %v", table, err)
+	}
+	if _, err := st2.ListDead(ctx, jdbcstore.DeadFilter{}, "", 10); err != nil {
+		t.Fatalf("list dead without the dead index: %v", err)
+	}
+	if _, err := st2.PollPending(ctx, time.Now(), 0, 10); err != nil {
+		t.Fatalf("poll without the pending index: %v", err)
+	}
+	if q, _ := jdbcstore.ListDeadQuery(st2, jdbcstore.DeadFilter{}, "", 10); strings.Contains(q, "INDEXED BY") {
+		t.Errorf("names a dead index the table lacks: %s", q)
+	}
+}

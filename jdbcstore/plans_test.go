@@ -59,7 +59,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		tbl := st.Table()
 		checkPlans(t, planDB{kind: historyseed.SQLite, db: st.DB(), st: st,
 			idx: map[string]string{"pending": tbl + "_pending_idx", "status": tbl + "_status_done_idx",
-				"done": tbl + "_status_done_idx", "order": tbl + "_order_idx", "pk": "sqlite_autoindex_" + tbl + "_1"},
+				"done": tbl + "_status_done_idx", "dead": tbl + "_dead_idx", "order": tbl + "_order_idx", "pk": "sqlite_autoindex_" + tbl + "_1"},
 			explain: func(t *testing.T, q string, args ...any) string {
 				return explainRows(t, st.DB(), "EXPLAIN QUERY PLAN "+q, args, func(cols []string, v []sql.RawBytes) string {
 					return string(v[len(v)-1])
@@ -79,7 +79,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		}
 		checkPlans(t, planDB{kind: historyseed.MySQL, db: st.DB(), st: st,
 			idx: map[string]string{"pending": "idx_status_available", "status": "idx_status_available",
-				"done": "idx_status_done", "order": "idx_order", "pk": "PRIMARY"},
+				"done": "idx_status_done", "dead": "idx_status_done", "order": "idx_order", "pk": "PRIMARY"},
 			explain: func(t *testing.T, q string, args ...any) string {
 				return explainRows(t, st.DB(), "EXPLAIN "+q, args, func(cols []string, v []sql.RawBytes) string {
 					var b strings.Builder
@@ -106,7 +106,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		tbl := st.Table()
 		checkPlans(t, planDB{kind: historyseed.Postgres, db: st.DB(), st: st,
 			idx: map[string]string{"pending": tbl + "_pending_idx", "status": tbl + "_status_done_idx",
-				"done": tbl + "_status_done_idx", "order": tbl + "_order_idx", "pk": tbl + "_pkey"},
+				"done": tbl + "_status_done_idx", "dead": tbl + "_dead_idx", "order": tbl + "_order_idx", "pk": tbl + "_pkey"},
 			explain: func(t *testing.T, q string, args ...any) string {
 				return explainRows(t, st.DB(), "EXPLAIN "+q, args, func(_ []string, v []sql.RawBytes) string {
 					return string(v[0])
@@ -184,9 +184,9 @@ func checkPlans(t *testing.T, p planDB) {
 		{"waiting", q["waiting1"], []any{"key", at}, "order|pending"},
 		{"stats: oldest pending", q["oldestPending"], nil, "pending"},
 		{"stats: count by status", q["countByStatus"], nil, ""},
-		{"stats: DEAD by type", q["deadByType"], nil, "status"},
+		{"stats: DEAD by type", q["deadByType"], nil, "status|dead"},
 		{"stats: blocked keys", q["countBlocked"], nil, ""},
-		{"dead list", listDead, listArgs, ""},
+		{"dead list", listDead, listArgs, "dead|pk"},
 		{"purge: page", q["purgePage"], []any{1, d.EncodeTime(time.Unix(0, 0)), old, 500}, "done"},
 		{"purge: delete", q["purgeDelete3"], []any{"a", "b", "c", 1, old}, "pk"},
 		{"purge: legacy DEAD page", q["purgeLegacyPage"], []any{old, "", 500}, ""},

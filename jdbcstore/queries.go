@@ -339,6 +339,10 @@ func pinsPending(d Dialect) bool {
 // (the schema's {{.Index "pending"}}).
 func pendingIndex(table string) string { return table + "_pending_idx" }
 
+// deadIndex is the name of table's partial index of DEAD rows in id order
+// (the schema's {{.Index "dead"}}).
+func deadIndex(table string) string { return table + "_dead_idx" }
+
 // skipLocked is the locking clause of a claim's subquery: FOR UPDATE SKIP
 // LOCKED where the database has both RETURNING and SKIP LOCKED, so
 // concurrent claimers skip each other's rows instead of waiting for them.

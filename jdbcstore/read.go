@@ -28,6 +28,7 @@ func (s *Store) PollPending(ctx context.Context, now time.Time, skipRecent time.
 	if skipRecent < 0 {
 		return nil, &core.ConfigError{Field: "skipRecent", Msg: fmt.Sprintf("must not be negative, got %s", skipRecent)}
 	}
+	s.checkPins(ctx)
 	stmt := s.q.poll
 	if s.pinPending.Load() {
 		stmt = s.q.pollPinned

@@ -121,6 +121,10 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 	if s.q.claimPinned != "" && strings.Contains(s.schema, s.dialect.QuoteIdent(pendingIndex(s.table))) {
 		s.pinPending.Store(true)
 	}
+	if s.q.claimPinned != "" && strings.Contains(s.schema, s.dialect.QuoteIdent(deadIndex(s.table))) {
+		s.pinDead.Store(true)
+	}
+	s.pinsKnown.Store(true)
 	return nil
 }
 
@@ -162,4 +166,42 @@ func (s *Store) hasOrderColumns(ctx context.Context) bool {
 		return false
 	}
 	return rows.Close() == nil
+}
+
+// checkPins settles, once, whether claims, polls and dead-letter lists may
+// name the pending and dead indexes, for a store that did not run
+// ApplySchema: the indexes are named only when the dialect can say they
+// exist ([IndexChecker]). A failed lookup names none this time and is
+// tried again on the next call.
+func (s *Store) checkPins(ctx context.Context) {
+	if s.pinsKnown.Load() {
+		return
+	}
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	if s.pinsKnown.Load() {
+		return
+	}
+	ic, ok := s.dialect.(IndexChecker)
+	if !ok || s.q.claimPinned == "" {
+		s.pinsKnown.Store(true)
+		return
+	}
+	pending, err := ic.HasIndex(ctx, s.db, pendingIndex(s.table))
+	if err != nil {
+		s.log.DebugContext(ctx, "outbox: jdbcstore: index lookup failed", "table", s.table, "err", err)
+		return
+	}
+	dead, err := ic.HasIndex(ctx, s.db, deadIndex(s.table))
+	if err != nil {
+		s.log.DebugContext(ctx, "outbox: jdbcstore: index lookup failed", "table", s.table, "err", err)
+		return
+	}
+	if pending {
+		s.pinPending.Store(true)
+	}
+	if dead {
+		s.pinDead.Store(true)
+	}
+	s.pinsKnown.Store(true)
 }

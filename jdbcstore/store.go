@@ -33,8 +33,16 @@ type Store struct {
 	// once ApplySchema installed a schema that refuses stale positions.
 	keys atomic.Pointer[keyCache]
 	// pinPending: claims and polls name the pending index (SQLite), set
-	// once ApplySchema installed a schema that has it.
+	// once ApplySchema installed a schema that has it or the first use
+	// found it (checkPins).
 	pinPending atomic.Bool
+	// pinDead: dead-letter lists name the dead index (SQLite), set as
+	// pinPending is.
+	pinDead atomic.Bool
+	// pinsKnown: pinPending and pinDead are settled; pinMu serializes
+	// the lookup that settles them.
+	pinsKnown atomic.Bool
+	pinMu     sync.Mutex
 	// batchSQL caches the multi-row insert of n rows (int → string).
 	batchSQL sync.Map
 

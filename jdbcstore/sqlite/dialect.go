@@ -167,4 +167,13 @@ func (sqliteDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logg
 // Open opens the database with [Open]; it makes the dialect a
 // [jdbcstore.Opener], so jdbcstore.Open("sqlite3", path) and the tenant
 // package get the same settings.
+// HasIndex reports whether the main database has an index called name.
+func (sqliteDialect) HasIndex(ctx context.Context, db sqlx.QueryerContext, name string) (bool, error) {
+	var n int
+	if err := sqlx.GetContext(ctx, db, &n, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?", name); err != nil {
+		return false, err
+	}
+	return n > 0, nil
+}
+
 func (sqliteDialect) Open(dsn string) (*sqlx.DB, error) { return Open(dsn) }
