@@ -60,7 +60,12 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if !st.OldestPending.IsZero() {
 		st.Lag = max(0, s.now().Sub(st.OldestPending))
 	}
-	err = s.eachRow(ctx, s.q.deadByType, nil, func(rows *sqlx.Rows) error {
+	s.checkPins(ctx)
+	byType := s.q.deadByType
+	if s.pinDead.Load() {
+		byType = s.q.deadByTypePinned
+	}
+	err = s.eachRow(ctx, byType, nil, func(rows *sqlx.Rows) error {
 		var typ string
 		var n int
 		if err := rows.Scan(&typ, &n); err != nil {

@@ -169,6 +169,13 @@ func checkPlans(t *testing.T, p planDB) {
 		claim, claimArgs = q["claimSelect"], claimArgs[2:]
 	}
 	listDead, listArgs := jdbcstore.ListDeadQuery(p.st, jdbcstore.DeadFilter{}, "", 100)
+	counts, deadByType := q["countByStatus"], q["deadByType"]
+	if q["countTotals"] != "" {
+		counts = q["countTotals"]
+	}
+	if q["deadByTypePinned"] != "" {
+		deadByType = q["deadByTypePinned"]
+	}
 	cases := []struct {
 		name, query string
 		args        []any
@@ -183,8 +190,8 @@ func checkPlans(t *testing.T, p planDB) {
 		// key, the pending one holding only pending rows.
 		{"waiting", q["waiting1"], []any{"key", at}, "order|pending"},
 		{"stats: oldest pending", q["oldestPending"], nil, "pending"},
-		{"stats: count by status", q["countByStatus"], nil, ""},
-		{"stats: DEAD by type", q["deadByType"], nil, "status|dead"},
+		{"stats: count by status", counts, nil, ""},
+		{"stats: DEAD by type", deadByType, nil, "status|dead"},
 		{"stats: blocked keys", q["countBlocked"], nil, ""},
 		{"dead list", listDead, listArgs, "dead|pk"},
 		{"purge: page", q["purgePage"], []any{1, d.EncodeTime(time.Unix(0, 0)), old, 500}, "done"},

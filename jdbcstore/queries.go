@@ -111,13 +111,19 @@ type statements struct {
 	get string
 	// exists: event_id (one row if the event exists).
 	exists string
-	// countByStatus: no arguments.
+	// countByStatus: no arguments. (status, count) rows.
 	countByStatus string
+	// countTotals (single-writer dialects), when set, replaces
+	// countByStatus: no arguments, one row: the count of every row, then
+	// of the NEW, RETRY and DEAD rows.
+	countTotals string
 	// oldestPending: no arguments. One row: the created_at of the oldest
 	// NEW/RETRY row (through the dialect's time selector), NULL when none.
 	oldestPending string
 	// deadByType: no arguments. (event_type, count) of the DEAD rows.
-	deadByType string
+	// deadByTypePinned reads them from the dead index (SQLite's INDEXED
+	// BY, Store.pinDead); "" for other dialects.
+	deadByType, deadByTypePinned string
 	// countBlocked: no arguments. One row: the number of ordering keys
 	// held by a DEAD event under the block policy.
 	countBlocked string
@@ -271,6 +277,20 @@ func buildStatements(d Dialect, table string) statements {
 		q.pollPinned = strings.Replace(q.poll, " FROM "+t+" WHERE ", " FROM "+pinned+" WHERE ", 1)
 		q.claimPinned = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN (SELECT event_id FROM " + pinned +
 			" WHERE " + q.claimable + order + " LIMIT ?" + skipLocked(d) + ") RETURNING " + cols
+		// Without statistics SQLite reads the DEAD rows' types from the
+		// table, one lookup per row; the dead index holds them.
+		q.deadByTypePinned = strings.Replace(q.deadByType, " FROM "+t+" WHERE ", " FROM "+t+" INDEXED BY "+d.QuoteIdent(deadIndex(table))+" WHERE ", 1)
+	}
+	if d.Capabilities().SingleWriter {
+		// SQLite counts a whole table from its smallest index's pages
+		// without reading the entries; a count grouped by status reads
+		// every entry (1,000,000 rows: ~40 ms against ~1 ms). The other
+		// statuses' counts read only their own index ranges, and one
+		// statement reads one snapshot.
+		count := func(s core.Status) string {
+			return "(SELECT COUNT(*) FROM " + t + " WHERE status = " + st(s) + ")"
+		}
+		q.countTotals = "SELECT (SELECT COUNT(*) FROM " + t + "), " + count(core.StatusNew) + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
 	}
 	if q.claimPerStatus = claimOrdered(d); q.claimPerStatus {
 		// Each status read apart follows the index in claim order and

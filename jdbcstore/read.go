@@ -58,6 +58,9 @@ func (s *Store) Get(ctx context.Context, id string) (core.Record, error) {
 // CountByStatus returns how many events have each status. The four
 // defined statuses are always present, with 0 when no row has them.
 func (s *Store) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
+	if s.q.countTotals != "" {
+		return s.countTotals(ctx)
+	}
 	counts, err := retryBusy(ctx, s, func() (map[core.Status]int, error) {
 		rows, err := s.db.QueryContext(ctx, s.q.countByStatus)
 		if err != nil {
@@ -75,6 +78,26 @@ func (s *Store) CountByStatus(ctx context.Context) (map[core.Status]int, error) 
 			counts[core.Status(status)] += int(n)
 		}
 		return counts, rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: jdbcstore: count by status: %w", err)
+	}
+	return counts, nil
+}
+
+// countTotals is CountByStatus from the count of all rows and of the
+// NEW, RETRY and DEAD ones (countTotals): the rest are DONE, the only
+// other status the store writes.
+func (s *Store) countTotals(ctx context.Context) (map[core.Status]int, error) {
+	counts, err := retryBusy(ctx, s, func() (map[core.Status]int, error) {
+		var total, fresh, retry, dead int
+		if err := s.db.QueryRowContext(ctx, s.q.countTotals).Scan(&total, &fresh, &retry, &dead); err != nil {
+			return nil, err
+		}
+		return map[core.Status]int{
+			core.StatusNew: fresh, core.StatusRetry: retry, core.StatusDead: dead,
+			core.StatusDone: max(0, total-fresh-retry-dead),
+		}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: jdbcstore: count by status: %w", err)

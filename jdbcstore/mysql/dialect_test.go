@@ -132,7 +132,7 @@ func TestMySQLDialectBasics(t *testing.T) {
 		"event_id       VARBINARY(144) NOT NULL",
 		"payload        JSON           NOT NULL",
 		"KEY idx_status_available (status, available_at, created_at)",
-		"KEY idx_status_done (status, done_at)",
+		"KEY idx_status_done (status, done_at, event_type)",
 		"ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;",
 		"locked_by", "locked_until", "payload_kind",
 	} {

@@ -17,7 +17,7 @@ func (s *suite) testActivity(t *testing.T) {
 	clk := newClock(t0)
 	st := s.newStore(t, clk, jdbcstore.Config{})
 	ctx := t.Context()
-	for _, id := range []string{"old", "d1", "d2", "d3", "x1", "p1"} {
+	for _, id := range []string{"old", "d1", "b1", "d2", "d3", "x1", "p1"} {
 		insert(t, st, jsonEvent(t, id))
 	}
 	// "old" DONE at t0 (before the window), d1 at t0+61s (bucket 0),
@@ -28,6 +28,11 @@ func (s *suite) testActivity(t *testing.T) {
 	}
 	clk.Set(t0.Add(61 * time.Second))
 	if ok, err := markDone(ctx, st, "d1"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	// b1 finishes exactly on bucket 1's start: bucket 1 counts it.
+	clk.Set(t0.Add(120 * time.Second))
+	if ok, err := markDone(ctx, st, "b1"); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 	clk.Set(t0.Add(150 * time.Second))
@@ -51,16 +56,16 @@ func (s *suite) testActivity(t *testing.T) {
 	}
 	sameTime(t, "bucket 0 start", got[0].Start, t0.Add(60*time.Second))
 	sameTime(t, "bucket 1 start", got[1].Start, t0.Add(120*time.Second))
-	if got[0].Done != 1 || got[0].Dead != 0 || got[1].Done != 2 || got[1].Dead != 1 {
-		t.Errorf("Activity = %+v, want [{Done:1 Dead:0} {Done:2 Dead:1}]", got)
+	if got[0].Done != 1 || got[0].Dead != 0 || got[1].Done != 3 || got[1].Dead != 1 {
+		t.Errorf("Activity = %+v, want [{Done:1 Dead:0} {Done:3 Dead:1}]", got)
 	}
 
 	one, err := st.Activity(ctx, 1, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(one) != 1 || one[0].Done != 4 || one[0].Dead != 1 {
-		t.Errorf("Activity(1, 10m) = %+v, want one bucket {Done:4 Dead:1}", one)
+	if len(one) != 1 || one[0].Done != 5 || one[0].Dead != 1 {
+		t.Errorf("Activity(1, 10m) = %+v, want one bucket {Done:5 Dead:1}", one)
 	}
 
 	empty := s.newStore(t, nil, jdbcstore.Config{})

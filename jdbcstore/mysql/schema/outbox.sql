@@ -10,10 +10,13 @@
 -- keys table under its row lock). order_skip 1 means a DEAD event releases
 -- its key. Unordered events leave order_key NULL (a unique key admits many).
 -- idx_status_done serves the retention purge (finished rows by status and
--- done_at, one index range per batch). A table created by an earlier
--- release lacks it and keeps working, the purge then scanning: add it online
--- with ALTER TABLE {{.Table}} ADD KEY idx_status_done (status, done_at),
--- ALGORITHM=INPLACE, LOCK=NONE
+-- done_at, one index range per batch), the recent activity (counts of index
+-- ranges) and the dead letters by type (event_type read from the index, not
+-- from one row per DEAD event). A table created by an earlier release lacks
+-- it, or has it without event_type, and keeps working, the purge then
+-- scanning: add it (or replace it) online with ALTER TABLE {{.Table}}
+-- [DROP KEY idx_status_done,] ADD KEY idx_status_done (status, done_at,
+-- event_type), ALGORITHM=INPLACE, LOCK=NONE
 -- The indexes are declared inside CREATE TABLE: MySQL 8 has no
 -- CREATE INDEX IF NOT EXISTS, and index names are per table.
 CREATE TABLE IF NOT EXISTS {{.Table}} (
@@ -39,7 +42,7 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
     order_skip     TINYINT        NOT NULL DEFAULT 0,
     PRIMARY KEY (event_id),
     KEY idx_status_available (status, available_at, created_at),
-    KEY idx_status_done (status, done_at),
+    KEY idx_status_done (status, done_at, event_type),
     UNIQUE KEY idx_order (order_key, order_seq)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 

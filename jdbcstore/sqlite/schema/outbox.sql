@@ -46,10 +46,11 @@ CREATE INDEX IF NOT EXISTS {{.Index "status_done"}}
 -- {{.Index "status_available"}} (status, available_at, created_at): nothing
 -- needs it any more, and DROP INDEX removes its cost from every write.
 
--- The dead letters in id order (outboxctl dead list, the dashboard): only
--- DEAD rows, so publishing and DONE writes never touch it.
+-- The dead letters in id order (outboxctl dead list, the dashboard), with
+-- their types (dead letters by type, filtered lists): only DEAD rows, so
+-- publishing and DONE writes never touch it.
 CREATE INDEX IF NOT EXISTS {{.Index "dead"}}
-    ON {{.Table}} (event_id) WHERE status = 3;
+    ON {{.Table}} (event_id, event_type) WHERE status = 3;
 
 CREATE UNIQUE INDEX IF NOT EXISTS {{.Index "order"}}
     ON {{.Table}} (order_key, order_seq) WHERE order_key IS NOT NULL;
