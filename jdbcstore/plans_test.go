@@ -170,9 +170,6 @@ func checkPlans(t *testing.T, p planDB) {
 	}
 	listDead, listArgs := jdbcstore.ListDeadQuery(p.st, jdbcstore.DeadFilter{}, "", 100)
 	counts, deadByType := q["countByStatus"], q["deadByType"]
-	if q["countTotals"] != "" {
-		counts = q["countTotals"]
-	}
 	if q["deadByTypePinned"] != "" {
 		deadByType = q["deadByTypePinned"]
 	}

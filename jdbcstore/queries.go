@@ -111,12 +111,11 @@ type statements struct {
 	get string
 	// exists: event_id (one row if the event exists).
 	exists string
-	// countByStatus: no arguments. (status, count) rows.
-	countByStatus string
-	// countTotals (single-writer dialects), when set, replaces
-	// countByStatus: no arguments, one row: the count of every row, then
-	// of the NEW, RETRY and DEAD rows.
-	countTotals string
+	// countByStatus: no arguments. One row: the counts of the NEW, DONE,
+	// RETRY and DEAD rows or, with countFromTotal (single-writer
+	// dialects), of every row, then of the NEW, RETRY and DEAD rows.
+	countByStatus  string
+	countFromTotal bool
 	// oldestPending: no arguments. One row: the created_at of the oldest
 	// NEW/RETRY row (through the dialect's time selector), NULL when none.
 	oldestPending string
@@ -196,7 +195,6 @@ func buildStatements(d Dialect, table string) statements {
 			" AND p.order_seq = " + t + ".order_seq - 1 AND " + holdsKey("p.") + "))",
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
-		countByStatus: "SELECT status, COUNT(*) FROM " + t + " GROUP BY status",
 		oldestPending: "SELECT " + timeExpr(d, "MIN(created_at)") + " FROM " + t + " WHERE " + pending,
 		deadByType:    "SELECT event_type, COUNT(*) FROM " + t + " WHERE status = " + st(core.StatusDead) + " GROUP BY event_type",
 		countBlocked: "SELECT COUNT(DISTINCT order_key) FROM " + t + " WHERE status = " + st(core.StatusDead) +
@@ -281,16 +279,19 @@ func buildStatements(d Dialect, table string) statements {
 		// table, one lookup per row; the dead index holds them.
 		q.deadByTypePinned = strings.Replace(q.deadByType, " FROM "+t+" WHERE ", " FROM "+t+" INDEXED BY "+d.QuoteIdent(deadIndex(table))+" WHERE ", 1)
 	}
-	if d.Capabilities().SingleWriter {
-		// SQLite counts a whole table from its smallest index's pages
-		// without reading the entries; a count grouped by status reads
-		// every entry (1,000,000 rows: ~40 ms against ~1 ms). The other
-		// statuses' counts read only their own index ranges, and one
-		// statement reads one snapshot.
-		count := func(s core.Status) string {
-			return "(SELECT COUNT(*) FROM " + t + " WHERE status = " + st(s) + ")"
-		}
-		q.countTotals = "SELECT (SELECT COUNT(*) FROM " + t + "), " + count(core.StatusNew) + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
+	// Each status's count reads its own range of the status index: a count
+	// grouped by status reads every entry and aggregates it (1,000,000
+	// rows: MariaDB ~300 against ~120 ms, PostgreSQL ~70 against ~40 ms).
+	// SQLite counts a whole table from its smallest index's pages without
+	// reading the entries (~1 ms against ~30 ms for the DONE range): there
+	// DONE is the rest. One statement reads one snapshot.
+	count := func(s core.Status) string {
+		return "(SELECT COUNT(*) FROM " + t + " WHERE status = " + st(s) + ")"
+	}
+	if q.countFromTotal = d.Capabilities().SingleWriter; q.countFromTotal {
+		q.countByStatus = "SELECT (SELECT COUNT(*) FROM " + t + "), " + count(core.StatusNew) + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
+	} else {
+		q.countByStatus = "SELECT " + count(core.StatusNew) + ", " + count(core.StatusDone) + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
 	}
 	if q.claimPerStatus = claimOrdered(d); q.claimPerStatus {
 		// Each status read apart follows the index in claim order and

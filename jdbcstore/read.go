@@ -58,46 +58,20 @@ func (s *Store) Get(ctx context.Context, id string) (core.Record, error) {
 // CountByStatus returns how many events have each status. The four
 // defined statuses are always present, with 0 when no row has them.
 func (s *Store) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
-	if s.q.countTotals != "" {
-		return s.countTotals(ctx)
-	}
 	counts, err := retryBusy(ctx, s, func() (map[core.Status]int, error) {
-		rows, err := s.db.QueryContext(ctx, s.q.countByStatus)
-		if err != nil {
+		var c [4]int
+		if err := s.db.QueryRowContext(ctx, s.q.countByStatus).Scan(&c[0], &c[1], &c[2], &c[3]); err != nil {
 			return nil, err
 		}
-		defer rows.Close()
-		counts := map[core.Status]int{
-			core.StatusNew: 0, core.StatusDone: 0, core.StatusRetry: 0, core.StatusDead: 0,
+		if s.q.countFromTotal {
+			// Every row, NEW, RETRY, DEAD: the rest are DONE, the only
+			// other status the store writes.
+			return map[core.Status]int{
+				core.StatusNew: c[1], core.StatusRetry: c[2], core.StatusDead: c[3],
+				core.StatusDone: max(0, c[0]-c[1]-c[2]-c[3]),
+			}, nil
 		}
-		for rows.Next() {
-			var status, n int64
-			if err := rows.Scan(&status, &n); err != nil {
-				return nil, err
-			}
-			counts[core.Status(status)] += int(n)
-		}
-		return counts, rows.Err()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("outbox: jdbcstore: count by status: %w", err)
-	}
-	return counts, nil
-}
-
-// countTotals is CountByStatus from the count of all rows and of the
-// NEW, RETRY and DEAD ones (countTotals): the rest are DONE, the only
-// other status the store writes.
-func (s *Store) countTotals(ctx context.Context) (map[core.Status]int, error) {
-	counts, err := retryBusy(ctx, s, func() (map[core.Status]int, error) {
-		var total, fresh, retry, dead int
-		if err := s.db.QueryRowContext(ctx, s.q.countTotals).Scan(&total, &fresh, &retry, &dead); err != nil {
-			return nil, err
-		}
-		return map[core.Status]int{
-			core.StatusNew: fresh, core.StatusRetry: retry, core.StatusDead: dead,
-			core.StatusDone: max(0, total-fresh-retry-dead),
-		}, nil
+		return map[core.Status]int{core.StatusNew: c[0], core.StatusDone: c[1], core.StatusRetry: c[2], core.StatusDead: c[3]}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: jdbcstore: count by status: %w", err)
