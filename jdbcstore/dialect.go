@@ -161,14 +161,25 @@ type SchemaUpgrader interface {
 }
 
 // IndexChecker is implemented by dialects whose store may name an index
-// in its queries (SQLite's INDEXED BY: without statistics its planner may
-// pick a worse index on a large table). HasIndex reports whether the
-// index called name exists. A store opened without [Store.ApplySchema]
-// (an operations tool, the dashboard) asks once, on its first claim, poll
-// or dead-letter list, whether the schema's pending and dead indexes are
-// there before naming them.
+// in its queries, where the planner may pick a worse one on a large table
+// (SQLite's INDEXED BY: without statistics; [DeadTypeHinter]). HasIndex
+// reports whether table has an index called name whose key holds every
+// one of columns. A store asks once, on its first claim, poll or
+// dead-letter list, before naming an index: a table created by an earlier
+// release may lack it or hold it with fewer columns.
 type IndexChecker interface {
-	HasIndex(ctx context.Context, db sqlx.QueryerContext, name string) (bool, error)
+	HasIndex(ctx context.Context, db sqlx.QueryerContext, table, name string, columns ...string) (bool, error)
+}
+
+// DeadTypeHinter is implemented by dialects whose planner may read a
+// dead-letter list filtered by event type along the primary key, in id
+// order, until it has found a page of matches (MySQL/MariaDB: with DEAD
+// rows of that type rare or absent, most of the table). DeadTypeHint
+// returns the index that finds the DEAD rows of a type (its name and the
+// columns its key must hold, checked through [IndexChecker]) and the
+// clause naming it, written after the table name.
+type DeadTypeHinter interface {
+	DeadTypeHint() (index string, columns []string, clause string)
 }
 
 // Opener is implemented by dialects whose database needs connection

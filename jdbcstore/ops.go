@@ -166,6 +166,9 @@ func (s *Store) listDeadQuery(f DeadFilter, after string, limit int) (string, []
 		// is in id order.
 		from += " INDEXED BY " + s.dialect.QuoteIdent(deadIndex(s.table))
 	}
+	if hint := s.deadTypeHint.Load(); hint != nil && f.EventType != "" {
+		from += " " + *hint
+	}
 	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+selectList(s.dialect)+" FROM "+from+
 		" WHERE "+where+" ORDER BY event_id LIMIT ?")
 	return q, append(args, limit)

@@ -124,7 +124,6 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 	if s.q.claimPinned != "" && strings.Contains(s.schema, s.dialect.QuoteIdent(deadIndex(s.table))) {
 		s.pinDead.Store(true)
 	}
-	s.pinsKnown.Store(true)
 	return nil
 }
 
@@ -168,11 +167,12 @@ func (s *Store) hasOrderColumns(ctx context.Context) bool {
 	return rows.Close() == nil
 }
 
-// checkPins settles, once, whether claims, polls and dead-letter lists may
-// name the pending and dead indexes, for a store that did not run
-// ApplySchema: the indexes are named only when the dialect can say they
-// exist ([IndexChecker]). A failed lookup names none this time and is
-// tried again on the next call.
+// checkPins settles, once, which indexes the store's queries may name:
+// SQLite's pending and dead indexes (claims, polls, dead-letter lists,
+// DEAD by type) and the dialect's dead-by-type hint ([DeadTypeHinter]).
+// An index is named only when the dialect can say it exists with the
+// columns the query needs ([IndexChecker]). A failed lookup names none
+// this time and is tried again on the next call.
 func (s *Store) checkPins(ctx context.Context) {
 	if s.pinsKnown.Load() {
 		return
@@ -182,26 +182,39 @@ func (s *Store) checkPins(ctx context.Context) {
 	if s.pinsKnown.Load() {
 		return
 	}
-	ic, ok := s.dialect.(IndexChecker)
-	if !ok || s.q.claimPinned == "" {
-		s.pinsKnown.Store(true)
-		return
-	}
-	pending, err := ic.HasIndex(ctx, s.db, pendingIndex(s.table))
-	if err != nil {
+	if err := s.lookUpPins(ctx); err != nil {
 		s.log.DebugContext(ctx, "outbox: jdbcstore: index lookup failed", "table", s.table, "err", err)
 		return
-	}
-	dead, err := ic.HasIndex(ctx, s.db, deadIndex(s.table))
-	if err != nil {
-		s.log.DebugContext(ctx, "outbox: jdbcstore: index lookup failed", "table", s.table, "err", err)
-		return
-	}
-	if pending {
-		s.pinPending.Store(true)
-	}
-	if dead {
-		s.pinDead.Store(true)
 	}
 	s.pinsKnown.Store(true)
+}
+
+func (s *Store) lookUpPins(ctx context.Context) error {
+	ic, ok := s.dialect.(IndexChecker)
+	if !ok {
+		return nil
+	}
+	if s.q.claimPinned != "" {
+		pending, err := ic.HasIndex(ctx, s.db, s.table, pendingIndex(s.table))
+		if err != nil {
+			return err
+		}
+		dead, err := ic.HasIndex(ctx, s.db, s.table, deadIndex(s.table), "event_type")
+		if err != nil {
+			return err
+		}
+		s.pinPending.Store(s.pinPending.Load() || pending)
+		s.pinDead.Store(s.pinDead.Load() || dead)
+	}
+	if h, ok := s.dialect.(DeadTypeHinter); ok {
+		index, columns, clause := h.DeadTypeHint()
+		found, err := ic.HasIndex(ctx, s.db, s.table, index, columns...)
+		if err != nil {
+			return err
+		}
+		if found {
+			s.deadTypeHint.Store(&clause)
+		}
+	}
+	return nil
 }

@@ -39,8 +39,11 @@ type Store struct {
 	// pinDead: dead-letter lists name the dead index (SQLite), set as
 	// pinPending is.
 	pinDead atomic.Bool
-	// pinsKnown: pinPending and pinDead are settled; pinMu serializes
-	// the lookup that settles them.
+	// deadTypeHint: the clause naming the index of a dead-letter list
+	// filtered by type (DeadTypeHinter), once checkPins found the index.
+	deadTypeHint atomic.Pointer[string]
+	// pinsKnown: pinPending, pinDead and deadTypeHint are settled; pinMu
+	// serializes the lookup that settles them.
 	pinsKnown atomic.Bool
 	pinMu     sync.Mutex
 	// batchSQL caches the multi-row insert of n rows (int → string).

