@@ -88,6 +88,12 @@ type DispatcherConfig struct {
 	// Defaults to the Inbox's Config.Logger for
 	// [Inbox.NewDispatcher], to slog.Default() for [NewMultiDispatcher].
 	Logger *slog.Logger
+	// Observer traces and measures each handling of a message: its
+	// handler gets the context the observer returns, and the outcome
+	// (processed, retry, dead, unhandled, interrupted) ends it. Defaults
+	// to the Inbox's Config.Observer for [Inbox.NewDispatcher]; nil
+	// observes nothing.
+	Observer core.InboxObserver
 }
 
 // withDefaults fills in the defaults; backoff and log are those of the
@@ -209,6 +215,9 @@ type Dispatcher struct {
 // [NewMultiDispatcher] whose only inbox is in, with in's Config.Backoff and
 // Config.Logger as defaults. Nothing runs until Start.
 func (in *Inbox) NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
+	if cfg.Observer == nil {
+		cfg.Observer = in.obs
+	}
 	d, err := newDispatcher(cfg.withDefaults(in.backoff, in.baseLog))
 	if err != nil {
 		return nil, err
@@ -461,7 +470,19 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 	var (
 		err       error
 		noHandler bool
+		took      time.Duration
 	)
+	end := func(core.InboxOutcome, error, time.Duration) {}
+	if obs := d.cfg.Observer; obs != nil {
+		var done func(core.InboxResult)
+		ctx, done = obs.ProcessInbox(ctx, core.InboxMessage{
+			Source: rec.Source, MessageID: rec.MessageID, Topic: rec.Topic, Store: m.id,
+			Mode: core.InboxQueued, Attempt: rec.Attempt + 1, Enqueued: rec.FirstSeenAt,
+		})
+		end = func(o core.InboxOutcome, err error, took time.Duration) {
+			done(core.InboxResult{Outcome: o, Err: err, Took: took})
+		}
+	}
 	h := d.handler(rec.Topic)
 	switch {
 	case rec.DecodeErr != nil:
@@ -475,7 +496,9 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)
 		hctx, cancel := context.WithTimeout(ctx, d.cfg.HandlerTimeout)
 		var p *engine.Panic
-		p, err = engine.Guard(func() error { return h.Handle(hctx, rec) }, func() { d.goexited(ctx, m, rec) })
+		start := time.Now()
+		p, err = engine.Guard(func() error { return h.Handle(hctx, rec) }, func() { d.goexited(ctx, m, rec, time.Since(start), end) })
+		took = time.Since(start)
 		cancel()
 		if p != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p.Value)
@@ -487,9 +510,10 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		// is charged, and the lease is handed back (the handler has
 		// returned), so any dispatcher claims the message again at once.
 		d.release(m, rec)
+		end(core.InboxInterrupted, err, took)
 		return
 	}
-	d.settle(m, rec, err, noHandler)
+	end(d.settle(m, rec, err, noHandler), err, took)
 }
 
 // goexited records the failed attempt of a handler that called
@@ -497,21 +521,23 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 // the outcome is written (or, after a hard stop, nothing, as for any
 // interrupted handler) before it ends. The dispatcher's worker slot is
 // given back by the goroutine's own deferred calls.
-func (d *Dispatcher) goexited(ctx context.Context, m *member, rec Record) {
+func (d *Dispatcher) goexited(ctx context.Context, m *member, rec Record, took time.Duration, end func(core.InboxOutcome, error, time.Duration)) {
 	m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler Goexit stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
 	if ctx.Err() != nil {
 		m.log.LogAttrs(context.Background(), slog.LevelInfo,
 			"inbox: handler interrupted by shutdown (or by the removal of its inbox); the message stays leased until its lease expires",
 			recAttrs(rec)...)
+		end(core.InboxInterrupted, ErrHandlerGoexit, took)
 		return
 	}
-	d.settle(m, rec, ErrHandlerGoexit, false)
+	end(d.settle(m, rec, ErrHandlerGoexit, false), ErrHandlerGoexit, took)
 }
 
 // settle records the outcome of one handling in m's inbox: Ack, Abandon
 // with backoff, or Fail at MaxAttempts. Status writes outlive a hard stop
-// (they are short and bounded by StatusTimeout).
-func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
+// (they are short and bounded by StatusTimeout). It returns the outcome
+// decided, for the observer.
+func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) core.InboxOutcome {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
 	keys := []Key{rec.Key()}
@@ -522,17 +548,21 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 		op  string
 	)
 	attempt := rec.Attempt + 1
+	var decided core.InboxOutcome
 	switch outcome, delay := engine.Decide(herr, attempt, d.cfg.MaxAttempts, d.cfg.Retry); outcome {
 	case engine.Done:
-		op = "ack"
+		op, decided = "ack", core.InboxProcessed
 		n, err = m.in.Ack(ctx, owner, keys)
 	case engine.Dead:
-		op = "fail"
+		op, decided = "fail", core.InboxDead
 		m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; message is Dead after its last attempt",
 			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
 		n, err = m.in.Fail(ctx, owner, keys, herr.Error())
 	default:
-		op = "abandon"
+		op, decided = "abandon", core.InboxRetry
+		if noHandler {
+			decided = core.InboxUnhandled
+		}
 		if !noHandler {
 			m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
 				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
@@ -548,6 +578,7 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) {
 		m.lostLog.Hit(m.log, slog.LevelWarn, "inbox: lease lost before the outcome was recorded (lease expired and reaped or taken over); increase Lease",
 			recAttrs(rec, slog.String("op", op))...)
 	}
+	return decided
 }
 
 // release hands back the lease of a message whose handler a shutdown

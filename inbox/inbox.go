@@ -55,6 +55,11 @@ type Config struct {
 	// outbox store, not the database server's. Nodes sharing a table need
 	// synchronized clocks (leases compare them). Defaults to time.Now.
 	Now func() time.Time
+	// Observer traces and measures each ProcessTx and Process (for
+	// example *otel.Observer or *prometheus.Collector of this repository's
+	// modules), and is the default of DispatcherConfig.Observer for
+	// [Inbox.NewDispatcher]. nil observes nothing.
+	Observer core.InboxObserver
 }
 
 // Validate reports every invalid field of c at once: each problem is a
@@ -91,6 +96,7 @@ type Inbox struct {
 	now     func() time.Time
 	log     *slog.Logger
 	baseLog *slog.Logger // Config.Logger, the default of DispatcherConfig.Logger
+	obs     core.InboxObserver
 
 	mu      sync.Mutex
 	members map[*member]struct{} // dispatchers' members to notify after an enqueue
@@ -136,6 +142,7 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*In
 		now:     cfg.Now,
 		log:     cfg.Logger.With(slog.String("component", "outbox.inbox")),
 		baseLog: cfg.Logger,
+		obs:     cfg.Observer,
 	}, nil
 }
 
@@ -205,6 +212,28 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	if err := checkMessage(msg, false); err != nil {
 		return false, err
 	}
+	if in.obs == nil {
+		return in.processTx(ctx, tx, msg, fn, nil)
+	}
+	ctx, end := in.obs.ProcessInbox(ctx, core.InboxMessage{
+		Source: msg.Source, MessageID: msg.MessageID, Topic: msg.Topic, Mode: core.InboxTransactional,
+	})
+	var took time.Duration
+	processed, err := in.processTx(ctx, tx, msg, fn, &took)
+	r := core.InboxResult{Outcome: core.InboxDuplicate, Took: took}
+	switch {
+	case err != nil:
+		r.Outcome, r.Err = core.InboxFailed, err
+	case processed:
+		r.Outcome = core.InboxProcessed
+	}
+	end(r)
+	return processed, err
+}
+
+// processTx is ProcessTx after the checks; took, when not nil, receives
+// how long fn ran.
+func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx context.Context) error, took *time.Duration) (bool, error) {
 	t, err := in.store.Touch(ctx, tx, inboxrow.Message(msg))
 	if err != nil {
 		return false, in.mapErr(err)
@@ -219,7 +248,12 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 			t.LockedUntil.Format(time.RFC3339Nano))
 	}
 	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: processing", append(keyAttrs(msg.Key()), slog.String("status", Status(t.Status).String()))...)
-	if err := fn(ctx); err != nil {
+	start := time.Now()
+	err = fn(ctx)
+	if took != nil {
+		*took = time.Since(start)
+	}
+	if err != nil {
 		return false, err
 	}
 	if err := in.store.MarkDoneTx(ctx, tx, inboxrow.Key(msg.Key())); err != nil {

@@ -45,7 +45,9 @@ type InboxConfig struct {
 	// Dispatcher configures the one dispatcher (workers, lease, retries)
 	// shared by every database. Its Selector (core.RoundRobin by default,
 	// or core.DrainFirst) orders the databases' claim cycles; Retry
-	// defaults to Inbox.Backoff, Logger to this Config's.
+	// defaults to Inbox.Backoff, Observer to Inbox.Observer (a handling
+	// carries its database's id as core.InboxMessage.Store), Logger to
+	// this Config's.
 	Dispatcher inbox.DispatcherConfig
 	// Logger is the default logger of every part. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -101,6 +103,9 @@ func (c InboxConfig) withDefaults() InboxConfig {
 	}
 	if c.Dispatcher.Logger == nil {
 		c.Dispatcher.Logger = c.Logger
+	}
+	if c.Dispatcher.Observer == nil {
+		c.Dispatcher.Observer = c.Inbox.Observer
 	}
 	if c.Dispatcher.Retry == nil && c.Inbox.Backoff != nil {
 		c.Dispatcher.Retry = c.Inbox.Backoff

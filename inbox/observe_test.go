@@ -1,0 +1,186 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/inbox"
+)
+
+// recorder is a core.InboxObserver that remembers every processing.
+type recorder struct {
+	mu   sync.Mutex
+	seen []observed
+}
+
+type observed struct {
+	msg    core.InboxMessage
+	result core.InboxResult
+	ended  int
+}
+
+type obsKey struct{}
+
+func (r *recorder) ProcessInbox(ctx context.Context, m core.InboxMessage) (context.Context, func(core.InboxResult)) {
+	r.mu.Lock()
+	i := len(r.seen)
+	r.seen = append(r.seen, observed{msg: m})
+	r.mu.Unlock()
+	return context.WithValue(ctx, obsKey{}, i), func(res core.InboxResult) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.seen[i].result = res
+		r.seen[i].ended++
+	}
+}
+
+func (r *recorder) all() []observed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]observed(nil), r.seen...)
+}
+
+// checkOne checks the i-th processing: ended exactly once, with outcome.
+func (r *recorder) checkOne(t *testing.T, i int, mode core.InboxMode, outcome core.InboxOutcome) observed {
+	t.Helper()
+	all := r.all()
+	if len(all) <= i {
+		t.Fatalf("%d processings observed, want at least %d", len(all), i+1)
+	}
+	o := all[i]
+	if o.ended != 1 {
+		t.Errorf("processing %d ended %d times, want once", i, o.ended)
+	}
+	if o.msg.Mode != mode || o.result.Outcome != outcome {
+		t.Errorf("processing %d: mode %v outcome %v, want %v %v (%+v)", i, o.msg.Mode, o.result.Outcome, mode, outcome, o)
+	}
+	return o
+}
+
+// ProcessTx and Process report each call: processed, then duplicate on a
+// redelivery, failed when the business function fails; the function runs
+// with the observer's context.
+func TestObserverTransactional(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: rec})
+	msg := inbox.Message{Source: "billing", MessageID: "m-1", Topic: "invoice.paid"}
+	var fnCtx context.Context
+	fn := func(ctx context.Context, _ *sqlx.Tx) error { fnCtx = ctx; return nil }
+	if ok, err := e.in.Process(e.ctx, msg, fn); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	o := rec.checkOne(t, 0, core.InboxTransactional, core.InboxProcessed)
+	if o.msg.Source != "billing" || o.msg.MessageID != "m-1" || o.msg.Topic != "invoice.paid" || o.msg.Attempt != 0 || !o.msg.Enqueued.IsZero() {
+		t.Errorf("message = %+v", o.msg)
+	}
+	if fnCtx == nil || fnCtx.Value(obsKey{}) != 0 {
+		t.Error("the business function did not get the observer's context")
+	}
+	if ok, err := e.in.Process(e.ctx, msg, fn); ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	rec.checkOne(t, 1, core.InboxTransactional, core.InboxDuplicate)
+
+	boom := errors.New("boom")
+	msg.MessageID = "m-2"
+	if _, err := e.in.Process(e.ctx, msg, func(context.Context, *sqlx.Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if o := rec.checkOne(t, 2, core.InboxTransactional, core.InboxFailed); !errors.Is(o.result.Err, boom) {
+		t.Errorf("failed result's Err = %v", o.result.Err)
+	}
+	// A message refused before anything runs is not observed.
+	if _, err := e.in.Process(e.ctx, inbox.Message{MessageID: "no-source"}, fn); err == nil {
+		t.Fatal("a message without a source was accepted")
+	}
+	if n := len(rec.all()); n != 3 {
+		t.Errorf("%d processings observed, want 3", n)
+	}
+}
+
+// A dispatcher reports each handling with its attempt, the enqueue time
+// and the decided outcome: processed, retry, dead, unhandled. The
+// dispatcher inherits the inbox's observer.
+func TestObserverQueued(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: rec})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", MaxAttempts: 2})
+	var handlerCtx context.Context
+	mustHandle(t, d, "ok", func(ctx context.Context, _ inbox.Record) error { handlerCtx = ctx; return nil })
+	failure := errors.New("downstream unavailable")
+	mustHandle(t, d, "fails", func(context.Context, inbox.Record) error { return failure })
+	enqueuedAt := e.clock.Now()
+	e.enqueue(inbox.Message{Source: "s", MessageID: "ok-1", Topic: "ok", Payload: []byte("{}")})
+	run := func(want int) {
+		t.Helper()
+		if n, err := d.RunOnce(e.ctx); err != nil || n != want {
+			t.Fatalf("RunOnce = %d, %v; want %d", n, err, want)
+		}
+	}
+	run(1)
+	o := rec.checkOne(t, 0, core.InboxQueued, core.InboxProcessed)
+	if o.msg.Topic != "ok" || o.msg.Attempt != 1 || o.msg.Store != "" || !o.msg.Enqueued.Equal(enqueuedAt) || o.result.Err != nil {
+		t.Errorf("processed: %+v", o)
+	}
+	if handlerCtx == nil || handlerCtx.Value(obsKey{}) != 0 {
+		t.Error("the handler did not get the observer's context")
+	}
+
+	e.enqueue(inbox.Message{Source: "s", MessageID: "f-1", Topic: "fails", Payload: []byte("{}")})
+	run(1)
+	if o := rec.checkOne(t, 1, core.InboxQueued, core.InboxRetry); o.msg.Attempt != 1 || !errors.Is(o.result.Err, failure) {
+		t.Errorf("retry: %+v", o)
+	}
+	e.clock.Advance(time.Hour)
+	run(1)
+	if o := rec.checkOne(t, 2, core.InboxQueued, core.InboxDead); o.msg.Attempt != 2 || !errors.Is(o.result.Err, failure) {
+		t.Errorf("dead: %+v", o)
+	}
+
+	e.enqueue(inbox.Message{Source: "s", MessageID: "u-1", Topic: "nobody", Payload: []byte("{}")})
+	run(1)
+	if o := rec.checkOne(t, 3, core.InboxQueued, core.InboxUnhandled); !errors.Is(o.result.Err, inbox.ErrNoHandler) {
+		t.Errorf("unhandled: %+v", o)
+	}
+}
+
+// A dispatcher's own Observer replaces the inbox's.
+func TestObserverDispatcherOverride(t *testing.T) {
+	fromInbox, own := &recorder{}, &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: fromInbox})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", Observer: own})
+	mustHandle(t, d, "ok", func(context.Context, inbox.Record) error { return nil })
+	e.enqueue(inbox.Message{Source: "s", MessageID: "m", Topic: "ok", Payload: []byte("{}")})
+	if n, err := d.RunOnce(e.ctx); err != nil || n != 1 {
+		t.Fatal(n, err)
+	}
+	own.checkOne(t, 0, core.InboxQueued, core.InboxProcessed)
+	if n := len(fromInbox.all()); n != 0 {
+		t.Errorf("the inbox's observer saw %d handlings", n)
+	}
+}
+
+// A handler that calls runtime.Goexit still ends its observation, once,
+// as a retry carrying ErrHandlerGoexit.
+func TestObserverHandlerGoexit(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: rec})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", Workers: 1, PollInterval: time.Millisecond})
+	mustHandle(t, d, "exit", func(context.Context, inbox.Record) error { runtime.Goexit(); return nil })
+	e.start(d)
+	e.enqueue(inbox.Message{Source: "s", MessageID: "exits", Topic: "exit", Payload: []byte("{}")})
+	waitFor(t, "the Goexit handling observed", func() bool {
+		all := rec.all()
+		return len(all) > 0 && all[0].ended > 0
+	})
+	if o := rec.checkOne(t, 0, core.InboxQueued, core.InboxRetry); !errors.Is(o.result.Err, inbox.ErrHandlerGoexit) {
+		t.Errorf("Goexit: %+v", o)
+	}
+}
