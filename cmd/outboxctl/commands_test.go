@@ -351,7 +351,7 @@ func TestPurge(t *testing.T) {
 	wantCounts(t, store, 2, 3, 1, 5)
 
 	// One status only; the other is kept.
-	out = ok(t, "--dsn", path, "purge", "--done-older-than", "1ms", "--batch", "2")
+	out = ok(t, "--dsn", path, "purge", "--done-older-than", "1ms", "--batch", "2", "--pause-factor", "0.5", "--max-rate", "1e6")
 	matches(t, out, `^removed 3 DONE events older than 1ms$`, `^kept every DEAD event \(no --dead-older-than\)$`)
 	wantCounts(t, store, 2, 0, 1, 5)
 

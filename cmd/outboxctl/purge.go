@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/outbox-go/outbox/jdbcstore"
 )
@@ -21,6 +22,13 @@ the two; an omitted one keeps every event of its status.
 Durations are Go durations (90m, 36h, 1ns) or days (7d, 1d12h), and must be positive.
 --dry-run deletes nothing and counts what would be deleted.
 
+A purge of a big backlog is paced so the application keeps the database:
+after each batch it waits --pause-factor times as long as the batch took (0
+runs the batches back to back; at most 99), and --max-rate caps the rows
+deleted per second over the run (0: no cap). On SQLite, where the purge and
+the application share one write lock, about twice the peak publish rate is a
+good cap.
+
 --json prints one object: dry_run, done_older_than_seconds and
 dead_older_than_seconds (0 when omitted: kept), done and dead (events removed, or
 that would be) and batches (DELETE statements run).`,
@@ -29,11 +37,15 @@ that would be) and batches (DELETE statements run).`,
 				done, dead ageValue
 				batch      int
 				dryRun     bool
+				pause      float64
+				maxRate    float64
 			)
 			fs.Var(&done, "done-older-than", "delete DONE events finished more than this `duration` ago (7d, 36h)")
 			fs.Var(&dead, "dead-older-than", "delete DEAD events that died more than this `duration` ago (30d)")
 			fs.IntVar(&batch, "batch", jdbcstore.DefaultOpsBatch, "most rows deleted per statement")
 			fs.BoolVar(&dryRun, "dry-run", false, "delete nothing; count what would be deleted")
+			fs.Float64Var(&pause, "pause-factor", 0, "after each batch wait this many times as long as the batch took (0..99; 0: back to back)")
+			fs.Float64Var(&maxRate, "max-rate", 0, "most rows deleted per second over the run (0: no cap)")
 			return func(ctx context.Context, s *session, _ []string) error {
 				switch {
 				case !done.set && !dead.set:
@@ -44,6 +56,10 @@ that would be) and batches (DELETE statements run).`,
 					return usagef("--dead-older-than must be positive (omit it to keep every DEAD event)")
 				case batch < 1:
 					return usagef("--batch must be at least 1, got %d", batch)
+				case !(pause >= 0 && pause <= jdbcstore.MaxPauseFactor): // also refuses NaN
+					return usagef("--pause-factor must be 0..%d, got %g", jdbcstore.MaxPauseFactor, pause)
+				case !(maxRate >= 0 && !math.IsInf(maxRate, 1)):
+					return usagef("--max-rate must be a number of rows per second, at least 0, got %g", maxRate)
 				}
 				store, err := s.open(ctx, false)
 				if err != nil {
@@ -51,6 +67,7 @@ that would be) and batches (DELETE statements run).`,
 				}
 				res, err := store.Purge(ctx, jdbcstore.PurgeOptions{
 					DoneOlderThan: done.d, DeadOlderThan: dead.d, BatchSize: batch, DryRun: dryRun,
+					PauseFactor: pause, MaxRate: maxRate,
 				})
 				if err != nil {
 					if res.Done+res.Dead > 0 {
