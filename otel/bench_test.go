@@ -13,11 +13,13 @@ import (
 	obsotel "github.com/outbox-go/outbox/otel"
 )
 
-// The cost the Observer adds to one publish and one delivery attempt,
-// with the SDK recording every span and measurement in memory.
+// The cost the Observer adds to one publish, one delivery attempt and
+// one processing of an inbox message, with the SDK recording every span
+// and measurement in memory.
 //
 // Publish gets an event without a trace context (the common case: Publish
-// writes it); Deliver one with the trace context Publish wrote.
+// writes it); Deliver one with the trace context Publish wrote;
+// ProcessInbox a queued message, its context without a span.
 func BenchmarkObserver(b *testing.B) {
 	plain, err := core.NewEvent("OrderPlaced").PayloadBytes([]byte("{}")).Build()
 	if err != nil {
@@ -34,6 +36,11 @@ func BenchmarkObserver(b *testing.B) {
 		{"Deliver", func(h *harness, env core.Envelope) {
 			_, end := h.obs.Deliver(context.Background(), core.Delivery{Event: env, Path: core.PathHot, Attempt: 1, Committed: time.Now()})
 			end(core.DeliveryResult{Outcome: core.OutcomeDone, Listeners: time.Millisecond})
+		}},
+		{"ProcessInbox", func(h *harness, _ core.Envelope) {
+			_, end := h.obs.ProcessInbox(context.Background(), core.InboxMessage{Source: "orders", MessageID: "m-1", Topic: "OrderPlaced",
+				Mode: core.InboxQueued, Attempt: 1, Enqueued: time.Now()})
+			end(core.InboxResult{Outcome: core.InboxProcessed, Took: time.Millisecond})
 		}},
 		{"Metrics", func(h *harness, _ core.Envelope) {
 			h.obs.HotEnqueued()
@@ -93,6 +100,14 @@ func BenchmarkObserverNoSDK(b *testing.B) {
 		for b.Loop() {
 			_, end := obs.Deliver(context.Background(), core.Delivery{Event: traced, Path: core.PathHot, Attempt: 1, Committed: time.Now()})
 			end(core.DeliveryResult{Outcome: core.OutcomeDone, Listeners: time.Millisecond})
+		}
+	})
+	b.Run("ProcessInbox", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, end := obs.ProcessInbox(context.Background(), core.InboxMessage{Source: "orders", MessageID: "m-1", Topic: "OrderPlaced",
+				Mode: core.InboxQueued, Attempt: 1, Enqueued: time.Now()})
+			end(core.InboxResult{Outcome: core.InboxProcessed, Took: time.Millisecond})
 		}
 	})
 }

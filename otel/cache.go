@@ -129,3 +129,115 @@ func (o *Observer) storeSet(store string, err error) *measureSet {
 	}
 	return o.set(setKey{kind: kindStore, store: store, errType: errorType(err)})
 }
+
+// inboxOutcomes is the number of core.InboxOutcome values known to this
+// package.
+const inboxOutcomes = int(core.InboxInterrupted) + 1
+
+// inboxModes is the number of core.InboxMode values known to this package.
+const inboxModes = int(core.InboxQueued) + 1
+
+// inboxOutcomeAttrs are the outbox.outcome attributes of an inbox, by
+// outcome, each in a slice of its own so that setting it allocates
+// nothing.
+var inboxOutcomeAttrs = func() (a [inboxOutcomes][]attribute.KeyValue) {
+	for i := range a {
+		a[i] = []attribute.KeyValue{AttrOutcome.String(core.InboxOutcome(i).String())}
+	}
+	return a
+}()
+
+// inboxOutcomeAttr returns the outbox.outcome attribute of an inbox's
+// outcome o, as a slice.
+func inboxOutcomeAttr(o core.InboxOutcome) []attribute.KeyValue {
+	if int(o) < inboxOutcomes {
+		return inboxOutcomeAttrs[o]
+	}
+	return []attribute.KeyValue{AttrOutcome.String(o.String())}
+}
+
+// topicInfo is what the spans and measurements of one inbox topic share,
+// built on the topic's first message: the span name, the span attributes
+// that do not change from one message to the next, and the attribute
+// sets of store "" by mode.
+type topicInfo struct {
+	topic        string
+	processName  string
+	processAttrs trace.SpanStartOption
+	own          [inboxModes]*inboxSets // store "", by mode
+}
+
+// inboxSets are the attribute sets of the processings of one topic,
+// store and mode.
+type inboxSets struct {
+	spanAttrs trace.SpanStartOption      // outbox.inbox.mode, outbox.store when set
+	lag       *measureSet                // outbox.inbox.lag
+	outcome   [inboxOutcomes]*measureSet // process duration and processed, by outcome
+}
+
+// inboxKey identifies the inboxSets of a store of a dispatcher of several
+// inboxes (or of a mode this package does not know).
+type inboxKey struct {
+	topic, store string
+	mode         core.InboxMode
+}
+
+// topicOf returns the topicInfo of the inbox topic topic.
+func (o *Observer) topicOf(topic string) *topicInfo {
+	if v, ok := o.topics.Load(topic); ok {
+		return v.(*topicInfo)
+	}
+	ti := &topicInfo{topic: topic}
+	if topic == "" {
+		ti.processName = "process inbox"
+		ti.processAttrs = trace.WithAttributes(systemAttr, semconv.MessagingOperationTypeProcess,
+			semconv.MessagingOperationName("process"))
+	} else {
+		ti.processName = "process " + topic
+		ti.processAttrs = trace.WithAttributes(systemAttr, semconv.MessagingOperationTypeProcess,
+			semconv.MessagingOperationName("process"), semconv.MessagingDestinationName(topic))
+	}
+	for m := range ti.own {
+		ti.own[m] = o.newInboxSets(topic, "", core.InboxMode(m))
+	}
+	v, _ := o.topics.LoadOrStore(topic, ti)
+	return v.(*topicInfo)
+}
+
+// inboxSetsOf returns the inboxSets of a processing of ti's topic from
+// store in mode.
+func (o *Observer) inboxSetsOf(ti *topicInfo, store string, mode core.InboxMode) *inboxSets {
+	if store == "" && int(mode) < inboxModes {
+		return ti.own[mode]
+	}
+	k := inboxKey{topic: ti.topic, store: store, mode: mode}
+	if v, ok := o.inbox.Load(k); ok {
+		return v.(*inboxSets)
+	}
+	v, _ := o.inbox.LoadOrStore(k, o.newInboxSets(ti.topic, store, mode))
+	return v.(*inboxSets)
+}
+
+func (o *Observer) newInboxSets(topic, store string, mode core.InboxMode) *inboxSets {
+	span := []attribute.KeyValue{AttrInboxMode.String(mode.String())}
+	if store != "" {
+		span = append(span, AttrStore.String(store))
+	}
+	is := &inboxSets{
+		spanAttrs: trace.WithAttributes(span...),
+		lag:       o.set(setKey{kind: kindInboxLag, typ: topic, store: store, mode: mode}),
+	}
+	for i := range is.outcome {
+		is.outcome[i] = o.set(setKey{kind: kindInboxOutcome, typ: topic, store: store, mode: mode, inboxOutcome: core.InboxOutcome(i)})
+	}
+	return is
+}
+
+// inboxOutcomeSet returns the attribute set of an inbox processing's
+// outcome.
+func (o *Observer) inboxOutcomeSet(is *inboxSets, ti *topicInfo, store string, mode core.InboxMode, out core.InboxOutcome) *measureSet {
+	if int(out) < inboxOutcomes {
+		return is.outcome[out]
+	}
+	return o.set(setKey{kind: kindInboxOutcome, typ: ti.topic, store: store, mode: mode, inboxOutcome: out})
+}

@@ -1,11 +1,13 @@
-// Package otel traces and measures an outbox with OpenTelemetry.
+// Package otel traces and measures an outbox, and an inbox, with OpenTelemetry.
 //
 // [New] returns an [*Observer] that is at once a core.Observer (spans),
-// a core.HeaderInjector (trace context for the broker relays) and a
+// a core.HeaderInjector (trace context for the broker relays), a
 // core.Metrics with every optional signal and per-store labels
-// (core.StoreMetrics). Pass the same value as outbox.Config.Observer and
-// outbox.Config.Metrics (tenant.Config likewise), and as the Propagator
-// of a natsjs or rabbitmq relay.
+// (core.StoreMetrics) and a core.InboxObserver (the inbox's spans and
+// metrics). Pass the same value as outbox.Config.Observer and
+// outbox.Config.Metrics (tenant.Config likewise), as the Propagator of a
+// natsjs or rabbitmq relay, and as inbox.Config.Observer (which
+// inbox.DispatcherConfig.Observer defaults to).
 //
 // # Traces
 //
@@ -32,6 +34,23 @@
 // Propagator write the delivery span's context into the broker message,
 // so a consumer of the stream continues the same trace.
 //
+// On the consuming side, every processing of an inbox message runs under
+// a CONSUMER span "process <topic>" ("process inbox" when the message has
+// no topic), child of the span of the context it is given. In the
+// transactional mode (ProcessTx, Process) that is the consumer's own
+// context, which usually carries the broker message's trace context, so
+// the trace goes on from the outbox's delivery through the broker to the
+// business function; a queued message's handler (inbox.Dispatcher) starts
+// a trace of its own. The span carries messaging.system "outbox",
+// messaging.operation.type and messaging.operation.name "process",
+// messaging.destination.name (the topic, when there is one),
+// messaging.message.id and outbox.inbox.source (the message's key),
+// outbox.inbox.mode ("transactional" or "queued"), outbox.store (the
+// inbox of a dispatcher of several, when set), outbox.attempt (queued
+// messages) and, at its end, outbox.outcome: "processed", "duplicate",
+// "failed", "retry", "dead", "unhandled" or "interrupted". A failed,
+// retried or dead processing sets an error status and error.type.
+//
 // # Metrics
 //
 // Instruments are created once, in New; attribute sets are built once
@@ -40,4 +59,12 @@
 // constants name every instrument and say what it measures; labels are
 // messaging.destination.name (the event type), outbox.store, outbox.path,
 // outbox.outcome, outbox.queue, outbox.status and error.type.
+//
+// An inbox's processings are counted by outbox.inbox.processed and timed
+// by outbox.inbox.process.duration (how long the business function or
+// handler ran), both labelled with messaging.destination.name (the
+// topic, when there is one, so keep topics bounded too),
+// outbox.inbox.mode, outbox.outcome and outbox.store (when set);
+// outbox.inbox.lag, with the same labels but outbox.outcome, measures a
+// queued message's wait from Enqueue to the start of its handling.
 package otel

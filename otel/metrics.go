@@ -35,12 +35,16 @@ const (
 	MetricQueueDepth  = "outbox.queue.depth"             // gauge: events queued in process, by outbox.queue
 	MetricOldestAge   = "outbox.oldest_pending.age"      // gauge, s: age of the oldest pending event a poller saw
 	MetricBlockedKeys = "outbox.blocked_keys"            // gauge: ordering keys held by a DEAD event
+
+	MetricInboxProcessed = "outbox.inbox.processed"        // counter: inbox messages processed, by outcome
+	MetricInboxProcess   = "outbox.inbox.process.duration" // histogram, s: how long an inbox's business function or handler ran
+	MetricInboxLag       = "outbox.inbox.lag"              // histogram, s: a queued inbox message's wait, from Enqueue to its handler
 )
 
 // instruments are created once, in New.
 type instruments struct {
-	sent, deliveries                                            metric.Int64Counter
-	process, lag, doneWrite, claimTime                          metric.Float64Histogram
+	sent, deliveries, inboxProcessed                            metric.Int64Counter
+	process, lag, doneWrite, claimTime, inboxProcess, inboxLag  metric.Float64Histogram
 	doneBatch, claimRows                                        metric.Int64Histogram
 	enqueued, hotDropped, leaseLost, leaseReaped, dead, putOffs metric.Int64Counter
 	unhandled, replayed, purged                                 metric.Int64Counter
@@ -91,6 +95,9 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	in.unhandled = counter(MetricUnhandled, "{event}", "Events that found no listener.")
 	in.replayed = counter(MetricReplayed, "{event}", "DEAD events moved back to NEW.")
 	in.purged = counter(MetricPurged, "{event}", "Rows removed by a retention purge, by status.")
+	in.inboxProcessed = counter(MetricInboxProcessed, "{message}", "Inbox messages processed, by outcome.")
+	in.inboxProcess = seconds(MetricInboxProcess, "How long an inbox's business function or handler ran for one message.")
+	in.inboxLag = seconds(MetricInboxLag, "Time from a queued inbox message's Enqueue to the start of its handling.")
 	var err error
 	in.queueDepth, err = m.Int64Gauge(MetricQueueDepth, metric.WithUnit("{event}"), metric.WithDescription("Events queued in process, by queue."))
 	errs = append(errs, err)
@@ -108,20 +115,24 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 type setKind uint8
 
 const (
-	kindSent    setKind = iota // type, error.type
-	kindLag                    // type, store, path
-	kindOutcome                // type, store, path, outcome
-	kindStore                  // store, error.type
+	kindSent         setKind = iota // type, error.type
+	kindLag                         // type, store, path
+	kindOutcome                     // type, store, path, outcome
+	kindStore                       // store, error.type
+	kindInboxLag                    // topic, store (when set), inbox mode
+	kindInboxOutcome                // topic, store (when set), inbox mode, inbox outcome
 )
 
 // setKey identifies one attribute set; sets are built once and reused.
 type setKey struct {
-	kind    setKind
-	typ     string
-	store   string
-	path    core.Path
-	outcome core.Outcome
-	errType string
+	kind         setKind
+	typ          string // the event type, or the inbox topic
+	store        string
+	path         core.Path
+	outcome      core.Outcome
+	errType      string
+	mode         core.InboxMode // of an inbox
+	inboxOutcome core.InboxOutcome
 }
 
 // measureSet is one attribute set as the options of Add and Record,
@@ -154,6 +165,17 @@ func (o *Observer) set(k setKey) *measureSet {
 		}
 	case kindStore:
 		attrs = append(attrs, AttrStore.String(k.store))
+	case kindInboxLag, kindInboxOutcome:
+		attrs = append(attrs, semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess, AttrInboxMode.String(k.mode.String()))
+		if k.typ != "" {
+			attrs = append(attrs, semconv.MessagingDestinationName(k.typ))
+		}
+		if k.store != "" {
+			attrs = append(attrs, AttrStore.String(k.store))
+		}
+		if k.kind == kindInboxOutcome {
+			attrs = append(attrs, AttrOutcome.String(k.inboxOutcome.String()))
+		}
 	}
 	if k.errType != "" {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(k.errType))

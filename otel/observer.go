@@ -20,9 +20,12 @@ const (
 	AttrAttempt = attribute.Key("outbox.attempt") // int: 1 for the first attempt
 	AttrPath    = attribute.Key("outbox.path")    // "hot", "cold" or "retry"
 	AttrStore   = attribute.Key("outbox.store")   // "" for an outbox's own database, the tenant's id in a set
-	AttrOutcome = attribute.Key("outbox.outcome") // "done", "retry", "dead", "put_off", "unhandled", "interrupted"
+	AttrOutcome = attribute.Key("outbox.outcome") // "done", "retry", "dead", "put_off", "unhandled", "interrupted"; an inbox's: "processed", "duplicate", "failed", "retry", "dead", "unhandled", "interrupted"
 	AttrQueue   = attribute.Key("outbox.queue")   // "hot" or "cold"
 	AttrStatus  = attribute.Key("outbox.status")  // "done" or "dead", of purged rows
+
+	AttrInboxSource = attribute.Key("outbox.inbox.source") // the source of an inbox message (with messaging.message.id, its key)
+	AttrInboxMode   = attribute.Key("outbox.inbox.mode")   // "transactional" or "queued"
 )
 
 // System is the messaging.system of every span and measurement.
@@ -32,8 +35,8 @@ var systemAttr = semconv.MessagingSystemKey.String(System)
 
 // Observer traces and measures an outbox with OpenTelemetry. Create it
 // with [New]; it is safe for concurrent use. Pass it as
-// outbox.Config.Observer and outbox.Config.Metrics, and as the Propagator
-// of a broker relay.
+// outbox.Config.Observer and outbox.Config.Metrics, as the Propagator of
+// a broker relay, and as inbox.Config.Observer.
 type Observer struct {
 	*storeMetrics // the signals of the outbox's own store ("")
 
@@ -46,6 +49,8 @@ type Observer struct {
 	sets   sync.Map // setKey -> *measureSet
 	types  sync.Map // event type -> *typeInfo
 	paths  sync.Map // pathKey -> *pathSets, for the stores of a set of databases
+	topics sync.Map // inbox topic -> *topicInfo
+	inbox  sync.Map // inboxKey -> *inboxSets, for the stores of a dispatcher of several inboxes
 
 	ownStore *measureSet // DONE writes and claims of store "" that succeeded
 }
@@ -59,6 +64,7 @@ var (
 	_ core.UnhandledMetrics = (*Observer)(nil)
 	_ core.OrderMetrics     = (*Observer)(nil)
 	_ core.PostponeMetrics  = (*Observer)(nil)
+	_ core.InboxObserver    = (*Observer)(nil)
 )
 
 // New returns an Observer configured by cfg. An invalid cfg returns an
@@ -167,6 +173,58 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 		set := o.outcomeSet(ds, ti, store, path, r.Outcome)
 		o.inst.process.Record(bg, r.Listeners.Seconds(), set.rec...)
 		o.inst.deliveries.Add(bg, 1, set.add...)
+	}
+	return ctx, end
+}
+
+// ProcessInbox starts the CONSUMER span "process <topic>" ("process
+// inbox" without a topic) of one processing of an inbox message, child of
+// ctx's span, and returns the business function's or handler's context
+// carrying it. In the transactional mode ctx is the consumer's own, which
+// usually carries the broker message's trace context; a queued message's
+// handler gets a context without one, so its span starts a trace.
+//
+// For a queued message it records the message's wait in the inbox
+// (outbox.inbox.lag). end sets outbox.outcome and, for a failed
+// processing (failed, retry, dead), an error status; it records the
+// processing's metrics. The inbox calls it: pass the Observer as
+// inbox.Config.Observer or inbox.DispatcherConfig.Observer.
+func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (context.Context, func(core.InboxResult)) {
+	ti := o.topicOf(m.Topic)
+	is := o.inboxSetsOf(ti, m.Store, m.Mode)
+	var msg trace.SpanStartOption
+	if m.Attempt > 0 {
+		msg = trace.WithAttributes(semconv.MessagingMessageID(m.MessageID), AttrInboxSource.String(m.Source), AttrAttempt.Int(m.Attempt))
+	} else {
+		msg = trace.WithAttributes(semconv.MessagingMessageID(m.MessageID), AttrInboxSource.String(m.Source))
+	}
+	ctx, span := o.tracer.Start(ctx, ti.processName, kindConsumer, ti.processAttrs, is.spanAttrs, msg)
+	store, mode := m.Store, m.Mode // not m: the closure would move it to the heap
+	if mode == core.InboxQueued && !m.Enqueued.IsZero() {
+		o.inst.inboxLag.Record(ctx, time.Since(m.Enqueued).Seconds(), is.lag.rec...)
+	}
+	end := func(r core.InboxResult) {
+		if span.IsRecording() {
+			span.SetAttributes(inboxOutcomeAttr(r.Outcome)...)
+			switch r.Outcome {
+			case core.InboxFailed, core.InboxRetry, core.InboxDead:
+				if r.Err != nil {
+					span.RecordError(r.Err)
+					span.SetStatus(codes.Error, r.Err.Error())
+					span.SetAttributes(semconv.ErrorTypeKey.String(errorType(r.Err)))
+				} else {
+					span.SetStatus(codes.Error, r.Outcome.String())
+				}
+			default:
+				if r.Err != nil {
+					span.AddEvent("outbox.inbox."+r.Outcome.String(), trace.WithAttributes(attribute.String("exception.message", r.Err.Error())))
+				}
+			}
+		}
+		span.End()
+		set := o.inboxOutcomeSet(is, ti, store, mode, r.Outcome)
+		o.inst.inboxProcess.Record(bg, r.Took.Seconds(), set.rec...)
+		o.inst.inboxProcessed.Add(bg, 1, set.add...)
 	}
 	return ctx, end
 }
