@@ -32,6 +32,18 @@ func BenchmarkDeliver(b *testing.B) {
 	}
 }
 
+func BenchmarkProcessInbox(b *testing.B) {
+	c := newCollector(b, outboxprom.Config{})
+	m := core.InboxMessage{Source: "shop", MessageID: "m1", Topic: "order.created", Store: "eu",
+		Mode: core.InboxQueued, Attempt: 1, Enqueued: time.Now()}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, end := c.ProcessInbox(ctx, m)
+		end(core.InboxResult{Outcome: core.InboxProcessed, Took: time.Millisecond})
+	}
+}
+
 func BenchmarkMetricsSignal(b *testing.B) {
 	c := newCollector(b, outboxprom.Config{})
 	m := c.ForStore("acme")

@@ -17,8 +17,10 @@ import (
 // core.StoreMetrics (for queues, lag, leases, DEAD, put-offs and the
 // operations, labelled by store): give the same value to
 // outbox.Config.Metrics and outbox.Config.Observer (or the tenant.Config
-// fields of the same names). The metrics are listed in the package
-// documentation.
+// fields of the same names). It is also a core.InboxObserver (for the
+// inbox's processings by topic, mode and outcome): give it to
+// inbox.Config.Observer and inbox.DispatcherConfig.Observer as well to
+// measure an inbox. The metrics are listed in the package documentation.
 //
 // A Collector is also a prometheus.Collector, so it can be registered in
 // further registries. All its methods are safe for concurrent use and
@@ -28,6 +30,7 @@ type Collector struct {
 
 	registry *prom.Registry
 	types    *typeLabels
+	topics   *topicLabels
 	root     *storeView
 	stores   sync.Map // store id → *storeView
 
@@ -57,6 +60,10 @@ type Collector struct {
 	oldestPending *prom.GaugeVec // store
 	blockedKeys   *prom.GaugeVec // store
 
+	inboxProcessed *prom.CounterVec   // store, topic, mode, outcome
+	inboxDuration  *prom.HistogramVec // store, topic, mode
+	inboxWait      *prom.HistogramVec // store, topic
+
 	all []prom.Collector
 }
 
@@ -68,6 +75,7 @@ var (
 	_ core.OrderMetrics     = (*Collector)(nil)
 	_ core.PostponeMetrics  = (*Collector)(nil)
 	_ core.StoreMetrics     = (*Collector)(nil)
+	_ core.InboxObserver    = (*Collector)(nil)
 	_ prom.Collector        = (*Collector)(nil)
 )
 
@@ -143,7 +151,18 @@ func New(cfg Config) (*Collector, error) {
 	c.blockedKeys = f.gauge("blocked_keys",
 		"Ordering keys held by a DEAD event under the block policy, by store.", labelStore)
 
+	c.inboxProcessed = f.counter("inbox_processed_total",
+		"Inbox messages processed, by store, topic, mode (transactional, queued) and outcome (processed, duplicate, failed, retry, dead, unhandled, interrupted).",
+		labelStore, labelTopic, labelMode, labelOutcome)
+	c.inboxDuration = f.histogram("inbox_process_duration_seconds",
+		"Seconds the business function or handler of one inbox message ran, by store, topic and mode.",
+		cfg.Buckets.ListenerDuration, labelStore, labelTopic, labelMode)
+	c.inboxWait = f.histogram("inbox_enqueue_to_handler_seconds",
+		"Seconds from a queued inbox message's Enqueue to the start of its first handling, by store and topic.",
+		cfg.Buckets.CommitToListener, labelStore, labelTopic)
+
 	c.types = newTypeLabels(cfg.MaxEventTypes, c.published, c.publishErrors)
+	c.topics = newTopicLabels(cfg.MaxEventTypes)
 	c.root = c.newStoreView("")
 
 	if err := c.registry.Register(c); err != nil {
@@ -233,10 +252,11 @@ func (c *Collector) view(storeID string) *storeView {
 }
 
 // ForgetStore deletes every series labelled store="<storeID>", such as
-// when the store was removed from a tenant set, so that its gauges do not
-// keep reporting their last value. Signals that come for the store later
-// create its series again. The series of an outbox's own database
-// (store="") are never forgotten: ForgetStore("") does nothing.
+// when the store was removed from a tenant set (or an inbox of that id
+// from a dispatcher), so that its gauges do not keep reporting their last
+// value. Signals that come for the store later create its series again.
+// The series of an outbox's own database (store="") are never forgotten:
+// ForgetStore("") does nothing.
 func (c *Collector) ForgetStore(storeID string) {
 	if storeID == "" {
 		return

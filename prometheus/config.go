@@ -22,7 +22,8 @@ const (
 	// label.
 	DefaultMaxEventTypes = 500
 	// OtherEventType is the event_type label of the events whose type came
-	// after Config.MaxEventTypes others.
+	// after Config.MaxEventTypes others, and the topic label of the inbox
+	// messages whose topic came after Config.MaxEventTypes other topics.
 	OtherEventType = "(other)"
 )
 
@@ -49,15 +50,17 @@ type Config struct {
 	// when several services report to one Prometheus. Names must match
 	// [a-zA-Z_][a-zA-Z0-9_]*, must not start with "__" and must not be one
 	// of the collector's own labels (store, event_type, path, outcome,
-	// queue, status). Defaults to none.
+	// queue, status, topic, mode). Defaults to none.
 	ConstLabels map[string]string
 	// MaxEventTypes bounds the distinct values of the event_type label:
 	// the events of the types seen after this many others are counted
 	// under OtherEventType, "(other)". Event types are chosen by the
 	// publishing code and so are a finite set; the bound only keeps a
 	// mistake (a type built from an id) from flooding Prometheus with
-	// series. Defaults to DefaultMaxEventTypes (500); it must not be
-	// negative.
+	// series. It bounds the topic label of the inbox metrics the same way,
+	// counting topics apart from event types: the messages of the topics
+	// seen after this many others are counted under "(other)". Defaults
+	// to DefaultMaxEventTypes (500); it must not be negative.
 	MaxEventTypes int
 	// Buckets are the bucket upper bounds of the histograms; a nil or
 	// empty field takes its default from [DefaultBuckets].
@@ -68,11 +71,15 @@ type Config struct {
 // seconds for durations. Each must be strictly increasing and free of NaN.
 type Buckets struct {
 	// CommitToListener: outbox_commit_to_listener_seconds, from commit to
-	// the listeners' start. Defaults to 0.5 ms to 5 min: the hot path takes
-	// well under a millisecond, the poller seconds.
+	// the listeners' start, and outbox_inbox_enqueue_to_handler_seconds,
+	// from an inbox message's Enqueue to its handler's start. Defaults to
+	// 0.5 ms to 5 min: the hot path takes well under a millisecond, the
+	// poller seconds.
 	CommitToListener []float64
-	// ListenerDuration: outbox_listener_duration_seconds. Defaults to
-	// 0.5 ms to 30 s (the dispatcher's default ListenerTimeout).
+	// ListenerDuration: outbox_listener_duration_seconds and
+	// outbox_inbox_process_duration_seconds (an inbox's business function
+	// or handler). Defaults to 0.5 ms to 30 s (the dispatcher's default
+	// ListenerTimeout).
 	ListenerDuration []float64
 	// DoneBatchSize: outbox_done_batch_size, events per DONE write.
 	// Defaults to powers of two from 1 to 256 (the dispatcher's default
@@ -98,7 +105,7 @@ func DefaultBuckets() Buckets {
 }
 
 // labelNames are the variable labels of the collector's metrics.
-var labelNames = []string{labelStore, labelEventType, labelPath, labelOutcome, labelQueue, labelStatus}
+var labelNames = []string{labelStore, labelEventType, labelPath, labelOutcome, labelQueue, labelStatus, labelTopic, labelMode}
 
 // The variable labels.
 const (
@@ -108,6 +115,8 @@ const (
 	labelOutcome   = "outcome"
 	labelQueue     = "queue"
 	labelStatus    = "status"
+	labelTopic     = "topic"
+	labelMode      = "mode"
 )
 
 // nameRE matches a metric name prefix or a label name.

@@ -40,6 +40,8 @@ func TestNewInvalidConfig(t *testing.T) {
 		{"bad label name", outboxprom.Config{ConstLabels: map[string]string{"a-b": "x"}}, `ConstLabels["a-b"]`},
 		{"reserved label name", outboxprom.Config{ConstLabels: map[string]string{"__x": "x"}}, `ConstLabels["__x"]`},
 		{"own label", outboxprom.Config{ConstLabels: map[string]string{"store": "x"}}, `ConstLabels["store"]`},
+		{"own inbox label", outboxprom.Config{ConstLabels: map[string]string{"topic": "x"}}, `ConstLabels["topic"]`},
+		{"own mode label", outboxprom.Config{ConstLabels: map[string]string{"mode": "x"}}, `ConstLabels["mode"]`},
 		{"label value not UTF-8", outboxprom.Config{ConstLabels: map[string]string{"svc": "\xff"}}, `ConstLabels["svc"]`},
 		{"decreasing buckets", outboxprom.Config{Buckets: outboxprom.Buckets{Claim: []float64{1, 0.5}}}, "Buckets.Claim"},
 		{"repeated bucket", outboxprom.Config{Buckets: outboxprom.Buckets{DoneBatchSize: []float64{1, 1}}}, "Buckets.DoneBatchSize"},

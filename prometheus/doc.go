@@ -14,6 +14,12 @@
 // operations. A Collector given only as Metrics lacks
 // outbox_deliveries_total and the histograms: set both.
 //
+// A Collector is also a core.InboxObserver: give it to an inbox too to
+// count its messages by topic, mode and outcome.
+//
+//	in, err := inbox.New(ctx, db, inbox.Config{Observer: col})
+//	d, err := in.NewDispatcher(inbox.DispatcherConfig{}) // inherits Observer
+//
 // The metrics live in a registry of the Collector's own, which
 // [Collector.Handler] and [Collector.Gatherer] serve; set
 // Config.Registerer (prometheus.DefaultRegisterer, say) to register them
@@ -28,32 +34,43 @@
 // tenant set (core.StoreMetrics); event_type is the event's type, bounded
 // by Config.MaxEventTypes; path is hot (handed over after commit), cold
 // (claimed by the poller) or retry (an in-process retry); outcome is done,
-// retry, dead, put_off, unhandled or interrupted (core.Outcome).
+// retry, dead, put_off, unhandled or interrupted (core.Outcome) for the
+// outbox's deliveries. For an inbox's messages (core.InboxObserver):
+// store is "" for a dispatcher's own inbox and for the transactional mode,
+// the id given to AddInbox in a dispatcher of several; topic is the
+// message's topic ("" when a transactional caller gave none), bounded by
+// Config.MaxEventTypes apart from event types; mode is transactional
+// (ProcessTx, Process) or queued (a dispatcher's handler); outcome is
+// processed, duplicate, failed, retry, dead, unhandled or interrupted
+// (core.InboxOutcome).
 //
-//	Name                               Type       Labels                               Source
-//	outbox_deliveries_total            counter    store, event_type, path, outcome     Observer.Deliver: one per delivery attempt
-//	outbox_commit_to_listener_seconds  histogram  store, path                          Observer.Deliver: commit to the listeners' start, first attempts
-//	outbox_listener_duration_seconds   histogram  store, event_type                    Observer.Deliver: how long the listeners ran (not for unhandled)
-//	outbox_published_total             counter    event_type                           Observer.Publish: events inserted (a later rollback is not subtracted)
-//	outbox_publish_errors_total        counter    event_type                           Observer.Publish: Publish calls that failed
-//	outbox_done_batch_size             histogram  store                                Observer.DoneWritten: events per coalesced DONE write
-//	outbox_done_write_seconds          histogram  store                                Observer.DoneWritten: time of one DONE write
-//	outbox_done_write_errors_total     counter    store                                Observer.DoneWritten: failed DONE writes
-//	outbox_claim_seconds               histogram  store                                Observer.Claimed: time of one claim of the poller
-//	outbox_claimed_total               counter    store                                Observer.Claimed: rows claimed
-//	outbox_claim_errors_total          counter    store                                Observer.Claimed: failed claims
-//	outbox_enqueued_total              counter    store, queue (hot, cold)             Metrics.HotEnqueued, ColdEnqueued
-//	outbox_hot_dropped_total           counter    store                                Metrics.HotDropped: left to the poller (queue full, bytes budget)
-//	outbox_lease_lost_total            counter    store                                Metrics.LeaseLost: status writes fenced off by another node
-//	outbox_leases_reaped_total         counter    store                                Metrics.LeasesReaped: expired leases released
-//	outbox_dead_total                  counter    store                                Metrics.DispatchDead: events marked DEAD (any cause)
-//	outbox_put_off_total               counter    store                                PostponeMetrics.Postponed: downstream unavailable
-//	outbox_unhandled_total             counter    store, event_type                    UnhandledMetrics.Unhandled: no listener registered
-//	outbox_replayed_total              counter    store                                OpsMetrics.Replayed: DEAD events moved back to NEW
-//	outbox_purged_total                counter    store, status (done, dead)           OpsMetrics.Purged: rows removed by a retention purge
-//	outbox_queue_depth                 gauge      queue (hot, cold)                    Metrics.QueueDepths: shared by every store
-//	outbox_oldest_pending_seconds      gauge      store                                Metrics.OldestLag: age of the oldest due NEW/RETRY event
-//	outbox_blocked_keys                gauge      store                                OrderMetrics.BlockedKeys: ordering keys held by a DEAD event
+//	Name                                     Type       Labels                            Source
+//	outbox_deliveries_total                  counter    store, event_type, path, outcome  Observer.Deliver: one per delivery attempt
+//	outbox_commit_to_listener_seconds        histogram  store, path                       Observer.Deliver: commit to the listeners' start, first attempts
+//	outbox_listener_duration_seconds         histogram  store, event_type                 Observer.Deliver: how long the listeners ran (not for unhandled)
+//	outbox_published_total                   counter    event_type                        Observer.Publish: events inserted (a later rollback is not subtracted)
+//	outbox_publish_errors_total              counter    event_type                        Observer.Publish: Publish calls that failed
+//	outbox_done_batch_size                   histogram  store                             Observer.DoneWritten: events per coalesced DONE write
+//	outbox_done_write_seconds                histogram  store                             Observer.DoneWritten: time of one DONE write
+//	outbox_done_write_errors_total           counter    store                             Observer.DoneWritten: failed DONE writes
+//	outbox_claim_seconds                     histogram  store                             Observer.Claimed: time of one claim of the poller
+//	outbox_claimed_total                     counter    store                             Observer.Claimed: rows claimed
+//	outbox_claim_errors_total                counter    store                             Observer.Claimed: failed claims
+//	outbox_enqueued_total                    counter    store, queue (hot, cold)          Metrics.HotEnqueued, ColdEnqueued
+//	outbox_hot_dropped_total                 counter    store                             Metrics.HotDropped: left to the poller (queue full, bytes budget)
+//	outbox_lease_lost_total                  counter    store                             Metrics.LeaseLost: status writes fenced off by another node
+//	outbox_leases_reaped_total               counter    store                             Metrics.LeasesReaped: expired leases released
+//	outbox_dead_total                        counter    store                             Metrics.DispatchDead: events marked DEAD (any cause)
+//	outbox_put_off_total                     counter    store                             PostponeMetrics.Postponed: downstream unavailable
+//	outbox_unhandled_total                   counter    store, event_type                 UnhandledMetrics.Unhandled: no listener registered
+//	outbox_replayed_total                    counter    store                             OpsMetrics.Replayed: DEAD events moved back to NEW
+//	outbox_purged_total                      counter    store, status (done, dead)        OpsMetrics.Purged: rows removed by a retention purge
+//	outbox_queue_depth                       gauge      queue (hot, cold)                 Metrics.QueueDepths: shared by every store
+//	outbox_oldest_pending_seconds            gauge      store                             Metrics.OldestLag: age of the oldest due NEW/RETRY event
+//	outbox_blocked_keys                      gauge      store                             OrderMetrics.BlockedKeys: ordering keys held by a DEAD event
+//	outbox_inbox_processed_total             counter    store, topic, mode, outcome       InboxObserver.ProcessInbox: one per processing of an inbox message
+//	outbox_inbox_process_duration_seconds    histogram  store, topic, mode                InboxObserver.ProcessInbox: how long the business function or handler ran (not for duplicate, unhandled)
+//	outbox_inbox_enqueue_to_handler_seconds  histogram  store, topic                      InboxObserver.ProcessInbox: Enqueue to the handler's start, first handlings of queued messages
 //
 // Metrics.DispatchSuccess and DispatchFailure are not counted apart:
 // outbox_deliveries_total{outcome="done"|"retry"} has them with more
@@ -65,12 +82,14 @@
 //
 // # Cardinality
 //
-// The label values are bounded: store by the databases of a tenant set,
-// path, outcome, queue and status by the lists above, and event_type by
-// the event types the program publishes, a finite set chosen by its code.
-// Config.MaxEventTypes (500) caps event_type all the same: types beyond it
-// are counted as "(other)", so that a type built from data by mistake
-// cannot flood Prometheus with series. Event ids, keys and errors are
-// never labels. [Collector.ForgetStore] deletes the series of a store
-// removed from a tenant set.
+// The label values are bounded: store by the databases of a tenant set
+// (and the inboxes of a dispatcher), path, outcome, queue, status and mode
+// by the lists above, event_type by the event types the program publishes
+// and topic by the topics its inboxes receive, finite sets chosen by its
+// code. Config.MaxEventTypes (500) caps event_type and, counted apart,
+// topic all the same: types or topics beyond it are counted as "(other)",
+// so that a value built from data by mistake cannot flood Prometheus with
+// series. Event ids, message ids, sources, keys and errors are never
+// labels. [Collector.ForgetStore] deletes the series of a store
+// removed from a tenant set, or of an inbox removed from a dispatcher.
 package prometheus

@@ -9,20 +9,56 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 )
 
-// typeLabels maps event types to their event_type label, bounded: once max
-// distinct types have a label of their own, the others share
-// OtherEventType. Each label comes with its publish counters resolved and
-// the function Observer.Publish returns, so that a publish allocates
-// nothing here.
-type typeLabels struct {
-	max                      int
-	published, publishErrors *prom.CounterVec
+// boundedLabels maps the values of a label (event types, inbox topics) to
+// their entries, bounded: once max distinct values have an entry of their
+// own, the others share other, whose label is OtherEventType. A value seen
+// before is looked up without locking or allocating.
+type boundedLabels[E any] struct {
+	max      int
+	newEntry func(label string) E
 
-	known sync.Map // event type → *typeEntry
+	known sync.Map // value → E
 	mu    sync.Mutex
-	n     int         // types in known, under mu
-	full  atomic.Bool // n reached max: unknown types are "other" without locking
-	other *typeEntry
+	n     int         // values in known, under mu
+	full  atomic.Bool // n reached max: unknown values are "other" without locking
+	other E
+}
+
+func (b *boundedLabels[E]) init(max int, newEntry func(label string) E) {
+	b.max, b.newEntry = max, newEntry
+	b.other = newEntry(OtherEventType)
+}
+
+// entry returns the entry of value.
+func (b *boundedLabels[E]) entry(value string) E {
+	if e, ok := b.known.Load(value); ok {
+		return e.(E)
+	}
+	if b.full.Load() {
+		return b.other
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, ok := b.known.Load(value); ok {
+		return e.(E)
+	}
+	if b.n >= b.max {
+		b.full.Store(true)
+		return b.other
+	}
+	e := b.newEntry(validLabel(value))
+	b.known.Store(value, e)
+	b.n++
+	return e
+}
+
+// typeLabels maps event types to their event_type label, bounded by
+// Config.MaxEventTypes. Each label comes with its publish counters
+// resolved and the function Observer.Publish returns, so that a publish
+// allocates nothing here.
+type typeLabels struct {
+	boundedLabels[*typeEntry]
+	published, publishErrors *prom.CounterVec
 }
 
 // typeEntry is one event_type label and what hangs off it.
@@ -32,13 +68,12 @@ type typeEntry struct {
 }
 
 func newTypeLabels(max int, published, publishErrors *prom.CounterVec) *typeLabels {
-	t := &typeLabels{max: max, published: published, publishErrors: publishErrors}
-	t.other = t.newEntry(OtherEventType)
+	t := &typeLabels{published: published, publishErrors: publishErrors}
+	t.init(max, t.newEntry)
 	return t
 }
 
 func (t *typeLabels) newEntry(label string) *typeEntry {
-	label = validLabel(label)
 	e := &typeEntry{label: label}
 	// The children are created on first use, so that a type that is only
 	// ever delivered has no publish series at 0.
@@ -52,27 +87,17 @@ func (t *typeLabels) newEntry(label string) *typeEntry {
 	return e
 }
 
-// entry returns the label of eventType.
-func (t *typeLabels) entry(eventType string) *typeEntry {
-	if e, ok := t.known.Load(eventType); ok {
-		return e.(*typeEntry)
-	}
-	if t.full.Load() {
-		return t.other
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e, ok := t.known.Load(eventType); ok {
-		return e.(*typeEntry)
-	}
-	if t.n >= t.max {
-		t.full.Store(true)
-		return t.other
-	}
-	e := t.newEntry(eventType)
-	t.known.Store(eventType, e)
-	t.n++
-	return e
+// topicLabels maps inbox topics to their topic label, bounded by
+// Config.MaxEventTypes as event types are, but apart from them: a program
+// with many event types keeps its topics' labels all the same.
+type topicLabels struct {
+	boundedLabels[string]
+}
+
+func newTopicLabels(max int) *topicLabels {
+	t := &topicLabels{}
+	t.init(max, func(label string) string { return label })
+	return t
 }
 
 // validLabel returns s with any invalid UTF-8 replaced: the client library

@@ -1,6 +1,7 @@
 package prometheus
 
 import (
+	"sync"
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,9 @@ type storeView struct {
 	doneErrors           prom.Counter
 	claim                prom.Observer
 	claimed, claimErrors prom.Counter
+
+	// The InboxObserver's series, created on first use.
+	inbox [2]sync.Map // by core.InboxMode: topic label → *inboxSeries
 }
 
 var (

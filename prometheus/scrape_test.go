@@ -225,6 +225,9 @@ func TestScrapeRealOutbox(t *testing.T) {
 	atLeast("outbox_claim_seconds", own(labels{}), 1)
 	atLeast("outbox_claimed_total", own(labels{}), 1)
 	atLeast("outbox_done_write_seconds", own(labels{}), 1)
+	atLeast("outbox_inbox_processed_total", own(labels{"topic": "order.created", "mode": "transactional", "outcome": "processed"}), 1)
+	atLeast("outbox_inbox_process_duration_seconds", labels{"store": "tenant-a", "mode": "queued"}, 1)
+	atLeast("outbox_inbox_enqueue_to_handler_seconds", labels{"store": "tenant-a", "topic": "order.created"}, 1)
 
 	// Every metric the dashboard and the alert rules query exists.
 	used := map[string][]string{} // metric name → where
@@ -268,6 +271,14 @@ func driveEverySignal(t *testing.T, c *outboxprom.Collector) {
 	}
 	c.DoneWritten("tenant-a", 3, time.Millisecond, errors.New("db down"))
 	c.Claimed("tenant-a", 0, time.Millisecond, errors.New("db down"))
+	for _, m := range []core.InboxMessage{
+		{Source: "shop", MessageID: "1", Topic: "order.created", Mode: core.InboxTransactional},
+		{Source: "shop", MessageID: "2", Topic: "order.created", Store: "tenant-a", Mode: core.InboxQueued,
+			Attempt: 1, Enqueued: time.Now().Add(-time.Second)},
+	} {
+		_, end := c.ProcessInbox(context.Background(), m)
+		end(core.InboxResult{Outcome: core.InboxProcessed, Took: time.Millisecond})
+	}
 }
 
 // scrape GETs url and parses the text exposition.
