@@ -41,6 +41,14 @@
 // [FromContext]. Package tenant builds on this: a router to each
 // database's Inbox, with discovery of the set of databases.
 //
+// Observation. Config.Observer (a core.InboxObserver, such as the
+// OpenTelemetry and Prometheus modules of this repository provide) sees
+// each ProcessTx and Process call and, through a dispatcher made by
+// [Inbox.NewDispatcher] (or DispatcherConfig.Observer), each handling of a
+// queued message: the business function or handler runs with the context
+// it returns, and the outcome (processed, duplicate, failed, retry, dead,
+// unhandled, interrupted) ends the observation.
+//
 // Times come from the application clock (Config.Now), as in the outbox
 // store. Invalid arguments return errors matching the Err* sentinels of
 // this package with errors.Is, before anything is written. Payloads are
