@@ -3,6 +3,8 @@ module github.com/outbox-go/outbox/otel
 go 1.25.0
 
 require (
+	github.com/jmoiron/sqlx v1.4.0
+	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/nats-io/nats.go v1.53.1
 	github.com/outbox-go/outbox v0.0.0-00010101000000-000000000000
 	github.com/outbox-go/outbox/relay/natsjs v0.0.0-00010101000000-000000000000
@@ -19,9 +21,7 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/jmoiron/sqlx v1.4.0 // indirect
 	github.com/klauspost/compress v1.18.5 // indirect
-	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/nats-io/nkeys v0.4.15 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+	_ "github.com/mattn/go-sqlite3"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/propagation"
@@ -17,6 +19,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	obsotel "github.com/outbox-go/outbox/otel"
 	"github.com/outbox-go/outbox/relay/natsjs"
@@ -107,10 +110,37 @@ func TestEndToEndNATSRelayCarriesTheDeliverySpan(t *testing.T) {
 	if got := msg.Header.Values("traceparent"); len(got) != 1 {
 		t.Errorf("traceparent values %q, want exactly one", got)
 	}
-	_, consumed := h.tp.Tracer("consumer").Start(trace.ContextWithRemoteSpanContext(context.Background(), remote), "process orders", trace.WithSpanKind(trace.SpanKindConsumer))
-	consumed.End()
-	c := h.span(t, "process orders")
+	// The consumer processes it through an inbox observed by the same
+	// Observer: its span continues the request's trace under the delivery
+	// span that relayed the message.
+	db, err := sqlx.Open("sqlite3", filepath.Join(t.TempDir(), "consumer.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	in, err := inbox.New(ctx, db, inbox.Config{Observer: h.obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumerCtx := trace.ContextWithRemoteSpanContext(context.Background(), remote)
+	m := inbox.Message{Source: name, MessageID: msg.Header.Get("Nats-Msg-Id"), Topic: msg.Subject, Payload: msg.Data}
+	var inner trace.SpanContext
+	if ok, err := in.Process(consumerCtx, m, func(ctx context.Context, _ *sqlx.Tx) error {
+		inner = trace.SpanContextFromContext(ctx)
+		return nil
+	}); !ok || err != nil {
+		t.Fatalf("inbox: processed %v, %v", ok, err)
+	}
+	c := h.span(t, "process "+msg.Subject)
 	if c.Parent().SpanID() != proc.SpanContext().SpanID() || c.SpanContext().TraceID() != root.TraceID() {
-		t.Errorf("the consumer's span: parent %v in trace %v, want the delivery span in the request's trace", c.Parent().SpanID(), c.SpanContext().TraceID())
+		t.Errorf("the inbox's span: parent %v in trace %v, want the delivery span in the request's trace", c.Parent().SpanID(), c.SpanContext().TraceID())
+	}
+	if inner.SpanID() != c.SpanContext().SpanID() {
+		t.Errorf("the business function ran under span %v, want the inbox's %v", inner.SpanID(), c.SpanContext().SpanID())
+	}
+	outcome, _ := attr(c.Attributes(), obsotel.AttrOutcome)
+	msgID, _ := attr(c.Attributes(), "messaging.message.id")
+	if c.SpanKind() != trace.SpanKindConsumer || outcome.AsString() != "processed" || msgID.AsString() != evID {
+		t.Errorf("the inbox's span: kind %v, attributes %v", c.SpanKind(), c.Attributes())
 	}
 }
