@@ -118,10 +118,18 @@ type collector struct {
 	wake chan struct{}
 }
 
-// consume starts consuming queue (auto-ack) on a channel of its own.
+// consume starts consuming queue (auto-ack) of the shared broker on a
+// channel of its own.
 func consume(t testing.TB, queue string) *collector {
 	t.Helper()
-	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	return consumeAt(t, amqpURL(), queue)
+}
+
+// consumeAt starts consuming queue (auto-ack) of the broker at url on a
+// channel of its own.
+func consumeAt(t testing.TB, url, queue string) *collector {
+	t.Helper()
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
