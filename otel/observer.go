@@ -152,24 +152,8 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 		o.inst.lag.Record(ctx, time.Since(d.Committed).Seconds(), ds.lag.rec...)
 	}
 	end := func(r core.DeliveryResult) {
-		if span.IsRecording() {
-			span.SetAttributes(outcomeAttr(r.Outcome)...)
-			switch r.Outcome {
-			case core.OutcomeRetry, core.OutcomeDead:
-				if r.Err != nil {
-					span.RecordError(r.Err)
-					span.SetStatus(codes.Error, r.Err.Error())
-					span.SetAttributes(semconv.ErrorTypeKey.String(errorType(r.Err)))
-				} else {
-					span.SetStatus(codes.Error, r.Outcome.String())
-				}
-			default:
-				if r.Err != nil {
-					span.AddEvent("outbox."+r.Outcome.String(), trace.WithAttributes(attribute.String("exception.message", r.Err.Error())))
-				}
-			}
-		}
-		span.End()
+		failed := r.Outcome == core.OutcomeRetry || r.Outcome == core.OutcomeDead
+		endSpan(span, outcomeAttr(r.Outcome), failed, r.Err, "outbox.", r.Outcome.String())
 		set := o.outcomeSet(ds, ti, store, path, r.Outcome)
 		o.inst.process.Record(bg, r.Listeners.Seconds(), set.rec...)
 		o.inst.deliveries.Add(bg, 1, set.add...)
@@ -204,29 +188,34 @@ func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (conte
 		o.inst.inboxLag.Record(ctx, time.Since(m.Enqueued).Seconds(), is.lag.rec...)
 	}
 	end := func(r core.InboxResult) {
-		if span.IsRecording() {
-			span.SetAttributes(inboxOutcomeAttr(r.Outcome)...)
-			switch r.Outcome {
-			case core.InboxFailed, core.InboxRetry, core.InboxDead:
-				if r.Err != nil {
-					span.RecordError(r.Err)
-					span.SetStatus(codes.Error, r.Err.Error())
-					span.SetAttributes(semconv.ErrorTypeKey.String(errorType(r.Err)))
-				} else {
-					span.SetStatus(codes.Error, r.Outcome.String())
-				}
-			default:
-				if r.Err != nil {
-					span.AddEvent("outbox.inbox."+r.Outcome.String(), trace.WithAttributes(attribute.String("exception.message", r.Err.Error())))
-				}
-			}
-		}
-		span.End()
+		failed := r.Outcome == core.InboxFailed || r.Outcome == core.InboxRetry || r.Outcome == core.InboxDead
+		endSpan(span, inboxOutcomeAttr(r.Outcome), failed, r.Err, "outbox.inbox.", r.Outcome.String())
 		set := o.inboxOutcomeSet(is, ti, store, mode, r.Outcome)
 		o.inst.inboxProcess.Record(bg, r.Took.Seconds(), set.rec...)
 		o.inst.inboxProcessed.Add(bg, 1, set.add...)
 	}
 	return ctx, end
+}
+
+// endSpan ends a consumer span with its outcome's attributes: a failed
+// outcome sets an error status (with the error recorded and its
+// error.type when there is one); another outcome that carries an error
+// (put off, interrupted) adds the event eventPrefix+outcome.
+func endSpan(span trace.Span, outcome []attribute.KeyValue, failed bool, err error, eventPrefix, name string) {
+	if span.IsRecording() {
+		span.SetAttributes(outcome...)
+		switch {
+		case failed && err != nil:
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
+		case failed:
+			span.SetStatus(codes.Error, name)
+		case err != nil:
+			span.AddEvent(eventPrefix+name, trace.WithAttributes(attribute.String("exception.message", err.Error())))
+		}
+	}
+	span.End()
 }
 
 // DoneWritten records one coalesced DONE write: its size and duration.

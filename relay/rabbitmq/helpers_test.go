@@ -229,3 +229,24 @@ func waitAllRelayed(t *testing.T, ob *outbox.Outbox, got *collector, ids []strin
 	}
 	return stored, dups
 }
+
+// afterOutage ends an outage test once the broker is back: it waits for
+// 50 more events committed, stops the publisher, waits until every
+// committed event is in the queue and DONE with no attempt charged, and
+// checks that nothing is DEAD or RETRY and that the outage logged exactly
+// one ERROR and one "recovered" line. It returns the committed ids, the
+// count of each id in the queue and the redelivered duplicates.
+func afterOutage(t *testing.T, ob *outbox.Outbox, got *collector, pub *relaytest.Publisher, logs *testsupport.LogBuffer) (ids []string, stored map[string]int, dups int) {
+	t.Helper()
+	after := pub.Count() + 50
+	testsupport.WaitFor(t, 30*time.Second, "events committed after the outage", func() bool { return pub.Count() >= after })
+	ids = pub.Stop()
+	stored, dups = waitAllRelayed(t, ob, got, ids)
+	if c := relaytest.Counts(t, ob); c[core.StatusDead] != 0 || c[core.StatusRetry] != 0 {
+		t.Errorf("statuses after the outage: %v", c)
+	}
+	if down, up := logs.Count("level=ERROR", "broker unreachable"), logs.Count("level=INFO", "broker recovered"); down != 1 || up != 1 {
+		t.Errorf("%d ERROR lines and %d recovered lines, want 1 and 1", down, up)
+	}
+	return ids, stored, dups
+}
