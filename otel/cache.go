@@ -22,21 +22,47 @@ const outcomes = int(core.OutcomeInterrupted) + 1
 // paths is the number of core.Path values known to this package.
 const paths = int(core.PathRetry) + 1
 
-// outcomeAttrs are the outbox.outcome attributes, by outcome, each in a
-// slice of its own so that setting it allocates nothing.
-var outcomeAttrs = func() (a [outcomes][]attribute.KeyValue) {
+// outcomeValue is an outcome type whose values are small integers from 0:
+// core.Outcome, core.InboxOutcome.
+type outcomeValue interface {
+	~uint8
+	String() string
+}
+
+// outcomeTable returns the outbox.outcome attribute of each of the first n
+// values of T, each in a slice of its own so that setting it allocates
+// nothing.
+func outcomeTable[T outcomeValue](n int) [][]attribute.KeyValue {
+	a := make([][]attribute.KeyValue, n)
 	for i := range a {
-		a[i] = []attribute.KeyValue{AttrOutcome.String(core.Outcome(i).String())}
+		a[i] = []attribute.KeyValue{AttrOutcome.String(T(i).String())}
 	}
 	return a
-}()
+}
 
-// outcomeAttr returns the outbox.outcome attribute of o, as a slice.
-func outcomeAttr(o core.Outcome) []attribute.KeyValue {
-	if int(o) < outcomes {
-		return outcomeAttrs[o]
+// outcomeOf returns the outbox.outcome attribute of o from table, as a
+// slice; a value the table lacks gets one of its own.
+func outcomeOf[T outcomeValue](table [][]attribute.KeyValue, o T) []attribute.KeyValue {
+	if int(o) < len(table) {
+		return table[o]
 	}
 	return []attribute.KeyValue{AttrOutcome.String(o.String())}
+}
+
+// outcomeAttrs and inboxOutcomeAttrs are the outbox.outcome attributes of
+// a delivery's and an inbox processing's outcomes.
+var (
+	outcomeAttrs      = outcomeTable[core.Outcome](outcomes)
+	inboxOutcomeAttrs = outcomeTable[core.InboxOutcome](inboxOutcomes)
+)
+
+// outcomeAttr returns the outbox.outcome attribute of o, as a slice.
+func outcomeAttr(o core.Outcome) []attribute.KeyValue { return outcomeOf(outcomeAttrs, o) }
+
+// inboxOutcomeAttr returns the outbox.outcome attribute of an inbox's
+// outcome o, as a slice.
+func inboxOutcomeAttr(o core.InboxOutcome) []attribute.KeyValue {
+	return outcomeOf(inboxOutcomeAttrs, o)
 }
 
 // typeInfo is what the spans and measurements of one event type share,
@@ -136,25 +162,6 @@ const inboxOutcomes = int(core.InboxInterrupted) + 1
 
 // inboxModes is the number of core.InboxMode values known to this package.
 const inboxModes = int(core.InboxQueued) + 1
-
-// inboxOutcomeAttrs are the outbox.outcome attributes of an inbox, by
-// outcome, each in a slice of its own so that setting it allocates
-// nothing.
-var inboxOutcomeAttrs = func() (a [inboxOutcomes][]attribute.KeyValue) {
-	for i := range a {
-		a[i] = []attribute.KeyValue{AttrOutcome.String(core.InboxOutcome(i).String())}
-	}
-	return a
-}()
-
-// inboxOutcomeAttr returns the outbox.outcome attribute of an inbox's
-// outcome o, as a slice.
-func inboxOutcomeAttr(o core.InboxOutcome) []attribute.KeyValue {
-	if int(o) < inboxOutcomes {
-		return inboxOutcomeAttrs[o]
-	}
-	return []attribute.KeyValue{AttrOutcome.String(o.String())}
-}
 
 // topicInfo is what the spans and measurements of one inbox topic share,
 // built on the topic's first message: the span name, the span attributes
