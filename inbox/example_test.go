@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
@@ -109,4 +111,51 @@ func ExampleInbox_NewDispatcher() {
 	// Output:
 	// handled shop/order-42 (attempt 0): {"total":99}
 	// status: Done
+}
+
+// printObserver is a core.InboxObserver that prints each processing's
+// outcome; in production pass *otel.Observer or *prometheus.Collector of
+// this repository's modules instead.
+type printObserver struct{}
+
+func (printObserver) ProcessInbox(ctx context.Context, m core.InboxMessage) (context.Context, func(core.InboxResult)) {
+	return ctx, func(r core.InboxResult) {
+		fmt.Printf("%s %s/%s: %s\n", m.Mode, m.Source, m.MessageID, r.Outcome)
+	}
+}
+
+// Observation: Config.Observer sees every processing, with its outcome.
+func ExampleConfig_observer() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "inbox-example-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+
+	in, err := inbox.New(ctx, db, inbox.Config{Observer: printObserver{}})
+	if err != nil {
+		panic(err)
+	}
+	msg := inbox.Message{Source: "stripe", MessageID: "evt_1", Topic: "invoice.paid"}
+	work := func(context.Context, *sqlx.Tx) error { return nil }
+	for range 2 {
+		if _, err := in.Process(ctx, msg, work); err != nil {
+			panic(err)
+		}
+	}
+	_, err = in.Process(ctx, inbox.Message{Source: "stripe", MessageID: "evt_2"}, func(context.Context, *sqlx.Tx) error {
+		return errors.New("card declined")
+	})
+	fmt.Println("error:", err)
+	// Output:
+	// transactional stripe/evt_1: processed
+	// transactional stripe/evt_1: duplicate
+	// transactional stripe/evt_2: failed
+	// error: card declined
 }
