@@ -4,6 +4,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"sync"
 
 	"github.com/outbox-go/outbox/core"
 )
@@ -93,9 +94,11 @@ type pathKey struct {
 
 // typeOf returns the typeInfo of the event type typ.
 func (o *Observer) typeOf(typ string) *typeInfo {
-	if v, ok := o.types.Load(typ); ok {
-		return v.(*typeInfo)
-	}
+	return cached(&o.types, typ, func() *typeInfo { return o.newTypeInfo(typ) })
+}
+
+// newTypeInfo builds the typeInfo of the event type typ.
+func (o *Observer) newTypeInfo(typ string) *typeInfo {
 	dest := semconv.MessagingDestinationName(typ)
 	ti := &typeInfo{
 		typ:         typ,
@@ -110,8 +113,7 @@ func (o *Observer) typeOf(typ string) *typeInfo {
 	for p := range ti.own {
 		ti.own[p] = o.newPathSets(typ, "", core.Path(p))
 	}
-	v, _ := o.types.LoadOrStore(typ, ti)
-	return v.(*typeInfo)
+	return ti
 }
 
 // deliverySets returns the pathSets of a delivery of ti's type from store
@@ -120,12 +122,7 @@ func (o *Observer) deliverySets(ti *typeInfo, store string, path core.Path) *pat
 	if store == "" && int(path) < paths {
 		return ti.own[path]
 	}
-	k := pathKey{typ: ti.typ, store: store, path: path}
-	if v, ok := o.paths.Load(k); ok {
-		return v.(*pathSets)
-	}
-	v, _ := o.paths.LoadOrStore(k, o.newPathSets(ti.typ, store, path))
-	return v.(*pathSets)
+	return cached(&o.paths, pathKey{typ: ti.typ, store: store, path: path}, func() *pathSets { return o.newPathSets(ti.typ, store, path) })
 }
 
 func (o *Observer) newPathSets(typ, store string, path core.Path) *pathSets {
@@ -191,9 +188,11 @@ type inboxKey struct {
 
 // topicOf returns the topicInfo of the inbox topic topic.
 func (o *Observer) topicOf(topic string) *topicInfo {
-	if v, ok := o.topics.Load(topic); ok {
-		return v.(*topicInfo)
-	}
+	return cached(&o.topics, topic, func() *topicInfo { return o.newTopicInfo(topic) })
+}
+
+// newTopicInfo builds the topicInfo of the inbox topic topic.
+func (o *Observer) newTopicInfo(topic string) *topicInfo {
 	ti := &topicInfo{topic: topic}
 	if topic == "" {
 		ti.processName = "process inbox"
@@ -207,8 +206,7 @@ func (o *Observer) topicOf(topic string) *topicInfo {
 	for m := range ti.own {
 		ti.own[m] = o.newInboxSets(topic, "", core.InboxMode(m))
 	}
-	v, _ := o.topics.LoadOrStore(topic, ti)
-	return v.(*topicInfo)
+	return ti
 }
 
 // inboxSetsOf returns the inboxSets of a processing of ti's topic from
@@ -217,12 +215,7 @@ func (o *Observer) inboxSetsOf(ti *topicInfo, store string, mode core.InboxMode)
 	if store == "" && int(mode) < inboxModes {
 		return ti.own[mode]
 	}
-	k := inboxKey{topic: ti.topic, store: store, mode: mode}
-	if v, ok := o.inbox.Load(k); ok {
-		return v.(*inboxSets)
-	}
-	v, _ := o.inbox.LoadOrStore(k, o.newInboxSets(ti.topic, store, mode))
-	return v.(*inboxSets)
+	return cached(&o.inbox, inboxKey{topic: ti.topic, store: store, mode: mode}, func() *inboxSets { return o.newInboxSets(ti.topic, store, mode) })
 }
 
 func (o *Observer) newInboxSets(topic, store string, mode core.InboxMode) *inboxSets {
@@ -247,4 +240,14 @@ func (o *Observer) inboxOutcomeSet(is *inboxSets, ti *topicInfo, store string, m
 		return is.outcome[out]
 	}
 	return o.set(setKey{kind: kindInboxOutcome, typ: ti.topic, store: store, mode: mode, inboxOutcome: out})
+}
+
+// cached returns m's value for k, built by build and stored on k's first
+// use. Concurrent first uses may each build one; all get the stored one.
+func cached[K comparable, V any](m *sync.Map, k K, build func() V) V {
+	if v, ok := m.Load(k); ok {
+		return v.(V)
+	}
+	v, _ := m.LoadOrStore(k, build())
+	return v.(V)
 }

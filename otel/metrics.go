@@ -150,9 +150,11 @@ func newMeasureSet(kv ...attribute.KeyValue) *measureSet {
 
 // set returns k's attribute set, built on its first use.
 func (o *Observer) set(k setKey) *measureSet {
-	if v, ok := o.sets.Load(k); ok {
-		return v.(*measureSet)
-	}
+	return cached(&o.sets, k, func() *measureSet { return o.newSet(k) })
+}
+
+// newSet builds k's attribute set.
+func (o *Observer) newSet(k setKey) *measureSet {
 	attrs := []attribute.KeyValue{systemAttr}
 	switch k.kind {
 	case kindSent:
@@ -180,8 +182,7 @@ func (o *Observer) set(k setKey) *measureSet {
 	if k.errType != "" {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(k.errType))
 	}
-	v, _ := o.sets.LoadOrStore(k, newMeasureSet(attrs...))
-	return v.(*measureSet)
+	return newMeasureSet(attrs...)
 }
 
 // storeMetrics is the core.Metrics of one store: every signal carries its
@@ -213,11 +214,7 @@ func (o *Observer) ForStore(id string) core.Metrics {
 	if id == "" {
 		return o.storeMetrics
 	}
-	if m, ok := o.stores.Load(id); ok {
-		return m.(*storeMetrics)
-	}
-	m, _ := o.stores.LoadOrStore(id, o.newStoreMetrics(id))
-	return m.(*storeMetrics)
+	return cached(&o.stores, id, func() *storeMetrics { return o.newStoreMetrics(id) })
 }
 
 var bg = context.Background()
