@@ -122,8 +122,11 @@ type Config struct {
 	// StatsMaxAge gets them at once while one read refreshes them in the
 	// background (the page says when they were read). A dashboard left
 	// open by many operators thus costs the database at most one read per
-	// StatsMaxAge. Negative reads them on every load, waiting. Defaults to
-	// DefaultStatsMaxAge.
+	// StatsMaxAge. On a table so large that the read takes long, reads are
+	// spaced further: one that took T is not repeated for 50 × T (a read
+	// of 200 ms, then, every 10 s), so the figures never take more than 2%
+	// of one connection's time. Negative reads them on every load,
+	// waiting. Defaults to DefaultStatsMaxAge.
 	StatsMaxAge time.Duration
 	// MaxConcurrentReads bounds the database calls the dashboard runs at
 	// once, over every page load and database: further loads wait their

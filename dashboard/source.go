@@ -49,15 +49,30 @@ func newSource(name string, st Store, in Inbox, sl slots) *source {
 	return s
 }
 
-// overview returns the figures of the database. Figures read at most
-// maxAge ago are returned as they are; older ones too, while one read
-// refreshes them in the background; without figures (or with a negative
-// maxAge) the caller waits for a read. Concurrent callers share one read.
+// statsDuty spaces the reads of the overview figures by their own
+// length: a read that took T is not repeated for statsDuty × T, so
+// however large the table, the figures take at most 1/statsDuty of one
+// connection's time. On a table of a million rows a count of the finished
+// rows takes 100–300 ms on MariaDB: read every 5 s, it cost a busy
+// application's dispatcher ~6% of its throughput on two cores.
+const statsDuty = 50
+
+// due reports whether figures d are old enough to be read again at now:
+// older than maxAge, and than statsDuty times the read that made them.
+func due(now time.Time, d overviewData, maxAge time.Duration) bool {
+	return now.Sub(d.ReadAt) > max(maxAge, statsDuty*d.Took)
+}
+
+// overview returns the figures of the database. Figures not yet due for
+// a new read (see due) are returned as they are; older ones too, while
+// one read refreshes them in the background; without figures (or with a
+// negative maxAge) the caller waits for a read. Concurrent callers share
+// one read.
 func (s *source) overview(ctx context.Context, now func() time.Time, maxAge time.Duration) (overviewData, error) {
 	s.mu.Lock()
 	if s.cachedOK && maxAge >= 0 {
 		d := s.cached
-		if now().Sub(d.ReadAt) > maxAge && s.inflight == nil {
+		if due(now(), d, maxAge) && s.inflight == nil {
 			s.startRead(ctx, now)
 		}
 		s.mu.Unlock()
@@ -92,10 +107,10 @@ const readTimeout = 30 * time.Second
 func (s *source) read(ctx context.Context, now func() time.Time, f *flight) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	start := time.Now()
+	start := now()
 	d, err := readOverview(ctx, s.store)
 	d.ReadAt = now()
-	d.Took = time.Since(start)
+	d.Took = d.ReadAt.Sub(start)
 	s.mu.Lock()
 	f.data, f.err = d, err
 	if err == nil {
