@@ -113,7 +113,7 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, src *source) {
 		return
 	}
 	// The overview must not show the figures from before the replay.
-	src.invalidate()
+	src.invalidate(r.Context(), h.cfg.Now)
 	v.Replayed, v.Matched = res.Replayed, res.Matched
 	v.IDs = res.IDs
 	if len(v.IDs) > previewShown {

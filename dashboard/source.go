@@ -30,11 +30,13 @@ type source struct {
 	cached   overviewData
 	cachedOK bool
 	inflight *flight
+	gen      uint64 // bumped by invalidate: reads started before it are not cached
 }
 
 // flight is one read of the overview figures that concurrent page loads
 // wait on.
 type flight struct {
+	gen  uint64 // the source's gen when the read started
 	done chan struct{}
 	data overviewData
 	err  error
@@ -67,7 +69,7 @@ func due(now time.Time, d overviewData, maxAge time.Duration) bool {
 // a new read (see due) are returned as they are; older ones too, while
 // one read refreshes them in the background; without figures (or with a
 // negative maxAge) the caller waits for a read. Concurrent callers share
-// one read.
+// one read, unless it started before the last mutation.
 func (s *source) overview(ctx context.Context, now func() time.Time, maxAge time.Duration) (overviewData, error) {
 	s.mu.Lock()
 	if s.cachedOK && maxAge >= 0 {
@@ -79,7 +81,7 @@ func (s *source) overview(ctx context.Context, now func() time.Time, maxAge time
 		return d, nil
 	}
 	f := s.inflight
-	if f == nil {
+	if f == nil || f.gen != s.gen {
 		f = s.startRead(ctx, now)
 	}
 	s.mu.Unlock()
@@ -93,7 +95,7 @@ func (s *source) overview(ctx context.Context, now func() time.Time, maxAge time
 
 // startRead starts a read of the figures; s.mu is held.
 func (s *source) startRead(ctx context.Context, now func() time.Time) *flight {
-	f := &flight{done: make(chan struct{})}
+	f := &flight{gen: s.gen, done: make(chan struct{})}
 	s.inflight = f
 	// The read is not tied to the request that started it: a canceled
 	// page load must not fail the others waiting on it.
@@ -113,10 +115,12 @@ func (s *source) read(ctx context.Context, now func() time.Time, f *flight) {
 	d.Took = d.ReadAt.Sub(start)
 	s.mu.Lock()
 	f.data, f.err = d, err
-	if err == nil {
+	if err == nil && f.gen == s.gen {
 		s.cached, s.cachedOK = d, true
 	}
-	s.inflight = nil
+	if s.inflight == f {
+		s.inflight = nil
+	}
 	s.mu.Unlock()
 	close(f.done)
 }
@@ -138,9 +142,14 @@ func readOverview(ctx context.Context, st Store) (overviewData, error) {
 	return d, nil
 }
 
-// invalidate drops the cached figures after a mutation.
-func (s *source) invalidate() {
+// invalidate drops the cached figures after a mutation and starts
+// reading them again, so the next overview usually finds them ready. A
+// read under way started before the mutation: its figures are given to
+// the page loads already waiting on it, never cached.
+func (s *source) invalidate(ctx context.Context, now func() time.Time) {
 	s.mu.Lock()
 	s.cachedOK = false
+	s.gen++
+	s.startRead(ctx, now)
 	s.mu.Unlock()
 }
