@@ -152,8 +152,9 @@ func (b *doneBatcher) flushStore(o *origin, batch []item) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	start := time.Now()
 	n, err := o.store.MarkDone(ctx, d.cfg.Owner, ids)
-	// One more try within the same timeout: a batch killed with its
-	// connection would otherwise be delivered again whole. The write is
+	// Up to three more tries (after 10, 20 and 40 ms) within the same
+	// timeout: a batch killed with its connection would otherwise be
+	// delivered again whole. The write is
 	// idempotent (status <> DONE), so a retry after an unseen commit only
 	// counts fewer changed rows.
 	for wait := 10 * time.Millisecond; err != nil && wait <= 40*time.Millisecond; wait *= 2 {

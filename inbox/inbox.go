@@ -28,7 +28,7 @@ const (
 )
 
 // Config configures [New]. The zero value works with the default table on
-// a database whose driver is detected (sqlite3, mysql).
+// a database whose driver is detected (sqlite3, mysql, pgx).
 type Config struct {
 	// Table is the inbox table name; it must match
 	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$ (see jdbcstore.ValidateTableName).

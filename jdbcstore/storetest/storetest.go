@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite every jdbcstore dialect must
-// pass: ours (jdbcstore/sqlite, jdbcstore/mysql) and a third party's. It
+// pass: ours (jdbcstore/sqlite, jdbcstore/mysql, jdbcstore/postgres) and a third party's. It
 // imports no database driver; the test of a dialect package provides a
 // [Harness] that opens its database and calls [Run].
 //
