@@ -134,16 +134,18 @@ type Config struct {
 	// the application. 1..MaxConcurrentReadsLimit; defaults to
 	// DefaultMaxConcurrentReads.
 	MaxConcurrentReads int
-	// Title names the dashboard in page titles. Defaults to DefaultTitle.
+	// Title names the dashboard in page titles: at most 100 bytes.
+	// Defaults to DefaultTitle.
 	Title string
 	// Logger receives failed database reads and every mutation. Defaults
 	// to slog.Default().
 	Logger *slog.Logger
 	// Now is the clock (tests). Defaults to time.Now.
 	Now func() time.Time
-	// Secret signs the CSRF tokens. Defaults to 32 random bytes drawn
-	// when New runs; set it (at least 32 bytes) so that several replicas
-	// behind one load balancer accept each other's tokens.
+	// Secret signs the CSRF tokens. Nil defaults to 32 random bytes drawn
+	// when New runs; set it (at least 32 bytes; an empty non-nil slice is
+	// refused) so that several replicas behind one load balancer accept
+	// each other's tokens.
 	Secret []byte
 }
 

@@ -57,7 +57,7 @@ type Config struct {
 	RetryCapacity int
 	// Owner is this dispatcher's owner token, written as the lease holder
 	// of every event it publishes or claims and checked by every status
-	// write. It must be unique among running nodes; at most 64 characters.
+	// write. It must be unique among running nodes; at most 64 bytes.
 	// Defaults to a new random token per dispatcher (hostname + ULID).
 	Owner string
 	// Lease is how long this node owns an event it published or claimed.

@@ -387,9 +387,10 @@ func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 // Lease: events dropped from a full hot queue, left queued, waiting on a
 // retry timer or published just before Close. Rows of events still held
 // (a listener that ignores its cancelled ctx, a DONE write in progress)
-// keep their lease; they are released when their worker exits. The
-// release is bounded by ctx, or by StatusTimeout when ctx has expired,
-// and is logged at INFO with the number of rows released. A dispatcher
+// keep their lease; they are released when their worker exits. Each
+// release statement is bounded by StatusTimeout (and by ctx while the
+// workers are being waited for), and a release that let rows go or kept
+// some is logged at INFO with their numbers. A dispatcher
 // must therefore not share its Owner with another running dispatcher.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	d.closeOnce.Do(func() {

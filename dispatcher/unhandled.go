@@ -27,8 +27,8 @@ const (
 	// implement core.Postponer it is only released, and this node's poller
 	// claims it again at its next poll.
 	UnhandledLeave
-	// UnhandledDead marks the event DEAD with the reason "no listener
-	// registered for event type X": it waits for an operator (outboxctl
+	// UnhandledDead marks the event DEAD with the reason `no listener
+	// registered for event type "X"`: it waits for an operator (outboxctl
 	// dead list / replay).
 	UnhandledDead
 )

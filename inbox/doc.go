@@ -50,7 +50,10 @@
 // unhandled, interrupted) ends the observation.
 //
 // Times come from the application clock (Config.Now), as in the outbox
-// store. Invalid arguments return errors matching the Err* sentinels of
-// this package with errors.Is, before anything is written. Payloads are
+// store. Invalid arguments are refused before anything is written: a bad
+// key, topic, payload or hash with the Err* sentinels of this package
+// (errors.Is), a bad limit, status or nil function with a
+// *core.ConfigError (core.ErrInvalidConfig), and a handle that is not a
+// transaction with core.ErrNoTransaction. Payloads are
 // never logged.
 package inbox

@@ -103,9 +103,10 @@ type Inbox struct {
 }
 
 // New returns an inbox on db, the handle the application already has: a
-// *sql.DB (its driver is detected: go-sql-driver/mysql or mattn
-// go-sqlite3) or a *sqlx.DB. It validates cfg first (see
-// [Config.Validate]: every problem at once) and, unless cfg.SkipSchema,
+// *sql.DB (its driver is detected: go-sql-driver/mysql, mattn go-sqlite3
+// or pgx) or a *sqlx.DB. A nil handle or an undetected driver is refused
+// first; then it validates cfg (see [Config.Validate]: every problem at
+// once) and, unless cfg.SkipSchema,
 // then creates its table. Configuration errors wrap core.ErrInvalidConfig
 // or, for a bad table name, core.ErrInvalidIdentifier as well.
 func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*Inbox, error) {
@@ -524,7 +525,7 @@ func (in *Inbox) mapErr(err error) error {
 // The hashes themselves are not logged.
 func (in *Inbox) warnMismatch(ctx context.Context, mismatch bool, k Key) {
 	if mismatch {
-		in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: redelivered message has a different content hash; keeping the stored message",
+		in.log.LogAttrs(ctx, slog.LevelWarn, "inbox: redelivered message has a different content hash than the stored one",
 			keyAttrs(k)...)
 	}
 }

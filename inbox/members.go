@@ -71,7 +71,7 @@ func StoreID(ctx context.Context) string {
 }
 
 // FromContext returns the Inbox whose message the handler called with ctx
-// is handling (nil outside a handler). Its Store().DB() is the database of
+// is handling (nil outside a handler). Its DB() is the database of
 // that inbox, where a handler of a multi-database dispatcher does its
 // business writes (for example with [Inbox.Process]).
 func FromContext(ctx context.Context) *Inbox {

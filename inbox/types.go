@@ -27,9 +27,10 @@ type Message struct {
 	// payload); ProcessTx stores nil as empty.
 	Payload []byte
 	// Hash is an optional content hash of at most [MaxHashLen] bytes
-	// (nil or empty: none). The first hash given for a key is kept; a
-	// redelivery with a different one is logged as a warning, never
-	// refused.
+	// (nil or empty: none). A redelivery with a different hash is logged
+	// as a warning, never refused. The stored hash is the first one given,
+	// except that [Inbox.Enqueue] of a message not yet Done stores the new
+	// payload and hash (see there).
 	Hash []byte
 	// DueAt defers the first claim by a dispatcher until then (Enqueue
 	// only); zero or past means at once.
@@ -49,7 +50,7 @@ type Record struct {
 	Topic     string
 	// Payload is never nil.
 	Payload []byte
-	// Hash is the stored content hash: the first one given; nil when none
+	// Hash is the stored content hash (see Message.Hash); nil when none
 	// was given.
 	Hash []byte
 	// Status is Seen, Processing, Done or Dead.

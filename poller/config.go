@@ -34,7 +34,10 @@ type Config struct {
 	// that filled its whole batch with new events is followed by the next
 	// at once. Defaults to 100 ms; it is capped at Interval.
 	BacklogInterval time.Duration
-	// BatchSize is the most rows read per cycle. Defaults to 200.
+	// BatchSize is the most new rows claimed per cycle. Defaults to 200.
+	// A cycle that also takes the rows this node already holds (they are
+	// the oldest, so they come first) reads up to that many more, at most
+	// twice BatchSize, and skips them.
 	BatchSize int
 	// SkipRecent leaves rows younger than this to the hot path. Defaults
 	// to 1 s; set a negative value to skip nothing.

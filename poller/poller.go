@@ -178,8 +178,9 @@ func (p *Poller) Stores() []string { return slices.Clone(p.targets.IDs()) }
 
 // PollOnce runs one poll of the store chosen by the Selector (the only
 // store for New): if the cold queue has room, claim up to min(BatchSize,
-// room) due rows for this node's lease and enqueue those not already in
-// flight. Rows are claimed only when unowned, when their lease expired, or
+// room) due rows for this node's lease (plus, unless this node's rows can
+// be left out, up to as many more it already holds) and enqueue those not
+// already in flight. Rows are claimed only when unowned, when their lease expired, or
 // when this node owns them (its own hot-queue drops). Rows that fail to
 // decode are marked DEAD with the reason. Without stores it does nothing.
 func (p *Poller) PollOnce(ctx context.Context) (Result, error) {

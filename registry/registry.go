@@ -45,7 +45,8 @@ func New() *Registry {
 }
 
 // Register adds l for the event type name. It returns r for chaining and
-// panics only on programmer errors: an empty type or a nil listener.
+// panics only on programmer errors: an empty type, the wildcard "*" (use
+// RegisterAll) or a nil listener.
 func (r *Registry) Register(eventType string, l core.Listener) *Registry {
 	if err := r.TryRegister(eventType, l); err != nil {
 		panic(err)

@@ -19,6 +19,7 @@ type UnknownKeyError struct {
 	StoreID string // the store id it maps to (equal to Key unless Config.Route maps it)
 }
 
+// Error names the key, and the store id it mapped to when they differ.
 func (e *UnknownKeyError) Error() string {
 	if e.StoreID != e.Key {
 		return fmt.Sprintf("outbox: no database for routing key %q (store %q)", e.Key, e.StoreID)

@@ -180,7 +180,8 @@ type Outbox struct {
 	listeners listeners // of the databases that announce commits (notify.go)
 }
 
-// New opens the databases of cfg.Databases (and of a first discovery),
+// New opens the databases of cfg.Databases (or, with cfg.Discover, of a
+// first discovery),
 // applies the schema to each unless SkipSchema, and wires the dispatcher
 // and the poller over them. Nothing runs until [Outbox.Start]. A database
 // that cannot be opened fails New.
