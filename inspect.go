@@ -15,8 +15,8 @@ func (o *Outbox) Get(ctx context.Context, id string) (core.Record, error) {
 	return o.store.Get(ctx, id)
 }
 
-// CountByStatus returns how many events the table holds in each status;
-// statuses without rows are absent from the map.
+// CountByStatus returns how many events the table holds in each status:
+// every status is in the map, with 0 when it has no rows.
 func (o *Outbox) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
 	return o.store.CountByStatus(ctx)
 }

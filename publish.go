@@ -34,7 +34,7 @@ func (o *Outbox) Publish(ctx context.Context, env Envelope) (string, error) {
 //   - a plain *sql.Tx or *sqlx.Tx has no after-commit hook, so the event
 //     is inserted unowned and the poller delivers it once tx committed:
 //     within Config.Poller.Interval after it is older than
-//     Config.Poller.SkipRecent (a second and five seconds by default);
+//     Config.Poller.SkipRecent (five seconds and a second by default);
 //     on PostgreSQL the commit also wakes the pollers of every node
 //     (LISTEN/NOTIFY), which deliver it within milliseconds.
 //     Adopt the tx (txctx.Adopt) and commit through the adopted *txctx.Tx

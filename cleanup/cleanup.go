@@ -179,8 +179,8 @@ func (c *Cleaner) Start(ctx context.Context) error {
 }
 
 // Close ends the background runs and waits for the loop to exit: a purge
-// in progress stops after its current statement (what it deleted stays
-// deleted). If ctx ends first, Close returns ctx's error; calling it again
+// in progress is cancelled, its current statement with it (each statement
+// is atomic; what earlier ones deleted stays deleted). If ctx ends first, Close returns ctx's error; calling it again
 // waits again. Close is final (Start then returns core.ErrClosed) and
 // returns nil on a cleaner that never started.
 func (c *Cleaner) Close(ctx context.Context) error { return c.run.Close(ctx) }

@@ -1,7 +1,7 @@
 // Package core holds the vocabulary of the outbox framework: the immutable
 // event [Envelope] and its [Builder], the type-safe [EventType] and
 // [AggregateType] interfaces, the stored [Status] values, the [Listener]
-// contract, the [Store] and [Tx] seams, the [Metrics] hook and [Client.Publish].
+// contract, the [Store] and [Tx] seams, the [Metrics] hook and the publish path's seams.
 //
 // core is a leaf: it imports no other package of this module, so adapters,
 // stores and dispatchers can depend on it without cycles.

@@ -60,24 +60,49 @@ type PostponeMetrics interface {
 // NopMetrics discards every signal. It is the default.
 type NopMetrics struct{}
 
-func (NopMetrics) HotEnqueued()              {}
-func (NopMetrics) HotDropped()               {}
-func (NopMetrics) ColdEnqueued()             {}
-func (NopMetrics) DispatchSuccess()          {}
-func (NopMetrics) DispatchFailure()          {}
-func (NopMetrics) DispatchDead()             {}
-func (NopMetrics) QueueDepths(hot, cold int) {}
-func (NopMetrics) OldestLag(time.Duration)   {}
-func (NopMetrics) LeaseLost(int)             {}
-func (NopMetrics) LeasesReaped(int)          {}
+// HotEnqueued does nothing.
+func (NopMetrics) HotEnqueued() {}
 
-func (NopMetrics) Replayed(int)    {}
+// HotDropped does nothing.
+func (NopMetrics) HotDropped() {}
+
+// ColdEnqueued does nothing.
+func (NopMetrics) ColdEnqueued() {}
+
+// DispatchSuccess does nothing.
+func (NopMetrics) DispatchSuccess() {}
+
+// DispatchFailure does nothing.
+func (NopMetrics) DispatchFailure() {}
+
+// DispatchDead does nothing.
+func (NopMetrics) DispatchDead() {}
+
+// QueueDepths does nothing.
+func (NopMetrics) QueueDepths(hot, cold int) {}
+
+// OldestLag does nothing.
+func (NopMetrics) OldestLag(time.Duration) {}
+
+// LeaseLost does nothing.
+func (NopMetrics) LeaseLost(int) {}
+
+// LeasesReaped does nothing.
+func (NopMetrics) LeasesReaped(int) {}
+
+// Replayed does nothing.
+func (NopMetrics) Replayed(int) {}
+
+// Purged does nothing.
 func (NopMetrics) Purged(int, int) {}
 
+// Unhandled does nothing.
 func (NopMetrics) Unhandled(string) {}
 
+// BlockedKeys does nothing.
 func (NopMetrics) BlockedKeys(int) {}
 
+// Postponed does nothing.
 func (NopMetrics) Postponed() {}
 
 var (

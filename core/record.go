@@ -142,7 +142,8 @@ func plainJSON(s string) bool {
 }
 
 // DecodeHeaders parses what EncodeHeaders produced. "" and "null" decode to
-// nil. Anything other than a JSON object of strings is an error; it never panics.
+// nil. Anything other than a JSON object of strings (a null value reads as
+// "") is an error; it never panics.
 func DecodeHeaders(s string) (map[string]string, error) {
 	if s == "" || s == "null" {
 		return nil, nil

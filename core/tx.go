@@ -7,7 +7,7 @@ import (
 
 // Tx is an active business transaction that can carry after-commit and
 // after-rollback hooks. txctx implements it for database/sql and sqlx; other
-// transaction managers can implement it to use [Client.Publish].
+// transaction managers can implement it to publish through the outbox's Publish.
 type Tx interface {
 	Execer
 	// Active reports whether the transaction can still be written to.
@@ -32,7 +32,7 @@ type Tx interface {
 // with [ErrTxAborted] when it is gone. It runs only when the transaction
 // cannot vouch that none of its statements failed (see [StatementWatcher]).
 //
-// [Client.PublishTx] only hands events to the hot path after commit when
+// The outbox's PublishTx only hands events to the hot path after commit when
 // the store does not need the check (see [SilentRollbacker]) or the
 // transaction implements CommitChecker and QueryRowContext (as *sql.Tx
 // has it), which the check runs on; otherwise the poller delivers them.
@@ -62,7 +62,7 @@ type StatementWatcher interface {
 
 // SilentRollbacker is implemented by an [Inserter] whose database may roll
 // a transaction back on its own without failing the later COMMIT (MySQL,
-// MariaDB). [Client.PublishTx] then uses the hot path only on transactions
+// MariaDB). The outbox's PublishTx then uses the hot path only on transactions
 // that implement [CommitChecker], so no listener ever sees an event whose
 // row did not commit.
 type SilentRollbacker interface {
@@ -79,7 +79,7 @@ type TxDatabase interface {
 
 type txKey struct{}
 
-// ContextWithTx returns a context carrying tx; [Client.Publish] finds it there.
+// ContextWithTx returns a context carrying tx; the outbox's Publish finds it there.
 func ContextWithTx(ctx context.Context, tx Tx) context.Context {
 	return context.WithValue(ctx, txKey{}, tx)
 }
