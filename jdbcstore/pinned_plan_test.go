@@ -16,18 +16,8 @@ import (
 // (status, done_at) index and sorts every pending row on each claim.
 func TestSQLiteClaimPinsThePendingIndex(t *testing.T) {
 	t.Parallel()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "plan.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	st, err := jdbcstore.New(db, jdbcstore.Config{Dialect: sqlite.Dialect})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.ApplySchema(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	st, _ := openTestStore(t, jdbcstore.Config{Dialect: sqlite.Dialect})
+	db := st.DB()
 	q := jdbcstore.StatementText(sqlite.Dialect, jdbcstore.DefaultTable)
 	for _, name := range []string{"claimPinned", "pollPinned"} {
 		stmt := q[name]
@@ -71,19 +61,8 @@ func TestSQLitePinsFoundWithoutApplySchema(t *testing.T) {
 	dir := t.TempDir()
 
 	// The schema applied by another store.
-	db, err := sqlite.Open(filepath.Join(dir, "applied.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	first, err := jdbcstore.New(db, jdbcstore.Config{Dialect: sqlite.Dialect})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.ApplySchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st, err := jdbcstore.New(db, jdbcstore.Config{Dialect: sqlite.Dialect})
+	first, _ := openTestStore(t, jdbcstore.Config{Dialect: sqlite.Dialect})
+	st, err := jdbcstore.New(first.DB(), jdbcstore.Config{Dialect: sqlite.Dialect})
 	if err != nil {
 		t.Fatal(err)
 	}
