@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // MaxOrderKeyLen is the longest ordering key, in characters. An
@@ -109,6 +110,64 @@ type OrderedInserter interface {
 	// pending, in which case the row is inserted without an owner and a
 	// poller delivers it once its predecessor finished.
 	InsertOrdered(ctx context.Context, ex Execer, env Envelope, lease Lease) (leased bool, err error)
+}
+
+// OrderPos is the position of an ordered event: its key and its place
+// among the key's events (1, 2, ..., without gaps).
+type OrderPos struct {
+	Key string
+	Seq int64
+}
+
+// NextRequest asks a [SuccessorClaimer] to lease the events right after
+// finished ones of their keys.
+type NextRequest struct {
+	Owner      string     // the claiming node's owner token
+	Now        time.Time  // rows due at or before Now
+	LeaseUntil time.Time  // end of the new lease
+	After      []OrderPos // finished events: the event after each is wanted
+}
+
+// SuccessorClaimer is implemented by a store that keeps events in order
+// ([OrderedInserter]) and can lease the next event of a key straight from
+// its position (jdbcstore.Store does). A dispatcher whose store has it
+// asks it instead of [KeyWaiters]. Once an ordered event finished, the
+// poller claims the event after it this way, through the key's index,
+// instead of claiming every due row: an ordered backlog then drains at
+// the cost of one lookup per event, however many rows wait behind the
+// heads of their keys. A store without it has the poller make a full
+// claim instead.
+type SuccessorClaimer interface {
+	// ClaimNext leases to Owner until LeaseUntil, for each position of
+	// After, the event of the same key at the next position, when it is
+	// claimable: NEW or RETRY, due at Now, unowned or leased by a node
+	// whose lease ended before Now, and its predecessor finished (DONE,
+	// deleted, or DEAD under the skip policy). Events this node leases
+	// already are left to the poller's claims. A position with no such
+	// event is skipped; of two positions of a key, the later counts. An
+	// empty After returns nothing.
+	ClaimNext(ctx context.Context, req NextRequest) (NextResult, error)
+	// WaitingAfter returns the positions of those of the finished
+	// ordered events ids behind which an event waits for a poller (NEW
+	// or RETRY, unowned or leased by a node whose lease ended before
+	// now), one per key (its latest); ids of unordered or unknown events
+	// are ignored. The dispatcher asks it for the events of the hot path,
+	// whose positions it does not know, and has ClaimNext called only
+	// for those.
+	WaitingAfter(ctx context.Context, now time.Time, ids []string) ([]OrderPos, error)
+}
+
+// NextResult is what [SuccessorClaimer.ClaimNext] found.
+type NextResult struct {
+	// Claimed are the rows leased, in claim order (available_at,
+	// created_at, event_id).
+	Claimed []Record
+	// Locked are the positions whose next event waits for a poller but
+	// whose row another transaction held locked, so the claim, which
+	// skips locked rows, left it (on MySQL/MariaDB the transaction that
+	// publishes the event after it locks it until that transaction
+	// ends). The caller asks for them again shortly.
+	Locked []OrderPos
 }
 
 // Ordering says which events are delivered in order per key without their

@@ -75,7 +75,9 @@ type ClaimRequest struct {
 // KeyWaiters is implemented by a store that keeps events in order
 // ([OrderedInserter]) and can tell whether ordered events wait for a
 // poller: the dispatcher asks after it finished events of keys, and wakes
-// the poller only when one of those keys has an event waiting.
+// the poller for a full claim only when one of those keys has an event
+// waiting. A store that is also a [SuccessorClaimer] is asked through
+// that instead.
 type KeyWaiters interface {
 	// Waiting reports whether a NEW or RETRY event of one of keys is
 	// unowned (it was inserted behind a pending event of its key) or

@@ -3,10 +3,11 @@ package jdbcstore
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
 )
@@ -90,48 +91,22 @@ func sortClaim(recs []core.Record) {
 // claimSkipLocked selects claimable rows FOR UPDATE SKIP LOCKED and leases
 // them in one short transaction.
 func (s *Store) claimSkipLocked(ctx context.Context, req core.ClaimRequest, selectArgs []any) ([]core.Record, error) {
-	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	recs, err := scanRecords(ctx, s, tx, req.Limit, s.q.claimSelect, selectArgs...)
-	if err != nil {
-		return nil, err
-	}
-	if s.q.claimSelectRetry != "" {
+	return s.claimLocked(ctx, req.Owner, req.LeaseUntil, func(tx *sqlx.Tx) ([]core.Record, error) {
+		recs, err := scanRecords(ctx, s, tx, req.Limit, s.q.claimSelect, selectArgs...)
+		if err != nil || s.q.claimSelectRetry == "" {
+			return recs, err
+		}
 		// The RETRY rows' head, then the claim's first rows of both
 		// heads. RETRY rows read but cut stay locked until the commit
 		// (a few milliseconds), other claimers skip them meanwhile.
 		retry, err := scanRecords(ctx, s, tx, req.Limit, s.q.claimSelectRetry, selectArgs...)
-		if err != nil {
-			return nil, err
+		if err != nil || len(retry) == 0 {
+			return recs, err
 		}
-		if len(retry) > 0 {
-			recs = append(recs, retry...)
-			sortClaim(recs)
-			recs = recs[:min(len(recs), req.Limit)]
-		}
-	}
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	args := make([]any, 0, len(recs)+2)
-	args = append(args, req.Owner, s.dialect.EncodeTime(req.LeaseUntil))
-	for _, r := range recs {
-		args = append(args, r.ID)
-	}
-	if _, err := tx.ExecContext(ctx, inList(s.dialect, s.q.claimUpdatePrefix, len(recs), ")"), args...); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-	until := req.LeaseUntil.UTC().Truncate(time.Microsecond)
-	for i := range recs {
-		recs[i].LockedBy, recs[i].LockedUntil = req.Owner, until
-	}
-	return recs, nil
+		recs = append(recs, retry...)
+		sortClaim(recs)
+		return recs[:min(len(recs), req.Limit)], nil
+	})
 }
 
 // ReapExpired releases up to limit expired leases of NEW/RETRY rows

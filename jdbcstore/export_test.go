@@ -12,7 +12,7 @@ func SplitStatements(script string) []string { return splitStatements(script) }
 // table, by field name.
 func StatementText(d Dialect, table string) map[string]string {
 	q := buildStatements(d, table)
-	return map[string]string{
+	m := map[string]string{
 		"insert": q.insert, "markDone1": q.markDone1, "markRetry": q.markRetry, "markDead": q.markDead,
 		"postpone": q.postpone, "poll": q.poll, "claimReturning": q.claimReturning, "claimPinned": q.claimPinned, "pollPinned": q.pollPinned, "claimSelect": q.claimSelect, "claimSelectRetry": q.claimSelectRetry,
 		"reap": q.reap, "release": q.release, "get": q.get, "exists": q.exists, "countByStatus": q.countByStatus,
@@ -22,7 +22,14 @@ func StatementText(d Dialect, table string) map[string]string {
 		"purgeDelete3":       inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteSuffix),
 		"purgeDeleteLegacy3": inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteLegacySuffix),
 		"waiting1":           inList(d, q.waitingPrefix, 1, q.waitingSuffix),
+		"claimNext3":         positionList(d, q.claimNextPrefix, 3, q.claimNextSuffix),
+		"selectNext3":        positionList(d, q.selectNextPrefix, 3, q.selectNextSuffix),
+		"positions3":         inList(d, q.positionsPrefix, 3, q.positionsSuffix),
 	}
+	if q.claimNextPinned != "" {
+		m["claimNextPinned60"] = positionList(d, q.claimNextPinned, 60, q.claimNextSuffix)
+	}
+	return m
 }
 
 // SetBusyHook sets the hook called before each wait of the busy retry

@@ -6,9 +6,39 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
+
+// sqlitePlan returns SQLite's query plan of stmt, one step per line, with
+// every placeholder bound to 1.
+func sqlitePlan(t *testing.T, db *sqlx.DB, stmt string) string {
+	t.Helper()
+	args := make([]any, strings.Count(stmt, "?"))
+	for i := range args {
+		args[i] = 1
+	}
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+stmt, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
+}
 
 // On a table SQLite has no statistics for (new, or never analyzed), the
 // claim and the poll must still read the partial pending index in claim
@@ -21,27 +51,7 @@ func TestSQLiteClaimPinsThePendingIndex(t *testing.T) {
 	q := jdbcstore.StatementText(sqlite.Dialect, jdbcstore.DefaultTable)
 	for _, name := range []string{"claimPinned", "pollPinned"} {
 		stmt := q[name]
-		args := make([]any, strings.Count(stmt, "?"))
-		for i := range args {
-			args[i] = 1
-		}
-		rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+stmt, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
-		text := strings.Join(plan, "\n")
+		text := sqlitePlan(t, db, stmt)
 		if !strings.Contains(text, "USING INDEX "+jdbcstore.DefaultTable+"_pending_idx") || strings.Contains(text, "TEMP B-TREE FOR ORDER BY") {
 			t.Errorf("%s does not read the pending index in claim order:\n%s\n%s", name, stmt, text)
 		}
@@ -49,6 +59,20 @@ func TestSQLiteClaimPinsThePendingIndex(t *testing.T) {
 	// The store uses them: a claim on the applied schema works.
 	if _, err := st.PollPending(t.Context(), time.Now(), 0, 10); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Without statistics SQLite reads more than a few positions' rows from
+// the status index ("status IN (0, 2)": every pending row) rather than
+// look each up: ClaimNext names the order index.
+func TestSQLiteClaimNextPinsTheOrderIndex(t *testing.T) {
+	t.Parallel()
+	st, _ := openTestStore(t, jdbcstore.Config{Dialect: sqlite.Dialect})
+	stmt := jdbcstore.StatementText(sqlite.Dialect, jdbcstore.DefaultTable)["claimNextPinned60"]
+	text := sqlitePlan(t, st.DB(), stmt)
+	if !strings.Contains(text, "USING INDEX "+jdbcstore.DefaultTable+"_order_idx (order_key=? AND order_seq=?)") ||
+		strings.Contains(text, "status_done_idx") {
+		t.Errorf("ClaimNext does not look the positions up on the order index:\n%s\n%s", stmt, text)
 	}
 }
 

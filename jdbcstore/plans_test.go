@@ -168,6 +168,11 @@ func checkPlans(t *testing.T, p planDB) {
 	if !d.Capabilities().Returning {
 		claim, claimArgs = q["claimSelect"], claimArgs[2:]
 	}
+	positions := []any{"k1", 2, "k2", 5, "k3", 9}
+	claimNext, claimNextArgs := q["claimNext3"], append(append([]any{"owner", lease}, positions...), at, at, at, "")
+	if !d.Capabilities().Returning {
+		claimNext, claimNextArgs = q["selectNext3"], claimNextArgs[2:]
+	}
 	listDead, listArgs := jdbcstore.ListDeadQuery(p.st, jdbcstore.DeadFilter{}, "", 100)
 	// A first list settles the indexes the store names (checkPins).
 	noDead := jdbcstore.DeadFilter{EventType: "TypeWithoutDeadRows"}
@@ -192,6 +197,13 @@ func checkPlans(t *testing.T, p planDB) {
 		// Either index finds the key's pending rows: the order index by
 		// key, the pending one holding only pending rows.
 		{"waiting", q["waiting1"], []any{"key", at}, "order|pending"},
+		// The events after finished ones, by key and position: the order
+		// index, or the pending one where it holds few rows (as here).
+		{"claim next", claimNext, claimNextArgs, "order|pending"},
+		// The positions of finished events of the hot path, by id, with an
+		// event waiting behind them: by primary key, or from the order
+		// index where it holds few rows (as here: no row is ordered).
+		{"claim next: positions by id", q["positions3"], []any{"a", "b", "c", at}, "pk|order"},
 		{"stats: oldest pending", q["oldestPending"], nil, "pending"},
 		{"stats: count by status", counts, nil, ""},
 		{"stats: DEAD by type", deadByType, nil, "status|dead"},

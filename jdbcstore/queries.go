@@ -98,6 +98,22 @@ type statements struct {
 	claimSelect, claimSelectRetry string
 	// claimUpdatePrefix + n placeholders + ")": owner, lease_until, ids...
 	claimUpdatePrefix string
+	// ClaimNext's statements: prefix + n position terms
+	// "(order_key = ? AND order_seq = ?)" joined by OR + suffix (see
+	// positionList). claimNextPrefix (or claimNextPinned, naming the order
+	// index, on SQLite) + claimNextSuffix (RETURNING dialects): owner,
+	// lease_until, each position's key and seq, the claimable arguments.
+	// selectNextPrefix + selectNextSuffix (SKIP LOCKED dialects): each
+	// position's key and seq, the claimable arguments. lockedNextPrefix
+	// + lockedNextSuffix (SKIP LOCKED dialects): the same, a plain read
+	// of the (order_key, order_seq) of those rows. positionsPrefix + n
+	// placeholders + positionsSuffix: n event ids, now (lease expired);
+	// the (order_key, order_seq) of those ordered rows behind which an
+	// event waits for a poller.
+	claimNextPrefix, claimNextPinned, claimNextSuffix string
+	selectNextPrefix, selectNextSuffix                string
+	lockedNextPrefix, lockedNextSuffix                string
+	positionsPrefix, positionsSuffix                  string
 	// pollPinned and claimPinned are poll and claimReturning naming the
 	// pending index (SQLite's INDEXED BY), for a store whose schema has it
 	// (Store.pinPending); "" for other dialects.
@@ -307,6 +323,7 @@ func buildStatements(d Dialect, table string) statements {
 		q.claimSelectRetry = "SELECT " + cols + " FROM " + t + " WHERE " + claimableIn(core.StatusRetry) + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
 	}
 	q.claimUpdatePrefix = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN ("
+	q.nextStatements(d, table)
 	expired := pending + " AND locked_by IS NOT NULL AND locked_until < ?"
 	if d.Capabilities().UpdateOrderLimit {
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " LIMIT ?"
@@ -363,6 +380,10 @@ func pendingIndex(table string) string { return table + "_pending_idx" }
 // deadIndex is the name of table's partial index of DEAD rows in id order
 // (the schema's {{.Index "dead"}}).
 func deadIndex(table string) string { return table + "_dead_idx" }
+
+// orderIndex is the name of table's unique index of ordered rows by key
+// and position (the schema's {{.Index "order"}}).
+func orderIndex(table string) string { return table + "_order_idx" }
 
 // skipLocked is the locking clause of a claim's subquery: FOR UPDATE SKIP
 // LOCKED where the database has both RETURNING and SKIP LOCKED, so

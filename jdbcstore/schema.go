@@ -124,6 +124,9 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 	if s.q.claimPinned != "" && strings.Contains(s.schema, s.dialect.QuoteIdent(deadIndex(s.table))) {
 		s.pinDead.Store(true)
 	}
+	if s.q.claimNextPinned != "" && strings.Contains(s.schema, s.dialect.QuoteIdent(orderIndex(s.table))) {
+		s.pinOrder.Store(true)
+	}
 	return nil
 }
 
@@ -205,6 +208,13 @@ func (s *Store) lookUpPins(ctx context.Context) error {
 		}
 		s.pinPending.Store(s.pinPending.Load() || pending)
 		s.pinDead.Store(s.pinDead.Load() || dead)
+	}
+	if s.q.claimNextPinned != "" {
+		order, err := ic.HasIndex(ctx, s.db, s.table, orderIndex(s.table), "order_key", "order_seq")
+		if err != nil {
+			return err
+		}
+		s.pinOrder.Store(s.pinOrder.Load() || order)
 	}
 	if h, ok := s.dialect.(DeadTypeHinter); ok {
 		index, columns, clause := h.DeadTypeHint()

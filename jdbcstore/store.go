@@ -39,10 +39,13 @@ type Store struct {
 	// pinDead: dead-letter lists name the dead index (SQLite), set as
 	// pinPending is.
 	pinDead atomic.Bool
+	// pinOrder: ClaimNext names the order index (SQLite), set as
+	// pinPending is.
+	pinOrder atomic.Bool
 	// deadTypeHint: the clause naming the index of a dead-letter list
 	// filtered by type (DeadTypeHinter), once checkPins found the index.
 	deadTypeHint atomic.Pointer[string]
-	// pinsKnown: pinPending, pinDead and deadTypeHint are settled; pinMu
+	// pinsKnown: pinPending, pinDead, pinOrder and deadTypeHint are settled; pinMu
 	// serializes the lookup that settles them.
 	pinsKnown atomic.Bool
 	pinMu     sync.Mutex

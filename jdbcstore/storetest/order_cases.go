@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,6 +267,224 @@ func (s *suite) testOrder(t *testing.T) {
 		}
 		waiting("all DONE", false, "w")
 		waiting("no keys", false)
+	})
+
+	// ClaimNext leases the event after each finished position, through
+	// the key's index: only when it is claimable (its predecessor
+	// finished, due, unowned or of an expired lease), one per position,
+	// in claim order; nothing for a position with no event after it.
+	t.Run("ClaimNextLeasesTheSuccessorOnly", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		for _, id := range []string{"n-1", "n-2", "n-3"} {
+			publishOrdered(t, st, orderedEvent(t, id, "n", core.BlockOnDead), core.Lease{}, false)
+			clk.Advance(time.Millisecond)
+		}
+		for _, id := range []string{"m-1", "m-2"} {
+			publishOrdered(t, st, orderedEvent(t, id, "m", core.SkipOnDead), core.Lease{}, false)
+			clk.Advance(time.Millisecond)
+		}
+		publishOrdered(t, st, orderedEvent(t, "z-1", "z", core.BlockOnDead), core.Lease{}, false)
+		now := t0.Add(time.Minute)
+		next := func(what, owner string, at time.Time, after []core.OrderPos, want ...string) {
+			t.Helper()
+			res, err := st.ClaimNext(ctx, core.NextRequest{Owner: owner, Now: at, LeaseUntil: at.Add(time.Minute), After: after})
+			if err != nil {
+				t.Fatalf("%s: ClaimNext: %v", what, err)
+			}
+			if len(res.Locked) != 0 {
+				t.Fatalf("%s: ClaimNext found %v locked, with no other transaction", what, res.Locked)
+			}
+			recs := res.Claimed
+			claimedIDs(t, what, recs, want...)
+			for _, r := range recs {
+				if r.LockedBy != owner {
+					t.Errorf("%s: %s leased to %q, want %q", what, r.ID, r.LockedBy, owner)
+				}
+				sameTime(t, what+": "+r.ID+" LockedUntil", r.LockedUntil, at.Add(time.Minute).Truncate(time.Microsecond))
+				if got := get(t, st, r.ID); got.LockedBy != owner {
+					t.Errorf("%s: %s stored lease %q, want %q", what, r.ID, got.LockedBy, owner)
+				}
+			}
+		}
+		// The predecessors are pending: nothing moves.
+		next("predecessors pending", "node-a", now, []core.OrderPos{{Key: "n", Seq: 1}, {Key: "m", Seq: 1}})
+		claimedIDs(t, "heads", claimAll(t, st, "node-a", now), "n-1", "m-1", "z-1")
+		if n, err := st.MarkDone(ctx, "node-a", []string{"n-1", "z-1"}); err != nil || n != 2 {
+			t.Fatalf("MarkDone: %d, %v", n, err)
+		}
+		if ok, err := st.MarkDead(ctx, "node-a", "m-1", "poison"); err != nil || !ok {
+			t.Fatalf("MarkDead: %v %v", ok, err)
+		}
+		// n-2 follows a DONE event and m-2 a DEAD one of the skip policy;
+		// z has nothing after z-1, "none" no rows at all.
+		next("successors", "node-b", now, []core.OrderPos{{Key: "m", Seq: 1}, {Key: "n", Seq: 1}, {Key: "z", Seq: 1}, {Key: "none", Seq: 7}},
+			"n-2", "m-2")
+		// Leased now (node-b's live lease): neither node takes them again.
+		next("live lease", "node-b", now, []core.OrderPos{{Key: "n", Seq: 1}, {Key: "m", Seq: 1}})
+		next("live lease, other node", "node-a", now, []core.OrderPos{{Key: "n", Seq: 1}})
+		// Once node-b's lease ended, another node takes n-2 over.
+		later := now.Add(2 * time.Minute)
+		next("expired lease", "node-a", later, []core.OrderPos{{Key: "n", Seq: 1}}, "n-2")
+		// n-2 is leased by node-a now, and n-3, unowned, is not the event
+		// after n-1: nothing for that position.
+		next("not the successor", "node-a", later, []core.OrderPos{{Key: "n", Seq: 1}})
+		// A RETRY successor waits until it is due.
+		if n, err := st.MarkDone(ctx, "node-a", []string{"n-2"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone: %d, %v", n, err)
+		}
+		next("n-3 after n-2", "node-a", later, []core.OrderPos{{Key: "n", Seq: 2}}, "n-3")
+		due := later.Add(time.Hour)
+		if ok, err := st.MarkRetry(ctx, "node-a", "n-3", due, due.Add(time.Minute), "boom"); err != nil || !ok {
+			t.Fatalf("MarkRetry: %v %v", ok, err)
+		}
+		if _, err := st.ReleaseLeases(ctx, "node-a", nil); err != nil {
+			t.Fatal(err)
+		}
+		next("retry not due", "node-a", later, []core.OrderPos{{Key: "n", Seq: 2}})
+		next("retry due", "node-a", due, []core.OrderPos{{Key: "n", Seq: 2}}, "n-3")
+		next("no positions", "node-a", due, nil)
+	})
+
+	// While a transaction publishes the event after the one wanted, that
+	// event is claimed or, where the publishing transaction locks it
+	// (MySQL/MariaDB: its insert reads the row under a shared lock),
+	// reported locked so that the caller asks again: never left to no
+	// one. Once the transaction ended it is claimed. (Not on a
+	// single-writer database, where the publishing transaction holds the
+	// only write lock.)
+	t.Run("ClaimNextWhileTheNextEventIsPublished", func(t *testing.T) {
+		st := s.newStore(t, newClock(t0), jdbcstore.Config{})
+		if st.Dialect().Capabilities().SingleWriter {
+			t.Skip("one writer at a time: a claim waits for the publishing transaction")
+		}
+		t.Parallel()
+		ctx := t.Context()
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Minute)}
+		publishOrdered(t, st, orderedEvent(t, "l-1", "l", core.BlockOnDead), lease, false)
+		publishOrdered(t, st, orderedEvent(t, "l-2", "l", core.BlockOnDead), lease, false) // behind l-1: unowned
+		if n, err := st.MarkDone(ctx, "node-a", []string{"l-1"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone: %d, %v", n, err)
+		}
+		tx, err := st.DB().BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback() //nolint:errcheck // committed below
+		if _, err := st.InsertOrdered(ctx, tx, orderedEvent(t, "l-3", "l", core.BlockOnDead), lease); err != nil {
+			t.Fatal(err)
+		}
+		req := core.NextRequest{Owner: "node-b", Now: t0, LeaseUntil: t0.Add(time.Minute), After: []core.OrderPos{{Key: "l", Seq: 1}}}
+		res, err := st.ClaimNext(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case len(res.Claimed) == 1 && res.Claimed[0].ID == "l-2" && len(res.Locked) == 0:
+			return // claimed at once (PostgreSQL: the publisher's read takes no lock)
+		case len(res.Claimed) == 0 && len(res.Locked) == 1 && res.Locked[0] == req.After[0]:
+		default:
+			t.Fatalf("ClaimNext during the publish = %+v, want l-2 claimed or its position locked", res)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		res, err = st.ClaimNext(ctx, req)
+		if err != nil || len(res.Locked) != 0 {
+			t.Fatalf("ClaimNext after the publish = %+v, %v", res, err)
+		}
+		claimedIDs(t, "after the publish", res.Claimed, "l-2")
+	})
+
+	// WaitingAfter finds, among finished events given by id (the hot
+	// path knows no position), those behind which an event waits for a
+	// poller (unowned or of an expired lease; not a live lease), one per
+	// key, the later counting; unordered and unknown ids are ignored.
+	// ClaimNext then claims at those positions, the later of two of a
+	// key counting there too.
+	t.Run("WaitingAfterByID", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Minute)}
+		for _, id := range []string{"i-1", "i-2", "i-3"} {
+			publishOrdered(t, st, orderedEvent(t, id, "i", core.BlockOnDead), lease, false)
+			clk.Advance(time.Millisecond)
+		}
+		publishOrdered(t, st, orderedEvent(t, "h-1", "h", core.BlockOnDead), lease, false)
+		publishOrdered(t, st, orderedEvent(t, "h-2", "h", core.BlockOnDead), lease, false)
+		publishOrdered(t, st, orderedEvent(t, "g-1", "g", core.BlockOnDead), lease, false) // nothing after it
+		insertLeased(t, st, jsonEvent(t, "plain"), lease)
+		if n, err := st.MarkDone(ctx, "node-a", []string{"i-1", "h-1", "g-1", "plain"}); err != nil || n != 4 {
+			t.Fatalf("MarkDone: %d, %v", n, err)
+		}
+		waiting := func(what string, at time.Time, ids []string, want ...core.OrderPos) {
+			t.Helper()
+			got, err := st.WaitingAfter(ctx, at, ids)
+			if err != nil {
+				t.Fatalf("%s: WaitingAfter: %v", what, err)
+			}
+			slices.SortFunc(got, func(a, b core.OrderPos) int { return strings.Compare(a.Key, b.Key) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: WaitingAfter(%v) = %v, want %v", what, ids, got, want)
+			}
+		}
+		now := clk.Now()
+		waiting("unowned successors", now, []string{"i-1", "h-1", "g-1", "plain", "missing"},
+			core.OrderPos{Key: "h", Seq: 1}, core.OrderPos{Key: "i", Seq: 1})
+		waiting("no ids", now, nil)
+		res, err := st.ClaimNext(ctx, core.NextRequest{Owner: "node-b", Now: now, LeaseUntil: now.Add(time.Minute),
+			After: []core.OrderPos{{Key: "h", Seq: 1}, {Key: "i", Seq: 1}}})
+		if err != nil || len(res.Locked) != 0 {
+			t.Fatalf("ClaimNext: %+v, %v", res, err)
+		}
+		claimedIDs(t, "at the positions found", res.Claimed, "i-2", "h-2")
+		waiting("a live lease", now, []string{"i-1", "h-1"})
+		waiting("an expired lease", now.Add(2*time.Minute), []string{"h-1"}, core.OrderPos{Key: "h", Seq: 1})
+		if n, err := st.MarkDone(ctx, "node-b", []string{"i-2"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone: %d, %v", n, err)
+		}
+		waiting("the later of a key", now, []string{"i-1", "i-2"}, core.OrderPos{Key: "i", Seq: 2})
+		res, err = st.ClaimNext(ctx, core.NextRequest{Owner: "node-b", Now: now, LeaseUntil: now.Add(time.Minute),
+			After: []core.OrderPos{{Key: "i", Seq: 1}, {Key: "i", Seq: 2}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimedIDs(t, "the later position of a key", res.Claimed, "i-3")
+		if _, err := st.WaitingAfter(ctx, now, []string{"ok", ""}); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("WaitingAfter with an empty id = %v, want an error wrapping ErrInvalidConfig", err)
+		}
+		if _, err := st.WaitingAfter(ctx, now, []string{strings.Repeat("i", core.MaxEventIDLen+1)}); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("WaitingAfter with a long id = %v, want an error wrapping ErrInvalidConfig", err)
+		}
+	})
+
+	// ClaimNext refuses bad requests with a configuration error, before
+	// reading anything.
+	t.Run("ClaimNextRefusesBadRequests", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, newClock(t0), jdbcstore.Config{})
+		ok := core.NextRequest{Owner: "node-a", Now: t0, LeaseUntil: t0.Add(time.Minute), After: []core.OrderPos{{Key: "k", Seq: 1}}}
+		long := strings.Repeat("k", core.MaxOrderKeyLen+1)
+		for name, mutate := range map[string]func(r *core.NextRequest){
+			"no owner":        func(r *core.NextRequest) { r.Owner = "" },
+			"lease not after": func(r *core.NextRequest) { r.LeaseUntil = r.Now },
+			"empty key":       func(r *core.NextRequest) { r.After = []core.OrderPos{{Key: "", Seq: 1}} },
+			"key too long":    func(r *core.NextRequest) { r.After = []core.OrderPos{{Key: long, Seq: 1}} },
+			"seq zero":        func(r *core.NextRequest) { r.After = []core.OrderPos{{Key: "k", Seq: 1}, {Key: "k", Seq: 0}} },
+		} {
+			req := ok
+			mutate(&req)
+			if _, err := st.ClaimNext(t.Context(), req); !errors.Is(err, core.ErrInvalidConfig) {
+				t.Errorf("%s: ClaimNext = %v, want an error wrapping ErrInvalidConfig", name, err)
+			}
+		}
+		if _, err := st.ClaimNext(t.Context(), ok); err != nil {
+			t.Errorf("valid request: %v", err)
+		}
 	})
 
 	t.Run("DeadPolicies", func(t *testing.T) {
