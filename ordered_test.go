@@ -87,6 +87,31 @@ func publishSeq(t *testing.T, ob *outbox.Outbox, agg string, seq int) {
 	}
 }
 
+// logPending logs, when t failed, the rows still pending and the lease on
+// each: what a stalled key waits for.
+func logPending(t *testing.T, db *sqlx.DB) {
+	if !t.Failed() {
+		return
+	}
+	rows, err := db.Queryx("SELECT event_id, order_key, order_seq, status, COALESCE(locked_by, '') FROM outbox_event" +
+		" WHERE status IN (0, 2) ORDER BY order_key, order_seq")
+	if err != nil {
+		t.Logf("pending rows: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, key, owner string
+		var seq int64
+		var status int
+		if err := rows.Scan(&id, &key, &seq, &status, &owner); err != nil {
+			t.Logf("pending rows: %v", err)
+			return
+		}
+		t.Logf("pending: %s key %s position %d status %d owner %q", id, key, seq, status, owner)
+	}
+}
+
 // Events of one aggregate published in sequential transactions reach the
 // listener in commit order, with several workers, a failing event holding
 // its key (retried in process) and other keys going on meanwhile.
@@ -116,6 +141,7 @@ func TestOrderedDeliveryPerAggregate(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = ob.Close(context.Background()) })
+			t.Cleanup(func() { logPending(t, db) })
 			const n = 60
 			for i := 1; i <= n; i++ {
 				publishSeq(t, ob, "a", i)
@@ -129,6 +155,72 @@ func TestOrderedDeliveryPerAggregate(t *testing.T) {
 					want[i] = i + 1
 				}
 				if !slices.Equal(got, want) {
+					t.Errorf("aggregate %s delivered in order %v, want 1..%d", agg, got, n)
+				}
+			}
+		})
+	}
+}
+
+// An ordered backlog (here published on plain transactions, unowned, as a
+// node that is gone leaves it) drains in order: the poll at Start claims
+// the head of each key, and each event finished has the next of its key
+// claimed by its position, with the polls an hour apart.
+func TestOrderedBacklogDrainsInOrder(t *testing.T) {
+	for name, open := range orderedDatabases {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			s := newSeen()
+			ob, err := outbox.New(t.Context(), db, outbox.Config{
+				Logger:     quietLogger(),
+				Ordering:   core.Ordering{Types: []string{"Changed"}},
+				Dispatcher: dispatcher.Config{Workers: 4},
+				Poller:     poller.Config{Interval: time.Hour, BacklogInterval: time.Hour, SkipRecent: time.Nanosecond},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ob.RegisterFunc("Changed", s.listener(nil))
+			t.Cleanup(func() { _ = ob.Close(context.Background()) })
+			t.Cleanup(func() { logPending(t, db) })
+			const n = 40
+			keys := []string{"a", "b", "c"}
+			for i := 1; i <= n; i++ {
+				for _, agg := range keys {
+					tx, err := db.BeginTxx(t.Context(), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					env, err := outbox.NewEvent("Changed").AggregateType("Account").AggregateID(agg).
+						Header("seq", strconv.Itoa(i)).PayloadJSONString(`{}`).Build()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := ob.PublishTx(t.Context(), tx, env); err != nil {
+						t.Fatalf("PublishTx %s/%d: %v", agg, i, err)
+					}
+					if err := tx.Commit(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := ob.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			testsupport.WaitFor(t, 30*time.Second, "the backlog delivered", func() bool {
+				for _, agg := range keys {
+					if s.count(agg) < n {
+						return false
+					}
+				}
+				return true
+			}, s.got)
+			want := make([]int, n)
+			for i := range want {
+				want[i] = i + 1
+			}
+			for _, agg := range keys {
+				if got := s.of(agg); !slices.Equal(got, want) {
 					t.Errorf("aggregate %s delivered in order %v, want 1..%d", agg, got, n)
 				}
 			}

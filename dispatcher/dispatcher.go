@@ -51,6 +51,10 @@ type item struct {
 	source   Source
 	lease    time.Time // end of this node's lease on the row; zero: unowned
 	src      *origin   // the store the event came from; outcomes go there
+	// seq is the event's position among the events of its ordering key
+	// when a claim read it (core.Record.OrderSeq); 0 for an unordered
+	// event or one from the hot path.
+	seq int64
 	// committed is when the event's transaction committed as far as this
 	// process knows (core.Delivery.Committed).
 	committed time.Time
@@ -311,11 +315,11 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 // with the number of failed deliveries so far. It never blocks; false
 // means the cold queue is full, the event's payload does not fit in
 // MaxHeldBytes, the event is already held, or the dispatcher is closed.
-func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64) bool {
+func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64) bool {
 	if o == nil || d.closed.Load() || d.acquireClaimed(o, env, mark) != acquired {
 		return false
 	}
-	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o, committed: created}
+	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o, committed: created, seq: seq}
 	select {
 	case d.cold <- it:
 		o.metrics.ColdEnqueued()

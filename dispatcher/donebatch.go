@@ -204,40 +204,79 @@ func (b *doneBatcher) flushStore(o *origin, batch []item) {
 	}
 }
 
-// wakeWaiters wakes the poller of store o when an event behind one of the
-// ordered events of batch, now DONE, waits for it: such an event was
-// inserted unowned, so only a poller delivers it, and it is claimable
-// now. A store that cannot tell (no core.KeyWaiters) or fails to answer
-// wakes the poller whenever the batch holds an ordered event.
+// wakeWaiters hands the ordered events of batch, now DONE, to the poller
+// of store o, so that the event after each is claimed at once: such an
+// event was inserted unowned (or its predecessor came from a claim), so
+// only a poller delivers it. With a store that claims by position
+// (core.SuccessorClaimer) the poller claims just those events: at the
+// positions the claims read, and for the events of the hot path at those
+// the store finds an event waiting after (WaitingAfter). With another,
+// the store is asked whether an event of their keys waits
+// (core.KeyWaiters), and only then is the poller woken for a full claim.
+// A store that cannot tell, or fails to answer, has the poller woken for
+// a full claim whenever such an event finished.
 func (b *doneBatcher) wakeWaiters(o *origin, batch []item) {
-	var keys []string
-	var seen map[string]struct{}
+	if o.freed.Load() == nil {
+		return
+	}
+	var (
+		after []core.OrderPos // the events' positions, where known
+		ids   []string        // the other events (hot path), with a SuccessorClaimer
+		keys  []string        // their keys, without one
+		seen  map[string]int  // key -> its index in after (-1: in keys)
+	)
 	for _, it := range batch {
 		k := it.env.OrderKey()
 		if k == "" {
 			continue
 		}
-		if _, dup := seen[k]; dup {
-			continue
-		}
 		if seen == nil {
-			seen = make(map[string]struct{})
+			seen = make(map[string]int)
 		}
-		seen[k] = struct{}{}
-		keys = append(keys, k)
+		i, dup := seen[k]
+		switch {
+		case o.successors == nil:
+			if !dup {
+				seen[k] = -1
+				keys = append(keys, k)
+			}
+		case it.seq == 0:
+			ids = append(ids, it.env.ID()) // the store keeps the latest of a key
+		case !dup:
+			seen[k] = len(after)
+			after = append(after, core.OrderPos{Key: k, Seq: it.seq})
+		case it.seq > after[i].Seq:
+			after[i].Seq = it.seq // the later of two finished events of the key
+		}
 	}
-	if len(keys) == 0 || o.freed.Load() == nil {
-		return
-	}
-	if kw, ok := o.store.(core.KeyWaiters); ok {
+	if len(ids) > 0 || len(keys) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), b.d.cfg.StatusTimeout)
-		waiting, err := kw.Waiting(ctx, keys)
-		cancel()
-		if err == nil && !waiting {
-			return
+		defer cancel()
+		if len(ids) > 0 {
+			waiting, err := o.successors.WaitingAfter(ctx, b.d.cfg.Now(), ids)
+			if err != nil {
+				o.keyFreed(nil) // cannot tell: a full claim finds them
+			}
+			after = append(after, waiting...)
+		}
+		if len(keys) > 0 && keysWaiting(ctx, o.store, keys) {
+			o.keyFreed(nil) // the next event of a key is claimable now
 		}
 	}
-	o.keyFreed() // the next event of a key is claimable now
+	if len(after) > 0 {
+		o.keyFreed(after)
+	}
+}
+
+// keysWaiting reports whether an event of keys may wait for a poller:
+// true unless store (a core.KeyWaiters) answers no.
+func keysWaiting(ctx context.Context, store core.StatusWriter, keys []string) bool {
+	kw, ok := store.(core.KeyWaiters)
+	if !ok {
+		return true
+	}
+	waiting, err := kw.Waiting(ctx, keys)
+	return err != nil || waiting
 }
 
 // addDone hands a succeeded event to the batcher for its DONE write. A

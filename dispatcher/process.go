@@ -111,7 +111,14 @@ func (d *Dispatcher) outcome(it item, err error) bool {
 		})
 		d.settle(it, st)
 		if st == writeChanged && it.env.OrderKey() != "" && it.env.OnDead() == core.SkipOnDead {
-			o.keyFreed() // under the skip policy the next event of its key goes on
+			// Under the skip policy the next event of its key goes on:
+			// claimed by position when a claim read it, else by a full
+			// claim.
+			var after []core.OrderPos
+			if o.successors != nil && it.seq > 0 {
+				after = []core.OrderPos{{Key: it.env.OrderKey(), Seq: it.seq}}
+			}
+			o.keyFreed(after)
 		}
 		return true
 	}

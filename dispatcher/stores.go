@@ -28,11 +28,15 @@ type origin struct {
 	log     *slog.Logger
 	metrics core.Metrics
 
-	// freed, when set, is called after an ordered event of this store
+	// freed, when set, is called after ordered events of this store
 	// finished (DONE, or DEAD under the skip policy): the next event of
-	// its key may be claimable now. The wiring sets it to a wake-up of
-	// the store's poller.
-	freed atomic.Pointer[func()]
+	// their keys may be claimable now. The wiring sets it to the store's
+	// poller (handoff.Successors).
+	freed atomic.Pointer[func([]core.OrderPos)]
+
+	// successors is store as a core.SuccessorClaimer (it claims the next
+	// event of a key by position), or nil.
+	successors core.SuccessorClaimer
 
 	// work counts the events held (queued, running, waiting on a timer or
 	// for their DONE write); closed once the store is removed. Its
@@ -44,6 +48,7 @@ type origin struct {
 
 func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
 	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: engine.NewCounter(d.runCtx)}
+	o.successors, _ = store.(core.SuccessorClaimer)
 	if id != "" {
 		o.log = d.log.With(slog.String("store", id))
 		o.metrics = wiring.MetricsForStore(d.metrics, id)
@@ -51,10 +56,10 @@ func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
 	return o
 }
 
-// keyFreed calls the freed hook, if any.
-func (o *origin) keyFreed() {
+// keyFreed calls the freed hook, if any, with after (nil: a full claim).
+func (o *origin) keyFreed(after []core.OrderPos) {
 	if fn := o.freed.Load(); fn != nil {
-		(*fn)()
+		(*fn)(after)
 	}
 }
 
@@ -136,7 +141,7 @@ func init() {
 		}
 		return storeQueue{d: dd, o: o}
 	}
-	handoff.OnKeyFreed = func(d any, id string, fn func()) {
+	handoff.OnKeyFreed = func(d any, id string, fn func([]core.OrderPos)) {
 		dd := d.(*Dispatcher)
 		o := dd.def
 		if id != "" {
@@ -158,8 +163,8 @@ func (q storeQueue) ClaimLease(now time.Time) core.Lease { return q.d.claimLease
 
 func (q storeQueue) ClaimMark() uint64 { return q.d.tracker.Mark() }
 
-func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64) bool {
-	return q.d.enqueueCold(q.o, env, attempts, leaseUntil, created, mark)
+func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64) bool {
+	return q.d.enqueueCold(q.o, env, attempts, leaseUntil, created, mark, seq)
 }
 
 func (q storeQueue) ColdRoom() int { return q.d.coldRoom() }

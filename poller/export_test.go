@@ -3,6 +3,8 @@ package poller
 import (
 	"context"
 
+	"github.com/outbox-go/outbox/core"
+
 	"github.com/outbox-go/outbox/internal/handoff"
 )
 
@@ -26,3 +28,7 @@ func (p *Poller) WakeStore(id string) { handoff.WakeStore(p, id) }
 
 // ReportBlockedKeys runs one count of the blocked ordering keys.
 func (p *Poller) ReportBlockedKeys(ctx context.Context) { p.reportBlockedKeys(ctx) }
+
+// ClaimAfter hands finished ordered events of store id to the poller,
+// through the hook the dispatcher calls.
+func (p *Poller) ClaimAfter(id string, after []core.OrderPos) { handoff.Successors(p, id)(after) }

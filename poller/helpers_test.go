@@ -23,6 +23,7 @@ type enqueued struct {
 	attempts   int
 	env        core.Envelope
 	leaseUntil time.Time
+	seq        int64 // the row's position in its ordering key
 }
 
 // The fake queue's node: its owner token and lease duration.
@@ -53,7 +54,7 @@ func (q *fakeQueue) ClaimLease(now time.Time) core.Lease {
 
 func (q *fakeQueue) ClaimMark() uint64 { return 0 }
 
-func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, _ time.Time, _ uint64) bool {
+func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, _ time.Time, _ uint64, seq int64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.calls++
@@ -62,7 +63,7 @@ func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, _ t
 	}
 	q.room--
 	q.inFlight[env.ID()] = true
-	q.got = append(q.got, enqueued{id: env.ID(), attempts: attempts, env: env, leaseUntil: leaseUntil})
+	q.got = append(q.got, enqueued{id: env.ID(), attempts: attempts, env: env, leaseUntil: leaseUntil, seq: seq})
 	select {
 	case q.signal <- struct{}{}:
 	default:

@@ -2,7 +2,11 @@
 // reads NEW and RETRY rows that are due and hands them to the dispatcher's
 // cold queue. It catches what the hot path did not deliver: events dropped
 // on a full hot queue, events of a crashed or restarted process, retries
-// beyond the in-memory retry capacity.
+// beyond the in-memory retry capacity. It also claims the events of an
+// ordered key that waited behind a pending one: as soon as the dispatcher
+// finished an ordered event, it hands the event's position to the poller,
+// which claims the next event of the key by that position, between its
+// polls (core.SuccessorClaimer; a store without it gets a full claim).
 package poller
 
 import (
@@ -49,9 +53,14 @@ type Poller struct {
 	cycleMu  sync.Mutex // one poll at a time; guards rotation
 	rotation *engine.Rotation
 
-	wakeMu      sync.Mutex // guards the wake-ups (wake.go)
+	// roomNoticed: a queue that was full has room again (armRoom): the
+	// loop polls at once.
+	roomNoticed atomic.Bool
+
+	wakeMu      sync.Mutex // guards the wake-ups (wake.go) and target.after
 	wokenAll    bool       // Wake was called: the next poll ignores SkipRecent
 	wokenStores []string   // stores to poll next, in order, ignoring SkipRecent
+	afterStores []string   // stores with target.after waiting, in order
 }
 
 // target is one store the poller reads and the queue its events go to.
@@ -67,6 +76,12 @@ type target struct {
 	countFailing bool
 	// roomArmed: a room notice is armed on queue (see armRoom).
 	roomArmed atomic.Bool
+	// after holds finished ordered events whose successors the loop
+	// claims next (successors.go); guarded by Poller.wakeMu.
+	after []core.OrderPos
+	// lockedWait is the wait before the next claim of events found
+	// locked (successors.go); guarded by Poller.cycleMu.
+	lockedWait time.Duration
 	// ownClaimed is 1 + the queue's release count
 	// (handoff.ReleaseCounter) read before the last claim that took this
 	// node's own rows, 0 before the first; guarded by Poller.cycleMu.
@@ -288,6 +303,15 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	} else {
 		t.metrics.OldestLag(0)
 	}
+	p.enqueue(ctx, t, lease, mark, recs, &res)
+	return res, limit, nil
+}
+
+// enqueue hands the claimed rows recs, leased with lease, to t's cold
+// queue, and counts them in res: those already in flight are skipped,
+// those that fail to decode are marked DEAD, and once the queue is full
+// the rest waits for a later claim.
+func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark uint64, recs []core.Record, res *Result) {
 	for i, rec := range recs {
 		if t.queue.InFlight(rec.ID) {
 			res.Skipped++
@@ -300,7 +324,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 			}
 			continue
 		}
-		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, rec.CreatedAt, mark) {
+		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, rec.CreatedAt, mark, rec.OrderSeq) {
 			if t.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
 				res.Skipped += len(recs) - i
 				break
@@ -310,7 +334,6 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		}
 		res.Enqueued++
 	}
-	return res, limit, nil
 }
 
 // skipOwnRows reports whether a claim of t may leave out the rows leased
@@ -399,6 +422,7 @@ func (p *Poller) armRoom(t *target) {
 	}
 	rn.NotifyRoom(func() {
 		t.roomArmed.Store(false)
+		p.roomNoticed.Store(true)
 		p.run.Wake()
 	})
 }
@@ -420,9 +444,19 @@ func (p *Poller) Close(ctx context.Context) error { return p.run.Close(ctx) }
 
 func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	lastReap := time.Now()
+	var due time.Time // when the next poll is due (zero: at once)
 	// The poller keeps its own record of wake-ups (which store, if any):
-	// Pace's woken flag only says the wait was cut short.
+	// Pace's woken flag only says the wait was cut short. Claims of the
+	// events after finished ordered ones (successors.go) come first, and
+	// between the polls: they do not move the next poll.
 	p.run.Pace(ctx, stop, 0, func(ctx context.Context, _ bool) time.Duration {
+		p.claimSuccessors(ctx)
+		if p.roomNoticed.Swap(false) {
+			due = time.Time{}
+		}
+		if wait := time.Until(due); wait > 0 && !p.wakePending() {
+			return wait
+		}
 		res, next, err := p.pollOnce(ctx, true)
 		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
 			lastReap = time.Now()
@@ -431,23 +465,25 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 			}
 			p.reportBlockedKeys(ctx)
 		}
+		wait := p.cfg.Interval
 		switch {
 		case res.Full:
 			// No room: wake-ups wait too (the woken store's is kept)
 			// until the queue's room notice (armRoom), or at most
 			// BacklogInterval.
-			return p.cfg.BacklogInterval
+			wait = p.cfg.BacklogInterval
 		case p.wakePending(): // a store was woken meanwhile, or several at once
-			return 0
+			wait = 0
 		case err != nil: // an incident: retry at the normal pace
 		case next == pollNow:
-			return 0
+			wait = 0
 		case next == pollSoon:
 			// The cold queue was full, or a claim was full of rows held
 			// here already: more rows may be due, come back soon.
-			return p.cfg.BacklogInterval
+			wait = p.cfg.BacklogInterval
 		}
-		return p.cfg.Interval
+		due = time.Now().Add(wait)
+		return wait
 	})
 }
 

@@ -91,9 +91,11 @@ func (p *Poller) wakePending() bool {
 	return p.wokenAll || len(p.wokenStores) > 0
 }
 
-// forgetWake drops the wake-up of a store that is no longer polled.
+// forgetWake drops the wake-up, and the positions waiting for a claim, of
+// a store that is no longer polled.
 func (p *Poller) forgetWake(id string) {
 	p.wakeMu.Lock()
 	defer p.wakeMu.Unlock()
 	p.wokenStores = slices.DeleteFunc(p.wokenStores, func(s string) bool { return s == id })
+	p.afterStores = slices.DeleteFunc(p.afterStores, func(s string) bool { return s == id })
 }

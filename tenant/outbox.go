@@ -298,7 +298,7 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 		id := d.ID
 		wake := func() { handoff.WakeStore(o.poller, id) }
 		o.listeners.add(id, notify.New(store, wake, log))
-		handoff.OnKeyFreed(o.dispatcher, id, wake) // ordered keys move on at once
+		handoff.OnKeyFreed(o.dispatcher, id, handoff.Successors(o.poller, id)) // ordered keys move on at once
 
 	}
 	return t, nil

@@ -34,8 +34,9 @@ type Cold interface {
 	// let it go after mark (the claim read the row while the event was
 	// still held here: a stale copy).
 	// created is the row's insert time (for the Observer's commit to
-	// listener latency).
-	EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64) bool
+	// listener latency); seq the row's position among the events of its
+	// ordering key (core.Record.OrderSeq, 0 for an unordered event).
+	EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64) bool
 	// ColdRoom returns how many events the cold queue can take now.
 	ColdRoom() int
 	// InFlight reports whether the event is held by the dispatcher.
@@ -97,9 +98,19 @@ var Of func(d any, id string) Queue
 // blocks. Package poller sets it when it is initialized.
 var WakeStore func(p any, id string)
 
-// OnKeyFreed makes d, a *dispatcher.Dispatcher, call fn after an ordered
-// event of its store id ("" for the store given to dispatcher.New)
+// OnKeyFreed makes d, a *dispatcher.Dispatcher, call fn after ordered
+// events of its store id ("" for the store given to dispatcher.New)
 // finished (DONE written, or DEAD under the skip policy): the next event
-// of the key may be claimable now, so the wiring wakes the store's poller.
-// Package dispatcher sets it when it is initialized.
-var OnKeyFreed func(d any, id string, fn func())
+// of each key may be claimable now, so the wiring has the store's poller
+// claim it (Successors). fn gets the positions after which an event is
+// to be claimed when the store claims by position
+// (core.SuccessorClaimer), else nil: the poller then makes a full claim.
+// fn must not block. Package dispatcher sets it when it is initialized.
+var OnKeyFreed func(d any, id string, fn func(after []core.OrderPos))
+
+// Successors returns the function that hands finished ordered events to
+// p, a *poller.Poller, for store id: p claims the event after each
+// position (core.SuccessorClaimer) at once, or makes a full claim of the
+// store when after is nil. It never blocks. Package poller sets it when
+// it is initialized.
+var Successors func(p any, id string) func(after []core.OrderPos)
