@@ -236,6 +236,10 @@ messages and awaits each confirm):
               1x256 and 4x64 channels x outstanding confirms; also at the
               relay's own 4 x workers/4) and the relay alone (relay_direct/s:
               OnEvent from -relay-workers goroutines, no database).
+              The line also names the publishers' own rate (published/s)
+              and the events not yet relayed when the last commit returned
+              (undelivered_at_last_commit): near 0, the relay kept up and
+              the publishers set the rate.
   relay_latency  latency through the relay: commit returned -> the relay
               returned (broker ack), paced at 0.5 x the relay rate, N/4
               events (at most ~5 s).

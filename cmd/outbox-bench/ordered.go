@@ -94,11 +94,13 @@ func (b *bench) endToEndVia(ctx context.Context, scenario string, n int, keyOf f
 	b.resetRSS()
 	cpu := startCPU()
 	start := time.Now()
-	if _, err := runPool(ctx, b.opts.workers, n, func(ctx context.Context, i int) error {
+	published, err := runPool(ctx, b.opts.workers, n, func(ctx context.Context, i int) error {
 		return h.publishKeyed(ctx, eventType, orderRef("e2e", i), orderAmount(i), -1, keyOf(i))
-	}); err != nil {
+	})
+	if err != nil {
 		return result{}, nil, fmt.Errorf("%s: %w", scenario, err)
 	}
+	behind := int64(n) - seen.Load() // events not yet delivered when the last commit returned
 	if _, err := h.waitCount(ctx, &seen, int64(n)); err != nil {
 		return result{}, nil, err
 	}
@@ -110,6 +112,12 @@ func (b *bench) endToEndVia(ctx context.Context, scenario string, n int, keyOf f
 	r.CPUusPerEvent = cpu.perEvent(n)
 	r.rate = rate(n, doneAt.Sub(start))
 	r.HotDropped = ptr(h.m.hotDropped.Load())
+	if s.all != nil {
+		// Whether delivery kept up with the publishers, or they waited
+		// for it: the publishers' own rate and the delivery backlog when
+		// they finished.
+		r.Notes = append(r.Notes, fmt.Sprintf("published/s=%.0f", rate(n, published)), fmt.Sprintf("undelivered_at_last_commit=%d", behind))
+	}
 	return r, h, nil
 }
 

@@ -118,7 +118,7 @@ func (b *bench) runRelay(ctx context.Context) (result, error) {
 	}
 	r.Relay = b.opts.relay
 	r.Workers = b.opts.relayWorkers
-	r.Notes = append(slices.Clone(t.notes), notes...)
+	r.Notes = append(append(slices.Clone(t.notes), notes...), r.Notes...)
 	if err := checkStored(ctx, t, b.opts.warmup+b.opts.n); err != nil {
 		return r, err
 	}
