@@ -13,7 +13,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/poller"
 )
 
 // Scenario names, in the order they run.
@@ -387,11 +389,11 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.slow, "overload-slow", 0, "time the overload listener spends per event (time.Sleep), so W workers consume at most W/this events/s (default: consume at half the measured publish rate, or 2ms without a publish scenario)")
 	fs.DurationVar(&o.skipRecent, "overload-skip-recent", 100*time.Millisecond, "Poller.SkipRecent of the overload scenario")
 	fs.DurationVar(&o.pollEvery, "poll-interval", 0, "Poller.Interval of the framework scenarios (default: the framework's, 5s)")
-	fs.DurationVar(&o.backlog, "backlog-interval", 0, "Poller.BacklogInterval of the framework scenarios (default: the framework's, 100ms)")
+	fs.DurationVar(&o.backlog, "backlog-interval", 0, "Poller.BacklogInterval of the framework scenarios (default: the framework's, "+poller.DefaultBacklogInterval.String()+")")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long a scenario may wait for its events to be DONE")
 	fs.IntVar(&o.maxOpen, "max-open-conns", 0, "connection pool limit (sql.DB.SetMaxOpenConns) of every scenario, floor included; 0: unlimited, the database/sql default")
-	fs.DurationVar(&o.doneWindow, "done-flush-window", 0, "Dispatcher.DoneFlushWindow (default: the framework's, 1ms)")
-	fs.IntVar(&o.doneBatch, "done-batch-size", 0, "Dispatcher.DoneBatchSize (default: the framework's, 256)")
+	fs.DurationVar(&o.doneWindow, "done-flush-window", 0, "Dispatcher.DoneFlushWindow (default: the framework's, "+dispatcher.DefaultDoneFlushWindow.String()+")")
+	fs.IntVar(&o.doneBatch, "done-batch-size", 0, "Dispatcher.DoneBatchSize (default: the framework's, "+strconv.Itoa(dispatcher.DefaultDoneBatchSize)+")")
 	var payload, maxHeld string
 	fs.StringVar(&payload, "payload", "", "payload size of the overload scenario's events, e.g. 1MiB, 64KiB or 512 (bytes); default: the small order JSON (~60 bytes)")
 	fs.StringVar(&maxHeld, "max-held-bytes", "", "Dispatcher.MaxHeldBytes, e.g. 64MiB, or -1 for no limit (default: the framework's, 64MiB)")
