@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outbox-go/outbox/cleanup"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/poller"
@@ -121,6 +122,9 @@ type options struct {
 	// purgePause is the cleanup.Config.PauseFactor of the history
 	// scenario's purge (-history-pause-factor; 0: the default, -1: none).
 	purgePause float64
+	// purgeBatch is the cleanup.Config.BatchSize of the history
+	// scenario's purge (-history-purge-batch; 0: the default).
+	purgeBatch int
 	// purgeRate is the history scenario's cleanup.Config.MaxRate during
 	// publishing, as a multiple of the publish rate (-history-purge-rate;
 	// 0: no cap).
@@ -272,7 +276,8 @@ History scenario (run only when -scenarios names it):
               (as the publish scenario) and on the seeded one, end_to_end on
               an empty table and on the seeded one (end_to_end waits until no NEW or RETRY row is left,
               one range of the pending index), the retention purge (package
-              cleanup, default batch and pause; DONE kept 30 days, DEAD 60)
+              cleanup, default batch and pause unless -history-purge-batch
+              or -history-pause-factor say otherwise; DONE kept 30 days, DEAD 60)
               alone for as long as a publish round took, and publish with
               the purge running beside it, capped (cleanup.Config.MaxRate)
               at -history-purge-rate times the round's publish rate. Its line gives the median rates:
@@ -408,6 +413,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.historyDone, "history-done", defaultHistoryDone, "DONE rows seeded before the history scenario")
 	fs.IntVar(&o.historyDead, "history-dead", defaultHistoryDead, "DEAD rows seeded before the history scenario")
 	fs.Float64Var(&o.purgePause, "history-pause-factor", 0, "cleanup.Config.PauseFactor of the history scenario's purge (default: the package's; -1: batches back to back)")
+	fs.IntVar(&o.purgeBatch, "history-purge-batch", 0, fmt.Sprintf("cleanup.Config.BatchSize of the history scenario's purge: rows per DELETE, 1..%d (default: the package's, %d)", jdbcstore.MaxPurgeBatch, cleanup.DefaultBatchSize))
 	fs.Float64Var(&o.purgeRate, "history-purge-rate", defaultHistoryPurgeRate, "cleanup.Config.MaxRate of the history scenario's purge beside the publishers, as a multiple of the publish rate measured just before (0: no cap)")
 	fs.IntVar(&o.nodes, "nodes", defaultNodes, "run the multinode scenarios too, with this many processes of W writers each on one database")
 	fs.IntVar(&o.multiN, "multinode-n", 0, "events of multinode_floor and multinode, all nodes together (default: -n)")
@@ -572,6 +578,8 @@ func (o *options) validate() error {
 		return errors.New("-history-done and -history-dead must not be negative")
 	case !(o.purgeRate >= 0 && o.purgeRate <= 1000):
 		return errors.New("-history-purge-rate must be 0..1000")
+	case o.purgeBatch < 0 || o.purgeBatch > jdbcstore.MaxPurgeBatch:
+		return fmt.Errorf("-history-purge-batch must be 0..%d", jdbcstore.MaxPurgeBatch)
 	case o.purgePause != -1 && (o.purgePause < 0 || o.purgePause > jdbcstore.MaxPauseFactor):
 		return fmt.Errorf("-history-pause-factor must be -1 or 0..%d", jdbcstore.MaxPauseFactor)
 	case o.orderedKeys < 0:

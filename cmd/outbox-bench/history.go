@@ -97,7 +97,7 @@ func (b *bench) runHistory(ctx context.Context) (result, error) {
 		b.opts.historyDone, b.opts.historyDead, m.seedSeconds)
 	pending := pendingCounter(f.db, store.Table())
 	ccfg := cleanup.Config{DoneRetention: historyDoneRetention, DeadRetention: historyDeadRetention, Logger: b.log,
-		PauseFactor: max(b.opts.purgePause, 0), NoPause: b.opts.purgePause == -1}
+		PauseFactor: max(b.opts.purgePause, 0), NoPause: b.opts.purgePause == -1, BatchSize: b.opts.purgeBatch}
 	cleaner, err := cleanup.New(store, ccfg)
 	if err != nil {
 		return result{}, err

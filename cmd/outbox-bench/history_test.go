@@ -67,6 +67,8 @@ func TestHistoryFlags(t *testing.T) {
 		{[]string{"-history-pause-factor", "100"}, "-history-pause-factor must be -1 or 0..99"},
 		{[]string{"-history-pause-factor", "-2"}, "-history-pause-factor must be -1 or 0..99"},
 		{[]string{"-history-purge-rate", "-1"}, "-history-purge-rate must be 0..1000"},
+		{[]string{"-history-purge-batch", "-1"}, "-history-purge-batch must be 0..10000"},
+		{[]string{"-history-purge-batch", "10001"}, "-history-purge-batch must be 0..10000"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
@@ -80,7 +82,7 @@ func TestHistoryFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"-h"}, &out, &errOut); code != 0 {
 		t.Errorf("-h: exit status %d, want 0", code)
 	}
-	for _, s := range []string{"history_publish_ratio", "purge_keeps_up", "purge_cost", "-history-done", "-history-dead", "-history-pause-factor", "-history-purge-rate"} {
+	for _, s := range []string{"history_publish_ratio", "purge_keeps_up", "purge_cost", "-history-done", "-history-dead", "-history-pause-factor", "-history-purge-rate", "-history-purge-batch"} {
 		if !strings.Contains(errOut.String(), s) {
 			t.Errorf("-h output lacks %q", s)
 		}
@@ -91,6 +93,12 @@ func TestHistoryFlags(t *testing.T) {
 	}
 	if slices.Contains(o.scenarios, scenarioHistory) || o.historyDone != defaultHistoryDone || o.historyDead != defaultHistoryDead {
 		t.Errorf("defaults: scenarios %v, rows %d/%d", o.scenarios, o.historyDone, o.historyDead)
+	}
+	if o.purgeBatch != 0 {
+		t.Errorf("default purge batch %d, want 0 (the package's)", o.purgeBatch)
+	}
+	if o, err = parseFlags([]string{"-db", "sqlite", "-history-purge-batch", "5000"}, &bytes.Buffer{}); err != nil || o.purgeBatch != 5000 {
+		t.Errorf("-history-purge-batch 5000: purge batch %d, err %v", o.purgeBatch, err)
 	}
 }
 
