@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -460,6 +461,43 @@ func (s *suite) testOrder(t *testing.T) {
 		if _, err := st.WaitingAfter(ctx, now, []string{strings.Repeat("i", core.MaxEventIDLen+1)}); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("WaitingAfter with a long id = %v, want an error wrapping ErrInvalidConfig", err)
 		}
+	})
+
+	// Lists longer than one statement takes (200 positions or ids) are
+	// split: every position and id counts, whichever statement it falls in.
+	t.Run("ClaimNextAndWaitingAfterSpanStatements", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		const keys = 205
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Minute)}
+		firsts := make([]string, keys)
+		seconds := make([]string, keys)
+		for i := range keys {
+			firsts[i], seconds[i] = fmt.Sprintf("s%03d-1", i), fmt.Sprintf("s%03d-2", i)
+			publishOrdered(t, st, orderedEvent(t, firsts[i], fmt.Sprintf("s%03d", i), core.BlockOnDead), lease, false)
+		}
+		for i := range keys {
+			clk.Advance(time.Millisecond)
+			publishOrdered(t, st, orderedEvent(t, seconds[i], fmt.Sprintf("s%03d", i), core.BlockOnDead), lease, false) // behind: unowned
+		}
+		if n, err := st.MarkDone(ctx, "node-a", firsts); err != nil || n != keys {
+			t.Fatalf("MarkDone: %d, %v", n, err)
+		}
+		now := clk.Now()
+		after, err := st.WaitingAfter(ctx, now, firsts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after) != keys {
+			t.Fatalf("WaitingAfter found %d positions, want %d", len(after), keys)
+		}
+		res, err := st.ClaimNext(ctx, core.NextRequest{Owner: "node-b", Now: now, LeaseUntil: now.Add(time.Minute), After: after})
+		if err != nil || len(res.Locked) != 0 {
+			t.Fatalf("ClaimNext: %d claimed, locked %v, %v", len(res.Claimed), res.Locked, err)
+		}
+		claimedIDs(t, "the successors of every position", res.Claimed, seconds...)
 	})
 
 	// ClaimNext refuses bad requests with a configuration error, before
