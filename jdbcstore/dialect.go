@@ -131,6 +131,16 @@ type Capabilities struct {
 	// (status, available_at, created_at) index, so that neither sorts the
 	// whole backlog (MySQL, MariaDB: no partial indexes).
 	PendingIndex bool
+	// FinishedIndex: the dialect's schema indexes the finished rows (DONE,
+	// DEAD) alone by (status, done_at): a partial index "WHERE status IN
+	// (1, 3)" (SQLite). Publishing then writes no entry into it, and a
+	// DONE write adds one instead of moving one. The statements that read
+	// finished rows by status (the retention purge, the recent activity)
+	// repeat that condition, since SQLite uses a partial index only when
+	// the query states its WHERE term, and the counts of NEW and RETRY
+	// rows read the pending index. Without it the schema has a
+	// (status, done_at) index over every row.
+	FinishedIndex bool
 	// MaxBindParams is the most placeholders the driver and server take
 	// in one statement (SQLite 32766 since 3.32, MySQL/MariaDB and
 	// PostgreSQL 65535). The store splits a batch insert

@@ -1,6 +1,12 @@
 package jdbcstore
 
-import "github.com/outbox-go/outbox/core"
+import (
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
+)
 
 // DecodeRecord decodes a scanned row of recordColumns with d.
 func DecodeRecord(d Dialect, v []any) core.Record { return (&Store{dialect: d}).decodeRecord(v) }
@@ -18,7 +24,7 @@ func StatementText(d Dialect, table string) map[string]string {
 		"reap": q.reap, "release": q.release, "get": q.get, "exists": q.exists, "countByStatus": q.countByStatus,
 		"markDone3":     inList(d, q.markDonePrefix, 3, q.markDoneSuffix),
 		"oldestPending": q.oldestPending, "deadByType": q.deadByType, "deadByTypePinned": q.deadByTypePinned, "countBlocked": q.countBlocked,
-		"purgePage": q.purgePage, "purgeBatch": q.purgeBatch, "purgeLegacyPage": q.purgeLegacyPage,
+		"purgePage": q.purgePage, "purgeCount": q.purgeCount, "purgeBatch": q.purgeBatch, "purgeLegacyPage": q.purgeLegacyPage,
 		"purgeDelete3":       inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteSuffix),
 		"purgeDeleteLegacy3": inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteLegacySuffix),
 		"waiting1":           inList(d, q.waitingPrefix, 1, q.waitingSuffix),
@@ -39,4 +45,15 @@ func SetBusyHook(s *Store, f func(attempt int, err error)) { s.busyHook = f }
 // ListDeadQuery returns the query and arguments of a ListDead page.
 func ListDeadQuery(s *Store, f DeadFilter, after string, limit int) (string, []any) {
 	return s.listDeadQuery(f, after, limit)
+}
+
+// ActivityQuery exposes the statement of Store.Activity over buckets of
+// width ending at end.
+func ActivityQuery(s *Store, buckets int, width time.Duration, end time.Time) (string, []any) {
+	out := make([]ActivityBucket, buckets)
+	for i := range out {
+		out[i].Start = end.Add(-time.Duration(buckets-i) * width)
+	}
+	q, args := s.activityQuery(out, end)
+	return sqlx.Rebind(s.dialect.BindType(), q), args
 }

@@ -52,8 +52,9 @@ func (sqliteDialect) Capabilities() jdbcstore.Capabilities {
 	// RETURNING needs SQLite 3.35 (2021). UPDATE ... LIMIT needs a
 	// compile option a system libsqlite3 may lack, so claims will not
 	// rely on it; SQLite has no row locks to skip. One write transaction
-	// runs at a time.
-	return jdbcstore.Capabilities{Returning: true, SingleWriter: true, PendingIndex: true, MaxBindParams: 32766}
+	// runs at a time. Partial indexes keep the pending rows and the
+	// finished rows apart.
+	return jdbcstore.Capabilities{Returning: true, SingleWriter: true, PendingIndex: true, FinishedIndex: true, MaxBindParams: 32766}
 }
 
 // quoteIdent uses standard double quotes; validated names hold no quote.

@@ -37,10 +37,20 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
 CREATE INDEX IF NOT EXISTS {{.Index "pending"}}
     ON {{.Table}} (available_at, created_at, event_id) WHERE status IN (0, 2);
 
--- Retention (the purge walks finished rows by done_at) and the operators'
--- views (counts by status, dead letters) read by status.
-CREATE INDEX IF NOT EXISTS {{.Index "status_done"}}
-    ON {{.Table}} (status, done_at);
+-- The finished rows (DONE, DEAD) by status and done_at: the retention
+-- purge walks them by done_at, the recent activity counts them. Partial, so
+-- publishing writes nothing into it and a DONE write adds one entry (a
+-- (status, done_at) index over every row cost each insert an entry and each
+-- DONE write a move: ~8% of an insert, ~12% of a DONE write). Queries state
+-- "status IN (1, 3)" for SQLite to use it.
+CREATE INDEX IF NOT EXISTS {{.Index "finished"}}
+    ON {{.Table}} (status, done_at) WHERE status IN (1, 3);
+
+-- Tables created before this release have {{.Index "status_done"}}
+-- (status, done_at) over every row instead: the finished index replaces
+-- it. Dropping it is quick; building the finished index on a table of
+-- millions of rows holds the write lock for seconds, once.
+DROP INDEX IF EXISTS {{.Index "status_done"}};
 
 -- Tables created before this release also have
 -- {{.Index "status_available"}} (status, available_at, created_at): nothing
