@@ -137,9 +137,10 @@ type Capabilities struct {
 	// DONE write adds one instead of moving one. The statements that read
 	// finished rows by status (the retention purge, the recent activity)
 	// repeat that condition, since SQLite uses a partial index only when
-	// the query states its WHERE term, and the counts of NEW and RETRY
-	// rows read the pending index. Without it the schema has a
-	// (status, done_at) index over every row.
+	// the query states its WHERE term. The schema also has a partial
+	// index of the RETRY rows ("WHERE status = 2"): NEW rows are counted
+	// as the pending index's entries less those. Without it the schema
+	// has a (status, done_at) index over every row.
 	FinishedIndex bool
 	// MaxBindParams is the most placeholders the driver and server take
 	// in one statement (SQLite 32766 since 3.32, MySQL/MariaDB and

@@ -308,7 +308,16 @@ func buildStatements(d Dialect, table string) statements {
 		return "(SELECT COUNT(*) FROM " + t + " WHERE " + statusTerm(d, s) + ")"
 	}
 	if q.countFromTotal = d.Capabilities().SingleWriter; q.countFromTotal {
-		q.countByStatus = "SELECT (SELECT COUNT(*) FROM " + t + "), " + count(core.StatusNew) + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
+		newRows := count(core.StatusNew)
+		if d.Capabilities().FinishedIndex {
+			// The pending index holds NEW and RETRY rows but not their
+			// status, the retry index the RETRY rows: both counted from
+			// their entries, where a count of NEW rows would read a row
+			// per pending event (a backlog of 200,000 rows: ~8 against
+			// ~100 ms).
+			newRows = "((SELECT COUNT(*) FROM " + t + " WHERE " + pending + ") - " + count(core.StatusRetry) + ")"
+		}
+		q.countByStatus = "SELECT (SELECT COUNT(*) FROM " + t + "), " + newRows + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
 	} else {
 		q.countByStatus = "SELECT " + count(core.StatusNew) + ", " + count(core.StatusDone) + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
 	}
@@ -381,20 +390,21 @@ func finishedTerm(d Dialect) string {
 
 // statusTerm is the condition "status = s", preceded by the condition of
 // the partial index that holds s's rows where the schema has one for them
-// ([Capabilities.PendingIndex], [Capabilities.FinishedIndex]), so that a
-// statement reading one status reads that index rather than the table.
+// ([Capabilities.FinishedIndex]: the pending index for NEW, the finished
+// one for DONE; RETRY and DEAD rows have their own), so that a statement
+// reading one status reads that index rather than the table.
 func statusTerm(d Dialect, s core.Status) string {
 	eq := "status = " + strconv.Itoa(int(s))
 	if !d.Capabilities().FinishedIndex {
 		return eq
 	}
 	switch s {
-	case core.StatusNew, core.StatusRetry:
+	case core.StatusNew:
 		return "status IN (" + strconv.Itoa(int(core.StatusNew)) + ", " + strconv.Itoa(int(core.StatusRetry)) + ") AND " + eq
 	case core.StatusDone:
 		return finishedTerm(d) + eq
 	}
-	return eq // DEAD: the dead index's condition is "status = 3" itself
+	return eq // RETRY, DEAD: their indexes' condition is "status = s" itself
 }
 
 // pinsPending reports whether d's claim and poll may name the pending

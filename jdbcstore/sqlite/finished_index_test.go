@@ -20,9 +20,10 @@ import (
 //go:embed testdata/outbox_before_finished.sql
 var schemaBeforeFinished string
 
-// A table created by the release before gets the partial index of finished
-// rows in place of its (status, done_at) index over every row, keeps its
-// rows, and the purge and the recent activity read the new index.
+// A table created by the release before gets the partial indexes of
+// finished and RETRY rows in place of its (status, done_at) index over every
+// row, keeps its rows, and the counts, the purge and the recent activity
+// read the new indexes.
 func TestApplySchemaReplacesStatusIndex(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -67,8 +68,8 @@ func TestApplySchemaReplacesStatusIndex(t *testing.T) {
 		t.Fatalf("ApplySchema on the old table: %v", err)
 	}
 	got := indexes(t, db.DB, table)
-	if slices.Contains(got, table+"_status_done_idx") || !slices.Contains(got, table+"_finished_idx") {
-		t.Fatalf("indexes after ApplySchema = %v, want %s_finished_idx and no %s_status_done_idx", got, table, table)
+	if slices.Contains(got, table+"_status_done_idx") || !slices.Contains(got, table+"_finished_idx") || !slices.Contains(got, table+"_retry_idx") {
+		t.Fatalf("indexes after ApplySchema = %v, want %s_finished_idx, %[2]s_retry_idx and no %[2]s_status_done_idx", got, table)
 	}
 	counts, err := st.CountByStatus(ctx)
 	if err != nil {

@@ -46,6 +46,13 @@ CREATE INDEX IF NOT EXISTS {{.Index "pending"}}
 CREATE INDEX IF NOT EXISTS {{.Index "finished"}}
     ON {{.Table}} (status, done_at) WHERE status IN (1, 3);
 
+-- The RETRY rows: with the pending index, which holds NEW and RETRY rows
+-- without their status, the counts by status read index entries only
+-- (NEW = pending - RETRY), not a row per pending event. Only RETRY rows,
+-- so publishing and delivering at the first attempt never touch it.
+CREATE INDEX IF NOT EXISTS {{.Index "retry"}}
+    ON {{.Table}} (event_id) WHERE status = 2;
+
 -- Tables created before this release have {{.Index "status_done"}}
 -- (status, done_at) over every row instead: the finished index replaces
 -- it. Dropping it is quick; building the finished index on a table of
