@@ -48,7 +48,6 @@ type dashboardOptions struct {
 	loads   int           // page loads per measured page
 	loaders int           // goroutines loading pages during the loaded end_to_end
 	pause   time.Duration // each loader's pause between two loads
-	index   bool          // create an index on (status, done_at) after seeding
 }
 
 // register defines the flags on fs.
@@ -57,7 +56,6 @@ func (d *dashboardOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&d.loads, "dashboard-loads", defaultDashLoads, "dashboard scenario: loads of each measured page")
 	fs.IntVar(&d.loaders, "dashboard-loaders", defaultDashLoaders, "dashboard scenario: goroutines loading pages during the loaded end_to_end (operators)")
 	fs.DurationVar(&d.pause, "dashboard-pause", defaultDashPause, "dashboard scenario: each loader's pause between two page loads (0: load as fast as possible)")
-	fs.BoolVar(&d.index, "dashboard-done-index", false, "dashboard scenario: create an index on (status, done_at) after seeding, as PostgreSQL's schema has (the overview's throughput chart reads by done_at)")
 }
 
 // validate checks the flags.
@@ -124,11 +122,6 @@ func (b *bench) runDashboard(ctx context.Context) (result, error) {
 	sample, err := seedRows(ctx, h.f.db, st, d.rows, time.Now())
 	if err != nil {
 		return result{}, fmt.Errorf("seed: %w", err)
-	}
-	if d.index && h.f.kind != "postgres" {
-		if _, err := h.f.db.ExecContext(ctx, "CREATE INDEX bench_status_done ON "+st.Table()+" (status, done_at)"); err != nil {
-			return result{}, fmt.Errorf("-dashboard-done-index: %w", err)
-		}
 	}
 	if err := analyze(ctx, h.f.db, h.f.kind, st.Table()); err != nil {
 		return result{}, err
@@ -252,7 +245,7 @@ func (b *bench) runDashboard(ctx context.Context) (result, error) {
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("quiet/s=%.0f", quiet), fmt.Sprintf("loaded/s=%.0f", loaded),
 		fmt.Sprintf("loaded_ratio=%.3f", *out.LoadedRatio), fmt.Sprintf("page_loads/s=%.0f", *out.PageLoadsS),
-		fmt.Sprintf("loaders=%d", d.loaders), fmt.Sprintf("pause=%s", d.pause), fmt.Sprintf("done_index=%v", d.index || h.f.kind == "postgres"))
+		fmt.Sprintf("loaders=%d", d.loaders), fmt.Sprintf("pause=%s", d.pause))
 	return res, nil
 }
 

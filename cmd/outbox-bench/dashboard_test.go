@@ -16,7 +16,7 @@ func TestRunDashboardTiny(t *testing.T) {
 	defer cancel()
 	var out, errOut bytes.Buffer
 	code := run(ctx, []string{"-db", "sqlite", "-json", "-scenarios", "dashboard", "-n", "100", "-rounds", "1", "-warmup", "10",
-		"-dashboard-rows", "2000", "-dashboard-loads", "3", "-dashboard-loaders", "2", "-dashboard-pause", "0", "-dashboard-done-index"}, &out, &errOut)
+		"-dashboard-rows", "2000", "-dashboard-loads", "3", "-dashboard-loaders", "2", "-dashboard-pause", "0"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, errOut.String())
 	}
