@@ -160,7 +160,9 @@ func runServer(ctx context.Context, out io.Writer, srv server, dsn string, verbo
 		return fmt.Errorf("%s: the DSN must name a database", srv.flag)
 	}
 	var tables []string
-	for _, t := range []string{serverOutboxTable, serverOrdersTable, demoInboxTable, demoEmailsTable} {
+	// The outbox schema also creates the table of ordering keys
+	// ("<table>_keys") on MySQL/MariaDB and PostgreSQL.
+	for _, t := range []string{serverOutboxTable, serverOutboxTable + "_keys", serverOrdersTable, demoInboxTable, demoEmailsTable} {
 		tables = append(tables, srv.quote(t))
 	}
 	for _, stmt := range []string{"DROP TABLE IF EXISTS " + strings.Join(tables, ", "), srv.orders} {
