@@ -307,19 +307,18 @@ func buildStatements(d Dialect, table string) statements {
 	count := func(s core.Status) string {
 		return "(SELECT COUNT(*) FROM " + t + " WHERE " + statusTerm(d, s) + ")"
 	}
+	newRows := count(core.StatusNew)
+	if d.Capabilities().FinishedIndex {
+		// The pending index holds NEW and RETRY rows but not their status,
+		// the retry index the RETRY rows: both counted from their entries,
+		// where a count of NEW rows would read a row per pending event (a
+		// backlog of 200,000 rows: ~8 against ~100 ms).
+		newRows = "((SELECT COUNT(*) FROM " + t + " WHERE " + pending + ") - " + count(core.StatusRetry) + ")"
+	}
 	if q.countFromTotal = d.Capabilities().SingleWriter; q.countFromTotal {
-		newRows := count(core.StatusNew)
-		if d.Capabilities().FinishedIndex {
-			// The pending index holds NEW and RETRY rows but not their
-			// status, the retry index the RETRY rows: both counted from
-			// their entries, where a count of NEW rows would read a row
-			// per pending event (a backlog of 200,000 rows: ~8 against
-			// ~100 ms).
-			newRows = "((SELECT COUNT(*) FROM " + t + " WHERE " + pending + ") - " + count(core.StatusRetry) + ")"
-		}
 		q.countByStatus = "SELECT (SELECT COUNT(*) FROM " + t + "), " + newRows + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
 	} else {
-		q.countByStatus = "SELECT " + count(core.StatusNew) + ", " + count(core.StatusDone) + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
+		q.countByStatus = "SELECT " + newRows + ", " + count(core.StatusDone) + ", " + count(core.StatusRetry) + ", " + count(core.StatusDead)
 	}
 	if q.claimPerStatus = claimOrdered(d); q.claimPerStatus {
 		// Each status read apart follows the index in claim order and
@@ -388,23 +387,17 @@ func finishedTerm(d Dialect) string {
 	return "status IN (" + strconv.Itoa(int(core.StatusDone)) + ", " + strconv.Itoa(int(core.StatusDead)) + ") AND "
 }
 
-// statusTerm is the condition "status = s", preceded by the condition of
-// the partial index that holds s's rows where the schema has one for them
-// ([Capabilities.FinishedIndex]: the pending index for NEW, the finished
-// one for DONE; RETRY and DEAD rows have their own), so that a statement
-// reading one status reads that index rather than the table.
+// statusTerm is the condition "status = s", preceded for DONE by the
+// condition of the partial index of finished rows where the schema has one
+// ([Capabilities.FinishedIndex]; the RETRY and DEAD indexes' condition is
+// "status = s" itself, and NEW rows are counted apart), so that a
+// statement reading one status reads that index rather than the table.
 func statusTerm(d Dialect, s core.Status) string {
 	eq := "status = " + strconv.Itoa(int(s))
-	if !d.Capabilities().FinishedIndex {
-		return eq
-	}
-	switch s {
-	case core.StatusNew:
-		return "status IN (" + strconv.Itoa(int(core.StatusNew)) + ", " + strconv.Itoa(int(core.StatusRetry)) + ") AND " + eq
-	case core.StatusDone:
+	if s == core.StatusDone {
 		return finishedTerm(d) + eq
 	}
-	return eq // RETRY, DEAD: their indexes' condition is "status = s" itself
+	return eq
 }
 
 // pinsPending reports whether d's claim and poll may name the pending

@@ -53,7 +53,7 @@ func TestApplySchemaReplacesStatusIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, fresh := mustEvent(t, "Old"), mustEvent(t, "Fresh")
+	done, fresh := mustEnv(t, core.NewEvent("Old").PayloadJSONString(`{}`)), mustEnv(t, core.NewEvent("Fresh").PayloadJSONString(`{}`))
 	for _, env := range []core.Envelope{done, fresh} {
 		if err := st.Insert(ctx, st.DB(), env, testLease); err != nil {
 			t.Fatal(err)
@@ -118,13 +118,4 @@ func indexes(t *testing.T, db *sql.DB, table string) []string {
 		t.Fatal(err)
 	}
 	return names
-}
-
-func mustEvent(t *testing.T, eventType string) core.Envelope {
-	t.Helper()
-	env, err := core.NewEvent(eventType).PayloadJSONString(`{}`).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
 }
