@@ -56,8 +56,8 @@ type rowsQuerier interface {
 // *core.BatchError (wrapping core.ErrDuplicateEvent), after taking back
 // the rows the batch had inserted, so that none of envs is left and ex is
 // still usable (on PostgreSQL the duplicate is detected without a failed
-// statement, as in Insert); the rows a duplicate ordered event took
-// positions for leave gaps, which hold nothing up. Any other error leaves
+// statement, as in Insert); the positions its ordered events took in their
+// keys are given back, so a commit leaves no gap. Any other error leaves
 // what was inserted: roll ex back.
 //
 // ex may be the store's own database: the batch then runs in a
@@ -180,7 +180,7 @@ func (s *Store) insertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 		ids, err := s.insertChunk(ctx, ex, envs, plain[start:end], args[start*insertArgs:end*insertArgs])
 		inserted = append(inserted, ids...)
 		if err != nil {
-			return nil, s.undoBatch(ctx, ex, inserted, err)
+			return nil, s.undoBatch(ctx, ex, inserted, nil, err)
 		}
 		start = end
 	}
@@ -199,13 +199,21 @@ func (s *Store) insertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 	// (keyCache) still records their commit: harmless, since it records
 	// them as not DONE, which only makes the next publish on the key read
 	// or check its last event.
+	var keys map[string]taken // the positions the batch took, to give back in an undo
 	for _, i := range ordered {
-		l, err := s.insertOrdered(ctx, ex, envs[i], leases[i])
+		l, seq, err := s.insertOrdered(ctx, ex, envs[i], leases[i])
 		if err != nil {
-			return nil, s.undoBatch(ctx, ex, inserted, batchError(i, envs[i], err))
+			return nil, s.undoBatch(ctx, ex, inserted, keys, batchError(i, envs[i], err))
 		}
 		leased[i] = l
 		inserted = append(inserted, envs[i].ID())
+		if seq > 0 {
+			if keys == nil {
+				keys = make(map[string]taken)
+			}
+			t := keys[envs[i].OrderKey()]
+			keys[envs[i].OrderKey()] = taken{last: seq, n: t.n + 1}
+		}
 	}
 	// Only now is the batch sure to stay: the check before commit (MySQL)
 	// must not name a row an undo took back.
@@ -343,9 +351,10 @@ func (s *Store) chunkError(ctx context.Context, ex core.Execer, envs []core.Enve
 }
 
 // undoBatch takes back the rows of a batch inserted on ex before err,
-// when err is a duplicate id (which leaves ex usable), and returns err;
-// after any other error ex is left as it is, for the caller to roll back.
-func (s *Store) undoBatch(ctx context.Context, ex core.Execer, inserted []string, err error) error {
+// and the positions keys its ordered events took, when err is a
+// duplicate id (which leaves ex usable), and returns err; after any other
+// error ex is left as it is, for the caller to roll back.
+func (s *Store) undoBatch(ctx context.Context, ex core.Execer, inserted []string, keys map[string]taken, err error) error {
 	if len(inserted) == 0 || !errors.Is(err, core.ErrDuplicateEvent) {
 		return err
 	}
@@ -366,7 +375,7 @@ func (s *Store) undoBatch(ctx context.Context, ex core.Execer, inserted []string
 		}
 		inserted = inserted[n:]
 	}
-	return err
+	return s.giveBack(ctx, ex, keys, err)
 }
 
 // batchIDs returns the ids of envs[idx...].

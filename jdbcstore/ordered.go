@@ -32,7 +32,7 @@ var _ core.OrderedInserter = (*Store)(nil)
 // (*sql.Tx, *sqlx.Tx, txctx's Tx); the store's own pool is refused, since
 // an autocommit insert could leave a gap in the key's positions.
 func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) (bool, error) {
-	leased, err := s.insertOrdered(ctx, ex, env, lease)
+	leased, _, err := s.insertOrdered(ctx, ex, env, lease)
 	if err == nil {
 		s.checkBeforeCommit(ex, env.ID())
 	}
@@ -41,30 +41,46 @@ func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 
 // insertOrdered is InsertOrdered without the check before commit, which
 // the caller registers once its rows are sure to stay (InsertBatch may
-// take the row back).
-func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) (bool, error) {
+// take the row back). seq is the position the event took from the keys
+// table, 0 where the store keeps none (SQLite).
+//
+// An event whose id exists gives the position it took back in ex, so that
+// a caller who goes on and commits (a duplicate leaves ex usable) leaves
+// no gap: a gap would let the event after it pass a pending one, since an
+// event waits for the position right before its own only.
+func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) (leased bool, seq int64, err error) {
 	key := env.OrderKey()
 	switch {
 	case ex == nil:
-		return false, fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)
+		return false, 0, fmt.Errorf("outbox: jdbcstore: insert: %w", core.ErrNoTransaction)
 	case key == "":
-		return false, fmt.Errorf("outbox: jdbcstore: insert %q: %w: the event has no ordering key", env.ID(), core.ErrNoOrderKey)
+		return false, 0, fmt.Errorf("outbox: jdbcstore: insert %q: %w: the event has no ordering key", env.ID(), core.ErrNoOrderKey)
 	case s.ownsExecer(ex):
-		return false, fmt.Errorf("outbox: jdbcstore: insert %q: %w: an ordered event needs a transaction, not the database handle", env.ID(), core.ErrOrderingUnsupported)
+		return false, 0, fmt.Errorf("outbox: jdbcstore: insert %q: %w: an ordered event needs a transaction, not the database handle", env.ID(), core.ErrOrderingUnsupported)
 	}
 	q, ok := ex.(rowQuerier)
 	if !ok {
-		return false, fmt.Errorf("outbox: jdbcstore: insert %q: %w: the transaction (%T) cannot run queries", env.ID(), core.ErrOrderingUnsupported, ex)
+		return false, 0, fmt.Errorf("outbox: jdbcstore: insert %q: %w: the transaction (%T) cannot run queries", env.ID(), core.ErrOrderingUnsupported, ex)
 	}
-	if err := env.Validate(); err != nil {
-		return false, fmt.Errorf("outbox: jdbcstore: insert: %w", err)
+	if err := s.checkExecer(ex, env.ID()); err != nil {
+		return false, 0, err // before any statement: nothing is written
 	}
 	if s.q.lastOfKey != "" {
-		return s.insertAfterLast(ctx, ex, q, env, lease)
+		if err := env.Validate(); err != nil {
+			return false, 0, fmt.Errorf("outbox: jdbcstore: insert: %w", err)
+		}
+		leased, err := s.insertAfterLast(ctx, ex, q, env, lease)
+		return leased, 0, err
 	}
-	seq, err := s.nextSeq(ctx, ex, q, key)
+	// The row is checked and encoded before the position is taken: an
+	// invalid event or one that cannot be encoded writes nothing.
+	args, err := s.rowArgs(ex, env, lease, 0)
 	if err != nil {
-		return false, s.abortedNote(ex, s.mapError("take the next position of key", key, err))
+		return false, 0, err
+	}
+	seq, err = s.nextSeq(ctx, ex, q, key)
+	if err != nil {
+		return false, 0, s.abortedNote(ex, s.mapError("take the next position of key", key, err))
 	}
 	// From the second position on, the row takes lease only if the event
 	// before has finished: the insert itself checks, in one statement,
@@ -78,11 +94,52 @@ func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 			ifFree = 0
 		}
 	}
-	leased, err := s.insertRow(ctx, ex, env, lease, seq, ifFree)
-	if err == nil && cache != nil {
+	args[argPos] = seq
+	leased, err = s.insertRowArgs(ctx, ex, env, lease, args, ifFree)
+	if errors.Is(err, core.ErrDuplicateEvent) {
+		// The failed insert left ex usable (and on MySQL rolled back that
+		// statement only): give the position back. After another error ex
+		// must be rolled back, which returns it; a statement run then
+		// could run outside the transaction, should the database have
+		// ended it.
+		return false, 0, s.giveBack(ctx, ex, map[string]taken{key: {last: seq, n: 1}}, err)
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	if cache != nil {
 		cache.afterCommit(tx, env.ID(), key, seq)
 	}
-	return leased, err
+	return leased, seq, nil
+}
+
+// taken is what a transaction took from one key's positions: n of them,
+// the last being last.
+type taken struct {
+	last, n int64
+}
+
+// giveBack returns to the keys table, in ex, the positions keys took,
+// after cause stopped their events' rows (which are not in the table, or
+// were taken back): each key's last position goes back by n, but only
+// where it still is the one the transaction took (ex holds the key's
+// row lock since it took it, so it is). It returns cause, with a note to
+// roll ex back when a position could not be given back (on PostgreSQL a
+// failed statement has aborted ex anyway).
+func (s *Store) giveBack(ctx context.Context, ex core.Execer, keys map[string]taken, cause error) error {
+	for key, t := range keys {
+		res, err := ex.ExecContext(ctx, s.q.giveBack, t.n, key, t.last)
+		if err == nil {
+			var n int64
+			if n, err = res.RowsAffected(); err == nil && n != 1 {
+				err = fmt.Errorf("key %q is no longer at position %d", key, t.last)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%w; giving back the positions it took failed, roll the transaction back: %w", cause, err)
+		}
+	}
+	return cause
 }
 
 // keyCacheFor returns the store's key cache and ex as a transaction with

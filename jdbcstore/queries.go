@@ -59,6 +59,10 @@ type statements struct {
 	// statement's last insert id.
 	nextSeq           string
 	nextSeqByInsertID bool
+	// giveBack returns positions a transaction took but did not use:
+	// positions to give back, order_key, the last position it took (the
+	// key's last_seq, which it still holds under the key row's lock).
+	giveBack string
 	// insertIfFree is insert that inserts nothing while the event before
 	// still holds the key: insert's arguments, then order_key and the
 	// position of the event before.
@@ -276,6 +280,7 @@ func buildStatements(d Dialect, table string) statements {
 		q.nextSeq = "INSERT INTO " + k + " (order_key, last_seq) VALUES (?, 1)" +
 			" ON CONFLICT (order_key) DO UPDATE SET last_seq = " + k + ".last_seq + 1 RETURNING last_seq"
 	}
+	q.giveBack = "UPDATE " + k + " SET last_seq = last_seq - ? WHERE order_key = ? AND last_seq = ?"
 	claimableIn := func(s core.Status) string {
 		return strings.Replace(q.claimable, pending, "status = "+st(s), 1)
 	}
@@ -348,7 +353,7 @@ func buildStatements(d Dialect, table string) statements {
 		q.notify, q.notifyArgs = n.NotifyStatement(table)
 	}
 	bt := d.BindType()
-	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.insertIfFree, &q.lastOfKey, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
+	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.giveBack, &q.insertIfFree, &q.lastOfKey, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
 		&q.claimReturning, &q.claimSelect, &q.claimSelectRetry, &q.pollPinned, &q.claimPinned, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus,
 		&q.purgePage, &q.purgeLegacyPage, &q.purgeBatch, &q.purgeCount, &q.purgeLegacyCount} {
 		*p = sqlx.Rebind(bt, *p)

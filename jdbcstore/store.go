@@ -147,6 +147,14 @@ func (s *Store) insertRow(ctx context.Context, ex core.Execer, env core.Envelope
 	if err != nil {
 		return false, err
 	}
+	return s.insertRowArgs(ctx, ex, env, lease, args, ifFree)
+}
+
+// argPos is the index of order_seq among rowValues' arguments.
+const argPos = 14
+
+// insertRowArgs is insertRow with the arguments rowArgs returned.
+func (s *Store) insertRowArgs(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, args []any, ifFree int64) (bool, error) {
 	key := env.OrderKey()
 	owned := s.ownsExecer(ex)
 	if ifFree > 0 && !lease.IsZero() && key != "" {
