@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
@@ -92,6 +94,20 @@ func TestNewConfigPaths(t *testing.T) {
 	}
 	if tableExists(t, ctx, db) {
 		t.Fatal("New applied the schema although the Config is invalid")
+	}
+}
+
+// A handle whose driver has no registered dialect is an invalid
+// Store.Dialect, which also wraps jdbcstore.ErrUnsupportedDriver.
+func TestNewUndetectedDriver(t *testing.T) {
+	ctx := context.Background()
+	db := sqlx.NewDb(sqliteDB(t, "undetected.db").DB, "custom_sqlite")
+	_, err := outbox.New(ctx, db, outbox.Config{})
+	if !errors.Is(err, core.ErrInvalidConfig) || !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
+		t.Fatalf("New = %v, want ErrInvalidConfig and ErrUnsupportedDriver", err)
+	}
+	if got, want := cfgpath.Fields(err), []string{"Store.Dialect"}; !slices.Equal(got, want) {
+		t.Errorf("problems %q, want %q (error: %v)", got, want, err)
 	}
 }
 

@@ -42,7 +42,11 @@ import (
 )
 
 // Config configures [New]. The zero value is a working configuration for
-// the default table on a database whose driver is detected (sqlite3, mysql).
+// the default table on a database whose driver is detected: sqlite3,
+// mysql or pgx, once the program imports the dialect package
+// (jdbcstore/sqlite, jdbcstore/mysql, jdbcstore/postgres). An undetected
+// driver is reported as an invalid "Store.Dialect" that also wraps
+// jdbcstore.ErrUnsupportedDriver.
 //
 // New validates the whole Config before it touches the database and
 // reports every problem at once: an error joining one *core.ConfigError
@@ -131,8 +135,8 @@ func init() {
 }
 
 // New builds the outbox on db, the handle the application already has:
-// a *sql.DB (its driver is detected: go-sql-driver/mysql or mattn
-// go-sqlite3) or a *sqlx.DB. It validates the whole cfg first (see
+// a *sql.DB (its driver is detected: go-sql-driver/mysql, mattn
+// go-sqlite3 or pgx; see [Config]) or a *sqlx.DB. It validates the whole cfg first (see
 // [Config]) and, unless cfg.SkipSchema, then applies the schema. Nothing
 // runs until [Outbox.Start]; Close does not close db.
 func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox, error) {

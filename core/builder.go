@@ -17,6 +17,7 @@ type Builder struct {
 	bytes    []byte
 	hasJSON  bool
 	hasBytes bool
+	nilBytes bool // PayloadBytes(nil): named in ErrNoPayload's message
 	valueErr error
 	delay    time.Duration
 	ordered  bool
@@ -113,9 +114,11 @@ func (b *Builder) PayloadValue(v any) *Builder {
 }
 
 // PayloadBytes sets an opaque bytes payload (copied at Build). An empty
-// non-nil slice is a valid empty payload; nil counts as no payload.
+// non-nil slice is a valid empty payload; nil counts as no payload: it
+// clears an earlier PayloadBytes, leaves a JSON payload alone, and Build
+// without one fails with ErrNoPayload.
 func (b *Builder) PayloadBytes(p []byte) *Builder {
-	b.bytes, b.hasBytes = p, true
+	b.bytes, b.hasBytes, b.nilBytes = p, p != nil, p == nil
 	return b
 }
 
@@ -154,10 +157,10 @@ func (b *Builder) Build() (Envelope, error) {
 		return Envelope{}, &ValidationError{Field: "payload", Err: ErrInvalidJSON, Msg: "marshal: " + b.valueErr.Error()}
 	case b.hasJSON:
 		env.kind, env.payload = PayloadJSON, b.json
-	case b.hasBytes && b.bytes == nil:
-		return Envelope{}, invalid("payload", ErrNoPayload, "nil bytes")
 	case b.hasBytes:
 		env.kind, env.payload = PayloadBytes, b.bytes
+	case b.nilBytes:
+		return Envelope{}, invalid("payload", ErrNoPayload, "nil bytes")
 	default:
 		return Envelope{}, invalid("payload", ErrNoPayload, "")
 	}

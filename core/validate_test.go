@@ -178,6 +178,8 @@ func TestValidationErrors(t *testing.T) {
 		// non-nil one is a valid zero-length payload.
 		{"PayloadBytes(nil)", func() *core.Builder { return core.NewEvent("E").PayloadBytes(nil) }, core.ErrNoPayload, "payload"},
 		{"PayloadBytes(empty)", func() *core.Builder { return core.NewEvent("E").PayloadBytes([]byte{}) }, nil, ""},
+		{"PayloadBytes(nil) after JSON", func() *core.Builder { return core.NewEvent("E").PayloadJSONString(`{}`).PayloadBytes(nil) }, nil, ""},
+		{"PayloadBytes(nil) clears bytes", func() *core.Builder { return core.NewEvent("E").PayloadBytes([]byte("x")).PayloadBytes(nil) }, core.ErrNoPayload, "payload"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

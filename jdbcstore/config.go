@@ -33,8 +33,8 @@ type Config struct {
 	// Dialect selects the SQL dialect. Defaults to the dialect registered
 	// (see [Register]) for db.DriverName(): "sqlite3" once the program
 	// imports jdbcstore/sqlite, "mysql" once it imports jdbcstore/mysql.
-	// Without one, New fails with an error wrapping
-	// [ErrUnsupportedDriver].
+	// Without one, New fails with a *core.ConfigError for this field
+	// that wraps both core.ErrInvalidConfig and [ErrUnsupportedDriver].
 	Dialect Dialect
 	// Table is the outbox table name. It must match
 	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$. Defaults to [DefaultTable].
@@ -61,7 +61,7 @@ func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
 	}
 	cfg = cfg.withDefaults(db.DriverName())
 	if cfg.Dialect == nil {
-		return cfg, unsupported(db.DriverName(), db.Driver())
+		return cfg, noDialect(unsupported(db.DriverName(), db.Driver()))
 	}
 	return cfg, cfg.validate(db.DriverName())
 }
@@ -88,9 +88,16 @@ func (cfg Config) withDefaults(driverName string) Config {
 // validate checks a config that already went through withDefaults.
 func (cfg Config) validate(driverName string) error {
 	if cfg.Dialect == nil {
-		return unsupported(driverName, nil)
+		return noDialect(unsupported(driverName, nil))
 	}
 	return cfg.validateFields()
+}
+
+// noDialect is the configuration error of a Config without a Dialect for
+// a driver that has none registered: err, from unsupported, wraps
+// ErrUnsupportedDriver, the result core.ErrInvalidConfig as well.
+func noDialect(err error) error {
+	return &core.ConfigError{Field: "Dialect", Msg: "is not set and none is registered for the driver", Err: err}
 }
 
 // Validate reports every invalid field of cfg, after the defaults are

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/inboxrow"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
@@ -23,8 +24,11 @@ func TestDialectDetection(t *testing.T) {
 	}
 	other := sqlx.NewDb(st.DB().DB, "custom_sqlite")
 	_, err := jdbcstore.New(other, jdbcstore.Config{})
-	if !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
-		t.Fatalf("unknown driver without Dialect: err = %v", err)
+	if !errors.Is(err, jdbcstore.ErrUnsupportedDriver) || !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("unknown driver without Dialect: err = %v, want ErrUnsupportedDriver and ErrInvalidConfig", err)
+	}
+	if ce := (*core.ConfigError)(nil); !errors.As(err, &ce) || ce.Field != "Dialect" {
+		t.Errorf("unknown driver without Dialect: err = %#v, want a *core.ConfigError for Dialect", err)
 	}
 	for _, want := range []string{`no dialect for database/sql driver "custom_sqlite" (*sqlite3.SQLiteDriver)`,
 		"mysql (import github.com/outbox-go/outbox/jdbcstore/mysql)",

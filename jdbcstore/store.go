@@ -63,8 +63,9 @@ var _ core.Store = (*Store)(nil)
 // renders the SQL but does not touch the database: call
 // [Store.ApplySchema] to create the table.
 //
-// Errors wrap [core.ErrInvalidConfig] (see [core.ConfigError]) or, for a
-// bad table name, [core.ErrInvalidIdentifier].
+// Errors wrap [core.ErrInvalidConfig] (see [core.ConfigError]; for a
+// driver without a registered dialect also [ErrUnsupportedDriver]) or,
+// for a bad table name, [core.ErrInvalidIdentifier].
 func New(db *sqlx.DB, cfg Config) (*Store, error) {
 	cfg, err := cfg.resolve(db)
 	if err != nil {

@@ -11,6 +11,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -74,7 +75,7 @@ func (r *Registry) RegisterType(t core.EventType, l core.Listener) *Registry {
 // RegisterAll adds a wildcard listener that sees every event after the
 // exact-type listeners.
 func (r *Registry) RegisterAll(l core.Listener) *Registry {
-	if l == nil {
+	if isNil(l) {
 		panic(fmt.Errorf("%w: registry: nil listener", core.ErrInvalidConfig))
 	}
 	r.update(func(s *snapshot) { s.wildcard = append(s.wildcard, l) })
@@ -97,7 +98,7 @@ func (r *Registry) TryRegister(eventType string, l core.Listener) error {
 		return fmt.Errorf("%w: registry: empty event type", core.ErrInvalidConfig)
 	case eventType == Wildcard:
 		return fmt.Errorf("%w: registry: use RegisterAll for the wildcard", core.ErrInvalidConfig)
-	case l == nil:
+	case isNil(l):
 		return fmt.Errorf("%w: registry: nil listener for %q", core.ErrInvalidConfig, eventType)
 	}
 	r.update(func(s *snapshot) { s.exact[eventType] = append(s.exact[eventType], l) })
@@ -149,4 +150,18 @@ func (r *Registry) update(fn func(*snapshot)) {
 		next.combined[t] = slices.Clip(slices.Concat(ls, next.wildcard))
 	}
 	r.snap.Store(next)
+}
+
+// isNil reports whether l is nil or holds a nil value it would be called
+// through (a nil core.ListenerFunc or a nil pointer): calling it would
+// panic at every delivery.
+func isNil(l core.Listener) bool {
+	if l == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(l); v.Kind() {
+	case reflect.Func, reflect.Pointer, reflect.Map, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }

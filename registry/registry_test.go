@@ -148,6 +148,8 @@ func TestTryRegisterRejectsInvalidInput(t *testing.T) {
 		{"empty type", "", nop()},
 		{"wildcard type", registry.Wildcard, nop()},
 		{"nil listener", "A", nil},
+		{"nil ListenerFunc", "A", core.ListenerFunc(nil)},
+		{"nil pointer", "A", (*nilPointerListener)(nil)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,6 +162,20 @@ func TestTryRegisterRejectsInvalidInput(t *testing.T) {
 				t.Fatalf("a rejected registration changed the registry: Types() = %v", got)
 			}
 		})
+	}
+}
+
+// nilPointerListener is a listener type whose nil pointer a
+// registration must refuse.
+type nilPointerListener struct{ calls int }
+
+func (l *nilPointerListener) OnEvent(context.Context, core.Envelope) error { l.calls++; return nil }
+
+// RegisterAll refuses a nil function or pointer behind a non-nil
+// interface, as TryRegister does.
+func TestRegisterAllRejectsNilValues(t *testing.T) {
+	for name, l := range map[string]core.Listener{"nil": nil, "nil ListenerFunc": core.ListenerFunc(nil), "nil pointer": (*nilPointerListener)(nil)} {
+		mustPanicInvalid(t, "RegisterAll("+name+")", func() { registry.New().RegisterAll(l) })
 	}
 }
 

@@ -7,7 +7,7 @@
 //
 //	db, err := sqlite.Open("app.db")
 //	...
-//	ob, err := outbox.New(db, outbox.Config{})
+//	ob, err := outbox.New(ctx, db, outbox.Config{})
 //
 // mattn/go-sqlite3 is a cgo package: only programs importing this package
 // need cgo (CGO_ENABLED=1 and a C compiler). Programs on MySQL/MariaDB
