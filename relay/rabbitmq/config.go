@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -190,7 +191,7 @@ func (cfg Config) validate() (templates, error) {
 		if cfg.URL == "" {
 			bad("URL", "is required (or set Dial), e.g. amqp://guest:guest@127.0.0.1:5672/")
 		} else if _, err := amqp.ParseURI(cfg.URL); err != nil {
-			bad("URL", "is not an AMQP URI: %v", err)
+			bad("URL", "is not an AMQP URI: %s", uriProblem(cfg.URL, err))
 		}
 	}
 	var t templates
@@ -251,6 +252,33 @@ var probeEvent = func() core.Envelope {
 	}
 	return env
 }()
+
+// uriProblem says why amqp.ParseURI refused u in words that quote no part
+// of u. The parser's errors quote the whole URL (net/url's) or the part of
+// it they refused (an escape, a port, a query value); with a reserved
+// character left unescaped in the password, that part is the password.
+func uriProblem(u string, err error) string {
+	const hint = "; percent-encode a reserved character such as ?, #, @, :, / or % in the user or password"
+	var (
+		escape url.EscapeError
+		host   url.InvalidHostError
+		parse  *url.Error
+	)
+	switch {
+	case strings.ContainsAny(u, " \t\r\n"):
+		return "it contains whitespace"
+	case errors.As(err, &escape):
+		return "it has an invalid percent-escape" + hint
+	case errors.As(err, &host):
+		return "its host has an invalid character" + hint
+	case errors.As(err, &parse):
+		return "it is not a valid URL" + hint
+	}
+	if parsed, perr := url.Parse(u); perr == nil && parsed.Scheme != "amqp" && parsed.Scheme != "amqps" {
+		return "its scheme must be amqp or amqps"
+	}
+	return "its port or a query parameter is invalid" + hint
+}
 
 // redactURL returns u without its user and password, for log lines and
 // errors: scheme, host, port and virtual host.

@@ -95,3 +95,35 @@ func TestConfigDial(t *testing.T) {
 		t.Errorf("Dial called %d times, want 1", calls)
 	}
 }
+
+// A URL New cannot parse is reported without any part of its password,
+// raw or escaped: the parser's own errors quote the URL, or the part of
+// it they refused.
+func TestConfigBadURLHidesPassword(t *testing.T) {
+	for _, u := range []string{
+		"amqp://guest:s3cr%zzet@127.0.0.1:5672/",     // bad escape in the password
+		"amqp://guest:s3cret@[::1/",                  // bad host
+		"amqp://guest:s3cret@ho{st/",                 // bad character in the host
+		"amqp://guest:s3cret@127.0.0.1:5672/\x7f",    // control character
+		"amqp://guest:s3cret\x01@127.0.0.1:5672/",    // control character in the password
+		"amqp://guest:s3c/ret@127.0.0.1:5672/",       // an unescaped / cuts the password into a port
+		"amqp://guest:s3c#ret@127.0.0.1:5672/",       // so does #
+		"amqp://guest:12345678901/s3cret@127.0.0.1/", // a digit password read as a port out of range
+		"amqp://guest:1?heartbeat=s3cret@127.0.0.1/", // the rest read as a query value
+		"amqp://guest:s3cret@127.0.0.1:5672/ vhost",  // whitespace
+		"amqps//guest:s3cret@127.0.0.1:5672/",        // no scheme
+		"http://guest:s3cret@127.0.0.1:5672/",        // wrong scheme
+	} {
+		_, err := rabbitmq.New(context.Background(), rabbitmq.Config{URL: u})
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "URL" {
+			t.Errorf("New(%q) = %v, want a ConfigError for URL", u, err)
+			continue
+		}
+		for _, part := range []string{"s3c", "ret", "zz", "123456"} {
+			if strings.Contains(err.Error(), part) {
+				t.Errorf("New(%q): error shows %q of the password: %v", u, part, err)
+			}
+		}
+	}
+}
