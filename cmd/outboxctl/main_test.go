@@ -274,6 +274,8 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"--dsn", path, "purge", "--done-older-than", "0s"}, "--done-older-than must be positive"},
 		{[]string{"--dsn", path, "purge", "--dead-older-than", "-1h"}, "must not be negative"},
 		{[]string{"--dsn", path, "purge", "--dead-older-than", "7 days"}, "invalid duration"},
+		{[]string{"--dsn", path, "purge", "--dead-older-than", "1h", "--batch", "0"}, "--batch must be 1..10000"},
+		{[]string{"--dsn", path, "purge", "--dead-older-than", "1h", "--batch", "10001"}, "--batch must be 1..10000"},
 		{[]string{"--dsn", path, "purge", "--dead-older-than", "1h", "--pause-factor", "-1"}, "--pause-factor must be 0..99"},
 		{[]string{"--dsn", path, "purge", "--dead-older-than", "1h", "--pause-factor", "100"}, "--pause-factor must be 0..99"},
 		{[]string{"--dsn", path, "purge", "--dead-older-than", "1h", "--pause-factor", "NaN"}, "--pause-factor must be 0..99"},

@@ -42,7 +42,7 @@ that would be) and batches (DELETE statements run).`,
 			)
 			fs.Var(&done, "done-older-than", "delete DONE events finished more than this `duration` ago (7d, 36h)")
 			fs.Var(&dead, "dead-older-than", "delete DEAD events that died more than this `duration` ago (30d)")
-			fs.IntVar(&batch, "batch", jdbcstore.DefaultOpsBatch, "most rows deleted per statement")
+			fs.IntVar(&batch, "batch", jdbcstore.DefaultOpsBatch, fmt.Sprintf("most rows deleted per statement, 1..%d", jdbcstore.MaxPurgeBatch))
 			fs.BoolVar(&dryRun, "dry-run", false, "delete nothing; count what would be deleted")
 			fs.Float64Var(&pause, "pause-factor", 0, "after each batch wait this many times as long as the batch took (0..99; 0: back to back)")
 			fs.Float64Var(&maxRate, "max-rate", 0, "most rows deleted per second over the run (0: no cap)")
@@ -54,8 +54,8 @@ that would be) and batches (DELETE statements run).`,
 					return usagef("--done-older-than must be positive (omit it to keep every DONE event)")
 				case dead.set && dead.d == 0:
 					return usagef("--dead-older-than must be positive (omit it to keep every DEAD event)")
-				case batch < 1:
-					return usagef("--batch must be at least 1, got %d", batch)
+				case batch < 1 || batch > jdbcstore.MaxPurgeBatch:
+					return usagef("--batch must be 1..%d, got %d", jdbcstore.MaxPurgeBatch, batch)
 				case !(pause >= 0 && pause <= jdbcstore.MaxPauseFactor): // also refuses NaN
 					return usagef("--pause-factor must be 0..%d, got %g", jdbcstore.MaxPauseFactor, pause)
 				case !(maxRate >= 0 && !math.IsInf(maxRate, 1)):
