@@ -105,7 +105,13 @@ type Config struct {
 	// TrustedOrigins are further origins ("https://ops.example.com") whose
 	// pages may POST to the dashboard, for example behind a reverse proxy
 	// that rewrites the Host header. The dashboard's own origin is always
-	// trusted.
+	// trusted. Each is an http or https URL with a host and nothing after
+	// it but an optional "/": New refuses one with user info, a path, a
+	// query (even an empty "?") or a fragment, which a browser's Origin
+	// header never carries. The scheme and host are compared in lower
+	// case and a default port (:443 for https, :80 for http) as none, as
+	// browsers send them: "HTTPS://Ops.Example.com:443/" trusts
+	// "https://ops.example.com".
 	TrustedOrigins []string
 	// Middleware, when set, wraps every request of the dashboard: the
 	// place for the application's authentication and authorization (the
@@ -215,8 +221,8 @@ func (c Config) validate() error {
 		bad("PageSize", "must be 1..%d, got %d", MaxPageSize, c.PageSize)
 	}
 	for i, o := range c.TrustedOrigins {
-		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			bad(fmt.Sprintf("TrustedOrigins[%d]", i), "must be an origin such as https://ops.example.com, got %q", o)
+		if _, err := origin(o); err != nil {
+			bad(fmt.Sprintf("TrustedOrigins[%d]", i), "%v", err)
 		}
 	}
 	if c.MaxConcurrentReads < 1 || c.MaxConcurrentReads > MaxConcurrentReadsLimit {
@@ -229,6 +235,25 @@ func (c Config) validate() error {
 		bad("Title", "must be at most 100 bytes, got %d", len(c.Title))
 	}
 	return errors.Join(errs...)
+}
+
+// origin returns the trusted origin o as a browser sends it in an Origin
+// header: scheme and host in lower case, no default port, no trailing
+// slash. It refuses what no Origin header can equal.
+func origin(o string) (string, error) {
+	u, err := url.Parse(o)
+	switch {
+	case err == nil && u.User != nil:
+		// Not quoted: the user info may hold a password.
+		return "", errors.New("must not hold user info (user:password@)")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || strings.Contains(o, "#"):
+		return "", fmt.Errorf("must be an origin such as https://ops.example.com (no path, query or fragment), got %q", o)
+	}
+	host := strings.ToLower(u.Host)
+	host = strings.TrimSuffix(host, map[string]string{"http": ":80", "https": ":443"}[u.Scheme])
+	host = strings.TrimSuffix(host, ":") // an empty port is none
+	return u.Scheme + "://" + host, nil
 }
 
 // checkName checks a database name.

@@ -273,3 +273,76 @@ func TestPurgePreviewChangesNothing(t *testing.T) {
 		t.Error("purge preview changed rows")
 	}
 }
+
+// A trusted origin a browser's Origin header can never equal is refused
+// by New, each as a *core.ConfigError naming its index, with the other
+// invalid fields.
+func TestConfigTrustedOrigins(t *testing.T) {
+	st := newStore(t)
+	bad := []string{
+		"ops.example.com",
+		"ftp://ops.example.com",
+		"https://",
+		"https://ops.example.com/x",
+		"https://ops.example.com?x=1",
+		"https://ops.example.com?",
+		"https://ops.example.com#x",
+		"https://ops.example.com/#",
+		"https://ops.example.com#",
+		"https://user:pw@ops.example.com",
+		"https://user@ops.example.com",
+		"https://:443",
+	}
+	for _, o := range bad {
+		_, err := dashboard.New(dashboard.Config{Store: st, TrustedOrigins: []string{o}})
+		var ce *core.ConfigError
+		if !errors.Is(err, core.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != "TrustedOrigins[0]" {
+			t.Errorf("New with trusted origin %q = %v, want a ConfigError for TrustedOrigins[0]", o, err)
+		}
+	}
+	_, err := dashboard.New(dashboard.Config{Store: st, TrustedOrigins: bad, PageSize: -1})
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	fields := map[string]bool{}
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var ce *core.ConfigError
+		if !errors.As(e, &ce) {
+			t.Errorf("%v is not a *core.ConfigError", e)
+			continue
+		}
+		fields[ce.Field] = true
+	}
+	for i, o := range bad {
+		if f := fmt.Sprintf("TrustedOrigins[%d]", i); !fields[f] {
+			t.Errorf("%q accepted: no error for %s in\n%v", o, f, err)
+		}
+	}
+	if !fields["PageSize"] {
+		t.Errorf("PageSize not reported with the origins:\n%v", err)
+	}
+	if strings.Contains(err.Error(), "pw@") {
+		t.Errorf("the error shows the user info's password:\n%v", err)
+	}
+}
+
+// A trusted origin is compared as browsers send the Origin header: its
+// scheme and host in lower case, without a default port or a trailing
+// slash.
+func TestTrustedOriginsAcceptCrossOriginPosts(t *testing.T) {
+	st := newStore(t)
+	seed(t, st, event{id: "x1", typ: "A", status: core.StatusDead}, event{id: "x2", typ: "A", status: core.StatusDead},
+		event{id: "x3", typ: "A", status: core.StatusDead})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true,
+		TrustedOrigins: []string{"HTTPS://Ops.Example.COM", "https://b.example:443/", "http://c.example:8080"}}))
+	for id, origin := range map[string]string{"x1": "https://ops.example.com", "x2": "https://b.example", "x3": "http://c.example:8080"} {
+		_, body := c.get("/replay?id=" + id)
+		form := url.Values{"csrf": {csrfToken(t, body)}, "id": {id}, "confirm": {"yes"}}
+		if code, body := c.post("/replay", form, map[string]string{"Origin": origin, "Sec-Fetch-Site": "cross-site"}); code != http.StatusOK {
+			t.Errorf("POST from trusted %s = %d, want 200\n%s", origin, code, body)
+		}
+		if code, _ := c.post("/replay", form, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}); code != http.StatusForbidden {
+			t.Errorf("POST from an untrusted origin = %d, want 403", code)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/outbox-go/outbox/core"
 )
 
 //go:embed templates/*.html static/*
@@ -66,9 +68,10 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	h.static = http.StripPrefix(cfg.BasePath+"static/", http.FileServerFS(static))
 	h.cop = http.NewCrossOriginProtection()
-	for _, o := range cfg.TrustedOrigins {
-		if err := h.cop.AddTrustedOrigin(strings.TrimSuffix(o, "/")); err != nil {
-			return nil, fmt.Errorf("outbox: dashboard: TrustedOrigins: %w", err)
+	for i, o := range cfg.TrustedOrigins {
+		o, _ = origin(o) // validated
+		if err := h.cop.AddTrustedOrigin(o); err != nil {
+			return nil, &core.ConfigError{Field: fmt.Sprintf("TrustedOrigins[%d]", i), Msg: "is refused by http.CrossOriginProtection: " + err.Error()}
 		}
 	}
 	secret := cfg.Secret
