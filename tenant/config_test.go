@@ -145,3 +145,39 @@ func waitOn[T any](t *testing.T, ch <-chan T, what string) T {
 		panic("unreachable")
 	}
 }
+
+// With Discover set, Databases is ignored as documented: not opened, and
+// not validated either, so an invalid list fails neither New nor NewInbox.
+func TestDatabasesIgnoredWithDiscover(t *testing.T) {
+	ctx := context.Background()
+	found := sqliteDatabases(t, 1)
+	ignored := sqliteDatabases(t, 2)
+	ignored = append(ignored, tenant.Database{ID: ignored[0].ID, Driver: "", DSN: ""}) // invalid: a duplicate id, no driver, no DSN
+	discover := func(context.Context) ([]tenant.Database, error) { return found, nil }
+
+	o, err := tenant.New(ctx, tenant.Config{Databases: ignored, Discover: discover, RefreshInterval: -1, Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("New with Discover and an invalid Databases = %v", err)
+	}
+	if got, want := o.StoreIDs(), ids(found); !slices.Equal(got, want) {
+		t.Errorf("New: StoreIDs = %q, want the discovered %q", got, want)
+	}
+	if err := o.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ib, err := tenant.NewInbox(ctx, tenant.InboxConfig{Databases: ignored, Discover: discover, RefreshInterval: -1, Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("NewInbox with Discover and an invalid Databases = %v", err)
+	}
+	if got, want := ib.StoreIDs(), ids(found); !slices.Equal(got, want) {
+		t.Errorf("NewInbox: StoreIDs = %q, want the discovered %q", got, want)
+	}
+	if err := ib.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ignored[:2] {
+		if _, err := os.Stat(d.DSN); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the ignored database %s was opened: %v", d.ID, err)
+		}
+	}
+}

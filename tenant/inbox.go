@@ -12,12 +12,12 @@ import (
 	"github.com/outbox-go/outbox/internal/cfgpath"
 )
 
-// InboxConfig configures [NewInbox]. Databases or Discover (or both) name
-// the databases; everything else has a default.
+// InboxConfig configures [NewInbox]. Databases or Discover names the
+// databases (Discover when both are set); everything else has a default.
 type InboxConfig struct {
-	// Databases is the static set of databases. With
-	// Discover it is ignored: the first discovery names the set NewInbox
-	// starts with.
+	// Databases is the static set of databases. With Discover it is
+	// ignored, not even checked: the first discovery names the set
+	// NewInbox starts with.
 	Databases []Database
 	// Discover returns the current set of databases (dynamic discovery).
 	// NewInbox calls it once (an error fails NewInbox), then

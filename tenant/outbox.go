@@ -25,11 +25,11 @@ import (
 	"github.com/outbox-go/outbox/txctx"
 )
 
-// Config configures [New]. Databases or Discover (or both) name the
-// databases; everything else has a default.
+// Config configures [New]. Databases or Discover names the databases
+// (Discover when both are set); everything else has a default.
 type Config struct {
-	// Databases is the static set of databases. It is
-	// ignored when Discover is set: the discovery names the set.
+	// Databases is the static set of databases. It is ignored, not even
+	// checked, when Discover is set: the discovery names the set.
 	Databases []Database
 	// Discover returns the current set of databases (dynamic discovery).
 	// New calls it once (an error fails New), then every

@@ -69,11 +69,15 @@ type setOptions struct {
 // validate records the problems of the shared settings in p, named by
 // their field in Config and InboxConfig.
 func (o setOptions) validate(p *cfgpath.Collector) {
-	if o.databases == nil && o.discover == nil {
+	switch {
+	case o.discover != nil:
+		// Databases is ignored: the discovery names the set.
+	case o.databases == nil:
 		p.Field("Databases", "must be set, or Discover")
-	}
-	if _, err := validateSet(o.databases); err != nil {
-		p.Add("", err)
+	default:
+		if _, err := validateSet(o.databases); err != nil {
+			p.Add("", err)
+		}
 	}
 	p.NotNegative("DrainTimeout", o.drain)
 }
