@@ -32,7 +32,8 @@ type Collector struct {
 	types    *typeLabels
 	topics   *topicLabels
 	root     *storeView
-	stores   sync.Map // store id → *storeView
+	stores   sync.Map   // store id → *storeView
+	storesMu sync.Mutex // creating a store's view, and ForgetStore
 
 	commitToListener *prom.HistogramVec // store, path
 	listener         *prom.HistogramVec // store, event_type
@@ -247,21 +248,34 @@ func (c *Collector) view(storeID string) *storeView {
 	if v, ok := c.stores.Load(storeID); ok {
 		return v.(*storeView)
 	}
-	v, _ := c.stores.LoadOrStore(storeID, c.newStoreView(storeID))
-	return v.(*storeView)
+	// Created under storesMu: a ForgetStore running now would delete the
+	// series of a view created after it removed the store's view.
+	c.storesMu.Lock()
+	defer c.storesMu.Unlock()
+	if v, ok := c.stores.Load(storeID); ok {
+		return v.(*storeView)
+	}
+	v := c.newStoreView(storeID)
+	c.stores.Store(storeID, v)
+	return v
 }
 
 // ForgetStore deletes every series labelled store="<storeID>", such as
 // when the store was removed from a tenant set (or an inbox of that id
 // from a dispatcher), so that its gauges do not keep reporting their last
-// value. Signals that come for the store later create its series again.
-// The series of an outbox's own database (store="") are never forgotten:
-// ForgetStore("") does nothing.
+// value. Signals that come for the store later create its series again,
+// also through a core.Metrics ForStore returned before (as the dispatcher
+// and the poller hold theirs). The series of an outbox's own database
+// (store="") are never forgotten: ForgetStore("") does nothing.
 func (c *Collector) ForgetStore(storeID string) {
 	if storeID == "" {
 		return
 	}
-	c.stores.Delete(storeID)
+	c.storesMu.Lock()
+	defer c.storesMu.Unlock()
+	if v, ok := c.stores.LoadAndDelete(storeID); ok {
+		v.(*storeView).forgotten.Store(true)
+	}
 	match := prom.Labels{labelStore: storeID}
 	for _, v := range c.all {
 		if dv, ok := v.(interface{ DeletePartialMatch(prom.Labels) int }); ok {

@@ -2,6 +2,7 @@ package prometheus
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
@@ -13,7 +14,12 @@ import (
 // the store label resolved once.
 type storeView struct {
 	c     *Collector
-	store string
+	id    string // the store id, as given to ForStore
+	store string // its label value
+
+	// forgotten is set by ForgetStore, which deleted the series below: a
+	// signal then goes to the store's current view (see live).
+	forgotten atomic.Bool
 
 	hotEnqueued, coldEnqueued prom.Counter
 	hotDropped                prom.Counter
@@ -45,10 +51,10 @@ var (
 // newStoreView resolves the store's series. They exist from then on, at 0
 // until a signal comes: rate() and increase() see the first increment of a
 // counter only when the series existed before it.
-func (c *Collector) newStoreView(store string) *storeView {
-	store = validLabel(store)
+func (c *Collector) newStoreView(id string) *storeView {
+	store := validLabel(id)
 	v := &storeView{
-		c: c, store: store,
+		c: c, id: id, store: store,
 		hotEnqueued:   c.enqueued.WithLabelValues(store, "hot"),
 		coldEnqueued:  c.enqueued.WithLabelValues(store, "cold"),
 		hotDropped:    c.hotDropped.WithLabelValues(store),
@@ -74,14 +80,25 @@ func (c *Collector) newStoreView(store string) *storeView {
 	return v
 }
 
+// live returns the view a signal of v counts on: v itself, or once
+// ForgetStore deleted v's series, the store's current view, which creates
+// them again. A core.Metrics that ForStore returned before ForgetStore is
+// such a v; it costs one atomic load while its store is not forgotten.
+func (v *storeView) live() *storeView {
+	if !v.forgotten.Load() {
+		return v
+	}
+	return v.c.view(v.id)
+}
+
 // HotEnqueued counts outbox_enqueued_total{queue="hot"}.
-func (v *storeView) HotEnqueued() { v.hotEnqueued.Inc() }
+func (v *storeView) HotEnqueued() { v.live().hotEnqueued.Inc() }
 
 // ColdEnqueued counts outbox_enqueued_total{queue="cold"}.
-func (v *storeView) ColdEnqueued() { v.coldEnqueued.Inc() }
+func (v *storeView) ColdEnqueued() { v.live().coldEnqueued.Inc() }
 
 // HotDropped counts outbox_hot_dropped_total.
-func (v *storeView) HotDropped() { v.hotDropped.Inc() }
+func (v *storeView) HotDropped() { v.live().hotDropped.Inc() }
 
 // DispatchSuccess does nothing: the Observer side counts every delivery
 // attempt, with its event type and path, in outbox_deliveries_total.
@@ -91,7 +108,7 @@ func (v *storeView) DispatchSuccess() {}
 func (v *storeView) DispatchFailure() {}
 
 // DispatchDead counts outbox_dead_total.
-func (v *storeView) DispatchDead() { v.dead.Inc() }
+func (v *storeView) DispatchDead() { v.live().dead.Inc() }
 
 // QueueDepths sets outbox_queue_depth: the queues are shared by every
 // store.
@@ -101,19 +118,20 @@ func (v *storeView) QueueDepths(hot, cold int) {
 }
 
 // OldestLag sets outbox_oldest_pending_seconds.
-func (v *storeView) OldestLag(lag time.Duration) { v.oldestPending.Set(max(0, lag.Seconds())) }
+func (v *storeView) OldestLag(lag time.Duration) { v.live().oldestPending.Set(max(0, lag.Seconds())) }
 
 // LeaseLost counts outbox_lease_lost_total.
-func (v *storeView) LeaseLost(n int) { addInt(v.leaseLost, n) }
+func (v *storeView) LeaseLost(n int) { addInt(v.live().leaseLost, n) }
 
 // LeasesReaped counts outbox_leases_reaped_total.
-func (v *storeView) LeasesReaped(n int) { addInt(v.leasesReaped, n) }
+func (v *storeView) LeasesReaped(n int) { addInt(v.live().leasesReaped, n) }
 
 // Replayed counts outbox_replayed_total.
-func (v *storeView) Replayed(n int) { addInt(v.replayed, n) }
+func (v *storeView) Replayed(n int) { addInt(v.live().replayed, n) }
 
 // Purged counts outbox_purged_total{status="done"|"dead"}.
 func (v *storeView) Purged(done, dead int) {
+	v = v.live()
 	addInt(v.purgedDone, done)
 	addInt(v.purgedDead, dead)
 }
@@ -124,10 +142,10 @@ func (v *storeView) Unhandled(eventType string) {
 }
 
 // BlockedKeys sets outbox_blocked_keys.
-func (v *storeView) BlockedKeys(n int) { v.blockedKeys.Set(float64(max(0, n))) }
+func (v *storeView) BlockedKeys(n int) { v.live().blockedKeys.Set(float64(max(0, n))) }
 
 // Postponed counts outbox_put_off_total.
-func (v *storeView) Postponed() { v.putOff.Inc() }
+func (v *storeView) Postponed() { v.live().putOff.Inc() }
 
 // addInt adds n to c when positive: a counter never goes down.
 func addInt(c prom.Counter, n int) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,6 +140,95 @@ func TestForStore(t *testing.T) {
 	c.ForgetStore("") // never forgets the own store
 	c.DispatchDead()
 	wantValue(t, g, "outbox_dead_total", labels{"store": ""}, 1)
+}
+
+// ForgetStore's promise holds for a core.Metrics taken from ForStore
+// before it, as the dispatcher and the poller hold theirs: its later
+// signals create the store's series again.
+func TestForgetStoreThenEarlierView(t *testing.T) {
+	c := newCollector(t, outboxprom.Config{})
+	g := c.Gatherer()
+	eu := labels{"store": "eu"}
+	hot := labels{"store": "eu", "queue": "hot"}
+	m := c.ForStore("eu")
+	m.HotEnqueued()
+	c.ForgetStore("eu")
+	if _, s := series(t, g, "outbox_enqueued_total", hot); s != nil {
+		t.Fatal("ForgetStore left the store's series")
+	}
+	m.HotEnqueued()
+	wantValue(t, g, "outbox_enqueued_total", hot, 1)
+
+	m.ColdEnqueued()
+	m.HotDropped()
+	m.DispatchDead()
+	m.OldestLag(3 * time.Second)
+	m.LeaseLost(1)
+	m.LeasesReaped(1)
+	m.(core.OpsMetrics).Replayed(1)
+	m.(core.OpsMetrics).Purged(1, 1)
+	m.(core.UnhandledMetrics).Unhandled("T")
+	m.(core.OrderMetrics).BlockedKeys(2)
+	m.(core.PostponeMetrics).Postponed()
+	for name, want := range map[string]float64{"outbox_hot_dropped_total": 1, "outbox_dead_total": 1,
+		"outbox_oldest_pending_seconds": 3, "outbox_lease_lost_total": 1, "outbox_leases_reaped_total": 1,
+		"outbox_replayed_total": 1, "outbox_blocked_keys": 2, "outbox_put_off_total": 1} {
+		wantValue(t, g, name, eu, want)
+	}
+	wantValue(t, g, "outbox_enqueued_total", labels{"store": "eu", "queue": "cold"}, 1)
+	wantValue(t, g, "outbox_purged_total", labels{"store": "eu", "status": "done"}, 1)
+	wantValue(t, g, "outbox_unhandled_total", labels{"store": "eu", "event_type": "T"}, 1)
+
+	// The earlier value and the current one count on the same series, and
+	// keep doing so after a second ForgetStore.
+	c.ForStore("eu").HotEnqueued()
+	wantValue(t, g, "outbox_enqueued_total", hot, 2)
+	c.ForgetStore("eu")
+	m.HotEnqueued()
+	c.ForStore("eu").HotEnqueued()
+	wantValue(t, g, "outbox_enqueued_total", hot, 2)
+	// Other stores are untouched.
+	wantValue(t, g, "outbox_enqueued_total", labels{"store": "", "queue": "hot"}, 0)
+}
+
+// ForgetStore while signals come for the store, from a core.Metrics taken
+// before and from ForStore each time: no data race (go test -race), and
+// once it returned every signal lands on a series that is exported.
+func TestForgetStoreConcurrentWithSignals(t *testing.T) {
+	c := newCollector(t, outboxprom.Config{})
+	g := c.Gatherer()
+	m := c.ForStore("eu")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m.HotEnqueued()
+				m.OldestLag(time.Second)
+				c.ForStore("eu").ColdEnqueued()
+				c.Claimed("eu", 1, time.Millisecond, nil)
+			}
+		})
+	}
+	for range 300 {
+		c.ForgetStore("eu")
+	}
+	close(stop)
+	wg.Wait()
+	c.ForgetStore("eu")
+	m.HotEnqueued()
+	m.OldestLag(time.Second)
+	c.ForStore("eu").ColdEnqueued()
+	c.Claimed("eu", 1, time.Millisecond, nil)
+	wantValue(t, g, "outbox_enqueued_total", labels{"store": "eu", "queue": "hot"}, 1)
+	wantValue(t, g, "outbox_oldest_pending_seconds", labels{"store": "eu"}, 1)
+	wantValue(t, g, "outbox_enqueued_total", labels{"store": "eu", "queue": "cold"}, 1)
+	wantValue(t, g, "outbox_claimed_total", labels{"store": "eu"}, 1)
 }
 
 func TestObserverPublish(t *testing.T) {
