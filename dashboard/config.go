@@ -243,9 +243,9 @@ func (c Config) validate() error {
 func origin(o string) (string, error) {
 	u, err := url.Parse(o)
 	switch {
-	case err == nil && u.User != nil:
+	case strings.Contains(o, "@"): // user info, or an unescaped @ in it
 		// Not quoted: the user info may hold a password.
-		return "", errors.New("must not hold user info (user:password@)")
+		return "", errors.New("must be an origin such as https://ops.example.com, without user info (user:password@)")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || strings.Contains(o, "#"):
 		return "", fmt.Errorf("must be an origin such as https://ops.example.com (no path, query or fragment), got %q", o)
