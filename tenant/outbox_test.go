@@ -494,11 +494,16 @@ func TestBadConfigurationAndSets(t *testing.T) {
 	if _, err := tenant.New(ctx, tenant.Config{Databases: dbs, DrainTimeout: -1}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("negative DrainTimeout = %v", err)
 	}
-	// An unreachable database fails New, with no password in the error.
+	// An unreachable database fails New, with no password in the error;
+	// the log line says so (not that it waits for a refresh).
 	unreachable := tenant.Database{ID: "m", Driver: "mysql", DSN: "u:s3cret@tcp(127.0.0.1:1)/x?timeout=1s"}
-	_, err := tenant.New(ctx, tenant.Config{Databases: []tenant.Database{unreachable}, Logger: quietLogger()})
+	newLogs := &testsupport.LogBuffer{}
+	_, err := tenant.New(ctx, tenant.Config{Databases: []tenant.Database{unreachable}, Logger: slog.New(slog.NewTextHandler(newLogs, nil))})
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), `"m"`) {
 		t.Errorf("unreachable database: %v", err)
+	}
+	if l := newLogs.String(); !strings.Contains(l, "New fails") || strings.Contains(l, "next refresh") {
+		t.Errorf("logs of New with an unreachable database: %s", l)
 	}
 	// A discovery error fails New.
 	if _, err := tenant.New(ctx, tenant.Config{Discover: func(context.Context) ([]tenant.Database, error) {
@@ -533,7 +538,7 @@ func TestBadConfigurationAndSets(t *testing.T) {
 	if got := o2.StoreIDs(); !slices.Equal(got, []string{"s1"}) {
 		t.Errorf("StoreIDs = %v, want [s1]", got)
 	}
-	if !strings.Contains(logs.String(), "store=m") || strings.Contains(logs.String(), "s3cret") {
+	if !strings.Contains(logs.String(), "store=m") || !strings.Contains(logs.String(), "left out until the next refresh") || strings.Contains(logs.String(), "s3cret") {
 		t.Errorf("logs: %s", logs.String())
 	}
 }

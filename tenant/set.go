@@ -48,6 +48,7 @@ type set[T any] struct {
 	log    *slog.Logger
 
 	applyMu sync.Mutex // one apply (or close) at a time
+	started bool       // the first set applied (New returned): under applyMu
 	mu      sync.RWMutex
 	members map[string]*member[T]
 	closed  bool
@@ -117,7 +118,18 @@ func newSet[T any](ctx context.Context, o setOptions,
 	if _, err := s.apply(ctx, dbs); err != nil {
 		return nil, errors.Join(err, s.closeAll())
 	}
+	s.started = true // no other goroutine knows s yet
 	return s, nil
+}
+
+// failedNote is what becomes of a database of the set that cannot be
+// opened or set up, for the log line: the first set fails New, a later
+// one leaves it out.
+func (s *set[T]) failedNote() string {
+	if s.started {
+		return "it is left out until the next refresh"
+	}
+	return "New fails"
 }
 
 // get returns the member a routing key maps to.
@@ -221,14 +233,14 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 func (s *set[T]) add(ctx context.Context, d Database) error {
 	db, err := s.open(ctx, d)
 	if err != nil {
-		s.log.Error("tenant: cannot open database; it is left out until the next refresh", slog.String("part", s.what),
+		s.log.Error("tenant: cannot open database; "+s.failedNote(), slog.String("part", s.what),
 			slog.String("store", d.ID), slog.String("error", err.Error()))
 		return err
 	}
 	val, err := s.attach(ctx, d, db)
 	if err != nil {
 		_ = db.Close()
-		s.log.Error("tenant: cannot set up database; it is left out until the next refresh", slog.String("part", s.what),
+		s.log.Error("tenant: cannot set up database; "+s.failedNote(), slog.String("part", s.what),
 			slog.String("store", d.ID), slog.String("error", err.Error()))
 		return fmt.Errorf("outbox: set up database %q: %w", d.ID, err)
 	}
