@@ -118,7 +118,7 @@ func mustBuild(t *testing.T, b *core.Builder) core.Envelope {
 // ignores the failed statement and returns nil must get an error from the
 // commit, and no listener may see the event whose row never committed.
 func TestNoPhantomAfterServerRollbackMySQL(t *testing.T) {
-	for _, via := range []string{"txctx methods", "raw sqlx handle", "adopted tx"} {
+	for _, via := range []string{"txctx methods", "txctx QueryRow", "raw sqlx handle", "adopted tx"} {
 		t.Run("deadlock via "+via, func(t *testing.T) { testDeadlockSwallowed(t, via) })
 	}
 
@@ -175,7 +175,7 @@ func testDeadlockSwallowed(t *testing.T, via string) {
 	ctx := context.Background()
 	db.MustExec(`CREATE TABLE acct (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`)
 	db.MustExec(`CREATE TABLE heavy (id INT AUTO_INCREMENT PRIMARY KEY, pad INT) ENGINE=InnoDB`)
-	db.MustExec(`INSERT INTO acct VALUES (1, 0), (2, 0)`)
+	db.MustExec(`INSERT INTO acct VALUES (1, 0), (2, 0), (3, 0)`)
 
 	// The other transaction writes many rows first, so InnoDB picks the
 	// lighter business transaction as the deadlock victim.
@@ -227,11 +227,21 @@ func testDeadlockSwallowed(t *testing.T, via string) {
 			return err
 		}
 		close(holds1)
+		if q, ok := ex.(interface {
+			QueryRowContext(context.Context, string, ...any) *sql.Row
+		}); ok && via == "txctx QueryRow" {
+			// A locking read of several rows: row 3 is locked and sent,
+			// then row 2 deadlocks, so the error comes at Scan, not with
+			// the query.
+			var v int
+			deadlock = q.QueryRowContext(ctx, `SELECT v FROM acct WHERE id >= 2 ORDER BY id DESC FOR UPDATE`).Scan(&v)
+			return nil
+		}
 		_, deadlock = ex.ExecContext(ctx, `UPDATE acct SET v = v + 1 WHERE id = 2`)
 		return nil // the business code swallows the deadlock
 	}
 	switch via {
-	case "txctx methods":
+	case "txctx methods", "txctx QueryRow":
 		err = ob.InTx(ctx, func(ctx context.Context) error {
 			tx, _ := txctx.From(ctx)
 			return business(ctx, tx)

@@ -112,13 +112,13 @@ func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows
 }
 
 // QueryRowContext runs a query expected to return at most one row on the
-// transaction.
+// transaction. Its error may only come with the row, at Scan (MySQL
+// reports a deadlock met by a locking read of several rows there), out of
+// this Tx's sight, so the transaction then counts as one that may have
+// failed (see [Tx.MayHaveFailed]), as with QueryContext.
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	row := t.tx.QueryRowContext(ctx, q, args...)
-	if row.Err() != nil {
-		t.mayHaveFailed.Store(true)
-	}
-	return row
+	t.mayHaveFailed.Store(true)
+	return t.tx.QueryRowContext(ctx, q, args...)
 }
 
 // SQL returns the underlying *sql.Tx. Do not commit or roll it back
@@ -140,8 +140,8 @@ func (t *Tx) Sqlx() *sqlx.Tx {
 // MayHaveFailed reports whether a statement on the transaction failed, or
 // may have failed unseen: the raw transaction was taken with [Tx.SQL] or
 // [Tx.Sqlx], the transaction was adopted (its owner holds the raw one), or
-// [Tx.QueryContext] returned rows (an error while reading them is not
-// seen here). It implements [core.StatementWatcher]. On MySQL and MariaDB
+// a query ran through [Tx.QueryContext] or [Tx.QueryRowContext] (an error
+// while reading its rows is not seen here). It implements [core.StatementWatcher]. On MySQL and MariaDB
 // the outbox store checks before commit that the database did not roll the
 // transaction back on its own, which it only does in answer to a failing
 // statement; a transaction for which MayHaveFailed is false skips that
