@@ -69,6 +69,24 @@ func (d *Dispatcher) observe(it item) *attempt {
 	return a
 }
 
+// markDead writes it DEAD with msg and settles it. Under the skip policy
+// the next event of its key then goes on: claimed by position when a
+// claim read it, else by a full claim.
+func (d *Dispatcher) markDead(it item, msg string) {
+	o := it.src
+	st := d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
+		return o.store.MarkDead(ctx, d.cfg.Owner, it.env.ID(), msg)
+	})
+	d.settle(it, st)
+	if st == writeChanged && it.env.OrderKey() != "" && it.env.OnDead() == core.SkipOnDead {
+		var after []core.OrderPos
+		if o.successors != nil && it.seq > 0 {
+			after = []core.OrderPos{{Key: it.env.OrderKey(), Seq: it.seq}}
+		}
+		o.keyFreed(after)
+	}
+}
+
 // outcome records the result of a delivery: DONE (coalesced), RETRY with
 // an in-process retry, or DEAD. It reports false when the calling worker
 // must exit (see addDone).
@@ -106,20 +124,7 @@ func (d *Dispatcher) outcome(it item, err error) bool {
 		it.observed(core.OutcomeDead, err)
 		o.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
 			eventAttrs(it.env, attempts, slog.String("error", msg))...)
-		st := d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
-			return o.store.MarkDead(ctx, owner, id, msg)
-		})
-		d.settle(it, st)
-		if st == writeChanged && it.env.OrderKey() != "" && it.env.OnDead() == core.SkipOnDead {
-			// Under the skip policy the next event of its key goes on:
-			// claimed by position when a claim read it, else by a full
-			// claim.
-			var after []core.OrderPos
-			if o.successors != nil && it.seq > 0 {
-				after = []core.OrderPos{{Key: it.env.OrderKey(), Seq: it.seq}}
-			}
-			o.keyFreed(after)
-		}
+		d.markDead(it, msg)
 		return true
 	}
 	nextAt := d.cfg.Now().Add(delay)

@@ -66,9 +66,16 @@ type freedHarness struct {
 
 func newFreedHarness(t *testing.T, store core.StatusWriter, mem *memstore.Store) *freedHarness {
 	t.Helper()
+	return newFreedHarnessWith(t, store, mem, dispatcher.Config{})
+}
+
+// newFreedHarnessWith is newFreedHarness with the dispatcher configured
+// by cfg.
+func newFreedHarnessWith(t *testing.T, store core.StatusWriter, mem *memstore.Store, cfg dispatcher.Config) *freedHarness {
+	t.Helper()
 	reg := registry.New()
 	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
-	d, err := dispatcher.New(store, reg, dispatcher.Config{})
+	d, err := dispatcher.New(store, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,5 +210,35 @@ func TestFinishedOrderedEventsWakeAFullClaimWithoutPositions(t *testing.T) {
 	}
 	h.waitDone("cold-1")
 	h.hot(h.build("plain-1", ""))
+	h.nothingMore()
+}
+
+// An ordered event of a type without a listener, marked DEAD by
+// Unhandled: UnhandledDead, frees its key under the skip policy as a
+// failed event does (its position is handed on), and holds it under the
+// block policy (nothing is).
+func TestUnhandledDeadFreesItsKeyUnderTheSkipPolicy(t *testing.T) {
+	st := &positionStore{waitersStore: waitersStore{Store: memstore.New(nil)}}
+	h := newFreedHarnessWith(t, st, st.Store, dispatcher.Config{Unhandled: dispatcher.UnhandledDead})
+	build := func(id string, policy core.DeadPolicy) core.Envelope {
+		env, err := core.NewEvent("NoListener").ID(id).OrderKey("k").OnDead(policy).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	waitDead := func(id string) {
+		testsupport.WaitFor(t, waitTimeout, id+" DEAD", func() bool {
+			r, ok := st.Get(id)
+			return ok && r.Status == core.StatusDead
+		})
+	}
+	h.cold(build("skip-1", core.SkipOnDead), 4)
+	if after := h.next("the skipped event's key"); !slices.Equal(after, []core.OrderPos{{Key: "k", Seq: 4}}) {
+		t.Fatalf("handed on %v, want [{k 4}]", after)
+	}
+	waitDead("skip-1")
+	h.cold(build("block-1", core.BlockOnDead), 5)
+	waitDead("block-1")
 	h.nothingMore()
 }

@@ -72,9 +72,7 @@ func (d *Dispatcher) unhandled(it item) bool {
 	case UnhandledDead:
 		msg := fmt.Sprintf("no listener registered for event type %q", typ)
 		o.metrics.DispatchDead()
-		d.settle(it, d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
-			return o.store.MarkDead(ctx, d.cfg.Owner, it.env.ID(), msg)
-		}))
+		d.markDead(it, msg) // under the skip policy, frees the key as a failed event does
 	default:
 		return d.outcome(it, nil) // DONE, as if delivered
 	}
