@@ -13,10 +13,14 @@ import (
 
 // Defaults of [Exponential].
 const (
-	DefaultBaseDelay   = 200 * time.Millisecond
-	DefaultMaxDelay    = 60 * time.Second
-	DefaultMaxAttempts = 10
+	DefaultBaseDelay = 200 * time.Millisecond
+	DefaultMaxDelay  = 60 * time.Second
 )
+
+// DefaultMaxAttempts is how many delivery attempts an event gets before it
+// goes DEAD when the dispatcher's Config.MaxAttempts is left zero; the
+// policies here only space the attempts out.
+const DefaultMaxAttempts = 10
 
 // Policy returns the delay before the next attempt, given how many attempts
 // have failed so far (1 after the first failure). Implementations must be
