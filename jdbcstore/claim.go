@@ -115,5 +115,9 @@ func (s *Store) ReapExpired(ctx context.Context, now time.Time, limit int) (int6
 	if limit <= 0 {
 		return 0, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)}
 	}
-	return s.exec(ctx, "reap", "", s.q.reap, s.dialect.EncodeTime(now), limit)
+	at := s.dialect.EncodeTime(now)
+	if s.q.reapNowTwice {
+		return s.exec(ctx, "reap", "", s.q.reap, at, at, limit)
+	}
+	return s.exec(ctx, "reap", "", s.q.reap, at, limit)
 }

@@ -14,6 +14,15 @@ func DecodeRecord(d Dialect, v []any) core.Record { return (&Store{dialect: d}).
 // SplitStatements exposes splitStatements.
 func SplitStatements(script string) []string { return splitStatements(script) }
 
+// ReapArgs returns the arguments of the reap statement for d: now (once
+// or twice, as the statement states its condition) and limit.
+func ReapArgs(d Dialect, now any, limit int) []any {
+	if buildStatements(d, "t").reapNowTwice {
+		return []any{now, now, limit}
+	}
+	return []any{now, limit}
+}
+
 // StatementText returns the SQL text of the store's statements for d and
 // table, by field name.
 func StatementText(d Dialect, table string) map[string]string {

@@ -172,10 +172,19 @@ type inboxStatements struct {
 	claimReturning string
 	// claimSelect (SKIP LOCKED dialects): the claimable arguments, limit.
 	claimSelect string
-	// reap: now, limit.
-	reap string
-	// cleanup: cutoff, limit.
-	cleanup string
+	// reap: now, limit. cleanup: cutoff, limit. With argTwice, their
+	// first argument twice: now, now, limit and cutoff, cutoff, limit.
+	reap, cleanup string
+	argTwice      bool
+}
+
+// reapCleanupArgs returns the arguments of reap (first: now) or cleanup
+// (first: the cutoff), as argTwice says.
+func (q *inboxStatements) reapCleanupArgs(first any, limit int) []any {
+	if q.argTwice {
+		return []any{first, first, limit}
+	}
+	return []any{first, limit}
 }
 
 // lockingRead returns " FOR UPDATE" for dialects with row locks (the read
@@ -238,13 +247,24 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 	q.claimSelect = "SELECT " + sel + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
 	expired := "status = " + st(inboxrow.Processing) + " AND locked_by IS NOT NULL AND locked_until < ?"
 	old := "status = " + st(inboxrow.Done) + " AND last_seen_at < ?"
-	if d.Capabilities().UpdateOrderLimit {
+	switch {
+	case d.Capabilities().UpdateOrderLimit:
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " LIMIT ?"
 		q.cleanup = "DELETE FROM " + t + " WHERE " + old + " LIMIT ?"
-	} else {
+	case d.Capabilities().SingleWriter: // nothing can change a row between the subquery and the statement
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE (source, message_id) IN (SELECT source, message_id FROM " + t +
 			" WHERE " + expired + " LIMIT ?)"
 		q.cleanup = "DELETE FROM " + t + " WHERE (source, message_id) IN (SELECT source, message_id FROM " + t + " WHERE " + old + " LIMIT ?)"
+	default:
+		// Each condition is stated again outside its subquery: a row the
+		// subquery picked that another statement changed meanwhile (a
+		// claim's new lease, a duplicate's touch of last_seen_at) is
+		// re-read by the outer statement, which PostgreSQL rechecks
+		// against its own WHERE only.
+		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " AND (source, message_id) IN (SELECT source, message_id FROM " + t +
+			" WHERE " + expired + " LIMIT ?)"
+		q.cleanup = "DELETE FROM " + t + " WHERE " + old + " AND (source, message_id) IN (SELECT source, message_id FROM " + t + " WHERE " + old + " LIMIT ?)"
+		q.argTwice = true
 	}
 	bt := d.BindType()
 	for _, p := range []*string{&q.touch, &q.touchRead, &q.markDone, &q.markProcessed, &q.enqueueRead, &q.enqueueInsert,

@@ -201,7 +201,7 @@ func checkPlans(t *testing.T, p planDB) {
 	}{
 		{"claim", claim, claimArgs, "pending"},
 		{"poll", q["poll"], []any{at, at, 100}, "pending"},
-		{"reap", q["reap"], []any{at, 100}, "pending"},
+		{"reap", q["reap"], jdbcstore.ReapArgs(d, at, 100), "pending"},
 		{"release", q["release"], []any{"owner"}, "pending"},
 		{"markDone", q["markDone3"], []any{at, "a", "b", "c", "owner"}, "pk"},
 		// Either index finds the key's pending rows: the order index by

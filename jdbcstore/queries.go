@@ -122,8 +122,9 @@ type statements struct {
 	// pending index (SQLite's INDEXED BY), for a store whose schema has it
 	// (Store.pinPending); "" for other dialects.
 	pollPinned, claimPinned string
-	// reap: now, limit.
-	reap string
+	// reap: now, limit; with reapNowTwice now, now, limit.
+	reap         string
+	reapNowTwice bool
 	// release (+ releaseExceptPrefix + n placeholders + ")"): owner, then
 	// the ids to keep.
 	release, releaseExceptPrefix string
@@ -341,11 +342,20 @@ func buildStatements(d Dialect, table string) statements {
 	q.claimUpdatePrefix = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE event_id IN ("
 	q.nextStatements(d, table)
 	expired := pending + " AND locked_by IS NOT NULL AND locked_until < ?"
-	if d.Capabilities().UpdateOrderLimit {
+	switch {
+	case d.Capabilities().UpdateOrderLimit:
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " LIMIT ?"
-	} else {
+	case d.Capabilities().SingleWriter: // no claim can run between the subquery and the update
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE event_id IN (SELECT event_id FROM " + t +
 			" WHERE " + expired + " LIMIT ?)"
+	default:
+		// The condition is stated again outside the subquery: a row the
+		// subquery picked that a claim leased meanwhile is re-read by the
+		// UPDATE (PostgreSQL rechecks the outer WHERE only), and must not
+		// lose its new lease.
+		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " AND event_id IN (SELECT event_id FROM " + t +
+			" WHERE " + expired + " LIMIT ?)"
+		q.reapNowTwice = true
 	}
 	q.release = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + pending + " AND locked_by = ?"
 	q.releaseExceptPrefix = q.release + " AND event_id NOT IN ("
