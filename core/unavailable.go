@@ -38,7 +38,7 @@ func Unavailable(err error, after time.Duration) error {
 
 // Error implements error.
 func (e *UnavailableError) Error() string {
-	if e.Err == nil {
+	if e == nil || e.Err == nil {
 		return ErrUnavailable.Error()
 	}
 	return ErrUnavailable.Error() + ": " + e.Err.Error()
@@ -46,7 +46,7 @@ func (e *UnavailableError) Error() string {
 
 // Unwrap returns ErrUnavailable and the cause, for errors.Is and errors.As.
 func (e *UnavailableError) Unwrap() []error {
-	if e.Err == nil {
+	if e == nil || e.Err == nil {
 		return []error{ErrUnavailable}
 	}
 	return []error{ErrUnavailable, e.Err}

@@ -111,7 +111,7 @@ func (d *Dispatcher) outcome(it item, err error) bool {
 		return d.addDone(it) // coalesced DONE write; the batcher settles it
 	}
 	var unavailable *core.UnavailableError
-	if errors.As(err, &unavailable) {
+	if errors.As(err, &unavailable) && unavailable != nil {
 		it.observed(core.OutcomePutOff, err)
 		d.unavailable(it, unavailable, err)
 		return true

@@ -137,17 +137,30 @@ func testDispatcherRetriesThenDead(t *testing.T, open opener) {
 	}
 }
 
+// fieldErr is a handler's error type whose Error reads a field.
+type fieldErr struct{ msg *string }
+
+func (e *fieldErr) Error() string { return *e.msg }
+
 // No handler → warning, abandoned for a retry; a panic is a
-// failed attempt. Handler and configuration validation.
+// failed attempt, and so is an error that panics when logged. Handler
+// and configuration validation.
 func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 	e := newEnv(t, open, inbox.Config{})
 	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w"})
 	mustHandle(t, d, "boom", func(context.Context, inbox.Record) error { panic("kaboom") })
+	// A typed nil error whose methods read a field: it panics when logged.
+	mustHandle(t, d, "typed-nil", func(context.Context, inbox.Record) error { var fe *fieldErr; return fe })
 	e.enqueue(inbox.Message{Source: "s", MessageID: "unrouted", Topic: "nobody"})
 	e.enqueue(inbox.Message{Source: "s", MessageID: "panics", Topic: "boom"})
-	if n, err := d.RunOnce(e.ctx); err != nil || n != 2 {
+	e.enqueue(inbox.Message{Source: "s", MessageID: "typed-nil", Topic: "typed-nil"})
+	if n, err := d.RunOnce(e.ctx); err != nil || n != 3 {
 		t.Fatalf("RunOnce = %d, %v", n, err)
 	}
+	rec0 := e.get("s", "typed-nil")
+	mustEqual(t, "typed nil: status", rec0.Status, inbox.StatusProcessing)
+	mustEqual(t, "typed nil: attempt", rec0.Attempt, 1)
+	mustEqual(t, "typed nil: error", strings.Contains(rec0.LastError, "panics when inspected"), true)
 	rec := e.get("s", "unrouted")
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt", rec.Attempt, 1)

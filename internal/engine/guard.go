@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"runtime/debug"
 )
 
@@ -36,5 +38,31 @@ func Guard(fn func() error, onGoexit func()) (p *Panic, err error) {
 	}()
 	err = fn()
 	returned = true
+	if err != nil {
+		err = inspectable(err)
+	}
 	return nil, err
+}
+
+// probeErr and probeTarget are what inspectable looks for: nothing any
+// error holds, so errors.Is and errors.As walk the whole tree.
+var probeErr = errors.New("engine: probe")
+
+type probeTarget struct{ error }
+
+// inspectable returns err when its Error, Unwrap, Is and As methods,
+// which the caller runs to log the error and decide the outcome, do not
+// panic (a typed nil pointer whose methods read a field does); else an
+// error that says so, which fails the attempt as any error would.
+func inspectable(err error) (out error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = fmt.Errorf("the returned error (%T) panics when inspected: %v", err, r)
+		}
+	}()
+	_ = err.Error()
+	_ = errors.Is(err, probeErr)
+	var target *probeTarget
+	_ = errors.As(err, &target)
+	return err
 }

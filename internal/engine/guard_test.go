@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -64,3 +65,37 @@ func TestDecide(t *testing.T) {
 type negative struct{}
 
 func (negative) Delay(int) time.Duration { return -time.Second }
+
+// badErr is an error type whose methods read its fields: a typed nil
+// pointer of it panics in Error and Unwrap.
+type badErr struct{ cause error }
+
+func (e *badErr) Error() string { return "bad: " + e.cause.Error() }
+func (e *badErr) Unwrap() error { return e.cause }
+
+// onlyUnwrapPanics has a working Error and an Unwrap that panics.
+type onlyUnwrapPanics struct{}
+
+func (onlyUnwrapPanics) Error() string { return "fine" }
+func (onlyUnwrapPanics) Unwrap() error { panic("unwrap") }
+
+// An error whose methods panic when the caller inspects it (logs it,
+// walks it with errors.Is or errors.As) comes back as an error that says
+// so, instead of crashing the caller outside the guard.
+func TestGuardInspectsTheReturnedError(t *testing.T) {
+	noGoexit := func() { t.Error("onGoexit called") }
+	for name, bad := range map[string]error{"typed nil": (*badErr)(nil), "panicking Unwrap": onlyUnwrapPanics{}} {
+		p, err := engine.Guard(func() error { return bad }, noGoexit)
+		if p != nil || err == nil {
+			t.Fatalf("%s: Guard = %v, %v; want an error", name, p, err)
+		}
+		if !strings.Contains(err.Error(), "panics when inspected") {
+			t.Errorf("%s: error %q does not say the returned error panics", name, err)
+		}
+		_ = errors.Is(err, errors.ErrUnsupported) // the caller's own walks are safe now
+	}
+	wrapped := fmt.Errorf("ctx: %w", &badErr{cause: errors.New("cause")})
+	if _, err := engine.Guard(func() error { return wrapped }, noGoexit); err != wrapped {
+		t.Errorf("a sound error came back as %v", err)
+	}
+}
