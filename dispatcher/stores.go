@@ -98,6 +98,11 @@ func (d *Dispatcher) take(o *origin, env core.Envelope, try func(key string) boo
 	}
 	d.notePayload(int64(env.PayloadLen()))
 	if !d.reserveBytes(int64(env.PayloadLen())) {
+		// Refused for the budget, its row leased to this node: counted as
+		// released, so this node's next claim takes its own rows again
+		// (handoff.ReleaseCounter) instead of leaving it until the lease
+		// ends.
+		d.released.Add(1)
 		d.tracker.Release(key)
 		o.work.Release()
 		return overBudget

@@ -255,9 +255,8 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 }
 
 // pollTarget runs one poll of t; it also returns the claim limit it used
-// (0 when the cold queue was full). A woken poll ignores SkipRecent and
-// leaves the rows this node holds a lease on (its hot path's): the rows
-// it is woken for are unowned.
+// (0 when the cold queue was full). A woken poll ignores SkipRecent: the
+// rows it is woken for are unowned, and new.
 func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Result, limit int, err error) {
 	res.Store = t.id
 	hot, cold := t.queue.QueueDepths()
@@ -279,10 +278,16 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	// (skipOwnRows), the claim leaves them out; else it asks for up to
 	// that many more rows (at most twice the batch), so events held here
 	// do not hide the next ones.
-	skipRecent, skipOwn := p.cfg.SkipRecent, woken
+	// A woken poll decides the same way: were it always to leave them
+	// out, wake-ups coming faster than Interval (every unowned insert of
+	// every node, on PostgreSQL) would keep this node's drops until their
+	// lease ends.
+	skipRecent := p.cfg.SkipRecent
 	if woken {
 		skipRecent = 0
-	} else if skipOwn = p.skipOwnRows(t); !skipOwn {
+	}
+	skipOwn := p.skipOwnRows(t)
+	if !skipOwn {
 		limit += min(max(0, t.queue.Held()), limit)
 	}
 	mark := t.queue.ClaimMark()
@@ -295,6 +300,10 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		obs.Claimed(t.id, len(recs), time.Since(start), err)
 	}
 	if err != nil {
+		// The claim may have leased rows to this node all the same (a
+		// timeout while its rows were read, a commit whose answer was
+		// lost): the next claim takes this node's rows again.
+		t.ownClaimed = 0
 		return res, limit, err
 	}
 	res.Read = len(recs)
