@@ -258,7 +258,8 @@ func (d *Dispatcher) claimLease(now time.Time) core.Lease {
 // payload does not fit in MaxHeldBytes, or when the dispatcher is closed, it
 // returns false, counts a HotDropped and the event stays in the database
 // for the poller (this node re-takes it at once, its lease
-// notwithstanding). An event already held by this dispatcher is not queued
+// notwithstanding; after Close, or once its store is being removed, the
+// lease is released so that any node does). An event already held by this dispatcher is not queued
 // twice (true is returned: it is being handled). An event whose lease is
 // not this dispatcher's (unowned or another node's) is refused without
 // counting a drop. A delayed event (NotBefore in the future) waits on a
@@ -269,6 +270,9 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 	}
 	if d.closed.Load() || o.work.Closed() {
 		o.metrics.HotDropped()
+		if lease.Owner == d.cfg.Owner {
+			d.releaseLate(o)
+		}
 		return false
 	}
 	if lease.Owner != d.cfg.Owner {
@@ -279,6 +283,7 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 	}
 	switch d.acquire(o, env) {
 	case refused:
+		d.releaseLate(o)
 		return false
 	case held:
 		return !o.work.Closed() // held already: it is being handled

@@ -52,6 +52,15 @@ func (d *Dispatcher) releaseLeases(ctx context.Context) {
 	}
 }
 
+// releaseLate releases the leases of o's rows, as Close does, for an
+// event whose transaction committed after Close (or o's removal) began:
+// its row, leased to this node when it was inserted, was not yet visible
+// to Close's release, and no worker of this dispatcher will deliver it.
+// It runs on the committing goroutine, bounded by StatusTimeout.
+func (d *Dispatcher) releaseLate(o *origin) {
+	d.releaseOrigin(context.Background(), o)
+}
+
 // releaseOrigin releases the leases of o's rows (see releaseLeases). A
 // store that does not implement core.LeaseReleaser leaves them to expire.
 func (d *Dispatcher) releaseOrigin(ctx context.Context, o *origin) {
