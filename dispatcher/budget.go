@@ -6,12 +6,22 @@ import (
 	"github.com/outbox-go/outbox/core"
 )
 
-// The payload bytes the dispatcher holds in memory are counted from the
+// The payload and header bytes the dispatcher holds in memory are counted from the
 // moment an event is taken (EnqueueHot, EnqueueCold) until it leaves
 // memory (its outcome written, released, discarded or abandoned): queued,
 // waiting on a timer, running, or waiting for its DONE write. The count
 // is bounded by Config.MaxHeldBytes; beyond it an event is left to the
 // database exactly as when a queue is full.
+
+// heldSize is what an event counts against MaxHeldBytes: its payload
+// and its headers' keys and values.
+func heldSize(env core.Envelope) int64 {
+	n := env.PayloadLen()
+	for k, v := range env.RawHeaders() {
+		n += len(k) + len(v)
+	}
+	return int64(n)
+}
 
 // acquireResult tells why acquire did or did not take an event.
 type acquireResult int
@@ -76,6 +86,6 @@ func (d *Dispatcher) coldBudgetRoom() int {
 // the payload budget is used up.
 func (d *Dispatcher) warnOverBudget(o *origin, env core.Envelope) {
 	d.budgetLog.Hit(o.log, slog.LevelWarn, "memory budget for held payloads used up (MaxHeldBytes): event left in the database for the poller",
-		slog.String("event_id", env.ID()), slog.Int("payload_bytes", env.PayloadLen()),
+		slog.String("event_id", env.ID()), slog.Int64("bytes", heldSize(env)),
 		slog.Int64("held_bytes", d.heldBytes.Load()), slog.Int64("max_held_bytes", d.cfg.MaxHeldBytes))
 }

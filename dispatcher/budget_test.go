@@ -135,6 +135,33 @@ func TestHotDropBeyondByteBudget(t *testing.T) {
 	h.waitStatus(e2.ID(), core.StatusDone)
 }
 
+// Headers count against the budget as payloads do: an event with a small
+// payload and 600 bytes of headers does not fit beside one of 600 bytes.
+func TestHeadersCountAgainstTheByteBudget(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, MaxHeldBytes: 1000})
+	g := newGate(t)
+	started := make(chan struct{}, 4)
+	h.reg.RegisterFunc("Block", func(context.Context, core.Envelope) error {
+		started <- struct{}{}
+		<-g.ch
+		return nil
+	})
+	h.start()
+	e1 := h.insert("Block", sized(600))
+	e2 := h.insert("Block", sized(10), func(b *core.Builder) { b.Header("note", strings.Repeat("h", 596)) })
+	h.mustEnqueueHot(e1)
+	recv(t, started, "the listener to start")
+	if h.enqueueHot(e2) {
+		t.Fatal("EnqueueHot of an event whose headers exceed the budget left = true, want false")
+	}
+	g.open()
+	h.waitStatus(e1.ID(), core.StatusDone)
+	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
+	h.mustEnqueueCold(e2, 0)
+	h.waitStatus(e2.ID(), core.StatusDone)
+	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
+}
+
 // An event larger than the whole budget is taken when nothing else is
 // held, so it is delivered; while something is held it waits.
 func TestEventLargerThanBudgetIsDelivered(t *testing.T) {

@@ -114,7 +114,7 @@ type Config struct {
 	// UnhandledDelay is how long an event is put off with UnhandledLeave
 	// before it is looked at again. Defaults to 1 min.
 	UnhandledDelay time.Duration
-	// MaxHeldBytes bounds the payload bytes of the events the dispatcher
+	// MaxHeldBytes bounds the payload and header bytes of the events the dispatcher
 	// holds in memory at once: queued (hot and cold), waiting on a retry or
 	// delay timer, running, or waiting for their DONE write. The queue
 	// capacities bound the number of events; this bounds their size (with
@@ -124,8 +124,8 @@ type Config struct {
 	// rate-limited WARN naming the budget), EnqueueCold refuses and
 	// ColdRoom reports no room, so the poller claims nothing more. An
 	// event larger than the whole budget is still taken when nothing else
-	// is held, so it is delivered. Only payload bytes are counted, not the
-	// fixed cost of an event (about 1 KiB). Defaults to 64 MiB
+	// is held, so it is delivered. Payloads and headers (keys and values)
+	// are counted, not the fixed cost of an event (about 1 KiB). Defaults to 64 MiB
 	// (DefaultMaxHeldBytes); negative means no limit.
 	MaxHeldBytes int64
 }

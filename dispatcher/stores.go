@@ -96,8 +96,9 @@ func (d *Dispatcher) take(o *origin, env core.Envelope, try func(key string) boo
 		o.work.Release()
 		return held
 	}
-	d.notePayload(int64(env.PayloadLen()))
-	if !d.reserveBytes(int64(env.PayloadLen())) {
+	size := heldSize(env)
+	d.notePayload(size)
+	if !d.reserveBytes(size) {
 		// Refused for the budget, its row leased to this node: counted as
 		// released, so this node's next claim takes its own rows again
 		// (handoff.ReleaseCounter) instead of leaving it until the lease
@@ -114,14 +115,14 @@ func (d *Dispatcher) take(o *origin, env core.Envelope, try func(key string) boo
 func (d *Dispatcher) release(it item) {
 	d.released.Add(1)
 	d.tracker.Release(it.src.key(it.env.ID()))
-	d.heldBytes.Add(-int64(it.env.PayloadLen()))
+	d.heldBytes.Add(-heldSize(it.env))
 	it.src.work.Release()
 }
 
 // finish gives up an event whose final outcome (DONE or DEAD) is written.
 func (d *Dispatcher) finish(it item) {
 	d.tracker.Finish(it.src.key(it.env.ID()))
-	d.heldBytes.Add(-int64(it.env.PayloadLen()))
+	d.heldBytes.Add(-heldSize(it.env))
 	it.src.work.Release()
 }
 
