@@ -16,7 +16,7 @@ import (
 
 // twoStores opens one SQLite file through two stores, as two processes
 // publishing on it would.
-func twoStores(t *testing.T) (a, b *jdbcstore.Store) {
+func twoStores(t testing.TB) (a, b *jdbcstore.Store) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outbox.db")
 	open := func() *jdbcstore.Store {
