@@ -20,14 +20,18 @@ const keyCacheMax = 1 << 16
 // publish whose key's last event is known finished needs no check of it.
 // With a keys table (MySQL/MariaDB, PostgreSQL) the position the upsert
 // returns under the key's row lock proves whether the remembered event is
-// still the one before; then the insert takes the hot lease without its
-// NOT EXISTS check. On a single-writer database whose schema refuses a
-// stale position (SQLite's trigger) the publish skips the read of the
-// key's last event and inserts at the next position; a position another
-// process took meanwhile makes the insert fail on the trigger, and the
-// store forgets the key and reads. Entries change only after commits and
-// DONE writes, so a rollback leaves nothing behind. It is safe for
-// concurrent use.
+// still the one before (the purge leaves the keys table alone, so a key's
+// positions never start again); then the insert takes the hot lease
+// without its NOT EXISTS check. On a single-writer database whose schema
+// refuses a stale position (SQLite's trigger) the publish skips the read
+// of the key's last event and inserts at the next position, provided the
+// remembered event is still there, finished (checked in the insert
+// statement). A position another process took meanwhile makes the insert
+// fail on the trigger; a remembered event the purge removed (after which
+// the key starts again at 1, in any process) makes it insert nothing.
+// Either way the store forgets the key and reads. Entries change only
+// after commits and DONE writes, so a rollback leaves nothing behind. It
+// is safe for concurrent use.
 type keyCache struct {
 	mu      sync.Mutex
 	keys    map[string]keyState // ordering key → its last position committed here

@@ -163,9 +163,15 @@ func (s *Store) keyCacheFor(ex core.Execer) (*keyCache, core.Tx) {
 //
 // When the store remembers that the key's last event was committed and
 // DONE here (keyCache, in a transaction with after-commit hooks), it skips
-// the read and inserts at the next position with lease; the schema's
-// trigger refuses that position if another process published on the key
-// meanwhile, and the store reads after all.
+// the read and inserts at the next position with lease, in a statement
+// that inserts nothing unless an event at the remembered position is
+// still there, finished. With the schema's trigger, which refuses a
+// position at or below an existing one, that event is the key's last and
+// holds nobody up: the insert is the one the read would have chosen. When
+// another process published on the key meanwhile (the trigger refuses the
+// position), or the remembered event is gone (purged, the key since
+// started again at position 1, perhaps by another process, whose event
+// may be pending) or holds the key, the store reads after all.
 func (s *Store) insertAfterLast(ctx context.Context, ex core.Execer, q rowQuerier, env core.Envelope, lease core.Lease) (bool, error) {
 	key := env.OrderKey()
 	cache, tx := s.keyCacheFor(ex)
@@ -176,14 +182,25 @@ func (s *Store) insertAfterLast(ctx context.Context, ex core.Execer, q rowQuerie
 	}
 	if cache != nil {
 		if last, ok := cache.lookup(key); ok && last.done {
-			leased, err := s.insertRow(ctx, ex, env, lease, last.seq+1, 0)
-			if !isStalePosition(err) {
-				if err == nil {
-					remember(last.seq + 1)
-				}
-				return leased, err
+			args, err := s.rowArgs(ex, env, lease, last.seq+1)
+			if err != nil {
+				return false, err
 			}
-			cache.forget(key) // another process published on the key meanwhile
+			n, err := s.execInsert(ctx, ex, false, env.ID(), s.q.insertAfterFinished, append(args, key, last.seq)...)
+			switch {
+			case err == nil && n == 1:
+				if lease.IsZero() && s.q.notify != "" {
+					// As insertRow does: no hot path delivers an unowned event.
+					if _, err := ex.ExecContext(ctx, s.q.notify, s.q.notifyArgs...); err != nil {
+						return false, fmt.Errorf("outbox: jdbcstore: insert %q: notify: %w", env.ID(), err)
+					}
+				}
+				remember(last.seq + 1)
+				return !lease.IsZero(), nil
+			case err != nil && !isStalePosition(err):
+				return false, err
+			}
+			cache.forget(key) // the key changed behind this store: read it
 		}
 	}
 	var seq, status, skip int64

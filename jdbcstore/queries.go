@@ -75,6 +75,11 @@ type statements struct {
 	// table): order_key. At most one row (order_seq, status, order_skip):
 	// the key's last event.
 	lastOfKey string
+	// insertAfterFinished (with lastOfKey) is insert that inserts nothing
+	// unless the key has an event at the position given, finished (it no
+	// longer holds the key): insert's arguments, then order_key and that
+	// position.
+	insertAfterFinished string
 	// markDonePrefix + n placeholders + markDoneSuffix: done_at, ids...,
 	// owner. markDone1 is the one-id statement.
 	markDonePrefix, markDoneSuffix, markDone1 string
@@ -261,6 +266,13 @@ func buildStatements(d Dialect, table string) statements {
 		// this read and the insert in the same write transaction, so the
 		// next position is that row's plus one, and no keys table is kept.
 		q.lastOfKey = "SELECT order_seq, status, order_skip FROM " + t + " WHERE order_key = ? ORDER BY order_seq DESC LIMIT 1"
+		// The insert at the position after the one a store remembers as
+		// its key's last, DONE: the event must still be there, and
+		// finished. The purge may have removed it and another process
+		// published on the key since, starting again at position 1; the
+		// trigger only refuses a position at or below an existing one.
+		q.insertAfterFinished = sqlx.Rebind(d.BindType(), insertInto+" SELECT "+insertValues+fromDual+
+			" WHERE EXISTS (SELECT 1 FROM "+t+" p WHERE p.order_key = ? AND p.order_seq = ? AND NOT "+holdsKey("p.")+")")
 	}
 	if d.Capabilities().FailedStatementAbortsTx {
 		// A duplicate must not abort the caller's transaction: it shows

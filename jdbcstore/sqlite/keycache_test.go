@@ -136,3 +136,95 @@ func TestSQLiteOrderTriggerRefusesStalePosition(t *testing.T) {
 		t.Fatalf("insert at a taken position: %v, want the trigger's refusal", err)
 	}
 }
+
+// purgeDone removes every DONE row of st's table, as the retention purge
+// does once they have aged, through a store of its own (a third process,
+// whose clock is an hour ahead so that rows finished just now qualify).
+func purgeDone(t *testing.T, st *jdbcstore.Store, want int64) {
+	t.Helper()
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	p, err := jdbcstore.New(st.DB(), jdbcstore.Config{Dialect: sqlite.Dialect, Now: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Purge(t.Context(), jdbcstore.PurgeOptions{DoneOlderThan: time.Minute})
+	if err != nil || res.Done != want {
+		t.Fatalf("Purge = %+v, %v; want %d DONE rows removed", res, err, want)
+	}
+}
+
+// A store remembers its key's last event, DONE; the retention purge removes
+// it and the key starts again at position 1, where another store (another
+// process on the file) publishes an event that fails. The first store's
+// next event must go behind it, unowned: the position it remembers is gone,
+// and no pending event of the key may be passed.
+func TestSQLiteOrderedRememberedPositionAfterPurge(t *testing.T) {
+	a, b := twoStores(t)
+	e1, leased := publishKeyed(t, a, "p-1", "p", false)
+	if !leased {
+		t.Fatal("first event of a key did not take the lease")
+	}
+	markDoneAll(t, a, e1.ID()) // a remembers position 1 of p, DONE
+	purgeDone(t, b, 1)
+	e2, leased := publishKeyed(t, b, "p-2", "p", false)
+	if !leased {
+		t.Fatal("first event of a purged key did not take the lease")
+	}
+	now := time.Now()
+	if ok, err := b.MarkRetry(t.Context(), testOwner, e2.ID(), now.Add(time.Minute), now.Add(time.Minute), "downstream down"); err != nil || !ok {
+		t.Fatalf("MarkRetry p-2 = %v, %v", ok, err)
+	}
+	if _, leased := publishKeyed(t, a, "p-3", "p", false); leased {
+		t.Fatal("p-3 took the lease although p-2 (published by the other store after the purge) is pending")
+	}
+	for id, want := range map[string]int64{"p-2": 1, "p-3": 2} {
+		r, err := a.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OrderSeq != want {
+			t.Errorf("%s at position %d, want %d", id, r.OrderSeq, want)
+		}
+	}
+	if r, err := a.Get(t.Context(), "p-3"); err != nil || r.LockedBy != "" {
+		t.Errorf("p-3 stored with owner %q (%v), want none", r.LockedBy, err)
+	}
+	// Nobody may claim p-3 before p-2 is DONE.
+	later := time.Now().Add(2 * time.Hour)
+	recs, err := a.ClaimDue(t.Context(), core.ClaimRequest{Owner: "other-node", Now: later, LeaseUntil: later.Add(time.Minute), Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.ID == "p-3" {
+			t.Errorf("p-3 claimed while p-2 is pending")
+		}
+	}
+}
+
+// A key whose remembered last event was purged, with no other writer,
+// starts again at position 1 and takes the lease.
+func TestSQLiteOrderedRememberedPositionPurgedRestarts(t *testing.T) {
+	a, _ := twoStores(t)
+	publishKeyed(t, a, "q-1", "q", false)
+	markDoneAll(t, a, "q-1")
+	purgeDone(t, a, 1)
+	if _, leased := publishKeyed(t, a, "q-2", "q", false); !leased {
+		t.Fatal("the first event after the purge did not take the lease")
+	}
+	r, err := a.Get(t.Context(), "q-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OrderSeq != 1 {
+		t.Fatalf("q-2 at position %d, want 1", r.OrderSeq)
+	}
+	// And the store remembers the new position: the next event follows it.
+	markDoneAll(t, a, "q-2")
+	if _, leased := publishKeyed(t, a, "q-3", "q", false); !leased {
+		t.Fatal("q-3, behind a DONE event, did not take the lease")
+	}
+	if r, err := a.Get(t.Context(), "q-3"); err != nil || r.OrderSeq != 2 {
+		t.Fatalf("q-3 at position %d (%v), want 2", r.OrderSeq, err)
+	}
+}

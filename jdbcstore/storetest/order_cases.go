@@ -203,6 +203,58 @@ func (s *suite) testOrder(t *testing.T) {
 		}
 	})
 
+	t.Run("RememberedPositionCheckedAfterAPurge", func(t *testing.T) {
+		// The retention purge removes the key's remembered last event,
+		// DONE; another writer then publishes on the key and its event
+		// stays pending. The next event must go behind it, unowned,
+		// whether the key's positions go on (a keys table) or start again
+		// (SQLite).
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
+		hooked := func(env core.Envelope) bool {
+			t.Helper()
+			var leased bool
+			err := txctx.NewX(st.DB()).Do(t.Context(), func(ctx context.Context) error {
+				tx, _ := txctx.From(ctx)
+				var err error
+				leased, err = st.InsertOrdered(ctx, tx, env, lease)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("publish %s: %v", env.ID(), err)
+			}
+			return leased
+		}
+		if !hooked(orderedEvent(t, "u-1", "k", core.BlockOnDead)) {
+			t.Fatal("u-1, first of its key, did not take the lease")
+		}
+		if n, err := st.MarkDone(t.Context(), "node-a", []string{"u-1"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone u-1: %d, %v", n, err)
+		}
+		clk.Advance(time.Hour)
+		if res, err := st.Purge(t.Context(), jdbcstore.PurgeOptions{DoneOlderThan: time.Minute}); err != nil || res.Done != 1 {
+			t.Fatalf("Purge: %+v, %v; want u-1 removed", res, err)
+		}
+		publishOrdered(t, st, orderedEvent(t, "u-2", "k", core.BlockOnDead), core.Lease{}, false) // another writer; stays pending
+		if hooked(orderedEvent(t, "u-3", "k", core.BlockOnDead)) {
+			t.Fatal("u-3 took the lease although u-2, published by another writer after the purge, is pending")
+		}
+		u2, u3 := get(t, st, "u-2"), get(t, st, "u-3")
+		if u3.OrderSeq != u2.OrderSeq+1 {
+			t.Errorf("u-3 at position %d, want %d (right after u-2)", u3.OrderSeq, u2.OrderSeq+1)
+		}
+		if u3.LockedBy != "" {
+			t.Errorf("u-3 stored with owner %q, want none", u3.LockedBy)
+		}
+		for _, r := range claimAll(t, st, "node-b", clk.Now().Add(2*time.Hour)) {
+			if r.ID == "u-3" {
+				t.Error("u-3 claimed while u-2 is pending")
+			}
+		}
+	})
+
 	t.Run("ClaimsTheHeadOfEachKeyOnly", func(t *testing.T) {
 		t.Parallel()
 		clk := newClock(t0)
