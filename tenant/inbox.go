@@ -202,9 +202,13 @@ func (ib *Inbox) Start(ctx context.Context) error {
 
 // Close stops the refresh, stops the dispatcher (its running handlers
 // record their outcome unless ctx expires first) and closes every
-// database. Messages not handled yet stay in their databases.
+// database. Messages not handled yet stay in their databases. When ctx
+// expires while handlers still run, Close returns ctx's error then, and
+// each database is closed once the last handler returned and its lease
+// was handed back (see inbox.Dispatcher.Close); calling Close again waits
+// for that.
 func (ib *Inbox) Close(ctx context.Context) error {
 	errRefresh := ib.set.stopRefresh(ctx)
 	errDisp := ib.dispatcher.Close(ctx)
-	return errors.Join(errRefresh, errDisp, ib.set.closeAll())
+	return errors.Join(errRefresh, errDisp, ib.set.closeAfter(ctx, ib.dispatcher.Close))
 }

@@ -607,3 +607,66 @@ func mustEqualIB[T comparable](t *testing.T, what string, got, want T) {
 		t.Fatalf("%s = %v, want %v", what, got, want)
 	}
 }
+
+// Close whose ctx expires while a handler runs returns then, but leaves
+// that handler its database: once it returns, its outcome is recorded
+// before the database is closed. A second Close waits for the databases
+// to be closed.
+func TestInboxCloseExpiredLetsARunningHandlerFinish(t *testing.T) {
+	ctx := ibCtx(t)
+	d := ibSQLite(t, "a")
+	lg, logs := testsupport.NewLogger()
+	ib, err := tenant.NewInbox(ctx, tenant.InboxConfig{Databases: []tenant.Database{d}, Logger: lg,
+		Dispatcher: inbox.DispatcherConfig{PollInterval: 20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	if err := ib.HandleFunc("slow", func(context.Context, inbox.Record) error {
+		started <- struct{}{}
+		<-release // deaf to ctx, as a handler stuck in a call may be
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ibStart(t, ctx, ib)
+	ibEnqueue(t, ctx, ibFor(t, ib, "a"), "src", "m1", "slow", `{}`)
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler was not called")
+	}
+
+	closed := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		closed <- ib.Close(cctx)
+	}()
+	select {
+	case err := <-closed:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close with the handler running = %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("Close did not return when its ctx expired")
+	}
+	close(release)
+
+	in := ibOpenInbox(t, ctx, d)
+	ibWaitFor(t, "the message Done, its lease released", func() bool {
+		rec, err := in.Get(ctx, "src", "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Status == inbox.StatusDone && rec.LockedBy == ""
+	})
+	if err := ib.Close(ctx); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+	if lines := logs.Lines("database is closed"); len(lines) > 0 {
+		t.Errorf("the database was closed under the handler: %q", lines)
+	}
+}

@@ -366,7 +366,11 @@ func (o *Outbox) Start(ctx context.Context) error {
 
 // Close stops the refresh and the poller, lets the dispatcher finish what
 // it holds until ctx expires, and closes every database. Undelivered
-// events stay in their databases.
+// events stay in their databases. When ctx expires while listeners still
+// run, Close returns ctx's error then, and each database is closed once
+// the last listener returned and its outcome was written (the events
+// they hold keep their lease until then); calling Close again waits for
+// that.
 func (o *Outbox) Close(ctx context.Context) error {
 	errRefresh := o.set.stopRefresh(ctx)
 	errNotify := o.listeners.stop(ctx)
@@ -375,7 +379,7 @@ func (o *Outbox) Close(ctx context.Context) error {
 		errPoller = o.poller.Close(ctx)
 	}
 	errDisp := o.dispatcher.Close(ctx)
-	return errors.Join(errRefresh, errNotify, errPoller, errDisp, o.set.closeAll())
+	return errors.Join(errRefresh, errNotify, errPoller, errDisp, o.set.closeAfter(ctx, o.dispatcher.Close))
 }
 
 // DispatcherStats returns what the shared dispatcher holds in memory now,

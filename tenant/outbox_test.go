@@ -675,3 +675,85 @@ func TestRemovalPastDrainTimeoutLeavesTheEventForLater(t *testing.T) {
 	}
 	waitAllDone(t, o, "s1", 1)
 }
+
+// Close whose ctx expires while a listener runs returns then, but leaves
+// that listener its database: once it returns, its DONE is written (and
+// its lease handed back) before the database is closed, as the root
+// outbox does. A second Close waits for the databases to be closed.
+func TestCloseExpiredLetsARunningListenerFinish(t *testing.T) {
+	dbs := sqliteDatabases(t, 1)
+	lg, logs := testsupport.NewLogger()
+	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Logger: lg,
+		Poller: poller.Config{Interval: 50 * time.Millisecond, SkipRecent: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	started := make(chan string, 1)
+	o.RegisterFunc("Slow", func(_ context.Context, env core.Envelope) error {
+		started <- env.ID()
+		<-release // deaf to ctx, as a listener stuck in a call may be
+		return nil
+	})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tn, err := o.For("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := core.JSONEvent("Slow", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.InTx(context.Background(), func(ctx context.Context) error {
+		_, err := tn.Publish(ctx, env)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(waitTimeout):
+		t.Fatal("the listener was not called")
+	}
+
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		closed <- o.Close(ctx)
+	}()
+	select {
+	case err := <-closed:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close with the listener running = %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(waitTimeout):
+		close(release)
+		t.Fatal("Close did not return when its ctx expired")
+	}
+	close(release)
+
+	db := openAgain(t, dbs[0])
+	waitFor(t, "the event DONE, its lease released", func() bool {
+		var status core.Status
+		var lockedBy string
+		if err := db.QueryRow(`SELECT status, COALESCE(locked_by, '') FROM `+jdbcstore.DefaultTable+` WHERE event_id = ?`,
+			env.ID()).Scan(&status, &lockedBy); err != nil {
+			t.Fatal(err)
+		}
+		return status == core.StatusDone && lockedBy == ""
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := o.Close(ctx); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+	if lines := logs.Lines("database is closed"); len(lines) > 0 {
+		t.Errorf("the database was closed under the listener: %q", lines)
+	}
+	if _, err := o.For("s1"); err == nil {
+		t.Error("For after Close found the database")
+	}
+}

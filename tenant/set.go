@@ -53,6 +53,10 @@ type set[T any] struct {
 	members map[string]*member[T]
 	closed  bool
 
+	closeOnce sync.Once
+	dbsClosed chan struct{} // closed once closeAfter closed every database
+	closeErr  error         // what closing them returned: set before dbsClosed is closed
+
 	refresher *engine.Runner
 }
 
@@ -106,7 +110,7 @@ func newSet[T any](ctx context.Context, o setOptions,
 		o.open = Open
 	}
 	s := &set[T]{what: o.what, refresher: engine.NewRunner("tenant refresh"), open: o.open, route: o.route, attach: attach, detach: detach,
-		drain: o.drain, log: o.log, members: map[string]*member[T]{}}
+		drain: o.drain, log: o.log, members: map[string]*member[T]{}, dbsClosed: make(chan struct{})}
 	dbs := o.databases
 	if o.discover != nil {
 		found, err := o.discover(ctx)
@@ -274,15 +278,53 @@ func (s *set[T]) remove(ctx context.Context, id string) error {
 }
 
 // closeAll marks the set closed and closes every database, without
-// detaching (the caller stopped the parts that use them).
-func (s *set[T]) closeAll() error {
+// detaching (nothing uses them: New failed).
+func (s *set[T]) closeAll() error { return closeMembers(s.takeAll()) }
+
+// closeAfter marks the set closed and closes every database once idle
+// returns, called with a ctx that never ends: idle waits until nothing
+// uses the databases any more (the dispatcher's last worker wrote its
+// outcome and handed back its leases). It waits for that until ctx
+// ends, then returns nil and the databases are closed in the background.
+// A later call waits again, and returns what closing them returned once
+// they are closed.
+func (s *set[T]) closeAfter(ctx context.Context, idle func(context.Context) error) error {
+	s.closeOnce.Do(func() {
+		ms := s.takeAll()
+		go func() {
+			defer close(s.dbsClosed)
+			_ = idle(context.Background()) // its error is ctx's, which never comes
+			s.closeErr = closeMembers(ms)
+		}()
+	})
+	select {
+	case <-s.dbsClosed:
+		return s.closeErr
+	case <-ctx.Done():
+		select { // both ready: the databases closed
+		case <-s.dbsClosed:
+			return s.closeErr
+		default:
+			return nil // the caller reports ctx's error
+		}
+	}
+}
+
+// takeAll marks the set closed and returns its members, which it no
+// longer routes to.
+func (s *set[T]) takeAll() map[string]*member[T] {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	ms := s.members
 	s.members = map[string]*member[T]{}
 	s.closed = true
-	s.mu.Unlock()
+	return ms
+}
+
+// closeMembers closes the databases of ms.
+func closeMembers[T any](ms map[string]*member[T]) error {
 	var errs []error
 	for id, m := range ms {
 		if err := m.db.Close(); err != nil {
