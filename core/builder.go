@@ -78,7 +78,10 @@ func (b *Builder) AggregateID(id string) *Builder { b.env.aggregateID = id; retu
 // TenantID sets the pass-through tenant id.
 func (b *Builder) TenantID(id string) *Builder { b.env.tenantID = id; return b }
 
-// Header sets one header.
+// Header sets one header. Build fails with ErrInvalidHeader for an empty
+// key or text that is not valid UTF-8 or holds NUL, ErrHeaderKeyTooLong
+// for a key over MaxHeaderKeyLen characters and ErrHeadersTooLarge when
+// the headers encode to more than MaxHeadersBytes of JSON.
 func (b *Builder) Header(key, value string) *Builder {
 	if b.env.headers == nil {
 		b.env.headers = make(map[string]string, 4)
@@ -178,6 +181,9 @@ func (b *Builder) Build() (Envelope, error) {
 		env.notBefore = env.notBefore.UTC().Truncate(time.Microsecond)
 	}
 	if err := validate(&env); err != nil {
+		return Envelope{}, err
+	}
+	if err := checkLimits(&env); err != nil {
 		return Envelope{}, err
 	}
 	if b.ordered {

@@ -8,7 +8,8 @@ import (
 )
 
 // Limits enforced by validation. Lengths are counted in characters (runes),
-// as SQL VARCHAR columns count them; the payload limit is in bytes.
+// as SQL VARCHAR columns count them; the payload and headers limits are in
+// bytes.
 const (
 	MaxEventIDLen       = 36
 	MaxEventTypeLen     = 128
@@ -16,6 +17,13 @@ const (
 	MaxAggregateIDLen   = 128
 	MaxTenantIDLen      = 64
 	MaxPayloadBytes     = 1 << 20 // 1,048,576
+	// MaxHeaderKeyLen is the longest header key, in characters.
+	MaxHeaderKeyLen = 128
+	// MaxHeadersBytes bounds the headers of an event: their JSON encoding
+	// as the outbox stores it ({"key":"value",...}, with json.Marshal's
+	// escapes) is at most this many bytes. It leaves room for the payload
+	// in MySQL's and MariaDB's smallest max_allowed_packet.
+	MaxHeadersBytes = 64 << 10 // 65,536
 	// MaxOwnerLen is the longest lease owner token, in bytes.
 	MaxOwnerLen = 64
 )

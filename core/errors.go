@@ -35,6 +35,11 @@ var (
 	ErrInvalidJSON = errors.New("outbox: payload is not valid JSON")
 	// ErrPayloadTooLarge reports a payload over MaxPayloadBytes bytes.
 	ErrPayloadTooLarge = errors.New("outbox: payload is too large")
+	// ErrHeaderKeyTooLong reports a header key over MaxHeaderKeyLen characters.
+	ErrHeaderKeyTooLong = errors.New("outbox: header key is too long")
+	// ErrHeadersTooLarge reports headers whose JSON encoding, as the
+	// outbox stores it, is over MaxHeadersBytes bytes.
+	ErrHeadersTooLarge = errors.New("outbox: headers are too large")
 )
 
 // Runtime errors.

@@ -23,6 +23,8 @@ var validationSentinels = []error{
 	core.ErrBothPayloads,
 	core.ErrInvalidJSON,
 	core.ErrPayloadTooLarge,
+	core.ErrHeaderKeyTooLong,
+	core.ErrHeadersTooLarge,
 }
 
 // matchedSentinels returns the validation sentinels err wraps.

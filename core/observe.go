@@ -154,7 +154,9 @@ func (NopObserver) Claimed(string, int, time.Duration, error) {}
 
 // WithHeaders returns a copy of e with the headers h added; a key e has
 // already keeps e's value. An invalid key or value returns an error
-// wrapping [ErrInvalidHeader]; e is unchanged either way.
+// wrapping [ErrInvalidHeader], a key over MaxHeaderKeyLen characters
+// [ErrHeaderKeyTooLong], and headers that together exceed
+// MaxHeadersBytes [ErrHeadersTooLarge]; e is unchanged either way.
 func (e Envelope) WithHeaders(h map[string]string) (Envelope, error) {
 	if len(h) == 0 {
 		return e, nil
@@ -167,9 +169,15 @@ func (e Envelope) WithHeaders(h map[string]string) (Envelope, error) {
 		if !cleanText(k) || !cleanText(v) {
 			return Envelope{}, invalid("headers", ErrInvalidHeader, "key or value is not valid UTF-8 or contains NUL")
 		}
+		if err := checkHeaderKey(k); err != nil {
+			return Envelope{}, err
+		}
 		merged[k] = v
 	}
 	maps.Copy(merged, e.headers)
+	if err := checkHeadersSize(merged); err != nil {
+		return Envelope{}, err
+	}
 	e.headers = merged
 	return e, nil
 }

@@ -71,7 +71,9 @@ func (r Record) Envelope() (Envelope, error) {
 			return Envelope{}, fmt.Errorf("%w: event %q: %w", ErrDecode, r.ID, err)
 		}
 	}
-	env.validated = true
+	// An event stored before the limits of checkLimits is delivered all
+	// the same; only Validate (a publish of it) refuses it.
+	env.validated = checkLimits(&env) == nil
 	return env, nil
 }
 

@@ -9,14 +9,22 @@ import (
 
 // Validate checks every rule of this package and returns the first
 // violation as a *ValidationError. Envelopes from [Builder.Build] are
-// already valid; Validate is cheap for them.
+// already valid; Validate is cheap for them. An envelope read back from a
+// store ([Record.Envelope]) that breaks a limit added after it was stored
+// (MaxHeaderKeyLen, MaxHeadersBytes) is delivered,
+// but fails Validate, so it cannot be published again as it is.
 func (e Envelope) Validate() error {
 	if e.validated {
 		return nil
 	}
-	return validate(&e)
+	if err := validate(&e); err != nil {
+		return err
+	}
+	return checkLimits(&e)
 }
 
+// validate checks the rules an envelope read back from a store must meet
+// as well; checkLimits the ones only a new envelope must.
 func validate(e *Envelope) error {
 	if e.eventType == "" {
 		return invalid("event_type", ErrEmptyEventType, "")
@@ -66,6 +74,67 @@ func validate(e *Envelope) error {
 		return invalid("payload", ErrNoPayload, "unknown payload kind")
 	}
 	return nil
+}
+
+// checkLimits checks the limits added after events were first stored: the
+// header key length and the size of the headers.
+// Build and Validate check them; Record.Envelope does not, so an event
+// stored before them stays deliverable (its envelope, unmarked as
+// validated, fails Validate and cannot be published again as it is).
+func checkLimits(e *Envelope) error {
+	for k := range e.headers {
+		if err := checkHeaderKey(k); err != nil {
+			return err
+		}
+	}
+	return checkHeadersSize(e.headers)
+}
+
+// checkHeaderKey enforces MaxHeaderKeyLen.
+func checkHeaderKey(k string) error {
+	if len(k) > MaxHeaderKeyLen {
+		if n := utf8.RuneCountInString(k); n > MaxHeaderKeyLen {
+			return invalid("headers", ErrHeaderKeyTooLong, fmt.Sprintf("a key of %d characters, limit %d", n, MaxHeaderKeyLen))
+		}
+	}
+	return nil
+}
+
+// checkHeadersSize enforces MaxHeadersBytes on the JSON encoding of h,
+// without encoding it when the sizes of its keys and values decide.
+func checkHeadersSize(h map[string]string) error {
+	if len(h) == 0 {
+		return nil
+	}
+	// {"k":"v","k":"v"}: 6 bytes per entry besides its escaped key and
+	// value, less one comma, plus the braces. An escape takes at most 6
+	// bytes (\u003c) for one byte of the text.
+	least := 1 + 6*len(h)
+	for k, v := range h {
+		least += len(k) + len(v)
+	}
+	most := least + 5*(least-1-6*len(h))
+	if least > MaxHeadersBytes {
+		return tooLargeHeaders(least, true)
+	}
+	if most <= MaxHeadersBytes {
+		return nil
+	}
+	s, err := EncodeHeaders(h)
+	if err != nil {
+		return invalid("headers", ErrInvalidHeader, "cannot encode")
+	}
+	if len(s) > MaxHeadersBytes {
+		return tooLargeHeaders(len(s), false)
+	}
+	return nil
+}
+
+func tooLargeHeaders(n int, atLeast bool) error {
+	if atLeast {
+		return invalid("headers", ErrHeadersTooLarge, fmt.Sprintf("at least %d bytes as JSON, limit %d", n, MaxHeadersBytes))
+	}
+	return invalid("headers", ErrHeadersTooLarge, fmt.Sprintf("%d bytes as JSON, limit %d", n, MaxHeadersBytes))
 }
 
 // checkText enforces valid UTF-8 without NUL and a maximum rune count.

@@ -240,4 +240,19 @@ func (s *suite) testInsert(t *testing.T) {
 			t.Errorf("headers = %q, want %q", got.Headers(), h)
 		}
 	})
+
+	t.Run("LargestHeaders", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		// A key of MaxHeaderKeyLen 4-byte characters and a value that
+		// brings the JSON encoding to MaxHeadersBytes: what Build takes.
+		key := strings.Repeat("🔑", core.MaxHeaderKeyLen)
+		h := map[string]string{key: strings.Repeat("v", core.MaxHeadersBytes-len(key)-7)}
+		if enc, _ := core.EncodeHeaders(h); len(enc) != core.MaxHeadersBytes {
+			t.Fatalf("headers encode to %d bytes, want %d", len(enc), core.MaxHeadersBytes)
+		}
+		env := build(t, core.NewEvent("E").ID("evt-largest-headers").Headers(h).PayloadBytes(make([]byte, core.MaxPayloadBytes)))
+		insert(t, st, env)
+		sameEnvelope(t, get(t, st, env.ID()), env)
+	})
 }
