@@ -47,15 +47,19 @@ func JSONEvent(eventType, payload string) (Envelope, error) {
 func (b *Builder) ID(id string) *Builder { b.env.id = id; return b }
 
 // OccurredAt sets when the event happened. Defaults to now. Stored in UTC
-// with microsecond precision.
+// with microsecond precision; Build fails with ErrTimeOutOfRange unless it
+// falls within the years MinTimeYear to MaxTimeYear in UTC.
 func (b *Builder) OccurredAt(t time.Time) *Builder { b.env.occurredAt = t; return b }
 
 // NotBefore delays delivery: no listener sees the event before t. A time
-// in the past means now. It clears a Delay set earlier.
+// in the past means now; the zero time means no delay. Like OccurredAt, t
+// must fall within the years MinTimeYear to MaxTimeYear in UTC
+// (ErrTimeOutOfRange). It clears a Delay set earlier.
 func (b *Builder) NotBefore(t time.Time) *Builder { b.env.notBefore, b.delay = t, 0; return b }
 
 // Delay delays delivery by d from the moment Build runs; d <= 0 means now.
-// It clears a NotBefore set earlier.
+// Even the longest Duration (about 292 years) stays within the years
+// NotBefore takes. It clears a NotBefore set earlier.
 func (b *Builder) Delay(d time.Duration) *Builder {
 	b.delay, b.env.notBefore = d, time.Time{}
 	return b

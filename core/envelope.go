@@ -24,6 +24,12 @@ const (
 	// escapes) is at most this many bytes. It leaves room for the payload
 	// in MySQL's and MariaDB's smallest max_allowed_packet.
 	MaxHeadersBytes = 64 << 10 // 65,536
+	// MinTimeYear and MaxTimeYear bound OccurredAt and NotBefore: both
+	// must fall within these years (UTC), which every supported database
+	// stores as given (MySQL's DATETIME ends with 9999; SQLite's integer
+	// microseconds and PostgreSQL's timestamptz end later).
+	MinTimeYear = 1
+	MaxTimeYear = 9999
 	// MaxOwnerLen is the longest lease owner token, in bytes.
 	MaxOwnerLen = 64
 )

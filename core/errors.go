@@ -40,6 +40,9 @@ var (
 	// ErrHeadersTooLarge reports headers whose JSON encoding, as the
 	// outbox stores it, is over MaxHeadersBytes bytes.
 	ErrHeadersTooLarge = errors.New("outbox: headers are too large")
+	// ErrTimeOutOfRange reports an OccurredAt or NotBefore outside the
+	// years MinTimeYear to MaxTimeYear (UTC).
+	ErrTimeOutOfRange = errors.New("outbox: time is out of range")
 )
 
 // Runtime errors.

@@ -25,6 +25,7 @@ var validationSentinels = []error{
 	core.ErrPayloadTooLarge,
 	core.ErrHeaderKeyTooLong,
 	core.ErrHeadersTooLarge,
+	core.ErrTimeOutOfRange,
 }
 
 // matchedSentinels returns the validation sentinels err wraps.

@@ -2,8 +2,10 @@ package core_test
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 )
@@ -125,5 +127,79 @@ func TestWithHeadersCountsMergedSize(t *testing.T) {
 	// A key the envelope has keeps its value: it does not count twice.
 	if _, err := env.WithHeaders(map[string]string{"a": strings.Repeat("y", half)}); err != nil {
 		t.Fatalf("existing key given again: %v", err)
+	}
+}
+
+func TestTimeLimits(t *testing.T) {
+	east := time.FixedZone("UTC+5", 5*3600)
+	west := time.FixedZone("UTC-5", -5*3600)
+	first := time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC)             // one µs after the zero time
+	last := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC) // truncated to .999999
+	tests := []struct {
+		name  string
+		at    time.Time
+		valid bool
+	}{
+		{"first microsecond of year 1", first, true},
+		{"last microsecond of year 9999", last, true},
+		{"year 0", time.Date(0, 12, 31, 23, 59, 59, 0, time.UTC), false},
+		{"year 1 east of UTC is year 0", time.Date(1, 1, 1, 2, 0, 0, 0, east), false},
+		{"year 10000", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{"year 9999 west of UTC is year 10000", time.Date(9999, 12, 31, 23, 0, 0, 0, west), false},
+		{"year 295000", time.Date(295000, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{"year -5", time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC), false},
+	}
+	for _, tc := range tests {
+		for _, f := range []struct {
+			field string
+			set   func(*core.Builder, time.Time) *core.Builder
+			get   func(core.Envelope) time.Time
+		}{
+			{"occurred_at", (*core.Builder).OccurredAt, core.Envelope.OccurredAt},
+			{"not_before", (*core.Builder).NotBefore, core.Envelope.NotBefore},
+		} {
+			t.Run(f.field+"/"+tc.name, func(t *testing.T) {
+				env, err := f.set(ev(), tc.at).Build()
+				if !tc.valid {
+					requireValidationError(t, err, core.ErrTimeOutOfRange, f.field)
+					return
+				}
+				if err != nil {
+					t.Fatalf("Build: %v", err)
+				}
+				if want := tc.at.UTC().Truncate(time.Microsecond); !f.get(env).Equal(want) {
+					t.Fatalf("%s = %v, want %v", f.field, f.get(env), want)
+				}
+				if err := core.Unvalidated(env).Validate(); err != nil {
+					t.Fatalf("full Validate: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// Validate refuses a time out of range in an envelope read back from a
+// store (a row written before the check), which Record.Envelope still
+// returns for delivery.
+func TestValidateRefusesStoredTimeOutOfRange(t *testing.T) {
+	rec := toRecord(t, mustBuild(t, ev()))
+	rec.OccurredAt = time.Date(-289555, 1, 1, 0, 0, 0, 0, time.UTC) // a wrapped SQLite value
+	env, err := rec.Envelope()
+	if err != nil {
+		t.Fatalf("Record.Envelope: %v", err)
+	}
+	requireValidationError(t, env.Validate(), core.ErrTimeOutOfRange, "occurred_at")
+}
+
+// A Delay cannot leave the range: time.Time.Add saturates, and the longest
+// Duration is about 292 years.
+func TestDelayLongestDuration(t *testing.T) {
+	env := mustBuild(t, ev().Delay(math.MaxInt64))
+	nb := env.NotBefore()
+	if want := time.Now().Add(math.MaxInt64); nb.Year() != want.Year() || nb.Year() > core.MaxTimeYear {
+		t.Fatalf("Delay(max): NotBefore = %v, want about %v", nb, want)
+	}
+	if err := core.Unvalidated(env).Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -11,7 +12,7 @@ import (
 // violation as a *ValidationError. Envelopes from [Builder.Build] are
 // already valid; Validate is cheap for them. An envelope read back from a
 // store ([Record.Envelope]) that breaks a limit added after it was stored
-// (MaxHeaderKeyLen, MaxHeadersBytes) is delivered,
+// (MaxHeaderKeyLen, MaxHeadersBytes, the years of its times) is delivered,
 // but fails Validate, so it cannot be published again as it is.
 func (e Envelope) Validate() error {
 	if e.validated {
@@ -76,8 +77,14 @@ func validate(e *Envelope) error {
 	return nil
 }
 
+// Bounds of OccurredAt and NotBefore (see MinTimeYear, MaxTimeYear).
+var (
+	minTime = time.Date(MinTimeYear, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(MaxTimeYear+1, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Microsecond)
+)
+
 // checkLimits checks the limits added after events were first stored: the
-// header key length and the size of the headers.
+// header key length, the size of the headers and the range of the times.
 // Build and Validate check them; Record.Envelope does not, so an event
 // stored before them stays deliverable (its envelope, unmarked as
 // validated, fails Validate and cannot be published again as it is).
@@ -87,7 +94,13 @@ func checkLimits(e *Envelope) error {
 			return err
 		}
 	}
-	return checkHeadersSize(e.headers)
+	if err := checkHeadersSize(e.headers); err != nil {
+		return err
+	}
+	if err := checkTime("occurred_at", e.occurredAt); err != nil {
+		return err
+	}
+	return checkTime("not_before", e.notBefore)
 }
 
 // checkHeaderKey enforces MaxHeaderKeyLen.
@@ -135,6 +148,15 @@ func tooLargeHeaders(n int, atLeast bool) error {
 		return invalid("headers", ErrHeadersTooLarge, fmt.Sprintf("at least %d bytes as JSON, limit %d", n, MaxHeadersBytes))
 	}
 	return invalid("headers", ErrHeadersTooLarge, fmt.Sprintf("%d bytes as JSON, limit %d", n, MaxHeadersBytes))
+}
+
+// checkTime enforces the years MinTimeYear..MaxTimeYear in UTC. The zero
+// time (in year 1) passes: for NotBefore it means no delay.
+func checkTime(field string, t time.Time) error {
+	if t.Before(minTime) || t.After(maxTime) {
+		return invalid(field, ErrTimeOutOfRange, fmt.Sprintf("year %d in UTC, must be %d to %d", t.UTC().Year(), MinTimeYear, MaxTimeYear))
+	}
+	return nil
 }
 
 // checkText enforces valid UTF-8 without NUL and a maximum rune count.

@@ -218,6 +218,10 @@ func (s *Store) checkExecer(ex core.Execer, id string) error {
 	return nil
 }
 
+// lastStorableTime is the last microsecond of the years core allows for
+// the times of an event, which every supported database stores.
+var lastStorableTime = time.Date(core.MaxTimeYear, 12, 31, 23, 59, 59, 999999000, time.UTC)
+
 // rowValues appends to args the insertColumns values of env's row, a
 // valid envelope, created at now: owned by lease (unowned when zero), at
 // position seq of its key when it is ordered.
@@ -239,7 +243,14 @@ func (s *Store) rowValues(args []any, env core.Envelope, lease core.Lease, seq i
 		if err := validOwner(lease.Owner); err != nil {
 			return nil, fmt.Errorf("outbox: jdbcstore: insert %q: %w", env.ID(), err)
 		}
-		lockedBy, lockedUntil = lease.Owner, s.dialect.EncodeTime(lease.Until)
+		until := lease.Until
+		if until.After(lastStorableTime) {
+			// The lease of an event due at the end of the range core
+			// allows (a NotBefore late in core.MaxTimeYear) ends past
+			// what a MySQL DATETIME holds: it ends with the range.
+			until = lastStorableTime
+		}
+		lockedBy, lockedUntil = lease.Owner, s.dialect.EncodeTime(until)
 	}
 	var key, pos, skip any = nil, nil, 0
 	if k := env.OrderKey(); k != "" {

@@ -255,4 +255,45 @@ func (s *suite) testInsert(t *testing.T) {
 		insert(t, st, env)
 		sameEnvelope(t, get(t, st, env.ID()), env)
 	})
+
+	t.Run("TimesAtTheEdgesOfTheRange", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{})
+		first := time.Date(core.MinTimeYear, 1, 1, 0, 0, 0, 1000, time.UTC)
+		last := time.Date(core.MaxTimeYear, 12, 31, 23, 59, 59, 999999000, time.UTC)
+		for _, c := range []struct {
+			id           string
+			occurred, nb time.Time
+		}{
+			{"evt-first", first, first},
+			{"evt-last", last, last},
+		} {
+			env := build(t, core.NewEvent("E").ID(c.id).OccurredAt(c.occurred).NotBefore(c.nb).PayloadJSONString(`{}`))
+			// The lease of an event published with a due time ends Lease
+			// after it: past the last storable time here.
+			lease := core.Lease{Owner: testOwner, Until: env.NotBefore().Add(2 * time.Minute)}
+			tx, err := st.DB().BeginTxx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Insert(t.Context(), tx, env, lease); err != nil {
+				_ = tx.Rollback()
+				t.Fatalf("insert %s: %v", c.id, err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			rec := get(t, st, c.id)
+			sameTime(t, c.id+" OccurredAt", rec.OccurredAt, c.occurred)
+			if c.nb.After(rec.CreatedAt) {
+				sameTime(t, c.id+" AvailableAt", rec.AvailableAt, c.nb)
+			}
+			if want := lease.Until; want.After(last) {
+				sameTime(t, c.id+" LockedUntil", rec.LockedUntil, last)
+			} else {
+				sameTime(t, c.id+" LockedUntil", rec.LockedUntil, want)
+			}
+			sameEnvelope(t, rec, env)
+		}
+	})
 }
