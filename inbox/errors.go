@@ -25,6 +25,8 @@ var (
 	// ErrNilPayload reports a nil payload given to Enqueue; an
 	// empty, non-nil payload is valid.
 	ErrNilPayload = errors.New("outbox: inbox: payload is nil")
+	// ErrPayloadTooLarge reports a payload over MaxPayloadBytes bytes.
+	ErrPayloadTooLarge = errors.New("outbox: inbox: payload is too large")
 	// ErrHashTooLong reports a content hash over MaxHashLen bytes.
 	ErrHashTooLong = errors.New("outbox: inbox: hash is too long")
 	// ErrEmptyOwner reports an empty owner token (the zero token).

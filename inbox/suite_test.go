@@ -922,6 +922,15 @@ func testValidation(t *testing.T, open opener) {
 		{"enqueue nil payload", inbox.ErrNilPayload, func() error { return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.Payload = nil })) }},
 		{"enqueue invalid utf8", inbox.ErrInvalidText, func() error { return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.MessageID = "\xff" })) }},
 		{"enqueue NUL", inbox.ErrInvalidText, func() error { return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.Source = "a\x00b" })) }},
+		{"enqueue payload too large", inbox.ErrPayloadTooLarge, func() error {
+			return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.Payload = make([]byte, inbox.MaxPayloadBytes+1) }))
+		}},
+		{"enqueue payload of 20 MiB", inbox.ErrPayloadTooLarge, func() error {
+			return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.Payload = make([]byte, 20<<20) }))
+		}},
+		{"process payload too large", inbox.ErrPayloadTooLarge, func() error {
+			return processTx(with(func(m *inbox.Message) { m.Payload = make([]byte, inbox.MaxPayloadBytes+1) }))
+		}},
 		{"enqueue long hash", inbox.ErrHashTooLong, func() error {
 			return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.Hash = make([]byte, inbox.MaxHashLen+1) }))
 		}},
@@ -962,9 +971,10 @@ func testValidation(t *testing.T, open opener) {
 
 	// Exactly at the limits is fine.
 	at := strings.Repeat("é", inbox.MaxIDLen)
-	if err := e.in.Enqueue(ctx, inbox.Message{Source: at, MessageID: at, Topic: at, Payload: []byte{}, Hash: make([]byte, inbox.MaxHashLen)}); err != nil {
+	if err := e.in.Enqueue(ctx, inbox.Message{Source: at, MessageID: at, Topic: at, Payload: make([]byte, inbox.MaxPayloadBytes), Hash: make([]byte, inbox.MaxHashLen)}); err != nil {
 		t.Fatalf("at the limits: %v", err)
 	}
 	rec := e.get(at, at)
 	mustEqual(t, "topic at the limit", rec.Topic, at)
+	mustEqual(t, "payload at the limit", len(rec.Payload), inbox.MaxPayloadBytes)
 }

@@ -23,8 +23,9 @@ type Message struct {
 	// (stored for inspection); at most [MaxIDLen] characters.
 	Topic string
 	// Payload is stored as given, byte for byte, and never interpreted or
-	// logged. Enqueue requires it to be non-nil (use []byte{} for an empty
-	// payload); ProcessTx stores nil as empty.
+	// logged; at most [MaxPayloadBytes] (1 MiB). Enqueue requires it to be
+	// non-nil (use []byte{} for an empty payload); ProcessTx stores nil as
+	// empty.
 	Payload []byte
 	// Hash is an optional content hash of at most [MaxHashLen] bytes
 	// (nil or empty: none). A redelivery with a different hash is logged

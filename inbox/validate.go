@@ -13,6 +13,11 @@ import (
 const (
 	// MaxIDLen is the longest message id, source and topic, in characters.
 	MaxIDLen = 255
+	// MaxPayloadBytes is the largest payload, in bytes: the outbox's
+	// core.MaxPayloadBytes (1 MiB), well within what every supported
+	// database takes in one statement (MySQL's and MariaDB's
+	// max_allowed_packet among them).
+	MaxPayloadBytes = core.MaxPayloadBytes
 	// MaxHashLen is the longest content hash, in bytes (a SHA-256 digest
 	// is 32).
 	MaxHashLen = 1024
@@ -69,6 +74,9 @@ func checkMessage(m Message, forQueue bool) error {
 	}
 	if forQueue && m.Payload == nil {
 		return invalid("payload", ErrNilPayload, "use []byte{} for an empty payload")
+	}
+	if len(m.Payload) > MaxPayloadBytes {
+		return invalid("payload", ErrPayloadTooLarge, fmt.Sprintf("%d bytes, limit %d", len(m.Payload), MaxPayloadBytes))
 	}
 	return checkHash(m.Hash)
 }
