@@ -284,7 +284,10 @@ func (o *Outbox) InTx(ctx context.Context, fn func(ctx context.Context) error) e
 // database and will commit, in the returned ctx (see
 // txctx.Manager.Adopt): [Outbox.Publish] writes on it, [Outbox.InTx]
 // joins it, and committing through the returned *txctx.Tx runs the
-// after-commit hooks, so its events take the hot path.
+// after-commit hooks, so its events take the hot path. A nil tx is no
+// transaction: Publish on the returned ctx and the returned Tx's Commit
+// and Rollback return core.ErrNoTransaction, and InTx begins a
+// transaction of its own (see txctx.Adopt).
 func (o *Outbox) Adopt(ctx context.Context, tx *sql.Tx) (context.Context, *txctx.Tx) {
 	return o.tx.Adopt(ctx, tx)
 }

@@ -175,6 +175,7 @@ func (m *Manager) carried(ctx context.Context) (outer *Tx, join bool, err error)
 // Adopt is the package-level [Adopt] for a transaction the caller began on
 // this Manager's database: it uses the Manager's logger, and [Manager.Do]
 // joins it. The caller must make sure tx really belongs to that database.
+// A nil tx gives a Tx that is never active (see the package-level [Adopt]).
 func (m *Manager) Adopt(ctx context.Context, tx *sql.Tx) (context.Context, *Tx) {
 	t := newTx(tx, nil, m.sqlDB(), false, m.opts.Logger)
 	return withTx(ctx, t), t

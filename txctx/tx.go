@@ -25,6 +25,7 @@ const (
 	stateFinishing          // Commit or Rollback in progress: no more hooks
 	stateCommitted          // committed; after-commit hooks ran or are running
 	stateRolledBack         // rolled back or commit failed
+	stateNoTx               // adopted from a nil transaction: never active
 )
 
 func (s txState) String() string {
@@ -35,6 +36,8 @@ func (s txState) String() string {
 		return "finishing"
 	case stateCommitted:
 		return "committed"
+	case stateNoTx:
+		return "no transaction"
 	default:
 		return "rolled back"
 	}
@@ -86,6 +89,9 @@ var (
 
 func newTx(tx *sql.Tx, txx *sqlx.Tx, db *sql.DB, managed bool, logger *slog.Logger) *Tx {
 	t := &Tx{tx: tx, txx: txx, db: db, managed: managed, logger: logger}
+	if tx == nil {
+		t.state = stateNoTx
+	}
 	if !managed {
 		// The caller holds the raw transaction and may run statements on
 		// it that this Tx never sees.
@@ -95,7 +101,11 @@ func newTx(tx *sql.Tx, txx *sqlx.Tx, db *sql.DB, managed bool, logger *slog.Logg
 }
 
 // ExecContext runs a statement on the transaction. It implements [core.Execer].
+// On a Tx adopted from a nil transaction it returns [core.ErrNoTransaction].
 func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if t.tx == nil {
+		return nil, core.ErrNoTransaction
+	}
 	res, err := t.tx.ExecContext(ctx, q, args...)
 	if err != nil {
 		t.mayHaveFailed.Store(true)
@@ -105,8 +115,12 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 
 // QueryContext runs a query on the transaction. An error met while reading
 // the rows is out of this Tx's sight, so the transaction then counts as one
-// that may have failed (see [Tx.MayHaveFailed]).
+// that may have failed (see [Tx.MayHaveFailed]). On a Tx adopted from a nil
+// transaction it returns [core.ErrNoTransaction].
 func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if t.tx == nil {
+		return nil, core.ErrNoTransaction
+	}
 	t.mayHaveFailed.Store(true)
 	return t.tx.QueryContext(ctx, q, args...)
 }
@@ -115,13 +129,17 @@ func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows
 // transaction. Its error may only come with the row, at Scan (MySQL
 // reports a deadlock met by a locking read of several rows there), out of
 // this Tx's sight, so the transaction then counts as one that may have
-// failed (see [Tx.MayHaveFailed]), as with QueryContext.
+// failed (see [Tx.MayHaveFailed]), as with QueryContext. A *sql.Row cannot
+// carry an error from outside database/sql: on a Tx adopted from a nil
+// transaction (see [Adopt]) it panics, as a nil *sql.Tx's does; check
+// [Tx.Active] first.
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	t.mayHaveFailed.Store(true)
 	return t.tx.QueryRowContext(ctx, q, args...)
 }
 
-// SQL returns the underlying *sql.Tx. Do not commit or roll it back
+// SQL returns the underlying *sql.Tx (nil for a Tx adopted from a nil
+// transaction). Do not commit or roll it back
 // directly: hooks only run when the transaction ends through this package.
 // Statements run on it are out of this Tx's sight (see [Tx.MayHaveFailed]).
 func (t *Tx) SQL() *sql.Tx {
@@ -195,7 +213,7 @@ func (t *Tx) BeforeCommit(key any, check func(ctx context.Context) error) {
 
 // Active reports whether the transaction can still be written to and accept
 // hooks. It is false once Commit or Rollback has started, whether or not
-// it succeeded.
+// it succeeded, and always for a Tx adopted from a nil transaction.
 func (t *Tx) Active() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -239,8 +257,12 @@ func (t *Tx) register(kind string, fn func()) {
 // If a check registered with [Tx.BeforeCommit] fails, the transaction is
 // rolled back instead; if it or the commit fails, the error is returned
 // wrapped and the after-rollback hooks run instead. A second Commit or Rollback returns [ErrTxDone]; on a
-// transaction owned by [Manager.Do] it returns [ErrManagedTx].
+// transaction owned by [Manager.Do] it returns [ErrManagedTx], on one
+// adopted from a nil transaction [core.ErrNoTransaction].
 func (t *Tx) Commit() error {
+	if t.tx == nil {
+		return core.ErrNoTransaction
+	}
 	if t.managed {
 		return ErrManagedTx
 	}
@@ -251,8 +273,12 @@ func (t *Tx) Commit() error {
 // hooks (also when the rollback itself reports an error, since the
 // transaction did not commit). A second Commit or Rollback returns
 // [ErrTxDone]; on a transaction owned by [Manager.Do] it returns
-// [ErrManagedTx].
+// [ErrManagedTx], on one adopted from a nil transaction
+// [core.ErrNoTransaction].
 func (t *Tx) Rollback() error {
+	if t.tx == nil {
+		return core.ErrNoTransaction
+	}
 	if t.managed {
 		return ErrManagedTx
 	}
@@ -402,13 +428,21 @@ func withTx(ctx context.Context, t *Tx) context.Context {
 //
 // The database of tx is unknown, so [Manager.Do] called with the returned
 // context reports [ErrForeignTx]; use [Manager.Adopt] to let Do join it.
+//
+// A nil tx gives a Tx that is never [Tx.Active], carried by the returned
+// context all the same (it hides a transaction ctx may carry): publishing
+// on that context, and the Tx's Commit, Rollback, ExecContext and
+// QueryContext return [core.ErrNoTransaction], hooks are ignored with a
+// warning, and [Manager.Do] on it begins a transaction of its own, as after
+// any finished transaction.
 func Adopt(ctx context.Context, tx *sql.Tx, opts ...Option) (context.Context, *Tx) {
 	o := buildOptions(opts)
 	t := newTx(tx, nil, nil, false, o.Logger)
 	return withTx(ctx, t), t
 }
 
-// AdoptX is [Adopt] for an *sqlx.Tx; [Tx.Sqlx] returns tx.
+// AdoptX is [Adopt] for an *sqlx.Tx; [Tx.Sqlx] returns tx. A nil tx, or
+// one wrapping a nil *sql.Tx, is adopted as Adopt adopts a nil one.
 func AdoptX(ctx context.Context, tx *sqlx.Tx, opts ...Option) (context.Context, *Tx) {
 	o := buildOptions(opts)
 	t := newTx(sqlTxOf(tx), tx, nil, false, o.Logger)

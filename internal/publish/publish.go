@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/handoff"
 )
@@ -128,12 +130,15 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	return env.ID(), nil
 }
 
-// isNil reports whether ex is nil or a nil pointer (a nil *sql.Tx passed
-// as an Execer).
+// isNil reports whether ex is nil, a nil pointer (a nil *sql.Tx passed
+// as an Execer) or an *sqlx.Tx wrapping no *sql.Tx.
 func isNil(ex core.Execer) bool {
 	if ex == nil {
 		return true
 	}
-	v := reflect.ValueOf(ex)
-	return v.Kind() == reflect.Pointer && v.IsNil()
+	if v := reflect.ValueOf(ex); v.Kind() == reflect.Pointer && v.IsNil() {
+		return true
+	}
+	x, ok := ex.(*sqlx.Tx)
+	return ok && x.Tx == nil
 }
