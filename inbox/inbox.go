@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"time"
 
@@ -202,10 +203,17 @@ func (in *Inbox) IsContention(err error) bool {
 // from the last sighting). A hash differing from the stored one is logged
 // as a warning, never an error. msg.Topic and msg.Payload are
 // optional here (stored for inspection; a nil payload is stored empty).
+//
+// tx must be a transaction: the pool (*sql.DB, *sqlx.DB), a nil one of any
+// type and a txctx transaction that is no longer active return an error
+// wrapping core.ErrNoTransaction without calling fn.
 func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx context.Context) error) (bool, error) {
 	switch tx.(type) {
-	case nil, *sql.DB, *sqlx.DB:
+	case *sql.DB, *sqlx.DB:
 		return false, fmt.Errorf("outbox: inbox: process: %w: pass the business transaction, not the pool", core.ErrNoTransaction)
+	}
+	if noTx(tx) {
+		return false, fmt.Errorf("outbox: inbox: process: %w", core.ErrNoTransaction)
 	}
 	if fn == nil {
 		return false, &core.ConfigError{Field: "fn", Msg: "must not be nil"}
@@ -230,6 +238,25 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	}
 	end(r)
 	return processed, err
+}
+
+// noTx reports whether tx is no transaction to write on: nil, a nil
+// pointer (a nil *sql.Tx passed as a Tx), an *sqlx.Tx wrapping none, or a
+// core.Tx (txctx's) that is no longer active.
+func noTx(tx Tx) bool {
+	if tx == nil {
+		return true
+	}
+	if v := reflect.ValueOf(tx); v.Kind() == reflect.Pointer && v.IsNil() {
+		return true
+	}
+	switch t := tx.(type) {
+	case *sqlx.Tx:
+		return t.Tx == nil
+	case core.Tx:
+		return !t.Active()
+	}
+	return false
 }
 
 // processTx is ProcessTx after the checks; took, when not nil, receives
