@@ -3,6 +3,7 @@ package jdbcstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,12 +87,44 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 }
 
 // DeadFilter selects DEAD events. Empty fields do not filter; IDs, when
-// set, restrict to those ids.
+// set, restrict to those ids. Any number of ids works: more than one
+// statement takes (1,000, fewer where the dialect's
+// Capabilities.MaxBindParams says so) are sorted and read a statement's
+// worth at a time in that order, which is the event id order of every
+// supported schema (ids compare byte for byte), so results and pages are
+// the same as with one statement.
 type DeadFilter struct {
 	IDs       []string
 	EventType string
 	TenantID  string
 	From, To  time.Time // created_at in [From, To); zero means unbounded
+}
+
+// maxDeadIDsPerStatement bounds the ids of a DeadFilter in one statement:
+// far below every database's placeholder limit, and short to parse.
+const maxDeadIDsPerStatement = 1000
+
+// deadFilterArgs is the most arguments of a dead-letter query besides its
+// ids: event type, tenant, From, To, after and limit.
+const deadFilterArgs = 6
+
+// deadIDsPerStatement is how many ids of a DeadFilter one statement takes.
+func (s *Store) deadIDsPerStatement() int {
+	limit := s.dialect.Capabilities().MaxBindParams
+	if limit <= 0 {
+		limit = defaultMaxBindParams
+	}
+	return max(1, min(maxDeadIDsPerStatement, limit-deadFilterArgs))
+}
+
+// splitIDs returns f with its ids sorted and without duplicates (a copy)
+// when they are more than one statement takes, f itself otherwise; the
+// result is what listDead takes.
+func (s *Store) splitIDs(f DeadFilter) DeadFilter {
+	if len(f.IDs) > s.deadIDsPerStatement() {
+		f.IDs = slices.Compact(slices.Sorted(slices.Values(f.IDs)))
+	}
+	return f
 }
 
 func (f DeadFilter) empty() bool {
@@ -143,13 +176,42 @@ func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit 
 	if limit < 1 || limit > MaxListLimit {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
 	}
+	return s.listDead(ctx, s.splitIDs(f), after, limit)
+}
+
+// listDead is ListDead for a filter from splitIDs: ids more than one
+// statement takes are sorted, and read in statements of
+// deadIDsPerStatement from the first after after, until limit rows came.
+func (s *Store) listDead(ctx context.Context, f DeadFilter, after string, limit int) ([]core.Record, error) {
 	s.checkPins(ctx)
-	q, args := s.listDeadQuery(f, after, limit)
-	recs, err := s.queryRecords(ctx, limit, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: jdbcstore: list dead: %w", err)
+	per := s.deadIDsPerStatement()
+	if len(f.IDs) <= per {
+		q, args := s.listDeadQuery(f, after, limit)
+		recs, err := s.queryRecords(ctx, limit, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: jdbcstore: list dead: %w", err)
+		}
+		return recs, nil
 	}
-	return recs, nil
+	ids := f.IDs
+	if i, found := slices.BinarySearch(ids, after); found {
+		ids = ids[i+1:]
+	} else {
+		ids = ids[i:]
+	}
+	var out []core.Record
+	for len(ids) > 0 && len(out) < limit {
+		part := f
+		part.IDs = ids[:min(len(ids), per)]
+		ids = ids[len(part.IDs):]
+		q, args := s.listDeadQuery(part, after, limit-len(out))
+		recs, err := s.queryRecords(ctx, limit-len(out), q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: jdbcstore: list dead: %w", err)
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
 }
 
 // listDeadQuery returns the query of a ListDead page and its arguments.
@@ -206,10 +268,11 @@ func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (
 	if o.BatchSize < 1 || o.BatchSize > MaxListLimit {
 		return ReplayResult{}, &core.ConfigError{Field: "BatchSize", Msg: fmt.Sprintf("must be 1..%d", MaxListLimit)}
 	}
+	f = s.splitIDs(f)
 	var res ReplayResult
 	after := ""
 	for {
-		page, err := s.ListDead(ctx, f, after, o.BatchSize)
+		page, err := s.listDead(ctx, f, after, o.BatchSize)
 		if err != nil {
 			return res, err
 		}

@@ -117,10 +117,11 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 	if o.BatchSize < 1 || o.BatchSize > MaxListLimit {
 		return DiscardResult{}, &core.ConfigError{Field: "BatchSize", Msg: fmt.Sprintf("must be 1..%d", MaxListLimit)}
 	}
+	f = s.splitIDs(f)
 	var res DiscardResult
 	after := ""
 	for {
-		page, err := s.ListDead(ctx, f, after, o.BatchSize)
+		page, err := s.listDead(ctx, f, after, o.BatchSize)
 		if err != nil {
 			return res, err
 		}

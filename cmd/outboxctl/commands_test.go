@@ -264,6 +264,28 @@ func TestDeadReplay(t *testing.T) {
 	wantCounts(t, store, 7, 3, 1, 0)
 }
 
+// Any number of --id works, more than a statement of any database takes.
+func TestDeadReplayAndDiscardManyIDs(t *testing.T) {
+	path, store := sqliteDB(t)
+	var args []string
+	for i := range 70000 {
+		args = append(args, "--id", deadIDs[i%len(deadIDs)])
+	}
+	var res replayJSON
+	r := cli(t, append([]string{"--dsn", path, "--json", "dead", "replay", "--dry-run"}, args...)...)
+	decodeJSON(t, r.stdout, &res)
+	if r.code != 0 || res.Matched != len(deadIDs) || !slices.Equal(res.IDs, deadIDs) {
+		t.Fatalf("replay --dry-run: exit %d, %+v, stderr %q", r.code, res, r.stderr)
+	}
+	r = cli(t, append([]string{"--dsn", path, "--json", "dead", "discard"}, args...)...)
+	var disc discardJSON
+	decodeJSON(t, r.stdout, &disc)
+	if r.code != 0 || disc.Discarded != len(deadIDs) {
+		t.Fatalf("discard: exit %d, %+v, stderr %q", r.code, disc, r.stderr)
+	}
+	wantCounts(t, store, 2, 3, 1, 0)
+}
+
 // An --id that is not replayed is named with the reason, and the command
 // fails (exit 1) though it replays the others; a dry run says the same.
 func TestDeadReplayUnknownIDs(t *testing.T) {

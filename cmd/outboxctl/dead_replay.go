@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/outbox-go/outbox/core"
@@ -102,9 +101,12 @@ type notReplayed struct {
 // were given.
 func whyNotReplayed(ctx context.Context, store *jdbcstore.Store, given, matched []string, others bool) ([]notReplayed, error) {
 	var missed []notReplayed
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(matched))
+	for _, id := range matched {
+		seen[id] = true
+	}
 	for _, id := range given {
-		if seen[id] || slices.Contains(matched, id) {
+		if seen[id] {
 			continue
 		}
 		seen[id] = true

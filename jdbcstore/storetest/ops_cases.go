@@ -187,6 +187,89 @@ func (s *suite) testOps(t *testing.T) {
 		}
 	})
 
+	t.Run("DeadOpsTakeAnyNumberOfIDs", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		// 70,000 ids, more placeholders than any database takes in one
+		// statement, given out of order and some twice. Among them: DEAD
+		// rows of type A spread over the list, one of type B, a NEW one;
+		// a DEAD row outside the list.
+		const n = 70000
+		id := func(i int) string { return fmt.Sprintf("m-%05d", i) }
+		list := make([]string, 0, n+3)
+		for i := n - 1; i >= 0; i-- {
+			list = append(list, id(i))
+		}
+		list = append(list, id(1000), id(69999), id(3))
+		deadA := []string{id(3), id(999), id(1000), id(1001), id(35000), id(69999)}
+		add := func(id, typ string, dead bool) {
+			insert(t, st, build(t, core.NewEvent(typ).ID(id).PayloadJSONString(`{}`)))
+			if dead {
+				if ok, err := st.MarkDead(ctx, testOwner, id, "poison"); !ok || err != nil {
+					t.Fatalf("MarkDead %s: %v %v", id, ok, err)
+				}
+			}
+		}
+		for _, id := range deadA {
+			add(id, "A", true)
+		}
+		add(id(50000), "B", true)
+		add(id(60000), "A", false)
+		add("outside", "A", true)
+		all := append(slices.Clone(deadA[:5]), id(50000), id(69999))
+		f := jdbcstore.DeadFilter{IDs: list}
+
+		recs, err := st.ListDead(ctx, f, "", 10)
+		if err != nil {
+			t.Fatalf("ListDead: %v", err)
+		}
+		sameIDs(t, "ListDead", ids(recs), all)
+		var paged []string
+		for after := ""; ; {
+			recs, err := st.ListDead(ctx, f, after, 2)
+			if err != nil {
+				t.Fatalf("ListDead after %q: %v", after, err)
+			}
+			if len(recs) == 0 {
+				break
+			}
+			paged = append(paged, ids(recs)...)
+			after = recs[len(recs)-1].ID
+		}
+		sameIDs(t, "ListDead pages of 2", paged, all)
+
+		dry, err := st.ReplayDead(ctx, f, jdbcstore.ReplayOptions{DryRun: true, BatchSize: 2})
+		if err != nil || dry.Matched != len(all) || dry.Replayed != 0 {
+			t.Fatalf("dry replay = %+v %v", dry, err)
+		}
+		sameIDs(t, "dry replay", dry.IDs, all)
+		fa := f
+		fa.EventType = "A"
+		res, err := st.ReplayDead(ctx, fa, jdbcstore.ReplayOptions{BatchSize: 2})
+		if err != nil || res.Matched != len(deadA) || res.Replayed != len(deadA) {
+			t.Fatalf("replay = %+v %v, want %d matched and replayed", res, err, len(deadA))
+		}
+		sameIDs(t, "replayed", res.IDs, deadA)
+		for _, id := range deadA {
+			if got := get(t, st, id).Status; got != core.StatusNew {
+				t.Errorf("%s after replay: %v, want NEW", id, got)
+			}
+		}
+		disc, err := st.DiscardDead(ctx, f, jdbcstore.DiscardOptions{BatchSize: 1})
+		if err != nil || disc.Matched != 1 || disc.Discarded != 1 {
+			t.Fatalf("discard = %+v %v, want the B row", disc, err)
+		}
+		sameIDs(t, "discarded", disc.IDs, []string{id(50000)})
+		if got := get(t, st, "outside").Status; got != core.StatusDead {
+			t.Errorf("the DEAD row outside the list: %v, want DEAD", got)
+		}
+		if got := get(t, st, id(60000)).Status; got != core.StatusNew {
+			t.Errorf("the NEW row in the list: %v, want NEW", got)
+		}
+	})
+
 	t.Run("PurgeRemovesOnlyRowsPastRetentionInBatches", func(t *testing.T) {
 		t.Parallel()
 		clk := newClock(t0)
