@@ -261,7 +261,17 @@ func (o *Outbox) Start(ctx context.Context) error {
 // leases this outbox holds on them are released (see
 // dispatcher.Dispatcher.Close), so the next process or another node
 // delivers them at once. It does not close db.
+//
+// Close waits for the listeners, so a listener must not call it on its own
+// goroutine: with the listener's ctx (or one derived from it) Close returns
+// dispatcher.ErrCloseInListener at once and stops nothing; with another
+// ctx, such as context.Background(), it cannot tell and waits until that
+// ctx ends (for ever for context.Background()). To close from a listener,
+// call go ob.Close(context.Background()): it returns once the listener has.
 func (o *Outbox) Close(ctx context.Context) error {
+	if o.dispatcher.InListener(ctx) {
+		return dispatcher.ErrCloseInListener // before anything is stopped
+	}
 	var errPoller, errCleaner error
 	errNotify := o.notify.Stop(ctx)
 	if o.cleaner != nil {

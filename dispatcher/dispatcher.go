@@ -198,6 +198,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		noListenerLog: ratelog.New(5 * time.Second),
 		budgetLog:     ratelog.New(5 * time.Second),
 	}
+	d.markListenerContexts() // see close_guard.go
 	d.batcher = newDoneBatcher(d)
 	return d, nil
 }
@@ -401,7 +402,15 @@ func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 // workers are being waited for), and a release that let rows go or kept
 // some is logged at INFO with their numbers. A dispatcher
 // must therefore not share its Owner with another running dispatcher.
+//
+// Close waits for the listener calls, so a listener must not call it on
+// its own goroutine: with the listener's ctx (or one derived from it) it
+// returns [ErrCloseInListener] at once and closes nothing; with another
+// ctx it waits until that ctx ends. Call it from a new goroutine instead.
 func (d *Dispatcher) Close(ctx context.Context) error {
+	if d.InListener(ctx) {
+		return ErrCloseInListener
+	}
 	d.closeOnce.Do(func() {
 		d.lifeMu.Lock() // not concurrently with Start
 		defer d.lifeMu.Unlock()

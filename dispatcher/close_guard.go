@@ -1,0 +1,36 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrCloseInListener is returned at once by Close (of the dispatcher, and
+// of an outbox.Outbox) called with the context of one of the dispatcher's
+// listener calls, or a context derived from it: Close waits for the
+// workers, the calling listener's among them, so it would wait for ever
+// (or until ctx ends). Nothing is closed. Call Close from another
+// goroutine with a context of its own (context.Background, not one
+// derived from the listener's), e.g. go ob.Close(context.Background()): it
+// returns once the listener did.
+var ErrCloseInListener = errors.New("outbox: Close called from a listener of the dispatcher it closes; call it from another goroutine with a context of its own")
+
+// listenerKey marks the contexts of listener calls; its value is the
+// dispatcher making them.
+type listenerKey struct{}
+
+// markListenerContexts makes every context given to d's listeners carry
+// d: they all derive from runCtx.
+func (d *Dispatcher) markListenerContexts() {
+	d.runCtx = context.WithValue(d.runCtx, listenerKey{}, d)
+}
+
+// InListener reports whether ctx is the context of a listener call of d,
+// or derived from one. Close returns ErrCloseInListener for such a ctx;
+// a type that closes other parts before d (as outbox.Outbox does its
+// poller) checks it first, so that it closes nothing either. A context not
+// derived from the listener's cannot be recognized: Close with it, from
+// the listener's own goroutine, waits until it ends.
+func (d *Dispatcher) InListener(ctx context.Context) bool {
+	return ctx != nil && ctx.Value(listenerKey{}) == d
+}
