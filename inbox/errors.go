@@ -27,6 +27,10 @@ var (
 	ErrNilPayload = errors.New("outbox: inbox: payload is nil")
 	// ErrPayloadTooLarge reports a payload over MaxPayloadBytes bytes.
 	ErrPayloadTooLarge = errors.New("outbox: inbox: payload is too large")
+	// ErrDueAtOutOfRange reports a Message.DueAt outside the years
+	// core.MinTimeYear to core.MaxTimeYear (UTC), which every supported
+	// database stores.
+	ErrDueAtOutOfRange = errors.New("outbox: inbox: due time is out of range")
 	// ErrHashTooLong reports a content hash over MaxHashLen bytes.
 	ErrHashTooLong = errors.New("outbox: inbox: hash is too long")
 	// ErrEmptyOwner reports an empty owner token (the zero token).

@@ -931,6 +931,15 @@ func testValidation(t *testing.T, open opener) {
 		{"process payload too large", inbox.ErrPayloadTooLarge, func() error {
 			return processTx(with(func(m *inbox.Message) { m.Payload = make([]byte, inbox.MaxPayloadBytes+1) }))
 		}},
+		{"enqueue due in year 10000", inbox.ErrDueAtOutOfRange, func() error {
+			return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.DueAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }))
+		}},
+		{"enqueue due in year 295000", inbox.ErrDueAtOutOfRange, func() error {
+			return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.DueAt = time.Date(295000, 1, 1, 0, 0, 0, 0, time.UTC) }))
+		}},
+		{"enqueue due in year 0", inbox.ErrDueAtOutOfRange, func() error {
+			return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.DueAt = time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC) }))
+		}},
 		{"enqueue long hash", inbox.ErrHashTooLong, func() error {
 			return e.in.Enqueue(ctx, with(func(m *inbox.Message) { m.Hash = make([]byte, inbox.MaxHashLen+1) }))
 		}},
@@ -977,4 +986,11 @@ func testValidation(t *testing.T, open opener) {
 	rec := e.get(at, at)
 	mustEqual(t, "topic at the limit", rec.Topic, at)
 	mustEqual(t, "payload at the limit", len(rec.Payload), inbox.MaxPayloadBytes)
+	last := time.Date(core.MaxTimeYear, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	if err := e.in.Enqueue(ctx, inbox.Message{Source: "s", MessageID: "last", Topic: "t", Payload: []byte{}, DueAt: last}); err != nil {
+		t.Fatalf("due at the last storable time: %v", err)
+	}
+	if got := e.get("s", "last").DueAt; !got.Equal(last) {
+		t.Fatalf("DueAt = %v, want %v", got, last)
+	}
 }

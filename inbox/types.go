@@ -34,7 +34,8 @@ type Message struct {
 	// payload and hash (see there).
 	Hash []byte
 	// DueAt defers the first claim by a dispatcher until then (Enqueue
-	// only); zero or past means at once.
+	// only); zero or past means at once. It must fall within the years
+	// core.MinTimeYear to core.MaxTimeYear in UTC (ErrDueAtOutOfRange).
 	DueAt time.Time
 }
 

@@ -78,6 +78,11 @@ func checkMessage(m Message, forQueue bool) error {
 	if len(m.Payload) > MaxPayloadBytes {
 		return invalid("payload", ErrPayloadTooLarge, fmt.Sprintf("%d bytes, limit %d", len(m.Payload), MaxPayloadBytes))
 	}
+	if forQueue && !m.DueAt.IsZero() {
+		if y := m.DueAt.UTC().Year(); y < core.MinTimeYear || y > core.MaxTimeYear {
+			return invalid("due_at", ErrDueAtOutOfRange, fmt.Sprintf("year %d in UTC, must be %d to %d", y, core.MinTimeYear, core.MaxTimeYear))
+		}
+	}
 	return checkHash(m.Hash)
 }
 
