@@ -370,8 +370,12 @@ func (o *Outbox) Start(ctx context.Context) error {
 // run, Close returns ctx's error then, and each database is closed once
 // the last listener returned and its outcome was written (the events
 // they hold keep their lease until then); calling Close again waits for
-// that.
+// that. Called from a listener with its context, Close returns
+// dispatcher.ErrCloseInListener at once and stops nothing.
 func (o *Outbox) Close(ctx context.Context) error {
+	if o.dispatcher.InListener(ctx) {
+		return dispatcher.ErrCloseInListener // before anything is stopped
+	}
 	errRefresh := o.set.stopRefresh(ctx)
 	errNotify := o.listeners.stop(ctx)
 	var errPoller error
