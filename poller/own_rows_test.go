@@ -18,84 +18,131 @@ import (
 	"github.com/outbox-go/outbox/registry"
 )
 
-// A hot event the dispatcher refused for its MaxHeldBytes budget stays in
-// the database leased to this node: the next claim takes this node's own
-// rows again and delivers it once it fits, even while the dispatcher
-// still holds other events (it used to leave it to the lease's end).
-func TestOverBudgetHotDropIsClaimedByTheNextPoll(t *testing.T) {
-	st := memstore.New(nil)
-	logs := &testsupport.LogBuffer{}
-	blocker, keeper := make(chan struct{}), make(chan struct{})
-	var once, keepOnce sync.Once
-	unblock := func() { once.Do(func() { close(blocker) }) }
-	release := func() { keepOnce.Do(func() { close(keeper) }) }
-	t.Cleanup(unblock)
-	t.Cleanup(release)
-	var mu sync.Mutex
-	got := map[string]int{}
+// ownRows is a started dispatcher on a memstore whose listener of "E"
+// records deliveries by id and blocks the events named in its gates
+// until their gate opens (started is closed when the listener of such an
+// event begins), for the cases about this node's own leased rows.
+type ownRows struct {
+	t       *testing.T
+	mem     *memstore.Store
+	d       *dispatcher.Dispatcher
+	q       handoff.Queue
+	logs    *testsupport.LogBuffer
+	gates   map[string]*gate
+	mu      sync.Mutex
+	got     map[string]int
+	started map[string]chan struct{}
+}
+
+// gate holds back the listener of one event until opened.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+func newOwnRows(t *testing.T, cfg dispatcher.Config, blocked ...string) *ownRows {
+	t.Helper()
+	h := &ownRows{t: t, mem: memstore.New(nil), logs: &testsupport.LogBuffer{}, gates: map[string]*gate{},
+		got: map[string]int{}, started: map[string]chan struct{}{}}
+	for _, id := range blocked {
+		h.gates[id] = &gate{ch: make(chan struct{})}
+		h.started[id] = make(chan struct{})
+	}
 	reg := registry.New()
 	reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-		switch env.ID() {
-		case "held":
-			<-blocker
-		case "keeper":
-			<-keeper
+		if g, ok := h.gates[env.ID()]; ok {
+			close(h.started[env.ID()])
+			<-g.ch
 		}
-		mu.Lock()
-		got[env.ID()]++
-		mu.Unlock()
+		h.mu.Lock()
+		h.got[env.ID()]++
+		h.mu.Unlock()
 		return nil
 	})
-	d, err := dispatcher.New(st, reg, dispatcher.Config{Workers: 2, MaxHeldBytes: 1000, Logger: logs.Logger()})
+	cfg.Logger = h.logs.Logger()
+	d, err := dispatcher.New(h.mem, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unblock(); release(); _ = d.Close(stopCtx(t, waitTimeout)) })
-	q := handoff.Of(d, "")
-	publish := func(id string, size int) bool {
-		env, err := core.NewEvent("E").ID(id).PayloadJSONString(`{"p":"` + strings.Repeat("x", size) + `"}`).Build()
-		if err != nil {
-			t.Fatal(err)
+	h.d, h.q = d, handoff.Of(d, "")
+	t.Cleanup(func() {
+		for _, g := range h.gates {
+			g.open()
 		}
-		lease := q.HotLease(env)
-		if err := st.Insert(context.Background(), nil, env, lease); err != nil {
-			t.Fatal(err)
-		}
-		return q.EnqueueHot(env, lease)
-	}
-	p, err := poller.New(st, d, poller.Config{Interval: time.Hour, SkipRecent: -1, Logger: logs.Logger()})
+		_ = d.Close(stopCtx(t, waitTimeout))
+	})
+	return h
+}
+
+// poller returns a poller of st (the memstore, or a wrapper of it) feeding
+// the dispatcher, with no ordinary poll but the first for an hour.
+func (h *ownRows) poller(st core.Store) *poller.Poller {
+	h.t.Helper()
+	p, err := poller.New(st, h.d, poller.Config{Interval: time.Hour, SkipRecent: -1, Logger: h.logs.Logger()})
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
+	return p
+}
+
+// publish inserts event id with a payload of about size bytes, leased to
+// this node as Publish does, and offers it to the hot queue.
+func (h *ownRows) publish(id string, size int) bool {
+	h.t.Helper()
+	env, err := core.NewEvent("E").ID(id).PayloadJSONString(`{"p":"` + strings.Repeat("x", size) + `"}`).Build()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	lease := h.q.HotLease(env)
+	if err := h.mem.Insert(context.Background(), nil, env, lease); err != nil {
+		h.t.Fatal(err)
+	}
+	return h.q.EnqueueHot(env, lease)
+}
+
+// delivered reports whether id's listener ran to its end.
+func (h *ownRows) delivered(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got[id] > 0
+}
+
+// A hot event the dispatcher refused for its MaxHeldBytes budget stays in
+// the database leased to this node: the next claim takes this node's own
+// rows again and delivers it once it fits, even while the dispatcher
+// still holds other events (it used to leave it to the lease's end).
+func TestOverBudgetHotDropIsClaimedByTheNextPoll(t *testing.T) {
+	h := newOwnRows(t, dispatcher.Config{Workers: 2, MaxHeldBytes: 1000}, "held", "keeper")
+	p := h.poller(h.mem)
 	if _, err := p.PollOnce(t.Context()); err != nil { // nothing to claim yet: the baseline of own claims
 		t.Fatal(err)
 	}
-	if !publish("held", 600) {
+	if !h.publish("held", 600) {
 		t.Fatal("the first event was not taken")
 	}
-	if publish("big", 600) {
+	if h.publish("big", 600) {
 		t.Fatal("an event over the budget was taken")
 	}
 	// The first event finishes; a small one keeps the dispatcher busy,
 	// with room left in the budget for the dropped one.
-	unblock()
-	testsupport.WaitFor(t, waitTimeout, "the first event to finish", func() bool { return q.Held() == 0 })
-	if !publish("keeper", 10) {
+	h.gates["held"].open()
+	testsupport.WaitFor(t, waitTimeout, "the first event to finish", func() bool { return h.q.Held() == 0 })
+	if !h.publish("keeper", 10) {
 		t.Fatal("the small event was not taken")
 	}
 	testsupport.WaitFor(t, waitTimeout, "the dropped event delivered by a claim while another is held", func() bool {
 		if _, err := p.PollOnce(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if q.Held() == 0 {
+		if h.q.Held() == 0 {
 			t.Fatal("the dispatcher holds nothing: the test no longer shows a claim that may skip own rows")
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return got["big"] > 0
+		return h.delivered("big")
 	})
 }
 
@@ -104,68 +151,24 @@ func TestOverBudgetHotDropIsClaimedByTheNextPoll(t *testing.T) {
 // poll leaves this node's rows out only while every one of them is held,
 // as an ordinary poll does, instead of always.
 func TestWokenPollsTakeOwnDroppedRows(t *testing.T) {
-	st := memstore.New(nil)
-	logs := &testsupport.LogBuffer{}
-	started, gate := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(open)
-	var mu sync.Mutex
-	got := map[string]int{}
-	reg := registry.New()
-	reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-		if env.ID() == "first" {
-			close(started)
-			<-gate
-		}
-		mu.Lock()
-		got[env.ID()]++
-		mu.Unlock()
-		return nil
-	})
-	d, err := dispatcher.New(st, reg, dispatcher.Config{Workers: 1, HotCapacity: 1, Logger: logs.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { open(); _ = d.Close(stopCtx(t, waitTimeout)) })
-	q := handoff.Of(d, "")
-	publish := func(id string) bool {
-		env, err := core.NewEvent("E").ID(id).PayloadJSONString(`{}`).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		lease := q.HotLease(env)
-		if err := st.Insert(context.Background(), nil, env, lease); err != nil {
-			t.Fatal(err)
-		}
-		return q.EnqueueHot(env, lease)
-	}
-	// No ordinary poll but the first: every later one is woken.
-	p, err := poller.New(st, d, poller.Config{Interval: time.Hour, SkipRecent: -1, Logger: logs.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newOwnRows(t, dispatcher.Config{Workers: 1, HotCapacity: 1}, "first")
+	p := h.poller(h.mem)
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(stopCtx(t, waitTimeout)) })
-	publish("first")
-	testsupport.Recv(t, waitTimeout, started, "the first event's listener")
-	if !publish("second") { // queued behind it
+	h.publish("first", 1)
+	testsupport.Recv(t, waitTimeout, h.started["first"], "the first event's listener")
+	if !h.publish("second", 1) { // queued behind it
 		t.Fatal("the second event was not queued")
 	}
-	if publish("dropped") {
+	if h.publish("dropped", 1) {
 		t.Fatal("an event past the hot queue's capacity was queued")
 	}
-	open()
+	h.gates["first"].open()
 	testsupport.WaitFor(t, waitTimeout, "the dropped event delivered through woken polls", func() bool {
 		p.Wake()
-		mu.Lock()
-		defer mu.Unlock()
-		return got["dropped"] > 0
+		return h.delivered("dropped")
 	})
 }
 
@@ -188,53 +191,16 @@ func (s *lostClaim) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core
 // Rows a failed claim leased to this node after all are taken by the next
 // claim, though the dispatcher still holds another event.
 func TestRowsOfAFailedClaimAreTakenByTheNext(t *testing.T) {
-	mem := memstore.New(nil)
-	st := &lostClaim{Store: mem}
-	logs := &testsupport.LogBuffer{}
-	gate := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(open)
-	var mu sync.Mutex
-	got := map[string]int{}
-	reg := registry.New()
-	reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-		if env.ID() == "busy" {
-			<-gate
-		}
-		mu.Lock()
-		got[env.ID()]++
-		mu.Unlock()
-		return nil
-	})
-	d, err := dispatcher.New(mem, reg, dispatcher.Config{Workers: 2, Logger: logs.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { open(); _ = d.Close(stopCtx(t, waitTimeout)) })
-	q := handoff.Of(d, "")
-	busy, err := core.NewEvent("E").ID("busy").PayloadJSONString(`{}`).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease := q.HotLease(busy)
-	if err := mem.Insert(context.Background(), nil, busy, lease); err != nil {
-		t.Fatal(err)
-	}
-	if !q.EnqueueHot(busy, lease) { // held until the end: the claims may skip own rows
+	h := newOwnRows(t, dispatcher.Config{Workers: 2}, "busy")
+	st := &lostClaim{Store: h.mem}
+	p := h.poller(st)
+	if !h.publish("busy", 1) { // held until the end: the claims may skip own rows
 		t.Fatal("the busy event was not taken")
-	}
-	p, err := poller.New(st, d, poller.Config{Interval: time.Hour, SkipRecent: -1, Logger: logs.Logger()})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if _, err := p.PollOnce(t.Context()); err != nil { // takes nothing new: the baseline of own claims
 		t.Fatal(err)
 	}
-	insert(t, mem, "unowned")
+	insert(t, h.mem, "unowned")
 	st.failNext.Store(true)
 	if _, err := p.PollOnce(t.Context()); err == nil {
 		t.Fatal("the lost claim reported no error")
@@ -243,8 +209,6 @@ func TestRowsOfAFailedClaimAreTakenByTheNext(t *testing.T) {
 		if _, err := p.PollOnce(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return got["unowned"] > 0
+		return h.delivered("unowned")
 	})
 }

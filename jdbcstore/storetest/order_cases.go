@@ -163,20 +163,7 @@ func (s *suite) testOrder(t *testing.T) {
 		clk := newClock(t0)
 		st := s.newStore(t, clk, jdbcstore.Config{})
 		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
-		hooked := func(env core.Envelope) bool {
-			t.Helper()
-			var leased bool
-			err := txctx.NewX(st.DB()).Do(t.Context(), func(ctx context.Context) error {
-				tx, _ := txctx.From(ctx)
-				var err error
-				leased, err = st.InsertOrdered(ctx, tx, env, lease)
-				return err
-			})
-			if err != nil {
-				t.Fatalf("publish %s: %v", env.ID(), err)
-			}
-			return leased
-		}
+		hooked := func(env core.Envelope) bool { return publishHooked(t, st, env, lease) }
 		if !hooked(orderedEvent(t, "m-1", "k", core.BlockOnDead)) {
 			t.Fatal("m-1, first of its key, did not take the lease")
 		}
@@ -213,20 +200,7 @@ func (s *suite) testOrder(t *testing.T) {
 		clk := newClock(t0)
 		st := s.newStore(t, clk, jdbcstore.Config{})
 		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
-		hooked := func(env core.Envelope) bool {
-			t.Helper()
-			var leased bool
-			err := txctx.NewX(st.DB()).Do(t.Context(), func(ctx context.Context) error {
-				tx, _ := txctx.From(ctx)
-				var err error
-				leased, err = st.InsertOrdered(ctx, tx, env, lease)
-				return err
-			})
-			if err != nil {
-				t.Fatalf("publish %s: %v", env.ID(), err)
-			}
-			return leased
-		}
+		hooked := func(env core.Envelope) bool { return publishHooked(t, st, env, lease) }
 		if !hooked(orderedEvent(t, "u-1", "k", core.BlockOnDead)) {
 			t.Fatal("u-1, first of its key, did not take the lease")
 		}
@@ -801,4 +775,22 @@ func publishTx(ctx context.Context, st *jdbcstore.Store, env core.Envelope) erro
 		return err
 	}
 	return tx.Commit()
+}
+
+// publishHooked inserts env as an ordered event with lease in a txctx
+// transaction (which has after-commit hooks: the store may remember the
+// key's last event) and reports whether the row took the lease.
+func publishHooked(t *testing.T, st *jdbcstore.Store, env core.Envelope, lease core.Lease) bool {
+	t.Helper()
+	var leased bool
+	err := txctx.NewX(st.DB()).Do(t.Context(), func(ctx context.Context) error {
+		tx, _ := txctx.From(ctx)
+		var err error
+		leased, err = st.InsertOrdered(ctx, tx, env, lease)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("publish %s: %v", env.ID(), err)
+	}
+	return leased
 }
