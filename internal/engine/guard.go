@@ -44,9 +44,9 @@ func Guard(fn func() error, onGoexit func()) (p *Panic, err error) {
 	return nil, err
 }
 
-// probeErr and probeTarget are what inspectable looks for: nothing any
+// errProbe and probeTarget are what inspectable looks for: nothing any
 // error holds, so errors.Is and errors.As walk the whole tree.
-var probeErr = errors.New("engine: probe")
+var errProbe = errors.New("engine: probe")
 
 type probeTarget struct{ error }
 
@@ -61,7 +61,7 @@ func inspectable(err error) (out error) {
 		}
 	}()
 	_ = err.Error()
-	_ = errors.Is(err, probeErr)
+	_ = errors.Is(err, errProbe)
 	var target *probeTarget
 	_ = errors.As(err, &target)
 	return err
