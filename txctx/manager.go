@@ -86,7 +86,8 @@ func NewX(db *sqlx.DB, opts ...Option) *Manager {
 //
 // The transaction is begun with [context.WithoutCancel](ctx), so a cancelled
 // ctx cannot race Do's own rollback; statements run by fn still use the ctx
-// they are given.
+// they are given. A ctx done before Do begins the transaction returns an
+// error wrapping ctx.Err() without calling fn.
 //
 // If ctx already carries an active transaction of this Manager's database
 // (an outer Do, or [Manager.Adopt]), fn joins it: no new transaction is
@@ -107,6 +108,10 @@ func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) er
 		return fn(withTx(ctx, outer))
 	}
 
+	if err := ctx.Err(); err != nil {
+		// Done already: fn would run only to be rolled back.
+		return fmt.Errorf("outbox: begin transaction: %w", err)
+	}
 	if m.opts.Yield != nil && m.opts.Yield() {
 		runtime.Gosched()
 	}

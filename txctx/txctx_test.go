@@ -135,6 +135,18 @@ func TestDoCommitRunsAfterCommitHooksInOrder(t *testing.T) {
 	}
 }
 
+// A ctx done before Do begins returns its error, and fn never runs.
+func TestDoWithADoneContextDoesNotCallFn(t *testing.T) {
+	m := txctx.New(openDB(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	err := m.Do(ctx, func(context.Context) error { called = true; return nil })
+	if !errors.Is(err, context.Canceled) || called {
+		t.Fatalf("Do with a cancelled ctx = %v, fn called %v; want context.Canceled and fn not called", err, called)
+	}
+}
+
 func TestDoErrorRollsBack(t *testing.T) {
 	db := openDB(t)
 	m := txctx.New(db)
