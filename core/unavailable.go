@@ -6,6 +6,9 @@ import (
 )
 
 // ErrUnavailable matches (with errors.Is) every error made by [Unavailable].
+// Only an [*UnavailableError] puts an event off: an error that merely wraps
+// ErrUnavailable (fmt.Errorf("...: %w", ErrUnavailable)) is an ordinary
+// failure, charged as an attempt.
 var ErrUnavailable = errors.New("outbox: downstream unavailable")
 
 // UnavailableError is a listener failure that is not the event's fault:
