@@ -142,8 +142,32 @@ func (b *doneBatcher) flushByStore(batch []item) {
 	}
 }
 
-// flushStore writes the DONE status of events of store o and settles them.
+// flushStore writes the DONE status of events of store o and settles
+// them. A batch that mixes ordered events with others writes each kind
+// in its own statement: on MySQL/MariaDB a transaction publishing the
+// event after an ordered one holds a shared lock on its row until it
+// ends, and the others must not wait for it (nor, past StatusTimeout, be
+// released with it and delivered again).
 func (b *doneBatcher) flushStore(o *origin, batch []item) {
+	var ordered, plain []item
+	for _, it := range batch {
+		if it.env.OrderKey() != "" {
+			ordered = append(ordered, it)
+		} else {
+			plain = append(plain, it)
+		}
+	}
+	if len(ordered) > 0 && len(plain) > 0 {
+		b.writeDone(o, plain)
+		b.writeDone(o, ordered)
+		return
+	}
+	b.writeDone(o, batch)
+}
+
+// writeDone writes the DONE status of events of store o in one statement
+// and settles them.
+func (b *doneBatcher) writeDone(o *origin, batch []item) {
 	d := b.d
 	ids := make([]string, len(batch))
 	for i, it := range batch {

@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
 
@@ -117,5 +119,79 @@ func TestDoneBatchSizeValidated(t *testing.T) {
 	_, err := dispatcher.New(memstore.New(nil), registry.New(), dispatcher.Config{DoneBatchSize: -1})
 	if !errors.Is(err, core.ErrInvalidConfig) {
 		t.Fatalf("DoneBatchSize -1: err %v", err)
+	}
+}
+
+// doneRecorder records the ids of each DONE statement.
+type doneRecorder struct {
+	*memstore.Store
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (s *doneRecorder) MarkDone(ctx context.Context, owner string, ids []string) (int64, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, append([]string(nil), ids...))
+	s.mu.Unlock()
+	return s.Store.MarkDone(ctx, owner, ids)
+}
+
+// A batch that mixes ordered events with others writes each kind in a
+// statement of its own, so the others never wait on a lock an ordered
+// event's successor holds (MySQL/MariaDB).
+func TestDoneBatchWritesOrderedEventsApart(t *testing.T) {
+	st := &doneRecorder{Store: memstore.New(nil)}
+	reg := registry.New()
+	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
+	d, err := dispatcher.New(st, reg, dispatcher.Config{Workers: 4, DoneBatchSize: 4, DoneFlushWindow: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = d.Close(ctx)
+	})
+	ordered := map[string]bool{}
+	for i, key := range []string{"k1", "", "k2", ""} {
+		b := core.NewEvent("E").ID(fmt.Sprintf("e-%d", i)).PayloadJSONString(`{}`)
+		if key != "" {
+			b = b.OrderKey(key)
+			ordered[fmt.Sprintf("e-%d", i)] = true
+		}
+		env, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease := d.HotLease(env)
+		if err := st.Insert(context.Background(), nil, env, lease); err != nil {
+			t.Fatal(err)
+		}
+		if !d.EnqueueHot(env, lease) {
+			t.Fatalf("EnqueueHot(%s) = false", env.ID())
+		}
+	}
+	testsupport.WaitFor(t, waitTimeout, "every event DONE", func() bool {
+		for i := range 4 {
+			if r, ok := st.Get(fmt.Sprintf("e-%d", i)); !ok || r.Status != core.StatusDone {
+				return false
+			}
+		}
+		return true
+	})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.calls) != 2 {
+		t.Fatalf("DONE statements %v, want 2: the ordered events and the others apart", st.calls)
+	}
+	for _, ids := range st.calls {
+		for _, id := range ids[1:] {
+			if ordered[id] != ordered[ids[0]] {
+				t.Errorf("one DONE statement mixes ordered and other events: %v", ids)
+			}
+		}
 	}
 }
