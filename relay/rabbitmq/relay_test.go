@@ -251,7 +251,9 @@ func TestRelayInvalidMessage(t *testing.T) {
 	if err := r.OnEvent(context.Background(), typ); !errors.Is(err, rabbitmq.ErrInvalidMessage) || !strings.Contains(err.Error(), "event type") {
 		t.Errorf("256-byte type: %v, want ErrInvalidMessage", err)
 	}
-	hdr, err := core.NewEvent("T").AggregateType("A").AggregateID(q).Header(strings.Repeat("h", 256), "v").PayloadJSONString(`{}`).Build()
+	// A header name of 128 characters (the outbox's limit) of two bytes
+	// each: more than AMQP's 255 bytes.
+	hdr, err := core.NewEvent("T").AggregateType("A").AggregateID(q).Header(strings.Repeat("é", 128), "v").PayloadJSONString(`{}`).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
