@@ -156,9 +156,16 @@ func isNATSHeader(k string) bool {
 // ctx, whichever comes first.
 func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	attempt := r.breaker.Attempt()
+	fail := func(err error) error {
+		res := r.classify(ctx, msg.Subject, err)
+		if errors.Is(res, ErrRejected) {
+			attempt.Up() // refused for the message's sake: the broker answers
+		}
+		return res
+	}
 	paf, err := r.js.PublishMsgAsync(msg, r.pubOpts...)
 	if err != nil {
-		return r.classify(ctx, msg.Subject, err)
+		return fail(err)
 	}
 	timer := time.NewTimer(r.cfg.AckTimeout)
 	defer timer.Stop()
@@ -167,7 +174,7 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 		attempt.Up()
 		return nil
 	case err := <-paf.Err():
-		return r.classify(ctx, msg.Subject, err)
+		return fail(err)
 	case <-timer.C:
 		return r.noAck(fmt.Errorf("%w within AckTimeout %v", ErrNoAck, r.cfg.AckTimeout))
 	case <-ctx.Done():

@@ -16,8 +16,11 @@ var ErrInvalidSubject = errors.New("natsjs: invalid subject")
 
 // ValidateSubject checks subject against the rules of a NATS publish
 // subject: not empty, valid UTF-8, tokens separated by '.' and none of
-// them empty, no whitespace or control character, and no wildcard
-// character ('*' or '>'), which JetStream refuses in a published subject.
+// them empty, no whitespace or control character, no wildcard
+// character ('*' or '>'), which JetStream refuses in a published subject,
+// and a first token that is not reserved for the server's APIs (one that
+// starts with '$', such as $JS.API, or _INBOX): an event field at the
+// start of a template could otherwise purge or delete a stream.
 // It returns an error wrapping [ErrInvalidSubject] that names the rule.
 func ValidateSubject(subject string) error {
 	if subject == "" {
@@ -36,6 +39,12 @@ func ValidateSubject(subject string) error {
 	}
 	if strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, "..") {
 		return fmt.Errorf("%w %q: empty token (a leading, trailing or doubled '.'; is a template field empty?)", ErrInvalidSubject, subject)
+	}
+	if first, _, _ := strings.Cut(subject, "."); strings.HasPrefix(first, "$") || first == "_INBOX" {
+		// $JS.API.STREAM.PURGE.<stream> purges a stream: an event type
+		// or id must never reach the server's own APIs through a
+		// template that starts with a field.
+		return fmt.Errorf("%w %q: its first token %q is reserved for the server's APIs ('$' subjects, _INBOX)", ErrInvalidSubject, subject, first)
 	}
 	return nil
 }
