@@ -435,12 +435,18 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 // RunOnce claims up to BatchSize messages from one inbox (the next one the
 // Selector picks; the only one for [Inbox.NewDispatcher]) and handles them
 // one after the other in the calling goroutine, with ctx as the handlers'
-// parent context. It returns how many it handled. A handler that calls
-// runtime.Goexit has its failed attempt recorded and ends the calling
-// goroutine; the messages after it stay leased until their lease expires.
-// It may run while the
-// dispatcher runs (leases keep them apart); it is meant for tests and
-// tools.
+// parent context. It returns how many it handled.
+//
+// The messages share one lease, taken by the claim. Before each handler,
+// RunOnce checks on the inbox's clock (Config.Now) that the lease still
+// covers HandlerTimeout + StatusTimeout; once it does not, it releases
+// that message and the rest without charging an attempt (any dispatcher
+// claims them again at once) and returns. So it may run while dispatchers
+// run (leases keep them apart); it is meant for tests and tools.
+//
+// A handler that calls runtime.Goexit has its failed attempt recorded and
+// ends the calling goroutine; the messages after it stay leased until
+// their lease expires.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	m, recs, _, err := d.claim(ctx, d.cfg.BatchSize, 0)
 	if err != nil || m == nil {
@@ -452,12 +458,47 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 			m.work.Release()
 		}
 	}()
-	for _, rec := range recs {
+	for i, rec := range recs {
+		if !d.leaseCovers(m, rec) {
+			d.releaseRest(m, recs[i:])
+			return i, nil
+		}
 		d.handle(ctx, m, rec)
 		m.work.Release()
 		left--
 	}
 	return len(recs), nil
+}
+
+// leaseCovers reports whether rec's lease, on its inbox's clock, outlasts
+// a handler started now and the write of its outcome. A worker of the
+// dispatcher's loop starts each message it claimed at once (a claim takes
+// no more messages than there are idle workers), so only RunOnce, which
+// runs its batch one after the other, needs to ask.
+func (d *Dispatcher) leaseCovers(m *member, rec Record) bool {
+	return !rec.LockedUntil.Before(m.in.now().Add(d.cfg.HandlerTimeout + d.cfg.StatusTimeout))
+}
+
+// releaseRest hands back the leases of claimed messages RunOnce will not
+// handle, bounded by StatusTimeout. If it fails, they are claimed again
+// once their lease expires.
+func (d *Dispatcher) releaseRest(m *member, recs []Record) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
+	defer cancel()
+	keys := make([]Key, len(recs))
+	for i, rec := range recs {
+		keys[i] = rec.Key()
+	}
+	n, err := m.in.Release(ctx, d.cfg.Owner, keys)
+	if err != nil {
+		m.log.LogAttrs(ctx, slog.LevelWarn,
+			"inbox: RunOnce: the lease no longer covers a handler and its outcome; cannot release the remaining messages, they are claimed again when it expires",
+			slog.Int("messages", len(recs)), slog.String("error", err.Error()))
+		return
+	}
+	m.log.LogAttrs(ctx, slog.LevelInfo,
+		"inbox: RunOnce: the lease no longer covers a handler and its outcome; the remaining messages are released, any dispatcher claims them at once",
+		slog.Int("messages", len(recs)), slog.Int("released", n))
 }
 
 // handle runs the handler of one claimed message and records the outcome.
