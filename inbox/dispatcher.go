@@ -77,7 +77,8 @@ type DispatcherConfig struct {
 	// CleanupInterval is how often Done messages past Retention are
 	// deleted. Defaults to 1 h; negative disables.
 	CleanupInterval time.Duration
-	// Retention is how long a Done message is kept after it was last seen.
+	// Retention is how long a Done message is kept after its last
+	// sighting or its completion, whichever came later (Record.LastSeenAt).
 	// Defaults to 30 days.
 	Retention time.Duration
 	// CleanupBatch is the most rows one cleanup statement deletes.

@@ -199,8 +199,9 @@ func (in *Inbox) IsContention(err error) bool {
 // IMMEDIATE). A deadlock or lock timeout comes back wrapping ErrContention:
 // roll back and try again ([Inbox.Process] does).
 //
-// Every delivery updates last_seen_at (so the cleanup retention counts
-// from the last sighting). A hash differing from the stored one is logged
+// Every delivery updates last_seen_at, and so does the Done mark (so the
+// cleanup retention counts from the last sighting or the completion,
+// whichever came later). A hash differing from the stored one is logged
 // as a warning, never an error. msg.Topic and msg.Payload are
 // optional here (stored for inspection; a nil payload is stored empty).
 //
@@ -424,7 +425,8 @@ func (in *Inbox) Claim(ctx context.Context, owner string, lease time.Duration, b
 	return recs, nil
 }
 
-// Ack marks the messages Done and releases their leases, for those owner
+// Ack marks the messages Done (LastSeenAt = now, from which Cleanup
+// counts their retention) and releases their leases, for those owner
 // holds. Unknown keys, other owners' messages and duplicate
 // keys are ignored; no keys is a no-op. It returns how many changed.
 func (in *Inbox) Ack(ctx context.Context, owner string, keys []Key) (int, error) {
@@ -480,8 +482,8 @@ func (in *Inbox) abandon(ctx context.Context, owner string, keys []Key, lastErro
 	return int(n), in.mapErr(err)
 }
 
-// Fail marks the messages Dead, increments their attempt and records
-// errMsg, for those owner holds. Dead messages are never
+// Fail marks the messages Dead (LastSeenAt = now), increments their
+// attempt and records errMsg, for those owner holds. Dead messages are never
 // claimed again. It returns how many changed.
 func (in *Inbox) Fail(ctx context.Context, owner string, keys []Key, errMsg string) (int, error) {
 	if err := checkOwner(owner); err != nil {
@@ -524,8 +526,9 @@ func (in *Inbox) Get(ctx context.Context, source, messageID string) (Record, err
 	return fromRow(row), nil
 }
 
-// Cleanup deletes Done messages last seen more than retention ago, at most
-// batchSize rows per statement, and returns how many. Seen,
+// Cleanup deletes Done messages whose last sighting or completion,
+// whichever came later (Record.LastSeenAt), is more than retention ago, at
+// most batchSize rows per statement, and returns how many. Seen,
 // Processing and Dead messages are never deleted. Once deleted, a
 // message is new again to the inbox: keep retention longer than any
 // sender's redelivery window.

@@ -45,6 +45,7 @@ var suite = []struct {
 	{"List", testList},
 	{"Reap", testReap},
 	{"Cleanup", testCleanup},
+	{"RetentionFromCompletion", testRetentionFromCompletion},
 	{"Validation", testValidation},
 	{"DispatcherRoutes", testDispatcherRoutes},
 	{"DispatcherRetriesThenDead", testDispatcherRetriesThenDead},
@@ -885,6 +886,57 @@ func testCleanup(t *testing.T, open opener) {
 	if _, err := e.in.Cleanup(e.ctx, time.Hour, 0); !errors.Is(err, inbox.ErrInvalidBatchSize) {
 		t.Fatalf("zero batch: %v", err)
 	}
+}
+
+// Retention counts from the completion when it came after the last
+// sighting: a message acknowledged 40 days after its enqueue (a far DueAt)
+// was deleted by the next cleanup, and processed again when redelivered a
+// second later. ProcessTx's Done mark and a Dead message record their time
+// the same way.
+func testRetentionFromCompletion(t *testing.T, open opener) {
+	e := newEnv(t, open, inbox.Config{})
+	const retention = 30 * 24 * time.Hour
+	msg := inbox.Message{Source: "s", MessageID: "due-late", DueAt: e.clock.Now().Add(40 * 24 * time.Hour)}
+	e.enqueue(msg)
+	e.enqueue(inbox.Message{Source: "s", MessageID: "dead"})
+	e.clock.Advance(40*24*time.Hour + time.Second)
+	mustEqual(t, "claimed", len(e.claim("w", time.Minute, 2)), 2)
+	doneAt := e.clock.Advance(time.Second)
+	if n, err := e.in.Ack(e.ctx, "w", []inbox.Key{msg.Key()}); err != nil || n != 1 {
+		t.Fatalf("ack = %d, %v", n, err)
+	}
+	mustEqual(t, "last seen after the ack", e.get("s", "due-late").LastSeenAt, doneAt)
+	deadAt := e.clock.Advance(time.Second)
+	if n, err := e.in.Fail(e.ctx, "w", []inbox.Key{key("s", "dead")}, "x"); err != nil || n != 1 {
+		t.Fatalf("fail = %d, %v", n, err)
+	}
+	mustEqual(t, "last seen after the fail", e.get("s", "dead").LastSeenAt, deadAt)
+
+	// ProcessTx: the Done mark's time, not the delivery's.
+	if _, err := e.in.AlreadyProcessed(e.ctx, "s", "tx", nil); err != nil {
+		t.Fatal(err)
+	}
+	var markedAt time.Time
+	if p, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "tx"}, func(context.Context, *sqlx.Tx) error {
+		markedAt = e.clock.Advance(time.Hour) // a long business function
+		return nil
+	}); err != nil || !p {
+		t.Fatalf("process = %v, %v", p, err)
+	}
+	mustEqual(t, "last seen after ProcessTx", e.get("s", "tx").LastSeenAt, markedAt)
+
+	e.clock.Advance(time.Second)
+	if n, err := e.in.Cleanup(e.ctx, retention, 10); err != nil || n != 0 {
+		t.Fatalf("cleanup right after the completion = %d, %v; want 0", n, err)
+	}
+	msg.DueAt = time.Time{}
+	e.enqueue(msg) // a redelivery
+	mustEqual(t, "redelivered after completion", e.get("s", "due-late").Status, inbox.StatusDone)
+	e.clock.Advance(retention + time.Second)
+	if n, err := e.in.Cleanup(e.ctx, retention, 10); err != nil || n != 2 {
+		t.Fatalf("cleanup past the retention = %d, %v; want 2", n, err)
+	}
+	mustEqual(t, "Dead kept", e.status("s", "dead"), inbox.StatusDead)
 }
 
 // Invalid arguments

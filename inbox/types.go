@@ -61,8 +61,9 @@ type Record struct {
 	// fail); 0 on the first run of a handler.
 	Attempt int
 	// FirstSeenAt is when the message was first recorded, LastSeenAt when
-	// it was last delivered (deduplication check, processing or enqueue).
-	// Cleanup counts retention from LastSeenAt.
+	// it was last delivered (deduplication check, processing or enqueue)
+	// or, if later, when it became Done or Dead. Cleanup counts retention
+	// from LastSeenAt.
 	FirstSeenAt, LastSeenAt time.Time
 	// NextAttemptAt is when a Processing message may be claimed (again).
 	NextAttemptAt time.Time

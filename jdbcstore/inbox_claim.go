@@ -105,7 +105,8 @@ func (s *inboxStore) claimSkipLocked(ctx context.Context, owner string, until ti
 // holds the lease and the message is still Processing.
 var fence = " AND locked_by = ? AND status = " + strconv.Itoa(int(inboxrow.Processing))
 
-// Ack sets the given messages Done and releases their leases, for those
+// Ack sets the given messages Done, with last_seen_at = now (cleanup's
+// retention counts from there), and releases their leases, for those
 // that owner holds. Unknown keys, keys owned by
 // someone else and duplicates are ignored. It returns how many changed.
 func (s *inboxStore) Ack(ctx context.Context, owner string, keys []inboxrow.Key) (int64, error) {
@@ -113,9 +114,10 @@ func (s *inboxStore) Ack(ctx context.Context, owner string, keys []inboxrow.Key)
 		return 0, opErr("ack", err)
 	}
 	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(inboxrow.Done)) +
-		", locked_by = NULL, locked_until = NULL WHERE "
+		", last_seen_at = ?, locked_by = NULL, locked_until = NULL WHERE "
+	now := s.dialect.EncodeTime(s.now())
 	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
-		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), owner)...)
+		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs([]any{now}, ks), owner)...)
 	})
 	if err != nil {
 		return 0, opErr("ack", err)
@@ -212,16 +214,18 @@ func (s *inboxStore) abandonChunk(ctx context.Context, ex inboxrow.Tx, owner str
 }
 
 // Fail sets the given messages Dead, increments their attempt, records
-// errMsg and releases their leases, for those that owner holds. It returns how many changed.
+// errMsg, sets last_seen_at = now and releases their leases, for those
+// that owner holds. It returns how many changed.
 func (s *inboxStore) Fail(ctx context.Context, owner string, keys []inboxrow.Key, errMsg string) (int64, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, opErr("fail", err)
 	}
 	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(inboxrow.Dead)) +
-		", attempt = attempt + 1, last_error = ?, locked_by = NULL, locked_until = NULL WHERE "
+		", attempt = attempt + 1, last_error = ?, last_seen_at = ?, locked_by = NULL, locked_until = NULL WHERE "
 	errArg := s.nullError(errMsg)
+	now := s.dialect.EncodeTime(s.now())
 	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
-		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs([]any{errArg}, ks), owner)...)
+		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs([]any{errArg, now}, ks), owner)...)
 	})
 	if err != nil {
 		return 0, opErr("fail", err)
@@ -243,7 +247,8 @@ func (s *inboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) 
 	return n, nil
 }
 
-// Cleanup deletes Done messages last seen more than olderThan ago, at most
+// Cleanup deletes Done messages whose last_seen_at (their last delivery
+// or, if later, their completion) is more than olderThan ago, at most
 // batch per statement, each statement on its own,
 // until none is left. Seen, Processing and Dead messages are never
 // deleted. It returns how many rows it deleted.

@@ -69,10 +69,11 @@ func (s *inboxStore) readTouch(ctx context.Context, ex inboxrow.Tx, k inboxrow.K
 	return t, rows.Close()
 }
 
-// MarkDoneTx sets the message Done and releases any lease, on ex (the
-// transaction that ran Touch and the business writes).
+// MarkDoneTx sets the message Done with last_seen_at = now and releases
+// any lease, on ex (the transaction that ran Touch and the business
+// writes).
 func (s *inboxStore) MarkDoneTx(ctx context.Context, ex inboxrow.Tx, k inboxrow.Key) error {
-	if _, err := ex.ExecContext(ctx, s.q.markDone, k.Source, k.MessageID); err != nil {
+	if _, err := ex.ExecContext(ctx, s.q.markDone, s.dialect.EncodeTime(s.now()), k.Source, k.MessageID); err != nil {
 		return opErr("mark done", err)
 	}
 	return nil

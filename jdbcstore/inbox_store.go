@@ -144,7 +144,7 @@ type inboxStatements struct {
 	touch string
 	// touchRead: source, message_id. A locking read where rows lock.
 	touchRead string
-	// markDone: source, message_id.
+	// markDone: now (last seen), source, message_id.
 	markDone string
 	// markProcessed: source, message_id, payload (empty), now (first
 	// seen), now (last seen), now (next attempt), then now (conflict).
@@ -229,7 +229,7 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 		touch: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(inboxrow.Seen) + ", 0, ?, NULL)" +
 			upsert + "last_seen_at = ?, hash = COALESCE(" + existing + "hash, ?)",
 		touchRead: "SELECT status, attempt, hash, locked_by, " + timeSel(d, "locked_until") + " FROM " + t + key + lockingRead(d),
-		markDone:  "UPDATE " + t + " SET status = " + st(inboxrow.Done) + ", locked_by = NULL, locked_until = NULL" + key,
+		markDone:  "UPDATE " + t + " SET status = " + st(inboxrow.Done) + ", last_seen_at = ?, locked_by = NULL, locked_until = NULL" + key,
 		markProcessed: "INSERT INTO " + t + insertCols + " VALUES (?, ?, '', ?, NULL, ?, ?, " + st(inboxrow.Done) + ", 0, ?, NULL)" +
 			upsert + "status = " + st(inboxrow.Done) + ", last_seen_at = ?, locked_by = NULL, locked_until = NULL",
 		enqueueRead:   "SELECT status, hash FROM " + t + key + lockingRead(d),
