@@ -199,6 +199,17 @@ func (in *Inbox) IsContention(err error) bool {
 // IMMEDIATE). A deadlock or lock timeout comes back wrapping ErrContention:
 // roll back and try again ([Inbox.Process] does).
 //
+// A database may roll tx back on its own and let the connection carry on
+// in autocommit mode: MySQL/MariaDB after a deadlock or a lock wait
+// timeout, SQLite after some I/O errors. If fn ignored the failed statement
+// and returned nil, the Done mark finds the row no longer holding this
+// delivery, writes nothing, and ProcessTx returns an error wrapping
+// core.ErrTxAborted: roll back and deliver again. On MySQL/MariaDB a tx
+// that can check before its commit (a core.CommitChecker, as txctx's
+// transactions) also checks there that the message is still Done, so a
+// rollback later in the transaction fails the commit with
+// core.ErrTxAborted instead of letting it succeed on nothing.
+//
 // Every delivery updates last_seen_at, and so does the Done mark (so the
 // cleanup retention counts from the last sighting or the completion,
 // whichever came later). A hash differing from the stored one is logged
@@ -285,7 +296,7 @@ func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	if err != nil {
 		return false, err
 	}
-	if err := in.store.MarkDoneTx(ctx, tx, inboxrow.Key(msg.Key())); err != nil {
+	if err := in.store.MarkDoneTx(ctx, tx, inboxrow.Key(msg.Key()), t.LastSeenAt); err != nil {
 		return false, in.mapErr(err)
 	}
 	return true, nil

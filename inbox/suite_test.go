@@ -31,6 +31,7 @@ var suite = []struct {
 	{"AlreadyProcessed", testAlreadyProcessed},
 	{"ProcessTx", testProcessTx},
 	{"ProcessTxMixedWithWorkQueue", testProcessTxMixedWithWorkQueue},
+	{"ProcessTxAfterSilentRollback", testProcessTxAfterSilentRollback},
 	{"Process", testProcess},
 	{"Enqueue", testEnqueue},
 	{"EnqueueUpsert", testEnqueueUpsert},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -15,8 +16,9 @@ import (
 // Touch records a delivery of m on ex, normally the caller's business
 // transaction, and returns the row's state. A new key is inserted as Seen
 // (first and last seen now, m's topic, payload and hash); an existing row
-// gets last_seen_at = now and keeps everything else, except that a missing
-// hash is filled in with m's.
+// gets last_seen_at = now (now + 1 µs if it held now already, so that the
+// row differs from the one committed before: see MarkDoneTx) and keeps
+// everything else, except that a missing hash is filled in with m's.
 //
 // It is an upsert (ON CONFLICT … DO UPDATE, ON DUPLICATE KEY UPDATE)
 // followed by a locking read where rows lock (MySQL: SELECT … FOR UPDATE,
@@ -26,10 +28,11 @@ import (
 // writers are serialized anyway. So two transactions never both see the
 // key as new.
 func (s *inboxStore) Touch(ctx context.Context, ex inboxrow.Tx, m inboxrow.Message) (inboxrow.Touch, error) {
-	now := s.dialect.EncodeTime(s.now())
+	at := s.now()
+	now, later := s.dialect.EncodeTime(at), s.dialect.EncodeTime(at.Add(time.Microsecond))
 	hash := encodeHash(m.Hash)
 	if _, err := ex.ExecContext(ctx, s.q.touch, m.Source, m.MessageID, m.Topic, encodeBytes(m.Payload), hash,
-		now, now, now, now, hash); err != nil {
+		now, now, now, now, later, hash); err != nil {
 		return inboxrow.Touch{}, opErr("touch", err)
 	}
 	t, err := s.readTouch(ctx, ex, m.Key())
@@ -52,8 +55,8 @@ func (s *inboxStore) readTouch(ctx context.Context, ex inboxrow.Tx, k inboxrow.K
 		}
 		return inboxrow.Touch{}, errors.New("row vanished after the upsert")
 	}
-	var status, attempt, hash, lockedBy, lockedUntil any
-	if err := rows.Scan(&status, &attempt, &hash, &lockedBy, &lockedUntil); err != nil {
+	var status, attempt, hash, lockedBy, lockedUntil, lastSeen any
+	if err := rows.Scan(&status, &attempt, &hash, &lockedBy, &lockedUntil, &lastSeen); err != nil {
 		return inboxrow.Touch{}, err
 	}
 	var t inboxrow.Touch
@@ -62,21 +65,75 @@ func (s *inboxStore) readTouch(ctx context.Context, ex inboxrow.Tx, k inboxrow.K
 	h, err3 := asBytes(hash)
 	by, err4 := asString(lockedBy)
 	until, err5 := s.dialect.DecodeTime(lockedUntil)
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	seen, err6 := s.dialect.DecodeTime(lastSeen)
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return inboxrow.Touch{}, err
 	}
-	t.Status, t.Attempt, t.Hash, t.LockedBy, t.LockedUntil = inboxrow.Status(st), int(at), h, by, until
+	t.Status, t.Attempt, t.Hash, t.LockedBy, t.LockedUntil, t.LastSeenAt = inboxrow.Status(st), int(at), h, by, until, seen
 	return t, rows.Close()
 }
 
 // MarkDoneTx sets the message Done with last_seen_at = now and releases
 // any lease, on ex (the transaction that ran Touch and the business
-// writes).
-func (s *inboxStore) MarkDoneTx(ctx context.Context, ex inboxrow.Tx, k inboxrow.Key) error {
-	if _, err := ex.ExecContext(ctx, s.q.markDone, s.dialect.EncodeTime(s.now()), k.Source, k.MessageID); err != nil {
+// writes); touched is the Touch's LastSeenAt.
+//
+// The update is fenced on touched, a time the row did not hold before the
+// transaction: if the database rolled the transaction back on its own
+// (MySQL/MariaDB after a deadlock or a lock wait timeout, SQLite after
+// some I/O errors) and the business code ignored the failed statement, ex
+// now runs in autocommit mode, and an unfenced update would mark the
+// message Done for good with its effect never committed. The fenced one
+// changes nothing and an error wrapping core.ErrTxAborted is returned.
+//
+// On a database that may roll back silently, when ex can run checks
+// before its commit (core.CommitChecker, as txctx's transactions), one is
+// registered too, for the first message marked on ex: a rollback after
+// the mark (a later statement the business code ignored) makes the commit
+// fail with core.ErrTxAborted instead of succeeding on nothing.
+func (s *inboxStore) MarkDoneTx(ctx context.Context, ex inboxrow.Tx, k inboxrow.Key, touched time.Time) error {
+	n, err := execCount(ctx, ex, s.q.markDone, s.dialect.EncodeTime(s.now()), k.Source, k.MessageID, s.dialect.EncodeTime(touched))
+	switch {
+	case err != nil:
 		return opErr("mark done", err)
+	case n != 1: // the status changes, so MySQL's changed rows count it
+		return opErr("mark done", fmt.Errorf("the row of (source %q, message id %q) no longer holds this transaction's delivery: %w",
+			k.Source, k.MessageID, core.ErrTxAborted))
 	}
+	s.checkDoneBeforeCommit(ex, k)
 	return nil
+}
+
+// checkDoneBeforeCommit registers, on a database that may roll back
+// silently and a transaction that can check before its commit, a check
+// that the message k the transaction marked Done is still Done. One check
+// per transaction: every later mark ran in the transaction too if the
+// first one is still there.
+func (s *inboxStore) checkDoneBeforeCommit(ex inboxrow.Tx, k inboxrow.Key) {
+	if !s.dialect.Capabilities().SilentRollback {
+		return
+	}
+	cc, ok := ex.(core.CommitChecker)
+	if !ok {
+		return
+	}
+	cc.BeforeCommit(s, func(ctx context.Context) error {
+		if w, ok := ex.(core.StatementWatcher); ok && !w.MayHaveFailed() {
+			return nil // no statement failed: the server cannot have rolled back
+		}
+		rows, err := ex.QueryContext(ctx, s.q.doneCheck, k.Source, k.MessageID)
+		if err != nil {
+			return opErr("check before commit", err)
+		}
+		found := rows.Next()
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return opErr("check before commit", err)
+		}
+		if !found {
+			return opErr("check before commit", fmt.Errorf("(source %q, message id %q) is no longer Done in %s: %w",
+				k.Source, k.MessageID, s.table, core.ErrTxAborted))
+		}
+		return nil
+	})
 }
 
 // AlreadyProcessed is Touch in a transaction of its own: a new key is inserted as Seen; the returned state tells

@@ -140,12 +140,16 @@ var inboxTimeColumns = map[string]bool{
 type inboxStatements struct {
 	cols string // the select list of inboxColumns
 	// touch: source, message_id, topic, payload, hash, now (first seen),
-	// now (last seen), now (next attempt), then for the conflict: now, hash.
+	// now (last seen), now (next attempt), then for the conflict: now,
+	// now + 1 µs (last seen when the row holds now already), hash.
 	touch string
 	// touchRead: source, message_id. A locking read where rows lock.
 	touchRead string
-	// markDone: now (last seen), source, message_id.
+	// markDone: now (last seen), source, message_id, the last seen time
+	// Touch wrote.
 	markDone string
+	// doneCheck: source, message_id. One row while the message is Done.
+	doneCheck string
 	// markProcessed: source, message_id, payload (empty), now (first
 	// seen), now (last seen), now (next attempt), then now (conflict).
 	markProcessed string
@@ -226,10 +230,17 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 	order := " ORDER BY next_attempt_at, source, message_id"
 	q := inboxStatements{
 		cols: sel,
+		// A delivery writes a last_seen_at the row did not hold (now, or
+		// now + 1 µs when it held now already), so that the Done mark can
+		// fence on it (see MarkDoneTx). NULLIF and COALESCE take their
+		// type from the column where the database types placeholders.
 		touch: "INSERT INTO " + t + insertCols + " VALUES (?, ?, ?, ?, ?, ?, ?, " + st(inboxrow.Seen) + ", 0, ?, NULL)" +
-			upsert + "last_seen_at = ?, hash = COALESCE(" + existing + "hash, ?)",
-		touchRead: "SELECT status, attempt, hash, locked_by, " + timeSel(d, "locked_until") + " FROM " + t + key + lockingRead(d),
-		markDone:  "UPDATE " + t + " SET status = " + st(inboxrow.Done) + ", last_seen_at = ?, locked_by = NULL, locked_until = NULL" + key,
+			upsert + "last_seen_at = COALESCE(NULLIF(?, " + existing + "last_seen_at), ?), hash = COALESCE(" + existing + "hash, ?)",
+		touchRead: "SELECT status, attempt, hash, locked_by, " + timeSel(d, "locked_until") + ", " + timeSel(d, "last_seen_at") +
+			" FROM " + t + key + lockingRead(d),
+		markDone: "UPDATE " + t + " SET status = " + st(inboxrow.Done) + ", last_seen_at = ?, locked_by = NULL, locked_until = NULL" +
+			key + " AND last_seen_at = ?",
+		doneCheck: "SELECT 1 FROM " + t + key + " AND status = " + st(inboxrow.Done),
 		markProcessed: "INSERT INTO " + t + insertCols + " VALUES (?, ?, '', ?, NULL, ?, ?, " + st(inboxrow.Done) + ", 0, ?, NULL)" +
 			upsert + "status = " + st(inboxrow.Done) + ", last_seen_at = ?, locked_by = NULL, locked_until = NULL",
 		enqueueRead:   "SELECT status, hash FROM " + t + key + lockingRead(d),
@@ -267,7 +278,7 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 		q.argTwice = true
 	}
 	bt := d.BindType()
-	for _, p := range []*string{&q.touch, &q.touchRead, &q.markDone, &q.markProcessed, &q.enqueueRead, &q.enqueueInsert,
+	for _, p := range []*string{&q.touch, &q.touchRead, &q.markDone, &q.doneCheck, &q.markProcessed, &q.enqueueRead, &q.enqueueInsert,
 		&q.enqueueTouch, &q.enqueueUpdate, &q.enqueuePromote, &q.get, &q.claimReturning, &q.claimSelect, &q.reap, &q.cleanup} {
 		*p = sqlx.Rebind(bt, *p)
 	}

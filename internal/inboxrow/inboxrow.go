@@ -86,6 +86,10 @@ type Touch struct {
 	Hash        []byte // the stored hash (the first one given)
 	LockedBy    string
 	LockedUntil time.Time
+	// LastSeenAt is the last_seen_at this Touch wrote: never the time the
+	// row held before, so MarkDoneTx can tell that the row still holds
+	// this transaction's write.
+	LastSeenAt time.Time
 	// HashMismatch: the delivery's hash and the stored hash are both set
 	// and differ (same key, different content).
 	HashMismatch bool
@@ -120,7 +124,7 @@ type Store interface {
 	IsContention(err error) bool
 
 	Touch(ctx context.Context, tx Tx, m Message) (Touch, error)
-	MarkDoneTx(ctx context.Context, tx Tx, k Key) error
+	MarkDoneTx(ctx context.Context, tx Tx, k Key, touched time.Time) error
 	AlreadyProcessed(ctx context.Context, k Key, hash []byte) (Touch, error)
 	MarkProcessed(ctx context.Context, k Key) error
 	Enqueue(ctx context.Context, m Message) (EnqueueResult, error)
