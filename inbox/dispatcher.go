@@ -504,9 +504,11 @@ func (d *Dispatcher) releaseRest(m *member, recs []Record) {
 
 // handle runs the handler of one claimed message and records the outcome.
 // Its context ends at a hard stop or when RemoveInbox gives up waiting for
-// m, and carries m (see StoreID and FromContext).
+// m, and carries m and the message's key (see StoreID, FromContext and
+// ProcessTx).
 func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
-	ctx, cancel := context.WithCancel(context.WithValue(ctx, handlerKey{}, m))
+	h := &handling{m: m, key: rec.Key()}
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, handlerKey{}, h))
 	defer cancel()
 	defer context.AfterFunc(m.work.Context(), cancel)()
 	var (
@@ -525,11 +527,11 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 			done(core.InboxResult{Outcome: o, Err: err, Took: took})
 		}
 	}
-	h := d.handler(rec.Topic)
+	hd := d.handler(rec.Topic)
 	switch {
 	case rec.DecodeErr != nil:
 		err = rec.DecodeErr
-	case h == nil:
+	case hd == nil:
 		noHandler = true
 		err = fmt.Errorf("%w %q", ErrNoHandler, rec.Topic)
 		m.noHandlerLog.Hit(m.log, slog.LevelWarn, "inbox: no handler for the topic; message abandoned for a retry",
@@ -539,7 +541,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		hctx, cancel := context.WithTimeout(ctx, d.cfg.HandlerTimeout)
 		var p *engine.Panic
 		start := time.Now()
-		p, err = engine.Guard(func() error { return h.Handle(hctx, rec) }, func() { d.goexited(ctx, m, rec, time.Since(start), end) })
+		p, err = engine.Guard(func() error { return hd.Handle(hctx, rec) }, func() { d.goexited(ctx, h, rec, time.Since(start), end) })
 		took = time.Since(start)
 		cancel()
 		if p != nil {
@@ -555,7 +557,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		end(core.InboxInterrupted, err, took)
 		return
 	}
-	end(d.settle(m, rec, err, noHandler), err, took)
+	end(d.settle(h, rec, err, noHandler), err, took)
 }
 
 // goexited records the failed attempt of a handler that called
@@ -563,7 +565,8 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 // the outcome is written (or, after a hard stop, nothing, as for any
 // interrupted handler) before it ends. The dispatcher's worker slot is
 // given back by the goroutine's own deferred calls.
-func (d *Dispatcher) goexited(ctx context.Context, m *member, rec Record, took time.Duration, end func(core.InboxOutcome, error, time.Duration)) {
+func (d *Dispatcher) goexited(ctx context.Context, h *handling, rec Record, took time.Duration, end func(core.InboxOutcome, error, time.Duration)) {
+	m := h.m
 	m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler Goexit stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
 	if ctx.Err() != nil {
 		m.log.LogAttrs(context.Background(), slog.LevelInfo,
@@ -572,14 +575,15 @@ func (d *Dispatcher) goexited(ctx context.Context, m *member, rec Record, took t
 		end(core.InboxInterrupted, ErrHandlerGoexit, took)
 		return
 	}
-	end(d.settle(m, rec, ErrHandlerGoexit, false), ErrHandlerGoexit, took)
+	end(d.settle(h, rec, ErrHandlerGoexit, false), ErrHandlerGoexit, took)
 }
 
-// settle records the outcome of one handling in m's inbox: Ack, Abandon
+// settle records the outcome of one handling in its inbox: Ack, Abandon
 // with backoff, or Fail at MaxAttempts. Status writes outlive a hard stop
 // (they are short and bounded by StatusTimeout). It returns the outcome
 // decided, for the observer.
-func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) core.InboxOutcome {
+func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool) core.InboxOutcome {
+	m := h.m
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
 	keys := []Key{rec.Key()}
@@ -616,6 +620,8 @@ func (d *Dispatcher) settle(m *member, rec Record, herr error, noHandler bool) c
 	case err != nil:
 		m.statusLog.Hit(m.log, slog.LevelError, "inbox: cannot record the outcome; the message is retried when its lease expires",
 			recAttrs(rec, slog.String("op", op), slog.String("error", err.Error()))...)
+	case n == 0 && op == "ack" && h.marked.Load():
+		// The handler's ProcessTx marked the message Done under its lease.
 	case n == 0:
 		m.lostLog.Hit(m.log, slog.LevelWarn, "inbox: lease lost before the outcome was recorded (lease expired and reaped or taken over); increase Lease",
 			recAttrs(rec, slog.String("op", op))...)

@@ -55,7 +55,8 @@ var (
 	// ErrInProgress is returned by ProcessTx and Process when a
 	// work-queue worker holds a live lease on the message: it is being
 	// handled right now. Roll back; a later redelivery sees it Done, or
-	// free again if the worker failed.
+	// free again if the worker failed. The handler of that very message,
+	// calling with its own ctx, does not get it.
 	ErrInProgress = errors.New("outbox: inbox: message is being handled by a worker")
 	// ErrContention reports lock contention (SQLite busy, MySQL deadlock
 	// or lock wait timeout) in the caller's transaction: roll it back and

@@ -113,6 +113,65 @@ func ExampleInbox_NewDispatcher() {
 	// status: Done
 }
 
+// A handler whose effect must happen once writes it through Process with
+// its own ctx and message: the dispatcher's lease is the handler's, so the
+// effect and the Done mark commit together, and a handler run again after
+// a crash (before the acknowledgement) finds the message Done.
+func ExampleDispatcher_HandleFunc_processOnce() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "inbox-example-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	db.MustExecContext(ctx, `CREATE TABLE stock (sku TEXT PRIMARY KEY, reserved INTEGER NOT NULL)`)
+	db.MustExecContext(ctx, `INSERT INTO stock (sku, reserved) VALUES ('book', 0)`)
+	in, err := inbox.New(ctx, db, inbox.Config{})
+	if err != nil {
+		panic(err)
+	}
+	d, err := in.NewDispatcher(inbox.DispatcherConfig{})
+	if err != nil {
+		panic(err)
+	}
+	err = d.HandleFunc("order.created", func(ctx context.Context, m inbox.Record) error {
+		processed, err := inbox.FromContext(ctx).Process(ctx, inbox.Message{Source: m.Source, MessageID: m.MessageID},
+			func(ctx context.Context, tx *sqlx.Tx) error {
+				_, err := tx.ExecContext(ctx, `UPDATE stock SET reserved = reserved + 1 WHERE sku = 'book'`)
+				return err
+			})
+		fmt.Printf("handler: processed=%v err=%v\n", processed, err)
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	msg := inbox.Message{Source: "shop", MessageID: "order-43", Topic: "order.created", Payload: []byte(`{}`)}
+	if err := in.Enqueue(ctx, msg); err != nil {
+		panic(err)
+	}
+	if _, err := d.RunOnce(ctx); err != nil { // Start runs it in the background instead
+		panic(err)
+	}
+	var reserved int
+	if err := db.GetContext(ctx, &reserved, `SELECT reserved FROM stock WHERE sku = 'book'`); err != nil {
+		panic(err)
+	}
+	rec, err := in.Get(ctx, "shop", "order-43")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("status:", rec.Status, "reserved:", reserved)
+	// Output:
+	// handler: processed=true err=<nil>
+	// status: Done reserved: 1
+}
+
 // printObserver is a core.InboxObserver that prints each processing's
 // outcome; in production pass *otel.Observer or *prometheus.Collector of
 // this repository's modules instead.

@@ -180,10 +180,21 @@ func (in *Inbox) IsContention(err error) bool {
 //   - if the message is Done already, returns (false, nil) without
 //     calling fn: a redelivery;
 //   - if a work-queue worker holds a live lease on it, returns an error
-//     wrapping ErrInProgress without calling fn;
-//   - otherwise (new, or Seen, or Processing without a live lease, or
-//     Dead) calls fn(ctx); when fn succeeds, marks the message Done on tx
-//     and returns (true, nil). fn's error is returned as is.
+//     wrapping ErrInProgress without calling fn, unless ctx is (derived
+//     from) the context a [Dispatcher] gave the handler of this very
+//     message in this table: that lease is the caller's own;
+//   - otherwise (new, or Seen, or Processing without a live lease or
+//     under the calling handler's, or Dead) calls fn(ctx); when fn
+//     succeeds, marks the message Done on tx (releasing any lease) and
+//     returns (true, nil). fn's error is returned as is.
+//
+// So a handler that must have its effect once calls ProcessTx (or
+// Process) with its ctx and its own message (Source and MessageID of the
+// Record it got): the effect and the Done mark commit together, a
+// redelivery or a retry after a crash finds the message Done, and the
+// dispatcher's acknowledgement then has nothing left to do. If the
+// handler returns an error before its transaction committed, the attempt
+// fails as usual.
 //
 // fn does its business writes on tx. The caller commits tx when ProcessTx
 // returns a nil error and rolls it back otherwise: the effect and the Done
@@ -279,11 +290,13 @@ func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 		return false, in.mapErr(err)
 	}
 	in.warnMismatch(ctx, t.HashMismatch, msg.Key())
+	h := ownHandling(ctx, in, msg.Key())
 	switch {
 	case Status(t.Status) == StatusDone:
 		in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: already processed; skipped", keyAttrs(msg.Key())...)
 		return false, nil
-	case Status(t.Status) == StatusProcessing && t.LockedBy != "" && !in.now().After(t.LockedUntil):
+	case Status(t.Status) == StatusProcessing && t.LockedBy != "" && !in.now().After(t.LockedUntil) &&
+		(h == nil || t.LockedBy != h.m.d.cfg.Owner): // another worker's lease, not the calling handler's
 		return false, fmt.Errorf("%w (source %q, message id %q, until %s)", ErrInProgress, msg.Source, msg.MessageID,
 			t.LockedUntil.Format(time.RFC3339Nano))
 	}
@@ -298,6 +311,9 @@ func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	}
 	if err := in.store.MarkDoneTx(ctx, tx, inboxrow.Key(msg.Key()), t.LastSeenAt); err != nil {
 		return false, in.mapErr(err)
+	}
+	if h != nil {
+		h.marked.Store(true)
 	}
 	return true, nil
 }

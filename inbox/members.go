@@ -54,9 +54,35 @@ func (m *member) notify() {
 	m.d.Wake()
 }
 
-// handlerKey is the context key of the member whose message a handler is
-// handling.
+// handlerKey is the context key of the *handling a handler's context
+// carries.
 type handlerKey struct{}
+
+// handling is one handler call: the member and the key of the message,
+// which the dispatcher holds under its owner token. ProcessTx called with
+// the handler's context on that message recognises the lease as the
+// caller's own.
+type handling struct {
+	m   *member
+	key Key
+	// marked: ProcessTx marked the message Done under the handler's lease
+	// (its transaction may not have committed), so an acknowledgement that
+	// finds no lease is no lost lease.
+	marked atomic.Bool
+}
+
+// ownHandling returns the handling ctx carries when it is that of the
+// handler of message k in in's table, nil otherwise.
+func ownHandling(ctx context.Context, in *Inbox, k Key) *handling {
+	h, ok := ctx.Value(handlerKey{}).(*handling)
+	if !ok || h.key != k {
+		return nil
+	}
+	if o := h.m.in; o != in && (o.db.DB != in.db.DB || o.store.Table() != in.store.Table()) {
+		return nil
+	}
+	return h
+}
 
 // StoreID returns the id of the inbox whose message the handler called
 // with ctx is handling: the id given to [Dispatcher.AddInbox], or "" for
@@ -64,8 +90,8 @@ type handlerKey struct{}
 // dispatcher over several databases (package tenant), it tells the handler
 // which tenant the message belongs to.
 func StoreID(ctx context.Context) string {
-	if m, ok := ctx.Value(handlerKey{}).(*member); ok {
-		return m.id
+	if h, ok := ctx.Value(handlerKey{}).(*handling); ok {
+		return h.m.id
 	}
 	return ""
 }
@@ -73,10 +99,12 @@ func StoreID(ctx context.Context) string {
 // FromContext returns the Inbox whose message the handler called with ctx
 // is handling (nil outside a handler). Its DB() is the database of
 // that inbox, where a handler of a multi-database dispatcher does its
-// business writes (for example with [Inbox.Process]).
+// business writes, for example with [Inbox.Process] of the handler's own
+// message and ctx: the effect and the Done mark then commit together (see
+// [Inbox.ProcessTx]).
 func FromContext(ctx context.Context) *Inbox {
-	if m, ok := ctx.Value(handlerKey{}).(*member); ok {
-		return m.in
+	if h, ok := ctx.Value(handlerKey{}).(*handling); ok {
+		return h.m.in
 	}
 	return nil
 }

@@ -52,6 +52,7 @@ var suite = []struct {
 	{"DispatcherRetriesThenDead", testDispatcherRetriesThenDead},
 	{"DispatcherNoHandlerAndPanic", testDispatcherNoHandlerAndPanic},
 	{"DispatcherHandlerGoexit", testDispatcherHandlerGoexit},
+	{"HandlerProcessesItsOwnMessage", testHandlerProcessesItsOwnMessage},
 	{"DispatcherConcurrency", testDispatcherConcurrency},
 	{"DispatcherNeverSameMessageTwice", testDispatcherNeverSameMessageTwice},
 	{"DispatcherReapsAndCleansUp", testDispatcherReapsAndCleansUp},

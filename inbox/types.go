@@ -143,8 +143,11 @@ type Tx interface {
 // panicking fails the attempt: the message is retried with backoff, and
 // is Dead after MaxAttempts. Delivery to handlers is at least once (a
 // crash between the handler and the acknowledgement repeats it), so a
-// handler that must have its effect once should write through ProcessTx
-// or be idempotent.
+// handler that must have its effect once should be idempotent or write
+// through [Inbox.ProcessTx] or [Inbox.Process] with its own ctx and its
+// own message (the Record's Source and MessageID): they recognise the
+// dispatcher's lease as the handler's, and the effect and the Done mark
+// commit together.
 type Handler interface {
 	Handle(ctx context.Context, msg Record) error
 }
