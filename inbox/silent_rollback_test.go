@@ -69,12 +69,10 @@ func testProcessTxAfterSilentRollback(t *testing.T, open opener) {
 	mustEqual(t, "status", e.status("s", "seen"), inbox.StatusDone)
 }
 
-// deadlock runs two transactions, each of which takes a lock on a row of
-// its own, waits for the other to do the same, then asks for the other's
-// row: the database picks one as the deadlock victim. Each transaction
-// first adds one to its effect row. body runs each one: effect, first and
-// second are the rows, lock takes one (the caller swallows the error of
-// the second, as business code may), and arrive is the barrier.
+// deadlock sets up two transactions, each of which adds one to an effect
+// row, locks a row of its own, waits for the other to do the same (arrive)
+// and then asks for the other's row: the database picks one as the
+// deadlock victim.
 type deadlock struct {
 	t       *testing.T
 	e       *env
