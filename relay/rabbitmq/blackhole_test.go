@@ -9,12 +9,14 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 
 	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/rabbitmq"
+	"github.com/outbox-go/outbox/retry"
 )
 
 // blackhole makes proxy drop every byte in both directions without
@@ -82,4 +84,93 @@ func TestRelayBlackhole(t *testing.T) {
 	}
 	t.Logf("%d events committed, %d during and after the blackhole (statuses then: %v), %d redelivered duplicates\n%s\n%s\n%s",
 		len(ids), len(ids)-atCut, inOutage, dups, logs.Lines("broker unreachable")[0], strings.Join(logs.Lines("level=WARN"), "\n"), logs.Lines("broker recovered")[0])
+}
+
+// A listener deadline (the dispatcher's ListenerTimeout, 2 s) shorter than
+// ConfirmTimeout (5 s by default) during a blackhole: the wait for the
+// confirm ends with the deadline, the same outage as a confirm timeout. No
+// event is charged an attempt (two charged deliveries would make it DEAD:
+// MaxAttempts is 2) although each is delivered again and again, the
+// breaker logs one ERROR naming the missing confirm, and once the toxics
+// are removed one "recovered" line, and every event reaches the queue,
+// DONE with 0 attempts.
+func TestRelayBlackholeListenerDeadline(t *testing.T) {
+	ch := admin(t)
+	ex := newExchange(t, ch)
+	q := newQueue(t, ch, ex, "#")
+	got := consume(t, q)
+	proxy, proxied := faultProxy(t)
+
+	logger, logs := testsupport.NewLogger()
+	r := newRelay(t, rabbitmq.Config{URL: proxied, Exchange: ex, Channels: 1, Logger: logger,
+		ReconnectDelay: 50 * time.Millisecond, ReconnectMaxDelay: 200 * time.Millisecond,
+		Breaker: relay.BreakerConfig{ProbeInterval: 100 * time.Millisecond, RetryAfter: 200 * time.Millisecond}})
+	ob := relaytest.Outbox(t, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: 4,
+		ListenerTimeout: 2 * time.Second, MaxAttempts: 2, Retry: retry.PolicyFunc(func(int) time.Duration { return 100 * time.Millisecond })},
+		Poller: poller.Config{Interval: 50 * time.Millisecond, SkipRecent: 100 * time.Millisecond}}, r)
+
+	newEvent := func() core.Envelope {
+		env, err := core.NewEvent("a.b").PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	first := newEvent()
+	relaytest.Publish(t, ob, first)
+	testsupport.WaitFor(t, 30*time.Second, "the first event in the queue and DONE", func() bool {
+		return got.count() >= 1 && relaytest.Counts(t, ob)[core.StatusDone] == 1
+	}, got.wake)
+
+	remove := blackhole(t, proxy)
+	ids := []string{first.ID()}
+	for range 4 {
+		env := newEvent()
+		relaytest.Publish(t, ob, env)
+		ids = append(ids, env.ID())
+	}
+	putOffs := func(id string) int { return logs.Count("event put off without charging an attempt", "event_id="+id) }
+	testsupport.WaitFor(t, 60*time.Second, "each event put off twice during the blackhole (or one DEAD)", func() bool {
+		if relaytest.Counts(t, ob)[core.StatusDead] > 0 {
+			return true
+		}
+		for _, id := range ids[1:] {
+			if putOffs(id) < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	if c := relaytest.Counts(t, ob); c[core.StatusDead] != 0 || c[core.StatusRetry] != 0 {
+		t.Errorf("statuses during the blackhole: %v, want none DEAD or RETRY", c)
+	}
+	for _, id := range ids[1:] {
+		rec, err := ob.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Attempts != 0 {
+			t.Errorf("event %s: %d attempts during the blackhole, want 0", id, rec.Attempts)
+		}
+	}
+	if logs.Count("level=ERROR", "broker unreachable", "no publisher confirm in time") != 1 {
+		t.Errorf("want one ERROR line naming the missing confirm:\n%s", strings.Join(logs.Lines("level=ERROR"), "\n"))
+	}
+	if t.Failed() {
+		remove()
+		t.FailNow()
+	}
+	remove()
+
+	testsupport.WaitFor(t, 60*time.Second, "the recovery reported", func() bool { return logs.Count("level=INFO", "broker recovered") > 0 })
+	waitAllRelayed(t, ob, got, ids)
+	if c := relaytest.Counts(t, ob); c[core.StatusDead] != 0 || c[core.StatusRetry] != 0 {
+		t.Errorf("statuses after the blackhole: %v", c)
+	}
+	if down, up := logs.Count("level=ERROR", "broker unreachable"), logs.Count("level=INFO", "broker recovered"); down != 1 || up != 1 {
+		t.Errorf("%d ERROR lines and %d recovered lines, want 1 and 1", down, up)
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s", logs)
+	}
 }

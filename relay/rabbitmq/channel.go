@@ -103,14 +103,15 @@ const (
 	channelError         // the broker closed the channel with a channel-level error
 	connLost             // the connection (or the channel, by the client) closed
 	timedOut             // no confirm within ConfirmTimeout
-	ctxDone              // the listener's ctx ended first
+	ctxDone              // the listener's ctx ended while the confirm was awaited
+	unsent               // the listener's ctx ended before the message was written
 )
 
 // result is an outcome with its detail.
 type result struct {
 	outcome outcome
 	ret     *amqp.Return // returned
-	err     error        // channelError (*amqp.Error), connLost, ctxDone
+	err     error        // channelError (*amqp.Error), connLost, ctxDone and unsent (ctx.Err())
 }
 
 // publish publishes msg and waits for its confirm, at most timeout and
@@ -130,7 +131,7 @@ func (pc *pubChannel) publish(ctx context.Context, exchange, key string, mandato
 	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false, msg)
 	if err != nil {
 		if ctx.Err() != nil {
-			return result{outcome: ctxDone, err: ctx.Err()}
+			return result{outcome: unsent, err: ctx.Err()}
 		}
 		return pc.closedResult(err)
 	}

@@ -103,7 +103,8 @@ type Config struct {
 	// A publish that gets none in time counts as an outage (the event is
 	// put off, no attempt charged), not as a failure of the event. The
 	// listener's ctx deadline (the dispatcher's ListenerTimeout) applies
-	// too, whichever ends first. Defaults to DefaultConfirmTimeout (5 s).
+	// too, whichever ends first: a deadline that ends the wait is the same
+	// outage. Defaults to DefaultConfirmTimeout (5 s).
 	ConfirmTimeout time.Duration
 	// DialTimeout bounds one dial, TCP connect and AMQP handshake
 	// together. Defaults to DefaultDialTimeout (5 s).
@@ -118,7 +119,8 @@ type Config struct {
 	// Breaker configures the outage breaker: its name in log lines, how
 	// often a probe event tries the broker during an outage, and how long
 	// the events put off wait. Breaker.Name defaults to "rabbitmq
-	// <URL without credentials>", Breaker.Logger to Logger; see
+	// <URL without credentials>", Breaker.Logger to Logger,
+	// Breaker.RetryAfter to relay.DefaultRetryAfter; see
 	// relay.BreakerConfig for the rest.
 	Breaker relay.BreakerConfig
 	// Logger receives the relay's logs: through the breaker one ERROR per
@@ -171,6 +173,11 @@ func (cfg Config) withDefaults(name string) Config {
 	}
 	if cfg.Breaker.Name == "" {
 		cfg.Breaker.Name = name
+	}
+	if cfg.Breaker.RetryAfter == 0 {
+		// The breaker's default, spelled out for the events the relay
+		// puts off itself (a slot wait ended by ctx).
+		cfg.Breaker.RetryAfter = relay.DefaultRetryAfter
 	}
 	return cfg
 }

@@ -34,13 +34,15 @@
 // ends DEAD after the outbox's MaxAttempts.
 //
 // When the broker cannot be reached (no connection, a connection lost
-// while a confirm was awaited, no confirm within ConfirmTimeout, a
-// connection blocked by a resource alarm) the event is not charged: the
-// relay returns a core.Unavailable error, and the outbox puts the event
-// off and delivers it again later. The relay.Breaker behind it logs one
-// ERROR when such an outage begins and one INFO "recovered" line when a
-// publish is confirmed again; meanwhile one event per probe interval
-// tries the broker and the others are put off at once.
+// while a confirm was awaited, no confirm within ConfirmTimeout or before
+// the listener's deadline, a connection blocked by a resource alarm) the
+// event is not charged: the relay returns a core.Unavailable error, and
+// the outbox puts the event off and delivers it again later. The
+// relay.Breaker behind it logs one ERROR when such an outage begins and
+// one INFO "recovered" line when a publish is confirmed again; meanwhile
+// one event per probe interval tries the broker and the others are put
+// off at once. An event whose deadline ends while it waits for one of the
+// MaxInFlight slots is put off too, without opening the breaker.
 //
 // # Connection and channels
 //

@@ -29,8 +29,9 @@ var (
 	// expanded exchange or routing key, its id, its type or a header name
 	// is longer than 255 bytes.
 	ErrInvalidMessage = errors.New("rabbitmq: event cannot be sent as an AMQP message")
-	// ErrConfirmTimeout: no confirm arrived within Config.ConfirmTimeout.
-	// Counted as an outage.
+	// ErrConfirmTimeout: no confirm arrived within Config.ConfirmTimeout,
+	// or before the listener's ctx deadline when that ended first. Counted
+	// as an outage.
 	ErrConfirmTimeout = errors.New("rabbitmq: no publisher confirm in time")
 	// ErrNotConnected: the relay has no connection to the broker at the
 	// moment; it is reconnecting in the background. Counted as an outage.

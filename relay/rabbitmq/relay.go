@@ -109,8 +109,11 @@ const closeTimeout = 5 * time.Second
 // a basic.ack of a routed message, a normal error for a message the broker
 // refused (ErrUnroutable, ErrNacked, ErrRefused, ErrInvalidMessage), and
 // a core.Unavailable error (the event is put off, no attempt charged) when
-// the broker cannot be reached (ErrNotConnected, ErrConfirmTimeout,
-// ErrBlocked, a connection lost while the confirm was awaited).
+// the broker cannot be reached (ErrNotConnected, ErrConfirmTimeout, also
+// when ctx's deadline ends the wait for the confirm first, ErrBlocked, a
+// connection lost while the confirm was awaited) or when ctx's deadline
+// ends before the message was sent (waiting for one of the MaxInFlight
+// slots).
 //
 // The message is persistent, with the event id as message_id, the event
 // type as type, the occurred-at time as timestamp, content_type
@@ -141,7 +144,12 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	select {
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():
-		return fmt.Errorf("rabbitmq: waiting for one of the MaxInFlight (%d) publish slots: %w", r.cfg.MaxInFlight, ctx.Err())
+		// Every slot is held by a publish awaiting its confirm: the event
+		// was not sent, so it is put off, not charged. Busy slots are
+		// backpressure, not an outage by themselves: the publishes holding
+		// them open the breaker if their confirms do not come in time.
+		return core.Unavailable(fmt.Errorf("rabbitmq: waiting for one of the MaxInFlight (%d) publish slots: %w",
+			r.cfg.MaxInFlight, ctx.Err()), r.cfg.Breaker.RetryAfter)
 	}
 	defer func() { <-r.sem }()
 
@@ -176,8 +184,19 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 			return r.breaker.Down(fmt.Errorf("connection lost awaiting the confirm: %w", res.err))
 		case timedOut:
 			return r.breaker.Down(fmt.Errorf("%w after %v (%s)", ErrConfirmTimeout, r.cfg.ConfirmTimeout, where))
+		case unsent:
+			// ctx ended before the message was written: not the event's
+			// fault, and the broker was not asked.
+			return core.Unavailable(fmt.Errorf("rabbitmq: not published (%s): %w", where, res.err), r.cfg.Breaker.RetryAfter)
 		case ctxDone:
-			return fmt.Errorf("rabbitmq: awaiting the confirm (%s): %w", where, res.err)
+			if errors.Is(res.err, context.DeadlineExceeded) {
+				// The listener's deadline (the dispatcher's ListenerTimeout)
+				// ended the wait before ConfirmTimeout did: the same outage.
+				return r.breaker.Down(fmt.Errorf("%w before the listener's deadline (%s): %w", ErrConfirmTimeout, where, res.err))
+			}
+			// Cancelled: the dispatcher is shutting down, and charges no
+			// attempt for an interrupted delivery.
+			return fmt.Errorf("rabbitmq: interrupted awaiting the confirm (%s): %w", where, res.err)
 		}
 	}
 	return last

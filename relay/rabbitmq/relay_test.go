@@ -292,3 +292,36 @@ func TestRelayClose(t *testing.T) {
 		t.Errorf("OnEvent after Close = %v", err)
 	}
 }
+
+// A listener deadline that ends while every MaxInFlight slot is taken
+// (publishes awaiting their confirm) puts the event off without charging
+// it (core.Unavailable), and does not open the breaker: busy slots are
+// backpressure, and the publishes holding them report an outage
+// themselves if their confirms do not come. The next publish goes through
+// with no "recovered" line.
+func TestRelaySlotWaitDeadline(t *testing.T) {
+	ch := admin(t)
+	ex := newExchange(t, ch)
+	newQueue(t, ch, ex, "#")
+	logger, logs := testsupport.NewLogger()
+	r := newRelay(t, rabbitmq.Config{Exchange: ex, MaxInFlight: 1, Logger: logger})
+	env, err := core.JSONEvent("a.b", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := rabbitmq.TakeSlots(r, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err = r.OnEvent(ctx, env)
+	cancel()
+	var ue *core.UnavailableError
+	if !errors.As(err, &ue) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("OnEvent whose deadline ends waiting for a slot = %v, want a core.Unavailable error wrapping context.DeadlineExceeded", err)
+	}
+	release()
+	if err := r.OnEvent(context.Background(), env); err != nil {
+		t.Fatalf("OnEvent with a free slot: %v", err)
+	}
+	if n := logs.Count("level=ERROR") + logs.Count("broker recovered"); n != 0 {
+		t.Errorf("the breaker opened for a slot wait:\n%s", logs)
+	}
+}
