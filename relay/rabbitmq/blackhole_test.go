@@ -2,6 +2,7 @@ package rabbitmq_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +170,72 @@ func TestRelayBlackholeListenerDeadline(t *testing.T) {
 	}
 	if down, up := logs.Count("level=ERROR", "broker unreachable"), logs.Count("level=INFO", "broker recovered"); down != 1 || up != 1 {
 		t.Errorf("%d ERROR lines and %d recovered lines, want 1 and 1", down, up)
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s", logs)
+	}
+}
+
+// Channels open lazily, so the first publish on a slot during a blackhole
+// opens its channel then, and the broker never answers. The publish still
+// returns when its ctx ends, as an outage (it used to wait for the
+// client's heartbeat timeout, about 15 s, whatever its ctx), and Close
+// returns within its ctx although that open is still under way (it used
+// to wait for it under the slot's lock).
+func TestRelayBlackholeChannelOpen(t *testing.T) {
+	ch := admin(t)
+	ex := newExchange(t, ch)
+	newQueue(t, ch, ex, "#")
+	proxy, proxied := faultProxy(t)
+	logger, logs := testsupport.NewLogger()
+	r := newRelay(t, rabbitmq.Config{URL: proxied, Exchange: ex, Channels: 2, Logger: logger,
+		Breaker: relay.BreakerConfig{ProbeInterval: 100 * time.Millisecond}})
+	env, err := core.JSONEvent("a.b", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.OnEvent(context.Background(), env); err != nil { // opens one of the two channels
+		t.Fatal(err)
+	}
+	remove := blackhole(t, proxy)
+	defer remove()
+
+	const onEventTimeout = time.Second
+	onEvent := make(chan error, 1)
+	started := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), onEventTimeout)
+		defer cancel()
+		onEvent <- r.OnEvent(ctx, env) // opens the other channel
+	}()
+	returned := false
+	select {
+	case err := <-onEvent:
+		returned = true
+		var ue *core.UnavailableError
+		if !errors.As(err, &ue) {
+			t.Errorf("OnEvent whose ctx ended opening a channel = %v, want a core.Unavailable error", err)
+		}
+		t.Logf("OnEvent with a %v ctx returned after %v: %v", onEventTimeout, time.Since(started).Round(time.Millisecond), err)
+	case <-time.After(onEventTimeout + time.Second):
+		t.Errorf("OnEvent with a %v ctx still running after %v", onEventTimeout, onEventTimeout+time.Second)
+	}
+
+	const closeTimeout = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	closed := make(chan error, 1)
+	started = time.Now()
+	go func() { closed <- r.Close(ctx) }()
+	select {
+	case err := <-closed:
+		t.Logf("Close with a %v ctx returned after %v: %v", closeTimeout, time.Since(started).Round(time.Millisecond), err)
+	case <-time.After(closeTimeout + time.Second):
+		t.Errorf("Close with a %v ctx still running after %v", closeTimeout, closeTimeout+time.Second)
+		<-closed
+	}
+	if !returned {
+		<-onEvent
 	}
 	if t.Failed() {
 		t.Logf("log:\n%s", logs)

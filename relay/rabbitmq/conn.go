@@ -50,13 +50,16 @@ func (r *Relay) dial(ctx context.Context) (*amqp.Connection, error) {
 	return conn, err
 }
 
-// current returns the open connection, or nil and why there is none.
-func (r *Relay) current() (*amqp.Connection, error) {
+// startOpen returns the open connection for a channel open, counted in
+// r.opens (call r.opens.Done once it ended), or why there is none. Close
+// waits for the opens after it took the connection: none can start then.
+func (r *Relay) startOpen() (*amqp.Connection, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.conn == nil || r.conn.IsClosed() {
 		return nil, fmt.Errorf("%w: %w", ErrNotConnected, r.connErr)
 	}
+	r.opens.Add(1)
 	return r.conn, nil
 }
 

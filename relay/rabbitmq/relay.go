@@ -33,6 +33,7 @@ type Relay struct {
 	conn    *amqp.Connection // nil while reconnecting
 	connErr error            // why conn is nil
 	blocked atomic.Bool      // connection.blocked by the broker
+	opens   sync.WaitGroup   // channel opens under way (added under mu, with conn set)
 
 	closeMu   sync.RWMutex
 	closed    bool
@@ -47,8 +48,17 @@ type Relay struct {
 // slot holds one publishing channel, opened on first use and again after
 // it was closed.
 type slot struct {
-	mu sync.Mutex
-	pc *pubChannel
+	mu      sync.Mutex
+	pc      *pubChannel
+	opening *opening // the open under way, nil when none
+}
+
+// opening is a slot's channel being opened. The publishes that need the
+// channel meanwhile wait for it, each within its own ctx.
+type opening struct {
+	done chan struct{} // closed once pc or err is set
+	pc   *pubChannel
+	err  error
 }
 
 var _ core.Listener = (*Relay)(nil)
@@ -102,7 +112,7 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 const maxChannelTries = 3
 
 // closeTimeout bounds the connection's close handshake in Close when ctx
-// has no deadline or already ended.
+// has no deadline.
 const closeTimeout = 5 * time.Second
 
 // OnEvent publishes env and returns once the broker confirmed it: nil for
@@ -157,8 +167,14 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	attempt := r.breaker.Attempt()
 	var last error
 	for range maxChannelTries {
-		pc, err := r.slots[r.next.Add(1)%uint64(len(r.slots))].get(r)
+		pc, err := r.slots[r.next.Add(1)%uint64(len(r.slots))].get(ctx, r)
 		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				// Shutting down: the event was not sent, not charged.
+				return core.Unavailable(fmt.Errorf("rabbitmq: not published (%s): %w", where, err), r.cfg.Breaker.RetryAfter)
+			}
+			// No connection, a failed open, or no answer to it before the
+			// listener's deadline: the broker cannot be reached.
 			return r.breaker.Down(err)
 		}
 		res := pc.publish(ctx, exchange, key, !r.cfg.AllowUnroutable, msg, r.cfg.ConfirmTimeout)
@@ -214,43 +230,74 @@ func causedBy(err error, exchange string) bool {
 }
 
 // get returns the slot's channel, opening a new one when it has none or
-// its channel was closed.
-func (s *slot) get(r *Relay) (*pubChannel, error) {
+// its channel was closed. The open (two round trips to the broker) runs in
+// a goroutine of its own, neither under s.mu nor bound to a ctx: every
+// caller that needs the channel meanwhile waits for it within its own
+// ctx, so a broker that does not answer holds no caller past its ctx (nor
+// Close, which closes the connection and so ends the open). The error
+// wraps ctx.Err() when ctx ended first.
+func (s *slot) get(ctx context.Context, r *Relay) (*pubChannel, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.pc != nil && !s.pc.isClosed() {
-		return s.pc, nil
+		pc := s.pc
+		s.mu.Unlock()
+		return pc, nil
 	}
-	if old := s.pc; old != nil {
-		select {
-		case <-old.closed:
-			if channelLevel(old.closeErr) {
-				r.log.Warn("rabbitmq relay: the broker closed a publishing channel; opening a new one",
-					slog.String("broker", r.cfg.Breaker.Name), slog.Int("code", old.closeErr.Code), slog.String("reason", old.closeErr.Reason))
+	op := s.opening
+	if op == nil {
+		if old := s.pc; old != nil {
+			select {
+			case <-old.closed:
+				if channelLevel(old.closeErr) {
+					r.log.Warn("rabbitmq relay: the broker closed a publishing channel; opening a new one",
+						slog.String("broker", r.cfg.Breaker.Name), slog.Int("code", old.closeErr.Code), slog.String("reason", old.closeErr.Reason))
+				}
+			default:
 			}
-		default:
+			s.pc = nil
 		}
-		s.pc = nil
+		conn, err := r.startOpen()
+		if err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		op = &opening{done: make(chan struct{})}
+		s.opening = op
+		go s.open(r, conn, op)
 	}
-	conn, err := r.current()
-	if err != nil {
-		return nil, err
+	s.mu.Unlock()
+	select {
+	case <-op.done:
+		return op.pc, op.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("rabbitmq: opening a publishing channel: %w", ctx.Err())
 	}
+}
+
+// open opens the channel of op on conn and makes it the slot's.
+func (s *slot) open(r *Relay, conn *amqp.Connection, op *opening) {
+	defer r.opens.Done()
 	pc, err := openChannel(conn)
-	if err != nil {
-		return nil, err
+	s.mu.Lock()
+	s.opening = nil
+	if err == nil {
+		s.pc = pc
 	}
-	s.pc = pc
-	return pc, nil
+	s.mu.Unlock()
+	op.pc, op.err = pc, err
+	close(op.done)
 }
 
 // Close stops the relay: new OnEvent calls return a core.Unavailable
 // error wrapping core.ErrClosed (the event is put off, not charged), the
 // publishes under way finish (their confirms awaited), then the channels
 // and the connection are closed. If ctx ends first, Close closes them
-// anyway (the publishes still waiting fail as an outage) and returns
-// ctx's error. Close the outbox first, so its workers are done. Calling
-// Close again is safe.
+// anyway, without waiting for the broker's answer to the close (the
+// publishes still waiting fail as an outage), and returns ctx's error.
+// Close waits past ctx neither for the publishes nor for the channel
+// opens nor for the broker's answer to the close (with a ctx without a
+// deadline, that answer is awaited closeTimeout at most). Close the
+// outbox first, so its workers are done. Calling Close again is safe.
 func (r *Relay) Close(ctx context.Context) error {
 	r.closeMu.Lock()
 	r.closed = true
@@ -271,8 +318,36 @@ func (r *Relay) Close(ctx context.Context) error {
 		r.cancel()
 	})
 	<-r.superDone
-	// Closing the connection closes its channels with it; no publish is
-	// left to confirm (or the caller gave up on them).
+	// Take the connection, so no channel open starts any more, and close
+	// it: that closes its channels and ends the opens under way. Only then
+	// are the slots read.
+	r.mu.Lock()
+	conn := r.conn
+	r.conn, r.connErr = nil, core.ErrClosed
+	r.mu.Unlock()
+	if conn != nil {
+		deadline, ok := ctx.Deadline()
+		switch {
+		case ctx.Err() != nil:
+			deadline = time.Now() // the caller gave up: no handshake
+		case !ok:
+			deadline = time.Now().Add(closeTimeout)
+		}
+		_ = conn.CloseDeadline(deadline)
+	}
+	wait := func(done <-chan struct{}) {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	opened := make(chan struct{})
+	go func() {
+		r.opens.Wait()
+		close(opened)
+	}()
+	wait(opened)
 	var watchers []chan struct{}
 	for _, s := range r.slots {
 		s.mu.Lock()
@@ -282,23 +357,8 @@ func (r *Relay) Close(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 	}
-	r.mu.Lock()
-	conn := r.conn
-	r.conn, r.connErr = nil, core.ErrClosed
-	r.mu.Unlock()
-	if conn != nil {
-		deadline, ok := ctx.Deadline()
-		if !ok || err != nil {
-			deadline = time.Now().Add(closeTimeout)
-		}
-		_ = conn.CloseDeadline(deadline)
-	}
 	for _, w := range watchers {
-		select {
-		case <-w:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
+		wait(w)
 	}
 	return err
 }
