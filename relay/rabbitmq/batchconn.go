@@ -4,11 +4,19 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 )
 
 // maxPending bounds the bytes a batchConn holds for its sender: a Write
 // beyond it waits until the sender took the batch.
 const maxPending = 1 << 20
+
+// closeFlushTimeout bounds how long Close waits for the sender to write
+// the rest. Only a peer that reads no more makes it wait that long; the
+// client closes its connection after it got the broker's answer to
+// connection.close, or because the connection failed (when what is left
+// to send no longer matters).
+const closeFlushTimeout = time.Second
 
 // batchConn is the relay's connection to the broker with its writes
 // gathered: amqp091-go writes and flushes every publish on its own, under
@@ -43,14 +51,18 @@ func newBatchConn(c net.Conn) *batchConn {
 }
 
 // Write queues p for the sender and returns at once, unless maxPending
-// bytes are already waiting.
+// bytes are already waiting. Once Close began it returns net.ErrClosed:
+// the sender takes no more.
 func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	for len(b.buf) >= maxPending && b.err == nil {
+	for len(b.buf) >= maxPending && b.err == nil && !b.closing {
 		b.taken.Wait()
 	}
-	if b.err != nil {
+	if b.err != nil || b.closing {
 		err := b.err
+		if err == nil {
+			err = net.ErrClosed
+		}
 		b.mu.Unlock()
 		return 0, err
 	}
@@ -94,7 +106,11 @@ func (b *batchConn) send() {
 }
 
 // Close sends what was written before it (the client's connection.close
-// frames, for one), then closes the connection.
+// frames, for one), then closes the connection. A Write waiting for room
+// returns net.ErrClosed at once. When the sender has not finished within
+// closeFlushTimeout (the peer reads no more: its write is stuck in the
+// kernel, which only closing the socket ends), Close closes the socket
+// and the rest is dropped.
 func (b *batchConn) Close() error {
 	b.mu.Lock()
 	if b.closing {
@@ -102,6 +118,7 @@ func (b *batchConn) Close() error {
 		return net.ErrClosed
 	}
 	b.closing = true
+	b.taken.Broadcast() // the writers waiting for room: no more is taken
 	b.mu.Unlock()
 	// The sender looks once more, sends the rest and returns. A full wake
 	// means it is due to look anyway, and will see closing.
@@ -109,7 +126,14 @@ func (b *batchConn) Close() error {
 	case b.wake <- struct{}{}:
 	default:
 	}
-	<-b.done
+	t := time.NewTimer(closeFlushTimeout)
+	select {
+	case <-b.done:
+		t.Stop()
+	case <-t.C:
+		_ = b.Conn.Close() // fails the stuck write; the sender returns
+		<-b.done
+	}
 	b.mu.Lock()
 	if b.err == nil {
 		b.err = net.ErrClosed

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection.
@@ -156,5 +158,60 @@ func TestBatchConnWriteErrorReachesWriters(t *testing.T) {
 		t.Error("Write after the error succeeded")
 	}
 	_ = b.Close()
+	<-b.done
+}
+
+// A peer that stops reading (a blackholed network, a broker that reads no
+// more): the sender blocks in its write once the kernel's buffers are
+// full, and a Write waits for room once maxPending bytes are queued. Close
+// still returns, closing the socket after a bounded wait for the sender
+// instead of waiting for it for ever, and the waiting Write gets an error.
+func TestBatchConnCloseWithStuckSender(t *testing.T) {
+	client, server := tcpPair(t) // the server end never reads
+	// Small fixed buffers (no autotuning): the kernel takes little before
+	// the sender's write blocks for good.
+	if err := server.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	b := newBatchConn(client)
+	written := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := b.Write(chunk); err != nil {
+				written <- err
+				return
+			}
+		}
+	}()
+	// maxPending bytes queued: the sender did not take them, it is stuck in
+	// its write; the writer waits for room.
+	testsupport.WaitFor(t, 30*time.Second, "maxPending bytes queued behind a stuck sender", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.buf) >= maxPending
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	const bound = closeFlushTimeout + 2*time.Second
+	select {
+	case <-closed:
+	case <-time.After(bound):
+		t.Errorf("Close still waiting after %v for a sender stuck in its write", bound)
+		_ = client.Close() // unblocks the sender, and so Close
+		<-closed
+	}
+	select {
+	case err := <-written:
+		if err == nil {
+			t.Error("the waiting Write returned no error")
+		}
+	case <-time.After(bound):
+		t.Error("a Write waiting for room still blocked after Close")
+		<-written
+	}
 	<-b.done
 }
