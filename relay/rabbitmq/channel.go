@@ -19,10 +19,20 @@ import (
 // documentation: "If the message is also published as mandatory, the
 // basic.return is sent to the client before basic.ack"). And amqp091-go
 // handles both, in that order, on its one reader goroutine; it delivers a
-// return by a blocking send on the channel given to NotifyReturn. So once
-// a publish's confirm arrived, its return (if any) was already received by
-// watch; a barrier request, served by watch after whatever it was doing,
-// makes sure it was also recorded.
+// return by a send on the channel given to NotifyReturn that holds the
+// reader until watch takes it. So once a publish's confirm arrived, its
+// return (if any) was already received by watch; a barrier request,
+// served by watch after whatever it was doing, makes sure it was also
+// recorded.
+//
+// That send is not blocking for ever: amqp091-go (v1.16.0, notifyAll)
+// drops a notification no receiver took within 5 s, so that a slow
+// listener cannot wedge the reader, and a return dropped so would leave
+// its publish reported as delivered. watch never keeps it waiting that
+// long: it blocks on nothing but pc.mu, which is only ever held for a map
+// access, and its other cases (a close, a barrier) return at once. Only a
+// process that does not run at all for 5 s (stopped, or starved of CPU)
+// could lose a return.
 type pubChannel struct {
 	ch *amqp.Channel
 
@@ -61,7 +71,9 @@ func openChannel(conn *amqp.Connection) (*pubChannel, error) {
 }
 
 // watch records returns and the close of the channel, and serves barrier
-// requests, until the client closed both notification channels.
+// requests, until the client closed both notification channels. It must
+// never block for long (see pubChannel): nothing in its loop waits for
+// anything but pc.mu.
 func (pc *pubChannel) watch(returns <-chan amqp.Return, closes <-chan *amqp.Error) {
 	defer close(pc.done)
 	for returns != nil || closes != nil {
