@@ -292,12 +292,11 @@ func (s *slot) open(r *Relay, conn *amqp.Connection, op *opening) {
 // error wrapping core.ErrClosed (the event is put off, not charged), the
 // publishes under way finish (their confirms awaited), then the channels
 // and the connection are closed. If ctx ends first, Close closes them
-// anyway, without waiting for the broker's answer to the close (the
-// publishes still waiting fail as an outage), and returns ctx's error.
-// Close waits past ctx neither for the publishes nor for the channel
-// opens nor for the broker's answer to the close (with a ctx without a
-// deadline, that answer is awaited closeTimeout at most). Close the
-// outbox first, so its workers are done. Calling Close again is safe.
+// anyway (the publishes still waiting fail as an outage) and returns
+// ctx's error: it waits past ctx neither for the publishes nor for a
+// channel being opened nor for the broker's answer to the close (which,
+// with a ctx without a deadline, it awaits closeTimeout at most). Close
+// the outbox first, so its workers are done. Calling Close again is safe.
 func (r *Relay) Close(ctx context.Context) error {
 	r.closeMu.Lock()
 	r.closed = true
@@ -336,6 +335,11 @@ func (r *Relay) Close(ctx context.Context) error {
 		_ = conn.CloseDeadline(deadline)
 	}
 	wait := func(done <-chan struct{}) {
+		select {
+		case <-done:
+			return // even when ctx ended too
+		default:
+		}
 		select {
 		case <-done:
 		case <-ctx.Done():
