@@ -317,7 +317,9 @@ func (o *Outbox) DiscardDead(ctx context.Context, f jdbcstore.DeadFilter, opts j
 
 // ReplayDead moves DEAD events matching f back to NEW (see
 // jdbcstore.Store.ReplayDead); the poller then delivers them through the
-// normal path. The count goes to Metrics when it implements core.OpsMetrics.
+// normal path. An ordered event under the skip policy whose key went on
+// without it stays DEAD (ReplayResult.NotReplayed says why). The count
+// goes to Metrics when it implements core.OpsMetrics.
 func (o *Outbox) ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error) {
 	res, err := o.store.ReplayDead(ctx, f, opts)
 	if m, ok := o.metrics.(core.OpsMetrics); ok && res.Replayed > 0 {

@@ -51,6 +51,10 @@ func StatementText(d Dialect, table string) map[string]string {
 // loop.
 func SetBusyHook(s *Store, f func(attempt int, err error)) { s.busyHook = f }
 
+// SetDeadPageHook sets the hook ReplayDead and DiscardDead call between
+// the read of a batch and its write.
+func SetDeadPageHook(s *Store, f func(page []core.Record)) { s.deadPageHook = f }
+
 // ListDeadQuery returns the query and arguments of a ListDead page.
 func ListDeadQuery(s *Store, f DeadFilter, after string, limit int) (string, []any) {
 	return s.listDeadQuery(f, after, limit)

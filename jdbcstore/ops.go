@@ -2,6 +2,7 @@ package jdbcstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
@@ -248,16 +249,56 @@ type ReplayOptions struct {
 	BatchSize int
 }
 
+// Why ReplayDead or DiscardDead left an event it matched as it was
+// (Unchanged.Reason).
+const (
+	// ReasonKeyWentOn: the event is ordered, under the skip policy
+	// (core.SkipOnDead), and its key has a later event, in any status
+	// (or, on databases with a keys table, had one since purged): the
+	// key went on without it, so a replay would deliver it after events
+	// that followed it, perhaps while one of them is being delivered on
+	// another node. ReplayDead leaves it DEAD.
+	ReasonKeyWentOn = "its key went on without it under the skip policy; replaying would deliver it out of order: discard it, or publish a new event"
+	// ReasonNoLongerDead: the event was DEAD when its batch was read but
+	// no longer when the batch was written.
+	ReasonNoLongerDead = "stopped being DEAD meanwhile (replayed or discarded elsewhere, or purged)"
+)
+
+// Unchanged is an event ReplayDead or DiscardDead matched (DEAD when its
+// batch was read) but did not change, and why.
+type Unchanged struct {
+	ID     string
+	Reason string // ReasonKeyWentOn or ReasonNoLongerDead
+}
+
 // ReplayResult tells what ReplayDead did (or would do).
 type ReplayResult struct {
-	Matched  int      // DEAD rows matching the filter
-	Replayed int      // rows moved back to NEW (0 in a dry run)
-	IDs      []string // ids matched, in id order
+	Matched  int // DEAD rows matching the filter
+	Replayed int // rows moved back to NEW (0 in a dry run)
+	// IDs are the ids replayed (in a dry run: that would be), in id
+	// order.
+	IDs []string
+	// NotReplayed are the events matched but not replayed (in a dry run:
+	// that would not be), with why, in id order. Matched is len(IDs) +
+	// len(NotReplayed).
+	NotReplayed []Unchanged
 }
 
 // ReplayDead moves matching DEAD events back to NEW with attempts 0, no
 // error, no lease and due now, in batches of BatchSize (each its own short
-// statement). The poller then delivers them through the normal path.
+// transaction). The poller then delivers them through the normal path.
+//
+// An ordered event under the skip policy whose key went on without it (a
+// later event exists, in any status) is not replayed: its successors were
+// delivered, or are being delivered, as if it had succeeded, and only the
+// event right before an ordered event holds it back, so a replayed one
+// would be delivered out of order, perhaps at the same time as a later
+// event of its key on another node. It stays DEAD and is reported in
+// NotReplayed with ReasonKeyWentOn: discard it, or publish a new event.
+// The check is made when the batch is written, under the key's lock, so
+// a transaction publishing on the key at that moment is waited for. An
+// event under the block policy held its key, so nothing after it was
+// delivered: it is replayed, and delivered before the later events.
 func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (ReplayResult, error) {
 	if f.empty() && !o.All {
 		return ReplayResult{}, &core.ConfigError{Field: "filter", Msg: "is empty: give ids, a type, a tenant or a time range, or set All"}
@@ -279,26 +320,238 @@ func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (
 		if len(page) == 0 {
 			return res, nil
 		}
-		ids := make([]any, 0, len(page)+1)
-		ids = append(ids, s.dialect.EncodeTime(s.now()))
-		for _, r := range page {
-			res.IDs = append(res.IDs, r.ID)
-			ids = append(ids, r.ID)
-		}
 		res.Matched += len(page)
 		after = page[len(page)-1].ID
+		var replayed, wentOn map[string]bool
 		if o.DryRun {
-			continue
+			var ok []any
+			ok, wentOn, err = s.replayable(ctx, s.db, page, false)
+			replayed = set(ok)
+			if err != nil {
+				err = s.mapError("replay dead: read", page[0].ID, err)
+			}
+		} else {
+			if s.deadPageHook != nil {
+				s.deadPageHook(page)
+			}
+			replayed, wentOn, err = s.replayPage(ctx, page)
+			res.Replayed += len(replayed)
 		}
-		q := inList(s.dialect, "UPDATE "+s.dialect.QuoteIdent(s.table)+" SET status = "+strconv.Itoa(int(core.StatusNew))+
-			", attempts = 0, available_at = ?, done_at = NULL, last_error = NULL, locked_by = NULL, locked_until = NULL"+
-			" WHERE event_id IN (", len(page), ") AND status = "+strconv.Itoa(int(core.StatusDead)))
-		n, err := s.exec(ctx, "replay dead", page[0].ID, q, ids...)
-		res.Replayed += int(n)
 		if err != nil {
 			return res, err
 		}
+		res.IDs, res.NotReplayed = sortOut(page, replayed, wentOn, res.IDs, res.NotReplayed)
 	}
+}
+
+// sortOut appends to ids the ids of page in changed and to left the
+// others, with ReasonKeyWentOn for those in wentOn and
+// ReasonNoLongerDead for the rest, in the order of page.
+func sortOut(page []core.Record, changed, wentOn map[string]bool, ids []string, left []Unchanged) ([]string, []Unchanged) {
+	for _, r := range page {
+		switch {
+		case changed[r.ID]:
+			ids = append(ids, r.ID)
+		case wentOn[r.ID]:
+			left = append(left, Unchanged{ID: r.ID, Reason: ReasonKeyWentOn})
+		default:
+			left = append(left, Unchanged{ID: r.ID, Reason: ReasonNoLongerDead})
+		}
+	}
+	return ids, left
+}
+
+// keyWentOn is the condition of a row of the store's table that is an
+// ordered event under the skip policy whose key has a later event, or,
+// where the store keeps a keys table, whose key's last position is past
+// it (a later event was committed, and perhaps purged since). Both
+// subqueries read the order index or the keys table's primary key.
+func (s *Store) keyWentOn() string {
+	t := s.dialect.QuoteIdent(s.table)
+	c := t + ".order_key IS NOT NULL AND " + t + ".order_skip <> 0 AND (EXISTS (SELECT 1 FROM " + t + " n WHERE n.order_key = " +
+		t + ".order_key AND n.order_seq > " + t + ".order_seq)"
+	if !s.dialect.Capabilities().SingleWriter {
+		c += " OR EXISTS (SELECT 1 FROM " + s.dialect.QuoteIdent(keysTable(s.table)) + " k WHERE k.order_key = " + t +
+			".order_key AND k.last_seq > " + t + ".order_seq)"
+	}
+	return "(" + c + "))"
+}
+
+// replaySet is the SET clause of a replay: back to NEW, due at the first
+// argument.
+var replaySet = " SET status = " + strconv.Itoa(int(core.StatusNew)) + ", attempts = 0, available_at = ?, done_at = NULL, last_error = NULL, locked_by = NULL, locked_until = NULL"
+
+// replayable reads, on q, which rows of page are still DEAD: those a
+// replay may move back to NEW (ok, ids as statement arguments) and those
+// whose key went on without them (wentOn). lock reads them FOR UPDATE.
+func (s *Store) replayable(ctx context.Context, q queryer, page []core.Record, lock bool) (ok []any, wentOn map[string]bool, err error) {
+	suffix := ") AND status = " + strconv.Itoa(int(core.StatusDead))
+	if lock {
+		suffix += " FOR UPDATE"
+	}
+	query := inList(s.dialect, "SELECT event_id, CASE WHEN "+s.keyWentOn()+" THEN 1 ELSE 0 END FROM "+s.dialect.QuoteIdent(s.table)+
+		" WHERE event_id IN (", len(page), suffix)
+	rows, err := q.QueryContext(ctx, query, pageIDs(page)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id   string
+			went int
+		)
+		if err := rows.Scan(&id, &went); err != nil {
+			return nil, nil, err
+		}
+		if went != 0 {
+			if wentOn == nil {
+				wentOn = map[string]bool{}
+			}
+			wentOn[id] = true
+		} else {
+			ok = append(ok, id)
+		}
+	}
+	return ok, wentOn, rows.Err()
+}
+
+// replayPage moves the rows of page that are still DEAD, except those
+// whose key went on without them, back to NEW, in one transaction, and
+// returns the ids it moved and those it left because their key went on.
+//
+// The transaction first locks the keys-table rows of the page's ordered
+// events under the skip policy (the lock a transaction publishing on the
+// key holds until it ends), so the check sees every later event
+// committed; on a single-writer database (SQLite) no publish can run
+// meanwhile. Where the database has RETURNING (SQLite, PostgreSQL) the
+// UPDATE checks each row itself and returns the ids it moved; elsewhere
+// (MySQL/MariaDB) the rows are read FOR UPDATE with the check, and the
+// UPDATE moves the locked rows that passed.
+func (s *Store) replayPage(ctx context.Context, page []core.Record) (replayed, wentOn map[string]bool, err error) {
+	d := s.dialect
+	t := d.QuoteIdent(s.table)
+	dead := strconv.Itoa(int(core.StatusDead))
+	err = s.ownTx(ctx, func(tx *sqlx.Tx) error {
+		replayed, wentOn = nil, nil
+		if err := s.lockSkipKeys(ctx, tx, page); err != nil {
+			return err
+		}
+		now := d.EncodeTime(s.now())
+		if !d.Capabilities().Returning {
+			ok, went, err := s.replayable(ctx, tx, page, true)
+			if err != nil || len(ok) == 0 {
+				wentOn = went
+				return err
+			}
+			n, err := execCount(ctx, tx, inList(d, "UPDATE "+t+replaySet+" WHERE event_id IN (", len(ok), ") AND status = "+dead),
+				append([]any{now}, ok...)...)
+			if err != nil {
+				return err
+			}
+			if n != int64(len(ok)) {
+				return fmt.Errorf("moved %d of the %d rows it had locked", n, len(ok))
+			}
+			replayed, wentOn = set(ok), went
+			return nil
+		}
+		args := append([]any{now}, pageIDs(page)...)
+		moved, err := queryIDs(ctx, tx, inList(d, "UPDATE "+t+replaySet+" WHERE event_id IN (", len(page),
+			") AND status = "+dead+" AND NOT "+s.keyWentOn()+" RETURNING event_id"), len(page), args...)
+		if err != nil || len(moved) == len(page) {
+			replayed = moved
+			return err
+		}
+		// The rows of the page still DEAD were left for their key.
+		var rest []any
+		for _, r := range page {
+			if !moved[r.ID] {
+				rest = append(rest, r.ID)
+			}
+		}
+		went, err := queryIDs(ctx, tx, inList(d, "SELECT event_id FROM "+t+" WHERE event_id IN (", len(rest), ") AND status = "+dead),
+			len(rest), rest...)
+		replayed, wentOn = moved, went
+		return err
+	})
+	if err != nil {
+		return nil, nil, s.mapError("replay dead", page[0].ID, err)
+	}
+	return replayed, wentOn, nil
+}
+
+// lockSkipKeys locks, in tx, the keys-table rows of the ordered events
+// under the skip policy in page, in key order; nothing where the store
+// keeps no keys table (single-writer databases, where no publish runs
+// while tx writes).
+func (s *Store) lockSkipKeys(ctx context.Context, tx *sqlx.Tx, page []core.Record) error {
+	if s.dialect.Capabilities().SingleWriter {
+		return nil
+	}
+	var keys []string
+	for _, r := range page {
+		if r.OrderKey != "" && r.OnDead == core.SkipOnDead {
+			keys = append(keys, r.OrderKey)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	_, err := queryIDs(ctx, tx, inList(s.dialect, "SELECT order_key FROM "+s.dialect.QuoteIdent(keysTable(s.table))+
+		" WHERE order_key IN (", len(keys), ") ORDER BY order_key FOR UPDATE"), len(keys), args...)
+	return err
+}
+
+// ownTx runs fn in a transaction of the store's own, under the write
+// gate (single-writer databases) and READ COMMITTED where rows lock (each
+// statement then reads the latest committed rows), run again as a whole
+// while the database reports lock contention: fn must start afresh.
+func (s *Store) ownTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	ctx, release, err := s.gate.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	var opts *sql.TxOptions
+	if s.dialect.Capabilities().SkipLocked {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	_, err = retryBusy(ctx, s, func() (struct{}, error) {
+		tx, err := s.db.BeginTxx(ctx, opts)
+		if err != nil {
+			return struct{}{}, err
+		}
+		defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+		if err := fn(tx); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, tx.Commit()
+	})
+	return err
+}
+
+// set returns ids (strings) as a set.
+func set(ids []any) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id.(string)] = true
+	}
+	return m
+}
+
+// pageIDs returns the ids of page as statement arguments.
+func pageIDs(page []core.Record) []any {
+	ids := make([]any, len(page))
+	for i, r := range page {
+		ids[i] = r.ID
+	}
+	return ids
 }
 
 // eachRow runs a query on the pool (retrying lock contention) and calls fn

@@ -55,6 +55,9 @@ type Store struct {
 	// busyHook, when set (by tests), is called before each wait of the
 	// busy retry loop.
 	busyHook func(attempt int, err error)
+	// deadPageHook, when set (by tests), is called by ReplayDead and
+	// DiscardDead between the read of a batch and its write.
+	deadPageHook func(page []core.Record)
 }
 
 var _ core.Store = (*Store)(nil)

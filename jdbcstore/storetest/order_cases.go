@@ -591,6 +591,150 @@ func (s *suite) testOrder(t *testing.T) {
 		claimedIDs(t, "after the replayed event", claimAll(t, st, "node-a", clk.Now().Add(time.Minute)), "blk-2")
 	})
 
+	t.Run("ReplayLeavesASkippedEventWhoseKeyWentOn", func(t *testing.T) {
+		// Under the skip policy the key goes on past a DEAD event: a
+		// replay would deliver it after (or while) its successors are
+		// delivered, so it stays DEAD. Under the block policy, and when
+		// nothing followed, the replay goes ahead.
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		for _, id := range []string{"s-1", "s-2", "s-3"} {
+			publishOrdered(t, st, orderedEvent(t, id, "sk", core.SkipOnDead), core.Lease{}, false)
+		}
+		publishOrdered(t, st, orderedEvent(t, "b-1", "bk", core.BlockOnDead), core.Lease{}, false)
+		publishOrdered(t, st, orderedEvent(t, "b-2", "bk", core.BlockOnDead), core.Lease{}, false)
+		publishOrdered(t, st, orderedEvent(t, "l-1", "lk", core.SkipOnDead), core.Lease{}, false) // the last of its key
+		now := t0.Add(time.Minute)
+		claimedIDs(t, "heads", claimAll(t, st, "node-a", now), "b-1", "l-1", "s-1")
+		for _, id := range []string{"s-1", "b-1", "l-1"} {
+			if ok, err := st.MarkDead(ctx, "node-a", id, "poison"); err != nil || !ok {
+				t.Fatalf("MarkDead %s: %v %v", id, ok, err)
+			}
+		}
+		claimedIDs(t, "after the dead", claimAll(t, st, "node-a", now), "s-2") // in flight on node-a
+		wentOn := []jdbcstore.Unchanged{{ID: "s-1", Reason: jdbcstore.ReasonKeyWentOn}}
+		f := jdbcstore.DeadFilter{EventType: "Ordered"}
+		dry, err := st.ReplayDead(ctx, f, jdbcstore.ReplayOptions{DryRun: true})
+		if err != nil || dry.Matched != 3 || dry.Replayed != 0 || !slices.Equal(dry.IDs, []string{"b-1", "l-1"}) || !slices.Equal(dry.NotReplayed, wentOn) {
+			t.Fatalf("dry ReplayDead = %+v, %v; want b-1 and l-1 replayable, s-1 not (its key went on)", dry, err)
+		}
+		res, err := st.ReplayDead(ctx, f, jdbcstore.ReplayOptions{BatchSize: 1})
+		if err != nil || res.Matched != 3 || res.Replayed != 2 || !slices.Equal(res.IDs, []string{"b-1", "l-1"}) || !slices.Equal(res.NotReplayed, wentOn) {
+			t.Fatalf("ReplayDead = %+v, %v; want b-1 and l-1 replayed, s-1 left DEAD (its key went on)", res, err)
+		}
+		if r := get(t, st, "s-1"); r.Status != core.StatusDead || r.LastError != "poison" {
+			t.Fatalf("s-1 after the replay: %v, %q; want DEAD as it was", r.Status, r.LastError)
+		}
+		// Another node takes the replayed events, never s-1 or s-3 while
+		// s-2 is in flight.
+		clk.Advance(time.Second)
+		later := clk.Now().Add(time.Minute)
+		claimedIDs(t, "after the replay", claimAll(t, st, "node-b", later), "b-1", "l-1")
+		if n, err := st.MarkDone(ctx, "node-a", []string{"s-2"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone s-2: %d, %v", n, err)
+		}
+		claimedIDs(t, "after s-2", claimAll(t, st, "node-c", later), "s-3")
+		// By id, with one of the ids not DEAD: the same answer.
+		res, err = st.ReplayDead(ctx, jdbcstore.DeadFilter{IDs: []string{"s-1", "s-3"}}, jdbcstore.ReplayOptions{})
+		if err != nil || res.Matched != 1 || res.Replayed != 0 || len(res.IDs) != 0 || !slices.Equal(res.NotReplayed, wentOn) {
+			t.Fatalf("ReplayDead by id = %+v, %v", res, err)
+		}
+		// Discarding it is the way out.
+		if d, err := st.DiscardDead(ctx, jdbcstore.DeadFilter{IDs: []string{"s-1"}}, jdbcstore.DiscardOptions{}); err != nil || d.Discarded != 1 {
+			t.Fatalf("DiscardDead s-1 = %+v, %v", d, err)
+		}
+	})
+
+	t.Run("ReplayLeavesASkippedEventWhoseSuccessorWasPurged", func(t *testing.T) {
+		// Where the store keeps a keys table, the key's last position
+		// shows that it went on even once the later events were purged.
+		// SQLite keeps none: the key's last event is the DEAD one, and a
+		// replay delivers it before anything published after.
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		publishOrdered(t, st, orderedEvent(t, "p-1", "pk", core.SkipOnDead), core.Lease{}, false)
+		publishOrdered(t, st, orderedEvent(t, "p-2", "pk", core.SkipOnDead), core.Lease{}, false)
+		claimedIDs(t, "head", claimAll(t, st, "node-a", t0.Add(time.Minute)), "p-1")
+		if ok, err := st.MarkDead(ctx, "node-a", "p-1", "poison"); err != nil || !ok {
+			t.Fatalf("MarkDead: %v %v", ok, err)
+		}
+		claimedIDs(t, "next", claimAll(t, st, "node-a", t0.Add(time.Minute)), "p-2")
+		if n, err := st.MarkDone(ctx, "node-a", []string{"p-2"}); err != nil || n != 1 {
+			t.Fatalf("MarkDone: %d, %v", n, err)
+		}
+		clk.Advance(2 * time.Hour)
+		if res, err := st.Purge(ctx, jdbcstore.PurgeOptions{DoneOlderThan: time.Hour}); err != nil || res.Done != 1 {
+			t.Fatalf("Purge = %+v, %v", res, err)
+		}
+		res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{IDs: []string{"p-1"}}, jdbcstore.ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Dialect().Capabilities().SingleWriter {
+			if res.Replayed != 1 {
+				t.Fatalf("ReplayDead = %+v; want p-1 replayed (no keys table)", res)
+			}
+			return
+		}
+		if res.Replayed != 0 || !slices.Equal(res.NotReplayed, []jdbcstore.Unchanged{{ID: "p-1", Reason: jdbcstore.ReasonKeyWentOn}}) {
+			t.Fatalf("ReplayDead = %+v; want p-1 left DEAD (its key's last position is 2)", res)
+		}
+	})
+
+	t.Run("ReplayWaitsForAPublishOnTheKey", func(t *testing.T) {
+		// A transaction publishing the next event of a skipped key while
+		// its DEAD event is replayed: the replay waits for it (servers:
+		// the key's row lock; SQLite: the write lock) and then leaves the
+		// event DEAD, never replaying it while the new event may take the
+		// hot path.
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		publishOrdered(t, st, orderedEvent(t, "w-1", "wk", core.SkipOnDead), core.Lease{}, false)
+		claimedIDs(t, "head", claimAll(t, st, "node-a", t0.Add(time.Minute)), "w-1")
+		if ok, err := st.MarkDead(ctx, "node-a", "w-1", "poison"); err != nil || !ok {
+			t.Fatalf("MarkDead: %v %v", ok, err)
+		}
+		open, err := st.DB().BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer open.Rollback() //nolint:errcheck
+		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
+		if _, err := st.InsertOrdered(ctx, open, orderedEvent(t, "w-2", "wk", core.SkipOnDead), lease); err != nil {
+			t.Fatal(err)
+		}
+		type outcome struct {
+			res jdbcstore.ReplayResult
+			err error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{IDs: []string{"w-1"}}, jdbcstore.ReplayOptions{})
+			done <- outcome{res, err}
+		}()
+		select {
+		case got := <-done:
+			t.Fatalf("ReplayDead returned while a transaction publishing on the key is open: %+v, %v", got.res, got.err)
+		case <-time.After(200 * time.Millisecond): // it must not return: a negative check, bounded
+		}
+		if err := open.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		if got.err != nil || got.res.Replayed != 0 || !slices.Equal(got.res.NotReplayed, []jdbcstore.Unchanged{{ID: "w-1", Reason: jdbcstore.ReasonKeyWentOn}}) {
+			t.Fatalf("ReplayDead = %+v, %v; want w-1 left DEAD", got.res, got.err)
+		}
+		if r := get(t, st, "w-1"); r.Status != core.StatusDead {
+			t.Fatalf("w-1 is %v, want DEAD", r.Status)
+		}
+	})
+
 	t.Run("DiscardReleasesTheKey", func(t *testing.T) {
 		t.Parallel()
 		clk := newClock(t0)
