@@ -61,3 +61,23 @@ func TestReplayDeadReportsRowsChangedMeanwhile(t *testing.T) {
 		})
 	}
 }
+
+// DiscardDead keeps a row that stopped being DEAD between the read of its
+// batch and the write, and reports it in NotDiscarded, not in IDs.
+func TestDiscardDeadReportsRowsChangedMeanwhile(t *testing.T) {
+	for name, open := range orderedStores {
+		t.Run(name, func(t *testing.T) {
+			st, db := open(t)
+			deadEvents(t, st, "a", "b", "c")
+			meanwhile(t, st, db, "UPDATE outbox_event SET status = ? WHERE event_id = ?", int(core.StatusNew), "b")
+			res, err := st.DiscardDead(t.Context(), jdbcstore.DeadFilter{IDs: []string{"a", "b", "c"}}, jdbcstore.DiscardOptions{})
+			want := []jdbcstore.Unchanged{{ID: "b", Reason: jdbcstore.ReasonNoLongerDead}}
+			if err != nil || res.Matched != 3 || res.Discarded != 2 || !slices.Equal(res.IDs, []string{"a", "c"}) || !slices.Equal(res.NotDiscarded, want) {
+				t.Fatalf("DiscardDead = %+v, %v; want a and c discarded, b not (replayed meanwhile)", res, err)
+			}
+			if r, err := st.Get(t.Context(), "b"); err != nil || r.Status != core.StatusNew {
+				t.Fatalf("b: %v, %v; want NEW, kept", r.Status, err)
+			}
+		})
+	}
+}

@@ -96,9 +96,14 @@ type DiscardOptions struct {
 
 // DiscardResult tells what DiscardDead did (or would do).
 type DiscardResult struct {
-	Matched   int      // DEAD rows matching the filter
-	Discarded int      // rows deleted (0 in a dry run)
-	IDs       []string // ids matched, in id order
+	Matched   int // DEAD rows matching the filter
+	Discarded int // rows deleted (0 in a dry run)
+	// IDs are the ids deleted (in a dry run: that would be), in id order.
+	IDs []string
+	// NotDiscarded are the events matched but not deleted, in id order:
+	// they stopped being DEAD between the read of their batch and its
+	// write (ReasonNoLongerDead). Matched is len(IDs) + len(NotDiscarded).
+	NotDiscarded []Unchanged
 }
 
 // DiscardDead deletes the DEAD events matching f, in batches of
@@ -106,7 +111,7 @@ type DiscardResult struct {
 // Discarding the DEAD event that holds an ordering key (block policy)
 // releases the key: its next event is delivered by the poller as if the
 // discarded one had succeeded. A row that stopped being DEAD meanwhile
-// (replayed by someone else) is kept.
+// (replayed by someone else) is kept, and reported in NotDiscarded.
 func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions) (DiscardResult, error) {
 	if f.empty() && !o.All {
 		return DiscardResult{}, &core.ConfigError{Field: "filter", Msg: "is empty: give ids, a type, a tenant or a time range, or set All"}
@@ -128,24 +133,66 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 		if len(page) == 0 {
 			return res, nil
 		}
-		ids := make([]any, 0, len(page))
-		for _, r := range page {
-			res.IDs = append(res.IDs, r.ID)
-			ids = append(ids, r.ID)
-		}
 		res.Matched += len(page)
 		after = page[len(page)-1].ID
 		if o.DryRun {
+			for _, r := range page {
+				res.IDs = append(res.IDs, r.ID)
+			}
 			continue
 		}
-		q := inList(s.dialect, "DELETE FROM "+s.dialect.QuoteIdent(s.table)+" WHERE event_id IN (", len(page),
-			") AND status = "+strconv.Itoa(int(core.StatusDead)))
-		n, err := s.exec(ctx, "discard dead", page[0].ID, q, ids...)
-		res.Discarded += int(n)
+		if s.deadPageHook != nil {
+			s.deadPageHook(page)
+		}
+		deleted, err := s.discardPage(ctx, page)
 		if err != nil {
 			return res, err
 		}
+		res.Discarded += len(deleted)
+		res.IDs, res.NotDiscarded = sortOut(page, deleted, nil, res.IDs, res.NotDiscarded)
 	}
+}
+
+// discardPage deletes the rows of page that are still DEAD and returns
+// their ids: one DELETE ... RETURNING where the database has it (SQLite,
+// PostgreSQL), otherwise (MySQL/MariaDB) a read of the rows FOR UPDATE
+// and the DELETE of those, in one transaction.
+func (s *Store) discardPage(ctx context.Context, page []core.Record) (map[string]bool, error) {
+	d := s.dialect
+	t := d.QuoteIdent(s.table)
+	still := ") AND status = " + strconv.Itoa(int(core.StatusDead))
+	var deleted map[string]bool
+	err := s.ownTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		if d.Capabilities().Returning {
+			deleted, err = queryIDs(ctx, tx, inList(d, "DELETE FROM "+t+" WHERE event_id IN (", len(page), still+" RETURNING event_id"),
+				len(page), pageIDs(page)...)
+			return err
+		}
+		deleted = nil
+		locked, err := queryIDs(ctx, tx, inList(d, "SELECT event_id FROM "+t+" WHERE event_id IN (", len(page), still+" FOR UPDATE"),
+			len(page), pageIDs(page)...)
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		ids := make([]any, 0, len(locked))
+		for id := range locked {
+			ids = append(ids, id)
+		}
+		n, err := execCount(ctx, tx, inList(d, "DELETE FROM "+t+" WHERE event_id IN (", len(ids), still), ids...)
+		if err != nil {
+			return err
+		}
+		if n != int64(len(ids)) {
+			return fmt.Errorf("deleted %d of the %d rows it had locked", n, len(ids))
+		}
+		deleted = locked
+		return nil
+	})
+	if err != nil {
+		return nil, s.mapError("discard dead", page[0].ID, err)
+	}
+	return deleted, nil
 }
 
 var _ core.KeyWaiters = (*Store)(nil)
