@@ -333,6 +333,42 @@ func TestDeadReplayUnknownIDs(t *testing.T) {
 	}
 }
 
+// A selected event that stops being DEAD between the read of its batch and
+// the write (another operator, the purge) is named as not replayed or not
+// discarded, with why, and the command fails (exit 1). A trigger that
+// deletes the row as the write reaches it stands in for the other writer.
+func TestDeadChangedMeanwhile(t *testing.T) {
+	path, store := sqliteDB(t)
+	meanwhile := func(op, id string) {
+		t.Helper()
+		trg := "CREATE TRIGGER gone_" + strings.ReplaceAll(id, "-", "_") + " BEFORE " + op + " ON outbox_event WHEN OLD.event_id = '" + id +
+			"' BEGIN DELETE FROM outbox_event WHERE event_id = '" + id + "'; END"
+		if _, err := store.DB().Exec(trg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := "(" + jdbcstore.ReasonNoLongerDead + ")"
+
+	meanwhile("UPDATE", "x-2")
+	r := cli(t, "--dsn", path, "dead", "replay", "--id", "x-1", "--id", "x-2")
+	if r.code != exitFailed || r.stderr != "outboxctl: dead replay: 1 of the given ids was not replayed: x-2 "+gone+"; the 1 other event replayed\n" {
+		t.Errorf("replay: exit %d, stderr %q", r.code, r.stderr)
+	}
+	matches(t, r.stdout, `^replayed 1 event \(2 matched\)$`, `^  x-1$`, `^not replayed:$`, `^  x-2 \(stopped being DEAD meanwhile `)
+	wantCounts(t, store, 3, 3, 1, 3) // x-1 replayed, x-2 gone
+
+	meanwhile("DELETE", "x-4")
+	var res discardJSON
+	r = cli(t, "--dsn", path, "--json", "dead", "discard", "--type", "Email")
+	decodeJSON(t, r.stdout, &res)
+	if r.code != exitFailed || res.Matched != 1 || res.Discarded != 0 || len(res.IDs) != 0 ||
+		!slices.Equal(res.NotDiscarded, []notReplayed{{ID: "x-4", Reason: jdbcstore.ReasonNoLongerDead}}) ||
+		r.stderr != "outboxctl: dead discard: 1 of the selected events was not discarded: x-4 "+gone+"; no other event discarded\n" {
+		t.Errorf("discard: exit %d, %+v, stderr %q", r.code, res, r.stderr)
+	}
+	wantCounts(t, store, 3, 3, 1, 2)
+}
+
 // More than 20 ids: the table lists 20 and says how many more.
 func TestDeadReplayManyIDs(t *testing.T) {
 	path, store := sqliteDB(t)

@@ -25,14 +25,16 @@ discarded (exit status 2). --dry-run deletes nothing and tells what would be
 discarded.
 
 The table output says "discarded N events" ("would discard N events" in a dry run)
-and lists the first %d ids. --json prints one object: dry_run, matched, discarded,
-ids (every id matched) and not_discarded.
+and lists the first %d ids discarded. --json prints one object: dry_run, matched,
+discarded, ids (every id discarded, or in a dry run that would be) and
+not_discarded.
 
-An --id that is not discarded (not found, not DEAD, or DEAD but not matching the
-other selectors) is listed under "not discarded" with the reason (not_discarded in
---json: id, reason and status) and the command exits with status 1 and one line
-on stderr; the other selected events are discarded all the same. A dry run
-reports and exits the same way.`, replayShownIDs),
+An event not discarded is listed under "not discarded" with the reason
+(not_discarded in --json: id, reason and status): an --id not found, not DEAD,
+or DEAD but not matching the other selectors; a selected event that stopped
+being DEAD meanwhile (replayed or discarded elsewhere, or purged). The command
+then exits with status 1 and one line on stderr; the other selected events are
+discarded all the same. A dry run reports and exits the same way.`, replayShownIDs),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f      deadFilterFlags
@@ -72,14 +74,14 @@ reports and exits the same way.`, replayShownIDs),
 					}
 					return missingTable(err, store.Table())
 				}
-				missed, err := whyNotReplayed(ctx, store, ids, res.IDs, others)
+				missed, err := whyNotReplayed(ctx, store, ids, res.IDs, res.NotDiscarded, others)
 				if err != nil {
 					return fmt.Errorf("dead discard: looking up the ids not discarded: %w (%d %s discarded)", err, res.Discarded, events(res.Discarded))
 				}
 				if err := printDiscard(s, res, missed, dryRun); err != nil {
 					return err
 				}
-				return missedIDsError("discard", missed, res.Matched, res.Discarded, dryRun)
+				return missedIDsError("discard", missed, len(res.IDs), len(ids) > 0, dryRun)
 			}
 		},
 	}
@@ -105,6 +107,6 @@ func printDiscard(s *session, res jdbcstore.DiscardResult, missed []notReplayed,
 		return writeJSON(s.stdout, discardJSON{DryRun: dryRun, Matched: res.Matched, Discarded: res.Discarded, IDs: ids, NotDiscarded: missed})
 	}
 	printDeadResult(s.stdout, deadAction{verb: "discard", past: "discarded", unchanged: "nothing deleted"},
-		res.Matched, res.Discarded, res.IDs, missed, dryRun)
+		res.Matched, res.IDs, missed, dryRun)
 	return nil
 }

@@ -27,15 +27,23 @@ Select with --id (repeatable), --type, --tenant, --since/--until (on created_at)
 combined with AND, or with --all for every DEAD event. Without a selector nothing is
 replayed (exit status 2). --dry-run changes nothing and tells what would be replayed.
 
-The table output says "replayed N events" ("would replay N events" in a dry run)
-and lists the first %d ids. --json prints one object: dry_run, matched, replayed,
-ids (every id matched) and not_replayed.
+An ordered event under the skip policy whose key went on without it (a later
+event of its key exists) is not replayed: the key's later events were delivered,
+or are being delivered, as if it had succeeded, so replaying it would deliver it
+out of order. It stays DEAD: discard it, or publish a new event.
 
-An --id that is not replayed (not found, not DEAD, or DEAD but not matching the
-other selectors) is listed under "not replayed" with the reason (not_replayed in
---json: id, reason and status) and the command exits with status 1 and one line
-on stderr; the other selected events are replayed all the same. A dry run
-reports and exits the same way.`, replayShownIDs),
+The table output says "replayed N events" ("would replay N events" in a dry run)
+and lists the first %d ids replayed. --json prints one object: dry_run, matched,
+replayed, ids (every id replayed, or in a dry run that would be) and
+not_replayed.
+
+An event not replayed is listed under "not replayed" with the reason
+(not_replayed in --json: id, reason and status): an --id not found, not DEAD,
+or DEAD but not matching the other selectors; a selected event whose key went on
+without it; one that stopped being DEAD meanwhile (replayed or discarded
+elsewhere, or purged). The command then exits with status 1 and one line on
+stderr; the other selected events are replayed all the same. A dry run reports
+and exits the same way.`, replayShownIDs),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f      deadFilterFlags
@@ -76,34 +84,56 @@ reports and exits the same way.`, replayShownIDs),
 					return missingTable(err, store.Table())
 				}
 				others := f.eventType != "" || f.tenant != "" || !filter.From.IsZero() || !filter.To.IsZero()
-				missed, err := whyNotReplayed(ctx, store, ids, res.IDs, others)
+				missed, err := whyNotReplayed(ctx, store, ids, res.IDs, res.NotReplayed, others)
 				if err != nil {
 					return fmt.Errorf("dead replay: looking up the ids not replayed: %w (%d %s replayed)", err, res.Replayed, events(res.Replayed))
 				}
 				if err := printReplay(s, res, missed, dryRun); err != nil {
 					return err
 				}
-				return missedError(missed, res, dryRun)
+				return missedError(missed, res, len(ids) > 0, dryRun)
 			}
 		},
 	}
 }
 
-// notReplayed is an --id that was not replayed, and why.
+// notReplayed is a selected event that was not replayed (or discarded),
+// and why.
 type notReplayed struct {
-	ID     string `json:"id"`
-	Reason string `json:"reason"`           // "not found", "not DEAD" or "does not match the other selectors"
+	ID string `json:"id"`
+	// Reason is "not found", "not DEAD", "does not match the other
+	// selectors", "became DEAD meanwhile" (an --id), or the store's
+	// reason for an event it matched (jdbcstore.ReasonKeyWentOn,
+	// jdbcstore.ReasonNoLongerDead).
+	Reason string `json:"reason"`
 	Status string `json:"status,omitempty"` // the event's status when it exists
 }
 
-// whyNotReplayed looks up each of the given ids that is not among the
-// matched ones and says why; others tells whether selectors besides --id
-// were given.
-func whyNotReplayed(ctx context.Context, store *jdbcstore.Store, given, matched []string, others bool) ([]notReplayed, error) {
+// whyNotReplayed lists the events the store matched but left (unchanged,
+// with its reasons), then looks up each of the given ids that is neither
+// among the changed ones nor those and says why; others tells whether
+// selectors besides --id were given.
+func whyNotReplayed(ctx context.Context, store *jdbcstore.Store, given, changed []string, unchanged []jdbcstore.Unchanged, others bool) ([]notReplayed, error) {
 	var missed []notReplayed
-	seen := make(map[string]bool, len(matched))
-	for _, id := range matched {
+	seen := make(map[string]bool, len(changed)+len(unchanged))
+	for _, id := range changed {
 		seen[id] = true
+	}
+	for _, u := range unchanged {
+		seen[u.ID] = true
+		m := notReplayed{ID: u.ID, Reason: u.Reason, Status: core.StatusDead.String()}
+		if u.Reason != jdbcstore.ReasonKeyWentOn {
+			rec, err := store.Get(ctx, u.ID)
+			switch {
+			case errors.Is(err, core.ErrNotFound):
+				m.Status = ""
+			case err != nil:
+				return missed, err
+			default:
+				m.Status = rec.Status.String()
+			}
+		}
+		missed = append(missed, m)
 	}
 	for _, id := range given {
 		if seen[id] {
@@ -140,16 +170,17 @@ func (m notReplayed) String() string {
 // missedShown is how many not-replayed ids the stderr line names.
 const missedShown = 5
 
-// missedError is the failure of a replay that left given ids out: nil
-// when every id was replayed.
-func missedError(missed []notReplayed, res jdbcstore.ReplayResult, dryRun bool) error {
-	return missedIDsError("replay", missed, res.Matched, res.Replayed, dryRun)
+// missedError is the failure of a replay that left selected events out:
+// nil when every one was replayed.
+func missedError(missed []notReplayed, res jdbcstore.ReplayResult, byID, dryRun bool) error {
+	return missedIDsError("replay", missed, len(res.IDs), byID, dryRun)
 }
 
 // missedIDsError is the failure of a dead replay or discard (verb) that
-// left given ids out: nil when every id was taken. matched and changed
-// count the other events.
-func missedIDsError(verb string, missed []notReplayed, matched, changed int, dryRun bool) error {
+// left selected events out: nil when every one was taken. changed counts
+// the other events (in a dry run: that would be changed); byID tells
+// whether they were selected by --id.
+func missedIDsError(verb string, missed []notReplayed, changed int, byID, dryRun bool) error {
 	if len(missed) == 0 {
 		return nil
 	}
@@ -168,13 +199,17 @@ func missedIDsError(verb string, missed []notReplayed, matched, changed int, dry
 	}
 	n, done := changed, past
 	if dryRun {
-		state, n, done = "would not be "+past, matched, "would be "+past
+		state, done = "would not be "+past, "would be "+past
 	}
 	others := "no other event " + done
 	if n > 0 {
 		others = fmt.Sprintf("the %d other %s %s", n, events(n), done)
 	}
-	return fmt.Errorf("dead %s: %d of the given ids %s: %s; %s", verb, len(missed), state, strings.Join(names, ", "), others)
+	of := "of the given ids"
+	if !byID {
+		of = "of the selected events"
+	}
+	return fmt.Errorf("dead %s: %d %s %s: %s; %s", verb, len(missed), of, state, strings.Join(names, ", "), others)
 }
 
 type replayJSON struct {
@@ -197,7 +232,7 @@ func printReplay(s *session, res jdbcstore.ReplayResult, missed []notReplayed, d
 		return writeJSON(s.stdout, replayJSON{DryRun: dryRun, Matched: res.Matched, Replayed: res.Replayed, IDs: ids, NotReplayed: missed})
 	}
 	printDeadResult(s.stdout, deadAction{verb: "replay", past: "replayed", unchanged: "nothing changed"},
-		res.Matched, res.Replayed, res.IDs, missed, dryRun)
+		res.Matched, res.IDs, missed, dryRun)
 	return nil
 }
 
@@ -209,17 +244,23 @@ type deadAction struct {
 }
 
 // printDeadResult prints the text result of a dead command that matched
-// matched events, acted on done of them (ids), and could not act on the
-// given ids in missed.
-func printDeadResult(w io.Writer, a deadAction, matched, done int, ids []string, missed []notReplayed, dryRun bool) {
+// matched events and acted (in a dry run: would act) on those of ids,
+// not on those in missed.
+func printDeadResult(w io.Writer, a deadAction, matched int, ids []string, missed []notReplayed, dryRun bool) {
+	n := len(ids)
+	of := ""
+	if n != matched {
+		of = fmt.Sprintf("%d matched", matched)
+	}
 	switch {
+	case dryRun && of != "":
+		fmt.Fprintf(w, "would %s %d %s (%s; dry run: %s)\n", a.verb, n, events(n), of, a.unchanged)
 	case dryRun:
-		fmt.Fprintf(w, "would %s %d %s (dry run: %s)\n", a.verb, matched, events(matched), a.unchanged)
-	case done != matched:
-		fmt.Fprintf(w, "%s %d %s (%d matched; the others stopped being DEAD meanwhile)\n",
-			a.past, done, events(done), matched)
+		fmt.Fprintf(w, "would %s %d %s (dry run: %s)\n", a.verb, n, events(n), a.unchanged)
+	case of != "":
+		fmt.Fprintf(w, "%s %d %s (%s)\n", a.past, n, events(n), of)
 	default:
-		fmt.Fprintf(w, "%s %d %s\n", a.past, done, events(done))
+		fmt.Fprintf(w, "%s %d %s\n", a.past, n, events(n))
 	}
 	for i, id := range ids {
 		if i == replayShownIDs {

@@ -17,8 +17,8 @@ import (
 
 // seedOrdered publishes ordered events and kills the first of some keys:
 // "acct:1" and "acct:2" are blocked (k1-1 and k2-1 DEAD, block policy,
-// k1-2 and k2-2 waiting), "acct:3" skips its DEAD event (k3-1), "acct:4"
-// has nothing DEAD (k4-1 NEW).
+// k1-2 and k2-2 waiting), "acct:3" skips its DEAD event (k3-1) and went on
+// without it (k3-2 NEW), "acct:4" has nothing DEAD (k4-1 NEW).
 func seedOrdered(t *testing.T, on *jdbcstore.Store) {
 	t.Helper()
 	ctx := context.Background()
@@ -66,6 +66,7 @@ func seedOrdered(t *testing.T, on *jdbcstore.Store) {
 	kill("k3-1")
 	publish("k1-2", "acct:1", core.BlockOnDead)
 	publish("k2-2", "acct:2", core.BlockOnDead)
+	publish("k3-2", "acct:3", core.SkipOnDead)
 }
 
 // checkOrderedOps runs stats, dead show and dead discard on a table seeded
@@ -100,8 +101,29 @@ func checkOrderedOps(t *testing.T, store *jdbcstore.Store, with func(args ...str
 		t.Errorf("json show of an ordered event: %+v", r)
 	}
 
+	// Replay: k3-1's key went on without it (skip policy), so it stays
+	// DEAD, named with why, exit 1; by type, the blocked keys' events are
+	// replayed (in a dry run here) and k3-1 is named the same way.
+	wentOn := "k3-1 (" + jdbcstore.ReasonKeyWentOn + ")"
+	res := cli(t, with("dead", "replay", "--id", "k3-1")...)
+	if res.code != exitFailed || res.stderr != "outboxctl: dead replay: 1 of the given ids was not replayed: "+wentOn+"; no other event replayed\n" {
+		t.Errorf("replay of a skipped event whose key went on: exit %d, stderr %q", res.code, res.stderr)
+	}
+	matches(t, res.stdout, `^replayed 0 events \(1 matched\)$`, `^not replayed:$`, `^  k3-1 \(its key went on without it under the skip policy; `)
+	if r, err := store.Get(context.Background(), "k3-1"); err != nil || r.Status != core.StatusDead {
+		t.Fatalf("k3-1 after the replay: %v, %v; want DEAD", r.Status, err)
+	}
+	var rj replayJSON
+	res = cli(t, with("--json", "dead", "replay", "--type", "AccountChanged", "--dry-run")...)
+	decodeJSON(t, res.stdout, &rj)
+	if res.code != exitFailed || rj.Matched != 3 || !slices.Equal(rj.IDs, []string{"k1-1", "k2-1"}) ||
+		!slices.Equal(rj.NotReplayed, []notReplayed{{ID: "k3-1", Reason: jdbcstore.ReasonKeyWentOn, Status: "DEAD"}}) ||
+		res.stderr != "outboxctl: dead replay: 1 of the selected events would not be replayed: "+wentOn+"; the 2 other events would be replayed\n" {
+		t.Errorf("dry replay by type: exit %d, %+v, stderr %q", res.code, rj, res.stderr)
+	}
+
 	// Discard: a dry run changes nothing; an --id not DEAD is named, exit 1.
-	res := cli(t, with("dead", "discard", "--id", "k1-1", "--id", "k1-2", "--dry-run")...)
+	res = cli(t, with("dead", "discard", "--id", "k1-1", "--id", "k1-2", "--dry-run")...)
 	if res.code != exitFailed || res.stderr != "outboxctl: dead discard: 1 of the given ids would not be discarded: k1-2 (not DEAD: NEW); the 1 other event would be discarded\n" {
 		t.Errorf("dry run: exit %d, stderr %q", res.code, res.stderr)
 	}
@@ -128,8 +150,8 @@ func checkOrderedOps(t *testing.T, store *jdbcstore.Store, with func(args ...str
 		claimed = append(claimed, rec.ID)
 	}
 	slices.Sort(claimed)
-	if !slices.Equal(claimed, []string{"k1-2", "k4-1"}) {
-		t.Errorf("claimable after the discard: %v, want k1-2 and k4-1 (k2-2 waits behind k2-1)", claimed)
+	if !slices.Equal(claimed, []string{"k1-2", "k3-2", "k4-1"}) {
+		t.Errorf("claimable after the discard: %v, want k1-2, k3-2 and k4-1 (k2-2 waits behind k2-1)", claimed)
 	}
 	// By type, table output; then nothing is blocked.
 	matches(t, ok(t, with("dead", "discard", "--type", "AccountChanged", "--batch", "1")...), `^discarded 2 events$`, `^  k2-1$`, `^  k3-1$`)
