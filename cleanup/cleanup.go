@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -29,6 +30,15 @@ const (
 	DefaultPauseFactor = 1.0
 )
 
+// The placement of a started cleaner's runs (see Config.Interval).
+const (
+	// FirstRunWithin bounds the wait before the first run after Start.
+	FirstRunWithin = time.Minute
+	// IntervalJitter is the most a wait between runs differs from
+	// Interval, as a fraction of it.
+	IntervalJitter = 0.1
+)
+
 // Purger deletes rows past retention; *jdbcstore.Store implements it.
 type Purger interface {
 	Purge(ctx context.Context, o jdbcstore.PurgeOptions) (jdbcstore.PurgeResult, error)
@@ -37,6 +47,13 @@ type Purger interface {
 // Config tunes a [Cleaner]. The zero value takes every default.
 type Config struct {
 	// Interval between runs. Defaults to 1 h.
+	//
+	// A started cleaner runs first at a random moment within
+	// FirstRunWithin (or within Interval, when shorter) after Start, so a
+	// service redeployed more often than Interval still purges; then
+	// every Interval, lengthened or shortened at random by up to
+	// IntervalJitter of it, so that nodes started together do not purge
+	// in lockstep.
 	Interval time.Duration
 	// DoneRetention keeps DONE rows this long after they finished.
 	// Defaults to 7 days.
@@ -137,6 +154,9 @@ type Cleaner struct {
 	log *slog.Logger
 
 	run *engine.Runner
+	// rand returns a random fraction in [0, 1) (math/rand/v2.Float64;
+	// tests set it).
+	rand func() float64
 }
 
 // New returns a cleaner over p.
@@ -149,7 +169,20 @@ func New(p Purger, cfg Config) (*Cleaner, error) {
 		return nil, err
 	}
 	return &Cleaner{cfg: cfg, p: p, log: cfg.Logger.With(slog.String("component", "outbox.cleanup")),
-		run: engine.NewRunner("cleanup")}, nil
+		run: engine.NewRunner("cleanup"), rand: rand.Float64}, nil
+}
+
+// firstDelay is the wait before the first run after Start: a random
+// point of the first FirstRunWithin, or of the first Interval when
+// shorter.
+func (c *Cleaner) firstDelay() time.Duration {
+	return time.Duration(c.rand() * float64(min(c.cfg.Interval, FirstRunWithin)))
+}
+
+// nextDelay is the wait after a run: Interval, ±IntervalJitter of it at
+// random.
+func (c *Cleaner) nextDelay() time.Duration {
+	return c.cfg.Interval + time.Duration((2*c.rand()-1)*IntervalJitter*float64(c.cfg.Interval))
 }
 
 // RunOnce purges what is past retention now and logs what it removed.
@@ -169,7 +202,8 @@ func (c *Cleaner) RunOnce(ctx context.Context) (jdbcstore.PurgeResult, error) {
 	return res, err
 }
 
-// Start runs a purge every Interval until Close. It returns at once.
+// Start runs a purge soon after Start (within FirstRunWithin), then
+// every Interval (±IntervalJitter) until Close. It returns at once.
 // Starting a running cleaner is an error wrapping core.ErrInvalidConfig;
 // starting a closed one returns core.ErrClosed.
 func (c *Cleaner) Start(ctx context.Context) error {
@@ -178,9 +212,9 @@ func (c *Cleaner) Start(ctx context.Context) error {
 		// Close interrupts one in progress after its current statement.
 		ctx, cancel := engine.UntilStop(ctx, stop)
 		defer cancel()
-		c.run.Pace(ctx, stop, c.cfg.Interval, func(ctx context.Context, _ bool) time.Duration {
+		c.run.Pace(ctx, stop, c.firstDelay(), func(ctx context.Context, _ bool) time.Duration {
 			c.runLogged(ctx)
-			return c.cfg.Interval
+			return c.nextDelay()
 		})
 	})
 }

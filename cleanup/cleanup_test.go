@@ -225,3 +225,60 @@ func (b blockingPurger) Purge(ctx context.Context, _ jdbcstore.PurgeOptions) (jd
 	<-ctx.Done()
 	return jdbcstore.PurgeResult{}, ctx.Err()
 }
+
+// A cleaner started with the default Interval (1 h) purges soon after
+// Start, not an hour later: a service redeployed more often than Interval
+// still purges. The random fraction 0 places the first run at Start.
+func TestFirstRunSoonAfterStart(t *testing.T) {
+	f := fakePurger{runs: make(chan struct{}, 1)}
+	c, err := cleanup.New(f, cleanup.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup.SetRand(c, func() float64 { return 0 })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background()) //nolint:errcheck
+	select {
+	case <-f.runs:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no purge within 10 s of Start (Interval 1 h)")
+	}
+}
+
+// The first run comes at a random point of the first minute (of the
+// first Interval when shorter); the later ones every Interval, ±10% at
+// random, so that nodes started together do not purge in lockstep.
+func TestRunsAreSpread(t *testing.T) {
+	for _, tc := range []struct {
+		interval    time.Duration
+		r           float64
+		first, next time.Duration
+	}{
+		{time.Hour, 0, 0, 54 * time.Minute},
+		{time.Hour, 0.5, 30 * time.Second, time.Hour},
+		{time.Hour, 0.75, 45 * time.Second, 63 * time.Minute},
+		{10 * time.Second, 0.5, 5 * time.Second, 10 * time.Second},
+		{10 * time.Second, 0, 0, 9 * time.Second},
+	} {
+		c, err := cleanup.New(fakePurger{}, cleanup.Config{Interval: tc.interval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cleanup.SetRand(c, func() float64 { return tc.r })
+		if first, next := cleanup.Delays(c); first != tc.first || next != tc.next {
+			t.Errorf("Interval %s, random %g: first run after %s, next after %s; want %s, %s", tc.interval, tc.r, first, next, tc.first, tc.next)
+		}
+	}
+	// Every fraction below 1 keeps the first run within the minute and
+	// the next within ±10%.
+	c, err := cleanup.New(fakePurger{}, cleanup.Config{Interval: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup.SetRand(c, func() float64 { return math.Nextafter(1, 0) })
+	if first, next := cleanup.Delays(c); first >= time.Minute || next >= 132*time.Minute || next < 131*time.Minute {
+		t.Errorf("random just below 1: first %s (want < 1m), next %s (want just below 2h12m)", first, next)
+	}
+}
