@@ -86,6 +86,13 @@ type Config struct {
 	// about twice the peak publish rate (events per second) and the purge
 	// keeps up with room to spare, catching up on a large backlog without
 	// running faster than that.
+	//
+	// MaxRate and PauseFactor bound one node: nodes that each run a
+	// cleaner purge the same rows at once, and together delete up to
+	// their number times MaxRate and hold the database longer. Divide
+	// MaxRate by the number of nodes running a cleaner, or run it on one
+	// node only. (A batch whose rows another node deleted first is paced
+	// as if this node had deleted them, so racing nodes do not spin.)
 	MaxRate float64
 	// Logger receives one INFO line per run that removed something.
 	// Defaults to slog.Default().

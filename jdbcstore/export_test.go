@@ -55,6 +55,14 @@ func SetBusyHook(s *Store, f func(attempt int, err error)) { s.busyHook = f }
 // the read of a batch and its write.
 func SetDeadPageHook(s *Store, f func(page []core.Record)) { s.deadPageHook = f }
 
+// SetPurgeHooks sets the hooks that observe Purge: page receives the ids
+// of each page read, before its DELETE (not on SQLite, which deletes a
+// batch in one statement); pause the wait after each batch that handled
+// rows.
+func SetPurgeHooks(s *Store, page func(ids []any), pause func(wait time.Duration)) {
+	s.purgeHooks = &purgeHooks{page: page, pause: pause}
+}
+
 // ListDeadQuery returns the query and arguments of a ListDead page.
 func ListDeadQuery(s *Store, f DeadFilter, after string, limit int) (string, []any) {
 	return s.listDeadQuery(f, after, limit)

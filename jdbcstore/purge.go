@@ -40,6 +40,11 @@ type PurgeOptions struct {
 	// millions of rows to catch up does not run faster than it needs to:
 	// at twice the peak publish rate it keeps up with room to spare and
 	// costs publishers the least. 0 means no cap (PauseFactor alone paces).
+	//
+	// PauseFactor and MaxRate pace this call only: several purges at once
+	// (one per node) each take their share. A batch is paced by the rows
+	// it read, so one whose rows another purge deleted first waits as if
+	// it had deleted them.
 	MaxRate float64
 	// DryRun counts what would be removed, removing nothing.
 	DryRun bool
@@ -97,16 +102,24 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 	return p.res, nil
 }
 
+// purgeHooks, when set (by tests), observe a purge: page receives the ids
+// of each page read (before its DELETE, on the paths that read pages),
+// pause the wait after each batch that handled rows.
+type purgeHooks struct {
+	page  func(ids []any)
+	pause func(wait time.Duration)
+}
+
 // purger is one Purge call.
 type purger struct {
 	s   *Store
 	o   PurgeOptions
 	now time.Time
 	res PurgeResult
-	// busy is how long the last batch took when it deleted something,
-	// and deleted how many rows: the next one pauses first.
+	// busy is how long the last batch took when it handled rows, and
+	// handled how many: the next one pauses first.
 	busy    time.Duration
-	deleted int64
+	handled int64
 }
 
 // status removes the rows of st finished before now-olderThan, adding
@@ -147,6 +160,9 @@ func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Dura
 		// The next page starts at the last row's done_at: rows finished
 		// at the same instant are read again if this batch left them.
 		lower = d.EncodeTime(t)
+		if h := s.purgeHooks; h != nil && h.page != nil {
+			h.page(ids)
+		}
 		deleted, err := s.exec(ctx, op, "", inList(d, s.q.purgeDeletePrefix, len(ids), s.q.purgeDeleteSuffix),
 			append(ids, int64(st), cutoff)...)
 		*n += deleted
@@ -154,7 +170,10 @@ func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Dura
 		if err != nil {
 			return err
 		}
-		p.done(began, deleted)
+		// Paced by the page read, not by the rows deleted: a node whose
+		// DELETE found the rows gone (another node purging the same
+		// range) waits as long, rather than reading the next page at once.
+		p.done(began, int64(len(ids)))
 		if len(ids) < p.o.BatchSize {
 			return nil
 		}
@@ -216,32 +235,38 @@ func (p *purger) legacyDead(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p.done(began, deleted)
+		p.done(began, int64(len(ids)))
 		if len(ids) < p.o.BatchSize {
 			return nil
 		}
 	}
 }
 
-// done records a batch that began at began and deleted n rows.
+// done records a batch that began at began and handled n rows: read and
+// deleted, or (the page-and-delete paths) read, whether this DELETE or
+// another node's removed them.
 func (p *purger) done(began time.Time, n int64) {
 	if n > 0 {
-		p.busy, p.deleted = time.Since(began), n
+		p.busy, p.handled = time.Since(began), n
 	}
 }
 
-// pause waits after a batch that deleted rows: PauseFactor times the
+// pause waits after a batch that handled rows: PauseFactor times the
 // batch's duration, or longer if MaxRate needs it. It returns ctx's error.
 func (p *purger) pause(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	wait := time.Duration(float64(p.busy) * p.o.PauseFactor)
-	if p.o.MaxRate > 0 && p.deleted > 0 {
-		// The batch and the wait together take deleted/MaxRate.
-		wait = max(wait, time.Duration(float64(p.deleted)/p.o.MaxRate*float64(time.Second))-p.busy)
+	if p.o.MaxRate > 0 && p.handled > 0 {
+		// The batch and the wait together take handled/MaxRate.
+		wait = max(wait, time.Duration(float64(p.handled)/p.o.MaxRate*float64(time.Second))-p.busy)
 	}
-	p.busy, p.deleted = 0, 0
+	batch := p.handled > 0
+	p.busy, p.handled = 0, 0
+	if h := p.s.purgeHooks; h != nil && h.pause != nil && batch {
+		h.pause(wait)
+	}
 	if wait <= 0 {
 		return nil
 	}

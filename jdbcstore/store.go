@@ -58,6 +58,8 @@ type Store struct {
 	// deadPageHook, when set (by tests), is called by ReplayDead and
 	// DiscardDead between the read of a batch and its write.
 	deadPageHook func(page []core.Record)
+	// purgeHooks, when set (by tests), observe Purge.
+	purgeHooks *purgeHooks
 }
 
 var _ core.Store = (*Store)(nil)
