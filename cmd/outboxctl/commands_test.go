@@ -479,6 +479,10 @@ func TestHelpers(t *testing.T) {
 		"postgresql://app@db/shop?password=s3cr3t&sslmode=disable":   "postgresql://app@db/shop?password=***&sslmode=disable",
 		"postgres://app:p%40ss@db/shop?sslmode=disable&password=two": "postgres://app:***@db/shop?sslmode=disable&password=***",
 		"postgres://db/shop":                                         "postgres://db/shop",
+		"root:pw@tcp(h)/db?allowNativePasswords=true":                "root:***@tcp(h)/db?allowNativePasswords=true",
+		"file:app.db?_auth_user=a&_auth_pass=s3cr3t&mode=rw":         "file:app.db?_auth_user=a&_auth_pass=***&mode=rw",
+		"./password=s3cr3t.db":                                       "./password=***",
+		"my:sql://app:s3cr3t@db":                                     hiddenDSN,
 	} {
 		if got := maskDSN(in); got != want {
 			t.Errorf("maskDSN(%q) = %q, want %q", in, got, want)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -52,9 +53,23 @@ func unsupportedDatabase(dsn string) (string, bool) {
 	return strings.ToLower(scheme), true
 }
 
+// libpqKeyValue matches the start of a PostgreSQL key=value connection
+// string (host=db user=app ...): a libpq keyword, then '='. No SQLite
+// path starts so.
+var libpqKeyValue = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|sslrootcert|sslcert|sslkey|` +
+	`sslpassword|connect_timeout|application_name|options|service|target_session_attrs|client_encoding|channel_binding|gssencmode)\s*=`)
+
 // unsupportedDSN returns the usage error for a --dsn of a database
-// outboxctl does not support, or nil.
+// outboxctl does not support, or of a form it does not take (a JDBC URL,
+// a libpq key=value string), or nil. It never quotes the DSN.
 func unsupportedDSN(dsn string) error {
+	switch {
+	case len(dsn) >= 5 && strings.EqualFold(dsn[:5], "jdbc:"):
+		return usagef("--dsn: JDBC URLs (jdbc:…) are not supported: write the database's own form; outboxctl supports %s", supportedDatabases)
+	case libpqKeyValue.MatchString(dsn):
+		return usagef("--dsn: PostgreSQL key=value connection strings are not supported: write a URL "+
+			"(postgres://user:pass@host:5432/db?sslmode=disable); outboxctl supports %s", supportedDatabases)
+	}
 	if db, ok := unsupportedDatabase(dsn); ok {
 		return usagef("--dsn: %s is not supported (yet); outboxctl supports %s", db, supportedDatabases)
 	}
@@ -90,26 +105,60 @@ func passwordSpan(dsn string) (i, j int, ok bool) {
 	return colon + 1, at, true
 }
 
-// maskDSN returns dsn with the password of a MySQL DSN replaced by ***;
-// so is anything that looks like one (user:pass@host/db, a MySQL DSN
-// missing its tcp(...)). SQLite paths come back unchanged.
-func maskDSN(dsn string) string {
-	if looksPostgres(dsn) {
-		return maskPostgres(dsn)
-	}
-	if i, j, ok := passwordSpan(dsn); ok {
-		return dsn[:i] + "***" + dsn[j:]
-	}
-	return dsn
+// passParam matches a parameter whose name ends in pass, passwd or
+// password (password=, sslpassword=, go-sqlite3's _auth_pass=; not
+// allowNativePasswords=) in a URL query or a key=value string, with its
+// value (quoted or not).
+var passParam = regexp.MustCompile(`(?i)([a-z_]*(?:pass|passwd|password)\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&;]*)`)
+
+// hiddenDSN stands for a --dsn whose password outboxctl cannot locate.
+const hiddenDSN = "<the --dsn value, not shown: it may hold a password>"
+
+// hidden reports whether dsn is shown as hiddenDSN: a URL of no database
+// outboxctl knows (some scheme://), taken for a SQLite path, whose user
+// information may hold a password.
+func hidden(dsn string) bool {
+	return strings.Contains(dsn, "://") && !looksPostgres(dsn) && !looksMySQL(dsn) &&
+		!(len(dsn) >= 5 && strings.EqualFold(dsn[:5], "file:"))
 }
 
-// scrubSecret masks the MySQL password of dsn wherever it appears in msg.
-func scrubSecret(msg, dsn string) string {
-	if looksPostgres(dsn) {
-		return scrubPostgres(msg, dsn)
+// maskDSN returns dsn for people: with the password of a MySQL DSN or a
+// PostgreSQL URL, and the value of every parameter named like a password,
+// replaced by ***; so is anything that looks like one (user:pass@host/db,
+// a MySQL DSN missing its tcp(...)). A URL of an unknown scheme comes back
+// as hiddenDSN; other SQLite paths unchanged.
+func maskDSN(dsn string) string {
+	switch {
+	case hidden(dsn):
+		return hiddenDSN
+	case looksPostgres(dsn):
+		dsn = maskPostgres(dsn)
+	default:
+		if i, j, ok := passwordSpan(dsn); ok {
+			dsn = dsn[:i] + "***" + dsn[j:]
+		}
 	}
-	if i, j, ok := passwordSpan(dsn); ok {
-		return strings.ReplaceAll(msg, dsn[i:j], "***")
+	return passParam.ReplaceAllString(dsn, "${1}***")
+}
+
+// scrubSecret masks the passwords of dsn (see maskDSN) wherever they
+// appear in msg, and a hidden dsn as a whole.
+func scrubSecret(msg, dsn string) string {
+	if hidden(dsn) {
+		return strings.ReplaceAll(msg, dsn, hiddenDSN)
+	}
+	if looksPostgres(dsn) {
+		msg = scrubPostgres(msg, dsn)
+	} else if i, j, ok := passwordSpan(dsn); ok {
+		msg = strings.ReplaceAll(msg, dsn[i:j], "***")
+	}
+	for _, m := range passParam.FindAllStringSubmatch(dsn, -1) {
+		if v := m[2]; v != "" && v != "***" {
+			msg = strings.ReplaceAll(msg, v, "***")
+			if u := strings.Trim(v, "'"); u != "" && u != v {
+				msg = strings.ReplaceAll(msg, u, "***")
+			}
+		}
 	}
 	return msg
 }
@@ -134,7 +183,7 @@ func parseTarget(raw string) (target, error) {
 		return parsePostgres(raw)
 	}
 	if !looksMySQL(raw) {
-		return target{driver: "sqlite3", dialect: sqlite.Dialect, source: raw, shown: raw}, nil
+		return target{driver: "sqlite3", dialect: sqlite.Dialect, source: raw, shown: maskDSN(raw)}, nil
 	}
 	dsn := strings.TrimPrefix(raw, mysqlScheme)
 	cfg, err := mysql.ParseDSN(dsn)
@@ -195,11 +244,11 @@ func sqliteMustExist(source string) error {
 	case errors.Is(err, os.ErrNotExist) && looksLikeUserAtHost(path):
 		return fmt.Errorf("SQLite file %q does not exist (a MySQL DSN names its network: user:pass@tcp(host:3306)/db)", maskDSN(path))
 	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("SQLite file %q does not exist (check --dsn; only 'schema apply' creates a database)", path)
+		return fmt.Errorf("SQLite file %q does not exist (check --dsn; only 'schema apply' creates a database)", maskDSN(path))
 	case err != nil:
 		return err
 	case fi.IsDir():
-		return fmt.Errorf("SQLite path %q is a directory", path)
+		return fmt.Errorf("SQLite path %q is a directory", maskDSN(path))
 	}
 	return nil
 }

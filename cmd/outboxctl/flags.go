@@ -37,7 +37,7 @@ func newGlobals(envDSN string) *globals {
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.Var(&g.dsn, "dsn", "the `database`: a SQLite file path, a MySQL/MariaDB DSN such as\n"+
 		"user:pass@tcp(host:3306)/db (a mysql:// prefix is allowed), or a PostgreSQL URL such as\n"+
-		"postgres://user:pass@host:5432/db; default $"+envDSN)
+		"postgres://user:pass@host:5432/db (not a jdbc: URL or a key=value string); default $"+envDSN)
 	fs.StringVar(&g.table, "table", g.table, "the outbox table `name`")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on the whole command, connecting included")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of aligned tables")

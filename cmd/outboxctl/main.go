@@ -27,8 +27,9 @@
 // and --json (machine-readable output instead of aligned tables).
 //
 // A SQLite file must exist, except for schema apply, so a typo never
-// creates an empty database. The password of a MySQL DSN or PostgreSQL URL
-// is never printed.
+// creates an empty database. JDBC URLs and PostgreSQL key=value strings
+// are refused (bad usage), not taken for a file. The password of a DSN is
+// never printed.
 //
 // Exit status: 0 on success; 1 when the command failed (database
 // unreachable, event not found, a statement failed), with one line on

@@ -383,6 +383,64 @@ func TestUnsupportedDatabaseDSN(t *testing.T) {
 	}
 }
 
+// A JDBC URL or a libpq key=value string is a usage error naming the
+// forms --dsn takes, never a SQLite file: no command creates one or shows
+// the password, in table or JSON mode.
+func TestForeignDSNForms(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, tc := range []struct{ dsn, want string }{
+		{"jdbc:postgresql://db:5432/shop?user=app&password=hunter2", "JDBC URLs (jdbc:…) are not supported"},
+		{"JDBC:mysql://app:hunter2@db:3306/shop", "JDBC URLs (jdbc:…) are not supported"},
+		{"host=127.0.0.1 user=postgres password=hunter2 dbname=test", "key=value connection strings are not supported"},
+		{"  user=postgres password='hunter2' host=db", "key=value connection strings are not supported"},
+	} {
+		for _, args := range [][]string{
+			{"stats"}, {"--json", "stats"}, {"schema", "apply"}, {"--json", "schema", "apply"}, {"schema", "print"},
+			{"dead", "list"}, {"--json", "dead", "replay", "--all"},
+		} {
+			line := fails(t, exitUsage, append([]string{"--dsn", tc.dsn}, args...)...)
+			if !strings.Contains(line, tc.want) || !strings.Contains(line, "postgres://user:pass@host:5432/db") || !strings.Contains(line, "tcp(host:3306)") {
+				t.Errorf("%q %q: error %q does not say %q and name the accepted forms", tc.dsn, args, line, tc.want)
+			}
+			if strings.Contains(line, "hunter2") {
+				t.Errorf("%q %q: error %q shows the password", tc.dsn, args, line)
+			}
+		}
+		if line := fails(t, exitUsage, "serve", "--db", "eu="+tc.dsn); !strings.Contains(line, tc.want) || strings.Contains(line, "hunter2") {
+			t.Errorf("serve --db %q: error %q", tc.dsn, line)
+		}
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("files created: %v (%v)", entries, err)
+	}
+}
+
+// Whatever reaches the SQLite driver, a password in it is never shown:
+// a file: URI's password parameter, a path holding password=, a DSN of
+// some other database taken for a path.
+func TestSQLitePathPasswordMasked(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, dsn := range []string{"./password=hunter2.db", "my:sql://app:hunter2@db", "file:missing.db?_auth_pass=hunter2"} {
+		for _, args := range [][]string{{"stats"}, {"--json", "stats"}} {
+			r := cli(t, append([]string{"--dsn", dsn}, args...)...)
+			if r.code != exitFailed || strings.Contains(r.stderr+r.stdout, "hunter2") || !strings.Contains(r.stderr, "does not exist") {
+				t.Errorf("%q %q: exit %d, stdout %q, stderr %q; want exit 1 saying the file does not exist, without the password", dsn, args, r.code, r.stdout, r.stderr)
+			}
+		}
+	}
+	// An existing database named with a password parameter: the name
+	// shown is masked.
+	uri := "file:" + filepath.Join(dir, "auth.db") + "?_auth_pass=hunter2"
+	for _, args := range [][]string{{"schema", "apply"}, {"--json", "schema", "apply"}, {"stats"}, {"--json", "stats"}} {
+		out := ok(t, append([]string{"--dsn", uri}, args...)...)
+		if strings.Contains(out, "hunter2") || !strings.Contains(out, "_auth_pass=***") {
+			t.Errorf("%q: output shows the password or not the masked name:\n%s", args, out)
+		}
+	}
+}
+
 // A SQLite path that does not exist is refused (exit 1) and not created,
 // except by schema apply.
 func TestMissingSQLite(t *testing.T) {
