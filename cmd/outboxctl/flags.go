@@ -200,11 +200,16 @@ func (v *timeBound) String() string {
 
 func (v *timeBound) Set(s string) error {
 	s = strings.TrimSpace(s)
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		v.t, v.raw = t, s
-		return nil
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t, err = time.Parse(time.DateOnly, s)
 	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
+	if err == nil {
+		// The zero time is no bound to the store's filter: a bound there
+		// or before would select everything.
+		if !t.After(time.Time{}) {
+			return fmt.Errorf("invalid time %q: must be after 0001-01-01T00:00:00Z", s)
+		}
 		v.t, v.raw = t, s
 		return nil
 	}

@@ -266,6 +266,11 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"--dsn", path, "dead", "list", "--limit", "x"}, `invalid value "x" for flag -limit`},
 		{[]string{"--dsn", path, "dead", "list", "--since", "yesterday"}, `invalid time "yesterday"`},
 		{[]string{"--dsn", path, "dead", "list", "--since", "1h", "--until", "2h"}, "is not before --until"},
+		// The zero time would mean no bound: every event of the type.
+		{[]string{"--dsn", path, "dead", "discard", "--type", "PaymentRequested", "--until", "0001-01-01", "--dry-run"}, `invalid time "0001-01-01": must be after 0001-01-01T00:00:00Z`},
+		{[]string{"--dsn", path, "dead", "discard", "--type", "PaymentRequested", "--until", "0001-01-01T00:00:00Z"}, "must be after 0001-01-01T00:00:00Z"},
+		{[]string{"--dsn", path, "dead", "replay", "--type", "PaymentRequested", "--until", "0001-01-01T00:30:00+01:00"}, "must be after 0001-01-01T00:00:00Z"},
+		{[]string{"--dsn", path, "dead", "list", "--since", "0001-01-01"}, "must be after 0001-01-01T00:00:00Z"},
 		{[]string{"--dsn", path, "dead", "replay"}, "nothing selected"},
 		{[]string{"--dsn", path, "dead", "replay", "--dry-run"}, "nothing selected"},
 		{[]string{"--dsn", path, "dead", "replay", "--all", "--type", "T"}, "do not combine it"},
