@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/jsonindent"
 )
 
 type deadView struct {
@@ -45,6 +45,12 @@ func (h *handler) deadList(w http.ResponseWriter, r *http.Request, src *source) 
 
 // maxPayloadShown bounds the payload bytes an event page shows.
 const maxPayloadShown = 256 << 10
+
+// maxIndentedShown bounds an indented JSON payload. Indentation grows
+// with the nesting depth, so valid JSON of nested arrays indents to the
+// square of its size (234 KiB to 2.4 GB): a payload that would indent
+// past this bound is shown as stored.
+const maxIndentedShown = 4 * maxPayloadShown
 
 type header struct{ Name, Value string }
 
@@ -98,17 +104,18 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request, src *source) {
 	h.render(w, r, src, http.StatusOK, "event", &page{Title: "Event " + trunc(40, rec.ID), Nav: "dead", Data: v})
 }
 
-// showPayload renders a payload for people: indented JSON, or base64.
+// showPayload renders a payload for people: indented JSON (as stored
+// when indented it would exceed maxIndentedShown), or base64.
 func showPayload(rec core.Record) (text, note string, cut bool) {
 	p := rec.Payload
 	if len(p) == 0 {
 		return "", "empty", false
 	}
 	if rec.PayloadKind == core.PayloadJSON && json.Valid(p) && len(p) <= maxPayloadShown {
-		var b bytes.Buffer
-		if json.Indent(&b, p, "", "  ") == nil {
-			return b.String(), "JSON", false
+		if b, ok := jsonindent.Indent(p, "  ", 0, maxIndentedShown); ok {
+			return strings.ToValidUTF8(string(b), "\uFFFD"), "JSON", false
 		}
+		return strings.ToValidUTF8(string(p), "\uFFFD"), "JSON as stored (indented it would take more than 1 MiB)", false
 	}
 	if len(p) > maxPayloadShown {
 		p, cut = p[:maxPayloadShown], true

@@ -1,0 +1,46 @@
+package dashboard_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dashboard"
+)
+
+// nestBomb is valid JSON that indents quadratically: n arrays nested
+// depth deep, side by side. Indented, each nest takes about 2 × depth²
+// bytes: 6 nests of 3,000 make 36 KB that indent to about 108 MB.
+func nestBomb(n, depth int) string {
+	nest := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+	return "[" + strings.TrimSuffix(strings.Repeat(nest+",", n), ",") + "]"
+}
+
+func TestEventPageBoundsAPayloadThatIndentsToMuchMore(t *testing.T) {
+	st := newStore(t)
+	bomb := nestBomb(6, 3000)
+	// A big payload of ordinary shape still indents (about 2.7 times its
+	// size here).
+	big := `{"items":[` + strings.TrimSuffix(strings.Repeat(`{"a":1,"b":"x"},`, 12000), ",") + `]}`
+	seed(t, st, event{id: "bomb", typ: "T", status: core.StatusDead, payload: bomb},
+		event{id: "big", typ: "T", status: core.StatusDead, payload: big})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, ShowPayloads: true}))
+
+	code, body := c.get("/event?id=bomb")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d", code)
+	}
+	if len(body) > 2<<20 {
+		t.Fatalf("the page of a %d-byte payload is %d bytes", len(bomb), len(body))
+	}
+	// Shown as stored, and said so.
+	mustContain(t, body, `id="payload"`, "[[[[[[[[[[]]]]]]]]]]", "JSON as stored")
+
+	code, body = c.get("/event?id=big")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d", code)
+	}
+	mustContain(t, body, "\n    {\n      &#34;a&#34;: 1,\n")
+	mustNotContain(t, body, "JSON as stored")
+}
