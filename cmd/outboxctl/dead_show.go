@@ -31,7 +31,9 @@ its text, a bytes payload as base64) and the last error in full. Any status is
 shown, not only DEAD. An unknown id is an error (exit status 1).
 
 --json prints one object: the fields of 'dead list --json' plus headers and, for a
-JSON payload, payload (the document itself) or, for a bytes payload, payload_base64.`,
+JSON payload, payload (the document itself) or, for a bytes payload, payload_base64.
+It is indented, but a payload that indenting would make much larger (deeply nested
+arrays indent to the square of their size) is printed on one line.`,
 		define: func(*flag.FlagSet) action {
 			return func(ctx context.Context, s *session, args []string) error {
 				store, err := s.open(ctx, false)

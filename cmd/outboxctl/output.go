@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,15 +14,38 @@ import (
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/jsonindent"
 )
 
-// writeJSON prints v as one indented JSON document.
+// writeJSON prints v as one indented JSON document. Indentation grows
+// with the nesting depth (a payload of nested arrays indents to the
+// square of its size), so a document that would indent to more than
+// maxIndentFactor times its size is indented only to maxIndentDepth
+// levels, deeper values (a payload's content) written on one line.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	doc := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	out, ok := jsonindent.Indent(doc, "  ", 0, maxIndentFactor*len(doc)+64<<10)
+	if !ok {
+		// At most (2 + 2 × 2) × len(doc) bytes.
+		out, _ = jsonindent.Indent(doc, "  ", maxIndentDepth, 0)
+	}
+	_, err := w.Write(append(out, '\n'))
+	return err
 }
+
+// Bounds of writeJSON's indentation.
+const (
+	maxIndentFactor = 4
+	// maxIndentDepth puts the fields of an object, and those of the
+	// objects of an array (dead list), one a line.
+	maxIndentDepth = 2
+)
 
 // newTable returns a writer aligning tab-separated cells; Flush it.
 func newTable(w io.Writer) *tabwriter.Writer {
