@@ -113,6 +113,30 @@ type Config struct {
 	// browsers send them: "HTTPS://Ops.Example.com:443/" trusts
 	// "https://ops.example.com".
 	TrustedOrigins []string
+	// AllowedHosts are the hosts the dashboard answers to: a request whose
+	// Host header names another is refused with 421 Misdirected Request
+	// before anything else runs, Middleware included. Each is a host name
+	// or an IP address, with or without a port: "ops.example.com",
+	// "127.0.0.1", "[::1]", "localhost:8080". Without a port any port
+	// matches; with one only that port (browsers leave out :80 and :443,
+	// so name those hosts without a port). Names are compared in lower
+	// case and without a trailing dot, IP addresses in their canonical
+	// form. New refuses an entry with a scheme, user info, a path, spaces
+	// or "*".
+	//
+	// Empty, the default, answers to any host: right when the handler is
+	// mounted in an application that authenticates its users (Middleware)
+	// on a public name. A dashboard that authenticates nobody and relies
+	// on a private address (loopback, a private network) instead must set
+	// it to the names and addresses it is reached by: otherwise DNS
+	// rebinding defeats that address. A web page an operator visits at
+	// http://attacker.example:8080 rebinds attacker.example to 127.0.0.1,
+	// and its requests to the dashboard are then same-origin: the
+	// cross-origin check and the CSRF token let them through, the page
+	// reads the dead letters and, with AllowMutations, replays them. Only
+	// the Host header (attacker.example) tells them apart. `outboxctl
+	// serve` sets it by default.
+	AllowedHosts []string
 	// Middleware, when set, wraps every request of the dashboard: the
 	// place for the application's authentication and authorization (the
 	// dashboard authenticates nobody). A middleware that rejects a request
@@ -223,6 +247,11 @@ func (c Config) validate() error {
 	for i, o := range c.TrustedOrigins {
 		if _, err := origin(o); err != nil {
 			bad(fmt.Sprintf("TrustedOrigins[%d]", i), "%v", err)
+		}
+	}
+	for i, h := range c.AllowedHosts {
+		if _, err := checkAllowedHost(h); err != nil {
+			bad(fmt.Sprintf("AllowedHosts[%d]", i), "%v", err)
 		}
 	}
 	if c.MaxConcurrentReads < 1 || c.MaxConcurrentReads > MaxConcurrentReadsLimit {

@@ -22,6 +22,17 @@
 // Config.TrustedOrigins). The dashboard authenticates nobody: put the
 // application's authentication in front of it with Config.Middleware (or
 // by wrapping the returned handler), and serve it on a private address.
+//
+// A private address alone does not keep web pages out: through DNS
+// rebinding a page an operator visits (http://attacker.example:8080, its
+// name then rebound to 127.0.0.1) makes same-origin requests to a
+// dashboard on loopback or a private network, which the cross-origin
+// check and the CSRF token let through; it reads the dead letters and,
+// with mutations enabled, replays them. Only the Host header names the
+// attacker's host: a dashboard without authentication in front must set
+// Config.AllowedHosts to the names and addresses it is reached by, and
+// requests for any other host are refused (421 Misdirected Request)
+// before anything else. `outboxctl serve` sets it by default.
 // Payloads and header values may hold personal data: they are shown only
 // with Config.ShowPayloads. Every input is bounded and validated, every
 // output escaped, and the database is only reached through the store's

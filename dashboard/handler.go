@@ -84,6 +84,14 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Middleware != nil {
 		out = cfg.Middleware(h)
 	}
+	if len(cfg.AllowedHosts) > 0 {
+		hc := hostCheck{next: out, log: cfg.Logger}
+		for _, a := range cfg.AllowedHosts {
+			hp, _ := checkAllowedHost(a) // validated
+			hc.allowed = append(hc.allowed, hp)
+		}
+		out = hc
+	}
 	return out, nil
 }
 
