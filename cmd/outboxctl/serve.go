@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +45,14 @@ with --trusted-origin) before listening elsewhere. It is read-only unless
 --allow-mutations; payloads and header values are hidden unless
 --show-payloads. --timeout bounds connecting to the databases only.
 
+It answers only to requests for the hosts localhost, 127.0.0.1 and [::1], the
+host of --addr and those of the --trusted-origin origins, and refuses others
+with 421 Misdirected Request: a web page can otherwise reach a dashboard on
+loopback or a private network by rebinding its own name to that address (DNS
+rebinding). Add the other names it is reached by (through a proxy that keeps
+the Host header, or when listening on every interface) with --allowed-host,
+with a port to allow only that port; --allowed-host '*' answers to any host.
+
 With --inbox-table the dashboard also lists the dead and pending messages
 of that inbox table (package github.com/outbox-go/outbox/inbox) in the same
 database; the table must exist.
@@ -55,17 +65,23 @@ dashboard offers a database selector.`,
 				inboxTable     string
 				allow, payload bool
 				origins, dbs   stringList
+				hosts          stringList
 			)
 			fs.StringVar(&addr, "addr", defaultServeAddr, "listen on this `host:port`")
 			fs.StringVar(&base, "base-path", dashboard.DefaultBasePath, "serve the dashboard under this `path` (starts and ends with /)")
 			fs.BoolVar(&allow, "allow-mutations", false, "enable the replay of DEAD events")
 			fs.BoolVar(&payload, "show-payloads", false, "show payloads and header values (they may hold personal data)")
 			fs.Var(&origins, "trusted-origin", "also accept POSTs from pages of this `origin` (https://ops.example.com); repeatable")
+			fs.Var(&hosts, "allowed-host", "also answer to requests for this `host` (ops.internal, 10.0.0.5:8080; '*' for any); repeatable")
 			fs.StringVar(&inboxTable, "inbox-table", "", "also show the inbox table `name` of each database")
 			fs.Var(&dbs, "db", "a database of a tenant set as `NAME=DSN` (instead of --dsn); repeatable")
 			return func(ctx context.Context, s *session, _ []string) error {
+				allowed, err := allowedHosts(addr, origins, hosts)
+				if err != nil {
+					return err
+				}
 				cfg := dashboard.Config{BasePath: base, AllowMutations: allow, ShowPayloads: payload,
-					TrustedOrigins: origins, Logger: serveLogger(s)}
+					TrustedOrigins: origins, AllowedHosts: allowed, Logger: serveLogger(s)}
 				extra, err := openSources(ctx, s, dbs, inboxTable, &cfg)
 				defer func() {
 					for _, db := range extra {
@@ -83,6 +99,48 @@ dashboard offers a database selector.`,
 			}
 		},
 	}
+}
+
+// allowedHosts returns the hosts serve answers to (dashboard's
+// Config.AllowedHosts): localhost, 127.0.0.1 and [::1], the host of addr
+// unless it is every interface's, the hosts of the trusted origins and
+// the --allowed-host hosts; nil, any host, for --allowed-host '*'.
+func allowedHosts(addr string, origins, extra []string) ([]string, error) {
+	if slices.Contains(extra, "*") {
+		if len(extra) > 1 {
+			return nil, usagef("--allowed-host '*' answers to any host: do not give other hosts with it")
+		}
+		return nil, nil
+	}
+	var out []string
+	add := func(h string) {
+		if h == "" {
+			return
+		}
+		if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") && net.ParseIP(h) != nil {
+			h = "[" + h + "]" // an IPv6 address
+		}
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, h) }) {
+			out = append(out, strings.ToLower(h))
+		}
+	}
+	add("localhost")
+	add("127.0.0.1")
+	add("[::1]")
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			add(host)
+		}
+	}
+	for _, o := range origins {
+		if u, err := url.Parse(o); err == nil {
+			add(u.Hostname()) // "" for an invalid origin, which dashboard.New refuses
+		}
+	}
+	for _, h := range extra {
+		add(h)
+	}
+	return out, nil
 }
 
 // openSources opens --dsn, or every --db, into cfg within --timeout. It
@@ -160,6 +218,10 @@ func serve(ctx context.Context, s *session, addr string, h http.Handler, cfg das
 	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 			fmt.Fprintf(s.stderr, "%s: warning: the dashboard authenticates nobody and listens on %s, not only on loopback\n", progName, host)
+			if len(cfg.AllowedHosts) > 0 {
+				fmt.Fprintf(s.stderr, "%s: it answers only to requests for %s: add the names it is reached by with --allowed-host\n",
+					progName, strings.Join(cfg.AllowedHosts, ", "))
+			}
 		}
 	}
 	srv := &http.Server{

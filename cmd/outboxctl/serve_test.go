@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +123,60 @@ func TestServeInbox(t *testing.T) {
 		t.Errorf("GET inbox = %d\n%s", code, body)
 	}
 	fails(t, exitUsage, "--dsn", path, "serve", "--inbox-table", "bad name")
+}
+
+func TestServeAllowedHosts(t *testing.T) {
+	for _, c := range []struct {
+		addr             string
+		origins, allowed []string
+		want             []string
+	}{
+		{"127.0.0.1:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]"}},
+		{"localhost:0", nil, nil, []string{"localhost", "127.0.0.1", "[::1]"}},
+		{"[::1]:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]"}},
+		{"10.1.2.3:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]", "10.1.2.3"}},
+		{"[fd00::5]:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]", "[fd00::5]"}},
+		{"ops.internal:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]", "ops.internal"}},
+		// Every interface: the names it is reached by are not known.
+		{":8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]"}},
+		{"0.0.0.0:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]"}},
+		{"[::]:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]"}},
+		{"127.0.0.1:8080", []string{"https://Ops.Example.com", "http://[fd00::7]:8080/"}, []string{"dash.internal:9000", "LOCALHOST"},
+			[]string{"localhost", "127.0.0.1", "[::1]", "ops.example.com", "[fd00::7]", "dash.internal:9000"}},
+		{"127.0.0.1:8080", []string{"https://ops.example.com"}, []string{"*"}, nil},
+	} {
+		got, err := allowedHosts(c.addr, c.origins, c.allowed)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("allowedHosts(%q, %q, %q) = %q, %v; want %q", c.addr, c.origins, c.allowed, got, err, c.want)
+		}
+	}
+	if _, err := allowedHosts("127.0.0.1:8080", nil, []string{"*", "ops.internal"}); err == nil {
+		t.Error(`--allowed-host "*" with another host: no error`)
+	}
+
+	path, _ := sqliteDB(t)
+	base := startServe(t, "--dsn", path, "serve", "--allowed-host", "ops.internal")
+	port := base[strings.LastIndex(base, ":") : len(base)-1]
+	for host, want := range map[string]int{
+		"127.0.0.1" + port:        http.StatusOK,
+		"localhost" + port:        http.StatusOK,
+		"ops.internal" + port:     http.StatusOK,
+		"attacker.example" + port: http.StatusMisdirectedRequest,
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"dead", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET with Host %s = %d, want %d", host, res.StatusCode, want)
+		}
+	}
+	fails(t, exitUsage, "--dsn", path, "serve", "--allowed-host", "http://ops.internal")
+	fails(t, exitUsage, "--dsn", path, "serve", "--allowed-host", "*", "--allowed-host", "ops.internal")
 }
