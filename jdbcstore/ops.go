@@ -217,6 +217,12 @@ func (s *Store) listDead(ctx context.Context, f DeadFilter, after string, limit 
 
 // listDeadQuery returns the query of a ListDead page and its arguments.
 func (s *Store) listDeadQuery(f DeadFilter, after string, limit int) (string, []any) {
+	return s.deadPageQuery(selectList(s.dialect), f, after, limit)
+}
+
+// deadPageQuery returns the query of a page of DEAD rows selecting cols,
+// and its arguments.
+func (s *Store) deadPageQuery(cols string, f DeadFilter, after string, limit int) (string, []any) {
 	where, args := s.deadWhere(f)
 	if after != "" {
 		where += " AND event_id > ?"
@@ -232,7 +238,7 @@ func (s *Store) listDeadQuery(f DeadFilter, after string, limit int) (string, []
 	if hint := s.deadTypeHint.Load(); hint != nil && f.EventType != "" {
 		from += " " + *hint
 	}
-	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+selectList(s.dialect)+" FROM "+from+
+	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+cols+" FROM "+from+
 		" WHERE "+where+" ORDER BY event_id LIMIT ?")
 	return q, append(args, limit)
 }
