@@ -42,13 +42,15 @@ const (
 
 // Store is what the dashboard reads and changes in one database: the
 // inspection and operation methods of *jdbcstore.Store, which implements
-// it. Replay is only called when Config.AllowMutations is set; Purge only
-// in a dry run (the dashboard previews purges, it never runs them).
+// it. Lists read ListDeadSummaries, never the payloads; Get reads the one
+// event a page shows. ReplayDead is only called when
+// Config.AllowMutations is set; Purge only in a dry run (the dashboard
+// previews purges, it never runs them).
 type Store interface {
 	Stats(ctx context.Context) (jdbcstore.Stats, error)
 	Activity(ctx context.Context, buckets int, width time.Duration) ([]jdbcstore.ActivityBucket, error)
 	BlockedKeys(ctx context.Context, limit int) ([]jdbcstore.BlockedKey, error)
-	ListDead(ctx context.Context, f jdbcstore.DeadFilter, after string, limit int) ([]core.Record, error)
+	ListDeadSummaries(ctx context.Context, f jdbcstore.DeadFilter, after string, limit int) ([]jdbcstore.DeadSummary, error)
 	Get(ctx context.Context, id string) (core.Record, error)
 	ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, o jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error)
 	Purge(ctx context.Context, o jdbcstore.PurgeOptions) (jdbcstore.PurgeResult, error)

@@ -12,12 +12,13 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/jsonindent"
+	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 type deadView struct {
 	Q       deadQuery
 	Errors  []string
-	Events  []core.Record
+	Events  []jdbcstore.DeadSummary
 	Next    string // the after cursor of the next page, "" on the last
 	IsFirst bool
 }
@@ -31,7 +32,7 @@ func (h *handler) deadList(w http.ResponseWriter, r *http.Request, src *source) 
 		h.render(w, r, src, http.StatusBadRequest, "dead", &page{Title: "Dead letters", Nav: "dead", Data: v})
 		return
 	}
-	recs, err := src.store.ListDead(r.Context(), q.filter, q.After, q.Limit)
+	recs, err := src.store.ListDeadSummaries(r.Context(), q.filter, q.After, q.Limit)
 	if err != nil {
 		h.failStore(w, r, src, "listing DEAD events", err)
 		return

@@ -54,8 +54,8 @@ func (l limitedStore) BlockedKeys(ctx context.Context, limit int) ([]jdbcstore.B
 	return do(ctx, l.s, func() ([]jdbcstore.BlockedKey, error) { return l.st.BlockedKeys(ctx, limit) })
 }
 
-func (l limitedStore) ListDead(ctx context.Context, f jdbcstore.DeadFilter, after string, limit int) ([]core.Record, error) {
-	return do(ctx, l.s, func() ([]core.Record, error) { return l.st.ListDead(ctx, f, after, limit) })
+func (l limitedStore) ListDeadSummaries(ctx context.Context, f jdbcstore.DeadFilter, after string, limit int) ([]jdbcstore.DeadSummary, error) {
+	return do(ctx, l.s, func() ([]jdbcstore.DeadSummary, error) { return l.st.ListDeadSummaries(ctx, f, after, limit) })
 }
 
 func (l limitedStore) Get(ctx context.Context, id string) (core.Record, error) {

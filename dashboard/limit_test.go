@@ -13,7 +13,7 @@ import (
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
-// gatedStore holds every ListDead until released, counting the calls in
+// gatedStore holds every ListDeadSummaries until released, counting the calls in
 // progress.
 type gatedStore struct {
 	*jdbcstore.Store
@@ -22,7 +22,7 @@ type gatedStore struct {
 	release  chan struct{}
 }
 
-func (g *gatedStore) ListDead(ctx context.Context, f jdbcstore.DeadFilter, after string, limit int) ([]core.Record, error) {
+func (g *gatedStore) ListDeadSummaries(ctx context.Context, f jdbcstore.DeadFilter, after string, limit int) ([]jdbcstore.DeadSummary, error) {
 	n := g.in.Add(1)
 	defer g.in.Add(-1)
 	for {
@@ -33,7 +33,7 @@ func (g *gatedStore) ListDead(ctx context.Context, f jdbcstore.DeadFilter, after
 	}
 	g.entered <- struct{}{}
 	<-g.release
-	return g.Store.ListDead(ctx, f, after, limit)
+	return g.Store.ListDeadSummaries(ctx, f, after, limit)
 }
 
 func TestMaxConcurrentReadsBoundsDatabaseCalls(t *testing.T) {

@@ -21,10 +21,10 @@ type replayView struct {
 	Q        deadQuery
 	Errors   []string
 	ByIDs    bool
-	Events   []core.Record // the matching events shown
-	Matched  int           // how many match (a lower bound when More)
-	More     bool          // more than previewShown match
-	Missing  []missingID   // given ids that would not be replayed
+	Events   []jdbcstore.DeadSummary // the matching events shown
+	Matched  int                     // how many match (a lower bound when More)
+	More     bool                    // more than previewShown match
+	Missing  []missingID             // given ids that would not be replayed
 	Replayed int
 	IDs      []string
 }
@@ -34,7 +34,7 @@ type replayView struct {
 func (h *handler) replayPreview(w http.ResponseWriter, r *http.Request, src *source) {
 	v, status := h.replaySelection(r.URL.Query())
 	if status == http.StatusOK {
-		recs, err := src.store.ListDead(r.Context(), v.Q.filter, "", previewShown+1)
+		recs, err := src.store.ListDeadSummaries(r.Context(), v.Q.filter, "", previewShown+1)
 		if err != nil {
 			h.failStore(w, r, src, "previewing the replay", err)
 			return
@@ -70,7 +70,7 @@ func (h *handler) replaySelection(form map[string][]string) (replayView, int) {
 }
 
 // whyMissing lists the given ids that do not match, and why.
-func (h *handler) whyMissing(r *http.Request, src *source, v *replayView, matched []core.Record) {
+func (h *handler) whyMissing(r *http.Request, src *source, v *replayView, matched []jdbcstore.DeadSummary) {
 	seen := map[string]bool{}
 	for _, rec := range matched {
 		seen[rec.ID] = true
