@@ -31,7 +31,8 @@ type Stats struct {
 	OldestPending time.Time
 	// Lag is Now - OldestPending, or 0.
 	Lag time.Duration
-	// DeadByType counts DEAD rows per event type.
+	// DeadByType counts DEAD rows per event type: every type, or the
+	// StatsOptions.MaxDeadTypes types with the most.
 	DeadByType map[string]int
 	// BlockedKeys counts the ordering keys held by a DEAD event under the
 	// block policy: their later events wait until it is replayed or
@@ -39,10 +40,14 @@ type Stats struct {
 	BlockedKeys int
 }
 
-// Stats counts rows per status, finds the oldest pending event, counts
-// DEAD rows per event type and the blocked ordering keys, in four short
-// read-only statements.
-func (s *Store) Stats(ctx context.Context) (Stats, error) {
+// StatsWith counts rows per status, finds the oldest pending event,
+// counts DEAD rows per event type (all types, or those o.MaxDeadTypes
+// says) and the blocked ordering keys, in four short read-only
+// statements.
+func (s *Store) StatsWith(ctx context.Context, o StatsOptions) (Stats, error) {
+	if o.MaxDeadTypes < 0 || o.MaxDeadTypes > MaxListLimit {
+		return Stats{}, &core.ConfigError{Field: "MaxDeadTypes", Msg: fmt.Sprintf("must be 0..%d, got %d", MaxListLimit, o.MaxDeadTypes)}
+	}
 	counts, err := s.CountByStatus(ctx)
 	if err != nil {
 		return Stats{}, err
@@ -63,11 +68,8 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.Lag = max(0, s.now().Sub(st.OldestPending))
 	}
 	s.checkPins(ctx)
-	byType := s.q.deadByType
-	if s.pinDead.Load() {
-		byType = s.q.deadByTypePinned
-	}
-	err = s.eachRow(ctx, byType, nil, func(rows *sqlx.Rows) error {
+	byType, args := s.deadTypesQuery(0, o.MaxDeadTypes)
+	err = s.eachRow(ctx, byType, args, func(rows *sqlx.Rows) error {
 		var typ string
 		var n int
 		if err := rows.Scan(&typ, &n); err != nil {

@@ -105,6 +105,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("NotBefore", s.testNotBefore)
 		t.Run("Ops", s.testOps)
 		t.Run("DeadSummaries", s.testDeadSummaries)
+		t.Run("DeadTypes", s.testDeadTypes)
 		t.Run("Activity", s.testActivity)
 		t.Run("Order", s.testOrder)
 		if h.LegacyOutboxSchema != "" && h.Dialect != nil {
