@@ -47,7 +47,8 @@ const (
 // Config.AllowMutations is set; Purge only in a dry run (the dashboard
 // previews purges, it never runs them).
 type Store interface {
-	Stats(ctx context.Context) (jdbcstore.Stats, error)
+	StatsWith(ctx context.Context, o jdbcstore.StatsOptions) (jdbcstore.Stats, error)
+	DeadTypes(ctx context.Context, offset, limit int) ([]jdbcstore.DeadTypeCount, error)
 	Activity(ctx context.Context, buckets int, width time.Duration) ([]jdbcstore.ActivityBucket, error)
 	BlockedKeys(ctx context.Context, limit int) ([]jdbcstore.BlockedKey, error)
 	ListDeadSummaries(ctx context.Context, f jdbcstore.DeadFilter, after string, limit int) ([]jdbcstore.DeadSummary, error)

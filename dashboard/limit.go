@@ -42,8 +42,12 @@ type limitedStore struct {
 	s  slots
 }
 
-func (l limitedStore) Stats(ctx context.Context) (jdbcstore.Stats, error) {
-	return do(ctx, l.s, func() (jdbcstore.Stats, error) { return l.st.Stats(ctx) })
+func (l limitedStore) StatsWith(ctx context.Context, o jdbcstore.StatsOptions) (jdbcstore.Stats, error) {
+	return do(ctx, l.s, func() (jdbcstore.Stats, error) { return l.st.StatsWith(ctx, o) })
+}
+
+func (l limitedStore) DeadTypes(ctx context.Context, offset, limit int) ([]jdbcstore.DeadTypeCount, error) {
+	return do(ctx, l.s, func() ([]jdbcstore.DeadTypeCount, error) { return l.st.DeadTypes(ctx, offset, limit) })
 }
 
 func (l limitedStore) Activity(ctx context.Context, buckets int, width time.Duration) ([]jdbcstore.ActivityBucket, error) {

@@ -2,16 +2,19 @@ package dashboard
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
-// typesShown is how many event types the overview lists.
+// typesShown is how many event types the overview lists: the ones with
+// the most DEAD events, the only ones it reads.
 const typesShown = 10
 
 type statusRow struct {
@@ -38,9 +41,8 @@ type overviewView struct {
 	DeadRecent   int
 	Window       time.Duration
 	Bucket       time.Duration
-	DeadTotal    int
 	DeadTypes    []typeRow
-	MoreTypes    int
+	MoreTypes    bool
 	BlockedCount int
 	Blocked      []jdbcstore.BlockedKey
 	ReadAt       time.Time
@@ -71,11 +73,8 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request, src *source) 
 		v.DeadRecent += b.Dead
 	}
 	v.DeadTypes = deadTypes(d.Stats.DeadByType)
-	for _, t := range v.DeadTypes {
-		v.DeadTotal += t.Count
-	}
 	if len(v.DeadTypes) > typesShown {
-		v.MoreTypes = len(v.DeadTypes) - typesShown
+		v.MoreTypes = true
 		v.DeadTypes = v.DeadTypes[:typesShown]
 	}
 	h.render(w, r, src, http.StatusOK, "overview", &page{Title: "Overview", Nav: "overview", Data: v})
@@ -93,20 +92,35 @@ func deadTypes(m map[string]int) []typeRow {
 
 type typesView struct {
 	Types  []typeRow
-	Total  int
-	ReadAt time.Time
+	Offset int // of the first type listed
+	Limit  int
+	Next   int // the offset of the next page, 0 on the last
+	Errors []string
 }
 
-// types lists every event type with DEAD events.
+// types lists the event types with DEAD events, most DEAD events first,
+// a page (Config.PageSize types) at a time.
 func (h *handler) types(w http.ResponseWriter, r *http.Request, src *source) {
-	d, err := src.overview(r.Context(), h.cfg.Now, h.cfg.StatsMaxAge)
+	v := typesView{Limit: h.cfg.PageSize}
+	if s := r.URL.Query().Get("offset"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > jdbcstore.MaxDeadTypesOffset {
+			v.Errors = append(v.Errors, fmt.Sprintf("offset must be 0..%d, got %q", jdbcstore.MaxDeadTypesOffset, trunc(20, s)))
+			h.render(w, r, src, http.StatusBadRequest, "types", &page{Title: "Event types", Nav: "types", Data: v})
+			return
+		}
+		v.Offset = n
+	}
+	types, err := src.store.DeadTypes(r.Context(), v.Offset, v.Limit+1)
 	if err != nil {
 		h.failStore(w, r, src, "reading the event types", err)
 		return
 	}
-	v := typesView{Types: deadTypes(d.Stats.DeadByType), ReadAt: d.ReadAt}
-	for _, t := range v.Types {
-		v.Total += t.Count
+	if len(types) > v.Limit {
+		types, v.Next = types[:v.Limit], v.Offset+v.Limit
+	}
+	for _, t := range types {
+		v.Types = append(v.Types, typeRow{Type: t.Type, Count: t.Count})
 	}
 	h.render(w, r, src, http.StatusOK, "types", &page{Title: "Event types", Nav: "types", Data: v})
 }

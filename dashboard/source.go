@@ -128,7 +128,8 @@ func (s *source) read(ctx context.Context, now func() time.Time, f *flight) {
 func readOverview(ctx context.Context, st Store) (overviewData, error) {
 	var d overviewData
 	var err error
-	if d.Stats, err = st.Stats(ctx); err != nil {
+	// The overview lists typesShown types: one more tells there are more.
+	if d.Stats, err = st.StatsWith(ctx, jdbcstore.StatsOptions{MaxDeadTypes: typesShown + 1}); err != nil {
 		return d, err
 	}
 	if d.Activity, err = st.Activity(ctx, DefaultActivityBuckets, DefaultActivityWidth); err != nil {

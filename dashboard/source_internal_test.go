@@ -35,7 +35,7 @@ func TestFiguresAreDueAfterMaxAgeAndTheirReadTimesDuty(t *testing.T) {
 	}
 }
 
-// stepStore holds each Stats call until the test answers it, through
+// stepStore holds each StatsWith call until the test answers it, through
 // the channel the call hands over on entering, with its DEAD count; the
 // other calls answer at once with nothing.
 type stepStore struct {
@@ -43,7 +43,7 @@ type stepStore struct {
 	entered chan chan int
 }
 
-func (s *stepStore) Stats(ctx context.Context) (jdbcstore.Stats, error) {
+func (s *stepStore) StatsWith(ctx context.Context, _ jdbcstore.StatsOptions) (jdbcstore.Stats, error) {
 	answer := make(chan int)
 	select {
 	case s.entered <- answer:
