@@ -44,6 +44,7 @@ var suite = []struct {
 	{"Abandon", testAbandon},
 	{"Fail", testFail},
 	{"List", testList},
+	{"ListPreview", testListPreview},
 	{"Reap", testReap},
 	{"Cleanup", testCleanup},
 	{"RetentionFromCompletion", testRetentionFromCompletion},
