@@ -60,10 +60,11 @@ type Store interface {
 var _ Store = (*jdbcstore.Store)(nil)
 
 // Inbox is what the dashboard reads of an inbox table: the operator
-// methods of *inbox.Inbox, which implements it.
+// methods of *inbox.Inbox, which implements it. Lists read the start of
+// the payloads only (ListPreview).
 type Inbox interface {
 	CountByStatus(ctx context.Context) (map[inbox.Status]int, error)
-	List(ctx context.Context, status inbox.Status, after inbox.Key, limit int) ([]inbox.Record, error)
+	ListPreview(ctx context.Context, status inbox.Status, after inbox.Key, limit, previewBytes int) ([]inbox.Record, error)
 }
 
 var _ Inbox = (*inbox.Inbox)(nil)

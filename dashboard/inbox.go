@@ -12,8 +12,12 @@ import (
 )
 
 // inboxPayloadShown is how many characters of a payload the inbox list
-// shows (with ShowPayloads).
-const inboxPayloadShown = 200
+// shows (with ShowPayloads), out of the first inboxPayloadRead bytes,
+// the most it reads of one (a UTF-8 character takes up to 4).
+const (
+	inboxPayloadShown = 200
+	inboxPayloadRead  = 4 * inboxPayloadShown
+)
 
 type inboxRow struct {
 	R       inbox.Record
@@ -79,7 +83,11 @@ func (h *handler) inbox(w http.ResponseWriter, r *http.Request, src *source) {
 	for _, s := range []inbox.Status{inbox.StatusSeen, inbox.StatusProcessing, inbox.StatusDone, inbox.StatusDead} {
 		v.Counts = append(v.Counts, statusRow{Name: s.String(), Code: int(s), Count: counts[s]})
 	}
-	recs, err := src.inbox.List(r.Context(), status, after, v.Limit)
+	preview := 0 // hidden payloads are not read
+	if h.cfg.ShowPayloads {
+		preview = inboxPayloadRead
+	}
+	recs, err := src.inbox.ListPreview(r.Context(), status, after, v.Limit, preview)
 	if err != nil {
 		h.failStore(w, r, src, "listing inbox messages", err)
 		return
@@ -98,11 +106,22 @@ func (h *handler) inbox(w http.ResponseWriter, r *http.Request, src *source) {
 	h.render(w, r, src, http.StatusOK, "inbox", &page{Title: "Inbox", Nav: "inbox", Data: v})
 }
 
-// payloadPreview is the start of a payload: its text when it is UTF-8,
-// its base64 otherwise.
+// payloadPreview is the start of a payload: its text when it is UTF-8
+// (a character the cut split aside), its base64 otherwise.
 func payloadPreview(p []byte) string {
-	if len(p) > 4*inboxPayloadShown {
-		p = p[:4*inboxPayloadShown]
+	if len(p) > inboxPayloadRead {
+		p = p[:inboxPayloadRead]
+	}
+	if len(p) == inboxPayloadRead {
+		// The cut may have split the last character: drop its start.
+		for i := 1; i < utf8.UTFMax && i <= len(p); i++ {
+			if utf8.RuneStart(p[len(p)-i]) {
+				if !utf8.FullRune(p[len(p)-i:]) {
+					p = p[:len(p)-i]
+				}
+				break
+			}
+		}
 	}
 	s := string(p)
 	if !utf8.Valid(p) {

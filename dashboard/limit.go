@@ -84,6 +84,6 @@ func (l limitedInbox) CountByStatus(ctx context.Context) (map[inbox.Status]int, 
 	return do(ctx, l.s, func() (map[inbox.Status]int, error) { return l.in.CountByStatus(ctx) })
 }
 
-func (l limitedInbox) List(ctx context.Context, status inbox.Status, after inbox.Key, limit int) ([]inbox.Record, error) {
-	return do(ctx, l.s, func() ([]inbox.Record, error) { return l.in.List(ctx, status, after, limit) })
+func (l limitedInbox) ListPreview(ctx context.Context, status inbox.Status, after inbox.Key, limit, previewBytes int) ([]inbox.Record, error) {
+	return do(ctx, l.s, func() ([]inbox.Record, error) { return l.in.ListPreview(ctx, status, after, limit, previewBytes) })
 }

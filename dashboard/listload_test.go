@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
+	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -76,5 +78,62 @@ func TestDeadListAndReplayPreviewReadNoPayloads(t *testing.T) {
 	}
 	if b, want := pc.bytes.Load(), int64(core.MaxPayloadBytes+len(`{"h":"v"}`)); b != want {
 		t.Errorf("the event page read %d bytes of payload and headers, want %d", b, want)
+	}
+}
+
+// inboxCounter is a dashboard.Inbox that counts the payload bytes the
+// lists hand to the dashboard.
+type inboxCounter struct {
+	*inbox.Inbox
+	bytes atomic.Int64
+}
+
+func (c *inboxCounter) count(recs []inbox.Record) {
+	for _, r := range recs {
+		c.bytes.Add(int64(len(r.Payload)))
+	}
+}
+
+func (c *inboxCounter) List(ctx context.Context, status inbox.Status, after inbox.Key, limit int) ([]inbox.Record, error) {
+	recs, err := c.Inbox.List(ctx, status, after, limit)
+	c.count(recs)
+	return recs, err
+}
+
+func (c *inboxCounter) ListPreview(ctx context.Context, status inbox.Status, after inbox.Key, limit, previewBytes int) ([]inbox.Record, error) {
+	recs, err := c.Inbox.ListPreview(ctx, status, after, limit, previewBytes)
+	c.count(recs)
+	return recs, err
+}
+
+// The inbox list shows at most 200 characters of a payload, and only with
+// ShowPayloads: it must not read whole payloads (up to 1 MiB each).
+func TestInboxListReadsNoWholePayloads(t *testing.T) {
+	st := newStore(t)
+	in, err := inbox.New(t.Context(), st.DB(), inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := []byte(strings.Repeat("é", inbox.MaxPayloadBytes/2))
+	const n = 20
+	for i := range n {
+		if err := in.Enqueue(t.Context(), inbox.Message{Source: "s", MessageID: fmt.Sprintf("m-%02d", i), Topic: "t", Payload: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, show := range []bool{false, true} {
+		ic := &inboxCounter{Inbox: in}
+		c := newClient(t, newDashboard(t, dashboard.Config{Store: st, Inbox: ic, ShowPayloads: show}))
+		code, body := c.get("/inbox?status=pending")
+		if code != http.StatusOK {
+			t.Fatalf("GET /inbox = %d\n%s", code, body)
+		}
+		mustContain(t, body, ">m-00<", ">m-19<")
+		if show {
+			mustContain(t, body, strings.Repeat("é", 200)+"…")
+		}
+		if b := ic.bytes.Load(); b > n*1000 {
+			t.Errorf("ShowPayloads %v: the inbox list read %d bytes of payloads", show, b)
+		}
 	}
 }
