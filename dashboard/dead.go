@@ -21,12 +21,13 @@ type deadView struct {
 	Events  []jdbcstore.DeadSummary
 	Next    string // the after cursor of the next page, "" on the last
 	IsFirst bool
+	Spaced  bool // the type or tenant filter starts or ends with a space
 }
 
 // deadList lists DEAD events matching the filter, a page at a time.
 func (h *handler) deadList(w http.ResponseWriter, r *http.Request, src *source) {
 	q, err := parseDeadQuery(r.URL.Query(), h.cfg.PageSize)
-	v := deadView{Q: q, IsFirst: q.After == ""}
+	v := deadView{Q: q, IsFirst: q.After == "", Spaced: spaced(q.Type) || spaced(q.Tenant)}
 	if err != nil {
 		v.Errors = strings.Split(err.Error(), "\n")
 		h.render(w, r, src, http.StatusBadRequest, "dead", &page{Title: "Dead letters", Nav: "dead", Data: v})
@@ -43,6 +44,9 @@ func (h *handler) deadList(w http.ResponseWriter, r *http.Request, src *source) 
 	}
 	h.render(w, r, src, http.StatusOK, "dead", &page{Title: "Dead letters", Nav: "dead", Data: v})
 }
+
+// spaced reports whether s starts or ends with white space.
+func spaced(s string) bool { return s != strings.TrimSpace(s) }
 
 // maxPayloadShown bounds the payload bytes an event page shows.
 const maxPayloadShown = 256 << 10

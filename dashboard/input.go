@@ -41,8 +41,10 @@ func parseDeadQuery(v url.Values, defLimit int) (deadQuery, error) {
 	var q deadQuery
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	q.Type = strings.TrimSpace(v.Get("type"))
-	q.Tenant = strings.TrimSpace(v.Get("tenant"))
+	// Exact: a type or tenant may start or end with a space, and
+	// " order.created" must not select order.created.
+	q.Type = v.Get("type")
+	q.Tenant = v.Get("tenant")
 	q.Since = strings.TrimSpace(v.Get("since"))
 	q.Until = strings.TrimSpace(v.Get("until"))
 	q.After = v.Get("after")

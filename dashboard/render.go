@@ -116,6 +116,7 @@ var funcs = template.FuncMap{
 	"chartH":   func() int { return chartHeight },
 	"barWidth": func() int { return barPitch - 2 },
 	"add":      func(a, b int) int { return a + b },
+	"quote":    strconv.Quote,
 }
 
 // Chart geometry (SVG units).
