@@ -120,7 +120,7 @@ func TestBadInputIsRefused(t *testing.T) {
 		"/dead?limit=0", "/dead?limit=501", "/dead?limit=x",
 		"/dead?since=yesterday", "/dead?since=2025-02-01&until=2025-01-01",
 		"/dead?type=" + strings.Repeat("x", core.MaxEventTypeLen+1),
-		"/dead?tenant=%01", "/dead?type=%ff",
+		"/dead?tenant=%00", "/dead?type=%ff", "/dead?type=a&typeq=%22a%22", "/dead?typeq=a", "/replay?idq=x",
 		"/event", "/event?id=" + strings.Repeat("x", 300),
 		"/replay", "/replay?all=1&type=A", "/replay?all=2",
 		"/replay?" + strings.Repeat("id=x&", 201),

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,7 +85,7 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request, src *source) {
 	}
 	rec, err := src.store.Get(r.Context(), id)
 	if errors.Is(err, core.ErrNotFound) {
-		h.fail(w, r, src, http.StatusNotFound, "no event with id "+id)
+		h.fail(w, r, src, http.StatusNotFound, "no event with id "+strconv.Quote(id))
 		return
 	}
 	if err != nil {
@@ -106,7 +107,7 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request, src *source) {
 	if h.cfg.ShowPayloads {
 		v.Payload, v.PayloadNote, v.Cut = showPayload(rec)
 	}
-	h.render(w, r, src, http.StatusOK, "event", &page{Title: "Event " + trunc(40, rec.ID), Nav: "dead", Data: v})
+	h.render(w, r, src, http.StatusOK, "event", &page{Title: "Event " + vis(trunc(40, rec.ID)), Nav: "dead", Data: v})
 }
 
 // showPayload renders a payload for people: indented JSON (as stored

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
@@ -43,8 +42,13 @@ func parseDeadQuery(v url.Values, defLimit int) (deadQuery, error) {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	// Exact: a type or tenant may start or end with a space, and
 	// " order.created" must not select order.created.
-	q.Type = v.Get("type")
-	q.Tenant = v.Get("tenant")
+	var err error
+	if q.Type, err = formText(v, "type"); err != nil {
+		bad("%v", err)
+	}
+	if q.Tenant, err = formText(v, "tenant"); err != nil {
+		bad("%v", err)
+	}
 	q.Since = strings.TrimSpace(v.Get("since"))
 	q.Until = strings.TrimSpace(v.Get("until"))
 	q.After = v.Get("after")
@@ -57,7 +61,6 @@ func parseDeadQuery(v url.Values, defLimit int) (deadQuery, error) {
 	if err := checkText(q.After, maxIDLen); err != nil {
 		bad("after: %v", err)
 	}
-	var err error
 	if q.filter.From, err = parseTime(q.Since); err != nil {
 		bad("since: %v", err)
 	}
@@ -76,6 +79,14 @@ func parseDeadQuery(v url.Values, defLimit int) (deadQuery, error) {
 		q.Limit = n
 	}
 	ids := v["id"]
+	for _, s := range v["idq"] {
+		id, err := strconv.Unquote(s)
+		if err != nil {
+			bad("idq must hold quoted ids, got %q", trunc(20, s))
+			continue
+		}
+		ids = append(ids, id)
+	}
 	if len(ids) > maxSelected {
 		bad("at most %d ids at once, got %d", maxSelected, len(ids))
 		ids = nil
@@ -101,13 +112,34 @@ func parseDeadQuery(v url.Values, defLimit int) (deadQuery, error) {
 	return q, errors.Join(errs...)
 }
 
+// formText returns the parameter name of v, given as is or, by a form
+// field, quoted in name+"q" (see formName): a browser sends the line
+// breaks of a form's values as CR LF whatever they were, so a value that
+// holds one travels quoted.
+func formText(v url.Values, name string) (string, error) {
+	s, q := v.Get(name), v.Get(name+"q")
+	if q == "" {
+		return s, nil
+	}
+	if s != "" {
+		return "", fmt.Errorf("give %s or %sq, not both", name, name)
+	}
+	u, err := strconv.Unquote(q)
+	if err != nil {
+		return "", fmt.Errorf("%sq must be a quoted string, got %q", name, trunc(20, q))
+	}
+	return u, nil
+}
+
 // selected reports whether the query selects anything to replay.
 func (q deadQuery) selected() bool {
 	return len(q.IDs) > 0 || q.Type != "" || q.Tenant != "" || q.Since != "" || q.Until != ""
 }
 
 // checkText refuses text longer than n characters, invalid UTF-8 and
-// control characters.
+// NUL: what core and inbox refuse in ids, types and tenants. Other
+// control characters are valid there, so they are taken (and shown
+// escaped, see vis).
 func checkText(s string, n int) error {
 	if !utf8.ValidString(s) {
 		return errors.New("not valid UTF-8")
@@ -115,8 +147,8 @@ func checkText(s string, n int) error {
 	if len(s) > n && utf8.RuneCountInString(s) > n {
 		return fmt.Errorf("longer than %d characters", n)
 	}
-	if strings.ContainsFunc(s, unicode.IsControl) {
-		return errors.New("holds a control character")
+	if strings.IndexByte(s, 0) >= 0 {
+		return errors.New("holds a NUL character")
 	}
 	return nil
 }

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -116,7 +118,49 @@ var funcs = template.FuncMap{
 	"chartH":   func() int { return chartHeight },
 	"barWidth": func() int { return barPitch - 2 },
 	"add":      func(a, b int) int { return a + b },
+	"vis":      vis,
 	"quote":    strconv.Quote,
+	"formName": formName,
+	"formValue": func(s string) string {
+		if formName("", s) != "" {
+			return strconv.Quote(s)
+		}
+		return s
+	},
+}
+
+// formName is the name of the form field carrying s for parameter name:
+// name, or name+"q" when s holds a line break, which a browser would
+// send as CR LF: the field then carries s quoted (formValue), which
+// formText reads back.
+func formName(name, s string) string {
+	if strings.ContainsAny(s, "\r\n") {
+		return name + "q"
+	}
+	return name
+}
+
+// vis makes the control and invisible format characters of s visible as
+// Go escapes (\x1b, \t, \u200b): ids, types and tenants may hold them,
+// and two that differ by one must read differently.
+func vis(s string) string {
+	if !strings.ContainsFunc(s, hidden) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if hidden(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func hidden(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError
 }
 
 // Chart geometry (SVG units).

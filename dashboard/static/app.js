@@ -10,7 +10,7 @@ document.addEventListener("DOMContentLoaded", function () {
   document.querySelectorAll("input[data-select-all]").forEach(function (all) {
     all.hidden = false;
     all.addEventListener("change", function () {
-      all.closest("form").querySelectorAll('input[type=checkbox][name=id]').forEach(function (box) {
+      all.closest("form").querySelectorAll('input[type=checkbox][name=id], input[type=checkbox][name=idq]').forEach(function (box) {
         box.checked = all.checked;
       });
     });
