@@ -119,6 +119,15 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, src *source) {
 	if len(v.IDs) > previewShown {
 		v.IDs, v.More = v.IDs[:previewShown], true
 	}
+	// The events matched but left DEAD, with the store's reason (a
+	// skip-policy event whose key went on, one changed meanwhile).
+	for _, u := range res.NotReplayed {
+		if len(v.Missing) == previewShown {
+			v.More = true
+			break
+		}
+		v.Missing = append(v.Missing, missingID{ID: u.ID, Why: u.Reason})
+	}
 	if v.ByIDs {
 		for _, id := range v.Q.IDs {
 			if !slices.Contains(res.IDs, id) && !slices.ContainsFunc(v.Missing, func(m missingID) bool { return m.ID == id }) {

@@ -1,12 +1,15 @@
 package dashboard_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
+	"github.com/outbox-go/outbox/txctx"
 )
 
 func TestReplayAfterPreviewAndConfirmation(t *testing.T) {
@@ -109,5 +112,41 @@ func TestForgedOrReadOnlyPostsAreRefused(t *testing.T) {
 	}
 	if statusOf(t, st, "x1") != core.StatusDead {
 		t.Fatal("a read-only POST changed the row")
+	}
+}
+
+// A replay names the events it left DEAD with the store's reason: an
+// ordered event under the skip policy whose key went on without it.
+func TestReplayNamesWhatItLeftDead(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	lease := core.Lease{Owner: owner, Until: time.Now().Add(time.Hour)}
+	for _, id := range []string{"k1", "k2"} {
+		env, err := core.NewEvent("A").ID(id).OrderKey("k").OnDead(core.SkipOnDead).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := txctx.NewX(st.DB()).Do(ctx, func(ctx context.Context) error {
+			tx, _ := txctx.From(ctx)
+			_, err := st.InsertOrdered(ctx, tx, env, lease)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := st.MarkDead(ctx, owner, "k1", "boom"); err != nil || !ok {
+		t.Fatalf("MarkDead k1: %v, %v", ok, err)
+	}
+	// k2, inserted behind k1, waits unowned: the key went on (any status
+	// of a later event counts).
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true}))
+	_, body := c.get("/replay?id=k1")
+	code, body := c.post("/replay", url.Values{"csrf": {csrfToken(t, body)}, "id": {"k1"}, "confirm": {"yes"}}, nil)
+	if code != http.StatusOK {
+		t.Fatalf("replay = %d\n%s", code, body)
+	}
+	mustContain(t, body, "k1: its key went on without it under the skip policy")
+	if got := statusOf(t, st, "k1"); got != core.StatusDead {
+		t.Errorf("k1 is %v, want DEAD", got)
 	}
 }
