@@ -23,6 +23,6 @@ func (o *Outbox) CountByStatus(ctx context.Context) (map[core.Status]int, error)
 
 // DispatcherStats returns what the outbox holds in memory now: the lengths
 // of its hot and cold queues, the events waiting on an in-process retry
-// timer and the payload bytes held (bounded by
+// timer and the payload and header bytes held (bounded by
 // dispatcher.Config.MaxHeldBytes). It reads no database.
 func (o *Outbox) DispatcherStats() dispatcher.Stats { return o.dispatcher.Stats() }

@@ -68,9 +68,9 @@ type Config struct {
 	// Events dropped by a full hot queue then wait until a poller runs.
 	DisablePoller bool
 	// EnableCleanup runs the background retention purge (package cleanup):
-	// DONE rows older than 7 days and DEAD rows older than 30 days, every
-	// hour, 500 rows per statement, unless Cleanup says otherwise. Off by
-	// default.
+	// DONE rows older than 7 days and DEAD rows older than 30 days, first
+	// within a minute of Start, then every hour (±10%), 500 rows per
+	// statement, unless Cleanup says otherwise. Off by default.
 	EnableCleanup bool
 	// Cleanup configures the purge when EnableCleanup is set. Logger and
 	// Metrics default to this Config's. Not validated without

@@ -15,7 +15,7 @@ import (
 
 // A cleaner deletes delivered (DONE) rows once they are older than
 // DoneRetention, and DEAD rows after the longer DeadRetention, so the
-// outbox table does not grow forever. Start runs it every Interval;
+// outbox table does not grow forever. Start runs it within the first minute, then every Interval (±10%);
 // RunOnce runs one purge, as here. The store's clock is moved forward
 // instead of waiting a week.
 func Example() {

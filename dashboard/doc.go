@@ -33,6 +33,7 @@
 // Config.AllowedHosts to the names and addresses it is reached by, and
 // requests for any other host are refused (421 Misdirected Request)
 // before anything else. `outboxctl serve` sets it by default.
+//
 // Payloads and header values may hold personal data: they are shown only
 // with Config.ShowPayloads. Every input is bounded and validated, every
 // output escaped, and the database is only reached through the store's

@@ -5,8 +5,8 @@ import (
 	"errors"
 )
 
-// ErrCloseInListener is returned at once by Close (of the dispatcher, and
-// of an outbox.Outbox) called with the context of one of the dispatcher's
+// ErrCloseInListener is returned at once by Close (of the dispatcher, of an
+// outbox.Outbox and of a tenant.Outbox) called with the context of one of the dispatcher's
 // listener calls, or a context derived from it: Close waits for the
 // workers, the calling listener's among them, so it would wait for ever
 // (or until ctx ends). Nothing is closed. Call Close from another

@@ -26,7 +26,7 @@ const (
 	DefaultDoneBatchSize   = 256
 	DefaultDoneFlushWindow = 25 * time.Millisecond
 	// DefaultMaxHeldBytes is the default of Config.MaxHeldBytes: 64 MiB of
-	// payloads held in memory.
+	// payloads and headers held in memory.
 	DefaultMaxHeldBytes int64 = 64 << 20
 	// MaxOwnerLen is the longest owner token the lease column holds.
 	MaxOwnerLen = core.MaxOwnerLen

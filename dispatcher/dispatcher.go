@@ -356,7 +356,7 @@ type Stats struct {
 	// Retries is how many events wait on an in-process timer (retries
 	// and delayed events).
 	Retries int
-	// HeldBytes is the payload bytes of the events held (queued, waiting
+	// HeldBytes is the payload and header bytes (see Config.MaxHeldBytes) of the events held (queued, waiting
 	// on a timer, running or waiting for their DONE write), which
 	// Config.MaxHeldBytes bounds.
 	HeldBytes int64

@@ -396,8 +396,10 @@ func (in *Inbox) MarkProcessed(ctx context.Context, source, messageID string) er
 
 // Enqueue stores msg for the work queue. Source,
 // MessageID and Topic are required (at most 255 characters each), Payload
-// must not be nil (empty is fine; it is never interpreted), DueAt defers
-// the first claim (zero or past: claimable at once).
+// must not be nil (empty is fine; it is never interpreted) and at most
+// MaxPayloadBytes (ErrPayloadTooLarge), DueAt defers the first claim (zero
+// or past: claimable at once) and lies within the years core.MinTimeYear
+// to core.MaxTimeYear in UTC (ErrDueAtOutOfRange).
 //
 // It is an upsert: a new message is stored Processing with attempt 0; a
 // Done message keeps its state (only its last sighting is recorded); a

@@ -9,7 +9,7 @@ import (
 	"github.com/outbox-go/outbox/internal/inboxrow"
 )
 
-// MaxListLimit bounds one page of List.
+// MaxListLimit bounds one page of List and ListPreview.
 const MaxListLimit = 1000
 
 // errNoLister is returned by CountByStatus and List on a store that

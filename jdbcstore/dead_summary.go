@@ -13,7 +13,7 @@ import (
 // DeadSummary is a DEAD event without its payload and headers: what a
 // list of dead letters shows, read without the up to
 // core.MaxPayloadBytes of payload and core.MaxHeadersBytes of headers of
-// each event.
+// each event. Its fields are those of core.Record of the same names.
 type DeadSummary struct {
 	ID            string
 	Type          string

@@ -27,8 +27,8 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 
 // DeadTypeCount is the number of DEAD events of one event type.
 type DeadTypeCount struct {
-	Type  string
-	Count int
+	Type  string // the event type
+	Count int    // its DEAD events
 }
 
 // MaxDeadTypesOffset bounds the offset of DeadTypes.

@@ -275,7 +275,7 @@ const (
 // Unchanged is an event ReplayDead or DiscardDead matched (DEAD when its
 // batch was read) but did not change, and why.
 type Unchanged struct {
-	ID     string
+	ID     string // the event's id
 	Reason string // ReasonKeyWentOn or ReasonNoLongerDead
 }
 
@@ -297,7 +297,8 @@ type ReplayResult struct {
 // transaction). The poller then delivers them through the normal path.
 //
 // An ordered event under the skip policy whose key went on without it (a
-// later event exists, in any status) is not replayed: its successors were
+// later event exists, in any status, or on MySQL/MariaDB and PostgreSQL
+// existed and was purged since) is not replayed: its successors were
 // delivered, or are being delivered, as if it had succeeded, and only the
 // event right before an ordered event holds it back, so a replayed one
 // would be delivered out of order, perhaps at the same time as a later

@@ -388,5 +388,5 @@ func (o *Outbox) Close(ctx context.Context) error {
 
 // DispatcherStats returns what the shared dispatcher holds in memory now,
 // over every database: queue lengths, events waiting on an in-process
-// retry timer, payload bytes held. It reads no database.
+// retry timer, payload and header bytes held. It reads no database.
 func (o *Outbox) DispatcherStats() dispatcher.Stats { return o.dispatcher.Stats() }
