@@ -41,16 +41,8 @@ func (in *Inbox) CountByStatus(ctx context.Context) (map[Status]int, error) {
 // failed for good, StatusProcessing the ones queued for a handler. One
 // read-only statement.
 func (in *Inbox) List(ctx context.Context, status Status, after Key, limit int) ([]Record, error) {
-	if limit < 1 || limit > MaxListLimit {
-		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
-	}
-	if status < StatusSeen || status > StatusDead {
-		return nil, &core.ConfigError{Field: "status", Msg: fmt.Sprintf("must be Seen, Processing, Done or Dead, got %d", status)}
-	}
-	if after != (Key{}) {
-		if err := checkKey(after.Source, after.MessageID); err != nil {
-			return nil, err
-		}
+	if err := checkListArgs(status, after, limit); err != nil {
+		return nil, err
 	}
 	l, ok := in.store.(inboxrow.Lister)
 	if !ok {
@@ -65,4 +57,18 @@ func (in *Inbox) List(ctx context.Context, status Status, after Key, limit int) 
 		out[i] = fromRow(r)
 	}
 	return out, nil
+}
+
+// checkListArgs validates the arguments List and ListPreview share.
+func checkListArgs(status Status, after Key, limit int) error {
+	if limit < 1 || limit > MaxListLimit {
+		return &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
+	}
+	if status < StatusSeen || status > StatusDead {
+		return &core.ConfigError{Field: "status", Msg: fmt.Sprintf("must be Seen, Processing, Done or Dead, got %d", status)}
+	}
+	if after != (Key{}) {
+		return checkKey(after.Source, after.MessageID)
+	}
+	return nil
 }

@@ -22,16 +22,8 @@ func (in *Inbox) ListPreview(ctx context.Context, status Status, after Key, limi
 	if previewBytes < 0 || previewBytes > MaxPayloadBytes {
 		return nil, &core.ConfigError{Field: "previewBytes", Msg: fmt.Sprintf("must be 0..%d, got %d", MaxPayloadBytes, previewBytes)}
 	}
-	if limit < 1 || limit > MaxListLimit {
-		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
-	}
-	if status < StatusSeen || status > StatusDead {
-		return nil, &core.ConfigError{Field: "status", Msg: fmt.Sprintf("must be Seen, Processing, Done or Dead, got %d", status)}
-	}
-	if after != (Key{}) {
-		if err := checkKey(after.Source, after.MessageID); err != nil {
-			return nil, err
-		}
+	if err := checkListArgs(status, after, limit); err != nil {
+		return nil, err
 	}
 	l, ok := in.store.(inboxrow.PreviewLister)
 	if !ok {

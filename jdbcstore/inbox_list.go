@@ -34,7 +34,13 @@ func (s *inboxStore) CountByStatus(ctx context.Context) (map[inboxrow.Status]int
 // order (the primary key's), in one read-only statement. The caller
 // bounds limit.
 func (s *inboxStore) List(ctx context.Context, status inboxrow.Status, after inboxrow.Key, limit int) ([]inboxrow.Record, error) {
-	q := "SELECT " + s.q.cols + " FROM " + s.dialect.QuoteIdent(s.table) + " WHERE status = " + strconv.Itoa(int(status))
+	return s.listPage(ctx, "list", s.q.cols, status, after, limit)
+}
+
+// listPage reads one page of List's order selecting cols; op names the
+// operation in errors.
+func (s *inboxStore) listPage(ctx context.Context, op, cols string, status inboxrow.Status, after inboxrow.Key, limit int) ([]inboxrow.Record, error) {
+	q := "SELECT " + cols + " FROM " + s.dialect.QuoteIdent(s.table) + " WHERE status = " + strconv.Itoa(int(status))
 	var args []any
 	if after != (inboxrow.Key{}) {
 		q += " AND (source > ? OR (source = ? AND message_id > ?))"
@@ -46,7 +52,7 @@ func (s *inboxStore) List(ctx context.Context, status inboxrow.Status, after inb
 		return s.scanInbox(ctx, s.db, limit, q, args...)
 	})
 	if err != nil {
-		return nil, opErr("list", err)
+		return nil, opErr(op, err)
 	}
 	return recs, nil
 }

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/outbox-go/outbox/internal/inboxrow"
 )
 
@@ -30,19 +28,5 @@ func (s *inboxStore) ListPreview(ctx context.Context, status inboxrow.Status, af
 			cols[i] = c
 		}
 	}
-	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + s.dialect.QuoteIdent(s.table) + " WHERE status = " + strconv.Itoa(int(status))
-	var args []any
-	if after != (inboxrow.Key{}) {
-		q += " AND (source > ? OR (source = ? AND message_id > ?))"
-		args = append(args, after.Source, after.Source, after.MessageID)
-	}
-	q = sqlx.Rebind(s.dialect.BindType(), q+" ORDER BY source, message_id LIMIT ?")
-	args = append(args, limit)
-	recs, err := retryBusy(ctx, s.shell, func() ([]inboxrow.Record, error) {
-		return s.scanInbox(ctx, s.db, limit, q, args...)
-	})
-	if err != nil {
-		return nil, opErr("list preview", err)
-	}
-	return recs, nil
+	return s.listPage(ctx, "list preview", strings.Join(cols, ", "), status, after, limit)
 }

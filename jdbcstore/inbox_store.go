@@ -401,18 +401,7 @@ func (s *inboxStore) txOptions() *sql.TxOptions {
 // inTx runs fn in a transaction of its own, retrying the whole
 // transaction on lock contention until ctx ends.
 func (s *inboxStore) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	_, err := retryBusy(ctx, s.shell, func() (struct{}, error) {
-		tx, err := s.db.BeginTxx(ctx, s.txOptions())
-		if err != nil {
-			return struct{}{}, err
-		}
-		defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-		if err := fn(tx); err != nil {
-			return struct{}{}, err
-		}
-		return struct{}{}, tx.Commit()
-	})
-	return err
+	return retryTx(ctx, s.shell, s.txOptions(), fn)
 }
 
 // exec runs one autocommit write, retrying lock contention, and returns

@@ -531,18 +531,7 @@ func (s *Store) ownTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if s.dialect.Capabilities().SkipLocked {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	_, err = retryBusy(ctx, s, func() (struct{}, error) {
-		tx, err := s.db.BeginTxx(ctx, opts)
-		if err != nil {
-			return struct{}{}, err
-		}
-		defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-		if err := fn(tx); err != nil {
-			return struct{}{}, err
-		}
-		return struct{}{}, tx.Commit()
-	})
-	return err
+	return retryTx(ctx, s, opts, fn)
 }
 
 // set returns ids (strings) as a set.

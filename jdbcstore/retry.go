@@ -2,9 +2,12 @@ package jdbcstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Bounds of the lock-contention retry of the store's own statements.
@@ -57,4 +60,22 @@ func retryBusy[T any](ctx context.Context, s *Store, fn func() (T, error)) (T, e
 // giveUp reports a contention error that outlived its context.
 func giveUp(busy error, attempts int, cause error) error {
 	return fmt.Errorf("%w (gave up after %d attempts: %w)", busy, attempts, cause)
+}
+
+// retryTx runs fn in a transaction of s's database begun with opts,
+// committed when fn returns nil, and run again as a whole (fn must start
+// afresh) while the database reports lock contention, until ctx ends.
+func retryTx(ctx context.Context, s *Store, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
+	_, err := retryBusy(ctx, s, func() (struct{}, error) {
+		tx, err := s.db.BeginTxx(ctx, opts)
+		if err != nil {
+			return struct{}{}, err
+		}
+		defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+		if err := fn(tx); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, tx.Commit()
+	})
+	return err
 }
