@@ -149,20 +149,26 @@ func (b *doneBatcher) flushByStore(batch []item) {
 // ends, and the others must not wait for it (nor, past StatusTimeout, be
 // released with it and delivered again).
 func (b *doneBatcher) flushStore(o *origin, batch []item) {
-	var ordered, plain []item
+	ordered := 0
 	for _, it := range batch {
 		if it.env.OrderKey() != "" {
-			ordered = append(ordered, it)
+			ordered++
+		}
+	}
+	if ordered == 0 || ordered == len(batch) {
+		b.writeDone(o, batch) // one kind: no copy
+		return
+	}
+	plain, keyed := make([]item, 0, len(batch)-ordered), make([]item, 0, ordered)
+	for _, it := range batch {
+		if it.env.OrderKey() != "" {
+			keyed = append(keyed, it)
 		} else {
 			plain = append(plain, it)
 		}
 	}
-	if len(ordered) > 0 && len(plain) > 0 {
-		b.writeDone(o, plain)
-		b.writeDone(o, ordered)
-		return
-	}
-	b.writeDone(o, batch)
+	b.writeDone(o, plain)
+	b.writeDone(o, keyed)
 }
 
 // writeDone writes the DONE status of events of store o in one statement
