@@ -82,6 +82,9 @@ func (s *Store) InsertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 	if s.ownsExecer(ex) {
 		return s.insertBatchOwnTx(ctx, envs, leases)
 	}
+	if err := s.checkOpen(ctx, ex, first); err != nil {
+		return nil, err
+	}
 	return s.insertBatch(ctx, ex, envs, leases)
 }
 

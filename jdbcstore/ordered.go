@@ -65,6 +65,9 @@ func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 	if err := s.checkExecer(ex, env.ID()); err != nil {
 		return false, 0, err // before any statement: nothing is written
 	}
+	if err := s.checkOpen(ctx, ex, env.ID()); err != nil {
+		return false, 0, err
+	}
 	if s.q.lastOfKey != "" {
 		if err := env.Validate(); err != nil {
 			return false, 0, fmt.Errorf("outbox: jdbcstore: insert: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,15 +20,18 @@ import (
 // Store is the SQL implementation of [core.Store]. It is safe for
 // concurrent use. Create it with [New].
 type Store struct {
-	db      *sqlx.DB
-	dialect Dialect
-	table   string
-	maxErr  int
-	now     func() time.Time
-	log     *slog.Logger
-	schema  string
-	q       statements
-	gate    *writegate.Gate // SQLite: one writer at a time, in Go
+	// noOpenCheck is set once the server turned out to have no
+	// @@in_transaction (MySQL, as opposed to MariaDB): checkOpen is off.
+	noOpenCheck atomic.Bool
+	db          *sqlx.DB
+	dialect     Dialect
+	table       string
+	maxErr      int
+	now         func() time.Time
+	log         *slog.Logger
+	schema      string
+	q           statements
+	gate        *writegate.Gate // SQLite: one writer at a time, in Go
 	// keys remembers the ordering keys' last positions committed here
 	// (keyCache): from New with a keys table, on a single-writer database
 	// once ApplySchema installed a schema that refuses stale positions.
@@ -134,6 +138,9 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 // insert is Insert; seq is the event's position in its key (ordered
 // events only).
 func (s *Store) insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, seq int64) error {
+	if err := s.checkOpen(ctx, ex, env.ID()); err != nil {
+		return err
+	}
 	_, err := s.insertRow(ctx, ex, env, lease, seq, 0)
 	if err == nil {
 		s.checkBeforeCommit(ex, env.ID())
@@ -358,6 +365,43 @@ func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
 		}
 		return nil
 	})
+}
+
+// checkOpen refuses, with core.ErrTxAborted, to add an event to ex when
+// the server has ended that transaction on its own: on MariaDB, after a
+// statement of it failed (a deadlock, a lock wait timeout with
+// innodb_rollback_on_timeout, both of which roll the whole transaction
+// back) the session goes on in autocommit mode, so the event's insert
+// would commit at once, without the business writes rolled back before
+// it, and the check before commit would find the row. It asks only when
+// ex may have failed (core.StatementWatcher), with one SELECT
+// @@in_transaction; MySQL has no such variable, and after the first
+// answer saying so the store asks no more.
+func (s *Store) checkOpen(ctx context.Context, ex core.Execer, id string) error {
+	if !s.dialect.Capabilities().SilentRollback || s.noOpenCheck.Load() || s.ownsExecer(ex) {
+		return nil
+	}
+	w, ok := ex.(core.StatementWatcher)
+	if !ok || !w.MayHaveFailed() {
+		return nil
+	}
+	q, ok := ex.(rowQuerier)
+	if !ok {
+		return nil
+	}
+	var open int
+	if err := q.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open); err != nil {
+		if strings.Contains(err.Error(), "in_transaction") {
+			s.noOpenCheck.Store(true) // MySQL: Unknown system variable
+			return nil
+		}
+		return fmt.Errorf("outbox: jdbcstore: insert %q: check the transaction is open: %w", id, err)
+	}
+	if open == 0 {
+		return fmt.Errorf("outbox: jdbcstore: insert %q: %w: the database ended the transaction before this event "+
+			"(an earlier statement failed: a deadlock or lock wait timeout ignored?); nothing was written", id, core.ErrTxAborted)
+	}
+	return nil
 }
 
 // ownsExecer reports whether ex is the store's own pool, so a failed
