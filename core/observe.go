@@ -79,6 +79,20 @@ type Delivery struct {
 	Committed time.Time
 }
 
+// Due is when the event could first be delivered: Committed, or its
+// NotBefore when that is later (a delayed event waits for it by design).
+// Zero when Committed is unknown. Latency from commit to listener is
+// measured from Due, so a delay is not counted as lag.
+func (d Delivery) Due() time.Time {
+	if d.Committed.IsZero() {
+		return time.Time{}
+	}
+	if nb := d.Event.NotBefore(); nb.After(d.Committed) {
+		return nb
+	}
+	return d.Committed
+}
+
 // Outcome is what became of a delivery attempt.
 type Outcome uint8
 

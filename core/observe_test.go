@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 )
@@ -59,5 +60,32 @@ func TestObserverNamesAndNop(t *testing.T) {
 		t.Error("NopObserver.Deliver changed the context")
 	} else {
 		end(core.DeliveryResult{})
+	}
+}
+
+// Due is the commit time, or the event's NotBefore when later; zero when
+// the commit time is unknown.
+func TestDeliveryDue(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	plain, err := core.NewEvent("E").PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	delayed, err := core.NewEvent("E").NotBefore(now.Add(time.Minute)).PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		d    core.Delivery
+		want time.Time
+	}{
+		"unknown commit":    {core.Delivery{Event: delayed}, time.Time{}},
+		"no delay":          {core.Delivery{Event: plain, Committed: now}, now},
+		"delayed":           {core.Delivery{Event: delayed, Committed: now}, now.Add(time.Minute)},
+		"due before commit": {core.Delivery{Event: delayed, Committed: now.Add(time.Hour)}, now.Add(time.Hour)},
+	} {
+		if got := tc.d.Due(); !got.Equal(tc.want) {
+			t.Errorf("%s: Due = %v, want %v", name, got, tc.want)
+		}
 	}
 }

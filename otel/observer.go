@@ -2,6 +2,7 @@ package otel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -148,8 +149,10 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 	}
 	ctx, span := o.tracer.Start(parent, ti.processName, opts...)
 	store, path := d.Store, d.Path // not d: the closure would move it to the heap
-	if !d.Committed.IsZero() {
-		o.inst.lag.Record(ctx, time.Since(d.Committed).Seconds(), ds.lag.rec...)
+	if due := d.Due(); !due.IsZero() {
+		// Never negative: nodes' clocks may disagree on a claimed row's
+		// insert time.
+		o.inst.lag.Record(ctx, max(0, time.Since(due).Seconds()), ds.lag.rec...)
 	}
 	end := func(r core.DeliveryResult) {
 		failed := r.Outcome == core.OutcomeRetry || r.Outcome == core.OutcomeDead
@@ -185,7 +188,7 @@ func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (conte
 	ctx, span := o.tracer.Start(ctx, ti.processName, kindConsumer, ti.processAttrs, is.spanAttrs, msg)
 	store, mode := m.Store, m.Mode // not m: the closure would move it to the heap
 	if mode == core.InboxQueued && !m.Enqueued.IsZero() {
-		o.inst.inboxLag.Record(ctx, time.Since(m.Enqueued).Seconds(), is.lag.rec...)
+		o.inst.inboxLag.Record(ctx, max(0, time.Since(m.Enqueued).Seconds()), is.lag.rec...)
 	}
 	end := func(r core.InboxResult) {
 		failed := r.Outcome == core.InboxFailed || r.Outcome == core.InboxRetry || r.Outcome == core.InboxDead
@@ -249,13 +252,23 @@ func (o *Observer) eventContext(env core.Envelope) trace.SpanContext {
 	return trace.SpanContextFromContext(o.propagator.Extract(context.Background(), propagation.MapCarrier(h)))
 }
 
-// errorType is the error.type of err: its Go type, "" for nil. It is
-// predictable and of low cardinality, as the conventions ask.
+// errorType is the error.type of err: its Go type, past the context
+// fmt.Errorf wrapped it in (the outbox wraps listener and publish errors
+// so, and *fmt.wrapError tells nothing), "" for nil. It is predictable
+// and of low cardinality, as the conventions ask.
 func errorType(err error) string {
 	if err == nil {
 		return ""
 	}
-	return fmt.Sprintf("%T", err)
+	t := fmt.Sprintf("%T", err)
+	for t == "*fmt.wrapError" {
+		next := errors.Unwrap(err)
+		if next == nil {
+			break
+		}
+		err, t = next, fmt.Sprintf("%T", next)
+	}
+	return t
 }
 
 // setCarrier writes through a relay's set function; it reads nothing.

@@ -3,6 +3,7 @@ package otel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,13 +75,14 @@ func TestPublishStartsAProducerSpanChildOfTheCaller(t *testing.T) {
 
 func TestPublishFailureSetsErrorStatus(t *testing.T) {
 	h := newHarness(t, obsotel.Config{})
-	publish(t, h, "T", core.ErrNoTransaction)
+	// Wrapped as the outbox wraps its errors: error.type names the cause.
+	publish(t, h, "T", fmt.Errorf("outbox: publish x: %w", &core.ValidationError{Field: "type", Err: core.ErrInvalidText}))
 	send := h.span(t, "send T")
 	if send.Status().Code != codes.Error {
 		t.Errorf("status = %v, want Error", send.Status())
 	}
-	if _, ok := attr(send.Attributes(), "error.type"); !ok {
-		t.Errorf("no error.type on a failed publish: %v", send.Attributes())
+	if v, ok := attr(send.Attributes(), "error.type"); !ok || v.AsString() != "*core.ValidationError" {
+		t.Errorf("error.type on a failed publish: %v (want the innermost error's type, not *fmt.wrapError)", send.Attributes())
 	}
 	ms := h.collect(t)
 	p := metricPoint(t, ms, obsotel.MetricSent, map[string]string{"messaging.destination.name": "T"})

@@ -22,10 +22,11 @@ func (c *Collector) Publish(_ context.Context, env core.Envelope) (map[string]st
 // ran: outcome unhandled).
 func (c *Collector) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
 	v := c.view(d.Store)
-	if d.Attempt <= 1 && !d.Committed.IsZero() && int(d.Path) < len(v.commitToListener) {
+	if due := d.Due(); d.Attempt <= 1 && !due.IsZero() && int(d.Path) < len(v.commitToListener) {
 		// Clocks of nodes may disagree on a claimed row's insert time:
-		// never observe a negative latency.
-		v.commitToListener[d.Path].Observe(max(0, time.Since(d.Committed).Seconds()))
+		// never observe a negative latency. A delayed event counts from
+		// its NotBefore.
+		v.commitToListener[d.Path].Observe(max(0, time.Since(due).Seconds()))
 	}
 	typ, path := c.types.entry(d.Event.Type()).label, d.Path.String()
 	return ctx, func(r core.DeliveryResult) {

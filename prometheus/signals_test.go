@@ -295,6 +295,19 @@ func TestObserverDeliver(t *testing.T) {
 		t.Errorf("a commit in the future observed %v s, want 0", s)
 	}
 	wantValue(t, g, "outbox_deliveries_total", labels{"store": "", "event_type": "Shipped", "path": "retry", "outcome": "done"}, 1)
+
+	// A delayed event counts from its NotBefore, not from its commit: the
+	// delay is not lag.
+	delayed, err := core.NewEvent("Shipped").NotBefore(time.Now().Add(-time.Second)).PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end = c.Deliver(ctx, core.Delivery{Event: delayed, Store: "delayed", Path: core.PathHot, Attempt: 1,
+		Committed: time.Now().Add(-time.Hour)})
+	end(core.DeliveryResult{Outcome: core.OutcomeDone})
+	if s := histogramSum(t, g, "outbox_commit_to_listener_seconds", labels{"store": "delayed", "path": "hot"}); s < 1 || s > 60 {
+		t.Errorf("a delayed event observed %v s from commit to listener, want about 1 s (from its NotBefore)", s)
+	}
 }
 
 func TestObserverDoneWrittenAndClaimed(t *testing.T) {
