@@ -94,14 +94,7 @@ func TestHeldBytesReturnToZeroOnEveryPath(t *testing.T) {
 // (HotDropped, a WARN naming the budget), EnqueueCold refuses it and
 // ColdRoom reports no room once the budget is used up.
 func TestHotDropBeyondByteBudget(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{Workers: 1, MaxHeldBytes: 1000})
-	g := newGate(t)
-	started := make(chan struct{}, 4)
-	h.reg.RegisterFunc("Block", func(context.Context, core.Envelope) error {
-		started <- struct{}{}
-		<-g.ch
-		return nil
-	})
+	h, g, started := blockingHarness(t, 1000)
 	h.start()
 	e1, e2, e3 := h.insert("Block", sized(600)), h.insert("Block", sized(600)), h.insert("Block", sized(400))
 	h.mustEnqueueHot(e1)
@@ -138,14 +131,7 @@ func TestHotDropBeyondByteBudget(t *testing.T) {
 // Headers count against the budget as payloads do: an event with a small
 // payload and 600 bytes of headers does not fit beside one of 600 bytes.
 func TestHeadersCountAgainstTheByteBudget(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{Workers: 1, MaxHeldBytes: 1000})
-	g := newGate(t)
-	started := make(chan struct{}, 4)
-	h.reg.RegisterFunc("Block", func(context.Context, core.Envelope) error {
-		started <- struct{}{}
-		<-g.ch
-		return nil
-	})
+	h, g, started := blockingHarness(t, 1000)
 	h.start()
 	e1 := h.insert("Block", sized(600))
 	e2 := h.insert("Block", sized(10), func(b *core.Builder) { b.Header("note", strings.Repeat("h", 596)) })
@@ -154,25 +140,13 @@ func TestHeadersCountAgainstTheByteBudget(t *testing.T) {
 	if h.enqueueHot(e2) {
 		t.Fatal("EnqueueHot of an event whose headers exceed the budget left = true, want false")
 	}
-	g.open()
-	h.waitStatus(e1.ID(), core.StatusDone)
-	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
-	h.mustEnqueueCold(e2, 0)
-	h.waitStatus(e2.ID(), core.StatusDone)
-	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
+	retakeAfter(h, g, e1, e2)
 }
 
 // An event larger than the whole budget is taken when nothing else is
 // held, so it is delivered; while something is held it waits.
 func TestEventLargerThanBudgetIsDelivered(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{Workers: 1, MaxHeldBytes: 100})
-	g := newGate(t)
-	started := make(chan struct{}, 4)
-	h.reg.RegisterFunc("Block", func(context.Context, core.Envelope) error {
-		started <- struct{}{}
-		<-g.ch
-		return nil
-	})
+	h, g, started := blockingHarness(t, 100)
 	h.reg.RegisterFunc("Big", func(context.Context, core.Envelope) error { return nil })
 	h.start()
 	small, big := h.insert("Block", sized(10)), h.insert("Big", sized(1000))
@@ -181,11 +155,34 @@ func TestEventLargerThanBudgetIsDelivered(t *testing.T) {
 	if h.enqueueHot(big) {
 		t.Fatal("an event larger than the budget was taken while another is held")
 	}
+	retakeAfter(h, g, small, big)
+}
+
+// blockingHarness is a harness of one worker and a MaxHeldBytes budget
+// whose "Block" listener signals started and waits for g to open.
+func blockingHarness(t *testing.T, maxHeld int64) (*harness, *gate, chan struct{}) {
+	t.Helper()
+	h := newHarness(t, dispatcher.Config{Workers: 1, MaxHeldBytes: maxHeld})
+	g := newGate(t)
+	started := make(chan struct{}, 4)
+	h.reg.RegisterFunc("Block", func(context.Context, core.Envelope) error {
+		started <- struct{}{}
+		<-g.ch
+		return nil
+	})
+	return h, g, started
+}
+
+// retakeAfter lets held (blocked behind g) finish, then has dropped, left
+// to the poller for the budget, taken again as a claim would and
+// delivered; the held bytes return to 0 after each.
+func retakeAfter(h *harness, g *gate, held, dropped core.Envelope) {
+	h.t.Helper()
 	g.open()
-	h.waitStatus(small.ID(), core.StatusDone)
+	h.waitStatus(held.ID(), core.StatusDone)
 	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
-	h.mustEnqueueCold(big, 0)
-	h.waitStatus(big.ID(), core.StatusDone)
+	h.mustEnqueueCold(dropped, 0)
+	h.waitStatus(dropped.ID(), core.StatusDone)
 	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
 }
 

@@ -164,18 +164,8 @@ func (s *suite) testOrder(t *testing.T) {
 		st := s.newStore(t, clk, jdbcstore.Config{})
 		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
 		hooked := func(env core.Envelope) bool { return publishHooked(t, st, env, lease) }
-		if !hooked(orderedEvent(t, "m-1", "k", core.BlockOnDead)) {
-			t.Fatal("m-1, first of its key, did not take the lease")
-		}
-		if n, err := st.MarkDone(t.Context(), "node-a", []string{"m-1"}); err != nil || n != 1 {
-			t.Fatalf("MarkDone m-1: %d, %v", n, err)
-		}
-		if !hooked(orderedEvent(t, "m-2", "k", core.BlockOnDead)) {
-			t.Fatal("m-2, behind a DONE event, did not take the lease")
-		}
-		if n, err := st.MarkDone(t.Context(), "node-a", []string{"m-2"}); err != nil || n != 1 {
-			t.Fatalf("MarkDone m-2: %d, %v", n, err)
-		}
+		publishDone(t, st, orderedEvent(t, "m-1", "k", core.BlockOnDead), lease)           // first of its key
+		publishDone(t, st, orderedEvent(t, "m-2", "k", core.BlockOnDead), lease)           // behind a DONE event
 		publishOrdered(t, st, orderedEvent(t, "m-3", "k", core.BlockOnDead), lease, false) // another writer; stays pending
 		if hooked(orderedEvent(t, "m-4", "k", core.BlockOnDead)) {
 			t.Fatal("m-4 took the lease although m-3, published by another writer, is pending")
@@ -201,12 +191,7 @@ func (s *suite) testOrder(t *testing.T) {
 		st := s.newStore(t, clk, jdbcstore.Config{})
 		lease := core.Lease{Owner: "node-a", Until: t0.Add(time.Hour)}
 		hooked := func(env core.Envelope) bool { return publishHooked(t, st, env, lease) }
-		if !hooked(orderedEvent(t, "u-1", "k", core.BlockOnDead)) {
-			t.Fatal("u-1, first of its key, did not take the lease")
-		}
-		if n, err := st.MarkDone(t.Context(), "node-a", []string{"u-1"}); err != nil || n != 1 {
-			t.Fatalf("MarkDone u-1: %d, %v", n, err)
-		}
+		publishDone(t, st, orderedEvent(t, "u-1", "k", core.BlockOnDead), lease) // first of its key
 		clk.Advance(time.Hour)
 		if res, err := st.Purge(t.Context(), jdbcstore.PurgeOptions{DoneOlderThan: time.Minute}); err != nil || res.Done != 1 {
 			t.Fatalf("Purge: %+v, %v; want u-1 removed", res, err)
@@ -937,4 +922,16 @@ func publishHooked(t *testing.T, st *jdbcstore.Store, env core.Envelope, lease c
 		t.Fatalf("publish %s: %v", env.ID(), err)
 	}
 	return leased
+}
+
+// publishDone publishes env with lease as publishHooked does, requires it
+// to take the lease (its key free) and marks it DONE as lease's owner.
+func publishDone(t *testing.T, st *jdbcstore.Store, env core.Envelope, lease core.Lease) {
+	t.Helper()
+	if !publishHooked(t, st, env, lease) {
+		t.Fatalf("%s, its key free, did not take the lease", env.ID())
+	}
+	if n, err := st.MarkDone(t.Context(), lease.Owner, []string{env.ID()}); err != nil || n != 1 {
+		t.Fatalf("MarkDone %s: %d, %v", env.ID(), n, err)
+	}
 }
