@@ -136,12 +136,14 @@ func (o *Observer) newPathSets(typ, store string, path core.Path) *pathSets {
 	return ps
 }
 
-// outcomeSet returns the attribute set of a delivery attempt's outcome.
-func (o *Observer) outcomeSet(ps *pathSets, ti *typeInfo, store string, path core.Path, out core.Outcome) *measureSet {
-	if int(out) < outcomes {
+// outcomeSet returns the attribute set of a delivery attempt's outcome;
+// errType is the error.type of a failed attempt, "" for the others, whose
+// sets are cached in ps.
+func (o *Observer) outcomeSet(ps *pathSets, ti *typeInfo, store string, path core.Path, out core.Outcome, errType string) *measureSet {
+	if int(out) < outcomes && errType == "" {
 		return ps.outcome[out]
 	}
-	return o.set(setKey{kind: kindOutcome, typ: ti.typ, store: store, path: path, outcome: out})
+	return o.set(setKey{kind: kindOutcome, typ: ti.typ, store: store, path: path, outcome: out, errType: errType})
 }
 
 // storeSet returns the attribute set of a DONE write or a claim of store
@@ -234,12 +236,13 @@ func (o *Observer) newInboxSets(topic, store string, mode core.InboxMode) *inbox
 }
 
 // inboxOutcomeSet returns the attribute set of an inbox processing's
-// outcome.
-func (o *Observer) inboxOutcomeSet(is *inboxSets, ti *topicInfo, store string, mode core.InboxMode, out core.InboxOutcome) *measureSet {
-	if int(out) < inboxOutcomes {
+// outcome; errType is the error.type of a failed processing, "" for the
+// others, whose sets are cached in is.
+func (o *Observer) inboxOutcomeSet(is *inboxSets, ti *topicInfo, store string, mode core.InboxMode, out core.InboxOutcome, errType string) *measureSet {
+	if int(out) < inboxOutcomes && errType == "" {
 		return is.outcome[out]
 	}
-	return o.set(setKey{kind: kindInboxOutcome, typ: ti.topic, store: store, mode: mode, inboxOutcome: out})
+	return o.set(setKey{kind: kindInboxOutcome, typ: ti.topic, store: store, mode: mode, inboxOutcome: out, errType: errType})
 }
 
 // cached returns m's value for k, built by build and stored on k's first

@@ -60,6 +60,13 @@
 // messaging.destination.name (the event type), outbox.store, outbox.path,
 // outbox.outcome, outbox.queue, outbox.status and error.type.
 //
+// A failed delivery attempt (outcome retry or dead) is counted and timed
+// with error.type, as the conventions require of a failed operation: the
+// Go type of the listener's error past the fmt.Errorf wrapping the outbox
+// adds ("*net.OpError", say), or "_OTHER" without one. So is a failed
+// inbox processing (failed, retry, dead). Other outcomes carry none, also
+// when they report an error (put_off, interrupted: nothing failed).
+//
 // An inbox's processings are counted by outbox.inbox.processed and timed
 // by outbox.inbox.process.duration (how long the business function or
 // handler ran), both labelled with messaging.destination.name (the

@@ -105,8 +105,9 @@ func TestProcessInboxOutcomes(t *testing.T) {
 			if got := proc.Status().Code == codes.Error; got != tc.isError {
 				t.Errorf("status %v, want error %v", proc.Status(), tc.isError)
 			}
-			if _, ok := attr(proc.Attributes(), "error.type"); ok != (tc.isError && tc.err != nil) {
-				t.Errorf("error.type present %v, want %v", ok, tc.isError && tc.err != nil)
+			// A failure without an error is of the conventions' type _OTHER.
+			if et, ok := attr(proc.Attributes(), "error.type"); ok != tc.isError || (ok && tc.err == nil && et.AsString() != "_OTHER") {
+				t.Errorf("error.type %q present %v, want %v", et.AsString(), ok, tc.isError)
 			}
 			if tc.err != nil && len(proc.Events()) == 0 {
 				t.Errorf("the processing's error is not recorded as a span event")
@@ -172,8 +173,10 @@ func TestProcessInboxMetrics(t *testing.T) {
 		if v, ok := p.attrs.Value("messaging.destination.name"); !ok || v.AsString() != "T" {
 			t.Errorf("%s: data point %v without the topic", obsotel.MetricInboxProcessed, encoded(p.attrs))
 		}
-		if _, ok := p.attrs.Value("error.type"); ok {
-			t.Errorf("%s: data point %v labelled with error.type", obsotel.MetricInboxProcessed, encoded(p.attrs))
+		out, _ := p.attrs.Value("outbox.outcome")
+		failed := map[string]bool{"failed": true, "retry": true, "dead": true}[out.AsString()]
+		if et, ok := p.attrs.Value("error.type"); ok != failed || (ok && et.AsString() != "*errors.errorString") {
+			t.Errorf("%s: data point %v: error.type present %v, want %v", obsotel.MetricInboxProcessed, encoded(p.attrs), ok, failed)
 		}
 		if v, ok := p.attrs.Value("outbox.store"); ok && v.AsString() != "eu" {
 			t.Errorf("%s: data point %v labelled with an empty store", obsotel.MetricInboxProcessed, encoded(p.attrs))

@@ -1,7 +1,9 @@
 package otel_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -167,5 +169,62 @@ func TestCachedSetsKeepCombinationsApart(t *testing.T) {
 	}
 	if unknown != 1 {
 		t.Errorf("%d process spans with outbox.outcome=Outcome(42), want 1", unknown)
+	}
+}
+
+// timeoutError is a listener's or handler's own error type.
+type timeoutError struct{}
+
+func (*timeoutError) Error() string { return "downstream timed out" }
+
+// A failed delivery attempt (retry, dead) or inbox processing (failed,
+// retry, dead) records its duration and count with error.type, as the
+// conventions require of a failed operation: the error's Go type past
+// fmt.Errorf's wrapping. Other outcomes carry none, even with an error
+// (put off, interrupted: not failures).
+func TestFailedOperationsCarryErrorType(t *testing.T) {
+	h := newHarness(t, obsotel.Config{})
+	env := event(t, "T", nil)
+	wrapped := fmt.Errorf("listener 1 of 1: %w", &timeoutError{})
+	for _, r := range []core.DeliveryResult{
+		{Outcome: core.OutcomeDone, Listeners: time.Millisecond},
+		{Outcome: core.OutcomeRetry, Err: wrapped, Listeners: time.Millisecond},
+		{Outcome: core.OutcomeDead, Err: errors.New("boom"), Listeners: time.Millisecond},
+		{Outcome: core.OutcomePutOff, Err: core.Unavailable(errors.New("broker down"), time.Second), Listeners: time.Millisecond},
+		{Outcome: core.OutcomeInterrupted, Err: context.Canceled, Listeners: time.Millisecond},
+	} {
+		_, end := h.obs.Deliver(t.Context(), core.Delivery{Event: env, Path: core.PathHot, Attempt: 1})
+		end(r)
+	}
+	for _, r := range []core.InboxResult{
+		{Outcome: core.InboxProcessed, Took: time.Millisecond},
+		{Outcome: core.InboxRetry, Err: wrapped, Took: time.Millisecond},
+		{Outcome: core.InboxDead, Err: errors.New("boom"), Took: time.Millisecond},
+	} {
+		_, end := h.obs.ProcessInbox(t.Context(), core.InboxMessage{Topic: "T", Mode: core.InboxQueued, Attempt: 1})
+		end(r)
+	}
+	_, end := h.obs.ProcessInbox(t.Context(), core.InboxMessage{Topic: "T", Mode: core.InboxTransactional})
+	end(core.InboxResult{Outcome: core.InboxFailed, Err: wrapped, Took: time.Millisecond})
+
+	ms := h.collect(t)
+	want := map[string]map[string]string{ // metric → outcome → error.type ("" none)
+		obsotel.MetricProcess:        {"done": "", "retry": "*otel_test.timeoutError", "dead": "*errors.errorString", "put_off": "", "interrupted": ""},
+		obsotel.MetricDeliveries:     {"done": "", "retry": "*otel_test.timeoutError", "dead": "*errors.errorString", "put_off": "", "interrupted": ""},
+		obsotel.MetricInboxProcess:   {"processed": "", "retry": "*otel_test.timeoutError", "dead": "*errors.errorString", "failed": "*otel_test.timeoutError"},
+		obsotel.MetricInboxProcessed: {"processed": "", "retry": "*otel_test.timeoutError", "dead": "*errors.errorString", "failed": "*otel_test.timeoutError"},
+	}
+	for name, outcomes := range want {
+		pts := points(t, ms[name])
+		if len(pts) != len(outcomes) {
+			t.Errorf("%s: %d data points, want %d", name, len(pts), len(outcomes))
+		}
+		for _, p := range pts {
+			out, _ := p.attrs.Value("outbox.outcome")
+			et, ok := p.attrs.Value("error.type")
+			if wantET := outcomes[out.AsString()]; et.AsString() != wantET || ok != (wantET != "") {
+				t.Errorf("%s outcome %s: error.type %q (present %v), want %q", name, out.AsString(), et.AsString(), ok, wantET)
+			}
+		}
 	}
 }

@@ -155,9 +155,12 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 		o.inst.lag.Record(ctx, max(0, time.Since(due).Seconds()), ds.lag.rec...)
 	}
 	end := func(r core.DeliveryResult) {
-		failed := r.Outcome == core.OutcomeRetry || r.Outcome == core.OutcomeDead
-		endSpan(span, outcomeAttr(r.Outcome), failed, r.Err, "outbox.", r.Outcome.String())
-		set := o.outcomeSet(ds, ti, store, path, r.Outcome)
+		var errType string // a failed attempt's, "" for the others
+		if r.Outcome == core.OutcomeRetry || r.Outcome == core.OutcomeDead {
+			errType = failureType(r.Err)
+		}
+		endSpan(span, outcomeAttr(r.Outcome), errType, r.Err, "outbox.", r.Outcome.String())
+		set := o.outcomeSet(ds, ti, store, path, r.Outcome, errType)
 		o.inst.process.Record(bg, r.Listeners.Seconds(), set.rec...)
 		o.inst.deliveries.Add(bg, 1, set.add...)
 	}
@@ -191,9 +194,12 @@ func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (conte
 		o.inst.inboxLag.Record(ctx, max(0, time.Since(m.Enqueued).Seconds()), is.lag.rec...)
 	}
 	end := func(r core.InboxResult) {
-		failed := r.Outcome == core.InboxFailed || r.Outcome == core.InboxRetry || r.Outcome == core.InboxDead
-		endSpan(span, inboxOutcomeAttr(r.Outcome), failed, r.Err, "outbox.inbox.", r.Outcome.String())
-		set := o.inboxOutcomeSet(is, ti, store, mode, r.Outcome)
+		var errType string // a failed processing's, "" for the others
+		if r.Outcome == core.InboxFailed || r.Outcome == core.InboxRetry || r.Outcome == core.InboxDead {
+			errType = failureType(r.Err)
+		}
+		endSpan(span, inboxOutcomeAttr(r.Outcome), errType, r.Err, "outbox.inbox.", r.Outcome.String())
+		set := o.inboxOutcomeSet(is, ti, store, mode, r.Outcome, errType)
 		o.inst.inboxProcess.Record(bg, r.Took.Seconds(), set.rec...)
 		o.inst.inboxProcessed.Add(bg, 1, set.add...)
 	}
@@ -201,19 +207,20 @@ func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (conte
 }
 
 // endSpan ends a consumer span with its outcome's attributes: a failed
-// outcome sets an error status (with the error recorded and its
-// error.type when there is one); another outcome that carries an error
-// (put off, interrupted) adds the event eventPrefix+outcome.
-func endSpan(span trace.Span, outcome []attribute.KeyValue, failed bool, err error, eventPrefix, name string) {
+// outcome (errType set) sets an error status and error.type, with the
+// error recorded when there is one; another outcome that carries an
+// error (put off, interrupted) adds the event eventPrefix+outcome.
+func endSpan(span trace.Span, outcome []attribute.KeyValue, errType string, err error, eventPrefix, name string) {
 	if span.IsRecording() {
 		span.SetAttributes(outcome...)
 		switch {
-		case failed && err != nil:
+		case errType != "" && err != nil:
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
-			span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
-		case failed:
+			span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+		case errType != "":
 			span.SetStatus(codes.Error, name)
+			span.SetAttributes(semconv.ErrorTypeKey.String(errType))
 		case err != nil:
 			span.AddEvent(eventPrefix+name, trace.WithAttributes(attribute.String("exception.message", err.Error())))
 		}
@@ -269,6 +276,15 @@ func errorType(err error) string {
 		err, t = next, fmt.Sprintf("%T", next)
 	}
 	return t
+}
+
+// failureType is the error.type of a failed operation: errorType(err),
+// or "_OTHER" (the conventions' fallback) when it failed without an error.
+func failureType(err error) string {
+	if err == nil {
+		return semconv.ErrorTypeOther.Value.AsString()
+	}
+	return errorType(err)
 }
 
 // setCarrier writes through a relay's set function; it reads nothing.
