@@ -141,7 +141,8 @@ type DeliveryResult struct {
 	Outcome Outcome
 	// Err is the failure (nil for OutcomeDone).
 	Err error
-	// Listeners is how long the listeners ran.
+	// Listeners is how long the listeners ran: zero for
+	// OutcomeUnhandled, where none ran.
 	Listeners time.Duration
 }
 

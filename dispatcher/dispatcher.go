@@ -75,7 +75,11 @@ func (it item) observed(o core.Outcome, err error) {
 	if a := it.attempt; a != nil && a.end != nil {
 		end := a.end
 		a.end = nil
-		end(core.DeliveryResult{Outcome: o, Err: err, Listeners: time.Since(a.started)})
+		r := core.DeliveryResult{Outcome: o, Err: err}
+		if o != core.OutcomeUnhandled { // else no listener ran
+			r.Listeners = time.Since(a.started)
+		}
+		end(r)
 	}
 }
 

@@ -47,7 +47,8 @@ func (o *outcomes) result(id string) (core.DeliveryResult, bool) {
 
 // Every way an attempt ends reaches the Observer once, with its outcome:
 // done, dead on the last attempt, put off for an unavailable downstream,
-// unhandled without a listener; DONE writes are reported with their size.
+// unhandled without a listener (which ran none: Listeners is zero); DONE
+// writes are reported with their size.
 func TestObserverOutcomes(t *testing.T) {
 	obs := &outcomes{got: map[string]core.DeliveryResult{}}
 	h := newHarness(t, dispatcher.Config{Workers: 2, MaxAttempts: 1, Observer: obs})
@@ -70,6 +71,9 @@ func TestObserverOutcomes(t *testing.T) {
 		}
 		if (o == core.OutcomeDone) != (r.Err == nil) {
 			t.Errorf("%s: outcome %v with error %v", id, r.Outcome, r.Err)
+		}
+		if o == core.OutcomeUnhandled && r.Listeners != 0 {
+			t.Errorf("%s: unhandled, no listener ran, but Listeners = %v, want 0", id, r.Listeners)
 		}
 	}
 	h.wait("the DONE writes observed", func() bool {

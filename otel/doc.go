@@ -67,9 +67,16 @@
 // inbox processing (failed, retry, dead). Other outcomes carry none, also
 // when they report an error (put_off, interrupted: nothing failed).
 //
+// The duration histograms time what ran: an attempt that found no
+// listener (outcome unhandled) is counted in outbox.deliveries but not
+// recorded in messaging.process.duration, and an inbox message processed
+// before (duplicate) or without a handler (unhandled) is counted in
+// outbox.inbox.processed but not timed, so that their zeros do not drag
+// the histograms down.
+//
 // An inbox's processings are counted by outbox.inbox.processed and timed
 // by outbox.inbox.process.duration (how long the business function or
-// handler ran), both labelled with messaging.destination.name (the
+// handler ran, when one ran), both labelled with messaging.destination.name (the
 // topic, when there is one, so keep topics bounded too),
 // outbox.inbox.mode, outbox.outcome and outbox.store (when set);
 // outbox.inbox.lag, with the same labels but outbox.outcome, measures a

@@ -16,7 +16,7 @@ import (
 // their names; the others are the outbox's own.
 const (
 	MetricSent        = "messaging.client.sent.messages" // counter: events published (error.type when Publish failed)
-	MetricProcess     = "messaging.process.duration"     // histogram, s: how long the listeners of an attempt ran (error.type when it failed)
+	MetricProcess     = "messaging.process.duration"     // histogram, s: how long the listeners of an attempt ran, not for unhandled (error.type when it failed)
 	MetricDeliveries  = "outbox.deliveries"              // counter: delivery attempts by outcome (error.type when one failed)
 	MetricLag         = "outbox.delivery.lag"            // histogram, s: commit to the start of an attempt
 	MetricDoneBatch   = "outbox.done.batch.size"         // histogram: events per coalesced DONE write
@@ -37,7 +37,7 @@ const (
 	MetricBlockedKeys = "outbox.blocked_keys"            // gauge: ordering keys held by a DEAD event
 
 	MetricInboxProcessed = "outbox.inbox.processed"        // counter: inbox messages processed, by outcome (error.type when one failed)
-	MetricInboxProcess   = "outbox.inbox.process.duration" // histogram, s: how long an inbox's business function or handler ran (error.type when it failed)
+	MetricInboxProcess   = "outbox.inbox.process.duration" // histogram, s: how long an inbox's business function or handler ran, not for duplicate and unhandled (error.type when it failed)
 	MetricInboxLag       = "outbox.inbox.lag"              // histogram, s: a queued inbox message's wait, from Enqueue to its handler
 )
 

@@ -228,3 +228,49 @@ func TestFailedOperationsCarryErrorType(t *testing.T) {
 		}
 	}
 }
+
+// Outcomes where nothing ran (a delivery without a listener, an inbox
+// message processed before or without a handler) are counted but not
+// timed: their zero would drag the duration histograms down.
+func TestDurationsOnlyOfWhatRan(t *testing.T) {
+	h := newHarness(t, obsotel.Config{})
+	env := event(t, "T", nil)
+	for _, out := range []core.Outcome{core.OutcomeDone, core.OutcomeUnhandled, core.OutcomeUnhandled} {
+		_, end := h.obs.Deliver(t.Context(), core.Delivery{Event: env, Path: core.PathCold, Attempt: 1})
+		end(core.DeliveryResult{Outcome: out, Listeners: map[bool]time.Duration{true: time.Millisecond}[out == core.OutcomeDone]})
+	}
+	for _, p := range []struct {
+		mode core.InboxMode
+		out  core.InboxOutcome
+	}{
+		{core.InboxTransactional, core.InboxProcessed},
+		{core.InboxTransactional, core.InboxDuplicate},
+		{core.InboxQueued, core.InboxUnhandled},
+	} {
+		_, end := h.obs.ProcessInbox(t.Context(), core.InboxMessage{Topic: "T", Mode: p.mode, Attempt: int(p.mode)})
+		r := core.InboxResult{Outcome: p.out}
+		if p.out == core.InboxProcessed {
+			r.Took = time.Millisecond
+		}
+		end(r)
+	}
+	ms := h.collect(t)
+	for _, c := range []struct {
+		name   string
+		counts map[string]float64 // outcome → count
+	}{
+		{obsotel.MetricDeliveries, map[string]float64{"done": 1, "unhandled": 2}},
+		{obsotel.MetricProcess, map[string]float64{"done": 1}},
+		{obsotel.MetricInboxProcessed, map[string]float64{"processed": 1, "duplicate": 1, "unhandled": 1}},
+		{obsotel.MetricInboxProcess, map[string]float64{"processed": 1}},
+	} {
+		got := map[string]float64{}
+		for _, p := range points(t, ms[c.name]) {
+			out, _ := p.attrs.Value("outbox.outcome")
+			got[out.AsString()] += p.value
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.counts) {
+			t.Errorf("%s by outcome = %v, want %v", c.name, got, c.counts)
+		}
+	}
+}

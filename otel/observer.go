@@ -127,7 +127,9 @@ func (o *Observer) Publish(ctx context.Context, env core.Envelope) (map[string]s
 // delivery attempt and returns the listeners' context carrying it. Its
 // parent is the trace context of the event's headers (a new trace linked
 // to it with Config.LinkOnly). end sets outbox.outcome, an error status
-// for a failed attempt (retry, dead), and records the attempt's metrics.
+// for a failed attempt (retry, dead), and records the attempt's metrics:
+// outbox.deliveries for every attempt, messaging.process.duration for
+// every attempt whose listeners ran (not for outcome unhandled).
 func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
 	ti := o.typeOf(d.Event.Type())
 	ds := o.deliverySets(ti, d.Store, d.Path)
@@ -161,7 +163,9 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 		}
 		endSpan(span, outcomeAttr(r.Outcome), errType, r.Err, "outbox.", r.Outcome.String())
 		set := o.outcomeSet(ds, ti, store, path, r.Outcome, errType)
-		o.inst.process.Record(bg, r.Listeners.Seconds(), set.rec...)
+		if r.Outcome != core.OutcomeUnhandled { // else no listener ran: nothing to time
+			o.inst.process.Record(bg, r.Listeners.Seconds(), set.rec...)
+		}
 		o.inst.deliveries.Add(bg, 1, set.add...)
 	}
 	return ctx, end
@@ -177,7 +181,9 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 // For a queued message it records the message's wait in the inbox
 // (outbox.inbox.lag). end sets outbox.outcome and, for a failed
 // processing (failed, retry, dead), an error status; it records the
-// processing's metrics. The inbox calls it: pass the Observer as
+// processing's metrics: outbox.inbox.processed for every processing,
+// outbox.inbox.process.duration unless nothing ran (outcomes duplicate
+// and unhandled). The inbox calls it: pass the Observer as
 // inbox.Config.Observer or inbox.DispatcherConfig.Observer.
 func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (context.Context, func(core.InboxResult)) {
 	ti := o.topicOf(m.Topic)
@@ -200,7 +206,9 @@ func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (conte
 		}
 		endSpan(span, inboxOutcomeAttr(r.Outcome), errType, r.Err, "outbox.inbox.", r.Outcome.String())
 		set := o.inboxOutcomeSet(is, ti, store, mode, r.Outcome, errType)
-		o.inst.inboxProcess.Record(bg, r.Took.Seconds(), set.rec...)
+		if r.Outcome != core.InboxDuplicate && r.Outcome != core.InboxUnhandled { // else nothing ran
+			o.inst.inboxProcess.Record(bg, r.Took.Seconds(), set.rec...)
+		}
 		o.inst.inboxProcessed.Add(bg, 1, set.add...)
 	}
 	return ctx, end
