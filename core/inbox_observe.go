@@ -60,7 +60,11 @@ type InboxMessage struct {
 	Mode  InboxMode
 	// Attempt is 1 for a queued message's first handling, 2 for its
 	// first retry, and so on; 0 in the transactional mode, where the
-	// inbox does not count attempts.
+	// inbox does not count attempts. A handling interrupted by shutdown
+	// (InboxInterrupted) charges none and its row keeps no trace of it:
+	// the next handling has the same Attempt, so an observer that
+	// measures first handlings (the wait since Enqueued) counts that
+	// message's wait again, the interruption included.
 	Attempt int
 	// Enqueued is when a queued message was first stored (zero in the
 	// transactional mode): the time from there to the handler is the

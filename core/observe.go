@@ -77,6 +77,22 @@ type Delivery struct {
 	// process knows: the hand-over after commit on the hot path, the
 	// row's insert time for a claimed event. Zero when unknown.
 	Committed time.Time
+	// Redelivered reports that the event was handed to listeners before:
+	// every attempt after the first (Attempt > 1), and the first attempt
+	// of an event that came back without an attempt charged, because it
+	// was put off (a listener's downstream was unavailable,
+	// OutcomePutOff) or left for a listener registered later
+	// (dispatcher.UnhandledLeave). The row tells those (a store that
+	// implements [Postponer] records why it was put off), so this holds
+	// whichever process claims the event, this one, a restarted one or
+	// another node. It is false where neither this process nor the row
+	// can tell: an event whose delivery was interrupted
+	// (OutcomeInterrupted), whose DONE write failed or whose node died
+	// before writing the outcome, an event replayed from DEAD (a replay
+	// starts afresh), and an event put off in a store without Postponer.
+	// Latency from commit to listener is measured only for deliveries
+	// that are not redelivered: the outage or wait in between is not lag.
+	Redelivered bool
 }
 
 // Due is when the event could first be delivered: Committed, or its

@@ -58,6 +58,9 @@ type item struct {
 	// committed is when the event's transaction committed as far as this
 	// process knows (core.Delivery.Committed).
 	committed time.Time
+	// redelivered: the event was handed to listeners before, as its row
+	// told (core.Delivery.Redelivered; a retry says so by its attempts).
+	redelivered bool
 	// attempt is the observation of the attempt under way: the listeners'
 	// context and the Observer's end (nil without an Observer).
 	attempt *attempt
@@ -322,14 +325,16 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 }
 
 // enqueueCold offers an event of o the poller claimed until leaseUntil,
-// with the number of failed deliveries so far. It never blocks; false
-// means the cold queue is full, the event's payload does not fit in
-// MaxHeldBytes, the event is already held, or the dispatcher is closed.
-func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64) bool {
+// with the number of failed deliveries so far and whether its row tells
+// that it was delivered before. It never blocks; false means the cold
+// queue is full, the event's payload does not fit in MaxHeldBytes, the
+// event is already held, or the dispatcher is closed.
+func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64, redelivered bool) bool {
 	if o == nil || d.closed.Load() || d.acquireClaimed(o, env, mark) != acquired {
 		return false
 	}
-	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o, committed: created, seq: seq}
+	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o, committed: created, seq: seq,
+		redelivered: redelivered}
 	select {
 	case d.cold <- it:
 		o.metrics.ColdEnqueued()

@@ -38,7 +38,7 @@ func (d *Dispatcher) EnqueueHot(env core.Envelope, lease core.Lease) bool {
 }
 func (d *Dispatcher) ClaimLease(now time.Time) core.Lease { return d.claimLease(now) }
 func (d *Dispatcher) EnqueueCold(env core.Envelope, attempts int, leaseUntil time.Time) bool {
-	return d.enqueueCold(d.def, env, attempts, leaseUntil, time.Time{}, d.tracker.Mark(), 0)
+	return d.enqueueCold(d.def, env, attempts, leaseUntil, time.Time{}, d.tracker.Mark(), 0, attempts > 0)
 }
 func (d *Dispatcher) ColdRoom() int { return d.coldRoom() }
 func (d *Dispatcher) InFlight(eventID string) bool {
@@ -60,7 +60,7 @@ func (d *Dispatcher) HotWaiting() bool             { return d.hotWaitingNow() }
 // row that claim read.
 func (d *Dispatcher) ClaimMark() uint64 { return d.tracker.Mark() }
 func (d *Dispatcher) EnqueueColdMarked(env core.Envelope, attempts int, leaseUntil time.Time, mark uint64) bool {
-	return d.enqueueCold(d.def, env, attempts, leaseUntil, time.Time{}, mark, 0)
+	return d.enqueueCold(d.def, env, attempts, leaseUntil, time.Time{}, mark, 0, attempts > 0)
 }
 
 // NotifyRoom is the poller's room notice on the default store's intake.
@@ -69,5 +69,5 @@ func (d *Dispatcher) NotifyRoom(fn func()) { d.def0().NotifyRoom(fn) }
 // EnqueueColdAt is EnqueueCold of a row at position seq of its ordering
 // key.
 func (d *Dispatcher) EnqueueColdAt(env core.Envelope, leaseUntil time.Time, seq int64) bool {
-	return d.enqueueCold(d.def, env, 0, leaseUntil, time.Time{}, d.tracker.Mark(), seq)
+	return d.enqueueCold(d.def, env, 0, leaseUntil, time.Time{}, d.tracker.Mark(), seq, false)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,4 +82,57 @@ func TestObserverOutcomes(t *testing.T) {
 		defer obs.mu.Unlock()
 		return obs.done == 2 // Ok, and Nobody (marked DONE: UnhandledDone)
 	})
+}
+
+// deliveries records every core.Delivery the Observer is given.
+type deliveries struct {
+	core.NopObserver
+	mu  sync.Mutex
+	got []core.Delivery
+}
+
+func (o *deliveries) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, d)
+	return ctx, func(core.DeliveryResult) {}
+}
+
+func (o *deliveries) all() []core.Delivery {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]core.Delivery(nil), o.got...)
+}
+
+// A first delivery is not redelivered; an in-process retry is, and so is
+// a claimed event whose row tells it (an attempt charged before).
+func TestObserverRedelivered(t *testing.T) {
+	obs := &deliveries{}
+	h := newHarness(t, dispatcher.Config{Workers: 1, Observer: obs, Retry: fixedDelay(time.Millisecond)})
+	var calls atomic.Int32
+	h.reg.RegisterFunc("Flaky", func(context.Context, core.Envelope) error {
+		if calls.Add(1) == 1 {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	})
+	h.reg.RegisterFunc("Ok", func(context.Context, core.Envelope) error { return nil })
+	h.start()
+	h.mustEnqueueHot(h.insert("Flaky"))
+	h.wait("the retry delivered", func() bool { return len(obs.all()) == 2 })
+	claimed := h.insert("Ok")
+	h.markRetry(claimed.ID(), "failed before")
+	h.mustEnqueueCold(claimed, 1)
+	h.wait("the claimed event delivered", func() bool { return len(obs.all()) == 3 })
+	for i, want := range []struct {
+		path        core.Path
+		attempt     int
+		redelivered bool
+	}{{core.PathHot, 1, false}, {core.PathRetry, 2, true}, {core.PathCold, 2, true}} {
+		d := obs.all()[i]
+		if d.Path != want.path || d.Attempt != want.attempt || d.Redelivered != want.redelivered {
+			t.Errorf("delivery %d: path %v attempt %d redelivered %v, want %v %d %v", i, d.Path, d.Attempt, d.Redelivered,
+				want.path, want.attempt, want.redelivered)
+		}
+	}
 }

@@ -65,7 +65,7 @@ func (d *Dispatcher) observe(it item) *attempt {
 	}
 	a := &attempt{started: time.Now()}
 	a.ctx, a.end = obs.Deliver(it.src.work.Context(), core.Delivery{Event: it.env, Store: it.src.id, Path: it.path(),
-		Attempt: it.attempts + 1, Committed: it.committed})
+		Attempt: it.attempts + 1, Committed: it.committed, Redelivered: it.redelivered || it.attempts > 0})
 	return a
 }
 
@@ -139,7 +139,8 @@ func (d *Dispatcher) outcome(it item, err error) bool {
 	case writeFenced, writeFailed:
 		d.release(it)
 	case writeChanged:
-		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil, src: o, committed: it.committed}, delay) {
+		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil, src: o, committed: it.committed,
+			redelivered: true}, delay) {
 			d.release(it) // the poller retries it when due
 		}
 	}

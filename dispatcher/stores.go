@@ -169,8 +169,8 @@ func (q storeQueue) ClaimLease(now time.Time) core.Lease { return q.d.claimLease
 
 func (q storeQueue) ClaimMark() uint64 { return q.d.tracker.Mark() }
 
-func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64) bool {
-	return q.d.enqueueCold(q.o, env, attempts, leaseUntil, created, mark, seq)
+func (q storeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64, redelivered bool) bool {
+	return q.d.enqueueCold(q.o, env, attempts, leaseUntil, created, mark, seq, redelivered)
 }
 
 func (q storeQueue) ColdRoom() int { return q.d.coldRoom() }

@@ -175,7 +175,7 @@ func TestRemoveStoreWaitsForItsEventsInFlight(t *testing.T) {
 	}
 	// Removed: no more intake, not listed.
 	env2, _ := core.NewEvent("Slow").PayloadJSONString(`{}`).Build()
-	if q.EnqueueHot(env2, q.HotLease(env2)) || q.EnqueueCold(env2, 0, time.Now().Add(time.Minute), time.Time{}, q.ClaimMark(), 0) {
+	if q.EnqueueHot(env2, q.HotLease(env2)) || q.EnqueueCold(env2, 0, time.Now().Add(time.Minute), time.Time{}, q.ClaimMark(), 0, false) {
 		t.Error("a removed store's queue must refuse events")
 	}
 	if len(d.Stores()) != 0 {

@@ -67,6 +67,12 @@
 // inbox processing (failed, retry, dead). Other outcomes carry none, also
 // when they report an error (put_off, interrupted: nothing failed).
 //
+// outbox.delivery.lag measures an event's first delivery only, from its
+// commit (or NotBefore) to the start of the attempt: not a retry, whose
+// backoff is no lag, nor an event back after it was put off or left for a
+// listener (core.Delivery.Redelivered), whose outage or wait is not
+// either.
+//
 // The duration histograms time what ran: an attempt that found no
 // listener (outcome unhandled) is counted in outbox.deliveries but not
 // recorded in messaging.process.duration, and an inbox message processed
@@ -80,5 +86,5 @@
 // topic, when there is one, so keep topics bounded too),
 // outbox.inbox.mode, outbox.outcome and outbox.store (when set);
 // outbox.inbox.lag, with the same labels but outbox.outcome, measures a
-// queued message's wait from Enqueue to the start of its handling.
+// queued message's wait from Enqueue to the start of its first handling.
 package otel

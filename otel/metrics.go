@@ -18,7 +18,7 @@ const (
 	MetricSent        = "messaging.client.sent.messages" // counter: events published (error.type when Publish failed)
 	MetricProcess     = "messaging.process.duration"     // histogram, s: how long the listeners of an attempt ran, not for unhandled (error.type when it failed)
 	MetricDeliveries  = "outbox.deliveries"              // counter: delivery attempts by outcome (error.type when one failed)
-	MetricLag         = "outbox.delivery.lag"            // histogram, s: commit to the start of an attempt
+	MetricLag         = "outbox.delivery.lag"            // histogram, s: commit to the start of an event's first delivery (not core.Delivery.Redelivered)
 	MetricDoneBatch   = "outbox.done.batch.size"         // histogram: events per coalesced DONE write
 	MetricDoneWrite   = "outbox.done.write.duration"     // histogram, s: one coalesced DONE write
 	MetricClaimRows   = "outbox.claim.rows"              // histogram: rows per poller claim
@@ -38,7 +38,7 @@ const (
 
 	MetricInboxProcessed = "outbox.inbox.processed"        // counter: inbox messages processed, by outcome (error.type when one failed)
 	MetricInboxProcess   = "outbox.inbox.process.duration" // histogram, s: how long an inbox's business function or handler ran, not for duplicate and unhandled (error.type when it failed)
-	MetricInboxLag       = "outbox.inbox.lag"              // histogram, s: a queued inbox message's wait, from Enqueue to its handler
+	MetricInboxLag       = "outbox.inbox.lag"              // histogram, s: a queued inbox message's wait, from Enqueue to its first handling
 )
 
 // instruments are created once, in New.
@@ -81,7 +81,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	in.sent = counter(MetricSent, "{message}", "Events published into the outbox.")
 	in.deliveries = counter(MetricDeliveries, "{attempt}", "Delivery attempts, by outcome.")
 	in.process = seconds(MetricProcess, "How long the listeners of a delivery attempt ran.")
-	in.lag = seconds(MetricLag, "Time from an event's commit to the start of a delivery attempt.")
+	in.lag = seconds(MetricLag, "Time from an event's commit to the start of its first delivery attempt.")
 	in.doneWrite = seconds(MetricDoneWrite, "Duration of one coalesced DONE write.")
 	in.claimTime = seconds(MetricClaimTime, "Duration of one poller claim.")
 	in.doneBatch = sizes(MetricDoneBatch, "{event}", "Events per coalesced DONE write.")
@@ -97,7 +97,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	in.purged = counter(MetricPurged, "{event}", "Rows removed by a retention purge, by status.")
 	in.inboxProcessed = counter(MetricInboxProcessed, "{message}", "Inbox messages processed, by outcome.")
 	in.inboxProcess = seconds(MetricInboxProcess, "How long an inbox's business function or handler ran for one message.")
-	in.inboxLag = seconds(MetricInboxLag, "Time from a queued inbox message's Enqueue to the start of its handling.")
+	in.inboxLag = seconds(MetricInboxLag, "Time from a queued inbox message's Enqueue to the start of its first handling.")
 	var err error
 	in.queueDepth, err = m.Int64Gauge(MetricQueueDepth, metric.WithUnit("{event}"), metric.WithDescription("Events queued in process, by queue."))
 	errs = append(errs, err)

@@ -274,3 +274,37 @@ func TestDurationsOnlyOfWhatRan(t *testing.T) {
 		}
 	}
 }
+
+// outbox.delivery.lag and outbox.inbox.lag measure the first delivery of
+// an event, the first handling of a queued message: a retry (after its
+// backoff) or a redelivery (after an outage that put the event off, or a
+// wait for a listener) would add that wait to the latency.
+func TestLagOfFirstDeliveriesOnly(t *testing.T) {
+	h := newHarness(t, obsotel.Config{})
+	env := event(t, "T", nil)
+	committed := time.Now().Add(-time.Minute)
+	for _, d := range []core.Delivery{
+		{Event: env, Path: core.PathHot, Attempt: 1, Committed: committed},
+		{Event: env, Path: core.PathRetry, Attempt: 2, Committed: committed},
+		{Event: env, Path: core.PathCold, Attempt: 3, Committed: committed},
+		{Event: env, Path: core.PathCold, Attempt: 1, Committed: committed, Redelivered: true}, // put off before
+	} {
+		_, end := h.obs.Deliver(t.Context(), d)
+		end(core.DeliveryResult{Outcome: core.OutcomeDone})
+	}
+	enqueued := time.Now().Add(-time.Minute)
+	for _, attempt := range []int{1, 2} {
+		_, end := h.obs.ProcessInbox(t.Context(), core.InboxMessage{Topic: "T", Mode: core.InboxQueued, Attempt: attempt, Enqueued: enqueued})
+		end(core.InboxResult{Outcome: core.InboxProcessed})
+	}
+	ms := h.collect(t)
+	for _, name := range []string{obsotel.MetricLag, obsotel.MetricInboxLag} {
+		var n float64
+		for _, p := range points(t, ms[name]) {
+			n += p.value
+		}
+		if n != 1 {
+			t.Errorf("%s: %v measurements, want 1 (the first delivery)", name, n)
+		}
+	}
+}

@@ -151,9 +151,10 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 	}
 	ctx, span := o.tracer.Start(parent, ti.processName, opts...)
 	store, path := d.Store, d.Path // not d: the closure would move it to the heap
-	if due := d.Due(); !due.IsZero() {
-		// Never negative: nodes' clocks may disagree on a claimed row's
-		// insert time.
+	if due := d.Due(); d.Attempt <= 1 && !d.Redelivered && !due.IsZero() {
+		// The first delivery only: a retry's backoff, or the outage an
+		// event was put off for, is no lag. Never negative: nodes'
+		// clocks may disagree on a claimed row's insert time.
 		o.inst.lag.Record(ctx, max(0, time.Since(due).Seconds()), ds.lag.rec...)
 	}
 	end := func(r core.DeliveryResult) {
@@ -178,8 +179,8 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 // usually carries the broker message's trace context; a queued message's
 // handler gets a context without one, so its span starts a trace.
 //
-// For a queued message it records the message's wait in the inbox
-// (outbox.inbox.lag). end sets outbox.outcome and, for a failed
+// For a queued message's first handling it records the message's wait in
+// the inbox (outbox.inbox.lag). end sets outbox.outcome and, for a failed
 // processing (failed, retry, dead), an error status; it records the
 // processing's metrics: outbox.inbox.processed for every processing,
 // outbox.inbox.process.duration unless nothing ran (outcomes duplicate
@@ -196,7 +197,8 @@ func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (conte
 	}
 	ctx, span := o.tracer.Start(ctx, ti.processName, kindConsumer, ti.processAttrs, is.spanAttrs, msg)
 	store, mode := m.Store, m.Mode // not m: the closure would move it to the heap
-	if mode == core.InboxQueued && !m.Enqueued.IsZero() {
+	// A first handling only: a retry's backoff is no wait.
+	if mode == core.InboxQueued && m.Attempt <= 1 && !m.Enqueued.IsZero() {
 		o.inst.inboxLag.Record(ctx, max(0, time.Since(m.Enqueued).Seconds()), is.lag.rec...)
 	}
 	end := func(r core.InboxResult) {

@@ -24,6 +24,8 @@ type enqueued struct {
 	env        core.Envelope
 	leaseUntil time.Time
 	seq        int64 // the row's position in its ordering key
+	// redelivered: the row told the event was delivered before.
+	redelivered bool
 }
 
 // The fake queue's node: its owner token and lease duration.
@@ -54,7 +56,7 @@ func (q *fakeQueue) ClaimLease(now time.Time) core.Lease {
 
 func (q *fakeQueue) ClaimMark() uint64 { return 0 }
 
-func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, _ time.Time, _ uint64, seq int64) bool {
+func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, _ time.Time, _ uint64, seq int64, redelivered bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.calls++
@@ -63,7 +65,7 @@ func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, _ t
 	}
 	q.room--
 	q.inFlight[env.ID()] = true
-	q.got = append(q.got, enqueued{id: env.ID(), attempts: attempts, env: env, leaseUntil: leaseUntil, seq: seq})
+	q.got = append(q.got, enqueued{id: env.ID(), attempts: attempts, env: env, leaseUntil: leaseUntil, seq: seq, redelivered: redelivered})
 	select {
 	case q.signal <- struct{}{}:
 	default:

@@ -395,7 +395,7 @@ func (q *instantQueue) ClaimLease(now time.Time) core.Lease {
 
 func (q *instantQueue) ClaimMark() uint64 { return 0 }
 
-func (q *instantQueue) EnqueueCold(env core.Envelope, _ int, _, _ time.Time, _ uint64, _ int64) bool {
+func (q *instantQueue) EnqueueCold(env core.Envelope, _ int, _, _ time.Time, _ uint64, _ int64, _ bool) bool {
 	// The time first: a test that sees the row DONE finds its time.
 	q.mu.Lock()
 	q.times = append(q.times, time.Now())

@@ -333,7 +333,7 @@ func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark 
 			}
 			continue
 		}
-		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, rec.CreatedAt, mark, rec.OrderSeq) {
+		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, rec.CreatedAt, mark, rec.OrderSeq, redelivered(rec)) {
 			if t.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
 				res.Skipped += len(recs) - i
 				break
@@ -344,6 +344,12 @@ func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark 
 		res.Enqueued++
 	}
 }
+
+// redelivered reports whether rec's row tells that its event was handed
+// to listeners before (core.Delivery.Redelivered): an attempt was
+// charged, or it was put off without one (its last error is set by
+// core.Postponer; a row never tried has none, and a replay clears it).
+func redelivered(rec core.Record) bool { return rec.Attempts > 0 || rec.LastError != "" }
 
 // skipOwnRows reports whether a claim of t may leave out the rows leased
 // by this node: the dispatcher holds events and let none go without an

@@ -707,3 +707,32 @@ func TestWakePollsAtOnce(t *testing.T) {
 	p.Wake()
 	waitFor(t, "the poll Wake started", func() bool { return len(e.q.ids()) == 1 }, e.q.signal)
 }
+
+// A claimed row tells the dispatcher whether its event was delivered
+// before (core.Delivery.Redelivered): a charged attempt, or a put-off
+// that charged none but recorded why (core.Postponer). A row never tried
+// tells nothing.
+func TestPollOnceTellsRedeliveriesFromTheRow(t *testing.T) {
+	e := newPollEnv(100)
+	t0 := e.clock.Now()
+	insert(t, e.st, "a-fresh")
+	insert(t, e.st, "b-put-off")
+	setRow(t, e.st, "b-put-off", func(r *core.Record) { // as Postpone leaves it
+		r.AvailableAt, r.LastError = t0.Add(time.Second), "listener 1 of 1: broker unreachable"
+	})
+	insert(t, e.st, "c-retry")
+	setRow(t, e.st, "c-retry", func(r *core.Record) {
+		r.Status, r.Attempts, r.LastError = core.StatusRetry, 1, "failed"
+	})
+	e.clock.Advance(2 * time.Second)
+	p := e.poller(t, poller.Config{SkipRecent: time.Second})
+	if res := pollOnce(t, p); res.Enqueued != 3 {
+		t.Fatalf("PollOnce = %+v, want 3 enqueued", res)
+	}
+	want := map[string]bool{"a-fresh": false, "b-put-off": true, "c-retry": true}
+	for _, got := range e.q.entries() {
+		if got.redelivered != want[got.id] {
+			t.Errorf("%s enqueued redelivered %v, want %v", got.id, got.redelivered, want[got.id])
+		}
+	}
+}

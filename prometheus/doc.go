@@ -46,7 +46,7 @@
 //
 //	Name                                     Type       Labels                            Source
 //	outbox_deliveries_total                  counter    store, event_type, path, outcome  Observer.Deliver: one per delivery attempt
-//	outbox_commit_to_listener_seconds        histogram  store, path                       Observer.Deliver: commit to the listeners' start, first attempts
+//	outbox_commit_to_listener_seconds        histogram  store, path                       Observer.Deliver: commit to the listeners' start, first deliveries
 //	outbox_listener_duration_seconds         histogram  store, event_type                 Observer.Deliver: how long the listeners ran (not for unhandled)
 //	outbox_published_total                   counter    event_type                        Observer.Publish: events inserted (a later rollback is not subtracted)
 //	outbox_publish_errors_total              counter    event_type                        Observer.Publish: Publish calls that failed

@@ -15,14 +15,16 @@ func (c *Collector) Publish(_ context.Context, env core.Envelope) (map[string]st
 }
 
 // Deliver implements core.Observer: it returns ctx unchanged, observes
-// outbox_commit_to_listener_seconds{store,path} for a first attempt whose
-// commit time is known, and when the attempt ends counts
+// outbox_commit_to_listener_seconds{store,path} for an event's first
+// delivery (not core.Delivery.Redelivered: not a retry, nor an event back
+// after it was put off) whose commit time is known, and when the attempt
+// ends counts
 // outbox_deliveries_total{store,event_type,path,outcome} and observes
 // outbox_listener_duration_seconds{store,event_type} (unless no listener
 // ran: outcome unhandled).
 func (c *Collector) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
 	v := c.view(d.Store)
-	if due := d.Due(); d.Attempt <= 1 && !due.IsZero() && int(d.Path) < len(v.commitToListener) {
+	if due := d.Due(); d.Attempt <= 1 && !d.Redelivered && !due.IsZero() && int(d.Path) < len(v.commitToListener) {
 		// Clocks of nodes may disagree on a claimed row's insert time:
 		// never observe a negative latency. A delayed event counts from
 		// its NotBefore.

@@ -35,8 +35,10 @@ type Cold interface {
 	// still held here: a stale copy).
 	// created is the row's insert time (for the Observer's commit to
 	// listener latency); seq the row's position among the events of its
-	// ordering key (core.Record.OrderSeq, 0 for an unordered event).
-	EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64) bool
+	// ordering key (core.Record.OrderSeq, 0 for an unordered event);
+	// redelivered whether the row tells that the event was handed to
+	// listeners before (core.Delivery.Redelivered).
+	EnqueueCold(env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64, redelivered bool) bool
 	// ColdRoom returns how many events the cold queue can take now.
 	ColdRoom() int
 	// InFlight reports whether the event is held by the dispatcher.
