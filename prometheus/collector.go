@@ -33,7 +33,10 @@ type Collector struct {
 	topics   *topicLabels
 	root     *storeView
 	stores   sync.Map   // store id → *storeView
-	storesMu sync.Mutex // creating a store's view, and ForgetStore
+	storesMu sync.Mutex // creating a store's view or inbox view, and ForgetStore
+
+	rootInbox *inboxView
+	inboxes   sync.Map // inbox store id → *inboxView
 
 	commitToListener *prom.HistogramVec // store, path
 	listener         *prom.HistogramVec // store, event_type
@@ -165,6 +168,7 @@ func New(cfg Config) (*Collector, error) {
 	c.types = newTypeLabels(cfg.MaxEventTypes, c.published, c.publishErrors)
 	c.topics = newTopicLabels(cfg.MaxEventTypes)
 	c.root = c.newStoreView("")
+	c.rootInbox = &inboxView{c: c, store: validLabel("")}
 
 	if err := c.registry.Register(c); err != nil {
 		return nil, fmt.Errorf("outbox prometheus: register in the collector's registry: %w", err)
@@ -260,6 +264,25 @@ func (c *Collector) view(storeID string) *storeView {
 	return v
 }
 
+// inboxView returns the inbox series of the store storeID (an inbox of a
+// dispatcher of several; "" for the others).
+func (c *Collector) inboxView(storeID string) *inboxView {
+	if storeID == "" {
+		return c.rootInbox
+	}
+	if v, ok := c.inboxes.Load(storeID); ok {
+		return v.(*inboxView)
+	}
+	c.storesMu.Lock() // as in view
+	defer c.storesMu.Unlock()
+	if v, ok := c.inboxes.Load(storeID); ok {
+		return v.(*inboxView)
+	}
+	v := &inboxView{c: c, store: validLabel(storeID)}
+	c.inboxes.Store(storeID, v)
+	return v
+}
+
 // ForgetStore deletes every series labelled store="<storeID>", such as
 // when the store was removed from a tenant set (or an inbox of that id
 // from a dispatcher), so that its gauges do not keep reporting their last
@@ -276,6 +299,7 @@ func (c *Collector) ForgetStore(storeID string) {
 	if v, ok := c.stores.LoadAndDelete(storeID); ok {
 		v.(*storeView).forgotten.Store(true)
 	}
+	c.inboxes.Delete(storeID)
 	match := prom.Labels{labelStore: storeID}
 	for _, v := range c.all {
 		if dv, ok := v.(interface{ DeletePartialMatch(prom.Labels) int }); ok {

@@ -37,7 +37,8 @@
 // retry, dead, put_off, unhandled or interrupted (core.Outcome) for the
 // outbox's deliveries. For an inbox's messages (core.InboxObserver):
 // store is "" for a dispatcher's own inbox and for the transactional mode,
-// the id given to AddInbox in a dispatcher of several; topic is the
+// the id given to AddInbox in a dispatcher of several (which creates the
+// inbox metrics' series only, none of the outbox's); topic is the
 // message's topic ("" when a transactional caller gave none), bounded by
 // Config.MaxEventTypes apart from event types; mode is transactional
 // (ProcessTx, Process) or queued (a dispatcher's handler); outcome is

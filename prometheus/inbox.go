@@ -17,7 +17,7 @@ import (
 // outbox_inbox_process_duration_seconds{store,topic,mode} (not for the
 // outcomes duplicate and unhandled, where nothing ran).
 func (c *Collector) ProcessInbox(ctx context.Context, m core.InboxMessage) (context.Context, func(core.InboxResult)) {
-	s := c.view(m.Store).inboxSeries(c.topics.entry(m.Topic), m.Mode)
+	s := c.inboxView(m.Store).inboxSeries(c.topics.entry(m.Topic), m.Mode)
 	if s.wait != nil && m.Attempt <= 1 && !m.Enqueued.IsZero() {
 		// A message enqueued on another node may carry its clock: never
 		// observe a negative wait.
@@ -48,18 +48,18 @@ var modeOutcomes = [...][]core.InboxOutcome{
 }
 
 // inboxSeries returns the series of topic (a label of c.topics) in mode.
-func (v *storeView) inboxSeries(topic string, mode core.InboxMode) *inboxSeries {
-	if int(mode) >= len(v.inbox) {
+func (v *inboxView) inboxSeries(topic string, mode core.InboxMode) *inboxSeries {
+	if int(mode) >= len(v.series) {
 		return v.newInboxSeries(topic, mode) // a mode added to core later: not cached
 	}
-	if s, ok := v.inbox[mode].Load(topic); ok {
+	if s, ok := v.series[mode].Load(topic); ok {
 		return s.(*inboxSeries)
 	}
-	s, _ := v.inbox[mode].LoadOrStore(topic, v.newInboxSeries(topic, mode))
+	s, _ := v.series[mode].LoadOrStore(topic, v.newInboxSeries(topic, mode))
 	return s.(*inboxSeries)
 }
 
-func (v *storeView) newInboxSeries(topic string, mode core.InboxMode) *inboxSeries {
+func (v *inboxView) newInboxSeries(topic string, mode core.InboxMode) *inboxSeries {
 	c := v.c
 	s := &inboxSeries{c: c, store: v.store, topic: topic, mode: mode.String()}
 	s.duration = c.inboxDuration.WithLabelValues(s.store, topic, s.mode)

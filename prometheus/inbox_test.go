@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -299,4 +300,39 @@ func TestInboxRealTransactional(t *testing.T) {
 	wantValue(t, g, inboxProcessed, want("duplicate"), 1)
 	wantValue(t, g, inboxProcessed, want("failed"), 1)
 	wantValue(t, g, inboxDuration, labels{"store": "", "topic": "invoice.paid", "mode": "transactional"}, 2)
+}
+
+// An inbox of a dispatcher of several, given an id, creates its inbox
+// series and nothing else: no outbox series (queues, lag, DEAD, claims)
+// labelled with an id that names no outbox store, which would show as a
+// store in the outbox's dashboards and alerts. ForgetStore deletes its
+// series all the same, and a later processing creates them again.
+func TestInboxStoreCreatesOnlyInboxSeries(t *testing.T) {
+	c := newCollector(t, outboxprom.Config{})
+	g := c.Gatherer()
+	processInbox(t, c, core.InboxMessage{Topic: "T", Store: "inbox-a", Mode: core.InboxQueued, Attempt: 1, Enqueued: time.Now()},
+		core.InboxResult{Outcome: core.InboxProcessed, Took: time.Millisecond})
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels{"store": "inbox-a"}) && !strings.HasPrefix(f.GetName(), "outbox_inbox_") {
+				t.Errorf("%s has a series for the inbox store inbox-a", f.GetName())
+			}
+		}
+	}
+	wantValue(t, g, inboxProcessed, labels{"store": "inbox-a", "topic": "T", "mode": "queued", "outcome": "processed"}, 1)
+	c.ForgetStore("inbox-a")
+	if _, m := series(t, g, inboxProcessed, labels{"store": "inbox-a", "outcome": "processed"}); m != nil {
+		t.Error("ForgetStore left the inbox store's series")
+	}
+	processInbox(t, c, core.InboxMessage{Topic: "T", Store: "inbox-a", Mode: core.InboxQueued, Attempt: 1},
+		core.InboxResult{Outcome: core.InboxProcessed, Took: time.Millisecond})
+	wantValue(t, g, inboxProcessed, labels{"store": "inbox-a", "topic": "T", "mode": "queued", "outcome": "processed"}, 1)
+	// A store that is both an outbox store and an inbox keeps both sets.
+	c.ForStore("inbox-a").HotEnqueued()
+	wantValue(t, g, "outbox_enqueued_total", labels{"store": "inbox-a", "queue": "hot"}, 1)
+	wantValue(t, g, inboxProcessed, labels{"store": "inbox-a", "topic": "T", "mode": "queued", "outcome": "processed"}, 1)
 }

@@ -35,9 +35,15 @@ type storeView struct {
 	doneErrors           prom.Counter
 	claim                prom.Observer
 	claimed, claimErrors prom.Counter
+}
 
-	// The InboxObserver's series, created on first use.
-	inbox [2]sync.Map // by core.InboxMode: topic label → *inboxSeries
+// inboxView is the InboxObserver's series of one store, apart from its
+// outbox series (storeView): the id of an inbox of a dispatcher of
+// several creates inbox series only. They are created on first use.
+type inboxView struct {
+	c      *Collector
+	store  string      // the store's label value
+	series [2]sync.Map // by core.InboxMode: topic label → *inboxSeries
 }
 
 var (
