@@ -61,7 +61,10 @@ type Config struct {
 	// Logger receives the poller's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics receives ColdEnqueued (via the queue), DispatchDead for
-	// undecodable rows, QueueDepths and OldestLag. Defaults to core.NopMetrics{}.
+	// undecodable rows, QueueDepths and OldestLag: every poll, also one
+	// skipped because the cold queue is full, whose OldestLag is the age
+	// now of the oldest row the last claim found (no query is made for
+	// it). Defaults to core.NopMetrics{}.
 	Metrics core.Metrics
 	// Observer, when set, sees every claim (core.Observer.Claimed). Nil
 	// means none.

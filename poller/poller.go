@@ -86,6 +86,10 @@ type target struct {
 	// (handoff.ReleaseCounter) read before the last claim that took this
 	// node's own rows, 0 before the first; guarded by Poller.cycleMu.
 	ownClaimed uint64
+	// oldestDue is the available_at of the oldest row the last claim
+	// found due, zero when it found none (see fullLag); guarded by
+	// Poller.cycleMu.
+	oldestDue time.Time
 }
 
 // Result describes one poll.
@@ -265,6 +269,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	if room <= 0 {
 		res.Full = true
 		p.armRoom(t)
+		p.fullLag(t)
 		return res, 0, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
@@ -307,13 +312,37 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		return res, limit, err
 	}
 	res.Read = len(recs)
+	t.oldestDue = time.Time{}
 	if len(recs) > 0 {
-		t.metrics.OldestLag(max(0, now.Sub(recs[0].AvailableAt)))
-	} else {
-		t.metrics.OldestLag(0)
+		t.oldestDue = recs[0].AvailableAt
 	}
+	p.reportLag(t, now)
 	p.enqueue(ctx, t, lease, mark, recs, &res)
 	return res, limit, nil
+}
+
+// reportLag reports the age at now of the oldest row t's last claim found
+// due (core.Metrics.OldestLag), 0 when it found none.
+func (p *Poller) reportLag(t *target, now time.Time) {
+	if t.oldestDue.IsZero() {
+		t.metrics.OldestLag(0)
+		return
+	}
+	t.metrics.OldestLag(max(0, now.Sub(t.oldestDue)))
+}
+
+// fullLag reports the oldest pending age of a poll skipped because the
+// cold queue is full. The poll claims nothing, so it reads nothing (a
+// query for the age alone would load the database when it is busiest):
+// the oldest row the last claim found is taken as still pending, as it
+// most likely is while the queue it filled is not drained, and its age
+// goes on growing until the next claim measures the backlog again. A lag
+// alert therefore sees a stalled backlog age, not the value frozen at
+// its last claim.
+func (p *Poller) fullLag(t *target) {
+	if !t.oldestDue.IsZero() {
+		p.reportLag(t, p.cfg.Now())
+	}
 }
 
 // enqueue hands the claimed rows recs, leased with lease, to t's cold

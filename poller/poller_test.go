@@ -736,3 +736,51 @@ func TestPollOnceTellsRedeliveriesFromTheRow(t *testing.T) {
 		}
 	}
 }
+
+// A full cold queue skips the claim, the poll's only query, but not the
+// oldest-pending gauge: the backlog the last claim found keeps ageing
+// until a claim measures it again.
+func TestPollOnceFullQueueStillReportsTheBacklogAge(t *testing.T) {
+	e := newPollEnv(2)
+	var claims atomic.Int32
+	e.st.Fail = func(op, _ string) error {
+		if op == "claim" {
+			claims.Add(1)
+		}
+		return nil
+	}
+	for _, id := range idsOf("r", 5) {
+		insert(t, e.st, id)
+	}
+	e.clock.Advance(time.Hour)
+	p := e.poller(t, poller.Config{})
+	if res := pollOnce(t, p); res.Enqueued != 2 {
+		t.Fatalf("PollOnce = %+v, want 2 enqueued", res)
+	}
+	if lag := time.Duration(e.metrics.LastLag.Load()); lag != time.Hour {
+		t.Fatalf("OldestLag = %v, want 1h", lag)
+	}
+	e.clock.Advance(time.Minute)
+	if res := pollOnce(t, p); !res.Full {
+		t.Fatalf("PollOnce = %+v, want Full", res)
+	}
+	if lag := time.Duration(e.metrics.LastLag.Load()); lag != time.Hour+time.Minute {
+		t.Errorf("OldestLag with a full queue = %v, want 1h1m (the backlog a minute older)", lag)
+	}
+	if n := claims.Load(); n != 1 {
+		t.Errorf("%d claims, want 1: a full queue must not query the store", n)
+	}
+	// r000 and r001 delivered, room again: a claim measures the backlog
+	// afresh, from r002, as old.
+	for _, id := range []string{"r000", "r001"} {
+		setRow(t, e.st, id, func(r *core.Record) { r.Status, r.DoneAt, r.LockedBy = core.StatusDone, e.clock.Now(), "" })
+	}
+	e.q.setRoom(2)
+	e.clock.Advance(time.Minute)
+	if res := pollOnce(t, p); res.Enqueued != 2 {
+		t.Fatalf("PollOnce = %+v, want 2 enqueued", res)
+	}
+	if lag := time.Duration(e.metrics.LastLag.Load()); lag != time.Hour+2*time.Minute {
+		t.Errorf("OldestLag after a claim = %v, want 1h2m", lag)
+	}
+}

@@ -67,11 +67,17 @@
 //	outbox_replayed_total                    counter    store                             OpsMetrics.Replayed: DEAD events moved back to NEW
 //	outbox_purged_total                      counter    store, status (done, dead)        OpsMetrics.Purged: rows removed by a retention purge
 //	outbox_queue_depth                       gauge      queue (hot, cold)                 Metrics.QueueDepths: shared by every store
-//	outbox_oldest_pending_seconds            gauge      store                             Metrics.OldestLag: age of the oldest due NEW/RETRY event
+//	outbox_oldest_pending_seconds            gauge      store                             Metrics.OldestLag: age of the oldest due NEW/RETRY event (see below)
 //	outbox_blocked_keys                      gauge      store                             OrderMetrics.BlockedKeys: ordering keys held by a DEAD event
 //	outbox_inbox_processed_total             counter    store, topic, mode, outcome       InboxObserver.ProcessInbox: one per processing of an inbox message
 //	outbox_inbox_process_duration_seconds    histogram  store, topic, mode                InboxObserver.ProcessInbox: how long the business function or handler ran (not for duplicate, unhandled)
 //	outbox_inbox_enqueue_to_handler_seconds  histogram  store, topic                      InboxObserver.ProcessInbox: Enqueue to the handler's start, first handlings of queued messages
+//
+// outbox_oldest_pending_seconds is set by every poll. A poll skipped
+// because the cold queue is full claims nothing and reads nothing: it
+// sets the age the oldest row found by the store's last claim has reached
+// since, so that a stalled backlog keeps raising the lag alerts instead of
+// freezing the gauge at its last claim.
 //
 // Metrics.DispatchSuccess and DispatchFailure are not counted apart:
 // outbox_deliveries_total{outcome="done"|"retry"} has them with more
