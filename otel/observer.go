@@ -126,10 +126,12 @@ func (o *Observer) Publish(ctx context.Context, env core.Envelope) (map[string]s
 // Deliver starts the CONSUMER span "process <event type>" of one
 // delivery attempt and returns the listeners' context carrying it. Its
 // parent is the trace context of the event's headers (a new trace linked
-// to it with Config.LinkOnly). end sets outbox.outcome, an error status
-// for a failed attempt (retry, dead), and records the attempt's metrics:
-// outbox.deliveries for every attempt, messaging.process.duration for
-// every attempt whose listeners ran (not for outcome unhandled).
+// to it with Config.LinkOnly). For an event's first delivery (not
+// core.Delivery.Redelivered) it records outbox.delivery.lag. end sets
+// outbox.outcome, an error status for a failed attempt (retry, dead), and
+// records the attempt's metrics: outbox.deliveries for every attempt,
+// messaging.process.duration for every attempt whose listeners ran (not
+// for outcome unhandled), both with error.type when it failed.
 func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Context, func(core.DeliveryResult)) {
 	ti := o.typeOf(d.Event.Type())
 	ds := o.deliverySets(ti, d.Store, d.Path)
