@@ -75,7 +75,11 @@ type Delivery struct {
 	Attempt int
 	// Committed is when the event's transaction committed as far as this
 	// process knows: the hand-over after commit on the hot path, the
-	// row's insert time for a claimed event. Zero when unknown.
+	// row's insert time for a claimed event. For a claimed event never
+	// handed to listeners whose row became due later than its insert,
+	// it is that time (the row's available_at): a delayed event's
+	// NotBefore, which an envelope read back from the store does not
+	// carry, or the time the event was replayed. Zero when unknown.
 	Committed time.Time
 	// Redelivered reports that the event was handed to listeners before:
 	// every attempt after the first (Attempt > 1), and the first attempt

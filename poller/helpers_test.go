@@ -26,6 +26,9 @@ type enqueued struct {
 	seq        int64 // the row's position in its ordering key
 	// redelivered: the row told the event was delivered before.
 	redelivered bool
+	// committed: the time given as the event's commit
+	// (core.Delivery.Committed).
+	committed time.Time
 }
 
 // The fake queue's node: its owner token and lease duration.
@@ -56,7 +59,7 @@ func (q *fakeQueue) ClaimLease(now time.Time) core.Lease {
 
 func (q *fakeQueue) ClaimMark() uint64 { return 0 }
 
-func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, _ time.Time, _ uint64, seq int64, redelivered bool) bool {
+func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, committed time.Time, _ uint64, seq int64, redelivered bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.calls++
@@ -65,7 +68,7 @@ func (q *fakeQueue) EnqueueCold(env core.Envelope, attempts int, leaseUntil, _ t
 	}
 	q.room--
 	q.inFlight[env.ID()] = true
-	q.got = append(q.got, enqueued{id: env.ID(), attempts: attempts, env: env, leaseUntil: leaseUntil, seq: seq, redelivered: redelivered})
+	q.got = append(q.got, enqueued{id: env.ID(), attempts: attempts, env: env, leaseUntil: leaseUntil, seq: seq, redelivered: redelivered, committed: committed})
 	select {
 	case q.signal <- struct{}{}:
 	default:

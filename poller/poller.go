@@ -362,7 +362,8 @@ func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark 
 			}
 			continue
 		}
-		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, rec.CreatedAt, mark, rec.OrderSeq, redelivered(rec)) {
+		again := redelivered(rec)
+		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, committed(rec, again), mark, rec.OrderSeq, again) {
 			if t.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
 				res.Skipped += len(recs) - i
 				break
@@ -379,6 +380,19 @@ func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark 
 // charged, or it was put off without one (its last error is set by
 // core.Postponer; a row never tried has none, and a replay clears it).
 func redelivered(rec core.Record) bool { return rec.Attempts > 0 || rec.LastError != "" }
+
+// committed is the commit time of rec's event for core.Delivery.Committed:
+// its insert time, or, for an event never handed to listeners whose row
+// became due later, that time (its available_at): a delayed event's
+// NotBefore, which an envelope read back from the store does not carry,
+// or the time it was replayed. Latency from commit to listener then does
+// not count a delay the event was published with.
+func committed(rec core.Record, redelivered bool) time.Time {
+	if !redelivered && rec.AvailableAt.After(rec.CreatedAt) {
+		return rec.AvailableAt
+	}
+	return rec.CreatedAt
+}
 
 // skipOwnRows reports whether a claim of t may leave out the rows leased
 // by this node: the dispatcher holds events and let none go without an

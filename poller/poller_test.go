@@ -737,6 +737,33 @@ func TestPollOnceTellsRedeliveriesFromTheRow(t *testing.T) {
 	}
 }
 
+// A claimed event never tried counts from the time its row became due
+// when that is later than its insert: a delayed event's NotBefore (an
+// envelope read back from the store does not carry it) or a replay. A
+// redelivery keeps its insert time.
+func TestPollOnceCommittedOfADelayedEventIsItsDueTime(t *testing.T) {
+	e := newPollEnv(100)
+	t0 := e.clock.Now()
+	insert(t, e.st, "a-fresh")
+	insert(t, e.st, "b-delayed")
+	setRow(t, e.st, "b-delayed", func(r *core.Record) { r.AvailableAt = t0.Add(10 * time.Second) })
+	insert(t, e.st, "c-put-off")
+	setRow(t, e.st, "c-put-off", func(r *core.Record) {
+		r.AvailableAt, r.LastError = t0.Add(5*time.Second), "listener 1 of 1: broker unreachable"
+	})
+	e.clock.Advance(20 * time.Second)
+	p := e.poller(t, poller.Config{SkipRecent: time.Second})
+	if res := pollOnce(t, p); res.Enqueued != 3 {
+		t.Fatalf("PollOnce = %+v, want 3 enqueued", res)
+	}
+	want := map[string]time.Time{"a-fresh": t0, "b-delayed": t0.Add(10 * time.Second), "c-put-off": t0}
+	for _, got := range e.q.entries() {
+		if !got.committed.Equal(want[got.id]) {
+			t.Errorf("%s enqueued with committed %v, want %v", got.id, got.committed, want[got.id])
+		}
+	}
+}
+
 // A full cold queue skips the claim, the poll's only query, but not the
 // oldest-pending gauge: the backlog the last claim found keeps ageing
 // until a claim measures it again.
