@@ -30,7 +30,7 @@ func deadEvents(t *testing.T, st *jdbcstore.Store, ids ...string) {
 func meanwhile(t *testing.T, st *jdbcstore.Store, db *sqlx.DB, stmt string, args ...any) {
 	t.Helper()
 	ran := false
-	jdbcstore.SetDeadPageHook(st, func([]core.Record) {
+	jdbcstore.SetDeadPageHook(st, func([]jdbcstore.DeadSummary) {
 		if ran {
 			return
 		}

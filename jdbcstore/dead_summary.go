@@ -28,6 +28,18 @@ type DeadSummary struct {
 	LastError string
 	// OrderKey is the event's ordering key, "" for none.
 	OrderKey string
+	// OrderSeq and OnDead are the event's position in its key and its
+	// dead policy; zero unless OrderKey is set.
+	OrderSeq int64
+	OnDead   core.DeadPolicy
+	// OccurredAt, AvailableAt, LockedBy and LockedUntil are the columns
+	// of the same names.
+	OccurredAt  time.Time
+	AvailableAt time.Time
+	LockedBy    string
+	LockedUntil time.Time
+	// PayloadKind is the kind of the payload left unread.
+	PayloadKind core.PayloadKind
 	// DecodeErr reports the columns that could not be decoded, as
 	// core.Record.DecodeErr does; the other fields are set.
 	DecodeErr error
@@ -38,6 +50,8 @@ type DeadSummary struct {
 var summaryColumns = []string{
 	"event_id", "event_type", "aggregate_type", "aggregate_id", "tenant_id",
 	"attempts", "created_at", "done_at", "last_error", "order_key",
+	"order_seq", "order_skip", "occurred_at", "available_at", "locked_by",
+	"locked_until", "payload_kind",
 }
 
 // ListDeadSummaries is ListDead without the payloads and headers: the
@@ -47,7 +61,13 @@ func (s *Store) ListDeadSummaries(ctx context.Context, f DeadFilter, after strin
 	if limit < 1 || limit > MaxListLimit {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
 	}
-	f = s.splitIDs(f)
+	return s.listSummaries(ctx, s.splitIDs(f), after, limit)
+}
+
+// listSummaries is ListDeadSummaries for a filter from splitIDs, as
+// listDead is ListDead's. ReplayDead and DiscardDead select their pages
+// with it: they need the ids and ordering columns, never the payloads.
+func (s *Store) listSummaries(ctx context.Context, f DeadFilter, after string, limit int) ([]DeadSummary, error) {
 	s.checkPins(ctx)
 	cols := selectColumns(s.dialect, summaryColumns)
 	read := func(part DeadFilter, limit int) ([]DeadSummary, error) {
@@ -114,6 +134,22 @@ func (s *Store) decodeSummary(v []any) DeadSummary {
 	c.time(7, &r.DiedAt, false)
 	c.str(8, &r.LastError)
 	c.str(9, &r.OrderKey)
+	if r.OrderKey != "" {
+		r.OrderSeq = c.int(10)
+		if c.int(11) != 0 {
+			r.OnDead = core.SkipOnDead
+		}
+	}
+	c.time(12, &r.OccurredAt, true)
+	c.time(13, &r.AvailableAt, true)
+	c.str(14, &r.LockedBy)
+	c.time(15, &r.LockedUntil, false)
+	kind := c.int(16)
+	if kind < 0 || kind > 255 {
+		c.fail(16, fmt.Errorf("payload kind %d out of range", kind))
+	} else {
+		r.PayloadKind = core.PayloadKind(kind)
+	}
 	r.DecodeErr = c.err()
 	return r
 }

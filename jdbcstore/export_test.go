@@ -53,7 +53,7 @@ func SetBusyHook(s *Store, f func(attempt int, err error)) { s.busyHook = f }
 
 // SetDeadPageHook sets the hook ReplayDead and DiscardDead call between
 // the read of a batch and its write.
-func SetDeadPageHook(s *Store, f func(page []core.Record)) { s.deadPageHook = f }
+func SetDeadPageHook(s *Store, f func(page []DeadSummary)) { s.deadPageHook = f }
 
 // SetPurgeHooks sets the hooks that observe Purge: page receives the ids
 // of each page read, before its DELETE (not on SQLite, which deletes a

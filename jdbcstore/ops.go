@@ -295,6 +295,8 @@ type ReplayResult struct {
 // ReplayDead moves matching DEAD events back to NEW with attempts 0, no
 // error, no lease and due now, in batches of BatchSize (each its own short
 // transaction). The poller then delivers them through the normal path.
+// Batches are selected as ListDeadSummaries lists them: without reading
+// the payloads and headers.
 //
 // An ordered event under the skip policy whose key went on without it (a
 // later event exists, in any status, or on MySQL/MariaDB and PostgreSQL
@@ -322,7 +324,7 @@ func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (
 	var res ReplayResult
 	after := ""
 	for {
-		page, err := s.listDead(ctx, f, after, o.BatchSize)
+		page, err := s.listSummaries(ctx, f, after, o.BatchSize)
 		if err != nil {
 			return res, err
 		}
@@ -356,7 +358,7 @@ func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (
 // sortOut appends to ids the ids of page in changed and to left the
 // others, with ReasonKeyWentOn for those in wentOn and
 // ReasonNoLongerDead for the rest, in the order of page.
-func sortOut(page []core.Record, changed, wentOn map[string]bool, ids []string, left []Unchanged) ([]string, []Unchanged) {
+func sortOut(page []DeadSummary, changed, wentOn map[string]bool, ids []string, left []Unchanged) ([]string, []Unchanged) {
 	for _, r := range page {
 		switch {
 		case changed[r.ID]:
@@ -393,7 +395,7 @@ var replaySet = " SET status = " + strconv.Itoa(int(core.StatusNew)) + ", attemp
 // replayable reads, on q, which rows of page are still DEAD: those a
 // replay may move back to NEW (ok, ids as statement arguments) and those
 // whose key went on without them (wentOn). lock reads them FOR UPDATE.
-func (s *Store) replayable(ctx context.Context, q queryer, page []core.Record, lock bool) (ok []any, wentOn map[string]bool, err error) {
+func (s *Store) replayable(ctx context.Context, q queryer, page []DeadSummary, lock bool) (ok []any, wentOn map[string]bool, err error) {
 	suffix := ") AND status = " + strconv.Itoa(int(core.StatusDead))
 	if lock {
 		suffix += " FOR UPDATE"
@@ -437,7 +439,7 @@ func (s *Store) replayable(ctx context.Context, q queryer, page []core.Record, l
 // UPDATE checks each row itself and returns the ids it moved; elsewhere
 // (MySQL/MariaDB) the rows are read FOR UPDATE with the check, and the
 // UPDATE moves the locked rows that passed.
-func (s *Store) replayPage(ctx context.Context, page []core.Record) (replayed, wentOn map[string]bool, err error) {
+func (s *Store) replayPage(ctx context.Context, page []DeadSummary) (replayed, wentOn map[string]bool, err error) {
 	d := s.dialect
 	t := d.QuoteIdent(s.table)
 	dead := strconv.Itoa(int(core.StatusDead))
@@ -493,7 +495,7 @@ func (s *Store) replayPage(ctx context.Context, page []core.Record) (replayed, w
 // under the skip policy in page, in key order; nothing where the store
 // keeps no keys table (single-writer databases, where no publish runs
 // while tx writes).
-func (s *Store) lockSkipKeys(ctx context.Context, tx *sqlx.Tx, page []core.Record) error {
+func (s *Store) lockSkipKeys(ctx context.Context, tx *sqlx.Tx, page []DeadSummary) error {
 	if s.dialect.Capabilities().SingleWriter {
 		return nil
 	}
@@ -544,7 +546,7 @@ func set(ids []any) map[string]bool {
 }
 
 // pageIDs returns the ids of page as statement arguments.
-func pageIDs(page []core.Record) []any {
+func pageIDs(page []DeadSummary) []any {
 	ids := make([]any, len(page))
 	for i, r := range page {
 		ids[i] = r.ID

@@ -107,7 +107,9 @@ type DiscardResult struct {
 }
 
 // DiscardDead deletes the DEAD events matching f, in batches of
-// BatchSize (each its own short statement): they are never delivered.
+// BatchSize (each its own short statement, the batch selected without
+// reading payloads and headers, as by ListDeadSummaries): they are never
+// delivered.
 // Discarding the DEAD event that holds an ordering key (block policy)
 // releases the key: its next event is delivered by the poller as if the
 // discarded one had succeeded. A row that stopped being DEAD meanwhile
@@ -126,7 +128,7 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 	var res DiscardResult
 	after := ""
 	for {
-		page, err := s.listDead(ctx, f, after, o.BatchSize)
+		page, err := s.listSummaries(ctx, f, after, o.BatchSize)
 		if err != nil {
 			return res, err
 		}
@@ -157,7 +159,7 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 // their ids: one DELETE ... RETURNING where the database has it (SQLite,
 // PostgreSQL), otherwise (MySQL/MariaDB) a read of the rows FOR UPDATE
 // and the DELETE of those, in one transaction.
-func (s *Store) discardPage(ctx context.Context, page []core.Record) (map[string]bool, error) {
+func (s *Store) discardPage(ctx context.Context, page []DeadSummary) (map[string]bool, error) {
 	d := s.dialect
 	t := d.QuoteIdent(s.table)
 	still := ") AND status = " + strconv.Itoa(int(core.StatusDead))

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
 )
@@ -53,6 +56,41 @@ func (s *Store) Get(ctx context.Context, id string) (core.Record, error) {
 		return core.Record{}, fmt.Errorf("outbox: jdbcstore: get %q: %w", id, core.ErrNotFound)
 	}
 	return recs[0], nil
+}
+
+// Statuses returns the status of each of the events ids that exists (a
+// missing one has no entry), reading the ids and statuses only, never the
+// payloads: what an operator asks of the events a replay or a discard did
+// not take. It takes any number of ids, read in statements of at most
+// 1000.
+func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]core.Status, error) {
+	out := make(map[string]core.Status, len(ids))
+	per := s.deadIDsPerStatement()
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), per)]
+		ids = ids[len(part):]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		q := "SELECT event_id, status FROM " + s.dialect.QuoteIdent(s.table) + " WHERE event_id IN (?" +
+			strings.Repeat(", ?", len(part)-1) + ")"
+		err := s.eachRow(ctx, q, args, func(rows *sqlx.Rows) error {
+			var (
+				id     string
+				status int64
+			)
+			if err := rows.Scan(&id, &status); err != nil {
+				return err
+			}
+			out[id] = core.Status(status)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("outbox: jdbcstore: statuses: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // CountByStatus returns how many events have each status. The four

@@ -61,7 +61,7 @@ type Store struct {
 	busyHook func(attempt int, err error)
 	// deadPageHook, when set (by tests), is called by ReplayDead and
 	// DiscardDead between the read of a batch and its write.
-	deadPageHook func(page []core.Record)
+	deadPageHook func(page []DeadSummary)
 	// purgeHooks, when set (by tests), observe Purge.
 	purgeHooks *purgeHooks
 }
