@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -161,9 +162,11 @@ func TestDeadList(t *testing.T) {
 			t.Errorf("json list of DEAD events has done_at: %v", m)
 		}
 	}
-	if r.Payload != nil || r.PayloadBase64 != nil || r.Headers != nil {
-		t.Errorf("json list carries payloads or headers: %+v", r)
+	if r.Payload != nil || r.PayloadBase64 != nil || r.Headers != nil || r.PayloadSize != nil {
+		t.Errorf("json list carries payloads, their sizes or headers: %+v", r)
 	}
+	// Every other field as dead show --json has it.
+	sameAsShow(t, dsn, list("--json"))
 	decodeJSON(t, list("--json", "--type", "NoSuchType"), &recs)
 	if len(recs) != 0 {
 		t.Errorf("empty json list: %+v", recs)
@@ -526,5 +529,28 @@ func TestHelpers(t *testing.T) {
 	}
 	if got := truncate("abcdef", 4); got != "abc…" {
 		t.Errorf("truncate: %s", got)
+	}
+}
+
+// sameAsShow checks that each event of a dead list --json document has
+// the fields dead show --json gives it, but the headers, the payload and
+// its size.
+func sameAsShow(t *testing.T, dsn []string, listed string) {
+	t.Helper()
+	var list []map[string]any
+	decodeJSON(t, listed, &list)
+	if len(list) == 0 {
+		t.Fatalf("empty list: %s", listed)
+	}
+	for _, m := range list {
+		id, _ := m["event_id"].(string)
+		var show map[string]any
+		decodeJSON(t, ok(t, append(slices.Clone(dsn), "--json", "dead", "show", id)...), &show)
+		for _, k := range []string{"headers", "headers_raw", "payload", "payload_base64", "payload_size"} {
+			delete(show, k)
+		}
+		if !reflect.DeepEqual(m, show) {
+			t.Errorf("dead list --json has\n%v\nfor %s, dead show --json\n%v", m, id, show)
+		}
 	}
 }

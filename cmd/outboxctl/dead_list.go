@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -24,9 +23,10 @@ The table shows EVENT_ID, TYPE, TENANT, ATTEMPTS, DIED_AT (UTC) and the first %d
 characters of LAST_ERROR; 'dead show ID' prints one event in full. --since and --until
 filter on created_at, when the event was published.
 
---json prints one JSON array of events (every field but the headers and payload, with
-last_error in full). When it holds --limit elements, pass the event_id of the last
-one as --after to get the next page. When the event died is died_at (DIED_AT above).`, jdbcstore.MaxListLimit, listErrorWidth),
+--json prints one JSON array of events: the fields of 'dead show --json' but the
+headers, the payload and payload_size (the list reads no payloads), with last_error
+in full. When it holds --limit elements, pass the event_id of the last one as
+--after to get the next page. When the event died is died_at (DIED_AT above).`, jdbcstore.MaxListLimit, listErrorWidth),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f     deadFilterFlags
@@ -48,7 +48,7 @@ one as --after to get the next page. When the event died is died_at (DIED_AT abo
 				if err != nil {
 					return err
 				}
-				recs, err := store.ListDead(ctx, filter, after, limit)
+				recs, err := store.ListDeadSummaries(ctx, filter, after, limit)
 				if err != nil {
 					return missingTable(err, store.Table())
 				}
@@ -58,11 +58,11 @@ one as --after to get the next page. When the event died is died_at (DIED_AT abo
 	}
 }
 
-func printDeadList(s *session, recs []core.Record, limit int) error {
+func printDeadList(s *session, recs []jdbcstore.DeadSummary, limit int) error {
 	if s.g.json {
 		out := make([]recordJSON, len(recs))
 		for i, r := range recs {
-			out[i] = toJSON(r, false)
+			out[i] = summaryJSON(r)
 		}
 		return writeJSON(s.stdout, out)
 	}
@@ -73,7 +73,7 @@ func printDeadList(s *session, recs []core.Record, limit int) error {
 	tw := newTable(s.stdout)
 	row(tw, "EVENT_ID", "TYPE", "TENANT", "ATTEMPTS", "DIED_AT", "LAST_ERROR")
 	for _, r := range recs {
-		row(tw, r.ID, r.Type, r.TenantID, strconv.Itoa(r.Attempts), formatTime(r.DoneAt),
+		row(tw, r.ID, r.Type, r.TenantID, strconv.Itoa(r.Attempts), formatTime(r.DiedAt),
 			truncate(cell(r.LastError), listErrorWidth))
 	}
 	if err := tw.Flush(); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -113,46 +112,53 @@ type notReplayed struct {
 // whyNotReplayed lists the events the store matched but left (unchanged,
 // with its reasons), then looks up each of the given ids that is neither
 // among the changed ones nor those and says why; others tells whether
-// selectors besides --id were given.
+// selectors besides --id were given. It reads the statuses of those
+// events, not their payloads.
 func whyNotReplayed(ctx context.Context, store *jdbcstore.Store, given, changed []string, unchanged []jdbcstore.Unchanged, others bool) ([]notReplayed, error) {
-	var missed []notReplayed
 	seen := make(map[string]bool, len(changed)+len(unchanged))
 	for _, id := range changed {
 		seen[id] = true
 	}
+	var lookUp []string
 	for _, u := range unchanged {
 		seen[u.ID] = true
+		if u.Reason != jdbcstore.ReasonKeyWentOn {
+			lookUp = append(lookUp, u.ID)
+		}
+	}
+	var missing []string
+	for _, id := range given {
+		if !seen[id] {
+			seen[id] = true
+			missing = append(missing, id)
+		}
+	}
+	status, err := store.Statuses(ctx, append(lookUp, missing...))
+	if err != nil {
+		return nil, err
+	}
+	var missed []notReplayed
+	for _, u := range unchanged {
 		m := notReplayed{ID: u.ID, Reason: u.Reason, Status: core.StatusDead.String()}
 		if u.Reason != jdbcstore.ReasonKeyWentOn {
-			rec, err := store.Get(ctx, u.ID)
-			switch {
-			case errors.Is(err, core.ErrNotFound):
-				m.Status = ""
-			case err != nil:
-				return missed, err
-			default:
-				m.Status = rec.Status.String()
+			m.Status = ""
+			if st, ok := status[u.ID]; ok {
+				m.Status = st.String()
 			}
 		}
 		missed = append(missed, m)
 	}
-	for _, id := range given {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		rec, err := store.Get(ctx, id)
+	for _, id := range missing {
+		st, found := status[id]
 		switch {
-		case errors.Is(err, core.ErrNotFound):
+		case !found:
 			missed = append(missed, notReplayed{ID: id, Reason: "not found"})
-		case err != nil:
-			return missed, err
-		case rec.Status != core.StatusDead:
-			missed = append(missed, notReplayed{ID: id, Reason: "not DEAD", Status: rec.Status.String()})
+		case st != core.StatusDead:
+			missed = append(missed, notReplayed{ID: id, Reason: "not DEAD", Status: st.String()})
 		case others:
-			missed = append(missed, notReplayed{ID: id, Reason: "does not match the other selectors", Status: rec.Status.String()})
+			missed = append(missed, notReplayed{ID: id, Reason: "does not match the other selectors", Status: st.String()})
 		default: // died after the selection was read
-			missed = append(missed, notReplayed{ID: id, Reason: "became DEAD meanwhile", Status: rec.Status.String()})
+			missed = append(missed, notReplayed{ID: id, Reason: "became DEAD meanwhile", Status: st.String()})
 		}
 	}
 	return missed, nil

@@ -48,7 +48,7 @@ arrays indent to the square of their size) is printed on one line.`,
 					return missingTable(err, store.Table())
 				}
 				if s.g.json {
-					return writeJSON(s.stdout, toJSON(rec, true))
+					return writeJSON(s.stdout, toJSON(rec))
 				}
 				return printRecord(s.stdout, rec)
 			}

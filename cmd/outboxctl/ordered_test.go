@@ -100,6 +100,7 @@ func checkOrderedOps(t *testing.T, store *jdbcstore.Store, with func(args ...str
 	if r.OrderKey != "acct:3" || r.OrderSeq != 1 || r.OnDead != "skip" {
 		t.Errorf("json show of an ordered event: %+v", r)
 	}
+	sameAsShow(t, with(), ok(t, with("--json", "dead", "list")...))
 
 	// Replay: k3-1's key went on without it (skip policy), so it stays
 	// DEAD, named with why, exit 1; by type, the blocked keys' events are

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/jsonindent"
+	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 // writeJSON prints v as one indented JSON document. Indentation grows
@@ -185,7 +186,8 @@ func shellQuote(s string) string {
 // unset. When the event finished is done_at, or died_at for a DEAD event
 // (the store's done_at column, named as in the tables), never both. A JSON
 // payload is embedded as the document itself, a bytes payload as standard
-// base64 in payload_base64.
+// base64 in payload_base64. dead list, which reads no payloads, leaves out
+// the headers, the payload and payload_size.
 type recordJSON struct {
 	ID            string            `json:"event_id"`
 	Type          string            `json:"event_type"`
@@ -208,14 +210,15 @@ type recordJSON struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 	HeadersRaw    string            `json:"headers_raw,omitempty"`
 	PayloadKind   string            `json:"payload_kind"`
-	PayloadSize   int               `json:"payload_size"`
+	PayloadSize   *int              `json:"payload_size,omitempty"` // dead show only: dead list reads no payload
 	Payload       json.RawMessage   `json:"payload,omitempty"`
 	PayloadBase64 *string           `json:"payload_base64,omitempty"`
 	DecodeError   string            `json:"decode_error,omitempty"`
 }
 
-// toJSON converts r; withPayload adds the headers and the payload.
-func toJSON(r core.Record, withPayload bool) recordJSON {
+// toJSON converts r, its headers and payload included.
+func toJSON(r core.Record) recordJSON {
+	size := len(r.Payload)
 	j := recordJSON{
 		ID: r.ID, Type: r.Type, Status: r.Status.String(),
 		AggregateType: r.AggregateType, AggregateID: r.AggregateID, TenantID: r.TenantID,
@@ -223,7 +226,7 @@ func toJSON(r core.Record, withPayload bool) recordJSON {
 		OccurredAt: jsonTime(r.OccurredAt), CreatedAt: jsonTime(r.CreatedAt),
 		AvailableAt: jsonTime(r.AvailableAt),
 		LastError:   r.LastError, LockedBy: r.LockedBy, LockedUntil: jsonTime(r.LockedUntil),
-		PayloadKind: r.PayloadKind.String(), PayloadSize: len(r.Payload),
+		PayloadKind: r.PayloadKind.String(), PayloadSize: &size,
 	}
 	if r.Status == core.StatusDead {
 		j.DiedAt = rawTime(r.DoneAt)
@@ -236,9 +239,6 @@ func toJSON(r core.Record, withPayload bool) recordJSON {
 	if r.DecodeErr != nil {
 		j.DecodeError = r.DecodeErr.Error()
 	}
-	if !withPayload {
-		return j
-	}
 	if h, err := core.DecodeHeaders(r.HeadersJSON); err == nil {
 		j.Headers = h
 	} else {
@@ -249,6 +249,27 @@ func toJSON(r core.Record, withPayload bool) recordJSON {
 	} else if r.Payload != nil || r.PayloadKind == core.PayloadBytes {
 		b := base64.StdEncoding.EncodeToString(r.Payload)
 		j.PayloadBase64 = &b
+	}
+	return j
+}
+
+// summaryJSON converts a DEAD event read without its payload and headers:
+// the fields of toJSON but those and payload_size.
+func summaryJSON(r jdbcstore.DeadSummary) recordJSON {
+	j := recordJSON{
+		ID: r.ID, Type: r.Type, Status: core.StatusDead.String(),
+		AggregateType: r.AggregateType, AggregateID: r.AggregateID, TenantID: r.TenantID,
+		Attempts:   r.Attempts,
+		OccurredAt: jsonTime(r.OccurredAt), CreatedAt: jsonTime(r.CreatedAt),
+		AvailableAt: jsonTime(r.AvailableAt), DiedAt: rawTime(r.DiedAt),
+		LastError: r.LastError, LockedBy: r.LockedBy, LockedUntil: jsonTime(r.LockedUntil),
+		PayloadKind: r.PayloadKind.String(),
+	}
+	if r.OrderKey != "" {
+		j.OrderKey, j.OrderSeq, j.OnDead = r.OrderKey, r.OrderSeq, r.OnDead.String()
+	}
+	if r.DecodeErr != nil {
+		j.DecodeError = r.DecodeErr.Error()
 	}
 	return j
 }
