@@ -44,7 +44,8 @@ const (
 // could not be reached with [Breaker.Down] (which returns the
 // [core.Unavailable] error to return from the listener, so the dispatcher
 // puts the event off without counting an attempt) and a publish the broker
-// acknowledged with [Breaker.Up]. A publish the broker refused for the
+// acknowledged with [Breaker.Up], or both through the [Attempt] it took
+// when the publish started. A publish the broker refused for the
 // event's own sake (no stream for the subject, a message too large) is
 // neither: it is a normal failure, retried and counted.
 //
@@ -65,6 +66,7 @@ type Breaker struct {
 	nextProbe time.Time // when the next event may try the broker
 	putOffs   int64     // times an event was put off during this outage
 	outages   uint64    // outages begun so far; the current one's number while down
+	ended     uint64    // outages ended so far
 }
 
 // NewBreaker returns a Breaker. It returns an error wrapping
@@ -110,11 +112,25 @@ func (b *Breaker) Allow() error {
 	return core.Unavailable(fmt.Errorf("%s unreachable since %s: %w", b.cfg.Name, b.since.UTC().Format(time.RFC3339), b.lastErr), b.cfg.RetryAfter)
 }
 
-// Down records a publish that failed because the broker could not be
-// reached and returns the core.Unavailable error wrapping err to return
-// from the listener. The first failure of an outage logs an ERROR.
-func (b *Breaker) Down(err error) error {
+// Down records that the broker cannot be reached now (a failed publish,
+// a connection seen down before publishing) and returns the
+// core.Unavailable error wrapping err to return from the listener. The
+// first failure of an outage logs an ERROR. A relay reports the failure
+// of a publish it started with [Breaker.Attempt] through the Attempt's
+// Down instead.
+func (b *Breaker) Down(err error) error { return b.fail(err, 0, false) }
+
+// fail records a failure (see Down); with fenced, a failure while no
+// outage is under way begins one only if no outage ended since the
+// failed publish started (ended is the count then).
+func (b *Breaker) fail(err error, ended uint64, fenced bool) error {
 	b.mu.Lock()
+	if fenced && !b.down && b.ended != ended {
+		// The publish started before an outage that has ended since:
+		// its failure belongs to that outage.
+		b.mu.Unlock()
+		return core.Unavailable(err, b.cfg.RetryAfter)
+	}
 	now := b.cfg.Now()
 	b.lastErr = err
 	b.putOffs++
@@ -141,30 +157,43 @@ func (b *Breaker) Up() { b.up(0, false) }
 
 // Attempt marks the start of one publish. Report the broker's answer to
 // it (an ack, or a refusal for the message's own sake) with the
-// returned Attempt's Up instead of [Breaker.Up].
+// returned Attempt's Up instead of [Breaker.Up], and its failure to reach
+// the broker with the Attempt's Down instead of [Breaker.Down].
 //
-// The difference: an answer to a publish that was already under way when
-// an outage began does not end that outage. Such an answer was received
-// before the failure that began the outage was seen (a client may hand
-// over a confirm, then notice that the connection ended; on a loaded
-// machine the goroutine that waited for the confirm can run after the one
-// that saw the end), so it says nothing about the broker now. A publish
-// started during the outage, such as its probe, ends it.
+// The difference: an outcome tells about the broker only from when the
+// publish started. An answer to a publish that was already under way
+// when an outage began does not end that outage. Such an answer was
+// received before the failure that began the outage was seen (a client
+// may hand over a confirm, then notice that the connection ended; on a
+// loaded machine the goroutine that waited for the confirm can run after
+// the one that saw the end), so it says nothing about the broker now. A
+// publish started during the outage, such as its probe, ends it. Likewise
+// the failure of a publish that was under way when an outage ended (its
+// ack lost in that outage, its timeout passing after another publish's
+// ack) belongs to the outage that ended: it puts the event off but begins
+// no new outage, so one incident logs one ERROR and one "recovered" line.
 func (b *Breaker) Attempt() Attempt {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Attempt{b: b, outage: b.outages}
+	return Attempt{b: b, outage: b.outages, ended: b.ended}
 }
 
 // Attempt is one publish under way, from [Breaker.Attempt].
 type Attempt struct {
 	b      *Breaker
-	outage uint64
+	outage uint64 // outages begun when the publish started
+	ended  uint64 // outages ended when the publish started
 }
 
 // Up records the broker's answer to the publish: it ends the outage under
 // way if that outage had already begun when the publish started.
 func (a Attempt) Up() { a.b.up(a.outage, true) }
+
+// Down records that the publish failed because the broker could not be
+// reached and returns the core.Unavailable error wrapping err to return
+// from the listener, as [Breaker.Down] does, except that it begins no
+// outage when one ended since the publish started.
+func (a Attempt) Down(err error) error { return a.b.fail(err, a.ended, true) }
 
 // up ends an outage (one INFO line); with fenced, only the outage
 // numbered outage.
@@ -176,6 +205,7 @@ func (b *Breaker) up(outage uint64, fenced bool) {
 	}
 	since, putOffs := b.since, b.putOffs
 	b.down, b.putOffs, b.lastErr = false, 0, nil
+	b.ended++
 	now := b.cfg.Now()
 	b.mu.Unlock()
 	b.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "relay: broker recovered",

@@ -192,6 +192,52 @@ func TestBreakerAttempt(t *testing.T) {
 	}
 }
 
+// The failure of a publish under way when an outage ended belongs to that
+// outage: it puts the event off and begins no second one. The failure of
+// a publish started after the recovery begins one, and so does a failure
+// seen now (Breaker.Down), whenever the publishes under way started.
+func TestBreakerAttemptDown(t *testing.T) {
+	logs := &testsupport.LogBuffer{}
+	b, err := relay.NewBreaker(relay.BreakerConfig{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := b.Attempt() // under way, no outage yet
+	probe := func() relay.Attempt {
+		_ = b.Attempt().Down(errors.New("no ack")) // begins the outage
+		during := b.Attempt()
+		b.Attempt().Up() // the probe's ack ends it
+		return during
+	}
+	during := probe()
+	for name, a := range map[string]relay.Attempt{"before the outage": before, "during it": during} {
+		var ue *core.UnavailableError
+		if err := a.Down(errors.New("late timeout")); !errors.As(err, &ue) {
+			t.Errorf("late failure of a publish started %s: %v, want a core.Unavailable error", name, err)
+		}
+		if down, _ := b.State(); down {
+			t.Fatalf("the late failure of a publish started %s began a new outage", name)
+		}
+	}
+	if down, up := logs.Count("level=ERROR"), logs.Count("level=INFO", "broker recovered"); down != 1 || up != 1 {
+		t.Errorf("%d ERROR and %d recovered lines, want 1 and 1:\n%s", down, up, logs)
+	}
+
+	after := b.Attempt() // started after the recovery
+	_ = after.Down(errors.New("no ack again"))
+	if down, _ := b.State(); !down {
+		t.Error("the failure of a publish started after the recovery began no outage")
+	}
+	b.Attempt().Up()
+	_ = b.Down(errors.New("connection closed")) // seen now
+	if down, _ := b.State(); !down {
+		t.Error("Breaker.Down after a recovery began no outage")
+	}
+	if n := logs.Count("level=ERROR"); n != 3 {
+		t.Errorf("%d ERROR lines, want 3 (one per outage):\n%s", n, logs)
+	}
+}
+
 func TestBreakerConfig(t *testing.T) {
 	if _, err := relay.NewBreaker(relay.BreakerConfig{ProbeInterval: -1}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("negative ProbeInterval: %v", err)
