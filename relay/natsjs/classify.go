@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outbox-go/outbox/relay"
 )
 
 // Errors a publish fails with. Each is wrapped with the subject and the
@@ -38,26 +40,28 @@ var outageErrors = []error{
 	jetstream.ErrJetStreamPublisherClosed, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,
 }
 
-// classify turns a failed publish into the listener's result: the
-// breaker's core.Unavailable error for an outage, an error wrapping
-// ErrRejected for a refusal.
-func (r *Relay) classify(ctx context.Context, subject string, err error) error {
+// classify turns a failed publish, started with attempt, into the
+// listener's result: the breaker's core.Unavailable error for an outage
+// (recorded through attempt, so a failure that outlived the outage it
+// belongs to begins no new one), an error wrapping ErrRejected for a
+// refusal.
+func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject string, err error) error {
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-		return r.noResponders(ctx, subject, err)
+		return r.noResponders(ctx, attempt, subject, err)
 	}
 	for _, o := range outageErrors {
 		if errors.Is(err, o) {
-			return r.breaker.Down(fmt.Errorf("natsjs: publish to %q: %w", subject, err))
+			return attempt.Down(fmt.Errorf("natsjs: publish to %q: %w", subject, err))
 		}
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.Code >= 500 {
 		// 503 and friends: JetStream is there but cannot take messages
 		// now (no leader, storage failure, stream full with DiscardNew).
-		return r.breaker.Down(fmt.Errorf("natsjs: publish to %q: JetStream unavailable: %w", subject, err))
+		return attempt.Down(fmt.Errorf("natsjs: publish to %q: JetStream unavailable: %w", subject, err))
 	}
 	if !r.connected() {
-		return r.breaker.Down(fmt.Errorf("natsjs: publish to %q while disconnected: %w", subject, err))
+		return attempt.Down(fmt.Errorf("natsjs: publish to %q while disconnected: %w", subject, err))
 	}
 	return fmt.Errorf("%w: subject %q: %w", ErrRejected, subject, err)
 }
@@ -66,9 +70,9 @@ func (r *Relay) classify(ctx context.Context, subject string, err error) error {
 // answered the publish: either no stream listens on the subject (the
 // event's fault: a rejection) or JetStream is not there (an outage). The
 // JetStream API, asked which stream listens on the subject, decides.
-func (r *Relay) noResponders(ctx context.Context, subject string, err error) error {
+func (r *Relay) noResponders(ctx context.Context, attempt relay.Attempt, subject string, err error) error {
 	if !r.connected() {
-		return r.breaker.Down(fmt.Errorf("natsjs: publish to %q: %w", subject, err))
+		return attempt.Down(fmt.Errorf("natsjs: publish to %q: %w", subject, err))
 	}
 	lookup, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
 	defer cancel()
@@ -77,14 +81,11 @@ func (r *Relay) noResponders(ctx context.Context, subject string, err error) err
 	case errors.Is(lerr, jetstream.ErrStreamNotFound):
 		return fmt.Errorf("%w: %w: subject %q: %w", ErrRejected, ErrNoStream, subject, err)
 	case lerr != nil:
-		return r.breaker.Down(fmt.Errorf("natsjs: publish to %q got no response and the JetStream API did not answer: %w", subject, errors.Join(err, lerr)))
+		return attempt.Down(fmt.Errorf("natsjs: publish to %q got no response and the JetStream API did not answer: %w", subject, errors.Join(err, lerr)))
 	default:
-		return r.breaker.Down(fmt.Errorf("natsjs: stream %s listens on %q but did not answer: %w", stream, subject, err))
+		return attempt.Down(fmt.Errorf("natsjs: stream %s listens on %q but did not answer: %w", stream, subject, err))
 	}
 }
-
-// noAck reports a publish that got no ack in time: an outage.
-func (r *Relay) noAck(err error) error { return r.breaker.Down(err) }
 
 // connected reports whether the NATS connection is up.
 func (r *Relay) connected() bool {

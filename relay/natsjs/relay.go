@@ -157,7 +157,7 @@ func isNATSHeader(k string) bool {
 func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	attempt := r.breaker.Attempt()
 	fail := func(err error) error {
-		res := r.classify(ctx, msg.Subject, err)
+		res := r.classify(ctx, attempt, msg.Subject, err)
 		if errors.Is(res, ErrRejected) {
 			attempt.Up() // refused for the message's sake: the broker answers
 		}
@@ -176,10 +176,12 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	case err := <-paf.Err():
 		return fail(err)
 	case <-timer.C:
-		return r.noAck(fmt.Errorf("%w within AckTimeout %v", ErrNoAck, r.cfg.AckTimeout))
+		// Down through attempt: a publish that outlived the outage its
+		// ack was lost in begins no new one.
+		return attempt.Down(fmt.Errorf("%w within AckTimeout %v", ErrNoAck, r.cfg.AckTimeout))
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return r.noAck(fmt.Errorf("%w before the listener's deadline: %w", ErrNoAck, context.Cause(ctx)))
+			return attempt.Down(fmt.Errorf("%w before the listener's deadline: %w", ErrNoAck, context.Cause(ctx)))
 		}
 		return fmt.Errorf("natsjs: publish to %q interrupted before its ack: %w", msg.Subject, context.Cause(ctx))
 	}
