@@ -164,6 +164,10 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	defer func() { <-r.sem }()
 
 	where := fmt.Sprintf("exchange %q, routing key %q", exchange, key)
+	// The outcomes of this publish go through attempt: an answer to it
+	// ends only an outage under way when it started, and its failure
+	// begins none when an outage ended since it started (the failure
+	// belongs to that outage).
 	attempt := r.breaker.Attempt()
 	var last error
 	for range maxChannelTries {
@@ -175,7 +179,7 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 			}
 			// No connection, a failed open, or no answer to it before the
 			// listener's deadline: the broker cannot be reached.
-			return r.breaker.Down(err)
+			return attempt.Down(err)
 		}
 		res := pc.publish(ctx, exchange, key, !r.cfg.AllowUnroutable, msg, r.cfg.ConfirmTimeout)
 		switch res.outcome {
@@ -197,9 +201,9 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 			// Another message on the channel may have closed it: this
 			// one was discarded with it. Publish it again on a new one.
 		case connLost:
-			return r.breaker.Down(fmt.Errorf("connection lost awaiting the confirm: %w", res.err))
+			return attempt.Down(fmt.Errorf("connection lost awaiting the confirm: %w", res.err))
 		case timedOut:
-			return r.breaker.Down(fmt.Errorf("%w after %v (%s)", ErrConfirmTimeout, r.cfg.ConfirmTimeout, where))
+			return attempt.Down(fmt.Errorf("%w after %v (%s)", ErrConfirmTimeout, r.cfg.ConfirmTimeout, where))
 		case unsent:
 			// ctx ended before the message was written: not the event's
 			// fault, and the broker was not asked.
@@ -208,7 +212,7 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 			if errors.Is(res.err, context.DeadlineExceeded) {
 				// The listener's deadline (the dispatcher's ListenerTimeout)
 				// ended the wait before ConfirmTimeout did: the same outage.
-				return r.breaker.Down(fmt.Errorf("%w before the listener's deadline (%s): %w", ErrConfirmTimeout, where, res.err))
+				return attempt.Down(fmt.Errorf("%w before the listener's deadline (%s): %w", ErrConfirmTimeout, where, res.err))
 			}
 			// Cancelled: the dispatcher is shutting down, and charges no
 			// attempt for an interrupted delivery.
