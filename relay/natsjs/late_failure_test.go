@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
@@ -48,18 +45,7 @@ func (c *expiring) Err() error {
 func TestRelayLateFailureAfterRecovery(t *testing.T) {
 	nc, js := connect(t)
 	_, prefix := newStream(t, js, nil)
-	// A subject with a plain subscriber that never replies: a publish
-	// there gets no ack and no "no responders".
-	silent := "natsjs-silent-" + uniq()
-	arrived := make(chan string, 4)
-	sub, err := nc.Subscribe(silent, func(m *nats.Msg) { arrived <- m.Header.Get(jetstream.MsgIDHeader) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	silent, arrived := silentSubject(t, nc)
 
 	logger, logs := testsupport.NewLogger()
 	r, err := natsjs.New(js, natsjs.Config{

@@ -50,7 +50,10 @@ var _ core.Listener = (*Relay)(nil)
 // outage of any length; the relay puts events off meanwhile. Creating js
 // with jetstream.WithPublishAsyncTimeout lets nats.go itself forget an ack
 // that never comes; without it, an abandoned ack waits in the JetStream
-// context until the reply arrives or the connection reconnects.
+// context until the reply arrives or the connection reconnects. A js
+// created for the relay alone with
+// jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight) too bounds those
+// abandoned acks by MaxInFlight (see Config.MaxInFlight).
 func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	if js == nil {
 		return nil, &core.ConfigError{Field: "js", Msg: "the JetStream context is nil"}
