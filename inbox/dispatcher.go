@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/ident"
+	"github.com/outbox-go/outbox/internal/inboxrow"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -34,7 +35,10 @@ const (
 // DispatcherConfig tunes a [Dispatcher]. The zero value takes every default.
 type DispatcherConfig struct {
 	// Owner is the dispatcher's owner token, written on every lease it
-	// takes and checked by every acknowledgement. Unique among running
+	// takes. Every outcome it writes is fenced on the claim: the owner and
+	// the lease expiry that claim wrote, so the outcome of a handler that
+	// outlived its lease changes nothing once the message was claimed
+	// again, by another dispatcher or by this one. Unique among running
 	// dispatchers; at most MaxOwnerLen bytes. Defaults to a new token
 	// (host name + ULID).
 	Owner string
@@ -44,7 +48,10 @@ type DispatcherConfig struct {
 	// more than the idle workers can start. Defaults to 50.
 	BatchSize int
 	// Lease is how long a claimed message belongs to this dispatcher.
-	// It must exceed HandlerTimeout + StatusTimeout. Defaults to 30 s.
+	// It must exceed HandlerTimeout + StatusTimeout, so only a handler
+	// that ignores its ctx outlives it; its message may then be claimed
+	// again, and its outcome is dropped (a WARN "lease lost").
+	// Defaults to 30 s.
 	Lease time.Duration
 	// HandlerTimeout bounds each handler call through its ctx. Defaults to
 	// half the Lease.
@@ -490,7 +497,7 @@ func (d *Dispatcher) releaseRest(m *member, recs []Record) {
 	for i, rec := range recs {
 		keys[i] = rec.Key()
 	}
-	n, err := m.in.Release(ctx, d.cfg.Owner, keys)
+	n, err := m.in.release(ctx, d.claimOf(recs[0]), keys) // one claim took them all
 	if err != nil {
 		m.log.LogAttrs(ctx, slog.LevelWarn,
 			"inbox: RunOnce: the lease no longer covers a handler and its outcome; cannot release the remaining messages, they are claimed again when it expires",
@@ -502,12 +509,21 @@ func (d *Dispatcher) releaseRest(m *member, recs []Record) {
 		slog.Int("messages", len(recs)), slog.Int("released", n))
 }
 
+// claimOf returns the claim under which the dispatcher holds rec: its
+// owner token and the lease expiry the claim wrote, on which every
+// outcome of rec's handling is fenced (see inboxrow.Lease), so that a
+// handling that outlived its lease cannot settle a later claim of the
+// same message by this dispatcher.
+func (d *Dispatcher) claimOf(rec Record) inboxrow.Lease {
+	return inboxrow.Lease{Owner: d.cfg.Owner, Until: rec.LockedUntil}
+}
+
 // handle runs the handler of one claimed message and records the outcome.
 // Its context ends at a hard stop or when RemoveInbox gives up waiting for
 // m, and carries m and the message's key (see StoreID, FromContext and
 // ProcessTx).
 func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
-	h := &handling{m: m, key: rec.Key()}
+	h := &handling{m: m, key: rec.Key(), claim: d.claimOf(rec)}
 	ctx, cancel := context.WithCancel(context.WithValue(ctx, handlerKey{}, h))
 	defer cancel()
 	defer context.AfterFunc(m.work.Context(), cancel)()
@@ -553,7 +569,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		// Interrupted by a hard stop or an abandoned removal: no attempt
 		// is charged, and the lease is handed back (the handler has
 		// returned), so any dispatcher claims the message again at once.
-		d.release(m, rec)
+		d.release(h, rec)
 		end(core.InboxInterrupted, err, took)
 		return
 	}
@@ -578,8 +594,8 @@ func (d *Dispatcher) goexited(ctx context.Context, h *handling, rec Record, took
 	end(d.settle(h, rec, ErrHandlerGoexit, false), ErrHandlerGoexit, took)
 }
 
-// settle records the outcome of one handling in its inbox: Ack, Abandon
-// with backoff, or Fail at MaxAttempts. Status writes outlive a hard stop
+// settle records the outcome of one handling in its inbox, fenced on its
+// claim: Ack, Abandon with backoff, or Fail at MaxAttempts. Status writes outlive a hard stop
 // (they are short and bounded by StatusTimeout). It returns the outcome
 // decided, for the observer.
 func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool) core.InboxOutcome {
@@ -587,7 +603,6 @@ func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool)
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
 	keys := []Key{rec.Key()}
-	owner := d.cfg.Owner
 	var (
 		n   int
 		err error
@@ -598,12 +613,12 @@ func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool)
 	switch outcome, delay := engine.Decide(herr, attempt, d.cfg.MaxAttempts, d.cfg.Retry); outcome {
 	case engine.Done:
 		op, decided = "ack", core.InboxProcessed
-		n, err = m.in.Ack(ctx, owner, keys)
+		n, err = m.in.ack(ctx, h.claim, keys)
 	case engine.Dead:
 		op, decided = "fail", core.InboxDead
 		m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; message is Dead after its last attempt",
 			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
-		n, err = m.in.Fail(ctx, owner, keys, herr.Error())
+		n, err = m.in.fail(ctx, h.claim, keys, herr.Error())
 	default:
 		op, decided = "abandon", core.InboxRetry
 		if noHandler {
@@ -614,7 +629,7 @@ func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool)
 				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
 					slog.Duration("retry_in", delay))...)
 		}
-		n, err = m.in.abandonAfter(ctx, owner, keys, herr.Error(), delay)
+		n, err = m.in.abandonAfter(ctx, h.claim, keys, herr.Error(), delay)
 	}
 	switch {
 	case err != nil:
@@ -623,19 +638,22 @@ func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool)
 	case n == 0 && op == "ack" && h.marked.Load():
 		// The handler's ProcessTx marked the message Done under its lease.
 	case n == 0:
-		m.lostLog.Hit(m.log, slog.LevelWarn, "inbox: lease lost before the outcome was recorded (lease expired and reaped or taken over); increase Lease",
+		m.lostLog.Hit(m.log, slog.LevelWarn,
+			"inbox: lease lost before the outcome was recorded (it expired, and the message was reaped or claimed again, by this dispatcher or another); the outcome is dropped; increase Lease",
 			recAttrs(rec, slog.String("op", op))...)
 	}
 	return decided
 }
 
 // release hands back the lease of a message whose handler a shutdown
-// interrupted, bounded by StatusTimeout (it outlives the hard stop). If it
-// fails, the message is claimed again once its lease expires.
-func (d *Dispatcher) release(m *member, rec Record) {
+// interrupted, fenced on its claim, bounded by StatusTimeout (it outlives
+// the hard stop). If it fails, the message is claimed again once its
+// lease expires.
+func (d *Dispatcher) release(h *handling, rec Record) {
+	m := h.m
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
-	n, err := m.in.Release(ctx, d.cfg.Owner, []Key{rec.Key()})
+	n, err := m.in.release(ctx, h.claim, []Key{rec.Key()})
 	switch {
 	case err != nil:
 		m.log.LogAttrs(ctx, slog.LevelWarn,

@@ -182,7 +182,10 @@ func (in *Inbox) IsContention(err error) bool {
 //   - if a work-queue worker holds a live lease on it, returns an error
 //     wrapping ErrInProgress without calling fn, unless ctx is (derived
 //     from) the context a [Dispatcher] gave the handler of this very
-//     message in this table: that lease is the caller's own;
+//     message in this table under the claim that holds the lease: that
+//     lease is the caller's own (a handler that outlived its lease, whose
+//     message was claimed again, by its own dispatcher or another, gets
+//     ErrInProgress);
 //   - otherwise (new, or Seen, or Processing without a live lease or
 //     under the calling handler's, or Dead) calls fn(ctx); when fn
 //     succeeds, marks the message Done on tx (releasing any lease) and
@@ -296,7 +299,7 @@ func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 		in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: already processed; skipped", keyAttrs(msg.Key())...)
 		return false, nil
 	case Status(t.Status) == StatusProcessing && t.LockedBy != "" && !in.now().After(t.LockedUntil) &&
-		(h == nil || t.LockedBy != h.m.d.cfg.Owner): // another worker's lease, not the calling handler's
+		(h == nil || !h.holds(t.LockedBy, t.LockedUntil)): // another claim's lease, not the calling handler's
 		return false, fmt.Errorf("%w (source %q, message id %q, until %s)", ErrInProgress, msg.Source, msg.MessageID,
 			t.LockedUntil.Format(time.RFC3339Nano))
 	}
@@ -429,6 +432,13 @@ func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
 // in the future, and not leased (or the lease expired). Concurrent
 // claimers never get the same message. owner must be non-empty (at most
 // MaxOwnerLen bytes) and should stay the same for a worker's lifetime.
+//
+// Ack, Release, Abandon, AbandonAfter and Fail are fenced on the owner
+// token: they act on the message while owner holds its lease, whichever of
+// owner's claims took it. A worker of your own whose handling of a message
+// may outlive its lease must not claim again under the same owner while
+// that handling may still record an outcome, or the outcome would settle
+// the new claim. A [Dispatcher] fences its own writes on the claim itself.
 func (in *Inbox) Claim(ctx context.Context, owner string, lease time.Duration, batchSize int) ([]Record, error) {
 	if err := checkOwner(owner); err != nil {
 		return nil, err
@@ -462,7 +472,12 @@ func (in *Inbox) Ack(ctx context.Context, owner string, keys []Key) (int, error)
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	n, err := in.store.Ack(ctx, owner, rowKeys(keys))
+	return in.ack(ctx, inboxrow.Lease{Owner: owner}, keys)
+}
+
+// ack is Ack fenced on a lease: the dispatcher's claim.
+func (in *Inbox) ack(ctx context.Context, l inboxrow.Lease, keys []Key) (int, error) {
+	n, err := in.store.Ack(ctx, l, rowKeys(keys))
 	return int(n), in.mapErr(err)
 }
 
@@ -475,7 +490,12 @@ func (in *Inbox) Release(ctx context.Context, owner string, keys []Key) (int, er
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	n, err := in.store.Release(ctx, owner, rowKeys(keys))
+	return in.release(ctx, inboxrow.Lease{Owner: owner}, keys)
+}
+
+// release is Release fenced on a lease: the dispatcher's claim.
+func (in *Inbox) release(ctx context.Context, l inboxrow.Lease, keys []Key) (int, error) {
+	n, err := in.store.Release(ctx, l, rowKeys(keys))
 	return int(n), in.mapErr(err)
 }
 
@@ -488,7 +508,7 @@ func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastErro
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	return in.abandon(ctx, owner, keys, lastError, in.backoff.Delay)
+	return in.abandon(ctx, inboxrow.Lease{Owner: owner}, keys, lastError, in.backoff.Delay)
 }
 
 // AbandonAfter is Abandon with a fixed delay instead of the backoff;
@@ -500,14 +520,14 @@ func (in *Inbox) AbandonAfter(ctx context.Context, owner string, keys []Key, las
 	if err := checkPositive("delay", delay, ErrInvalidDelay); err != nil {
 		return 0, err
 	}
-	return in.abandon(ctx, owner, keys, lastError, func(int) time.Duration { return delay })
+	return in.abandon(ctx, inboxrow.Lease{Owner: owner}, keys, lastError, func(int) time.Duration { return delay })
 }
 
-// abandon is Abandon with the delay of each message given its attempt
-// count after the abandon; a negative delay counts as 0. The dispatcher
-// calls it with the delay of its retry policy.
-func (in *Inbox) abandon(ctx context.Context, owner string, keys []Key, lastError string, delay func(attempt int) time.Duration) (int, error) {
-	n, err := in.store.Abandon(ctx, owner, rowKeys(keys), lastError, delay)
+// abandon is Abandon fenced on l with the delay of each message given its
+// attempt count after the abandon; a negative delay counts as 0. The
+// dispatcher calls it with its claim and the delay of its retry policy.
+func (in *Inbox) abandon(ctx context.Context, l inboxrow.Lease, keys []Key, lastError string, delay func(attempt int) time.Duration) (int, error) {
+	n, err := in.store.Abandon(ctx, l, rowKeys(keys), lastError, delay)
 	return int(n), in.mapErr(err)
 }
 
@@ -518,7 +538,12 @@ func (in *Inbox) Fail(ctx context.Context, owner string, keys []Key, errMsg stri
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	n, err := in.store.Fail(ctx, owner, rowKeys(keys), errMsg)
+	return in.fail(ctx, inboxrow.Lease{Owner: owner}, keys, errMsg)
+}
+
+// fail is Fail fenced on l: the dispatcher's claim.
+func (in *Inbox) fail(ctx context.Context, l inboxrow.Lease, keys []Key, errMsg string) (int, error) {
+	n, err := in.store.Fail(ctx, l, rowKeys(keys), errMsg)
 	return int(n), in.mapErr(err)
 }
 

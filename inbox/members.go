@@ -10,6 +10,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/ident"
+	"github.com/outbox-go/outbox/internal/inboxrow"
 	"github.com/outbox-go/outbox/internal/ratelog"
 )
 
@@ -58,17 +59,25 @@ func (m *member) notify() {
 // carries.
 type handlerKey struct{}
 
-// handling is one handler call: the member and the key of the message,
-// which the dispatcher holds under its owner token. ProcessTx called with
-// the handler's context on that message recognises the lease as the
-// caller's own.
+// handling is one handler call: the member, the key of the message and
+// the claim under which the dispatcher holds it. ProcessTx called with
+// the handler's context on that message recognises that claim's lease as
+// the caller's own.
 type handling struct {
-	m   *member
-	key Key
+	m     *member
+	key   Key
+	claim inboxrow.Lease
 	// marked: ProcessTx marked the message Done under the handler's lease
 	// (its transaction may not have committed), so an acknowledgement that
 	// finds no lease is no lost lease.
 	marked atomic.Bool
+}
+
+// holds reports whether the lease held by lockedBy until lockedUntil is
+// h's claim (the owner alone when the claimed row's expiry could not be
+// read).
+func (h *handling) holds(lockedBy string, lockedUntil time.Time) bool {
+	return lockedBy == h.claim.Owner && (h.claim.Until.IsZero() || lockedUntil.Equal(h.claim.Until))
 }
 
 // ownHandling returns the handling ctx carries when it is that of the
@@ -218,9 +227,8 @@ func (d *Dispatcher) anyPending() bool {
 	return ok
 }
 
-// abandonAfter is AbandonAfter allowing no delay at all (a retry policy
-// may ask for none).
-func (in *Inbox) abandonAfter(ctx context.Context, owner string, keys []Key, lastError string, delay time.Duration) (int, error) {
-	n, err := in.store.Abandon(ctx, owner, rowKeys(keys), lastError, func(int) time.Duration { return delay })
-	return int(n), in.mapErr(err)
+// abandonAfter is AbandonAfter fenced on l, allowing no delay at all (a
+// retry policy may ask for none).
+func (in *Inbox) abandonAfter(ctx context.Context, l inboxrow.Lease, keys []Key, lastError string, delay time.Duration) (int, error) {
+	return in.abandon(ctx, l, keys, lastError, func(int) time.Duration { return delay })
 }

@@ -58,6 +58,7 @@ var suite = []struct {
 	{"DispatcherNeverSameMessageTwice", testDispatcherNeverSameMessageTwice},
 	{"DispatcherReapsAndCleansUp", testDispatcherReapsAndCleansUp},
 	{"DispatcherStop", testDispatcherStop},
+	{"StaleClaimOutcome", testStaleClaimOutcome},
 	{"MultiSelectorOrder", testMultiSelectorOrder},
 	{"MultiOutcomeToOrigin", testMultiOutcomeToOrigin},
 	{"MultiWakeReapAdd", testMultiWakeReapAdd},

@@ -71,7 +71,8 @@ type Record struct {
 	DueAt time.Time
 	// LockedBy and LockedUntil are the current lease (the owner token of
 	// the dispatcher or worker handling the message, and its expiry);
-	// empty and zero when there is none.
+	// empty and zero when there is none. Together they identify the claim:
+	// the owner's next claim of the message writes a later expiry.
 	LockedBy    string
 	LockedUntil time.Time
 	// LastError is the error of the last failed attempt, or "".
@@ -141,13 +142,15 @@ type Tx interface {
 // (payload, attempt, times) and a context that ends at the dispatcher's
 // HandlerTimeout or at a hard stop; it must honor it. Returning an error or
 // panicking fails the attempt: the message is retried with backoff, and
-// is Dead after MaxAttempts. Delivery to handlers is at least once (a
-// crash between the handler and the acknowledgement repeats it), so a
-// handler that must have its effect once should be idempotent or write
-// through [Inbox.ProcessTx] or [Inbox.Process] with its own ctx and its
-// own message (the Record's Source and MessageID): they recognise the
-// dispatcher's lease as the handler's, and the effect and the Done mark
-// commit together.
+// is Dead after MaxAttempts. A handler that outlives its lease may find
+// the message claimed again (by its own dispatcher too) and run at the
+// same time as the new claim's handler; its outcome is then dropped.
+// Delivery to handlers is at least once (a crash between the handler and
+// the acknowledgement repeats it), so a handler that must have its effect
+// once should be idempotent or write through [Inbox.ProcessTx] or
+// [Inbox.Process] with its own ctx and its own message (the Record's
+// Source and MessageID): they recognise the dispatcher's lease as the
+// handler's, and the effect and the Done mark commit together.
 type Handler interface {
 	Handle(ctx context.Context, msg Record) error
 }

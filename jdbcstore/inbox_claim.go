@@ -28,7 +28,8 @@ func checkOwner(owner string) error {
 // message is claimable when it is Processing, its next attempt and its due
 // time (if any) are not in the future, and it has no lease or an expired
 // one. A message leased by owner itself is not claimed again while the
-// lease runs: a worker never handles the same message twice at once.
+// lease runs; once it expired, a new claim writes a later expiry, which
+// tells the two claims apart (see inboxrow.Lease).
 //
 // As [Store.ClaimDue]: SQLite runs one UPDATE … RETURNING; MySQL/MariaDB
 // select FOR UPDATE SKIP LOCKED and lease the rows in one short READ
@@ -88,7 +89,7 @@ func (s *inboxStore) claimSkipLocked(ctx context.Context, owner string, until ti
 	}
 	t := s.dialect.QuoteIdent(s.table)
 	args := keyArgs([]any{owner, s.dialect.EncodeTime(until)}, keys)
-	if _, err := tx.ExecContext(ctx, keyList(s.dialect, "UPDATE "+t+" SET locked_by = ?, locked_until = ? WHERE ", len(keys), ""), args...); err != nil {
+	if _, err := tx.ExecContext(ctx, keyList(s.dialect, "UPDATE "+t+" SET "+claimSet+" WHERE ", len(keys), ""), args...); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -101,23 +102,33 @@ func (s *inboxStore) claimSkipLocked(ctx context.Context, owner string, until ti
 	return recs, nil
 }
 
-// fence is the condition every lease-holder write ends with: the owner
-// holds the lease and the message is still Processing.
-var fence = " AND locked_by = ? AND status = " + strconv.Itoa(int(inboxrow.Processing))
+// fence returns the condition every lease-holder write ends with, and its
+// arguments: l's claim holds the lease (the owner, and the expiry that
+// claim wrote unless l.Until is zero) and the message is still Processing.
+func (s *inboxStore) fence(l inboxrow.Lease) (string, []any) {
+	if l.Until.IsZero() {
+		return heldBy, []any{l.Owner}
+	}
+	return heldBy + " AND locked_until = ?", []any{l.Owner, s.dialect.EncodeTime(l.Until)}
+}
+
+// heldBy is the fence without the lease expiry.
+var heldBy = " AND locked_by = ? AND status = " + strconv.Itoa(int(inboxrow.Processing))
 
 // Ack sets the given messages Done, with last_seen_at = now (cleanup's
 // retention counts from there), and releases their leases, for those
-// that owner holds. Unknown keys, keys owned by
-// someone else and duplicates are ignored. It returns how many changed.
-func (s *inboxStore) Ack(ctx context.Context, owner string, keys []inboxrow.Key) (int64, error) {
-	if err := checkOwner(owner); err != nil {
+// that l holds. Unknown keys, keys held under another lease and
+// duplicates are ignored. It returns how many changed.
+func (s *inboxStore) Ack(ctx context.Context, l inboxrow.Lease, keys []inboxrow.Key) (int64, error) {
+	if err := checkOwner(l.Owner); err != nil {
 		return 0, opErr("ack", err)
 	}
 	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(inboxrow.Done)) +
 		", last_seen_at = ?, locked_by = NULL, locked_until = NULL WHERE "
 	now := s.dialect.EncodeTime(s.now())
+	fence, fenceArgs := s.fence(l)
 	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
-		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs([]any{now}, ks), owner)...)
+		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs([]any{now}, ks), fenceArgs...)...)
 	})
 	if err != nil {
 		return 0, opErr("ack", err)
@@ -125,19 +136,20 @@ func (s *inboxStore) Ack(ctx context.Context, owner string, keys []inboxrow.Key)
 	return n, nil
 }
 
-// Release hands back owner's leases on the given messages without
-// charging an attempt or changing anything else: they are claimable again
-// at once (subject to their next attempt and due times). Messages owner
-// does not hold, or that are not Processing, are ignored. It returns how
-// many changed. A dispatcher calls it for messages whose handler a
-// shutdown interrupted.
-func (s *inboxStore) Release(ctx context.Context, owner string, keys []inboxrow.Key) (int64, error) {
-	if err := checkOwner(owner); err != nil {
+// Release hands back l's leases on the given messages without charging
+// an attempt or changing anything else: they are claimable again at once
+// (subject to their next attempt and due times). Messages l does not
+// hold, or that are not Processing, are ignored. It returns how many
+// changed. A dispatcher calls it for messages whose handler a shutdown
+// interrupted.
+func (s *inboxStore) Release(ctx context.Context, l inboxrow.Lease, keys []inboxrow.Key) (int64, error) {
+	if err := checkOwner(l.Owner); err != nil {
 		return 0, opErr("release", err)
 	}
 	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET locked_by = NULL, locked_until = NULL WHERE "
+	fence, fenceArgs := s.fence(l)
 	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
-		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), owner)...)
+		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), fenceArgs...)...)
 	})
 	if err != nil {
 		return 0, opErr("release", err)
@@ -145,15 +157,15 @@ func (s *inboxStore) Release(ctx context.Context, owner string, keys []inboxrow.
 	return n, nil
 }
 
-// Abandon releases owner's leases on the given messages, increments their
+// Abandon releases l's leases on the given messages, increments their
 // attempt and makes them claimable again after delay(attempt) (attempt
-// being the incremented count), recording lastError ("" stores NULL). Messages owner does not hold are ignored. It returns
-// how many changed.
+// being the incremented count), recording lastError ("" stores NULL).
+// Messages l does not hold are ignored. It returns how many changed.
 //
 // It runs in one transaction: the attempts are read with a locking read,
 // and the messages are updated in one statement per distinct attempt count.
-func (s *inboxStore) Abandon(ctx context.Context, owner string, keys []inboxrow.Key, lastError string, delay func(attempt int) time.Duration) (int64, error) {
-	if err := checkOwner(owner); err != nil {
+func (s *inboxStore) Abandon(ctx context.Context, l inboxrow.Lease, keys []inboxrow.Key, lastError string, delay func(attempt int) time.Duration) (int64, error) {
+	if err := checkOwner(l.Owner); err != nil {
 		return 0, opErr("abandon", err)
 	}
 	if delay == nil {
@@ -161,7 +173,7 @@ func (s *inboxStore) Abandon(ctx context.Context, owner string, keys []inboxrow.
 	}
 	errArg := s.nullError(lastError)
 	n, err := s.writeKeys(ctx, keys, true, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
-		return s.abandonChunk(ctx, ex, owner, ks, errArg, delay)
+		return s.abandonChunk(ctx, ex, l, ks, errArg, delay)
 	})
 	if err != nil {
 		return 0, opErr("abandon", err)
@@ -171,12 +183,13 @@ func (s *inboxStore) Abandon(ctx context.Context, owner string, keys []inboxrow.
 
 // abandonChunk abandons one chunk of keys inside a transaction: a locking
 // read of the attempts, then one UPDATE per distinct attempt count.
-func (s *inboxStore) abandonChunk(ctx context.Context, ex inboxrow.Tx, owner string, ks []inboxrow.Key, errArg any,
+func (s *inboxStore) abandonChunk(ctx context.Context, ex inboxrow.Tx, l inboxrow.Lease, ks []inboxrow.Key, errArg any,
 	delay func(attempt int) time.Duration) (int64, error) {
 	t := s.dialect.QuoteIdent(s.table)
+	fence, fenceArgs := s.fence(l)
 	byAttempt := map[int][]inboxrow.Key{}
 	rows, err := ex.QueryContext(ctx, keyList(s.dialect, "SELECT source, message_id, attempt FROM "+t+" WHERE ", len(ks), fence+lockingRead(s.dialect)),
-		append(keyArgs(nil, ks), owner)...)
+		append(keyArgs(nil, ks), fenceArgs...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -204,7 +217,7 @@ func (s *inboxStore) abandonChunk(ctx context.Context, ex inboxrow.Tx, owner str
 		group := byAttempt[a]
 		next := now.Add(max(0, delay(a+1)))
 		n, err := execCount(ctx, ex, keyList(s.dialect, prefix, len(group), fence),
-			append(keyArgs([]any{s.dialect.EncodeTime(next), errArg}, group), owner)...)
+			append(keyArgs([]any{s.dialect.EncodeTime(next), errArg}, group), fenceArgs...)...)
 		if err != nil {
 			return 0, err
 		}
@@ -215,17 +228,18 @@ func (s *inboxStore) abandonChunk(ctx context.Context, ex inboxrow.Tx, owner str
 
 // Fail sets the given messages Dead, increments their attempt, records
 // errMsg, sets last_seen_at = now and releases their leases, for those
-// that owner holds. It returns how many changed.
-func (s *inboxStore) Fail(ctx context.Context, owner string, keys []inboxrow.Key, errMsg string) (int64, error) {
-	if err := checkOwner(owner); err != nil {
+// that l holds. It returns how many changed.
+func (s *inboxStore) Fail(ctx context.Context, l inboxrow.Lease, keys []inboxrow.Key, errMsg string) (int64, error) {
+	if err := checkOwner(l.Owner); err != nil {
 		return 0, opErr("fail", err)
 	}
 	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(inboxrow.Dead)) +
 		", attempt = attempt + 1, last_error = ?, last_seen_at = ?, locked_by = NULL, locked_until = NULL WHERE "
 	errArg := s.nullError(errMsg)
 	now := s.dialect.EncodeTime(s.now())
+	fence, fenceArgs := s.fence(l)
 	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
-		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs([]any{errArg, now}, ks), owner)...)
+		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs([]any{errArg, now}, ks), fenceArgs...)...)
 	})
 	if err != nil {
 		return 0, opErr("fail", err)
@@ -234,8 +248,8 @@ func (s *inboxStore) Fail(ctx context.Context, owner string, keys []inboxrow.Key
 }
 
 // ReapExpired releases up to limit expired leases of Processing messages
-// and returns how many. Done and Dead messages hold
-// no lease and are never touched.
+// and returns how many. Done and Dead messages hold no lease and are
+// never touched.
 func (s *inboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, opErr("reap", &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)})

@@ -182,6 +182,9 @@ type inboxStatements struct {
 	argTwice      bool
 }
 
+// claimSet is the SET list of a claim: owner, locked_until.
+const claimSet = "locked_by = ?, locked_until = ?"
+
 // reapCleanupArgs returns the arguments of reap (first: now) or cleanup
 // (first: the cutoff), as argTwice says.
 func (q *inboxStatements) reapCleanupArgs(first any, limit int) []any {
@@ -253,7 +256,7 @@ func buildInboxStatements(d Dialect, table string) inboxStatements {
 		claimable: "status = " + st(inboxrow.Processing) + " AND next_attempt_at <= ? AND (due_at IS NULL OR due_at <= ?)" +
 			" AND (locked_by IS NULL OR locked_until < ?)",
 	}
-	q.claimReturning = "UPDATE " + t + " SET locked_by = ?, locked_until = ? WHERE (source, message_id) IN (SELECT source, message_id FROM " + t +
+	q.claimReturning = "UPDATE " + t + " SET " + claimSet + " WHERE (source, message_id) IN (SELECT source, message_id FROM " + t +
 		" WHERE " + q.claimable + order + " LIMIT ?" + skipLocked(d) + ") RETURNING " + sel
 	q.claimSelect = "SELECT " + sel + " FROM " + t + " WHERE " + q.claimable + order + " LIMIT ? FOR UPDATE SKIP LOCKED"
 	expired := "status = " + st(inboxrow.Processing) + " AND locked_by IS NOT NULL AND locked_until < ?"

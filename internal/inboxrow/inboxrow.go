@@ -107,6 +107,27 @@ type EnqueueResult struct {
 	HashMismatch bool
 }
 
+// Lease names the claim a lease holder's write (Ack, Release, Abandon,
+// Fail) is fenced on: the owner token the claim was taken under and, when
+// not zero, the lease expiry it wrote (the claimed Record's LockedUntil).
+//
+// The expiry tells one owner's claims of a message apart. A message is
+// claimed only while it has no lease or an expired one, so a claim that
+// finds the owner's earlier lease still in place writes a later expiry
+// (now is past the old one, the lease is positive); a claim after the
+// lease was cleared (reaped, released, abandoned) runs later still on the
+// owner's clock. So the handling of an earlier claim that outlived its
+// lease cannot settle the current claim of the same owner, as long as the
+// owner's clock does not go back by more than the time between the two
+// claims (leases rely on the clocks anyway).
+//
+// With Until zero the write is fenced on the owner alone: any claim it
+// holds.
+type Lease struct {
+	Owner string
+	Until time.Time
+}
+
 // Tx runs statements and queries: the caller's transaction (inbox.Tx has
 // the same method set) or the store's own.
 type Tx interface {
@@ -131,10 +152,10 @@ type Store interface {
 	Get(ctx context.Context, k Key) (Record, error)
 
 	Claim(ctx context.Context, owner string, lease time.Duration, limit int) ([]Record, error)
-	Ack(ctx context.Context, owner string, keys []Key) (int64, error)
-	Release(ctx context.Context, owner string, keys []Key) (int64, error)
-	Abandon(ctx context.Context, owner string, keys []Key, lastError string, delay func(attempt int) time.Duration) (int64, error)
-	Fail(ctx context.Context, owner string, keys []Key, errMsg string) (int64, error)
+	Ack(ctx context.Context, l Lease, keys []Key) (int64, error)
+	Release(ctx context.Context, l Lease, keys []Key) (int64, error)
+	Abandon(ctx context.Context, l Lease, keys []Key, lastError string, delay func(attempt int) time.Duration) (int64, error)
+	Fail(ctx context.Context, l Lease, keys []Key, errMsg string) (int64, error)
 	ReapExpired(ctx context.Context, limit int) (int64, error)
 	Cleanup(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
 }
