@@ -71,8 +71,11 @@ type DispatcherConfig struct {
 	// with fewer messages than it asked for, or a policy of your
 	// own. Defaults to core.RoundRobin{}.
 	Selector core.Selector
-	// MaxAttempts is how many failed attempts make a message Dead.
-	// Defaults to 10.
+	// MaxAttempts is how many attempts make a message Dead: failed
+	// handlings, and handlings that ended without an outcome (the
+	// process died, or the handler outlived its lease), which the claim
+	// charged. A message whose last attempt ended so is Dead at its next
+	// claim without another run (ErrAttemptsExhausted). Defaults to 10.
 	MaxAttempts int
 	// Retry is the delay before the next attempt given the failed
 	// attempts so far. Defaults to the Inbox's Config.Backoff for
@@ -312,8 +315,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // Close stops claiming and waits for the running handlers to finish and
 // record their outcome. When ctx ends first, the handlers' contexts are
 // cancelled and ctx's error is returned; a handler interrupted that way
-// records nothing (no attempt is charged) and, once it returned, its lease
-// is released, so its message is claimed again at once by any dispatcher.
+// records nothing and, once it returned, its lease and the attempt its
+// claim charged are given back, so its message is claimed again at once
+// by any dispatcher.
 // Calling Close again waits again. Close is final (Start then returns
 // core.ErrClosed) and returns nil on a dispatcher that never started.
 func (d *Dispatcher) Close(ctx context.Context) error { return d.run.Close(ctx) }
@@ -448,32 +452,40 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 // The messages share one lease, taken by the claim. Before each handler,
 // RunOnce checks on the inbox's clock (Config.Now) that the lease still
 // covers HandlerTimeout + StatusTimeout; once it does not, it releases
-// that message and the rest without charging an attempt (any dispatcher
-// claims them again at once) and returns. So it may run while dispatchers
-// run (leases keep them apart); it is meant for tests and tools.
+// that message and the rest, giving back the attempts their claim charged
+// (any dispatcher claims them again at once), and returns. So it may run
+// while dispatchers run (leases keep them apart); it is meant for tests
+// and tools.
 //
 // A handler that calls runtime.Goexit has its failed attempt recorded and
-// ends the calling goroutine; the messages after it stay leased until
-// their lease expires.
+// ends the calling goroutine; the messages after it are released, as
+// above.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	m, recs, _, err := d.claim(ctx, d.cfg.BatchSize, 0)
 	if err != nil || m == nil {
 		return 0, err
 	}
-	left := len(recs)
-	defer func() { // a handler's Goexit ends this goroutine: give the rest back
-		for ; left > 0; left-- {
+	held, next := len(recs), 0 // member holds to give back; recs[next:] not started
+	defer func() {
+		if next < len(recs) { // a handler's Goexit ends this goroutine
+			d.releaseRest(m, recs[next:], "a handler called runtime.Goexit")
+		}
+		for ; held > 0; held-- {
 			m.work.Release()
 		}
 	}()
-	for i, rec := range recs {
-		if !d.leaseCovers(m, rec) {
-			d.releaseRest(m, recs[i:])
-			return i, nil
+	for next < len(recs) {
+		if !d.leaseCovers(m, recs[next]) {
+			handled := next
+			d.releaseRest(m, recs[next:], "the lease no longer covers a handler and its outcome")
+			next = len(recs)
+			return handled, nil
 		}
+		rec := recs[next]
+		next++ // a Goexit in the handler settles rec itself
 		d.handle(ctx, m, rec)
 		m.work.Release()
-		left--
+		held--
 	}
 	return len(recs), nil
 }
@@ -487,10 +499,11 @@ func (d *Dispatcher) leaseCovers(m *member, rec Record) bool {
 	return !rec.LockedUntil.Before(m.in.now().Add(d.cfg.HandlerTimeout + d.cfg.StatusTimeout))
 }
 
-// releaseRest hands back the leases of claimed messages RunOnce will not
-// handle, bounded by StatusTimeout. If it fails, they are claimed again
-// once their lease expires.
-func (d *Dispatcher) releaseRest(m *member, recs []Record) {
+// releaseRest hands back the leases (and the attempts) of claimed
+// messages RunOnce will not handle, because of why, bounded by
+// StatusTimeout. They share the claim's lease. If it fails, they are
+// claimed again once their lease expires.
+func (d *Dispatcher) releaseRest(m *member, recs []Record, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
 	keys := make([]Key, len(recs))
@@ -500,12 +513,12 @@ func (d *Dispatcher) releaseRest(m *member, recs []Record) {
 	n, err := m.in.release(ctx, d.claimOf(recs[0]), keys) // one claim took them all
 	if err != nil {
 		m.log.LogAttrs(ctx, slog.LevelWarn,
-			"inbox: RunOnce: the lease no longer covers a handler and its outcome; cannot release the remaining messages, they are claimed again when it expires",
+			"inbox: RunOnce: "+why+"; cannot release the remaining messages, they are claimed again when their lease expires",
 			slog.Int("messages", len(recs)), slog.String("error", err.Error()))
 		return
 	}
 	m.log.LogAttrs(ctx, slog.LevelInfo,
-		"inbox: RunOnce: the lease no longer covers a handler and its outcome; the remaining messages are released, any dispatcher claims them at once",
+		"inbox: RunOnce: "+why+"; the remaining messages are released, any dispatcher claims them at once",
 		slog.Int("messages", len(recs)), slog.Int("released", n))
 }
 
@@ -532,12 +545,21 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		noHandler bool
 		took      time.Duration
 	)
+	// The claim charged the attempt. One over MaxAttempts means the
+	// attempts are used up: the last one ended without an outcome (its
+	// process died, or its handler outlived the lease), or MaxAttempts was
+	// lowered since. The message is Dead without another run, and this
+	// claim, which runs nothing, does not count.
+	attempt, exhausted := rec.Attempt, rec.Attempt > d.cfg.MaxAttempts
+	if exhausted {
+		attempt--
+	}
 	end := func(core.InboxOutcome, error, time.Duration) {}
 	if obs := d.cfg.Observer; obs != nil {
 		var done func(core.InboxResult)
 		ctx, done = obs.ProcessInbox(ctx, core.InboxMessage{
 			Source: rec.Source, MessageID: rec.MessageID, Topic: rec.Topic, Store: m.id,
-			Mode: core.InboxQueued, Attempt: rec.Attempt + 1, Enqueued: rec.FirstSeenAt,
+			Mode: core.InboxQueued, Attempt: attempt, Enqueued: rec.FirstSeenAt,
 		})
 		end = func(o core.InboxOutcome, err error, took time.Duration) {
 			done(core.InboxResult{Outcome: o, Err: err, Took: took})
@@ -545,6 +567,11 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 	}
 	hd := d.handler(rec.Topic)
 	switch {
+	case exhausted && attempt == d.cfg.MaxAttempts:
+		err = fmt.Errorf("%w: %d attempts of %d made, the last without an outcome (its process died, or its handler outlived the lease)",
+			ErrAttemptsExhausted, attempt, d.cfg.MaxAttempts)
+	case exhausted:
+		err = fmt.Errorf("%w: %d attempts made, more than MaxAttempts (%d)", ErrAttemptsExhausted, attempt, d.cfg.MaxAttempts)
 	case rec.DecodeErr != nil:
 		err = rec.DecodeErr
 	case hd == nil:
@@ -573,32 +600,33 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		end(core.InboxInterrupted, err, took)
 		return
 	}
-	end(d.settle(h, rec, err, noHandler), err, took)
+	end(d.settle(h, rec, attempt, err, noHandler, exhausted), err, took)
 }
 
 // goexited records the failed attempt of a handler that called
 // runtime.Goexit: the goroutine is unwinding and cannot be stopped, but
-// the outcome is written (or, after a hard stop, nothing, as for any
-// interrupted handler) before it ends. The dispatcher's worker slot is
-// given back by the goroutine's own deferred calls.
+// the outcome is written (or, after a hard stop, the lease is released,
+// as for any interrupted handler) before it ends. The dispatcher's worker
+// slot is given back by the goroutine's own deferred calls.
 func (d *Dispatcher) goexited(ctx context.Context, h *handling, rec Record, took time.Duration, end func(core.InboxOutcome, error, time.Duration)) {
 	m := h.m
 	m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler Goexit stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
 	if ctx.Err() != nil {
-		m.log.LogAttrs(context.Background(), slog.LevelInfo,
-			"inbox: handler interrupted by shutdown (or by the removal of its inbox); the message stays leased until its lease expires",
-			recAttrs(rec)...)
+		d.release(h, rec) // as for a handler that returned: no attempt charged
 		end(core.InboxInterrupted, ErrHandlerGoexit, took)
 		return
 	}
-	end(d.settle(h, rec, ErrHandlerGoexit, false), ErrHandlerGoexit, took)
+	end(d.settle(h, rec, rec.Attempt, ErrHandlerGoexit, false, false), ErrHandlerGoexit, took)
 }
 
 // settle records the outcome of one handling in its inbox, fenced on its
-// claim: Ack, Abandon with backoff, or Fail at MaxAttempts. Status writes outlive a hard stop
-// (they are short and bounded by StatusTimeout). It returns the outcome
-// decided, for the observer.
-func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool) core.InboxOutcome {
+// claim: Ack, Abandon with backoff, or Fail at MaxAttempts, attempt being
+// the attempt that ended (the one the claim charged). exhausted: the
+// claim found the attempts used up and ran no handler; the Fail gives its
+// attempt back. Status writes outlive a hard stop (they are short and
+// bounded by StatusTimeout). It returns the outcome decided, for the
+// observer.
+func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, noHandler, exhausted bool) core.InboxOutcome {
 	m := h.m
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	defer cancel()
@@ -608,7 +636,6 @@ func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool)
 		err error
 		op  string
 	)
-	attempt := rec.Attempt + 1
 	var decided core.InboxOutcome
 	switch outcome, delay := engine.Decide(herr, attempt, d.cfg.MaxAttempts, d.cfg.Retry); outcome {
 	case engine.Done:
@@ -616,9 +643,13 @@ func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool)
 		n, err = m.in.ack(ctx, h.claim, keys)
 	case engine.Dead:
 		op, decided = "fail", core.InboxDead
-		m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; message is Dead after its last attempt",
+		msg := "inbox: handler failed; message is Dead after its last attempt"
+		if exhausted {
+			msg = "inbox: message is Dead: its attempts are used up, the last without an outcome (its process died, or its handler outlived the lease); handler not run again"
+		}
+		m.log.LogAttrs(ctx, slog.LevelError, msg,
 			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
-		n, err = m.in.fail(ctx, h.claim, keys, herr.Error())
+		n, err = m.in.fail(ctx, h.claim, keys, herr.Error(), exhausted)
 	default:
 		op, decided = "abandon", core.InboxRetry
 		if noHandler {
@@ -645,10 +676,10 @@ func (d *Dispatcher) settle(h *handling, rec Record, herr error, noHandler bool)
 	return decided
 }
 
-// release hands back the lease of a message whose handler a shutdown
-// interrupted, fenced on its claim, bounded by StatusTimeout (it outlives
-// the hard stop). If it fails, the message is claimed again once its
-// lease expires.
+// release hands back the lease (and the attempt) of a message whose
+// handler a shutdown interrupted, fenced on its claim, bounded by
+// StatusTimeout (it outlives the hard stop). If it fails, the message is
+// claimed again once its lease expires.
 func (d *Dispatcher) release(h *handling, rec Record) {
 	m := h.m
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)

@@ -25,12 +25,15 @@
 // of a Done message changes nothing); a [Dispatcher] claims due messages
 // with a lease and an owner token, runs the [Handler] of their topic, and
 // acknowledges them, abandons them for a retry after min(2^attempt s, 60 s),
-// or marks them Dead after MaxAttempts (10). Every outcome is fenced on
-// the claim (the owner token and the lease expiry it wrote): a handler
-// that outlived its lease cannot settle a later claim of its message, even
-// by the same dispatcher. Expired leases are reaped and old Done messages
-// deleted in batches. Claim, Ack, Abandon, AbandonAfter, Fail,
-// ReapExpired, Get and Cleanup are available for workers of your own.
+// or marks them Dead after MaxAttempts (10). Each claim charges an
+// attempt, so a handling cut short by a crash counts as one: a message
+// that kills its process is Dead after MaxAttempts, not retried for ever.
+// Every outcome is fenced on the claim (the owner token and the lease
+// expiry it wrote): a handler that outlived its lease cannot settle a
+// later claim of its message, even by the same dispatcher. Expired leases
+// are reaped and old Done messages deleted in batches. Claim, Ack,
+// Abandon, AbandonAfter, Fail, ReapExpired, Get and Cleanup are available
+// for workers of your own.
 //
 // Several databases. [NewMultiDispatcher] returns a dispatcher without an
 // inbox; [Dispatcher.AddInbox] adds one per database (or tenant) under a

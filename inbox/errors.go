@@ -72,6 +72,14 @@ var (
 	// runtime.Goexit instead of returning (t.FailNow, t.Fatal and
 	// testify's require do): the attempt counts as failed, like a panic.
 	ErrHandlerGoexit = errors.New("outbox: inbox: handler called runtime.Goexit")
+	// ErrAttemptsExhausted is recorded as the last error of a message a
+	// Dispatcher marks Dead without running its handler: every claim
+	// charges an attempt, and the claim of its last attempt
+	// (MaxAttempts) ended without an outcome, because the process
+	// handling it died (a message that crashes its process, for example)
+	// or its handler outlived the lease; or MaxAttempts was lowered below
+	// the attempts already made.
+	ErrAttemptsExhausted = errors.New("outbox: inbox: attempts used up")
 	// ErrDuplicateHandler is returned by Dispatcher.Handle for a topic
 	// that already has a handler.
 	ErrDuplicateHandler = errors.New("outbox: inbox: topic already has a handler")

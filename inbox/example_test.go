@@ -109,7 +109,7 @@ func ExampleInbox_NewDispatcher() {
 	}
 	fmt.Println("status:", rec.Status)
 	// Output:
-	// handled shop/order-42 (attempt 0): {"total":99}
+	// handled shop/order-42 (attempt 1): {"total":99}
 	// status: Done
 }
 

@@ -77,7 +77,7 @@ func testHandlerProcessesItsOwnMessage(t *testing.T, open opener) {
 	}
 	a := e.get("s", "a")
 	mustEqual(t, "a status", a.Status, inbox.StatusDone)
-	mustEqual(t, "a attempt", a.Attempt, 0)
+	mustEqual(t, "a attempt", a.Attempt, 1)
 	mustEqual(t, "a lease", a.LockedBy, "")
 	b := e.get("s", "b")
 	mustEqual(t, "b status after its failed attempt", b.Status, inbox.StatusProcessing)

@@ -433,6 +433,11 @@ func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
 // claimers never get the same message. owner must be non-empty (at most
 // MaxOwnerLen bytes) and should stay the same for a worker's lifetime.
 //
+// Each claim charges its message an attempt (Record.Attempt counts it:
+// 1 on the first claim): a handling that ends without an outcome, because
+// its process died or its lease expired, has used it. Release gives it
+// back; Ack, Abandon and Fail keep it.
+//
 // Ack, Release, Abandon, AbandonAfter and Fail are fenced on the owner
 // token: they act on the message while owner holds its lease, whichever of
 // owner's claims took it. A worker of your own whose handling of a message
@@ -481,11 +486,11 @@ func (in *Inbox) ack(ctx context.Context, l inboxrow.Lease, keys []Key) (int, er
 	return int(n), in.mapErr(err)
 }
 
-// Release hands back owner's leases on the messages without charging an
-// attempt: they are claimable again at once (by any dispatcher), subject
-// to their next attempt and due times. Messages owner does not hold are
-// ignored. It returns how many changed. A Dispatcher calls it for the
-// messages whose handlers a shutdown interrupted.
+// Release hands back owner's leases on the messages and the attempts
+// their claims charged: they are claimable again at once (by any
+// dispatcher), subject to their next attempt and due times. Messages owner
+// does not hold are ignored. It returns how many changed. A Dispatcher
+// calls it for the messages whose handlers a shutdown interrupted.
 func (in *Inbox) Release(ctx context.Context, owner string, keys []Key) (int, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, err
@@ -499,11 +504,11 @@ func (in *Inbox) release(ctx context.Context, l inboxrow.Lease, keys []Key) (int
 	return int(n), in.mapErr(err)
 }
 
-// Abandon releases owner's leases on the messages, increments their
-// attempt and makes them claimable again after Config.Backoff (by default
-// min(2^attempt s, 60 s)), recording lastError ("" records none).
-// Messages owner does not hold are ignored. It returns how
-// many changed.
+// Abandon releases owner's leases on the messages and makes them
+// claimable again after Config.Backoff of their attempt count (by default
+// min(2^attempt s, 60 s)), recording lastError ("" records none). The
+// attempt was charged by the claim. Messages owner does not hold are
+// ignored. It returns how many changed.
 func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastError string) (int, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, err
@@ -524,33 +529,36 @@ func (in *Inbox) AbandonAfter(ctx context.Context, owner string, keys []Key, las
 }
 
 // abandon is Abandon fenced on l with the delay of each message given its
-// attempt count after the abandon; a negative delay counts as 0. The
-// dispatcher calls it with its claim and the delay of its retry policy.
+// attempt count; a negative delay counts as 0. The dispatcher calls it
+// with its claim and the delay of its retry policy.
 func (in *Inbox) abandon(ctx context.Context, l inboxrow.Lease, keys []Key, lastError string, delay func(attempt int) time.Duration) (int, error) {
 	n, err := in.store.Abandon(ctx, l, rowKeys(keys), lastError, delay)
 	return int(n), in.mapErr(err)
 }
 
-// Fail marks the messages Dead (LastSeenAt = now), increments their
-// attempt and records errMsg, for those owner holds. Dead messages are never
-// claimed again. It returns how many changed.
+// Fail marks the messages Dead (LastSeenAt = now) and records errMsg, for
+// those owner holds; the attempt their claim charged counts. Dead messages
+// are never claimed again. It returns how many changed.
 func (in *Inbox) Fail(ctx context.Context, owner string, keys []Key, errMsg string) (int, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	return in.fail(ctx, inboxrow.Lease{Owner: owner}, keys, errMsg)
+	return in.fail(ctx, inboxrow.Lease{Owner: owner}, keys, errMsg, false)
 }
 
-// fail is Fail fenced on l: the dispatcher's claim.
-func (in *Inbox) fail(ctx context.Context, l inboxrow.Lease, keys []Key, errMsg string) (int, error) {
-	n, err := in.store.Fail(ctx, l, rowKeys(keys), errMsg)
+// fail is Fail fenced on l; refund gives the claim's attempt back (the
+// dispatcher's claim that found the attempts used up ran no handler).
+func (in *Inbox) fail(ctx context.Context, l inboxrow.Lease, keys []Key, errMsg string, refund bool) (int, error) {
+	n, err := in.store.Fail(ctx, l, rowKeys(keys), errMsg, refund)
 	return int(n), in.mapErr(err)
 }
 
 // ReapExpired releases every expired lease of a Processing message, in
 // batches, and returns how many. The messages become
-// claimable again, subject to their next attempt time. A Dispatcher does
-// this every ReapInterval.
+// claimable again, subject to their next attempt time; the attempt their
+// claim charged stays charged (the handling ended without an outcome: its
+// process died, or it outlived its lease). A Dispatcher does this every
+// ReapInterval.
 func (in *Inbox) ReapExpired(ctx context.Context) (int, error) {
 	total := 0
 	for {

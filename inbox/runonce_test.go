@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -78,4 +79,34 @@ func TestRunOnceStopsWhenTheLeaseNoLongerCovers(t *testing.T) {
 		mustEqual(t, id+" status", e.get("s", id).Status, inbox.StatusDone)
 	}
 	mustEqual(t, "lease lost warnings", e.logs.Count("lease lost"), 0)
+}
+
+// A handler of RunOnce's batch that calls runtime.Goexit ends the calling
+// goroutine: its failed attempt is recorded, and the messages after it,
+// which never ran, are handed back with the attempts their claim charged,
+// claimable at once. They used to stay leased until the lease expired.
+func TestRunOnceGoexitReleasesTheRest(t *testing.T) {
+	e := newEnv(t, openSQLite, inbox.Config{})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "tool", BatchSize: 3, ReapInterval: -1, CleanupInterval: -1})
+	mustHandle(t, d, "topic", func(context.Context, inbox.Record) error { runtime.Goexit(); return nil })
+	for i := range 3 {
+		e.enqueue(inbox.Message{Source: "s", MessageID: fmt.Sprint(i)})
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = d.RunOnce(e.ctx)
+		t.Error("RunOnce returned; the handler's Goexit should have ended its goroutine")
+	}()
+	receive(e, "RunOnce's goroutine to end", done)
+	rec := e.get("s", "0")
+	mustEqual(t, "0 error", rec.LastError, inbox.ErrHandlerGoexit.Error())
+	mustEqual(t, "0 attempt", rec.Attempt, 1)
+	for _, id := range []string{"1", "2"} {
+		rec := e.get("s", id)
+		mustEqual(t, id+" status", rec.Status, inbox.StatusProcessing)
+		mustEqual(t, id+" released", rec.LockedBy, "")
+		mustEqual(t, id+" attempt", rec.Attempt, 0)
+	}
+	mustEqual(t, "release logged", e.logs.Count("level=INFO", "Goexit", "released=2"), 1)
 }

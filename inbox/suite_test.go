@@ -59,6 +59,7 @@ var suite = []struct {
 	{"DispatcherReapsAndCleansUp", testDispatcherReapsAndCleansUp},
 	{"DispatcherStop", testDispatcherStop},
 	{"StaleClaimOutcome", testStaleClaimOutcome},
+	{"CrashedHandlingCountsAnAttempt", testCrashedHandlingCountsAnAttempt},
 	{"MultiSelectorOrder", testMultiSelectorOrder},
 	{"MultiOutcomeToOrigin", testMultiOutcomeToOrigin},
 	{"MultiWakeReapAdd", testMultiWakeReapAdd},
@@ -708,7 +709,7 @@ func testManyKeys(t *testing.T, open opener) {
 		t.Fatalf("fail = %d, %v", n, err)
 	}
 	mustEqual(t, "last", e.get("s", fmt.Sprintf("%04d", total-1)).Status, inbox.StatusDead)
-	mustEqual(t, "first", e.get("s", "0000").Attempt, 1)
+	mustEqual(t, "first: claimed twice", e.get("s", "0000").Attempt, 2)
 }
 
 // Abandoning and the backoff.
@@ -829,7 +830,7 @@ func testReap(t *testing.T, open opener) {
 	mustEqual(t, "reaped owner", rec.LockedBy, "")
 	mustEqual(t, "reaped until", rec.LockedUntil.IsZero(), true)
 	mustEqual(t, "reaped status", rec.Status, inbox.StatusProcessing)
-	mustEqual(t, "reaped attempt", rec.Attempt, 0)
+	mustEqual(t, "reaped attempt (the claim's, still charged)", rec.Attempt, 1)
 	mustEqual(t, "long lease kept", e.get("s", "c-long").LockedBy, "w")
 	mustEqual(t, "Done untouched", e.get("s", "a-done").LockedBy, "w")
 	mustEqual(t, "Done status", e.get("s", "a-done").Status, inbox.StatusDone)

@@ -57,8 +57,11 @@ type Record struct {
 	Hash []byte
 	// Status is Seen, Processing, Done or Dead.
 	Status Status
-	// Attempt counts failed handling attempts (abandons and the final
-	// fail); 0 on the first run of a handler.
+	// Attempt counts the handling attempts: each claim charges one (1
+	// during the first run of a handler, 2 during the first retry), a
+	// claim handed back with Release gives it back, and one whose
+	// handling ended without an outcome (its process died, or it outlived
+	// its lease) keeps it. 0 before the first claim.
 	Attempt int
 	// FirstSeenAt is when the message was first recorded, LastSeenAt when
 	// it was last delivered (deduplication check, processing or enqueue)
@@ -142,15 +145,18 @@ type Tx interface {
 // (payload, attempt, times) and a context that ends at the dispatcher's
 // HandlerTimeout or at a hard stop; it must honor it. Returning an error or
 // panicking fails the attempt: the message is retried with backoff, and
-// is Dead after MaxAttempts. A handler that outlives its lease may find
-// the message claimed again (by its own dispatcher too) and run at the
-// same time as the new claim's handler; its outcome is then dropped.
-// Delivery to handlers is at least once (a crash between the handler and
-// the acknowledgement repeats it), so a handler that must have its effect
-// once should be idempotent or write through [Inbox.ProcessTx] or
-// [Inbox.Process] with its own ctx and its own message (the Record's
-// Source and MessageID): they recognise the dispatcher's lease as the
-// handler's, and the effect and the Done mark commit together.
+// is Dead after MaxAttempts. An attempt that ends without an outcome
+// counts too: the claim charged it, so a message whose handler crashes
+// the process is Dead after MaxAttempts as well. A handler that outlives
+// its lease may find the message claimed again (by its own dispatcher
+// too) and run at the same time as the new claim's handler; its outcome
+// is then dropped. Delivery to handlers is at least once (a crash between
+// the handler and the acknowledgement repeats it), so a handler that must
+// have its effect once should be idempotent or write through
+// [Inbox.ProcessTx] or [Inbox.Process] with its own ctx and its own
+// message (the Record's Source and MessageID): they recognise the
+// dispatcher's lease as the handler's, and the effect and the Done mark
+// commit together.
 type Handler interface {
 	Handle(ctx context.Context, msg Record) error
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -23,8 +24,9 @@ func checkOwner(owner string) error {
 	return nil
 }
 
-// Claim leases up to limit claimable messages to owner for lease and
-// returns them, earliest next attempt first. A
+// Claim leases up to limit claimable messages to owner for lease, charges
+// each an attempt (the returned Attempt counts this claim) and returns
+// them, earliest next attempt first. A
 // message is claimable when it is Processing, its next attempt and its due
 // time (if any) are not in the future, and it has no lease or an expired
 // one. A message leased by owner itself is not claimed again while the
@@ -98,6 +100,7 @@ func (s *inboxStore) claimSkipLocked(ctx context.Context, owner string, until ti
 	until = until.UTC().Truncate(time.Microsecond)
 	for i := range recs {
 		recs[i].LockedBy, recs[i].LockedUntil = owner, until
+		recs[i].Attempt++
 	}
 	return recs, nil
 }
@@ -136,9 +139,9 @@ func (s *inboxStore) Ack(ctx context.Context, l inboxrow.Lease, keys []inboxrow.
 	return n, nil
 }
 
-// Release hands back l's leases on the given messages without charging
-// an attempt or changing anything else: they are claimable again at once
-// (subject to their next attempt and due times). Messages l does not
+// Release hands back l's leases on the given messages and the attempt
+// their claim charged, changing nothing else: they are claimable again at
+// once (subject to their next attempt and due times). Messages l does not
 // hold, or that are not Processing, are ignored. It returns how many
 // changed. A dispatcher calls it for messages whose handler a shutdown
 // interrupted.
@@ -146,7 +149,10 @@ func (s *inboxStore) Release(ctx context.Context, l inboxrow.Lease, keys []inbox
 	if err := checkOwner(l.Owner); err != nil {
 		return 0, opErr("release", err)
 	}
-	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET locked_by = NULL, locked_until = NULL WHERE "
+	// A row claimed by an earlier release of this library, whose claims
+	// charged nothing, has nothing to give back: never below 0.
+	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) +
+		" SET locked_by = NULL, locked_until = NULL, attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END WHERE "
 	fence, fenceArgs := s.fence(l)
 	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
 		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(nil, ks), fenceArgs...)...)
@@ -157,9 +163,9 @@ func (s *inboxStore) Release(ctx context.Context, l inboxrow.Lease, keys []inbox
 	return n, nil
 }
 
-// Abandon releases l's leases on the given messages, increments their
-// attempt and makes them claimable again after delay(attempt) (attempt
-// being the incremented count), recording lastError ("" stores NULL).
+// Abandon releases l's leases on the given messages and makes them
+// claimable again after delay(attempt), attempt being their attempt count
+// (which their claim charged), recording lastError ("" stores NULL).
 // Messages l does not hold are ignored. It returns how many changed.
 //
 // It runs in one transaction: the attempts are read with a locking read,
@@ -211,11 +217,11 @@ func (s *inboxStore) abandonChunk(ctx context.Context, ex inboxrow.Tx, l inboxro
 		return 0, err
 	}
 	now := s.now()
-	prefix := "UPDATE " + t + " SET attempt = attempt + 1, next_attempt_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL WHERE "
+	prefix := "UPDATE " + t + " SET next_attempt_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL WHERE "
 	var total int64
 	for _, a := range slices.Sorted(maps.Keys(byAttempt)) {
 		group := byAttempt[a]
-		next := now.Add(max(0, delay(a+1)))
+		next := now.Add(max(0, delay(a)))
 		n, err := execCount(ctx, ex, keyList(s.dialect, prefix, len(group), fence),
 			append(keyArgs([]any{s.dialect.EncodeTime(next), errArg}, group), fenceArgs...)...)
 		if err != nil {
@@ -226,15 +232,19 @@ func (s *inboxStore) abandonChunk(ctx context.Context, ex inboxrow.Tx, l inboxro
 	return total, nil
 }
 
-// Fail sets the given messages Dead, increments their attempt, records
-// errMsg, sets last_seen_at = now and releases their leases, for those
-// that l holds. It returns how many changed.
-func (s *inboxStore) Fail(ctx context.Context, l inboxrow.Lease, keys []inboxrow.Key, errMsg string) (int64, error) {
+// Fail sets the given messages Dead, records errMsg, sets last_seen_at =
+// now and releases their leases, for those that l holds; the attempt
+// their claim charged stays charged unless refund (a claim that ran no
+// handler). It returns how many changed.
+func (s *inboxStore) Fail(ctx context.Context, l inboxrow.Lease, keys []inboxrow.Key, errMsg string, refund bool) (int64, error) {
 	if err := checkOwner(l.Owner); err != nil {
 		return 0, opErr("fail", err)
 	}
 	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) + " SET status = " + strconv.Itoa(int(inboxrow.Dead)) +
-		", attempt = attempt + 1, last_error = ?, last_seen_at = ?, locked_by = NULL, locked_until = NULL WHERE "
+		", last_error = ?, last_seen_at = ?, locked_by = NULL, locked_until = NULL WHERE "
+	if refund {
+		prefix = strings.Replace(prefix, " SET ", " SET attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END, ", 1)
+	}
 	errArg := s.nullError(errMsg)
 	now := s.dialect.EncodeTime(s.now())
 	fence, fenceArgs := s.fence(l)
@@ -248,8 +258,8 @@ func (s *inboxStore) Fail(ctx context.Context, l inboxrow.Lease, keys []inboxrow
 }
 
 // ReapExpired releases up to limit expired leases of Processing messages
-// and returns how many. Done and Dead messages hold no lease and are
-// never touched.
+// and returns how many; the attempts their claims charged stay charged.
+// Done and Dead messages hold no lease and are never touched.
 func (s *inboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, opErr("reap", &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)})

@@ -172,7 +172,7 @@ type inboxStatements struct {
 	// attempt), now (due), now (lease expired).
 	claimable string
 	// claimReturning (RETURNING dialects): owner, locked_until, the
-	// claimable arguments, limit.
+	// claimable arguments, limit. It charges the attempt (see claimSet).
 	claimReturning string
 	// claimSelect (SKIP LOCKED dialects): the claimable arguments, limit.
 	claimSelect string
@@ -182,8 +182,10 @@ type inboxStatements struct {
 	argTwice      bool
 }
 
-// claimSet is the SET list of a claim: owner, locked_until.
-const claimSet = "locked_by = ?, locked_until = ?"
+// claimSet is the SET list of a claim: owner, locked_until. The claim
+// charges the attempt: a handling whose process dies (or whose lease
+// expires) has used it, and Release gives it back.
+const claimSet = "locked_by = ?, locked_until = ?, attempt = attempt + 1"
 
 // reapCleanupArgs returns the arguments of reap (first: now) or cleanup
 // (first: the cutoff), as argTwice says.

@@ -155,7 +155,7 @@ type Store interface {
 	Ack(ctx context.Context, l Lease, keys []Key) (int64, error)
 	Release(ctx context.Context, l Lease, keys []Key) (int64, error)
 	Abandon(ctx context.Context, l Lease, keys []Key, lastError string, delay func(attempt int) time.Duration) (int64, error)
-	Fail(ctx context.Context, l Lease, keys []Key, errMsg string) (int64, error)
+	Fail(ctx context.Context, l Lease, keys []Key, errMsg string, refund bool) (int64, error)
 	ReapExpired(ctx context.Context, limit int) (int64, error)
 	Cleanup(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
 }
