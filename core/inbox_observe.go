@@ -66,9 +66,10 @@ type InboxMessage struct {
 	// measures first handlings (the wait since Enqueued) counts that
 	// message's wait again, the interruption included.
 	Attempt int
-	// Enqueued is when a queued message was first stored (zero in the
-	// transactional mode): the time from there to the handler is the
-	// message's wait in the inbox.
+	// Enqueued is when a queued message was first stored, or its DueAt
+	// when later (zero in the transactional mode): the time from there to
+	// the handler is the message's wait in the inbox, a delay asked for
+	// left out.
 	Enqueued time.Time
 }
 

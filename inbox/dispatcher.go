@@ -559,7 +559,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		var done func(core.InboxResult)
 		ctx, done = obs.ProcessInbox(ctx, core.InboxMessage{
 			Source: rec.Source, MessageID: rec.MessageID, Topic: rec.Topic, Store: m.id,
-			Mode: core.InboxQueued, Attempt: attempt, Enqueued: rec.FirstSeenAt,
+			Mode: core.InboxQueued, Attempt: attempt, Enqueued: enqueued(rec),
 		})
 		end = func(o core.InboxOutcome, err error, took time.Duration) {
 			done(core.InboxResult{Outcome: o, Err: err, Took: took})
@@ -724,4 +724,14 @@ func (d *Dispatcher) cleanup(ctx context.Context, m *member) {
 
 func recAttrs(rec Record, extra ...slog.Attr) []slog.Attr {
 	return append([]slog.Attr{slog.String("source", rec.Source), slog.String("message_id", rec.MessageID)}, extra...)
+}
+
+// enqueued is when rec's message could first be handled, for
+// core.InboxMessage.Enqueued: when it was first stored, or its DueAt when
+// later (a delay asked for is not a wait in the inbox).
+func enqueued(rec Record) time.Time {
+	if rec.DueAt.After(rec.FirstSeenAt) {
+		return rec.DueAt
+	}
+	return rec.FirstSeenAt
 }

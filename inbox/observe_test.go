@@ -151,6 +151,24 @@ func TestObserverQueued(t *testing.T) {
 	}
 }
 
+// A message enqueued with a DueAt reports that as its enqueue time: the
+// delay asked for is not a wait in the inbox.
+func TestObserverQueuedDueAt(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: rec})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w"})
+	mustHandle(t, d, "ok", func(context.Context, inbox.Record) error { return nil })
+	due := e.clock.Now().Add(time.Hour)
+	e.enqueue(inbox.Message{Source: "s", MessageID: "later", Topic: "ok", Payload: []byte("{}"), DueAt: due})
+	e.clock.Advance(time.Hour + time.Minute)
+	if n, err := d.RunOnce(e.ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce = %d, %v; want 1", n, err)
+	}
+	if o := rec.checkOne(t, 0, core.InboxQueued, core.InboxProcessed); !o.msg.Enqueued.Equal(due) {
+		t.Errorf("Enqueued = %v, want the message's DueAt %v", o.msg.Enqueued, due)
+	}
+}
+
 // A dispatcher's own Observer replaces the inbox's.
 func TestObserverDispatcherOverride(t *testing.T) {
 	fromInbox, own := &recorder{}, &recorder{}

@@ -86,5 +86,6 @@
 // topic, when there is one, so keep topics bounded too),
 // outbox.inbox.mode, outbox.outcome and outbox.store (when set);
 // outbox.inbox.lag, with the same labels but outbox.outcome, measures a
-// queued message's wait from Enqueue to the start of its first handling.
+// queued message's wait from Enqueue (or its DueAt, when later) to the
+// start of its first handling.
 package otel

@@ -162,7 +162,7 @@ func New(cfg Config) (*Collector, error) {
 		"Seconds the business function or handler of one inbox message ran, by store, topic and mode.",
 		cfg.Buckets.ListenerDuration, labelStore, labelTopic, labelMode)
 	c.inboxWait = f.histogram("inbox_enqueue_to_handler_seconds",
-		"Seconds from a queued inbox message's Enqueue to the start of its first handling, by store and topic.",
+		"Seconds from a queued inbox message's Enqueue (its DueAt when later) to the start of its first handling, by store and topic.",
 		cfg.Buckets.CommitToListener, labelStore, labelTopic)
 
 	c.types = newTypeLabels(cfg.MaxEventTypes, c.published, c.publishErrors)
