@@ -15,7 +15,7 @@ type Metrics interface {
 	DispatchFailure()            // a delivery failed and will be retried
 	DispatchDead()               // a delivery failed for the last time
 	QueueDepths(hot, cold int)   // current queue lengths
-	OldestLag(lag time.Duration) // age of the oldest pending event seen by the poller, every poll (also one skipped for a full cold queue)
+	OldestLag(lag time.Duration) // age of the oldest pending event seen by the poller, every poll (one skipped for a full cold queue: while the dispatcher holds the last claim's oldest row)
 	LeaseLost(n int)             // n status writes were fenced off: another node owns those events now
 	LeasesReaped(n int)          // n expired leases were released
 }

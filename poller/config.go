@@ -63,8 +63,9 @@ type Config struct {
 	// Metrics receives ColdEnqueued (via the queue), DispatchDead for
 	// undecodable rows, QueueDepths and OldestLag: every poll, also one
 	// skipped because the cold queue is full, whose OldestLag is the age
-	// now of the oldest row the last claim found (no query is made for
-	// it). Defaults to core.NopMetrics{}.
+	// now of the oldest row the last claim found while the dispatcher
+	// still holds it, and is not reported once it let that row go (no
+	// query is made for it). Defaults to core.NopMetrics{}.
 	Metrics core.Metrics
 	// Observer, when set, sees every claim (core.Observer.Claimed). Nil
 	// means none.

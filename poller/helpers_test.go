@@ -113,6 +113,14 @@ func (q *fakeQueue) setInFlight(id string) {
 	q.mu.Unlock()
 }
 
+// letGo drops id from the events held, as the dispatcher does once it
+// wrote the event's outcome.
+func (q *fakeQueue) letGo(id string) {
+	q.mu.Lock()
+	delete(q.inFlight, id)
+	q.mu.Unlock()
+}
+
 func (q *fakeQueue) setRoom(n int) {
 	q.mu.Lock()
 	q.room = n

@@ -87,9 +87,10 @@ type target struct {
 	// node's own rows, 0 before the first; guarded by Poller.cycleMu.
 	ownClaimed uint64
 	// oldestDue is the available_at of the oldest row the last claim
-	// found due, zero when it found none (see fullLag); guarded by
-	// Poller.cycleMu.
+	// found due, zero when it found none, and oldestID that row's event
+	// id (see fullLag); guarded by Poller.cycleMu.
 	oldestDue time.Time
+	oldestID  string
 }
 
 // Result describes one poll.
@@ -312,9 +313,9 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		return res, limit, err
 	}
 	res.Read = len(recs)
-	t.oldestDue = time.Time{}
+	t.oldestDue, t.oldestID = time.Time{}, ""
 	if len(recs) > 0 {
-		t.oldestDue = recs[0].AvailableAt
+		t.oldestDue, t.oldestID = recs[0].AvailableAt, recs[0].ID
 	}
 	p.reportLag(t, now)
 	p.enqueue(ctx, t, lease, mark, recs, &res)
@@ -333,14 +334,17 @@ func (p *Poller) reportLag(t *target, now time.Time) {
 
 // fullLag reports the oldest pending age of a poll skipped because the
 // cold queue is full. The poll claims nothing, so it reads nothing (a
-// query for the age alone would load the database when it is busiest):
-// the oldest row the last claim found is taken as still pending, as it
-// most likely is while the queue it filled is not drained, and its age
-// goes on growing until the next claim measures the backlog again. A lag
-// alert therefore sees a stalled backlog age, not the value frozen at
-// its last claim.
+// query for the age alone would load the database when it is busiest).
+// While the dispatcher still holds the oldest row the last claim found,
+// that row is still pending: its age, growing, is the gauge's value, so a
+// lag alert sees a stalled backlog age rather than the value of the last
+// claim. Once the dispatcher let that row go, the poll knows nothing of
+// the store's backlog (the cold queue is shared by every store of the
+// dispatcher and holds its retries too, so a full queue does not mean
+// this store is behind) and leaves the gauge as it was, until the next
+// claim measures the backlog again.
 func (p *Poller) fullLag(t *target) {
-	if !t.oldestDue.IsZero() {
+	if !t.oldestDue.IsZero() && t.queue.InFlight(t.oldestID) {
 		p.reportLag(t, p.cfg.Now())
 	}
 }

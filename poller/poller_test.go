@@ -737,6 +737,31 @@ func TestPollOnceTellsRedeliveriesFromTheRow(t *testing.T) {
 	}
 }
 
+// The cold queue is shared by every store of a dispatcher (and holds its
+// retries): full, it says nothing of this store's backlog. Once the
+// dispatcher let the oldest row of the last claim go (delivered), a poll
+// skipped for a full queue leaves the gauge as it was instead of ageing a
+// row no longer pending.
+func TestPollOnceFullQueueDoesNotAgeADeliveredRow(t *testing.T) {
+	e := newPollEnv(100)
+	insert(t, e.st, "a")
+	e.clock.Advance(time.Second)
+	p := e.poller(t, poller.Config{})
+	if res := pollOnce(t, p); res.Enqueued != 1 {
+		t.Fatalf("PollOnce = %+v, want 1 enqueued", res)
+	}
+	setRow(t, e.st, "a", func(r *core.Record) { r.Status, r.DoneAt, r.LockedBy = core.StatusDone, e.clock.Now(), "" })
+	e.q.letGo("a")
+	e.q.setRoom(0) // other stores' events fill the queue
+	e.clock.Advance(time.Hour)
+	if res := pollOnce(t, p); !res.Full {
+		t.Fatalf("PollOnce = %+v, want Full", res)
+	}
+	if lag := time.Duration(e.metrics.LastLag.Load()); lag != time.Second {
+		t.Errorf("OldestLag with a full queue and nothing pending = %v, want the last claim's 1s", lag)
+	}
+}
+
 // A claimed event never tried counts from the time its row became due
 // when that is later than its insert: a delayed event's NotBefore (an
 // envelope read back from the store does not carry it) or a replay. A

@@ -151,7 +151,7 @@ func New(cfg Config) (*Collector, error) {
 	c.queueDepth = f.gauge("queue_depth",
 		"Events waiting in the dispatcher's queues, by queue (hot, cold).", labelQueue)
 	c.oldestPending = f.gauge("oldest_pending_seconds",
-		"Age of the oldest NEW or RETRY event the poller saw due, by store (0 when none); while the cold queue is full, the age the oldest one its last claim found has reached.", labelStore)
+		"Age of the oldest NEW or RETRY event the poller saw due, by store (0 when none); while the cold queue is full, the age the oldest one its last claim found has reached while the dispatcher holds it.", labelStore)
 	c.blockedKeys = f.gauge("blocked_keys",
 		"Ordering keys held by a DEAD event under the block policy, by store.", labelStore)
 

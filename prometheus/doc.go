@@ -74,10 +74,13 @@
 //	outbox_inbox_enqueue_to_handler_seconds  histogram  store, topic                      InboxObserver.ProcessInbox: Enqueue to the handler's start, first handlings of queued messages
 //
 // outbox_oldest_pending_seconds is set by every poll. A poll skipped
-// because the cold queue is full claims nothing and reads nothing: it
-// sets the age the oldest row found by the store's last claim has reached
-// since, so that a stalled backlog keeps raising the lag alerts instead of
-// freezing the gauge at its last claim.
+// because the cold queue is full claims nothing and reads nothing: while
+// the dispatcher still holds the oldest row found by the store's last
+// claim, it sets the age that row has reached since, so that a stalled
+// backlog keeps raising the lag alerts instead of freezing the gauge at
+// its last claim; once that row was delivered it leaves the gauge as it
+// was (the cold queue is shared by the dispatcher's stores: full, it does
+// not mean this store is behind).
 //
 // Metrics.DispatchSuccess and DispatchFailure are not counted apart:
 // outbox_deliveries_total{outcome="done"|"retry"} has them with more
