@@ -59,7 +59,9 @@ type InboxMessage struct {
 	Store string
 	Mode  InboxMode
 	// Attempt is 1 for a queued message's first handling, 2 for its
-	// first retry, and so on; 0 in the transactional mode, where the
+	// first retry, and so on (a claim that finds the attempts used up, and
+	// marks the message Dead without running anything, reports one over
+	// the dispatcher's MaxAttempts); 0 in the transactional mode, where the
 	// inbox does not count attempts. A handling interrupted by shutdown
 	// (InboxInterrupted) charges none and its row keeps no trace of it:
 	// the next handling has the same Attempt, so an observer that

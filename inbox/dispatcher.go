@@ -559,7 +559,9 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		var done func(core.InboxResult)
 		ctx, done = obs.ProcessInbox(ctx, core.InboxMessage{
 			Source: rec.Source, MessageID: rec.MessageID, Topic: rec.Topic, Store: m.id,
-			Mode: core.InboxQueued, Attempt: attempt, Enqueued: enqueued(rec),
+			// An exhausted claim reports the attempt it charged (one over
+			// MaxAttempts): it is no handling, first or not.
+			Mode: core.InboxQueued, Attempt: rec.Attempt, Enqueued: enqueued(rec),
 		})
 		end = func(o core.InboxOutcome, err error, took time.Duration) {
 			done(core.InboxResult{Outcome: o, Err: err, Took: took})

@@ -169,6 +169,29 @@ func TestObserverQueuedDueAt(t *testing.T) {
 	}
 }
 
+// A claim that finds the attempts used up (the last one ended without an
+// outcome: its process died) runs nothing and is no first handling, also
+// with MaxAttempts 1: observers that measure the wait of first handlings
+// (Attempt <= 1) must not count the message's wait a second time.
+func TestObserverAttemptsExhaustedIsNoFirstHandling(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: rec})
+	e.enqueue(inbox.Message{Source: "s", MessageID: "poison", Topic: "ok", Payload: []byte("{}")})
+	if recs := e.claim("doomed", time.Minute, 1); len(recs) != 1 { // a node claims it, then dies
+		t.Fatalf("claimed %d, want 1", len(recs))
+	}
+	e.clock.Advance(2 * time.Minute)
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", MaxAttempts: 1})
+	mustHandle(t, d, "ok", func(context.Context, inbox.Record) error { return nil })
+	if n, err := d.RunOnce(e.ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce = %d, %v; want 1", n, err)
+	}
+	o := rec.checkOne(t, 0, core.InboxQueued, core.InboxDead)
+	if !errors.Is(o.result.Err, inbox.ErrAttemptsExhausted) || o.msg.Attempt <= 1 {
+		t.Errorf("exhausted claim observed as %+v, want Attempt > 1 and ErrAttemptsExhausted", o)
+	}
+}
+
 // A dispatcher's own Observer replaces the inbox's.
 func TestObserverDispatcherOverride(t *testing.T) {
 	fromInbox, own := &recorder{}, &recorder{}
