@@ -80,7 +80,18 @@ type Config struct {
 	// listener returns. Defaults to 1 s.
 	ListenerGrace time.Duration
 	// InFlightTTL lets an in-flight entry older than this be taken again
-	// (recovery from a stuck listener). Zero, the default, means no TTL.
+	// (recovery from a stuck listener): this dispatcher's poller or hot
+	// path may then queue the event once more and a second run deliver it
+	// while the first is still in its listener. The first run is then
+	// stale: when it ends, its outcome (DONE, RETRY, DEAD or put off) is
+	// discarded, not written, and the event stays with the newer run,
+	// whose outcome stands; it is logged at WARN and counted as a lost
+	// lease (core.Metrics.LeaseLost). A stale copy still waiting in a
+	// queue or on a retry timer is dropped without running. An event
+	// whose outcome is being written is not taken again, however old.
+	// The age counts from when the event was taken (or, for an
+	// in-process retry, from its RETRY write). Zero, the default, means
+	// no TTL: an event is never taken again while held.
 	InFlightTTL time.Duration
 	// StatusTimeout bounds each status write (DONE/RETRY/DEAD). Defaults to 5 s.
 	StatusTimeout time.Duration

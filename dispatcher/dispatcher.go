@@ -49,8 +49,17 @@ type item struct {
 	env      core.Envelope
 	attempts int // failed deliveries so far
 	source   Source
-	lease    time.Time // end of this node's lease on the row; zero: unowned
-	src      *origin   // the store the event came from; outcomes go there
+	// redelivered: the event was handed to listeners before, as its row
+	// told (core.Delivery.Redelivered; a retry says so by its attempts).
+	// (Beside source: the two share a word, which keeps item, copied
+	// onto the heap by each listener call's watchdog, in its size class.)
+	redelivered bool
+	lease       time.Time // end of this node's lease on the row; zero: unowned
+	src         *origin   // the store the event came from; outcomes go there
+	// gen is the tracker's generation of the acquisition this item
+	// holds: its outcome is written only while it is current (see
+	// settling).
+	gen uint64
 	// seq is the event's position among the events of its ordering key
 	// when a claim read it (core.Record.OrderSeq); 0 for an unordered
 	// event or one from the hot path.
@@ -58,9 +67,6 @@ type item struct {
 	// committed is when the event's transaction committed as far as this
 	// process knows (core.Delivery.Committed).
 	committed time.Time
-	// redelivered: the event was handed to listeners before, as its row
-	// told (core.Delivery.Redelivered; a retry says so by its attempts).
-	redelivered bool
 	// attempt is the observation of the attempt under way: the listeners'
 	// context and the Observer's end (nil without an Observer).
 	attempt *attempt
@@ -144,7 +150,7 @@ type Dispatcher struct {
 	stores engine.Set[*origin] // added with AddStore
 
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
-	budgetLog                                       *ratelog.Limiter
+	budgetLog, supersededLog                        *ratelog.Limiter
 	heldBytes                                       atomic.Int64 // payload bytes held; see MaxHeldBytes
 	payloadEst                                      atomic.Int64 // moving average of payload sizes offered
 	noListener                                      sync.Map     // event types already warned about
@@ -204,6 +210,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 
 		noListenerLog: ratelog.New(5 * time.Second),
 		budgetLog:     ratelog.New(5 * time.Second),
+		supersededLog: ratelog.New(5 * time.Second),
 	}
 	d.markListenerContexts() // see close_guard.go
 	d.batcher = newDoneBatcher(d)
@@ -289,7 +296,8 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		// be repeated. The poller (of the owner) delivers it.
 		return false
 	}
-	switch d.acquire(o, env) {
+	res, gen := d.acquire(o, env)
+	switch res {
 	case refused:
 		d.releaseLate(o)
 		return false
@@ -300,7 +308,7 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		d.warnOverBudget(o, env)
 		return false
 	}
-	it := item{env: env, source: SourceHot, lease: lease.Until, src: o, committed: d.cfg.Now()}
+	it := item{env: env, source: SourceHot, lease: lease.Until, src: o, gen: gen, committed: d.cfg.Now()}
 	if wait := env.NotBefore().Sub(d.cfg.Now()); wait > 0 {
 		if d.schedule(it, wait) {
 			o.metrics.HotEnqueued()
@@ -330,10 +338,14 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 // queue is full, the event's payload does not fit in MaxHeldBytes, the
 // event is already held, or the dispatcher is closed.
 func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, leaseUntil, created time.Time, mark uint64, seq int64, redelivered bool) bool {
-	if o == nil || d.closed.Load() || d.acquireClaimed(o, env, mark) != acquired {
+	if o == nil || d.closed.Load() {
 		return false
 	}
-	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o, committed: created, seq: seq,
+	res, gen := d.acquireClaimed(o, env, mark)
+	if res != acquired {
+		return false
+	}
+	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o, gen: gen, committed: created, seq: seq,
 		redelivered: redelivered}
 	select {
 	case d.cold <- it:

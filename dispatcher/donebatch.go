@@ -13,7 +13,10 @@ import (
 // busy dispatcher does not double the database's write load with one
 // commit per event (DESIGN.md flaw 6). Workers hand it succeeded events and
 // move on; the events stay held in the tracker until their batch is
-// written, so the poller cannot queue them again meanwhile. A crash before
+// written, so the poller cannot queue them again meanwhile. Only runs that
+// still held their event when they settled it reach a batch (outcome calls
+// settling before addDone), and a settling event is not taken again even
+// past InFlightTTL, so a stale run's DONE never gets in. A crash before
 // a flush means the rows are still NEW/RETRY: redelivered, never lost.
 //
 // One flusher writes at a time: while it writes, the next batch builds up

@@ -25,9 +25,15 @@ var ErrListenerPanic = errors.New("outbox: listener panicked")
 // exited, so the pool keeps its size.
 var ErrListenerGoexit = errors.New("outbox: listener called runtime.Goexit")
 
+// errSuperseded is the Observer's error of a delivery whose outcome was
+// discarded: InFlightTTL let its event be taken again (see settling).
+var errSuperseded = errors.New("outbox: the event was taken again after InFlightTTL; this delivery's outcome is discarded")
+
 // process runs the listeners of one event and records the outcome. The
-// event's id is held in the tracker on entry; process releases it, or hands
-// it over to an in-process retry timer. It reports false when a listener
+// event's id is held in the tracker on entry (unless InFlightTTL let it be
+// taken again since: the item is stale, see current and settling); process
+// releases it, or hands it over to an in-process retry timer. It reports
+// false when a listener
 // hung past its timeout: a replacement worker has taken over and the
 // calling worker must exit.
 func (d *Dispatcher) process(it item) bool {
@@ -41,6 +47,15 @@ func (d *Dispatcher) process(it item) bool {
 		d.release(it)
 		d.staleLog.Hit(it.src.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
 			eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease))...)
+		return true
+	}
+	if !d.current(it) {
+		// InFlightTTL let the event be taken again while this copy waited
+		// in a queue or on a timer: the newer copy delivers it.
+		d.supersededLog.Hit(it.src.log, slog.LevelWarn,
+			"event waited past InFlightTTL and was taken again; this copy is left to the newer one",
+			eventAttrs(it.env, it.attempts, slog.Duration("in_flight_ttl", d.cfg.InFlightTTL))...)
+		d.drop(it)
 		return true
 	}
 	it.attempt = d.observe(it)
@@ -102,6 +117,9 @@ func (d *Dispatcher) outcome(it item, err error) bool {
 			eventAttrs(it.env, it.attempts)...)
 		return true
 	}
+	if !d.settling(it, err) {
+		return true // stale: the event was taken again after InFlightTTL
+	}
 	// Metrics and logs come before the status write, so whoever sees the
 	// new status also sees them.
 	owner, o := d.cfg.Owner, it.src
@@ -139,7 +157,10 @@ func (d *Dispatcher) outcome(it item, err error) bool {
 	case writeFenced, writeFailed:
 		d.release(it)
 	case writeChanged:
-		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil, src: o, committed: it.committed,
+		// Still held for the retry: InFlightTTL applies again (before
+		// the timer may fire and the retry settle).
+		d.tracker.Resume(o.key(id), it.gen)
+		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil, src: o, gen: it.gen, committed: it.committed,
 			redelivered: true}, delay) {
 			d.release(it) // the poller retries it when due
 		}

@@ -74,27 +74,29 @@ func (o *origin) key(eventID string) string {
 
 // acquire takes an event of o for processing, with its payload bytes: it
 // is refused when o was removed, when the event is held or finished
-// recently, or when its payload does not fit in MaxHeldBytes.
-func (d *Dispatcher) acquire(o *origin, env core.Envelope) acquireResult {
-	return d.take(o, env, func(key string) bool { return d.tracker.TryAcquire(key) })
+// recently, or when its payload does not fit in MaxHeldBytes. When it is
+// acquired, gen is the tracker's generation of this acquisition (item.gen).
+func (d *Dispatcher) acquire(o *origin, env core.Envelope) (acquireResult, uint64) {
+	return d.take(o, env, func(key string) (uint64, bool) { return d.tracker.TryAcquire(key) })
 }
 
 // acquireClaimed is acquire for a row a claim read after the tracker's
 // mark: it also refuses an event this dispatcher let go since then (the
 // row was read while the event was still held here).
-func (d *Dispatcher) acquireClaimed(o *origin, env core.Envelope, mark uint64) acquireResult {
-	return d.take(o, env, func(key string) bool { return d.tracker.TryAcquireClaimed(key, mark) })
+func (d *Dispatcher) acquireClaimed(o *origin, env core.Envelope, mark uint64) (acquireResult, uint64) {
+	return d.take(o, env, func(key string) (uint64, bool) { return d.tracker.TryAcquireClaimed(key, mark) })
 }
 
 // take is acquire with the tracker's test.
-func (d *Dispatcher) take(o *origin, env core.Envelope, try func(key string) bool) acquireResult {
+func (d *Dispatcher) take(o *origin, env core.Envelope, try func(key string) (uint64, bool)) (acquireResult, uint64) {
 	if !o.work.Hold() {
-		return refused
+		return refused, 0
 	}
 	key := o.key(env.ID())
-	if !try(key) {
+	gen, ok := try(key)
+	if !ok {
 		o.work.Release()
-		return held
+		return held, 0
 	}
 	size := heldSize(env)
 	d.notePayload(size)
@@ -104,26 +106,68 @@ func (d *Dispatcher) take(o *origin, env core.Envelope, try func(key string) boo
 		// (handoff.ReleaseCounter) instead of leaving it until the lease
 		// ends.
 		d.released.Add(1)
-		d.tracker.Release(key)
+		d.tracker.Release(key, gen)
 		o.work.Release()
-		return overBudget
+		return overBudget, 0
 	}
-	return acquired
+	return acquired, gen
 }
 
-// release gives up an event without a final outcome: it may be taken again.
+// release gives up an event without a final outcome: it may be taken
+// again. A stale item (its entry taken again after InFlightTTL) leaves the
+// entry to its new holder.
 func (d *Dispatcher) release(it item) {
-	d.released.Add(1)
-	d.tracker.Release(it.src.key(it.env.ID()))
-	d.heldBytes.Add(-heldSize(it.env))
-	it.src.work.Release()
+	if d.tracker.Release(it.src.key(it.env.ID()), it.gen) {
+		d.released.Add(1)
+	}
+	d.drop(it)
 }
 
 // finish gives up an event whose final outcome (DONE or DEAD) is written.
 func (d *Dispatcher) finish(it item) {
-	d.tracker.Finish(it.src.key(it.env.ID()))
+	d.tracker.Finish(it.src.key(it.env.ID()), it.gen)
+	d.drop(it)
+}
+
+// drop gives back what taking it reserved (its payload bytes and its
+// store's hold), leaving its tracker entry alone.
+func (d *Dispatcher) drop(it item) {
 	d.heldBytes.Add(-heldSize(it.env))
 	it.src.work.Release()
+}
+
+// current reports whether it still holds its event: false once InFlightTTL
+// let the event be taken again (the item is stale). Without InFlightTTL it
+// is always true and costs nothing.
+func (d *Dispatcher) current(it item) bool {
+	return d.tracker.Holds(it.src.key(it.env.ID()), it.gen)
+}
+
+// settling is called before a run writes its outcome (DONE, RETRY, DEAD,
+// put off): it reports whether the run still holds its event and, if so,
+// keeps InFlightTTL from letting anyone take the event until the run let it
+// go (or resumed it for an in-process retry). A stale run (the event was
+// taken again after InFlightTTL, by this dispatcher's poller or hot path)
+// must write nothing: its outcome would settle the row for the new run,
+// since status writes are fenced on the owner only. settling then drops
+// the run's item (its tracker entry stays the new holder's), logs a WARN,
+// counts a lost lease and ends its Observer attempt as interrupted.
+// Without InFlightTTL it reports true and costs nothing.
+func (d *Dispatcher) settling(it item, err error) bool {
+	if d.tracker.Settle(it.src.key(it.env.ID()), it.gen) {
+		return true
+	}
+	it.observed(core.OutcomeInterrupted, errSuperseded)
+	it.src.metrics.LeaseLost(1)
+	attrs := eventAttrs(it.env, it.attempts, slog.Duration("in_flight_ttl", d.cfg.InFlightTTL))
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	d.supersededLog.Hit(it.src.log, slog.LevelWarn,
+		"delivery outlived InFlightTTL and the event was taken again; this run's outcome is discarded, the newer run's stands",
+		attrs...)
+	d.drop(it)
+	return false
 }
 
 // storeQueue is the dispatcher's intake for one store (handoff.Queue): the

@@ -65,6 +65,9 @@ func (d *Dispatcher) unhandled(it item) bool {
 		um.Unhandled(typ)
 	}
 	d.warnNoListener(o, typ)
+	if !d.settling(it, errNoListener) {
+		return true // stale: the event was taken again after InFlightTTL
+	}
 	it.observed(core.OutcomeUnhandled, errNoListener)
 	switch d.cfg.Unhandled {
 	case UnhandledLeave:

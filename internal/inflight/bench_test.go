@@ -11,7 +11,7 @@ import (
 
 // BenchmarkAcquireFinish is the tracker's share of one delivery: the
 // acquire at enqueue (hot: TryAcquire; cold: Mark and TryAcquireClaimed)
-// and the finish after the outcome write. The ids repeat every 4096
+// the settle before the outcome write and the finish after it. The ids repeat every 4096
 // deliveries, 2 ms apart on the tracker's clock: past the window in which a
 // finished id is refused.
 func BenchmarkAcquireFinish(b *testing.B) {
@@ -33,16 +33,18 @@ func BenchmarkAcquireFinish(b *testing.B) {
 				for i := range b.N {
 					now = testsupport.Epoch.Add(time.Duration(i) * 2 * time.Millisecond)
 					id := ids[i%len(ids)]
-					var ok bool
+					var (
+						gen uint64
+						ok  bool
+					)
 					if cold {
-						ok = tr.TryAcquireClaimed(id, tr.Mark())
+						gen, ok = tr.TryAcquireClaimed(id, tr.Mark())
 					} else {
-						ok = tr.TryAcquire(id)
+						gen, ok = tr.TryAcquire(id)
 					}
-					if !ok {
-						b.Fatalf("acquire %s refused", id)
+					if !ok || !tr.Settle(id, gen) || !tr.Finish(id, gen) {
+						b.Fatalf("acquire, settle or finish of %s refused", id)
 					}
-					tr.Finish(id)
 				}
 			})
 		}

@@ -9,11 +9,23 @@ import (
 // Tracker tracks the events a dispatcher holds (queued, running or waiting
 // for an in-process retry) so the same event is never processed twice at
 // once and the poller does not queue it again. It is safe for concurrent use.
+//
+// Each acquisition of an id has a generation, which the holder passes back
+// to every later call. With a TTL an entry may be acquired again while its
+// first holder still runs (a listener stuck past the TTL); the first
+// holder's generation is then stale: Settle refuses it, and its Release or
+// Finish leaves the new holder's entry alone. Settle also closes the race
+// between that check and the outcome write: a settling entry is not taken
+// again, however old. Without a TTL a held entry is never taken again, so
+// the generation of a holder is always current: Settle, Resume and Holds
+// cost nothing, and Release and Finish do not check it.
 type Tracker struct {
-	mu  sync.Mutex
-	ttl time.Duration
-	now func() time.Time
-	ids map[string]time.Time
+	mu   sync.Mutex
+	ttl  time.Duration
+	now  func() time.Time
+	base time.Time // entries keep their times as offsets from it
+	ids  map[string]entry
+	gens uint64 // the last generation handed out
 
 	// seq counts the ids let go (released or finished); a claim notes it
 	// before it reads rows (Mark).
@@ -25,6 +37,21 @@ type Tracker struct {
 	recent     map[string]letGo
 	recentRing []slot
 	recentNext int
+}
+
+// entry is one held id. It is as small as a time.Time alone: the map
+// holds one per event in flight.
+type entry struct {
+	since time.Duration // acquired (or resumed) at, as an offset from base
+	gen   uint64
+	// settling: its holder is writing the outcome; the TTL does not let
+	// anyone take it meanwhile.
+	settling bool
+}
+
+// expired reports whether e may be acquired again at now.
+func (t *Tracker) expired(e entry, now time.Time) bool {
+	return t.ttl > 0 && !e.settling && now.Sub(t.base)-e.since >= t.ttl
 }
 
 // letGo is how an id left the tracker.
@@ -54,7 +81,7 @@ func New(ttl time.Duration, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{ttl: ttl, now: now, ids: make(map[string]time.Time),
+	return &Tracker{ttl: ttl, now: now, base: now(), ids: make(map[string]entry),
 		recent: make(map[string]letGo, recentLetGo), recentRing: make([]slot, recentLetGo)}
 }
 
@@ -67,9 +94,11 @@ func (t *Tracker) Mark() uint64 {
 	return t.seq
 }
 
-// TryAcquire takes id and reports true, or reports false if it is held
-// or was finished recently.
-func (t *Tracker) TryAcquire(id string) bool {
+// TryAcquire takes id and returns the generation of this acquisition
+// (never 0) and true, or reports false if it is held or was finished
+// recently. An entry held for the TTL or longer, and not settling, is taken
+// again: its former holder's generation is stale from then on.
+func (t *Tracker) TryAcquire(id string) (gen uint64, ok bool) {
 	return t.tryAcquire(id, 0, false)
 }
 
@@ -77,41 +106,104 @@ func (t *Tracker) TryAcquire(id string) bool {
 // returned mark: it also refuses an id let go (released or finished) since
 // then, whose row the claim may have read while this process still held
 // the event, before its outcome or release was written.
-func (t *Tracker) TryAcquireClaimed(id string, mark uint64) bool {
+func (t *Tracker) TryAcquireClaimed(id string, mark uint64) (gen uint64, ok bool) {
 	return t.tryAcquire(id, mark, true)
 }
 
-func (t *Tracker) tryAcquire(id string, mark uint64, claimed bool) bool {
+func (t *Tracker) tryAcquire(id string, mark uint64, claimed bool) (uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
 	if g, ok := t.recent[id]; ok {
 		switch {
 		case claimed && g.seq > mark:
-			return false
+			return 0, false
 		case g.finished && now.Sub(g.at) < recentWindow:
-			return false
+			return 0, false
 		}
 	}
-	if since, held := t.ids[id]; held && (t.ttl <= 0 || now.Sub(since) < t.ttl) {
+	if e, held := t.ids[id]; held && !t.expired(e, now) {
+		return 0, false
+	}
+	t.gens++
+	e := entry{gen: t.gens}
+	if t.ttl > 0 { // else the age is never looked at
+		e.since = now.Sub(t.base)
+	}
+	t.ids[id] = e
+	return t.gens, true
+}
+
+// Holds reports whether gen is the current acquisition of id (without a
+// TTL: always true, see Tracker).
+func (t *Tracker) Holds(id string, gen uint64) bool {
+	if t.ttl <= 0 {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, held := t.ids[id]
+	return held && e.gen == gen
+}
+
+// Settle is called by the holder of gen before it writes the outcome of
+// id. It reports false when gen is stale (id was acquired again after the
+// TTL, or let go): the caller must write nothing and neither Release nor
+// Finish id. Otherwise the entry is settling until it is let go or resumed:
+// the TTL no longer lets anyone take it, so no new holder starts between
+// the check and the write. Settling twice is allowed. Without a TTL it
+// reports true at no cost.
+func (t *Tracker) Settle(id string, gen uint64) bool {
+	if t.ttl <= 0 {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, held := t.ids[id]
+	if !held || e.gen != gen {
 		return false
 	}
-	t.ids[id] = now
+	e.settling = true
+	t.ids[id] = e
 	return true
 }
 
-// Release drops id: it may be taken again, except by a claim that began
-// before the release (see TryAcquireClaimed).
-func (t *Tracker) Release(id string) { t.letGo(id, false) }
-
-// Finish drops id after its final outcome (DONE or DEAD) was written and
-// remembers it for a few seconds, so a stale copy from a claim that raced
-// with the outcome write is not processed again.
-func (t *Tracker) Finish(id string) { t.letGo(id, true) }
-
-func (t *Tracker) letGo(id string, finished bool) {
+// Resume ends the settling of id by the holder of gen, who keeps it (an
+// in-process retry): the TTL applies again, counted from now. It reports
+// whether gen is current.
+func (t *Tracker) Resume(id string, gen uint64) bool {
+	if t.ttl <= 0 {
+		return true
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	e, held := t.ids[id]
+	if !held || e.gen != gen {
+		return false
+	}
+	t.ids[id] = entry{since: t.now().Sub(t.base), gen: gen}
+	return true
+}
+
+// Release drops id, held by gen: it may be taken again, except by a claim
+// that began before the release (see TryAcquireClaimed). It reports false,
+// and does nothing, when gen is stale (only possible with a TTL).
+func (t *Tracker) Release(id string, gen uint64) bool { return t.letGo(id, gen, false) }
+
+// Finish drops id, held by gen, after its final outcome (DONE or DEAD) was
+// written and remembers it for a few seconds, so a stale copy from a claim
+// that raced with the outcome write is not processed again. It reports
+// false, and does nothing, when gen is stale (only possible with a TTL).
+func (t *Tracker) Finish(id string, gen uint64) bool { return t.letGo(id, gen, true) }
+
+func (t *Tracker) letGo(id string, gen uint64, finished bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ttl > 0 { // else every holder is current (see Tracker)
+		if e, held := t.ids[id]; !held || e.gen != gen {
+			return false // a stale holder: the entry is someone else's
+		}
+	}
 	delete(t.ids, id)
 	t.seq++
 	if old := t.recentRing[t.recentNext]; old.id != "" && t.recent[old.id].seq == old.seq {
@@ -120,14 +212,16 @@ func (t *Tracker) letGo(id string, finished bool) {
 	t.recentRing[t.recentNext] = slot{id: id, seq: t.seq}
 	t.recent[id] = letGo{at: t.now(), seq: t.seq, finished: finished}
 	t.recentNext = (t.recentNext + 1) % len(t.recentRing)
+	return true
 }
 
-// Contains reports whether id is held (and not expired).
+// Contains reports whether id is held (and not expired; a settling entry
+// never is).
 func (t *Tracker) Contains(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	since, held := t.ids[id]
-	return held && (t.ttl <= 0 || t.now().Sub(since) < t.ttl)
+	e, held := t.ids[id]
+	return held && (t.ttl <= 0 || !t.expired(e, t.now()))
 }
 
 // Len returns the number of held ids.

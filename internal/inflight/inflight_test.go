@@ -11,8 +11,39 @@ import (
 	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
+// tracker is a Tracker for tests that hold each id once at a time: it
+// remembers the generation of each id's latest acquisition and passes it
+// back. Not for concurrent use.
+type tracker struct {
+	*inflight.Tracker
+	gens map[string]uint64
+}
+
+func newTracker(ttl time.Duration, now func() time.Time) *tracker {
+	return &tracker{Tracker: inflight.New(ttl, now), gens: map[string]uint64{}}
+}
+
+func (t *tracker) TryAcquire(id string) bool {
+	gen, ok := t.Tracker.TryAcquire(id)
+	if ok {
+		t.gens[id] = gen
+	}
+	return ok
+}
+
+func (t *tracker) TryAcquireClaimed(id string, mark uint64) bool {
+	gen, ok := t.Tracker.TryAcquireClaimed(id, mark)
+	if ok {
+		t.gens[id] = gen
+	}
+	return ok
+}
+
+func (t *tracker) Release(id string) { t.Tracker.Release(id, t.gens[id]) }
+func (t *tracker) Finish(id string)  { t.Tracker.Finish(id, t.gens[id]) }
+
 func TestInFlightAcquireReleaseContains(t *testing.T) {
-	tr := inflight.New(0, nil)
+	tr := newTracker(0, nil)
 	if tr.Contains("a") || tr.Len() != 0 {
 		t.Fatal("new tracker is not empty")
 	}
@@ -40,7 +71,7 @@ func TestInFlightAcquireReleaseContains(t *testing.T) {
 
 func TestInFlightWithoutTTLNeverExpires(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
-	tr := inflight.New(0, clock.Now)
+	tr := newTracker(0, clock.Now)
 	tr.TryAcquire("a")
 	clock.Advance(1000 * time.Hour)
 	if !tr.Contains("a") || tr.TryAcquire("a") {
@@ -50,7 +81,7 @@ func TestInFlightWithoutTTLNeverExpires(t *testing.T) {
 
 func TestInFlightTTLExpiry(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
-	tr := inflight.New(10*time.Second, clock.Now)
+	tr := newTracker(10*time.Second, clock.Now)
 	if !tr.TryAcquire("a") {
 		t.Fatal("TryAcquire(a) = false")
 	}
@@ -80,7 +111,10 @@ func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
 	tr := inflight.New(0, nil)
 	for round := range 50 {
 		id := string(rune('a' + round%26))
-		var wins atomic.Int32
+		var (
+			wins atomic.Int32
+			gen  atomic.Uint64
+		)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for range 8 {
@@ -88,8 +122,9 @@ func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				if tr.TryAcquire(id) {
+				if g, ok := tr.TryAcquire(id); ok {
 					wins.Add(1)
+					gen.Store(g)
 				}
 				_ = tr.Contains(id)
 			}()
@@ -99,7 +134,9 @@ func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
 		if n := wins.Load(); n != 1 {
 			t.Fatalf("round %d: %d goroutines acquired %q, want 1", round, n, id)
 		}
-		tr.Release(id)
+		if !tr.Release(id, gen.Load()) {
+			t.Fatalf("round %d: the winner's Release was refused", round)
+		}
 	}
 	if tr.Len() != 0 {
 		t.Fatalf("Len = %d after releasing everything", tr.Len())
@@ -110,7 +147,7 @@ func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
 // DONE write must not deliver it again), then taken again (a replay).
 func TestInFlightFinishRemembersBriefly(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
-	tr := inflight.New(0, clock.Now)
+	tr := newTracker(0, clock.Now)
 	if !tr.TryAcquire("a") {
 		t.Fatal("first acquire refused")
 	}
@@ -138,7 +175,7 @@ func TestInFlightFinishRemembersBriefly(t *testing.T) {
 
 // The memory is bounded: the oldest finished ids are forgotten first.
 func TestInFlightFinishIsBounded(t *testing.T) {
-	tr := inflight.New(0, nil)
+	tr := newTracker(0, nil)
 	for i := range 9000 {
 		id := fmt.Sprint(i)
 		tr.TryAcquire(id)
@@ -157,7 +194,7 @@ func TestInFlightFinishIsBounded(t *testing.T) {
 // the claim's mark, and takes one let go before it.
 func TestInFlightClaimAfterRelease(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
-	tr := inflight.New(0, clock.Now)
+	tr := newTracker(0, clock.Now)
 	tr.TryAcquire("put-off")
 	tr.TryAcquire("earlier")
 	tr.Release("earlier")
@@ -190,5 +227,105 @@ func TestInFlightClaimAfterRelease(t *testing.T) {
 	}
 	if tr.TryAcquireClaimed("twice", m-1) {
 		t.Fatal("the latest release of an id was forgotten with its older finish")
+	}
+}
+
+// Each acquisition has its own generation. Once the TTL let an entry be
+// taken again, the former holder's generation is stale: it cannot settle,
+// and its Release or Finish leaves the new holder's entry alone.
+func TestInFlightStaleGeneration(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	tr := inflight.New(10*time.Second, clock.Now)
+	first, ok := tr.TryAcquire("a")
+	if !ok || first == 0 {
+		t.Fatalf("TryAcquire(a) = %d, %v; want a generation > 0, true", first, ok)
+	}
+	if !tr.Holds("a", first) {
+		t.Fatal("Holds(a, first) = false for the current holder")
+	}
+	clock.Advance(10 * time.Second) // the first holder is stuck past the TTL
+	second, ok := tr.TryAcquireClaimed("a", tr.Mark())
+	if !ok || second == first {
+		t.Fatalf("TryAcquireClaimed(a) after the TTL = %d, %v; want a new generation (first was %d), true", second, ok, first)
+	}
+	if tr.Holds("a", first) || !tr.Holds("a", second) {
+		t.Fatalf("Holds first=%v second=%v; want false true", tr.Holds("a", first), tr.Holds("a", second))
+	}
+	if tr.Settle("a", first) {
+		t.Fatal("Settle with the stale generation = true: its outcome would settle the row for the new holder")
+	}
+	mark := tr.Mark()
+	if tr.Release("a", first) || tr.Finish("a", first) || tr.Resume("a", first) {
+		t.Fatal("a stale holder's Release, Finish or Resume reported true")
+	}
+	if !tr.Contains("a") || tr.Mark() != mark {
+		t.Fatalf("a stale holder let the new holder's entry go (Contains=%v, mark %d -> %d)", tr.Contains("a"), mark, tr.Mark())
+	}
+	if _, ok := tr.TryAcquireClaimed("a", mark); ok {
+		t.Fatal("the entry was taken a third time while its second holder runs")
+	}
+	if !tr.Settle("a", second) || !tr.Finish("a", second) {
+		t.Fatal("the current holder could not settle and finish")
+	}
+	if tr.Contains("a") || tr.Len() != 0 {
+		t.Fatal("Finish by the current holder did not drop the entry")
+	}
+	if tr.Holds("a", second) || tr.Settle("a", second) {
+		t.Fatal("a generation let go still holds its entry")
+	}
+}
+
+// A settling entry is not taken again however old it is, so the check
+// (Settle) and the outcome write cannot race with a new holder; Resume
+// (an in-process retry) lets the TTL apply again, counted from then.
+func TestInFlightSettlingIsNotTakenAgain(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	tr := inflight.New(10*time.Second, clock.Now)
+	gen, _ := tr.TryAcquire("a")
+	clock.Advance(9 * time.Second)
+	for range 2 { // settling twice is allowed
+		if !tr.Settle("a", gen) {
+			t.Fatal("the current holder could not settle")
+		}
+	}
+	clock.Advance(time.Hour) // a slow outcome write
+	if _, ok := tr.TryAcquire("a"); ok {
+		t.Fatal("a settling entry was taken again past the TTL")
+	}
+	if _, ok := tr.TryAcquireClaimed("a", tr.Mark()); ok {
+		t.Fatal("a settling entry was claimed again past the TTL")
+	}
+	if !tr.Contains("a") {
+		t.Fatal("Contains(a) = false for a settling entry past the TTL")
+	}
+	if !tr.Resume("a", gen) {
+		t.Fatal("Resume by the current holder = false")
+	}
+	clock.Advance(9 * time.Second)
+	if _, ok := tr.TryAcquire("a"); ok || !tr.Contains("a") {
+		t.Fatal("a resumed entry expired before the TTL from its resumption")
+	}
+	clock.Advance(time.Second)
+	if tr.Contains("a") {
+		t.Fatal("a resumed entry did not expire at the TTL")
+	}
+	next, ok := tr.TryAcquire("a")
+	if !ok || tr.Settle("a", gen) || !tr.Settle("a", next) {
+		t.Fatal("after the TTL, the resumed entry was not taken over by a new generation")
+	}
+}
+
+// Without a TTL a held entry is never taken again: every holder's
+// generation stays current until it lets go.
+func TestInFlightWithoutTTLGenerationsStayCurrent(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	tr := inflight.New(0, clock.Now)
+	gen, _ := tr.TryAcquire("a")
+	clock.Advance(1000 * time.Hour)
+	if !tr.Holds("a", gen) || !tr.Settle("a", gen) || !tr.Resume("a", gen) {
+		t.Fatal("a holder's generation went stale without a TTL")
+	}
+	if !tr.Release("a", gen) || tr.Contains("a") {
+		t.Fatal("Release by the holder did not drop the entry")
 	}
 }
