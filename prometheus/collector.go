@@ -134,7 +134,7 @@ func New(cfg Config) (*Collector, error) {
 	c.hotDropped = f.counter("hot_dropped_total",
 		"Events the hot queue could not take (full, or over the held-bytes budget); the poller delivers them, by store.", labelStore)
 	c.leaseLost = f.counter("lease_lost_total",
-		"Status writes fenced off because another node owns the event now, by store.", labelStore)
+		"Status writes fenced off because another node (or, with InFlightTTL, a newer run of this node) owns the event now, by store.", labelStore)
 	c.leasesReaped = f.counter("leases_reaped_total",
 		"Expired leases released by the poller, by store.", labelStore)
 	c.dead = f.counter("dead_total",

@@ -59,7 +59,7 @@
 //	outbox_claim_errors_total                counter    store                             Observer.Claimed: failed claims
 //	outbox_enqueued_total                    counter    store, queue (hot, cold)          Metrics.HotEnqueued, ColdEnqueued
 //	outbox_hot_dropped_total                 counter    store                             Metrics.HotDropped: left to the poller (queue full, bytes budget)
-//	outbox_lease_lost_total                  counter    store                             Metrics.LeaseLost: status writes fenced off by another node
+//	outbox_lease_lost_total                  counter    store                             Metrics.LeaseLost: status writes fenced off (another node, or a newer run here, owns the event)
 //	outbox_leases_reaped_total               counter    store                             Metrics.LeasesReaped: expired leases released
 //	outbox_dead_total                        counter    store                             Metrics.DispatchDead: events marked DEAD (any cause)
 //	outbox_put_off_total                     counter    store                             PostponeMetrics.Postponed: downstream unavailable
