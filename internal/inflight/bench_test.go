@@ -22,7 +22,7 @@ func BenchmarkAcquireFinish(b *testing.B) {
 				name = "cold"
 			}
 			b.Run(name+"/ttl="+ttl.String(), func(b *testing.B) {
-				var now time.Time
+				now := testsupport.Epoch // not the zero time: a real clock's offsets never need the wall fallback
 				tr := inflight.New(ttl, func() time.Time { return now })
 				ids := make([]string, 4096)
 				for i := range ids {

@@ -2,6 +2,7 @@
 package inflight
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -23,7 +24,7 @@ type Tracker struct {
 	mu   sync.Mutex
 	ttl  time.Duration
 	now  func() time.Time
-	base time.Time // entries keep their times as offsets from it
+	base time.Time // entries keep their times as offsets from it (see offset)
 	ids  map[string]entry
 	gens uint64 // the last generation handed out
 
@@ -42,16 +43,56 @@ type Tracker struct {
 // entry is one held id. It is as small as a time.Time alone: the map
 // holds one per event in flight.
 type entry struct {
-	since time.Duration // acquired (or resumed) at, as an offset from base
-	gen   uint64
+	// sec and nsec: acquired (or resumed) at, as an offset from base in
+	// whole seconds and nanoseconds (see offset); only with a TTL.
+	sec  int64
+	gen  uint64
+	nsec int32
 	// settling: its holder is writing the outcome; the TTL does not let
 	// anyone take it meanwhile.
 	settling bool
 }
 
+// offset returns now as an offset from base, in whole seconds plus
+// nanoseconds (within ±1 s). It is the monotonic difference when both
+// times have a monotonic reading (time.Now), else the wall one, which
+// time.Time.Sub saturates at about 292 years (a test clock still at the
+// zero time when the tracker was made, then set): whole seconds hold any
+// two times of years 1 to 9999.
+func (t *Tracker) offset(now time.Time) (sec int64, nsec int32) {
+	if d := now.Sub(t.base); d > math.MinInt64 && d < math.MaxInt64 {
+		return int64(d / time.Second), int32(d % time.Second)
+	}
+	return now.Unix() - t.base.Unix(), int32(now.Nanosecond() - t.base.Nanosecond())
+}
+
+// stamp returns a new entry of gen acquired (or resumed) at now.
+func (t *Tracker) stamp(gen uint64, now time.Time) entry {
+	e := entry{gen: gen}
+	if t.ttl > 0 { // else the age is never looked at
+		e.sec, e.nsec = t.offset(now)
+	}
+	return e
+}
+
+// maxAgeSec bounds the whole seconds of an age turned into a
+// time.Duration: plus the nanoseconds of two fractions, it still fits.
+const maxAgeSec = math.MaxInt64/int64(time.Second) - 2
+
 // expired reports whether e may be acquired again at now.
 func (t *Tracker) expired(e entry, now time.Time) bool {
-	return t.ttl > 0 && !e.settling && now.Sub(t.base)-e.since >= t.ttl
+	if t.ttl <= 0 || e.settling {
+		return false
+	}
+	sec, nsec := t.offset(now)
+	switch age := sec - e.sec; {
+	case age > maxAgeSec:
+		return true
+	case age < -maxAgeSec: // the clock went back centuries
+		return false
+	default:
+		return time.Duration(age)*time.Second+time.Duration(nsec)-time.Duration(e.nsec) >= t.ttl
+	}
 }
 
 // letGo is how an id left the tracker.
@@ -126,11 +167,7 @@ func (t *Tracker) tryAcquire(id string, mark uint64, claimed bool) (uint64, bool
 		return 0, false
 	}
 	t.gens++
-	e := entry{gen: t.gens}
-	if t.ttl > 0 { // else the age is never looked at
-		e.since = now.Sub(t.base)
-	}
-	t.ids[id] = e
+	t.ids[id] = t.stamp(t.gens, now)
 	return t.gens, true
 }
 
@@ -181,7 +218,7 @@ func (t *Tracker) Resume(id string, gen uint64) bool {
 	if !held || e.gen != gen {
 		return false
 	}
-	t.ids[id] = entry{since: t.now().Sub(t.base), gen: gen}
+	t.ids[id] = t.stamp(gen, t.now())
 	return true
 }
 

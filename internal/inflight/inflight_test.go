@@ -329,3 +329,42 @@ func TestInFlightWithoutTTLGenerationsStayCurrent(t *testing.T) {
 		t.Fatal("Release by the holder did not drop the entry")
 	}
 }
+
+// Entry times cannot saturate: a clock still at the zero time when the
+// tracker is made (a test clock set later) does not keep entries from
+// expiring, nor does any other pair of times of years 1 to 9999.
+func TestInFlightTTLExpiryFarFromTheStartingClock(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		made, use time.Time
+	}{
+		{"made at the zero time", time.Time{}, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"made at year 1, used at 9999", time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 1, 1, 0, 0, 0, 999_999_999, time.UTC)},
+		{"made at 9999, used at year 1", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)},
+		{"made with a monotonic reading", time.Now(), time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := testsupport.NewClock(tc.made)
+			tr := inflight.New(time.Second, clock.Now)
+			clock.Set(tc.use)
+			if _, ok := tr.TryAcquire("a"); !ok {
+				t.Fatal("TryAcquire(a) = false")
+			}
+			clock.Advance(999 * time.Millisecond)
+			if !tr.Contains("a") {
+				t.Fatal("the entry expired before its TTL")
+			}
+			clock.Advance(time.Millisecond)
+			if tr.Contains("a") {
+				t.Fatal("the entry did not expire at its TTL")
+			}
+			clock.Advance(time.Hour)
+			if tr.Contains("a") {
+				t.Fatal("the entry did not expire an hour past its TTL")
+			}
+			if _, ok := tr.TryAcquire("a"); !ok {
+				t.Fatal("TryAcquire of the expired entry = false")
+			}
+		})
+	}
+}
