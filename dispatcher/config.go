@@ -86,8 +86,11 @@ type Config struct {
 	// stale: when it ends, its outcome (DONE, RETRY, DEAD or put off) is
 	// discarded, not written, and the event stays with the newer run,
 	// whose outcome stands; it is logged at WARN and counted as a lost
-	// lease (core.Metrics.LeaseLost). A stale copy still waiting in a
-	// queue or on a retry timer is dropped without running. An event
+	// lease (core.Metrics.LeaseLost). A take that is undone before its
+	// copy runs (the queue full, MaxHeldBytes, a lease too short to run
+	// on) leaves the event to the first run, whose outcome is written. A
+	// stale copy still waiting in a queue or on a retry timer is dropped
+	// without running. An event
 	// whose outcome is being written is not taken again, however old.
 	// The age counts from when the event was taken (or, for an
 	// in-process retry, from its RETRY write). Zero, the default, means

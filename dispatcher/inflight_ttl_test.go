@@ -190,3 +190,103 @@ func TestInFlightTTLStaleQueuedCopyIsNotRun(t *testing.T) {
 		t.Errorf("%d WARN lines about the stale copy, want 1", got)
 	}
 }
+
+// With InFlightTTL, an event whose run is still in its listener past the
+// TTL may be taken again; when that new take is undone before its copy
+// runs (the queue it was offered to is full, its payload does not fit in
+// MaxHeldBytes, or the copy waited too long in the queue for its lease),
+// the first run still holds the event: its outcome is written, not
+// discarded as a stale run's.
+func TestInFlightTTLUndoneRetakeLeavesTheEventToTheFirstRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  dispatcher.Config
+		// retake has the held event taken again while the first run is
+		// in its listener, and that take undone.
+		retake func(h *harness, env core.Envelope, g *gate, blocked <-chan struct{})
+	}{
+		{"cold queue full", dispatcher.Config{Workers: 1, ColdCapacity: 1}, func(h *harness, env core.Envelope, _ *gate, _ <-chan struct{}) {
+			h.mustEnqueueCold(h.insert("F"), 0) // waits for the only worker
+			if h.enqueueCold(env, 0) {
+				h.t.Fatal("EnqueueCold took the event again into a full cold queue")
+			}
+		}},
+		{"hot queue full", dispatcher.Config{Workers: 1, HotCapacity: 1}, func(h *harness, env core.Envelope, _ *gate, _ <-chan struct{}) {
+			h.mustEnqueueHot(h.insert("F")) // waits for the only worker
+			if h.enqueueHot(env) {
+				h.t.Fatal("EnqueueHot took the event again into a full hot queue")
+			}
+		}},
+		{"over MaxHeldBytes", dispatcher.Config{Workers: 1, MaxHeldBytes: 1}, func(h *harness, env core.Envelope, _ *gate, _ <-chan struct{}) {
+			if h.enqueueCold(env, 0) {
+				h.t.Fatal("EnqueueCold took the event again over MaxHeldBytes")
+			}
+		}},
+		{"lease too short for the newer copy", dispatcher.Config{Workers: 2}, func(h *harness, env core.Envelope, g *gate, blocked <-chan struct{}) {
+			h.mustEnqueueHot(h.insert("B")) // the second worker blocks on it
+			recv(h.t, blocked, "the second worker to be busy")
+			if !h.d.EnqueueCold(env, 0, h.now().Add(time.Second)) {
+				h.t.Fatal("EnqueueCold of the event taken again = false, want true")
+			}
+			g.open() // the second worker takes the newer copy and lets it go for its lease
+			h.wait("the newer copy to be let go for its lease", func() bool {
+				return h.logs.Count("level=WARN", "event waited too long in the queue for its lease", "event_id="+env.ID()) == 1
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := testsupport.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			cfg := tc.cfg
+			cfg.Owner, cfg.InFlightTTL, cfg.Now = "node", time.Second, clock.Now
+			h := newHarness(t, cfg)
+			g, blocked := newGate(t), make(chan struct{}, 1)
+			entered, result := make(chan struct{}, 1), make(chan error, 1)
+			t.Cleanup(func() { // a failed test does not leave the listener waiting for Close
+				select {
+				case result <- nil:
+				default:
+				}
+			})
+			var calls calls
+			h.reg.Register("T", core.ListenerFunc(func(_ context.Context, env core.Envelope) error {
+				calls.add(env.ID())
+				entered <- struct{}{}
+				return <-result
+			}))
+			h.reg.Register("B", core.ListenerFunc(func(context.Context, core.Envelope) error {
+				blocked <- struct{}{}
+				<-g.ch
+				return nil
+			}))
+			h.reg.RegisterFunc("F", func(context.Context, core.Envelope) error { return nil })
+			h.start()
+			env := h.insert("T")
+			h.mustEnqueueHot(env)
+			recv(t, entered, "the first run")
+			clock.Advance(2 * time.Second) // the in-flight entry is older than InFlightTTL; the lease (2 min) holds
+			tc.retake(h, env, g, blocked)
+
+			result <- nil // the first run, the only one, succeeds
+			h.wait("the run's outcome to be written or discarded", func() bool {
+				r, _ := h.st.Get(env.ID())
+				return r.Status != core.StatusNew || h.metrics.LeasesLost.Load() > 0
+			})
+			if r := h.row(env.ID()); r.Status != core.StatusDone {
+				t.Fatalf("row is %v, locked by %q, after the only run succeeded; want DONE (LeaseLost %d)",
+					r.Status, r.LockedBy, h.metrics.LeasesLost.Load())
+			}
+			h.waitReleased(env.ID())
+			g.open()
+			h.wait("nothing held", func() bool { return h.d.Held() == 0 && h.d.HeldBytes() == 0 })
+			if n := calls.count(env.ID()); n != 1 {
+				t.Errorf("listener called %d times, want 1", n)
+			}
+			if got := h.metrics.LeasesLost.Load(); got != 0 {
+				t.Errorf("LeaseLost counted %d, want 0", got)
+			}
+			if got := h.logs.Count(supersededMsg); got != 0 {
+				t.Errorf("%d WARN lines about a stale run, want 0", got)
+			}
+		})
+	}
+}

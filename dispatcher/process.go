@@ -55,7 +55,7 @@ func (d *Dispatcher) process(it item) bool {
 		d.supersededLog.Hit(it.src.log, slog.LevelWarn,
 			"event waited past InFlightTTL and was taken again; this copy is left to the newer one",
 			eventAttrs(it.env, it.attempts, slog.Duration("in_flight_ttl", d.cfg.InFlightTTL))...)
-		d.drop(it)
+		d.release(it) // leaves the entry to the newer copy; this one is not put back should that be undone
 		return true
 	}
 	it.attempt = d.observe(it)

@@ -115,7 +115,11 @@ func (d *Dispatcher) take(o *origin, env core.Envelope, try func(key string) (ui
 
 // release gives up an event without a final outcome: it may be taken
 // again. A stale item (its entry taken again after InFlightTTL) leaves the
-// entry to its new holder.
+// entry to its new holder. An item that took its event again past
+// InFlightTTL and has not settled hands it back to the run it took it from
+// (inflight.Tracker.Release), which may still write its outcome: undoing
+// the take (a full queue, MaxHeldBytes, a lease too short) discards
+// nothing.
 func (d *Dispatcher) release(it item) {
 	if d.tracker.Release(it.src.key(it.env.ID()), it.gen) {
 		d.released.Add(1)

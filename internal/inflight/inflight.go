@@ -20,6 +20,12 @@ import (
 // again, however old. Without a TTL a held entry is never taken again, so
 // the generation of a holder is always current: Settle, Resume and Holds
 // cost nothing, and Release and Finish do not check it.
+//
+// Taking an entry again past the TTL may be undone at once (the new
+// holder's queue is full, say): the new holder then releases it without
+// having settled. The tracker keeps the entry it replaced until the new
+// holder settles or lets go, and such a release puts it back, so the
+// first holder, whose run may be the only one, still settles its outcome.
 type Tracker struct {
 	mu   sync.Mutex
 	ttl  time.Duration
@@ -27,6 +33,10 @@ type Tracker struct {
 	base time.Time // entries keep their times as offsets from it (see offset)
 	ids  map[string]entry
 	gens uint64 // the last generation handed out
+	// replaced holds, with a TTL, the entry an acquisition past the TTL
+	// replaced, by id, while the new holder has neither settled nor let
+	// go: Release by the new holder puts it back.
+	replaced map[string]entry
 
 	// seq counts the ids let go (released or finished); a claim notes it
 	// before it reads rows (Mark).
@@ -122,8 +132,12 @@ func New(ttl time.Duration, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{ttl: ttl, now: now, base: now(), ids: make(map[string]entry),
+	t := &Tracker{ttl: ttl, now: now, base: now(), ids: make(map[string]entry),
 		recent: make(map[string]letGo, recentLetGo), recentRing: make([]slot, recentLetGo)}
+	if ttl > 0 {
+		t.replaced = make(map[string]entry)
+	}
+	return t
 }
 
 // Mark returns the tracker's position in its sequence of ids let go. A
@@ -138,7 +152,8 @@ func (t *Tracker) Mark() uint64 {
 // TryAcquire takes id and returns the generation of this acquisition
 // (never 0) and true, or reports false if it is held or was finished
 // recently. An entry held for the TTL or longer, and not settling, is taken
-// again: its former holder's generation is stale from then on.
+// again: its former holder's generation is stale from then on, unless this
+// acquisition is released before it settles (see Release).
 func (t *Tracker) TryAcquire(id string) (gen uint64, ok bool) {
 	return t.tryAcquire(id, 0, false)
 }
@@ -163,8 +178,13 @@ func (t *Tracker) tryAcquire(id string, mark uint64, claimed bool) (uint64, bool
 			return 0, false
 		}
 	}
-	if e, held := t.ids[id]; held && !t.expired(e, now) {
-		return 0, false
+	if e, held := t.ids[id]; held {
+		if !t.expired(e, now) {
+			return 0, false
+		}
+		// Taken again past the TTL: e's holder may be the only one
+		// that runs, should this acquisition be undone.
+		t.replaced[id] = e
 	}
 	t.gens++
 	t.ids[id] = t.stamp(t.gens, now)
@@ -186,10 +206,12 @@ func (t *Tracker) Holds(id string, gen uint64) bool {
 // Settle is called by the holder of gen before it writes the outcome of
 // id. It reports false when gen is stale (id was acquired again after the
 // TTL, or let go): the caller must write nothing and neither Release nor
-// Finish id. Otherwise the entry is settling until it is let go or resumed:
-// the TTL no longer lets anyone take it, so no new holder starts between
-// the check and the write. Settling twice is allowed. Without a TTL it
-// reports true at no cost.
+// Finish id, and its entry is not put back should the newer acquisition
+// be released (see Release). Otherwise the entry is settling until it is
+// let go or resumed: the TTL no longer lets anyone take it, so no new
+// holder starts between the check and the write, and the entry this
+// acquisition replaced, if any, is stale for good. Settling twice is
+// allowed. Without a TTL it reports true at no cost.
 func (t *Tracker) Settle(id string, gen uint64) bool {
 	if t.ttl <= 0 {
 		return true
@@ -198,11 +220,21 @@ func (t *Tracker) Settle(id string, gen uint64) bool {
 	defer t.mu.Unlock()
 	e, held := t.ids[id]
 	if !held || e.gen != gen {
+		t.forget(id, gen)
 		return false
 	}
+	delete(t.replaced, id)
 	e.settling = true
 	t.ids[id] = e
 	return true
+}
+
+// forget drops the replaced entry of id if gen holds it: its holder gave
+// up, so a release of the newer acquisition does not put it back.
+func (t *Tracker) forget(id string, gen uint64) {
+	if r, ok := t.replaced[id]; ok && r.gen == gen {
+		delete(t.replaced, id)
+	}
 }
 
 // Resume ends the settling of id by the holder of gen, who keeps it (an
@@ -223,8 +255,11 @@ func (t *Tracker) Resume(id string, gen uint64) bool {
 }
 
 // Release drops id, held by gen: it may be taken again, except by a claim
-// that began before the release (see TryAcquireClaimed). It reports false,
-// and does nothing, when gen is stale (only possible with a TTL).
+// that began before the release (see TryAcquireClaimed). When gen took id
+// again past the TTL and has not settled, the entry it replaced is put
+// back instead, with its generation and age: its holder, still running,
+// may settle. It reports false when gen is stale (only possible with a
+// TTL): the entry is left alone, and gen's is not put back later.
 func (t *Tracker) Release(id string, gen uint64) bool { return t.letGo(id, gen, false) }
 
 // Finish drops id, held by gen, after its final outcome (DONE or DEAD) was
@@ -238,7 +273,15 @@ func (t *Tracker) letGo(id string, gen uint64, finished bool) bool {
 	defer t.mu.Unlock()
 	if t.ttl > 0 { // else every holder is current (see Tracker)
 		if e, held := t.ids[id]; !held || e.gen != gen {
+			t.forget(id, gen)
 			return false // a stale holder: the entry is someone else's
+		}
+		if r, ok := t.replaced[id]; ok {
+			delete(t.replaced, id)
+			if !finished { // undone: the replaced holder holds id again
+				t.ids[id] = r
+				return true
+			}
 		}
 	}
 	delete(t.ids, id)

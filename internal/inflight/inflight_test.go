@@ -330,6 +330,102 @@ func TestInFlightWithoutTTLGenerationsStayCurrent(t *testing.T) {
 	}
 }
 
+// An acquisition past the TTL that is released before it settles (its
+// copy could not be queued, say) puts back the entry it replaced, with its
+// generation and age: the first holder, whose run may be the only one,
+// still settles.
+func TestInFlightUndoneRetakePutsTheFirstHolderBack(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	tr := inflight.New(10*time.Second, clock.Now)
+	first, _ := tr.TryAcquire("a")
+	clock.Advance(10 * time.Second)
+	second, ok := tr.TryAcquireClaimed("a", tr.Mark())
+	if !ok {
+		t.Fatal("TryAcquireClaimed(a) past the TTL = false")
+	}
+	mark := tr.Mark()
+	if !tr.Release("a", second) {
+		t.Fatal("Release by the current holder = false")
+	}
+	if !tr.Holds("a", first) || tr.Holds("a", second) || tr.Len() != 1 {
+		t.Fatalf("after the new holder's release: Holds first=%v second=%v, Len %d; want true false 1",
+			tr.Holds("a", first), tr.Holds("a", second), tr.Len())
+	}
+	if tr.Contains("a") {
+		t.Fatal("the entry put back got a fresh TTL: it kept the first holder's age, past the TTL")
+	}
+	if tr.Mark() != mark {
+		t.Fatal("putting the first holder back counted as letting a go")
+	}
+	if tr.Release("a", second) || tr.Settle("a", second) {
+		t.Fatal("the released generation still holds a")
+	}
+	if !tr.Settle("a", first) || !tr.Finish("a", first) || tr.Len() != 0 {
+		t.Fatal("the first holder could not settle and finish after the new holder's release")
+	}
+}
+
+// The entry an acquisition replaced is stale for good once that
+// acquisition settled or finished, or once its holder gave up.
+func TestInFlightRetakeReplacesForGood(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// end is what happens to a after its second acquisition, second.
+		end func(tr *inflight.Tracker, first, second uint64) bool
+	}{
+		{"the new holder settles, then releases", func(tr *inflight.Tracker, _, second uint64) bool {
+			return tr.Settle("a", second) && tr.Release("a", second)
+		}},
+		{"the new holder settles, resumes, then releases", func(tr *inflight.Tracker, _, second uint64) bool {
+			return tr.Settle("a", second) && tr.Resume("a", second) && tr.Release("a", second)
+		}},
+		{"the new holder finishes", func(tr *inflight.Tracker, _, second uint64) bool {
+			return tr.Settle("a", second) && tr.Finish("a", second)
+		}},
+		{"the first holder's settle was refused", func(tr *inflight.Tracker, first, second uint64) bool {
+			return !tr.Settle("a", first) && tr.Release("a", second)
+		}},
+		{"the first holder released", func(tr *inflight.Tracker, first, second uint64) bool {
+			return !tr.Release("a", first) && tr.Release("a", second)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := testsupport.NewClock(testsupport.Epoch)
+			tr := inflight.New(10*time.Second, clock.Now)
+			first, _ := tr.TryAcquire("a")
+			clock.Advance(10 * time.Second)
+			second, ok := tr.TryAcquire("a")
+			if !ok || !tc.end(tr, first, second) {
+				t.Fatal("a tracker call reported otherwise than expected")
+			}
+			if tr.Len() != 0 || tr.Holds("a", first) || tr.Settle("a", first) {
+				t.Fatalf("the replaced entry came back: Len %d, Holds(first) %v", tr.Len(), tr.Holds("a", first))
+			}
+		})
+	}
+}
+
+// Released before it settled, the third acquisition of a (each past the
+// TTL) puts back the second, the one it replaced; the first stays stale.
+func TestInFlightUndoneRetakePutsBackTheLatestHolder(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	tr := inflight.New(10*time.Second, clock.Now)
+	first, _ := tr.TryAcquire("a")
+	clock.Advance(10 * time.Second)
+	second, _ := tr.TryAcquire("a")
+	clock.Advance(10 * time.Second)
+	third, ok := tr.TryAcquire("a")
+	if !ok || !tr.Release("a", third) {
+		t.Fatal("the third acquisition or its release was refused")
+	}
+	if tr.Holds("a", first) || !tr.Holds("a", second) {
+		t.Fatalf("after the third holder's release: Holds first=%v second=%v; want false true", tr.Holds("a", first), tr.Holds("a", second))
+	}
+	if !tr.Release("a", second) || tr.Len() != 0 {
+		t.Fatal("the second holder, never settled, did not let a go: it replaced the first for good when the third took over")
+	}
+}
+
 // Entry times cannot saturate: a clock still at the zero time when the
 // tracker is made (a test clock set later) does not keep entries from
 // expiring, nor does any other pair of times of years 1 to 9999.
