@@ -134,4 +134,11 @@ type InboxResult struct {
 	// Took is how long the business function or handler ran (zero when
 	// none ran).
 	Took time.Duration
+	// NotRun reports that no business function or handler ran: the
+	// processing ended before it (the message in progress under another
+	// lease, a failed read or write of its row, a payload that could not
+	// be decoded, a claim that found the attempts used up). Observers
+	// leave such processings, like InboxDuplicate and InboxUnhandled ones,
+	// out of their duration histograms.
+	NotRun bool
 }

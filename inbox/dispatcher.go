@@ -544,6 +544,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		err       error
 		noHandler bool
 		took      time.Duration
+		ran       bool // the handler was called
 	)
 	// The claim charged the attempt. One over MaxAttempts means the
 	// attempts are used up: the last one ended without an outcome (its
@@ -554,7 +555,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 	if exhausted {
 		attempt--
 	}
-	end := func(core.InboxOutcome, error, time.Duration) {}
+	end := func(core.InboxOutcome, error, time.Duration, bool) {}
 	if obs := d.cfg.Observer; obs != nil {
 		var done func(core.InboxResult)
 		ctx, done = obs.ProcessInbox(ctx, core.InboxMessage{
@@ -563,8 +564,8 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 			// MaxAttempts): it is no handling, first or not.
 			Mode: core.InboxQueued, Attempt: rec.Attempt, Enqueued: enqueued(rec),
 		})
-		end = func(o core.InboxOutcome, err error, took time.Duration) {
-			done(core.InboxResult{Outcome: o, Err: err, Took: took})
+		end = func(o core.InboxOutcome, err error, took time.Duration, ran bool) {
+			done(core.InboxResult{Outcome: o, Err: err, Took: took, NotRun: !ran})
 		}
 	}
 	hd := d.handler(rec.Topic)
@@ -586,6 +587,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		hctx, cancel := context.WithTimeout(ctx, d.cfg.HandlerTimeout)
 		var p *engine.Panic
 		start := time.Now()
+		ran = true
 		p, err = engine.Guard(func() error { return hd.Handle(hctx, rec) }, func() { d.goexited(ctx, h, rec, time.Since(start), end) })
 		took = time.Since(start)
 		cancel()
@@ -599,10 +601,10 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		// is charged, and the lease is handed back (the handler has
 		// returned), so any dispatcher claims the message again at once.
 		d.release(h, rec)
-		end(core.InboxInterrupted, err, took)
+		end(core.InboxInterrupted, err, took, ran)
 		return
 	}
-	end(d.settle(h, rec, attempt, err, noHandler, exhausted), err, took)
+	end(d.settle(h, rec, attempt, err, noHandler, exhausted), err, took, ran)
 }
 
 // goexited records the failed attempt of a handler that called
@@ -610,15 +612,15 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 // the outcome is written (or, after a hard stop, the lease is released,
 // as for any interrupted handler) before it ends. The dispatcher's worker
 // slot is given back by the goroutine's own deferred calls.
-func (d *Dispatcher) goexited(ctx context.Context, h *handling, rec Record, took time.Duration, end func(core.InboxOutcome, error, time.Duration)) {
+func (d *Dispatcher) goexited(ctx context.Context, h *handling, rec Record, took time.Duration, end func(core.InboxOutcome, error, time.Duration, bool)) {
 	m := h.m
 	m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler Goexit stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
 	if ctx.Err() != nil {
 		d.release(h, rec) // as for a handler that returned: no attempt charged
-		end(core.InboxInterrupted, ErrHandlerGoexit, took)
+		end(core.InboxInterrupted, ErrHandlerGoexit, took, true)
 		return
 	}
-	end(d.settle(h, rec, rec.Attempt, ErrHandlerGoexit, false, false), ErrHandlerGoexit, took)
+	end(d.settle(h, rec, rec.Attempt, ErrHandlerGoexit, false, false), ErrHandlerGoexit, took, true)
 }
 
 // settle records the outcome of one handling in its inbox, fenced on its

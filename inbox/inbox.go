@@ -253,9 +253,9 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	ctx, end := in.obs.ProcessInbox(ctx, core.InboxMessage{
 		Source: msg.Source, MessageID: msg.MessageID, Topic: msg.Topic, Mode: core.InboxTransactional,
 	})
-	var took time.Duration
-	processed, err := in.processTx(ctx, tx, msg, fn, &took)
-	r := core.InboxResult{Outcome: core.InboxDuplicate, Took: took}
+	var run fnRun
+	processed, err := in.processTx(ctx, tx, msg, fn, &run)
+	r := core.InboxResult{Outcome: core.InboxDuplicate, Took: run.took, NotRun: !run.ran}
 	switch {
 	case err != nil:
 		r.Outcome, r.Err = core.InboxFailed, err
@@ -285,9 +285,15 @@ func noTx(tx Tx) bool {
 	return false
 }
 
-// processTx is ProcessTx after the checks; took, when not nil, receives
-// how long fn ran.
-func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx context.Context) error, took *time.Duration) (bool, error) {
+// fnRun tells an observer whether a business function ran, and how long.
+type fnRun struct {
+	ran  bool
+	took time.Duration
+}
+
+// processTx is ProcessTx after the checks; run, when not nil, receives
+// whether fn ran and how long.
+func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx context.Context) error, run *fnRun) (bool, error) {
 	t, err := in.store.Touch(ctx, tx, inboxrow.Message(msg))
 	if err != nil {
 		return false, in.mapErr(err)
@@ -306,8 +312,8 @@ func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: processing", append(keyAttrs(msg.Key()), slog.String("status", Status(t.Status).String()))...)
 	start := time.Now()
 	err = fn(ctx)
-	if took != nil {
-		*took = time.Since(start)
+	if run != nil {
+		run.ran, run.took = true, time.Since(start)
 	}
 	if err != nil {
 		return false, err

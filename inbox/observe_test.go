@@ -77,6 +77,9 @@ func TestObserverTransactional(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	o := rec.checkOne(t, 0, core.InboxTransactional, core.InboxProcessed)
+	if o.result.NotRun {
+		t.Error("processed, yet NotRun")
+	}
 	if o.msg.Source != "billing" || o.msg.MessageID != "m-1" || o.msg.Topic != "invoice.paid" || o.msg.Attempt != 0 || !o.msg.Enqueued.IsZero() {
 		t.Errorf("message = %+v", o.msg)
 	}
@@ -93,15 +96,27 @@ func TestObserverTransactional(t *testing.T) {
 	if _, err := e.in.Process(e.ctx, msg, func(context.Context, *sqlx.Tx) error { return boom }); !errors.Is(err, boom) {
 		t.Fatal(err)
 	}
-	if o := rec.checkOne(t, 2, core.InboxTransactional, core.InboxFailed); !errors.Is(o.result.Err, boom) {
-		t.Errorf("failed result's Err = %v", o.result.Err)
+	if o := rec.checkOne(t, 2, core.InboxTransactional, core.InboxFailed); !errors.Is(o.result.Err, boom) || o.result.NotRun {
+		t.Errorf("failed result = %+v, want Err boom and the function run", o.result)
+	}
+	// A message leased to a worker: ErrInProgress before the function runs.
+	e.enqueue(inbox.Message{Source: "billing", MessageID: "leased"})
+	if got := e.claim("w", time.Minute, 10); len(got) != 1 {
+		t.Fatalf("claimed %d, want 1", len(got))
+	}
+	leased := inbox.Message{Source: "billing", MessageID: "leased"}
+	if _, err := e.in.Process(e.ctx, leased, fn); !errors.Is(err, inbox.ErrInProgress) {
+		t.Fatalf("Process of a leased message = %v, want ErrInProgress", err)
+	}
+	if o := rec.checkOne(t, 3, core.InboxTransactional, core.InboxFailed); !o.result.NotRun || o.result.Took != 0 {
+		t.Errorf("in progress result = %+v, want NotRun and no time", o.result)
 	}
 	// A message refused before anything runs is not observed.
 	if _, err := e.in.Process(e.ctx, inbox.Message{MessageID: "no-source"}, fn); err == nil {
 		t.Fatal("a message without a source was accepted")
 	}
-	if n := len(rec.all()); n != 3 {
-		t.Errorf("%d processings observed, want 3", n)
+	if n := len(rec.all()); n != 4 {
+		t.Errorf("%d processings observed, want 4", n)
 	}
 }
 
@@ -187,8 +202,8 @@ func TestObserverAttemptsExhaustedIsNoFirstHandling(t *testing.T) {
 		t.Fatalf("RunOnce = %d, %v; want 1", n, err)
 	}
 	o := rec.checkOne(t, 0, core.InboxQueued, core.InboxDead)
-	if !errors.Is(o.result.Err, inbox.ErrAttemptsExhausted) || o.msg.Attempt <= 1 {
-		t.Errorf("exhausted claim observed as %+v, want Attempt > 1 and ErrAttemptsExhausted", o)
+	if !errors.Is(o.result.Err, inbox.ErrAttemptsExhausted) || o.msg.Attempt <= 1 || !o.result.NotRun {
+		t.Errorf("exhausted claim observed as %+v, want Attempt > 1, ErrAttemptsExhausted and NotRun", o)
 	}
 }
 

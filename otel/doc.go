@@ -76,9 +76,10 @@
 // The duration histograms time what ran: an attempt that found no
 // listener (outcome unhandled) is counted in outbox.deliveries but not
 // recorded in messaging.process.duration, and an inbox message processed
-// before (duplicate) or without a handler (unhandled) is counted in
-// outbox.inbox.processed but not timed, so that their zeros do not drag
-// the histograms down.
+// before (duplicate) or without a handler (unhandled), or whose
+// processing ended before its function or handler ran
+// (core.InboxResult.NotRun), is counted in outbox.inbox.processed but not
+// timed, so that their zeros do not drag the histograms down.
 //
 // An inbox's processings are counted by outbox.inbox.processed and timed
 // by outbox.inbox.process.duration (how long the business function or

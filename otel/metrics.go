@@ -37,7 +37,7 @@ const (
 	MetricBlockedKeys = "outbox.blocked_keys"            // gauge: ordering keys held by a DEAD event
 
 	MetricInboxProcessed = "outbox.inbox.processed"        // counter: inbox messages processed, by outcome (error.type when one failed)
-	MetricInboxProcess   = "outbox.inbox.process.duration" // histogram, s: how long an inbox's business function or handler ran, not for duplicate and unhandled (error.type when it failed)
+	MetricInboxProcess   = "outbox.inbox.process.duration" // histogram, s: how long an inbox's business function or handler ran, not for duplicate, unhandled and NotRun (error.type when it failed)
 	MetricInboxLag       = "outbox.inbox.lag"              // histogram, s: a queued inbox message's wait, from Enqueue (its DueAt when later) to its first handling
 )
 

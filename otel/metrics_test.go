@@ -240,15 +240,21 @@ func TestDurationsOnlyOfWhatRan(t *testing.T) {
 		end(core.DeliveryResult{Outcome: out, Listeners: map[bool]time.Duration{true: time.Millisecond}[out == core.OutcomeDone]})
 	}
 	for _, p := range []struct {
-		mode core.InboxMode
-		out  core.InboxOutcome
+		mode   core.InboxMode
+		out    core.InboxOutcome
+		notRun bool
 	}{
-		{core.InboxTransactional, core.InboxProcessed},
-		{core.InboxTransactional, core.InboxDuplicate},
-		{core.InboxQueued, core.InboxUnhandled},
+		{core.InboxTransactional, core.InboxProcessed, false},
+		{core.InboxTransactional, core.InboxDuplicate, false},
+		{core.InboxQueued, core.InboxUnhandled, false},
+		{core.InboxTransactional, core.InboxFailed, true}, // in progress under another lease
+		{core.InboxQueued, core.InboxDead, true},          // the attempts used up
 	} {
 		_, end := h.obs.ProcessInbox(t.Context(), core.InboxMessage{Topic: "T", Mode: p.mode, Attempt: int(p.mode)})
-		r := core.InboxResult{Outcome: p.out}
+		r := core.InboxResult{Outcome: p.out, NotRun: p.notRun}
+		if p.notRun {
+			r.Err = errors.New("nothing ran")
+		}
 		if p.out == core.InboxProcessed {
 			r.Took = time.Millisecond
 		}
@@ -261,7 +267,7 @@ func TestDurationsOnlyOfWhatRan(t *testing.T) {
 	}{
 		{obsotel.MetricDeliveries, map[string]float64{"done": 1, "unhandled": 2}},
 		{obsotel.MetricProcess, map[string]float64{"done": 1}},
-		{obsotel.MetricInboxProcessed, map[string]float64{"processed": 1, "duplicate": 1, "unhandled": 1}},
+		{obsotel.MetricInboxProcessed, map[string]float64{"processed": 1, "duplicate": 1, "unhandled": 1, "failed": 1, "dead": 1}},
 		{obsotel.MetricInboxProcess, map[string]float64{"processed": 1}},
 	} {
 		got := map[string]float64{}

@@ -186,7 +186,7 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 // processing (failed, retry, dead), an error status; it records the
 // processing's metrics: outbox.inbox.processed for every processing,
 // outbox.inbox.process.duration unless nothing ran (outcomes duplicate
-// and unhandled). The inbox calls it: pass the Observer as
+// and unhandled, and core.InboxResult.NotRun). The inbox calls it: pass the Observer as
 // inbox.Config.Observer or inbox.DispatcherConfig.Observer.
 func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (context.Context, func(core.InboxResult)) {
 	ti := o.topicOf(m.Topic)
@@ -210,7 +210,7 @@ func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (conte
 		}
 		endSpan(span, inboxOutcomeAttr(r.Outcome), errType, r.Err, "outbox.inbox.", r.Outcome.String())
 		set := o.inboxOutcomeSet(is, ti, store, mode, r.Outcome, errType)
-		if r.Outcome != core.InboxDuplicate && r.Outcome != core.InboxUnhandled { // else nothing ran
+		if !r.NotRun && r.Outcome != core.InboxDuplicate && r.Outcome != core.InboxUnhandled { // else nothing ran
 			o.inst.inboxProcess.Record(bg, r.Took.Seconds(), set.rec...)
 		}
 		o.inst.inboxProcessed.Add(bg, 1, set.add...)

@@ -70,7 +70,7 @@
 //	outbox_oldest_pending_seconds            gauge      store                             Metrics.OldestLag: age of the oldest due NEW/RETRY event (see below)
 //	outbox_blocked_keys                      gauge      store                             OrderMetrics.BlockedKeys: ordering keys held by a DEAD event
 //	outbox_inbox_processed_total             counter    store, topic, mode, outcome       InboxObserver.ProcessInbox: one per processing of an inbox message
-//	outbox_inbox_process_duration_seconds    histogram  store, topic, mode                InboxObserver.ProcessInbox: how long the business function or handler ran (not for duplicate, unhandled)
+//	outbox_inbox_process_duration_seconds    histogram  store, topic, mode                InboxObserver.ProcessInbox: how long the business function or handler ran (not for duplicate, unhandled, NotRun)
 //	outbox_inbox_enqueue_to_handler_seconds  histogram  store, topic                      InboxObserver.ProcessInbox: Enqueue to the handler's start, first handlings of queued messages
 //
 // outbox_oldest_pending_seconds is set by every poll. A poll skipped

@@ -15,7 +15,8 @@ import (
 // when the processing ends counts
 // outbox_inbox_processed_total{store,topic,mode,outcome} and observes
 // outbox_inbox_process_duration_seconds{store,topic,mode} (not for the
-// outcomes duplicate and unhandled, where nothing ran).
+// outcomes duplicate and unhandled, nor a processing that ended before
+// anything ran, core.InboxResult.NotRun).
 func (c *Collector) ProcessInbox(ctx context.Context, m core.InboxMessage) (context.Context, func(core.InboxResult)) {
 	s := c.inboxView(m.Store).inboxSeries(c.topics.entry(m.Topic), m.Mode)
 	if s.wait != nil && m.Attempt <= 1 && !m.Enqueued.IsZero() {
@@ -82,7 +83,7 @@ func (s *inboxSeries) record(r core.InboxResult) {
 	} else {
 		s.c.inboxProcessed.WithLabelValues(s.store, s.topic, s.mode, r.Outcome.String()).Inc()
 	}
-	if r.Outcome != core.InboxDuplicate && r.Outcome != core.InboxUnhandled {
+	if !r.NotRun && r.Outcome != core.InboxDuplicate && r.Outcome != core.InboxUnhandled { // else nothing ran
 		s.duration.Observe(max(0, r.Took.Seconds()))
 	}
 }

@@ -77,12 +77,13 @@ func TestInboxObserverTransactional(t *testing.T) {
 	processInbox(t, c, msg, core.InboxResult{Outcome: core.InboxDuplicate})
 	processInbox(t, c, msg, core.InboxResult{Outcome: core.InboxDuplicate})
 	processInbox(t, c, msg, core.InboxResult{Outcome: core.InboxFailed, Err: errors.New("business rule"), Took: 500 * time.Millisecond})
+	processInbox(t, c, msg, core.InboxResult{Outcome: core.InboxFailed, Err: errors.New("in progress"), NotRun: true})
 	wantValue(t, g, inboxProcessed, want("processed"), 1)
 	wantValue(t, g, inboxProcessed, want("duplicate"), 2)
-	wantValue(t, g, inboxProcessed, want("failed"), 1)
+	wantValue(t, g, inboxProcessed, want("failed"), 2)
 
-	// Duplicates ran nothing: only the processed and the failed one are
-	// timed.
+	// Duplicates, and the failure before the function ran, ran nothing:
+	// only the processed and the first failed one are timed.
 	dur := labels{"store": "", "topic": "invoice.paid", "mode": "transactional"}
 	wantValue(t, g, inboxDuration, dur, 2)
 	if s := histogramSum(t, g, inboxDuration, dur); s != 0.75 {
