@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/natsjs"
@@ -65,12 +66,12 @@ func TestRelayMaxInFlight(t *testing.T) {
 	// publish starts an event's delivery under a ctx the test expires.
 	type publish struct {
 		id  string
-		ctx *expiring
+		ctx *relaytest.Expiring
 		res chan error
 	}
 	start := func(r *natsjs.Relay) publish {
 		env := event()
-		p := publish{id: env.ID(), ctx: newExpiring(), res: make(chan error, 1)}
+		p := publish{id: env.ID(), ctx: relaytest.NewExpiring(), res: make(chan error, 1)}
 		go func() { p.res <- r.OnEvent(p.ctx, env) }()
 		return p
 	}
@@ -117,14 +118,14 @@ func TestRelayMaxInFlight(t *testing.T) {
 		t.Fatalf("arrived %v, want the two publishes started", got)
 	}
 	third := start(r)
-	third.ctx.expire()
+	third.ctx.Expire()
 	var ue *core.UnavailableError
 	if err := wait("the publish waiting for a slot", third.res); !errors.As(err, &ue) || !strings.Contains(err.Error(), "publish slots") {
 		t.Errorf("the publish beyond MaxInFlight = %v, want a core.Unavailable error waiting for a slot", err)
 	}
 	nothingMore()
 	for _, p := range inFlight {
-		p.ctx.expire()
+		p.ctx.Expire()
 		if err := wait("a publish awaiting its ack", p.res); !errors.Is(err, natsjs.ErrNoAck) {
 			t.Errorf("a publish whose ctx ended awaiting its ack = %v, want ErrNoAck", err)
 		}
@@ -139,7 +140,7 @@ func TestRelayMaxInFlight(t *testing.T) {
 			p := start(r)
 			select {
 			case <-arrived:
-				p.ctx.expire()
+				p.ctx.Expire()
 				if err := wait("a publish awaiting its ack", p.res); !errors.Is(err, natsjs.ErrNoAck) {
 					t.Errorf("a publish whose ctx ended awaiting its ack = %v, want ErrNoAck", err)
 				}

@@ -2,41 +2,15 @@ package natsjs_test
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/natsjs"
 )
-
-// expiring is a context whose deadline the test ends with expire: its
-// Err is then context.DeadlineExceeded, as when a listener's deadline
-// passes.
-type expiring struct {
-	context.Context
-	done chan struct{}
-	once sync.Once
-}
-
-func newExpiring() *expiring {
-	return &expiring{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *expiring) expire()                     { c.once.Do(func() { close(c.done) }) }
-func (c *expiring) Done() <-chan struct{}       { return c.done }
-func (c *expiring) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c *expiring) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
 
 // A publish under way when an outage began that fails only after the
 // outage ended (its ack never came; its deadline passes after another
@@ -85,25 +59,13 @@ func TestRelayLateFailureAfterRecovery(t *testing.T) {
 		}
 		return res
 	}
-	putOff := func(what string, res <-chan error) {
-		t.Helper()
-		select {
-		case err := <-res:
-			var ue *core.UnavailableError
-			if !errors.As(err, &ue) || !errors.Is(err, natsjs.ErrNoAck) {
-				t.Errorf("%s = %v, want a core.Unavailable error wrapping ErrNoAck", what, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s still running", what)
-		}
-	}
 
-	lateCtx := newExpiring()
+	lateCtx := relaytest.NewExpiring()
 	late := start(lateCtx) // under way before the outage
-	firstCtx := newExpiring()
+	firstCtx := relaytest.NewExpiring()
 	first := start(firstCtx)
-	firstCtx.expire() // no ack before its deadline: the outage begins
-	putOff("the publish that began the outage", first)
+	firstCtx.Expire() // no ack before its deadline: the outage begins
+	relaytest.WantPutOff(t, "the publish that began the outage", first, natsjs.ErrNoAck)
 	if n := logs.Count("level=ERROR", "broker unreachable"); n != 1 {
 		t.Fatalf("%d ERROR lines after the first failure, want 1:\n%s", n, logs)
 	}
@@ -117,8 +79,8 @@ func TestRelayLateFailureAfterRecovery(t *testing.T) {
 		t.Fatalf("%d recovered lines after the probe's ack, want 1:\n%s", n, logs)
 	}
 
-	lateCtx.expire() // the earlier publish's deadline passes after the recovery
-	putOff("the publish under way before the outage", late)
+	lateCtx.Expire() // the earlier publish's deadline passes after the recovery
+	relaytest.WantPutOff(t, "the publish under way before the outage", late, natsjs.ErrNoAck)
 	if err := r.OnEvent(context.Background(), ok); err != nil {
 		t.Errorf("a publish after the late failure: %v", err)
 	}
