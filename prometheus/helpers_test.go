@@ -1,12 +1,15 @@
 package prometheus_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/outbox-go/outbox"
 	outboxprom "github.com/outbox-go/outbox/prometheus"
 )
 
@@ -119,4 +122,19 @@ func family(t testing.TB, g prom.Gatherer, name string) *dto.MetricFamily {
 		}
 	}
 	return nil
+}
+
+// start starts ob and closes it (within 30 s) in t's Cleanup.
+func start(t testing.TB, ctx context.Context, ob *outbox.Outbox) {
+	t.Helper()
+	if err := ob.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := ob.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
 }

@@ -48,16 +48,7 @@ func TestCommitToListenerCountsFirstDeliveriesOnly(t *testing.T) {
 		}
 		return nil
 	})
-	if err := ob.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := ob.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	start(t, ctx, ob)
 	for _, typ := range []string{"Down", "Later"} {
 		env, err := outbox.JSONEvent(typ, `{}`)
 		if err != nil {

@@ -84,16 +84,7 @@ func TestScrapeRealOutbox(t *testing.T) {
 		}
 		return nil
 	})
-	if err := ob.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := ob.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	start(t, ctx, ob)
 
 	publish := func(typ string) string {
 		t.Helper()
