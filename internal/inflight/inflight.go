@@ -199,8 +199,15 @@ func (t *Tracker) Holds(id string, gen uint64) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	_, ok := t.current(id, gen)
+	return ok
+}
+
+// current returns id's entry if gen is its current acquisition; t.mu is
+// held.
+func (t *Tracker) current(id string, gen uint64) (entry, bool) {
 	e, held := t.ids[id]
-	return held && e.gen == gen
+	return e, held && e.gen == gen
 }
 
 // Settle is called by the holder of gen before it writes the outcome of
@@ -218,8 +225,8 @@ func (t *Tracker) Settle(id string, gen uint64) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, held := t.ids[id]
-	if !held || e.gen != gen {
+	e, ok := t.current(id, gen)
+	if !ok {
 		t.forget(id, gen)
 		return false
 	}
@@ -246,8 +253,7 @@ func (t *Tracker) Resume(id string, gen uint64) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, held := t.ids[id]
-	if !held || e.gen != gen {
+	if _, ok := t.current(id, gen); !ok {
 		return false
 	}
 	t.ids[id] = t.stamp(gen, t.now())
@@ -272,7 +278,7 @@ func (t *Tracker) letGo(id string, gen uint64, finished bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ttl > 0 { // else every holder is current (see Tracker)
-		if e, held := t.ids[id]; !held || e.gen != gen {
+		if _, ok := t.current(id, gen); !ok {
 			t.forget(id, gen)
 			return false // a stale holder: the entry is someone else's
 		}
