@@ -2,7 +2,9 @@ package rabbitmq
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -26,10 +28,15 @@ const closeFlushTimeout = time.Second
 // meanwhile in one call. A write error is returned by every later Write
 // and closes the connection, so the client's reader fails too; a publish
 // whose bytes were lost gets no confirm, which the relay already treats as
-// an outage. Reads, deadlines and addresses are the underlying
-// connection's.
+// an outage. Each batch must be taken by the kernel within stall (the
+// relay's ConfirmTimeout): a peer that reads nothing for that long (a
+// blackholed network) fails the connection then, so a publish waiting for
+// room, which amqp091-go gives no ctx, waits no longer than a confirm
+// would, instead of until the client's heartbeat timeout. Reads, deadlines
+// and addresses are the underlying connection's.
 type batchConn struct {
 	net.Conn
+	stall time.Duration // how long one batch's write may take; 0: no bound
 
 	mu      sync.Mutex
 	taken   *sync.Cond // the sender took a batch, or failed
@@ -42,9 +49,10 @@ type batchConn struct {
 	done chan struct{} // closed when the sender returns
 }
 
-// newBatchConn wraps c and starts its sender.
-func newBatchConn(c net.Conn) *batchConn {
-	b := &batchConn{Conn: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// newBatchConn wraps c and starts its sender; a batch whose write takes
+// longer than stall (0: no bound) fails the connection.
+func newBatchConn(c net.Conn, stall time.Duration) *batchConn {
+	b := &batchConn{Conn: c, stall: stall, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	b.taken = sync.NewCond(&b.mu)
 	go b.send()
 	return b
@@ -85,7 +93,7 @@ func (b *batchConn) send() {
 		b.taken.Broadcast()
 		b.mu.Unlock()
 		if len(batch) > 0 {
-			if _, err := b.Conn.Write(batch); err != nil {
+			if err := b.write(batch); err != nil {
 				b.mu.Lock()
 				if b.err == nil {
 					b.err = err
@@ -103,6 +111,23 @@ func (b *batchConn) send() {
 			return
 		}
 	}
+}
+
+// write writes batch to the connection within b.stall.
+func (b *batchConn) write(batch []byte) error {
+	if b.stall > 0 {
+		// Only the sender writes, so only it sets write deadlines (the
+		// client's own SetDeadline, once the handshake is done, clears
+		// this one at worst for one batch).
+		if err := b.Conn.SetWriteDeadline(time.Now().Add(b.stall)); err != nil {
+			return err
+		}
+	}
+	_, err := b.Conn.Write(batch)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: the broker took no bytes for %v", err, b.stall)
+	}
+	return err
 }
 
 // Close sends what was written before it (the client's connection.close

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,7 +49,7 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 // Close sends what was written before it.
 func TestBatchConnKeepsOrderAndFlushesOnClose(t *testing.T) {
 	client, server := tcpPair(t)
-	b := newBatchConn(client)
+	b := newBatchConn(client, 0)
 	received := make(chan []byte, 1)
 	go func() {
 		all, _ := io.ReadAll(server)
@@ -123,7 +125,7 @@ func (f *failConn) Close() error {
 // gets it too instead of waiting forever.
 func TestBatchConnWriteErrorReachesWriters(t *testing.T) {
 	f := &failConn{fail: make(chan struct{}), release: make(chan struct{}), closed: make(chan struct{})}
-	b := newBatchConn(f)
+	b := newBatchConn(f, 0)
 	// The sender takes the first write and blocks in it; the next ones
 	// fill the buffer up to maxPending, then one waits for room.
 	if _, err := b.Write([]byte("first")); err != nil {
@@ -176,7 +178,7 @@ func TestBatchConnCloseWithStuckSender(t *testing.T) {
 	if err := client.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
 		t.Fatal(err)
 	}
-	b := newBatchConn(client)
+	b := newBatchConn(client, 0)
 	written := make(chan error, 1)
 	go func() {
 		chunk := make([]byte, 64<<10)
@@ -213,5 +215,52 @@ func TestBatchConnCloseWithStuckSender(t *testing.T) {
 		t.Error("a Write waiting for room still blocked after Close")
 		<-written
 	}
+	<-b.done
+}
+
+// A peer that reads nothing for longer than the stall bound: the sender's
+// write fails then (a write deadline), which closes the connection, and a
+// Write waiting for room gets that error instead of waiting until the
+// client's heartbeat timeout (amqp091-go gives a publish's write no ctx).
+func TestBatchConnStallFailsTheConnection(t *testing.T) {
+	client, server := tcpPair(t) // the server end never reads
+	if err := server.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	const stall = 200 * time.Millisecond
+	b := newBatchConn(client, stall)
+	written := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := b.Write(chunk); err != nil {
+				written <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-written:
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "the broker took no bytes for 200ms") {
+			t.Errorf("the waiting Write got %v, want the stalled write's error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a Write kept waiting for room behind a write stalled far longer than the bound")
+	}
+	// The sender closed the connection: its peer reads EOF (or a reset)
+	// once it drains what the kernel took.
+	if err := server.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, server); err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Error("the connection stayed open after its write stalled")
+	}
+	if _, err := b.Write([]byte("again")); err == nil {
+		t.Error("Write after the stall succeeded")
+	}
+	_ = b.Close()
 	<-b.done
 }
