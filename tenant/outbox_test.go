@@ -532,11 +532,23 @@ func TestBadConfigurationAndSets(t *testing.T) {
 	}
 	defer o2.Close(ctx)
 	res, err := o2.SetDatabases(ctx, []tenant.Database{dbs[0], unreachable})
-	if err == nil || !slices.Equal(res.Failed, []string{"m"}) || !slices.Equal(res.Added, []string{"m", "s1"}) {
+	// Added names what is served: not m.
+	if err == nil || !slices.Equal(res.Failed, []string{"m"}) || !slices.Equal(res.Added, []string{"s1"}) {
 		t.Errorf("SetDatabases with an unreachable one = %+v, %v", res, err)
 	}
 	if got := o2.StoreIDs(); !slices.Equal(got, []string{"s1"}) {
 		t.Errorf("StoreIDs = %v, want [s1]", got)
+	}
+	// A changed database that cannot be opened again is not served, and not
+	// named Replaced either.
+	changed := unreachable
+	changed.ID = "s1"
+	res, err = o2.SetDatabases(ctx, []tenant.Database{changed})
+	if err == nil || !slices.Equal(res.Failed, []string{"s1"}) || len(res.Replaced)+len(res.Added) != 0 {
+		t.Errorf("SetDatabases with s1 changed to an unreachable one = %+v, %v", res, err)
+	}
+	if got := o2.StoreIDs(); len(got) != 0 {
+		t.Errorf("StoreIDs = %v, want none", got)
 	}
 	if !strings.Contains(logs.String(), "store=m") || !strings.Contains(logs.String(), "left out until the next refresh") || strings.Contains(logs.String(), "s3cret") {
 		t.Errorf("logs: %s", logs.String())

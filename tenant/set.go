@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -21,9 +22,13 @@ import (
 type RefreshResult struct {
 	Added     []string // new databases, now served
 	Removed   []string // databases no longer in the set, drained and closed
-	Replaced  []string // databases whose Driver or DSN changed: closed and opened again
+	Replaced  []string // databases whose Driver or DSN changed: closed and opened again, now served
 	Unchanged int      // databases left alone
-	Failed    []string // databases that could not be opened or set up (see the error)
+	// Failed names the new or changed databases that could not be opened
+	// or set up (see the error): they are not served (a changed one's old
+	// connection was closed first), nor named in Added or Replaced, and
+	// the next apply tries them again.
+	Failed []string
 }
 
 // member is one database of a set and what was built on it.
@@ -219,11 +224,19 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 			errs = append(errs, err)
 		}
 	}
+	failed := make(map[string]bool)
 	for _, d := range add {
 		if err := s.add(ctx, d); err != nil {
 			res.Failed = append(res.Failed, d.ID)
+			failed[d.ID] = true
 			errs = append(errs, err)
 		}
+	}
+	if len(failed) > 0 {
+		// Added and Replaced name what is served now.
+		notServed := func(id string) bool { return failed[id] }
+		res.Added = slices.DeleteFunc(res.Added, notServed)
+		res.Replaced = slices.DeleteFunc(res.Replaced, notServed)
 	}
 	if len(res.Added)+len(res.Removed)+len(res.Replaced)+len(res.Failed) > 0 {
 		s.log.Info("tenant: set of databases changed", slog.String("part", s.what),
