@@ -48,9 +48,10 @@ type Config struct {
 	Namespace string
 	// ConstLabels are added to every metric, such as {"service": "orders"}
 	// when several services report to one Prometheus. Names must match
-	// [a-zA-Z_][a-zA-Z0-9_]*, must not start with "__" and must not be one
-	// of the collector's own labels (store, event_type, path, outcome,
-	// queue, status, topic, mode). Defaults to none.
+	// [a-zA-Z_][a-zA-Z0-9_]*, must not start with "__", must not be "le"
+	// (histogram buckets) and must not be one of the collector's own
+	// labels (store, event_type, path, outcome, queue, status, topic,
+	// mode). Defaults to none.
 	ConstLabels map[string]string
 	// MaxEventTypes bounds the distinct values of the event_type label:
 	// the events of the types seen after this many others are counted
@@ -166,6 +167,8 @@ func (cfg Config) validate() error {
 			bad(field, "is not a label name: it must match [a-zA-Z_][a-zA-Z0-9_]*")
 		case len(name) >= 2 && name[:2] == "__":
 			bad(field, "starts with \"__\", which Prometheus reserves")
+		case name == "le":
+			bad(field, "is the label Prometheus reserves for histogram buckets")
 		case slices.Contains(labelNames, name):
 			bad(field, "is one of the collector's own labels (%v)", labelNames)
 		case !utf8.ValidString(cfg.ConstLabels[name]):

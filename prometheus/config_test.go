@@ -39,6 +39,7 @@ func TestNewInvalidConfig(t *testing.T) {
 		{"negative MaxEventTypes", outboxprom.Config{MaxEventTypes: -1}, "MaxEventTypes"},
 		{"bad label name", outboxprom.Config{ConstLabels: map[string]string{"a-b": "x"}}, `ConstLabels["a-b"]`},
 		{"reserved label name", outboxprom.Config{ConstLabels: map[string]string{"__x": "x"}}, `ConstLabels["__x"]`},
+		{"histogram bucket label", outboxprom.Config{ConstLabels: map[string]string{"le": "x"}}, `ConstLabels["le"]`},
 		{"own label", outboxprom.Config{ConstLabels: map[string]string{"store": "x"}}, `ConstLabels["store"]`},
 		{"own inbox label", outboxprom.Config{ConstLabels: map[string]string{"topic": "x"}}, `ConstLabels["topic"]`},
 		{"own mode label", outboxprom.Config{ConstLabels: map[string]string{"mode": "x"}}, `ConstLabels["mode"]`},

@@ -96,6 +96,18 @@ func TestConfigDial(t *testing.T) {
 	}
 }
 
+// A Config.Dial that returns neither a connection nor an error fails New
+// with an error saying so (it used to crash the process in the relay's
+// background goroutine).
+func TestConfigDialNilConnection(t *testing.T) {
+	r, err := rabbitmq.New(context.Background(), rabbitmq.Config{Dial: func(context.Context) (*amqp.Connection, error) {
+		return nil, nil
+	}})
+	if err == nil || !strings.Contains(err.Error(), "Config.Dial returned a nil connection") {
+		t.Fatalf("New with a Dial returning (nil, nil) = %v, %v; want an error naming Config.Dial", r, err)
+	}
+}
+
 // A URL New cannot parse is reported without any part of its password,
 // raw or escaped: the parser's own errors quote the URL, or the part of
 // it they refused.

@@ -17,7 +17,11 @@ func (r *Relay) dial(ctx context.Context) (*amqp.Connection, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.DialTimeout)
 	defer cancel()
 	if r.cfg.Dial != nil {
-		return r.cfg.Dial(ctx)
+		conn, err := r.cfg.Dial(ctx)
+		if err == nil && conn == nil {
+			err = errNilConnection
+		}
+		return conn, err
 	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(r.cfg.ConnectionName)

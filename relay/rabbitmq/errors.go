@@ -49,3 +49,7 @@ var (
 func channelLevel(err *amqp.Error) bool {
 	return err != nil && err.Server && err.Recover
 }
+
+// errNilConnection is the dial error of a Config.Dial that returned
+// neither a connection nor an error.
+var errNilConnection = errors.New("rabbitmq: Config.Dial returned a nil connection and a nil error")
