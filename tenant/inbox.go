@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 )
@@ -133,6 +134,9 @@ func (c InboxConfig) validate() error {
 func (ib *Inbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*inbox.Inbox, error) {
 	cfg := ib.cfg.Inbox
 	cfg.Logger = cfg.Logger.With(slog.String("store", d.ID))
+	if cfg.Observer != nil {
+		cfg.Observer = storeObserver{InboxObserver: cfg.Observer, store: d.ID}
+	}
 	in, err := inbox.New(ctx, db, cfg)
 	if err != nil {
 		return nil, err
@@ -211,4 +215,21 @@ func (ib *Inbox) Close(ctx context.Context) error {
 	errRefresh := ib.set.stopRefresh(ctx)
 	errDisp := ib.dispatcher.Close(ctx)
 	return errors.Join(errRefresh, errDisp, ib.set.closeAfter(ctx, ib.dispatcher.Close))
+}
+
+// storeObserver reports a tenant inbox's transactional processings
+// (ProcessTx, Process) with the database's id as their store, as the
+// dispatcher reports its queued ones, so that one database's processings
+// are not counted with every other's under store "".
+type storeObserver struct {
+	core.InboxObserver
+	store string
+}
+
+// ProcessInbox sets m.Store when it is empty.
+func (o storeObserver) ProcessInbox(ctx context.Context, m core.InboxMessage) (context.Context, func(core.InboxResult)) {
+	if m.Store == "" {
+		m.Store = o.store
+	}
+	return o.InboxObserver.ProcessInbox(ctx, m)
 }
