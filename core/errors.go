@@ -31,7 +31,10 @@ var (
 	// ErrBothPayloads reports an envelope given both a JSON and a bytes payload.
 	ErrBothPayloads = errors.New("outbox: both JSON and bytes payloads set: set exactly one")
 	// ErrInvalidJSON reports a JSON payload that is not valid JSON, or
-	// not valid UTF-8 (which no supported database stores as JSON).
+	// not valid UTF-8 (which no supported database stores as JSON); a
+	// store also returns it, before the database sees the payload, for
+	// valid JSON its database's JSON column would refuse or blow up (see
+	// the dialects: PostgreSQL's jsonb, MySQL's and MariaDB's JSON).
 	ErrInvalidJSON = errors.New("outbox: payload is not valid JSON")
 	// ErrPayloadTooLarge reports a payload over MaxPayloadBytes bytes.
 	ErrPayloadTooLarge = errors.New("outbox: payload is too large")

@@ -38,7 +38,10 @@ import (
 // itself (MySQL 8 normalizes key order and whitespace, MariaDB keeps the
 // text; the JSON value is kept either way). A bytes payload is stored as a
 // JSON string holding its standard base64 encoding (`"AAEC/w=="`), so it
-// round-trips byte-exact and a 1 MiB payload takes about 1.4 MB.
+// round-trips byte-exact and a 1 MiB payload takes about 1.4 MB. A JSON
+// payload the column would refuse (a lone UTF-16 surrogate escape, more
+// than [MaxJSONDepth] levels of nesting) is refused before the server
+// with core.ErrInvalidJSON.
 var Dialect jdbcstore.Dialect = mysqlDialect{}
 
 //go:embed schema/outbox.sql
@@ -131,7 +134,33 @@ func mysqlParseTime(s string) (time.Time, error) {
 }
 
 func (mysqlDialect) EncodePayload(kind core.PayloadKind, p []byte) (any, error) {
+	if kind == core.PayloadJSON {
+		if err := jsonColumnStores(p); err != nil {
+			return nil, err
+		}
+	}
 	return jsoncol.Encode(kind, p)
+}
+
+// MaxJSONDepth is the deepest nesting of arrays and objects a JSON payload
+// may have on MySQL/MariaDB: MariaDB's JSON check refuses 32 levels
+// (MySQL 8 accepts 100; the dialect cannot tell the servers apart before
+// the insert, so it keeps to the lower limit).
+const MaxJSONDepth = 31
+
+// jsonColumnStores refuses, before the INSERT, the valid JSON the JSON
+// column refuses: a lone UTF-16 surrogate escape (\ud800), or more than
+// MaxJSONDepth levels of nesting. The server's refusal is a CHECK
+// constraint error the caller could not tell from any other.
+func jsonColumnStores(p []byte) error {
+	f := jsoncol.Inspect(p)
+	switch {
+	case f.LoneSurrogate:
+		return fmt.Errorf(`%w: it holds a lone UTF-16 surrogate escape (such as \ud800), which MySQL's and MariaDB's JSON refuse`, core.ErrInvalidJSON)
+	case f.Depth > MaxJSONDepth:
+		return fmt.Errorf("%w: it is nested %d levels deep, more than the %d MariaDB's JSON accepts", core.ErrInvalidJSON, f.Depth, MaxJSONDepth)
+	}
+	return nil
 }
 
 func (mysqlDialect) DecodePayload(kind core.PayloadKind, v any) ([]byte, error) {

@@ -32,8 +32,11 @@ import (
 //
 // The payload column is jsonb. A JSON payload is stored as the document
 // (jsonb keeps its value; key order and whitespace are normalized); jsonb
-// cannot hold the escape \u0000 or a lone UTF-16 surrogate (\ud800), so
-// such a payload is refused before it reaches the server. A bytes payload
+// cannot hold the escape \u0000, a lone UTF-16 surrogate (\ud800) or a
+// number beyond numeric's range, and it keeps every digit of a number
+// written out in full (1e1000 is stored as 1,001 digits), so a payload
+// that holds the first or would grow past core.MaxPayloadBytes is refused
+// with core.ErrInvalidJSON before it reaches the server. A bytes payload
 // is stored as a JSON string holding its standard base64 encoding, so it
 // round-trips byte-exact.
 var Dialect jdbcstore.Dialect = pgDialect{}
