@@ -147,9 +147,11 @@ func (b *Builder) Ordered() *Builder {
 
 // OnDead sets what the event does to its key should it go DEAD: hold the
 // key (BlockOnDead, the default) or release it (SkipOnDead). It matters
-// for ordered events only.
+// for ordered events only: those its builder orders (Ordered, OrderKey)
+// and those of a type an Ordering orders, where it overrides the
+// Ordering's OnDead.
 func (b *Builder) OnDead(p DeadPolicy) *Builder {
-	b.env.onDead = p
+	b.env.onDead, b.env.onDeadSet = p, true
 	return b
 }
 

@@ -53,6 +53,7 @@ type Envelope struct {
 	notBefore     time.Time // zero: deliver at once
 	orderKey      string    // "": unordered
 	onDead        DeadPolicy
+	onDeadSet     bool // the builder's OnDead was called: Ordering.Apply keeps onDead
 	validated     bool
 }
 

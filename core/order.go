@@ -182,7 +182,7 @@ type Ordering struct {
 	Types []string
 	// OnDead is the policy of those events should they go DEAD:
 	// BlockOnDead (the default) or SkipOnDead. An event ordered by its
-	// builder keeps the builder's policy.
+	// builder, or whose builder set OnDead, keeps the builder's policy.
 	OnDead DeadPolicy
 }
 
@@ -213,7 +213,11 @@ func (o Ordering) Apply(env Envelope) (Envelope, error) {
 	}
 	for _, t := range o.Types {
 		if t == "*" || t == env.eventType {
-			return env.Ordered("", o.OnDead)
+			onDead := o.OnDead
+			if env.onDeadSet {
+				onDead = env.onDead
+			}
+			return env.Ordered("", onDead)
 		}
 	}
 	return env, nil

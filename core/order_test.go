@@ -1,0 +1,56 @@
+package core_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/outbox-go/outbox/core"
+)
+
+// Ordering.Apply orders the events of its types by their aggregate's key
+// with its OnDead policy, unless the builder ordered the event (its key
+// and policy stay) or set OnDead itself (its policy stays: it used to be
+// replaced by the Ordering's).
+func TestOrderingApply(t *testing.T) {
+	ord := core.Ordering{Types: []string{"Changed"}, OnDead: core.BlockOnDead}
+	skip := core.Ordering{Types: []string{"*"}, OnDead: core.SkipOnDead}
+	build := func(b *core.Builder) core.Envelope {
+		t.Helper()
+		env, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	agg := func(typ string) *core.Builder {
+		return core.NewEvent(typ).AggregateType("Order").AggregateID("42").PayloadJSONString(`{}`)
+	}
+	for _, tc := range []struct {
+		name   string
+		o      core.Ordering
+		env    core.Envelope
+		key    string
+		onDead core.DeadPolicy
+	}{
+		{"type ordered", ord, build(agg("Changed")), core.AggregateOrderKey("Order", "42"), core.BlockOnDead},
+		{"other type", ord, build(agg("Other")), "", core.BlockOnDead},
+		{"the Ordering's policy", skip, build(agg("Other")), core.AggregateOrderKey("Order", "42"), core.SkipOnDead},
+		{"the builder's OnDead wins", ord, build(agg("Changed").OnDead(core.SkipOnDead)), core.AggregateOrderKey("Order", "42"), core.SkipOnDead},
+		{"the builder's explicit Block wins", skip, build(agg("Changed").OnDead(core.BlockOnDead)), core.AggregateOrderKey("Order", "42"), core.BlockOnDead},
+		{"the builder's key and policy stay", skip, build(agg("Changed").OrderKey("k")), "k", core.BlockOnDead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.o.Apply(tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.OrderKey() != tc.key || got.OnDead() != tc.onDead {
+				t.Errorf("Apply = key %q, policy %v; want %q, %v", got.OrderKey(), got.OnDead(), tc.key, tc.onDead)
+			}
+		})
+	}
+	// An event of an ordered type with no key to take is refused.
+	if _, err := ord.Apply(build(core.NewEvent("Changed").PayloadJSONString(`{}`))); !errors.Is(err, core.ErrNoOrderKey) {
+		t.Errorf("Apply without an aggregate = %v, want ErrNoOrderKey", err)
+	}
+}
