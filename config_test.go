@@ -11,6 +11,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -107,6 +108,14 @@ func TestNewUndetectedDriver(t *testing.T) {
 		t.Fatalf("New = %v, want ErrInvalidConfig and ErrUnsupportedDriver", err)
 	}
 	if got, want := cfgpath.Fields(err), []string{"Store.Dialect"}; !slices.Equal(got, want) {
+		t.Errorf("problems %q, want %q (error: %v)", got, want, err)
+	}
+	// With other problems, every one is reported at once: the dialect
+	// used to be checked only once the store's fields were valid.
+	_, err = outbox.New(ctx, db, outbox.Config{Store: jdbcstore.Config{Table: "bad-name"}, Dispatcher: dispatcher.Config{Workers: -1}})
+	got := cfgpath.Fields(err)
+	slices.Sort(got)
+	if want := []string{"Dispatcher.Workers", "Store.Dialect", "Store.Table"}; !slices.Equal(got, want) {
 		t.Errorf("problems %q, want %q (error: %v)", got, want, err)
 	}
 }

@@ -192,8 +192,6 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	p.UnsetClock("Store.Now", c.Store.Now)
 	p.UnsetClock("Dispatcher.Now", c.Dispatcher.Now)
 	p.UnsetClock("Poller.Now", c.Poller.Now)
-	storeErr := c.Store.Validate()
-	p.Add("Store", storeErr)
 	p.Add("Dispatcher", c.Dispatcher.Validate())
 	if !c.DisablePoller {
 		p.Add("Poller", c.Poller.Validate())
@@ -203,10 +201,13 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	}
 	p.Add("Ordering", c.Ordering.Validate())
 	var store *jdbcstore.Store
-	if db != nil && storeErr == nil {
+	if db != nil {
+		// New validates the store's fields and its dialect together.
 		var err error
 		store, err = jdbcstore.New(db, c.withDefaults().Store)
 		p.Add("Store", err)
+	} else {
+		p.Add("Store", c.Store.Validate())
 	}
 	return store, p.Err()
 }

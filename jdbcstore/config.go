@@ -1,6 +1,7 @@
 package jdbcstore
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -54,16 +55,18 @@ type Config struct {
 // withDefaults returns cfg with every zero field set to its default.
 // driverName is the name the *sqlx.DB was opened with.
 // resolve checks db, fills cfg's defaults for db's driver and validates
-// the result: the common start of New and of the inbox store.
+// the result, reporting every problem at once: the common start of New
+// and of the inbox store.
 func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
 	if db == nil {
 		return cfg, &core.ConfigError{Field: "db", Msg: "must not be nil"}
 	}
 	cfg = cfg.withDefaults(db.DriverName())
+	var noneForDriver error
 	if cfg.Dialect == nil {
-		return cfg, noDialect(unsupported(db.DriverName(), db.Driver()))
+		noneForDriver = noDialect(unsupported(db.DriverName(), db.Driver()))
 	}
-	return cfg, cfg.validate(db.DriverName())
+	return cfg, errors.Join(noneForDriver, cfg.validateFields())
 }
 
 func (cfg Config) withDefaults(driverName string) Config {
@@ -83,14 +86,6 @@ func (cfg Config) withDefaults(driverName string) Config {
 		cfg.Logger = slog.Default()
 	}
 	return cfg
-}
-
-// validate checks a config that already went through withDefaults.
-func (cfg Config) validate(driverName string) error {
-	if cfg.Dialect == nil {
-		return noDialect(unsupported(driverName, nil))
-	}
-	return cfg.validateFields()
 }
 
 // noDialect is the configuration error of a Config without a Dialect for
