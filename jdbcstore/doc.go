@@ -11,7 +11,8 @@
 // This package imports no database driver. The dialects live in
 // per-database packages that import their driver and [Register] the
 // dialect when imported: jdbcstore/sqlite (mattn/go-sqlite3, the only one
-// needing cgo) and jdbcstore/mysql (MySQL 8 and MariaDB 10.6+). A store on
+// needing cgo), jdbcstore/mysql (MySQL 8 and MariaDB 10.6+) and
+// jdbcstore/postgres (PostgreSQL 13+ through pgx). A store on
 // a driver without a registered dialect fails with an error wrapping
 // [ErrUnsupportedDriver] that names the packages to import.
 //
