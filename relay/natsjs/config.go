@@ -86,7 +86,10 @@ type Config struct {
 	// rather than the publisher's. Pass the outbox's tracing Observer
 	// (the OpenTelemetry module's implements core.HeaderInjector).
 	// Headers in the "Nats-" namespace it writes are dropped, like the
-	// event's. Nil, the default, adds nothing.
+	// event's; one NATS cannot carry verbatim travels inside
+	// HeaderEncoded, like the event's, and fails the event (a normal
+	// failure) if it is not valid UTF-8 either. Nil, the default, adds
+	// nothing.
 	Propagator core.HeaderInjector
 }
 

@@ -21,8 +21,30 @@
 //     once; the second publish is acknowledged as a duplicate and counts as
 //     delivered;
 //   - the relay.Headers metadata ("Outbox-Event-Id", "Outbox-Event-Type",
-//     ...) and the event's own headers, such as "traceparent";
+//     ...) and the event's own headers, such as "traceparent", which a
+//     consumer gets back exactly (see Headers below);
 //   - the payload bytes, unchanged.
+//
+// # Headers
+//
+// NATS headers are MIME-like, and nats.go does not carry every header
+// the outbox accepts: it refuses a message with a header name that holds
+// anything but visible ASCII or one of "(),/:;<=>?@[\]{} (a space, a
+// colon, a non-ASCII letter), turns CR and LF in a value into spaces and
+// trims the spaces and tabs around a value. So the relay sends each header
+// that NATS carries verbatim as a NATS header of its own, as it is, and
+// puts the others (the event's own and the metadata ones, such as the
+// Outbox-Aggregate-Id of the aggregate id "agg\nid") into one extra header,
+// [HeaderEncoded], a JSON object of just those names and values. A
+// message whose headers all travel verbatim, the usual case, has no
+// HeaderEncoded and is what it always was. A consumer gets every header
+// back exactly with [DecodeHeaders]:
+//
+//	h, err := natsjs.DecodeHeaders(msg.Headers())
+//	aggregateID := h.Get(relay.HeaderAggregateID)
+//
+// Headers in the "Nats-" namespace, where JetStream reads its controls,
+// are dropped, the event's and a Propagator's alike.
 //
 // # Failures
 //

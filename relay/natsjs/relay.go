@@ -116,7 +116,8 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 }
 
 // message builds the NATS message of env: subject, headers (the trace
-// context of ctx last, with a Propagator), payload.
+// context of ctx last, with a Propagator; those NATS cannot carry
+// verbatim inside HeaderEncoded), payload.
 func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, error) {
 	var subject string
 	if r.cfg.SubjectFunc != nil {
@@ -132,15 +133,13 @@ func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, erro
 		return nil, fmt.Errorf("natsjs: event %s (type %s): %w", env.ID(), env.Type(), err)
 	}
 	msg := nats.NewMsg(subject)
-	set := func(k, v string) {
-		if isNATSHeader(k) {
-			return // only the relay sets JetStream's control headers
-		}
-		msg.Header.Set(k, v)
-	}
-	relay.Headers(env, set)
+	hs := headerSetter{msg: msg}
+	relay.Headers(env, hs.set)
 	if r.cfg.Propagator != nil {
-		r.cfg.Propagator.InjectHeaders(ctx, set)
+		r.cfg.Propagator.InjectHeaders(ctx, hs.set)
+	}
+	if err := hs.finish(); err != nil {
+		return nil, fmt.Errorf("natsjs: event %s (type %s): %w", env.ID(), env.Type(), err)
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, env.ID())
 	msg.Data = env.RawPayload()

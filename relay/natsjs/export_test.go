@@ -1,0 +1,4 @@
+package natsjs
+
+// Verbatim exposes verbatim to the tests, which check it against nats.go.
+var Verbatim = verbatim

@@ -1,0 +1,198 @@
+package natsjs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+)
+
+// HeaderEncoded is the header that carries, as one JSON object of names to
+// values, the headers NATS cannot carry verbatim. NATS headers are
+// MIME-like: nats.go refuses a message with a header name that holds
+// anything but visible ASCII (a space, a non-ASCII letter) or one of
+// "(),/:;<=>?@[\]{} (a colon), turns CR and LF in a value into spaces and
+// trims the spaces and tabs around it. Every other header, such as "traceparent" or
+// "Outbox-Aggregate-Id" with an ordinary value, goes as a NATS header of
+// its own, unchanged; a header that would be refused or changed goes
+// inside HeaderEncoded instead, so it reaches the consumer exactly. The
+// relay adds HeaderEncoded only to a message with such a header;
+// [DecodeHeaders] puts its headers back. Its value is printable ASCII
+// (every other character escaped as JSON's \uXXXX), which any NATS client
+// reads unchanged. An event header named HeaderEncoded travels inside it
+// too, so it does not clash with the relay's.
+const HeaderEncoded = "Outbox-Encoded-Headers"
+
+// ErrEncodedHeaders reports a [HeaderEncoded] header that [DecodeHeaders]
+// cannot read: more than one value, or a value that is not a JSON object
+// of strings. The relay never writes one.
+var ErrEncodedHeaders = errors.New("natsjs: malformed " + HeaderEncoded + " header")
+
+// headerNameChars marks the bytes nats.go (v1.53) accepts in a header name:
+// visible ASCII (33 to 126) except "(),/:;<=>?@[\]{}. A message with
+// any other byte in a name is refused by nats.go before it is sent
+// ("nats: message could not decode headers").
+var headerNameChars = func() (set [256]bool) {
+	for c := byte(33); c <= 126; c++ {
+		set[c] = !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, rune(c))
+	}
+	return set
+}()
+
+// verbatim reports whether a consumer receives the header name: value
+// exactly as the relay sets it in a NATS message, by the rules of nats.go
+// (v1.53), which writes and parses the headers: name must pass its check
+// (not empty, visible ASCII without any of "(),/:;<=>?@[\]{}), or the
+// message is not sent at all; value must hold no CR or LF, which it turns
+// into spaces, and neither start nor end with a space or a tab, which it
+// trims (and its parser skips the spaces after the colon). Any other byte
+// of a value, non-ASCII text and control characters included, travels
+// unchanged. [HeaderEncoded] itself is not verbatim, so an event header of
+// that name does not clash with the relay's.
+func verbatim(name, value string) bool {
+	if name == "" || name == HeaderEncoded {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !headerNameChars[name[i]] {
+			return false
+		}
+	}
+	if strings.ContainsAny(value, "\r\n") {
+		return false
+	}
+	if value != "" {
+		if c := value[0]; c == ' ' || c == '\t' {
+			return false
+		}
+		if c := value[len(value)-1]; c == ' ' || c == '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// headerSetter collects the headers of one message: a verbatim header
+// straight into the message, any other one into the encoded set. A later
+// set of a name replaces the earlier one, wherever it went.
+type headerSetter struct {
+	msg *nats.Msg
+	enc map[string]string // nil until a header needs it
+}
+
+// set adds the header key: value, but none in the "Nats-" namespace.
+func (s *headerSetter) set(key, value string) {
+	if isNATSHeader(key) {
+		return // only the relay sets JetStream's control headers
+	}
+	if verbatim(key, value) {
+		s.msg.Header.Set(key, value)
+		delete(s.enc, key)
+		return
+	}
+	if s.enc == nil {
+		s.enc = make(map[string]string)
+	}
+	s.enc[key] = value
+	s.msg.Header.Del(key)
+}
+
+// finish adds the [HeaderEncoded] header when a header needs it. A header
+// whose name or value is not valid UTF-8 cannot be written into it
+// exactly: that is an error. Only a Propagator can set one; the event's
+// fields and headers are valid UTF-8.
+func (s *headerSetter) finish() error {
+	if len(s.enc) == 0 {
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.enc)) {
+		if !utf8.ValidString(k) || !utf8.ValidString(s.enc[k]) {
+			return fmt.Errorf("header %q cannot travel: NATS cannot carry it verbatim and it is not valid UTF-8", k)
+		}
+	}
+	b, err := json.Marshal(s.enc)
+	if err != nil {
+		return fmt.Errorf("encode the headers NATS cannot carry verbatim: %w", err)
+	}
+	s.msg.Header.Set(HeaderEncoded, asciiJSON(b))
+	return nil
+}
+
+// asciiJSON returns the JSON text b with every character outside
+// printable ASCII (DEL and non-ASCII; json.Marshal escapes the control
+// characters already) escaped as \uXXXX, a UTF-16 surrogate pair beyond
+// the Basic Multilingual Plane. Such characters occur in JSON only inside
+// strings, where the escape means the same character.
+func asciiJSON(b []byte) string {
+	if !slices.ContainsFunc(b, func(c byte) bool { return c >= 0x7f }) {
+		return string(b)
+	}
+	var sb strings.Builder
+	sb.Grow(len(b))
+	for _, r := range string(b) {
+		switch {
+		case r < 0x7f:
+			sb.WriteRune(r)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			writeEscape(&sb, r1)
+			writeEscape(&sb, r2)
+		default:
+			writeEscape(&sb, r)
+		}
+	}
+	return sb.String()
+}
+
+// writeEscape writes the JSON escape \uXXXX of the UTF-16 unit r.
+func writeEscape(sb *strings.Builder, r rune) {
+	fmt.Fprintf(sb, `\u%04x`, r)
+}
+
+// DecodeHeaders returns the headers a relayed message carries, as the
+// relay was given them: a copy of h where every header inside
+// [HeaderEncoded] is back under its own name with its exact value, and
+// HeaderEncoded itself is gone. Without HeaderEncoded it returns a copy of
+// h. h is not modified. Use it on the Header of a nats.Msg or a
+// jetstream.RawStreamMsg, or on a jetstream.Msg's Headers():
+//
+//	h, err := natsjs.DecodeHeaders(msg.Headers())
+//	aggregateID := h.Get(relay.HeaderAggregateID)
+//
+// A consumer that reads the NATS headers directly sees every header NATS
+// carries verbatim, exactly, and misses only those inside HeaderEncoded;
+// there are none when each name is made of ASCII letters, digits and
+// dashes and no value holds a line break or starts or ends with a space
+// or a tab. A malformed HeaderEncoded (see [ErrEncodedHeaders]) returns
+// an error and no headers.
+func DecodeHeaders(h nats.Header) (nats.Header, error) {
+	out := make(nats.Header, len(h))
+	for k, vs := range h {
+		out[k] = slices.Clone(vs)
+	}
+	vs, ok := out[HeaderEncoded]
+	if !ok {
+		return out, nil
+	}
+	if len(vs) != 1 {
+		return nil, fmt.Errorf("%w: %d values, want one", ErrEncodedHeaders, len(vs))
+	}
+	var enc map[string]string
+	if err := json.Unmarshal([]byte(vs[0]), &enc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrEncodedHeaders, err)
+	}
+	if enc == nil {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrEncodedHeaders)
+	}
+	delete(out, HeaderEncoded)
+	for k, v := range enc {
+		out.Set(k, v)
+	}
+	return out, nil
+}
