@@ -96,14 +96,19 @@ func Run(ctx context.Context, opts Options, w io.Writer) error {
 	}
 	got := make(chan received, opts.Events)
 	handle := func(ctx context.Context, m jetstream.Msg) (received, error) {
-		id := m.Headers().Get(jetstream.MsgIDHeader)
+		// DecodeHeaders gives back, exactly, the headers NATS could not
+		// carry as they were (an aggregate id with a line break, say).
+		h, err := natsjs.DecodeHeaders(m.Headers())
+		if err != nil {
+			return received{}, err
+		}
+		id, order := h.Get(jetstream.MsgIDHeader), h.Get("Outbox-Aggregate-Id")
 		processed, err := in.Process(ctx, inbox.Message{Source: "orders", MessageID: id, Topic: m.Subject(), Payload: m.Data()},
 			func(ctx context.Context, tx *sqlx.Tx) error {
-				_, err := tx.ExecContext(ctx, `INSERT INTO invoices (order_id, body) VALUES (?, ?)`,
-					m.Headers().Get("Outbox-Aggregate-Id"), string(m.Data()))
+				_, err := tx.ExecContext(ctx, `INSERT INTO invoices (order_id, body) VALUES (?, ?)`, order, string(m.Data()))
 				return err
 			})
-		return received{msg: m, order: m.Headers().Get("Outbox-Aggregate-Id"), processed: processed}, err
+		return received{msg: m, order: order, processed: processed}, err
 	}
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy})
 	if err != nil {
