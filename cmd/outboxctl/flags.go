@@ -3,13 +3,12 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/outbox-go/outbox/internal/timearg"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -116,58 +115,12 @@ func (v *ageValue) String() string {
 }
 
 func (v *ageValue) Set(s string) error {
-	d, err := parseAge(s)
+	d, err := timearg.Age(s)
 	if err != nil {
 		return err
 	}
 	v.d, v.set = d, true
 	return nil
-}
-
-// maxDays keeps a day count within time.Duration.
-const maxDays = math.MaxInt64 / int64(24*time.Hour)
-
-// parseAge reads a non-negative Go duration ("36h", "90m", "1ns"),
-// optionally led by a number of days ("7d", "1d12h").
-func parseAge(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	bad := fmt.Errorf("invalid duration %q: write a Go duration (90m, 36h) or days (7d, 1d12h)", s)
-	if s == "" {
-		return 0, bad
-	}
-	var days int64
-	rest := s
-	if i := strings.IndexByte(s, 'd'); i > 0 && isDigits(s[:i]) {
-		n, err := strconv.ParseInt(s[:i], 10, 64)
-		if err != nil || n > maxDays {
-			return 0, fmt.Errorf("duration %q is too long", s)
-		}
-		days, rest = n, s[i+1:]
-	}
-	var d time.Duration
-	if rest != "" {
-		var err error
-		if d, err = time.ParseDuration(rest); err != nil {
-			return 0, bad
-		}
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("duration %q must not be negative", s)
-	}
-	total := time.Duration(days) * 24 * time.Hour
-	if total > math.MaxInt64-d {
-		return 0, fmt.Errorf("duration %q is too long", s)
-	}
-	return total + d, nil
-}
-
-func isDigits(s string) bool {
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // formatAge writes d with whole days as "d": 7d, 1d12h0m0s, 36m0s.
@@ -183,8 +136,9 @@ func formatAge(d time.Duration) string {
 	return s
 }
 
-// timeBound is a --since/--until flag: an RFC 3339 time, a UTC date
-// (2006-01-02) or a duration ago (36h, 7d), read when the flag is parsed.
+// timeBound is a --since/--until flag: an RFC 3339 time, a UTC date or
+// time (2006-01-02, 2006-01-02T15:04) or a duration ago (36h, 7d), read
+// when the flag is parsed (timearg.Time).
 type timeBound struct {
 	t   time.Time
 	raw string
@@ -199,29 +153,15 @@ func (v *timeBound) String() string {
 }
 
 func (v *timeBound) Set(s string) error {
-	s = strings.TrimSpace(s)
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		t, err = time.Parse(time.DateOnly, s)
-	}
-	if err == nil {
-		// The zero time is no bound to the store's filter: a bound there
-		// or before would select everything.
-		if !t.After(time.Time{}) {
-			return fmt.Errorf("invalid time %q: must be after 0001-01-01T00:00:00Z", s)
-		}
-		v.t, v.raw = t, s
-		return nil
-	}
-	d, err := parseAge(s)
-	if err != nil {
-		return fmt.Errorf("invalid time %q: write RFC 3339 (2006-01-02T15:04:05Z), a date (2006-01-02) or a duration ago (36h, 7d)", s)
-	}
 	now := time.Now
 	if v.now != nil {
 		now = v.now
 	}
-	v.t, v.raw = now().Add(-d), s
+	t, err := timearg.Time(s, now())
+	if err != nil {
+		return err
+	}
+	v.t, v.raw = t, strings.TrimSpace(s)
 	return nil
 }
 
@@ -234,7 +174,7 @@ type deadFilterFlags struct {
 func (f *deadFilterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.eventType, "type", "", "only events of this event `type`")
 	fs.StringVar(&f.tenant, "tenant", "", "only events of this tenant `id`")
-	fs.Var(&f.since, "since", "only events created at or after this `time`: RFC 3339, a date (2006-01-02, UTC)\nor a duration ago (36h, 7d)")
+	fs.Var(&f.since, "since", "only events created at or after this `time`: RFC 3339, a UTC date or time\n(2006-01-02, 2006-01-02T15:04) or a duration ago (36h, 7d)")
 	fs.Var(&f.until, "until", "only events created before this `time` (same forms as --since)")
 }
 
