@@ -23,6 +23,9 @@ const (
 	// DefaultPageSize is how many DEAD events a page lists by default.
 	DefaultPageSize = 50
 	// MaxPageSize bounds Config.PageSize and the limit a page may ask.
+	// It is below outboxctl's --limit (1..jdbcstore.MaxListLimit), which
+	// serves scripts: a page renders every row as HTML for people to
+	// read, and its paging goes on past them.
 	MaxPageSize = 500
 	// DefaultStatsMaxAge is how old the overview's figures may be before
 	// they are read again.

@@ -274,6 +274,29 @@ func TestPurgePreviewChangesNothing(t *testing.T) {
 	}
 }
 
+// The purge preview reads its ages as outboxctl purge does
+// (timearg.Age), so the command it shows takes them.
+func TestPurgePreviewAgesAreOutboxctls(t *testing.T) {
+	st := newStore(t)
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st}))
+	code, body := c.get("/purge?done=1d12h&dead=+7d+")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d\n%s", code, body)
+	}
+	mustContain(t, body, "outboxctl purge --done-older-than 1d12h --dead-older-than 7d</code>")
+	for age, want := range map[string]string{
+		"+7d":   `done: invalid duration &#34;&#43;7d&#34;: write a Go duration (90m, 36h) or days (7d, 1d12h)`,
+		"-1h":   `done: duration &#34;-1h&#34; must not be negative`,
+		"3651d": `done: duration &#34;3651d&#34; is more than ten years`,
+	} {
+		code, body := c.get("/purge?" + url.Values{"done": {age}}.Encode())
+		if code != http.StatusBadRequest {
+			t.Errorf("GET /purge?done=%s = %d, want 400", age, code)
+		}
+		mustContain(t, body, want)
+	}
+}
+
 // A trusted origin a browser's Origin header can never equal is refused
 // by New, each as a *core.ConfigError naming its index, with the other
 // invalid fields.

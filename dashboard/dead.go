@@ -27,7 +27,7 @@ type deadView struct {
 
 // deadList lists DEAD events matching the filter, a page at a time.
 func (h *handler) deadList(w http.ResponseWriter, r *http.Request, src *source) {
-	q, err := parseDeadQuery(r.URL.Query(), h.cfg.PageSize)
+	q, err := parseDeadQuery(r.URL.Query(), h.cfg.PageSize, h.cfg.Now())
 	v := deadView{Q: q, IsFirst: q.After == "", Spaced: spaced(q.Type) || spaced(q.Tenant)}
 	if err != nil {
 		v.Errors = strings.Split(err.Error(), "\n")

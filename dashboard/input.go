@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/timearg"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -35,8 +36,9 @@ type deadQuery struct {
 	filter       jdbcstore.DeadFilter
 }
 
-// parseDeadQuery reads and validates the filter parameters of v.
-func parseDeadQuery(v url.Values, defLimit int) (deadQuery, error) {
+// parseDeadQuery reads and validates the filter parameters of v; a
+// duration ago is taken from now.
+func parseDeadQuery(v url.Values, defLimit int, now time.Time) (deadQuery, error) {
 	var q deadQuery
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -61,10 +63,10 @@ func parseDeadQuery(v url.Values, defLimit int) (deadQuery, error) {
 	if err := checkText(q.After, maxIDLen); err != nil {
 		bad("after: %v", err)
 	}
-	if q.filter.From, err = parseTime(q.Since); err != nil {
+	if q.filter.From, err = parseTime(q.Since, now); err != nil {
 		bad("since: %v", err)
 	}
-	if q.filter.To, err = parseTime(q.Until); err != nil {
+	if q.filter.To, err = parseTime(q.Until, now); err != nil {
 		bad("until: %v", err)
 	}
 	if !q.filter.From.IsZero() && !q.filter.To.IsZero() && !q.filter.From.Before(q.filter.To) {
@@ -153,54 +155,42 @@ func checkText(s string, n int) error {
 	return nil
 }
 
-// timeLayouts are the accepted forms of a time filter, UTC unless the
-// value names its zone.
-var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"}
+// maxTimeLen bounds a time filter as typed: RFC 3339 with nanoseconds
+// and an offset is 35 characters.
+const maxTimeLen = 40
 
-func parseTime(s string) (time.Time, error) {
+// parseTime reads a time filter ("" is none) as outboxctl reads --since
+// and --until (timearg.Time): RFC 3339, a UTC date or time, or a
+// duration ago from now.
+func parseTime(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if len(s) > 40 {
-		return time.Time{}, errors.New("too long")
+	if err := checkText(s, maxTimeLen); err != nil {
+		return time.Time{}, err
 	}
-	for _, l := range timeLayouts {
-		if t, err := time.ParseInLocation(l, s, time.UTC); err == nil {
-			if t.Year() < 1970 || t.Year() > 9999 {
-				return time.Time{}, fmt.Errorf("%q is out of range", s)
-			}
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not a time: write 2025-01-31, 2025-01-31T14:05 (UTC) or RFC 3339", s)
+	return timearg.Time(s, now)
 }
 
-// parseAge reads a purge age: a Go duration (36h) or days (7d); "" is 0.
+// maxAgeLen bounds a purge age as typed.
+const maxAgeLen = 20
+
+// parseAge reads a purge age as outboxctl reads its purge ages
+// (timearg.Age: a Go duration, days, or both: 36h, 7d, 1d12h), so the
+// command line the preview shows takes it; at most ten years. "" is 0.
 func parseAge(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
-	if len(s) > 20 {
-		return 0, errors.New("too long")
+	if err := checkText(s, maxAgeLen); err != nil {
+		return 0, err
 	}
-	var d time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("%q is not an age: write 7d or 36h", s)
-		}
-		if n > int(maxRetention/(24*time.Hour)) {
-			return 0, fmt.Errorf("%q is more than ten years", s)
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("%q is not an age: write 7d or 36h", s)
-		}
+	d, err := timearg.Age(s)
+	if err != nil {
+		return 0, err
 	}
-	if d < 0 || d > maxRetention {
-		return 0, fmt.Errorf("%q must be between 0 and ten years", s)
+	if d > maxRetention {
+		return 0, fmt.Errorf("duration %q is more than ten years", s)
 	}
 	return d, nil
 }

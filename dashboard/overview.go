@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -139,7 +140,7 @@ type purgeView struct {
 // never removes anything.
 func (h *handler) purgePreview(w http.ResponseWriter, r *http.Request, src *source) {
 	q := r.URL.Query()
-	v := purgeView{Done: q.Get("done"), Dead: q.Get("dead")}
+	v := purgeView{Done: strings.TrimSpace(q.Get("done")), Dead: strings.TrimSpace(q.Get("dead"))}
 	var err error
 	if v.DoneAge, err = parseAge(v.Done); err != nil {
 		v.Errors = append(v.Errors, "done: "+err.Error())

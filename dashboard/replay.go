@@ -53,7 +53,7 @@ func (h *handler) replayPreview(w http.ResponseWriter, r *http.Request, src *sou
 // replaySelection parses the selection of a replay: the view with the
 // status to render it with (400 with the errors on bad input).
 func (h *handler) replaySelection(form map[string][]string) (replayView, int) {
-	q, err := parseDeadQuery(form, h.cfg.PageSize)
+	q, err := parseDeadQuery(form, h.cfg.PageSize, h.cfg.Now())
 	v := replayView{Q: q, ByIDs: len(q.IDs) > 0}
 	switch {
 	case err != nil:
