@@ -46,9 +46,11 @@ const (
 // Store is what the dashboard reads and changes in one database: the
 // inspection and operation methods of *jdbcstore.Store, which implements
 // it. Lists read ListDeadSummaries, never the payloads; Get reads the one
-// event a page shows. ReplayDead is only called when
-// Config.AllowMutations is set; Purge only in a dry run (the dashboard
-// previews purges, it never runs them).
+// event a page shows. ReplayDead changes rows only when
+// Config.AllowMutations is set: otherwise it is only called in a dry run
+// (ReplayOptions.DryRun), as is every replay preview. Purge is only
+// called in a dry run (the dashboard previews purges, it never runs
+// them).
 type Store interface {
 	StatsWith(ctx context.Context, o jdbcstore.StatsOptions) (jdbcstore.Stats, error)
 	DeadTypes(ctx context.Context, offset, limit int) ([]jdbcstore.DeadTypeCount, error)

@@ -18,19 +18,32 @@ type missingID struct {
 }
 
 type replayView struct {
-	Q        deadQuery
-	Errors   []string
-	ByIDs    bool
-	Events   []jdbcstore.DeadSummary // the matching events shown
-	Matched  int                     // how many match (a lower bound when More)
-	More     bool                    // more than previewShown match
-	Missing  []missingID             // given ids that would not be replayed
-	Replayed int
-	IDs      []string
+	Q      deadQuery
+	Errors []string
+	ByIDs  bool
+	// Events are the events shown that a replay would move back to NEW
+	// (preview).
+	Events  []jdbcstore.DeadSummary
+	Matched int  // how many DEAD events match (the preview: of those it checked, a lower bound when More)
+	More    bool // more than previewShown match (the preview), or more ids than shown (the result)
+	// Missing are the events (and given ids) that would not be (were
+	// not) replayed, with why.
+	Missing     []missingID
+	MoreMissing bool // more than previewShown of them: the rest are not listed
+	// Left counts the matched events a replay would leave (left) DEAD,
+	// and Gone those that stopped being DEAD meanwhile (in the preview
+	// they count in Left): both with their reasons in Missing.
+	Left, Gone int
+	Replayed   int
+	IDs        []string
 }
 
 // replayPreview shows what a replay would do (a dry run) and, when
-// mutations are enabled, the form that confirms it.
+// mutations are enabled, the form that confirms it. The events listed
+// (at most previewShown) go through the store's own dry run of the
+// replay, as outboxctl dead replay --dry-run does: the events it would
+// leave DEAD (an ordered event under the skip policy whose key went on
+// without it) are named with its reason, not announced as replayed.
 func (h *handler) replayPreview(w http.ResponseWriter, r *http.Request, src *source) {
 	v, status := h.replaySelection(r.URL.Query())
 	if status == http.StatusOK {
@@ -42,12 +55,51 @@ func (h *handler) replayPreview(w http.ResponseWriter, r *http.Request, src *sou
 		if len(recs) > previewShown {
 			recs, v.More = recs[:previewShown], true
 		}
-		v.Events, v.Matched = recs, len(recs)
+		v.Matched = len(recs)
+		if len(recs) > 0 {
+			f := v.Q.filter
+			f.IDs = make([]string, len(recs))
+			for i, rec := range recs {
+				f.IDs[i] = rec.ID
+			}
+			res, err := src.store.ReplayDead(r.Context(), f, jdbcstore.ReplayOptions{DryRun: true})
+			if err != nil {
+				h.failStore(w, r, src, "previewing the replay", err)
+				return
+			}
+			v.sortOut(recs, res)
+		}
 		if v.ByIDs {
 			h.whyMissing(r, src, &v, recs)
 		}
 	}
 	h.render(w, r, src, status, "replay", &page{Title: "Replay preview", Nav: "dead", Data: v})
+}
+
+// sortOut splits the listed events recs by the dry run res over them:
+// those it would replay go to Events, the others to Missing with the
+// store's reason. One listed but not in res stopped matching between
+// the list and the dry run.
+func (v *replayView) sortOut(recs []jdbcstore.DeadSummary, res jdbcstore.ReplayResult) {
+	would := make(map[string]bool, len(res.IDs))
+	for _, id := range res.IDs {
+		would[id] = true
+	}
+	why := make(map[string]string, len(res.NotReplayed))
+	for _, u := range res.NotReplayed {
+		why[u.ID] = u.Reason
+	}
+	for _, rec := range recs {
+		switch {
+		case would[rec.ID]:
+			v.Events = append(v.Events, rec)
+		case why[rec.ID] != "":
+			v.Missing = append(v.Missing, missingID{ID: rec.ID, Why: why[rec.ID]})
+		default:
+			v.Missing = append(v.Missing, missingID{ID: rec.ID, Why: jdbcstore.ReasonNoLongerDead})
+		}
+	}
+	v.Left = len(recs) - len(v.Events)
 }
 
 // replaySelection parses the selection of a replay: the view with the
@@ -84,6 +136,10 @@ func (h *handler) whyMissing(r *http.Request, src *source, v *replayView, matche
 		if rec, err := src.store.Get(r.Context(), id); err == nil {
 			why = "not DEAD (" + rec.Status.String() + ")"
 			if rec.Status == core.StatusDead {
+				if v.More {
+					// Perhaps past the events the preview checked.
+					continue
+				}
 				why = "does not match the other filters"
 			}
 		} else if !isNotFound(err) {
@@ -119,21 +175,31 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, src *source) {
 	if len(v.IDs) > previewShown {
 		v.IDs, v.More = v.IDs[:previewShown], true
 	}
-	// The events matched but left DEAD, with the store's reason (a
-	// skip-policy event whose key went on, one changed meanwhile).
+	// The events matched but not replayed, with the store's reason: left
+	// DEAD (a skip-policy event whose key went on), or changed meanwhile.
 	for _, u := range res.NotReplayed {
-		if len(v.Missing) == previewShown {
-			v.More = true
-			break
+		if u.Reason == jdbcstore.ReasonNoLongerDead {
+			v.Gone++
+		} else {
+			v.Left++
 		}
-		v.Missing = append(v.Missing, missingID{ID: u.ID, Why: u.Reason})
+		v.miss(u.ID, u.Reason)
 	}
 	if v.ByIDs {
 		for _, id := range v.Q.IDs {
-			if !slices.Contains(res.IDs, id) && !slices.ContainsFunc(v.Missing, func(m missingID) bool { return m.ID == id }) {
-				v.Missing = append(v.Missing, missingID{ID: id, Why: "not DEAD, not found, or not matching"})
+			if !slices.Contains(res.IDs, id) && !slices.ContainsFunc(res.NotReplayed, func(u jdbcstore.Unchanged) bool { return u.ID == id }) {
+				v.miss(id, "not DEAD, not found, or not matching")
 			}
 		}
 	}
 	h.render(w, r, src, http.StatusOK, "replayed", &page{Title: "Replayed", Nav: "dead", Data: v})
+}
+
+// miss adds id to Missing, up to previewShown of them.
+func (v *replayView) miss(id, why string) {
+	if len(v.Missing) == previewShown {
+		v.MoreMissing = true
+		return
+	}
+	v.Missing = append(v.Missing, missingID{ID: id, Why: why})
 }

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
+	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -27,7 +29,7 @@ func TestReplayAfterPreviewAndConfirmation(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("preview = %d\n%s", code, body)
 	}
-	mustContain(t, body, "Dry run: 2 DEAD events match", "d1: not DEAD (DONE)", "ghost: not found", `id="replay-confirm"`)
+	mustContain(t, body, "Dry run: of the 2 DEAD events among the 4 selected, 2 would be replayed.", "d1: not DEAD (DONE)", "ghost: not found", `id="replay-confirm"`)
 	if statusOf(t, st, "x1") != core.StatusDead {
 		t.Fatal("the preview changed a row")
 	}
@@ -43,7 +45,7 @@ func TestReplayAfterPreviewAndConfirmation(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("replay = %d\n%s", code, body)
 	}
-	mustContain(t, body, "Replayed 2 of 2")
+	mustContain(t, body, "Replayed 2 of 2 matching DEAD events: they are NEW again")
 	for id, want := range map[string]core.Status{"x1": core.StatusNew, "x3": core.StatusNew, "x2": core.StatusDead, "d1": core.StatusDone} {
 		if got := statusOf(t, st, id); got != want {
 			t.Errorf("%s is %v, want %v", id, got, want)
@@ -52,7 +54,7 @@ func TestReplayAfterPreviewAndConfirmation(t *testing.T) {
 
 	// By filter.
 	_, body = c.get("/replay?type=A")
-	mustContain(t, body, "Dry run: 1 DEAD event matches", ">x2<")
+	mustContain(t, body, "Dry run: of the 1 DEAD event matching the filter type = &#34;A&#34;, 1 would be replayed.", ">x2<")
 	code, _ = c.post("/replay", url.Values{"csrf": {csrfToken(t, body)}, "type": {"A"}, "confirm": {"yes"}}, nil)
 	if code != http.StatusOK || statusOf(t, st, "x2") != core.StatusNew {
 		t.Errorf("replay by filter = %d, x2 %v", code, statusOf(t, st, "x2"))
@@ -115,14 +117,16 @@ func TestForgedOrReadOnlyPostsAreRefused(t *testing.T) {
 	}
 }
 
-// A replay names the events it left DEAD with the store's reason: an
-// ordered event under the skip policy whose key went on without it.
-func TestReplayNamesWhatItLeftDead(t *testing.T) {
-	st := newStore(t)
+// seedWentOn seeds two ordered events of key under the skip policy,
+// the first DEAD, the second behind it (NEW): the key went on without
+// the first (any status of a later event counts), so the store refuses
+// to replay it.
+func seedWentOn(t *testing.T, st *jdbcstore.Store, key, first, second string) {
+	t.Helper()
 	ctx := t.Context()
 	lease := core.Lease{Owner: owner, Until: time.Now().Add(time.Hour)}
-	for _, id := range []string{"k1", "k2"} {
-		env, err := core.NewEvent("A").ID(id).OrderKey("k").OnDead(core.SkipOnDead).PayloadJSONString(`{}`).Build()
+	for _, id := range []string{first, second} {
+		env, err := core.NewEvent("A").ID(id).OrderKey(key).OnDead(core.SkipOnDead).PayloadJSONString(`{}`).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,19 +138,104 @@ func TestReplayNamesWhatItLeftDead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ok, err := st.MarkDead(ctx, owner, "k1", "boom"); err != nil || !ok {
-		t.Fatalf("MarkDead k1: %v, %v", ok, err)
+	if ok, err := st.MarkDead(ctx, owner, first, "boom"); err != nil || !ok {
+		t.Fatalf("MarkDead %s: %v, %v", first, ok, err)
 	}
-	// k2, inserted behind k1, waits unowned: the key went on (any status
-	// of a later event counts).
+}
+
+// The preview is the store's dry run of the replay: an event the store
+// would leave DEAD (its key went on without it under the skip policy)
+// is named with the store's reason, not announced as replayed.
+func TestReplayPreviewIsADryRun(t *testing.T) {
+	st := newStore(t)
+	seedWentOn(t, st, "k", "k1", "k2")
+	seed(t, st, event{id: "x1", typ: "A", status: core.StatusDead})
 	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true}))
-	_, body := c.get("/replay?id=k1")
-	code, body := c.post("/replay", url.Values{"csrf": {csrfToken(t, body)}, "id": {"k1"}, "confirm": {"yes"}}, nil)
+
+	code, body := c.get("/replay?id=k1&id=x1")
+	if code != http.StatusOK {
+		t.Fatalf("preview = %d\n%s", code, body)
+	}
+	mustContain(t, body, "Dry run: of the 2 DEAD events among the 2 selected, 1 would be replayed and 1 would not (below).",
+		"<li>k1: "+jdbcstore.ReasonKeyWentOn+"</li>", ">x1<", "replay this one", `id="replay-confirm"`)
+	mustNotContain(t, body, ">k1<") // not in the table of what a replay moves back to NEW
+
+	_, body = c.get("/replay?type=A")
+	mustContain(t, body, "Dry run: of the 2 DEAD events matching the filter type = &#34;A&#34;, 1 would be replayed and 1 would not (below).",
+		"<li>k1: "+jdbcstore.ReasonKeyWentOn+"</li>")
+
+	// Nothing to replay: no confirmation form.
+	_, body = c.get("/replay?id=k1")
+	mustContain(t, body, "Dry run: of the 1 DEAD event among the 1 selected, 0 would be replayed and 1 would not (below). Nothing has changed yet.</p>",
+		"<li>k1: "+jdbcstore.ReasonKeyWentOn+"</li>")
+	mustNotContain(t, body, "1 DEAD event matches", "A replay moves", `id="confirm-form"`)
+	for id, want := range map[string]core.Status{"k1": core.StatusDead, "k2": core.StatusNew, "x1": core.StatusDead} {
+		if got := statusOf(t, st, id); got != want {
+			t.Errorf("after the previews %s is %v, want %v", id, got, want)
+		}
+	}
+}
+
+// More ids selected than the preview checks: those past the first
+// previewShown are not said to miss the other filters.
+func TestReplayPreviewOfManyIDs(t *testing.T) {
+	st := newStore(t)
+	q := url.Values{}
+	var evs []event
+	for i := range 101 {
+		id := fmt.Sprintf("x%03d", i)
+		evs = append(evs, event{id: id, typ: "A", status: core.StatusDead})
+		q.Add("id", id)
+	}
+	seed(t, st, evs...)
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true}))
+	code, body := c.get("/replay?" + q.Encode())
+	if code != http.StatusOK {
+		t.Fatalf("preview = %d\n%s", code, body)
+	}
+	mustContain(t, body, "Dry run: the first 100 DEAD events among the 101 selected were checked (there are more): 100 would be replayed.",
+		"every matching DEAD event (more than 100)")
+	mustNotContain(t, body, "does not match", `id="missing"`)
+}
+
+// The result says how many were replayed of how many matched, names
+// those left DEAD with the store's reason, and says "stopped being DEAD
+// meanwhile" only of those that did.
+func TestReplayResultSaysWhyEachWasNotReplayed(t *testing.T) {
+	st := newStore(t)
+	seedWentOn(t, st, "k", "k1", "k2")
+	seed(t, st, event{id: "x1", typ: "A", status: core.StatusDead}, event{id: "x2", typ: "A", status: core.StatusDead})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true}))
+	_, body := c.get("/replay?id=x1")
+	token := csrfToken(t, body)
+
+	// k1 posted anyway (a preview from before its key went on): refused.
+	code, body := c.post("/replay", url.Values{"csrf": {token}, "id": {"k1", "x1"}, "confirm": {"yes"}}, nil)
 	if code != http.StatusOK {
 		t.Fatalf("replay = %d\n%s", code, body)
 	}
-	mustContain(t, body, "k1: its key went on without it under the skip policy")
+	mustContain(t, body, "Replayed 1 of 2 matching DEAD events: it is NEW again and a running outbox delivers it.",
+		"1 was left DEAD, for the reason given below.", "<li>k1: "+jdbcstore.ReasonKeyWentOn+"</li>")
+	mustNotContain(t, body, "stopped being DEAD")
 	if got := statusOf(t, st, "k1"); got != core.StatusDead {
 		t.Errorf("k1 is %v, want DEAD", got)
 	}
+
+	// x2 is deleted by the replay's own UPDATE: it stopped being DEAD
+	// between the read of its batch and the write.
+	if _, err := st.DB().Exec(`CREATE TRIGGER gone_x2 BEFORE UPDATE ON outbox_event WHEN OLD.event_id = 'x2'
+		BEGIN DELETE FROM outbox_event WHERE event_id = 'x2'; END`); err != nil {
+		t.Fatal(err)
+	}
+	_, body = c.post("/replay", url.Values{"csrf": {token}, "id": {"k1", "x2"}, "confirm": {"yes"}}, nil)
+	mustContain(t, body, "Replayed 0 of 2 matching DEAD events.",
+		"1 was left DEAD, for the reason given below.", "1 stopped being DEAD meanwhile (replayed or discarded elsewhere, or purged).",
+		"<li>k1: "+jdbcstore.ReasonKeyWentOn+"</li>", "<li>x2: "+jdbcstore.ReasonNoLongerDead+"</li>")
+	mustNotContain(t, body, "NEW again")
+	if got := statusOf(t, st, "k1"); got != core.StatusDead {
+		t.Errorf("k1 is %v, want DEAD", got)
+	}
+
+	_, body = c.post("/replay", url.Values{"csrf": {token}, "id": {"x1"}, "confirm": {"yes"}}, nil)
+	mustContain(t, body, "No DEAD event matched: nothing was replayed.", "<li>x1: not DEAD, not found, or not matching</li>")
 }

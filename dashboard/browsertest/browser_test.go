@@ -220,7 +220,7 @@ func runScenario(t *testing.T, browser context.Context, db *sqlx.DB, screenshots
 		chromedp.WaitVisible("#confirm-form", chromedp.ByID),
 		chromedp.Text("#preview-summary", &summary, chromedp.ByID),
 	)
-	if !strings.Contains(summary, "Dry run: 1 DEAD event matches") {
+	if !strings.Contains(summary, "Dry run: of the 1 DEAD event among the 1 selected, 1 would be replayed.") {
 		t.Errorf("preview says %q", summary)
 	}
 	if got := statusOf(t, st, "pay-1"); got != core.StatusDead {
