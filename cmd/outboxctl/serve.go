@@ -55,7 +55,7 @@ with a port to allow only that port; --allowed-host '*' answers to any host.
 
 With --inbox-table the dashboard also lists the dead and pending messages
 of that inbox table (package github.com/outbox-go/outbox/inbox) in the same
-database; the table must exist.
+database. Both tables must exist: serve checks them before it listens.
 
 A tenant set: give one --db NAME=DSN per database (instead of --dsn); the
 dashboard offers a database selector.`,
@@ -168,6 +168,9 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		if err != nil {
 			return nil, err
 		}
+		if err := probeTables(ctx, st.DB(), st.Table(), inboxTable); err != nil {
+			return nil, err
+		}
 		cfg.Store = st
 		if in, err := openInbox(st.DB(), st.Dialect()); err != nil {
 			return nil, err
@@ -194,6 +197,9 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		if err != nil {
 			return opened, usagef("%v", err)
 		}
+		if err := probeTables(ctx, db, st.Table(), inboxTable); err != nil {
+			return opened, fmt.Errorf("--db %s: %w", name, err)
+		}
 		in, err := openInbox(db, t.dialect)
 		if err != nil {
 			return opened, err
@@ -201,6 +207,22 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		cfg.Databases = append(cfg.Databases, dashboard.Database{Name: name, Store: st, Inbox: in})
 	}
 	return opened, nil
+}
+
+// probeTables checks that the outbox table and, when given, the inbox
+// table exist, so that serve fails at start rather than on every page.
+// The names were validated as identifiers.
+func probeTables(ctx context.Context, db *sqlx.DB, table, inboxTable string) error {
+	if _, err := db.ExecContext(ctx, "SELECT 1 FROM "+table+" WHERE 1 = 0"); err != nil {
+		return missingTable(err, table)
+	}
+	if inboxTable == "" {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, "SELECT 1 FROM "+inboxTable+" WHERE 1 = 0"); err != nil {
+		return fmt.Errorf("--inbox-table %s: %w (inbox.New creates it unless its Config.SkipSchema)", inboxTable, err)
+	}
+	return nil
 }
 
 // serve listens on addr and serves h until ctx is done, then stops

@@ -123,6 +123,11 @@ func TestServeInbox(t *testing.T) {
 		t.Errorf("GET inbox = %d\n%s", code, body)
 	}
 	fails(t, exitUsage, "--dsn", path, "serve", "--inbox-table", "bad name")
+	// Tables that do not exist fail serve before it listens (it used to
+	// start and answer every page with 500).
+	fails(t, exitFailed, "--dsn", path, "serve", "--inbox-table", "nope")
+	fails(t, exitFailed, "--dsn", path, "--table", "nope", "serve")
+	fails(t, exitFailed, "serve", "--db", "a="+path, "--table", "nope")
 }
 
 func TestServeAllowedHosts(t *testing.T) {
