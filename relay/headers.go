@@ -10,8 +10,8 @@ import (
 // headers (which carry, for example, the W3C trace context "traceparent"
 // and "tracestate" under their own names). A header that would be empty
 // (no aggregate, no tenant) is left out. The event id travels in the
-// broker's own deduplication field as well (NATS "Nats-Msg-Id", AMQP
-// message_id).
+// broker's own deduplication field as well (NATS "Nats-Msg-Id", encoded
+// when NATS cannot carry it verbatim; AMQP message_id).
 const (
 	HeaderEventID       = "Outbox-Event-Id"
 	HeaderEventType     = "Outbox-Event-Type"

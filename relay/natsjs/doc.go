@@ -16,7 +16,8 @@
 //   - the subject expanded from Config.Subject (a relay.Template) or
 //     returned by Config.SubjectFunc, checked against the NATS subject
 //     rules before anything is sent;
-//   - the event id as "Nats-Msg-Id", so a stream with a duplicate window
+//   - the event id as "Nats-Msg-Id" (encoded when NATS cannot carry it as
+//     it is: see Nats-Msg-Id below), so a stream with a duplicate window
 //     (StreamConfig.Duplicates, 2 min by default) stores a redelivered event
 //     once; the second publish is acknowledged as a duplicate and counts as
 //     delivered;
@@ -45,6 +46,26 @@
 //
 // Headers in the "Nats-" namespace, where JetStream reads its controls,
 // are dropped, the event's and a Propagator's alike.
+//
+// # Nats-Msg-Id
+//
+// The Nats-Msg-Id of an event is its id, as it is, when NATS carries
+// that verbatim and it does not start with "~b64:": always for the
+// default ids (ULIDs), and for any id without CR or LF and without a
+// space or a tab at either end. nats.go would change the others (" x"
+// would arrive as "x", "a\nb" as "a b": two events would share a Msg-Id
+// and JetStream would drop the later one as a duplicate), so they are
+// sent as "~b64:" and the id's bytes in unpadded base64url (RFC 4648,
+// section 5), " x" as "~b64:IHg"; so is an id that starts with "~b64:",
+// which could otherwise spell the Msg-Id of another id.
+// So a redelivered event has the Msg-Id it had, and two events have the
+// same Msg-Id only if they have the same id. A consumer that deduplicates
+// on Nats-Msg-Id deduplicates on the event id, one to one; one that needs
+// the event id itself reads it, exactly, from Outbox-Event-Id through
+// DecodeHeaders:
+//
+//	h, err := natsjs.DecodeHeaders(msg.Headers())
+//	eventID := h.Get(relay.HeaderEventID)
 //
 // # Failures
 //

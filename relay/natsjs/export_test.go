@@ -2,3 +2,9 @@ package natsjs
 
 // Verbatim exposes verbatim to the tests, which check it against nats.go.
 var Verbatim = verbatim
+
+// MsgID and MsgIDPrefix expose the Nats-Msg-Id of an event id to the
+// tests.
+var MsgID = msgID
+
+const MsgIDPrefix = msgIDPrefix

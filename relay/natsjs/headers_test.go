@@ -28,7 +28,7 @@ import (
 // event the relay cannot send goes DEAD fast) to a stream of its own and
 // returns the messages a consumer of the stream receives, in the order of
 // envs, each with the headers the event should arrive with: relay.Headers of the stored event
-// and its Nats-Msg-Id.
+// and the Nats-Msg-Id of its id.
 func relayHeaders(t *testing.T, cfg natsjs.Config, envs ...core.Envelope) ([]jetstream.Msg, []map[string]string) {
 	t.Helper()
 	_, js := connect(t)
@@ -60,7 +60,7 @@ func relayHeaders(t *testing.T, cfg natsjs.Config, envs ...core.Envelope) ([]jet
 		if err != nil {
 			t.Fatal(err)
 		}
-		want[i] = map[string]string{jetstream.MsgIDHeader: env.ID()}
+		want[i] = map[string]string{jetstream.MsgIDHeader: natsjs.MsgID(env.ID())}
 		relay.Headers(stored, func(k, v string) { want[i][k] = v })
 	}
 	if t.Failed() {
@@ -70,7 +70,7 @@ func relayHeaders(t *testing.T, cfg natsjs.Config, envs ...core.Envelope) ([]jet
 	msgs := make([]jetstream.Msg, len(envs))
 	for _, m := range consume(t, st, len(envs)) {
 		id := m.Headers().Get(jetstream.MsgIDHeader)
-		i := slices.IndexFunc(envs, func(env core.Envelope) bool { return env.ID() == id })
+		i := slices.IndexFunc(envs, func(env core.Envelope) bool { return natsjs.MsgID(env.ID()) == id })
 		if i < 0 || msgs[i] != nil {
 			t.Fatalf("unexpected or repeated Nats-Msg-Id %q", id)
 		}

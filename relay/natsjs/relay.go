@@ -117,7 +117,8 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 
 // message builds the NATS message of env: subject, headers (the trace
 // context of ctx last, with a Propagator; those NATS cannot carry
-// verbatim inside HeaderEncoded), payload.
+// verbatim inside HeaderEncoded), the Nats-Msg-Id of its id (see msgID),
+// payload.
 func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, error) {
 	var subject string
 	if r.cfg.SubjectFunc != nil {
@@ -141,7 +142,7 @@ func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, erro
 	if err := hs.finish(); err != nil {
 		return nil, fmt.Errorf("natsjs: event %s (type %s): %w", env.ID(), env.Type(), err)
 	}
-	msg.Header.Set(jetstream.MsgIDHeader, env.ID())
+	msg.Header.Set(jetstream.MsgIDHeader, msgID(env.ID()))
 	msg.Data = env.RawPayload()
 	return msg, nil
 }
