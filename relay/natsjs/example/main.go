@@ -6,11 +6,11 @@
 // An "orders" service commits OrderPlaced events to its outbox (SQLite);
 // the natsjs relay publishes them to a JetStream stream; a "billing"
 // service consumes the stream and hands each message to its inbox
-// (SQLite), keyed by the message's Nats-Msg-Id (the event id), which
-// records an invoice exactly once however often the message comes. The
-// program then replays one event through the relay (the stream's
-// duplicate window drops it) and one message through the inbox (skipped),
-// prints what happened, and deletes its stream.
+// (SQLite), keyed by the event id (Outbox-Event-Id, read through
+// natsjs.DecodeHeaders), which records an invoice exactly once however
+// often the message comes. The program then replays one event through the
+// relay (the stream's duplicate window drops it) and one message through
+// the inbox (skipped), prints what happened, and deletes its stream.
 package main
 
 import (

@@ -102,7 +102,7 @@ func Run(ctx context.Context, opts Options, w io.Writer) error {
 		if err != nil {
 			return received{}, err
 		}
-		id, order := h.Get(jetstream.MsgIDHeader), h.Get("Outbox-Aggregate-Id")
+		id, order := h.Get("Outbox-Event-Id"), h.Get("Outbox-Aggregate-Id")
 		processed, err := in.Process(ctx, inbox.Message{Source: "orders", MessageID: id, Topic: m.Subject(), Payload: m.Data()},
 			func(ctx context.Context, tx *sqlx.Tx) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO invoices (order_id, body) VALUES (?, ?)`, order, string(m.Data()))
