@@ -45,19 +45,26 @@
 //	aggregateID := h.Get(relay.HeaderAggregateID)
 //
 // Headers in the "Nats-" namespace, where JetStream reads its controls,
-// are dropped, the event's and a Propagator's alike.
+// are dropped, the event's and a Propagator's alike. A header whose name
+// or value merely mentions "Nats-" (in any case) travels inside
+// HeaderEncoded, where that text is escaped: nats-server finds its control
+// headers by searching the text of the whole header block, so a value
+// such as "Nats-Msg-Id: x" in another header could be taken for one (on
+// nats-server 2.9 it turned off the message's duplicate detection).
 //
 // # Nats-Msg-Id
 //
 // The Nats-Msg-Id of an event is its id, as it is, when NATS carries
 // that verbatim and it does not start with "~b64:": always for the
-// default ids (ULIDs), and for any id without CR or LF and without a
-// space or a tab at either end. nats.go would change the others (" x"
-// would arrive as "x", "a\nb" as "a b": two events would share a Msg-Id
-// and JetStream would drop the later one as a duplicate), so they are
-// sent as "~b64:" and the id's bytes in unpadded base64url (RFC 4648,
-// section 5), " x" as "~b64:IHg"; so is an id that starts with "~b64:",
-// which could otherwise spell the Msg-Id of another id.
+// default ids (ULIDs), and for any id without CR or LF, without a space
+// or a tab at either end and not mentioning "Nats-". nats.go would change
+// the others (" x" would arrive as "x", "a\nb" as "a b": two events would
+// share a Msg-Id and JetStream would drop the later one as a duplicate),
+// or the server could read a control header in them, so they are sent as
+// "~b64:" and the id's bytes in unpadded standard base64 (RFC 4648,
+// section 4, whose alphabet has no dash), " x" as "~b64:IHg"; so is an id
+// that starts with "~b64:", which could otherwise spell the Msg-Id of
+// another id.
 // So a redelivered event has the Msg-Id it had, and two events have the
 // same Msg-Id only if they have the same id. A consumer that deduplicates
 // on Nats-Msg-Id deduplicates on the event id, one to one; one that needs

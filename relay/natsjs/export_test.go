@@ -8,3 +8,6 @@ var Verbatim = verbatim
 var MsgID = msgID
 
 const MsgIDPrefix = msgIDPrefix
+
+// VerbatimValue exposes verbatim's rule for a value (a Nats-Msg-Id's).
+var VerbatimValue = verbatimValue

@@ -55,8 +55,15 @@ var headerNameChars = func() (set [256]bool) {
 // of a value, non-ASCII text and control characters included, travels
 // unchanged. [HeaderEncoded] itself is not verbatim, so an event header of
 // that name does not clash with the relay's.
+//
+// A name or value that mentions "Nats-" (in any case) is not verbatim
+// either: nats-server finds JetStream's control headers (Nats-Msg-Id,
+// Nats-Expected-Last-Sequence, Nats-Rollup, ...) by searching the text of
+// the whole header block, so such text in another header's name or value
+// could be taken for one (a value holding "Nats-Msg-Id: x" turned off the
+// message's duplicate detection on nats-server 2.9).
 func verbatim(name, value string) bool {
-	if name == "" || name == HeaderEncoded {
+	if name == "" || name == HeaderEncoded || mentionsNATS(name) {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
@@ -64,7 +71,12 @@ func verbatim(name, value string) bool {
 			return false
 		}
 	}
-	if strings.ContainsAny(value, "\r\n") {
+	return verbatimValue(value)
+}
+
+// verbatimValue is verbatim's rule for a header value.
+func verbatimValue(value string) bool {
+	if strings.ContainsAny(value, "\r\n") || mentionsNATS(value) {
 		return false
 	}
 	if value != "" {
@@ -76,6 +88,21 @@ func verbatim(name, value string) bool {
 		}
 	}
 	return true
+}
+
+// mentionsNATS reports whether s holds "nats-" in any case.
+func mentionsNATS(s string) bool {
+	for i := strings.IndexByte(s, '-'); i >= 0; {
+		if i >= 4 && strings.EqualFold(s[i-4:i], "nats") {
+			return true
+		}
+		next := strings.IndexByte(s[i+1:], '-')
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return false
 }
 
 // headerSetter collects the headers of one message: a verbatim header
@@ -127,16 +154,20 @@ func (s *headerSetter) finish() error {
 // asciiJSON returns the JSON text b with every character outside
 // printable ASCII (DEL and non-ASCII; json.Marshal escapes the control
 // characters already) escaped as \uXXXX, a UTF-16 surrogate pair beyond
-// the Basic Multilingual Plane. Such characters occur in JSON only inside
-// strings, where the escape means the same character.
+// the Basic Multilingual Plane, and the dash of every "nats-" (in any
+// case) escaped as \u002d, so that nats-server never reads the text of a
+// control header in it (see verbatim). Such characters occur in JSON only
+// inside strings, where the escape means the same character.
 func asciiJSON(b []byte) string {
-	if !slices.ContainsFunc(b, func(c byte) bool { return c >= 0x7f }) {
+	if !slices.ContainsFunc(b, func(c byte) bool { return c >= 0x7f }) && !mentionsNATS(string(b)) {
 		return string(b)
 	}
 	var sb strings.Builder
 	sb.Grow(len(b))
 	for _, r := range string(b) {
 		switch {
+		case r == '-' && mentionsNATS(lastFour(sb.String())+"-"):
+			writeEscape(&sb, r)
 		case r < 0x7f:
 			sb.WriteRune(r)
 		case r > 0xffff:
@@ -148,6 +179,11 @@ func asciiJSON(b []byte) string {
 		}
 	}
 	return sb.String()
+}
+
+// lastFour returns the last four bytes of s, or s when it is shorter.
+func lastFour(s string) string {
+	return s[max(0, len(s)-4):]
 }
 
 // writeEscape writes the JSON escape \uXXXX of the UTF-16 unit r.

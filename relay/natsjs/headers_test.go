@@ -421,3 +421,60 @@ func TestVerbatimIsNATSRule(t *testing.T) {
 		t.Errorf("an event header named %s would travel verbatim and clash with the relay's", natsjs.HeaderEncoded)
 	}
 }
+
+// nats-server finds JetStream's control headers by searching the text of
+// the whole header block, so a header that mentions one (in its value or
+// its name) could be taken for it: on nats-server 2.9 a value holding
+// "Nats-Msg-Id: x" turned off the message's duplicate detection, and
+// "Nats-Expected-Last-Sequence: 999" or "Nats-Rollup: all" made the server
+// refuse it. Such headers travel inside HeaderEncoded, where no "nats-"
+// is left as text, and reach a consumer exactly.
+func TestRelayHeadersMentioningNATSControlHeaders(t *testing.T) {
+	hdr := func(k, v string) core.Envelope {
+		return hdrEvent(t, func(b *core.Builder) *core.Builder { return b.Header(k, v) })
+	}
+	envs := []core.Envelope{
+		hdr("X-Decoy", "Nats-Msg-Id: decoy"),
+		hdr("Y", "Nats-Expected-Last-Sequence: 999"),
+		hdr("lower", "nats-expected-last-sequence:999"),
+		hdr("X-Nats-Msg-Id", "a name that mentions it"),
+		hdrEvent(t, func(b *core.Builder) *core.Builder { return b.AggregateType("T").AggregateID("Nats-Rollup:all") }),
+		hdrEvent(t, func(b *core.Builder) *core.Builder {
+			return b.Header("Z", "Nats-Expected-Stream: nope").Header("key ü", "Nats-Msg-Id:inside the encoded one")
+		}),
+	}
+	roundTrip(t, natsjs.Config{}, envs...)
+
+	// No header text but the relay's Nats-Msg-Id mentions "nats-", and
+	// duplicate detection holds for such an event.
+	_, js := connect(t)
+	st, prefix := newStream(t, js, nil)
+	r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{type}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	for _, env := range envs {
+		for range 2 {
+			if err := r.OnEvent(context.Background(), env); err != nil {
+				t.Fatalf("OnEvent: %v", err)
+			}
+		}
+	}
+	for i, m := range consume(t, st, len(envs)) {
+		for k, vs := range m.Headers() {
+			for _, v := range vs {
+				if k != jetstream.MsgIDHeader && (strings.Contains(strings.ToLower(k), "nats-") || strings.Contains(strings.ToLower(v), "nats-")) {
+					t.Errorf("message %d: header %q: %q mentions nats-", i, k, v)
+				}
+			}
+		}
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(len(envs)) {
+		t.Errorf("the stream holds %d messages after each event was relayed twice, want %d: duplicate detection failed", info.State.Msgs, len(envs))
+	}
+}

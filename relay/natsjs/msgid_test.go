@@ -21,9 +21,9 @@ import (
 )
 
 // encodedMsgID is the Nats-Msg-Id of an event id NATS cannot carry
-// verbatim: the reserved prefix and the id's bytes in unpadded base64url.
+// verbatim: the reserved prefix and the id's bytes in unpadded standard base64.
 func encodedMsgID(id string) string {
-	return natsjs.MsgIDPrefix + base64.RawURLEncoding.EncodeToString([]byte(id))
+	return natsjs.MsgIDPrefix + base64.RawStdEncoding.EncodeToString([]byte(id))
 }
 
 // Event ids nats.go would make one Nats-Msg-Id (it turns CR and LF into
@@ -174,7 +174,7 @@ func msgIDSet() []string {
 
 // MsgID is one to one and deterministic; it is the event id itself when
 // NATS carries that verbatim and it does not start with the reserved
-// prefix, and the prefix and the id in base64url otherwise; its result
+// prefix, and the prefix and the id in standard base64 otherwise; its result
 // always travels verbatim.
 func TestMsgID(t *testing.T) {
 	ids := msgIDSet()
@@ -188,14 +188,14 @@ func TestMsgID(t *testing.T) {
 			t.Errorf("MsgID(%q) = MsgID(%q) = %q", other, id, got)
 		}
 		seen[got] = id
-		plain := id != "" && natsjs.Verbatim(jetstream.MsgIDHeader, id) && !strings.HasPrefix(id, natsjs.MsgIDPrefix)
+		plain := id != "" && natsjs.VerbatimValue(id) && !strings.HasPrefix(id, natsjs.MsgIDPrefix)
 		if plain && got != id {
 			t.Errorf("MsgID(%q) = %q, want the id itself: NATS carries it verbatim", id, got)
 		}
 		if !plain && got != encodedMsgID(id) {
 			t.Errorf("MsgID(%q) = %q, want %q", id, got, encodedMsgID(id))
 		}
-		if got == "" || !natsjs.Verbatim(jetstream.MsgIDHeader, got) || !utf8.ValidString(got) {
+		if got == "" || !natsjs.VerbatimValue(got) || !utf8.ValidString(got) {
 			t.Errorf("MsgID(%q) = %q, which NATS does not carry verbatim", id, got)
 		}
 	}
