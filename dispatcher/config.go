@@ -223,9 +223,8 @@ func (c Config) validate() error {
 	p.AtLeast1("DoneBatchSize", c.DoneBatchSize)
 	p.NotNegative("ListenerTimeout", c.ListenerTimeout)
 	p.NotNegative("ListenerGrace", c.ListenerGrace)
-	if c.Lease <= c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout {
-		p.Field("Lease", fmt.Sprintf("(%v) must exceed ListenerTimeout + ListenerGrace + StatusTimeout (%v)",
-			c.Lease, c.ListenerTimeout+c.ListenerGrace+c.StatusTimeout))
+	if need := cfgpath.Sum(c.ListenerTimeout, c.ListenerGrace, c.StatusTimeout); c.Lease <= need {
+		p.Field("Lease", fmt.Sprintf("(%v) must exceed ListenerTimeout + ListenerGrace + StatusTimeout (%v)", c.Lease, need))
 	}
 	if len(c.Owner) > MaxOwnerLen || !utf8.ValidString(c.Owner) || strings.IndexByte(c.Owner, 0) >= 0 {
 		p.Field("Owner", fmt.Sprintf("must be valid text of at most %d bytes", MaxOwnerLen))

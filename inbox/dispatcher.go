@@ -179,9 +179,8 @@ func (c DispatcherConfig) validate() error {
 	if c.StatusTimeout <= 0 {
 		p.Field("StatusTimeout", "must be positive")
 	}
-	if c.Lease <= c.HandlerTimeout+c.StatusTimeout {
-		p.Field("Lease", fmt.Sprintf("(%v) must exceed HandlerTimeout + StatusTimeout (%v)",
-			c.Lease, c.HandlerTimeout+c.StatusTimeout))
+	if need := cfgpath.Sum(c.HandlerTimeout, c.StatusTimeout); c.Lease <= need {
+		p.Field("Lease", fmt.Sprintf("(%v) must exceed HandlerTimeout + StatusTimeout (%v)", c.Lease, need))
 	}
 	p.NotNegative("PollInterval", c.PollInterval)
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)

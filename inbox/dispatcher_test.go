@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -182,6 +183,8 @@ func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 	}
 	for _, cfg := range []inbox.DispatcherConfig{
 		{Lease: time.Second, HandlerTimeout: time.Second},
+		// The sum overflowing must not let any lease pass.
+		{Lease: time.Minute, HandlerTimeout: math.MaxInt64 - time.Second, StatusTimeout: 2 * time.Second},
 		{Owner: strings.Repeat("o", inbox.MaxOwnerLen+1)},
 		{Workers: -1},
 		{MaxAttempts: -1},

@@ -5,6 +5,7 @@ package cfgpath
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -115,4 +116,19 @@ func (c *Collector) NotNegative(path string, d time.Duration) {
 	if d < 0 {
 		c.Field(path, "must not be negative")
 	}
+}
+
+// Sum returns the sum of durations that are not negative (the caller
+// reports negative ones), saturating at the largest time.Duration instead
+// of wrapping around: a lease checked against timeouts near the maximum
+// must not pass because their sum overflowed.
+func Sum(ds ...time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		if d > 0 && sum > math.MaxInt64-d {
+			return math.MaxInt64
+		}
+		sum += max(d, 0)
+	}
+	return sum
 }

@@ -2,9 +2,11 @@ package cfgpath_test
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
@@ -40,5 +42,23 @@ func TestPrefix(t *testing.T) {
 	_ = cfgpath.Prefix("P", ce)
 	if ce.Field != "A" {
 		t.Fatal("Prefix modified its argument")
+	}
+}
+
+func TestSumSaturates(t *testing.T) {
+	for _, tc := range []struct {
+		ds   []time.Duration
+		want time.Duration
+	}{
+		{nil, 0},
+		{[]time.Duration{time.Second, 2 * time.Second}, 3 * time.Second},
+		{[]time.Duration{math.MaxInt64, 1}, math.MaxInt64},
+		{[]time.Duration{1 << 62, 1 << 62}, math.MaxInt64},
+		{[]time.Duration{math.MaxInt64 - 1, 1}, math.MaxInt64},
+		{[]time.Duration{-5, time.Second}, time.Second},
+	} {
+		if got := cfgpath.Sum(tc.ds...); got != tc.want {
+			t.Errorf("Sum(%v) = %v, want %v", tc.ds, got, tc.want)
+		}
 	}
 }
