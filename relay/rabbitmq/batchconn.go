@@ -28,15 +28,17 @@ const closeFlushTimeout = time.Second
 // meanwhile in one call. A write error is returned by every later Write
 // and closes the connection, so the client's reader fails too; a publish
 // whose bytes were lost gets no confirm, which the relay already treats as
-// an outage. Each batch must be taken by the kernel within stall (the
-// relay's ConfirmTimeout): a peer that reads nothing for that long (a
-// blackholed network) fails the connection then, so a publish waiting for
-// room, which amqp091-go gives no ctx, waits no longer than a confirm
-// would, instead of until the client's heartbeat timeout. Reads, deadlines
-// and addresses are the underlying connection's.
+// an outage. The kernel must take some of the bytes within every stall
+// (the relay's ConfirmTimeout): a peer that reads nothing for that long (a
+// blackholed network), unless it blocked the connection on purpose, fails
+// the connection then, so a publish waiting for room, which amqp091-go
+// gives no ctx, waits no longer than a confirm would, instead of until
+// the client's heartbeat timeout. Reads, deadlines and addresses are the
+// underlying connection's.
 type batchConn struct {
 	net.Conn
-	stall time.Duration // how long one batch's write may take; 0: no bound
+	stall time.Duration // how long a write may make no progress; 0: no bound
+	held  func() bool   // the broker blocked the connection (connection.blocked); nil: never
 
 	mu      sync.Mutex
 	taken   *sync.Cond // the sender took a batch, or failed
@@ -49,10 +51,11 @@ type batchConn struct {
 	done chan struct{} // closed when the sender returns
 }
 
-// newBatchConn wraps c and starts its sender; a batch whose write takes
-// longer than stall (0: no bound) fails the connection.
-func newBatchConn(c net.Conn, stall time.Duration) *batchConn {
-	b := &batchConn{Conn: c, stall: stall, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// newBatchConn wraps c and starts its sender; a write that makes no
+// progress for stall (0: no bound) fails the connection, unless held (nil:
+// never) reports that the broker blocked it.
+func newBatchConn(c net.Conn, stall time.Duration, held func() bool) *batchConn {
+	b := &batchConn{Conn: c, stall: stall, held: held, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	b.taken = sync.NewCond(&b.mu)
 	go b.send()
 	return b
@@ -113,21 +116,35 @@ func (b *batchConn) send() {
 	}
 }
 
-// write writes batch to the connection within b.stall.
+// write writes batch to the connection. With b.stall set, the broker
+// must take some of it within every b.stall: a write that makes no
+// progress for that long fails the connection, unless b.held says the
+// broker blocked the connection (a resource alarm, when it stops reading
+// on purpose until the alarm clears). A slow reader that keeps taking
+// bytes is never failed.
 func (b *batchConn) write(batch []byte) error {
-	if b.stall > 0 {
-		// Only the sender writes, so only it sets write deadlines (the
-		// client's own SetDeadline, once the handshake is done, clears
-		// this one at worst for one batch).
-		if err := b.Conn.SetWriteDeadline(time.Now().Add(b.stall)); err != nil {
+	for len(batch) > 0 {
+		if b.stall > 0 {
+			// Only the sender writes, so only it sets write deadlines (the
+			// client's own SetDeadline, once the handshake is done, clears
+			// this one at worst for one write).
+			if err := b.Conn.SetWriteDeadline(time.Now().Add(b.stall)); err != nil {
+				return err
+			}
+		}
+		n, err := b.Conn.Write(batch)
+		batch = batch[n:]
+		switch {
+		case err == nil:
+		case !errors.Is(err, os.ErrDeadlineExceeded):
 			return err
+		case n > 0 || b.held != nil && b.held():
+			// The broker took bytes, or holds them back on purpose.
+		default:
+			return fmt.Errorf("%w: the broker took no bytes for %v", err, b.stall)
 		}
 	}
-	_, err := b.Conn.Write(batch)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%w: the broker took no bytes for %v", err, b.stall)
-	}
-	return err
+	return nil
 }
 
 // Close sends what was written before it (the client's connection.close

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 // Close sends what was written before it.
 func TestBatchConnKeepsOrderAndFlushesOnClose(t *testing.T) {
 	client, server := tcpPair(t)
-	b := newBatchConn(client, 0)
+	b := newBatchConn(client, 0, nil)
 	received := make(chan []byte, 1)
 	go func() {
 		all, _ := io.ReadAll(server)
@@ -125,7 +126,7 @@ func (f *failConn) Close() error {
 // gets it too instead of waiting forever.
 func TestBatchConnWriteErrorReachesWriters(t *testing.T) {
 	f := &failConn{fail: make(chan struct{}), release: make(chan struct{}), closed: make(chan struct{})}
-	b := newBatchConn(f, 0)
+	b := newBatchConn(f, 0, nil)
 	// The sender takes the first write and blocks in it; the next ones
 	// fill the buffer up to maxPending, then one waits for room.
 	if _, err := b.Write([]byte("first")); err != nil {
@@ -178,7 +179,7 @@ func TestBatchConnCloseWithStuckSender(t *testing.T) {
 	if err := client.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
 		t.Fatal(err)
 	}
-	b := newBatchConn(client, 0)
+	b := newBatchConn(client, 0, nil)
 	written := make(chan error, 1)
 	go func() {
 		chunk := make([]byte, 64<<10)
@@ -231,7 +232,7 @@ func TestBatchConnStallFailsTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	const stall = 200 * time.Millisecond
-	b := newBatchConn(client, stall)
+	b := newBatchConn(client, stall, nil)
 	written := make(chan error, 1)
 	go func() {
 		chunk := make([]byte, 64<<10)
@@ -260,6 +261,100 @@ func TestBatchConnStallFailsTheConnection(t *testing.T) {
 	}
 	if _, err := b.Write([]byte("again")); err == nil {
 		t.Error("Write after the stall succeeded")
+	}
+	_ = b.Close()
+	<-b.done
+}
+
+// A peer that reads slowly but steadily is never failed, however long a
+// batch takes as a whole: the stall bound is on progress (it used to be on
+// each batch, so a peer taking 1 MiB in more than the bound, a slow link
+// or the broker's flow control, had its connection failed).
+func TestBatchConnSlowReaderIsNotStalled(t *testing.T) {
+	// A pipe has no buffer: a write ends when the reader took its bytes,
+	// and a deadline in the middle returns what it took so far.
+	client, server := net.Pipe()
+	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	const stall = 500 * time.Millisecond
+	b := newBatchConn(client, stall, nil)
+	total := maxPending + 512<<10 // batches of up to 1 MiB: 0.65 s each at the reader's pace
+	received := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 16<<10)
+		n := 0
+		for n < total {
+			time.Sleep(10 * time.Millisecond) // about 1.6 MB/s
+			m, err := server.Read(buf)
+			n += m
+			if err != nil {
+				t.Errorf("read after %d bytes: %v", n, err)
+				break
+			}
+		}
+		received <- n
+	}()
+	chunk := make([]byte, 64<<10)
+	for written := 0; written < total; written += len(chunk) {
+		if _, err := b.Write(chunk); err != nil {
+			t.Fatalf("Write after %d bytes to a reader that keeps reading: %v", written, err)
+		}
+	}
+	select {
+	case n := <-received:
+		if n != total {
+			t.Errorf("the reader got %d bytes, want %d", n, total)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the reader did not get every byte")
+	}
+	_ = b.Close()
+	<-b.done
+}
+
+// While the broker holds the connection blocked (connection.blocked: it
+// reads nothing until a resource alarm clears) a write that makes no
+// progress is not failed; once it no longer is, the stall fails it.
+func TestBatchConnHeldIsNotStalled(t *testing.T) {
+	client, server := tcpPair(t) // the server end never reads
+	if err := server.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	const stall = 100 * time.Millisecond
+	var held atomic.Bool
+	held.Store(true)
+	var checks atomic.Int32
+	b := newBatchConn(client, stall, func() bool {
+		checks.Add(1)
+		return held.Load()
+	})
+	written := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := b.Write(chunk); err != nil {
+				written <- err
+				return
+			}
+		}
+	}()
+	// Several stalls pass while held: nothing fails.
+	testsupport.WaitFor(t, 30*time.Second, "three stalls of a held connection", func() bool { return checks.Load() >= 3 })
+	select {
+	case err := <-written:
+		t.Fatalf("a held connection failed: %v", err)
+	default:
+	}
+	held.Store(false)
+	select {
+	case err := <-written:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("Write = %v, want the stall's error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no failure once the connection was no longer held")
 	}
 	_ = b.Close()
 	<-b.done

@@ -104,12 +104,15 @@ type Config struct {
 	// put off, no attempt charged), not as a failure of the event. The
 	// listener's ctx deadline (the dispatcher's ListenerTimeout) applies
 	// too, whichever ends first: a deadline that ends the wait is the same
-	// outage. It also bounds a write to the socket: a broker that takes
-	// no bytes for that long (a network that drops everything) fails the
-	// connection, which is dialled again, so a publish stuck behind a full
-	// socket returns then rather than at the client's heartbeat timeout
-	// (a connection from Config.Dial has no such bound). Defaults to
-	// DefaultConfirmTimeout (5 s).
+	// outage. It also bounds a write to the socket that makes no
+	// progress: a broker that takes no bytes at all for that long (a
+	// network that drops everything), without having blocked the
+	// connection on purpose (a resource alarm), fails the connection,
+	// which is dialled again, so a publish stuck behind a full socket
+	// returns then rather than at the client's heartbeat timeout. A slow
+	// link that keeps taking bytes is never failed; a connection from
+	// Config.Dial has no such bound. Defaults to DefaultConfirmTimeout
+	// (5 s).
 	ConfirmTimeout time.Duration
 	// DialTimeout bounds one dial, TCP connect and AMQP handshake
 	// together. Defaults to DefaultDialTimeout (5 s).

@@ -42,7 +42,7 @@ func (r *Relay) dial(ctx context.Context) (*amqp.Connection, error) {
 				return nil, err
 			}
 			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-			return newBatchConn(c, r.cfg.ConfirmTimeout), nil
+			return newBatchConn(c, r.cfg.ConfirmTimeout, r.blocked.Load), nil
 		},
 	})
 	if stop != nil && !stop() && err == nil {
