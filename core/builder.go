@@ -202,6 +202,10 @@ func (b *Builder) Build() (Envelope, error) {
 		if err := checkOrder(env.orderKey, env.onDead); err != nil {
 			return Envelope{}, err
 		}
+	} else if err := checkDeadPolicy(env.onDead); err != nil {
+		// An Ordering may order the event at Publish: the policy is
+		// refused here, where it was set.
+		return Envelope{}, err
 	}
 	// Defensive copies: the caller keeps its slices and map.
 	env.payload = append(make([]byte, 0, len(env.payload)), env.payload...)

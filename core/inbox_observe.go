@@ -54,8 +54,9 @@ type InboxMessage struct {
 	// ("" when a transactional caller gave none).
 	Source, MessageID, Topic string
 	// Store is the inbox the message is in: "" for a dispatcher's own
-	// inbox and for the transactional mode, the id given to AddInbox in a
-	// dispatcher of several.
+	// inbox and for the transactional mode of a lone inbox, the id given
+	// to AddInbox in a dispatcher of several, and the database's id, in
+	// either mode, for an inbox of a tenant set (package tenant).
 	Store string
 	Mode  InboxMode
 	// Attempt is 1 for a queued message's first handling, 2 for its

@@ -91,6 +91,11 @@ func checkOrder(key string, onDead DeadPolicy) error {
 	if err := checkText("order_key", key, MaxOrderKeyLen, ErrOrderKeyTooLong); err != nil {
 		return err
 	}
+	return checkDeadPolicy(onDead)
+}
+
+// checkDeadPolicy validates a dead policy.
+func checkDeadPolicy(onDead DeadPolicy) error {
 	if onDead > SkipOnDead {
 		return invalid("order_key", ErrInvalidText, fmt.Sprintf("unknown dead policy %d", uint8(onDead)))
 	}

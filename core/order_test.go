@@ -54,3 +54,16 @@ func TestOrderingApply(t *testing.T) {
 		t.Errorf("Apply without an aggregate = %v, want ErrNoOrderKey", err)
 	}
 }
+
+// An unknown dead policy is refused at Build, for an unordered event too
+// (an Ordering may order it at Publish).
+func TestBuildRefusesUnknownDeadPolicy(t *testing.T) {
+	for _, b := range []*core.Builder{
+		core.NewEvent("T").PayloadJSONString(`{}`).OnDead(core.DeadPolicy(9)),
+		core.NewEvent("T").OrderKey("k").PayloadJSONString(`{}`).OnDead(core.DeadPolicy(9)),
+	} {
+		if _, err := b.Build(); !errors.Is(err, core.ErrInvalidText) {
+			t.Errorf("Build with DeadPolicy(9) = %v, want ErrInvalidText", err)
+		}
+	}
+}

@@ -46,7 +46,8 @@
 // messaging.destination.name (the topic, when there is one),
 // messaging.message.id and outbox.inbox.source (the message's key),
 // outbox.inbox.mode ("transactional" or "queued"), outbox.store (the
-// inbox of a dispatcher of several, when set), outbox.attempt (queued
+// inbox of a dispatcher of several, or the database of a tenant set, when
+// set), outbox.attempt (queued
 // messages) and, at its end, outbox.outcome: "processed", "duplicate",
 // "failed", "retry", "dead", "unhandled" or "interrupted". A failed,
 // retried or dead processing sets an error status and error.type.

@@ -36,8 +36,9 @@
 // (claimed by the poller) or retry (an in-process retry); outcome is done,
 // retry, dead, put_off, unhandled or interrupted (core.Outcome) for the
 // outbox's deliveries. For an inbox's messages (core.InboxObserver):
-// store is "" for a dispatcher's own inbox and for the transactional mode,
-// the id given to AddInbox in a dispatcher of several (which creates the
+// store is "" for a dispatcher's own inbox and for the transactional mode
+// of a lone inbox, the id given to AddInbox in a dispatcher of several and
+// the database's id in a tenant set, in either mode (either creates the
 // inbox metrics' series only, none of the outbox's); topic is the
 // message's topic ("" when a transactional caller gave none), bounded by
 // Config.MaxEventTypes apart from event types; mode is transactional

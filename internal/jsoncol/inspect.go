@@ -1,5 +1,10 @@
 package jsoncol
 
+import (
+	"math"
+	"strconv"
+)
+
 // Facts are what a dialect must know of a JSON document to tell whether
 // its server's JSON column stores it: each server refuses, or blows up,
 // documents that are valid JSON (and so pass the event builder).
@@ -19,6 +24,9 @@ type Facts struct {
 	// MaxNumericScale after it, as written out in full (1e131072,
 	// 1e-16384, 0.5e-16383).
 	NumericOverflow bool
+	// FloatOverflow: a number beyond the range of a float64 (above
+	// 1.7976931348623157e308 in magnitude), which MySQL 8's JSON refuses.
+	FloatOverflow bool
 	// NumericGrowth is how many bytes longer the document's numbers are
 	// when written out in full, as jsonb keeps and prints them, than as
 	// written (1e1000 grows by 995): the sum over the numbers that grow.
@@ -30,6 +38,9 @@ type Facts struct {
 const (
 	MaxNumericIntDigits = 131072
 	MaxNumericScale     = 16383
+	// maxNumericExponent: numeric refuses a written exponent this large
+	// in magnitude whatever the digits (0e1073741823 too).
+	maxNumericExponent = 1<<30 - 1
 )
 
 // Inspect walks the valid JSON document p once and returns its Facts. On
@@ -178,8 +189,17 @@ func (f *Facts) number(p []byte, i int) int {
 	case !fracZero:
 		whole = exp - int64(fracLeadingZeros)
 	}
-	if scale > MaxNumericScale || whole > MaxNumericIntDigits {
+	if scale > MaxNumericScale || whole > MaxNumericIntDigits || exp >= maxNumericExponent || exp <= -maxNumericExponent {
 		f.NumericOverflow = true
+	}
+	// A float64 holds at most 309 digits before the point.
+	switch {
+	case whole > 309:
+		f.FloatOverflow = true
+	case whole == 309:
+		if v, err := strconv.ParseFloat(string(p[start:i]), 64); err != nil && math.IsInf(v, 0) {
+			f.FloatOverflow = true
+		}
 	}
 	full := max(1, whole) + scale
 	if scale > 0 {

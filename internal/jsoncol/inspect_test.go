@@ -23,10 +23,17 @@ func TestInspect(t *testing.T) {
 		{`["1e999"]`, Facts{Depth: 1}},                   // a string, not a number
 		{`[1e5]`, Facts{Depth: 1, NumericGrowth: 3}},     // 100000
 		{`[-1.5E-3]`, Facts{Depth: 1, NumericGrowth: 0}}, // -0.0015: as long
-		{`[1e131072]`, Facts{Depth: 1, NumericOverflow: true, NumericGrowth: 131073 - 8}},
+		{`[1e131072]`, Facts{Depth: 1, NumericOverflow: true, FloatOverflow: true, NumericGrowth: 131073 - 8}},
 		{`[0e999999]`, Facts{Depth: 1}}, // zero stays 0
+		{`[0e1073741822]`, Facts{Depth: 1}},
+		{`[0e1073741823]`, Facts{Depth: 1, NumericOverflow: true}}, // numeric refuses the exponent itself
+		{`[-0.0E-2000000000]`, Facts{Depth: 1, NumericOverflow: true, NumericGrowth: 2000000004 - 16}},
+		{`[1.7976931348623157e308]`, Facts{Depth: 1, NumericGrowth: 309 - 22}},
+		{`[1.7976931348623159e308]`, Facts{Depth: 1, FloatOverflow: true, NumericGrowth: 309 - 22}},
+		{`[1e309]`, Facts{Depth: 1, FloatOverflow: true, NumericGrowth: 310 - 5}},
+		{`[1e-400]`, Facts{Depth: 1, NumericGrowth: 402 - 6}}, // underflow is no overflow
 		{`[0.0e-16384]`, Facts{Depth: 1, NumericOverflow: true, NumericGrowth: 16387 - 10}},
-		{`[1e1000,2e1000]`, Facts{Depth: 1, NumericGrowth: 2 * 995}},
+		{`[1e1000,2e1000]`, Facts{Depth: 1, FloatOverflow: true, NumericGrowth: 2 * 995}},
 	} {
 		if got := Inspect([]byte(tc.doc)); got != tc.want {
 			t.Errorf("Inspect(%s) = %+v, want %+v", tc.doc, got, tc.want)

@@ -40,8 +40,8 @@ import (
 // JSON string holding its standard base64 encoding (`"AAEC/w=="`), so it
 // round-trips byte-exact and a 1 MiB payload takes about 1.4 MB. A JSON
 // payload the column would refuse (a lone UTF-16 surrogate escape, more
-// than [MaxJSONDepth] levels of nesting) is refused before the server
-// with core.ErrInvalidJSON.
+// than [MaxJSONDepth] levels of nesting, a number beyond a double's range)
+// is refused before the server with core.ErrInvalidJSON, on both servers.
 var Dialect jdbcstore.Dialect = mysqlDialect{}
 
 //go:embed schema/outbox.sql
@@ -149,9 +149,10 @@ func (mysqlDialect) EncodePayload(kind core.PayloadKind, p []byte) (any, error) 
 const MaxJSONDepth = 31
 
 // jsonColumnStores refuses, before the INSERT, the valid JSON the JSON
-// column refuses: a lone UTF-16 surrogate escape (\ud800), or more than
-// MaxJSONDepth levels of nesting. The server's refusal is a CHECK
-// constraint error the caller could not tell from any other.
+// column refuses: a lone UTF-16 surrogate escape (\ud800), more than
+// MaxJSONDepth levels of nesting, or a number beyond a double's range
+// (MySQL 8; MariaDB keeps the text). The server's refusal is an error the
+// caller could not tell from any other (on MariaDB a CHECK constraint's).
 func jsonColumnStores(p []byte) error {
 	f := jsoncol.Inspect(p)
 	switch {
@@ -159,6 +160,8 @@ func jsonColumnStores(p []byte) error {
 		return fmt.Errorf(`%w: it holds a lone UTF-16 surrogate escape (such as \ud800), which MySQL's and MariaDB's JSON refuse`, core.ErrInvalidJSON)
 	case f.Depth > MaxJSONDepth:
 		return fmt.Errorf("%w: it is nested %d levels deep, more than the %d MariaDB's JSON accepts", core.ErrInvalidJSON, f.Depth, MaxJSONDepth)
+	case f.FloatOverflow:
+		return fmt.Errorf("%w: it holds a number beyond the range of a double (±1.8e308), which MySQL 8's JSON refuses", core.ErrInvalidJSON)
 	}
 	return nil
 }

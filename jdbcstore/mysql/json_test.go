@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -28,17 +29,20 @@ func TestMySQLRefusesJSONTheColumnRefuses(t *testing.T) {
 	st := newMySQLStore(t, db, jdbcstore.Config{})
 	ctx := t.Context()
 	maria := serverFlavor(t) == "mariadb"
+	// MariaDB's JSON_VALID accepts numbers of any size; MySQL 8 refuses
+	// those beyond a double's range, so the dialect does on both.
+	floats := map[string]bool{`[1e131071]`: false, `[1e309]`: false, `[1.7976931348623157e308]`: true, `[1e-400]`: true}
 	docs := map[string]bool{ // document → the dialect accepts it
-		`["\ud800"]`:                          false,
-		`{"a":"\udc00"}`:                      false,
-		`["\ud83d\ude00","\\ud800"]`:          true,
-		`{"a":"\u0000"}`:                      true,
-		`[1e131071]`:                          true,
-		nested(mysqldialect.MaxJSONDepth):     true,
-		nested(mysqldialect.MaxJSONDepth + 1): false,
+		`["\ud800"]`:                                        false,
+		`{"a":"\udc00"}`:                                    false,
+		`["\ud83d\ude00","\\ud800"]`:                        true,
+		`{"a":"\u0000"}`:                                    true,
+		nested(mysqldialect.MaxJSONDepth):                   true,
+		nested(mysqldialect.MaxJSONDepth + 1):               false,
 		`{"a":` + nested(mysqldialect.MaxJSONDepth-1) + `}`: true,
 		`{"a":` + nested(mysqldialect.MaxJSONDepth) + `}`:   false,
 	}
+	maps.Copy(docs, floats)
 	tx, err := st.DB().BeginTxx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +56,7 @@ func TestMySQLRefusesJSONTheColumnRefuses(t *testing.T) {
 		if ok != (err == nil) || err != nil && !errors.Is(err, core.ErrInvalidJSON) {
 			t.Errorf("%.50s: insert = %v, want accepted %v (or core.ErrInvalidJSON)", doc, err, ok)
 		}
-		if maria {
+		if _, isFloat := floats[doc]; maria && !isFloat {
 			var valid bool
 			if err := db.GetContext(ctx, &valid, "SELECT JSON_VALID(?)", doc); err != nil {
 				t.Fatal(err)
