@@ -81,7 +81,7 @@ func (c Config) withDefaults() Config {
 	if c.BacklogInterval == 0 {
 		c.BacklogInterval = DefaultBacklogInterval
 	}
-	if c.BacklogInterval > c.Interval {
+	if c.Interval > 0 && c.BacklogInterval > c.Interval { // a negative Interval is reported alone
 		c.BacklogInterval = c.Interval
 	}
 	if c.BatchSize == 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/memstore"
 	"github.com/outbox-go/outbox/internal/testsupport"
@@ -532,6 +533,11 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := poller.NewWithQueue(st, q, poller.Config{}); err != nil {
 		t.Errorf("New with defaults = %v", err)
+	}
+	// A negative Interval is reported alone: the default BacklogInterval,
+	// capped at Interval, used to be reported negative too.
+	if got := cfgpath.Fields((poller.Config{Interval: -time.Second}).Validate()); !slices.Equal(got, []string{"Interval"}) {
+		t.Errorf("problems of a negative Interval: %q, want [Interval]", got)
 	}
 	if poller.DefaultInterval != 5*time.Second || poller.DefaultSkipRecent != time.Second || poller.DefaultBatchSize != 200 {
 		t.Errorf("defaults changed")

@@ -580,7 +580,7 @@ func (o *options) validate() error {
 		return errors.New("-history-purge-rate must be 0..1000")
 	case o.purgeBatch < 0 || o.purgeBatch > jdbcstore.MaxPurgeBatch:
 		return fmt.Errorf("-history-purge-batch must be 0..%d", jdbcstore.MaxPurgeBatch)
-	case o.purgePause != -1 && (o.purgePause < 0 || o.purgePause > jdbcstore.MaxPauseFactor):
+	case o.purgePause != -1 && !(o.purgePause >= 0 && o.purgePause <= jdbcstore.MaxPauseFactor): // NaN too
 		return fmt.Errorf("-history-pause-factor must be -1 or 0..%d", jdbcstore.MaxPauseFactor)
 	case o.orderedKeys < 0:
 		return errors.New("-ordered-keys must be at least 1")

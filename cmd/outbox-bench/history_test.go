@@ -66,6 +66,7 @@ func TestHistoryFlags(t *testing.T) {
 		{[]string{"-history-dead", "-5"}, "-history-done and -history-dead must not be negative"},
 		{[]string{"-history-pause-factor", "100"}, "-history-pause-factor must be -1 or 0..99"},
 		{[]string{"-history-pause-factor", "-2"}, "-history-pause-factor must be -1 or 0..99"},
+		{[]string{"-history-pause-factor", "NaN"}, "-history-pause-factor must be -1 or 0..99"},
 		{[]string{"-history-purge-rate", "-1"}, "-history-purge-rate must be 0..1000"},
 		{[]string{"-history-purge-batch", "-1"}, "-history-purge-batch must be 0..10000"},
 		{[]string{"-history-purge-batch", "10001"}, "-history-purge-batch must be 0..10000"},

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // Defaults of the flags.
@@ -272,6 +274,31 @@ func (o *options) validate(dsnSet bool) error {
 		return errors.New("-relay-url needs -relay")
 	case o.relay != "" && o.relayURL == "":
 		return errors.New("-relay-url must not be empty")
+	case o.relay != "":
+		if err := checkRelayURL(o.relay, o.relayURL); err != nil {
+			return fmt.Errorf("-relay-url: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkRelayURL parses url as the broker client of relay will, so a
+// malformed one is a bad flag (exit 2) rather than a failed connection.
+func checkRelayURL(relay, url string) error {
+	if relay == relayRabbitMQ {
+		_, err := amqp.ParseURI(url)
+		return err
+	}
+	// nats.go takes a comma-separated list, each URL with "nats://" when
+	// it has no scheme.
+	for _, u := range strings.Split(url, ",") {
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		if _, err := neturl.Parse(u); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -121,6 +121,8 @@ func TestUsageErrors(t *testing.T) {
 		{"-relay", "kafka"},
 		{"-relay-url", "nats://127.0.0.1:4222"},
 		{"-relay", "natsjs", "-relay-url", " "},
+		{"-relay", "natsjs", "-relay-url", "not a url"},
+		{"-relay", "rabbitmq", "-relay-url", "http://127.0.0.1:5672/"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
