@@ -45,6 +45,37 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 	return client, server
 }
 
+// deafPeer returns the two ends of a loopback TCP connection whose
+// server end the test does not read, with small fixed buffers (no
+// autotuning): the kernel takes little before a write blocks for good.
+func deafPeer(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	client, server = tcpPair(t)
+	if err := server.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	return client, server
+}
+
+// writeUntilError writes 64 KiB chunks to b until a Write fails, and
+// sends that error.
+func writeUntilError(b *batchConn) <-chan error {
+	written := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := b.Write(chunk); err != nil {
+				written <- err
+				return
+			}
+		}
+	}()
+	return written
+}
+
 // Writes from many goroutines, serialized by a lock as the client
 // serializes its frames, arrive whole and in the order of the writes, and
 // Close sends what was written before it.
@@ -170,26 +201,9 @@ func TestBatchConnWriteErrorReachesWriters(t *testing.T) {
 // still returns, closing the socket after a bounded wait for the sender
 // instead of waiting for it for ever, and the waiting Write gets an error.
 func TestBatchConnCloseWithStuckSender(t *testing.T) {
-	client, server := tcpPair(t) // the server end never reads
-	// Small fixed buffers (no autotuning): the kernel takes little before
-	// the sender's write blocks for good.
-	if err := server.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
+	client, _ := deafPeer(t)
 	b := newBatchConn(client, 0, nil)
-	written := make(chan error, 1)
-	go func() {
-		chunk := make([]byte, 64<<10)
-		for {
-			if _, err := b.Write(chunk); err != nil {
-				written <- err
-				return
-			}
-		}
-	}()
+	written := writeUntilError(b)
 	// maxPending bytes queued: the sender did not take them, it is stuck in
 	// its write; the writer waits for room.
 	testsupport.WaitFor(t, 30*time.Second, "maxPending bytes queued behind a stuck sender", func() bool {
@@ -224,25 +238,10 @@ func TestBatchConnCloseWithStuckSender(t *testing.T) {
 // Write waiting for room gets that error instead of waiting until the
 // client's heartbeat timeout (amqp091-go gives a publish's write no ctx).
 func TestBatchConnStallFailsTheConnection(t *testing.T) {
-	client, server := tcpPair(t) // the server end never reads
-	if err := server.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
+	client, server := deafPeer(t)
 	const stall = 200 * time.Millisecond
 	b := newBatchConn(client, stall, nil)
-	written := make(chan error, 1)
-	go func() {
-		chunk := make([]byte, 64<<10)
-		for {
-			if _, err := b.Write(chunk); err != nil {
-				written <- err
-				return
-			}
-		}
-	}()
+	written := writeUntilError(b)
 	select {
 	case err := <-written:
 		if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "the broker took no bytes for 200ms") {
@@ -315,13 +314,7 @@ func TestBatchConnSlowReaderIsNotStalled(t *testing.T) {
 // reads nothing until a resource alarm clears) a write that makes no
 // progress is not failed; once it no longer is, the stall fails it.
 func TestBatchConnHeldIsNotStalled(t *testing.T) {
-	client, server := tcpPair(t) // the server end never reads
-	if err := server.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
-		t.Fatal(err)
-	}
+	client, _ := deafPeer(t)
 	const stall = 100 * time.Millisecond
 	var held atomic.Bool
 	held.Store(true)
@@ -330,16 +323,7 @@ func TestBatchConnHeldIsNotStalled(t *testing.T) {
 		checks.Add(1)
 		return held.Load()
 	})
-	written := make(chan error, 1)
-	go func() {
-		chunk := make([]byte, 64<<10)
-		for {
-			if _, err := b.Write(chunk); err != nil {
-				written <- err
-				return
-			}
-		}
-	}()
+	written := writeUntilError(b)
 	// Several stalls pass while held: nothing fails.
 	testsupport.WaitFor(t, 30*time.Second, "three stalls of a held connection", func() bool { return checks.Load() >= 3 })
 	select {
