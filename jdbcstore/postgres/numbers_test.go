@@ -45,7 +45,7 @@ func TestPostgresJSONBNumbersMatchTheServer(t *testing.T) {
 }
 
 // A small payload whose numbers jsonb would store as huge text (10,000
-// × 1e1000 is 90 KB as written, 10 MB stored: the claims that read it back
+// × 1e1000 is 70 KB as written, 10 MB stored: the claims that read it back
 // failed with out of memory, so nothing else was delivered by the poller),
 // or that overflow numeric, is refused with core.ErrInvalidJSON before the
 // server; the transaction stays usable.
