@@ -319,7 +319,31 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // by any dispatcher.
 // Calling Close again waits again. Close is final (Start then returns
 // core.ErrClosed) and returns nil on a dispatcher that never started.
-func (d *Dispatcher) Close(ctx context.Context) error { return d.run.Close(ctx) }
+// Called with the context of one of d's handlers (or one derived from
+// it), Close returns ErrCloseInHandler at once and closes nothing: it
+// would wait for that handler, so for itself.
+func (d *Dispatcher) Close(ctx context.Context) error {
+	if d.InHandler(ctx) {
+		return ErrCloseInHandler
+	}
+	return d.run.Close(ctx)
+}
+
+// InHandler reports whether ctx is the context of a handler call of d, or
+// derived from one.
+func (d *Dispatcher) InHandler(ctx context.Context) bool {
+	h, ok := handlingOf(ctx)
+	return ok && h.m.d == d
+}
+
+// handlingOf returns the handler call ctx belongs to, if any.
+func handlingOf(ctx context.Context) (*handling, bool) {
+	if ctx == nil {
+		return nil, false
+	}
+	h, ok := ctx.Value(handlerKey{}).(*handling)
+	return h, ok
+}
 
 // maintenance is when an inbox was last reaped and cleaned up by a loop.
 type maintenance struct{ reap, cleanup time.Time }

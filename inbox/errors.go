@@ -84,3 +84,13 @@ var (
 	// that already has a handler.
 	ErrDuplicateHandler = errors.New("outbox: inbox: topic already has a handler")
 )
+
+// ErrCloseInHandler is returned at once by Dispatcher.Close (and by
+// tenant.Inbox.Close) called with the context of one of the dispatcher's
+// handler calls, or a context derived from it, and by
+// Dispatcher.RemoveInbox called that way for the handler's own inbox:
+// they wait for the running handlers, the calling one among them, so they
+// would wait for ever (or until ctx ends). Nothing is closed. Call them
+// from another goroutine with a context of its own (context.Background,
+// not one derived from the handler's): they return once the handler did.
+var ErrCloseInHandler = errors.New("outbox: inbox: Close called from a handler of the dispatcher it closes; call it from another goroutine with a context of its own")

@@ -173,7 +173,14 @@ func (d *Dispatcher) addMember(id string, in *Inbox) error {
 // inbox is removed anyway, and calling RemoveInbox again waits again. An
 // unknown id returns nil; "" returns an error wrapping
 // core.ErrInvalidConfig (the Inbox of NewDispatcher cannot be removed).
+//
+// Called with the context of a handler of the inbox it removes, it
+// returns ErrCloseInHandler at once and removes nothing: it would wait
+// for that handler, so for itself.
 func (d *Dispatcher) RemoveInbox(ctx context.Context, id string) error {
+	if h, ok := handlingOf(ctx); ok && h.m.d == d && h.m.id == id {
+		return ErrCloseInHandler
+	}
 	if id == "" {
 		return &core.ConfigError{Field: "inbox id", Msg: "must not be empty (the dispatcher's own inbox cannot be removed)"}
 	}

@@ -158,7 +158,8 @@ func (ib *Inbox) detach(ctx context.Context, id string, _ *inbox.Inbox) error {
 // it to Enqueue, Process or check messages of that tenant. An unknown key
 // returns an *UnknownKeyError (errors.Is ErrUnknownKey); an empty
 // one ErrInvalidKey. The inbox stays usable until its database leaves the
-// set; after that its database is closed and every call fails.
+// set; after that its database is closed and every call fails. After
+// Close every key is unknown, and the error also matches core.ErrClosed.
 func (ib *Inbox) For(key string) (*inbox.Inbox, error) { return ib.set.get(key) }
 
 // ForUUID is For with a UUID key, looked up in its canonical text form
@@ -210,8 +211,12 @@ func (ib *Inbox) Start(ctx context.Context) error {
 // expires while handlers still run, Close returns ctx's error then, and
 // each database is closed once the last handler returned and its lease
 // was handed back (see inbox.Dispatcher.Close); calling Close again waits
-// for that.
+// for that. Called from a handler with its context, Close returns
+// inbox.ErrCloseInHandler at once and closes nothing.
 func (ib *Inbox) Close(ctx context.Context) error {
+	if ib.dispatcher.InHandler(ctx) {
+		return inbox.ErrCloseInHandler // before anything is stopped
+	}
 	errRefresh := ib.set.stopRefresh(ctx)
 	errDisp := ib.dispatcher.Close(ctx)
 	return errors.Join(errRefresh, errDisp, ib.set.closeAfter(ctx, ib.dispatcher.Close))

@@ -2,6 +2,7 @@ package tenant_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -67,5 +68,35 @@ func TestInboxObserverStoreIsTheDatabaseID(t *testing.T) {
 	}
 	if rec.has(" transactional tx-s1") || rec.has(" transactional tx-s2") {
 		t.Errorf("a transactional processing reported with store \"\": %v", rec.seen)
+	}
+}
+
+// tenant.Inbox.Close called by a handler with its own context returns
+// inbox.ErrCloseInHandler at once and closes nothing.
+func TestInboxCloseFromHandler(t *testing.T) {
+	ctx := ibCtx(t)
+	ib := ibNew(t, ctx, tenant.InboxConfig{Databases: []tenant.Database{ibSQLite(t, "s1")},
+		Dispatcher: inbox.DispatcherConfig{PollInterval: 10 * time.Millisecond}})
+	closed := make(chan error, 1)
+	if err := ib.HandleFunc("t", func(ctx context.Context, _ inbox.Record) error {
+		closed <- ib.Close(ctx)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	in := ibFor(t, ib, "s1")
+	ibEnqueue(t, ctx, in, "psp", "m", "t", "{}")
+	ibStart(t, ctx, ib)
+	select {
+	case err := <-closed:
+		if !errors.Is(err, inbox.ErrCloseInHandler) {
+			t.Fatalf("Close from a handler = %v, want inbox.ErrCloseInHandler", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Close from a handler blocked")
+	}
+	ibWaitFor(t, "the message Done", func() bool { return ibStatus(t, ctx, in, "psp", "m") == inbox.StatusDone })
+	if _, err := ib.For("s1"); err != nil {
+		t.Errorf("For after the refused Close: %v", err)
 	}
 }

@@ -596,8 +596,8 @@ func TestInboxBadPaths(t *testing.T) {
 	if _, err := ib.SetDatabases(ctx, []tenant.Database{a}); !errors.Is(err, core.ErrClosed) {
 		t.Errorf("SetDatabases after Close: %v", err)
 	}
-	if _, err := ib.For("a"); !errors.Is(err, tenant.ErrUnknownKey) {
-		t.Errorf("For after Close: %v", err)
+	if _, err := ib.For("a"); !errors.Is(err, tenant.ErrUnknownKey) || !errors.Is(err, core.ErrClosed) {
+		t.Errorf("For after Close: %v, want ErrUnknownKey and core.ErrClosed", err)
 	}
 }
 

@@ -316,7 +316,8 @@ func (o *Outbox) detach(ctx context.Context, id string, _ *Tenant) error {
 
 // For returns the tenant a routing key maps to (the Database's ID, unless
 // Config.Route maps it). An unknown key returns an *UnknownKeyError
-// (errors.Is ErrUnknownKey); an empty one ErrInvalidKey.
+// (errors.Is ErrUnknownKey); an empty one ErrInvalidKey. After Close every
+// key is unknown, and the error also matches core.ErrClosed.
 func (o *Outbox) For(key string) (*Tenant, error) { return o.set.get(key) }
 
 // ForUUID is For with a UUID key, looked up in its canonical text form

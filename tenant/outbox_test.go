@@ -765,7 +765,7 @@ func TestCloseExpiredLetsARunningListenerFinish(t *testing.T) {
 	if lines := logs.Lines("database is closed"); len(lines) > 0 {
 		t.Errorf("the database was closed under the listener: %q", lines)
 	}
-	if _, err := o.For("s1"); err == nil {
-		t.Error("For after Close found the database")
+	if _, err := o.For("s1"); !errors.Is(err, tenant.ErrUnknownKey) || !errors.Is(err, core.ErrClosed) {
+		t.Errorf("For after Close = %v, want ErrUnknownKey and core.ErrClosed", err)
 	}
 }

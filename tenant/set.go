@@ -153,8 +153,13 @@ func (s *set[T]) get(key string) (T, error) {
 	}
 	s.mu.RLock()
 	m, ok := s.members[id]
+	closed := s.closed
 	s.mu.RUnlock()
-	if !ok {
+	switch {
+	case closed:
+		// Both: the key maps to nothing any more, because of Close.
+		return zero, fmt.Errorf("%w: the tenant %s set was closed (%w)", &UnknownKeyError{Key: key, StoreID: id}, s.what, core.ErrClosed)
+	case !ok:
 		return zero, &UnknownKeyError{Key: key, StoreID: id}
 	}
 	return m.val, nil
