@@ -83,7 +83,13 @@ func newOwnRows(t *testing.T, cfg dispatcher.Config, blocked ...string) *ownRows
 // the dispatcher, with no ordinary poll but the first for an hour.
 func (h *ownRows) poller(st core.Store) *poller.Poller {
 	h.t.Helper()
-	p, err := poller.New(st, h.d, poller.Config{Interval: time.Hour, SkipRecent: -1, Logger: h.logs.Logger()})
+	return h.pollerObserved(st, nil)
+}
+
+// pollerObserved is poller with obs as its Observer.
+func (h *ownRows) pollerObserved(st core.Store, obs core.Observer) *poller.Poller {
+	h.t.Helper()
+	p, err := poller.New(st, h.d, poller.Config{Interval: time.Hour, SkipRecent: -1, Logger: h.logs.Logger(), Observer: obs})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -152,11 +158,17 @@ func TestOverBudgetHotDropIsClaimedByTheNextPoll(t *testing.T) {
 // as an ordinary poll does, instead of always.
 func TestWokenPollsTakeOwnDroppedRows(t *testing.T) {
 	h := newOwnRows(t, dispatcher.Config{Workers: 1, HotCapacity: 1}, "first")
-	p := h.poller(h.mem)
+	claimed := &claimSignal{ch: make(chan struct{})}
+	p := h.pollerObserved(h.mem, claimed)
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(stopCtx(t, waitTimeout)) })
+	// The first cycle runs at Start: it must be over before the events
+	// are published, or it could claim the second one between its insert
+	// and its hand-over (the hand-over then finds it held, and the third
+	// one finds room in the hot queue).
+	testsupport.Recv(t, waitTimeout, claimed.ch, "the poller's first claim")
 	h.publish("first", 1)
 	testsupport.Recv(t, waitTimeout, h.started["first"], "the first event's listener")
 	if !h.publish("second", 1) { // queued behind it
@@ -212,3 +224,12 @@ func TestRowsOfAFailedClaimAreTakenByTheNext(t *testing.T) {
 		return h.delivered("unowned")
 	})
 }
+
+// claimSignal is an Observer that closes ch at the first claim it sees.
+type claimSignal struct {
+	core.NopObserver
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (c *claimSignal) Claimed(string, int, time.Duration, error) { c.once.Do(func() { close(c.ch) }) }
