@@ -75,9 +75,20 @@ type Config struct {
 	ListenerTimeout time.Duration
 	// ListenerGrace is how long after its timeout a listener that ignores
 	// its ctx may still take to return. Past it the delivery is recorded as
-	// failed (ErrListenerHung) and a new worker replaces the stuck one, so
-	// the pool never shrinks; the stuck goroutine exits whenever the
-	// listener returns. Defaults to 1 s.
+	// failed (ErrListenerHung: RETRY, or DEAD after MaxAttempts) and a new
+	// worker replaces the stuck one, so the pool never shrinks; the stuck
+	// goroutine exits whenever the listener returns. Until then its event
+	// stays held as if still running: its retry starts only once the
+	// listener returned (in process when due, or by this node's poller,
+	// which does not take the event meanwhile), so the event never runs in
+	// two listener calls at once unless InFlightTTL lets it be taken again;
+	// Close and RemoveStore wait for the listener as for any running one,
+	// and the release of this node's leases leaves its row alone. A
+	// listener that never returns keeps that one event (its payload and
+	// headers counted in MaxHeldBytes) until the process ends. An ordered
+	// event that goes DEAD this way under the skip policy frees its key at
+	// once: the key's next event may run while the stuck call still does.
+	// Defaults to 1 s.
 	ListenerGrace time.Duration
 	// InFlightTTL lets an in-flight entry older than this be taken again
 	// (recovery from a stuck listener): this dispatcher's poller or hot
@@ -89,12 +100,14 @@ type Config struct {
 	// lease (core.Metrics.LeaseLost). A take that is undone before its
 	// copy runs (the queue full, MaxHeldBytes, a lease too short to run
 	// on) leaves the event to the first run, whose outcome is written. A
-	// stale copy still waiting in a queue or on a retry timer is dropped
-	// without running. An event
-	// whose outcome is being written is not taken again, however old.
-	// The age counts from when the event was taken (or, for an
-	// in-process retry, from its RETRY write). Zero, the default, means
-	// no TTL: an event is never taken again while held.
+	// stale copy still waiting in a queue or on a retry timer, or for a
+	// hung listener to return (see ListenerGrace), is dropped without
+	// running. An event whose outcome is being written is not taken
+	// again, however old. The age counts from when the event was taken
+	// (or, for an in-process retry, from its RETRY write, which for a
+	// listener hung past ListenerGrace is made when the watchdog gives up
+	// on it). Zero, the default, means no TTL: an event is never taken
+	// again while held.
 	InFlightTTL time.Duration
 	// StatusTimeout bounds each status write (DONE/RETRY/DEAD). Defaults to 5 s.
 	StatusTimeout time.Duration

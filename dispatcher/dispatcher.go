@@ -147,6 +147,12 @@ type Dispatcher struct {
 	retryMu     sync.Mutex
 	retryTimers map[*time.Timer]item // timer → the event it holds
 
+	// hung holds, for each call the watchdog abandoned whose listener has
+	// not returned yet, what its outcome left to do once it returns (see
+	// park). Made when first needed.
+	hungMu sync.Mutex
+	hung   map[*callWatch]parked
+
 	stores engine.Set[*origin] // added with AddStore
 
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
@@ -417,12 +423,13 @@ func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 // this process restarted, delivers those events at once rather than after
 // Lease: events dropped from a full hot queue, left queued, waiting on a
 // retry timer or published just before Close. Rows of events still held
-// (a listener that ignores its cancelled ctx, a DONE write in progress)
-// keep their lease; they are released when their worker exits. Each
-// release statement is bounded by StatusTimeout (and by ctx while the
-// workers are being waited for), and a release that let rows go or kept
-// some is logged at INFO with their numbers. A dispatcher
-// must therefore not share its Owner with another running dispatcher.
+// (a listener that ignores its cancelled ctx, one hung past ListenerGrace
+// included, or a DONE write in progress) keep their lease; they are
+// released when their worker exits. Each release statement is bounded by
+// StatusTimeout (and by ctx while the workers are being waited for), and
+// a release that let rows go or kept some is logged at INFO with their
+// numbers. A dispatcher must therefore not share its Owner with another
+// running dispatcher.
 //
 // Close waits for the listener calls, so a listener must not call it on
 // its own goroutine: with the listener's ctx (or one derived from it) it

@@ -15,6 +15,10 @@ func Closing(d *Dispatcher) bool { return d.closed.Load() }
 // lets a test check that the pool keeps its size).
 func LiveWorkers(d *Dispatcher) int { return int(d.workers.Load()) }
 
+// HungCalls returns how many listener calls the watchdog gave up on have
+// not returned yet (test hook: their events stay held until they do).
+func HungCalls(d *Dispatcher) int { return d.hungCalls() }
+
 // The hand-off between the parts is internal (package handoff); the
 // tests of this package drive it directly through these.
 

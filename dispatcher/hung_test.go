@@ -2,12 +2,21 @@ package dispatcher_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+	"github.com/outbox-go/outbox/registry"
 )
 
 // A listener that ignores its ctx and never returns counts as a failure
@@ -86,5 +95,332 @@ func TestHungListenerLateReturnIsIgnored(t *testing.T) {
 	h.waitStatus(next.ID(), core.StatusDone)
 	if r := h.row(e.ID()); r.Status != core.StatusRetry || r.Attempts != 1 {
 		t.Fatalf("hung event after its late return: %v attempts %d, want RETRY 1", r.Status, r.Attempts)
+	}
+}
+
+// hungConfig is a dispatcher config whose watchdog gives up on a listener
+// 50 ms after it started.
+func hungConfig(cfg dispatcher.Config) dispatcher.Config {
+	cfg.ListenerTimeout, cfg.ListenerGrace = 30*time.Millisecond, 20*time.Millisecond
+	cfg.StatusTimeout, cfg.Lease = time.Second, 5*time.Second
+	return cfg
+}
+
+// overlap tracks how many listener calls run at once.
+type overlap struct{ running, most atomic.Int32 }
+
+// enter counts a call in; the returned func counts it out.
+func (o *overlap) enter() func() {
+	n := o.running.Add(1)
+	for m := o.most.Load(); n > m && !o.most.CompareAndSwap(m, n); m = o.most.Load() {
+	}
+	return func() { o.running.Add(-1) }
+}
+
+// The watchdog gives up on a hung listener and writes RETRY, but the event
+// stays held until the stuck call returns: its retry starts only then,
+// never in a second listener call on the replacement worker while the
+// first is still in the listener, whether the retry is in process or left
+// to this node's poller (RetryCapacity -1), which cannot take the event
+// again meanwhile. The pool keeps its size; the stuck call is one
+// goroutine, not one more per retry.
+func TestHungListenerRetryWaitsForTheStuckCall(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		retryCapacity int
+	}{
+		{"in-process retry", 0},
+		{"retry by the poller", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, hungConfig(dispatcher.Config{Workers: 2, Retry: fixedDelay(time.Millisecond), RetryCapacity: tc.retryCapacity}))
+			g := newGate(t)
+			var calls atomic.Int32
+			var ov overlap
+			entered, again := make(chan struct{}, 1), make(chan struct{}, 4)
+			h.reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
+				defer ov.enter()()
+				if calls.Add(1) == 1 {
+					entered <- struct{}{}
+					<-g.ch // ignores ctx on purpose
+					return nil
+				}
+				again <- struct{}{}
+				return nil
+			})
+			h.start()
+			e := h.insert("Hang")
+			h.mustEnqueueHot(e)
+			recv(t, entered, "the listener to start")
+			h.wait("the watchdog to give up on the call (or the event to be let go)", func() bool {
+				return dispatcher.HungCalls(h.d) == 1 || len(again) > 0 || !h.d.InFlight(e.ID())
+			})
+			if len(again) > 0 {
+				t.Fatal("the retry ran in a second listener call while the hung call was still in the listener")
+			}
+			if !h.d.InFlight(e.ID()) {
+				t.Fatal("the event was let go while its hung listener still runs")
+			}
+			if h.enqueueCold(e, 1) {
+				t.Fatal("EnqueueCold (this node's poller claiming its row again) took the event while its hung listener still runs")
+			}
+			if r := h.row(e.ID()); r.Status != core.StatusRetry || r.Attempts != 1 || !strings.Contains(r.LastError, "hung") {
+				t.Fatalf("row while the listener hangs: %v attempts %d last_error %q; want RETRY 1 hung", r.Status, r.Attempts, r.LastError)
+			}
+			if n := h.d.PendingRetries(); n != 0 {
+				t.Fatalf("%d retries waiting on a timer while the listener hangs, want 0", n)
+			}
+			h.wait("the replacement worker beside the stuck one", func() bool { return dispatcher.LiveWorkers(h.d) == 3 })
+
+			g.open()
+			if tc.retryCapacity < 0 {
+				h.waitReleased(e.ID())
+				h.mustEnqueueCold(e, 1) // this node's poller claims it again
+			}
+			recv(t, again, "the retry once the hung listener returned")
+			h.waitStatus(e.ID(), core.StatusDone)
+			if n := ov.most.Load(); n != 1 {
+				t.Errorf("the event ran in %d listener calls at once, want 1", n)
+			}
+			if n := calls.Load(); n != 2 {
+				t.Errorf("listener called %d times, want 2", n)
+			}
+			if r := h.row(e.ID()); r.Attempts != 1 {
+				t.Errorf("attempts %d after the retry, want 1 (the late return writes nothing)", r.Attempts)
+			}
+			if n := dispatcher.HungCalls(h.d); n != 0 {
+				t.Errorf("%d hung calls after the listener returned, want 0", n)
+			}
+			h.wait("the pool back to 2 workers", func() bool { return dispatcher.LiveWorkers(h.d) == 2 })
+		})
+	}
+}
+
+// On its last attempt a hung listener's event is DEAD at once, written
+// once, and stays held until the listener returns: an operator's replay
+// meanwhile is not run alongside the stuck call by this node.
+func TestHungListenerLastAttemptDeadHeldUntilReturn(t *testing.T) {
+	h := newHarness(t, hungConfig(dispatcher.Config{Workers: 1, MaxAttempts: 1}))
+	g := newGate(t)
+	var calls atomic.Int32
+	entered := make(chan struct{}, 1)
+	h.reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
+		if calls.Add(1) == 1 {
+			entered <- struct{}{}
+			<-g.ch // ignores ctx on purpose
+		}
+		return nil
+	})
+	h.start()
+	e := h.insert("Hang")
+	h.mustEnqueueHot(e)
+	recv(t, entered, "the listener to start")
+	h.waitStatus(e.ID(), core.StatusDead)
+	h.wait("the watchdog to give up on the call (or the event to be let go)", func() bool {
+		return dispatcher.HungCalls(h.d) == 1 || !h.d.InFlight(e.ID())
+	})
+	if !h.d.InFlight(e.ID()) {
+		t.Fatal("the DEAD event was let go while its hung listener still runs")
+	}
+	if h.enqueueCold(e, 0) { // as if replayed, and claimed by this node
+		t.Fatal("EnqueueCold took the event while its hung listener still runs")
+	}
+	g.open()
+	h.waitReleased(e.ID())
+	if r := h.row(e.ID()); r.Status != core.StatusDead || r.Attempts != 1 || !strings.Contains(r.LastError, "hung") {
+		t.Fatalf("row after the late return: %v attempts %d last_error %q; want DEAD 1 hung", r.Status, r.Attempts, r.LastError)
+	}
+	if n := h.metrics.Dead.Load(); n != 1 {
+		t.Errorf("DispatchDead = %d, want 1", n)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("listener called %d times, want 1", n)
+	}
+}
+
+// Close while a hung listener is stuck: its event is still held, so the
+// release of this node's leases leaves its row alone (another node must
+// not deliver it alongside), and Close waits for the listener as for any
+// running one. Once it returns its retry is not scheduled (closing): the
+// row stays RETRY, its lease is released, and the outcome is not written
+// again.
+func TestHungListenerKeepsItsLeaseThroughClose(t *testing.T) {
+	h := newHarness(t, hungConfig(dispatcher.Config{Workers: 1, Retry: fixedDelay(time.Hour)}))
+	g := newGate(t)
+	var calls atomic.Int32
+	entered := make(chan struct{}, 1)
+	h.reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
+		calls.Add(1)
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-g.ch // ignores ctx on purpose
+		return nil
+	})
+	h.start()
+	e := h.insert("Hang")
+	h.mustEnqueueHot(e)
+	recv(t, entered, "the listener to start")
+	h.waitStatus(e.ID(), core.StatusRetry)
+	h.wait("the watchdog to give up on the call (or the retry to wait on a timer)", func() bool {
+		return dispatcher.HungCalls(h.d) == 1 || h.d.PendingRetries() == 1
+	})
+	if err := h.d.Close(closeCtx(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded (the hung listener still runs)", err)
+	}
+	if r := h.row(e.ID()); r.LockedBy != h.d.Owner() {
+		t.Fatalf("the hung event's lease was released (%q) while its listener still runs: another node could deliver it alongside", r.LockedBy)
+	}
+	g.open()
+	if err := h.d.Close(closeCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if r := h.row(e.ID()); r.Status != core.StatusRetry || r.Attempts != 1 || r.LockedBy != "" {
+		t.Fatalf("row after Close: %v attempts %d locked by %q; want RETRY 1, released", r.Status, r.Attempts, r.LockedBy)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("listener called %d times, want 1", n)
+	}
+	if n := dispatcher.HungCalls(h.d); n != 0 {
+		t.Errorf("%d hung calls after Close, want 0", n)
+	}
+}
+
+// With InFlightTTL a hung listener's event may be taken again once the TTL
+// passed since the watchdog's RETRY write (InFlightTTL's recovery from a
+// stuck listener), and the newer run's outcome stands. The retry the hung
+// call left waiting is then stale: once the listener returns, it is
+// dropped without running and gives back what it held.
+func TestHungListenerWithInFlightTTL(t *testing.T) {
+	clock := testsupport.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := newHarness(t, hungConfig(dispatcher.Config{Owner: "node", Workers: 2, InFlightTTL: time.Second, Now: clock.Now,
+		Retry: fixedDelay(time.Millisecond)}))
+	g := newGate(t)
+	var calls atomic.Int32
+	entered := make(chan int32, 2)
+	h.reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
+		n := calls.Add(1)
+		entered <- n
+		if n == 1 {
+			<-g.ch // ignores ctx on purpose
+		}
+		return nil
+	})
+	h.start()
+	e := h.insert("Hang")
+	h.mustEnqueueHot(e)
+	recv(t, entered, "the listener to start")
+	h.wait("the watchdog to give up on the call", func() bool { return dispatcher.HungCalls(h.d) == 1 })
+	if h.enqueueCold(e, 1) {
+		t.Fatal("EnqueueCold within InFlightTTL took the event while its hung listener still runs")
+	}
+	clock.Advance(2 * time.Second)
+	h.mustEnqueueCold(e, 1) // past the TTL: taken again
+	if n := recv(t, entered, "the newer run"); n != 2 {
+		t.Fatalf("call %d entered, want 2", n)
+	}
+	h.waitStatus(e.ID(), core.StatusDone)
+
+	g.open()
+	h.wait("the stale retry to be dropped", func() bool {
+		return h.logs.Count("waited past InFlightTTL and was taken again") == 1 && h.d.HeldBytes() == 0
+	})
+	if n := calls.Load(); n != 2 {
+		t.Errorf("listener called %d times, want 2", n)
+	}
+	if r := h.row(e.ID()); r.Status != core.StatusDone || r.Attempts != 1 {
+		t.Errorf("row: %v attempts %d, want DONE 1", r.Status, r.Attempts)
+	}
+	if n := dispatcher.HungCalls(h.d); n != 0 {
+		t.Errorf("%d hung calls after the listener returned, want 0", n)
+	}
+}
+
+// The same on SQLite, through the store's fenced writes and its release
+// of this node's leases: the hung event's in-process retry waits for the
+// stuck call, and Close keeps the event's lease until the call returned.
+func TestHungListenerSQLite(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "hung.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	st, err := jdbcstore.New(db, jdbcstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplySchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.New()
+	d, err := dispatcher.New(st, reg, hungConfig(dispatcher.Config{Workers: 2, Retry: fixedDelay(time.Millisecond),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(closeCtx(t, waitTimeout)) })
+	g := newGate(t) // opened before the Close above
+	row := func() core.Record {
+		t.Helper()
+		r, err := st.Get(ctx, "hung-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	var calls atomic.Int32
+	var ov overlap
+	entered, again := make(chan struct{}, 1), make(chan struct{}, 4)
+	reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
+		defer ov.enter()()
+		if calls.Add(1) == 1 {
+			entered <- struct{}{}
+			<-g.ch // ignores ctx on purpose
+			return nil
+		}
+		again <- struct{}{}
+		return nil
+	})
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env, err := core.NewEvent("Hang").ID("hung-1").PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := d.HotLease(env)
+	if err := st.Insert(ctx, db, env, lease); err != nil {
+		t.Fatal(err)
+	}
+	if !d.EnqueueHot(env, lease) {
+		t.Fatal("EnqueueHot = false")
+	}
+	recv(t, entered, "the listener to start")
+	testsupport.WaitFor(t, waitTimeout, "the watchdog to give up on the call (or the retry to run)", func() bool {
+		return dispatcher.HungCalls(d) == 1 || len(again) > 0 || !d.InFlight(env.ID())
+	})
+	if len(again) > 0 || !d.InFlight(env.ID()) {
+		t.Fatalf("the event was let go (retried: %v) while its hung listener still runs", len(again) > 0)
+	}
+	if r := row(); r.Status != core.StatusRetry || r.Attempts != 1 || !strings.Contains(r.LastError, "hung") {
+		t.Fatalf("row while the listener hangs: %v attempts %d last_error %q; want RETRY 1 hung", r.Status, r.Attempts, r.LastError)
+	}
+	if err := d.Close(closeCtx(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded (the hung listener still runs)", err)
+	}
+	if r := row(); r.LockedBy != d.Owner() {
+		t.Fatalf("the hung event's lease was released (%q) while its listener still runs", r.LockedBy)
+	}
+	g.open()
+	if err := d.Close(closeCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if r := row(); r.Status != core.StatusRetry || r.Attempts != 1 || r.LockedBy != "" {
+		t.Fatalf("row after Close: %v attempts %d locked by %q; want RETRY 1, released", r.Status, r.Attempts, r.LockedBy)
+	}
+	if n, most := calls.Load(), ov.most.Load(); n != 1 || most != 1 {
+		t.Errorf("listener called %d times, %d at once; want 1", n, most)
 	}
 }

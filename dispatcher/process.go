@@ -66,7 +66,7 @@ func (d *Dispatcher) process(it item) bool {
 	if err == errNoListener {
 		return d.unhandled(it)
 	}
-	return d.outcome(it, err)
+	return d.outcome(it, err, nil)
 }
 
 // observe starts the Observer's view of the attempt it is about to make:
@@ -84,15 +84,16 @@ func (d *Dispatcher) observe(it item) *attempt {
 	return a
 }
 
-// markDead writes it DEAD with msg and settles it. Under the skip policy
-// the next event of its key then goes on: claimed by position when a
-// claim read it, else by a full claim.
-func (d *Dispatcher) markDead(it item, msg string) {
+// markDead writes it DEAD with msg and settles it (once w's listener
+// returned, for a call the watchdog abandoned: see park). Under the skip
+// policy the next event of its key then goes on, at once: claimed by
+// position when a claim read it, else by a full claim.
+func (d *Dispatcher) markDead(it item, msg string, w *callWatch) {
 	o := it.src
 	st := d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
 		return o.store.MarkDead(ctx, d.cfg.Owner, it.env.ID(), msg)
 	})
-	d.settle(it, st)
+	d.settle(it, st, w)
 	if st == writeChanged && it.env.OrderKey() != "" && it.env.OnDead() == core.SkipOnDead {
 		var after []core.OrderPos
 		if o.successors != nil && it.seq > 0 {
@@ -104,20 +105,23 @@ func (d *Dispatcher) markDead(it item, msg string) {
 
 // outcome records the result of a delivery: DONE (coalesced), RETRY with
 // an in-process retry, or DEAD. It reports false when the calling worker
-// must exit (see addDone).
-func (d *Dispatcher) outcome(it item, err error) bool {
+// must exit (see addDone). w is nil when the listeners returned; for a
+// call the watchdog abandoned (always a failure) it is that call: the
+// outcome is written now, but the item keeps its event, and its retry
+// waits, until the listener returns (see park).
+func (d *Dispatcher) outcome(it item, err error, w *callWatch) bool {
 	id := it.env.ID()
 	if err != nil && it.src.work.Context().Err() != nil {
 		// Interrupted by shutdown (or by the removal of its store): no
 		// attempt is charged, the row keeps its status and the next
 		// process delivers it.
 		it.observed(core.OutcomeInterrupted, err)
-		d.release(it)
+		d.end(w, it, endRelease)
 		it.src.log.LogAttrs(context.Background(), slog.LevelInfo, "delivery interrupted by shutdown; the event stays in the database",
 			eventAttrs(it.env, it.attempts)...)
 		return true
 	}
-	if !d.settling(it, err) {
+	if !d.settling(it, err, w) {
 		return true // stale: the event was taken again after InFlightTTL
 	}
 	// Metrics and logs come before the status write, so whoever sees the
@@ -129,7 +133,7 @@ func (d *Dispatcher) outcome(it item, err error) bool {
 		return d.addDone(it) // coalesced DONE write; the batcher settles it
 	}
 	var unavailable *core.UnavailableError
-	if errors.As(err, &unavailable) && unavailable != nil {
+	if errors.As(err, &unavailable) && unavailable != nil { // never for an abandoned call (ErrListenerHung)
 		it.observed(core.OutcomePutOff, err)
 		d.unavailable(it, unavailable, err)
 		return true
@@ -142,7 +146,7 @@ func (d *Dispatcher) outcome(it item, err error) bool {
 		it.observed(core.OutcomeDead, err)
 		o.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
 			eventAttrs(it.env, attempts, slog.String("error", msg))...)
-		d.markDead(it, msg)
+		d.markDead(it, msg, w)
 		return true
 	}
 	nextAt := d.cfg.Now().Add(delay)
@@ -155,13 +159,18 @@ func (d *Dispatcher) outcome(it item, err error) bool {
 		return o.store.MarkRetry(ctx, owner, id, nextAt, leaseUntil, msg)
 	}) {
 	case writeFenced, writeFailed:
-		d.release(it)
+		d.end(w, it, endRelease)
 	case writeChanged:
 		// Still held for the retry: InFlightTTL applies again (before
 		// the timer may fire and the retry settle).
 		d.tracker.Resume(o.key(id), it.gen)
-		if !d.schedule(item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil, src: o, gen: it.gen, committed: it.committed,
-			redelivered: true}, delay) {
+		retry := item{env: it.env, attempts: attempts, source: SourceRetry, lease: leaseUntil, src: o, gen: it.gen, committed: it.committed,
+			redelivered: true}
+		if w != nil {
+			d.park(w, parked{it: retry, how: endRetry, due: nextAt}) // scheduled once the hung listener returned
+			break
+		}
+		if !d.schedule(retry, delay) {
 			d.release(it) // the poller retries it when due
 		}
 	}
@@ -186,16 +195,17 @@ func (d *Dispatcher) unavailable(it item, ue *core.UnavailableError, err error) 
 	d.postpone(it, delay, err.Error())
 }
 
-// settle releases an event after its final status write. When the write
+// settle releases an event after its final status write (once w's
+// listener returned, for a call the watchdog abandoned). When the write
 // went through, the id is remembered as finished. When it failed, the
 // poller must deliver it again; when it was fenced off, another node owns
 // the event and this node may claim it again only after that lease expired.
-func (d *Dispatcher) settle(it item, st writeResult) {
+func (d *Dispatcher) settle(it item, st writeResult, w *callWatch) {
 	if st == writeChanged {
-		d.finish(it)
+		d.end(w, it, endFinish)
 		return
 	}
-	d.release(it)
+	d.end(w, it, endRelease)
 }
 
 // runListeners calls every listener in order; the first error or panic
@@ -227,7 +237,8 @@ func (d *Dispatcher) runListeners(it item) error {
 // watchdog fires ListenerGrace after the timeout if the listener ignores
 // its ctx and has still not returned: it records the delivery as failed,
 // starts a replacement worker (the pool never shrinks) and call then
-// returns errAbandoned, whenever the listener finally returns. A listener
+// returns errAbandoned, whenever the listener finally returns; the event
+// stays held until then (see park). A listener
 // that calls runtime.Goexit never returns: call records the failure of
 // listener pos of n (ErrListenerGoexit) and starts a replacement worker
 // while the goroutine unwinds, then lets it exit.
@@ -242,12 +253,12 @@ func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Dur
 	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.abandon(it, w, timeout) })
 	p, err := engine.Guard(func() error { return l.OnEvent(ctx, it.env) }, func() {
 		watchdog.Stop()
-		if !w.finish() { // else the watchdog recorded the failure and replaced this worker
+		if !d.returned(w) { // else the watchdog recorded the failure and replaced this worker
 			d.goexited(it, pos, n)
 		}
 	})
 	watchdog.Stop()
-	if w.finish() {
+	if d.returned(w) {
 		return errAbandoned // the watchdog recorded the failure and replaced this worker
 	}
 	if p != nil {
@@ -274,7 +285,7 @@ func (d *Dispatcher) goexited(it item, pos, n int) {
 		"listener called runtime.Goexit instead of returning (as t.FailNow and require.* do); the delivery failed and its worker is replaced",
 		eventAttrs(it.env, it.attempts, slog.String("stack", string(debug.Stack())))...)
 	d.startWorkers(1)
-	d.outcome(it, fmt.Errorf("listener %d of %d: %w", pos, n, ErrListenerGoexit))
+	d.outcome(it, fmt.Errorf("listener %d of %d: %w", pos, n, ErrListenerGoexit), nil)
 }
 
 // ErrListenerHung is the failure recorded for a listener that did not
@@ -285,19 +296,13 @@ var ErrListenerHung = errors.New("outbox: listener hung past its timeout")
 var errAbandoned = errors.New("outbox: delivery abandoned by the watchdog")
 
 // callWatch settles the race between a listener returning and the watchdog
-// giving up on it.
+// giving up on it. (What an abandoned call leaves to do once its listener
+// returns waits in Dispatcher.hung, not here: a call that returns in time,
+// the common case, allocates no more than these few bytes.)
 type callWatch struct {
 	mu        sync.Mutex
-	done      bool
-	abandoned bool
-}
-
-// finish marks the call returned and reports whether it had been abandoned.
-func (w *callWatch) finish() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
-	return w.abandoned
+	done      bool // the listener returned, or its goroutine exited
+	abandoned bool // the watchdog gave up on it
 }
 
 // tryAbandon marks the call abandoned unless it already returned.
@@ -312,7 +317,8 @@ func (w *callWatch) tryAbandon() bool {
 }
 
 // abandon is the watchdog: the listener ignored its ctx past the grace
-// period. Record the failure, and keep the pool at full strength.
+// period. Record the failure, and keep the pool at full strength. The
+// event stays held until the listener returns (see park).
 func (d *Dispatcher) abandon(it item, w *callWatch, timeout time.Duration) {
 	if !w.tryAbandon() {
 		return
@@ -320,7 +326,111 @@ func (d *Dispatcher) abandon(it item, w *callWatch, timeout time.Duration) {
 	d.hungLog.Hit(it.src.log, slog.LevelError, "listener ignored its context and hung past its timeout; its worker is replaced",
 		eventAttrs(it.env, it.attempts, slog.Duration("timeout", timeout), slog.Duration("grace", d.cfg.ListenerGrace))...)
 	d.startWorkers(1)
-	d.outcome(it, fmt.Errorf("%w (timeout %v + grace %v)", ErrListenerHung, timeout, d.cfg.ListenerGrace))
+	d.outcome(it, fmt.Errorf("%w (timeout %v + grace %v)", ErrListenerHung, timeout, d.cfg.ListenerGrace), w)
+}
+
+// ending is how an item gives up its event once its outcome is written.
+type ending uint8
+
+const (
+	endRelease ending = iota // release: the event may be taken again
+	endFinish                // finish: its final outcome (DEAD) is written
+	endDrop                  // drop: a stale item, whose entry is someone else's
+	endRetry                 // schedule its in-process retry, else release it
+)
+
+// parked is what the outcome of an abandoned call left to do once its
+// listener returns: how its item gives up the event, and for a retry
+// (it is then the retry's item) when it is due.
+type parked struct {
+	it  item
+	how ending
+	due time.Time
+}
+
+// end has it give up its event as how says: at once when the listeners
+// returned (w nil), else once the listener of w, a call the watchdog
+// abandoned, returns (see park).
+func (d *Dispatcher) end(w *callWatch, it item, how ending) {
+	p := parked{it: it, how: how}
+	if w != nil {
+		d.park(w, p)
+		return
+	}
+	d.unpark(p)
+}
+
+// park leaves p to be done once the listener of w returns. The watchdog
+// wrote the outcome of w, a call that ignored its ctx past its grace, and
+// a replacement worker took over; but the listener still runs, so the
+// event stays held (its tracker entry, payload bytes and store hold)
+// until it returns: neither its in-process retry nor this node's poller
+// runs it a second time alongside (unless InFlightTTL lets it be taken
+// again), and Close keeps its lease. A listener that never returns keeps
+// one event, whatever its retries would have been. If the listener
+// returned meanwhile, p is done at once.
+func (d *Dispatcher) park(w *callWatch, p parked) {
+	w.mu.Lock()
+	if !w.done {
+		d.hungMu.Lock()
+		if d.hung == nil {
+			d.hung = make(map[*callWatch]parked)
+		}
+		d.hung[w] = p
+		d.hungMu.Unlock()
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	d.unpark(p)
+}
+
+// returned marks the listener of w returned (or its goroutine exited) and
+// reports whether the watchdog had abandoned the call; if it had, what its
+// outcome parked is done now (see park), else when that outcome is written.
+func (d *Dispatcher) returned(w *callWatch) bool {
+	w.mu.Lock()
+	w.done = true
+	if !w.abandoned {
+		w.mu.Unlock()
+		return false
+	}
+	d.hungMu.Lock()
+	p, ok := d.hung[w]
+	delete(d.hung, w)
+	d.hungMu.Unlock()
+	w.mu.Unlock()
+	if ok {
+		d.unpark(p)
+	}
+	return true
+}
+
+// unpark does p: the item gives up its event. A retry is scheduled for
+// when it is due (at once if that is past), or released for the poller
+// when timers are full, the dispatcher is closing or its store is being
+// removed.
+func (d *Dispatcher) unpark(p parked) {
+	switch p.how {
+	case endRelease:
+		d.release(p.it)
+	case endFinish:
+		d.finish(p.it)
+	case endDrop:
+		d.drop(p.it)
+	case endRetry:
+		if p.it.src.work.Closed() || !d.schedule(p.it, p.due.Sub(d.cfg.Now())) {
+			d.release(p.it) // the poller retries it when due
+		}
+	}
+}
+
+// hungCalls returns how many abandoned calls wait for their listener to
+// return (test hook: HungCalls).
+func (d *Dispatcher) hungCalls() int {
+	d.hungMu.Lock()
+	defer d.hungMu.Unlock()
+	return len(d.hung)
 }
 
 // writeResult is the outcome of a status write.

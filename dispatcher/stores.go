@@ -155,9 +155,11 @@ func (d *Dispatcher) current(it item) bool {
 // must write nothing: its outcome would settle the row for the new run,
 // since status writes are fenced on the owner only. settling then drops
 // the run's item (its tracker entry stays the new holder's), logs a WARN,
-// counts a lost lease and ends its Observer attempt as interrupted.
-// Without InFlightTTL it reports true and costs nothing.
-func (d *Dispatcher) settling(it item, err error) bool {
+// counts a lost lease and ends its Observer attempt as interrupted. (The
+// item of a call the watchdog abandoned, w, is dropped once its listener
+// returned: see park.) Without InFlightTTL it reports true and costs
+// nothing.
+func (d *Dispatcher) settling(it item, err error, w *callWatch) bool {
 	if d.tracker.Settle(it.src.key(it.env.ID()), it.gen) {
 		return true
 	}
@@ -170,7 +172,7 @@ func (d *Dispatcher) settling(it item, err error) bool {
 	d.supersededLog.Hit(it.src.log, slog.LevelWarn,
 		"delivery outlived InFlightTTL and the event was taken again; this run's outcome is discarded, the newer run's stands",
 		attrs...)
-	d.drop(it)
+	d.end(w, it, endDrop)
 	return false
 }
 
@@ -261,8 +263,9 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) error {
 // RemoveStore stops taking events of store id (its intake refuses them,
 // its pending in-process retries are cancelled and left to the database)
 // and waits until every event of it that the dispatcher still holds has
-// its outcome written, or ctx ends. Once it returned nil the store is no
-// longer used and may be closed. When ctx ends first, the contexts of the
+// its outcome written, or ctx ends; an event whose listener hung past
+// ListenerGrace is held until that listener returns. Once it returned nil
+// the store is no longer used and may be closed. When ctx ends first, the contexts of the
 // store's listeners still running are cancelled (like a hard Close: no
 // attempt is charged, their rows stay as they are and are delivered again
 // once the store is back) and ctx's error is returned; the store is

@@ -65,7 +65,7 @@ func (d *Dispatcher) unhandled(it item) bool {
 		um.Unhandled(typ)
 	}
 	d.warnNoListener(o, typ)
-	if !d.settling(it, errNoListener) {
+	if !d.settling(it, errNoListener, nil) {
 		return true // stale: the event was taken again after InFlightTTL
 	}
 	it.observed(core.OutcomeUnhandled, errNoListener)
@@ -75,9 +75,9 @@ func (d *Dispatcher) unhandled(it item) bool {
 	case UnhandledDead:
 		msg := fmt.Sprintf("no listener registered for event type %q", typ)
 		o.metrics.DispatchDead()
-		d.markDead(it, msg) // under the skip policy, frees the key as a failed event does
+		d.markDead(it, msg, nil) // under the skip policy, frees the key as a failed event does
 	default:
-		return d.outcome(it, nil) // DONE, as if delivered
+		return d.outcome(it, nil, nil) // DONE, as if delivered
 	}
 	return true
 }
