@@ -410,3 +410,94 @@ func TestCommitCheckOnlyAfterAFailedStatementMySQL(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishRefusesAnotherDatabasesTransactionMySQL: a MySQL/MariaDB
+// outbox given a transaction of another kind of database (an outbox on
+// PostgreSQL or SQLite), after a statement that txctx could not watch
+// (so its check that the transaction is still open would run), refuses
+// it with ErrForeignTx before any statement: the foreign transaction stays
+// usable and commits its own event, and the MariaDB outbox still refuses
+// an event on a transaction the server has ended (its open check was not
+// turned off by the foreign database's "no such column" answer).
+func TestPublishRefusesAnotherDatabasesTransactionMySQL(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) *sqlx.DB{
+		"postgres": func(t *testing.T) *sqlx.DB { return testdb.Postgres(t) },
+		"sqlite":   func(t *testing.T) *sqlx.DB { return sqliteDB(t, "foreign.db") },
+	} {
+		for _, via := range []string{"InTx after a query", "adopted"} {
+			t.Run(name+", "+via, func(t *testing.T) {
+				ctx := context.Background()
+				mdb := testdb.MySQL(t)
+				var seenM, seenF atomic.Int64
+				obM, mM := startOutbox(t, mdb, &seenM)
+				fdb := open(t)
+				obF, _ := startOutbox(t, fdb, &seenF)
+
+				var foreignErr error
+				work := func(ctx context.Context) error {
+					tx, _ := txctx.From(ctx)
+					rows, err := tx.QueryContext(ctx, `SELECT 1`) // out of txctx's sight
+					if err != nil {
+						return err
+					}
+					_ = rows.Close()
+					_, foreignErr = obM.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`)))
+					_, err = obF.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`)))
+					return err
+				}
+				var err error
+				if via == "adopted" {
+					raw, berr := fdb.BeginTx(ctx, nil)
+					if berr != nil {
+						t.Fatal(berr)
+					}
+					actx, tx := obF.Adopt(ctx, raw)
+					if err = work(actx); err == nil {
+						err = tx.Commit()
+					} else {
+						_ = tx.Rollback()
+					}
+				} else {
+					err = obF.InTx(ctx, work)
+				}
+				if !errors.Is(foreignErr, core.ErrForeignTx) {
+					t.Fatalf("the MySQL outbox's Publish on a %s transaction = %v, want ErrForeignTx", name, foreignErr)
+				}
+				if err != nil {
+					t.Fatalf("the %s transaction failed after the refused publish: %v", name, err)
+				}
+				waitUntil(t, "the "+name+" event delivered", func() bool { return seenF.Load() == 1 })
+				if n := countRows(t, mdb); n != 0 {
+					t.Fatalf("the MySQL outbox holds %d rows, want 0", n)
+				}
+
+				var version string
+				if err := mdb.GetContext(ctx, &version, `SELECT VERSION()`); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(version, "MariaDB") {
+					return // MySQL has no open check to keep
+				}
+				// A transaction the server has ended (as after an ignored
+				// deadlock): statements after it autocommit.
+				raw, err := mdb.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				actx, tx := obM.Adopt(ctx, raw)
+				rows, err := tx.QueryContext(actx, `SELECT 1`) // unwatched: the check runs
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = rows.Close()
+				if _, err := raw.ExecContext(ctx, `COMMIT`); err != nil {
+					t.Fatal(err)
+				}
+				id := mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))
+				_, perr := obM.Publish(actx, id)
+				_ = tx.Rollback()
+				requireAborted(t, perr, obM, mM, id.ID())
+			})
+		}
+	}
+}

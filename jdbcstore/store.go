@@ -138,6 +138,12 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 // insert is Insert; seq is the event's position in its key (ordered
 // events only).
 func (s *Store) insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, seq int64) error {
+	// The transaction must be the store's own before any statement runs
+	// on it (the open check queries it): a statement on another
+	// database's transaction could abort it (PostgreSQL) or fail there.
+	if err := s.checkExecer(ex, env.ID()); err != nil {
+		return err
+	}
 	if err := s.checkOpen(ctx, ex, env.ID()); err != nil {
 		return err
 	}
@@ -391,8 +397,8 @@ func (s *Store) checkOpen(ctx context.Context, ex core.Execer, id string) error 
 	}
 	var open int
 	if err := q.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open); err != nil {
-		if strings.Contains(err.Error(), "in_transaction") {
-			s.noOpenCheck.Store(true) // MySQL: Unknown system variable
+		if unknownVariable(err) {
+			s.noOpenCheck.Store(true) // MySQL: no such variable
 			return nil
 		}
 		return fmt.Errorf("outbox: jdbcstore: insert %q: check the transaction is open: %w", id, err)
@@ -402,6 +408,17 @@ func (s *Store) checkOpen(ctx context.Context, ex core.Execer, id string) error 
 			"(an earlier statement failed: a deadlock or lock wait timeout ignored?); nothing was written", id, core.ErrTxAborted)
 	}
 	return nil
+}
+
+// unknownVariable reports whether err is MySQL's answer to a query of
+// @@in_transaction, a variable only MariaDB has: "Error 1193 (HY000):
+// Unknown system variable 'in_transaction'". Any other failure (another
+// server's error, a broken connection) must not turn the check off for
+// good.
+func unknownVariable(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "1193") && strings.Contains(msg, "Unknown system variable") &&
+		strings.Contains(msg, "in_transaction")
 }
 
 // ownsExecer reports whether ex is the store's own pool, so a failed
