@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/sqldriver"
 )
 
 // Defaults applied by [New] to zero [Config] fields.
@@ -62,6 +63,12 @@ func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
 		return cfg, &core.ConfigError{Field: "db", Msg: "must not be nil"}
 	}
 	cfg = cfg.withDefaults(db.DriverName())
+	if cfg.Dialect == nil && db.DB != nil {
+		// The handle's name has no dialect (a *sqlx.DB named "postgres"
+		// over pgx, or a *sql.DB of a driver only a third-party dialect
+		// knows): detect the driver itself.
+		cfg.Dialect = dialectForDriver(sqldriver.Name(db.DB))
+	}
 	var noneForDriver error
 	if cfg.Dialect == nil {
 		noneForDriver = noDialect(unsupported(db.DriverName(), db.Driver()))

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/internal/sqldriver"
 )
 
 // ErrUnsupportedDriver is wrapped by the error of [New] (and of inbox.New),
@@ -27,6 +29,11 @@ var builtinPackages = map[string]string{
 	"pgx/v5":  "github.com/outbox-go/outbox/jdbcstore/postgres",
 	"sqlite3": "github.com/outbox-go/outbox/jdbcstore/sqlite",
 }
+
+// The driver detection of a *sql.DB (which does not keep its driver's
+// name) prefers a name with a dialect when a driver is registered under
+// several.
+func init() { sqldriver.SetKnown(func(name string) bool { return dialectForDriver(name) != nil }) }
 
 // registry holds the registered dialects by database/sql driver name.
 var registry struct {

@@ -4,15 +4,19 @@ package sqldriver
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
+	"reflect"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 )
 
 // Name maps well-known database/sql drivers to their sqlx names ("sqlite3",
 // "mysql", "postgres", "pgx", "sqlite"), so that sqlx binds parameters in
-// the right style and the store detects its dialect. It returns "" for
-// any other driver.
+// the right style and the store detects its dialect. Any other driver is
+// looked up among the drivers registered with database/sql (see
+// [Registered]); it returns "" when none is the handle's.
 func Name(db *sql.DB) string {
 	switch fmt.Sprintf("%T", db.Driver()) {
 	case "*sqlite3.SQLiteDriver":
@@ -26,7 +30,61 @@ func Name(db *sql.DB) string {
 	case "*sqlite.Driver":
 		return "sqlite"
 	}
-	return ""
+	return Registered(db.Driver())
+}
+
+var known struct {
+	mu sync.RWMutex
+	fn func(name string) bool
+}
+
+// SetKnown sets the function that tells whether a driver name has a
+// dialect (jdbcstore sets it): [Registered] prefers such a name when a
+// driver is registered under several.
+func SetKnown(fn func(name string) bool) {
+	known.mu.Lock()
+	known.fn = fn
+	known.mu.Unlock()
+}
+
+func isKnown(name string) bool {
+	known.mu.RLock()
+	fn := known.fn
+	known.mu.RUnlock()
+	return fn != nil && fn(name)
+}
+
+// Registered returns the name drv is registered under with database/sql
+// (sql.Register), a driver of a third-party dialect say, or "" when it is
+// under none. A *sql.DB does not keep the name it was opened with, so each
+// registered driver is opened (sql.Open does not connect) and compared:
+// the same driver value, or for a driver type that cannot be compared, the
+// same type. Of several names of one driver, the first (in sql.Drivers'
+// sorted order) with a dialect is taken, else the first.
+func Registered(drv driver.Driver) string {
+	if drv == nil {
+		return ""
+	}
+	t := reflect.TypeOf(drv)
+	first := ""
+	for _, name := range sql.Drivers() {
+		other, err := sql.Open(name, "")
+		if err != nil {
+			continue
+		}
+		od := other.Driver()
+		_ = other.Close()
+		if reflect.TypeOf(od) != t || (t.Comparable() && od != drv) {
+			continue
+		}
+		if isKnown(name) {
+			return name
+		}
+		if first == "" {
+			first = name
+		}
+	}
+	return first
 }
 
 // Wrap returns db as an *sqlx.DB named after its driver (see Name); nil

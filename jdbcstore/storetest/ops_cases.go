@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
@@ -308,7 +310,7 @@ func (s *suite) testOps(t *testing.T) {
 		// created_at: dead-old-0 (created at t0) is past retention,
 		// legacy-new-0 (created at t0+2h) is not.
 		for _, id := range []string{"dead-old-0", "legacy-new-0"} {
-			if _, err := st.DB().ExecContext(ctx, st.DB().Rebind("UPDATE "+st.Dialect().QuoteIdent(st.Table())+
+			if _, err := st.DB().ExecContext(ctx, sqlx.Rebind(st.Dialect().BindType(), "UPDATE "+st.Dialect().QuoteIdent(st.Table())+
 				" SET done_at = NULL WHERE event_id = ?"), id); err != nil {
 				t.Fatal(err)
 			}

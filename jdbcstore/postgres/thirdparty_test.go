@@ -1,0 +1,107 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"testing"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/postgres"
+	"github.com/outbox-go/outbox/jdbcstore/storetest"
+)
+
+// A third-party dialect as README "Adding a database" describes one: a
+// driver of its own (here pgx's, under a type and a name sqlx does not
+// know) and a dialect registered for that name (here PostgreSQL's
+// primitives).
+const ownDriverName = "outbox_test_ownpg"
+
+type ownDriver struct{ driver.Driver }
+
+type ownDialect struct{ jdbcstore.Dialect }
+
+func (ownDialect) Name() string          { return "ownpg" }
+func (ownDialect) DriverNames() []string { return []string{ownDriverName} }
+
+func init() {
+	sql.Register(ownDriverName, ownDriver{stdlib.GetDefaultDriver()})
+	jdbcstore.Register(ownDialect{postgres.Dialect})
+}
+
+// The conformance suite passes for a dialect whose driver name sqlx does
+// not know (its portable statements are rebound to the dialect's
+// placeholders, not the handle's), and the dialect is detected by the
+// name the handle was opened with.
+func TestThirdPartyDialectConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{Name: "ownpg", Dialect: ownDialect{postgres.Dialect},
+		NewStore: func(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store {
+			t.Helper()
+			db, err := sqlx.Open(ownDriverName, testdb.PostgresSchemaDSN(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			st, err := jdbcstore.New(db, cfg) // no Dialect: detected
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			if got := st.Dialect().Name(); got != "ownpg" {
+				t.Fatalf("detected dialect %s, want ownpg", got)
+			}
+			if err := st.ApplySchema(t.Context()); err != nil {
+				t.Fatalf("ApplySchema: %v", err)
+			}
+			return st
+		}})
+}
+
+// A *sql.DB does not keep the name it was opened with: the dialect is
+// found from its driver, for outbox.New as for a *sqlx.DB whose name has
+// no dialect (without one, New fails with ErrUnsupportedDriver).
+func TestDialectDetectedFromTheDriver(t *testing.T) {
+	dsn := testdb.PostgresSchemaDSN(t)
+	for _, tc := range []struct {
+		name, driver, table string
+		wrap                func(*sql.DB) *sqlx.DB
+	}{
+		{"third-party *sql.DB", ownDriverName, "detect_own", nil},
+		{"pgx *sql.DB", "pgx", "detect_pgx", nil},
+		{"pgx *sqlx.DB named postgres", "pgx", "detect_named", func(db *sql.DB) *sqlx.DB { return sqlx.NewDb(db, "postgres") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := sql.Open(tc.driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			cfg := outbox.Config{Store: jdbcstore.Config{Table: tc.table}}
+			var ob *outbox.Outbox
+			if tc.wrap != nil {
+				ob, err = outbox.New(context.Background(), tc.wrap(db), cfg)
+			} else {
+				ob, err = outbox.New(context.Background(), db, cfg)
+			}
+			if err != nil {
+				t.Fatalf("outbox.New: %v", err)
+			}
+			t.Cleanup(func() { _ = ob.Close(context.Background()) })
+			err = ob.InTx(context.Background(), func(ctx context.Context) error {
+				env, err := outbox.JSONEvent("E", `{}`)
+				if err != nil {
+					return err
+				}
+				_, err = ob.Publish(ctx, env)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+		})
+	}
+}
