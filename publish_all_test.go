@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -285,4 +286,48 @@ func TestPublishAllTransactionSafety(t *testing.T) {
 			t.Fatalf("outbox holds %d rows, want 0", n)
 		}
 	})
+}
+
+// TestPublishAllRefusesJSONTheColumnRefusesMySQLPostgres: an ordered
+// event whose valid JSON the database's column would refuse (MariaDB's
+// 32 levels of nesting, jsonb's \u0000) fails PublishAll with a
+// *core.BatchError wrapping core.ErrInvalidJSON before anything is
+// written, wherever it stands in the batch: the transaction stays usable
+// and commits none of the batch's events.
+func TestPublishAllRefusesJSONTheColumnRefusesMySQLPostgres(t *testing.T) {
+	refused := map[string]string{
+		"mysql":    strings.Repeat("[", 40) + strings.Repeat("]", 40),
+		"postgres": `{"s":"\u0000"}`,
+	}
+	for name, payload := range refused {
+		for _, ordered := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s ordered=%v", name, ordered), func(t *testing.T) {
+				db := testDatabases[name](t, "")
+				var seen atomic.Int64
+				ob, _ := startOutbox(t, db, &seen)
+				b := outbox.NewEvent("E").PayloadJSONString(payload)
+				if ordered {
+					b = b.OrderKey("k")
+				}
+				bad := mustBuild(t, b)
+				envs := []outbox.Envelope{mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`)), bad,
+					mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))}
+				var batchErr error
+				err := ob.InTx(context.Background(), func(ctx context.Context) error {
+					_, batchErr = ob.PublishAll(ctx, envs...)
+					return nil // the refusal leaves the transaction usable: commit it
+				})
+				if err != nil {
+					t.Fatalf("commit after the refused batch: %v", err)
+				}
+				var be *core.BatchError
+				if !errors.As(batchErr, &be) || be.Index != 1 || !errors.Is(batchErr, core.ErrInvalidJSON) {
+					t.Fatalf("PublishAll = %v, want a *core.BatchError at 1 wrapping ErrInvalidJSON", batchErr)
+				}
+				if n := countRows(t, db); n != 0 {
+					t.Fatalf("the refused batch left %d rows committed, want 0", n)
+				}
+			})
+		}
+	}
 }

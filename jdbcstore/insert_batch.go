@@ -177,6 +177,16 @@ func (s *Store) insertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 		leased[i] = !leases[i].IsZero()
 		unowned = unowned || !leased[i]
 	}
+	// The ordered rows are encoded again when their positions are taken:
+	// check them here too, so that one the database would refuse (its
+	// JSON column's limits) writes nothing either.
+	var scratch []any
+	for _, i := range ordered {
+		var err error
+		if scratch, err = s.rowValues(scratch[:0], envs[i], leases[i], 0, now); err != nil {
+			return nil, batchError(i, envs[i], err)
+		}
+	}
 	var inserted []string // ids inserted so far, for the undo
 	for start := 0; start < len(plain); {
 		end := s.chunkEnd(sizes, start, ex)
