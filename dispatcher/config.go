@@ -30,18 +30,27 @@ const (
 	DefaultMaxHeldBytes int64 = 64 << 20
 	// MaxOwnerLen is the longest owner token the lease column holds.
 	MaxOwnerLen = core.MaxOwnerLen
+	// MaxWorkers is the most Workers a Config may ask for.
+	MaxWorkers = 10_000
+	// MaxCapacity is the most events HotCapacity, ColdCapacity and
+	// RetryCapacity may bound: the queues are allocated up front.
+	MaxCapacity = 1_000_000
+	// MaxDoneBatchSize is the largest DoneBatchSize.
+	MaxDoneBatchSize = 10_000
 )
 
 // Config tunes a [Dispatcher]. The zero value takes every default.
 type Config struct {
 	// Workers is the number of goroutines running listeners, which is also
-	// the maximum number of events processed at once. Defaults to 4.
+	// the maximum number of events processed at once. Defaults to 4; at
+	// most MaxWorkers.
 	Workers int
 	// HotCapacity bounds the queue fed after commit. When it is full the
-	// event stays NEW in the database for the poller. Defaults to 1000.
+	// event stays NEW in the database for the poller. Defaults to 1000; at
+	// most MaxCapacity.
 	HotCapacity int
 	// ColdCapacity bounds the queue fed by the poller and by in-process
-	// retries. Defaults to 1000.
+	// retries. Defaults to 1000; at most MaxCapacity.
 	ColdCapacity int
 	// MaxAttempts is how many failed deliveries make an event DEAD.
 	// Defaults to 10.
@@ -52,8 +61,9 @@ type Config struct {
 	// RetryCapacity bounds how many events wait in memory on a timer: failed
 	// events until their retry, and delayed events (NotBefore) until they
 	// are due. Beyond it the database row is the only copy and the poller
-	// delivers the event when it is due. Defaults to ColdCapacity. Set -1 to
-	// leave every retry and delayed event to the poller.
+	// delivers the event when it is due. Defaults to ColdCapacity; at most
+	// MaxCapacity. Set -1 to leave every retry and delayed event to the
+	// poller.
 	RetryCapacity int
 	// Owner is this dispatcher's owner token, written as the lease holder
 	// of every event it publishes or claims and checked by every status
@@ -112,7 +122,8 @@ type Config struct {
 	// StatusTimeout bounds each status write (DONE/RETRY/DEAD). Defaults to 5 s.
 	StatusTimeout time.Duration
 	// DoneBatchSize is the most DONE writes coalesced into one UPDATE.
-	// Defaults to 256; 1 writes every event on its own.
+	// Defaults to 256; 1 writes every event on its own; at most
+	// MaxDoneBatchSize.
 	DoneBatchSize int
 	// DoneFlushWindow is how long a started batch of DONE writes waits for
 	// more events before it is written: larger batches mean fewer write
@@ -224,16 +235,16 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 
 func (c Config) validate() error {
 	var p cfgpath.Collector
-	p.AtLeast1("Workers", c.Workers)
-	p.AtLeast1("HotCapacity", c.HotCapacity)
-	p.AtLeast1("ColdCapacity", c.ColdCapacity)
+	p.Count("Workers", c.Workers, MaxWorkers)
+	p.Count("HotCapacity", c.HotCapacity, MaxCapacity)
+	p.Count("ColdCapacity", c.ColdCapacity, MaxCapacity)
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)
-	if c.RetryCapacity < -1 {
-		p.Field("RetryCapacity", "must be -1 (disabled) or positive")
+	if c.RetryCapacity < -1 || c.RetryCapacity > MaxCapacity {
+		p.Field("RetryCapacity", fmt.Sprintf("must be -1 (disabled) or 1..%d", MaxCapacity))
 	}
 	p.NotNegative("InFlightTTL", c.InFlightTTL)
 	p.NotNegative("StatusTimeout", c.StatusTimeout)
-	p.AtLeast1("DoneBatchSize", c.DoneBatchSize)
+	p.Count("DoneBatchSize", c.DoneBatchSize, MaxDoneBatchSize)
 	p.NotNegative("ListenerTimeout", c.ListenerTimeout)
 	p.NotNegative("ListenerGrace", c.ListenerGrace)
 	if need := cfgpath.Sum(c.ListenerTimeout, c.ListenerGrace, c.StatusTimeout); c.Lease <= need {

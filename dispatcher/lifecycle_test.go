@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -320,19 +321,31 @@ func TestCloseCancelsPendingRetries(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	st, reg := memstore.New(nil), registry.New()
-	bad := map[string]dispatcher.Config{
-		"Workers":         {Workers: -1},
-		"HotCapacity":     {HotCapacity: -1},
-		"ColdCapacity":    {ColdCapacity: -5},
-		"MaxAttempts":     {MaxAttempts: -1},
-		"RetryCapacity":   {RetryCapacity: -2},
-		"InFlightTTL":     {InFlightTTL: -time.Second},
-		"StatusTimeout":   {StatusTimeout: -time.Second},
-		"ListenerTimeout": {ListenerTimeout: -time.Second},
-		"Lease":           {Lease: dispatcher.DefaultListenerTimeout + dispatcher.DefaultListenerGrace + dispatcher.DefaultStatusTimeout},
-		"Owner":           {Owner: strings.Repeat("x", dispatcher.MaxOwnerLen+1)},
+	// Counts too large fail here, not as a panic making a channel (or an
+	// out-of-memory) in New, nor as DONE writes with more placeholders
+	// than any database takes.
+	bad := []struct {
+		field string
+		cfg   dispatcher.Config
+	}{
+		{"Workers", dispatcher.Config{Workers: -1}},
+		{"Workers", dispatcher.Config{Workers: dispatcher.MaxWorkers + 1}},
+		{"HotCapacity", dispatcher.Config{HotCapacity: -1}},
+		{"HotCapacity", dispatcher.Config{HotCapacity: math.MaxInt}},
+		{"ColdCapacity", dispatcher.Config{ColdCapacity: -5}},
+		{"ColdCapacity", dispatcher.Config{ColdCapacity: dispatcher.MaxCapacity + 1}},
+		{"MaxAttempts", dispatcher.Config{MaxAttempts: -1}},
+		{"RetryCapacity", dispatcher.Config{RetryCapacity: -2}},
+		{"RetryCapacity", dispatcher.Config{RetryCapacity: math.MaxInt}},
+		{"InFlightTTL", dispatcher.Config{InFlightTTL: -time.Second}},
+		{"StatusTimeout", dispatcher.Config{StatusTimeout: -time.Second}},
+		{"DoneBatchSize", dispatcher.Config{DoneBatchSize: math.MaxInt}},
+		{"ListenerTimeout", dispatcher.Config{ListenerTimeout: -time.Second}},
+		{"Lease", dispatcher.Config{Lease: dispatcher.DefaultListenerTimeout + dispatcher.DefaultListenerGrace + dispatcher.DefaultStatusTimeout}},
+		{"Owner", dispatcher.Config{Owner: strings.Repeat("x", dispatcher.MaxOwnerLen+1)}},
 	}
-	for field, cfg := range bad {
+	for _, tc := range bad {
+		field, cfg := tc.field, tc.cfg
 		t.Run(field, func(t *testing.T) {
 			d, err := dispatcher.New(st, reg, cfg)
 			if !errors.Is(err, core.ErrInvalidConfig) {
@@ -349,7 +362,8 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := dispatcher.New(st, nil, dispatcher.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("New(nil listeners) = %v, want core.ErrInvalidConfig", err)
 	}
-	for _, cfg := range []dispatcher.Config{{}, {RetryCapacity: -1}, {Workers: 1, HotCapacity: 1, ColdCapacity: 1, MaxAttempts: 1}} {
+	for _, cfg := range []dispatcher.Config{{}, {RetryCapacity: -1}, {Workers: 1, HotCapacity: 1, ColdCapacity: 1, MaxAttempts: 1},
+		{Workers: 16, HotCapacity: dispatcher.MaxCapacity, DoneBatchSize: dispatcher.MaxDoneBatchSize}} {
 		d, err := dispatcher.New(st, reg, cfg)
 		if err != nil {
 			t.Errorf("New(%+v) = %v", cfg, err)

@@ -28,6 +28,10 @@ const (
 	DefaultCleanupInterval = time.Hour
 	DefaultRetention       = 30 * 24 * time.Hour
 	DefaultCleanupBatch    = 500
+	// MaxWorkers is the most Workers a DispatcherConfig may ask for.
+	MaxWorkers = 10_000
+	// MaxBatchSize is the largest BatchSize and CleanupBatch.
+	MaxBatchSize = 10_000
 	// defaultStatusTimeout caps the default StatusTimeout.
 	defaultStatusTimeout = 5 * time.Second
 )
@@ -42,10 +46,12 @@ type DispatcherConfig struct {
 	// dispatchers; at most MaxOwnerLen bytes. Defaults to a new token
 	// (host name + ULID).
 	Owner string
-	// Workers is how many handlers run at once. Defaults to 4.
+	// Workers is how many handlers run at once. Defaults to 4; at most
+	// MaxWorkers.
 	Workers int
 	// BatchSize is the most messages claimed at once; a claim never takes
-	// more than the idle workers can start. Defaults to 50.
+	// more than the idle workers can start. Defaults to 50; at most
+	// MaxBatchSize.
 	BatchSize int
 	// Lease is how long a claimed message belongs to this dispatcher.
 	// It must exceed HandlerTimeout + StatusTimeout, so only a handler
@@ -92,7 +98,7 @@ type DispatcherConfig struct {
 	// Defaults to 30 days.
 	Retention time.Duration
 	// CleanupBatch is the most rows one cleanup statement deletes.
-	// Defaults to 500.
+	// Defaults to 500; at most MaxBatchSize.
 	CleanupBatch int
 	// Logger receives the dispatcher's logs; a line about an inbox added
 	// with AddInbox carries its id as the "store" attribute.
@@ -171,8 +177,8 @@ func (c DispatcherConfig) validate() error {
 	if err := checkOwner(c.Owner); err != nil {
 		p.Field("Owner", err.Error())
 	}
-	p.AtLeast1("Workers", c.Workers)
-	p.AtLeast1("BatchSize", c.BatchSize)
+	p.Count("Workers", c.Workers, MaxWorkers)
+	p.Count("BatchSize", c.BatchSize, MaxBatchSize)
 	if c.HandlerTimeout <= 0 {
 		p.Field("HandlerTimeout", "must be positive")
 	}
@@ -185,7 +191,7 @@ func (c DispatcherConfig) validate() error {
 	p.NotNegative("PollInterval", c.PollInterval)
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)
 	p.NotNegative("Retention", c.Retention)
-	p.AtLeast1("CleanupBatch", c.CleanupBatch)
+	p.Count("CleanupBatch", c.CleanupBatch, MaxBatchSize)
 	return p.Err()
 }
 

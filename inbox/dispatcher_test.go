@@ -187,6 +187,9 @@ func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 		{Lease: time.Minute, HandlerTimeout: math.MaxInt64 - time.Second, StatusTimeout: 2 * time.Second},
 		{Owner: strings.Repeat("o", inbox.MaxOwnerLen+1)},
 		{Workers: -1},
+		{Workers: math.MaxInt}, // a panic making the slots channel, before
+		{BatchSize: inbox.MaxBatchSize + 1},
+		{CleanupBatch: math.MaxInt},
 		{MaxAttempts: -1},
 	} {
 		if _, err := e.in.NewDispatcher(cfg); !errors.Is(err, core.ErrInvalidConfig) {

@@ -244,11 +244,7 @@ func (s *Store) chunkEnd(sizes []int, start int, ex core.Execer) int {
 	if _, ok := ex.(rowsQuerier); !ok && s.q.insertSuffix != "" {
 		return start + 1
 	}
-	limit := s.dialect.Capabilities().MaxBindParams
-	if limit <= 0 {
-		limit = defaultMaxBindParams
-	}
-	rows := min(maxBatchRows, max(1, limit/insertArgs))
+	rows := min(maxBatchRows, max(1, s.bindLimit()/insertArgs))
 	end, bytes := start, 0
 	for end < len(sizes) && end-start < rows {
 		if end > start && bytes+sizes[end] > maxBatchBytes {
@@ -371,12 +367,8 @@ func (s *Store) undoBatch(ctx context.Context, ex core.Execer, inserted []string
 	if len(inserted) == 0 || !errors.Is(err, core.ErrDuplicateEvent) {
 		return err
 	}
-	limit := s.dialect.Capabilities().MaxBindParams
-	if limit <= 0 {
-		limit = defaultMaxBindParams
-	}
 	for len(inserted) > 0 {
-		n := min(len(inserted), limit, maxBatchRows)
+		n := min(len(inserted), s.bindLimit(), maxBatchRows)
 		ids := make([]any, n)
 		for k, id := range inserted[:n] {
 			ids[k] = id

@@ -113,11 +113,7 @@ const deadFilterArgs = 6
 
 // deadIDsPerStatement is how many ids of a DeadFilter one statement takes.
 func (s *Store) deadIDsPerStatement() int {
-	limit := s.dialect.Capabilities().MaxBindParams
-	if limit <= 0 {
-		limit = defaultMaxBindParams
-	}
-	return max(1, min(maxDeadIDsPerStatement, limit-deadFilterArgs))
+	return max(1, min(maxDeadIDsPerStatement, s.bindLimit()-deadFilterArgs))
 }
 
 // splitIDs returns f with its ids sorted and without duplicates (a copy)

@@ -444,21 +444,43 @@ func (s *Store) MarkDone(ctx context.Context, owner string, ids []string) (int64
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	query := s.q.markDone1
-	if len(ids) > 1 {
-		query = inList(s.dialect, s.q.markDonePrefix, len(ids), s.q.markDoneSuffix)
+	doneAt := s.dialect.EncodeTime(s.now())
+	var n int64
+	// One statement per bindLimit ids (every one unless the dialect
+	// takes fewer placeholders than the batch has ids).
+	for rest := ids; len(rest) > 0; {
+		page := rest[:min(len(rest), max(1, s.bindLimit()-2))]
+		rest = rest[len(page):]
+		query := s.q.markDone1
+		if len(page) > 1 {
+			query = inList(s.dialect, s.q.markDonePrefix, len(page), s.q.markDoneSuffix)
+		}
+		args := make([]any, 0, len(page)+2)
+		args = append(args, doneAt)
+		for _, id := range page {
+			args = append(args, id)
+		}
+		args = append(args, owner)
+		m, err := s.exec(ctx, "mark done", page[0], query, args...)
+		n += m
+		if err != nil {
+			return n, err
+		}
 	}
-	args := make([]any, 0, len(ids)+2)
-	args = append(args, s.dialect.EncodeTime(s.now()))
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	args = append(args, owner)
-	n, err := s.exec(ctx, "mark done", ids[0], query, args...)
-	if c := s.keys.Load(); c != nil && err == nil && n == int64(len(ids)) {
+	if c := s.keys.Load(); c != nil && n == int64(len(ids)) {
 		c.done(ids)
 	}
-	return n, err
+	return n, nil
+}
+
+// bindLimit is the most placeholders one statement may have: the
+// dialect's Capabilities.MaxBindParams, or defaultMaxBindParams when it
+// does not say.
+func (s *Store) bindLimit() int {
+	if limit := s.dialect.Capabilities().MaxBindParams; limit > 0 {
+		return limit
+	}
+	return defaultMaxBindParams
 }
 
 // MarkRetry sets the event RETRY, increments attempts, sets available_at

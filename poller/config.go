@@ -17,6 +17,8 @@ const (
 	DefaultQueryTimeout    = 30 * time.Second
 	DefaultReapInterval    = 30 * time.Second
 	DefaultReapBatch       = 100
+	// MaxBatchSize is the largest BatchSize and ReapBatch.
+	MaxBatchSize = 10_000
 	// maxReapBatchesPerCycle bounds the work of one reaping round.
 	maxReapBatchesPerCycle = 10
 )
@@ -34,7 +36,8 @@ type Config struct {
 	// that filled its whole batch with new events is followed by the next
 	// at once. Defaults to 100 ms; it is capped at Interval.
 	BacklogInterval time.Duration
-	// BatchSize is the most new rows claimed per cycle. Defaults to 200.
+	// BatchSize is the most new rows claimed per cycle. Defaults to 200;
+	// at most MaxBatchSize.
 	// A cycle that also takes the rows this node already holds (they are
 	// the oldest, so they come first) reads up to that many more, at most
 	// twice BatchSize, and skips them.
@@ -51,7 +54,7 @@ type Config struct {
 	// delivers in order, for a Metrics implementing core.OrderMetrics.
 	ReapInterval time.Duration
 	// ReapBatch is the most leases released per statement, so no reaping
-	// transaction runs long. Defaults to 100.
+	// transaction runs long. Defaults to 100; at most MaxBatchSize.
 	ReapBatch int
 	// Selector chooses the store polled next when the poller serves
 	// several stores (see [NewMulti]): core.RoundRobin (one batch from each
@@ -124,8 +127,8 @@ func (c Config) validate() error {
 	var p cfgpath.Collector
 	p.NotNegative("Interval", c.Interval)
 	p.NotNegative("BacklogInterval", c.BacklogInterval)
-	p.AtLeast1("BatchSize", c.BatchSize)
+	p.Count("BatchSize", c.BatchSize, MaxBatchSize)
 	p.NotNegative("QueryTimeout", c.QueryTimeout)
-	p.AtLeast1("ReapBatch", c.ReapBatch)
+	p.Count("ReapBatch", c.ReapBatch, MaxBatchSize)
 	return p.Err()
 }

@@ -3,6 +3,7 @@ package poller_test
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -507,14 +508,20 @@ func TestCloseIsRetryableWhileACycleBlocks(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	st, q := memstore.New(nil), newFakeQueue(1)
-	bad := map[string]poller.Config{
-		"Interval":        {Interval: -time.Second},
-		"BacklogInterval": {BacklogInterval: -time.Millisecond},
-		"BatchSize":       {BatchSize: -1},
-		"QueryTimeout":    {QueryTimeout: -time.Second},
-		"ReapBatch":       {ReapBatch: -1},
+	bad := []struct {
+		field string
+		cfg   poller.Config
+	}{
+		{"Interval", poller.Config{Interval: -time.Second}},
+		{"BacklogInterval", poller.Config{BacklogInterval: -time.Millisecond}},
+		{"BatchSize", poller.Config{BatchSize: -1}},
+		{"BatchSize", poller.Config{BatchSize: poller.MaxBatchSize + 1}},
+		{"QueryTimeout", poller.Config{QueryTimeout: -time.Second}},
+		{"ReapBatch", poller.Config{ReapBatch: -1}},
+		{"ReapBatch", poller.Config{ReapBatch: math.MaxInt}},
 	}
-	for field, cfg := range bad {
+	for _, tc := range bad {
+		field, cfg := tc.field, tc.cfg
 		t.Run(field, func(t *testing.T) {
 			p, err := poller.NewWithQueue(st, q, cfg)
 			if !errors.Is(err, core.ErrInvalidConfig) {

@@ -5,6 +5,7 @@ package cfgpath
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -108,6 +109,16 @@ func Fields(err error) []string {
 func (c *Collector) AtLeast1(path string, n int) {
 	if n < 1 {
 		c.Field(path, "must be at least 1")
+	}
+}
+
+// Count records a problem when the count n at path is outside 1..limit:
+// a count sizes goroutines, queues allocated up front or the
+// placeholders of a statement, so an absurd one fails here rather than
+// as a panic or an out-of-memory later.
+func (c *Collector) Count(path string, n, limit int) {
+	if n < 1 || n > limit {
+		c.Field(path, fmt.Sprintf("must be 1..%d", limit))
 	}
 }
 
