@@ -195,6 +195,10 @@ func buildStatements(d Dialect, table string) statements {
 		" locked_by, locked_until, order_key, order_seq, order_skip)"
 	insertValues := "?, ?, ?, ?, ?, ?, ?, ?, ?, " + st(core.StatusNew) + ", 0, ?, ?, ?, ?, ?, ?, ?"
 
+	// A row created within SkipRecent is left to the hot path, unless it
+	// was published with a later due time (a delayed event, or a retry):
+	// it is claimable as soon as it is due.
+	notRecent := "(created_at <= ? OR available_at > created_at)"
 	q := statements{
 		insert:       insertInto + " VALUES (" + insertValues + ")",
 		insertPrefix: insertInto + " VALUES ",
@@ -209,13 +213,13 @@ func buildStatements(d Dialect, table string) statements {
 			", attempts = attempts + 1, done_at = ?, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
 		postpone: "UPDATE " + t + " SET available_at = ?, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
 		poll: "SELECT " + cols + " FROM " + t + " WHERE " + pending +
-			" AND available_at <= ? AND created_at <= ?" + order + " LIMIT ?",
+			" AND available_at <= ? AND " + notRecent + order + " LIMIT ?",
 		// An ordered row is claimable only when the event before it in its
 		// key has finished: DONE, deleted, or DEAD under the skip policy.
 		// The subquery is a plain read (locking clauses do not reach
 		// nested subqueries), so a claimer on another node that holds the
 		// predecessor's row lock cannot make it look finished.
-		claimable: pending + " AND available_at <= ? AND created_at <= ?" +
+		claimable: pending + " AND available_at <= ? AND " + notRecent +
 			" AND (locked_by IS NULL OR locked_until < ? OR locked_by = ?)" +
 			" AND (" + t + ".order_key IS NULL OR NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = " + t + ".order_key" +
 			" AND p.order_seq = " + t + ".order_seq - 1 AND " + holdsKey("p.") + "))",

@@ -42,8 +42,9 @@ type Config struct {
 	// the oldest, so they come first) reads up to that many more, at most
 	// twice BatchSize, and skips them.
 	BatchSize int
-	// SkipRecent leaves rows younger than this to the hot path. Defaults
-	// to 1 s; set a negative value to skip nothing.
+	// SkipRecent leaves rows younger than this to the hot path; a row
+	// published with a later due time (a delayed event) is claimed as soon
+	// as it is due. Defaults to 1 s; set a negative value to skip nothing.
 	SkipRecent time.Duration
 	// QueryTimeout bounds each cycle's database work. Defaults to 30 s.
 	QueryTimeout time.Duration

@@ -245,6 +245,28 @@ func (s *suite) testClaim(t *testing.T) {
 		claimedIDs(t, "future available_at excluded", recs, "o-3", "o-4")
 	})
 
+	// A delayed event is claimable as soon as it is due, however recently
+	// it was published: SkipRecent leaves only rows due at their creation
+	// to the hot path (which holds a delayed event only within
+	// RetryCapacity; beyond it the poller alone delivers it, within one
+	// interval of its time).
+	t.Run("DelayedEventClaimableWhenDueDespiteSkipRecent", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		insert(t, st, jsonEvent(t, "plain"))
+		insert(t, st, build(t, core.NewEvent("Delayed").ID("delayed").PayloadJSONString(`{}`).NotBefore(t0.Add(300*time.Millisecond))))
+		now := t0.Add(300 * time.Millisecond)
+		recs, err := st.ClaimDue(ctx, core.ClaimRequest{Owner: testOwner, Now: now, LeaseUntil: now.Add(time.Minute), SkipRecent: time.Second, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimedIDs(t, "the delayed event, due; the plain one, recent, left", recs, "delayed")
+		ids, _ := poll(t, st, now, time.Second, 10)
+		sameIDs(t, "poll: the delayed event, due", ids, []string{"delayed"})
+	})
+
 	t.Run("BadRequestsRejected", func(t *testing.T) {
 		t.Parallel()
 		st := s.newStore(t, nil, jdbcstore.Config{})
