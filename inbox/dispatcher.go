@@ -73,9 +73,8 @@ type DispatcherConfig struct {
 	// Selector chooses the inbox of each claim cycle when the dispatcher
 	// runs several (one per database, added with [Dispatcher.AddInbox]):
 	// core.RoundRobin takes one batch from each inbox in turn,
-	// core.DrainFirst stays on an inbox until a claim comes back
-	// with fewer messages than it asked for, or a policy of your
-	// own. Defaults to core.RoundRobin{}.
+	// core.DrainFirst stays on an inbox until a claim there comes back
+	// empty, or a policy of your own. Defaults to core.RoundRobin{}.
 	Selector core.Selector
 	// MaxAttempts is how many attempts make a message Dead: failed
 	// handlings, and handlings that ended without an outcome (the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
@@ -25,7 +26,7 @@ func ValidateStoreID(id string) error {
 		return &core.ConfigError{Field: "store id", Msg: "must not be empty"}
 	case len(id) > MaxStoreIDLen:
 		return &core.ConfigError{Field: "store id", Msg: fmt.Sprintf("must be at most %d bytes", MaxStoreIDLen)}
-	case !utf8.ValidString(id) || strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+	case !utf8.ValidString(id) || strings.ContainsFunc(id, unicode.IsControl):
 		return &core.ConfigError{Field: "store id", Msg: "must be valid text without control characters"}
 	}
 	return nil

@@ -1,6 +1,8 @@
 package ident_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -24,5 +26,20 @@ func TestOwnerToken(t *testing.T) {
 			t.Fatalf("OwnerToken() repeated %q", tok)
 		}
 		seen[tok] = true
+	}
+}
+
+// Store ids are text without control characters: C0, DEL and the C1
+// range (U+0080–U+009F, NEL and CSI among them) are all refused.
+func TestValidateStoreID(t *testing.T) {
+	for _, id := range []string{"a", "tenant-42", "é€😀", strings.Repeat("a", ident.MaxStoreIDLen)} {
+		if err := ident.ValidateStoreID(id); err != nil {
+			t.Errorf("ValidateStoreID(%q) = %v, want nil", id, err)
+		}
+	}
+	for _, id := range []string{"", "a\tb", "a\nb", "a\x7fb", "a\u0085b", "a\u009bb", "\xff", strings.Repeat("a", ident.MaxStoreIDLen+1)} {
+		if err := ident.ValidateStoreID(id); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("ValidateStoreID(%q) = %v, want ErrInvalidConfig", id, err)
+		}
 	}
 }
