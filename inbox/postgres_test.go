@@ -58,3 +58,28 @@ func TestPostgresProcessTxOnAnOldSnapshot(t *testing.T) {
 }
 
 var sqlTxRepeatableRead = sql.TxOptions{Isolation: sql.LevelRepeatableRead}
+
+// Processes that start at once create the inbox table at once: none
+// fails (PostgreSQL's CREATE … IF NOT EXISTS raced in its catalogs and
+// the losers failed with a unique violation).
+func TestPostgresNewAtOnce(t *testing.T) {
+	db := openPostgres(t)
+	for round := range 3 {
+		table := "inbox_at_once_" + string(rune('a'+round))
+		errs := make(chan error, 4)
+		start := make(chan struct{})
+		for range 4 {
+			go func() {
+				<-start
+				_, err := inbox.New(context.Background(), db, inbox.Config{Table: table})
+				errs <- err
+			}()
+		}
+		close(start)
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Errorf("inbox.New of %s by one of 4 processes at once: %v", table, err)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package jdbcstore
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"time"
 
@@ -169,6 +170,19 @@ type TimeSelector interface {
 // which creates what the upgrade did not (indexes, the keys table).
 type SchemaUpgrader interface {
 	OutboxUpgrade() string
+}
+
+// SchemaLocker is implemented by dialects whose schema statements are not
+// safe when several nodes apply the schema at once (PostgreSQL's CREATE …
+// IF NOT EXISTS races on its catalogs and fails with a unique violation;
+// SQLite's upgrade is several ALTER TABLE statements). LockSchema takes,
+// on conn, a lock that serializes [Store.ApplySchema] (and the inbox's)
+// across processes for the object called name; the schema statements
+// then run on conn, and release gives the lock back, keeping their
+// effects when commit is true (a lock that is a transaction commits it;
+// otherwise rolls it back).
+type SchemaLocker interface {
+	LockSchema(ctx context.Context, conn *sql.Conn, name string) (release func(commit bool) error, err error)
 }
 
 // IndexChecker is implemented by dialects whose store may name an index

@@ -99,16 +99,14 @@ func (s *inboxStore) SchemaSQL() string { return s.schema }
 // ApplySchema creates the inbox table and its indexes if they do not
 // exist. It is idempotent and safe to run at every start.
 func (s *inboxStore) ApplySchema(ctx context.Context) error {
-	for _, stmt := range splitStatements(s.schema) {
-		_, err := retryBusy(ctx, s.shell, func() (struct{}, error) {
-			_, err := s.db.ExecContext(ctx, stmt)
-			return struct{}{}, err
-		})
-		if err != nil {
-			return fmt.Errorf("outbox: jdbcstore: apply %s inbox schema for table %q: %w", s.dialect.Name(), s.table, err)
+	return withSchemaLock(ctx, s.shell, s.db, s.table, func(ddl ddlConn) error {
+		for _, stmt := range splitStatements(s.schema) {
+			if err := ddl.exec(ctx, stmt); err != nil {
+				return fmt.Errorf("outbox: jdbcstore: apply %s inbox schema for table %q: %w", s.dialect.Name(), s.table, err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // IsContention reports whether err is lock contention (SQLite busy, MySQL

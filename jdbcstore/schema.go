@@ -3,10 +3,13 @@ package jdbcstore
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
 	"text/template"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // SchemaData is what a schema template ([Dialect.OutboxSchema],
@@ -104,15 +107,21 @@ func (s *Store) SchemaSQL() string { return s.schema }
 // starting at once may all try; the upgrade a node loses to another is
 // not an error.
 func (s *Store) ApplySchema(ctx context.Context) error {
-	for i, stmt := range splitStatements(s.schema) {
-		if err := s.execDDL(ctx, stmt); err != nil {
-			return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
-		}
-		if i == 0 {
-			if err := s.upgrade(ctx); err != nil {
-				return fmt.Errorf("outbox: jdbcstore: upgrade %s table %q: %w", s.dialect.Name(), s.table, err)
+	err := withSchemaLock(ctx, s, s.db, s.table, func(ddl ddlConn) error {
+		for i, stmt := range splitStatements(s.schema) {
+			if err := ddl.exec(ctx, stmt); err != nil {
+				return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
+			}
+			if i == 0 {
+				if err := s.upgrade(ctx, ddl); err != nil {
+					return fmt.Errorf("outbox: jdbcstore: upgrade %s table %q: %w", s.dialect.Name(), s.table, err)
+				}
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	s.dialect.CheckSetup(ctx, s.db, s.log)
 	if s.dialect.Capabilities().SingleWriter && strings.Contains(s.schema, stalePosition) && s.keys.Load() == nil {
@@ -130,40 +139,77 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 	return nil
 }
 
-// execDDL runs one schema statement, retrying lock contention.
-func (s *Store) execDDL(ctx context.Context, stmt string) error {
-	_, err := retryBusy(ctx, s, func() (struct{}, error) {
-		_, err := s.db.ExecContext(ctx, stmt)
+// ddlConn runs the schema statements of one ApplySchema: on the
+// connection that holds the dialect's schema lock ([SchemaLocker]).
+type ddlConn struct {
+	conn *sql.Conn
+	s    *Store
+}
+
+// exec runs one schema statement, retrying lock contention.
+func (c ddlConn) exec(ctx context.Context, stmt string) error {
+	_, err := retryBusy(ctx, c.s, func() (struct{}, error) {
+		_, err := c.conn.ExecContext(ctx, stmt)
 		return struct{}{}, err
 	})
 	return err
 }
 
-// upgrade adds the ordering columns to a table that lacks them.
-func (s *Store) upgrade(ctx context.Context) error {
+// withSchemaLock runs apply on one connection of db, under the dialect's
+// schema lock for name when it has one ([SchemaLocker]), so nodes that
+// start at once apply the schema one after the other.
+func withSchemaLock(ctx context.Context, s *Store, db *sqlx.DB, name string, apply func(ddlConn) error) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("outbox: jdbcstore: apply %s schema for %q: %w", s.dialect.Name(), name, err)
+	}
+	defer conn.Close() //nolint:errcheck // returned to the pool
+	release := func(bool) error { return nil }
+	if l, ok := s.dialect.(SchemaLocker); ok {
+		release, err = retryBusy(ctx, s, func() (func(bool) error, error) { return l.LockSchema(ctx, conn, name) })
+		if err != nil {
+			return fmt.Errorf("outbox: jdbcstore: apply %s schema for %q: take the schema lock: %w", s.dialect.Name(), name, err)
+		}
+	}
+	err = apply(ddlConn{conn: conn, s: s})
+	if rerr := release(err == nil); rerr != nil && err == nil {
+		err = fmt.Errorf("outbox: jdbcstore: apply %s schema for %q: release the schema lock: %w", s.dialect.Name(), name, rerr)
+	}
+	return err
+}
+
+// upgrade adds the ordering columns to a table that lacks them. Every
+// statement of the upgrade is tried, whatever the ones before did, so a
+// table an earlier upgrade left half done (a process stopped between two
+// of SQLite's ALTERs) is completed: the upgrade succeeds when the columns
+// are there at the end.
+func (s *Store) upgrade(ctx context.Context, ddl ddlConn) error {
 	u, ok := s.dialect.(SchemaUpgrader)
-	if !ok || s.hasOrderColumns(ctx) {
+	if !ok || s.hasOrderColumns(ctx, ddl.conn) {
 		return nil
 	}
 	script, err := renderTemplate(s.dialect, "upgrade", u.OutboxUpgrade(), s.table)
 	if err != nil {
 		return err
 	}
+	var first error
 	for _, stmt := range splitStatements(script) {
-		if err := s.execDDL(ctx, stmt); err != nil {
-			if s.hasOrderColumns(ctx) {
-				return nil // another node upgraded the table meanwhile
-			}
-			return err
+		if err := ddl.exec(ctx, stmt); err != nil && first == nil {
+			first = err
 		}
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "outbox table upgraded: ordering columns added", slog.String("table", s.table))
+	if first != nil && !s.hasOrderColumns(ctx, ddl.conn) {
+		return first
+	}
+	if first == nil {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "outbox table upgraded: ordering columns added", slog.String("table", s.table))
+	}
 	return nil
 }
 
 // hasOrderColumns reports whether the table has the ordering columns.
-func (s *Store) hasOrderColumns(ctx context.Context) bool {
-	rows, err := s.db.QueryContext(ctx, "SELECT order_key, order_seq, order_skip FROM "+s.dialect.QuoteIdent(s.table)+" WHERE 1 = 0")
+func (s *Store) hasOrderColumns(ctx context.Context, conn *sql.Conn) bool {
+	rows, err := conn.QueryContext(ctx, "SELECT order_key, order_seq, order_skip FROM "+s.dialect.QuoteIdent(s.table)+" WHERE 1 = 0")
 	if err != nil {
 		return false
 	}

@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	_ "embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"time"
 
@@ -169,4 +171,24 @@ func (pgDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger) 
 		log.WarnContext(ctx, "outbox: postgres: the database encoding is not UTF8; events with characters outside it will fail",
 			slog.String("server_encoding", encoding))
 	}
+}
+
+// LockSchema implements jdbcstore.SchemaLocker: a session advisory lock
+// keyed by the table's name, so that processes starting at once apply the
+// schema one after the other (two concurrent CREATE TABLE IF NOT EXISTS
+// of one table race in PostgreSQL's catalogs, and the loser fails with a
+// unique violation instead of finding the table).
+func (pgDialect) LockSchema(ctx context.Context, conn *sql.Conn, name string) (func(commit bool) error, error) {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("github.com/outbox-go/outbox schema " + name))
+	key := int64(h.Sum64()) //nolint:gosec // any 64 bits make a key
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+		return nil, err
+	}
+	return func(bool) error {
+		// The lock must go even when ctx has: the connection goes back to
+		// the pool, and a session lock would stay with it.
+		_, err := conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", key)
+		return err
+	}, nil
 }

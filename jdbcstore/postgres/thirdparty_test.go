@@ -29,6 +29,12 @@ type ownDialect struct{ jdbcstore.Dialect }
 func (ownDialect) Name() string          { return "ownpg" }
 func (ownDialect) DriverNames() []string { return []string{ownDriverName} }
 
+// LockSchema forwards PostgreSQL's optional jdbcstore.SchemaLocker, which
+// the embedded interface does not carry.
+func (d ownDialect) LockSchema(ctx context.Context, conn *sql.Conn, name string) (func(bool) error, error) {
+	return d.Dialect.(jdbcstore.SchemaLocker).LockSchema(ctx, conn, name)
+}
+
 func init() {
 	sql.Register(ownDriverName, ownDriver{stdlib.GetDefaultDriver()})
 	jdbcstore.Register(ownDialect{postgres.Dialect})

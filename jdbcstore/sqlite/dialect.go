@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -197,3 +198,23 @@ func containsAll(have, want []string) bool {
 }
 
 func (sqliteDialect) Open(dsn string) (*sqlx.DB, error) { return Open(dsn) }
+
+// LockSchema implements jdbcstore.SchemaLocker: the schema is applied in
+// one BEGIN IMMEDIATE transaction, which holds SQLite's write lock, so
+// processes that start at once apply it one after the other and an
+// upgrade's ALTER TABLE statements take effect together or not at all.
+func (sqliteDialect) LockSchema(ctx context.Context, conn *sql.Conn, _ string) (func(commit bool) error, error) {
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return nil, err
+	}
+	return func(commit bool) error {
+		end := "ROLLBACK"
+		if commit {
+			end = "COMMIT"
+		}
+		// The transaction must end even when ctx has: the connection goes
+		// back to the pool.
+		_, err := conn.ExecContext(context.WithoutCancel(ctx), end)
+		return err
+	}, nil
+}

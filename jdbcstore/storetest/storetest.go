@@ -108,8 +108,12 @@ func Run(t *testing.T, h Harness) {
 		t.Run("DeadTypes", s.testDeadTypes)
 		t.Run("Activity", s.testActivity)
 		t.Run("Order", s.testOrder)
+		if h.Dialect != nil {
+			t.Run("ConcurrentSchema", s.testConcurrentSchema)
+		}
 		if h.LegacyOutboxSchema != "" && h.Dialect != nil {
 			t.Run("UpgradeLegacyTable", s.testUpgrade)
+			t.Run("HalfUpgradedTable", s.testHalfUpgraded)
 		}
 		if h.Dialect != nil {
 			t.Run("Dialect", s.testDialect)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"text/template"
@@ -32,19 +33,7 @@ func (s *suite) testUpgrade(t *testing.T) {
 	base := s.newStore(t, clk, jdbcstore.Config{})
 	db := base.DB()
 	const table = "outbox_legacy"
-	tmpl, err := template.New("legacy").Option("missingkey=error").Parse(s.h.LegacyOutboxSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, legacyNames{d: s.h.Dialect, table: table}); err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range splitDDL(buf.String()) {
-		if _, err := db.ExecContext(t.Context(), stmt); err != nil {
-			t.Fatalf("legacy schema: %v\n%s", err, stmt)
-		}
-	}
+	s.legacyTable(t, base, table)
 	st, err := jdbcstore.New(db, jdbcstore.Config{Table: table, Dialect: s.h.Dialect, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +53,113 @@ func (s *suite) testUpgrade(t *testing.T) {
 	if !strings.Contains(st.SchemaSQL(), "order_key") {
 		t.Error("SchemaSQL lacks the ordering columns")
 	}
+}
+
+// legacyTable creates table with the harness's legacy schema on st's
+// database.
+func (s *suite) legacyTable(t *testing.T, st *jdbcstore.Store, table string) {
+	t.Helper()
+	tmpl, err := template.New("legacy").Option("missingkey=error").Parse(s.h.LegacyOutboxSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, legacyNames{d: s.h.Dialect, table: table}); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range splitDDL(buf.String()) {
+		if _, err := st.DB().ExecContext(t.Context(), stmt); err != nil {
+			t.Fatalf("legacy schema: %v\n%s", err, stmt)
+		}
+	}
+}
+
+// applyAtOnce builds n stores of table on base's database and applies
+// their schema at the same time, as nodes starting together do: every
+// one must succeed.
+func applyAtOnce(t *testing.T, base *jdbcstore.Store, d jdbcstore.Dialect, table string, n int) {
+	t.Helper()
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for range n {
+		st, err := jdbcstore.New(base.DB(), jdbcstore.Config{Table: table, Dialect: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			<-start
+			errs <- st.ApplySchema(t.Context())
+		}()
+	}
+	close(start)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("ApplySchema of %s by one of %d nodes at once: %v", table, n, err)
+		}
+	}
+}
+
+// Nodes that start at once apply the schema at once: on a new table, and
+// on a table of an earlier release, which they upgrade together; none
+// fails (PostgreSQL's CREATE … IF NOT EXISTS raced in its catalogs).
+func (s *suite) testConcurrentSchema(t *testing.T) {
+	t.Parallel()
+	base := s.newStore(t, nil, jdbcstore.Config{})
+	d := s.h.Dialect
+	for round := range 3 {
+		applyAtOnce(t, base, d, fmt.Sprintf("outbox_at_once_%d", round), 4)
+	}
+	if s.h.LegacyOutboxSchema == "" {
+		return
+	}
+	for round := range 3 {
+		table := fmt.Sprintf("outbox_legacy_at_once_%d", round)
+		s.legacyTable(t, base, table)
+		applyAtOnce(t, base, d, table, 4)
+		st, err := jdbcstore.New(base.DB(), jdbcstore.Config{Table: table, Dialect: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishOrdered(t, st, orderedEvent(t, "o1", "k", core.BlockOnDead), core.Lease{}, false)
+	}
+}
+
+// A table an earlier upgrade left half done (a process stopped between
+// two of its statements) is completed by the next ApplySchema.
+func (s *suite) testHalfUpgraded(t *testing.T) {
+	u, ok := s.h.Dialect.(jdbcstore.SchemaUpgrader)
+	if !ok {
+		t.Skip("the dialect has no upgrade")
+	}
+	t.Parallel()
+	base := s.newStore(t, nil, jdbcstore.Config{})
+	const table = "outbox_half_upgraded"
+	s.legacyTable(t, base, table)
+	tmpl, err := template.New("upgrade").Option("missingkey=error").Parse(u.OutboxUpgrade())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, legacyNames{d: s.h.Dialect, table: table}); err != nil {
+		t.Fatal(err)
+	}
+	stmts := splitDDL(buf.String())
+	if len(stmts) < 2 {
+		t.Skip("the dialect's upgrade is one statement: it cannot stop half way")
+	}
+	if _, err := base.DB().ExecContext(t.Context(), stmts[0]); err != nil {
+		t.Fatalf("first upgrade statement: %v", err)
+	}
+	st, err := jdbcstore.New(base.DB(), jdbcstore.Config{Table: table, Dialect: s.h.Dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := st.ApplySchema(t.Context()); err != nil {
+			t.Fatalf("ApplySchema #%d on a half-upgraded table: %v", i+1, err)
+		}
+	}
+	publishOrdered(t, st, orderedEvent(t, "o1", "k", core.BlockOnDead), core.Lease{}, false)
 }
 
 // splitDDL cuts a script into statements ending with ';' at the end of a
