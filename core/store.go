@@ -132,6 +132,22 @@ type LeaseReleaser interface {
 	ReleaseLeases(ctx context.Context, owner string, exceptIDs []string) (int64, error)
 }
 
+// LeaseExtender is implemented by a [StatusWriter] that can push back the
+// end of leases a node holds. The dispatcher uses it for an event whose
+// listener hung past its timeout and grace, ignoring its context: the
+// failure is written (RETRY) but the event stays held until the call
+// returns, and while it runs the dispatcher keeps the row's lease alive,
+// so another node does not deliver the event (or, for an ordered event,
+// the events after it) alongside. It is optional: without it such a lease
+// expires Lease after the retry's due time. jdbcstore.Store implements it.
+type LeaseExtender interface {
+	// ExtendLeases sets the lease end (locked_until) of the NEW or RETRY
+	// rows of ids that owner holds to until, and returns how many rows
+	// changed. Rows of other owners, and DONE or DEAD rows, are never
+	// changed.
+	ExtendLeases(ctx context.Context, owner string, ids []string, until time.Time) (int64, error)
+}
+
 // BatchInserter is implemented by an [Inserter] that writes several NEW
 // event rows in few statements (jdbcstore.Store: one multi-row INSERT per
 // few hundred events). It is optional: the publishing client looks for it

@@ -93,7 +93,10 @@ type Config struct {
 	// which does not take the event meanwhile), so the event never runs in
 	// two listener calls at once unless InFlightTTL lets it be taken again;
 	// Close and RemoveStore wait for the listener as for any running one,
-	// and the release of this node's leases leaves its row alone. A
+	// and the release of this node's leases leaves its row alone. Its row's
+	// lease is renewed every quarter of Lease while the call runs (through
+	// a store implementing core.LeaseExtender, as jdbcstore's does), so no
+	// other node takes the event, or the events after it in order. A
 	// listener that never returns keeps that one event (its payload and
 	// headers counted in MaxHeldBytes) until the process ends. An ordered
 	// event that goes DEAD this way under the skip policy frees its key at

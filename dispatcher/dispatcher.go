@@ -152,6 +152,9 @@ type Dispatcher struct {
 	// park). Made when first needed.
 	hungMu sync.Mutex
 	hung   map[*callWatch]parked
+	// keeping is true while a goroutine renews the leases of hung
+	// calls' retries (keepHungLeases); guarded by hungMu.
+	keeping bool
 
 	stores engine.Set[*origin] // added with AddStore
 

@@ -424,3 +424,49 @@ func TestHungListenerSQLite(t *testing.T) {
 		t.Errorf("listener called %d times, %d at once; want 1", n, most)
 	}
 }
+
+// While a hung listener's call runs past the lease its RETRY write set
+// (Lease after the retry is due), the dispatcher keeps renewing the row's
+// lease: another node's claim does not take the event (nor, in order, the
+// events after it) while the stuck call still runs. Once it returns the
+// retry runs here, once.
+func TestHungListenerLeaseIsRenewedWhileItRuns(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	h := newHarness(t, dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: 20 * time.Millisecond,
+		StatusTimeout: 100 * time.Millisecond, Lease: lease, Retry: fixedDelay(time.Millisecond)})
+	g := newGate(t)
+	var calls atomic.Int32
+	entered := make(chan struct{}, 1)
+	h.reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
+		if calls.Add(1) == 1 {
+			entered <- struct{}{}
+			<-g.ch // ignores ctx on purpose
+		}
+		return nil
+	})
+	h.start()
+	e := h.insert("Hang")
+	h.mustEnqueueHot(e)
+	recv(t, entered, "the listener to start")
+	h.waitStatus(e.ID(), core.StatusRetry)
+	first := h.row(e.ID()).LockedUntil
+	h.wait("the lease renewed twice past the one the RETRY write set", func() bool {
+		return h.row(e.ID()).LockedUntil.After(first.Add(lease))
+	})
+	now := time.Now()
+	if first.After(now) {
+		t.Fatalf("the RETRY write's lease (%v) has not expired yet (now %v): the check below proves nothing", first, now)
+	}
+	recs, err := h.st.ClaimDue(context.Background(), core.ClaimRequest{Owner: "node-b", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 0 {
+		t.Fatalf("another node claimed %d events while the hung listener still runs", len(recs))
+	}
+	g.open()
+	h.waitStatus(e.ID(), core.StatusDone)
+	if n := calls.Load(); n != 2 {
+		t.Errorf("listener called %d times, want 2 (the hung call, then its retry)", n)
+	}
+}

@@ -377,6 +377,10 @@ func (d *Dispatcher) park(w *callWatch, p parked) {
 			d.hung = make(map[*callWatch]parked)
 		}
 		d.hung[w] = p
+		if p.how == endRetry && !d.keeping {
+			d.keeping = true
+			go d.keepHungLeases()
+		}
 		d.hungMu.Unlock()
 		w.mu.Unlock()
 		return
@@ -423,6 +427,83 @@ func (d *Dispatcher) unpark(p parked) {
 			d.release(p.it) // the poller retries it when due
 		}
 	}
+}
+
+// keepHungLeases renews, every quarter of Lease, the leases of the events
+// whose retry waits for a hung listener to return (park): their rows are
+// RETRY, leased to this node until Lease after the retry is due, but the
+// stuck call may run longer, and another node must not claim the event
+// (nor, in order, the events after it) while it does. It ends once no
+// such retry waits, or when the dispatcher is done.
+func (d *Dispatcher) keepHungLeases() {
+	t := time.NewTicker(max(d.cfg.Lease/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-d.done:
+			d.hungMu.Lock()
+			d.keeping = false
+			d.hungMu.Unlock()
+			return
+		}
+		if !d.renewHungLeases() {
+			return
+		}
+	}
+}
+
+// renewHungLeases extends to now + Lease the leases of the retries waiting
+// for hung listeners, through each store's core.LeaseExtender, and
+// reports whether any such retry waits (false ends keepHungLeases, which
+// park starts again for the next one).
+func (d *Dispatcher) renewHungLeases() bool {
+	type entry struct {
+		w  *callWatch
+		id string
+	}
+	byStore := make(map[*origin][]entry)
+	d.hungMu.Lock()
+	for w, p := range d.hung {
+		if p.how == endRetry {
+			byStore[p.it.src] = append(byStore[p.it.src], entry{w, p.it.env.ID()})
+		}
+	}
+	if len(byStore) == 0 {
+		d.keeping = false
+		d.hungMu.Unlock()
+		return false
+	}
+	d.hungMu.Unlock()
+	until := d.cfg.Now().Add(d.cfg.Lease)
+	for o, entries := range byStore {
+		ext, ok := o.store.(core.LeaseExtender)
+		if !ok {
+			continue
+		}
+		ids := make([]string, len(entries))
+		for i, e := range entries {
+			ids[i] = e.id
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
+		_, err := ext.ExtendLeases(ctx, d.cfg.Owner, ids, until)
+		cancel()
+		if err != nil {
+			d.statusLog.Hit(o.log, slog.LevelError, "cannot renew the lease of an event whose listener hangs; another node may deliver it alongside once it expires",
+				slog.Int("events", len(ids)), slog.String("event_id", ids[0]), slog.String("error", err.Error()))
+			continue
+		}
+		// The retry runs with the lease it now has.
+		d.hungMu.Lock()
+		for _, e := range entries {
+			if p, ok := d.hung[e.w]; ok && p.how == endRetry {
+				p.it.lease = until
+				d.hung[e.w] = p
+			}
+		}
+		d.hungMu.Unlock()
+	}
+	return true
 }
 
 // hungCalls returns how many abandoned calls wait for their listener to

@@ -133,6 +133,8 @@ type statements struct {
 	// release (+ releaseExceptPrefix + n placeholders + ")"): owner, then
 	// the ids to keep.
 	release, releaseExceptPrefix string
+	// extendPrefix + n placeholders + ")": lease end, owner, ids...
+	extendPrefix string
 	// get: event_id.
 	get string
 	// exists: event_id (one row if the event exists).
@@ -375,6 +377,7 @@ func buildStatements(d Dialect, table string) statements {
 	}
 	q.release = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + pending + " AND locked_by = ?"
 	q.releaseExceptPrefix = q.release + " AND event_id NOT IN ("
+	q.extendPrefix = "UPDATE " + t + " SET locked_until = ? WHERE " + pending + " AND locked_by = ? AND event_id IN ("
 	if n, ok := d.(Notifier); ok {
 		q.notify, q.notifyArgs = n.NotifyStatement(table)
 	}

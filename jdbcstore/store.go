@@ -551,6 +551,35 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string, exceptIDs []str
 
 var _ core.LeaseReleaser = (*Store)(nil)
 
+// ExtendLeases sets locked_until to until on the NEW or RETRY rows of ids
+// that owner holds and returns how many changed: the dispatcher keeps the
+// lease of an event whose listener hung alive while the call runs (see
+// core.LeaseExtender). Other owners' rows and DONE or DEAD rows are never
+// changed.
+func (s *Store) ExtendLeases(ctx context.Context, owner string, ids []string, until time.Time) (int64, error) {
+	if err := validOwner(owner); err != nil {
+		return 0, fmt.Errorf("outbox: jdbcstore: extend leases: %w", err)
+	}
+	var n int64
+	for rest := ids; len(rest) > 0; {
+		page := rest[:min(len(rest), max(1, s.bindLimit()-2))]
+		rest = rest[len(page):]
+		args := make([]any, 0, len(page)+2)
+		args = append(args, s.dialect.EncodeTime(until), owner)
+		for _, id := range page {
+			args = append(args, id)
+		}
+		m, err := s.exec(ctx, "extend leases", page[0], inList(s.dialect, s.q.extendPrefix, len(page), ")"), args...)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+var _ core.LeaseExtender = (*Store)(nil)
+
 // validOwner checks an owner token against the locked_by column.
 func validOwner(owner string) error {
 	if owner == "" || len(owner) > core.MaxOwnerLen {

@@ -286,6 +286,26 @@ func (s *Store) ReleaseLeases(_ context.Context, owner string, exceptIDs []strin
 
 var _ core.LeaseReleaser = (*Store)(nil)
 
+// ExtendLeases implements core.LeaseExtender.
+func (s *Store) ExtendLeases(_ context.Context, owner string, ids []string, until time.Time) (int64, error) {
+	if err := s.fail("extend", ""); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, id := range ids {
+		r, ok := s.rows[id]
+		if ok && (r.Status == core.StatusNew || r.Status == core.StatusRetry) && owner != "" && r.LockedBy == owner {
+			r.LockedUntil = until.UTC()
+			n++
+		}
+	}
+	return n, nil
+}
+
+var _ core.LeaseExtender = (*Store)(nil)
+
 // PollPending implements core.PendingSource.
 func (s *Store) PollPending(_ context.Context, now time.Time, skipRecent time.Duration, limit int) ([]core.Record, error) {
 	s.mu.Lock()

@@ -267,6 +267,39 @@ func (s *suite) testClaim(t *testing.T) {
 		sameIDs(t, "poll: the delayed event, due", ids, []string{"delayed"})
 	})
 
+	// ExtendLeases pushes back the lease end of the owner's NEW and RETRY
+	// rows among ids, and of no other row.
+	t.Run("ExtendLeasesOnlyOwnPendingRows", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		mine := core.Lease{Owner: "node-a", Until: t0.Add(time.Minute)}
+		insertLeased(t, st, jsonEvent(t, "x-new"), mine)
+		insertLeased(t, st, jsonEvent(t, "x-retry"), mine)
+		insertLeased(t, st, jsonEvent(t, "x-done"), mine)
+		insertLeased(t, st, jsonEvent(t, "x-other"), core.Lease{Owner: "node-b", Until: t0.Add(time.Minute)})
+		if ok, err := st.MarkRetry(ctx, "node-a", "x-retry", t0.Add(time.Second), t0.Add(time.Minute), "x"); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if n, err := st.MarkDone(ctx, "node-a", []string{"x-done"}); n != 1 || err != nil {
+			t.Fatal(n, err)
+		}
+		until := t0.Add(time.Hour)
+		n, err := st.ExtendLeases(ctx, "node-a", []string{"x-new", "x-retry", "x-done", "x-other", "x-missing"}, until)
+		if err != nil || n != 2 {
+			t.Fatalf("ExtendLeases = %d, %v; want 2 (the owner's NEW and RETRY rows)", n, err)
+		}
+		for id, want := range map[string]time.Time{"x-new": until, "x-retry": until, "x-other": t0.Add(time.Minute)} {
+			if r := get(t, st, id); !r.LockedUntil.Equal(want.Truncate(time.Microsecond)) {
+				t.Errorf("%s: locked_until %v, want %v", id, r.LockedUntil, want)
+			}
+		}
+		if r := get(t, st, "x-done"); r.LockedBy != "" {
+			t.Errorf("x-done: leased to %q after ExtendLeases, want DONE and unleased", r.LockedBy)
+		}
+	})
+
 	t.Run("BadRequestsRejected", func(t *testing.T) {
 		t.Parallel()
 		st := s.newStore(t, nil, jdbcstore.Config{})
