@@ -501,3 +501,44 @@ func TestPublishRefusesAnotherDatabasesTransactionMySQL(t *testing.T) {
 		}
 	}
 }
+
+// TestNoPhantomPublishTxOnAPlainTxMariaDB: a plain *sql.Tx (PublishTx, no
+// txctx watching its statements) that MariaDB has already ended (as after
+// a deadlock the code ignored: the session then runs in autocommit mode)
+// gets its Publish refused with ErrTxAborted, and no row commits on its
+// own: the store asks whether the transaction is open whenever it cannot
+// tell that every statement succeeded.
+func TestNoPhantomPublishTxOnAPlainTxMariaDB(t *testing.T) {
+	db := testdb.MySQL(t)
+	ctx := context.Background()
+	var version string
+	if err := db.GetContext(ctx, &version, `SELECT VERSION()`); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(version, "MariaDB") {
+		t.Skip("MySQL has no @@in_transaction to ask (README: MySQL / MariaDB)")
+	}
+	var seen atomic.Int64
+	ob, m := startOutbox(t, db, &seen)
+	for _, via := range []string{"*sql.Tx", "*sqlx.Tx"} {
+		t.Run(via, func(t *testing.T) {
+			tx, err := db.BeginTxx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			if _, err := tx.ExecContext(ctx, `COMMIT`); err != nil { // the server ends it
+				t.Fatal(err)
+			}
+			env := mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))
+			var perr error
+			if via == "*sql.Tx" {
+				_, perr = ob.PublishTx(ctx, tx.Tx, env)
+			} else {
+				_, perr = ob.PublishTx(ctx, tx, env)
+			}
+			_ = tx.Rollback()
+			requireAborted(t, perr, ob, m, env.ID())
+		})
+	}
+}

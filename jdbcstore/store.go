@@ -379,16 +379,16 @@ func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
 // innodb_rollback_on_timeout, both of which roll the whole transaction
 // back) the session goes on in autocommit mode, so the event's insert
 // would commit at once, without the business writes rolled back before
-// it, and the check before commit would find the row. It asks only when
-// ex may have failed (core.StatementWatcher), with one SELECT
-// @@in_transaction; MySQL has no such variable, and after the first
-// answer saying so the store asks no more.
+// it, and the check before commit would find the row. It asks, with one
+// SELECT @@in_transaction, when ex may have failed (core.StatementWatcher)
+// or cannot tell (a plain *sql.Tx or *sqlx.Tx: no check before its
+// commit either); MySQL has no such variable, and after the first answer
+// saying so the store asks no more.
 func (s *Store) checkOpen(ctx context.Context, ex core.Execer, id string) error {
 	if !s.dialect.Capabilities().SilentRollback || s.noOpenCheck.Load() || s.ownsExecer(ex) {
 		return nil
 	}
-	w, ok := ex.(core.StatementWatcher)
-	if !ok || !w.MayHaveFailed() {
+	if w, ok := ex.(core.StatementWatcher); ok && !w.MayHaveFailed() {
 		return nil
 	}
 	q, ok := ex.(rowQuerier)
