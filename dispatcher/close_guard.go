@@ -12,7 +12,8 @@ import (
 // (or until ctx ends). Nothing is closed. Call Close from another
 // goroutine with a context of its own (context.Background, not one
 // derived from the listener's), e.g. go ob.Close(context.Background()): it
-// returns once the listener did.
+// returns once the listener did. RemoveStore returns it too, called that
+// way for the store of the listener's own event.
 var ErrCloseInListener = errors.New("outbox: Close called from a listener of the dispatcher it closes; call it from another goroutine with a context of its own")
 
 // listenerKey marks the contexts of listener calls; its value is the

@@ -47,7 +47,10 @@ type origin struct {
 }
 
 func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
-	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, work: engine.NewCounter(d.runCtx)}
+	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics}
+	// The store's listener contexts carry o, so RemoveStore recognizes a
+	// call from one of them.
+	o.work = engine.NewCounter(context.WithValue(d.runCtx, originKey{}, o))
 	o.successors, _ = store.(core.SuccessorClaimer)
 	if id != "" {
 		o.log = d.log.With(slog.String("store", id))
@@ -55,6 +58,10 @@ func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
 	}
 	return o
 }
+
+// originKey marks the listener contexts of a store's events; its value is
+// the store's origin.
+type originKey struct{}
 
 // keyFreed calls the freed hook, if any, with after (nil: a full claim).
 func (o *origin) keyFreed(after []core.OrderPos) {
@@ -274,7 +281,14 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) error {
 // back the leases this dispatcher's Owner holds on the store's NEW/RETRY
 // rows (except those of listeners still running), so any node delivers
 // them at once.
+//
+// Called with the context of one of the store's listener calls (or one
+// derived from it), it returns ErrCloseInListener at once and removes
+// nothing: it would wait for that listener, so for itself.
 func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
+	if lo, ok := ctx.Value(originKey{}).(*origin); ok && d.InListener(ctx) && lo.id == id {
+		return ErrCloseInListener
+	}
 	o, ok := d.stores.Take(id)
 	if !ok {
 		return nil

@@ -62,3 +62,59 @@ func TestCloseFromListenerStopsNothing(t *testing.T) {
 		}
 	}
 }
+
+// A listener removing its own database from the set (SetDatabases without
+// it) with its context gets an error wrapping dispatcher.ErrCloseInListener
+// at once, and the database stays, open and served: its event is DONE and
+// later events of it are delivered. (Before, the removal waited for the
+// listener, that is for itself, until DrainTimeout, then closed the pool
+// under it.)
+func TestRemoveOwnDatabaseFromListener(t *testing.T) {
+	dbs := withOrders(t, sqliteDatabases(t, 2))
+	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Logger: quietLogger(), DrainTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = o.Close(ctx)
+	})
+	type result struct {
+		res tenant.RefreshResult
+		err error
+	}
+	got := make(chan result, 2)
+	o.RegisterFunc("OrderPlaced", func(ctx context.Context, _ core.Envelope) error {
+		res, err := o.SetDatabases(ctx, dbs[1:])
+		got <- result{res, err}
+		return nil
+	})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tn, err := o.For("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // the second delivery proves the database is still served
+		if err := tn.InTx(context.Background(), func(ctx context.Context) error {
+			env, err := core.NewEvent("OrderPlaced").TenantID("s1").PayloadJSONString(`{}`).Build()
+			if err != nil {
+				return err
+			}
+			_, err = tn.Publish(ctx, env)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-got:
+			if !errors.Is(r.err, dispatcher.ErrCloseInListener) || len(r.res.Removed) != 0 {
+				t.Fatalf("delivery %d: SetDatabases from a listener of its own database = %+v, %v; want nothing removed and dispatcher.ErrCloseInListener", i+1, r.res, r.err)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatalf("delivery %d: the listener did not run, or SetDatabases blocked", i+1)
+		}
+	}
+}

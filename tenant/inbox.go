@@ -182,6 +182,12 @@ func (ib *Inbox) Refresh(ctx context.Context) (RefreshResult, error) {
 // SetDatabases replaces the set of databases by dbs, like a refresh whose
 // discovery returned dbs. An invalid list (duplicate or invalid ids, empty
 // driver or DSN) changes nothing.
+//
+// Called with the context of a handler of a database it would remove or
+// replace, it leaves that database in the set, served as before (the
+// removal would wait for the caller), and returns an error wrapping
+// inbox.ErrCloseInHandler with the rest of the set applied: remove it from
+// another goroutine. Refresh too.
 func (ib *Inbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResult, error) {
 	return ib.set.apply(ctx, dbs)
 }

@@ -100,3 +100,48 @@ func TestInboxCloseFromHandler(t *testing.T) {
 		t.Errorf("For after the refused Close: %v", err)
 	}
 }
+
+// A handler removing its own database from the set (SetDatabases without
+// it) with its context gets an error wrapping inbox.ErrCloseInHandler,
+// and the database stays, open and served: its own message is Done, and
+// the database is removed from another goroutine afterwards (before, it
+// left the routing and its pool was closed while the dispatcher kept
+// claiming from it, and it could never rejoin the set).
+func TestInboxRemoveOwnDatabaseFromHandler(t *testing.T) {
+	ctx := ibCtx(t)
+	dbs := []tenant.Database{ibSQLite(t, "s1"), ibSQLite(t, "s2")}
+	ib := ibNew(t, ctx, tenant.InboxConfig{Databases: dbs,
+		Dispatcher: inbox.DispatcherConfig{PollInterval: 10 * time.Millisecond}})
+	type result struct {
+		res tenant.RefreshResult
+		err error
+	}
+	got := make(chan result, 1)
+	if err := ib.HandleFunc("tenant.deleted", func(hctx context.Context, _ inbox.Record) error {
+		res, err := ib.SetDatabases(hctx, dbs[1:])
+		got <- result{res, err}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	in := ibFor(t, ib, "s1")
+	ibEnqueue(t, ctx, in, "admin", "del-s1", "tenant.deleted", "{}")
+	ibStart(t, ctx, ib)
+	var r result
+	select {
+	case r = <-got:
+	case <-ctx.Done():
+		t.Fatal("SetDatabases from a handler blocked")
+	}
+	if !errors.Is(r.err, inbox.ErrCloseInHandler) || len(r.res.Removed) != 0 {
+		t.Fatalf("SetDatabases from a handler of its own database = %+v, %v; want nothing removed and inbox.ErrCloseInHandler", r.res, r.err)
+	}
+	ibWaitFor(t, "the handler's message Done", func() bool { return ibStatus(t, ctx, in, "admin", "del-s1") == inbox.StatusDone })
+	res, err := ib.SetDatabases(ctx, dbs[1:])
+	if err != nil || !slices.Equal(res.Removed, []string{"s1"}) {
+		t.Fatalf("SetDatabases from outside = %+v, %v; want s1 removed", res, err)
+	}
+	if res, err := ib.SetDatabases(ctx, dbs); err != nil || !slices.Equal(res.Added, []string{"s1"}) {
+		t.Fatalf("adding s1 back = %+v, %v", res, err)
+	}
+}

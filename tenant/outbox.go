@@ -340,6 +340,12 @@ func (o *Outbox) Refresh(ctx context.Context) (RefreshResult, error) {
 // SetDatabases replaces the set of databases by dbs, like a refresh whose
 // discovery returned dbs. An invalid list (duplicate or invalid ids, empty
 // driver or DSN) changes nothing.
+//
+// Called with the context of a listener of a database it would remove or
+// replace, it leaves that database in the set, served as before (the
+// removal would wait for the caller), and returns an error wrapping
+// dispatcher.ErrCloseInListener with the rest of the set applied: remove
+// it from another goroutine. Refresh too.
 func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResult, error) {
 	return o.set.apply(ctx, dbs)
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/engine"
 )
@@ -224,10 +226,23 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 		}
 	}
 	sort.Strings(res.Removed)
+	kept := make(map[string]bool)
 	for _, id := range append(append([]string(nil), res.Removed...), res.Replaced...) {
 		if err := s.remove(ctx, id); err != nil {
 			errs = append(errs, err)
+			var ke *keptError
+			if errors.As(err, &ke) {
+				kept[id] = true
+			}
 		}
+	}
+	if len(kept) > 0 {
+		// Still served as before: neither removed nor replaced.
+		isKept := func(id string) bool { return kept[id] }
+		res.Removed = slices.DeleteFunc(res.Removed, isKept)
+		res.Replaced = slices.DeleteFunc(res.Replaced, isKept)
+		add = slices.DeleteFunc(add, func(d Database) bool { return kept[d.ID] })
+		res.Unchanged += len(kept)
 	}
 	failed := make(map[string]bool)
 	for _, d := range add {
@@ -272,6 +287,21 @@ func (s *set[T]) add(ctx context.Context, d Database) error {
 	return nil
 }
 
+// keptError is the error of a removal asked from a listener or handler
+// of the very database removed: the dispatcher removed nothing (it would
+// have waited for the caller), so the database stays in the set, open and
+// routed to.
+type keptError struct {
+	id  string
+	err error
+}
+
+func (e *keptError) Error() string {
+	return fmt.Sprintf("outbox: database %q not removed: asked from a listener or handler of its own, it stays in the set (remove it from another goroutine): %v", e.id, e.err)
+}
+
+func (e *keptError) Unwrap() error { return e.err }
+
 // remove stops routing to id, detaches it (its work in flight finishes,
 // bounded by drain) and closes its database.
 func (s *set[T]) remove(ctx context.Context, id string) error {
@@ -285,6 +315,18 @@ func (s *set[T]) remove(ctx context.Context, id string) error {
 	dctx, cancel := context.WithTimeout(ctx, s.drain)
 	err := s.detach(dctx, id, m.val)
 	cancel()
+	if errors.Is(err, dispatcher.ErrCloseInListener) || errors.Is(err, inbox.ErrCloseInHandler) {
+		// Called from a listener or handler of this very database: the
+		// dispatcher removed nothing (it would wait for the caller), so
+		// the database stays in the set, open and routed to.
+		s.mu.Lock()
+		if !s.closed {
+			s.members[id] = m
+			s.mu.Unlock()
+			return &keptError{id: id, err: err}
+		}
+		s.mu.Unlock() // closing: the database goes with the rest
+	}
 	if err != nil {
 		s.log.Warn("tenant: database removed before its work in flight finished; that work is delivered again when the database returns",
 			slog.String("part", s.what), slog.String("store", id), slog.String("error", err.Error()))
