@@ -3,6 +3,7 @@ package tenant_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +116,32 @@ func TestRemoveOwnDatabaseFromListener(t *testing.T) {
 			}
 		case <-time.After(waitTimeout):
 			t.Fatalf("delivery %d: the listener did not run, or SetDatabases blocked", i+1)
+		}
+	}
+}
+
+// tenant.Open's error never shows a password of the DSN, nor a piece of
+// one, whatever the form the driver quotes it in (pgx quotes a DSN it
+// cannot parse, masking only what it took for the password).
+func TestOpenErrorHidesThePassword(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, dsn := range []string{
+		"postgres://postgres:Sec@r3tPW@127.0.0.1:badport/test",
+		"postgres://postgres:Sec:r3tPW@127.0.0.1:badport/test",
+		"host=127.0.0.1 port=x user=postgres password='Sec r3tPW' dbname=test",
+		"host=127.0.0.1 port=x user=postgres password = Secr3tPW dbname=test",
+		`host=127.0.0.1 port=x user=postgres password=Sec\ r3tPW dbname=test`,
+		`host=127.0.0.1 port=x user=postgres password='Sec\'r3tPW' dbname=test`,
+	} {
+		db, err := tenant.Open(ctx, tenant.Database{ID: "t", Driver: "pgx", DSN: dsn})
+		if err == nil {
+			_ = db.Close()
+			t.Errorf("Open(%q) succeeded", dsn)
+			continue
+		}
+		if strings.Contains(err.Error(), "r3tPW") {
+			t.Errorf("Open(%q) = %v: the error shows a piece of the password", dsn, err)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/dsnsecret"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
@@ -55,19 +56,37 @@ type OpenFunc func(ctx context.Context, db Database) (*sqlx.DB, error)
 // database with its registered dialect (sqlite.Open's settings for
 // "sqlite3", sqlx.Open for "mysql" and "pgx") and fails with an error wrapping
 // jdbcstore.ErrUnsupportedDriver for a driver without one. It checks the
-// connection with a ping. The error never contains the DSN (it may hold a
-// password).
+// connection with a ping. The error's text never shows a password of the
+// DSN, nor a piece of one: the driver's error, which may quote the DSN,
+// is shown with them replaced by *** (the driver's error it wraps, for
+// errors.Is and errors.As, is as the driver made it).
 func Open(ctx context.Context, d Database) (*sqlx.DB, error) {
 	db, err := jdbcstore.Open(d.Driver, d.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: open database %q (%s): %w", d.ID, d.Driver, err)
+		return nil, &openError{what: "open", d: d, err: err}
 	}
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("outbox: connect to database %q (%s): %w", d.ID, d.Driver, err)
+		return nil, &openError{what: "connect to", d: d, err: err}
 	}
 	return db, nil
 }
+
+// openError is an error of Open: the driver's error, whose text may quote
+// the DSN (pgx quotes a DSN it cannot parse, masking only the password it
+// found), shown with every password of the DSN, and any piece of one,
+// replaced by ***. It wraps the driver's error for errors.Is and As.
+type openError struct {
+	what string // "open" or "connect to"
+	d    Database
+	err  error
+}
+
+func (e *openError) Error() string {
+	return fmt.Sprintf("outbox: %s database %q (%s): %s", e.what, e.d.ID, e.d.Driver, dsnsecret.Scrub(e.err.Error(), e.d.DSN))
+}
+
+func (e *openError) Unwrap() error { return e.err }
 
 // validateSet checks a list of databases, reporting every problem at once
 // (errors.Join of *core.ConfigError named "Databases[i].Field", i the

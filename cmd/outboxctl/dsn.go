@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/internal/dsnsecret"
 	"github.com/outbox-go/outbox/jdbcstore"
 	mysqldialect "github.com/outbox-go/outbox/jdbcstore/mysql"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
@@ -24,11 +25,7 @@ const mysqlScheme = "mysql://"
 
 // looksMySQL reports whether a --dsn value is a MySQL DSN rather than a
 // SQLite path.
-func looksMySQL(dsn string) bool {
-	return strings.HasPrefix(dsn, mysqlScheme) ||
-		strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") ||
-		strings.HasPrefix(dsn, "tcp(") || strings.HasPrefix(dsn, "unix(")
-}
+func looksMySQL(dsn string) bool { return dsnsecret.LooksMySQL(dsn) }
 
 // supportedDatabases names the databases --dsn accepts, for errors.
 const supportedDatabases = "SQLite (a file path or file: URI), MySQL/MariaDB (user:pass@tcp(host:3306)/db) and PostgreSQL (postgres://user:pass@host:5432/db)"
@@ -76,41 +73,6 @@ func unsupportedDSN(dsn string) error {
 	return nil
 }
 
-// passwordSpan returns where the password of a MySQL DSN starts and ends
-// (dsn[i:j]), found the way go-sql-driver/mysql finds it: the user part
-// ends at the last '@' before the last '/', and the password follows the
-// first ':' of it. ok is false when there is no password.
-func passwordSpan(dsn string) (i, j int, ok bool) {
-	if rest, found := strings.CutPrefix(dsn, mysqlScheme); found {
-		i, j, ok := passwordSpan(rest)
-		return i + len(mysqlScheme), j + len(mysqlScheme), ok
-	}
-	slash := strings.LastIndexByte(dsn, '/')
-	if slash <= 0 {
-		return 0, 0, false
-	}
-	at := strings.LastIndexByte(dsn[:slash], '@')
-	if at < 0 {
-		return 0, 0, false
-	}
-	colon := strings.IndexByte(dsn[:at], ':')
-	if colon < 0 || colon+1 == at {
-		return 0, 0, false
-	}
-	// A SQLite path may hold ':' and '@' too, but then a '/' comes before
-	// them; a user name holds none.
-	if !looksMySQL(dsn) && strings.ContainsRune(dsn[:colon], '/') {
-		return 0, 0, false
-	}
-	return colon + 1, at, true
-}
-
-// passParam matches a parameter whose name ends in pass, passwd or
-// password (password=, sslpassword=, go-sqlite3's _auth_pass=; not
-// allowNativePasswords=) in a URL query or a key=value string, with its
-// value (quoted or not).
-var passParam = regexp.MustCompile(`(?i)([a-z_]*(?:pass|passwd|password)\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&;]*)`)
-
 // hiddenDSN stands for a --dsn whose password outboxctl cannot locate.
 const hiddenDSN = "<the --dsn value, not shown: it may hold a password>"
 
@@ -128,39 +90,19 @@ func hidden(dsn string) bool {
 // a MySQL DSN missing its tcp(...)). A URL of an unknown scheme comes back
 // as hiddenDSN; other SQLite paths unchanged.
 func maskDSN(dsn string) string {
-	switch {
-	case hidden(dsn):
+	if hidden(dsn) {
 		return hiddenDSN
-	case looksPostgres(dsn):
-		dsn = maskPostgres(dsn)
-	default:
-		if i, j, ok := passwordSpan(dsn); ok {
-			dsn = dsn[:i] + "***" + dsn[j:]
-		}
 	}
-	return passParam.ReplaceAllString(dsn, "${1}***")
+	return dsnsecret.Mask(dsn)
 }
 
-// scrubSecret masks the passwords of dsn (see maskDSN) wherever they
-// appear in msg, and a hidden dsn as a whole.
+// scrubSecret masks the passwords of dsn (see maskDSN), and any piece of
+// them, wherever they appear in msg, and a hidden dsn as a whole.
 func scrubSecret(msg, dsn string) string {
 	if hidden(dsn) {
 		return strings.ReplaceAll(msg, dsn, hiddenDSN)
 	}
-	if looksPostgres(dsn) {
-		msg = scrubPostgres(msg, dsn)
-	} else if i, j, ok := passwordSpan(dsn); ok {
-		msg = strings.ReplaceAll(msg, dsn[i:j], "***")
-	}
-	for _, m := range passParam.FindAllStringSubmatch(dsn, -1) {
-		if v := m[2]; v != "" && v != "***" {
-			msg = strings.ReplaceAll(msg, v, "***")
-			if u := strings.Trim(v, "'"); u != "" && u != v {
-				msg = strings.ReplaceAll(msg, u, "***")
-			}
-		}
-	}
-	return msg
+	return dsnsecret.Scrub(msg, dsn)
 }
 
 // target is a parsed --dsn.

@@ -1,0 +1,196 @@
+// Package dsnsecret finds the passwords in a data source name (a MySQL
+// DSN, a PostgreSQL URL or key=value string, parameters of a SQLite file:
+// URI), so that what is shown to people (errors, logs, the DSN itself)
+// keeps everything else and never the password.
+package dsnsecret
+
+import (
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// mysqlScheme is an optional prefix of a MySQL DSN.
+const mysqlScheme = "mysql://"
+
+// LooksMySQL reports whether dsn is a MySQL DSN rather than a SQLite path.
+func LooksMySQL(dsn string) bool {
+	return strings.HasPrefix(dsn, mysqlScheme) ||
+		strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") ||
+		strings.HasPrefix(dsn, "tcp(") || strings.HasPrefix(dsn, "unix(")
+}
+
+// LooksPostgresURL reports whether dsn is a PostgreSQL URL (postgres://
+// or postgresql://).
+func LooksPostgresURL(dsn string) bool {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+		return true
+	}
+	return false
+}
+
+// passParam matches a parameter whose name ends in pass, passwd or
+// password (password=, sslpassword=, go-sqlite3's _auth_pass=; not
+// allowNativePasswords=) in a URL query or a key=value string, with its
+// value: quoted ('…', backslash escapes) or not (up to a space, '&' or
+// ';', backslash escapes included), spaces allowed around '='.
+var passParam = regexp.MustCompile(`(?i)([a-z_]*(?:pass|passwd|password)\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s&;\\])*)`)
+
+// mysqlPassword returns where the password of a MySQL DSN starts and
+// ends (dsn[i:j]), found the way go-sql-driver/mysql finds it: the user
+// part ends at the last '@' before the last '/', and the password follows
+// the first ':' of it. ok is false when there is none.
+func mysqlPassword(dsn string) (i, j int, ok bool) {
+	if rest, found := strings.CutPrefix(dsn, mysqlScheme); found {
+		i, j, ok := mysqlPassword(rest)
+		return i + len(mysqlScheme), j + len(mysqlScheme), ok
+	}
+	slash := strings.LastIndexByte(dsn, '/')
+	if slash <= 0 {
+		return 0, 0, false
+	}
+	at := strings.LastIndexByte(dsn[:slash], '@')
+	if at < 0 {
+		return 0, 0, false
+	}
+	colon := strings.IndexByte(dsn[:at], ':')
+	if colon < 0 || colon+1 == at {
+		return 0, 0, false
+	}
+	// A SQLite path may hold ':' and '@' too, but then a '/' comes before
+	// them; a user name holds none.
+	if !LooksMySQL(dsn) && strings.ContainsRune(dsn[:colon], '/') {
+		return 0, 0, false
+	}
+	return colon + 1, at, true
+}
+
+// urlPasswords returns the password spans of a URL (scheme://…): the one
+// of its user information and the value of a password query parameter.
+func urlPasswords(dsn string) [][2]int {
+	var spans [][2]int
+	_, rest, _ := strings.Cut(dsn, "://")
+	start := len(dsn) - len(rest)
+	authority := rest
+	if k := strings.IndexAny(authority, "/?"); k >= 0 {
+		authority = authority[:k]
+	}
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		if colon := strings.IndexByte(authority[:at], ':'); colon >= 0 && colon+1 < at {
+			spans = append(spans, [2]int{start + colon + 1, start + at})
+		}
+	}
+	if q := strings.IndexByte(dsn, '?'); q >= 0 {
+		off := q + 1
+		for _, kv := range strings.Split(dsn[q+1:], "&") {
+			if v, ok := strings.CutPrefix(kv, "password="); ok && v != "" {
+				spans = append(spans, [2]int{off + len("password="), off + len(kv)})
+			}
+			off += len(kv) + 1
+		}
+	}
+	return spans
+}
+
+// Spans returns where the passwords of dsn are (dsn[s[0]:s[1]]), sorted
+// and merged where they overlap: a MySQL DSN's or a URL's, and the value
+// of every parameter named like a password.
+func Spans(dsn string) [][2]int {
+	var spans [][2]int
+	switch {
+	case LooksPostgresURL(dsn):
+		spans = urlPasswords(dsn)
+	default:
+		if i, j, ok := mysqlPassword(dsn); ok {
+			spans = append(spans, [2]int{i, j})
+		}
+	}
+	for _, m := range passParam.FindAllStringSubmatchIndex(dsn, -1) {
+		if m[5] > m[4] {
+			spans = append(spans, [2]int{m[4], m[5]})
+		}
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	var merged [][2]int
+	for _, s := range spans {
+		if n := len(merged); n > 0 && s[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], s[1])
+			continue
+		}
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// Mask returns dsn with each password replaced by ***.
+func Mask(dsn string) string {
+	spans := Spans(dsn)
+	for i := len(spans) - 1; i >= 0; i-- {
+		dsn = dsn[:spans[i][0]] + "***" + dsn[spans[i][1]:]
+	}
+	return dsn
+}
+
+// minFragment is the shortest piece of a password Scrub removes from a
+// message: a driver that misreads the DSN may quote part of the password
+// (pgx masks "Sec" of "Sec@r3tPW" and shows "@r3tPW" as the host).
+const minFragment = 4
+
+// Scrub returns msg with every password of dsn, as written or as a driver
+// reads it (unquoted, unescaped, URL-decoded), and every piece of it of
+// minFragment bytes or more, replaced by ***.
+func Scrub(msg, dsn string) string {
+	var secrets []string
+	add := func(s string) {
+		if s != "" && !slices.Contains(secrets, s) {
+			secrets = append(secrets, s)
+		}
+	}
+	for _, s := range Spans(dsn) {
+		v := dsn[s[0]:s[1]]
+		add(v)
+		if u := strings.TrimPrefix(strings.TrimSuffix(v, "'"), "'"); u != v {
+			add(u)
+			v = u
+		}
+		add(unescape(v))
+		if d, err := url.PathUnescape(v); err == nil {
+			add(d)
+		}
+	}
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "***")
+	}
+	for _, s := range secrets {
+		for n := len(s) - 1; n >= minFragment; n-- {
+			for i := 0; i+n <= len(s); i++ {
+				if f := s[i : i+n]; f != "***" && strings.Contains(msg, f) {
+					msg = strings.ReplaceAll(msg, f, "***")
+				}
+			}
+		}
+	}
+	return msg
+}
+
+// unescape removes the backslashes of a key=value string's value.
+func unescape(v string) string {
+	if !strings.Contains(v, `\`) {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\\' && i+1 < len(v) {
+			i++
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
+}
