@@ -157,11 +157,20 @@ func (s *Store) deadWhere(f DeadFilter) (string, []any) {
 		b.WriteString(" AND tenant_id = ?")
 		args = append(args, f.TenantID)
 	}
-	if !f.From.IsZero() {
+	// Bounds outside the years a row's times can have are not encoded
+	// (MySQL compares a year past 9999 as text, before every date): a
+	// From past the last storable time, or a To before the first, matches
+	// nothing; the others bound nothing.
+	switch {
+	case !f.From.IsZero() && f.From.After(lastStorableTime), !f.To.IsZero() && !f.To.After(firstStorableTime):
+		b.WriteString(" AND 1 = 0")
+		return b.String(), args
+	}
+	if !f.From.IsZero() && f.From.After(firstStorableTime) {
 		b.WriteString(" AND created_at >= ?")
 		args = append(args, s.dialect.EncodeTime(f.From))
 	}
-	if !f.To.IsZero() {
+	if !f.To.IsZero() && !f.To.After(lastStorableTime) {
 		b.WriteString(" AND created_at < ?")
 		args = append(args, s.dialect.EncodeTime(f.To))
 	}

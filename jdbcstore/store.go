@@ -240,6 +240,9 @@ func (s *Store) checkExecer(ex core.Execer, id string) error {
 // the times of an event, which every supported database stores.
 var lastStorableTime = time.Date(core.MaxTimeYear, 12, 31, 23, 59, 59, 999999000, time.UTC)
 
+// firstStorableTime is the first instant of those years.
+var firstStorableTime = time.Date(core.MinTimeYear, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // rowValues appends to args the insertColumns values of env's row, a
 // valid envelope, created at now: owned by lease (unowned when zero), at
 // position seq of its key when it is ordered.

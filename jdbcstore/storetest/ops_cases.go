@@ -111,6 +111,20 @@ func (s *suite) testOps(t *testing.T) {
 		sameIDs(t, "tenant t1", list(jdbcstore.DeadFilter{TenantID: "t1"}, "", 10), []string{"a-0", "a-1"})
 		sameIDs(t, "created in [t0+1s, t0+3s)", list(jdbcstore.DeadFilter{From: t0.Add(time.Second), To: t0.Add(3 * time.Second)}, "", 10), []string{"a-1", "a-2"})
 		sameIDs(t, "ids (DEAD only)", list(jdbcstore.DeadFilter{IDs: []string{"a-2", "n-0", "nope"}}, "", 10), []string{"a-2"})
+		// Bounds past the years a row's times can have: RFC 3339 takes
+		// 9999-12-31T23:59:59-05:00, in the year 10000 in UTC (MySQL
+		// compared it as text, before every date, and a discard by it
+		// took every DEAD event).
+		past := time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("-05:00", -5*3600))
+		before := time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC)
+		sameIDs(t, "created after the year 9999", list(jdbcstore.DeadFilter{From: past}, "", 10), nil)
+		sameIDs(t, "created before the year 10000", list(jdbcstore.DeadFilter{To: past}, "", 10), []string{"a-0", "a-1", "a-2", "b-0"})
+		sameIDs(t, "created since the year 0", list(jdbcstore.DeadFilter{From: before}, "", 10), []string{"a-0", "a-1", "a-2", "b-0"})
+		sameIDs(t, "created before the year 1", list(jdbcstore.DeadFilter{To: before}, "", 10), nil)
+		if res, err := st.DiscardDead(ctx, jdbcstore.DeadFilter{From: past}, jdbcstore.DiscardOptions{}); err != nil || res.Discarded != 0 {
+			t.Errorf("discard of the events created after the year 9999 = %+v, %v; want none", res, err)
+		}
+		sameIDs(t, "all, after the discard", list(jdbcstore.DeadFilter{}, "", 10), []string{"a-0", "a-1", "a-2", "b-0"})
 		for _, bad := range []int{0, -1, jdbcstore.MaxListLimit + 1} {
 			if _, err := st.ListDead(ctx, jdbcstore.DeadFilter{}, "", bad); !errors.Is(err, core.ErrInvalidConfig) {
 				t.Errorf("limit %d: err %v", bad, err)
