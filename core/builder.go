@@ -43,7 +43,7 @@ func JSONEvent(eventType, payload string) (Envelope, error) {
 }
 
 // ID sets an explicit event id (at most MaxEventIDLen characters). Without
-// it Build assigns a monotonic ULID.
+// it, or with "", Build assigns a monotonic ULID.
 func (b *Builder) ID(id string) *Builder { b.env.id = id; return b }
 
 // OccurredAt sets when the event happened. Defaults to now. Stored in UTC

@@ -18,8 +18,9 @@ var (
 	ErrAggregateIDTooLong = errors.New("outbox: aggregate id is too long")
 	// ErrTenantIDTooLong reports a tenant id over MaxTenantIDLen characters.
 	ErrTenantIDTooLong = errors.New("outbox: tenant id is too long")
-	// ErrInvalidEventID reports an explicit event id that is empty or longer
-	// than MaxEventIDLen characters.
+	// ErrInvalidEventID reports an event id longer than MaxEventIDLen
+	// characters, or an envelope without an id (the zero Envelope).
+	// Builder.ID("") sets no id: Build then assigns a ULID.
 	ErrInvalidEventID = errors.New("outbox: invalid event id")
 	// ErrInvalidText reports a text field that is not valid UTF-8 or holds a NUL byte.
 	ErrInvalidText = errors.New("outbox: text is not valid UTF-8 or contains NUL")
