@@ -123,6 +123,10 @@ type Config struct {
 	// again while held.
 	InFlightTTL time.Duration
 	// StatusTimeout bounds each status write (DONE/RETRY/DEAD). Defaults to 5 s.
+	// On SQLite a write that waits for another connection's write lock
+	// sleeps in SQLite's busy handler, which the context cannot interrupt:
+	// it may take up to the connection's busy timeout (10 s with
+	// sqlite.Open) before it gives up.
 	StatusTimeout time.Duration
 	// DoneBatchSize is the most DONE writes coalesced into one UPDATE.
 	// Defaults to 256; 1 writes every event on its own; at most
