@@ -2,6 +2,8 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"slices"
 	"testing"
@@ -98,12 +100,23 @@ func TestNewConfigPaths(t *testing.T) {
 	}
 }
 
+// noDialectDriver is a database/sql driver no dialect serves (lib/pq, say).
+type noDialectDriver struct{}
+
+func (noDialectDriver) Open(string) (driver.Conn, error) { return nil, errors.New("no server") }
+
+func init() { sql.Register("outbox_test_nodialect", noDialectDriver{}) }
+
 // A handle whose driver has no registered dialect is an invalid
 // Store.Dialect, which also wraps jdbcstore.ErrUnsupportedDriver.
 func TestNewUndetectedDriver(t *testing.T) {
 	ctx := context.Background()
-	db := sqlx.NewDb(sqliteDB(t, "undetected.db").DB, "custom_sqlite")
-	_, err := outbox.New(ctx, db, outbox.Config{})
+	db, err := sqlx.Open("outbox_test_nodialect", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = outbox.New(ctx, db, outbox.Config{})
 	if !errors.Is(err, core.ErrInvalidConfig) || !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
 		t.Fatalf("New = %v, want ErrInvalidConfig and ErrUnsupportedDriver", err)
 	}
