@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,8 +58,9 @@ With --inbox-table the dashboard also lists the dead and pending messages
 of that inbox table (package github.com/outbox-go/outbox/inbox) in the same
 database. Both tables must exist: serve checks them before it listens.
 
-A tenant set: give one --db NAME=DSN per database (instead of --dsn); the
-dashboard offers a database selector.`,
+A tenant set: give one --db NAME=DSN per database (instead of --dsn), NAME
+being 1..64 letters, digits, '.', '_' or '-'; the dashboard offers a
+database selector.`,
 		define: func(fs *flag.FlagSet) action {
 			var (
 				addr, base     string
@@ -180,9 +182,9 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		return nil, nil
 	}
 	for _, spec := range dbs {
-		name, raw, ok := strings.Cut(spec, "=")
-		if !ok || name == "" || raw == "" {
-			return opened, usagef("--db: want NAME=DSN, got %q", scrubSecret(spec, raw))
+		name, raw, err := splitDBSpec(spec)
+		if err != nil {
+			return opened, err
 		}
 		t, err := parseTarget(raw)
 		if err != nil {
@@ -207,6 +209,42 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		cfg.Databases = append(cfg.Databases, dashboard.Database{Name: name, Store: st, Inbox: in})
 	}
 	return opened, nil
+}
+
+// maxDBNameLen bounds the NAME of a --db (dashboard.Database.Name).
+const maxDBNameLen = 64
+
+// splitDBSpec splits a --db value into its NAME and DSN. The NAME is
+// checked before anything quotes it: a value whose text before the first
+// '=' is no database name (see validDBName) has no NAME= at all, such as
+// a DSN with parameters (user:pass@tcp(db:3306)/shop?parseTime=true), and
+// the error shows the whole value as a DSN, password masked.
+func splitDBSpec(spec string) (name, dsn string, err error) {
+	name, dsn, ok := strings.Cut(spec, "=")
+	if ok && validDBName(name) && dsn != "" {
+		return name, dsn, nil
+	}
+	got := strconv.Quote(maskDSN(spec))
+	if hidden(spec) {
+		got = "a value not shown (it may hold a password)"
+	}
+	return "", "", usagef("--db: want NAME=DSN, the NAME being 1..%d letters, digits, '.', '_' or '-' (eu, tenant_7), got %s",
+		maxDBNameLen, got)
+}
+
+// validDBName reports whether name is a database name of a tenant set as
+// the dashboard takes it (dashboard.Database.Name): 1..maxDBNameLen ASCII
+// letters, digits, '.', '_' or '-'.
+func validDBName(name string) bool {
+	if name == "" || len(name) > maxDBNameLen {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // probeTables checks that the outbox table and, when given, the inbox

@@ -109,6 +109,35 @@ func TestServeBadUsage(t *testing.T) {
 	fails(t, exitFailed, "serve", "--db", "x="+path+".missing")
 }
 
+// A --db value without NAME=, or whose text before the first '=' is no
+// name (a DSN with parameters), is bad usage whose error shows the value
+// with its password masked; the name is never taken from inside a DSN.
+func TestServeDBSpecHidesThePassword(t *testing.T) {
+	for _, tc := range []struct{ spec, shown string }{
+		{"app:s3cretPW@tcp(127.0.0.1:1)/test", `"app:***@tcp(127.0.0.1:1)/test"`},
+		{"app:s3cretPW@tcp(127.0.0.1:1)/test?parseTime=true", `"app:***@tcp(127.0.0.1:1)/test?parseTime=true"`},
+		{"mysql://app:s3cretPW@tcp(127.0.0.1:1)/test?parseTime=true", `"mysql://app:***@tcp(127.0.0.1:1)/test?parseTime=true"`},
+		{"postgres://app:s3cretPW@127.0.0.1:1/test?sslmode=disable", `"postgres://app:***@127.0.0.1:1/test?sslmode=disable"`},
+		{"file:app.db?_auth_pass=s3cretPW", `"file:app.db?_auth_pass=***"`},
+		{"sqlserver://app:s3cretPW@127.0.0.1:1/test?encrypt=true", "a value not shown"},
+		{"e u=app:s3cretPW@tcp(127.0.0.1:1)/test", `"e u=app:***@tcp(127.0.0.1:1)/test"`},
+		{"eu=", `"eu="`},
+	} {
+		line := fails(t, exitUsage, "--timeout", "2s", "serve", "--db", tc.spec)
+		if !strings.Contains(line, "--db: want NAME=DSN, the NAME being 1..64 letters, digits") || !strings.Contains(line, tc.shown) {
+			t.Errorf("--db %q: error %q does not say NAME=DSN is wanted and show %s", tc.spec, line, tc.shown)
+		}
+		if strings.Contains(line, "s3cret") {
+			t.Errorf("--db %q: error %q shows the password", tc.spec, line)
+		}
+	}
+	// With its name, a database that cannot be reached is named by it.
+	line := fails(t, exitFailed, "--timeout", "2s", "serve", "--db", "eu.1=app:s3cretPW@tcp(127.0.0.1:1)/test?parseTime=true")
+	if !strings.HasPrefix(line, "outboxctl: --db eu.1: cannot reach database") || strings.Contains(line, "s3cret") {
+		t.Errorf("unreachable --db: %q", line)
+	}
+}
+
 func TestServeInbox(t *testing.T) {
 	path, store := sqliteDB(t)
 	in, err := inbox.New(t.Context(), store.DB(), inbox.Config{Table: "my_inbox"})
