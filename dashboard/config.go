@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,17 +86,20 @@ type Database struct {
 	// Store is the outbox store of that database.
 	Store Store
 	// Inbox, when set, is the inbox of that database: the dashboard then
-	// lists its dead and pending messages.
+	// lists its dead and pending messages. A nil pointer (a nil
+	// *inbox.Inbox) is no inbox.
 	Inbox Inbox
 }
 
 // Config configures the dashboard. Exactly one of Store and Databases is
 // set; every other field is optional.
 type Config struct {
-	// Store is the outbox store of a single database.
+	// Store is the outbox store of a single database. A nil pointer (a
+	// nil *jdbcstore.Store) is no store.
 	Store Store
 	// Inbox, when set with Store, is the inbox of that database: the
-	// dashboard then lists its dead and pending messages.
+	// dashboard then lists its dead and pending messages. A nil pointer
+	// (a nil *inbox.Inbox) is no inbox.
 	Inbox Inbox
 	// Databases are the databases of a tenant set, in selector order; the
 	// first is shown by default.
@@ -191,8 +196,25 @@ type Config struct {
 // maxNameLen bounds Database.Name.
 const maxNameLen = 64
 
-// withDefaults fills the optional fields.
+// withDefaults fills the optional fields. A store or inbox that is a
+// nil pointer becomes nil, as the zero value it stands for: it would
+// pass the nil checks and fail every page that calls it.
 func (c Config) withDefaults() Config {
+	if isNil(c.Store) {
+		c.Store = nil
+	}
+	if isNil(c.Inbox) {
+		c.Inbox = nil
+	}
+	c.Databases = slices.Clone(c.Databases) // never change the caller's
+	for i, d := range c.Databases {
+		if isNil(d.Store) {
+			c.Databases[i].Store = nil
+		}
+		if isNil(d.Inbox) {
+			c.Databases[i].Inbox = nil
+		}
+	}
 	if c.BasePath == "" {
 		c.BasePath = DefaultBasePath
 	}
@@ -273,6 +295,19 @@ func (c Config) validate() error {
 		bad("Title", "must be at most 100 bytes, got %d", len(c.Title))
 	}
 	return errors.Join(errs...)
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice,
+// channel or function (a nil *inbox.Inbox in an Inbox).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // origin returns the trusted origin o as a browser sends it in an Origin

@@ -1,14 +1,17 @@
 package dashboard_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 func TestInboxPages(t *testing.T) {
@@ -71,5 +74,42 @@ func TestInboxPages(t *testing.T) {
 	if _, err := dashboard.New(dashboard.Config{Inbox: in, Databases: []dashboard.Database{{Name: "a", Store: st}}}); err == nil ||
 		!strings.Contains(err.Error(), "Inbox") {
 		t.Errorf("Inbox without Store: %v", err)
+	}
+}
+
+// A nil *inbox.Inbox is no inbox (the README's snippet calls the field
+// optional): no Inbox link, 404 for the inbox page. It used to pass New,
+// held in the interface, and panic on GET /inbox. A nil *jdbcstore.Store
+// is refused as no store.
+func TestNilInboxIsNone(t *testing.T) {
+	st := newStore(t)
+	var in *inbox.Inbox
+	for name, cfg := range map[string]dashboard.Config{
+		"single":     {Store: st, Inbox: in},
+		"tenant set": {Databases: []dashboard.Database{{Name: "a", Store: st, Inbox: in}}},
+		// No Store: the nil inbox is none, so not one without Store.
+		"tenant set, top-level nil inbox": {Databases: []dashboard.Database{{Name: "a", Store: st}}, Inbox: in},
+	} {
+		c := newClient(t, newDashboard(t, cfg))
+		if code, body := c.get("/inbox"); code != http.StatusNotFound {
+			t.Errorf("%s: GET /inbox with a nil *inbox.Inbox = %d, want 404\n%s", name, code, body)
+		}
+		code, body := c.get("/")
+		if code != http.StatusOK {
+			t.Errorf("%s: GET / = %d\n%s", name, code, body)
+		}
+		mustNotContain(t, body, `href="/inbox"`)
+	}
+
+	var nilStore *jdbcstore.Store
+	for name, cfg := range map[string]dashboard.Config{
+		"Store":              {Store: nilStore},
+		"Databases[0].Store": {Databases: []dashboard.Database{{Name: "a", Store: nilStore}}},
+	} {
+		_, err := dashboard.New(cfg)
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != name {
+			t.Errorf("a nil *jdbcstore.Store as %s: %v, want a ConfigError of that field", name, err)
+		}
 	}
 }
