@@ -123,10 +123,10 @@ func TestBadInputIsRefused(t *testing.T) {
 		"/dead?tenant=%00", "/dead?type=%ff", "/dead?type=a&typeq=%22a%22", "/dead?typeq=a", "/replay?idq=x",
 		"/event", "/event?id=" + strings.Repeat("x", 300),
 		"/replay", "/replay?all=1&type=A", "/replay?all=2",
-		"/replay?" + strings.Repeat("id=x&", 201),
+		"/replay?" + strings.Repeat("id=x&", dashboard.MaxPageSize+1),
 		"/purge?done=forever", "/purge?dead=-1h", "/purge?done=99999d",
 		"/?db=other",
-		"/dead?" + strings.Repeat("x", 9000),
+		"/dead?" + strings.Repeat("x", 33<<10),
 	} {
 		code, body := c.get(path)
 		if code < 400 || code >= 500 {

@@ -213,6 +213,14 @@ func (h *handler) source(v url.Values) (*source, error) {
 
 // Input bounds.
 const (
-	maxQueryLen  = 8 << 10
+	// maxQueryLen bounds the query of a GET. The largest one a page
+	// makes is the replay preview of a full page of selected events:
+	// maxSelected ids of up to core.MaxEventIDLen characters take
+	// 500 × len("id=…&") = 20,000 bytes, more for ids whose characters
+	// the URL escapes.
+	maxQueryLen = 32 << 10
+	// maxFormBytes bounds the form of a POST. The replay's confirmation
+	// form carries the fields of its preview's query, encoded alike, and
+	// a token: whatever the preview took fits.
 	maxFormBytes = 64 << 10
 )

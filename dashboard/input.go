@@ -19,8 +19,9 @@ const (
 	// maxIDLen bounds an event id taken from a request (a stored id is at
 	// most core.MaxEventIDLen; a longer one cannot exist).
 	maxIDLen = 255
-	// maxSelected bounds the ids of one replay.
-	maxSelected = 200
+	// maxSelected bounds the ids of one replay: every event of a full
+	// page, which "select all" ticks.
+	maxSelected = MaxPageSize
 	// maxRetention bounds a purge preview's ages.
 	maxRetention = 10 * 365 * 24 * time.Hour
 )

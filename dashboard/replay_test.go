@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"testing"
 	"time"
 
@@ -196,6 +197,49 @@ func TestReplayPreviewOfManyIDs(t *testing.T) {
 	mustContain(t, body, "Dry run: the first 100 DEAD events among the 101 selected were checked (there are more): 100 would be replayed.",
 		"every matching DEAD event (more than 100)")
 	mustNotContain(t, body, "does not match", `id="missing"`)
+}
+
+// "Select all" on a page of MaxPageSize DEAD events of the longest ids
+// (core.MaxEventIDLen) replays them all: the preview and the confirmed
+// replay take every id of the page (at most 200 ids, and 8 KiB of query,
+// were taken).
+func TestReplaySelectAllOfAFullPage(t *testing.T) {
+	st := newStore(t)
+	var evs []event
+	for i := range dashboard.MaxPageSize {
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		if len(id) != core.MaxEventIDLen {
+			t.Fatalf("id %q is not of the longest length", id)
+		}
+		evs = append(evs, event{id: id, typ: "A", status: core.StatusDead})
+	}
+	seed(t, st, evs...)
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true}))
+	_, body := c.get(fmt.Sprintf("/dead?limit=%d", dashboard.MaxPageSize))
+	boxes := regexp.MustCompile(`type="checkbox" name="id" value="([^"]+)"`).FindAllStringSubmatch(body, -1)
+	if len(boxes) != dashboard.MaxPageSize {
+		t.Fatalf("%d boxes on a page of %d", len(boxes), dashboard.MaxPageSize)
+	}
+	q := url.Values{}
+	for _, b := range boxes {
+		q.Add("id", b[1])
+	}
+	code, body := c.get("/replay?" + q.Encode())
+	if code != http.StatusOK {
+		t.Fatalf("preview of a full page selected = %d\n%s", code, body)
+	}
+	mustContain(t, body, "Dry run: the first 100 DEAD events among the 500 selected were checked (there are more): 100 would be replayed.")
+	form := url.Values{"csrf": {csrfToken(t, body)}, "confirm": {"yes"}, "id": q["id"]}
+	code, body = c.post("/replay", form, nil)
+	if code != http.StatusOK {
+		t.Fatalf("replay of a full page selected = %d\n%s", code, body)
+	}
+	mustContain(t, body, "Replayed 500 of 500 matching DEAD events")
+	for _, e := range []event{evs[0], evs[len(evs)-1]} {
+		if got := statusOf(t, st, e.id); got != core.StatusNew {
+			t.Errorf("%s is %v, want NEW", e.id, got)
+		}
+	}
 }
 
 // The result says how many were replayed of how many matched, names
