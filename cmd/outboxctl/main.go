@@ -223,10 +223,18 @@ func resolve(tree []*command, args []string) (*command, []string, error) {
 	return parent, nil, usagef("missing subcommand: want %s", names(parent.subs))
 }
 
-// runHelp is "outboxctl help [command...]".
+// runHelp is "outboxctl help [command...]". "help --help" and
+// "help help" print help's own usage.
 func runHelp(stdout, stderr io.Writer, g *globals, tree []*command, args []string) int {
 	if len(args) == 0 {
 		printRootUsage(stdout, tree)
+		return exitOK
+	}
+	if args[0] == helpCommand || isHelpFlag(args[0]) {
+		if len(args) > 2 || (len(args) == 2 && !isHelpFlag(args[1])) {
+			return report(stderr, g, nil, usagef("help: unexpected argument %q", args[len(args)-1]))
+		}
+		printHelpUsage(stdout)
 		return exitOK
 	}
 	cmd, rest, err := resolve(tree, args)

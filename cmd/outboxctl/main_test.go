@@ -220,6 +220,16 @@ func TestHelp(t *testing.T) {
 	out := ok(t, "--help")
 	matches(t, out, `^Usage:`, `dead replay`, `schema apply`, `-dsn`, `Exit status`)
 	ok(t, "help")
+	// help answers --help too, as "help help" does.
+	helpUsage := ok(t, "help", "--help")
+	if !strings.HasPrefix(helpUsage, "Usage: outboxctl help [command]\n") {
+		t.Errorf("help --help:\n%s", helpUsage)
+	}
+	for _, args := range [][]string{{"help", "-h"}, {"help", "help"}, {"help", "help", "--help"}, {"--json", "help", "--help"}} {
+		if got := ok(t, args...); got != helpUsage {
+			t.Errorf("outboxctl %q differs from help --help:\n%s", args, got)
+		}
+	}
 	eachCommand(func(c *command) {
 		words := strings.Fields(c.path)
 		for _, flagName := range []string{"--help", "-h"} {
@@ -234,7 +244,7 @@ func TestHelp(t *testing.T) {
 		if len(c.subs) == 0 {
 			// Global flags before the command, and a missing database, do
 			// not stop --help.
-			ok(t, append(append([]string{"--dsn", "/nonexistent/x.db", "--json"}, words...), "--help")...)
+			out := ok(t, append(append([]string{"--dsn", "/nonexistent/x.db", "--json"}, words...), "--help")...)
 			if !strings.Contains(out, "Global flags") {
 				t.Errorf("%s --help does not list the global flags:\n%s", c.path, out)
 			}
@@ -255,6 +265,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"frob"}, `unknown command "frob"`},
 		{[]string{"help", "frob"}, `unknown command "frob"`},
+		{[]string{"help", "help", "frob"}, `help: unexpected argument "frob"`},
 		{[]string{"--dsn", path, "stats", "--bogus"}, "stats: flag provided but not defined: -bogus"},
 		{[]string{"--dsn", path, "stats", "extra"}, `stats: unexpected argument "extra"`},
 		{[]string{"--dsn", path, "dead"}, "dead: missing subcommand: want list, show, replay or discard"},

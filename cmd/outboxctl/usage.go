@@ -78,6 +78,16 @@ func printCommandUsage(w io.Writer, c *command) {
 	fmt.Fprintf(w, "\nGlobal flags (before or after the command):\n%s", globalDefaults())
 }
 
+// printHelpUsage prints "outboxctl help --help".
+func printHelpUsage(w io.Writer) {
+	fmt.Fprintf(w, `Usage: %[1]s help [command]
+
+Shows the usage of a command, its flags and details, as '%[1]s <command> --help'
+does ('%[1]s help dead replay' is '%[1]s dead replay --help'); without a command,
+the list of commands ('%[1]s --help').
+`, progName)
+}
+
 // globalDefaults renders the global flags with their defaults.
 func globalDefaults() string {
 	var b strings.Builder
