@@ -50,11 +50,24 @@ func unsupportedDatabase(dsn string) (string, bool) {
 	return strings.ToLower(scheme), true
 }
 
+// libpqKeywords are the connection keywords of libpq (PostgreSQL 15 to
+// 18), any of which may start a key=value connection string.
+var libpqKeywords = []string{
+	"host", "hostaddr", "port", "dbname", "user", "password", "passfile", "channel_binding", "connect_timeout",
+	"client_encoding", "options", "application_name", "fallback_application_name", "keepalives", "keepalives_idle",
+	"keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication", "gssencmode", "sslmode", "requiressl",
+	"sslnegotiation", "sslcompression", "sslcert", "sslkey", "sslcertmode", "sslpassword", "sslkeylogfile", "sslrootcert",
+	"sslcrl", "sslcrldir", "sslsni", "requirepeer", "require_auth", "ssl_min_protocol_version", "ssl_max_protocol_version",
+	"min_protocol_version", "max_protocol_version", "krbsrvname", "gsslib", "gssdelegation", "service",
+	"target_session_attrs", "load_balance_hosts", "scram_client_key", "scram_server_key",
+	"oauth_issuer", "oauth_client_id", "oauth_client_secret", "oauth_scope",
+}
+
 // libpqKeyValue matches the start of a PostgreSQL key=value connection
-// string (host=db user=app ...): a libpq keyword, then '='. No SQLite
-// path starts so.
-var libpqKeyValue = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|sslrootcert|sslcert|sslkey|` +
-	`sslpassword|connect_timeout|application_name|options|service|target_session_attrs|client_encoding|channel_binding|gssencmode)\s*=`)
+// string (host=db user=app ...): a libpq keyword, then '='. Any case:
+// libpq wants lower case, but Host=db User=app is still meant as one,
+// not as a file. No SQLite path starts so.
+var libpqKeyValue = regexp.MustCompile(`(?i)^\s*(?:` + strings.Join(libpqKeywords, "|") + `)\s*=`)
 
 // unsupportedDSN returns the usage error for a --dsn of a database
 // outboxctl does not support, or of a form it does not take (a JDBC URL,

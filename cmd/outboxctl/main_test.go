@@ -410,6 +410,12 @@ func TestForeignDSNForms(t *testing.T) {
 		{"JDBC:mysql://app:hunter2@db:3306/shop", "JDBC URLs (jdbc:…) are not supported"},
 		{"host=127.0.0.1 user=postgres password=hunter2 dbname=test", "key=value connection strings are not supported"},
 		{"  user=postgres password='hunter2' host=db", "key=value connection strings are not supported"},
+		// Whatever libpq keyword comes first, in any case.
+		{"keepalives=1 host=127.0.0.1 user=postgres password=hunter2 dbname=test", "key=value connection strings are not supported"},
+		{"fallback_application_name=ops host=db password=hunter2", "key=value connection strings are not supported"},
+		{"load_balance_hosts = random host=db1,db2 password=hunter2", "key=value connection strings are not supported"},
+		{"Host=127.0.0.1 User=postgres Password=hunter2", "key=value connection strings are not supported"},
+		{"SSLMODE=disable host=db password=hunter2", "key=value connection strings are not supported"},
 	} {
 		for _, args := range [][]string{
 			{"stats"}, {"--json", "stats"}, {"schema", "apply"}, {"--json", "schema", "apply"}, {"schema", "print"},
