@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -14,12 +15,16 @@ import (
 func looksPostgres(dsn string) bool { return dsnsecret.LooksPostgresURL(dsn) }
 
 // parsePostgres reads a PostgreSQL URL --dsn. pgx takes the database
-// from the URL path, or the user's name without one.
+// from the URL path, or the user's name without one. The scheme is
+// lower-cased (pgx reads POSTGRES://… as a key=value string), nothing
+// else.
 func parsePostgres(raw string) (target, error) {
-	if _, err := pgconn.ParseConfig(raw); err != nil {
-		return target{}, usagef("--dsn: not a PostgreSQL URL of the form postgres://user:pass@host:5432/db: %s", scrubSecret(err.Error(), raw))
+	scheme, rest, _ := strings.Cut(raw, "://")
+	u := strings.ToLower(scheme) + "://" + rest
+	if _, err := pgconn.ParseConfig(u); err != nil {
+		return target{}, usagef("--dsn: not a PostgreSQL URL of the form postgres://user:pass@host:5432/db: %s", scrubSecret(err.Error(), u))
 	}
-	return target{driver: "pgx", dialect: pgdialect.Dialect, source: raw, shown: maskDSN(raw)}, nil
+	return target{driver: "pgx", dialect: pgdialect.Dialect, source: u, shown: maskDSN(u)}, nil
 }
 
 // postgresMissingTable reports a PostgreSQL undefined_table error.

@@ -48,6 +48,13 @@ func TestPostgres(t *testing.T) {
 	matches(t, ok(t, with("dead", "replay", "--type", "PaymentRequested")...), `^replayed 4 events$`)
 	wantCounts(t, store, 6, 3, 1, 1)
 
+	// The scheme in any case (pgx read POSTGRES://… as a key=value string
+	// and failed to connect).
+	_, rest, _ := strings.Cut(dsn, "://")
+	for _, scheme := range []string{"POSTGRES", "PostgreSQL"} {
+		matches(t, ok(t, "--dsn", scheme+"://"+rest, "--table", table, "stats"), `^table ops_outbox on postgres `, `^total\s+11$`)
+	}
+
 	// The table must exist; a wrong --table says how to fix it.
 	line := fails(t, exitFailed, "--dsn", dsn, "stats")
 	if !strings.Contains(line, "42P01") || !strings.Contains(line, "schema apply") {
