@@ -459,8 +459,12 @@ func TestSchemaPrint(t *testing.T) {
 	// Neither --dialect nor --dsn: the sqlite schema, and a note saying so.
 	r := cli(t, "schema", "print")
 	if r.code != exitOK || r.stdout != ok(t, "schema", "print", "--dialect", "sqlite") ||
-		r.stderr != "outboxctl: schema print: no --dialect or --dsn: printing the sqlite schema (--dialect mysql for MySQL/MariaDB, postgres for PostgreSQL)\n" {
+		r.stderr != "outboxctl: schema print: no --dialect or --dsn: printed the sqlite schema (--dialect mysql for MySQL/MariaDB, postgres for PostgreSQL)\n" {
 		t.Errorf("schema print alone: exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
+	}
+	// A failure is one line on stderr, without the note.
+	if line := fails(t, exitUsage, "--table", "bad-name", "schema", "print"); !strings.Contains(line, `Table "bad-name" must match`) {
+		t.Errorf("schema print with a bad --table: %q", line)
 	}
 	var sj schemaJSON
 	decodeJSON(t, ok(t, "--json", "schema", "print", "--dialect", "mysql"), &sj)

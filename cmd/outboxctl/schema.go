@@ -35,9 +35,6 @@ a note on stderr); nothing connects to the database.
 				if err != nil {
 					return err
 				}
-				if dialect == "" && s.g.dsn.raw == "" {
-					fmt.Fprintf(s.stderr, "%s: schema print: no --dialect or --dsn: printing the sqlite schema (--dialect mysql for MySQL/MariaDB, postgres for PostgreSQL)\n", progName)
-				}
 				if err := jdbcstore.ValidateTableName(s.g.table); err != nil {
 					return usagef("--table: %v", err)
 				}
@@ -53,9 +50,14 @@ a note on stderr); nothing connects to the database.
 					return usagef("%v", err)
 				}
 				if s.g.json {
-					return writeJSON(s.stdout, schemaJSON{Dialect: d.Name(), Table: store.Table(), SQL: store.SchemaSQL()})
+					err = writeJSON(s.stdout, schemaJSON{Dialect: d.Name(), Table: store.Table(), SQL: store.SchemaSQL()})
+				} else {
+					_, err = fmt.Fprintln(s.stdout, strings.TrimRight(store.SchemaSQL(), "\n"))
 				}
-				_, err = fmt.Fprintln(s.stdout, strings.TrimRight(store.SchemaSQL(), "\n"))
+				if err == nil && dialect == "" && s.g.dsn.raw == "" {
+					// Only once printed: a failure is one line on stderr.
+					fmt.Fprintf(s.stderr, "%s: schema print: no --dialect or --dsn: printed the sqlite schema (--dialect mysql for MySQL/MariaDB, postgres for PostgreSQL)\n", progName)
+				}
 				return err
 			}
 		},
