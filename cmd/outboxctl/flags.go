@@ -38,7 +38,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 		"user:pass@tcp(host:3306)/db (a mysql:// prefix is allowed), or a PostgreSQL URL such as\n"+
 		"postgres://user:pass@host:5432/db (not a jdbc: URL or a key=value string); default $"+envDSN)
 	fs.StringVar(&g.table, "table", g.table, "the outbox table `name`")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on the whole command, connecting included")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on the whole command, connecting included (serve, which runs until interrupted: on connecting only)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of aligned tables")
 }
 

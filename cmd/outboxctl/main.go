@@ -23,8 +23,9 @@
 // go-sql-driver/mysql DSN such as user:pass@tcp(host:3306)/db, optionally
 // prefixed mysql://, or a PostgreSQL URL postgres://user:pass@host:5432/db;
 // default $OUTBOX_DSN), --table (default outbox_event),
-// --timeout (default 10s, bounds the whole command, connecting included)
-// and --json (machine-readable output instead of aligned tables).
+// --timeout (default 10s, bounds the whole command, connecting included;
+// serve, which runs until interrupted, only its connecting) and --json
+// (machine-readable output instead of aligned tables).
 //
 // A SQLite file must exist, except for schema apply, so a typo never
 // creates an empty database. JDBC URLs and PostgreSQL key=value strings
