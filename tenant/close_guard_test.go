@@ -34,23 +34,7 @@ func TestCloseFromListenerStopsNothing(t *testing.T) {
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	tn, err := o.For("s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish := func() {
-		t.Helper()
-		if err := tn.InTx(context.Background(), func(ctx context.Context) error {
-			env, err := core.NewEvent("OrderPlaced").TenantID("s1").PayloadJSONString(`{}`).Build()
-			if err != nil {
-				return err
-			}
-			_, err = tn.Publish(ctx, env)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publish := func() { t.Helper(); publishOrderPlaced(t, o, "s1") }
 	for i := range 2 { // the second delivery proves the first Close stopped nothing
 		publish()
 		select {
@@ -94,21 +78,8 @@ func TestRemoveOwnDatabaseFromListener(t *testing.T) {
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	tn, err := o.For("s1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range 2 { // the second delivery proves the database is still served
-		if err := tn.InTx(context.Background(), func(ctx context.Context) error {
-			env, err := core.NewEvent("OrderPlaced").TenantID("s1").PayloadJSONString(`{}`).Build()
-			if err != nil {
-				return err
-			}
-			_, err = tn.Publish(ctx, env)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		publishOrderPlaced(t, o, "s1")
 		select {
 		case r := <-got:
 			if !errors.Is(r.err, dispatcher.ErrCloseInListener) || len(r.res.Removed) != 0 {
@@ -143,5 +114,25 @@ func TestOpenErrorHidesThePassword(t *testing.T) {
 		if strings.Contains(err.Error(), "r3tPW") {
 			t.Errorf("Open(%q) = %v: the error shows a piece of the password", dsn, err)
 		}
+	}
+}
+
+// publishOrderPlaced publishes an OrderPlaced event of tenant id through
+// its database of o, in a transaction of its own.
+func publishOrderPlaced(t *testing.T, o *tenant.Outbox, id string) {
+	t.Helper()
+	tn, err := o.For(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.InTx(context.Background(), func(ctx context.Context) error {
+		env, err := core.NewEvent("OrderPlaced").TenantID(id).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			return err
+		}
+		_, err = tn.Publish(ctx, env)
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
