@@ -17,17 +17,31 @@ const maxReleaseExcept = 4096
 func (d *Dispatcher) heldIDs(o *origin) []string {
 	var ids []string
 	d.tracker.Each(func(key string) {
-		if o.id == "" {
-			if !strings.Contains(key, "\x00") {
-				ids = append(ids, key)
-			}
-			return
-		}
-		if id, ok := strings.CutPrefix(key, o.id+"\x00"); ok {
+		if id, ok := o.eventID(key); ok {
 			ids = append(ids, id)
 		}
 	})
 	return ids
+}
+
+// heldPastTTL reports whether one of o's events has been held for
+// InFlightTTL or longer (handoff.TTLReporter): it may be taken again, so
+// o's poller must read this node's rows. Without InFlightTTL it is false
+// and costs nothing.
+func (d *Dispatcher) heldPastTTL(o *origin) bool {
+	return d.tracker.AnyExpired(func(key string) bool {
+		_, ok := o.eventID(key)
+		return ok
+	})
+}
+
+// eventID returns the event id of key, a tracker key, and whether key is
+// one of o's (see origin.key).
+func (o *origin) eventID(key string) (string, bool) {
+	if o.id == "" {
+		return key, !strings.Contains(key, "\x00")
+	}
+	return strings.CutPrefix(key, o.id+"\x00")
 }
 
 // origins returns the store given to New (if any) and the stores added

@@ -236,6 +236,8 @@ func (q storeQueue) NotifyRoom(fn func()) { q.d.notifyRoom(fn) }
 
 func (q storeQueue) Released() uint64 { return q.d.released.Load() }
 
+func (q storeQueue) HeldPastTTL() bool { return q.d.heldPastTTL(q.o) }
+
 func (q storeQueue) InFlight(eventID string) bool { return q.d.tracker.Contains(q.o.key(eventID)) }
 
 func (q storeQueue) QueueDepths() (hot, cold int) { return q.d.queueDepths() }

@@ -19,9 +19,9 @@ import (
 )
 
 // ownRows is a started dispatcher on a memstore whose listener of "E"
-// records deliveries by id and blocks the events named in its gates
-// until their gate opens (started is closed when the listener of such an
-// event begins), for the cases about this node's own leased rows.
+// records deliveries by id and blocks the first call of the events named
+// in its gates until their gate opens (started is closed when that call
+// begins), for the cases about this node's own leased rows.
 type ownRows struct {
 	t       *testing.T
 	mem     *memstore.Store
@@ -30,7 +30,8 @@ type ownRows struct {
 	logs    *testsupport.LogBuffer
 	gates   map[string]*gate
 	mu      sync.Mutex
-	got     map[string]int
+	calls   map[string]int // listener calls begun, by event id
+	got     map[string]int // listener calls ended, by event id
 	started map[string]chan struct{}
 }
 
@@ -45,14 +46,18 @@ func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
 func newOwnRows(t *testing.T, cfg dispatcher.Config, blocked ...string) *ownRows {
 	t.Helper()
 	h := &ownRows{t: t, mem: memstore.New(nil), logs: &testsupport.LogBuffer{}, gates: map[string]*gate{},
-		got: map[string]int{}, started: map[string]chan struct{}{}}
+		calls: map[string]int{}, got: map[string]int{}, started: map[string]chan struct{}{}}
 	for _, id := range blocked {
 		h.gates[id] = &gate{ch: make(chan struct{})}
 		h.started[id] = make(chan struct{})
 	}
 	reg := registry.New()
 	reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-		if g, ok := h.gates[env.ID()]; ok {
+		h.mu.Lock()
+		h.calls[env.ID()]++
+		first := h.calls[env.ID()] == 1
+		h.mu.Unlock()
+		if g, ok := h.gates[env.ID()]; ok && first {
 			close(h.started[env.ID()])
 			<-g.ch
 		}
@@ -150,6 +155,55 @@ func TestOverBudgetHotDropIsClaimedByTheNextPoll(t *testing.T) {
 		}
 		return h.delivered("big")
 	})
+}
+
+// An event whose listener is stuck past InFlightTTL is claimed again by
+// this node's next polls, and delivered by a second run, though the
+// dispatcher let nothing go since the last claim that took this node's
+// rows: those claims leave this node's rows out only while none is held
+// past the TTL (they used to, until some other event was let go).
+func TestEventHeldPastInFlightTTLIsClaimedAgain(t *testing.T) {
+	h := newOwnRows(t, dispatcher.Config{Workers: 2, InFlightTTL: 50 * time.Millisecond}, "stuck")
+	p := h.poller(h.mem)
+	if _, err := p.PollOnce(t.Context()); err != nil { // nothing to claim yet: the baseline of own claims
+		t.Fatal(err)
+	}
+	if !h.publish("stuck", 1) {
+		t.Fatal("the event was not taken")
+	}
+	testsupport.Recv(t, waitTimeout, h.started["stuck"], "the stuck listener")
+	testsupport.WaitFor(t, waitTimeout, "the stuck event delivered by a claim past InFlightTTL", func() bool {
+		if _, err := p.PollOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return h.delivered("stuck")
+	})
+}
+
+// Without InFlightTTL, an event whose listener is slow is never claimed
+// again while it is held: the claims leave this node's rows out.
+func TestHeldEventIsNotClaimedAgainWithoutInFlightTTL(t *testing.T) {
+	h := newOwnRows(t, dispatcher.Config{Workers: 2}, "slow")
+	st := &spyStore{Store: h.mem}
+	p := h.poller(st)
+	if !h.publish("slow", 1) {
+		t.Fatal("the event was not taken")
+	}
+	testsupport.Recv(t, waitTimeout, h.started["slow"], "the slow listener")
+	for i := range 3 {
+		if _, err := p.PollOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if req := st.lastClaim(t); req.SkipOwn != (i > 0) {
+			t.Fatalf("claim %d: SkipOwn = %v, want %v", i+1, req.SkipOwn, i > 0)
+		}
+	}
+	h.mu.Lock()
+	calls := h.calls["slow"]
+	h.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("%d listener calls of the held event, want 1", calls)
+	}
 }
 
 // A node woken again and again (PostgreSQL announces every unowned

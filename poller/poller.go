@@ -403,19 +403,28 @@ func committed(rec core.Record, redelivered bool) time.Time {
 // outcome since the last claim that took this node's rows, so each of
 // those rows is held (queued, running or waiting for its DONE write) and
 // a claim would only read them again, ahead of the rows it is after.
-// When it returns false the claim takes this node's rows, and the count
-// read now is the one the next poll compares with.
+// With the dispatcher's InFlightTTL, an event held past it may be taken
+// again: its row is then read too (handoff.TTLReporter). When it returns
+// false the claim takes this node's rows, and the count read now is the
+// one the next poll compares with.
 func (p *Poller) skipOwnRows(t *target) bool {
 	rc, ok := t.queue.(handoff.ReleaseCounter)
 	if !ok {
 		return false
 	}
 	n := rc.Released() + 1
-	if n == t.ownClaimed && t.queue.Held() > 0 {
+	if n == t.ownClaimed && t.queue.Held() > 0 && !heldPastTTL(t.queue) {
 		return true
 	}
 	t.ownClaimed = n
 	return false
+}
+
+// heldPastTTL reports whether q holds an event past its TTL (see
+// handoff.TTLReporter); false for a queue that cannot tell.
+func heldPastTTL(q queue) bool {
+	tr, ok := q.(handoff.TTLReporter)
+	return ok && tr.HeldPastTTL()
 }
 
 // markDead records an undecodable row as DEAD and reports whether it could.

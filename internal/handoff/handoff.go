@@ -71,11 +71,24 @@ type RoomNotifier interface {
 // that took this node's rows, every such row is held by the dispatcher:
 // a poller then claims only rows of no owner or of an expired lease
 // (core.ClaimRequest.SkipOwn), so its claims are not filled with the rows
-// it holds already, the oldest ones, while it drains a backlog.
+// it holds already, the oldest ones, while it drains a backlog (unless
+// one of the events it holds may be taken again: see TTLReporter).
 type ReleaseCounter interface {
 	// Released returns how many events were let go without an outcome
 	// so far.
 	Released() uint64
+}
+
+// TTLReporter is implemented by a Cold intake whose held events may be
+// taken again once held too long (the dispatcher's, with InFlightTTL).
+// Such an event's row is leased by this node, so only this node's claims
+// read it before the lease ends: while one is held past the TTL, a poller
+// claims this node's rows too, though the ReleaseCounter has not moved,
+// so that the event is queued once more.
+type TTLReporter interface {
+	// HeldPastTTL reports whether one of the store's events has been
+	// held for the TTL or longer, and may be taken again.
+	HeldPastTTL() bool
 }
 
 // Queue is both intakes of one store.

@@ -310,6 +310,25 @@ func (t *Tracker) Contains(id string) bool {
 	return held && (t.ttl <= 0 || !t.expired(e, t.now()))
 }
 
+// AnyExpired reports whether an id for which match reports true is held
+// for the TTL or longer (and not settling): it may be acquired again.
+// match is called under the lock, and must not call t. Without a TTL it
+// reports false at no cost.
+func (t *Tracker) AnyExpired(match func(id string) bool) bool {
+	if t.ttl <= 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	for id, e := range t.ids {
+		if t.expired(e, now) && match(id) {
+			return true
+		}
+	}
+	return false
+}
+
 // Len returns the number of held ids.
 func (t *Tracker) Len() int {
 	t.mu.Lock()

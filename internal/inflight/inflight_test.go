@@ -107,6 +107,42 @@ func TestInFlightTTLExpiry(t *testing.T) {
 	}
 }
 
+// AnyExpired tells whether a matching entry may be taken again: held for
+// the TTL or longer and not settling; never without a TTL.
+func TestInFlightAnyExpired(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	tr := newTracker(10*time.Second, clock.Now)
+	isA := func(id string) bool { return id == "a" }
+	tr.TryAcquire("a")
+	clock.Advance(5 * time.Second)
+	tr.TryAcquire("b")
+	if tr.AnyExpired(func(string) bool { return true }) {
+		t.Fatal("AnyExpired before any TTL elapsed")
+	}
+	clock.Advance(5 * time.Second)
+	if !tr.AnyExpired(isA) {
+		t.Fatal("AnyExpired(a) = false at a's TTL")
+	}
+	if tr.AnyExpired(func(id string) bool { return id == "b" }) {
+		t.Fatal("AnyExpired(b) = true before b's TTL")
+	}
+	if !tr.Settle("a", tr.gens["a"]) || tr.AnyExpired(isA) {
+		t.Fatal("a settling entry reported expired")
+	}
+	tr.Finish("a")
+	clock.Advance(time.Hour)
+	if tr.AnyExpired(isA) {
+		t.Fatal("a finished entry reported expired")
+	}
+
+	none := newTracker(0, clock.Now)
+	none.TryAcquire("a")
+	clock.Advance(1000 * time.Hour)
+	if none.AnyExpired(func(string) bool { return true }) {
+		t.Fatal("AnyExpired without a TTL")
+	}
+}
+
 func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
 	tr := inflight.New(0, nil)
 	for round := range 50 {
