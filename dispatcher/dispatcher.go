@@ -501,7 +501,7 @@ func (d *Dispatcher) worker() {
 			case it = <-d.hot:
 				d.hotWaiting.Add(-1)
 			case it = <-d.cold:
-				d.tookCold()
+				d.checkRoom()
 			case <-d.stopping:
 				d.drain()
 				return

@@ -7,9 +7,10 @@ import (
 
 // roomNotices are the one-shot notices pollers arm when they find the
 // cold queue full (handoff.RoomNotifier): they run once the workers have
-// drained it to half its capacity, so a poller draining a backlog claims
-// its next batch while the workers still have half a queue to work on,
-// never waiting a fixed pause with idle workers.
+// drained it to half its capacity and MaxHeldBytes has room for an event
+// of the usual size, so a poller draining a backlog claims its next batch
+// while the workers still have half a queue to work on, never waiting a
+// fixed pause with idle workers.
 type roomNotices struct {
 	waiting atomic.Bool // fns is not empty: the workers check the queue's length
 	mu      sync.Mutex
@@ -22,19 +23,26 @@ func (d *Dispatcher) notifyRoom(fn func()) {
 	d.room.fns = append(d.room.fns, fn)
 	d.room.waiting.Store(true)
 	d.room.mu.Unlock()
-	if d.coldHalfEmpty() {
+	if d.roomNow() {
 		d.fireRoom()
 	}
 }
 
-// tookCold is called by a worker that took an event from the cold queue:
-// it runs the armed notices once the queue is down to half. One atomic
-// load when nothing is armed.
-func (d *Dispatcher) tookCold() {
-	if d.room.waiting.Load() && d.coldHalfEmpty() {
+// checkRoom is called by a worker that took an event from the cold
+// queue, and once an event's bytes left the budget (drop): it runs the
+// armed notices once there is room (roomNow). One atomic load when
+// nothing is armed.
+func (d *Dispatcher) checkRoom() {
+	if d.room.waiting.Load() && d.roomNow() {
 		d.fireRoom()
 	}
 }
+
+// roomNow reports whether the cold queue holds at most half its capacity
+// and MaxHeldBytes has room for one more event of the usual size: a
+// poller woken while the budget is used up would find no room, arm its
+// notice again, and be woken again at once.
+func (d *Dispatcher) roomNow() bool { return d.coldHalfEmpty() && d.coldBudgetRoom() != 0 }
 
 // coldHalfEmpty reports whether the cold queue holds at most half its
 // capacity.

@@ -92,3 +92,30 @@ func TestHotEventServedWhileColdDoneWaits(t *testing.T) {
 		h.waitStatus(env.ID(), core.StatusDone)
 	}
 }
+
+// A room notice armed while MaxHeldBytes is used up waits until an event
+// leaves memory, though the cold queue is empty: run at once, it woke the
+// poller into a cycle that found no room again and armed it again, in a
+// busy loop for as long as the budget stayed used up.
+func TestRoomNoticeWaitsForTheByteBudget(t *testing.T) {
+	h, g, started := blockingHarness(t, 1000)
+	h.start()
+	big := h.insert("Block", sized(1500)) // larger than the budget: taken alone
+	h.mustEnqueueHot(big)
+	recv(t, started, "the listener to start")
+	if room := h.d.ColdRoom(); room != 0 {
+		t.Fatalf("ColdRoom = %d with the budget used up, want 0", room)
+	}
+	notice := make(chan struct{}, 1)
+	h.d.NotifyRoom(func() { notice <- struct{}{} })
+	select {
+	case <-notice:
+		t.Fatal("notice ran with the byte budget used up")
+	default:
+	}
+	g.open()
+	recv(t, notice, "the room notice once the event left memory")
+	if h.d.ColdRoom() == 0 {
+		t.Fatal("the notice ran while ColdRoom is 0")
+	}
+}

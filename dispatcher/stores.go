@@ -145,6 +145,7 @@ func (d *Dispatcher) finish(it item) {
 func (d *Dispatcher) drop(it item) {
 	d.heldBytes.Add(-heldSize(it.env))
 	it.src.work.Release()
+	d.checkRoom()
 }
 
 // current reports whether it still holds its event: false once InFlightTTL

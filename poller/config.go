@@ -29,10 +29,10 @@ type Config struct {
 	Interval time.Duration
 	// BacklogInterval is the longest pause after a cycle that found the
 	// cold queue full: the dispatcher wakes the poller as soon as its
-	// workers drained the queue to half, so a backlog (after overload or
-	// a restart) drains at worker speed; this pause only bounds the wait
-	// when that notice cannot come (a queue of another kind, or a payload
-	// budget rather than the queue's length limiting the room). A cycle
+	// workers drained the queue to half (and its MaxHeldBytes budget has
+	// room for an event of the usual size), so a backlog (after overload
+	// or a restart) drains at worker speed; this pause only bounds the
+	// wait when that notice cannot come (a queue of another kind). A cycle
 	// that filled its whole batch with new events is followed by the next
 	// at once. Defaults to 100 ms; it is capped at Interval.
 	BacklogInterval time.Duration

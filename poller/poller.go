@@ -482,7 +482,8 @@ func (p *Poller) reapTarget(ctx context.Context, t *target) (total int64, err er
 }
 
 // armRoom asks t's queue, when it can tell (the dispatcher's can), to wake
-// the loop once its workers drained it to half: a backlog then drains at
+// the loop once its workers drained it to half (and its payload budget
+// has room, see handoff.RoomNotifier): a backlog then drains at
 // the workers' speed, the next claim made while they still have half a
 // queue to work on. BacklogInterval stays the longest wait. One notice
 // per target is armed at a time.

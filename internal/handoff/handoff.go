@@ -55,10 +55,12 @@ type Cold interface {
 // after a fixed pause.
 type RoomNotifier interface {
 	// NotifyRoom arms a one-shot notice: fn runs once the cold queue
-	// holds at most half its capacity, at once (on the caller's
-	// goroutine) if it already does, else on the goroutine of the worker
-	// that took the event making it so. fn must not block. Every fn armed
-	// before the notice runs then; arm again for the next one.
+	// holds at most half its capacity and the dispatcher's MaxHeldBytes
+	// has room for an event of the usual size, at once (on the caller's
+	// goroutine) if it already does, else on the goroutine that made it
+	// so (a worker taking an event, or an event leaving memory). fn must
+	// not block. Every fn armed before the notice runs then; arm again
+	// for the next one.
 	NotifyRoom(fn func())
 }
 
