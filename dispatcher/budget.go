@@ -62,24 +62,37 @@ func (d *Dispatcher) notePayload(n int64) {
 	d.payloadEst.Store(max(est+(n-est)/8, 1))
 }
 
+// maxEventBytes is the most one event can count against MaxHeldBytes
+// (heldSize): the largest payload and headers an envelope may carry.
+const maxEventBytes = core.MaxPayloadBytes + core.MaxHeadersBytes
+
 // coldBudgetRoom returns how many more events of the usual payload size
-// fit in MaxHeldBytes now (at least 1 while any budget is left, 0 once it
-// is used up), or -1 without a limit or before any event was seen. The
-// poller claims no more rows than that, so it neither reads payloads it
-// could not hold nor leases rows it could not enqueue.
+// fit in MaxHeldBytes now (0 when not even one does, though some budget
+// is left), or -1 without a limit. Before any event was seen the usual
+// size is unknown: it counts events of the largest size an event may
+// have. While nothing is held it is at least 1, since any one event is
+// taken then, however large. The poller claims no more rows than that,
+// so it neither reads payloads it could not hold nor leases rows it
+// could not enqueue, which would stay leased to this node, out of other
+// nodes' reach, until a later claim of its own took them.
 func (d *Dispatcher) coldBudgetRoom() int {
 	if d.cfg.MaxHeldBytes < 0 {
 		return -1
 	}
-	free := d.cfg.MaxHeldBytes - d.heldBytes.Load()
+	held := d.heldBytes.Load()
+	free := d.cfg.MaxHeldBytes - held
 	if free <= 0 {
 		return 0
 	}
 	est := d.payloadEst.Load()
 	if est <= 0 {
-		return -1
+		est = maxEventBytes
 	}
-	return int(min(max(free/est, 1), int64(cap(d.cold))))
+	n := min(free/est, int64(cap(d.cold)))
+	if n == 0 && held == 0 {
+		n = 1 // an event larger than the budget left, taken alone
+	}
+	return int(n)
 }
 
 // warnOverBudget logs (rate-limited) an event left to the poller because

@@ -108,8 +108,8 @@ func TestHotDropBeyondByteBudget(t *testing.T) {
 	if got := h.logs.Lines("level=WARN", "MaxHeldBytes", e2.ID()); len(got) != 1 {
 		t.Fatalf("want one WARN naming MaxHeldBytes and the event, log:\n%s", h.logs)
 	}
-	if h.d.ColdRoom() == 0 {
-		t.Fatal("ColdRoom = 0 with budget left")
+	if room := h.d.ColdRoom(); room != 0 {
+		t.Fatalf("ColdRoom = %d with 400 bytes left for events of 600, want 0", room)
 	}
 	h.mustEnqueueHot(e3) // 600 + 400 = 1000: fits exactly
 	if room := h.d.ColdRoom(); room != 0 {
@@ -126,6 +126,42 @@ func TestHotDropBeyondByteBudget(t *testing.T) {
 	h.wait("held bytes to return to 0", func() bool { return h.d.HeldBytes() == 0 })
 	h.mustEnqueueCold(e2, 0) // the poller's retake
 	h.waitStatus(e2.ID(), core.StatusDone)
+}
+
+// ColdRoom, the most rows the poller claims, counts the events that fit
+// in MaxHeldBytes: before any size is known, events of the largest size
+// an event may have (at least one: the first claim used to take a whole
+// batch, whose rows beyond the budget stayed leased to this node); then
+// events of the size measured, none once not even one fits though some
+// budget is left; and one while nothing is held, however large.
+func TestColdRoomCountsWhatFitsTheByteBudget(t *testing.T) {
+	const largest = core.MaxPayloadBytes + core.MaxHeadersBytes
+	if got := newHarness(t, dispatcher.Config{MaxHeldBytes: 3*largest + 10}).d.ColdRoom(); got != 3 {
+		t.Fatalf("ColdRoom = %d before any size is known with room for 3 of the largest events, want 3", got)
+	}
+	h := newHarness(t, dispatcher.Config{MaxHeldBytes: 1000}) // not started: events stay queued
+	if got := h.d.ColdRoom(); got != 1 {
+		t.Fatalf("ColdRoom = %d before any size is known, want 1", got)
+	}
+	h.mustEnqueueCold(h.insert("E", sized(400)), 0)
+	if got := h.d.ColdRoom(); got != 1 {
+		t.Fatalf("ColdRoom = %d with 600 bytes left for events of 400, want 1", got)
+	}
+	h.mustEnqueueCold(h.insert("E", sized(400)), 0)
+	if got := h.d.ColdRoom(); got != 0 {
+		t.Fatalf("ColdRoom = %d with 200 bytes left for events of 400, want 0", got)
+	}
+
+	big := newHarness(t, dispatcher.Config{MaxHeldBytes: 1000})
+	big.reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
+	big.start()
+	e := big.insert("E", sized(5000))
+	big.mustEnqueueHot(e)
+	big.waitStatus(e.ID(), core.StatusDone)
+	big.wait("held bytes to return to 0", func() bool { return big.d.HeldBytes() == 0 })
+	if got := big.d.ColdRoom(); got != 1 {
+		t.Fatalf("ColdRoom = %d with nothing held and events larger than the budget, want 1", got)
+	}
 }
 
 // Headers count against the budget as payloads do: an event with a small

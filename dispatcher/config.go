@@ -166,8 +166,11 @@ type Config struct {
 	// 1 MiB payloads the default capacities alone would allow about
 	// 3 GiB). Beyond it an event takes the poller path exactly as with a
 	// full queue: EnqueueHot returns false and counts a HotDropped (with a
-	// rate-limited WARN naming the budget), EnqueueCold refuses and
-	// ColdRoom reports no room, so the poller claims nothing more. An
+	// rate-limited WARN naming the budget), EnqueueCold refuses, and the
+	// poller claims only as many rows as fit at the recent average size
+	// (before any event was seen, at the largest size an event may have),
+	// none while not even one does, so it does not lease rows it cannot
+	// hold. An
 	// event larger than the whole budget is still taken when nothing else
 	// is held, so it is delivered. Payloads and headers (keys and values)
 	// are counted, not the fixed cost of an event (about 1 KiB). Defaults to 64 MiB

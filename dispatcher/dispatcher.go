@@ -368,8 +368,8 @@ func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, lea
 
 // coldRoom returns how many more events the cold queue can take now. With
 // a MaxHeldBytes budget it is also at most how many events of the recent
-// average payload size still fit in the budget (none once it is used up),
-// so the poller neither reads nor leases rows it could not enqueue.
+// average payload size still fit in the budget (see coldBudgetRoom), so
+// the poller neither reads nor leases rows it could not enqueue.
 func (d *Dispatcher) coldRoom() int {
 	room := cap(d.cold) - len(d.cold)
 	if b := d.coldBudgetRoom(); b >= 0 {

@@ -381,8 +381,18 @@ func TestDefaultsApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close(context.Background())
-	if got := d.ColdRoom(); got != dispatcher.DefaultColdCapacity {
-		t.Errorf("default ColdRoom = %d, want %d", got, dispatcher.DefaultColdCapacity)
+	// Before any size is known, ColdRoom counts events of the largest
+	// size in the default MaxHeldBytes.
+	if got, want := d.ColdRoom(), int(dispatcher.DefaultMaxHeldBytes/(core.MaxPayloadBytes+core.MaxHeadersBytes)); got != want {
+		t.Errorf("default ColdRoom = %d, want %d", got, want)
+	}
+	unlimited, err := dispatcher.New(memstore.New(nil), registry.New(), dispatcher.Config{MaxHeldBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlimited.Close(context.Background())
+	if got := unlimited.ColdRoom(); got != dispatcher.DefaultColdCapacity {
+		t.Errorf("default ColdRoom without a byte budget = %d, want %d", got, dispatcher.DefaultColdCapacity)
 	}
 	if dispatcher.DefaultWorkers != 4 || dispatcher.DefaultHotCapacity != 1000 || dispatcher.DefaultMaxAttempts != 10 ||
 		dispatcher.DefaultStatusTimeout != 5*time.Second {

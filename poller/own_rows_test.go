@@ -3,6 +3,7 @@ package poller_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,6 +204,110 @@ func TestHeldEventIsNotClaimedAgainWithoutInFlightTTL(t *testing.T) {
 	h.mu.Unlock()
 	if calls != 1 {
 		t.Fatalf("%d listener calls of the held event, want 1", calls)
+	}
+}
+
+// The poller claims only what fits in the dispatcher's MaxHeldBytes, from
+// its first claim on: before any payload size is known it claims one row,
+// then as many as fit at the size measured, so the rows it cannot hold
+// stay unowned, for any node, instead of leased here until the lease
+// ends (the first claim used to take a whole batch: 20 rows of which 2
+// fit). Every event is delivered once the budget frees.
+func TestClaimsLeaseOnlyWhatFitsTheByteBudget(t *testing.T) {
+	ids := idsOf("row", 20)
+	h := newOwnRows(t, dispatcher.Config{Workers: 1, MaxHeldBytes: 1000}, ids...)
+	p := h.poller(h.mem)
+	for _, id := range ids { // about 400 bytes each: 2 fit
+		env, err := core.NewEvent("E").ID(id).PayloadJSONString(`{"p":"` + strings.Repeat("x", 390) + `"}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.mem.Insert(context.Background(), nil, env, core.Lease{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leased := func() (n int) {
+		for _, id := range ids {
+			if row(t, h.mem, id).LockedBy != "" {
+				n++
+			}
+		}
+		return n
+	}
+	poll := func() poller.Result {
+		t.Helper()
+		res, err := p.PollOnce(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := poll(); res.Read != 1 || leased() != 1 {
+		t.Fatalf("first claim read %d rows and leased %d, want 1 and 1 (no payload size known yet)", res.Read, leased())
+	}
+	testsupport.Recv(t, waitTimeout, h.started[ids[0]], "the first event's listener")
+	if res := poll(); res.Enqueued != 1 {
+		t.Fatalf("second claim enqueued %d, want 1 (room for one more of 400 bytes)", res.Enqueued)
+	}
+	for range 3 {
+		if res := poll(); res.Read != 0 || !res.Full {
+			t.Fatalf("claim with the budget used up: %+v, want nothing read (no room)", res)
+		}
+	}
+	if n := leased(); n != 2 {
+		t.Fatalf("%d rows leased to this node with 2 held, want 2", n)
+	}
+	for _, id := range ids {
+		h.gates[id].open()
+	}
+	testsupport.WaitFor(t, waitTimeout, "every event delivered as the budget frees", func() bool {
+		poll()
+		for _, id := range ids {
+			if !h.delivered(id) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Rows a claim leased but could not hand over (the queue filled
+// meanwhile, without the dispatcher letting anything go) are read again
+// by the next claim, though the dispatcher still holds events: they are
+// this node's rows, and not held.
+func TestRowsNotHandedOverAreTakenByTheNextClaim(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	st := &spyStore{Store: memstore.New(clock.Now)}
+	for _, id := range []string{"a", "b", "c"} {
+		insert(t, st.Store, id)
+	}
+	clock.Advance(time.Minute)
+	q := newRoomQueue(3)
+	q.setPhantomRoom(0)
+	p, err := poller.NewWithQueue(st, q, poller.Config{Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll := func() {
+		t.Helper()
+		if _, err := p.PollOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.setRoom(1)
+	q.setPhantomRoom(2) // room for 3 reported, 1 taken
+	poll()
+	if got := q.ids(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("enqueued %v, want [a]", got)
+	}
+	q.setPhantomRoom(0)
+	q.setRoom(5)
+	poll()
+	if req := st.lastClaim(t); req.SkipOwn {
+		t.Fatal("the claim after rows left leased here skipped this node's rows")
+	}
+	if got := q.ids(); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("enqueued %v, want [a b c]", got)
 	}
 }
 

@@ -352,7 +352,8 @@ func (p *Poller) fullLag(t *target) {
 // enqueue hands the claimed rows recs, leased with lease, to t's cold
 // queue, and counts them in res: those already in flight are skipped,
 // those that fail to decode are marked DEAD, and once the queue is full
-// the rest waits for a later claim.
+// the rest waits, leased to this node, for its next claim, which takes
+// this node's rows for that.
 func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark uint64, recs []core.Record, res *Result) {
 	for i, rec := range recs {
 		if t.queue.InFlight(rec.ID) {
@@ -370,6 +371,7 @@ func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark 
 		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, committed(rec, again), mark, rec.OrderSeq, again) {
 			if t.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
 				res.Skipped += len(recs) - i
+				t.ownClaimed = 0 // rows not offered are not held: read them again
 				break
 			}
 			res.Skipped++
