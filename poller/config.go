@@ -50,7 +50,9 @@ type Config struct {
 	QueryTimeout time.Duration
 	// ReapInterval is how often expired leases are released (claims take
 	// over expired leases anyway; reaping keeps the table truthful for
-	// operators). Defaults to 30 s; negative disables reaping. At the same
+	// operators), on a schedule of its own, also between polls when it is
+	// shorter than Interval. The first reaping comes ReapInterval after
+	// Start. Defaults to 30 s; negative disables reaping. At the same
 	// pace the poller counts the blocked ordering keys of each store that
 	// delivers in order, for a Metrics implementing core.OrderMetrics.
 	ReapInterval time.Duration

@@ -355,6 +355,41 @@ func TestBackgroundLoopReapsAtReapInterval(t *testing.T) {
 	}
 }
 
+// Reaping keeps its own schedule: with a ReapInterval shorter than
+// Interval, expired leases are released every ReapInterval, between the
+// polls, which stay at Interval (they were released only at the next
+// poll, after Interval).
+func TestReapIntervalShorterThanInterval(t *testing.T) {
+	e := newPollEnv(10)
+	t0 := e.clock.Now()
+	r := record("x", core.StatusRetry, t0.Add(24*time.Hour), t0) // not due: only the reaper touches it
+	r.LockedBy, r.LockedUntil = "crashed-node", t0
+	e.st.Put(r)
+	e.clock.Advance(time.Hour)
+	var claims, reaps atomic.Int64
+	e.st.Fail = func(op, _ string) error {
+		switch op {
+		case "claim":
+			claims.Add(1)
+		case "reap":
+			reaps.Add(1)
+		}
+		return nil
+	}
+	p := e.poller(t, poller.Config{Interval: time.Hour, ReapInterval: 10 * time.Millisecond})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the expired lease released before the next poll", func() bool {
+		got, _ := e.st.Get("x")
+		return got.LockedBy == "" && e.metrics.Reaped.Load() == 1
+	}, nil)
+	waitFor(t, "reaping again at ReapInterval", func() bool { return reaps.Load() >= 3 }, nil)
+	if n := claims.Load(); n != 1 {
+		t.Errorf("%d claims within the first Interval of an hour, want 1 (the first poll): reaping brought polls", n)
+	}
+}
+
 func TestBackgroundLoopWithoutReaping(t *testing.T) {
 	e := newPollEnv(10)
 	var claims, reaps atomic.Int64

@@ -517,48 +517,66 @@ func (p *Poller) Start(ctx context.Context) error { return p.run.Start(ctx, p.lo
 func (p *Poller) Close(ctx context.Context) error { return p.run.Close(ctx) }
 
 func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
-	lastReap := time.Now()
-	var due time.Time // when the next poll is due (zero: at once)
+	var (
+		due     time.Time // when the next poll is due (zero: at once)
+		reapDue time.Time // when the next reaping is due (zero: never)
+	)
+	if p.cfg.ReapInterval > 0 {
+		reapDue = time.Now().Add(p.cfg.ReapInterval)
+	}
 	// The poller keeps its own record of wake-ups (which store, if any):
 	// Pace's woken flag only says the wait was cut short. Claims of the
 	// events after finished ordered ones (successors.go) come first, and
-	// between the polls: they do not move the next poll.
+	// between the polls: they do not move the next poll. Reaping keeps
+	// its own schedule: the loop wakes for whichever is due first.
 	p.run.Pace(ctx, stop, 0, func(ctx context.Context, _ bool) time.Duration {
 		p.claimSuccessors(ctx)
 		if p.roomNoticed.Swap(false) {
 			due = time.Time{}
 		}
-		if wait := time.Until(due); wait > 0 && !p.wakePending() {
-			return wait
+		if time.Until(due) <= 0 || p.wakePending() {
+			res, next, err := p.pollOnce(ctx, true)
+			due = time.Now().Add(p.pollWait(res, next, err))
 		}
-		res, next, err := p.pollOnce(ctx, true)
-		if p.cfg.ReapInterval > 0 && time.Since(lastReap) >= p.cfg.ReapInterval {
-			lastReap = time.Now()
-			if _, err := p.ReapOnce(ctx); err != nil && ctx.Err() == nil {
-				p.log.Warn("reaping expired leases failed; will try again", slog.String("error", err.Error()))
-			}
-			p.reportBlockedKeys(ctx)
+		if !reapDue.IsZero() && time.Until(reapDue) <= 0 {
+			p.reap(ctx)
+			reapDue = time.Now().Add(p.cfg.ReapInterval)
 		}
-		wait := p.cfg.Interval
-		switch {
-		case res.Full:
-			// No room: wake-ups wait too (the woken store's is kept)
-			// until the queue's room notice (armRoom), or at most
-			// BacklogInterval.
-			wait = p.cfg.BacklogInterval
-		case p.wakePending(): // a store was woken meanwhile, or several at once
-			wait = 0
-		case err != nil: // an incident: retry at the normal pace
-		case next == pollNow:
-			wait = 0
-		case next == pollSoon:
-			// The cold queue was full, or a claim was full of rows held
-			// here already: more rows may be due, come back soon.
-			wait = p.cfg.BacklogInterval
+		wait := time.Until(due)
+		if !reapDue.IsZero() {
+			wait = min(wait, time.Until(reapDue))
 		}
-		due = time.Now().Add(wait)
-		return wait
+		return max(wait, 0)
 	})
+}
+
+// pollWait is the pause after a poll of the loop with this outcome.
+func (p *Poller) pollWait(res Result, next pollDecision, err error) time.Duration {
+	switch {
+	case res.Full:
+		// No room: wake-ups wait too (the woken store's is kept) until
+		// the queue's room notice (armRoom), or at most BacklogInterval.
+		return p.cfg.BacklogInterval
+	case p.wakePending(): // a store was woken meanwhile, or several at once
+		return 0
+	case err != nil: // an incident: retry at the normal pace
+	case next == pollNow:
+		return 0
+	case next == pollSoon:
+		// The cold queue was full, or a claim was full of rows held
+		// here already: more rows may be due, come back soon.
+		return p.cfg.BacklogInterval
+	}
+	return p.cfg.Interval
+}
+
+// reap is the loop's reaping, every ReapInterval: it releases expired
+// leases and counts the blocked ordering keys.
+func (p *Poller) reap(ctx context.Context) {
+	if _, err := p.ReapOnce(ctx); err != nil && ctx.Err() == nil {
+		p.log.Warn("reaping expired leases failed; will try again", slog.String("error", err.Error()))
+	}
+	p.reportBlockedKeys(ctx)
 }
 
 // report logs a failing poll once per incident and store, and the recovery.
