@@ -503,8 +503,13 @@ func (p *Poller) armRoom(t *target) {
 
 // Start runs poll cycles in the background until Close. It returns at
 // once; the first poll runs at once too, so a process restarted after a
-// crash delivers what was left pending (by it or by a node that is gone)
-// right away. Starting a running poller is an error wrapping
+// crash delivers right away the rows left pending that no live lease
+// holds: unowned ones (published after a Close, or released by one) and
+// those whose lease expired. The rows the crashed process had leased
+// (its hot-path events and its claims) wait until their lease ends
+// (dispatcher.Config.Lease, 2 min by default), unless the new process
+// runs with the same dispatcher Owner token, whose claims take them at
+// once. Starting a running poller is an error wrapping
 // core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
 func (p *Poller) Start(ctx context.Context) error { return p.run.Start(ctx, p.loop) }
 
