@@ -27,6 +27,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/notify"
 	"github.com/outbox-go/outbox/internal/parts"
@@ -261,7 +262,9 @@ func (o *Outbox) Start(ctx context.Context) error {
 // until ctx expires. Undelivered events stay in the database, and the
 // leases this outbox holds on them are released (see
 // dispatcher.Dispatcher.Close), so the next process or another node
-// delivers them at once. It does not close db.
+// delivers them at once. If ctx ends first, Close returns ctx's error
+// (itself, joined only with other errors of its parts, if any); calling
+// it again waits again. It does not close db.
 //
 // Close waits for the listeners, so a listener must not call it on its own
 // goroutine: with the listener's ctx (or one derived from it) Close returns
@@ -281,7 +284,7 @@ func (o *Outbox) Close(ctx context.Context) error {
 	if o.poller != nil {
 		errPoller = o.poller.Close(ctx)
 	}
-	return errors.Join(errNotify, errCleaner, errPoller, o.dispatcher.Close(ctx))
+	return engine.CloseErr(ctx, errNotify, errCleaner, errPoller, o.dispatcher.Close(ctx))
 }
 
 // InTx runs fn in a transaction carried by the ctx given to fn (see

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -87,5 +88,34 @@ func TestSkipSchemaAndDisablePoller(t *testing.T) {
 	}
 	if err := ob.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Close whose ctx ends while a listener still runs returns ctx's error
+// itself, as the Close contract says: it returned the errors of its
+// parts joined (ctx's, from the dispatcher, alone), which errors.Is
+// matched but == did not.
+func TestCloseReturnsCtxErrorItself(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	ob := openStarted(t, outbox.Config{}, func(ob *outbox.Outbox) {
+		ob.RegisterFunc("Slow", func(context.Context, outbox.Envelope) error {
+			started <- struct{}{}
+			<-release // deaf to ctx, as a listener stuck in a call may be
+			return nil
+		})
+	})
+	publish(t, ob, "Slow")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener was not called")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := ob.Close(ctx)
+	close(release)
+	if err != context.DeadlineExceeded {
+		t.Fatalf("Close with the listener running = %#v, want context.DeadlineExceeded itself", err)
 	}
 }

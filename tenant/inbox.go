@@ -2,7 +2,6 @@ package tenant
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/engine"
 )
 
 // InboxConfig configures [NewInbox]. Databases or Discover names the
@@ -225,7 +225,7 @@ func (ib *Inbox) Close(ctx context.Context) error {
 	}
 	errRefresh := ib.set.stopRefresh(ctx)
 	errDisp := ib.dispatcher.Close(ctx)
-	return errors.Join(errRefresh, errDisp, ib.set.closeAfter(ctx, ib.dispatcher.Close))
+	return engine.CloseErr(ctx, errRefresh, errDisp, ib.set.closeAfter(ctx, ib.dispatcher.Close))
 }
 
 // storeObserver reports a tenant inbox's transactional processings

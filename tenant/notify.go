@@ -2,10 +2,10 @@ package tenant
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/notify"
 )
 
@@ -72,7 +72,8 @@ func (ls *listeners) start() {
 }
 
 // stop stops every listener for good and waits until each returned its
-// connection (bounded by ctx).
+// connection (bounded by ctx): when ctx ends first, it returns ctx's
+// error, as is.
 func (ls *listeners) stop(ctx context.Context) error {
 	ls.mu.Lock()
 	all := ls.byID
@@ -80,9 +81,13 @@ func (ls *listeners) stop(ctx context.Context) error {
 	ls.mu.Unlock()
 	var errs []error
 	for id, l := range all {
-		if err := l.Stop(ctx); err != nil {
+		switch err := l.Stop(ctx); {
+		case err == nil:
+		case err == ctx.Err():
+			errs = append(errs, err) // once, by engine.CloseErr
+		default:
 			errs = append(errs, fmt.Errorf("outbox: stop the notification listener of %q: %w", id, err))
 		}
 	}
-	return errors.Join(errs...)
+	return engine.CloseErr(ctx, errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/notify"
 	"github.com/outbox-go/outbox/internal/publish"
@@ -390,7 +391,7 @@ func (o *Outbox) Close(ctx context.Context) error {
 		errPoller = o.poller.Close(ctx)
 	}
 	errDisp := o.dispatcher.Close(ctx)
-	return errors.Join(errRefresh, errNotify, errPoller, errDisp, o.set.closeAfter(ctx, o.dispatcher.Close))
+	return engine.CloseErr(ctx, errRefresh, errNotify, errPoller, errDisp, o.set.closeAfter(ctx, o.dispatcher.Close))
 }
 
 // DispatcherStats returns what the shared dispatcher holds in memory now,

@@ -738,8 +738,8 @@ func TestCloseExpiredLetsARunningListenerFinish(t *testing.T) {
 	}()
 	select {
 	case err := <-closed:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Close with the listener running = %v, want context.DeadlineExceeded", err)
+		if err != context.DeadlineExceeded { // itself, not joined with nils
+			t.Errorf("Close with the listener running = %#v, want context.DeadlineExceeded", err)
 		}
 	case <-time.After(waitTimeout):
 		close(release)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -146,6 +147,34 @@ func (r *Runner) Pace(ctx context.Context, stop <-chan struct{}, first time.Dura
 		}
 		t.Reset(cycle(ctx, woken))
 	}
+}
+
+// CloseErr is the error of a Close made of several parts' Closes, each
+// given ctx: errs joined, without the nils, where ctx's error, which
+// several parts return when ctx ends first, counts once. When it is the
+// only error it is returned as is, as the Close contract says ("return
+// ctx's error"), so that err == context.DeadlineExceeded holds, not only
+// errors.Is.
+func CloseErr(ctx context.Context, errs ...error) error {
+	ctxErr := ctx.Err()
+	var kept []error
+	seen := false
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case ctxErr != nil && err == ctxErr:
+			if !seen {
+				seen = true
+				kept = append(kept, err)
+			}
+		default:
+			kept = append(kept, err)
+		}
+	}
+	if len(kept) == 1 {
+		return kept[0]
+	}
+	return errors.Join(kept...)
 }
 
 // UntilStop returns a child of ctx that is also cancelled once stop is

@@ -135,3 +135,32 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	var zero T
 	return zero
 }
+
+// CloseErr returns ctx's error as is when it is the only one, however
+// many parts returned it, and joins distinct errors, ctx's once.
+func TestCloseErr(t *testing.T) {
+	if err := engine.CloseErr(context.Background(), nil, nil); err != nil {
+		t.Fatalf("CloseErr of nils = %v, want nil", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ctx.Done()
+	if err := engine.CloseErr(ctx, nil, ctx.Err(), nil, ctx.Err()); err != context.DeadlineExceeded {
+		t.Fatalf("CloseErr of ctx's error twice = %#v, want context.DeadlineExceeded itself", err)
+	}
+	other := errors.New("other")
+	if err := engine.CloseErr(ctx, other); err != other {
+		t.Fatalf("CloseErr of one error = %#v, want it as is", err)
+	}
+	err := engine.CloseErr(ctx, ctx.Err(), other, ctx.Err())
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, other) {
+		t.Fatalf("CloseErr of two distinct errors = %v, want both", err)
+	}
+	if u, ok := err.(interface{ Unwrap() []error }); !ok || len(u.Unwrap()) != 2 {
+		t.Fatalf("CloseErr of ctx's error twice and another = %v, want the two joined", err)
+	}
+	// A part's deadline error, ctx not done: not ctx's, kept as it is.
+	if err := engine.CloseErr(context.Background(), context.DeadlineExceeded, context.DeadlineExceeded); err == context.DeadlineExceeded {
+		t.Fatal("CloseErr merged errors of a ctx that did not end")
+	}
+}
