@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 )
 
@@ -23,8 +22,11 @@ type Observer interface {
 	// the W3C trace context ("traceparent", "tracestate") of ctx so that
 	// its deliveries join the publisher's trace, or nil; and a function
 	// that Publish calls exactly once, with nil when the event was
-	// inserted or with the error Publish returns. Headers the event
-	// already has are kept; invalid ones fail Publish.
+	// inserted or with the error Publish returns. Every Publish is
+	// reported, also one that fails before the insert (no transaction, an
+	// invalid envelope: env may then be invalid, even the zero Envelope;
+	// its done is called at once). Headers the event already has are kept,
+	// unless their value is empty; invalid ones fail Publish.
 	Publish(ctx context.Context, env Envelope) (headers map[string]string, done func(err error))
 	// Deliver is called before the listeners of one delivery attempt run,
 	// with the context they would get. The context it returns is the one
@@ -188,7 +190,9 @@ func (NopObserver) DoneWritten(string, int, time.Duration, error) {}
 func (NopObserver) Claimed(string, int, time.Duration, error) {}
 
 // WithHeaders returns a copy of e with the headers h added; a key e has
-// already keeps e's value. An invalid key or value returns an error
+// already keeps e's value, unless that value is empty (a header copied
+// from a request that had none, say "traceparent": ""), which h's value
+// replaces. An invalid key or value returns an error
 // wrapping [ErrInvalidHeader], a key over MaxHeaderKeyLen characters
 // [ErrHeaderKeyTooLong], and headers that together exceed
 // MaxHeadersBytes [ErrHeadersTooLarge]; e is unchanged either way.
@@ -209,7 +213,11 @@ func (e Envelope) WithHeaders(h map[string]string) (Envelope, error) {
 		}
 		merged[k] = v
 	}
-	maps.Copy(merged, e.headers)
+	for k, v := range e.headers {
+		if _, ok := merged[k]; !ok || v != "" {
+			merged[k] = v // the event's own, unless empty where h sets one
+		}
+	}
 	if err := checkHeadersSize(merged); err != nil {
 		return Envelope{}, err
 	}

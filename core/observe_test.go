@@ -30,6 +30,22 @@ func TestWithHeaders(t *testing.T) {
 	if same, err := env.WithHeaders(nil); err != nil || len(same.Headers()) != 1 {
 		t.Errorf("WithHeaders(nil) = %v, %v", same.Headers(), err)
 	}
+	// An empty value counts as none: the added one replaces it (and an
+	// empty added value does not replace a set one).
+	blank, err := core.NewEvent("T").Header("traceparent", "").Header("keep", "mine").PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled, err := blank.WithHeaders(map[string]string{"traceparent": "00-a-b-01", "keep": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := filled.Header("traceparent"); v != "00-a-b-01" {
+		t.Errorf("an empty header was not replaced: %q", v)
+	}
+	if v, _ := filled.Header("keep"); v != "mine" {
+		t.Errorf("a set header was replaced by an empty one: %q", v)
+	}
 	for _, bad := range []map[string]string{{"": "v"}, {"k": "a\x00b"}, {"k\xff": "v"}} {
 		if _, err := env.WithHeaders(bad); !errors.Is(err, core.ErrInvalidHeader) {
 			t.Errorf("WithHeaders(%q) = %v, want ErrInvalidHeader", bad, err)

@@ -273,21 +273,33 @@ func (o *Observer) eventContext(env core.Envelope) trace.SpanContext {
 
 // errorType is the error.type of err: its Go type, past the context
 // fmt.Errorf wrapped it in (the outbox wraps listener and publish errors
-// so, and *fmt.wrapError tells nothing), "" for nil. It is predictable
-// and of low cardinality, as the conventions ask.
+// so, and *fmt.wrapError tells nothing; of several errors wrapped at once,
+// *fmt.wrapErrors, the last: the store wraps its sentinel, then the
+// driver's error), "" for nil. It is predictable and of low cardinality,
+// as the conventions ask.
 func errorType(err error) string {
 	if err == nil {
 		return ""
 	}
-	t := fmt.Sprintf("%T", err)
-	for t == "*fmt.wrapError" {
-		next := errors.Unwrap(err)
-		if next == nil {
-			break
+	for {
+		var next error
+		switch t := fmt.Sprintf("%T", err); t {
+		case "*fmt.wrapError":
+			next = errors.Unwrap(err)
+		case "*fmt.wrapErrors":
+			if u, ok := err.(interface{ Unwrap() []error }); ok {
+				if errs := u.Unwrap(); len(errs) > 0 {
+					next = errs[len(errs)-1]
+				}
+			}
+		default:
+			return t
 		}
-		err, t = next, fmt.Sprintf("%T", next)
+		if next == nil {
+			return fmt.Sprintf("%T", err)
+		}
+		err = next
 	}
-	return t
 }
 
 // failureType is the error.type of a failed operation: errorType(err),

@@ -91,6 +91,36 @@ func TestPublishFailureSetsErrorStatus(t *testing.T) {
 	}
 }
 
+// A failure wrapping several errors at once (the store wraps its
+// sentinel, then the driver's error: "%w: %w") is typed by the last, the
+// driver's, not *fmt.wrapErrors.
+func TestPublishFailureWrappingSeveralErrors(t *testing.T) {
+	h := newHarness(t, obsotel.Config{})
+	publish(t, h, "T", fmt.Errorf("outbox: publish x: %w", fmt.Errorf("insert: %w: %w", core.ErrDuplicateEvent, &core.ValidationError{Field: "id"})))
+	if v, ok := attr(h.span(t, "send T").Attributes(), "error.type"); !ok || v.AsString() != "*core.ValidationError" {
+		t.Errorf("error.type: %v, want the last wrapped error's type, not *fmt.wrapErrors", v.AsString())
+	}
+}
+
+// An event whose traceparent header is set but empty (copied from a
+// request that had none) gets the producer span's: its deliveries join
+// the publisher's trace.
+func TestPublishFillsAnEmptyTraceparent(t *testing.T) {
+	h := newHarness(t, obsotel.Config{})
+	env := event(t, "T", map[string]string{"traceparent": ""})
+	headers, done := h.obs.Publish(context.Background(), env)
+	env, err := env.WithHeaders(headers)
+	done(err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := h.span(t, "send T")
+	sc := trace.SpanContextFromContext(w3c.Extract(context.Background(), propagation.MapCarrier(env.Headers())))
+	if sc.SpanID() != send.SpanContext().SpanID() {
+		t.Errorf("the event's traceparent %q is not the producer span's", env.Headers()["traceparent"])
+	}
+}
+
 func TestPublishKeepsTheEventsOwnTraceContext(t *testing.T) {
 	h := newHarness(t, obsotel.Config{})
 	const own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

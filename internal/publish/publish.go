@@ -47,9 +47,22 @@ func New(store core.Inserter, hot handoff.Hot) (*Client, error) {
 func (c *Client) Publish(ctx context.Context, env core.Envelope) (string, error) {
 	tx, ok := core.TxFromContext(ctx)
 	if !ok {
-		return "", core.ErrNoTransaction
+		return "", c.refused(ctx, core.ErrNoTransaction, env)
 	}
 	return c.PublishTx(ctx, tx, env)
+}
+
+// refused reports to the Observer, if any, the events of a Publish (or
+// PublishAll) that failed before they were inserted, each with err, as
+// it reports every Publish; it returns err.
+func (c *Client) refused(ctx context.Context, err error, envs ...core.Envelope) error {
+	if c.Observer != nil {
+		for _, env := range envs {
+			_, done := c.Observer.Publish(ctx, env)
+			done(err)
+		}
+	}
+	return err
 }
 
 // hotSafe reports whether tx's after-commit hook may hand events to the
@@ -80,18 +93,20 @@ type rowQuerier interface {
 // (core.TxDatabase); nothing is written.
 func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelope) (id string, err error) {
 	if isNil(tx) {
-		return "", core.ErrNoTransaction
+		return "", c.refused(ctx, core.ErrNoTransaction, env)
 	}
 	hooked, ok := tx.(core.Tx)
 	if ok && !hooked.Active() {
-		return "", core.ErrNoTransaction
+		return "", c.refused(ctx, core.ErrNoTransaction, env)
 	}
 	if err := env.Validate(); err != nil {
-		return "", err
+		return "", c.refused(ctx, err, env)
 	}
-	if env, err = c.Order.Apply(env); err != nil {
-		return "", err
+	ordered, err := c.Order.Apply(env)
+	if err != nil {
+		return "", c.refused(ctx, err, env)
 	}
+	env = ordered
 	if c.Observer != nil {
 		headers, done := c.Observer.Publish(ctx, env)
 		defer func() { done(err) }()

@@ -12,7 +12,7 @@ import (
 func (c *Client) PublishAll(ctx context.Context, envs ...core.Envelope) ([]string, error) {
 	tx, ok := core.TxFromContext(ctx)
 	if !ok {
-		return nil, core.ErrNoTransaction
+		return nil, c.refused(ctx, core.ErrNoTransaction, envs...)
 	}
 	return c.PublishAllTx(ctx, tx, envs...)
 }
@@ -35,18 +35,18 @@ func (c *Client) PublishAll(ctx context.Context, envs ...core.Envelope) ([]strin
 // (jdbcstore takes the batch back after a duplicate id): roll tx back.
 func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.Envelope) (ids []string, err error) {
 	if isNil(tx) {
-		return nil, core.ErrNoTransaction
+		return nil, c.refused(ctx, core.ErrNoTransaction, envs...)
 	}
 	hooked, ok := tx.(core.Tx)
 	if ok && !hooked.Active() {
-		return nil, core.ErrNoTransaction
+		return nil, c.refused(ctx, core.ErrNoTransaction, envs...)
 	}
 	if len(envs) == 0 {
 		return []string{}, nil
 	}
 	batch, err := c.checkAll(envs)
 	if err != nil {
-		return nil, err
+		return nil, c.refused(ctx, err, envs...)
 	}
 	if c.Observer != nil {
 		dones := make([]func(error), 0, len(batch))

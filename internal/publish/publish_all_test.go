@@ -433,3 +433,57 @@ func TestPublishAllOnMemstore(t *testing.T) {
 		})
 	}
 }
+
+// Every Publish and PublishAll is reported to the Observer, also one that
+// fails before the insert: no transaction, a nil or finished one, an
+// invalid envelope, an ordered type without a key. Each event is reported
+// once, with the error returned.
+func TestPublishFailingBeforeTheInsertIsObserved(t *testing.T) {
+	c, err := publish.New(&batchInserter{}, &fakeHotQueue{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Order = core.Ordering{Types: []string{"Keyed"}}
+	good := events(t, 2)
+	noKey, err := core.NewEvent("Keyed").PayloadJSONString(`{}`).Build() // no aggregate: no key
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := newFakeTx()
+	finished.Commit()
+	inTx := func(tx core.Tx) context.Context { return core.ContextWithTx(context.Background(), tx) }
+	for _, tc := range []struct {
+		name    string
+		publish func() error
+		want    error
+		n       int
+	}{
+		{"Publish without a transaction", func() error { _, err := c.Publish(context.Background(), good[0]); return err }, core.ErrNoTransaction, 1},
+		{"PublishTx with a nil tx", func() error { _, err := c.PublishTx(context.Background(), nil, good[0]); return err }, core.ErrNoTransaction, 1},
+		{"Publish on a finished tx", func() error { _, err := c.Publish(inTx(finished), good[0]); return err }, core.ErrNoTransaction, 1},
+		{"Publish of the zero Envelope", func() error { _, err := c.Publish(inTx(newFakeTx()), core.Envelope{}); return err }, core.ErrEmptyEventType, 1},
+		{"Publish of an ordered type without a key", func() error { _, err := c.Publish(inTx(newFakeTx()), noKey); return err }, core.ErrNoOrderKey, 1},
+		{"PublishAll without a transaction", func() error { _, err := c.PublishAll(context.Background(), good...); return err }, core.ErrNoTransaction, 2},
+		{"PublishAll with an invalid event", func() error {
+			_, err := c.PublishAll(inTx(newFakeTx()), good[0], core.Envelope{})
+			return err
+		}, core.ErrEmptyEventType, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &recordingObserver{}
+			c.Observer = obs
+			err := tc.publish()
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if len(obs.seen) != tc.n || len(obs.errs) != tc.n {
+				t.Fatalf("observer saw %d publishes, %d outcomes; want %d each", len(obs.seen), len(obs.errs), tc.n)
+			}
+			for _, e := range obs.errs {
+				if !errors.Is(e, tc.want) {
+					t.Errorf("outcome %v, want %v", e, tc.want)
+				}
+			}
+		})
+	}
+}
