@@ -114,6 +114,11 @@ func (cfg Config) withDefaults(name string) Config {
 	if cfg.Breaker.Name == "" {
 		cfg.Breaker.Name = name
 	}
+	if cfg.Breaker.RetryAfter == 0 {
+		// The breaker's default, spelled out for the events the relay
+		// puts off itself (a slot wait ended by ctx, after Close).
+		cfg.Breaker.RetryAfter = relay.DefaultRetryAfter
+	}
 	return cfg
 }
 

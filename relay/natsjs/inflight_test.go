@@ -122,6 +122,8 @@ func TestRelayMaxInFlight(t *testing.T) {
 	var ue *core.UnavailableError
 	if err := wait("the publish waiting for a slot", third.res); !errors.As(err, &ue) || !strings.Contains(err.Error(), "publish slots") {
 		t.Errorf("the publish beyond MaxInFlight = %v, want a core.Unavailable error waiting for a slot", err)
+	} else if ue.After != relay.DefaultRetryAfter {
+		t.Errorf("the publish beyond MaxInFlight is put off for %v, want Breaker.RetryAfter's default %v", ue.After, relay.DefaultRetryAfter)
 	}
 	nothingMore()
 	for _, p := range inFlight {

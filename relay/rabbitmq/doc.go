@@ -54,7 +54,9 @@
 // in confirm mode; a channel the broker closed because of a message (404
 // NOT_FOUND for a missing exchange) is replaced on its next use, and the
 // other messages that were waiting on it are published again on a fresh
-// channel, so one bad event does not fail its neighbours.
+// channel, so one bad event does not fail its neighbours; an event whose
+// channel was closed under it five times that way (a burst of events to
+// missing exchanges) is put off (core.Unavailable), not charged.
 //
 // # Concurrency and order
 //

@@ -108,8 +108,9 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 }
 
 // maxChannelTries bounds how often one event is published again after the
-// broker closed the channel because of another message on it.
-const maxChannelTries = 3
+// broker closed the channel because of another message on it; past it the
+// event is put off (not charged: it did nothing wrong).
+const maxChannelTries = 5
 
 // closeTimeout bounds the connection's close handshake in Close when ctx
 // has no deadline.
@@ -219,7 +220,12 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 			return fmt.Errorf("rabbitmq: interrupted awaiting the confirm (%s): %w", where, res.err)
 		}
 	}
-	return last
+	// Every try was lost to a channel another message got closed (a
+	// burst of events to a missing exchange): this one was never refused,
+	// so it is put off, not charged an attempt (and not reported as
+	// ErrRefused, which names the other message's exchange).
+	return core.Unavailable(fmt.Errorf("rabbitmq: not published (%s): its channel was closed %d times by other messages the broker refused (last: %v)",
+		where, maxChannelTries, last), r.cfg.Breaker.RetryAfter)
 }
 
 // causedBy reports whether a channel-level error names exchange: 404

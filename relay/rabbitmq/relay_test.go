@@ -194,6 +194,51 @@ func TestRelayMissingExchange(t *testing.T) {
 	}
 }
 
+// A burst of events to missing exchanges on one channel, among good
+// ones: a bad event gets ErrRefused (or is put off when the others closed
+// its channel before its own refusal came), and a good one is never charged
+// for the others: published (the relay sends it again on a new channel),
+// or put off (core.Unavailable) once its channel was closed under it too
+// often, never ErrRefused with another event's 404.
+func TestRelayManyBadNeighbours(t *testing.T) {
+	ch := admin(t)
+	ex := newExchange(t, ch)
+	newQueue(t, ch, ex, "#")
+	logger, _ := testsupport.NewLogger()
+	r := newRelay(t, rabbitmq.Config{Exchange: "{tenant}", Channels: 1, Logger: logger})
+	event := func(tenant string) core.Envelope {
+		env, err := core.NewEvent("T").TenantID(tenant).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 60)
+		for i := range 60 {
+			wg.Go(func() {
+				if i%4 == 0 { // each to an exchange of its own, missing
+					// Refused for itself, or put off when its channel was
+					// closed by the others before its own refusal came.
+					if err := r.OnEvent(context.Background(), event("rabbitmq-test-missing-"+uniq())); !errors.Is(err, rabbitmq.ErrRefused) && !errors.Is(err, core.ErrUnavailable) {
+						errs <- fmt.Errorf("round %d: bad event: %v, want ErrRefused or put off", round, err)
+					}
+					return
+				}
+				if err := r.OnEvent(context.Background(), event(ex)); err != nil && !errors.Is(err, core.ErrUnavailable) {
+					errs <- fmt.Errorf("round %d: good event charged for its neighbours: %w", round, err)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+}
+
 // Events the outbox orders per key reach the queue in per-key commit
 // order, with many workers: the relay returns only after the confirm.
 func TestRelayOrdered(t *testing.T) {
