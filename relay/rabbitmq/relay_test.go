@@ -149,13 +149,7 @@ func TestRelayMissingExchange(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	r := newRelay(t, rabbitmq.Config{Exchange: "{tenant}", Channels: 1, Logger: logger})
 
-	event := func(tenant string) core.Envelope {
-		env, err := core.NewEvent("T").TenantID(tenant).PayloadJSONString(`{}`).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
+	event := func(tenant string) core.Envelope { return tenantEvent(t, tenant) }
 	missing := "rabbitmq-test-missing-" + uniq()
 	err := r.OnEvent(context.Background(), event(missing))
 	var ae *amqp.Error
@@ -206,13 +200,7 @@ func TestRelayManyBadNeighbours(t *testing.T) {
 	newQueue(t, ch, ex, "#")
 	logger, _ := testsupport.NewLogger()
 	r := newRelay(t, rabbitmq.Config{Exchange: "{tenant}", Channels: 1, Logger: logger})
-	event := func(tenant string) core.Envelope {
-		env, err := core.NewEvent("T").TenantID(tenant).PayloadJSONString(`{}`).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
+	event := func(tenant string) core.Envelope { return tenantEvent(t, tenant) }
 	for round := range 3 {
 		var wg sync.WaitGroup
 		errs := make(chan error, 60)
@@ -369,4 +357,15 @@ func TestRelaySlotWaitDeadline(t *testing.T) {
 	if n := logs.Count("level=ERROR") + logs.Count("broker recovered"); n != 0 {
 		t.Errorf("the breaker opened for a slot wait:\n%s", logs)
 	}
+}
+
+// tenantEvent is an event of type T for tenant (the exchange "{tenant}"
+// routes it by).
+func tenantEvent(t *testing.T, tenant string) core.Envelope {
+	t.Helper()
+	env, err := core.NewEvent("T").TenantID(tenant).PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
 }
