@@ -273,19 +273,15 @@ func (s *Store) claimLocked(ctx context.Context, owner string, until time.Time, 
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	// One statement per bindLimit rows (every row unless the dialect
-	// takes fewer placeholders than the claim has rows).
-	for rest := recs; len(rest) > 0; {
-		page := rest[:min(len(rest), max(1, s.bindLimit()-2))]
-		rest = rest[len(page):]
-		args := make([]any, 0, len(page)+2)
-		args = append(args, owner, s.dialect.EncodeTime(until))
-		for _, r := range page {
-			args = append(args, r.ID)
-		}
-		if _, err := tx.ExecContext(ctx, inList(s.dialect, s.q.claimUpdatePrefix, len(page), ")"), args...); err != nil {
-			return nil, err
-		}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
+	}
+	if _, err := s.execByIDs(ids, []any{owner, s.dialect.EncodeTime(until)}, nil, func(page []string, args []any) (int64, error) {
+		_, err := tx.ExecContext(ctx, inList(s.dialect, s.q.claimUpdatePrefix, len(page), ")"), args...)
+		return 0, err
+	}); err != nil {
+		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err

@@ -177,13 +177,15 @@ func (s *Store) insertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 		leased[i] = !leases[i].IsZero()
 		unowned = unowned || !leased[i]
 	}
-	// The ordered rows are encoded again when their positions are taken:
-	// check them here too, so that one the database would refuse (its
-	// JSON column's limits) writes nothing either.
-	var scratch []any
-	for _, i := range ordered {
+	// The ordered rows too, so that one the database would refuse (its
+	// JSON column's limits) writes nothing either; their positions are
+	// set when taken. (SQLite, which keeps no keys table, encodes them
+	// again with the position it reads.)
+	orderedArgs := make([][]any, len(ordered))
+	for k, i := range ordered {
 		var err error
-		if scratch, err = s.rowValues(scratch[:0], envs[i], leases[i], 0, now); err != nil {
+		// Room for insertIfFree's two more, as rowArgs leaves.
+		if orderedArgs[k], err = s.rowValues(make([]any, 0, insertArgs+2), envs[i], leases[i], 0, now); err != nil {
 			return nil, batchError(i, envs[i], err)
 		}
 	}
@@ -213,8 +215,8 @@ func (s *Store) insertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 	// them as not DONE, which only makes the next publish on the key read
 	// or check its last event.
 	var keys map[string]taken // the positions the batch took, to give back in an undo
-	for _, i := range ordered {
-		l, seq, err := s.insertOrdered(ctx, ex, envs[i], leases[i])
+	for k, i := range ordered {
+		l, seq, err := s.insertOrdered(ctx, ex, envs[i], leases[i], orderedArgs[k])
 		if err != nil {
 			return nil, s.undoBatch(ctx, ex, inserted, keys, batchError(i, envs[i], err))
 		}

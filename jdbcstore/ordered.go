@@ -32,7 +32,7 @@ var _ core.OrderedInserter = (*Store)(nil)
 // (*sql.Tx, *sqlx.Tx, txctx's Tx); the store's own pool is refused, since
 // an autocommit insert could leave a gap in the key's positions.
 func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) (bool, error) {
-	leased, _, err := s.insertOrdered(ctx, ex, env, lease)
+	leased, _, err := s.insertOrdered(ctx, ex, env, lease, nil)
 	if err == nil {
 		s.checkBeforeCommit(ex, env.ID())
 	}
@@ -48,7 +48,11 @@ func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 // a caller who goes on and commits (a duplicate leaves ex usable) leaves
 // no gap: a gap would let the event after it pass a pending one, since an
 // event waits for the position right before its own only.
-func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) (leased bool, seq int64, err error) {
+//
+// args, when not nil, are the row's arguments (rowArgs at position 0),
+// encoded already by the caller; they are used where a keys table gives
+// the position.
+func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, args []any) (leased bool, seq int64, err error) {
 	key := env.OrderKey()
 	switch {
 	case ex == nil:
@@ -77,9 +81,10 @@ func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 	}
 	// The row is checked and encoded before the position is taken: an
 	// invalid event or one that cannot be encoded writes nothing.
-	args, err := s.rowArgs(ex, env, lease, 0)
-	if err != nil {
-		return false, 0, err
+	if args == nil {
+		if args, err = s.rowArgs(env, lease, 0); err != nil {
+			return false, 0, err
+		}
 	}
 	seq, err = s.nextSeq(ctx, ex, q, key)
 	if err != nil {
@@ -185,7 +190,7 @@ func (s *Store) insertAfterLast(ctx context.Context, ex core.Execer, q rowQuerie
 	}
 	if cache != nil {
 		if last, ok := cache.lookup(key); ok && last.done {
-			args, err := s.rowArgs(ex, env, lease, last.seq+1)
+			args, err := s.rowArgs(env, lease, last.seq+1)
 			if err != nil {
 				return false, err
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,7 +163,7 @@ func (s *Store) insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 // same statement; otherwise it is inserted without an owner by a second
 // statement. It reports whether the row took lease.
 func (s *Store) insertRow(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, seq, ifFree int64) (bool, error) {
-	args, err := s.rowArgs(ex, env, lease, seq)
+	args, err := s.rowArgs(env, lease, seq)
 	if err != nil {
 		return false, err
 	}
@@ -208,17 +209,15 @@ func (s *Store) insertRowArgs(ctx context.Context, ex core.Execer, env core.Enve
 	return !lease.IsZero(), nil
 }
 
-// rowArgs checks env and ex and returns the arguments of the insert
-// statement for env's row: owned by lease (unowned when zero), at
-// position seq of its key when it is ordered.
-func (s *Store) rowArgs(ex core.Execer, env core.Envelope, lease core.Lease, seq int64) ([]any, error) {
-	if err := s.checkExecer(ex, env.ID()); err != nil {
-		return nil, err
-	}
+// rowArgs checks env and returns the arguments of the insert statement
+// for env's row: owned by lease (unowned when zero), at position seq of
+// its key when it is ordered. The callers have checked the transaction
+// (checkExecer) before any statement.
+func (s *Store) rowArgs(env core.Envelope, lease core.Lease, seq int64) ([]any, error) {
 	if err := env.Validate(); err != nil {
 		return nil, fmt.Errorf("outbox: jdbcstore: insert: %w", err)
 	}
-	return s.rowValues(make([]any, 0, 18), env, lease, seq, s.now()) // room for insertIfFree's two more
+	return s.rowValues(make([]any, 0, insertArgs+2), env, lease, seq, s.now()) // room for insertIfFree's two more
 }
 
 // checkExecer refuses a nil ex and a transaction of another database
@@ -447,33 +446,17 @@ func (s *Store) MarkDone(ctx context.Context, owner string, ids []string) (int64
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	doneAt := s.dialect.EncodeTime(s.now())
-	var n int64
-	// One statement per bindLimit ids (every one unless the dialect
-	// takes fewer placeholders than the batch has ids).
-	for rest := ids; len(rest) > 0; {
-		page := rest[:min(len(rest), max(1, s.bindLimit()-2))]
-		rest = rest[len(page):]
+	n, err := s.execByIDs(ids, []any{s.dialect.EncodeTime(s.now())}, []any{owner}, func(page []string, args []any) (int64, error) {
 		query := s.q.markDone1
 		if len(page) > 1 {
 			query = inList(s.dialect, s.q.markDonePrefix, len(page), s.q.markDoneSuffix)
 		}
-		args := make([]any, 0, len(page)+2)
-		args = append(args, doneAt)
-		for _, id := range page {
-			args = append(args, id)
-		}
-		args = append(args, owner)
-		m, err := s.exec(ctx, "mark done", page[0], query, args...)
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	if c := s.keys.Load(); c != nil && n == int64(len(ids)) {
+		return s.exec(ctx, "mark done", page[0], query, args...)
+	})
+	if c := s.keys.Load(); c != nil && err == nil && n == int64(len(ids)) {
 		c.done(ids)
 	}
-	return n, nil
+	return n, err
 }
 
 // bindLimit is the most placeholders one statement may have: the
@@ -484,6 +467,28 @@ func (s *Store) bindLimit() int {
 		return limit
 	}
 	return defaultMaxBindParams
+}
+
+// execByIDs runs one statement per page of ids, each page as many ids as
+// fit beside the arguments head (before them) and tail (after): every id
+// in one statement unless the dialect takes fewer placeholders. run gets
+// a page and its arguments and returns the rows it changed; execByIDs
+// returns their sum, stopping at the first error.
+func (s *Store) execByIDs(ids []string, head, tail []any, run func(page []string, args []any) (int64, error)) (int64, error) {
+	var n int64
+	for page := range slices.Chunk(ids, max(1, s.bindLimit()-len(head)-len(tail))) {
+		args := make([]any, 0, len(head)+len(page)+len(tail))
+		args = append(args, head...)
+		for _, id := range page {
+			args = append(args, id)
+		}
+		m, err := run(page, append(args, tail...))
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // MarkRetry sets the event RETRY, increments attempts, sets available_at
@@ -563,22 +568,9 @@ func (s *Store) ExtendLeases(ctx context.Context, owner string, ids []string, un
 	if err := validOwner(owner); err != nil {
 		return 0, fmt.Errorf("outbox: jdbcstore: extend leases: %w", err)
 	}
-	var n int64
-	for rest := ids; len(rest) > 0; {
-		page := rest[:min(len(rest), max(1, s.bindLimit()-2))]
-		rest = rest[len(page):]
-		args := make([]any, 0, len(page)+2)
-		args = append(args, s.dialect.EncodeTime(until), owner)
-		for _, id := range page {
-			args = append(args, id)
-		}
-		m, err := s.exec(ctx, "extend leases", page[0], inList(s.dialect, s.q.extendPrefix, len(page), ")"), args...)
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return s.execByIDs(ids, []any{s.dialect.EncodeTime(until), owner}, nil, func(page []string, args []any) (int64, error) {
+		return s.exec(ctx, "extend leases", page[0], inList(s.dialect, s.q.extendPrefix, len(page), ")"), args...)
+	})
 }
 
 var _ core.LeaseExtender = (*Store)(nil)
