@@ -7,13 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/ident"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -194,24 +195,24 @@ type Config struct {
 }
 
 // maxNameLen bounds Database.Name.
-const maxNameLen = 64
+const maxNameLen = ident.MaxNameLen
 
 // withDefaults fills the optional fields. A store or inbox that is a
 // nil pointer becomes nil, as the zero value it stands for: it would
 // pass the nil checks and fail every page that calls it.
 func (c Config) withDefaults() Config {
-	if isNil(c.Store) {
+	if nilval.Is(c.Store) {
 		c.Store = nil
 	}
-	if isNil(c.Inbox) {
+	if nilval.Is(c.Inbox) {
 		c.Inbox = nil
 	}
 	c.Databases = slices.Clone(c.Databases) // never change the caller's
 	for i, d := range c.Databases {
-		if isNil(d.Store) {
+		if nilval.Is(d.Store) {
 			c.Databases[i].Store = nil
 		}
-		if isNil(d.Inbox) {
+		if nilval.Is(d.Inbox) {
 			c.Databases[i].Inbox = nil
 		}
 	}
@@ -257,7 +258,7 @@ func (c Config) validate() error {
 	seen := map[string]bool{}
 	for i, d := range c.Databases {
 		field := fmt.Sprintf("Databases[%d]", i)
-		if err := checkName(d.Name); err != nil {
+		if err := ident.CheckName(d.Name); err != nil {
 			bad(field+".Name", "%v", err)
 		} else if seen[d.Name] {
 			bad(field+".Name", "%q is used twice", d.Name)
@@ -297,19 +298,6 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// isNil reports whether v is nil or holds a nil pointer, map, slice,
-// channel or function (a nil *inbox.Inbox in an Inbox).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
-}
-
 // origin returns the trusted origin o as a browser sends it in an Origin
 // header: scheme and host in lower case, no default port, no trailing
 // slash. It refuses what no Origin header can equal.
@@ -327,17 +315,4 @@ func origin(o string) (string, error) {
 	host = strings.TrimSuffix(host, map[string]string{"http": ":80", "https": ":443"}[u.Scheme])
 	host = strings.TrimSuffix(host, ":") // an empty port is none
 	return u.Scheme + "://" + host, nil
-}
-
-// checkName checks a database name.
-func checkName(name string) error {
-	if name == "" || len(name) > maxNameLen {
-		return fmt.Errorf("must be 1..%d characters, got %d", maxNameLen, len(name))
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("%q holds %q: use letters, digits, '.', '_' or '-'", name, r)
-		}
-	}
-	return nil
 }

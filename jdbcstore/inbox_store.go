@@ -99,7 +99,7 @@ func (s *inboxStore) SchemaSQL() string { return s.schema }
 // ApplySchema creates the inbox table and its indexes if they do not
 // exist. It is idempotent and safe to run at every start.
 func (s *inboxStore) ApplySchema(ctx context.Context) error {
-	return withSchemaLock(ctx, s.shell, s.db, s.table, func(ddl ddlConn) error {
+	return s.shell.withSchemaLock(ctx, s.table, func(ddl ddlConn) error {
 		for _, stmt := range splitStatements(s.schema) {
 			if err := ddl.exec(ctx, stmt); err != nil {
 				return fmt.Errorf("outbox: jdbcstore: apply %s inbox schema for table %q: %w", s.dialect.Name(), s.table, err)

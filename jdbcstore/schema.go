@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"strings"
 	"text/template"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // SchemaData is what a schema template ([Dialect.OutboxSchema],
@@ -107,7 +105,7 @@ func (s *Store) SchemaSQL() string { return s.schema }
 // starting at once may all try; the upgrade a node loses to another is
 // not an error.
 func (s *Store) ApplySchema(ctx context.Context) error {
-	err := withSchemaLock(ctx, s, s.db, s.table, func(ddl ddlConn) error {
+	err := s.withSchemaLock(ctx, s.table, func(ddl ddlConn) error {
 		for i, stmt := range splitStatements(s.schema) {
 			if err := ddl.exec(ctx, stmt); err != nil {
 				return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
@@ -155,11 +153,12 @@ func (c ddlConn) exec(ctx context.Context, stmt string) error {
 	return err
 }
 
-// withSchemaLock runs apply on one connection of db, under the dialect's
-// schema lock for name when it has one ([SchemaLocker]), so nodes that
-// start at once apply the schema one after the other.
-func withSchemaLock(ctx context.Context, s *Store, db *sqlx.DB, name string, apply func(ddlConn) error) error {
-	conn, err := db.Conn(ctx)
+// withSchemaLock runs apply on one connection of the store's database,
+// under the dialect's schema lock for name when it has one
+// ([SchemaLocker]), so nodes that start at once apply the schema one
+// after the other.
+func (s *Store) withSchemaLock(ctx context.Context, name string, apply func(ddlConn) error) error {
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("outbox: jdbcstore: apply %s schema for %q: %w", s.dialect.Name(), name, err)
 	}

@@ -11,12 +11,12 @@ package registry
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/nilval"
 )
 
 // Wildcard is the event type under which RegisterAll listeners are listed
@@ -155,13 +155,4 @@ func (r *Registry) update(fn func(*snapshot)) {
 // isNil reports whether l is nil or holds a nil value it would be called
 // through (a nil core.ListenerFunc or a nil pointer): calling it would
 // panic at every delivery.
-func isNil(l core.Listener) bool {
-	if l == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(l); v.Kind() {
-	case reflect.Func, reflect.Pointer, reflect.Map, reflect.Chan, reflect.Slice, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
-}
+func isNil(l core.Listener) bool { return nilval.Is(l) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outbox-go/outbox/dashboard"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -211,17 +212,14 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 	return opened, nil
 }
 
-// maxDBNameLen bounds the NAME of a --db (dashboard.Database.Name).
-const maxDBNameLen = 64
-
 // splitDBSpec splits a --db value into its NAME and DSN. The NAME is
 // checked before anything quotes it: a value whose text before the first
-// '=' is no database name (see validDBName) has no NAME= at all, such as
+// '=' is no database name (ident.CheckName) has no NAME= at all, such as
 // a DSN with parameters (user:pass@tcp(db:3306)/shop?parseTime=true), and
 // the error shows the whole value as a DSN, password masked.
 func splitDBSpec(spec string) (name, dsn string, err error) {
 	name, dsn, ok := strings.Cut(spec, "=")
-	if ok && validDBName(name) && dsn != "" {
+	if ok && ident.CheckName(name) == nil && dsn != "" {
 		return name, dsn, nil
 	}
 	got := strconv.Quote(maskDSN(spec))
@@ -229,22 +227,7 @@ func splitDBSpec(spec string) (name, dsn string, err error) {
 		got = "a value not shown (it may hold a password)"
 	}
 	return "", "", usagef("--db: want NAME=DSN, the NAME being 1..%d letters, digits, '.', '_' or '-' (eu, tenant_7), got %s",
-		maxDBNameLen, got)
-}
-
-// validDBName reports whether name is a database name of a tenant set as
-// the dashboard takes it (dashboard.Database.Name): 1..maxDBNameLen ASCII
-// letters, digits, '.', '_' or '-'.
-func validDBName(name string) bool {
-	if name == "" || len(name) > maxDBNameLen {
-		return false
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
+		ident.MaxNameLen, got)
 }
 
 // probeTables checks that the outbox table and, when given, the inbox

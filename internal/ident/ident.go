@@ -32,6 +32,26 @@ func ValidateStoreID(id string) error {
 	return nil
 }
 
+// MaxNameLen is the longest name of a database in a tenant set shown by
+// the dashboard (dashboard.Database.Name, outboxctl serve --db NAME=DSN),
+// in bytes.
+const MaxNameLen = 64
+
+// CheckName checks the name of a database in the dashboard's selector:
+// 1..MaxNameLen ASCII letters, digits, '.', '_' or '-', so that it goes
+// into URLs and pages as it is.
+func CheckName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("must be 1..%d characters, got %d", MaxNameLen, len(name))
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%q holds %q: use letters, digits, '.', '_' or '-'", name, r)
+		}
+	}
+	return nil
+}
+
 // OwnerToken returns a fresh owner token: the host name (shortened) and
 // a ULID, unique per call, at most core.MaxOwnerLen bytes.
 func OwnerToken() string {
