@@ -201,20 +201,7 @@ func TestHungListenerRetryWaitsForTheStuckCall(t *testing.T) {
 // meanwhile is not run alongside the stuck call by this node.
 func TestHungListenerLastAttemptDeadHeldUntilReturn(t *testing.T) {
 	h := newHarness(t, hungConfig(dispatcher.Config{Workers: 1, MaxAttempts: 1}))
-	g := newGate(t)
-	var calls atomic.Int32
-	entered := make(chan struct{}, 1)
-	h.reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
-		if calls.Add(1) == 1 {
-			entered <- struct{}{}
-			<-g.ch // ignores ctx on purpose
-		}
-		return nil
-	})
-	h.start()
-	e := h.insert("Hang")
-	h.mustEnqueueHot(e)
-	recv(t, entered, "the listener to start")
+	e, g, calls := hangFirstCall(t, h)
 	h.waitStatus(e.ID(), core.StatusDead)
 	h.wait("the watchdog to give up on the call (or the event to be let go)", func() bool {
 		return dispatcher.HungCalls(h.d) == 1 || !h.d.InFlight(e.ID())
@@ -434,20 +421,7 @@ func TestHungListenerLeaseIsRenewedWhileItRuns(t *testing.T) {
 	const lease = 300 * time.Millisecond
 	h := newHarness(t, dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: 20 * time.Millisecond,
 		StatusTimeout: 100 * time.Millisecond, Lease: lease, Retry: fixedDelay(time.Millisecond)})
-	g := newGate(t)
-	var calls atomic.Int32
-	entered := make(chan struct{}, 1)
-	h.reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
-		if calls.Add(1) == 1 {
-			entered <- struct{}{}
-			<-g.ch // ignores ctx on purpose
-		}
-		return nil
-	})
-	h.start()
-	e := h.insert("Hang")
-	h.mustEnqueueHot(e)
-	recv(t, entered, "the listener to start")
+	e, g, calls := hangFirstCall(t, h)
 	h.waitStatus(e.ID(), core.StatusRetry)
 	first := h.row(e.ID()).LockedUntil
 	h.wait("the lease renewed twice past the one the RETRY write set", func() bool {
@@ -469,4 +443,27 @@ func TestHungListenerLeaseIsRenewedWhileItRuns(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("listener called %d times, want 2 (the hung call, then its retry)", n)
 	}
+}
+
+// hangFirstCall registers a listener of type Hang whose first call
+// ignores its ctx and blocks until g opens (later calls return at once),
+// starts h, publishes one Hang event by the hot path and returns once its
+// first call is in the listener, with the calls counted.
+func hangFirstCall(t *testing.T, h *harness) (core.Envelope, *gate, *atomic.Int32) {
+	t.Helper()
+	g := newGate(t)
+	calls := new(atomic.Int32)
+	entered := make(chan struct{}, 1)
+	h.reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
+		if calls.Add(1) == 1 {
+			entered <- struct{}{}
+			<-g.ch // ignores ctx on purpose
+		}
+		return nil
+	})
+	h.start()
+	e := h.insert("Hang")
+	h.mustEnqueueHot(e)
+	recv(t, entered, "the listener to start")
+	return e, g, calls
 }

@@ -17,15 +17,7 @@ import (
 // still delivers afterwards.
 func TestCloseFromListenerStopsNothing(t *testing.T) {
 	dbs := withOrders(t, sqliteDatabases(t, 1))
-	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		_ = o.Close(ctx)
-	})
+	o := newUnstarted(t, tenant.Config{Databases: dbs})
 	inListener := make(chan error, 2)
 	o.RegisterFunc("OrderPlaced", func(ctx context.Context, _ core.Envelope) error {
 		inListener <- o.Close(ctx)
@@ -34,9 +26,14 @@ func TestCloseFromListenerStopsNothing(t *testing.T) {
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	publish := func() { t.Helper(); publishOrderPlaced(t, o, "s1") }
+	publishOne := func() {
+		t.Helper()
+		if _, err := publish(context.Background(), o, "s1"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range 2 { // the second delivery proves the first Close stopped nothing
-		publish()
+		publishOne()
 		select {
 		case err := <-inListener:
 			if !errors.Is(err, dispatcher.ErrCloseInListener) {
@@ -56,15 +53,7 @@ func TestCloseFromListenerStopsNothing(t *testing.T) {
 // under it.)
 func TestRemoveOwnDatabaseFromListener(t *testing.T) {
 	dbs := withOrders(t, sqliteDatabases(t, 2))
-	o, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Logger: quietLogger(), DrainTimeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		_ = o.Close(ctx)
-	})
+	o := newUnstarted(t, tenant.Config{Databases: dbs, DrainTimeout: time.Hour})
 	type result struct {
 		res tenant.RefreshResult
 		err error
@@ -79,7 +68,9 @@ func TestRemoveOwnDatabaseFromListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 { // the second delivery proves the database is still served
-		publishOrderPlaced(t, o, "s1")
+		if _, err := publish(context.Background(), o, "s1"); err != nil {
+			t.Fatal(err)
+		}
 		select {
 		case r := <-got:
 			if !errors.Is(r.err, dispatcher.ErrCloseInListener) || len(r.res.Removed) != 0 {
@@ -117,22 +108,19 @@ func TestOpenErrorHidesThePassword(t *testing.T) {
 	}
 }
 
-// publishOrderPlaced publishes an OrderPlaced event of tenant id through
-// its database of o, in a transaction of its own.
-func publishOrderPlaced(t *testing.T, o *tenant.Outbox, id string) {
+// newUnstarted builds a tenant.Outbox with a quiet logger, not started,
+// closed when the test ends (its Close error is the test's business).
+func newUnstarted(t *testing.T, cfg tenant.Config) *tenant.Outbox {
 	t.Helper()
-	tn, err := o.For(id)
+	cfg.Logger = quietLogger()
+	o, err := tenant.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tn.InTx(context.Background(), func(ctx context.Context) error {
-		env, err := core.NewEvent("OrderPlaced").TenantID(id).PayloadJSONString(`{}`).Build()
-		if err != nil {
-			return err
-		}
-		_, err = tn.Publish(ctx, env)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = o.Close(ctx)
+	})
+	return o
 }
