@@ -157,17 +157,11 @@ func TestClaimsSkipOwnRowsWhileAllAreHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll := func() {
-		t.Helper()
-		if _, err := p.PollOnce(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	poll() // the first claim takes this node's rows: nothing counted yet
+	pollOnce(t, p) // the first claim takes this node's rows: nothing counted yet
 	if req := st.lastClaim(t); req.SkipOwn {
 		t.Fatal("first claim skipped this node's rows")
 	}
-	poll()
+	pollOnce(t, p)
 	if req := st.lastClaim(t); !req.SkipOwn {
 		t.Fatal("claim took this node's rows while all were held and none was let go")
 	}
@@ -178,7 +172,7 @@ func TestClaimsSkipOwnRowsWhileAllAreHeld(t *testing.T) {
 	delete(q.fakeQueue.inFlight, "dropped")
 	q.fakeQueue.mu.Unlock()
 	q.released.Add(1)
-	poll()
+	pollOnce(t, p)
 	if req := st.lastClaim(t); req.SkipOwn {
 		t.Fatal("claim after a release skipped this node's rows")
 	}

@@ -366,16 +366,7 @@ func TestReapIntervalShorterThanInterval(t *testing.T) {
 	r.LockedBy, r.LockedUntil = "crashed-node", t0
 	e.st.Put(r)
 	e.clock.Advance(time.Hour)
-	var claims, reaps atomic.Int64
-	e.st.Fail = func(op, _ string) error {
-		switch op {
-		case "claim":
-			claims.Add(1)
-		case "reap":
-			reaps.Add(1)
-		}
-		return nil
-	}
+	claims, reaps := countClaimsAndReaps(e)
 	p := e.poller(t, poller.Config{Interval: time.Hour, ReapInterval: 10 * time.Millisecond})
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -392,16 +383,7 @@ func TestReapIntervalShorterThanInterval(t *testing.T) {
 
 func TestBackgroundLoopWithoutReaping(t *testing.T) {
 	e := newPollEnv(10)
-	var claims, reaps atomic.Int64
-	e.st.Fail = func(op, _ string) error {
-		switch op {
-		case "claim":
-			claims.Add(1)
-		case "reap":
-			reaps.Add(1)
-		}
-		return nil
-	}
+	claims, reaps := countClaimsAndReaps(e)
 	p := e.poller(t, poller.Config{Interval: time.Millisecond, ReapInterval: -1})
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -483,4 +465,20 @@ func TestBacklogDrainsWhenTheClaimIsLimitedByColdRoom(t *testing.T) {
 	if gap := q.times[2].Sub(q.times[0]); gap >= interval/2 {
 		t.Errorf("the backlog of 3 rows (1 per cycle) took %v after the first: cycles waited Interval, not BacklogInterval", gap)
 	}
+}
+
+// countClaimsAndReaps counts the claims and reaping statements of e's
+// store.
+func countClaimsAndReaps(e *pollEnv) (claims, reaps *atomic.Int64) {
+	claims, reaps = new(atomic.Int64), new(atomic.Int64)
+	e.st.Fail = func(op, _ string) error {
+		switch op {
+		case "claim":
+			claims.Add(1)
+		case "reap":
+			reaps.Add(1)
+		}
+		return nil
+	}
+	return claims, reaps
 }

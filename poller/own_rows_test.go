@@ -234,23 +234,15 @@ func TestClaimsLeaseOnlyWhatFitsTheByteBudget(t *testing.T) {
 		}
 		return n
 	}
-	poll := func() poller.Result {
-		t.Helper()
-		res, err := p.PollOnce(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	if res := poll(); res.Read != 1 || leased() != 1 {
+	if res := pollOnce(t, p); res.Read != 1 || leased() != 1 {
 		t.Fatalf("first claim read %d rows and leased %d, want 1 and 1 (no payload size known yet)", res.Read, leased())
 	}
 	testsupport.Recv(t, waitTimeout, h.started[ids[0]], "the first event's listener")
-	if res := poll(); res.Enqueued != 1 {
+	if res := pollOnce(t, p); res.Enqueued != 1 {
 		t.Fatalf("second claim enqueued %d, want 1 (room for one more of 400 bytes)", res.Enqueued)
 	}
 	for range 3 {
-		if res := poll(); res.Read != 0 || !res.Full {
+		if res := pollOnce(t, p); res.Read != 0 || !res.Full {
 			t.Fatalf("claim with the budget used up: %+v, want nothing read (no room)", res)
 		}
 	}
@@ -261,7 +253,7 @@ func TestClaimsLeaseOnlyWhatFitsTheByteBudget(t *testing.T) {
 		h.gates[id].open()
 	}
 	testsupport.WaitFor(t, waitTimeout, "every event delivered as the budget frees", func() bool {
-		poll()
+		pollOnce(t, p)
 		for _, id := range ids {
 			if !h.delivered(id) {
 				return false
@@ -288,21 +280,15 @@ func TestRowsNotHandedOverAreTakenByTheNextClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll := func() {
-		t.Helper()
-		if _, err := p.PollOnce(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	q.setRoom(1)
 	q.setPhantomRoom(2) // room for 3 reported, 1 taken
-	poll()
+	pollOnce(t, p)
 	if got := q.ids(); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("enqueued %v, want [a]", got)
 	}
 	q.setPhantomRoom(0)
 	q.setRoom(5)
-	poll()
+	pollOnce(t, p)
 	if req := st.lastClaim(t); req.SkipOwn {
 		t.Fatal("the claim after rows left leased here skipped this node's rows")
 	}
