@@ -7,7 +7,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"reflect"
-	"sync"
+	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -33,25 +33,17 @@ func Name(db *sql.DB) string {
 	return Registered(db.Driver())
 }
 
-var known struct {
-	mu sync.RWMutex
-	fn func(name string) bool
-}
+// known tells whether a driver name has a dialect (see SetKnown).
+var known atomic.Pointer[func(name string) bool]
 
 // SetKnown sets the function that tells whether a driver name has a
 // dialect (jdbcstore sets it): [Registered] prefers such a name when a
 // driver is registered under several.
-func SetKnown(fn func(name string) bool) {
-	known.mu.Lock()
-	known.fn = fn
-	known.mu.Unlock()
-}
+func SetKnown(fn func(name string) bool) { known.Store(&fn) }
 
 func isKnown(name string) bool {
-	known.mu.RLock()
-	fn := known.fn
-	known.mu.RUnlock()
-	return fn != nil && fn(name)
+	fn := known.Load()
+	return fn != nil && *fn != nil && (*fn)(name)
 }
 
 // Registered returns the name drv is registered under with database/sql

@@ -298,6 +298,12 @@ func (s *suite) testClaim(t *testing.T) {
 		if r := get(t, st, "x-done"); r.LockedBy != "" {
 			t.Errorf("x-done: leased to %q after ExtendLeases, want DONE and unleased", r.LockedBy)
 		}
+		if _, err := st.ExtendLeases(ctx, "", []string{"x-new"}, until); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("ExtendLeases without an owner: err = %v, want ErrInvalidConfig", err)
+		}
+		if n, err := st.ExtendLeases(ctx, "node-a", nil, until); n != 0 || err != nil {
+			t.Errorf("ExtendLeases of no ids = %d, %v; want 0, nil", n, err)
+		}
 	})
 
 	t.Run("BadRequestsRejected", func(t *testing.T) {
