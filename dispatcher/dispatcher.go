@@ -117,6 +117,9 @@ type Dispatcher struct {
 
 	hot  chan item
 	cold chan item
+	// coldMu serializes the senders to the cold queue (offerCold), so
+	// that a room check followed by a send cannot block.
+	coldMu sync.Mutex
 	// hotWaiting counts events handed to the hot queue that no worker has
 	// taken yet (queued, or handed to a worker that was woken but has not
 	// run yet); see hotWaitingNow.
@@ -356,14 +359,28 @@ func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, lea
 	}
 	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o, gen: gen, committed: created, seq: seq,
 		redelivered: redelivered}
-	select {
-	case d.cold <- it:
-		o.metrics.ColdEnqueued()
-		return true
-	default:
+	if !d.offerCold(it, o.metrics.ColdEnqueued) {
 		d.release(it)
 		return false
 	}
+	return true
+}
+
+// offerCold puts it on the cold queue unless the queue is full. counted,
+// when not nil, runs before the send: a worker may deliver the event, and
+// its DONE row be seen, the moment it is on the queue, and whoever sees
+// that must see it counted (ColdEnqueued) too.
+func (d *Dispatcher) offerCold(it item, counted func()) bool {
+	d.coldMu.Lock()
+	defer d.coldMu.Unlock()
+	if len(d.cold) == cap(d.cold) {
+		return false
+	}
+	if counted != nil {
+		counted()
+	}
+	d.cold <- it // cannot block: only senders fill it, and they hold coldMu
+	return true
 }
 
 // coldRoom returns how many more events the cold queue can take now. With

@@ -677,6 +677,33 @@ func TestColdRoomAndQueueDepths(t *testing.T) {
 	}
 }
 
+// slowColdCount counts like testsupport.Metrics but takes its time to
+// count a cold enqueue, as a goroutine preempted on a busy machine does.
+type slowColdCount struct{ *testsupport.Metrics }
+
+func (m slowColdCount) ColdEnqueued() {
+	time.Sleep(50 * time.Millisecond)
+	m.Metrics.ColdEnqueued()
+}
+
+// An event the poller enqueues is counted (ColdEnqueued) before a worker
+// can deliver it: whoever sees it delivered, or its row DONE, sees the
+// count. It was counted after the send, so the listener, and the DONE row,
+// could come first.
+func TestColdEnqueuedCountedBeforeDelivery(t *testing.T) {
+	h := newHarnessWith(t, dispatcher.Config{Workers: 1}, func(m *testsupport.Metrics) core.Metrics { return slowColdCount{m} })
+	counted := make(chan int64, 1)
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		counted <- h.metrics.Cold.Load()
+		return nil
+	})
+	h.start()
+	h.mustEnqueueCold(h.insert("E"), 0)
+	if n := recv(t, counted, "the delivery"); n != 1 {
+		t.Errorf("ColdEnqueued seen by the listener = %d, want 1", n)
+	}
+}
+
 // HotWaiting is true exactly while a hot event waits for a worker: queued
 // before Start, queued behind a busy worker; not for cold events, dropped
 // events or events a worker has taken.

@@ -96,6 +96,13 @@ type harness struct {
 // dispatcher is closed by the test's cleanup.
 func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
 	t.Helper()
+	return newHarnessWith(t, cfg, nil)
+}
+
+// newHarnessWith is newHarness with the dispatcher's Metrics wrap(the
+// harness's counters) when wrap is not nil.
+func newHarnessWith(t *testing.T, cfg dispatcher.Config, wrap func(*testsupport.Metrics) core.Metrics) *harness {
+	t.Helper()
 	h := &harness{t: t, reg: registry.New(), logs: &testsupport.LogBuffer{}, metrics: &testsupport.Metrics{}, now: cfg.Now}
 	if h.now == nil {
 		h.now = time.Now
@@ -104,6 +111,9 @@ func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
 	h.st.Changed = make(chan struct{}, 1)
 	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.Metrics = h.metrics
+	if wrap != nil {
+		cfg.Metrics = wrap(h.metrics)
+	}
 	d, err := dispatcher.New(h.st, h.reg, cfg)
 	if err != nil {
 		t.Fatalf("dispatcher.New: %v", err)

@@ -571,9 +571,7 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 			d.release(it)
 			return
 		}
-		select {
-		case d.cold <- it:
-		default:
+		if !d.offerCold(it, nil) {
 			d.release(it) // the poller delivers it
 		}
 	})
