@@ -20,9 +20,6 @@ import (
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
-// mysqlScheme is an optional prefix of a MySQL DSN.
-const mysqlScheme = "mysql://"
-
 // looksMySQL reports whether a --dsn value is a MySQL DSN rather than a
 // SQLite path.
 func looksMySQL(dsn string) bool { return dsnsecret.LooksMySQL(dsn) }
@@ -140,7 +137,7 @@ func parseTarget(raw string) (target, error) {
 	if !looksMySQL(raw) {
 		return target{driver: "sqlite3", dialect: sqlite.Dialect, source: raw, shown: maskDSN(raw)}, nil
 	}
-	dsn := strings.TrimPrefix(raw, mysqlScheme)
+	dsn, _ := dsnsecret.TrimMySQLScheme(raw)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return target{}, usagef("--dsn: not a MySQL DSN of the form user:pass@tcp(host:3306)/db: %v", err)

@@ -238,6 +238,9 @@ func runHelp(stdout, stderr io.Writer, g *globals, tree []*command, args []strin
 		printHelpUsage(stdout)
 		return exitOK
 	}
+	if n := len(args); n > 1 && isHelpFlag(args[n-1]) {
+		args = args[:n-1] // "help stats --help" is "help stats"
+	}
 	cmd, rest, err := resolve(tree, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):

@@ -241,6 +241,11 @@ func TestHelp(t *testing.T) {
 		if help := ok(t, append([]string{"help"}, words...)...); help != ok(t, append(words, "--help")...) {
 			t.Errorf("help %s differs from %s --help", c.path, c.path)
 		}
+		for _, flagName := range []string{"--help", "-h"} {
+			if help := ok(t, append(append([]string{"help"}, words...), flagName)...); help != ok(t, append(words, "--help")...) {
+				t.Errorf("help %s %s differs from %s --help", c.path, flagName, c.path)
+			}
+		}
 		if len(c.subs) == 0 {
 			// Global flags before the command, and a missing database, do
 			// not stop --help.

@@ -38,10 +38,12 @@ func TestMySQL(t *testing.T) {
 	if st.Counts != (statusCounts{New: 2, Done: 3, Retry: 1, Dead: 5}) || st.Dialect != "mysql" || st.OldestPending == nil {
 		t.Errorf("json stats: %+v", st)
 	}
-	// The mysql:// form of the DSN works as well.
-	decodeJSON(t, ok(t, "--dsn", "mysql://"+dsn, "--table", table, "--json", "stats"), &st)
-	if st.Total != 11 {
-		t.Errorf("mysql:// stats: %+v", st)
+	// The mysql:// form of the DSN works as well, its scheme in any case.
+	for _, scheme := range []string{"mysql://", "MYSQL://"} {
+		decodeJSON(t, ok(t, "--dsn", scheme+dsn, "--table", table, "--json", "stats"), &st)
+		if st.Total != 11 {
+			t.Errorf("%s stats: %+v", scheme, st)
+		}
 	}
 
 	if got := idsIn(ok(t, with("dead", "list", "--tenant", "globex")...)); !slices.Equal(got, []string{"x-4", "x-5"}) {

@@ -16,9 +16,19 @@ const mysqlScheme = "mysql://"
 
 // LooksMySQL reports whether dsn is a MySQL DSN rather than a SQLite path.
 func LooksMySQL(dsn string) bool {
-	return strings.HasPrefix(dsn, mysqlScheme) ||
+	_, scheme := TrimMySQLScheme(dsn)
+	return scheme ||
 		strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") ||
 		strings.HasPrefix(dsn, "tcp(") || strings.HasPrefix(dsn, "unix(")
+}
+
+// TrimMySQLScheme returns dsn without its optional mysql:// prefix (in
+// any case, as URL schemes are) and whether it had one.
+func TrimMySQLScheme(dsn string) (string, bool) {
+	if len(dsn) >= len(mysqlScheme) && strings.EqualFold(dsn[:len(mysqlScheme)], mysqlScheme) {
+		return dsn[len(mysqlScheme):], true
+	}
+	return dsn, false
 }
 
 // LooksPostgresURL reports whether dsn is a PostgreSQL URL (postgres://
@@ -47,7 +57,7 @@ var passParam = regexp.MustCompile(`(?i)([a-z_]*(?:pass|passwd|password)\s*=\s*)
 // part ends at the last '@' before the last '/', and the password follows
 // the first ':' of it. ok is false when there is none.
 func mysqlPassword(dsn string) (i, j int, ok bool) {
-	if rest, found := strings.CutPrefix(dsn, mysqlScheme); found {
+	if rest, found := TrimMySQLScheme(dsn); found {
 		i, j, ok := mysqlPassword(rest)
 		return i + len(mysqlScheme), j + len(mysqlScheme), ok
 	}

@@ -11,6 +11,7 @@ func TestMask(t *testing.T) {
 	for in, want := range map[string]string{
 		"root:pw@tcp(127.0.0.1:3306)/db":                             "root:***@tcp(127.0.0.1:3306)/db",
 		"mysql://u:p@ss:w/rd@tcp(h:1)/db?x=1":                        "mysql://u:***@tcp(h:1)/db?x=1",
+		"MySQL://u:p@ss:w/rd@tcp(h:1)/db?x=1":                        "MySQL://u:***@tcp(h:1)/db?x=1",
 		"root@tcp(127.0.0.1:3306)/db":                                "root@tcp(127.0.0.1:3306)/db",
 		"/var/lib/app:1@x/outbox.db":                                 "/var/lib/app:1@x/outbox.db",
 		"postgres://app:s3cr3t@db:5432/shop?sslmode=disable":         "postgres://app:***@db:5432/shop?sslmode=disable",
