@@ -10,7 +10,11 @@
 // server under Config.BasePath; `outboxctl serve` runs the same handler
 // standalone. Pages are rendered on the server with html/template, their
 // assets are embedded (no CDN: the pages work offline) and every read
-// view works without JavaScript.
+// view works without JavaScript. The replay preview of a full page of
+// selected DEAD events is a GET whose query takes up to about 220 KB (500
+// ids of up to 36 characters, URL-escaped): a server with
+// [http.Server.MaxHeaderBytes] below 256 KiB refuses it (net/http's
+// default, 1 MiB, is enough).
 //
 // # Security
 //

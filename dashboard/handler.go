@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
 )
@@ -172,7 +173,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, rest string) {
 		h.fail(w, r, nil, http.StatusForbidden, "cross-origin request refused")
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, int64(maxFormBytes))
 	if err := r.ParseForm(); err != nil {
 		h.fail(w, r, nil, http.StatusBadRequest, "bad form: "+err.Error())
 		return
@@ -215,12 +216,13 @@ func (h *handler) source(v url.Values) (*source, error) {
 const (
 	// maxQueryLen bounds the query of a GET. The largest one a page
 	// makes is the replay preview of a full page of selected events:
-	// maxSelected ids of up to core.MaxEventIDLen characters take
-	// 500 × len("id=…&") = 20,000 bytes, more for ids whose characters
-	// the URL escapes.
-	maxQueryLen = 32 << 10
+	// maxSelected ids of up to core.MaxEventIDLen characters, each
+	// character up to 4 bytes that the URL escapes to 3 bytes each, as
+	// "id=…&": 500 × 436 = 218,000 bytes, besides the filter fields. It
+	// fits net/http's default limit on a request's header (1 MiB).
+	maxQueryLen = maxSelected*(len("id=&")+core.MaxEventIDLen*utf8.UTFMax*3) + 16<<10
 	// maxFormBytes bounds the form of a POST. The replay's confirmation
 	// form carries the fields of its preview's query, encoded alike, and
 	// a token: whatever the preview took fits.
-	maxFormBytes = 64 << 10
+	maxFormBytes = maxQueryLen + 16<<10
 )

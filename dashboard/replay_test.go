@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
@@ -200,16 +202,28 @@ func TestReplayPreviewOfManyIDs(t *testing.T) {
 }
 
 // "Select all" on a page of MaxPageSize DEAD events of the longest ids
-// (core.MaxEventIDLen) replays them all: the preview and the confirmed
-// replay take every id of the page (at most 200 ids, and 8 KiB of query,
-// were taken).
+// (core.MaxEventIDLen characters) replays them all: the preview and the
+// confirmed replay take every id of the page (at most 200 ids, and 8 KiB
+// of query, were taken; then 32 KiB, which ids of characters the URL
+// escapes to 12 bytes each exceeded).
 func TestReplaySelectAllOfAFullPage(t *testing.T) {
+	for name, id := range map[string]func(int) string{
+		"ascii": func(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) },
+		"4-byte runes": func(i int) string {
+			return fmt.Sprintf("%s%03d", strings.Repeat("\U0001D538", core.MaxEventIDLen-3), i)
+		},
+	} {
+		t.Run(name, func(t *testing.T) { replaySelectAll(t, id) })
+	}
+}
+
+func replaySelectAll(t *testing.T, idOf func(int) string) {
 	st := newStore(t)
 	var evs []event
 	for i := range dashboard.MaxPageSize {
-		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
-		if len(id) != core.MaxEventIDLen {
-			t.Fatalf("id %q is not of the longest length", id)
+		id := idOf(i)
+		if n := utf8.RuneCountInString(id); n != core.MaxEventIDLen {
+			t.Fatalf("id %q has %d characters, not the most (%d)", id, n, core.MaxEventIDLen)
 		}
 		evs = append(evs, event{id: id, typ: "A", status: core.StatusDead})
 	}

@@ -273,7 +273,9 @@ func serve(ctx context.Context, s *session, addr string, h http.Handler, cfg das
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      time.Minute,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		// The dashboard's largest GET, the replay preview of a full page
+		// of selected events, takes up to ~220 KB of query.
+		MaxHeaderBytes: 512 << 10,
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

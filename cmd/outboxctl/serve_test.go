@@ -3,14 +3,18 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dashboard"
 	"github.com/outbox-go/outbox/inbox"
 )
 
@@ -75,6 +79,16 @@ func TestServe(t *testing.T) {
 	}
 	if code, body := getPage(t, base+"dead?type=Email"); code != http.StatusOK || !strings.Contains(body, ">x-4<") {
 		t.Errorf("dead list = %d\n%s", code, body)
+	}
+	// The replay preview of a full page of the longest ids, of characters
+	// the URL escapes to 12 bytes each (~218 KB of query), is served: the
+	// server's header limit (64 KiB) refused it.
+	q := url.Values{}
+	for i := range dashboard.MaxPageSize {
+		q.Add("id", fmt.Sprintf("%s%03d", strings.Repeat("\U0001D538", core.MaxEventIDLen-3), i))
+	}
+	if code, body := getPage(t, base+"replay?"+q.Encode()); code != http.StatusOK {
+		t.Errorf("replay preview of %d long ids = %d\n%s", dashboard.MaxPageSize, code, body)
 	}
 	res, err := http.Post(base+"replay", "application/x-www-form-urlencoded", strings.NewReader("id=x-1&confirm=yes"))
 	if err != nil {
