@@ -38,6 +38,7 @@ func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Rec
 	if !req.LeaseUntil.After(req.Now) {
 		return nil, &core.ConfigError{Field: "leaseUntil", Msg: "must be after now"}
 	}
+	s.checkKeyIDs(ctx)
 	d := s.dialect
 	now := d.EncodeTime(req.Now)
 	own := req.Owner

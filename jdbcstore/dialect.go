@@ -117,6 +117,17 @@ type Capabilities struct {
 	// right-hand side is the existing row's (qualified with the table name
 	// in the ON CONFLICT form).
 	OnDuplicateKeyUpdate bool
+	// PredecessorByID: the keys table records the ids of each key's last
+	// two events (columns last_id, id_seq and prev_id, as in the MySQL
+	// schema), and an ordered insert checks the event before its own by
+	// primary key instead of by position in the order index (MySQL,
+	// MariaDB: InnoDB's locking read of that unique index, whose columns
+	// are nullable, also locks the gap before the entry under REPEATABLE
+	// READ until the transaction ends, holding up other transactions'
+	// inserts there: unordered events, and the first event of a key
+	// sorting just before). A keys table without those columns keeps the
+	// read by position ([KeysUpgrader] adds them).
+	PredecessorByID bool
 	// FailedStatementAbortsTx: a failed statement aborts the whole
 	// transaction, every later statement fails until ROLLBACK
 	// (PostgreSQL). The store then inserts events with INSERT ... ON
@@ -170,6 +181,15 @@ type TimeSelector interface {
 // which creates what the upgrade did not (indexes, the keys table).
 type SchemaUpgrader interface {
 	OutboxUpgrade() string
+}
+
+// KeysUpgrader is implemented by dialects with
+// [Capabilities].PredecessorByID whose keys table, as an earlier release
+// created it, lacks the id columns. KeysUpgrade returns a template of the
+// same form as OutboxSchema ({{.Keys}} names the keys table) that adds
+// them; [Store.ApplySchema] runs it when they are missing.
+type KeysUpgrader interface {
+	KeysUpgrade() string
 }
 
 // SchemaLocker is implemented by dialects whose schema statements are not

@@ -78,3 +78,7 @@ func ActivityQuery(s *Store, buckets int, width time.Duration, end time.Time) (s
 	q, args := s.activityQuery(out, end)
 	return sqlx.Rebind(s.dialect.BindType(), q), args
 }
+
+// ByID reports whether ordered inserts read the event before by the id
+// the keys table records.
+func (s *Store) ByID() bool { return s.byID() }

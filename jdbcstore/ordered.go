@@ -86,7 +86,8 @@ func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 			return false, 0, err
 		}
 	}
-	seq, err = s.nextSeq(ctx, ex, q, key)
+	byID := s.byID()
+	seq, err = s.nextSeq(ctx, ex, q, key, env.ID(), byID)
 	if err != nil {
 		return false, 0, s.abortedNote(ex, s.mapError("take the next position of key", key, err))
 	}
@@ -103,7 +104,7 @@ func (s *Store) insertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 		}
 	}
 	args[argPos] = seq
-	leased, err = s.insertRowArgs(ctx, ex, env, lease, args, ifFree)
+	leased, err = s.insertRowArgs(ctx, ex, env, lease, args, ifFree, byID)
 	if errors.Is(err, core.ErrDuplicateEvent) {
 		// The failed insert left ex usable (and on MySQL rolled back that
 		// statement only): give the position back. After another error ex
@@ -136,7 +137,11 @@ type taken struct {
 // failed statement has aborted ex anyway).
 func (s *Store) giveBack(ctx context.Context, ex core.Execer, keys map[string]taken, cause error) error {
 	for key, t := range keys {
-		res, err := ex.ExecContext(ctx, s.q.giveBack, t.n, key, t.last)
+		query := s.q.giveBack
+		if s.byID() {
+			query = s.q.giveBackByID // the ids recorded are no longer the key's
+		}
+		res, err := ex.ExecContext(ctx, query, t.n, key, t.last)
 		if err == nil {
 			var n int64
 			if n, err = res.RowsAffected(); err == nil && n != 1 {
@@ -227,10 +232,15 @@ func (s *Store) insertAfterLast(ctx context.Context, ex core.Execer, q rowQuerie
 	return leased, err
 }
 
-// nextSeq takes the next position of key in ex.
-func (s *Store) nextSeq(ctx context.Context, ex core.Execer, q rowQuerier, key string) (int64, error) {
+// nextSeq takes the next position of key in ex for the event id; byID
+// records id in the keys row (Capabilities.PredecessorByID).
+func (s *Store) nextSeq(ctx context.Context, ex core.Execer, q rowQuerier, key, id string, byID bool) (int64, error) {
 	if s.q.nextSeqByInsertID {
-		res, err := ex.ExecContext(ctx, s.q.nextSeq, key)
+		query, args := s.q.nextSeq, []any{key}
+		if byID {
+			query, args = s.q.nextSeqByID, []any{key, id, id}
+		}
+		res, err := ex.ExecContext(ctx, query, args...)
 		if err != nil {
 			return 0, err
 		}

@@ -59,6 +59,15 @@ type statements struct {
 	// statement's last insert id.
 	nextSeq           string
 	nextSeqByInsertID bool
+	// With Capabilities.PredecessorByID, once the keys table is known to
+	// have the id columns (Store.keyIDs): nextSeqByID is nextSeq that
+	// also records the event's id (order_key, event_id, event_id);
+	// insertIfFreeByID is insertIfFree reading the event before by the
+	// id the keys row recorded, inserting nothing when it recorded none
+	// (insert's arguments, then order_key, order_key);
+	// giveBackByID is giveBack that forgets the recorded ids; keysProbe
+	// fails unless the keys table has the id columns.
+	nextSeqByID, insertIfFreeByID, giveBackByID, keysProbe string
 	// giveBack returns positions a transaction took but did not use:
 	// positions to give back, order_key, the last position it took (the
 	// key's last_seq, which it still holds under the key row's lock).
@@ -300,6 +309,32 @@ func buildStatements(d Dialect, table string) statements {
 			" ON CONFLICT (order_key) DO UPDATE SET last_seq = " + k + ".last_seq + 1 RETURNING last_seq"
 	}
 	q.giveBack = "UPDATE " + k + " SET last_seq = last_seq - ? WHERE order_key = ? AND last_seq = ?"
+	if d.Capabilities().PredecessorByID && q.nextSeqByInsertID {
+		// The keys row records the id of the key's last event and the
+		// position it took (id_seq), and, when it takes the next one, the
+		// id of the event before (prev_id), which is the one at the new
+		// position minus one only while id_seq = last_seq: a position
+		// given back (giveBackByID clears id_seq), or taken by a process
+		// of an earlier release (which leaves the ids alone), records no
+		// id. The assignments read the row's former values, whether the
+		// server evaluates them left to right (MySQL) or all at once
+		// (MariaDB's SIMULTANEOUS_ASSIGNMENT).
+		q.nextSeqByID = "INSERT INTO " + k + " (order_key, last_seq, last_id, id_seq) VALUES (?, LAST_INSERT_ID(1), ?, 1)" +
+			" ON DUPLICATE KEY UPDATE prev_id = CASE WHEN id_seq = last_seq THEN last_id END, last_id = ?," +
+			" id_seq = last_seq + 1, last_seq = LAST_INSERT_ID(last_seq + 1)"
+		// The event before, read by primary key (a record lock, no gap),
+		// through the keys row this transaction locked. A row that
+		// recorded no id takes no lease: the event waits for a poller,
+		// whose claim checks the order (a read by position here would
+		// lock the gap, whatever the row says: the planner reads both
+		// tables of such a subquery before the condition on the keys row).
+		q.insertIfFreeByID = insertInto + " SELECT " + insertValues + fromDual +
+			" WHERE NOT EXISTS (SELECT 1 FROM " + k + " k JOIN " + t + " p ON p.event_id = k.prev_id" +
+			" WHERE k.order_key = ? AND " + holdsKey("p.") + ")" +
+			" AND EXISTS (SELECT 1 FROM " + k + " k WHERE k.order_key = ? AND k.prev_id IS NOT NULL)"
+		q.giveBackByID = "UPDATE " + k + " SET last_seq = last_seq - ?, id_seq = NULL WHERE order_key = ? AND last_seq = ?"
+		q.keysProbe = "SELECT last_id, id_seq, prev_id FROM " + k + " WHERE 1 = 0"
+	}
 	claimableIn := func(s core.Status) string {
 		return strings.Replace(q.claimable, pending, "status = "+st(s), 1)
 	}
@@ -382,7 +417,8 @@ func buildStatements(d Dialect, table string) statements {
 		q.notify, q.notifyArgs = n.NotifyStatement(table)
 	}
 	bt := d.BindType()
-	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.giveBack, &q.insertIfFree, &q.lastOfKey, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
+	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.giveBack, &q.insertIfFree,
+		&q.nextSeqByID, &q.insertIfFreeByID, &q.giveBackByID, &q.keysProbe, &q.lastOfKey, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
 		&q.claimReturning, &q.claimSelect, &q.claimSelectRetry, &q.pollPinned, &q.claimPinned, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus,
 		&q.purgePage, &q.purgeLegacyPage, &q.purgeBatch, &q.purgeCount, &q.purgeLegacyCount} {
 		*p = sqlx.Rebind(bt, *p)

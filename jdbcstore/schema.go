@@ -116,6 +116,9 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 				}
 			}
 		}
+		if err := s.upgradeKeys(ctx, ddl); err != nil {
+			return fmt.Errorf("outbox: jdbcstore: upgrade %s keys table of %q: %w", s.dialect.Name(), s.table, err)
+		}
 		return nil
 	})
 	if err != nil {

@@ -50,6 +50,12 @@ type Store struct {
 	// deadTypeHint: the clause naming the index of a dead-letter list
 	// filtered by type (DeadTypeHinter), once checkPins found the index.
 	deadTypeHint atomic.Pointer[string]
+	// keyIDs: ordered inserts record and read the keys table's event ids
+	// (byID), set once ApplySchema found or added the columns, or a claim
+	// found them (checkKeyIDs, which last looked at keyIDsChecked, in
+	// Unix nanoseconds).
+	keyIDs        atomic.Bool
+	keyIDsChecked atomic.Int64
 	// pinsKnown: pinPending, pinDead, pinOrder and deadTypeHint are settled; pinMu
 	// serializes the lookup that settles them.
 	pinsKnown atomic.Bool
@@ -167,18 +173,24 @@ func (s *Store) insertRow(ctx context.Context, ex core.Execer, env core.Envelope
 	if err != nil {
 		return false, err
 	}
-	return s.insertRowArgs(ctx, ex, env, lease, args, ifFree)
+	return s.insertRowArgs(ctx, ex, env, lease, args, ifFree, false)
 }
 
 // argPos is the index of order_seq among rowValues' arguments.
 const argPos = 14
 
-// insertRowArgs is insertRow with the arguments rowArgs returned.
-func (s *Store) insertRowArgs(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, args []any, ifFree int64) (bool, error) {
+// insertRowArgs is insertRow with the arguments rowArgs returned. byID:
+// the event took its position with nextSeqByID, and the check of the
+// event before reads it by the id the keys row recorded.
+func (s *Store) insertRowArgs(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease, args []any, ifFree int64, byID bool) (bool, error) {
 	key := env.OrderKey()
 	owned := s.ownsExecer(ex)
 	if ifFree > 0 && !lease.IsZero() && key != "" {
-		n, err := s.execInsert(ctx, ex, owned, env.ID(), s.q.insertIfFree, append(args, key, ifFree)...)
+		query, more := s.q.insertIfFree, []any{key, ifFree}
+		if byID {
+			query, more = s.q.insertIfFreeByID, []any{key, key}
+		}
+		n, err := s.execInsert(ctx, ex, owned, env.ID(), query, append(args, more...)...)
 		if err != nil {
 			return false, err
 		}

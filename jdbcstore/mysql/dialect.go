@@ -53,6 +53,9 @@ var inboxSchema string
 //go:embed schema/outbox_upgrade.sql
 var outboxUpgrade string
 
+//go:embed schema/keys_upgrade.sql
+var keysUpgrade string
+
 func init() { jdbcstore.Register(Dialect) }
 
 type mysqlDialect struct{}
@@ -65,6 +68,11 @@ func (mysqlDialect) InboxSchema() string   { return inboxSchema }
 // OutboxUpgrade implements jdbcstore.SchemaUpgrader: the ordering columns
 // for a table created before ordered delivery.
 func (mysqlDialect) OutboxUpgrade() string { return outboxUpgrade }
+
+// KeysUpgrade implements jdbcstore.KeysUpgrader: the keys table's id
+// columns for a table created before the ordered insert read the event
+// before its own by id.
+func (mysqlDialect) KeysUpgrade() string { return keysUpgrade }
 func (mysqlDialect) BindType() int         { return sqlx.QUESTION }
 
 func (mysqlDialect) Capabilities() jdbcstore.Capabilities {
@@ -73,8 +81,11 @@ func (mysqlDialect) Capabilities() jdbcstore.Capabilities {
 	// InnoDB rolls back the whole transaction after a deadlock (and a lock
 	// wait timeout with innodb_rollback_on_timeout); the session goes on in
 	// autocommit mode and COMMIT succeeds on nothing.
+	// InnoDB's locking read of a unique index over nullable columns
+	// locks the gap before the entry it finds under REPEATABLE READ: an
+	// ordered insert reads the event before its own by primary key.
 	return jdbcstore.Capabilities{SkipLocked: true, UpdateOrderLimit: true, SilentRollback: true, OnDuplicateKeyUpdate: true,
-		MaxBindParams: 65535}
+		PredecessorByID: true, MaxBindParams: 65535}
 }
 
 // quoteIdent uses backticks, which work whatever sql_mode (ANSI_QUOTES)

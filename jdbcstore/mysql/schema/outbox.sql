@@ -8,7 +8,13 @@
 -- Ordered events carry order_key (255 characters of up to 4 bytes, compared
 -- byte for byte) and order_seq (1, 2, ... per key, no gaps, taken from the
 -- keys table under its row lock). order_skip 1 means a DEAD event releases
--- its key. Unordered events leave order_key NULL (a unique key admits many).
+-- its key. The keys table also records the id of the key's last event
+-- (last_id, at position id_seq) and of the event before it (prev_id), so an
+-- ordered insert checks the event before its own by primary key: a read by
+-- position in idx_order would lock the gap before that entry until the
+-- publishing transaction ends (REPEATABLE READ), holding up other inserts.
+-- A keys table created by an earlier release lacks them: ApplySchema adds
+-- them (keys_upgrade.sql), and until then the check reads by position. Unordered events leave order_key NULL (a unique key admits many).
 -- idx_status_done serves the retention purge (finished rows by status and
 -- done_at, one index range per batch), the recent activity (counts of index
 -- ranges) and the dead letters by type (event_type read from the index, not
@@ -49,5 +55,8 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
 CREATE TABLE IF NOT EXISTS {{.Keys}} (
     order_key VARBINARY(1020) NOT NULL,
     last_seq  BIGINT          NOT NULL,
+    last_id   VARBINARY(144)  NULL,
+    id_seq    BIGINT          NULL,
+    prev_id   VARBINARY(144)  NULL,
     PRIMARY KEY (order_key)
 ) ENGINE=InnoDB;

@@ -1,0 +1,77 @@
+package jdbcstore
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// keyIDsRecheck is how long a store whose keys table lacked the id
+// columns waits before it looks again (a migration may add them).
+const keyIDsRecheck = 5 * time.Minute
+
+// byID reports whether ordered inserts record and read the event ids of
+// the keys table ([Capabilities].PredecessorByID, the columns there).
+func (s *Store) byID() bool { return s.keyIDs.Load() }
+
+// checkKeyIDs settles whether the keys table has the id columns, for a
+// store whose schema ApplySchema did not install: on its first claim,
+// then, while they are missing, every keyIDsRecheck. Until they are found
+// ordered inserts read the event before by position.
+func (s *Store) checkKeyIDs(ctx context.Context) {
+	if s.q.keysProbe == "" || s.keyIDs.Load() {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := s.keyIDsChecked.Load()
+	if last != 0 && now-last < int64(keyIDsRecheck) || !s.keyIDsChecked.CompareAndSwap(last, now) {
+		return
+	}
+	s.keyIDs.Store(s.hasKeyIDs(ctx, s.db))
+}
+
+// hasKeyIDs reports whether the keys table has the id columns.
+func (s *Store) hasKeyIDs(ctx context.Context, q queryer) bool {
+	rows, err := q.QueryContext(ctx, s.q.keysProbe)
+	if err != nil {
+		return false
+	}
+	return rows.Close() == nil
+}
+
+// upgradeKeys adds the id columns to a keys table an earlier release
+// created, when the dialect can ([KeysUpgrader]), and settles byID. A
+// failed upgrade (no ALTER right) is logged, not returned: ordered
+// inserts then read the event before by position, as they did.
+func (s *Store) upgradeKeys(ctx context.Context, ddl ddlConn) error {
+	if s.q.keysProbe == "" {
+		return nil
+	}
+	if s.hasKeyIDs(ctx, ddl.conn) {
+		s.keyIDs.Store(true)
+		return nil
+	}
+	u, ok := s.dialect.(KeysUpgrader)
+	if !ok {
+		return nil
+	}
+	script, err := renderTemplate(s.dialect, "keys upgrade", u.KeysUpgrade(), s.table)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, stmt := range splitStatements(script) {
+		if err := ddl.exec(ctx, stmt); err != nil && first == nil {
+			first = err
+		}
+	}
+	if !s.hasKeyIDs(ctx, ddl.conn) {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "outbox: jdbcstore: the keys table lacks its id columns and could not be upgraded;"+
+			" an open transaction that published an ordered event holds up other inserts (see the keys upgrade in the schema)",
+			slog.String("table", keysTable(s.table)), slog.Any("err", first))
+		return nil
+	}
+	s.keyIDs.Store(true)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "outbox keys table upgraded: id columns added", slog.String("table", keysTable(s.table)))
+	return nil
+}

@@ -1,0 +1,156 @@
+package jdbcstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/jdbcstore"
+	mysqldialect "github.com/outbox-go/outbox/jdbcstore/mysql"
+)
+
+// On MySQL/MariaDB a transaction that published an ordered event, and
+// stays open, blocks no other transaction's insert: neither an unordered
+// event (whose order-index entry sorts before every key's) nor the first
+// event of a key sorting before its own. Its check of the event before
+// used to read that event by position in the order index, a locking read
+// that under REPEATABLE READ also locked the gap before it until the
+// transaction ended: those inserts waited innodb_lock_wait_timeout and
+// failed. Both with the event before pending (the row waits for a
+// poller) and finished (the row takes the lease).
+func TestOrderedInsertTakesNoGapLock(t *testing.T) {
+	for _, finished := range []bool{false, true} {
+		st, db := orderedStores["mysql"](t)
+		ctx := t.Context()
+		lease := core.Lease{Owner: "node-1", Until: time.Now().Add(time.Minute)}
+		first := orderedEvent(t, "m")
+		inTx(t, db, func(ctx context.Context, tx core.Tx) {
+			if _, err := st.InsertOrdered(ctx, tx, first, lease); err != nil {
+				t.Fatalf("insert the key's first event: %v", err)
+			}
+		})
+		if finished {
+			if n, err := st.MarkDone(ctx, "node-1", []string{first.ID()}); err != nil || n != 1 {
+				t.Fatalf("MarkDone = %d, %v", n, err)
+			}
+		}
+
+		open, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer open.Rollback() //nolint:errcheck // ends the test's open transaction
+		leased, err := st.InsertOrdered(ctx, open, orderedEvent(t, "m"), lease)
+		if err != nil || leased != finished {
+			t.Fatalf("insert the key's second event = %v, %v; want %v, nil", leased, err, finished)
+		}
+
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close() //nolint:errcheck // returned to the pool
+		if _, err := conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+			t.Fatal(err)
+		}
+		other, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unordered := mustEnv(t, core.NewEvent("AccountChanged").PayloadJSONString(`{}`))
+		if err := st.Insert(ctx, other, unordered, lease); err != nil {
+			t.Errorf("finished %v: an unordered insert while the ordered one's transaction is open: %v", finished, err)
+		}
+		if _, err := st.InsertOrdered(ctx, other, orderedEvent(t, "a"), lease); err != nil {
+			t.Errorf("finished %v: the first event of a key sorting before: %v", finished, err)
+		}
+		if err := other.Commit(); err != nil {
+			t.Errorf("commit: %v", err)
+		}
+	}
+}
+
+// A keys table an earlier release created, without the id columns:
+// ordered inserts read the event before by position until ApplySchema
+// adds them. The first event of a key published after the upgrade waits
+// for a poller (its keys row recorded no id: the store cannot tell its
+// predecessor finished without a read by position); the next one takes
+// the lease. A store whose schema ApplySchema did not install finds the
+// columns on its first claim.
+func TestOrderedKeysTableUpgrade(t *testing.T) {
+	db := testdb.MySQL(t)
+	ctx := t.Context()
+	newStore := func() *jdbcstore.Store {
+		st, err := jdbcstore.New(db, jdbcstore.Config{Dialect: mysqldialect.Dialect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := newStore()
+	if err := st.ApplySchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !st.ByID() {
+		t.Fatal("a new schema: ordered inserts do not read by id")
+	}
+	if _, err := db.ExecContext(ctx, "ALTER TABLE outbox_event_keys DROP COLUMN last_id, DROP COLUMN id_seq, DROP COLUMN prev_id"); err != nil {
+		t.Fatal(err)
+	}
+	lease := core.Lease{Owner: "node-1", Until: time.Now().Add(time.Minute)}
+	publishDone := func(st *jdbcstore.Store, wantLeased bool) {
+		t.Helper()
+		env := orderedEvent(t, "m")
+		inTx(t, db, func(ctx context.Context, tx core.Tx) {
+			leased, err := st.InsertOrdered(ctx, tx, env, lease)
+			if err != nil || leased != wantLeased {
+				t.Fatalf("InsertOrdered = %v, %v; want %v, nil", leased, err, wantLeased)
+			}
+		})
+		owner := lease.Owner
+		if !wantLeased {
+			owner = "node-2"
+			claimed, err := st.ClaimDue(ctx, core.ClaimRequest{Owner: owner, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute), Limit: 10})
+			if err != nil || len(claimed) != 1 || claimed[0].ID != env.ID() {
+				t.Fatalf("claim = %v, %v; want %s alone", claimed, err, env.ID())
+			}
+		}
+		if n, err := st.MarkDone(ctx, owner, []string{env.ID()}); err != nil || n != 1 {
+			t.Fatalf("MarkDone = %d, %v", n, err)
+		}
+	}
+
+	old := newStore() // the schema of an earlier release, not applied by this store
+	if _, err := old.ClaimDue(ctx, core.ClaimRequest{Owner: "node-2", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute), Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if old.ByID() {
+		t.Fatal("keys table without the id columns: ordered inserts read by id")
+	}
+	publishDone(old, true)
+	publishDone(old, true) // by position: the event before is DONE
+
+	up := newStore()
+	if err := up.ApplySchema(ctx); err != nil {
+		t.Fatalf("ApplySchema over the earlier keys table: %v", err)
+	}
+	if !up.ByID() {
+		t.Fatal("ApplySchema did not add the id columns")
+	}
+	publishDone(up, false) // the keys row recorded no id yet
+	publishDone(up, true)
+
+	lazy := newStore()
+	if lazy.ByID() {
+		t.Fatal("a store that neither applied its schema nor claimed reads by id")
+	}
+	if _, err := lazy.ClaimDue(ctx, core.ClaimRequest{Owner: "node-2", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute), Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if !lazy.ByID() {
+		t.Fatal("the first claim did not find the id columns")
+	}
+	publishDone(lazy, true)
+}
