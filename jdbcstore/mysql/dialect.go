@@ -73,7 +73,7 @@ func (mysqlDialect) OutboxUpgrade() string { return outboxUpgrade }
 // columns for a table created before the ordered insert read the event
 // before its own by id.
 func (mysqlDialect) KeysUpgrade() string { return keysUpgrade }
-func (mysqlDialect) BindType() int         { return sqlx.QUESTION }
+func (mysqlDialect) BindType() int       { return sqlx.QUESTION }
 
 func (mysqlDialect) Capabilities() jdbcstore.Capabilities {
 	// FOR UPDATE SKIP LOCKED: MySQL 8.0.1, MariaDB 10.6. RETURNING exists
