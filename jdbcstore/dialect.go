@@ -126,7 +126,8 @@ type Capabilities struct {
 	// READ until the transaction ends, holding up other transactions'
 	// inserts there: unordered events, and the first event of a key
 	// sorting just before). A keys table without those columns keeps the
-	// read by position ([KeysUpgrader] adds them).
+	// read by position ([KeysUpgrader] adds them). It takes effect with
+	// OnDuplicateKeyUpdate only.
 	PredecessorByID bool
 	// FailedStatementAbortsTx: a failed statement aborts the whole
 	// transaction, every later statement fails until ROLLBACK
