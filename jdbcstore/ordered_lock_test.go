@@ -154,3 +154,50 @@ func TestOrderedKeysTableUpgrade(t *testing.T) {
 	}
 	publishDone(lazy, true)
 }
+
+// While nodes of an earlier release publish on the same keys (a rolling
+// upgrade), their positions record no ids: an event published after one
+// of theirs must not take the lease on the strength of an older event's
+// id. Here the key's first event is DONE, an earlier-release store (one
+// that reads by position: neither ApplySchema nor a claim ran) publishes
+// the second, which waits; the third, published by an upgraded store,
+// must wait behind it.
+func TestOrderedByIDWithAnEarlierReleaseOnTheKey(t *testing.T) {
+	st, db := orderedStores["mysql"](t)
+	ctx := t.Context()
+	if !st.ByID() {
+		t.Fatal("the store does not read by id")
+	}
+	lease := core.Lease{Owner: "node-1", Until: time.Now().Add(time.Minute)}
+	insert := func(st *jdbcstore.Store, env core.Envelope, lease core.Lease) bool {
+		t.Helper()
+		var leased bool
+		inTx(t, db, func(ctx context.Context, tx core.Tx) {
+			var err error
+			if leased, err = st.InsertOrdered(ctx, tx, env, lease); err != nil {
+				t.Fatalf("InsertOrdered %s: %v", env.ID(), err)
+			}
+		})
+		return leased
+	}
+	first := orderedEvent(t, "k")
+	if !insert(st, first, lease) {
+		t.Fatal("the key's first event did not take the lease")
+	}
+	if n, err := st.MarkDone(ctx, "node-1", []string{first.ID()}); err != nil || n != 1 {
+		t.Fatalf("MarkDone = %d, %v", n, err)
+	}
+	old, err := jdbcstore.New(db, jdbcstore.Config{Dialect: mysqldialect.Dialect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.ByID() {
+		t.Fatal("a store that neither applied its schema nor claimed reads by id")
+	}
+	if insert(old, orderedEvent(t, "k"), core.Lease{}) {
+		t.Fatal("an unowned insert took a lease")
+	}
+	if insert(st, orderedEvent(t, "k"), lease) {
+		t.Error("the third event took the lease while the second (published by the earlier-release store) is pending")
+	}
+}
