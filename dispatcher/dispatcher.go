@@ -359,25 +359,25 @@ func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, lea
 	}
 	it := item{env: env, attempts: attempts, source: SourceCold, lease: leaseUntil, src: o, gen: gen, committed: created, seq: seq,
 		redelivered: redelivered}
-	if !d.offerCold(it, o.metrics.ColdEnqueued) {
+	if !d.offerCold(it, true) {
 		d.release(it)
 		return false
 	}
 	return true
 }
 
-// offerCold puts it on the cold queue unless the queue is full. counted,
-// when not nil, runs before the send: a worker may deliver the event, and
-// its DONE row be seen, the moment it is on the queue, and whoever sees
-// that must see it counted (ColdEnqueued) too.
-func (d *Dispatcher) offerCold(it item, counted func()) bool {
+// offerCold puts it on the cold queue unless the queue is full. With
+// count, ColdEnqueued is counted before the send: a worker may deliver the
+// event, and its DONE row be seen, the moment it is on the queue, and
+// whoever sees that must see it counted too.
+func (d *Dispatcher) offerCold(it item, count bool) bool {
 	d.coldMu.Lock()
 	defer d.coldMu.Unlock()
 	if len(d.cold) == cap(d.cold) {
 		return false
 	}
-	if counted != nil {
-		counted()
+	if count {
+		it.src.metrics.ColdEnqueued()
 	}
 	d.cold <- it // cannot block: only senders fill it, and they hold coldMu
 	return true

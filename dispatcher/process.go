@@ -571,7 +571,7 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 			d.release(it)
 			return
 		}
-		if !d.offerCold(it, nil) {
+		if !d.offerCold(it, false) {
 			d.release(it) // the poller delivers it
 		}
 	})

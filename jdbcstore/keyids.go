@@ -27,16 +27,9 @@ func (s *Store) checkKeyIDs(ctx context.Context) {
 	if last != 0 && now-last < int64(keyIDsRecheck) || !s.keyIDsChecked.CompareAndSwap(last, now) {
 		return
 	}
-	s.keyIDs.Store(s.hasKeyIDs(ctx, s.db))
-}
-
-// hasKeyIDs reports whether the keys table has the id columns.
-func (s *Store) hasKeyIDs(ctx context.Context, q queryer) bool {
-	rows, err := q.QueryContext(ctx, s.q.keysProbe)
-	if err != nil {
-		return false
+	if runs(ctx, s.db, s.q.keysProbe) {
+		s.keyIDs.Store(true) // never false again: ApplySchema may have set it meanwhile
 	}
-	return rows.Close() == nil
 }
 
 // upgradeKeys adds the id columns to a keys table an earlier release
@@ -47,7 +40,7 @@ func (s *Store) upgradeKeys(ctx context.Context, ddl ddlConn) error {
 	if s.q.keysProbe == "" {
 		return nil
 	}
-	if s.hasKeyIDs(ctx, ddl.conn) {
+	if runs(ctx, ddl.conn, s.q.keysProbe) {
 		s.keyIDs.Store(true)
 		return nil
 	}
@@ -59,13 +52,8 @@ func (s *Store) upgradeKeys(ctx context.Context, ddl ddlConn) error {
 	if err != nil {
 		return err
 	}
-	var first error
-	for _, stmt := range splitStatements(script) {
-		if err := ddl.exec(ctx, stmt); err != nil && first == nil {
-			first = err
-		}
-	}
-	if !s.hasKeyIDs(ctx, ddl.conn) {
+	first := ddl.execEach(ctx, script)
+	if !runs(ctx, ddl.conn, s.q.keysProbe) {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "outbox: jdbcstore: the keys table lacks its id columns and could not be upgraded;"+
 			" an open transaction that published an ordered event holds up other inserts (see the keys upgrade in the schema)",
 			slog.String("table", keysTable(s.table)), slog.Any("err", first))

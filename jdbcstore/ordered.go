@@ -136,11 +136,11 @@ type taken struct {
 // roll ex back when a position could not be given back (on PostgreSQL a
 // failed statement has aborted ex anyway).
 func (s *Store) giveBack(ctx context.Context, ex core.Execer, keys map[string]taken, cause error) error {
+	query := s.q.giveBack
+	if s.byID() {
+		query = s.q.giveBackByID // the ids recorded are no longer the key's
+	}
 	for key, t := range keys {
-		query := s.q.giveBack
-		if s.byID() {
-			query = s.q.giveBackByID // the ids recorded are no longer the key's
-		}
 		res, err := ex.ExecContext(ctx, query, t.n, key, t.last)
 		if err == nil {
 			var n int64

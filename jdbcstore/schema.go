@@ -156,6 +156,19 @@ func (c ddlConn) exec(ctx context.Context, stmt string) error {
 	return err
 }
 
+// execEach runs every statement of script, whatever the ones before did
+// (an upgrade an earlier process left half done is completed), and
+// returns the first error.
+func (c ddlConn) execEach(ctx context.Context, script string) error {
+	var first error
+	for _, stmt := range splitStatements(script) {
+		if err := c.exec(ctx, stmt); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // withSchemaLock runs apply on one connection of the store's database,
 // under the dialect's schema lock for name when it has one
 // ([SchemaLocker]), so nodes that start at once apply the schema one
@@ -194,12 +207,7 @@ func (s *Store) upgrade(ctx context.Context, ddl ddlConn) error {
 	if err != nil {
 		return err
 	}
-	var first error
-	for _, stmt := range splitStatements(script) {
-		if err := ddl.exec(ctx, stmt); err != nil && first == nil {
-			first = err
-		}
-	}
+	first := ddl.execEach(ctx, script)
 	if first != nil && !s.hasOrderColumns(ctx, ddl.conn) {
 		return first
 	}
@@ -211,7 +219,13 @@ func (s *Store) upgrade(ctx context.Context, ddl ddlConn) error {
 
 // hasOrderColumns reports whether the table has the ordering columns.
 func (s *Store) hasOrderColumns(ctx context.Context, conn *sql.Conn) bool {
-	rows, err := conn.QueryContext(ctx, "SELECT order_key, order_seq, order_skip FROM "+s.dialect.QuoteIdent(s.table)+" WHERE 1 = 0")
+	return runs(ctx, conn, "SELECT order_key, order_seq, order_skip FROM "+s.dialect.QuoteIdent(s.table)+" WHERE 1 = 0")
+}
+
+// runs reports whether query runs on q: a probe such as a SELECT of
+// columns WHERE 1 = 0, which fails when one is missing.
+func runs(ctx context.Context, q queryer, query string) bool {
+	rows, err := q.QueryContext(ctx, query)
 	if err != nil {
 		return false
 	}
