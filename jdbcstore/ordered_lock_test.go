@@ -7,6 +7,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	mysqldialect "github.com/outbox-go/outbox/jdbcstore/mysql"
 )
@@ -200,4 +201,42 @@ func TestOrderedByIDWithAnEarlierReleaseOnTheKey(t *testing.T) {
 	if insert(st, orderedEvent(t, "k"), lease) {
 		t.Error("the third event took the lease while the second (published by the earlier-release store) is pending")
 	}
+}
+
+// failingKeysUpgrade is the MySQL dialect with a keys upgrade the server
+// refuses, as it does for an account without the ALTER right.
+type failingKeysUpgrade struct{ jdbcstore.Dialect }
+
+func (failingKeysUpgrade) KeysUpgrade() string {
+	return "ALTER TABLE {{.Keys}} ADD COLUMN last_id NO_SUCH_TYPE;"
+}
+
+// A keys upgrade that fails does not fail ApplySchema: a WARN names the
+// table, and ordered inserts keep reading by position.
+func TestOrderedKeysUpgradeRefused(t *testing.T) {
+	db := testdb.MySQL(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE outbox_event_keys (order_key VARBINARY(1020) NOT NULL PRIMARY KEY, last_seq BIGINT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := testsupport.NewLogger()
+	st, err := jdbcstore.New(db, jdbcstore.Config{Dialect: failingKeysUpgrade{mysqldialect.Dialect}, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplySchema(ctx); err != nil {
+		t.Fatalf("ApplySchema with a refused keys upgrade = %v, want nil", err)
+	}
+	if st.ByID() {
+		t.Error("ordered inserts read by id without the columns")
+	}
+	if logs.Count("level=WARN", "lacks its id columns", "outbox_event_keys") != 1 {
+		t.Errorf("want one WARN naming the keys table:\n%s", logs)
+	}
+	env := orderedEvent(t, "k")
+	inTx(t, db, func(ctx context.Context, tx core.Tx) {
+		if _, err := st.InsertOrdered(ctx, tx, env, core.Lease{}); err != nil {
+			t.Fatalf("InsertOrdered after the refused upgrade: %v", err)
+		}
+	})
 }
