@@ -329,12 +329,12 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		d.release(it)
 		return false // the poller delivers it when due
 	}
-	d.hotWaiting.Add(1)
-	select {
-	case d.hot <- it:
-		o.metrics.HotEnqueued()
-		return true
-	default:
+	// A place in the queue is taken first: hotWaiting counts the events
+	// sent and not yet taken by a worker (it is decremented after the
+	// receive), so while it stays within the capacity the send below has
+	// room and cannot block. The event is counted before it is sent:
+	// whoever sees it delivered sees it counted.
+	if d.hotWaiting.Add(1) > int64(cap(d.hot)) {
 		d.hotWaiting.Add(-1)
 		d.release(it)
 		o.metrics.HotDropped()
@@ -342,6 +342,9 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 			slog.String("event_id", env.ID()), slog.Int("hot_capacity", d.cfg.HotCapacity))
 		return false
 	}
+	o.metrics.HotEnqueued()
+	d.hot <- it
+	return true
 }
 
 // enqueueCold offers an event of o the poller claimed until leaseUntil,

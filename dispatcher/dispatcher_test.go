@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -701,6 +702,64 @@ func TestColdEnqueuedCountedBeforeDelivery(t *testing.T) {
 	h.mustEnqueueCold(h.insert("E"), 0)
 	if n := recv(t, counted, "the delivery"); n != 1 {
 		t.Errorf("ColdEnqueued seen by the listener = %d, want 1", n)
+	}
+}
+
+// slowHotCount counts like testsupport.Metrics but takes its time to
+// count a hot enqueue, as a publishing goroutine preempted on a busy
+// machine does.
+type slowHotCount struct{ *testsupport.Metrics }
+
+func (m slowHotCount) HotEnqueued() {
+	time.Sleep(50 * time.Millisecond)
+	m.Metrics.HotEnqueued()
+}
+
+// An event handed to the hot queue is counted (HotEnqueued) before a
+// worker can deliver it, as a cold one is. It was counted after the send,
+// so the listener, and the DONE row, could come first.
+func TestHotEnqueuedCountedBeforeDelivery(t *testing.T) {
+	h := newHarnessWith(t, dispatcher.Config{Workers: 1}, func(m *testsupport.Metrics) core.Metrics { return slowHotCount{m} })
+	counted := make(chan int64, 1)
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		counted <- h.metrics.Hot.Load()
+		return nil
+	})
+	h.start()
+	h.mustEnqueueHot(h.insert("E"))
+	if n := recv(t, counted, "the delivery"); n != 1 {
+		t.Errorf("HotEnqueued seen by the listener = %d, want 1", n)
+	}
+}
+
+// A full hot queue counts a drop, never an enqueue, even when publishers
+// race for its last places: exactly HotCapacity of them get in.
+func TestHotQueueFullUnderRace(t *testing.T) {
+	const capacity, publishers = 4, 16
+	h := newHarness(t, dispatcher.Config{Workers: 1, HotCapacity: capacity})
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
+	envs := make([]core.Envelope, publishers)
+	for i := range envs {
+		envs[i] = h.insert("E")
+	}
+	var wg sync.WaitGroup
+	var in atomic.Int64
+	for _, env := range envs {
+		wg.Go(func() {
+			if h.enqueueHot(env) {
+				in.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := in.Load(); got != capacity {
+		t.Errorf("accepted = %d, want %d (the capacity; not started, no worker takes any)", got, capacity)
+	}
+	if got, want := h.metrics.Hot.Load(), int64(capacity); got != want {
+		t.Errorf("HotEnqueued = %d, want %d", got, want)
+	}
+	if got, want := h.metrics.Dropped.Load(), int64(publishers-capacity); got != want {
+		t.Errorf("HotDropped = %d, want %d", got, want)
 	}
 }
 
