@@ -705,6 +705,49 @@ func TestColdEnqueuedCountedBeforeDelivery(t *testing.T) {
 	}
 }
 
+// An event replayed right after it went DEAD (an operator's ReplayDead,
+// NEW again) is taken by the next claim at once. The tracker refused a
+// finished event for 5 s, so the replay waited that long on the node
+// that had run it; a claim that read the row before the DEAD write is
+// still refused (TestClaimFromBeforeTheOutcomeIsRefused).
+func TestReplayedDeadEventTakenAgainAtOnce(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, MaxAttempts: 1})
+	var calls atomic.Int32
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		if calls.Add(1) == 1 {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	h.start()
+	env := h.insert("E")
+	h.mustEnqueueHot(env)
+	h.waitStatus(env.ID(), core.StatusDead)
+	// The replay, then this node's claim of the row.
+	lease := h.d.ClaimLease(h.now())
+	r := h.row(env.ID())
+	r.Status, r.Attempts, r.LockedBy, r.LockedUntil = core.StatusNew, 0, lease.Owner, lease.Until
+	h.st.Put(r)
+	h.mustEnqueueCold(env, 0)
+	h.waitStatus(env.ID(), core.StatusDone)
+}
+
+// A claim that read a row before the event's outcome was written (its
+// mark predates the finish) does not queue that stale copy.
+func TestClaimFromBeforeTheOutcomeIsRefused(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1})
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
+	h.start()
+	env := h.insert("E")
+	mark := h.d.ClaimMark()
+	h.mustEnqueueHot(env)
+	h.waitStatus(env.ID(), core.StatusDone)
+	testsupport.WaitFor(t, waitTimeout, "the event to be let go", func() bool { return !h.d.InFlight(env.ID()) }, nil)
+	if h.d.EnqueueColdMarked(env, 0, h.d.ClaimLease(h.now()).Until, mark) {
+		t.Fatal("a claim from before the DONE write queued the event again")
+	}
+}
+
 // slowHotCount counts like testsupport.Metrics but takes its time to
 // count a hot enqueue, as a publishing goroutine preempted on a busy
 // machine does.

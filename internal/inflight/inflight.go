@@ -43,8 +43,10 @@ type Tracker struct {
 	seq uint64
 	// recent remembers the last ids let go (a ring), so a poller whose
 	// claim read a row before its worker let it go cannot queue that stale
-	// copy right after: a finished id is refused for recentWindow, a
-	// released one to claims that began before its release.
+	// copy: an id let go (released, or finished: its outcome written) is
+	// refused to claims that began before. A finished id is also refused
+	// to TryAcquire (the hot path) for recentWindow: a second hand-off of
+	// an event already delivered.
 	recent     map[string]letGo
 	recentRing []slot
 	recentNext int
@@ -118,9 +120,11 @@ type slot struct {
 	seq uint64
 }
 
-// A tracker remembers at most recentLetGo ids let go, a finished one for at
-// most recentWindow: long enough to cover a claim racing with the outcome
-// write, short enough that an event replayed by an operator is taken again.
+// A tracker remembers at most recentLetGo ids let go; TryAcquire refuses a
+// finished one for recentWindow. A claim that began after the finish takes
+// it at once: it read the row after the outcome was written, so the row is
+// NEW again only because it was put back (an operator replayed the DEAD
+// event, say).
 const (
 	recentLetGo  = 8192
 	recentWindow = 5 * time.Second
@@ -151,7 +155,7 @@ func (t *Tracker) Mark() uint64 {
 
 // TryAcquire takes id and returns the generation of this acquisition
 // (never 0) and true, or reports false if it is held or was finished
-// recently. An entry held for the TTL or longer, and not settling, is taken
+// within recentWindow. An entry held for the TTL or longer, and not settling, is taken
 // again: its former holder's generation is stale from then on, unless this
 // acquisition is released before it settles (see Release).
 func (t *Tracker) TryAcquire(id string) (gen uint64, ok bool) {
@@ -159,9 +163,10 @@ func (t *Tracker) TryAcquire(id string) (gen uint64, ok bool) {
 }
 
 // TryAcquireClaimed is TryAcquire for a row a claim read after Mark
-// returned mark: it also refuses an id let go (released or finished) since
+// returned mark: it refuses an id let go (released or finished) since
 // then, whose row the claim may have read while this process still held
-// the event, before its outcome or release was written.
+// the event, before its outcome or release was written. An id finished
+// before mark is taken (the claim read it NEW again: replayed).
 func (t *Tracker) TryAcquireClaimed(id string, mark uint64) (gen uint64, ok bool) {
 	return t.tryAcquire(id, mark, true)
 }
@@ -172,8 +177,10 @@ func (t *Tracker) tryAcquire(id string, mark uint64, claimed bool) (uint64, bool
 	now := t.now()
 	if g, ok := t.recent[id]; ok {
 		switch {
-		case claimed && g.seq > mark:
-			return 0, false
+		case claimed:
+			if g.seq > mark {
+				return 0, false
+			}
 		case g.finished && now.Sub(g.at) < recentWindow:
 			return 0, false
 		}
@@ -269,8 +276,9 @@ func (t *Tracker) Resume(id string, gen uint64) bool {
 func (t *Tracker) Release(id string, gen uint64) bool { return t.letGo(id, gen, false) }
 
 // Finish drops id, held by gen, after its final outcome (DONE or DEAD) was
-// written and remembers it for a few seconds, so a stale copy from a claim
-// that raced with the outcome write is not processed again. It reports
+// written. It is refused to claims that began before (TryAcquireClaimed),
+// whose copy of the row may predate the outcome, and to TryAcquire for a
+// few seconds. It reports
 // false, and does nothing, when gen is stale (only possible with a TTL).
 func (t *Tracker) Finish(id string, gen uint64) bool { return t.letGo(id, gen, true) }
 

@@ -179,48 +179,62 @@ func TestInFlightConcurrentAcquireHasOneWinner(t *testing.T) {
 	}
 }
 
-// A finished id is refused for a few seconds (a claim that raced with its
-// DONE write must not deliver it again), then taken again (a replay).
-func TestInFlightFinishRemembersBriefly(t *testing.T) {
+// A finished id is refused to a claim that began before its outcome was
+// written (the claim may have read the row before), and taken at once by
+// one that began after (a replay of a DEAD event). The hot path is
+// refused it for a few seconds (a second hand-off of a delivered event).
+func TestInFlightFinishRefusedToEarlierClaims(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
 	tr := newTracker(0, clock.Now)
 	if !tr.TryAcquire("a") {
 		t.Fatal("first acquire refused")
 	}
+	before := tr.Mark()
 	tr.Finish("a")
 	if tr.Contains("a") {
 		t.Fatal("finished id still in flight")
 	}
+	if tr.TryAcquireClaimed("a", before) {
+		t.Fatal("a claim from before the finish took the id")
+	}
 	if tr.TryAcquire("a") {
-		t.Fatal("finished id taken again at once")
+		t.Fatal("finished id taken again at once by the hot path")
 	}
 	clock.Advance(4 * time.Second)
 	if tr.TryAcquire("a") {
-		t.Fatal("finished id taken again within the window")
+		t.Fatal("finished id taken again by the hot path within the window")
 	}
-	clock.Advance(2 * time.Second)
+	if !tr.TryAcquireClaimed("a", tr.Mark()) {
+		t.Fatal("a claim from after the finish was refused")
+	}
+	tr.Finish("a")
+	clock.Advance(6 * time.Second)
 	if !tr.TryAcquire("a") {
-		t.Fatal("finished id refused after the window")
+		t.Fatal("finished id refused to the hot path after the window")
 	}
-	// Release (a failed or fenced write) forgets at once.
+	// Release (a failed or fenced write): refused to an earlier claim
+	// only.
+	before = tr.Mark()
 	tr.Release("a")
-	if !tr.TryAcquire("a") {
-		t.Fatal("released id refused")
+	if tr.TryAcquireClaimed("a", before) || !tr.TryAcquire("a") {
+		t.Fatal("released id: want refused to an earlier claim and taken by the hot path")
 	}
 }
 
-// The memory is bounded: the oldest finished ids are forgotten first.
+// The memory is bounded: the oldest ids let go are forgotten first (a
+// claim from before takes them).
 func TestInFlightFinishIsBounded(t *testing.T) {
 	tr := newTracker(0, nil)
+	mark := tr.Mark()
 	for i := range 9000 {
 		id := fmt.Sprint(i)
 		tr.TryAcquire(id)
 		tr.Finish(id)
 	}
-	if !tr.TryAcquire("0") {
+	if !tr.TryAcquireClaimed("0", mark) {
 		t.Fatal("the oldest finished id is still remembered past the bound")
 	}
-	if tr.TryAcquire("8999") {
+	if tr.TryAcquireClaimed("8999", mark) {
 		t.Fatal("the newest finished id was forgotten")
 	}
 }
