@@ -314,20 +314,39 @@ func (o *Outbox) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *txc
 // DiscardDead deletes the DEAD events matching f (see
 // jdbcstore.Store.DiscardDead): they are never delivered. Discarding the
 // DEAD event that blocks an ordering key releases the key: its next event
-// is delivered by the poller.
+// is delivered by the poller, which DiscardDead wakes (another process's
+// discard, outboxctl's or a dashboard's over the store, waits for the
+// poller's Interval).
 func (o *Outbox) DiscardDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.DiscardOptions) (jdbcstore.DiscardResult, error) {
-	return o.store.DiscardDead(ctx, f, opts)
+	res, err := o.store.DiscardDead(ctx, f, opts)
+	if res.Discarded > 0 {
+		o.wakePoller() // a key it blocked goes on
+	}
+	return res, err
+}
+
+// wakePoller makes the poller, if any, poll at once for the rows an
+// operation left unowned, instead of at the end of its Interval.
+func (o *Outbox) wakePoller() {
+	if o.poller != nil {
+		o.poller.Wake()
+	}
 }
 
 // ReplayDead moves DEAD events matching f back to NEW (see
-// jdbcstore.Store.ReplayDead); the poller then delivers them through the
-// normal path. An ordered event under the skip policy whose key went on
+// jdbcstore.Store.ReplayDead) and wakes the poller, which delivers them
+// through the normal path at once (a replay by another process,
+// outboxctl's or a dashboard's over the store, waits for the poller's
+// Interval). An ordered event under the skip policy whose key went on
 // without it stays DEAD (ReplayResult.NotReplayed says why). The count
 // goes to Metrics when it implements core.OpsMetrics.
 func (o *Outbox) ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error) {
 	res, err := o.store.ReplayDead(ctx, f, opts)
-	if m, ok := o.metrics.(core.OpsMetrics); ok && res.Replayed > 0 {
-		m.Replayed(res.Replayed)
+	if res.Replayed > 0 {
+		if m, ok := o.metrics.(core.OpsMetrics); ok {
+			m.Replayed(res.Replayed)
+		}
+		o.wakePoller()
 	}
 	return res, err
 }
