@@ -22,6 +22,9 @@ var (
 	// key (it does not implement OrderedInserter), or the transaction
 	// cannot run the queries that take the key's next position.
 	ErrOrderingUnsupported = errors.New("outbox: ordered delivery is not supported here")
+	// ErrInvalidDeadPolicy: a DeadPolicy other than BlockOnDead and
+	// SkipOnDead (Builder.OnDead).
+	ErrInvalidDeadPolicy = errors.New("outbox: unknown dead policy")
 )
 
 // DeadPolicy is what an ordered event that went DEAD does to the later
@@ -97,7 +100,7 @@ func checkOrder(key string, onDead DeadPolicy) error {
 // checkDeadPolicy validates a dead policy.
 func checkDeadPolicy(onDead DeadPolicy) error {
 	if onDead > SkipOnDead {
-		return invalid("order_key", ErrInvalidText, fmt.Sprintf("unknown dead policy %d", uint8(onDead)))
+		return invalid("on_dead", ErrInvalidDeadPolicy, fmt.Sprintf("%d (want BlockOnDead or SkipOnDead)", uint8(onDead)))
 	}
 	return nil
 }

@@ -62,8 +62,13 @@ func TestBuildRefusesUnknownDeadPolicy(t *testing.T) {
 		core.NewEvent("T").PayloadJSONString(`{}`).OnDead(core.DeadPolicy(9)),
 		core.NewEvent("T").OrderKey("k").PayloadJSONString(`{}`).OnDead(core.DeadPolicy(9)),
 	} {
-		if _, err := b.Build(); !errors.Is(err, core.ErrInvalidText) {
-			t.Errorf("Build with DeadPolicy(9) = %v, want ErrInvalidText", err)
+		_, err := b.Build()
+		var ve *core.ValidationError
+		if !errors.Is(err, core.ErrInvalidDeadPolicy) || !errors.As(err, &ve) || ve.Field != "on_dead" {
+			t.Errorf("Build with DeadPolicy(9) = %v, want a ValidationError of field on_dead wrapping ErrInvalidDeadPolicy", err)
+		}
+		if errors.Is(err, core.ErrInvalidText) {
+			t.Errorf("Build with DeadPolicy(9) = %v: reported as invalid text", err)
 		}
 	}
 }
