@@ -4,8 +4,8 @@
 // delivered.
 //
 // Two modes share one table, whose DDL each database's dialect provides
-// (jdbcstore/sqlite/schema/inbox.sql, jdbcstore/mysql/schema/inbox.sql;
-// see [Inbox.SchemaSQL]):
+// (jdbcstore/sqlite/schema/inbox.sql, jdbcstore/mysql/schema/inbox.sql,
+// jdbcstore/postgres/schema/inbox.sql; see [Inbox.SchemaSQL]):
 //
 // Transactional. [Inbox.ProcessTx] runs inside the consumer's business
 // transaction: it records (source, message id) with an upsert that locks

@@ -105,10 +105,9 @@ type Inbox struct {
 
 // New returns an inbox on db, the handle the application already has: a
 // *sql.DB (its driver is detected: go-sql-driver/mysql, mattn go-sqlite3
-// or pgx) or a *sqlx.DB. A nil handle or an undetected driver is refused
-// first; then it validates cfg (see [Config.Validate]: every problem at
-// once) and, unless cfg.SkipSchema,
-// then creates its table. Configuration errors wrap core.ErrInvalidConfig
+// or pgx) or a *sqlx.DB. A nil handle is refused first; then an undetected
+// driver and every problem of cfg (see [Config.Validate]) are reported at
+// once, joined. Unless cfg.SkipSchema, it then creates its table. Configuration errors wrap core.ErrInvalidConfig
 // or, for a bad table name, core.ErrInvalidIdentifier as well.
 func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*Inbox, error) {
 	db := sqldriver.Of(handle)

@@ -69,11 +69,14 @@ func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
 		// knows): detect the driver itself.
 		cfg.Dialect = dialectForDriver(sqldriver.Name(db.DB))
 	}
-	var noneForDriver error
+	var dialectErr error
 	if cfg.Dialect == nil {
-		noneForDriver = noDialect(unsupported(db.DriverName(), db.Driver()))
+		dialectErr = noDialect(unsupported(db.DriverName(), db.Driver()))
+	} else if c := cfg.Dialect.Capabilities(); !c.SkipLocked && !c.Returning {
+		dialectErr = &core.ConfigError{Field: "Dialect", Msg: fmt.Sprintf(
+			"dialect %s supports neither SKIP LOCKED nor RETURNING (Capabilities): the store could claim no row", cfg.Dialect.Name())}
 	}
-	return cfg, errors.Join(noneForDriver, cfg.validateFields())
+	return cfg, errors.Join(dialectErr, cfg.validateFields())
 }
 
 func (cfg Config) withDefaults(driverName string) Config {

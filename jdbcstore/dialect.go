@@ -29,7 +29,11 @@ import (
 // conformance suite in package jdbcstore/storetest.
 //
 // Every method must be safe for concurrent use; dialects are usually
-// stateless values.
+// stateless values. A Dialect must be comparable with == (the registry
+// and the conformance suite compare them): a struct holding a slice, a
+// map or a func is not, so use a pointer to it. Its Capabilities must
+// include SkipLocked or Returning: New refuses a dialect that could claim
+// no row.
 type Dialect interface {
 	// Name returns a short lowercase name such as "sqlite" or "mysql",
 	// used in error messages and logs.

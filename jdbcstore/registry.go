@@ -4,6 +4,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,12 +49,16 @@ var registry struct {
 //
 //	import _ "github.com/outbox-go/outbox/jdbcstore/mysql"
 //
-// Register panics if d is nil, has no driver name, or one of its driver
-// names is already registered for another dialect (as database/sql's
-// Register does for drivers).
+// Register panics if d is nil, has no driver name, is of a type that
+// cannot be compared with == (a struct holding a slice or a map: register
+// a pointer to it), or one of its driver names is already registered for
+// another dialect (as database/sql's Register does for drivers).
 func Register(d Dialect) {
 	if d == nil {
 		panic("outbox: jdbcstore: Register of a nil Dialect")
+	}
+	if t := reflect.TypeOf(d); !t.Comparable() {
+		panic(fmt.Sprintf("outbox: jdbcstore: Register of dialect %s: its type %v is not comparable (==); register a pointer to it", d.Name(), t))
 	}
 	names := d.DriverNames()
 	if len(names) == 0 {

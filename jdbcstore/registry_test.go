@@ -11,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/inboxrow"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/mysql"
@@ -102,5 +103,70 @@ func TestErrorClassString(t *testing.T) {
 		if got := c.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(c), got, want)
 		}
+	}
+}
+
+// uncomparableDialect is a dialect whose type cannot be compared with ==
+// (a slice field).
+type uncomparableDialect struct {
+	jdbcstore.Dialect
+	names []string
+}
+
+func (d uncomparableDialect) DriverNames() []string { return d.names }
+
+// A dialect whose type cannot be compared is refused by Register with a
+// message that says so, not with a runtime error from comparing it with
+// the dialect already registered (even for the same value twice).
+func TestRegisterRefusesUncomparableDialect(t *testing.T) {
+	t.Parallel()
+	d := uncomparableDialect{Dialect: sqlite.Dialect, names: []string{"uncomparable_test"}}
+	for range 2 {
+		func() {
+			defer func() {
+				r := recover()
+				msg, _ := r.(string)
+				if !strings.Contains(msg, "not comparable") || !strings.Contains(msg, "pointer") {
+					t.Errorf("Register of an uncomparable dialect: panic %v, want one saying it is not comparable (register a pointer)", r)
+				}
+			}()
+			jdbcstore.Register(d)
+		}()
+	}
+	if _, err := jdbcstore.Lookup("uncomparable_test"); err == nil {
+		t.Error("the refused dialect was registered")
+	}
+	jdbcstore.Register(&d) // a pointer to it is fine
+}
+
+// cannotClaim is a dialect with neither SKIP LOCKED nor RETURNING.
+type cannotClaim struct{ jdbcstore.Dialect }
+
+func (cannotClaim) Name() string { return "cannotclaim" }
+
+func (d cannotClaim) Capabilities() jdbcstore.Capabilities {
+	c := d.Dialect.Capabilities()
+	c.SkipLocked, c.Returning = false, false
+	return c
+}
+
+// A dialect that can claim no row (neither SkipLocked nor Returning) is
+// refused by New, for the outbox and the inbox store, instead of failing
+// every claim later.
+func TestNewRefusesDialectThatCannotClaim(t *testing.T) {
+	t.Parallel()
+	db, err := sqlx.Open("sqlite3", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = jdbcstore.New(db, jdbcstore.Config{Dialect: cannotClaim{sqlite.Dialect}})
+	var ce *core.ConfigError
+	if !errors.Is(err, core.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != "Dialect" ||
+		!strings.Contains(err.Error(), "SKIP LOCKED") {
+		t.Errorf("New = %v, want a ConfigError of field Dialect naming SKIP LOCKED and RETURNING", err)
+	}
+	if _, err := inboxrow.Open(db, inboxrow.Options{Table: "inbox_message", Dialect: cannotClaim{sqlite.Dialect}}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("inbox store: err = %v, want ErrInvalidConfig", err)
 	}
 }

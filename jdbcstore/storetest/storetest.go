@@ -45,6 +45,7 @@
 package storetest
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -79,6 +80,10 @@ func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.NewStore == nil {
 		t.Fatal("storetest: Harness.NewStore is nil")
+	}
+	if h.Dialect != nil && !reflect.TypeOf(h.Dialect).Comparable() {
+		// The suite compares dialects with ==, as the registry does.
+		t.Fatalf("storetest: Harness.Dialect: its type %T is not comparable (==); use a pointer to it", h.Dialect)
 	}
 	run := func(t *testing.T) {
 		s := &suite{h: h}
