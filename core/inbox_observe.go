@@ -83,7 +83,11 @@ type InboxOutcome uint8
 const (
 	// InboxProcessed: the business function or handler succeeded and the
 	// message is Done (in the transactional mode, once the caller's
-	// transaction commits).
+	// transaction commits). The outcomes of the queued mode are the
+	// dispatcher's decision, reported as it writes them: should the write
+	// fail, or find the lease lost (the message claimed again after the
+	// lease expired), the dispatcher logs it and the message is handled
+	// again; the outcome reported stays.
 	InboxProcessed InboxOutcome = iota
 	// InboxDuplicate: the message was processed before; nothing ran.
 	InboxDuplicate
