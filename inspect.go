@@ -12,12 +12,18 @@ import (
 // core.ErrNotFound when no such row exists (never published, rolled back,
 // or purged by the cleanup).
 func (o *Outbox) Get(ctx context.Context, id string) (core.Record, error) {
+	if ctx == nil {
+		return core.Record{}, core.ErrNilContext
+	}
 	return o.store.Get(ctx, id)
 }
 
 // CountByStatus returns how many events the table holds in each status:
 // every status is in the map, with 0 when it has no rows.
 func (o *Outbox) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	return o.store.CountByStatus(ctx)
 }
 

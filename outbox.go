@@ -141,6 +141,9 @@ func init() {
 // [Config]) and, unless cfg.SkipSchema, then applies the schema. Nothing
 // runs until [Outbox.Start]; Close does not close db.
 func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	x := sqldriver.Of(db)
 	store, err := cfg.check(x)
 	if err != nil {
@@ -240,7 +243,13 @@ func (c Config) withDefaults() Config {
 // database that announces commits such as PostgreSQL, the listener that
 // wakes the poller; see jdbcstore.Notifier). Register listeners
 // before Start; registering later is allowed and takes effect at once.
+// Start runs once: a second call returns an error (wrapping
+// core.ErrInvalidConfig, "already started"), and a call after Close
+// returns core.ErrClosed.
 func (o *Outbox) Start(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if err := o.dispatcher.Start(ctx); err != nil {
 		return err
 	}
@@ -272,7 +281,14 @@ func (o *Outbox) Start(ctx context.Context) error {
 // ctx, such as context.Background(), it cannot tell and waits until that
 // ctx ends (for ever for context.Background()). To close from a listener,
 // call go ob.Close(context.Background()): it returns once the listener has.
+//
+// Publishing after Close still works: the event is written, unowned, on
+// the business transaction, and a poller of another process (or of this
+// one's next start) delivers it; this Outbox runs no listener any more.
 func (o *Outbox) Close(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if o.dispatcher.InListener(ctx) {
 		return dispatcher.ErrCloseInListener // before anything is stopped
 	}
@@ -318,6 +334,9 @@ func (o *Outbox) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *txc
 // discard, outboxctl's or a dashboard's over the store, waits for the
 // poller's Interval).
 func (o *Outbox) DiscardDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.DiscardOptions) (jdbcstore.DiscardResult, error) {
+	if ctx == nil {
+		return jdbcstore.DiscardResult{}, core.ErrNilContext
+	}
 	res, err := o.store.DiscardDead(ctx, f, opts)
 	if res.Discarded > 0 {
 		o.wakePoller() // a key it blocked goes on
@@ -341,6 +360,9 @@ func (o *Outbox) wakePoller() {
 // without it stays DEAD (ReplayResult.NotReplayed says why). The count
 // goes to Metrics when it implements core.OpsMetrics.
 func (o *Outbox) ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error) {
+	if ctx == nil {
+		return jdbcstore.ReplayResult{}, core.ErrNilContext
+	}
 	res, err := o.store.ReplayDead(ctx, f, opts)
 	if res.Replayed > 0 {
 		if m, ok := o.metrics.(core.OpsMetrics); ok {

@@ -78,6 +78,10 @@ var (
 	// was committed, after-commit hooks do not run, after-rollback hooks
 	// do. Run the whole transaction again.
 	ErrTxAborted = errors.New("outbox: the database rolled the transaction back before commit")
+	// ErrNilContext is returned by a function given a nil context.Context
+	// (pass context.Background() or context.TODO() instead), before it
+	// does anything.
+	ErrNilContext = errors.New("outbox: nil context")
 )
 
 // ValidationError tells which field of an envelope is invalid. It wraps one

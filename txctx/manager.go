@@ -102,6 +102,9 @@ func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) er
 	if fn == nil {
 		return fmt.Errorf("%w: txctx: nil function", core.ErrInvalidConfig)
 	}
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if outer, join, err := m.carried(ctx); err != nil {
 		return err
 	} else if join {

@@ -45,6 +45,9 @@ func New(store core.Inserter, hot handoff.Hot) (*Client, error) {
 // returns ErrNoTransaction and writes nothing. A full hot queue is not an
 // error: the row stays NEW and the poller delivers it.
 func (c *Client) Publish(ctx context.Context, env core.Envelope) (string, error) {
+	if ctx == nil {
+		return "", core.ErrNilContext
+	}
 	tx, ok := core.TxFromContext(ctx)
 	if !ok {
 		return "", c.refused(ctx, core.ErrNoTransaction, env)
@@ -92,6 +95,9 @@ type rowQuerier interface {
 // is refused with core.ErrForeignTx when it tells its database
 // (core.TxDatabase); nothing is written.
 func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelope) (id string, err error) {
+	if ctx == nil {
+		return "", core.ErrNilContext
+	}
 	if isNil(tx) {
 		return "", c.refused(ctx, core.ErrNoTransaction, env)
 	}

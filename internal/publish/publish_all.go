@@ -10,6 +10,9 @@ import (
 // PublishAll is Publish for several events on the transaction carried by
 // ctx: see PublishAllTx.
 func (c *Client) PublishAll(ctx context.Context, envs ...core.Envelope) ([]string, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	tx, ok := core.TxFromContext(ctx)
 	if !ok {
 		return nil, c.refused(ctx, core.ErrNoTransaction, envs...)
@@ -34,6 +37,9 @@ func (c *Client) PublishAll(ctx context.Context, envs ...core.Envelope) ([]strin
 // leave some of the events on tx, unless the store guarantees otherwise
 // (jdbcstore takes the batch back after a duplicate id): roll tx back.
 func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.Envelope) (ids []string, err error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if isNil(tx) {
 		return nil, c.refused(ctx, core.ErrNoTransaction, envs...)
 	}
