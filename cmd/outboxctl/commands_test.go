@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"os/exec"
 	"reflect"
 	"regexp"
 	"slices"
@@ -519,6 +520,22 @@ func TestHelpers(t *testing.T) {
 	}
 	if got := shellQuote("it's"); got != `'it'\''s'` {
 		t.Errorf("shellQuote: %s", got)
+	}
+	// Every id comes back as itself through a shell: one with control
+	// characters, a byte that is not UTF-8 or a backslash too (the next
+	// page's cursor printed them escaped inside '…', which a shell keeps
+	// as backslashes).
+	if bash, err := exec.LookPath("bash"); err == nil {
+		for _, id := range []string{"plain", "a b", "it's", "a\r\nb", "a\r\nb", "tab\there", "esc\x1b[1m", "bad\xff", "rtl\u202e!", `back\slash`, "q\"uote", "-dash", "é✓"} {
+			q := shellQuote(id)
+			if cell(q) != q || strings.ContainsAny(q, "\n\r") {
+				t.Errorf("shellQuote(%q) = %q: not safe to print on a terminal", id, q)
+			}
+			out, err := exec.Command(bash, "-c", "printf %s "+q).Output()
+			if err != nil || string(out) != id {
+				t.Errorf("shellQuote(%q) = %s: through bash %q, %v", id, q, out, err)
+			}
+		}
 	}
 	if got := truncate("abcdef", 4); got != "abc…" {
 		t.Errorf("truncate: %s", got)

@@ -17,7 +17,8 @@ func deadListCommand() *command {
 		name:    "list",
 		summary: "list DEAD events, a page at a time",
 		help: fmt.Sprintf(`Lists DEAD events ordered by event id, at most --limit (1..%d) of them. When a page is
-full the last line says how to get the next one: "next: --after <id>".
+full the last line says how to get the next one: "next: --after <id>", the id quoted for
+the shell ($'...' for an id holding control characters, which the table shows escaped).
 
 The table shows EVENT_ID, TYPE, TENANT, ATTEMPTS, DIED_AT (UTC) and the first %d
 characters of LAST_ERROR; 'dead show ID' prints one event in full. --since and --until
@@ -80,7 +81,7 @@ func printDeadList(s *session, recs []jdbcstore.DeadSummary, limit int) error {
 		return err
 	}
 	if len(recs) == limit {
-		_, err := fmt.Fprintf(s.stdout, "next: --after %s\n", shellQuote(cell(recs[len(recs)-1].ID)))
+		_, err := fmt.Fprintf(s.stdout, "next: --after %s\n", shellQuote(recs[len(recs)-1].ID))
 		return err
 	}
 	return nil

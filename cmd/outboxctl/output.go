@@ -174,12 +174,47 @@ func formatLag(d time.Duration) string {
 // plainArg matches command-line arguments that need no shell quoting.
 var plainArg = regexp.MustCompile(`^[A-Za-z0-9_./:@%+=,-]+$`)
 
-// shellQuote returns s as one shell word.
+// shellQuote returns s as one shell word, safe to print on a terminal. A
+// word with characters a terminal must not get raw (control characters,
+// bytes that are not UTF-8) is written in ANSI-C quoting, $'…' (bash,
+// zsh, ksh), with those characters escaped: the shell turns it back into
+// s.
 func shellQuote(s string) string {
 	if plainArg.MatchString(s) {
 		return s
 	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	if escape(s, false) == s {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x80 && !unicode.IsPrint(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case !unicode.IsPrint(r) && r != ' ' && r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		case !unicode.IsPrint(r) && r != ' ':
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // recordJSON is an event for --json. Times are RFC 3339 in UTC, null when
