@@ -300,7 +300,10 @@ func report(stderr io.Writer, g *globals, cmd *command, err error) int {
 		return exitOK
 	}
 	code := exitFailed
-	msg := err.Error()
+	// The message is scrubbed before this function's own words are added:
+	// a password that is a word of them (the command's name, "help")
+	// would otherwise be masked there too.
+	msg := scrubSecret(err.Error(), g.dsn.raw)
 	var ue *usageError
 	if errors.As(err, &ue) {
 		code = exitUsage
@@ -308,14 +311,13 @@ func report(stderr io.Writer, g *globals, cmd *command, err error) int {
 		if cmd != nil {
 			where += " " + cmd.path
 		}
-		msg = ue.msg + " (see '" + where + " --help')"
+		msg = scrubSecret(ue.msg, g.dsn.raw) + " (see '" + where + " --help')"
 		if cmd != nil {
 			msg = cmd.path + ": " + msg
 		}
 	} else if errors.Is(err, context.DeadlineExceeded) {
 		msg += fmt.Sprintf(" (the --timeout of %s ran out)", g.timeout)
 	}
-	msg = scrubSecret(msg, g.dsn.raw)
 	fmt.Fprintln(stderr, progName+": "+oneLine(msg))
 	return code
 }

@@ -323,6 +323,21 @@ func TestBadUsage(t *testing.T) {
 	wantCounts(t, store, 2, 3, 1, 5)
 }
 
+// A password that is a letter of the message's words, or one of its words,
+// does not garble the words outboxctl adds (the command, the --help hint);
+// a one-letter one is masked only where it stands alone.
+func TestShortPasswordDoesNotGarbleMessages(t *testing.T) {
+	line := fails(t, exitUsage, "schema", "print", "--dsn", "u:p@tcp(h:3306)/db", "--dialect", "postgres")
+	want := "outboxctl: schema print: --dialect postgres contradicts --dsn, which is mysql (see 'outboxctl schema print --help')"
+	if line != want {
+		t.Errorf("password p: %q\nwant %q", line, want)
+	}
+	line = fails(t, exitUsage, "schema", "print", "--dsn", "u:help@tcp(h:3306)/db", "--dialect", "postgres")
+	if !strings.HasSuffix(line, "(see 'outboxctl schema print --help')") {
+		t.Errorf("password help: %q: the hint is garbled", line)
+	}
+}
+
 // A MySQL server that does not answer fails quickly, within --timeout,
 // with one line that never shows the password.
 func TestUnreachableMySQL(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // mysqlScheme is an optional prefix of a MySQL DSN.
@@ -154,7 +156,10 @@ const minFragment = 4
 
 // Scrub returns msg with every password of dsn, as written or as a driver
 // reads it (unquoted, unescaped, URL-decoded), and every piece of it of
-// minFragment bytes or more, replaced by ***.
+// minFragment bytes or more, replaced by ***. A password shorter than
+// minFragment is replaced only where it stands on its own (no letter or
+// digit right before or after it): inside other words it says nothing,
+// and replacing it there would garble the message.
 func Scrub(msg, dsn string) string {
 	var secrets []string
 	add := func(s string) {
@@ -176,7 +181,11 @@ func Scrub(msg, dsn string) string {
 	}
 	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	for _, s := range secrets {
-		msg = strings.ReplaceAll(msg, s, "***")
+		if len(s) < minFragment {
+			msg = replaceStandalone(msg, s)
+		} else {
+			msg = strings.ReplaceAll(msg, s, "***")
+		}
 	}
 	for _, s := range secrets {
 		for n := len(s) - 1; n >= minFragment; n-- {
@@ -189,6 +198,31 @@ func Scrub(msg, dsn string) string {
 	}
 	return msg
 }
+
+// replaceStandalone replaces by *** each occurrence of s in msg that has
+// no letter or digit right before or after it.
+func replaceStandalone(msg, s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, s)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		before, _ := utf8.DecodeLastRuneInString(msg[:i])
+		after, _ := utf8.DecodeRuneInString(msg[i+len(s):])
+		b.WriteString(msg[:i])
+		if wordRune(before) || wordRune(after) {
+			b.WriteString(s)
+		} else {
+			b.WriteString("***")
+		}
+		msg = msg[i+len(s):]
+	}
+}
+
+// wordRune reports whether r is a letter or a digit.
+func wordRune(r rune) bool { return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r)) }
 
 // unescape removes the backslashes of a key=value string's value.
 func unescape(v string) string {

@@ -50,4 +50,17 @@ func TestScrub(t *testing.T) {
 	if got := dsnsecret.Scrub("dial tcp 127.0.0.1:5432: connection refused", "postgres://app:pw@127.0.0.1/shop"); got != "dial tcp 127.0.0.1:5432: connection refused" {
 		t.Errorf("Scrub changed a message without the password: %q", got)
 	}
+	// A password shorter than a fragment is masked where it stands on its
+	// own, not inside other words (a one-letter password garbled every
+	// word holding that letter).
+	for msg, want := range map[string]string{
+		"schema print: --dialect postgres contradicts --dsn, which is mysql": "schema print: --dialect postgres contradicts --dsn, which is mysql",
+		"Access denied for user u (using password p)":                       "Access denied for user u (using password ***)",
+		"invalid DSN u:p@tcp(h:3306)/db":                                     "invalid DSN u:***@tcp(h:3306)/db",
+		"p":                                                                  "***",
+	} {
+		if got := dsnsecret.Scrub(msg, "u:p@tcp(h:3306)/db"); got != want {
+			t.Errorf("Scrub(%q) with password p = %q, want %q", msg, got, want)
+		}
+	}
 }
