@@ -55,7 +55,7 @@ func TestScrub(t *testing.T) {
 	// word holding that letter).
 	for msg, want := range map[string]string{
 		"schema print: --dialect postgres contradicts --dsn, which is mysql": "schema print: --dialect postgres contradicts --dsn, which is mysql",
-		"Access denied for user u (using password p)":                       "Access denied for user u (using password ***)",
+		"Access denied for user u (using password p)":                        "Access denied for user u (using password ***)",
 		"invalid DSN u:p@tcp(h:3306)/db":                                     "invalid DSN u:***@tcp(h:3306)/db",
 		"p":                                                                  "***",
 	} {
