@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
+	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -272,6 +275,30 @@ func TestPurgePreviewChangesNothing(t *testing.T) {
 	if statusOf(t, st, "d1") != core.StatusDone || statusOf(t, st, "x1") != core.StatusDead {
 		t.Error("purge preview changed rows")
 	}
+}
+
+// The purge preview's command names the table when it is not the
+// default one, and says which database --dsn must name.
+func TestPurgePreviewCommandNamesTheTable(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "outbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	st, err := jdbcstore.New(db, jdbcstore.Config{Dialect: sqlite.Dialect, Table: "billing_outbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplySchema(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, newDashboard(t, dashboard.Config{Databases: []dashboard.Database{{Name: "eu", Store: st}}}))
+	code, body := c.get("/purge?db=eu&done=7d")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d\n%s", code, body)
+	}
+	mustContain(t, body, "<code>outboxctl purge --table billing_outbox --done-older-than 7d</code>")
+	mustContain(t, body, "naming the database eu")
 }
 
 // The purge preview reads its ages as outboxctl purge does

@@ -133,7 +133,8 @@ type purgeView struct {
 	DoneAge     time.Duration
 	DeadAge     time.Duration
 	Errors      []string
-	CommandLine string
+	CommandLine string // the outboxctl command, without its --dsn
+	Database    string // the database's name in a set of several, else ""
 }
 
 // purgePreview counts what a purge with the given ages would remove; it
@@ -161,6 +162,10 @@ func (h *handler) purgePreview(w http.ResponseWriter, r *http.Request, src *sour
 		}
 		v.Result = res
 		v.CommandLine = "outboxctl purge"
+		if src.table != "" && src.table != jdbcstore.DefaultTable {
+			v.CommandLine += " --table " + src.table // a table name needs no shell quoting
+		}
+		v.Database = src.name
 		if v.DoneAge > 0 {
 			v.CommandLine += " --done-older-than " + v.Done
 		}

@@ -24,7 +24,8 @@ type overviewData struct {
 type source struct {
 	name  string
 	store Store
-	inbox Inbox // nil when none
+	inbox Inbox  // nil when none
+	table string // the outbox table's name when the Store tells it (a *jdbcstore.Store does), else ""
 
 	mu       sync.Mutex
 	cached   overviewData
@@ -45,6 +46,9 @@ type flight struct {
 // newSource returns the database with its calls limited by sl.
 func newSource(name string, st Store, in Inbox, sl slots) *source {
 	s := &source{name: name, store: limitedStore{st: st, s: sl}}
+	if t, ok := st.(interface{ Table() string }); ok {
+		s.table = t.Table()
+	}
 	if in != nil {
 		s.inbox = limitedInbox{in: in, s: sl}
 	}

@@ -73,7 +73,10 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // dsnValue is the --dsn flag. Its String, which the flag package shows as
 // the default in --help, masks a MySQL or PostgreSQL password.
-type dsnValue struct{ raw string }
+type dsnValue struct {
+	raw   string
+	given bool // set by the --dsn flag, not $OUTBOX_DSN
+}
 
 func (v *dsnValue) String() string {
 	if v == nil {
@@ -83,7 +86,7 @@ func (v *dsnValue) String() string {
 }
 
 func (v *dsnValue) Set(s string) error {
-	v.raw = strings.TrimSpace(s)
+	v.raw, v.given = strings.TrimSpace(s), true
 	return nil
 }
 

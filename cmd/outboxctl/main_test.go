@@ -483,6 +483,17 @@ func TestSQLitePathPasswordMasked(t *testing.T) {
 	}
 }
 
+// A bad value of a SQLite URI parameter is bad usage (exit 2), as a bad
+// parameter of a MySQL DSN or a PostgreSQL URL is.
+func TestBadSQLiteParameterIsUsage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	ok(t, "--dsn", path, "schema", "apply")
+	line := fails(t, exitUsage, "--dsn", "file:"+path+"?_busy_timeout=abc", "stats")
+	if !strings.Contains(line, "--dsn") || !strings.Contains(line, "_busy_timeout") {
+		t.Errorf("error %q does not name --dsn and the parameter", line)
+	}
+}
+
 // A SQLite path that does not exist is refused (exit 1) and not created,
 // except by schema apply.
 func TestMissingSQLite(t *testing.T) {

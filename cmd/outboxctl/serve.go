@@ -59,9 +59,9 @@ With --inbox-table the dashboard also lists the dead and pending messages
 of that inbox table (package github.com/outbox-go/outbox/inbox) in the same
 database. Both tables must exist: serve checks them before it listens.
 
-A tenant set: give one --db NAME=DSN per database (instead of --dsn), NAME
-being 1..64 letters, digits, '.', '_' or '-'; the dashboard offers a
-database selector.`,
+A tenant set: give one --db NAME=DSN per database (instead of --dsn, which
+--db excludes; $OUTBOX_DSN is then not used), NAME being 1..64 letters,
+digits, '.', '_' or '-'; the dashboard offers a database selector.`,
 		define: func(fs *flag.FlagSet) action {
 			var (
 				addr, base     string
@@ -149,6 +149,9 @@ func allowedHosts(addr string, origins, extra []string) ([]string, error) {
 // openSources opens --dsn, or every --db, into cfg within --timeout. It
 // returns the --db databases to close (the session closes --dsn's).
 func openSources(ctx context.Context, s *session, dbs []string, inboxTable string, cfg *dashboard.Config) (opened []*sqlx.DB, err error) {
+	if len(dbs) > 0 && s.g.dsn.given {
+		return nil, usagef("--dsn and --db exclude each other: give one --db NAME=DSN per database of a tenant set, or --dsn for one database")
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.g.timeout)
 	defer cancel()
 	if inboxTable != "" {
@@ -192,7 +195,11 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 			return opened, err
 		}
 		db, err := t.open(ctx, false)
-		if err != nil {
+		var ue *usageError
+		switch {
+		case errors.As(err, &ue):
+			return opened, usagef("--db %s: %s", name, scrubSecret(ue.msg, raw))
+		case err != nil:
 			return opened, fmt.Errorf("--db %s: %s", name, scrubSecret(err.Error(), raw))
 		}
 		opened = append(opened, db)

@@ -116,11 +116,16 @@ func TestServeBadUsage(t *testing.T) {
 		{"--dsn", path, "serve", "--trusted-origin", "nope"},
 		{"serve", "--db", "noequals"},
 		{"serve", "--db", "a b=" + path},
+		{"serve", "--db", "x=file:" + path + "?_busy_timeout=abc"},
 	} {
 		fails(t, exitUsage, args...)
 	}
 	fails(t, exitFailed, "--dsn", path, "serve", "--addr", "256.0.0.1:1")
 	fails(t, exitFailed, "serve", "--db", "x="+path+".missing")
+	// --dsn and --db together: --dsn was ignored, a typo in it unseen.
+	if line := fails(t, exitUsage, "--dsn", path+".typo", "serve", "--db", "x="+path); !strings.Contains(line, "--dsn and --db exclude each other") {
+		t.Errorf("--dsn with --db: %q", line)
+	}
 }
 
 // A --db value without NAME=, or whose text before the first '=' is no
