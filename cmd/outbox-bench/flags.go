@@ -402,7 +402,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	var payload, maxHeld string
 	fs.StringVar(&payload, "payload", "", "payload size of the overload scenario's events, e.g. 1MiB, 64KiB or 512 (bytes); default: the small order JSON (~60 bytes)")
 	fs.StringVar(&maxHeld, "max-held-bytes", "", "Dispatcher.MaxHeldBytes, e.g. 64MiB, or -1 for no limit (default: the framework's, 64MiB)")
-	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run (default: every scenario the database supports: "+strings.Join(allScenarios, ",")+")")
+	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, of "+strings.Join(allScenarios, ",")+
+		" (default: those the database supports, but the ordered, relay, observed and multinode ones only with their flags"+
+		" (-ordered-keys, -relay, -observe, -nodes), and history and dashboard only when named)")
 	ordered := &orderedKeysFlag{}
 	fs.Var(ordered, "ordered-keys", fmt.Sprintf("run the ordered scenarios too, ordered_end_to_end with `K` keys (%d when the flag has no value)", defaultOrderedKeys))
 	fs.StringVar(&o.relay, "relay", "", "run the relay scenarios too, through this broker: "+strings.Join(relayNames(), " or "))
