@@ -8,7 +8,10 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/poller"
+	"github.com/outbox-go/outbox/registry"
 )
 
 // A nil context is refused with core.ErrNilContext by every method of an
@@ -100,5 +103,43 @@ func TestNilContextIsRefused(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("rows = %d, want 1 (only the publish with a context)", n)
+	}
+}
+
+// The dispatcher's and the poller's Start and Close, and PollOnce, refuse
+// a nil context too (Close panicked, Start made a context from it).
+func TestNilContextIsRefusedByTheParts(t *testing.T) {
+	db := sqliteDB(t, "nilctx-parts.db")
+	st, err := jdbcstore.New(db, jdbcstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplySchema(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatcher.New(st, registry.New(), dispatcher.Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := poller.New(st, d, poller.Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	for name, call := range map[string]func() error{
+		"Dispatcher.Start": func() error { return d.Start(nilCtx) },
+		"Dispatcher.Close": func() error { return d.Close(nilCtx) },
+		"Poller.Start":     func() error { return p.Start(nilCtx) },
+		"Poller.PollOnce":  func() error { _, err := p.PollOnce(nilCtx); return err },
+		"Poller.Close":     func() error { return p.Close(nilCtx) },
+	} {
+		if err := call(); !errors.Is(err, core.ErrNilContext) {
+			t.Errorf("%s(nil ctx) = %v, want ErrNilContext", name, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := errors.Join(p.Close(ctx), d.Close(ctx)); err != nil {
+		t.Errorf("Close after the refusals: %v", err)
 	}
 }

@@ -19,7 +19,8 @@ var (
 	// ErrTenantIDTooLong reports a tenant id over MaxTenantIDLen characters.
 	ErrTenantIDTooLong = errors.New("outbox: tenant id is too long")
 	// ErrInvalidEventID reports an event id longer than MaxEventIDLen
-	// characters, or an envelope without an id (the zero Envelope).
+	// characters, or an envelope with an event type but no id (the zero
+	// Envelope, which has neither, reports ErrEmptyEventType first).
 	// Builder.ID("") sets no id: Build then assigns a ULID.
 	ErrInvalidEventID = errors.New("outbox: invalid event id")
 	// ErrInvalidText reports a text field that is not valid UTF-8 or holds a NUL byte.
@@ -78,9 +79,11 @@ var (
 	// was committed, after-commit hooks do not run, after-rollback hooks
 	// do. Run the whole transaction again.
 	ErrTxAborted = errors.New("outbox: the database rolled the transaction back before commit")
-	// ErrNilContext is returned by a function given a nil context.Context
-	// (pass context.Background() or context.TODO() instead), before it
-	// does anything.
+	// ErrNilContext is returned, before anything runs, when a nil
+	// context.Context is given (pass context.Background() or
+	// context.TODO() instead) to outbox.New, a method of an outbox.Outbox,
+	// txctx.Manager.Do, or Start, Close or PollOnce of a
+	// dispatcher.Dispatcher or poller.Poller.
 	ErrNilContext = errors.New("outbox: nil context")
 )
 

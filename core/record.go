@@ -41,7 +41,9 @@ type Record struct {
 }
 
 // Envelope rebuilds and validates the envelope of r. Failures wrap ErrDecode
-// (and, for invalid fields, the validation sentinel).
+// (and, for invalid fields, the validation sentinel). The envelope takes
+// r.Payload as its payload without copying it (a store hands over the
+// bytes it read): do not modify r.Payload afterwards, or copy it first.
 func (r Record) Envelope() (Envelope, error) {
 	if r.DecodeErr != nil {
 		return Envelope{}, fmt.Errorf("%w: event %q: %w", ErrDecode, r.ID, r.DecodeErr)

@@ -10,6 +10,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/ident"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -55,7 +56,9 @@ type Config struct {
 	// MaxAttempts is how many failed deliveries make an event DEAD.
 	// Defaults to 10.
 	MaxAttempts int
-	// Retry computes the delay before the next attempt. Defaults to
+	// Retry computes the delay before the next attempt (a nil value of a
+	// policy type, such as retry.PolicyFunc(nil), is refused; a policy
+	// that panics gets retry.Exponential{}'s delay for that attempt). Defaults to
 	// retry.Exponential{} (200 ms base, 60 s max, jitter 0.5–1.5).
 	Retry retry.Policy
 	// RetryCapacity bounds how many events wait in memory on a timer: failed
@@ -165,8 +168,9 @@ type Config struct {
 	// capacities bound the number of events; this bounds their size (with
 	// 1 MiB payloads the default capacities alone would allow about
 	// 3 GiB). Beyond it an event takes the poller path exactly as with a
-	// full queue: EnqueueHot returns false and counts a HotDropped (with a
-	// rate-limited WARN naming the budget), EnqueueCold refuses, and the
+	// full queue: the hot path's hand-off is refused and counts a
+	// HotDropped (with a rate-limited WARN naming the budget), the
+	// poller's is refused, and the
 	// poller claims only as many rows as fit at the recent average size
 	// (before any event was seen, at the largest size an event may have),
 	// none while not even one does, so it does not lease rows it cannot
@@ -249,6 +253,9 @@ func (c Config) validate() error {
 	p.Count("HotCapacity", c.HotCapacity, MaxCapacity)
 	p.Count("ColdCapacity", c.ColdCapacity, MaxCapacity)
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)
+	if nilval.Is(c.Retry) {
+		p.Field("Retry", fmt.Sprintf("is a nil %T (leave it nil for the default)", c.Retry))
+	}
 	if c.RetryCapacity < -1 || c.RetryCapacity > MaxCapacity {
 		p.Field("RetryCapacity", fmt.Sprintf("must be -1 (disabled) or 1..%d", MaxCapacity))
 	}

@@ -4,8 +4,9 @@
 //
 // Workers prefer the hot queue with a plain select, so a committed event is
 // picked up microseconds after commit. Listeners run synchronously, which
-// gives natural backpressure: when they are slow the queues fill, EnqueueHot
-// returns false, and the event waits in the database for the poller.
+// gives natural backpressure: when they are slow the queues fill, an
+// event handed over after its commit is refused, and it waits in the
+// database for the poller.
 // Nothing held in memory is ever the only copy of an event.
 package dispatcher
 
@@ -232,6 +233,9 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 // Start launches the workers and returns. Events enqueued before Start wait
 // in the queues. Starting twice, or after Close, returns an error.
 func (d *Dispatcher) Start(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	d.lifeMu.Lock()
 	defer d.lifeMu.Unlock()
 	if d.closed.Load() {
@@ -434,7 +438,8 @@ func (d *Dispatcher) queueDepths() (hot, cold int) { return len(d.hot), len(d.co
 // waits until the goroutine blocks: milliseconds instead of microseconds.
 func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 
-// Close stops intake (EnqueueHot/EnqueueCold return false), cancels pending
+// Close stops intake (the hot path's and the poller's hand-offs are
+// refused), cancels pending
 // in-process retries and lets the workers drain the queues. If ctx expires
 // first, listener contexts are cancelled, queued events are left to the
 // database, and ctx's error is returned; calling Close again waits again.
@@ -459,6 +464,9 @@ func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 // returns [ErrCloseInListener] at once and closes nothing; with another
 // ctx it waits until that ctx ends. Call it from a new goroutine instead.
 func (d *Dispatcher) Close(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if d.InListener(ctx) {
 		return ErrCloseInListener
 	}

@@ -748,6 +748,27 @@ func TestClaimFromBeforeTheOutcomeIsRefused(t *testing.T) {
 	}
 }
 
+// A retry policy that panics does not kill the process: the failed
+// event is retried after the default policy's delay, then delivered.
+func TestPanickingRetryPolicy(t *testing.T) {
+	bug := retry.PolicyFunc(func(int) time.Duration { panic("a bug in the policy") })
+	h := newHarness(t, dispatcher.Config{Workers: 1, Retry: bug})
+	var calls atomic.Int32
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		if calls.Add(1) == 1 {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	})
+	h.start()
+	env := h.insert("E")
+	h.mustEnqueueHot(env)
+	h.waitStatus(env.ID(), core.StatusDone)
+	if got := calls.Load(); got != 2 {
+		t.Errorf("listener ran %d times, want 2", got)
+	}
+}
+
 // slowHotCount counts like testsupport.Metrics but takes its time to
 // count a hot enqueue, as a publishing goroutine preempted on a busy
 // machine does.

@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-go/outbox/internal/memstore"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
+	"github.com/outbox-go/outbox/retry"
 )
 
 func closeCtx(t *testing.T, d time.Duration) context.Context {
@@ -343,6 +344,9 @@ func TestConfigValidation(t *testing.T) {
 		{"ListenerTimeout", dispatcher.Config{ListenerTimeout: -time.Second}},
 		{"Lease", dispatcher.Config{Lease: dispatcher.DefaultListenerTimeout + dispatcher.DefaultListenerGrace + dispatcher.DefaultStatusTimeout}},
 		{"Owner", dispatcher.Config{Owner: strings.Repeat("x", dispatcher.MaxOwnerLen+1)}},
+		// Passed, then killed the process at the first retry.
+		{"Retry", dispatcher.Config{Retry: retry.PolicyFunc(nil)}},
+		{"Retry", dispatcher.Config{Retry: (*retry.Exponential)(nil)}},
 	}
 	for _, tc := range bad {
 		field, cfg := tc.field, tc.cfg

@@ -185,7 +185,7 @@ func (d *Dispatcher) outcome(it item, err error, w *callWatch) bool {
 func (d *Dispatcher) unavailable(it item, ue *core.UnavailableError, err error) {
 	delay := ue.After
 	if delay <= 0 {
-		delay = max(d.cfg.Retry.Delay(1), time.Millisecond)
+		delay = max(engine.Delay(d.cfg.Retry, 1), time.Millisecond)
 	}
 	if m, ok := it.src.metrics.(core.PostponeMetrics); ok {
 		m.Postponed()

@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/inboxrow"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -84,7 +85,9 @@ type DispatcherConfig struct {
 	MaxAttempts int
 	// Retry is the delay before the next attempt given the failed
 	// attempts so far. Defaults to the Inbox's Config.Backoff for
-	// [Inbox.NewDispatcher], to [Backoff] for [NewMultiDispatcher].
+	// [Inbox.NewDispatcher], to [Backoff] for [NewMultiDispatcher]. A nil
+	// value of a policy type (retry.PolicyFunc(nil)) is refused; a policy
+	// that panics gets retry.Exponential{}'s delay for that attempt.
 	Retry retry.Policy
 	// ReapInterval is how often expired leases are released.
 	// Defaults to 30 s; negative disables.
@@ -178,6 +181,9 @@ func (c DispatcherConfig) validate() error {
 	}
 	p.Count("Workers", c.Workers, MaxWorkers)
 	p.Count("BatchSize", c.BatchSize, MaxBatchSize)
+	if nilval.Is(c.Retry) {
+		p.Field("Retry", fmt.Sprintf("is a nil %T (leave it nil for the default)", c.Retry))
+	}
 	if c.HandlerTimeout <= 0 {
 		p.Field("HandlerTimeout", "must be positive")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/retry"
 )
 
 func (e *env) dispatcher(cfg inbox.DispatcherConfig) *inbox.Dispatcher {
@@ -191,6 +192,7 @@ func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 		{BatchSize: inbox.MaxBatchSize + 1},
 		{CleanupBatch: math.MaxInt},
 		{MaxAttempts: -1},
+		{Retry: retry.PolicyFunc(nil)}, // passed, then killed the process at the first retry
 	} {
 		if _, err := e.in.NewDispatcher(cfg); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("config %+v: %v", cfg, err)

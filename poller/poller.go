@@ -204,6 +204,9 @@ func (p *Poller) Stores() []string { return slices.Clone(p.targets.IDs()) }
 // when this node owns them (its own hot-queue drops). Rows that fail to
 // decode are marked DEAD with the reason. Without stores it does nothing.
 func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
+	if ctx == nil {
+		return Result{}, core.ErrNilContext
+	}
 	res, _, err := p.pollOnce(ctx, false)
 	return res, err
 }
@@ -511,7 +514,12 @@ func (p *Poller) armRoom(t *target) {
 // runs with the same dispatcher Owner token, whose claims take them at
 // once. Starting a running poller is an error wrapping
 // core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
-func (p *Poller) Start(ctx context.Context) error { return p.run.Start(ctx, p.loop) }
+func (p *Poller) Start(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
+	return p.run.Start(ctx, p.loop)
+}
 
 // Close stops the background cycles: no new poll begins, a poll in progress
 // finishes, and Close returns once the loop has exited. If ctx ends first,
@@ -519,7 +527,12 @@ func (p *Poller) Start(ctx context.Context) error { return p.run.Start(ctx, p.lo
 // Close again waits again. Close is final (Start then returns
 // core.ErrClosed) and returns nil on a poller that never started. Events a
 // poll handed to the dispatcher are the dispatcher's to finish.
-func (p *Poller) Close(ctx context.Context) error { return p.run.Close(ctx) }
+func (p *Poller) Close(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
+	return p.run.Close(ctx)
+}
 
 func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	var (

@@ -21,7 +21,7 @@ const (
 // Decide returns the outcome of an attempt that ended with err, attempts
 // being the number of failed attempts including this one: Done when err
 // is nil, Dead once attempts reaches maxAttempts, else Retry after the
-// policy's delay for attempts (a negative delay counts as 0).
+// policy's delay for attempts (see Delay).
 func Decide(err error, attempts, maxAttempts int, policy retry.Policy) (Outcome, time.Duration) {
 	switch {
 	case err == nil:
@@ -29,5 +29,17 @@ func Decide(err error, attempts, maxAttempts int, policy retry.Policy) (Outcome,
 	case attempts >= maxAttempts:
 		return Dead, 0
 	}
-	return Retry, max(0, policy.Delay(attempts))
+	return Retry, Delay(policy, attempts)
+}
+
+// Delay returns policy's delay for attempts, 0 for a negative one. A
+// policy that panics (a user's policy with a bug) gets the default
+// policy's delay instead of killing the worker, and the process with it.
+func Delay(policy retry.Policy, attempts int) (d time.Duration) {
+	defer func() {
+		if recover() != nil {
+			d = retry.Exponential{}.Delay(attempts)
+		}
+	}()
+	return max(0, policy.Delay(attempts))
 }
