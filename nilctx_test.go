@@ -84,7 +84,7 @@ func TestNilContextIsRefused(t *testing.T) {
 	if err := ob.InTx(t.Context(), func(ctx context.Context) error { _, err := ob.Publish(ctx, env); return err }); err != nil {
 		t.Fatalf("publish after the refusals: %v", err)
 	}
-	waitStatusCount(t, ob, core.StatusDone, 0)
+	waitStatusCount(t, ob, core.StatusDone, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := ob.Close(ctx); err != nil {

@@ -51,6 +51,7 @@ func TestReplayDeadWakesThePoller(t *testing.T) {
 			t.Cleanup(func() { _ = ob.Close(context.Background()) })
 			publishOne(t, ob, "E", "")
 			waitStatusCount(t, ob, core.StatusDead, 1)
+			waitLetGo(t, ob)
 			res, err := ob.ReplayDead(t.Context(), jdbcstore.DeadFilter{}, jdbcstore.ReplayOptions{All: true})
 			if err != nil || res.Replayed != 1 {
 				t.Fatalf("ReplayDead = %+v, %v; want 1 replayed", res, err)
@@ -90,6 +91,7 @@ func TestDiscardDeadWakesThePoller(t *testing.T) {
 			t.Cleanup(func() { _ = ob.Close(context.Background()) })
 			publishOne(t, ob, "E", "1")
 			waitStatusCount(t, ob, core.StatusDead, 1)
+			waitLetGo(t, ob)
 			publishOne(t, ob, "E", "2") // behind the DEAD event of its key: it waits
 			res, err := ob.DiscardDead(t.Context(), jdbcstore.DeadFilter{}, jdbcstore.DiscardOptions{All: true})
 			if err != nil || res.Discarded != 1 {
@@ -118,6 +120,17 @@ func publishOne(t *testing.T, ob *outbox.Outbox, typ, n string) {
 	}); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
+}
+
+// waitLetGo waits until the dispatcher holds no event: a worker lets an
+// event go after its final status write returned, so a claim racing that
+// moment (a replay right after the DEAD row shows) would find it still
+// held here and leave it for the next poll, an hour away in these tests.
+func waitLetGo(t *testing.T, ob *outbox.Outbox) {
+	t.Helper()
+	testsupport.WaitFor(t, opsWakeDeadline, "the dispatcher to let its events go", func() bool {
+		return ob.DispatcherStats().HeldBytes == 0
+	}, nil)
 }
 
 // waitStatusCount waits until n rows have status st.

@@ -81,9 +81,11 @@ var (
 	ErrTxAborted = errors.New("outbox: the database rolled the transaction back before commit")
 	// ErrNilContext is returned, before anything runs, when a nil
 	// context.Context is given (pass context.Background() or
-	// context.TODO() instead) to outbox.New, a method of an outbox.Outbox,
-	// txctx.Manager.Do, or Start, Close or PollOnce of a
-	// dispatcher.Dispatcher or poller.Poller.
+	// context.TODO() instead) to outbox.New or a method of an
+	// outbox.Outbox that returns an error; txctx.Manager.Do; Start, Close,
+	// PollOnce, ReapOnce and RemoveStore of a dispatcher or poller;
+	// tenant.New, tenant.NewInbox, tenant.Open and the methods of their
+	// sets and tenants; inbox.New.
 	ErrNilContext = errors.New("outbox: nil context")
 )
 

@@ -123,7 +123,8 @@ type Dispatcher struct {
 	coldMu sync.Mutex
 	// hotWaiting counts events handed to the hot queue that no worker has
 	// taken yet (queued, or handed to a worker that was woken but has not
-	// run yet); see hotWaitingNow.
+	// run yet), and the places reserved for events about to be sent (see
+	// enqueueHot); see hotWaitingNow.
 	hotWaiting atomic.Int64
 	// released counts the events let go without an outcome (release):
 	// their rows wait, leased by this node, for its poller
@@ -346,8 +347,10 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 			slog.String("event_id", env.ID()), slog.Int("hot_capacity", d.cfg.HotCapacity))
 		return false
 	}
+	// Sent even should the count panic (a Metrics of the user's): the
+	// place is taken, the event held.
+	defer func() { d.hot <- it }()
 	o.metrics.HotEnqueued()
-	d.hot <- it
 	return true
 }
 

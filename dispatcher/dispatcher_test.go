@@ -723,6 +723,8 @@ func TestReplayedDeadEventTakenAgainAtOnce(t *testing.T) {
 	env := h.insert("E")
 	h.mustEnqueueHot(env)
 	h.waitStatus(env.ID(), core.StatusDead)
+	// The worker lets the event go (Finish) after its DEAD write returned.
+	testsupport.WaitFor(t, waitTimeout, "the event to be let go", func() bool { return !h.d.InFlight(env.ID()) }, nil)
 	// The replay, then this node's claim of the row.
 	lease := h.d.ClaimLease(h.now())
 	r := h.row(env.ID())

@@ -289,6 +289,9 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) error {
 // derived from it), it returns ErrCloseInListener at once and removes
 // nothing: it would wait for that listener, so for itself.
 func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if lo, ok := ctx.Value(originKey{}).(*origin); ok && d.InListener(ctx) && lo.id == id {
 		return ErrCloseInListener
 	}

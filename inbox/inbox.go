@@ -14,7 +14,9 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/inboxrow"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/internal/sqldriver"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/retry"
@@ -46,7 +48,9 @@ type Config struct {
 	SkipSchema bool
 	// Backoff is the delay before the next attempt of an abandoned
 	// message, given its attempt count after the abandon. Defaults to
-	// [Backoff]: min(2^attempt s, 60 s).
+	// [Backoff]: min(2^attempt s, 60 s). A nil value of a policy type
+	// (retry.PolicyFunc(nil)) is refused; a policy that panics gets
+	// retry.Exponential{}'s delay for that attempt.
 	Backoff retry.Policy
 	// Logger receives the inbox's logs; payloads are never logged.
 	// Defaults to slog.Default().
@@ -74,7 +78,16 @@ func (c Config) Validate() error {
 	if table == "" {
 		table = DefaultTable
 	}
-	return jdbcstore.Config{Table: table, MaxErrorLen: c.MaxErrorLen}.Validate()
+	return errors.Join(jdbcstore.Config{Table: table, MaxErrorLen: c.MaxErrorLen}.Validate(), c.backoffError())
+}
+
+// backoffError reports a Backoff that is a nil value of a policy type
+// (nil itself means the default).
+func (c Config) backoffError() error {
+	if c.Backoff != nil && nilval.Is(c.Backoff) {
+		return &core.ConfigError{Field: "Backoff", Msg: fmt.Sprintf("is a nil %T (leave it nil for the default)", c.Backoff)}
+	}
+	return nil
 }
 
 // Inbox is the idempotent receiver over one table. It offers two ways to
@@ -107,10 +120,16 @@ type Inbox struct {
 // *sql.DB (its driver is detected: go-sql-driver/mysql, mattn go-sqlite3
 // or pgx) or a *sqlx.DB. A nil handle is refused first; then an undetected
 // driver and every problem of cfg (see [Config.Validate]) are reported at
-// once, joined. Unless cfg.SkipSchema, it then creates its table. Configuration errors wrap core.ErrInvalidConfig
-// or, for a bad table name, core.ErrInvalidIdentifier as well.
+// once, joined. Unless cfg.SkipSchema, it then creates its table.
+// Configuration errors wrap core.ErrInvalidConfig or, for a bad table
+// name, core.ErrInvalidIdentifier as well; a nil ctx is refused with
+// core.ErrNilContext.
 func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*Inbox, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	db := sqldriver.Of(handle)
+	badBackoff := cfg.backoffError()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -128,8 +147,8 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*In
 		o.Dialect = cfg.Dialect
 	}
 	store, err := inboxrow.Open(db, o)
-	if err != nil {
-		return nil, err
+	if err != nil || badBackoff != nil {
+		return nil, errors.Join(err, badBackoff)
 	}
 	if !cfg.SkipSchema {
 		if err := store.ApplySchema(ctx); err != nil {
@@ -518,7 +537,7 @@ func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastErro
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
-	return in.abandon(ctx, inboxrow.Lease{Owner: owner}, keys, lastError, in.backoff.Delay)
+	return in.abandon(ctx, inboxrow.Lease{Owner: owner}, keys, lastError, func(a int) time.Duration { return engine.Delay(in.backoff, a) })
 }
 
 // AbandonAfter is Abandon with a fixed delay instead of the backoff;

@@ -453,6 +453,9 @@ func (p *Poller) markDead(ctx context.Context, t *target, owner string, rec core
 // many it released. Leases released before a failing batch are reported
 // too; the errors of all stores are joined.
 func (p *Poller) ReapOnce(ctx context.Context) (total int64, err error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	var errs []error
 	for _, t := range p.targets.Members() {
 		n, err := p.reapTarget(ctx, t)

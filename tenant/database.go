@@ -61,6 +61,9 @@ type OpenFunc func(ctx context.Context, db Database) (*sqlx.DB, error)
 // is shown with them replaced by *** (the driver's error it wraps, for
 // errors.Is and errors.As, is as the driver made it).
 func Open(ctx context.Context, d Database) (*sqlx.DB, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	db, err := jdbcstore.Open(d.Driver, d.DSN)
 	if err != nil {
 		return nil, &openError{what: "open", d: d, err: err}

@@ -77,6 +77,9 @@ type Inbox struct {
 // path from InboxConfig, such as "Dispatcher.Workers" or "Inbox.Table"
 // (the last also errors.Is core.ErrInvalidIdentifier).
 func NewInbox(ctx context.Context, cfg InboxConfig) (*Inbox, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -176,6 +179,9 @@ func (ib *Inbox) StoreIDs() []string { return ib.set.ids() }
 // claimed from, finish their running handlers (bounded by DrainTimeout
 // and ctx) and are closed; unchanged ones are left alone.
 func (ib *Inbox) Refresh(ctx context.Context) (RefreshResult, error) {
+	if ctx == nil {
+		return RefreshResult{}, core.ErrNilContext
+	}
 	return ib.set.refresh(ctx, ib.cfg.Discover)
 }
 
@@ -189,6 +195,9 @@ func (ib *Inbox) Refresh(ctx context.Context) (RefreshResult, error) {
 // inbox.ErrCloseInHandler with the rest of the set applied: remove it from
 // another goroutine. Refresh too.
 func (ib *Inbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResult, error) {
+	if ctx == nil {
+		return RefreshResult{}, core.ErrNilContext
+	}
 	return ib.set.apply(ctx, dbs)
 }
 
@@ -204,6 +213,9 @@ func (ib *Inbox) HandleFunc(topic string, fn func(ctx context.Context, msg inbox
 
 // Start starts the dispatcher and, with Discover, the periodic refresh.
 func (ib *Inbox) Start(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if err := ib.dispatcher.Start(ctx); err != nil {
 		return err
 	}
@@ -220,6 +232,9 @@ func (ib *Inbox) Start(ctx context.Context) error {
 // for that. Called from a handler with its context, Close returns
 // inbox.ErrCloseInHandler at once and closes nothing.
 func (ib *Inbox) Close(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if ib.dispatcher.InHandler(ctx) {
 		return inbox.ErrCloseInHandler // before anything is stopped
 	}

@@ -158,12 +158,18 @@ func (t *Tenant) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *txc
 // Get returns the stored record of the event with id in the tenant's
 // outbox; an error matching core.ErrNotFound when there is none.
 func (t *Tenant) Get(ctx context.Context, id string) (core.Record, error) {
+	if ctx == nil {
+		return core.Record{}, core.ErrNilContext
+	}
 	return t.store.Get(ctx, id)
 }
 
 // CountByStatus returns how many events the tenant's outbox holds in each
 // status; statuses without rows are absent from the map.
 func (t *Tenant) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	return t.store.CountByStatus(ctx)
 }
 
@@ -193,6 +199,9 @@ type Outbox struct {
 // from Config, such as "Dispatcher.Workers" or "Store.Table" (the last
 // also errors.Is core.ErrInvalidIdentifier).
 func New(ctx context.Context, cfg Config) (*Outbox, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -335,6 +344,9 @@ func (o *Outbox) StoreIDs() []string { return o.set.ids() }
 // what the dispatcher holds for them (bounded by DrainTimeout and ctx) and
 // are closed.
 func (o *Outbox) Refresh(ctx context.Context) (RefreshResult, error) {
+	if ctx == nil {
+		return RefreshResult{}, core.ErrNilContext
+	}
 	return o.set.refresh(ctx, o.cfg.Discover)
 }
 
@@ -348,6 +360,9 @@ func (o *Outbox) Refresh(ctx context.Context) (RefreshResult, error) {
 // dispatcher.ErrCloseInListener with the rest of the set applied: remove
 // it from another goroutine. Refresh too.
 func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResult, error) {
+	if ctx == nil {
+		return RefreshResult{}, core.ErrNilContext
+	}
 	return o.set.apply(ctx, dbs)
 }
 
@@ -359,6 +374,9 @@ func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResul
 // Poller.Interval; databases joining the set later get theirs when they
 // join. Each listener holds one connection of its database's pool.
 func (o *Outbox) Start(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if err := o.dispatcher.Start(ctx); err != nil {
 		return err
 	}
@@ -381,6 +399,9 @@ func (o *Outbox) Start(ctx context.Context) error {
 // that. Called from a listener with its context, Close returns
 // dispatcher.ErrCloseInListener at once and stops nothing.
 func (o *Outbox) Close(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if o.dispatcher.InListener(ctx) {
 		return dispatcher.ErrCloseInListener // before anything is stopped
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -531,7 +532,9 @@ func TestHelpers(t *testing.T) {
 			if cell(q) != q || strings.ContainsAny(q, "\n\r") {
 				t.Errorf("shellQuote(%q) = %q: not safe to print on a terminal", id, q)
 			}
-			out, err := exec.Command(bash, "-c", "printf %s "+q).Output()
+			cmd := exec.Command(bash, "-c", "printf %s "+q)
+			cmd.Env = append(os.Environ(), "LC_ALL=C") // a shell outside a UTF-8 locale too
+			out, err := cmd.Output()
 			if err != nil || string(out) != id {
 				t.Errorf("shellQuote(%q) = %s: through bash %q, %v", id, q, out, err)
 			}

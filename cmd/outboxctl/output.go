@@ -202,12 +202,12 @@ func shellQuote(s string) string {
 			b.WriteString(`\t`)
 		case r == '\r':
 			b.WriteString(`\r`)
-		case r < 0x80 && !unicode.IsPrint(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case !unicode.IsPrint(r) && r != ' ' && r > 0xffff:
-			fmt.Fprintf(&b, `\U%08x`, r)
 		case !unicode.IsPrint(r) && r != ' ':
-			fmt.Fprintf(&b, `\u%04x`, r)
+			// Byte by byte: a shell reads \xHH the same in every locale,
+			// \uHHHH only in a UTF-8 one.
+			for _, c := range []byte(s[i : i+size]) {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
 		default:
 			b.WriteRune(r)
 		}
