@@ -412,7 +412,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.relayWorkers, "relay-workers", 0, fmt.Sprintf("dispatcher workers of the relay scenarios (default %d: a relay waits on the broker, so it gets more workers than a local listener)", defaultRelayWorkers))
 	fs.BoolVar(&o.observe, "observe", false, "run observed_end_to_end too: end_to_end traced and measured through OpenTelemetry (SDK, every span sampled), for observability_cost")
 	fs.Float64Var(&o.observeSample, "observe-sample", 1, "share `R` of the traces observed_end_to_end samples, parent-based (1: every span)")
-	fs.IntVar(&o.historyDone, "history-done", defaultHistoryDone, "DONE rows seeded before the history scenario")
+	fs.IntVar(&o.historyDone, "history-done", defaultHistoryDone, "DONE rows seeded before the history scenario (with far fewer than the default the purge runs out of old rows while the publishers run, and purge_keeps_up reads low)")
 	fs.IntVar(&o.historyDead, "history-dead", defaultHistoryDead, "DEAD rows seeded before the history scenario")
 	fs.Float64Var(&o.purgePause, "history-pause-factor", 0, "cleanup.Config.PauseFactor of the history scenario's purge (default: the package's; -1: batches back to back)")
 	fs.IntVar(&o.purgeBatch, "history-purge-batch", 0, fmt.Sprintf("cleanup.Config.BatchSize of the history scenario's purge: rows per DELETE, 1..%d (default: the package's, %d)", jdbcstore.MaxPurgeBatch, cleanup.DefaultBatchSize))
