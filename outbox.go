@@ -330,9 +330,10 @@ func (o *Outbox) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *txc
 // DiscardDead deletes the DEAD events matching f (see
 // jdbcstore.Store.DiscardDead): they are never delivered. Discarding the
 // DEAD event that blocks an ordering key releases the key: its next event
-// is delivered by the poller, which DiscardDead wakes (another process's
-// discard, outboxctl's or a dashboard's over the store, waits for the
-// poller's Interval).
+// is delivered by the poller, which DiscardDead wakes (a discard by
+// another process, outboxctl's or a dashboard's over the store, wakes the
+// nodes' pollers on PostgreSQL, through its NOTIFY; elsewhere they take
+// the key's next event at their next poll, within Poller.Interval).
 func (o *Outbox) DiscardDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.DiscardOptions) (jdbcstore.DiscardResult, error) {
 	if ctx == nil {
 		return jdbcstore.DiscardResult{}, core.ErrNilContext
@@ -355,8 +356,9 @@ func (o *Outbox) wakePoller() {
 // ReplayDead moves DEAD events matching f back to NEW (see
 // jdbcstore.Store.ReplayDead) and wakes the poller, which delivers them
 // through the normal path at once (a replay by another process,
-// outboxctl's or a dashboard's over the store, waits for the poller's
-// Interval). An ordered event under the skip policy whose key went on
+// outboxctl's or a dashboard's over the store, wakes the nodes' pollers
+// on PostgreSQL, through its NOTIFY; elsewhere they take the events at
+// their next poll, within Poller.Interval). An ordered event under the skip policy whose key went on
 // without it stays DEAD (ReplayResult.NotReplayed says why). The count
 // goes to Metrics when it implements core.OpsMetrics.
 func (o *Outbox) ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, opts jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error) {

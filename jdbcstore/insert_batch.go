@@ -200,10 +200,10 @@ func (s *Store) insertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 		start = end
 	}
 	if len(plain) > 0 {
-		if unowned && s.q.notify != "" {
+		if unowned {
 			// Wake the pollers of every node once ex commits: no hot path
 			// delivers an unowned event.
-			if _, err := ex.ExecContext(ctx, s.q.notify, s.q.notifyArgs...); err != nil {
+			if err := s.announce(ctx, ex); err != nil {
 				return nil, s.abortedNote(ex, fmt.Errorf("outbox: jdbcstore: insert batch: notify: %w", err))
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/core"
 )
 
 // Notifier is implemented by dialects whose database can tell other
@@ -34,4 +36,17 @@ type Notifier interface {
 	// returns when ctx ends, or at once when db's driver cannot listen
 	// (after logging why).
 	Listen(ctx context.Context, db *sqlx.DB, table string, log *slog.Logger, wake func())
+}
+
+// announce runs the dialect's notify statement, if it has one, on ex: once
+// ex's transaction commits, every node's poller is woken (see Notifier).
+// The store announces the events no hot path will deliver: inserted
+// unowned, replayed, or released by a discard of the DEAD event before
+// them.
+func (s *Store) announce(ctx context.Context, ex core.Execer) error {
+	if s.q.notify == "" {
+		return nil
+	}
+	_, err := ex.ExecContext(ctx, s.q.notify, s.q.notifyArgs...)
+	return err
 }

@@ -299,7 +299,9 @@ type ReplayResult struct {
 
 // ReplayDead moves matching DEAD events back to NEW with attempts 0, no
 // error, no lease and due now, in batches of BatchSize (each its own short
-// transaction). The poller then delivers them through the normal path.
+// transaction). The poller then delivers them through the normal path;
+// on a database that announces commits (a Notifier: PostgreSQL), each
+// batch that replayed events wakes the pollers of every node.
 // Batches are selected as ListDeadSummaries lists them: without reading
 // the payloads and headers.
 //
@@ -445,55 +447,60 @@ func (s *Store) replayable(ctx context.Context, q queryer, page []DeadSummary, l
 // (MySQL/MariaDB) the rows are read FOR UPDATE with the check, and the
 // UPDATE moves the locked rows that passed.
 func (s *Store) replayPage(ctx context.Context, page []DeadSummary) (replayed, wentOn map[string]bool, err error) {
-	d := s.dialect
-	t := d.QuoteIdent(s.table)
-	dead := strconv.Itoa(int(core.StatusDead))
 	err = s.ownTx(ctx, func(tx *sqlx.Tx) error {
-		replayed, wentOn = nil, nil
-		if err := s.lockSkipKeys(ctx, tx, page); err != nil {
+		var err error
+		replayed, wentOn, err = s.replayIn(ctx, tx, page)
+		if err != nil || len(replayed) == 0 {
 			return err
 		}
-		now := d.EncodeTime(s.now())
-		if !d.Capabilities().Returning {
-			ok, went, err := s.replayable(ctx, tx, page, true)
-			if err != nil || len(ok) == 0 {
-				wentOn = went
-				return err
-			}
-			n, err := execCount(ctx, tx, inList(d, "UPDATE "+t+replaySet+" WHERE event_id IN (", len(ok), ") AND status = "+dead),
-				append([]any{now}, ok...)...)
-			if err != nil {
-				return err
-			}
-			if n != int64(len(ok)) {
-				return fmt.Errorf("moved %d of the %d rows it had locked", n, len(ok))
-			}
-			replayed, wentOn = set(ok), went
-			return nil
-		}
-		args := append([]any{now}, pageIDs(page)...)
-		moved, err := queryIDs(ctx, tx, inList(d, "UPDATE "+t+replaySet+" WHERE event_id IN (", len(page),
-			") AND status = "+dead+" AND NOT "+s.keyWentOn()+" RETURNING event_id"), len(page), args...)
-		if err != nil || len(moved) == len(page) {
-			replayed = moved
-			return err
-		}
-		// The rows of the page still DEAD were left for their key.
-		var rest []any
-		for _, r := range page {
-			if !moved[r.ID] {
-				rest = append(rest, r.ID)
-			}
-		}
-		went, err := queryIDs(ctx, tx, inList(d, "SELECT event_id FROM "+t+" WHERE event_id IN (", len(rest), ") AND status = "+dead),
-			len(rest), rest...)
-		replayed, wentOn = moved, went
-		return err
+		return s.announce(ctx, tx) // the replayed rows are unowned: wake every node
 	})
 	if err != nil {
 		return nil, nil, s.mapError("replay dead", page[0].ID, err)
 	}
 	return replayed, wentOn, nil
+}
+
+// replayIn is replayPage's work in tx.
+func (s *Store) replayIn(ctx context.Context, tx *sqlx.Tx, page []DeadSummary) (replayed, wentOn map[string]bool, err error) {
+	d := s.dialect
+	t := d.QuoteIdent(s.table)
+	dead := strconv.Itoa(int(core.StatusDead))
+	if err := s.lockSkipKeys(ctx, tx, page); err != nil {
+		return nil, nil, err
+	}
+	now := d.EncodeTime(s.now())
+	if !d.Capabilities().Returning {
+		ok, went, err := s.replayable(ctx, tx, page, true)
+		if err != nil || len(ok) == 0 {
+			return nil, went, err
+		}
+		n, err := execCount(ctx, tx, inList(d, "UPDATE "+t+replaySet+" WHERE event_id IN (", len(ok), ") AND status = "+dead),
+			append([]any{now}, ok...)...)
+		if err != nil {
+			return nil, nil, err
+		}
+		if n != int64(len(ok)) {
+			return nil, nil, fmt.Errorf("moved %d of the %d rows it had locked", n, len(ok))
+		}
+		return set(ok), went, nil
+	}
+	args := append([]any{now}, pageIDs(page)...)
+	moved, err := queryIDs(ctx, tx, inList(d, "UPDATE "+t+replaySet+" WHERE event_id IN (", len(page),
+		") AND status = "+dead+" AND NOT "+s.keyWentOn()+" RETURNING event_id"), len(page), args...)
+	if err != nil || len(moved) == len(page) {
+		return moved, nil, err
+	}
+	// The rows of the page still DEAD were left for their key.
+	var rest []any
+	for _, r := range page {
+		if !moved[r.ID] {
+			rest = append(rest, r.ID)
+		}
+	}
+	went, err := queryIDs(ctx, tx, inList(d, "SELECT event_id FROM "+t+" WHERE event_id IN (", len(rest), ") AND status = "+dead),
+		len(rest), rest...)
+	return moved, went, err
 }
 
 // lockSkipKeys locks, in tx, the keys-table rows of the ordered events

@@ -202,9 +202,9 @@ func (s *Store) insertAfterLast(ctx context.Context, ex core.Execer, q rowQuerie
 			n, err := s.execInsert(ctx, ex, false, env.ID(), s.q.insertAfterFinished, append(args, key, last.seq)...)
 			switch {
 			case err == nil && n == 1:
-				if lease.IsZero() && s.q.notify != "" {
+				if lease.IsZero() {
 					// As insertRow does: no hot path delivers an unowned event.
-					if _, err := ex.ExecContext(ctx, s.q.notify, s.q.notifyArgs...); err != nil {
+					if err := s.announce(ctx, ex); err != nil {
 						return false, fmt.Errorf("outbox: jdbcstore: insert %q: notify: %w", env.ID(), err)
 					}
 				}

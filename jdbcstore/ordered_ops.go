@@ -160,41 +160,49 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 // PostgreSQL), otherwise (MySQL/MariaDB) a read of the rows FOR UPDATE
 // and the DELETE of those, in one transaction.
 func (s *Store) discardPage(ctx context.Context, page []DeadSummary) (map[string]bool, error) {
-	d := s.dialect
-	t := d.QuoteIdent(s.table)
-	still := ") AND status = " + strconv.Itoa(int(core.StatusDead))
 	var deleted map[string]bool
 	err := s.ownTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		if d.Capabilities().Returning {
-			deleted, err = queryIDs(ctx, tx, inList(d, "DELETE FROM "+t+" WHERE event_id IN (", len(page), still+" RETURNING event_id"),
-				len(page), pageIDs(page)...)
+		deleted, err = s.discardIn(ctx, tx, page)
+		if err != nil || len(deleted) == 0 {
 			return err
 		}
-		deleted = nil
-		locked, err := queryIDs(ctx, tx, inList(d, "SELECT event_id FROM "+t+" WHERE event_id IN (", len(page), still+" FOR UPDATE"),
-			len(page), pageIDs(page)...)
-		if err != nil || len(locked) == 0 {
-			return err
-		}
-		ids := make([]any, 0, len(locked))
-		for id := range locked {
-			ids = append(ids, id)
-		}
-		n, err := execCount(ctx, tx, inList(d, "DELETE FROM "+t+" WHERE event_id IN (", len(ids), still), ids...)
-		if err != nil {
-			return err
-		}
-		if n != int64(len(ids)) {
-			return fmt.Errorf("deleted %d of the %d rows it had locked", n, len(ids))
-		}
-		deleted = locked
-		return nil
+		// The next event of a key a discarded event held is unowned:
+		// wake every node.
+		return s.announce(ctx, tx)
 	})
 	if err != nil {
 		return nil, s.mapError("discard dead", page[0].ID, err)
 	}
 	return deleted, nil
+}
+
+// discardIn is discardPage's work in tx.
+func (s *Store) discardIn(ctx context.Context, tx *sqlx.Tx, page []DeadSummary) (map[string]bool, error) {
+	d := s.dialect
+	t := d.QuoteIdent(s.table)
+	still := ") AND status = " + strconv.Itoa(int(core.StatusDead))
+	if d.Capabilities().Returning {
+		return queryIDs(ctx, tx, inList(d, "DELETE FROM "+t+" WHERE event_id IN (", len(page), still+" RETURNING event_id"),
+			len(page), pageIDs(page)...)
+	}
+	locked, err := queryIDs(ctx, tx, inList(d, "SELECT event_id FROM "+t+" WHERE event_id IN (", len(page), still+" FOR UPDATE"),
+		len(page), pageIDs(page)...)
+	if err != nil || len(locked) == 0 {
+		return nil, err
+	}
+	ids := make([]any, 0, len(locked))
+	for id := range locked {
+		ids = append(ids, id)
+	}
+	n, err := execCount(ctx, tx, inList(d, "DELETE FROM "+t+" WHERE event_id IN (", len(ids), still), ids...)
+	if err != nil {
+		return nil, err
+	}
+	if n != int64(len(ids)) {
+		return nil, fmt.Errorf("deleted %d of the %d rows it had locked", n, len(ids))
+	}
+	return locked, nil
 }
 
 var _ core.KeyWaiters = (*Store)(nil)

@@ -211,10 +211,10 @@ func (s *Store) insertRowArgs(ctx context.Context, ex core.Execer, env core.Enve
 		// INSERT ... ON CONFLICT DO NOTHING: no row means the id exists.
 		return false, fmt.Errorf("outbox: jdbcstore: insert %q: %w (the transaction is still usable)", env.ID(), core.ErrDuplicateEvent)
 	}
-	if lease.IsZero() && s.q.notify != "" {
+	if lease.IsZero() {
 		// Wake the pollers of every node once this transaction commits:
 		// no hot path delivers an unowned event.
-		if _, err := ex.ExecContext(ctx, s.q.notify, s.q.notifyArgs...); err != nil {
+		if err := s.announce(ctx, ex); err != nil {
 			return false, fmt.Errorf("outbox: jdbcstore: insert %q: notify: %w", env.ID(), err)
 		}
 	}
