@@ -426,6 +426,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (and of each multinode process, from start to stop, to FILE.node1, FILE.node2, …)")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace; large: use with -scenarios and a small -n)")
 	fs.Usage = func() {} // usage only for -h; other errors are one line
+	args = joinNegativeKeys(args)
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
@@ -772,4 +773,27 @@ func (f *orderedKeysFlag) Set(v string) error {
 	}
 	f.keys = k
 	return nil
+}
+
+// joinNegativeKeys writes "-ordered-keys -5" as "-ordered-keys=-5": the
+// flag may go without a value, so the flag package would read -5 as a
+// flag of its own (and report it undefined) instead of the bad value it
+// is.
+func joinNegativeKeys(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if (a == "-ordered-keys" || a == "--ordered-keys") && i+1 < len(args) {
+			if _, err := strconv.Atoi(args[i+1]); err == nil && strings.HasPrefix(args[i+1], "-") {
+				out = append(out, a+"="+args[i+1])
+				i++
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }

@@ -100,6 +100,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-ordered-keys=0"}, "-ordered-keys: want a number of keys of at least 1"},
 		{[]string{"-ordered-keys=many"}, `-ordered-keys: want a number of keys of at least 1, got "many"`},
 		{[]string{"-ordered-keys", "0"}, "-ordered-keys must be at least 1"},
+		{[]string{"-ordered-keys", "-5"}, `-ordered-keys: want a number of keys of at least 1, got "-5"`}, // was: flag provided but not defined: -5
 		{[]string{"-ordered-keys", "-scenarios", "floor,end_to_end"}, "-ordered-keys: -scenarios selects no ordered scenario"},
 		{[]string{"-scenarios", "ordered_end_to_end"}, "ordered_end_to_end is measured against end_to_end"},
 		{[]string{"-scenarios", "end_to_end,ordered_latency"}, "ordered_latency paces itself"},
