@@ -202,7 +202,7 @@ func sqliteMustExist(source string) error {
 	case errors.Is(err, os.ErrNotExist) && looksLikeUserAtHost(path):
 		return fmt.Errorf("SQLite file %q does not exist (a MySQL DSN names its network: user:pass@tcp(host:3306)/db)", maskDSN(path))
 	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("SQLite file %q does not exist (check --dsn; only 'schema apply' creates a database)", maskDSN(path))
+		return fmt.Errorf("SQLite file %q does not exist (check the DSN; only 'schema apply' creates a database)", maskDSN(path))
 	case err != nil:
 		return err
 	case fi.IsDir():
