@@ -678,30 +678,47 @@ func TestColdRoomAndQueueDepths(t *testing.T) {
 	}
 }
 
-// slowColdCount counts like testsupport.Metrics but takes its time to
-// count a cold enqueue, as a goroutine preempted on a busy machine does.
-type slowColdCount struct{ *testsupport.Metrics }
+// slowEnqueueCount counts like testsupport.Metrics but takes its time to
+// count an enqueue, hot or cold, as a goroutine preempted on a busy
+// machine does.
+type slowEnqueueCount struct{ *testsupport.Metrics }
 
-func (m slowColdCount) ColdEnqueued() {
+func (m slowEnqueueCount) HotEnqueued() {
+	time.Sleep(50 * time.Millisecond)
+	m.Metrics.HotEnqueued()
+}
+
+func (m slowEnqueueCount) ColdEnqueued() {
 	time.Sleep(50 * time.Millisecond)
 	m.Metrics.ColdEnqueued()
 }
 
-// An event the poller enqueues is counted (ColdEnqueued) before a worker
-// can deliver it: whoever sees it delivered, or its row DONE, sees the
-// count. It was counted after the send, so the listener, and the DONE row,
-// could come first.
-func TestColdEnqueuedCountedBeforeDelivery(t *testing.T) {
-	h := newHarnessWith(t, dispatcher.Config{Workers: 1}, func(m *testsupport.Metrics) core.Metrics { return slowColdCount{m} })
-	counted := make(chan int64, 1)
-	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
-		counted <- h.metrics.Cold.Load()
-		return nil
-	})
-	h.start()
-	h.mustEnqueueCold(h.insert("E"), 0)
-	if n := recv(t, counted, "the delivery"); n != 1 {
-		t.Errorf("ColdEnqueued seen by the listener = %d, want 1", n)
+// An event handed to the hot queue, or enqueued by the poller, is counted
+// (HotEnqueued, ColdEnqueued) before a worker can deliver it: whoever
+// sees it delivered, or its row DONE, sees the count. Both were counted
+// after the send, so the listener, and the DONE row, could come first.
+func TestEnqueuedCountedBeforeDelivery(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		enqueue func(h *harness, env core.Envelope)
+		count   func(m *testsupport.Metrics) int64
+	}{
+		{"hot", func(h *harness, env core.Envelope) { h.mustEnqueueHot(env) }, func(m *testsupport.Metrics) int64 { return m.Hot.Load() }},
+		{"cold", func(h *harness, env core.Envelope) { h.mustEnqueueCold(env, 0) }, func(m *testsupport.Metrics) int64 { return m.Cold.Load() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessWith(t, dispatcher.Config{Workers: 1}, func(m *testsupport.Metrics) core.Metrics { return slowEnqueueCount{m} })
+			counted := make(chan int64, 1)
+			h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+				counted <- tc.count(h.metrics)
+				return nil
+			})
+			h.start()
+			tc.enqueue(h, h.insert("E"))
+			if n := recv(t, counted, "the delivery"); n != 1 {
+				t.Errorf("count seen by the listener = %d, want 1", n)
+			}
+		})
 	}
 }
 
@@ -768,33 +785,6 @@ func TestPanickingRetryPolicy(t *testing.T) {
 	h.waitStatus(env.ID(), core.StatusDone)
 	if got := calls.Load(); got != 2 {
 		t.Errorf("listener ran %d times, want 2", got)
-	}
-}
-
-// slowHotCount counts like testsupport.Metrics but takes its time to
-// count a hot enqueue, as a publishing goroutine preempted on a busy
-// machine does.
-type slowHotCount struct{ *testsupport.Metrics }
-
-func (m slowHotCount) HotEnqueued() {
-	time.Sleep(50 * time.Millisecond)
-	m.Metrics.HotEnqueued()
-}
-
-// An event handed to the hot queue is counted (HotEnqueued) before a
-// worker can deliver it, as a cold one is. It was counted after the send,
-// so the listener, and the DONE row, could come first.
-func TestHotEnqueuedCountedBeforeDelivery(t *testing.T) {
-	h := newHarnessWith(t, dispatcher.Config{Workers: 1}, func(m *testsupport.Metrics) core.Metrics { return slowHotCount{m} })
-	counted := make(chan int64, 1)
-	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
-		counted <- h.metrics.Hot.Load()
-		return nil
-	})
-	h.start()
-	h.mustEnqueueHot(h.insert("E"))
-	if n := recv(t, counted, "the delivery"); n != 1 {
-		t.Errorf("HotEnqueued seen by the listener = %d, want 1", n)
 	}
 }
 
