@@ -89,12 +89,25 @@ func escape(s string, keepLines bool) string {
 	if clean {
 		return s
 	}
+	return escaped(s, keepLines, false)
+}
+
+// escaped writes s with its bytes that are not UTF-8 and its characters
+// that are not printable escaped, newlines and tabs kept with keepLines.
+// With shell it writes the inside of a shell's ANSI-C quoting ($'…'):
+// backslashes and single quotes escaped too, and every escape of a byte
+// (a shell reads \xHH the same in every locale, \uHHHH only in a UTF-8
+// one).
+func escaped(s string, keepLines, shell bool) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case shell && (r == '\\' || r == '\''):
+			b.WriteByte('\\')
+			b.WriteRune(r)
 		case keepLines && (r == '\n' || r == '\t'):
 			b.WriteRune(r)
 		case r == '\n':
@@ -105,6 +118,10 @@ func escape(s string, keepLines bool) string {
 			b.WriteString(`\r`)
 		case r < 0x80 && !unicode.IsPrint(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
+		case !unicode.IsPrint(r) && r != ' ' && shell:
+			for _, c := range []byte(s[i : i+size]) {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
 		case !unicode.IsPrint(r) && r != ' ':
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
@@ -180,41 +197,13 @@ var plainArg = regexp.MustCompile(`^[A-Za-z0-9_./:@%+=,-]+$`)
 // zsh, ksh), with those characters escaped: the shell turns it back into
 // s.
 func shellQuote(s string) string {
-	if plainArg.MatchString(s) {
+	switch {
+	case plainArg.MatchString(s):
 		return s
-	}
-	if escape(s, false) == s {
+	case escape(s, false) == s:
 		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 	}
-	var b strings.Builder
-	b.WriteString("$'")
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\\' || r == '\'':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case !unicode.IsPrint(r) && r != ' ':
-			// Byte by byte: a shell reads \xHH the same in every locale,
-			// \uHHHH only in a UTF-8 one.
-			for _, c := range []byte(s[i : i+size]) {
-				fmt.Fprintf(&b, `\x%02x`, c)
-			}
-		default:
-			b.WriteRune(r)
-		}
-		i += size
-	}
-	b.WriteByte('\'')
-	return b.String()
+	return "$'" + escaped(s, false, true) + "'"
 }
 
 // recordJSON is an event for --json. Times are RFC 3339 in UTC, null when
