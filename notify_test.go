@@ -4,17 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
-	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -169,67 +165,25 @@ func TestNotifyNotWithOneConnectionPostgres(t *testing.T) {
 // for an hour.
 func TestOpsNotifyOtherNodesPostgres(t *testing.T) {
 	dsn := testdb.PostgresSchemaDSN(t)
-	db := testdb.OpenPostgres(t, dsn)
-	var calls atomic.Int32
-	seen := make(chan string, 16)
-	ob, err := outbox.New(context.Background(), db, outbox.Config{Logger: quietLogger(),
-		Ordering:   core.Ordering{Types: []string{"E"}},
-		Dispatcher: dispatcher.Config{Workers: 1, MaxAttempts: 1},
-		Poller:     poller.Config{Interval: time.Hour, BacklogInterval: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ob.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error {
-		if n := e.Headers()["n"]; n == "1" && calls.Add(1) == 1 {
-			return errors.New("the first attempt of event 1 fails")
-		}
-		seen <- e.Headers()["n"]
-		return nil
-	})
-	if err := ob.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := ob.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	node := startOpsNode(t, testdb.OpenPostgres(t, dsn))
 	ops, err := jdbcstore.New(testdb.OpenPostgres(t, dsn), jdbcstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait := func(want string) {
-		t.Helper()
-		select {
-		case got := <-seen:
-			if got != want {
-				t.Fatalf("delivered event %s, want %s", got, want)
-			}
-		case <-time.After(opsWakeDeadline):
-			t.Fatalf("event %s not delivered within %v: no node was woken", want, opsWakeDeadline)
-		}
-	}
 
 	// Replay: event 1 goes DEAD, another process replays it.
-	publishOne(t, ob, "E", "1")
-	waitStatusCount(t, ob, core.StatusDead, 1)
-	waitLetGo(t, ob)
+	node.publishDead(t, "1")
 	if res, err := ops.ReplayDead(t.Context(), jdbcstore.DeadFilter{}, jdbcstore.ReplayOptions{All: true}); err != nil || res.Replayed != 1 {
 		t.Fatalf("ReplayDead = %+v, %v", res, err)
 	}
-	wait("1")
+	node.wantDelivered(t, "1")
 
 	// Discard: event 3 goes DEAD and blocks its key; event 4 waits behind
 	// it until another process discards it.
-	calls.Store(0)
-	publishOne(t, ob, "E", "1") // fails once more: a new event with n=1
-	waitStatusCount(t, ob, core.StatusDead, 1)
-	waitLetGo(t, ob)
-	publishOne(t, ob, "E", "4")
+	node.publishDead(t, "3")
+	publishOne(t, node.Outbox, "4")
 	if res, err := ops.DiscardDead(t.Context(), jdbcstore.DeadFilter{}, jdbcstore.DiscardOptions{All: true}); err != nil || res.Discarded != 1 {
 		t.Fatalf("DiscardDead = %+v, %v", res, err)
 	}
-	wait("4")
+	node.wantDelivered(t, "4")
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
@@ -27,37 +29,14 @@ const opsWakeDeadline = 20 * time.Second
 func TestReplayDeadWakesThePoller(t *testing.T) {
 	for name, open := range orderedDatabases {
 		t.Run(name, func(t *testing.T) {
-			db := open(t)
-			var calls atomic.Int32
-			delivered := make(chan struct{}, 4)
-			ob, err := outbox.New(t.Context(), db, outbox.Config{
-				Logger:     quietLogger(),
-				Dispatcher: dispatcher.Config{Workers: 1, MaxAttempts: 1},
-				Poller:     poller.Config{Interval: time.Hour, BacklogInterval: time.Hour},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ob.RegisterFunc("E", func(context.Context, core.Envelope) error {
-				defer func() { delivered <- struct{}{} }()
-				if calls.Add(1) == 1 {
-					return errors.New("first attempt fails")
-				}
-				return nil
-			})
-			if err := ob.Start(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = ob.Close(context.Background()) })
-			publishOne(t, ob, "E", "")
-			waitStatusCount(t, ob, core.StatusDead, 1)
-			waitLetGo(t, ob)
-			res, err := ob.ReplayDead(t.Context(), jdbcstore.DeadFilter{}, jdbcstore.ReplayOptions{All: true})
+			node := startOpsNode(t, open(t))
+			node.publishDead(t, "1")
+			res, err := node.ReplayDead(t.Context(), jdbcstore.DeadFilter{}, jdbcstore.ReplayOptions{All: true})
 			if err != nil || res.Replayed != 1 {
 				t.Fatalf("ReplayDead = %+v, %v; want 1 replayed", res, err)
 			}
-			testsupport.WaitFor(t, opsWakeDeadline, "the replayed event delivered", func() bool { return calls.Load() >= 2 }, delivered)
-			waitStatusCount(t, ob, core.StatusDone, 1)
+			node.wantDelivered(t, "1")
+			waitStatusCount(t, node.Outbox, core.StatusDone, 1)
 		})
 	}
 }
@@ -67,50 +46,87 @@ func TestReplayDeadWakesThePoller(t *testing.T) {
 func TestDiscardDeadWakesThePoller(t *testing.T) {
 	for name, open := range orderedDatabases {
 		t.Run(name, func(t *testing.T) {
-			db := open(t)
-			next := make(chan struct{}, 1)
-			ob, err := outbox.New(t.Context(), db, outbox.Config{
-				Logger:     quietLogger(),
-				Ordering:   core.Ordering{Types: []string{"E"}},
-				Dispatcher: dispatcher.Config{Workers: 1, MaxAttempts: 1},
-				Poller:     poller.Config{Interval: time.Hour, BacklogInterval: time.Hour},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ob.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-				if env.Headers()["n"] == "1" {
-					return errors.New("the first event fails for good")
-				}
-				next <- struct{}{}
-				return nil
-			})
-			if err := ob.Start(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = ob.Close(context.Background()) })
-			publishOne(t, ob, "E", "1")
-			waitStatusCount(t, ob, core.StatusDead, 1)
-			waitLetGo(t, ob)
-			publishOne(t, ob, "E", "2") // behind the DEAD event of its key: it waits
-			res, err := ob.DiscardDead(t.Context(), jdbcstore.DeadFilter{}, jdbcstore.DiscardOptions{All: true})
+			node := startOpsNode(t, open(t))
+			node.publishDead(t, "1")
+			publishOne(t, node.Outbox, "2") // behind the DEAD event of its key: it waits
+			res, err := node.DiscardDead(t.Context(), jdbcstore.DeadFilter{}, jdbcstore.DiscardOptions{All: true})
 			if err != nil || res.Discarded != 1 {
 				t.Fatalf("DiscardDead = %+v, %v; want 1 discarded", res, err)
 			}
-			testsupport.WaitFor(t, opsWakeDeadline, "the key's next event delivered", func() bool { return len(next) > 0 }, nil)
+			node.wantDelivered(t, "2")
 		})
 	}
 }
 
-// publishOne publishes an event of type typ on aggregate Account/42 (with
-// header n unless n is ""), in a transaction of its own.
-func publishOne(t *testing.T, ob *outbox.Outbox, typ, n string) {
+// opsNode is a started outbox whose poller rests for an hour, so that
+// only a wake-up delivers within opsWakeDeadline. Its events of type "E"
+// are ordered by aggregate and go DEAD at their first failed attempt; its
+// listener fails every attempt while failing is set, and reports the
+// header n of each event it delivered.
+type opsNode struct {
+	*outbox.Outbox
+	failing   atomic.Bool
+	delivered chan string
+}
+
+// startOpsNode starts an opsNode on db, closed when the test ends.
+func startOpsNode(t *testing.T, db *sqlx.DB) *opsNode {
 	t.Helper()
-	b := outbox.NewEvent(typ).AggregateType("Account").AggregateID("42").PayloadJSONString(`{}`)
-	if n != "" {
-		b = b.Header("n", n)
+	ob, err := outbox.New(t.Context(), db, outbox.Config{
+		Logger:     quietLogger(),
+		Ordering:   core.Ordering{Types: []string{"E"}},
+		Dispatcher: dispatcher.Config{Workers: 1, MaxAttempts: 1},
+		Poller:     poller.Config{Interval: time.Hour, BacklogInterval: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	env, err := b.Build()
+	node := &opsNode{Outbox: ob, delivered: make(chan string, 16)}
+	ob.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
+		if node.failing.Load() {
+			return errors.New("the listener fails")
+		}
+		node.delivered <- env.Headers()["n"]
+		return nil
+	})
+	if err := ob.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := ob.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return node
+}
+
+// publishDead publishes event n with the listener failing, waits until it
+// is DEAD and let go, and lets the listener succeed again.
+func (node *opsNode) publishDead(t *testing.T, n string) {
+	t.Helper()
+	node.failing.Store(true)
+	publishOne(t, node.Outbox, n)
+	waitStatusCount(t, node.Outbox, core.StatusDead, 1)
+	waitLetGo(t, node.Outbox)
+	node.failing.Store(false)
+}
+
+// wantDelivered waits for the listener's next delivery, which must be of
+// event n.
+func (node *opsNode) wantDelivered(t *testing.T, n string) {
+	t.Helper()
+	if got := testsupport.Recv(t, opsWakeDeadline, node.delivered, "event "+n+" delivered (no wake-up)"); got != n {
+		t.Fatalf("delivered event %s, want %s", got, n)
+	}
+}
+
+// publishOne publishes an event of type "E" on aggregate Account/42 with
+// header n, in a transaction of its own.
+func publishOne(t *testing.T, ob *outbox.Outbox, n string) {
+	t.Helper()
+	env, err := outbox.NewEvent("E").AggregateType("Account").AggregateID("42").Header("n", n).PayloadJSONString(`{}`).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
