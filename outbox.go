@@ -247,10 +247,7 @@ func (c Config) withDefaults() Config {
 // core.ErrInvalidConfig, "already started"), and a call after Close
 // returns core.ErrClosed.
 func (o *Outbox) Start(ctx context.Context) error {
-	if ctx == nil {
-		return core.ErrNilContext
-	}
-	if err := o.dispatcher.Start(ctx); err != nil {
+	if err := o.dispatcher.Start(ctx); err != nil { // a nil ctx: core.ErrNilContext
 		return err
 	}
 	if o.poller != nil {
