@@ -10,7 +10,6 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/ident"
-	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -253,9 +252,7 @@ func (c Config) validate() error {
 	p.Count("HotCapacity", c.HotCapacity, MaxCapacity)
 	p.Count("ColdCapacity", c.ColdCapacity, MaxCapacity)
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)
-	if nilval.Is(c.Retry) {
-		p.Field("Retry", fmt.Sprintf("is a nil %T (leave it nil for the default)", c.Retry))
-	}
+	p.NilValue("Retry", c.Retry)
 	if c.RetryCapacity < -1 || c.RetryCapacity > MaxCapacity {
 		p.Field("RetryCapacity", fmt.Sprintf("must be -1 (disabled) or 1..%d", MaxCapacity))
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/inboxrow"
-	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -181,9 +180,7 @@ func (c DispatcherConfig) validate() error {
 	}
 	p.Count("Workers", c.Workers, MaxWorkers)
 	p.Count("BatchSize", c.BatchSize, MaxBatchSize)
-	if nilval.Is(c.Retry) {
-		p.Field("Retry", fmt.Sprintf("is a nil %T (leave it nil for the default)", c.Retry))
-	}
+	p.NilValue("Retry", c.Retry)
 	if c.HandlerTimeout <= 0 {
 		p.Field("HandlerTimeout", "must be positive")
 	}

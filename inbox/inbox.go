@@ -14,9 +14,9 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/inboxrow"
-	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/internal/sqldriver"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/retry"
@@ -84,10 +84,9 @@ func (c Config) Validate() error {
 // backoffError reports a Backoff that is a nil value of a policy type
 // (nil itself means the default).
 func (c Config) backoffError() error {
-	if c.Backoff != nil && nilval.Is(c.Backoff) {
-		return &core.ConfigError{Field: "Backoff", Msg: fmt.Sprintf("is a nil %T (leave it nil for the default)", c.Backoff)}
-	}
-	return nil
+	var p cfgpath.Collector
+	p.NilValue("Backoff", c.Backoff)
+	return p.Err()
 }
 
 // Inbox is the idempotent receiver over one table. It offers two ways to

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/nilval"
 )
 
 // Prefix returns err with the Field of every *core.ConfigError in it
@@ -66,6 +67,15 @@ func (c *Collector) Field(path, msg string) {
 
 // Err returns every problem recorded, joined, or nil.
 func (c *Collector) Err() error { return errors.Join(c.errs...) }
+
+// NilValue records a problem when v, an interface field whose nil means
+// its default, holds a nil value of some type (retry.PolicyFunc(nil), a
+// nil pointer): every call through it would fail.
+func (c *Collector) NilValue(path string, v any) {
+	if v != nil && nilval.Is(v) {
+		c.Field(path, fmt.Sprintf("is a nil %T (leave it nil for the default)", v))
+	}
+}
 
 // UnsetClock records a problem when the clock of the part at path is set:
 // the parts take the one clock of the Config that wires them.
