@@ -730,12 +730,7 @@ func TestEnqueuedCountedBeforeDelivery(t *testing.T) {
 func TestReplayedDeadEventTakenAgainAtOnce(t *testing.T) {
 	h := newHarness(t, dispatcher.Config{Workers: 1, MaxAttempts: 1})
 	var calls atomic.Int32
-	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
-		if calls.Add(1) == 1 {
-			return errors.New("boom")
-		}
-		return nil
-	})
+	h.reg.RegisterFunc("E", failFirst(&calls))
 	h.start()
 	env := h.insert("E")
 	h.mustEnqueueHot(env)
@@ -773,12 +768,7 @@ func TestPanickingRetryPolicy(t *testing.T) {
 	bug := retry.PolicyFunc(func(int) time.Duration { panic("a bug in the policy") })
 	h := newHarness(t, dispatcher.Config{Workers: 1, Retry: bug})
 	var calls atomic.Int32
-	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
-		if calls.Add(1) == 1 {
-			return errors.New("first attempt fails")
-		}
-		return nil
-	})
+	h.reg.RegisterFunc("E", failFirst(&calls))
 	h.start()
 	env := h.insert("E")
 	h.mustEnqueueHot(env)

@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -251,4 +252,15 @@ func fixedDelay(d time.Duration) retry.Policy {
 func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	return testsupport.Recv(t, waitTimeout, ch, what)
+}
+
+// failFirst returns a listener whose first call fails and whose later
+// calls succeed; calls counts them.
+func failFirst(calls *atomic.Int32) func(context.Context, core.Envelope) error {
+	return func(context.Context, core.Envelope) error {
+		if calls.Add(1) == 1 {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	}
 }

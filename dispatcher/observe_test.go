@@ -110,12 +110,7 @@ func TestObserverRedelivered(t *testing.T) {
 	obs := &deliveries{}
 	h := newHarness(t, dispatcher.Config{Workers: 1, Observer: obs, Retry: fixedDelay(time.Millisecond)})
 	var calls atomic.Int32
-	h.reg.RegisterFunc("Flaky", func(context.Context, core.Envelope) error {
-		if calls.Add(1) == 1 {
-			return errors.New("first attempt fails")
-		}
-		return nil
-	})
+	h.reg.RegisterFunc("Flaky", failFirst(&calls))
 	h.reg.RegisterFunc("Ok", func(context.Context, core.Envelope) error { return nil })
 	h.start()
 	h.mustEnqueueHot(h.insert("Flaky"))
