@@ -33,6 +33,10 @@ func TestNilContextIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tx, err := db.Beginx() // for PublishTx: an active transaction, so only the ctx is wrong
+	if err != nil {
+		t.Fatal(err)
+	}
 	ran := false
 	for name, call := range map[string]func() error{
 		"Start": func() error { return ob.Start(nilCtx) },
@@ -41,24 +45,8 @@ func TestNilContextIsRefused(t *testing.T) {
 		},
 		"Publish":    func() error { _, err := ob.Publish(nilCtx, env); return err },
 		"PublishAll": func() error { _, err := ob.PublishAll(nilCtx, env); return err },
-		"PublishTx": func() error {
-			tx, err := db.Beginx()
-			if err != nil {
-				return err
-			}
-			defer func() { _ = tx.Rollback() }()
-			_, err = ob.PublishTx(nilCtx, tx, env)
-			return err
-		},
-		"PublishAllTx": func() error {
-			tx, err := db.Beginx()
-			if err != nil {
-				return err
-			}
-			defer func() { _ = tx.Rollback() }()
-			_, err = ob.PublishAllTx(nilCtx, tx, env)
-			return err
-		},
+		"PublishTx":    func() error { _, err := ob.PublishTx(nilCtx, tx, env); return err },
+		"PublishAllTx": func() error { _, err := ob.PublishAllTx(nilCtx, tx, env); return err },
 		"Get":           func() error { _, err := ob.Get(nilCtx, env.ID()); return err },
 		"CountByStatus": func() error { _, err := ob.CountByStatus(nilCtx); return err },
 		"ReplayDead": func() error {
@@ -77,6 +65,9 @@ func TestNilContextIsRefused(t *testing.T) {
 	}
 	if ran {
 		t.Error("InTx(nil ctx) ran its function")
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
 	}
 	if err := ob.Start(t.Context()); err != nil {
 		t.Fatalf("Start after the refusals: %v", err)
