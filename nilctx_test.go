@@ -118,11 +118,13 @@ func TestNilContextIsRefusedByTheParts(t *testing.T) {
 	}
 	var nilCtx context.Context
 	for name, call := range map[string]func() error{
-		"Dispatcher.Start": func() error { return d.Start(nilCtx) },
-		"Dispatcher.Close": func() error { return d.Close(nilCtx) },
-		"Poller.Start":     func() error { return p.Start(nilCtx) },
-		"Poller.PollOnce":  func() error { _, err := p.PollOnce(nilCtx); return err },
-		"Poller.Close":     func() error { return p.Close(nilCtx) },
+		"Dispatcher.Start":       func() error { return d.Start(nilCtx) },
+		"Dispatcher.Close":       func() error { return d.Close(nilCtx) },
+		"Poller.Start":           func() error { return p.Start(nilCtx) },
+		"Poller.PollOnce":        func() error { _, err := p.PollOnce(nilCtx); return err },
+		"Poller.ReapOnce":        func() error { _, err := p.ReapOnce(nilCtx); return err },
+		"Dispatcher.RemoveStore": func() error { return d.RemoveStore(nilCtx, "x") },
+		"Poller.Close":           func() error { return p.Close(nilCtx) },
 	} {
 		if err := call(); !errors.Is(err, core.ErrNilContext) {
 			t.Errorf("%s(nil ctx) = %v, want ErrNilContext", name, err)

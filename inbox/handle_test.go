@@ -27,6 +27,10 @@ func TestNewTakesSQLDB(t *testing.T) {
 	if !errors.Is(err, core.ErrInvalidIdentifier) || len(cfgpath.Fields(err)) != 3 {
 		t.Fatalf("bad config: %v", err)
 	}
+	var nilCtx context.Context
+	if _, err := inbox.New(nilCtx, db.DB, inbox.Config{}); !errors.Is(err, core.ErrNilContext) {
+		t.Fatalf("New(nil ctx) = %v, want ErrNilContext", err)
+	}
 	var n int
 	if err := db.Get(&n, `SELECT COUNT(*) FROM sqlite_master WHERE name = ?`, inbox.DefaultTable); err != nil || n != 0 {
 		t.Fatalf("table created by a failed New: %d, %v", n, err)
