@@ -63,6 +63,14 @@ func TestPostgres(t *testing.T) {
 	matches(t, ok(t, "--dsn", dsn, "schema", "apply"), "^schema applied: table outbox_event on postgres ")
 	matches(t, ok(t, "--dsn", dsn, "stats"), `^total\s+0$`)
 
+	// serve finds a mixed-case table as the other commands do (its probe
+	// looked for the folded name "mixedops" and did not start).
+	matches(t, ok(t, "--dsn", dsn, "--table", "MixedOps", "schema", "apply"), "^schema applied: table MixedOps on postgres ")
+	matches(t, ok(t, "--dsn", dsn, "--table", "MixedOps", "stats"), `^total\s+0$`)
+	if code, body := getPage(t, startServe(t, "--dsn", dsn, "--table", "MixedOps", "serve")); code != 200 {
+		t.Errorf("serve --table MixedOps: GET / = %d\n%s", code, body)
+	}
+
 	// A password in the URL is never shown (the test server trusts every
 	// password, so the command succeeds).
 	withPass := strings.Replace(dsn, "://postgres@", "://postgres:wr0ng-s3cret@", 1)

@@ -79,6 +79,9 @@ digits, '.', '_' or '-'; the dashboard offers a database selector.`,
 			fs.StringVar(&inboxTable, "inbox-table", "", "also show the inbox table `name` of each database")
 			fs.Var(&dbs, "db", "a database of a tenant set as `NAME=DSN` (instead of --dsn); repeatable")
 			return func(ctx context.Context, s *session, _ []string) error {
+				if err := checkAddr(addr); err != nil {
+					return err
+				}
 				allowed, err := allowedHosts(addr, origins, hosts)
 				if err != nil {
 					return err
@@ -102,6 +105,23 @@ digits, '.', '_' or '-'; the dashboard offers a database selector.`,
 			}
 		},
 	}
+}
+
+// checkAddr refuses an --addr that cannot be listened on whatever the
+// machine: no host:port form, or a port that is no number of 0..65535 nor
+// a service name (http). A usage error, before any database is opened.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--addr %q: want host:port (127.0.0.1:8080, :8080): %v", addr, err)
+	}
+	if port == "" {
+		return nil // a free port, chosen by the system
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usagef("--addr %q: the port must be a number of 0..65535 or a service name: %v", addr, err)
+	}
+	return nil
 }
 
 // allowedHosts returns the hosts serve answers to (dashboard's
@@ -174,7 +194,7 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		if err != nil {
 			return nil, err
 		}
-		if err := probeTables(ctx, st.DB(), st.Table(), inboxTable); err != nil {
+		if err := probeTables(ctx, st, inboxTable); err != nil {
 			return nil, err
 		}
 		cfg.Store = st
@@ -192,22 +212,18 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		}
 		t, err := parseTarget(raw)
 		if err != nil {
-			return opened, err
+			return opened, dbSpecError(name, raw, err)
 		}
 		db, err := t.open(ctx, false)
-		var ue *usageError
-		switch {
-		case errors.As(err, &ue):
-			return opened, usagef("--db %s: %s", name, scrubSecret(ue.msg, raw))
-		case err != nil:
-			return opened, fmt.Errorf("--db %s: %s", name, scrubSecret(err.Error(), raw))
+		if err != nil {
+			return opened, dbSpecError(name, raw, err)
 		}
 		opened = append(opened, db)
 		st, err := jdbcstore.New(db, jdbcstore.Config{Table: s.g.table, Dialect: t.dialect, Logger: s.logger()})
 		if err != nil {
 			return opened, usagef("%v", err)
 		}
-		if err := probeTables(ctx, db, st.Table(), inboxTable); err != nil {
+		if err := probeTables(ctx, st, inboxTable); err != nil {
 			return opened, fmt.Errorf("--db %s: %w", name, err)
 		}
 		in, err := openInbox(db, t.dialect)
@@ -237,17 +253,29 @@ func splitDBSpec(spec string) (name, dsn string, err error) {
 		ident.MaxNameLen, got)
 }
 
-// probeTables checks that the outbox table and, when given, the inbox
-// table exist, so that serve fails at start rather than on every page.
-// The names were validated as identifiers.
-func probeTables(ctx context.Context, db *sqlx.DB, table, inboxTable string) error {
-	if _, err := db.ExecContext(ctx, "SELECT 1 FROM "+table+" WHERE 1 = 0"); err != nil {
-		return missingTable(err, table)
+// dbSpecError names the --db value a DSN error is about: "--db NAME: …"
+// in place of the "--dsn: " the DSN checks begin with, the value's
+// secrets masked. A usage error stays one (exit status 2).
+func dbSpecError(name, raw string, err error) error {
+	if ue := (*usageError)(nil); errors.As(err, &ue) {
+		return usagef("--db %s: %s", name, strings.TrimPrefix(scrubSecret(ue.msg, raw), "--dsn: "))
+	}
+	return fmt.Errorf("--db %s: %s", name, scrubSecret(err.Error(), raw))
+}
+
+// probeTables checks that st's table and, when given, the inbox table
+// exist, so that serve fails at start rather than on every page. The
+// names are quoted as the store's own statements quote them: a table
+// named order, or a mixed-case PostgreSQL name, is found as they find it.
+func probeTables(ctx context.Context, st *jdbcstore.Store, inboxTable string) error {
+	db, q := st.DB(), st.Dialect().QuoteIdent
+	if _, err := db.ExecContext(ctx, "SELECT 1 FROM "+q(st.Table())+" WHERE 1 = 0"); err != nil {
+		return missingTable(err, st.Table())
 	}
 	if inboxTable == "" {
 		return nil
 	}
-	if _, err := db.ExecContext(ctx, "SELECT 1 FROM "+inboxTable+" WHERE 1 = 0"); err != nil {
+	if _, err := db.ExecContext(ctx, "SELECT 1 FROM "+q(inboxTable)+" WHERE 1 = 0"); err != nil {
 		return fmt.Errorf("--inbox-table %s: %w (inbox.New creates it unless its Config.SkipSchema)", inboxTable, err)
 	}
 	return nil

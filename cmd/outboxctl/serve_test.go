@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -121,6 +122,21 @@ func TestServeBadUsage(t *testing.T) {
 		fails(t, exitUsage, args...)
 	}
 	fails(t, exitFailed, "--dsn", path, "serve", "--addr", "256.0.0.1:1")
+	// An --addr no machine can listen on is bad usage, found before any
+	// database is opened (the missing file is not reported).
+	for _, addr := range []string{"bogus", "127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:nosuchservice"} {
+		if line := fails(t, exitUsage, "--dsn", path+".missing", "serve", "--addr", addr); !strings.Contains(line, "--addr") {
+			t.Errorf("--addr %s: %q", addr, line)
+		}
+	}
+	// A --db value's DSN errors name that --db, not --dsn.
+	line := fails(t, exitUsage, "serve", "--db", "eu=u:pw@tcp(h:1)/db?timeout=zz")
+	if !strings.Contains(line, " --db eu: not a MySQL DSN") || strings.Contains(line, "--dsn") {
+		t.Errorf("bad MySQL DSN in --db: %q", line)
+	}
+	if line := fails(t, exitUsage, "serve", "--db", "eu=jdbc:mysql://h/db"); !strings.Contains(line, " --db eu: JDBC URLs") {
+		t.Errorf("JDBC URL in --db: %q", line)
+	}
 	fails(t, exitFailed, "serve", "--db", "x="+path+".missing")
 	// --dsn and --db together: --dsn was ignored, a typo in it unseen.
 	if line := fails(t, exitUsage, "--dsn", path+".typo", "serve", "--db", "x="+path); !strings.Contains(line, "--dsn and --db exclude each other") {
@@ -154,6 +170,17 @@ func TestServeDBSpecHidesThePassword(t *testing.T) {
 	line := fails(t, exitFailed, "--timeout", "2s", "serve", "--db", "eu.1=app:s3cretPW@tcp(127.0.0.1:1)/test?parseTime=true")
 	if !strings.HasPrefix(line, "outboxctl: --db eu.1: cannot reach database") || strings.Contains(line, "s3cret") {
 		t.Errorf("unreachable --db: %q", line)
+	}
+}
+
+// serve finds a table as the other commands do: one named by an SQL
+// keyword is quoted (its probe said: near "order": syntax error).
+func TestServeQuotesTheTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.db")
+	ok(t, "--dsn", path, "--table", "order", "schema", "apply")
+	base := startServe(t, "--dsn", path, "--table", "order", "serve")
+	if code, body := getPage(t, base); code != http.StatusOK {
+		t.Errorf("GET / = %d\n%s", code, body)
 	}
 }
 
