@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -270,7 +271,8 @@ func (c Config) validate() error {
 	}
 	if !strings.HasPrefix(c.BasePath, "/") || !strings.HasSuffix(c.BasePath, "/") {
 		bad("BasePath", "must start and end with '/', got %q", c.BasePath)
-	} else if u, err := url.Parse(c.BasePath); err != nil || u.Path != c.BasePath || strings.Contains(c.BasePath, "//") {
+	} else if u, err := url.Parse(c.BasePath); err != nil || u.Path != c.BasePath || strings.Contains(c.BasePath, "//") ||
+		(c.BasePath != "/" && path.Clean(c.BasePath)+"/" != c.BasePath) { // no "." or ".." segment: browsers remove them
 		bad("BasePath", "must be a plain path such as /ops/outbox/, got %q", c.BasePath)
 	}
 	if c.PageSize < 1 || c.PageSize > MaxPageSize {

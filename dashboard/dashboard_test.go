@@ -25,6 +25,9 @@ func TestConfigValidation(t *testing.T) {
 		"nil db store":    {Databases: []dashboard.Database{{Name: "a"}}},
 		"base path":       {Store: st, BasePath: "/ops"},
 		"base path query": {Store: st, BasePath: "/ops?x=1/"},
+		"base path ..":    {Store: st, BasePath: "/../"},
+		"base path .":     {Store: st, BasePath: "/./"},
+		"base path a/..":  {Store: st, BasePath: "/ops/../x/"},
 		"page size":       {Store: st, PageSize: dashboard.MaxPageSize + 1},
 		"negative page":   {Store: st, PageSize: -1},
 		"trusted origin":  {Store: st, TrustedOrigins: []string{"ops.example.com"}},
@@ -314,7 +317,8 @@ func TestPurgePreviewAgesAreOutboxctls(t *testing.T) {
 	for age, want := range map[string]string{
 		"+7d":   `done: invalid duration &#34;&#43;7d&#34;: write a Go duration (90m, 36h) or days (7d, 1d12h)`,
 		"-1h":   `done: duration &#34;-1h&#34; must not be negative`,
-		"3651d": `done: duration &#34;3651d&#34; is more than ten years`,
+		"0s":    `done: duration &#34;0s&#34; must be positive (leave it empty to keep every event of that status)`,
+		"0d":    `done: duration &#34;0d&#34; must be positive`,
 	} {
 		code, body := c.get("/purge?" + url.Values{"done": {age}}.Encode())
 		if code != http.StatusBadRequest {
@@ -322,6 +326,12 @@ func TestPurgePreviewAgesAreOutboxctls(t *testing.T) {
 		}
 		mustContain(t, body, want)
 	}
+	// As long an age as outboxctl takes (it took ten years at most).
+	code, body = c.get("/purge?done=106751d")
+	if code != http.StatusOK {
+		t.Fatalf("GET /purge?done=106751d = %d\n%s", code, body)
+	}
+	mustContain(t, body, "outboxctl purge --done-older-than 106751d</code>")
 }
 
 // A trusted origin a browser's Origin header can never equal is refused

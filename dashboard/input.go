@@ -22,8 +22,6 @@ const (
 	// maxSelected bounds the ids of one replay: every event of a full
 	// page, which "select all" ticks.
 	maxSelected = MaxPageSize
-	// maxRetention bounds a purge preview's ages.
-	maxRetention = 10 * 365 * 24 * time.Hour
 )
 
 // deadQuery is the filter of the DEAD list and of a replay by filter.
@@ -177,8 +175,9 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 const maxAgeLen = 20
 
 // parseAge reads a purge age as outboxctl reads its purge ages
-// (timearg.Age: a Go duration, days, or both: 36h, 7d, 1d12h), so the
-// command line the preview shows takes it; at most ten years. "" is 0.
+// (timearg.Age: a Go duration, days, or both: 36h, 7d, 1d12h) and, as
+// outboxctl does, refuses a zero one, so the command line the preview
+// shows takes it. "" is 0: that status is kept.
 func parseAge(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
@@ -190,8 +189,8 @@ func parseAge(s string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if d > maxRetention {
-		return 0, fmt.Errorf("duration %q is more than ten years", s)
+	if d == 0 {
+		return 0, fmt.Errorf("duration %q must be positive (leave it empty to keep every event of that status)", s)
 	}
 	return d, nil
 }
