@@ -315,10 +315,10 @@ func TestPurgePreviewAgesAreOutboxctls(t *testing.T) {
 	}
 	mustContain(t, body, "outboxctl purge --done-older-than 1d12h --dead-older-than 7d</code>")
 	for age, want := range map[string]string{
-		"+7d":   `done: invalid duration &#34;&#43;7d&#34;: write a Go duration (90m, 36h) or days (7d, 1d12h)`,
-		"-1h":   `done: duration &#34;-1h&#34; must not be negative`,
-		"0s":    `done: duration &#34;0s&#34; must be positive (leave it empty to keep every event of that status)`,
-		"0d":    `done: duration &#34;0d&#34; must be positive`,
+		"+7d": `done: invalid duration &#34;&#43;7d&#34;: write a Go duration (90m, 36h) or days (7d, 1d12h)`,
+		"-1h": `done: duration &#34;-1h&#34; must not be negative`,
+		"0s":  `done: duration &#34;0s&#34; must be positive (leave it empty to keep every event of that status)`,
+		"0d":  `done: duration &#34;0d&#34; must be positive`,
 	} {
 		code, body := c.get("/purge?" + url.Values{"done": {age}}.Encode())
 		if code != http.StatusBadRequest {
