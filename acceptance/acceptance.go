@@ -232,6 +232,11 @@ func testOverflow(t *testing.T, h Harness) {
 		mu.Unlock()
 		return nil
 	})
+	// The poller's first cycle runs at Start: once it is over the poller
+	// rests (Interval: an hour), so it cannot take the events below
+	// between their commit and their hand-off (on a loaded machine it
+	// did, and they were not dropped).
+	waitFor(t, "the poller's first cycle", func() bool { return f.metrics.LagCalls.Load() > 0 })
 	first := mustEvent(t, core.NewEvent("Overflow").PayloadJSONString(`{"n":0}`))
 	if err := f.publish(t, nil, first); err != nil {
 		t.Fatal(err)

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -132,18 +134,36 @@ func runMultiProcess(t *testing.T, open nodeDatabase, kill bool) {
 	if kill {
 		victimName = children[victim].name
 	}
+	// A node that logged a warning (a listener past its timeout, a status
+	// write that failed or was fenced off: a machine stalled long enough
+	// for the nodes' one-second timeouts) may deliver its events again,
+	// as at least once allows; a node with a clean log never does.
+	warned := map[string]int{}
+	for i, c := range children {
+		if i != victim && c.warnings > 0 {
+			warned[c.name] = c.warnings
+		}
+	}
+	explained := 0
 	dups := l.check(t, published, func(by []string) bool {
 		for _, n := range by {
 			if n == victimName {
 				return true // the killed node held it in flight
 			}
 		}
+		for _, n := range by {
+			if warned[n] > 0 {
+				explained++
+				return true
+			}
+		}
 		return false
 	})
-	if !kill && dups != 0 {
-		t.Errorf("%d duplicate deliveries with no node killed", dups)
+	if !kill && dups != explained {
+		t.Errorf("%d duplicate deliveries with no node killed (%d by nodes that logged warnings: %v)", dups, explained, warned)
 	}
-	t.Logf("%d events, %d delivered twice (killed node: %q)", len(published), dups, victimName)
+	t.Logf("%d events, %d delivered twice (killed node: %q; %d by nodes that logged warnings: %v)",
+		len(published), dups, victimName, explained, warned)
 }
 
 // child is one node process.
@@ -153,6 +173,7 @@ type child struct {
 	published chan int
 	exited    chan struct{} // closed when the process has exited
 	exitErr   error         // valid once exited is closed
+	warnings  int           // WARN and ERROR lines it logged (reported at a graceful exit); valid once exited is closed
 }
 
 func startChild(t *testing.T, driver, dsn, name string, count int) *child {
@@ -175,6 +196,9 @@ func startChild(t *testing.T, driver, dsn, name string, count int) *child {
 			if n, ok := strings.CutPrefix(sc.Text(), "PUBLISHED "); ok {
 				v, _ := strconv.Atoi(n)
 				c.published <- v
+			}
+			if n, ok := strings.CutPrefix(sc.Text(), "WARNINGS "); ok {
+				c.warnings, _ = strconv.Atoi(n)
 			}
 		}
 		_, _ = io.Copy(io.Discard, out)
@@ -250,7 +274,15 @@ func runChildNode() error {
 		return err
 	}
 	defer db.Close()
-	ob, err := startNode(context.Background(), db, name, nil, nil)
+	// As many idle connections as run at once (4 writers, 4 workers, the
+	// DONE writes and the poller): with database/sql's 2, PostgreSQL
+	// connects took over a second on a loaded machine and status writes
+	// and listeners ran past their one-second timeouts.
+	db.SetMaxIdleConns(16)
+	// Its warnings go to the test's output, and their number to the
+	// parent at a graceful exit.
+	warnings := &countingHandler{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), n: new(atomic.Int64)}
+	ob, err := startNode(context.Background(), db, name, slog.New(warnings), nil)
 	if err != nil {
 		return err
 	}
@@ -262,7 +294,28 @@ func runChildNode() error {
 	<-ctx.Done() // the parent sends SIGTERM once every event is DONE
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return ob.Close(cctx)
+	err = ob.Close(cctx)
+	fmt.Printf("WARNINGS %d\n", warnings.n.Load())
+	return err
+}
+
+// countingHandler counts the records its Handler (at level WARN) takes.
+type countingHandler struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h *countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.n.Add(1)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &countingHandler{Handler: h.Handler.WithAttrs(as), n: h.n}
+}
+
+func (h *countingHandler) WithGroup(name string) slog.Handler {
+	return &countingHandler{Handler: h.Handler.WithGroup(name), n: h.n}
 }
 
 func countRows(t *testing.T, db *sqlx.DB, query string, args ...any) int {
