@@ -130,7 +130,7 @@ func TestBadInputIsRefused(t *testing.T) {
 		"/event", "/event?id=" + strings.Repeat("x", 300),
 		"/replay", "/replay?all=1&type=A", "/replay?all=2",
 		"/replay?" + strings.Repeat("id=x&", dashboard.MaxPageSize+1),
-		"/purge?done=forever", "/purge?dead=-1h", "/purge?done=99999d",
+		"/purge?done=forever", "/purge?dead=-1h", "/purge?done=106752d", "/purge?done=0s",
 		"/?db=other",
 		"/dead?" + strings.Repeat("x", 250<<10), // over the query bound
 	} {
@@ -142,9 +142,27 @@ func TestBadInputIsRefused(t *testing.T) {
 	if code, _ := c.get("/event?id=missing"); code != http.StatusNotFound {
 		t.Errorf("unknown event = %d, want 404", code)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, c.srv.URL+"/", nil)
-	if code, _ := c.do(req); code != http.StatusMethodNotAllowed {
-		t.Errorf("DELETE = %d, want 405", code)
+	// A method a page does not answer: 405 with the methods it does.
+	for _, tc := range []struct{ method, path, allow string }{
+		{http.MethodDelete, "/", "GET, HEAD"},
+		{http.MethodPut, "/dead", "GET, HEAD"},
+		{http.MethodPost, "/dead", "GET, HEAD"}, // was 404 "no such action"
+		{http.MethodPost, "/event", "GET, HEAD"},
+		{http.MethodPut, "/replay", "GET, HEAD, POST"},
+		{"GE", "/", "GET, HEAD"},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), tc.method, c.srv.URL+tc.path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s = %d, Allow %q; want 405, Allow %q", tc.method, tc.path, res.StatusCode, res.Header.Get("Allow"), tc.allow)
+		}
+	}
+	if code, _ := c.post("/nosuch", nil, nil); code != http.StatusNotFound {
+		t.Errorf("POST to no page = %d, want 404", code)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -115,6 +116,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasPrefix(rest, "static/") {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			hdr.Set("Allow", "GET, HEAD")
 			h.fail(w, r, nil, http.StatusMethodNotAllowed, "method not allowed")
 			return
 		}
@@ -123,13 +125,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hdr.Set("Cache-Control", "no-store")
-	if r.Method == http.MethodPost {
-		h.post(w, r, rest)
+	allow, known := pageMethods[rest]
+	if !known {
+		h.fail(w, r, nil, http.StatusNotFound, "no such page")
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD, POST")
+	if !slices.Contains(strings.Split(allow, ", "), r.Method) {
+		hdr.Set("Allow", allow)
 		h.fail(w, r, nil, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	if r.Method == http.MethodPost {
+		h.post(w, r, rest)
 		return
 	}
 	if len(r.URL.RawQuery) > maxQueryLen {
@@ -159,6 +166,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.fail(w, r, src, http.StatusNotFound, "no such page")
 	}
+}
+
+// pageMethods holds the methods each page answers, as its Allow header
+// says them: the pages read, GET and HEAD; replay also POST (the replay
+// itself, when AllowMutations).
+var pageMethods = map[string]string{
+	"": "GET, HEAD", "dead": "GET, HEAD", "event": "GET, HEAD", "purge": "GET, HEAD", "types": "GET, HEAD", "inbox": "GET, HEAD",
+	"replay": "GET, HEAD, POST",
 }
 
 // post runs a mutation after the security checks: mutations enabled,

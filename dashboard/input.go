@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,7 +94,7 @@ func parseDeadQuery(v url.Values, defLimit int, now time.Time) (deadQuery, error
 		ids = nil
 	}
 	for _, id := range ids {
-		if id == "" {
+		if id == "" || slices.Contains(q.IDs, id) { // an id given twice is one event
 			continue
 		}
 		if err := checkText(id, maxIDLen); err != nil {

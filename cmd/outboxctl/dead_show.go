@@ -30,8 +30,9 @@ times (UTC), attempts, lease, headers as key=value, the payload (a JSON payload 
 its text, a bytes payload as base64) and the last error in full. Any status is
 shown, not only DEAD. An unknown id is an error (exit status 1).
 
---json prints one object: the fields of 'dead list --json' plus headers and, for a
-JSON payload, payload (the document itself) or, for a bytes payload, payload_base64.
+--json prints one object: the fields of 'dead list --json' plus headers (an object,
+left out when the event has none) and, for a JSON payload, payload (the document
+itself) or, for a bytes payload, payload_base64.
 It is indented, but a payload that indenting would make much larger (deeply nested
 arrays indent to the square of their size) is printed on one line.`,
 		define: func(*flag.FlagSet) action {

@@ -179,10 +179,11 @@ func (t target) open(ctx context.Context, create bool) (*sqlx.DB, error) {
 	}
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		if t.driver == "sqlite3" && strings.HasPrefix(err.Error(), "Invalid _") {
+		if t.driver == "sqlite3" && (strings.HasPrefix(err.Error(), "Invalid _") || strings.HasPrefix(err.Error(), "Missing '_auth")) {
 			// go-sqlite3's refusal of a URI parameter's value
-			// ("Invalid _busy_timeout: abc: …"): bad usage, as a bad
-			// parameter of a MySQL DSN or a PostgreSQL URL is.
+			// ("Invalid _busy_timeout: abc: …"), or of _auth without
+			// _auth_user or _auth_pass: bad usage, as a bad parameter
+			// of a MySQL DSN or a PostgreSQL URL is.
 			return nil, usagef("--dsn: %v", err)
 		}
 		return nil, &reachError{err}

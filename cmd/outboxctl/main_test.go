@@ -492,6 +492,11 @@ func TestBadSQLiteParameterIsUsage(t *testing.T) {
 	if !strings.Contains(line, "--dsn") || !strings.Contains(line, "_busy_timeout") {
 		t.Errorf("error %q does not name --dsn and the parameter", line)
 	}
+	// _auth without its user: a bad parameter too.
+	line = fails(t, exitUsage, "--dsn", "file:"+path+"?_auth_pass=x&_auth=1", "stats")
+	if !strings.Contains(line, "--dsn") || !strings.Contains(line, "_auth_user") || strings.Contains(line, "_auth_pass=x") {
+		t.Errorf("error %q does not name --dsn and the parameter, or shows the password", line)
+	}
 }
 
 // A SQLite path that does not exist is refused (exit 1) and not created,

@@ -79,6 +79,9 @@ digits, '.', '_' or '-'; the dashboard offers a database selector.`,
 			fs.StringVar(&inboxTable, "inbox-table", "", "also show the inbox table `name` of each database")
 			fs.Var(&dbs, "db", "a database of a tenant set as `NAME=DSN` (instead of --dsn); repeatable")
 			return func(ctx context.Context, s *session, _ []string) error {
+				if s.g.json {
+					return usagef("--json: serve prints no table to give as JSON (it serves the dashboard)")
+				}
 				if err := checkAddr(addr); err != nil {
 					return err
 				}

@@ -118,6 +118,7 @@ func TestServeBadUsage(t *testing.T) {
 		{"serve", "--db", "noequals"},
 		{"serve", "--db", "a b=" + path},
 		{"serve", "--db", "x=file:" + path + "?_busy_timeout=abc"},
+		{"--dsn", path, "--json", "serve"},
 	} {
 		fails(t, exitUsage, args...)
 	}
