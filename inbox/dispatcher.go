@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/inboxrow"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -273,13 +274,18 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 
 // Handle sets the handler of topic (matched case-sensitively).
 // One handler per topic: a second one returns ErrDuplicateHandler. Handlers
-// may be added while the dispatcher runs.
+// may be added while the dispatcher runs. A nil h, or a nil value of a
+// handler type (a nil HandlerFunc, a nil pointer), is refused with a
+// *core.ConfigError: every message of the topic would fail in it.
 func (d *Dispatcher) Handle(topic string, h Handler) error {
 	if err := checkText("topic", topic, false, ErrEmptyTopic, ErrTopicTooLong); err != nil {
 		return err
 	}
 	if h == nil {
 		return &core.ConfigError{Field: "handler", Msg: fmt.Sprintf("for topic %q must not be nil", topic)}
+	}
+	if nilval.Is(h) {
+		return &core.ConfigError{Field: "handler", Msg: fmt.Sprintf("for topic %q is a nil %T", topic, h)}
 	}
 	d.hmu.Lock()
 	defer d.hmu.Unlock()

@@ -202,8 +202,9 @@ func (ib *Inbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResul
 }
 
 // Handle sets the handler of a topic, for every database (see
-// inbox.Dispatcher.Handle). The handler learns its message's database
-// from inbox.StoreID(ctx) and inbox.FromContext(ctx).
+// inbox.Dispatcher.Handle: a nil handler, or a nil value of a handler
+// type, is refused with a *core.ConfigError). The handler learns its
+// message's database from inbox.StoreID(ctx) and inbox.FromContext(ctx).
 func (ib *Inbox) Handle(topic string, h inbox.Handler) error { return ib.dispatcher.Handle(topic, h) }
 
 // HandleFunc is Handle with a function.
