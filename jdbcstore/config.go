@@ -21,6 +21,11 @@ const (
 	// DefaultMaxErrorLen is the number of characters of an error message
 	// kept in last_error.
 	DefaultMaxErrorLen = 4000
+	// MaxMaxErrorLen is the most Config.MaxErrorLen may be: MySQL's and
+	// MariaDB's last_error column (TEXT) holds 65,535 bytes, and a
+	// character takes up to 4 of them. A longer message could not be
+	// stored, so a failed delivery could never be recorded.
+	MaxMaxErrorLen = 16383
 )
 
 // tableNamePattern is the only shape of table name accepted: a plain SQL
@@ -43,7 +48,7 @@ type Config struct {
 	Table string
 	// MaxErrorLen is how many characters (runes) of an error message are
 	// stored in last_error. Defaults to [DefaultMaxErrorLen]; negative
-	// values are rejected.
+	// values and values above [MaxMaxErrorLen] are rejected.
 	MaxErrorLen int
 	// Now is the clock used for created_at, available_at on insert and
 	// done_at. Defaults to time.Now.
@@ -123,8 +128,12 @@ func (cfg Config) Validate() error {
 func (cfg Config) validateFields() error {
 	var p cfgpath.Collector
 	p.Add("", ValidateTableName(cfg.Table))
-	if cfg.MaxErrorLen < 0 {
+	switch {
+	case cfg.MaxErrorLen < 0:
 		p.Field("MaxErrorLen", fmt.Sprintf("must not be negative, got %d", cfg.MaxErrorLen))
+	case cfg.MaxErrorLen > MaxMaxErrorLen:
+		p.Field("MaxErrorLen", fmt.Sprintf("must be at most %d (what MySQL's TEXT column holds at 4 bytes a character), got %d",
+			MaxMaxErrorLen, cfg.MaxErrorLen))
 	}
 	return p.Err()
 }

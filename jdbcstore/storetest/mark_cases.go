@@ -263,4 +263,13 @@ func (s *suite) testLastError(t *testing.T) {
 		check(t, st, "err-custom-emoji", strings.Repeat("💥", 20), strings.Repeat("💥", 10))
 		check(t, st, "err-custom-short", "short", "short")
 	})
+
+	// The longest MaxErrorLen of 4-byte characters is stored whole on
+	// every database (MySQL's TEXT: 65,535 bytes).
+	t.Run("LongestMaxErrorLen", func(t *testing.T) {
+		t.Parallel()
+		st := s.newStore(t, nil, jdbcstore.Config{MaxErrorLen: jdbcstore.MaxMaxErrorLen})
+		long := strings.Repeat("💥", jdbcstore.MaxMaxErrorLen)
+		check(t, st, "err-longest", long+"!", long)
+	})
 }

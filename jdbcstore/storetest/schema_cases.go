@@ -128,8 +128,10 @@ func (s *suite) testConfig(t *testing.T) {
 		if _, err := jdbcstore.New(nil, jdbcstore.Config{Dialect: st.Dialect()}); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("nil db: err = %v, want ErrInvalidConfig", err)
 		}
-		if _, err := jdbcstore.New(st.DB(), jdbcstore.Config{Dialect: st.Dialect(), MaxErrorLen: -1}); !errors.Is(err, core.ErrInvalidConfig) {
-			t.Errorf("MaxErrorLen -1: err = %v, want ErrInvalidConfig", err)
+		for _, n := range []int{-1, jdbcstore.MaxMaxErrorLen + 1} {
+			if _, err := jdbcstore.New(st.DB(), jdbcstore.Config{Dialect: st.Dialect(), MaxErrorLen: n}); !errors.Is(err, core.ErrInvalidConfig) {
+				t.Errorf("MaxErrorLen %d: err = %v, want ErrInvalidConfig", n, err)
+			}
 		}
 	})
 }
