@@ -75,7 +75,10 @@ type DispatcherConfig struct {
 	// runs several (one per database, added with [Dispatcher.AddInbox]):
 	// core.RoundRobin takes one batch from each inbox in turn,
 	// core.DrainFirst stays on an inbox until a claim there comes back
-	// empty, or a policy of your own. Defaults to core.RoundRobin{}.
+	// empty, or a policy of your own. Defaults to core.RoundRobin{}. A nil
+	// value of a selector type (a nil pointer) is refused; a selector that
+	// panics gets round-robin order for that cycle, and the first panic is
+	// logged at WARN.
 	Selector core.Selector
 	// MaxAttempts is how many attempts make a message Dead: failed
 	// handlings, and handlings that ended without an outcome (the
@@ -182,6 +185,7 @@ func (c DispatcherConfig) validate() error {
 	p.Count("Workers", c.Workers, MaxWorkers)
 	p.Count("BatchSize", c.BatchSize, MaxBatchSize)
 	p.NilValue("Retry", c.Retry)
+	p.NilValue("Selector", c.Selector)
 	if c.HandlerTimeout <= 0 {
 		p.Field("HandlerTimeout", "must be positive")
 	}
@@ -259,13 +263,14 @@ func newDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	log := cfg.Logger.With(slog.String("component", "outbox.inbox.dispatcher"), slog.String("owner", cfg.Owner))
 	return &Dispatcher{
 		cfg:      cfg,
-		log:      cfg.Logger.With(slog.String("component", "outbox.inbox.dispatcher"), slog.String("owner", cfg.Owner)),
+		log:      log,
 		handlers: map[string]Handler{},
 		slots:    make(chan struct{}, cfg.Workers),
 		run:      engine.NewRunner("inbox dispatcher"),
-		rotation: engine.NewRotation(cfg.Selector),
+		rotation: engine.NewRotation(cfg.Selector).WithLogger(log),
 	}, nil
 }
 

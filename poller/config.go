@@ -62,7 +62,9 @@ type Config struct {
 	// Selector chooses the store polled next when the poller serves
 	// several stores (see [NewMulti]): core.RoundRobin (one batch from each
 	// store in turn, the default) or core.DrainFirst (stay on a store until
-	// a poll yields nothing), or your own policy.
+	// a poll yields nothing), or your own policy. A nil value of a
+	// selector type (a nil pointer) is refused; a selector that panics
+	// gets round-robin order for that poll.
 	Selector core.Selector
 	// Logger receives the poller's logs. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -133,5 +135,6 @@ func (c Config) validate() error {
 	p.Count("BatchSize", c.BatchSize, MaxBatchSize)
 	p.NotNegative("QueryTimeout", c.QueryTimeout)
 	p.Count("ReapBatch", c.ReapBatch, MaxBatchSize)
+	p.NilValue("Selector", c.Selector)
 	return p.Err()
 }

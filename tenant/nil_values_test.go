@@ -3,10 +3,14 @@ package tenant_test
 import (
 	"context"
 	"errors"
+	"os"
+	"slices"
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/tenant"
 )
 
@@ -30,5 +34,36 @@ func TestInboxHandleRefusesANilValueOfAHandlerType(t *testing.T) {
 	}
 	if err := ib.Handle("t", &nilHandler{}); err != nil {
 		t.Errorf("Handle of a real handler after the refusals = %v", err)
+	}
+}
+
+// nilSelector is a selector type whose nil pointer panics when called.
+type nilSelector struct{ first bool }
+
+func (s *nilSelector) Next(ids []string, last string, n int) string {
+	if s.first {
+		return ids[0]
+	}
+	return core.RoundRobin{}.Next(ids, last, n)
+}
+
+// A nil value of a selector type is refused before any database opens,
+// named by its path: the poller's and the inbox dispatcher's loops called
+// it at their first cycle over two databases and the process died.
+func TestNilSelectorValueIsRefused(t *testing.T) {
+	ctx := ibCtx(t)
+	dbs := sqliteDatabases(t, 2)
+	_, err := tenant.New(ctx, tenant.Config{Databases: dbs, Poller: poller.Config{Selector: (*nilSelector)(nil)}})
+	if !errors.Is(err, core.ErrInvalidConfig) || !slices.Equal(cfgpath.Fields(err), []string{"Poller.Selector"}) {
+		t.Errorf("tenant.New = %v, want one problem of Poller.Selector", err)
+	}
+	_, err = tenant.NewInbox(ctx, tenant.InboxConfig{Databases: dbs, Dispatcher: inbox.DispatcherConfig{Selector: (*nilSelector)(nil)}})
+	if !errors.Is(err, core.ErrInvalidConfig) || !slices.Equal(cfgpath.Fields(err), []string{"Dispatcher.Selector"}) {
+		t.Errorf("tenant.NewInbox = %v, want one problem of Dispatcher.Selector", err)
+	}
+	for _, d := range dbs {
+		if _, err := os.Stat(d.DSN); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("database %s opened by a refused configuration: %v", d.ID, err)
+		}
 	}
 }

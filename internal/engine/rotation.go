@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"sort"
 
 	"github.com/outbox-go/outbox/core"
@@ -16,6 +19,8 @@ type Rotation struct {
 	lastCount int
 	drained   map[string]bool // stores whose last poll did not fill a batch with new events
 	anyFull   bool            // one of those polls was full of rows held already
+	log       *slog.Logger    // told of the first panic of sel; nil: none
+	warned    bool            // the panic was logged
 }
 
 // NewRotation returns a Rotation using sel (RoundRobin when nil).
@@ -26,18 +31,46 @@ func NewRotation(sel core.Selector) *Rotation {
 	return &Rotation{sel: sel, drained: make(map[string]bool)}
 }
 
+// WithLogger makes r log the first panic of its Selector to log, at WARN,
+// and returns r.
+func (r *Rotation) WithLogger(log *slog.Logger) *Rotation {
+	r.log = log
+	return r
+}
+
 // Next returns the store to poll next among ids (sorted), or "" when ids
 // is empty. A Selector returning an identifier not in ids is overruled by
-// round-robin order, so a faulty policy cannot stall the poller.
+// round-robin order, so a faulty policy cannot stall the poller; one that
+// panics (a user's policy with a bug) gets round-robin order for that
+// call instead of killing the loop, and the process with it (see
+// WithLogger).
 func (r *Rotation) Next(ids []string) string {
 	if len(ids) == 0 {
 		return ""
 	}
-	id := r.sel.Next(ids, r.last, r.lastCount)
-	if i := sort.SearchStrings(ids, id); i < len(ids) && ids[i] == id {
-		return id
+	id, ok := r.choose(ids)
+	if ok {
+		if i := sort.SearchStrings(ids, id); i < len(ids) && ids[i] == id {
+			return id
+		}
 	}
 	return core.RoundRobin{}.Next(ids, r.last, 0) // the first id after last
+}
+
+// choose asks the Selector; ok is false when it panicked.
+func (r *Rotation) choose(ids []string) (id string, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			id, ok = "", false
+			if r.log != nil && !r.warned {
+				r.warned = true
+				r.log.LogAttrs(context.Background(), slog.LevelWarn,
+					"selector panicked; round-robin order is used for each call that panics (logged once)",
+					slog.String("selector", fmt.Sprintf("%T", r.sel)), slog.String("panic", fmt.Sprint(v)))
+			}
+		}
+	}()
+	return r.sel.Next(ids, r.last, r.lastCount), true
 }
 
 // Done records that a poll of store id yielded n new events and whether

@@ -1,10 +1,12 @@
 package engine_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/engine"
+	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
 // stuckSelector always names a store that does not exist.
@@ -59,5 +61,44 @@ func TestRotationRestsOnceEveryStoreIsDrained(t *testing.T) {
 	one := engine.NewRotation(nil)
 	if rest, _ := one.Done(one.Next([]string{"x"}), 5, false, []string{"x"}); !rest {
 		t.Error("single store, partial batch: want rest")
+	}
+}
+
+// panickySelector panics on every call, as a user's policy with a bug
+// (or a nil pointer whose Next reads a field) does.
+type panickySelector struct{ calls *int }
+
+func (s panickySelector) Next([]string, string, int) string {
+	*s.calls++
+	panic("a bug in the selector")
+}
+
+// A Selector that panics does not kill the poller's or the dispatcher's
+// loop (nothing above Next recovers it): each call falls back to
+// round-robin order, and the panic is logged once at WARN.
+func TestRotationSurvivesAPanickingSelector(t *testing.T) {
+	calls := 0
+	log, logs := testsupport.NewLogger()
+	r := engine.NewRotation(panickySelector{&calls}).WithLogger(log)
+	ids := []string{"a", "b", "c"}
+	var got []string
+	for range 4 {
+		id := r.Next(ids)
+		got = append(got, id)
+		r.Done(id, 0, false, ids)
+	}
+	if want := []string{"a", "b", "c", "a"}; !slices.Equal(got, want) {
+		t.Fatalf("order with a panicking selector = %v, want %v", got, want)
+	}
+	if calls != 4 {
+		t.Errorf("selector called %d times, want 4 (once per Next)", calls)
+	}
+	if n := logs.Count("level=WARN", "selector", "a bug in the selector"); n != 1 {
+		t.Errorf("%d WARN lines about the panic, want 1:\n%s", n, logs.String())
+	}
+	// Without a logger it survives as well.
+	quiet := engine.NewRotation(panickySelector{&calls})
+	if id := quiet.Next(ids); id != "a" {
+		t.Errorf("first pick without a logger = %q, want a", id)
 	}
 }
