@@ -57,8 +57,9 @@
 //
 // Times come from the application clock (Config.Now), as in the outbox
 // store. Invalid arguments are refused before anything is written: a bad
-// key, topic, payload or hash with the Err* sentinels of this package
-// (errors.Is), a bad limit, status or nil function with a
+// key (one among the keys of Ack, Release, Abandon, AbandonAfter or Fail
+// refuses the whole call, on every database), topic, payload or hash with
+// the Err* sentinels of this package (errors.Is), a bad limit, status or nil function with a
 // *core.ConfigError (core.ErrInvalidConfig), and a handle that is not a
 // transaction with core.ErrNoTransaction. Payloads are
 // never logged.

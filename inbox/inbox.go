@@ -496,8 +496,20 @@ func (in *Inbox) Claim(ctx context.Context, owner string, lease time.Duration, b
 // counts their retention) and releases their leases, for those owner
 // holds. Unknown keys, other owners' messages and duplicate
 // keys are ignored; no keys is a no-op. It returns how many changed.
+//
+// Every key is checked first, on every database alike: one that is not a
+// valid key (an empty, too long or invalid source or message id: not
+// UTF-8, or holding NUL) refuses the whole call with its sentinel
+// (ErrEmptySource, ErrEmptyMessageID, ErrSourceTooLong,
+// ErrMessageIDTooLong or ErrInvalidText) in a *core.ValidationError whose
+// Field names the key ("keys[2].source"), and nothing is written. Such a
+// key cannot be stored, so it is no unknown key. The same holds for
+// Release, Abandon, AbandonAfter and Fail.
 func (in *Inbox) Ack(ctx context.Context, owner string, keys []Key) (int, error) {
 	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	if err := checkKeys(keys); err != nil {
 		return 0, err
 	}
 	return in.ack(ctx, inboxrow.Lease{Owner: owner}, keys)
@@ -513,9 +525,13 @@ func (in *Inbox) ack(ctx context.Context, l inboxrow.Lease, keys []Key) (int, er
 // their claims charged: they are claimable again at once (by any
 // dispatcher), subject to their next attempt and due times. Messages owner
 // does not hold are ignored. It returns how many changed. A Dispatcher
-// calls it for the messages whose handlers a shutdown interrupted.
+// calls it for the messages whose handlers a shutdown interrupted. A key
+// that is not valid refuses the whole call, writing nothing (see Ack).
 func (in *Inbox) Release(ctx context.Context, owner string, keys []Key) (int, error) {
 	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	if err := checkKeys(keys); err != nil {
 		return 0, err
 	}
 	return in.release(ctx, inboxrow.Lease{Owner: owner}, keys)
@@ -531,21 +547,29 @@ func (in *Inbox) release(ctx context.Context, l inboxrow.Lease, keys []Key) (int
 // claimable again after Config.Backoff of their attempt count (by default
 // min(2^attempt s, 60 s)), recording lastError ("" records none). The
 // attempt was charged by the claim. Messages owner does not hold are
-// ignored. It returns how many changed.
+// ignored. It returns how many changed. A key that is not valid refuses
+// the whole call, writing nothing (see Ack).
 func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastError string) (int, error) {
 	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	if err := checkKeys(keys); err != nil {
 		return 0, err
 	}
 	return in.abandon(ctx, inboxrow.Lease{Owner: owner}, keys, lastError, func(a int) time.Duration { return engine.Delay(in.backoff, a) })
 }
 
 // AbandonAfter is Abandon with a fixed delay instead of the backoff;
-// delay must be positive.
+// delay must be positive. A key that is not valid refuses the whole call,
+// writing nothing (see Ack).
 func (in *Inbox) AbandonAfter(ctx context.Context, owner string, keys []Key, lastError string, delay time.Duration) (int, error) {
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
 	if err := checkPositive("delay", delay, ErrInvalidDelay); err != nil {
+		return 0, err
+	}
+	if err := checkKeys(keys); err != nil {
 		return 0, err
 	}
 	return in.abandon(ctx, inboxrow.Lease{Owner: owner}, keys, lastError, func(int) time.Duration { return delay })
@@ -561,9 +585,13 @@ func (in *Inbox) abandon(ctx context.Context, l inboxrow.Lease, keys []Key, last
 
 // Fail marks the messages Dead (LastSeenAt = now) and records errMsg, for
 // those owner holds; the attempt their claim charged counts. Dead messages
-// are never claimed again. It returns how many changed.
+// are never claimed again. It returns how many changed. A key that is not
+// valid refuses the whole call, writing nothing (see Ack).
 func (in *Inbox) Fail(ctx context.Context, owner string, keys []Key, errMsg string) (int, error) {
 	if err := checkOwner(owner); err != nil {
+		return 0, err
+	}
+	if err := checkKeys(keys); err != nil {
 		return 0, err
 	}
 	return in.fail(ctx, inboxrow.Lease{Owner: owner}, keys, errMsg, false)

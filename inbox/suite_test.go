@@ -41,6 +41,7 @@ var suite = []struct {
 	{"ClaimConcurrent", testClaimConcurrent},
 	{"Ack", testAck},
 	{"ManyKeys", testManyKeys},
+	{"BadKeys", testBadKeys},
 	{"Abandon", testAbandon},
 	{"Fail", testFail},
 	{"List", testList},

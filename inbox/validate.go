@@ -56,6 +56,23 @@ func checkKey(source, messageID string) error {
 	return checkText("source", source, false, ErrEmptySource, ErrSourceTooLong)
 }
 
+// checkKeys checks every key of a call that acts on messages by key
+// before any statement runs, so one bad key refuses the whole call (a
+// database may fail the statement on it, PostgreSQL on invalid UTF-8 or
+// NUL, and the call's valid keys with it). The field names the key:
+// "keys[2].source".
+func checkKeys(keys []Key) error {
+	for i, k := range keys {
+		if err := checkKey(k.Source, k.MessageID); err != nil {
+			if ve, ok := err.(*core.ValidationError); ok {
+				ve.Field = fmt.Sprintf("keys[%d].%s", i, ve.Field)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 func checkHash(h []byte) error {
 	if len(h) > MaxHashLen {
 		return invalid("hash", ErrHashTooLong, fmt.Sprintf("%d bytes, limit %d", len(h), MaxHashLen))
