@@ -43,3 +43,12 @@ func truncateError(msg string, max int) string {
 	}
 	return msg
 }
+
+// storable reports whether text could be in a text column of every
+// supported database: valid UTF-8 without NUL. PostgreSQL refuses any
+// other text as a parameter (SQLSTATE 22021), so a lookup by it fails
+// there where the other databases find nothing: callers look up such
+// text as matching no row.
+func storable(text string) bool {
+	return utf8.ValidString(text) && strings.IndexByte(text, 0) < 0
+}

@@ -145,9 +145,16 @@ func (s *Store) deadWhere(f DeadFilter) (string, []any) {
 				b.WriteString(", ")
 			}
 			b.WriteByte('?')
+			if !storable(id) {
+				id = "" // no row has it (PostgreSQL refuses the text itself)
+			}
 			args = append(args, id)
 		}
 		b.WriteByte(')')
+	}
+	if !storable(f.EventType) || !storable(f.TenantID) {
+		b.WriteString(" AND 1 = 0") // no row has it
+		return b.String(), args
 	}
 	if f.EventType != "" {
 		b.WriteString(" AND event_type = ?")

@@ -48,6 +48,9 @@ func (s *Store) PollPending(ctx context.Context, now time.Time, skipRecent time.
 // wrapping [core.ErrNotFound]. Undecodable columns are reported in
 // [core.Record.DecodeErr], as by PollPending.
 func (s *Store) Get(ctx context.Context, id string) (core.Record, error) {
+	if !storable(id) { // no row has it, and PostgreSQL refuses the text itself
+		return core.Record{}, fmt.Errorf("outbox: jdbcstore: get %q: %w", id, core.ErrNotFound)
+	}
 	recs, err := s.queryRecords(ctx, 1, s.q.get, id)
 	if err != nil {
 		return core.Record{}, fmt.Errorf("outbox: jdbcstore: get %q: %w", id, err)
@@ -71,6 +74,9 @@ func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]core.Sta
 		ids = ids[len(part):]
 		args := make([]any, len(part))
 		for i, id := range part {
+			if !storable(id) {
+				id = "" // no row has it (PostgreSQL refuses the text itself)
+			}
 			args[i] = id
 		}
 		q := "SELECT event_id, status FROM " + s.dialect.QuoteIdent(s.table) + " WHERE event_id IN (?" +

@@ -203,6 +203,36 @@ func (s *suite) testOps(t *testing.T) {
 		}
 	})
 
+	// Text no row can hold (invalid UTF-8, a NUL) matches nothing on
+	// every database: PostgreSQL refused it as a parameter, so a lookup
+	// failed there where the others found nothing.
+	t.Run("UnstorableTextMatchesNothing", func(t *testing.T) {
+		t.Parallel()
+		st, _ := s.opsFixture(t)
+		ctx := t.Context()
+		for _, id := range []string{"\xff", "a-\x000"} {
+			if _, err := st.Get(ctx, id); !errors.Is(err, core.ErrNotFound) {
+				t.Errorf("Get(%q) = %v, want ErrNotFound", id, err)
+			}
+		}
+		if got, err := st.Statuses(ctx, []string{"\xff", "a-0", "a\x00"}); err != nil || len(got) != 1 || got["a-0"] != core.StatusDead {
+			t.Errorf("Statuses = %v, %v; want only a-0 DEAD", got, err)
+		}
+		for _, f := range []jdbcstore.DeadFilter{{EventType: "A\xff"}, {TenantID: "t\x001"}, {IDs: []string{"\xff"}}} {
+			if recs, err := st.ListDead(ctx, f, "", 10); err != nil || len(recs) != 0 {
+				t.Errorf("ListDead(%+v) = %d rows, %v; want none", f, len(recs), err)
+			}
+		}
+		res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{IDs: []string{"\xff", "a-1", "b\x00"}}, jdbcstore.ReplayOptions{})
+		if err != nil || res.Replayed != 1 || !slices.Equal(res.IDs, []string{"a-1"}) {
+			t.Fatalf("replay = %+v, %v; want a-1 replayed", res, err)
+		}
+		dis, err := st.DiscardDead(ctx, jdbcstore.DeadFilter{IDs: []string{"\xff"}}, jdbcstore.DiscardOptions{})
+		if err != nil || dis.Matched != 0 {
+			t.Fatalf("discard = %+v, %v; want nothing matched", dis, err)
+		}
+	})
+
 	t.Run("DeadOpsTakeAnyNumberOfIDs", func(t *testing.T) {
 		t.Parallel()
 		clk := newClock(t0)
