@@ -98,6 +98,61 @@ func TestHeaders(t *testing.T) {
 	}
 }
 
+// The metadata is the relay's: an event header named like a metadata
+// header, in any case, is dropped, and the metadata is set after the
+// event's headers. Content-Type is the relay's for a JSON payload only.
+func TestHeadersMetadataWins(t *testing.T) {
+	env, err := core.NewEvent("OrderPlaced").ID("ev-1").
+		Header(relay.HeaderEventID, "copied").Header("OUTBOX-TENANT", "spoof").Header("outbox-order-key", "k").
+		Header("content-type", "text/plain").Header("x-own", "kept").PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	got := map[string]string{}
+	relay.Headers(env, func(k, v string) {
+		if _, dup := got[k]; dup {
+			t.Errorf("header %s set twice", k)
+		}
+		got[k] = v
+		order = append(order, k)
+	})
+	want := map[string]string{relay.HeaderEventID: "ev-1", relay.HeaderEventType: "OrderPlaced",
+		relay.HeaderContentType: "application/json", "x-own": "kept"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("header %s = %q, want %q", k, got[k], v)
+		}
+	}
+	for _, k := range []string{"OUTBOX-TENANT", relay.HeaderTenant, "outbox-order-key", relay.HeaderOrderKey, "content-type"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("header %s = %q travels", k, v)
+		}
+	}
+	if order[0] != "x-own" {
+		t.Errorf("headers set in the order %q, want the event's first", order)
+	}
+
+	bytesEvent, err := core.NewEvent("Blob").Header("content-type", "application/protobuf").PayloadBytes([]byte{1}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = map[string]string{}
+	relay.Headers(bytesEvent, func(k, v string) { got[k] = v })
+	if got["content-type"] != "application/protobuf" || got[relay.HeaderContentType] != "" {
+		t.Errorf("a bytes event's own Content-Type: %q", got)
+	}
+
+	for name, want := range map[string]bool{
+		relay.HeaderEventID: true, "outbox-event-id": true, "CONTENT-TYPE": true, relay.HeaderOrderKey: true,
+		"Outbox-Event-Ids": false, "Outbox-Encoded-Headers": false, "traceparent": false, "": false,
+	} {
+		if got := relay.IsMetadataHeader(name); got != want {
+			t.Errorf("IsMetadataHeader(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
 func TestBreaker(t *testing.T) {
 	clk := testsupport.NewClock(testsupport.Epoch)
 	logs := &testsupport.LogBuffer{}

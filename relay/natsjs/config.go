@@ -85,8 +85,9 @@ type Config struct {
 	// then continues the trace of the delivery that relayed the message
 	// rather than the publisher's. Pass the outbox's tracing Observer
 	// (the OpenTelemetry module's implements core.HeaderInjector).
-	// Headers in the "Nats-" namespace it writes are dropped, like the
-	// event's; one NATS cannot carry verbatim travels inside
+	// Headers in the "Nats-" namespace or with the name of a relay
+	// metadata header (relay.IsMetadataHeader) it writes are dropped, like
+	// the event's; one NATS cannot carry verbatim travels inside
 	// HeaderEncoded, like the event's, and fails the event (a normal
 	// failure) if it is not valid UTF-8 either. Nil, the default, adds
 	// nothing.

@@ -23,7 +23,8 @@
 //     delivered;
 //   - the relay.Headers metadata ("Outbox-Event-Id", "Outbox-Event-Type",
 //     ...) and the event's own headers, such as "traceparent", which a
-//     consumer gets back exactly (see Headers below);
+//     consumer gets back exactly (see Headers below); the metadata is the
+//     relay's: an event header with one of its names is dropped;
 //   - the payload bytes, unchanged.
 //
 // # Headers
@@ -45,7 +46,10 @@
 //	aggregateID := h.Get(relay.HeaderAggregateID)
 //
 // Headers in the "Nats-" namespace, where JetStream reads its controls,
-// are dropped, the event's and a Propagator's alike. A header whose name
+// are dropped, the event's and a Propagator's alike, and so are those
+// named like a relay metadata header (in any case, such as an
+// "Outbox-Event-Id" copied from an upstream message): Outbox-Event-Id is
+// always the event's own id. A header whose name
 // or value merely mentions "Nats-" (in any case) travels inside
 // HeaderEncoded, where that text is escaped: nats-server finds its control
 // headers by searching the text of the whole header block, so a value

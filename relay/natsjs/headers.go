@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/outbox-go/outbox/relay"
 )
 
 // HeaderEncoded is the header that carries, as one JSON object of names to
@@ -128,6 +130,16 @@ func (s *headerSetter) set(key, value string) {
 	}
 	s.enc[key] = value
 	s.msg.Header.Del(key)
+}
+
+// setInjected adds a header a Propagator writes, after the metadata: as
+// set, but none of the relay's metadata names either (relay.Headers drops
+// the event's).
+func (s *headerSetter) setInjected(key, value string) {
+	if relay.IsMetadataHeader(key) {
+		return
+	}
+	s.set(key, value)
 }
 
 // finish adds the [HeaderEncoded] header when a header needs it. A header

@@ -258,40 +258,68 @@ func TestRelayPlainHeadersUnchanged(t *testing.T) {
 	}
 }
 
-// An event header replaces the metadata header of its name, as before,
-// whichever of them NATS carries verbatim: the message has one of them,
-// the event's.
-func TestRelayEventHeaderReplacesMetadataHeader(t *testing.T) {
-	plainOverBad, err := core.NewEvent("Over").AggregateType("T").AggregateID("agg\nid").
-		Header(relay.HeaderAggregateID, "the event's").PayloadJSONString(`{}`).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	badOverPlain, err := core.NewEvent("Over").AggregateType("T").AggregateID("agg-1").
-		Header(relay.HeaderAggregateID, " the event's\n").PayloadJSONString(`{}`).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, _ := relayHeaders(t, natsjs.Config{}, plainOverBad, badOverPlain)
+// spoofInjector is a Propagator that writes the traceparent of the
+// delivery and, besides, headers of metadata names.
+type spoofInjector struct{}
 
-	h := msgs[0].Headers()
-	if got := h.Values(relay.HeaderAggregateID); len(got) != 1 || got[0] != "the event's" {
-		t.Errorf("event header over an encoded metadata header: %s = %q, want the event's", relay.HeaderAggregateID, got)
-	}
-	if enc, ok := h[natsjs.HeaderEncoded]; ok {
-		t.Errorf("%s = %q, want none (the encoded value was replaced)", natsjs.HeaderEncoded, enc)
-	}
+func (spoofInjector) InjectHeaders(_ context.Context, set func(key, value string)) {
+	set("traceparent", traceparent)
+	set(relay.HeaderEventID, "from-the-propagator")
+	set("outbox-occurred-at", "from-the-propagator")
+}
 
-	h = msgs[1].Headers()
-	if got, ok := h[relay.HeaderAggregateID]; ok {
-		t.Errorf("the replaced metadata header still travels: %s = %q", relay.HeaderAggregateID, got)
-	}
-	got, err := natsjs.DecodeHeaders(h)
+// The relay's metadata headers win: an event header (or a Propagator's)
+// named like one of them, in any case, is dropped, so a consumer always
+// reads the event's own id, type and fields (an event id copied into the
+// headers of two events would make the inbox drop the second as a
+// duplicate). Content-Type is the relay's for a JSON payload only: a bytes
+// event's own Content-Type travels.
+func TestRelayMetadataHeadersWin(t *testing.T) {
+	const copied = "copied-from-upstream"
+	jsonEvent, err := core.NewEvent("Over").AggregateType("T").AggregateID("agg\nid").
+		Header(relay.HeaderEventID, copied).Header("outbox-event-type", "Other").Header("OUTBOX-TENANT", "spoof").
+		Header(relay.HeaderAggregateID, "the event's").Header("content-type", "text/plain").Header("x-own", "kept").
+		PayloadJSONString(`{}`).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := got.Values(relay.HeaderAggregateID); len(v) != 1 || v[0] != " the event's\n" {
-		t.Errorf("encoded event header over a metadata header: %s = %q, want the event's", relay.HeaderAggregateID, v)
+	bytesEvent, err := core.NewEvent("Over").Header(relay.HeaderEventID, copied).
+		Header(relay.HeaderContentType, "application/protobuf").PayloadBytes([]byte{1}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := relayHeaders(t, natsjs.Config{Propagator: spoofInjector{}}, jsonEvent, bytesEvent)
+
+	metadata := []string{relay.HeaderEventID, relay.HeaderEventType, relay.HeaderAggregateType, relay.HeaderAggregateID,
+		relay.HeaderTenant, relay.HeaderOccurredAt, relay.HeaderOrderKey, relay.HeaderContentType}
+	for i, want := range []map[string]string{
+		{relay.HeaderEventID: jsonEvent.ID(), relay.HeaderEventType: "Over", relay.HeaderAggregateType: "T",
+			relay.HeaderAggregateID: "agg\nid", relay.HeaderContentType: "application/json", "x-own": "kept"},
+		{relay.HeaderEventID: bytesEvent.ID(), relay.HeaderEventType: "Over", relay.HeaderContentType: "application/protobuf"},
+	} {
+		got, err := natsjs.DecodeHeaders(msgs[i].Headers())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := single(t, got)
+		for k, v := range want {
+			if h[k] != v {
+				t.Errorf("message %d: %s = %q, want %q", i, k, h[k], v)
+			}
+		}
+		if occurred := h[relay.HeaderOccurredAt]; occurred == "from-the-propagator" {
+			t.Errorf("message %d: the Propagator's %s replaced the relay's", i, relay.HeaderOccurredAt)
+		}
+		for k := range h {
+			for _, m := range metadata {
+				if strings.EqualFold(k, m) && k != m {
+					t.Errorf("message %d: header %q = %q travels beside the metadata header %s", i, k, h[k], m)
+				}
+			}
+		}
+		if _, ok := h[relay.HeaderTenant]; ok {
+			t.Errorf("message %d: %s = %q for an event without a tenant", i, relay.HeaderTenant, h[relay.HeaderTenant])
+		}
 	}
 }
 

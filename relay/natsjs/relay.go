@@ -116,7 +116,8 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 }
 
 // message builds the NATS message of env: subject, headers (the trace
-// context of ctx last, with a Propagator; those NATS cannot carry
+// context of ctx last, with a Propagator, which cannot replace the
+// metadata headers; those NATS cannot carry
 // verbatim inside HeaderEncoded), the Nats-Msg-Id of its id (see msgID),
 // payload.
 func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, error) {
@@ -137,7 +138,7 @@ func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, erro
 	hs := headerSetter{msg: msg}
 	relay.Headers(env, hs.set)
 	if r.cfg.Propagator != nil {
-		r.cfg.Propagator.InjectHeaders(ctx, hs.set)
+		r.cfg.Propagator.InjectHeaders(ctx, hs.setInjected)
 	}
 	if err := hs.finish(); err != nil {
 		return nil, fmt.Errorf("natsjs: event %s (type %s): %w", env.ID(), env.Type(), err)

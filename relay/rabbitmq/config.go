@@ -140,7 +140,8 @@ type Config struct {
 	// ctx into every message's headers after the relay's, replacing the
 	// event's own (such as its traceparent): a consumer of the queue then
 	// continues the trace of the delivery that relayed the message rather
-	// than the publisher's. Pass the outbox's tracing Observer (the
+	// than the publisher's. A header it writes with the name of a relay
+	// metadata header (relay.IsMetadataHeader) is dropped. Pass the outbox's tracing Observer (the
 	// OpenTelemetry module's implements core.HeaderInjector). Nil, the
 	// default, adds nothing.
 	Propagator core.HeaderInjector

@@ -22,7 +22,9 @@
 // the event type as type, the occurred-at time as timestamp,
 // content_type application/json for a JSON payload, and as headers the
 // Outbox-* metadata of relay.Headers plus the event's own headers (the
-// W3C trace context "traceparent" among them). The body is the payload.
+// W3C trace context "traceparent" among them). The metadata is the
+// relay's: an event header (or a Propagator's) named like one of its
+// headers, in any case, is dropped. The body is the payload.
 //
 // # Outcomes
 //

@@ -31,7 +31,12 @@ func message(ctx context.Context, env core.Envelope, exchange, key string, propa
 	}
 	relay.Headers(env, set)
 	if propagator != nil {
-		propagator.InjectHeaders(ctx, set)
+		// After the metadata, which it must not replace.
+		propagator.InjectHeaders(ctx, func(k, v string) {
+			if !relay.IsMetadataHeader(k) {
+				set(k, v)
+			}
+		})
 	}
 	if bad != nil {
 		return amqp.Publishing{}, bad

@@ -129,8 +129,8 @@ const closeTimeout = 5 * time.Second
 // The message is persistent, with the event id as message_id, the event
 // type as type, the occurred-at time as timestamp, content_type
 // application/json for a JSON payload, and the headers of relay.Headers
-// (the Outbox-* metadata and the event's own headers, such as
-// traceparent).
+// (the event's own headers, such as traceparent, then the Outbox-*
+// metadata, which an event header cannot replace).
 func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	r.closeMu.RLock()
 	if r.closed {
