@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,5 +214,22 @@ func TestOneClockForEveryPart(t *testing.T) {
 	}
 	if id := waitSignal(t, delivered, "poller delivery"); id != cold.ID() {
 		t.Fatalf("delivered %s, want %s", id, cold.ID())
+	}
+}
+
+// An invalid Ordering is reported under "Ordering." with the sentinel an
+// envelope would fail with: errors.Is matches core.ErrInvalidDeadPolicy,
+// as the README promises, not ErrInvalidConfig only.
+func TestNewOrderingErrorsWrapSentinels(t *testing.T) {
+	db := sqliteDB(t, "ordering.db")
+	_, err := outbox.New(context.Background(), db, outbox.Config{
+		Ordering: core.Ordering{Types: []string{strings.Repeat("t", core.MaxEventTypeLen+1)}, OnDead: 5}})
+	if got, want := cfgpath.Fields(err), []string{"Ordering.OnDead", "Ordering.Types[0]"}; !slices.Equal(got, want) {
+		t.Fatalf("New = %v: fields %q, want %q", err, got, want)
+	}
+	for _, want := range []error{core.ErrInvalidConfig, core.ErrInvalidDeadPolicy, core.ErrEventTypeTooLong} {
+		if !errors.Is(err, want) {
+			t.Errorf("New = %v, want it to match %v", err, want)
+		}
 	}
 }

@@ -195,20 +195,30 @@ type Ordering struct {
 }
 
 // Validate reports every problem of o at once (errors.Join of
-// *ConfigError naming the field).
+// *ConfigError naming the field). Each also wraps the sentinel an
+// envelope with that value would fail with: ErrEmptyEventType,
+// ErrEventTypeTooLong or ErrInvalidText for Types[i],
+// ErrInvalidDeadPolicy for OnDead.
 func (o Ordering) Validate() error {
 	var errs []error
 	for i, t := range o.Types {
+		field := fmt.Sprintf("Types[%d]", i)
 		if t == "" {
-			errs = append(errs, &ConfigError{Field: fmt.Sprintf("Types[%d]", i), Msg: "must not be empty"})
+			errs = append(errs, &ConfigError{Field: field, Msg: "must not be empty", Err: ErrEmptyEventType})
 		} else if t != "*" {
-			if err := checkText("event_type", t, MaxEventTypeLen, ErrEventTypeTooLong); err != nil {
-				errs = append(errs, &ConfigError{Field: fmt.Sprintf("Types[%d]", i), Msg: err.Error()})
+			var ve *ValidationError
+			if err := checkText("event_type", t, MaxEventTypeLen, ErrEventTypeTooLong); errors.As(err, &ve) {
+				msg := ve.Msg // the length; "" for invalid text
+				if msg == "" {
+					msg = "is not a valid event type"
+				}
+				errs = append(errs, &ConfigError{Field: field, Msg: msg, Err: ve.Err})
 			}
 		}
 	}
-	if o.OnDead > SkipOnDead {
-		errs = append(errs, &ConfigError{Field: "OnDead", Msg: fmt.Sprintf("unknown policy %d", uint8(o.OnDead))})
+	if err := checkDeadPolicy(o.OnDead); err != nil {
+		errs = append(errs, &ConfigError{Field: "OnDead", Msg: fmt.Sprintf("unknown policy %d (want BlockOnDead or SkipOnDead)", uint8(o.OnDead)),
+			Err: ErrInvalidDeadPolicy})
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
@@ -70,5 +71,39 @@ func TestBuildRefusesUnknownDeadPolicy(t *testing.T) {
 		if errors.Is(err, core.ErrInvalidText) {
 			t.Errorf("Build with DeadPolicy(9) = %v: reported as invalid text", err)
 		}
+	}
+}
+
+// Every problem Ordering.Validate reports is a *ConfigError that wraps
+// ErrInvalidConfig and the sentinel an envelope with that value fails
+// with (it wrapped ErrInvalidConfig only).
+func TestOrderingValidateWrapsSentinels(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		o     core.Ordering
+		field string
+		want  error
+	}{
+		{"unknown OnDead", core.Ordering{OnDead: 5}, "OnDead", core.ErrInvalidDeadPolicy},
+		{"empty type", core.Ordering{Types: []string{"A", ""}}, "Types[1]", core.ErrEmptyEventType},
+		{"long type", core.Ordering{Types: []string{strings.Repeat("é", core.MaxEventTypeLen+1)}}, "Types[0]", core.ErrEventTypeTooLong},
+		{"NUL in type", core.Ordering{Types: []string{"a\x00"}}, "Types[0]", core.ErrInvalidText},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			var ce *core.ConfigError
+			if !errors.As(err, &ce) || ce.Field != tc.field {
+				t.Fatalf("Validate = %v, want a *ConfigError for %s", err, tc.field)
+			}
+			if !errors.Is(err, core.ErrInvalidConfig) || !errors.Is(err, tc.want) {
+				t.Errorf("Validate = %v, want it to match ErrInvalidConfig and %v", err, tc.want)
+			}
+			if strings.HasSuffix(err.Error(), " ") {
+				t.Errorf("Validate = %q: no message", err)
+			}
+		})
+	}
+	if err := (core.Ordering{Types: []string{"*", "A"}, OnDead: core.SkipOnDead}).Validate(); err != nil {
+		t.Errorf("Validate of a valid Ordering = %v", err)
 	}
 }
