@@ -28,10 +28,11 @@ func NewEvent(eventType string) *Builder {
 	return &Builder{env: Envelope{eventType: eventType}}
 }
 
-// NewEventOf starts an envelope of a type-safe event type. A nil type
-// fails validation with ErrEmptyEventType.
+// NewEventOf starts an envelope of a type-safe event type. A nil type,
+// or a nil value of one (a nil pointer, map or func: its Name is not
+// called), fails validation with ErrEmptyEventType.
 func NewEventOf(t EventType) *Builder {
-	if t == nil {
+	if isNil(t) {
 		return NewEvent("")
 	}
 	return NewEvent(t.Name())
@@ -68,9 +69,10 @@ func (b *Builder) Delay(d time.Duration) *Builder {
 // AggregateType sets the aggregate type by name.
 func (b *Builder) AggregateType(name string) *Builder { b.env.aggregateType = name; return b }
 
-// AggregateTypeOf sets a type-safe aggregate type; nil clears it.
+// AggregateTypeOf sets a type-safe aggregate type; nil, or a nil value
+// of one (a nil pointer, map or func: its Name is not called), clears it.
 func (b *Builder) AggregateTypeOf(t AggregateType) *Builder {
-	if t == nil {
+	if isNil(t) {
 		return b.AggregateType("")
 	}
 	return b.AggregateType(t.Name())

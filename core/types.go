@@ -1,6 +1,9 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+)
 
 // EventType names a kind of event in a type-safe way. Implement it on a
 // string type to get enum-like constants:
@@ -15,6 +18,20 @@ type EventType interface {
 // AggregateType names a kind of aggregate in a type-safe way, like [EventType].
 type AggregateType interface {
 	Name() string
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, func, chan,
+// slice or interface: calling Name on such a value would most likely
+// panic, and the builder's setters never fail.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // StringEventType is the dynamic [EventType]: StringEventType("OrderPaid").

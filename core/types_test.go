@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
@@ -72,6 +73,51 @@ func TestAggregateTypeOfNilClears(t *testing.T) {
 	env := mustBuild(t, ev().AggregateTypeOf(AggregateUser).AggregateTypeOf(nil))
 	if env.AggregateType() != "" {
 		t.Errorf("AggregateType() = %q after AggregateTypeOf(nil)", env.AggregateType())
+	}
+}
+
+// ptrName is a type-safe name whose Name, on a pointer receiver, reads
+// the value: on a nil pointer it would panic.
+type ptrName struct{ name string }
+
+func (p *ptrName) Name() string { return p.name }
+
+// funcName is a type-safe name given by a function: a nil one would
+// panic.
+type funcName func() string
+
+func (f funcName) Name() string { return f() }
+
+// A nil value of a type-safe name (a nil pointer, a nil func) counts as
+// nil, as the godoc says, instead of panicking in a setter that never
+// fails: NewEventOf fails Build with ErrEmptyEventType, AggregateTypeOf
+// clears the aggregate type.
+func TestTypedNilNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		typ  interface {
+			core.EventType
+			core.AggregateType
+		}
+	}{
+		{"nil pointer", (*ptrName)(nil)},
+		{"nil func", funcName(nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := core.NewEventOf(tc.typ).PayloadJSONString(`{}`).Build()
+			if !errors.Is(err, core.ErrEmptyEventType) {
+				t.Errorf("NewEventOf(%T(nil)).Build() = %v, want ErrEmptyEventType", tc.typ, err)
+			}
+			env := mustBuild(t, ev().AggregateTypeOf(AggregateUser).AggregateTypeOf(tc.typ))
+			if env.AggregateType() != "" {
+				t.Errorf("AggregateType() = %q after AggregateTypeOf(%T(nil))", env.AggregateType(), tc.typ)
+			}
+		})
+	}
+	// Non-nil values still name the type.
+	env := mustBuild(t, core.NewEventOf(&ptrName{"P"}).AggregateTypeOf(funcName(func() string { return "F" })).PayloadJSONString(`{}`))
+	if env.Type() != "P" || env.AggregateType() != "F" {
+		t.Errorf("Type() = %q, AggregateType() = %q, want P, F", env.Type(), env.AggregateType())
 	}
 }
 
