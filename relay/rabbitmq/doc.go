@@ -24,7 +24,10 @@
 // Outbox-* metadata of relay.Headers plus the event's own headers (the
 // W3C trace context "traceparent" among them). The metadata is the
 // relay's: an event header (or a Propagator's) named like one of its
-// headers, in any case, is dropped. The body is the payload.
+// headers, in any case, is dropped. An event header named "CC" or "BCC"
+// (in this case: RabbitMQ's sender-selected distribution headers, arrays
+// of further routing keys) fails the event with [ErrInvalidMessage]
+// before anything is sent. The body is the payload.
 //
 // # Outcomes
 //

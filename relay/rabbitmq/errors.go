@@ -27,7 +27,10 @@ var (
 	ErrRefused = errors.New("rabbitmq: broker refused the message")
 	// ErrInvalidMessage: the event cannot travel as an AMQP message: its
 	// expanded exchange or routing key, its id, its type or a header name
-	// is longer than 255 bytes.
+	// is longer than 255 bytes, or it has a header named "CC" or "BCC"
+	// (in this case), which RabbitMQ reserves for sender-selected
+	// distribution (an array of further routing keys: the broker refuses
+	// a string there, and the relay lets no event field add destinations).
 	ErrInvalidMessage = errors.New("rabbitmq: event cannot be sent as an AMQP message")
 	// ErrConfirmTimeout: no confirm arrived within Config.ConfirmTimeout,
 	// or before the listener's ctx deadline when that ended first. Counted

@@ -2,16 +2,21 @@ package rabbitmq_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/rabbitmq"
+	"github.com/outbox-go/outbox/retry"
 )
 
 // spoofInjector is a Propagator that writes the traceparent of the
@@ -96,5 +101,59 @@ func checkMetadataHeaders(t *testing.T, d amqp.Delivery, want map[string]string,
 				t.Errorf("message %s: header %q = %v travels beside the metadata header %s", d.MessageId, k, v, m)
 			}
 		}
+	}
+}
+
+// RabbitMQ routes a message by its "CC" and "BCC" headers too (sender-
+// selected distribution: exactly those names, each an array of routing
+// keys) and closes the channel of one where they are strings (406
+// PRECONDITION_FAILED). An event header of either name fails the event at
+// once with ErrInvalidMessage, a normal failure (DEAD after MaxAttempts),
+// before anything is sent: an event field never adds destinations, and
+// no channel (nor the publishes of other events on it) is lost. Other
+// cases of the names are ordinary headers.
+func TestRelaySenderSelectedHeadersRefused(t *testing.T) {
+	ch := admin(t)
+	ex := newExchange(t, ch)
+	q := newQueue(t, ch, ex, "#")
+	got := consume(t, q)
+	r := newRelay(t, rabbitmq.Config{Exchange: ex})
+	event := func(k string) core.Envelope {
+		env, err := core.NewEvent("Mail").Header(k, "boss@example.com").PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	for _, k := range []string{"CC", "BCC"} {
+		err := r.OnEvent(context.Background(), event(k))
+		if !errors.Is(err, rabbitmq.ErrInvalidMessage) || errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), `"`+k+`"`) {
+			t.Errorf("an event with a %s header: %v, want ErrInvalidMessage naming it", k, err)
+		}
+	}
+	ok := []core.Envelope{event("cc"), event("Bcc")}
+	for _, env := range ok {
+		if err := r.OnEvent(context.Background(), env); err != nil {
+			t.Errorf("an event with a %v header: %v", env.Headers(), err)
+		}
+	}
+	testsupport.WaitFor(t, 30*time.Second, "the events with other cases of the names", func() bool { return got.count() >= len(ok) }, got.wake)
+	for _, d := range got.all() {
+		if d.Headers["cc"] != "boss@example.com" && d.Headers["Bcc"] != "boss@example.com" {
+			t.Errorf("message %s: headers %v", d.MessageId, d.Headers)
+		}
+	}
+
+	ob := relaytest.Outbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 2, MaxAttempts: 2,
+		Retry: retry.Exponential{BaseDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}, r)
+	cc := event("CC")
+	relaytest.Publish(t, ob, cc)
+	testsupport.WaitFor(t, 30*time.Second, "the event with a CC header DEAD", func() bool { return relaytest.Counts(t, ob)[core.StatusDead] == 1 })
+	rec, err := ob.Get(context.Background(), cc.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Attempts != 2 || !strings.Contains(rec.LastError, rabbitmq.ErrInvalidMessage.Error()) {
+		t.Errorf("record: %d attempts, last error %q", rec.Attempts, rec.LastError)
 	}
 }

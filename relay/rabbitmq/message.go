@@ -10,6 +10,18 @@ import (
 	"github.com/outbox-go/outbox/relay"
 )
 
+// The headers RabbitMQ routes a message by besides its routing key
+// (sender-selected distribution), matched in this case only. Their value
+// must be an array of routing keys: the broker closes the channel of a
+// message where one is a string (406 PRECONDITION_FAILED,
+// unacceptable_type_in_header). The relay refuses an event header (or a
+// Propagator's) of either name rather than send it as an array: an event
+// field must not add destinations to its message.
+const (
+	headerCC  = "CC"
+	headerBCC = "BCC"
+)
+
 // message builds the AMQP message of env, after checking that every short
 // string it needs fits AMQP's 255 bytes; propagator, when not nil, writes
 // the trace context of ctx last.
@@ -24,8 +36,14 @@ func message(ctx context.Context, env core.Envelope, exchange, key string, propa
 	headers := amqp.Table{}
 	var bad error
 	set := func(k, v string) {
-		if len(k) > maxShortString && bad == nil {
+		switch {
+		case bad != nil:
+		case len(k) > maxShortString:
 			bad = fmt.Errorf("%w: event %s: a header name is %d bytes, AMQP allows %d", ErrInvalidMessage, env.ID(), len(k), maxShortString)
+		case k == headerCC || k == headerBCC:
+			bad = fmt.Errorf("%w: event %s: header %q is RabbitMQ's sender-selected distribution header (%s and %s, in this case: "+
+				"an array of further routing keys for the message); a string there makes the broker refuse the message: rename the header",
+				ErrInvalidMessage, env.ID(), k, headerCC, headerBCC)
 		}
 		headers[k] = v
 	}
