@@ -14,7 +14,10 @@ import (
 //
 // Every method runs on the outbox's own paths (publish, the dispatcher's
 // workers and DONE writer, the poller): it must be fast, must not block
-// and must be safe for concurrent use. Embed [NopObserver] in an
+// and must be safe for concurrent use. The dispatcher survives a
+// Deliver, or the end it returned, that panics: it logs the panic and
+// delivers the event unobserved (and a nil context from Deliver is taken
+// as the one it was given). Embed [NopObserver] in an
 // implementation so that methods added later keep it compiling.
 type Observer interface {
 	// Publish is called by Publish before the event is inserted, with the

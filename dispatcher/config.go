@@ -198,7 +198,9 @@ func (c Config) withDefaults() Config {
 		c.Retry = retry.Exponential{}
 	}
 	if c.RetryCapacity == 0 {
-		c.RetryCapacity = c.ColdCapacity
+		// Within bounds even when ColdCapacity is not: its error names
+		// it alone, not also a field the user never set.
+		c.RetryCapacity = min(max(c.ColdCapacity, 1), MaxCapacity)
 	}
 	if c.StatusTimeout == 0 {
 		c.StatusTimeout = DefaultStatusTimeout
@@ -253,6 +255,8 @@ func (c Config) validate() error {
 	p.Count("ColdCapacity", c.ColdCapacity, MaxCapacity)
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)
 	p.NilValue("Retry", c.Retry)
+	p.NilValue("Metrics", c.Metrics)
+	p.NilValue("Observer", c.Observer)
 	if c.RetryCapacity < -1 || c.RetryCapacity > MaxCapacity {
 		p.Field("RetryCapacity", fmt.Sprintf("must be -1 (disabled) or 1..%d", MaxCapacity))
 	}

@@ -75,16 +75,23 @@ type item struct {
 
 // attempt is one delivery attempt as the Observer sees it.
 type attempt struct {
-	ctx     context.Context // the listeners' parent context
-	end     func(core.DeliveryResult)
-	started time.Time
+	ctx      context.Context // the listeners' parent context
+	end      func(core.DeliveryResult)
+	started  time.Time
+	panicked func(v any) // logs a panic of the Observer's
 }
 
-// observed reports the attempt's outcome to the Observer, once.
+// observed reports the attempt's outcome to the Observer, once. A panic
+// of the Observer's end is logged, not passed on.
 func (it item) observed(o core.Outcome, err error) {
 	if a := it.attempt; a != nil && a.end != nil {
 		end := a.end
 		a.end = nil
+		defer func() {
+			if v := recover(); v != nil {
+				a.panicked(v)
+			}
+		}()
 		r := core.DeliveryResult{Outcome: o, Err: err}
 		if o != core.OutcomeUnhandled { // else no listener ran
 			r.Listeners = time.Since(a.started)
@@ -164,7 +171,7 @@ type Dispatcher struct {
 	stores engine.Set[*origin] // added with AddStore
 
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
-	budgetLog, supersededLog                        *ratelog.Limiter
+	budgetLog, supersededLog, observerLog           *ratelog.Limiter
 	heldBytes                                       atomic.Int64 // payload bytes held; see MaxHeldBytes
 	payloadEst                                      atomic.Int64 // moving average of payload sizes offered
 	noListener                                      sync.Map     // event types already warned about
@@ -217,6 +224,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		done:        make(chan struct{}),
 		retryTimers: make(map[*time.Timer]item),
 		dropLog:     ratelog.New(5 * time.Second),
+		observerLog: ratelog.New(5 * time.Second),
 		statusLog:   ratelog.New(5 * time.Second),
 		leaseLog:    ratelog.New(5 * time.Second),
 		staleLog:    ratelog.New(5 * time.Second),

@@ -72,15 +72,30 @@ func (d *Dispatcher) process(it item) bool {
 // observe starts the Observer's view of the attempt it is about to make:
 // the listeners' parent context and the end of the attempt. Without an
 // Observer it returns nil and costs nothing: the listeners get the
-// store's work context.
-func (d *Dispatcher) observe(it item) *attempt {
+// store's work context. An Observer that panics (here or in the end it
+// returned) is a fault of the observation only: it is logged and the
+// delivery goes on unobserved; a nil context from it is the work
+// context.
+func (d *Dispatcher) observe(it item) (a *attempt) {
 	obs := d.cfg.Observer
 	if obs == nil {
 		return nil
 	}
-	a := &attempt{started: time.Now()}
+	a = &attempt{started: time.Now(), panicked: func(v any) {
+		d.observerLog.Hit(it.src.log, slog.LevelError, "observer panicked; the delivery goes on unobserved",
+			eventAttrs(it.env, it.attempts, slog.String("panic", fmt.Sprint(v)))...)
+	}}
+	defer func() {
+		if v := recover(); v != nil {
+			a.panicked(v)
+			a = nil
+		}
+	}()
 	a.ctx, a.end = obs.Deliver(it.src.work.Context(), core.Delivery{Event: it.env, Store: it.src.id, Path: it.path(),
 		Attempt: it.attempts + 1, Committed: it.committed, Redelivered: it.redelivered || it.attempts > 0})
+	if a.ctx == nil {
+		a.ctx = it.src.work.Context()
+	}
 	return a
 }
 
