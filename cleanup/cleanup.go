@@ -59,8 +59,8 @@ type Config struct {
 	// Defaults to 7 days.
 	DoneRetention time.Duration
 	// DeadRetention keeps DEAD rows this long after they died, so an
-	// operator can replay them. Defaults to 30 days; must not be shorter
-	// than DoneRetention.
+	// operator can replay them. Defaults to 30 days, or DoneRetention when
+	// that is longer; must not be shorter than DoneRetention.
 	DeadRetention time.Duration
 	// BatchSize is the most rows deleted per statement, 1 to
 	// jdbcstore.MaxPurgeBatch. Defaults to 500.
@@ -109,7 +109,7 @@ func (c Config) withDefaults() Config {
 		c.DoneRetention = DefaultDoneRetention
 	}
 	if c.DeadRetention == 0 {
-		c.DeadRetention = DefaultDeadRetention
+		c.DeadRetention = max(DefaultDeadRetention, c.DoneRetention)
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
@@ -139,6 +139,7 @@ func (c Config) validate() error {
 	} else if c.DeadRetention < c.DoneRetention {
 		p.Field("DeadRetention", "must not be shorter than DoneRetention")
 	}
+	p.NilValue("Metrics", c.Metrics)
 	if c.BatchSize < 1 || c.BatchSize > jdbcstore.MaxPurgeBatch {
 		p.Field("BatchSize", fmt.Sprintf("must be 1..%d", jdbcstore.MaxPurgeBatch))
 	}

@@ -106,6 +106,7 @@ func TestConfigValidation(t *testing.T) {
 		"negative max rate":      {MaxRate: -1},
 		"NaN max rate":           {MaxRate: math.NaN()},
 		"infinite max rate":      {MaxRate: math.Inf(1)},
+		"nil metrics value":      {Metrics: (*nopMetricsPtr)(nil)},
 	} {
 		if _, err := cleanup.New(st, cfg); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("%s: err %v", name, err)
@@ -125,6 +126,10 @@ func TestRunOncePassesTheSettings(t *testing.T) {
 			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: cleanup.DefaultBatchSize, PauseFactor: cleanup.DefaultPauseFactor}},
 		"no pause": {cleanup.Config{NoPause: true, BatchSize: 2000}, jdbcstore.PurgeOptions{DoneOlderThan: cleanup.DefaultDoneRetention,
 			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: 2000}},
+		// DEAD rows kept at least as long as DONE ones (a longer
+		// DoneRetention alone failed: DeadRetention shorter).
+		"long done retention": {cleanup.Config{DoneRetention: 60 * 24 * time.Hour}, jdbcstore.PurgeOptions{DoneOlderThan: 60 * 24 * time.Hour,
+			DeadOlderThan: 60 * 24 * time.Hour, BatchSize: cleanup.DefaultBatchSize, PauseFactor: cleanup.DefaultPauseFactor}},
 		"pause factor": {cleanup.Config{PauseFactor: 4, MaxRate: 5000}, jdbcstore.PurgeOptions{DoneOlderThan: cleanup.DefaultDoneRetention,
 			DeadOlderThan: cleanup.DefaultDeadRetention, BatchSize: cleanup.DefaultBatchSize, PauseFactor: 4, MaxRate: 5000}},
 	} {
@@ -282,3 +287,6 @@ func TestRunsAreSpread(t *testing.T) {
 		t.Errorf("random just below 1: first %s (want < 1m), next %s (want just below 2h12m)", first, next)
 	}
 }
+
+// nopMetricsPtr is a Metrics whose nil value TestConfigValidation gives.
+type nopMetricsPtr struct{ core.NopMetrics }
