@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxOrderKeyLen is the longest ordering key, in characters. An
@@ -53,10 +56,24 @@ func (p DeadPolicy) String() string {
 }
 
 // AggregateOrderKey is the ordering key of an aggregate: its type and id
-// joined by ':'. It is the key of an ordered event that has no explicit
-// one, so all the events of one aggregate are delivered in commit order.
+// joined by ':' ("Order:42"). It is the key of an ordered event that has
+// no explicit one, so all the events of one aggregate are delivered in
+// commit order.
+//
+// No two aggregates share a key. "type:id" alone cannot tell the type
+// "a:b" with the id "c" from the type "a" with the id "b:c", so a type
+// that holds ':' (or begins with a backslash) is preceded by a
+// backslash, its length in characters and ':' (`\3:a:b:c` for the
+// first, "a:b:c" for the second). Every other aggregate keeps the
+// "type:id" key earlier versions gave it. The key of a valid aggregate
+// (MaxAggregateTypeLen, MaxAggregateIDLen) always fits MaxOrderKeyLen.
 func AggregateOrderKey(aggregateType, aggregateID string) string {
-	return aggregateType + ":" + aggregateID
+	if !strings.Contains(aggregateType, ":") && !strings.HasPrefix(aggregateType, `\`) {
+		return aggregateType + ":" + aggregateID
+	}
+	// Only keys of this form begin with a backslash (an empty type gives
+	// ":id"), and the length says where the type ends.
+	return `\` + strconv.Itoa(utf8.RuneCountInString(aggregateType)) + ":" + aggregateType + ":" + aggregateID
 }
 
 // OrderKey returns the key the event is delivered in order with, or ""

@@ -2,8 +2,10 @@ package core_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/outbox-go/outbox/core"
 )
@@ -106,4 +108,90 @@ func TestOrderingValidateWrapsSentinels(t *testing.T) {
 	if err := (core.Ordering{Types: []string{"*", "A"}, OnDead: core.SkipOnDead}).Validate(); err != nil {
 		t.Errorf("Validate of a valid Ordering = %v", err)
 	}
+}
+
+// Two aggregates never share an ordering key: "a:b" + "c" and "a" + "b:c"
+// did, so a DEAD event of one blocked the other. Keys of aggregate types
+// without ':' (and not beginning with a backslash) are unchanged, so
+// rows stored by earlier versions keep theirs.
+func TestAggregateOrderKeyIsInjective(t *testing.T) {
+	if a, b := core.AggregateOrderKey("a:b", "c"), core.AggregateOrderKey("a", "b:c"); a == b {
+		t.Fatalf(`AggregateOrderKey("a:b", "c") = AggregateOrderKey("a", "b:c") = %q`, a)
+	}
+	for _, tc := range []struct{ typ, id, want string }{
+		{"Order", "42", "Order:42"},
+		{"a", "b:c", "a:b:c"},
+		{"Order", `x\y`, `Order:x\y`},
+		{`a\b`, "1", `a\b:1`},
+		{"", "1", ":1"},
+		{"Konto", "é", "Konto:é"},
+		{"a:b", "c", `\3:a:b:c`},
+		{"é:", "1", `\2:é::1`},
+		{`\x`, "1", `\2:\x:1`},
+	} {
+		if got := core.AggregateOrderKey(tc.typ, tc.id); got != tc.want {
+			t.Errorf("AggregateOrderKey(%q, %q) = %q, want %q", tc.typ, tc.id, got, tc.want)
+		}
+	}
+	parts := []string{"", ":", "::", "a", "a:", ":a", "a:b", "b:c", `\`, `\1`, `\1:`, `\1:a`, "1", "1:", `\\`, `a\`, "é", "é:"}
+	seen := make(map[string][2]string)
+	for _, typ := range parts {
+		for _, id := range parts {
+			key := core.AggregateOrderKey(typ, id)
+			if prev, dup := seen[key]; dup {
+				t.Errorf("AggregateOrderKey(%q, %q) = AggregateOrderKey(%q, %q) = %q", typ, id, prev[0], prev[1], key)
+			}
+			seen[key] = [2]string{typ, id}
+		}
+	}
+	// The longest valid aggregate, its type all colons, still fits.
+	env, err := core.NewEvent("T").AggregateType(strings.Repeat(":", core.MaxAggregateTypeLen)).
+		AggregateID(strings.Repeat("é", core.MaxAggregateIDLen)).Ordered().PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatalf("Build of the longest aggregate, ordered: %v", err)
+	}
+	if n := utf8.RuneCountInString(env.OrderKey()); n > core.MaxOrderKeyLen {
+		t.Errorf("key of %d characters", n)
+	}
+}
+
+// FuzzAggregateOrderKey decodes the key of any aggregate back to its type
+// and id: the key is injective.
+func FuzzAggregateOrderKey(f *testing.F) {
+	f.Add("Order", "42")
+	f.Add("a:b", "c")
+	f.Add("a", "b:c")
+	f.Add(`\3`, "a:b")
+	f.Add("", `\1:`)
+	f.Add("é:", "\xff")
+	f.Fuzz(func(t *testing.T, typ, id string) {
+		key := core.AggregateOrderKey(typ, id)
+		gotTyp, gotID, ok := decodeAggregateOrderKey(key)
+		if !ok || gotTyp != typ || gotID != id {
+			t.Fatalf("AggregateOrderKey(%q, %q) = %q decodes to %q, %q, %v", typ, id, key, gotTyp, gotID, ok)
+		}
+	})
+}
+
+// decodeAggregateOrderKey is the inverse of core.AggregateOrderKey.
+func decodeAggregateOrderKey(key string) (typ, id string, ok bool) {
+	rest, long := strings.CutPrefix(key, `\`)
+	if !long {
+		return strings.Cut(key, ":")
+	}
+	digits, rest, ok := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(digits)
+	if !ok || err != nil || n < 0 {
+		return "", "", false
+	}
+	i := 0
+	for ; n > 0 && i < len(rest); n-- {
+		_, size := utf8.DecodeRuneInString(rest[i:])
+		i += size
+	}
+	if n > 0 {
+		return "", "", false
+	}
+	id, ok = strings.CutPrefix(rest[i:], ":")
+	return rest[:i], id, ok
 }
