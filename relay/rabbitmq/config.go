@@ -68,7 +68,10 @@ type Config struct {
 	// must exist: publishing to a missing exchange fails the event (the
 	// broker closes the channel with 404 NOT_FOUND; the relay opens a new
 	// one). Defaults to "", the broker's default exchange, which routes a
-	// message to the queue named by its routing key.
+	// message to the queue named by its routing key. A template that
+	// expands to "" for an event (Exchange "{tenant}" and an event without
+	// a tenant) fails that event with ErrInvalidMessage rather than send
+	// it to the default exchange.
 	Exchange string
 	// RoutingKey is the routing key template ("orders.{type}",
 	// "{aggregate_type}.{aggregate_id}"). An expanded key longer than 255

@@ -27,7 +27,9 @@ var (
 	ErrRefused = errors.New("rabbitmq: broker refused the message")
 	// ErrInvalidMessage: the event cannot travel as an AMQP message: its
 	// expanded exchange or routing key, its id, its type or a header name
-	// is longer than 255 bytes, or it has a header named "CC" or "BCC"
+	// is longer than 255 bytes, a non-empty Exchange template expands to
+	// "" for it (the default exchange is only used for an Exchange of ""),
+	// or it has a header named "CC" or "BCC"
 	// (in this case), which RabbitMQ reserves for sender-selected
 	// distribution (an array of further routing keys: the broker refuses
 	// a string there, and the relay lets no event field add destinations).

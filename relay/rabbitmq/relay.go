@@ -135,13 +135,19 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	r.closeMu.RLock()
 	if r.closed {
 		r.closeMu.RUnlock()
-		return core.Unavailable(fmt.Errorf("rabbitmq relay: %w", core.ErrClosed), 0)
+		return core.Unavailable(fmt.Errorf("rabbitmq relay: %w", core.ErrClosed), r.cfg.Breaker.RetryAfter)
 	}
 	r.inflight.Add(1)
 	r.closeMu.RUnlock()
 	defer r.inflight.Done()
 
 	exchange, key := r.tpl.exchange.Expand(env), r.tpl.routingKey.Expand(env)
+	if exchange == "" && !r.tpl.exchange.IsZero() {
+		// "" is the default exchange, which routes by the routing key to
+		// the queue of that name: only a Config.Exchange of "" means it.
+		return fmt.Errorf("%w: event %s: the Exchange template %q expands to \"\" (an empty event field), which would be the default exchange",
+			ErrInvalidMessage, env.ID(), r.tpl.exchange.String())
+	}
 	msg, err := message(ctx, env, exchange, key, r.cfg.Propagator)
 	if err != nil {
 		return err
@@ -299,7 +305,8 @@ func (s *slot) open(r *Relay, conn *amqp.Connection, op *opening) {
 }
 
 // Close stops the relay: new OnEvent calls return a core.Unavailable
-// error wrapping core.ErrClosed (the event is put off, not charged), the
+// error wrapping core.ErrClosed (the event is put off for
+// Breaker.RetryAfter, not charged), the
 // publishes under way finish (their confirms awaited), then the channels
 // and the connection are closed. If ctx ends first, Close closes them
 // anyway (the publishes still waiting fail as an outage) and returns

@@ -321,8 +321,57 @@ func TestRelayClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = r.OnEvent(context.Background(), env)
-	if !errors.Is(err, core.ErrUnavailable) || !errors.Is(err, core.ErrClosed) {
-		t.Errorf("OnEvent after Close = %v", err)
+	var ue *core.UnavailableError
+	if !errors.As(err, &ue) || !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("OnEvent after Close = %v", err)
+	}
+	if ue.After != relay.DefaultRetryAfter {
+		t.Errorf("OnEvent after Close puts the event off for %v, want Breaker.RetryAfter's default %v", ue.After, relay.DefaultRetryAfter)
+	}
+
+	// As the NATS relay does, with the configured RetryAfter.
+	r, err = rabbitmq.New(context.Background(), rabbitmq.Config{URL: amqpURL(), Breaker: relay.BreakerConfig{RetryAfter: 7 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.OnEvent(context.Background(), env); !errors.As(err, &ue) || ue.After != 7*time.Second {
+		t.Errorf("OnEvent after Close = %v, want a core.Unavailable error with After 7s", err)
+	}
+}
+
+// An Exchange template that expands to "" for an event (a field the event
+// does not have) fails it with ErrInvalidMessage, a normal failure,
+// instead of publishing it to the default exchange, which would route it
+// to the queue its routing key names. An Exchange of "" is the default
+// exchange, as documented.
+func TestRelayEmptyExchangeFromTemplate(t *testing.T) {
+	ch := admin(t)
+	q := newQueue(t, ch, "", "")
+	got := consume(t, q)
+	r := newRelay(t, rabbitmq.Config{Exchange: "{tenant}", RoutingKey: q})
+	noTenant, err := core.JSONEvent("T", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.OnEvent(context.Background(), noTenant)
+	if !errors.Is(err, rabbitmq.ErrInvalidMessage) || errors.Is(err, core.ErrUnavailable) || !strings.Contains(err.Error(), "{tenant}") {
+		t.Errorf("an event whose exchange expands to \"\": %v, want ErrInvalidMessage naming the template", err)
+	}
+
+	def := newRelay(t, rabbitmq.Config{RoutingKey: q}) // the default exchange
+	marker, err := core.JSONEvent("Marker", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := def.OnEvent(context.Background(), marker); err != nil {
+		t.Fatalf("the default exchange: %v", err)
+	}
+	testsupport.WaitFor(t, 30*time.Second, "the marker in the queue", func() bool { return got.count() >= 1 }, got.wake)
+	if msgs := got.all(); msgs[0].MessageId != marker.ID() {
+		t.Errorf("the queue got %s before the marker: the event without a tenant went to the default exchange", msgs[0].MessageId)
 	}
 }
 
