@@ -233,3 +233,45 @@ func TestNewOrderingErrorsWrapSentinels(t *testing.T) {
 		}
 	}
 }
+
+// nilMetrics and nilObserver implement their interfaces on a pointer
+// whose nil value panics at the first call.
+type nilMetrics struct {
+	core.NopMetrics
+	n int
+}
+
+func (m *nilMetrics) QueueDepths(hot, cold int) { m.n = hot + cold }
+
+type nilObserver struct {
+	core.NopObserver
+	n int
+}
+
+func (o *nilObserver) Publish(context.Context, core.Envelope) (map[string]string, func(error)) {
+	o.n++
+	return nil, func(error) {}
+}
+
+// A nil value of the Metrics or Observer interface type is refused by New
+// with a *core.ConfigError naming the field, before the schema: it used
+// to pass, and the first poll or delivery panicked in a background
+// goroutine.
+func TestNewRefusesTypedNilMetricsAndObserver(t *testing.T) {
+	ctx := context.Background()
+	db := sqliteDB(t, "typednil.db")
+	_, err := outbox.New(ctx, db, outbox.Config{Metrics: (*nilMetrics)(nil), Observer: (*nilObserver)(nil)})
+	if got, want := cfgpath.Fields(err), []string{"Metrics", "Observer"}; !slices.Equal(got, want) {
+		t.Fatalf("New = %v: fields %q, want %q", err, got, want)
+	}
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("New = %v, want ErrInvalidConfig", err)
+	}
+	if tableExists(t, ctx, db) {
+		t.Error("New applied the schema although the Config is invalid")
+	}
+	// Non-nil values of those types are fine.
+	if _, err := outbox.New(ctx, db, outbox.Config{Metrics: &nilMetrics{}, Observer: &nilObserver{}, Logger: quietLogger()}); err != nil {
+		t.Errorf("New with non-nil Metrics and Observer = %v", err)
+	}
+}

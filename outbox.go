@@ -94,14 +94,16 @@ type Config struct {
 	Now func() time.Time
 	// Logger is the default logger of every part. Defaults to slog.Default().
 	Logger *slog.Logger
-	// Metrics is the default metrics sink of every part. Defaults to core.NopMetrics{}.
+	// Metrics is the default metrics sink of every part. Defaults to
+	// core.NopMetrics{}. A nil value of a type (a nil *T) is refused.
 	Metrics core.Metrics
 	// Observer, when set, sees every publish (and adds its headers, such
 	// as the trace context, to the event), every delivery attempt (the
 	// listeners run with the context it returns), every DONE write and
 	// every claim: the OpenTelemetry and Prometheus modules of this
 	// repository implement it. It is handed to Dispatcher and Poller
-	// unless they have their own. Nil means none.
+	// unless they have their own. Nil means none; a nil value of a type
+	// (a nil *T) is refused.
 	Observer core.Observer
 }
 
@@ -193,6 +195,10 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	if db == nil {
 		p.Field("db", "must not be nil")
 	}
+	// A nil value of an interface type (a nil *T) would pass here and
+	// panic in a background goroutine at the first poll or delivery.
+	p.NilValue("Metrics", c.Metrics)
+	p.NilValue("Observer", c.Observer)
 	p.UnsetClock("Store.Now", c.Store.Now)
 	p.UnsetClock("Dispatcher.Now", c.Dispatcher.Now)
 	p.UnsetClock("Poller.Now", c.Poller.Now)
