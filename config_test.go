@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -273,5 +274,29 @@ func TestNewRefusesTypedNilMetricsAndObserver(t *testing.T) {
 	// Non-nil values of those types are fine.
 	if _, err := outbox.New(ctx, db, outbox.Config{Metrics: &nilMetrics{}, Observer: &nilObserver{}, Logger: quietLogger()}); err != nil {
 		t.Errorf("New with non-nil Metrics and Observer = %v", err)
+	}
+}
+
+// New reports a handle without a database as the field "db", whatever
+// its type: a nil *sql.DB or *sqlx.DB, and an *sqlx.DB holding a nil
+// *sql.DB (which panicked in the store's dialect detection or in
+// database/sql).
+func TestNewRefusesAHandleWithoutDatabase(t *testing.T) {
+	ctx := context.Background()
+	check := func(name string, err error) {
+		t.Helper()
+		if got := cfgpath.Fields(err); !slices.Equal(got, []string{"db"}) || !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("New(%s) = %v (fields %q), want a ConfigError for db", name, err, got)
+		}
+	}
+	_, err := outbox.New(ctx, (*sql.DB)(nil), outbox.Config{})
+	check("(*sql.DB)(nil)", err)
+	_, err = outbox.New(ctx, (*sqlx.DB)(nil), outbox.Config{})
+	check("(*sqlx.DB)(nil)", err)
+	_, err = outbox.New(ctx, &sqlx.DB{}, outbox.Config{})
+	check("&sqlx.DB{}", err)
+	for _, name := range []string{"sqlite3", "mysql", "pgx"} {
+		_, err = outbox.New(ctx, sqlx.NewDb(nil, name), outbox.Config{})
+		check(fmt.Sprintf("sqlx.NewDb(nil, %q)", name), err)
 	}
 }

@@ -141,7 +141,9 @@ func init() {
 // a *sql.DB (its driver is detected: go-sql-driver/mysql, mattn
 // go-sqlite3 or pgx; see [Config]) or a *sqlx.DB. It validates the whole cfg first (see
 // [Config]) and, unless cfg.SkipSchema, then applies the schema. Nothing
-// runs until [Outbox.Start]; Close does not close db.
+// runs until [Outbox.Start]; Close does not close db. A nil db, or an
+// *sqlx.DB holding a nil *sql.DB, is reported as a *core.ConfigError
+// named "db".
 func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox, error) {
 	if ctx == nil {
 		return nil, core.ErrNilContext
@@ -192,8 +194,11 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 // and returns the store built on db. It writes nothing.
 func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	var p cfgpath.Collector
-	if db == nil {
+	switch {
+	case db == nil:
 		p.Field("db", "must not be nil")
+	case db.DB == nil:
+		p.Field("db", "is an *sqlx.DB holding a nil *sql.DB")
 	}
 	// A nil value of an interface type (a nil *T) would pass here and
 	// panic in a background goroutine at the first poll or delivery.
@@ -211,7 +216,7 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	}
 	p.Add("Ordering", c.Ordering.Validate())
 	var store *jdbcstore.Store
-	if db != nil {
+	if db != nil && db.DB != nil {
 		// New validates the store's fields and its dialect together.
 		var err error
 		store, err = jdbcstore.New(db, c.withDefaults().Store)

@@ -59,13 +59,20 @@ type Manager struct {
 
 // New returns a Manager for db. [Tx.Sqlx] binds parameters for the driver
 // detected from db.Driver() (sqlite3, mysql, postgres, pgx, sqlite); use
-// [NewX] to choose the sqlx driver name explicitly.
+// [NewX] to choose the sqlx driver name explicitly. For a nil db it
+// returns a Manager whose [Manager.Do] fails with an error wrapping
+// [core.ErrInvalidConfig].
 func New(db *sql.DB, opts ...Option) *Manager {
 	return &Manager{db: sqldriver.Wrap(db), opts: buildOptions(opts)}
 }
 
-// NewX returns a Manager for an sqlx database.
+// NewX returns a Manager for an sqlx database. A nil db, or an *sqlx.DB
+// holding a nil *sql.DB (the zero sqlx.DB), is no database, as for [New]:
+// [Manager.Do] fails with an error wrapping [core.ErrInvalidConfig].
 func NewX(db *sqlx.DB, opts ...Option) *Manager {
+	if db != nil && db.DB == nil {
+		db = nil
+	}
 	return &Manager{db: db, opts: buildOptions(opts)}
 }
 

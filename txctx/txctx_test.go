@@ -963,8 +963,20 @@ func TestYieldHookAskedOncePerBegin(t *testing.T) {
 }
 
 func TestDoInvalidArguments(t *testing.T) {
-	if err := txctx.New(nil).Do(context.Background(), func(context.Context) error { return nil }); !errors.Is(err, core.ErrInvalidConfig) {
-		t.Fatalf("nil db: %v", err)
+	// No database: a nil one, or an *sqlx.DB holding none (the latter
+	// panicked in Do).
+	for name, m := range map[string]*txctx.Manager{
+		"New(nil)":                         txctx.New(nil),
+		"NewX(nil)":                        txctx.NewX(nil),
+		"NewX(&sqlx.DB{})":                 txctx.NewX(&sqlx.DB{}),
+		`NewX(sqlx.NewDb(nil, "sqlite3"))`: txctx.NewX(sqlx.NewDb(nil, "sqlite3")),
+	} {
+		if err := m.Do(context.Background(), func(context.Context) error { return nil }); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Fatalf("%s: Do = %v, want ErrInvalidConfig", name, err)
+		}
+		if _, tx := m.Adopt(context.Background(), nil); tx.Database() != nil || tx.Active() {
+			t.Fatalf("%s: Adopt(nil) = a Tx of database %p, active %v", name, tx.Database(), tx.Active())
+		}
 	}
 	if err := txctx.New(openDB(t)).Do(context.Background(), nil); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Fatalf("nil fn: %v", err)
