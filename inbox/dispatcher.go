@@ -69,7 +69,13 @@ type DispatcherConfig struct {
 	// PollInterval is the pause once a claim found fewer messages than it
 	// asked for in every inbox since the last full claim. After
 	// a full claim the next one follows at once, and Enqueue on any of the
-	// dispatcher's inboxes wakes it. Defaults to 500 ms.
+	// dispatcher's inboxes wakes it. It also wakes by itself when a
+	// message it knows of becomes claimable: the next attempt of a message
+	// it abandoned (after the Retry delay), and the DueAt of a message
+	// enqueued in this process through one of its inboxes. A message made
+	// claimable otherwise (abandoned or enqueued by another process, or
+	// released by its reaper) is claimed at the first poll after it is
+	// due, within PollInterval. Defaults to 500 ms.
 	PollInterval time.Duration
 	// Selector chooses the inbox of each claim cycle when the dispatcher
 	// runs several (one per database, added with [Dispatcher.AddInbox]):
@@ -231,6 +237,8 @@ type Dispatcher struct {
 	cycleMu  sync.Mutex // one claim at a time; guards rotation
 	rotation *engine.Rotation
 
+	alarm alarm // wakes the loop when a message it knows of is due
+
 	wg sync.WaitGroup // handler goroutines
 }
 
@@ -264,14 +272,16 @@ func newDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With(slog.String("component", "outbox.inbox.dispatcher"), slog.String("owner", cfg.Owner))
-	return &Dispatcher{
+	d := &Dispatcher{
 		cfg:      cfg,
 		log:      log,
 		handlers: map[string]Handler{},
 		slots:    make(chan struct{}, cfg.Workers),
 		run:      engine.NewRunner("inbox dispatcher"),
 		rotation: engine.NewRotation(cfg.Selector).WithLogger(log),
-	}, nil
+	}
+	d.alarm.wake = d.Wake
+	return d, nil
 }
 
 // Owner returns the dispatcher's owner token.
@@ -345,6 +355,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	if d.InHandler(ctx) {
 		return ErrCloseInHandler
 	}
+	d.alarm.stop()
 	return d.run.Close(ctx)
 }
 
@@ -707,6 +718,9 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 					slog.Duration("retry_in", delay))...)
 		}
 		n, err = m.in.abandonAfter(ctx, h.claim, keys, herr.Error(), delay)
+		if err == nil && n > 0 {
+			d.alarm.at(time.Now().Add(delay)) // the next attempt, without waiting for a poll
+		}
 	}
 	switch {
 	case err != nil:

@@ -24,8 +24,11 @@
 // Work queue. [Inbox.Enqueue] stores the message (an upsert: a redelivery
 // of a Done message changes nothing); a [Dispatcher] claims due messages
 // with a lease and an owner token, runs the [Handler] of their topic, and
-// acknowledges them, abandons them for a retry after min(2^attempt s, 60 s),
-// or marks them Dead after MaxAttempts (10). Each claim charges an
+// acknowledges them, abandons them for a retry after min(2^attempt s, 60 s)
+// (it wakes by itself for the retries it scheduled and for the DueAt of a
+// message enqueued through its inbox in this process; other messages are
+// claimed at the first poll after they are due, within PollInterval), or
+// marks them Dead after MaxAttempts (10). Each claim charges an
 // attempt, so a handling cut short by a crash counts as one: a message
 // that kills its process is Dead after MaxAttempts, not retried for ever.
 // Every outcome is fenced on the claim (the owner token and the lease

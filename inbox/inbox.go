@@ -432,7 +432,7 @@ func (in *Inbox) MarkProcessed(ctx context.Context, source, messageID string) er
 // Seen message becomes Processing; a Processing or Dead one takes the new
 // topic, payload, hash and due time and keeps its state. A hash differing
 // from the stored one is logged as a warning. Dispatchers of this Inbox
-// are woken to claim it at once.
+// are woken to claim it at once, or at its DueAt when that is later.
 func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
 	if err := checkMessage(msg, true); err != nil {
 		return err
@@ -446,6 +446,9 @@ func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
 		slog.Bool("new", res.Inserted), slog.String("status", Status(res.Status).String()))...)
 	if Status(res.Status) == StatusProcessing {
 		in.wake()
+		if wait := msg.DueAt.Sub(in.now()); !msg.DueAt.IsZero() && wait > 0 {
+			in.wakeAt(time.Now().Add(wait))
+		}
 	}
 	return nil
 }
@@ -697,6 +700,16 @@ func (in *Inbox) wake() {
 	defer in.mu.Unlock()
 	for m := range in.members {
 		m.notify()
+	}
+}
+
+// wakeAt tells every dispatcher of this inbox that a message enqueued
+// becomes due at the wall-clock time at. It never blocks.
+func (in *Inbox) wakeAt(at time.Time) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for m := range in.members {
+		m.notifyAt(at)
 	}
 }
 

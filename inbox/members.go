@@ -55,6 +55,10 @@ func (m *member) notify() {
 	m.d.Wake()
 }
 
+// notifyAt is called by the member's Inbox after an enqueue of a message
+// due at the wall-clock time at: the dispatcher wakes then.
+func (m *member) notifyAt(at time.Time) { m.d.alarm.at(at) }
+
 // handlerKey is the context key of the *handling a handler's context
 // carries.
 type handlerKey struct{}

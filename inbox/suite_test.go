@@ -52,6 +52,7 @@ var suite = []struct {
 	{"Validation", testValidation},
 	{"DispatcherRoutes", testDispatcherRoutes},
 	{"DispatcherRetriesThenDead", testDispatcherRetriesThenDead},
+	{"DispatcherWakesWhenDue", testDispatcherWakesWhenDue},
 	{"DispatcherNoHandlerAndPanic", testDispatcherNoHandlerAndPanic},
 	{"DispatcherHandlerGoexit", testDispatcherHandlerGoexit},
 	{"HandlerProcessesItsOwnMessage", testHandlerProcessesItsOwnMessage},
