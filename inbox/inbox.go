@@ -248,8 +248,18 @@ func (in *Inbox) IsContention(err error) bool {
 // optional here (stored for inspection; a nil payload is stored empty).
 //
 // tx must be a transaction: the pool (*sql.DB, *sqlx.DB), a nil one of any
-// type and a txctx transaction that is no longer active return an error
-// wrapping core.ErrNoTransaction without calling fn.
+// type, a txctx transaction that is no longer active and a transaction
+// that has ended (committed or rolled back: the error also wraps
+// sql.ErrTxDone) return an error wrapping core.ErrNoTransaction without
+// calling fn; so does a transaction fn ended itself, after fn.
+//
+// tx must also be a transaction of the inbox's database: begun on
+// [Inbox.DB] or on your own handle of the same database. ProcessTx cannot
+// tell another database's transaction apart: given one, it records the
+// message and its Done mark in that database (in its table of the same
+// name, or fails when there is none), where this inbox never looks, so a
+// redelivery through this inbox processes the message again. With
+// package tenant, use the transaction of the tenant's own database.
 func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx context.Context) error) (bool, error) {
 	switch tx.(type) {
 	case *sql.DB, *sqlx.DB:
@@ -313,7 +323,7 @@ type fnRun struct {
 func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx context.Context) error, run *fnRun) (bool, error) {
 	t, err := in.store.Touch(ctx, tx, inboxrow.Message(msg))
 	if err != nil {
-		return false, in.mapErr(err)
+		return false, txEnded(in.mapErr(err))
 	}
 	in.warnMismatch(ctx, t.HashMismatch, msg.Key())
 	h := ownHandling(ctx, in, msg.Key())
@@ -336,12 +346,23 @@ func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 		return false, err
 	}
 	if err := in.store.MarkDoneTx(ctx, tx, inboxrow.Key(msg.Key()), t.LastSeenAt); err != nil {
-		return false, in.mapErr(err)
+		return false, txEnded(in.mapErr(err))
 	}
 	if h != nil {
 		h.marked.Store(true)
 	}
 	return true, nil
+}
+
+// txEnded marks the error of a statement on the caller's transaction
+// that had ended (sql.ErrTxDone: committed or rolled back before
+// ProcessTx, or by fn) with core.ErrNoTransaction, as for an ended txctx
+// transaction; errors.Is matches both.
+func txEnded(err error) error {
+	if errors.Is(err, sql.ErrTxDone) && !errors.Is(err, core.ErrNoTransaction) {
+		return fmt.Errorf("outbox: inbox: process: %w: the transaction has ended: %w", core.ErrNoTransaction, err)
+	}
+	return err
 }
 
 // Process runs [Inbox.ProcessTx] in a transaction of its own on the
