@@ -17,8 +17,9 @@ type Tx interface {
 // Publish inserts env on the transaction carried by ctx (begun by
 // [Outbox.InTx], or adopted with txctx.Adopt) and, once it commits, hands
 // env straight to a worker: the hot path. It returns the event id.
-// Without a transaction in ctx it returns core.ErrNoTransaction and
-// writes nothing. A full hot queue is not an error: the row stays NEW and
+// Without a transaction in ctx, or with one already committed or rolled
+// back, it returns core.ErrNoTransaction and writes nothing (see
+// [Outbox.PublishTx]). A full hot queue is not an error: the row stays NEW and
 // the poller delivers it.
 func (o *Outbox) Publish(ctx context.Context, env Envelope) (string, error) {
 	return o.client.Publish(ctx, env)
@@ -40,8 +41,11 @@ func (o *Outbox) Publish(ctx context.Context, env Envelope) (string, error) {
 //     Adopt the tx (txctx.Adopt) and commit through the adopted *txctx.Tx
 //     to get the hot path instead.
 //
-// A nil tx returns core.ErrNoTransaction; an invalid env its validation
-// error. Nothing is written then, and a rollback of tx leaves nothing.
+// A nil tx returns core.ErrNoTransaction, and so does a finished one,
+// committed or rolled back (for a plain *sql.Tx or *sqlx.Tx, which cannot
+// tell it before a statement, the error also matches sql.ErrTxDone); an
+// invalid env returns its validation error. Nothing is written then, and
+// a rollback of tx leaves nothing.
 func (o *Outbox) PublishTx(ctx context.Context, tx Tx, env Envelope) (string, error) {
 	return o.client.PublishTx(ctx, tx, env)
 }

@@ -33,8 +33,8 @@ func (o *Outbox) PublishAll(ctx context.Context, envs ...Envelope) ([]string, er
 // on tx as [Outbox.PublishAll] does and returns their ids in order; they
 // exist exactly when tx commits. As with PublishTx, a *txctx.Tx committed
 // through it gets the hot path for every event, a plain *sql.Tx or
-// *sqlx.Tx leaves them to the poller. A nil tx returns
-// core.ErrNoTransaction.
+// *sqlx.Tx leaves them to the poller. A nil or finished tx returns
+// core.ErrNoTransaction, as for PublishTx.
 func (o *Outbox) PublishAllTx(ctx context.Context, tx Tx, envs ...Envelope) ([]string, error) {
 	return o.client.PublishAllTx(ctx, tx, envs...)
 }

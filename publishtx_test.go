@@ -214,3 +214,82 @@ func TestPublishTxHotPath(t *testing.T) {
 		})
 	}
 }
+
+// A transaction already committed or rolled back is no transaction for
+// every publishing entry point: the error matches core.ErrNoTransaction,
+// as for a finished *txctx.Tx, and still sql.ErrTxDone (a plain *sql.Tx or
+// *sqlx.Tx, or one adopted after it ended, returned an error matching
+// sql.ErrTxDone only). Nothing is written.
+func TestPublishOnAFinishedTransaction(t *testing.T) {
+	for dbName, open := range testDatabases {
+		t.Run(dbName, func(t *testing.T) {
+			ctx := context.Background()
+			db := open(t, "finished.db")
+			ob, err := outbox.New(ctx, db, outbox.Config{DisablePoller: true, Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished := func(commit bool) *sqlx.Tx {
+				tx, err := db.BeginTxx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if commit {
+					err = tx.Commit()
+				} else {
+					err = tx.Rollback()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tx
+			}
+			ordered := func() outbox.Envelope {
+				return mustBuild(t, outbox.NewEvent("E").OrderKey("k").PayloadJSONString(`{}`))
+			}
+			for _, tc := range []struct {
+				name    string
+				publish func(envs ...outbox.Envelope) error
+			}{
+				{"PublishTx, committed *sql.Tx", func(envs ...outbox.Envelope) error {
+					_, err := ob.PublishTx(ctx, finished(true).Tx, envs[0])
+					return err
+				}},
+				{"PublishTx, rolled back *sqlx.Tx", func(envs ...outbox.Envelope) error {
+					_, err := ob.PublishTx(ctx, finished(false), envs[0])
+					return err
+				}},
+				{"PublishAllTx, committed *sql.Tx", func(envs ...outbox.Envelope) error {
+					_, err := ob.PublishAllTx(ctx, finished(true).Tx, envs...)
+					return err
+				}},
+				{"Publish, adopted after commit", func(envs ...outbox.Envelope) error {
+					actx, _ := ob.Adopt(ctx, finished(true).Tx)
+					_, err := ob.Publish(actx, envs[0])
+					return err
+				}},
+				{"PublishAll, adopted after rollback", func(envs ...outbox.Envelope) error {
+					actx, _ := ob.AdoptX(ctx, finished(false))
+					_, err := ob.PublishAll(actx, envs...)
+					return err
+				}},
+			} {
+				for _, order := range []bool{false, true} {
+					envs := []outbox.Envelope{event(t), event(t)}
+					if order {
+						envs = []outbox.Envelope{ordered(), ordered()}
+					}
+					err := tc.publish(envs...)
+					if !errors.Is(err, core.ErrNoTransaction) || !errors.Is(err, sql.ErrTxDone) {
+						t.Errorf("%s (ordered %v) = %v, want ErrNoTransaction and sql.ErrTxDone", tc.name, order, err)
+					}
+					for _, env := range envs {
+						if _, err := ob.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
+							t.Errorf("%s (ordered %v): Get = %v, want ErrNotFound", tc.name, order, err)
+						}
+					}
+				}
+			}
+		})
+	}
+}

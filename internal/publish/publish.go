@@ -7,6 +7,7 @@ package publish
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -90,10 +91,12 @@ type rowQuerier interface {
 // transaction, not a database handle: a core.Tx (txctx's) gets the hot path
 // as in Publish; any other transaction, such as a plain *sql.Tx or
 // *sqlx.Tx, has no after-commit hook, so the event is inserted unowned
-// and a poller delivers it once it is committed. A nil tx returns
-// core.ErrNoTransaction. A transaction of another database than the store's
-// is refused with core.ErrForeignTx when it tells its database
-// (core.TxDatabase); nothing is written.
+// and a poller delivers it once it is committed. A nil or finished tx
+// returns core.ErrNoTransaction: a core.Tx that is not Active before
+// anything else, a plain transaction already committed or rolled back
+// once the insert finds it so (see txDone). A transaction of another
+// database than the store's is refused with core.ErrForeignTx when it
+// tells its database (core.TxDatabase); nothing is written.
 func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelope) (id string, err error) {
 	if ctx == nil {
 		return "", core.ErrNilContext
@@ -137,18 +140,30 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 		}
 		leased, err := oi.InsertOrdered(ctx, tx, env, lease)
 		if err != nil {
-			return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), err)
+			return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), txDone(err))
 		}
 		if !leased {
 			hot = nil // behind a pending event of its key: a poller delivers it in turn
 		}
 	} else if err := c.store.Insert(ctx, tx, env, lease); err != nil {
-		return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), err)
+		return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), txDone(err))
 	}
 	if hot != nil {
 		hooked.AfterCommit(func() { hot.EnqueueHot(env, lease) })
 	}
 	return env.ID(), nil
+}
+
+// txDone returns err, the error of an insert, matching
+// core.ErrNoTransaction as well when it says the transaction was already
+// committed or rolled back (sql.ErrTxDone, which it still matches): a
+// plain *sql.Tx cannot be asked whether it is active before, as a core.Tx
+// is, so its end shows only at the first statement.
+func txDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) && !errors.Is(err, core.ErrNoTransaction) {
+		return fmt.Errorf("%w: %w", core.ErrNoTransaction, err)
+	}
+	return err
 }
 
 // isNil reports whether ex is nil, a nil pointer (a nil *sql.Tx passed

@@ -31,7 +31,8 @@ func (c *Client) PublishAll(ctx context.Context, envs ...core.Envelope) ([]strin
 // bad one fails the call with a *core.BatchError naming it, before
 // anything is written. No envelope is not an error: nothing is written
 // and the ids are empty. A nil or finished tx returns
-// core.ErrNoTransaction.
+// core.ErrNoTransaction (a finished plain transaction at the insert, see
+// PublishTx).
 //
 // An error of the insert (a *core.BatchError when it is one event's) may
 // leave some of the events on tx, unless the store guarantees otherwise
@@ -89,7 +90,7 @@ func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.
 		leased, err = c.insertEach(ctx, tx, batch, leases)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("outbox: publish all: %w", err)
+		return nil, fmt.Errorf("outbox: publish all: %w", txDone(err))
 	}
 	ids = make([]string, len(batch))
 	for i, env := range batch {
