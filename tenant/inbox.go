@@ -18,7 +18,9 @@ import (
 type InboxConfig struct {
 	// Databases is the static set of databases. With Discover it is
 	// ignored, not even checked: the first discovery names the set
-	// NewInbox starts with.
+	// NewInbox starts with. Without Discover, nil is refused (no set was
+	// named), while an empty, non-nil set is meaningful: the inbox starts
+	// with no database, and [Inbox.SetDatabases] adds them.
 	Databases []Database
 	// Discover returns the current set of databases (dynamic discovery).
 	// NewInbox calls it once (an error fails NewInbox), then

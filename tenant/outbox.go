@@ -30,7 +30,10 @@ import (
 // (Discover when both are set); everything else has a default.
 type Config struct {
 	// Databases is the static set of databases. It is ignored, not even
-	// checked, when Discover is set: the discovery names the set.
+	// checked, when Discover is set: the discovery names the set. Without
+	// Discover, nil is refused (no set was named), while an empty, non-nil
+	// set is meaningful: the outbox starts with no database, and
+	// [Outbox.SetDatabases] adds them.
 	Databases []Database
 	// Discover returns the current set of databases (dynamic discovery).
 	// New calls it once (an error fails New), then every
