@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
@@ -19,6 +20,7 @@ import (
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
 
 func tableExists(t *testing.T, ctx context.Context, db interface {
@@ -298,5 +300,70 @@ func TestNewRefusesAHandleWithoutDatabase(t *testing.T) {
 	for _, name := range []string{"sqlite3", "mysql", "pgx"} {
 		_, err = outbox.New(ctx, sqlx.NewDb(nil, name), outbox.Config{})
 		check(fmt.Sprintf("sqlx.NewDb(nil, %q)", name), err)
+	}
+}
+
+// sqliteAlias is a name database/sql has SQLite's driver registered
+// under, with a dialect of its own: a third-party dialect over a known
+// driver, which is no mismatch.
+const sqliteAlias = "outbox_test_sqlite_alias"
+
+type aliasDialect struct{ jdbcstore.Dialect }
+
+func (aliasDialect) DriverNames() []string { return []string{sqliteAlias} }
+
+func init() {
+	sql.Register(sqliteAlias, &sqlite3.SQLiteDriver{})
+	jdbcstore.Register(aliasDialect{sqlite.Dialect})
+}
+
+// A handle named after another database's driver than its own, such as
+// sqlx.NewDb(sqliteDB, "mysql"), is refused by New as an invalid
+// Store.Dialect naming both dialects, before the schema: it failed later
+// with SQLite's "near "KEY": syntax error". A name without a dialect
+// ("postgres" over pgx), one registered for the handle's driver and an
+// explicit Store.Dialect are left alone.
+func TestNewRefusesADriverNameOfAnotherDatabase(t *testing.T) {
+	ctx := context.Background()
+	lite := sqliteDB(t, "mismatch.db")
+	my, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/none") // never connected
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = my.Close() })
+	for _, tc := range []struct {
+		db          *sqlx.DB
+		named, want string
+	}{
+		{sqlx.NewDb(lite.DB, "mysql"), "mysql", "sqlite"},
+		{sqlx.NewDb(lite.DB, "pgx"), "postgres", "sqlite"},
+		{sqlx.NewDb(my, "sqlite3"), "sqlite", "mysql"},
+	} {
+		_, err := outbox.New(ctx, tc.db, outbox.Config{Store: jdbcstore.Config{Table: "bad-name"}})
+		if got := cfgpath.Fields(err); !slices.Equal(got, []string{"Store.Dialect", "Store.Table"}) {
+			t.Errorf("New on a %T named %q = %v (fields %q), want Store.Dialect and Store.Table", tc.db.Driver(), tc.db.DriverName(), err, got)
+			continue
+		}
+		msg := cfgpath.All(err)[0].Error()
+		if !strings.Contains(msg, "dialect "+tc.named) || !strings.Contains(msg, "dialect "+tc.want) {
+			t.Errorf("New on a %T named %q = %q, want it to name dialects %s and %s", tc.db.Driver(), tc.db.DriverName(), msg, tc.named, tc.want)
+		}
+	}
+	if tableExists(t, ctx, lite) {
+		t.Fatal("New applied the schema on a handle of another database's name")
+	}
+	for _, tc := range []struct {
+		name string
+		db   *sqlx.DB
+		cfg  outbox.Config
+	}{
+		{"a name registered for the driver", sqlx.NewDb(lite.DB, sqliteAlias), outbox.Config{}},
+		{"an explicit Store.Dialect", sqlx.NewDb(lite.DB, "mysql"),
+			outbox.Config{Store: jdbcstore.Config{Dialect: sqlite.Dialect, Table: "explicit"}}},
+	} {
+		tc.cfg.Logger = quietLogger()
+		if _, err := outbox.New(ctx, tc.db, tc.cfg); err != nil {
+			t.Errorf("%s: New = %v", tc.name, err)
+		}
 	}
 }

@@ -17,8 +17,11 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -47,7 +50,9 @@ import (
 // mysql or pgx, once the program imports the dialect package
 // (jdbcstore/sqlite, jdbcstore/mysql, jdbcstore/postgres). An undetected
 // driver is reported as an invalid "Store.Dialect" that also wraps
-// jdbcstore.ErrUnsupportedDriver.
+// jdbcstore.ErrUnsupportedDriver. Without a Store.Dialect, an *sqlx.DB
+// named after the driver of another database than its own
+// (sqlx.NewDb(sqliteDB, "mysql")) is an invalid "Store.Dialect" too.
 //
 // New validates the whole Config before it touches the database and
 // reports every problem at once: an error joining one *core.ConfigError
@@ -216,7 +221,14 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	}
 	p.Add("Ordering", c.Ordering.Validate())
 	var store *jdbcstore.Store
-	if db != nil && db.DB != nil {
+	mismatch := ""
+	if db != nil && db.DB != nil && c.Store.Dialect == nil {
+		mismatch = dialectMismatch(db)
+	}
+	if mismatch != "" {
+		p.Field("Store.Dialect", mismatch)
+	}
+	if db != nil && db.DB != nil && mismatch == "" {
 		// New validates the store's fields and its dialect together.
 		var err error
 		store, err = jdbcstore.New(db, c.withDefaults().Store)
@@ -225,6 +237,39 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 		p.Add("Store", c.Store.Validate())
 	}
 	return store, p.Err()
+}
+
+// dialectMismatch describes the problem of a handle named after a driver
+// of another database than its own, such as sqlx.NewDb(sqliteDB, "mysql"):
+// the store would take the name's dialect and every statement would fail
+// on the database. It returns "" when the name and the driver have the
+// same dialect, when either has none (a third-party driver, "postgres"
+// over pgx), or when database/sql has the name registered for a driver
+// of the handle's type (a third-party dialect over a known driver).
+func dialectMismatch(db *sqlx.DB) string {
+	named, err := jdbcstore.Lookup(db.DriverName())
+	if err != nil {
+		return ""
+	}
+	driverName := sqldriver.Name(db.DB)
+	detected, err := jdbcstore.Lookup(driverName)
+	if err != nil || detected == named || registeredFor(db.DriverName(), db.Driver()) {
+		return ""
+	}
+	return fmt.Sprintf("is not set, and the handle's driver name %q has dialect %s but its driver (%T) is %q, of dialect %s: "+
+		"name the handle after its driver (sqlx.NewDb(db, %q)) or set Store.Dialect",
+		db.DriverName(), named.Name(), db.Driver(), driverName, detected.Name(), driverName)
+}
+
+// registeredFor reports whether database/sql has a driver of drv's type
+// registered under name.
+func registeredFor(name string, drv driver.Driver) bool {
+	other, err := sql.Open(name, "") // does not connect
+	if err != nil {
+		return false
+	}
+	defer other.Close()
+	return reflect.TypeOf(other.Driver()) == reflect.TypeOf(drv)
 }
 
 // withDefaults fills the defaults and hands Logger, Metrics and Now down
