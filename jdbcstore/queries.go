@@ -210,19 +210,30 @@ func buildStatements(d Dialect, table string) statements {
 	// was published with a later due time (a delayed event, or a retry):
 	// it is claimable as soon as it is due.
 	notRecent := "(created_at <= ? OR available_at > created_at)"
+	// byID is the table as the status writes, which name their rows by
+	// id, update it. The MySQL family: by primary key, whatever the
+	// optimizer estimates. On a small table it chose to scan it, taking
+	// next-key locks (REPEATABLE READ) on every row and gap it passed, so
+	// a DONE write waiting for a row an ordered insert had read held the
+	// gap an unordered insert of the same business transaction needed:
+	// a deadlock, and the business transaction rolled back.
+	byID := t
+	if d.Capabilities().OnDuplicateKeyUpdate {
+		byID = t + " FORCE INDEX (PRIMARY)"
+	}
 	q := statements{
 		insert:       insertInto + " VALUES (" + insertValues + ")",
 		insertPrefix: insertInto + " VALUES ",
 		insertRow:    "(" + insertValues + ")",
-		markDonePrefix: "UPDATE " + t + " SET status = " + st(core.StatusDone) + ", done_at = ?" +
+		markDonePrefix: "UPDATE " + byID + " SET status = " + st(core.StatusDone) + ", done_at = ?" +
 			releaseLease + " WHERE event_id IN (",
 		markDoneSuffix: ")" + notDone,
-		markRetry: "UPDATE " + t + " SET status = " + st(core.StatusRetry) +
+		markRetry: "UPDATE " + byID + " SET status = " + st(core.StatusRetry) +
 			", attempts = attempts + 1, available_at = ?, locked_until = ?, last_error = ?" +
 			" WHERE event_id = ?" + notDone,
-		markDead: "UPDATE " + t + " SET status = " + st(core.StatusDead) +
+		markDead: "UPDATE " + byID + " SET status = " + st(core.StatusDead) +
 			", attempts = attempts + 1, done_at = ?, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
-		postpone: "UPDATE " + t + " SET available_at = ?, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
+		postpone: "UPDATE " + byID + " SET available_at = ?, last_error = ?" + releaseLease + " WHERE event_id = ?" + notDone,
 		poll: "SELECT " + cols + " FROM " + t + " WHERE " + pending +
 			" AND available_at <= ? AND " + notRecent + order + " LIMIT ?",
 		// An ordered row is claimable only when the event before it in its
