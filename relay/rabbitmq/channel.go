@@ -39,6 +39,17 @@ type pubChannel struct {
 	mu      sync.Mutex
 	pending map[string]*amqp.Return // message id -> its return, nil until returned
 
+	// sendMu makes sending a message and recording it in unconfirmed
+	// one step, so that whoever reads unconfirmed sees every message
+	// written to the channel so far.
+	sendMu sync.Mutex
+	// unconfirmed holds, by delivery tag, the messages sent on the
+	// channel the broker did not answer yet (as far as their publishes
+	// know): a message the broker closes the channel because of is
+	// among them. A publish removes its own once the broker acked or
+	// nacked it; one that gave up waiting leaves it (see settle).
+	unconfirmed map[uint64]*amqp.DeferredConfirmation
+
 	barrier  chan chan struct{}
 	closed   chan struct{} // closed once the channel is closed
 	closeErr *amqp.Error   // why; set before closed is closed, nil for a close of ours
@@ -56,11 +67,12 @@ func openChannel(conn *amqp.Connection) (*pubChannel, error) {
 		return nil, fmt.Errorf("enable publisher confirms: %w", err)
 	}
 	pc := &pubChannel{
-		ch:      ch,
-		pending: make(map[string]*amqp.Return),
-		barrier: make(chan chan struct{}),
-		closed:  make(chan struct{}),
-		done:    make(chan struct{}),
+		ch:          ch,
+		pending:     make(map[string]*amqp.Return),
+		unconfirmed: make(map[uint64]*amqp.DeferredConfirmation),
+		barrier:     make(chan chan struct{}),
+		closed:      make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	// Unbuffered: the reader goroutine's send completes only once watch
 	// holds the return (see the type's comment).
@@ -124,6 +136,10 @@ type result struct {
 	outcome outcome
 	ret     *amqp.Return // returned
 	err     error        // channelError (*amqp.Error), connLost, ctxDone and unsent (ctx.Err())
+	// alone reports, for channelError, that the message was sent and was
+	// the only one on the channel the broker had not answered when it
+	// closed the channel: the broker closed it because of this message.
+	alone bool
 }
 
 // publish publishes msg and waits for its confirm, at most timeout and
@@ -140,13 +156,27 @@ func (pc *pubChannel) publish(ctx context.Context, exchange, key string, mandato
 			pc.mu.Unlock()
 		}()
 	}
+	pc.sendMu.Lock()
 	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false, msg)
+	if err == nil {
+		pc.unconfirmed[dc.DeliveryTag] = dc
+	}
+	pc.sendMu.Unlock()
 	if err != nil {
 		if ctx.Err() != nil {
 			return result{outcome: unsent, err: ctx.Err()}
 		}
-		return pc.closedResult(err)
+		// Not sent: the broker did not close the channel because of it.
+		return pc.closedResult(err, nil)
 	}
+	res := pc.await(ctx, id, mandatory, dc, timeout)
+	pc.settle(dc, res.outcome)
+	return res
+}
+
+// await waits for the confirm of the message sent with dc, at most
+// timeout and within ctx.
+func (pc *pubChannel) await(ctx context.Context, id string, mandatory bool, dc *amqp.DeferredConfirmation, timeout time.Duration) result {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
@@ -158,9 +188,10 @@ func (pc *pubChannel) publish(ctx context.Context, exchange, key string, mandato
 	}
 	if !dc.Acked() {
 		// A nack, or the channel closed and the client nacked every
-		// pending confirm: only the channel's state tells them apart.
+		// pending confirm: only the channel's state tells them apart
+		// (the client marks the channel closed before it nacks them).
 		if pc.isClosed() {
-			return pc.closedResult(amqp.ErrClosed)
+			return pc.closedResult(amqp.ErrClosed, dc)
 		}
 		return result{outcome: nacked}
 	}
@@ -182,9 +213,49 @@ func (pc *pubChannel) publish(ctx context.Context, exchange, key string, mandato
 	return result{outcome: acked}
 }
 
+// settle forgets the message sent with dc once the broker answered it
+// (outcome acked, returned or nacked): the broker cannot close the
+// channel because of it any more. A message whose publish gave up
+// waiting (timedOut, ctxDone) stays, as a message the broker may still
+// refuse; the entries of a closed channel stay too, for the other
+// publishes that find out why it closed. Giving up is rare (an outage):
+// then the messages acked since are dropped as well.
+func (pc *pubChannel) settle(dc *amqp.DeferredConfirmation, o outcome) {
+	pc.sendMu.Lock()
+	defer pc.sendMu.Unlock()
+	switch o {
+	case acked, returned, nacked:
+		delete(pc.unconfirmed, dc.DeliveryTag)
+	case timedOut, ctxDone:
+		for tag, other := range pc.unconfirmed {
+			if other.Acked() {
+				delete(pc.unconfirmed, tag)
+			}
+		}
+	}
+}
+
+// alone reports whether the message sent with dc is the only one on the
+// channel the broker has not acked. A message the broker closed the
+// channel because of is one it never acked, so when the channel was
+// closed by a channel-level error, that message is the culprit. A nacked
+// message, whose publish has not removed it yet, counts as unanswered:
+// at worst a culprit is not recognised (and is published again, alone).
+func (pc *pubChannel) alone(dc *amqp.DeferredConfirmation) bool {
+	pc.sendMu.Lock()
+	defer pc.sendMu.Unlock()
+	for tag, other := range pc.unconfirmed {
+		if tag != dc.DeliveryTag && !other.Acked() {
+			return false
+		}
+	}
+	return true
+}
+
 // closedResult classifies a publish that failed because the channel is
-// closed, waiting (briefly) for watch to record why.
-func (pc *pubChannel) closedResult(cause error) result {
+// closed, waiting (briefly) for watch to record why; dc is the message's
+// confirmation when it was sent, nil when it was not.
+func (pc *pubChannel) closedResult(cause error, dc *amqp.DeferredConfirmation) result {
 	if !pc.isClosed() {
 		// The write failed on a channel still open: the connection broke.
 		return result{outcome: connLost, err: cause}
@@ -199,7 +270,7 @@ func (pc *pubChannel) closedResult(cause error) result {
 		return result{outcome: connLost, err: cause}
 	}
 	if channelLevel(pc.closeErr) {
-		return result{outcome: channelError, err: pc.closeErr}
+		return result{outcome: channelError, err: pc.closeErr, alone: dc != nil && pc.alone(dc)}
 	}
 	if pc.closeErr != nil {
 		return result{outcome: connLost, err: pc.closeErr}

@@ -96,8 +96,8 @@ type Config struct {
 	// Channels is the number of AMQP channels, all in confirm mode, the
 	// publishes are spread over (round robin) on one connection. A channel
 	// closed by the broker (a missing exchange) is reopened on its next
-	// use, and the publishes that were waiting on it are sent again on
-	// another. Throughput barely depends on it (the broker's confirms and
+	// use, and the publishes that were waiting on it are sent again, one
+	// at a time, alone on one more channel (see ErrRefused). Throughput barely depends on it (the broker's confirms and
 	// the workers awaiting them set the pace); several channels limit how
 	// many publishes one closed channel interrupts. Defaults to
 	// DefaultChannels (4).

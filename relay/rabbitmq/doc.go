@@ -57,11 +57,18 @@
 // background with exponential backoff (ReconnectDelay up to
 // ReconnectMaxDelay). Publishes are spread over Config.Channels channels
 // in confirm mode; a channel the broker closed because of a message (404
-// NOT_FOUND for a missing exchange) is replaced on its next use, and the
-// other messages that were waiting on it are published again on a fresh
-// channel, so one bad event does not fail its neighbours; an event whose
-// channel was closed under it five times that way (a burst of events to
-// missing exchanges) is put off (core.Unavailable), not charged.
+// NOT_FOUND for a missing exchange, 406 PRECONDITION_FAILED) is replaced
+// on its next use. The message fails with ErrRefused when the broker's
+// reason names its exchange or when it was the only one on the channel
+// the broker had not answered; every other message that was waiting on
+// the channel is published again alone, one at a time on one more
+// channel, where a refusal can only be its own: so one bad event fails
+// itself, not its neighbours, and ends DEAD like any refusal. A
+// neighbour the broker had routed before it closed the channel, but not
+// yet confirmed, is delivered twice (consumers deduplicate on
+// message_id). An event whose channel was closed under it five times
+// (possible only when publishes gave up on their confirms, in an outage)
+// is put off (core.Unavailable), not charged.
 //
 // # Concurrency and order
 //

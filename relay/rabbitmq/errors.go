@@ -21,9 +21,16 @@ var (
 	// with overflow=reject-publish is full.
 	ErrNacked = errors.New("rabbitmq: message nacked by the broker")
 	// ErrRefused: the broker closed the publishing channel because of the
-	// message, such as 404 NOT_FOUND for a missing exchange or 403
-	// ACCESS_REFUSED. The *amqp091.Error with the reply code is wrapped
-	// too (errors.As). The relay opens a new channel for the next publish.
+	// message, such as 404 NOT_FOUND for a missing exchange, 403
+	// ACCESS_REFUSED or 406 PRECONDITION_FAILED. The *amqp091.Error with
+	// the reply code is wrapped too (errors.As). The relay blames the
+	// message when the broker's reason names its exchange, or when it was
+	// the only message on the channel the broker had not answered,
+	// whatever the reason says; otherwise it publishes it again alone, on
+	// a channel of its own, where a refusal can only be its own. The other
+	// messages that awaited their confirms on the closed channel are
+	// published again too: one the broker had already routed then reaches
+	// its queues twice. The relay opens a new channel for the next publish.
 	ErrRefused = errors.New("rabbitmq: broker refused the message")
 	// ErrInvalidMessage: the event cannot travel as an AMQP message: its
 	// expanded exchange or routing key, its id, its type or a header name

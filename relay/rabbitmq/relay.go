@@ -28,6 +28,13 @@ type Relay struct {
 	sem     chan struct{} // MaxInFlight slots
 	slots   []*slot
 	next    atomic.Uint64 // round robin over slots
+	// lone is the channel a message is published on again, one at a
+	// time, after the broker closed its channel for a reason that does
+	// not say which of the messages on it was refused: alone on a
+	// channel, a refusal can only be the message's own. loneSem (one
+	// token) lets one publish at a time use it.
+	lone    *slot
+	loneSem chan struct{}
 
 	mu      sync.Mutex
 	conn    *amqp.Connection // nil while reconnecting
@@ -90,6 +97,8 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 		log:       cfg.Logger,
 		sem:       make(chan struct{}, cfg.MaxInFlight),
 		slots:     make([]*slot, cfg.Channels),
+		lone:      &slot{},
+		loneSem:   make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		superDone: make(chan struct{}),
 	}
@@ -108,8 +117,10 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 }
 
 // maxChannelTries bounds how often one event is published again after the
-// broker closed the channel because of another message on it; past it the
-// event is put off (not charged: it did nothing wrong).
+// broker closed its channel; past it the event is put off (not charged:
+// it was never found at fault). Once alone on the lone channel an event
+// is refused or delivered at its first try there, unless a publish that
+// gave up on its confirm left a message awaiting one on that channel.
 const maxChannelTries = 5
 
 // closeTimeout bounds the connection's close handshake in Close when ctx
@@ -152,6 +163,11 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	if err != nil {
 		return err
 	}
+	return r.deliver(ctx, exchange, key, msg)
+}
+
+// deliver publishes msg and waits for its confirm: OnEvent's outcomes.
+func (r *Relay) deliver(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
 	if err := r.breaker.Allow(); err != nil {
 		return err
 	}
@@ -177,8 +193,9 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	// belongs to that outage).
 	attempt := r.breaker.Attempt()
 	var last error
+	alone := false // publish on the lone channel
 	for range maxChannelTries {
-		pc, err := r.slots[r.next.Add(1)%uint64(len(r.slots))].get(ctx, r)
+		res, err := r.publishOn(ctx, alone, exchange, key, msg)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				// Shutting down: the event was not sent, not charged.
@@ -188,7 +205,6 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 			// listener's deadline: the broker cannot be reached.
 			return attempt.Down(err)
 		}
-		res := pc.publish(ctx, exchange, key, !r.cfg.AllowUnroutable, msg, r.cfg.ConfirmTimeout)
 		switch res.outcome {
 		case acked:
 			attempt.Up()
@@ -202,11 +218,19 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 		case channelError:
 			attempt.Up()
 			last = fmt.Errorf("%w: %w (%s)", ErrRefused, res.err, where)
-			if causedBy(res.err, exchange) {
+			if res.alone || causedBy(res.err, exchange) {
+				// The only message the broker had not answered on the
+				// channel, whatever the reason says (a 406 for a header,
+				// a 404 whose text the broker cut short), or one to the
+				// exchange the reason names.
 				return last
 			}
 			// Another message on the channel may have closed it: this
-			// one was discarded with it. Publish it again on a new one.
+			// one was discarded with it, or was the one refused. Publish
+			// it again alone, on the lone channel, where a refusal can
+			// only be its own; so a refused event closes one shared
+			// channel, not one at each of its tries.
+			alone = true
 		case connLost:
 			return attempt.Down(fmt.Errorf("connection lost awaiting the confirm: %w", res.err))
 		case timedOut:
@@ -226,12 +250,34 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 			return fmt.Errorf("rabbitmq: interrupted awaiting the confirm (%s): %w", where, res.err)
 		}
 	}
-	// Every try was lost to a channel another message got closed (a
-	// burst of events to a missing exchange): this one was never refused,
-	// so it is put off, not charged an attempt (and not reported as
-	// ErrRefused, which names the other message's exchange).
+	// Every try was lost to a channel closed while other messages awaited
+	// their confirms on it: this one was never found refused, so it is
+	// put off, not charged an attempt (and not reported as ErrRefused,
+	// which may name another message's refusal).
 	return core.Unavailable(fmt.Errorf("rabbitmq: not published (%s): its channel was closed %d times by other messages the broker refused (last: %v)",
 		where, maxChannelTries, last), r.cfg.Breaker.RetryAfter)
+}
+
+// publishOn publishes msg on the channel of the next slot, or, when
+// alone is set, on the lone channel once no other publish uses it (within
+// ctx: a wait ended by ctx is an unsent outcome, the event put off, as
+// for a MaxInFlight slot). The error is the slot's: no channel.
+func (r *Relay) publishOn(ctx context.Context, alone bool, exchange, key string, msg amqp.Publishing) (result, error) {
+	s := r.slots[r.next.Add(1)%uint64(len(r.slots))]
+	if alone {
+		select {
+		case r.loneSem <- struct{}{}:
+			defer func() { <-r.loneSem }()
+		case <-ctx.Done():
+			return result{outcome: unsent, err: fmt.Errorf("waiting to publish again alone on a channel: %w", ctx.Err())}, nil
+		}
+		s = r.lone
+	}
+	pc, err := s.get(ctx, r)
+	if err != nil {
+		return result{}, err
+	}
+	return pc.publish(ctx, exchange, key, !r.cfg.AllowUnroutable, msg, r.cfg.ConfirmTimeout), nil
 }
 
 // causedBy reports whether a channel-level error names exchange: 404
@@ -242,6 +288,10 @@ func causedBy(err error, exchange string) bool {
 	if !errors.As(err, &ae) || (ae.Code != amqp.NotFound && ae.Code != amqp.AccessRefused) {
 		return false
 	}
+	// The broker cuts a reply text longer than 255 bytes to 252 and
+	// "...": the name of a long exchange may have lost its end, and then
+	// it is not matched (the publish tells whether its message was alone
+	// on the channel, and if not it is sent again alone).
 	return strings.Contains(ae.Reason, "exchange '"+exchange+"'")
 }
 
@@ -370,7 +420,7 @@ func (r *Relay) Close(ctx context.Context) error {
 	}()
 	wait(opened)
 	var watchers []chan struct{}
-	for _, s := range r.slots {
+	for _, s := range append(r.slots, r.lone) {
 		s.mu.Lock()
 		if s.pc != nil {
 			watchers = append(watchers, s.pc.done)
