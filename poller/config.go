@@ -136,5 +136,7 @@ func (c Config) validate() error {
 	p.NotNegative("QueryTimeout", c.QueryTimeout)
 	p.Count("ReapBatch", c.ReapBatch, MaxBatchSize)
 	p.NilValue("Selector", c.Selector)
+	p.NilValue("Metrics", c.Metrics)
+	p.NilValue("Observer", c.Observer)
 	return p.Err()
 }

@@ -140,8 +140,9 @@ func NewMulti(cfg Config) (*Poller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Poller{cfg: cfg, rotation: engine.NewRotation(cfg.Selector), run: engine.NewRunner("poller"),
-		log: cfg.Logger.With(slog.String("component", "outbox.poller"))}, nil
+	log := cfg.Logger.With(slog.String("component", "outbox.poller"))
+	return &Poller{cfg: cfg, rotation: engine.NewRotation(cfg.Selector).WithLogger(log), run: engine.NewRunner("poller"),
+		log: log}, nil
 }
 
 // Add adds a store to poll, identified by id in logs ("store" attribute)

@@ -38,7 +38,17 @@ func TestConfigRefusesANilSelectorValue(t *testing.T) {
 	if err := (poller.Config{Selector: &ptrSelector{}}).Validate(); err != nil {
 		t.Errorf("Validate of a real selector = %v", err)
 	}
+	// So are nil values of Metrics and Observer (the first poll panicked
+	// in the poller's goroutine).
+	cfg = poller.Config{Metrics: (*nilPtrMetrics)(nil), Observer: (*nilPtrObserver)(nil)}
+	if err := cfg.Validate(); !slices.Equal(cfgpath.Fields(err), []string{"Metrics", "Observer"}) {
+		t.Errorf("Validate = %v, want problems of Metrics and Observer", err)
+	}
 }
+
+type nilPtrMetrics struct{ core.NopMetrics }
+
+type nilPtrObserver struct{ core.NopObserver }
 
 // A selector that panics does not kill the poller: each poll falls back
 // to round-robin order, and the stores are all drained.
