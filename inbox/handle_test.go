@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/retry"
 )
@@ -26,6 +28,10 @@ func TestNewTakesSQLDB(t *testing.T) {
 	_, err = inbox.New(ctx, db.DB, inbox.Config{Table: "bad-name", MaxErrorLen: -1, Backoff: retry.PolicyFunc(nil)})
 	if !errors.Is(err, core.ErrInvalidIdentifier) || len(cfgpath.Fields(err)) != 3 {
 		t.Fatalf("bad config: %v", err)
+	}
+	// MaxErrorLen is bounded as the outbox's is (MySQL's TEXT column).
+	if _, err := inbox.New(ctx, db.DB, inbox.Config{MaxErrorLen: jdbcstore.MaxMaxErrorLen + 1}); !slices.Equal(cfgpath.Fields(err), []string{"MaxErrorLen"}) {
+		t.Fatalf("MaxErrorLen %d: %v", jdbcstore.MaxMaxErrorLen+1, err)
 	}
 	var nilCtx context.Context
 	if _, err := inbox.New(nilCtx, db.DB, inbox.Config{}); !errors.Is(err, core.ErrNilContext) {

@@ -41,7 +41,8 @@ type Config struct {
 	// driver name of db.
 	Dialect jdbcstore.Dialect
 	// MaxErrorLen is how many characters of an error are stored in
-	// last_error. Defaults to jdbcstore.DefaultMaxErrorLen.
+	// last_error. Defaults to jdbcstore.DefaultMaxErrorLen; at most
+	// jdbcstore.MaxMaxErrorLen.
 	MaxErrorLen int
 	// SkipSchema leaves the schema alone; by default New applies
 	// the embedded, idempotent schema (CREATE … IF NOT EXISTS).
