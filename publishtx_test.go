@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -282,6 +283,11 @@ func TestPublishOnAFinishedTransaction(t *testing.T) {
 					err := tc.publish(envs...)
 					if !errors.Is(err, core.ErrNoTransaction) || !errors.Is(err, sql.ErrTxDone) {
 						t.Errorf("%s (ordered %v) = %v, want ErrNoTransaction and sql.ErrTxDone", tc.name, order, err)
+					}
+					// The statement never reached the database: nothing
+					// to roll back (PostgreSQL's note said so).
+					if err != nil && strings.Contains(err.Error(), "roll it back") {
+						t.Errorf("%s (ordered %v) = %v: says to roll back a transaction that has ended", tc.name, order, err)
 					}
 					for _, env := range envs {
 						if _, err := ob.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {

@@ -253,9 +253,10 @@ func (s *Store) nextSeq(ctx context.Context, ex core.Execer, q rowQuerier, key, 
 
 // abortedNote adds, on a database whose failed statements abort the
 // transaction (PostgreSQL), that the caller's transaction must be rolled
-// back.
+// back; not for a transaction that had ended already (sql.ErrTxDone: the
+// statement never reached the database).
 func (s *Store) abortedNote(ex core.Execer, err error) error {
-	if !s.ownsExecer(ex) && s.dialect.Capabilities().FailedStatementAbortsTx {
+	if !s.ownsExecer(ex) && s.dialect.Capabilities().FailedStatementAbortsTx && !errors.Is(err, sql.ErrTxDone) {
 		return fmt.Errorf("%w (the database aborted the transaction: roll it back)", err)
 	}
 	return err

@@ -321,7 +321,9 @@ func (s *Store) execInsert(ctx context.Context, ex core.Execer, owned bool, id, 
 	}
 	if err != nil {
 		err = s.mapError("insert", id, err)
-		if !owned && s.dialect.Capabilities().FailedStatementAbortsTx {
+		if !owned && s.dialect.Capabilities().FailedStatementAbortsTx && !errors.Is(err, sql.ErrTxDone) {
+			// Not for a transaction that had ended already: the
+			// statement never reached the database.
 			err = fmt.Errorf("%w (the database aborted the transaction: roll it back)", err)
 		}
 		return 0, err
