@@ -36,8 +36,9 @@ const nextChunk = 200
 // read in the same transaction finds it.
 //
 // An invalid owner, a lease end not after req.Now, or a position with an
-// empty or too long key or a position below 1 returns an error wrapping
-// core.ErrInvalidConfig, before anything is read.
+// empty or too long key, a key of invalid UTF-8 or holding NUL (also
+// wrapping core.ErrInvalidText) or a position below 1 returns an error
+// wrapping core.ErrInvalidConfig, before anything is read.
 func (s *Store) ClaimNext(ctx context.Context, req core.NextRequest) (core.NextResult, error) {
 	var res core.NextResult
 	if err := validOwner(req.Owner); err != nil {
@@ -50,6 +51,8 @@ func (s *Store) ClaimNext(ctx context.Context, req core.NextRequest) (core.NextR
 		switch {
 		case p.Key == "" || utf8.RuneCountInString(p.Key) > core.MaxOrderKeyLen:
 			return res, &core.ConfigError{Field: fmt.Sprintf("after[%d].key", i), Msg: fmt.Sprintf("must be 1 to %d characters", core.MaxOrderKeyLen)}
+		case !storable(p.Key): // no event has it (and PostgreSQL refuses the text)
+			return res, &core.ConfigError{Field: fmt.Sprintf("after[%d].key", i), Msg: "must be valid UTF-8 without NUL", Err: core.ErrInvalidText}
 		case p.Seq < 1:
 			return res, &core.ConfigError{Field: fmt.Sprintf("after[%d].seq", i), Msg: fmt.Sprintf("must be >= 1, got %d", p.Seq)}
 		}
@@ -74,11 +77,15 @@ func (s *Store) ClaimNext(ctx context.Context, req core.NextRequest) (core.NextR
 // events ids behind which an event waits for a poller (see
 // core.SuccessorClaimer): one read by primary key per 200 ids, each row's
 // successor looked up on the order index. An empty ids returns nothing;
-// an empty or too long id returns an error wrapping core.ErrInvalidConfig.
+// an empty or too long id, or one of invalid UTF-8 or holding NUL,
+// returns an error wrapping core.ErrInvalidConfig.
 func (s *Store) WaitingAfter(ctx context.Context, now time.Time, ids []string) ([]core.OrderPos, error) {
 	for i, id := range ids {
 		if id == "" || utf8.RuneCountInString(id) > core.MaxEventIDLen {
 			return nil, &core.ConfigError{Field: fmt.Sprintf("ids[%d]", i), Msg: fmt.Sprintf("must be 1 to %d characters", core.MaxEventIDLen)}
+		}
+		if !storable(id) {
+			return nil, &core.ConfigError{Field: fmt.Sprintf("ids[%d]", i), Msg: "must be valid UTF-8 without NUL", Err: core.ErrInvalidText}
 		}
 	}
 	var all []core.OrderPos

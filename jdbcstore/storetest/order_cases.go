@@ -469,6 +469,9 @@ func (s *suite) testOrder(t *testing.T) {
 		if _, err := st.WaitingAfter(ctx, now, []string{"ok", ""}); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("WaitingAfter with an empty id = %v, want an error wrapping ErrInvalidConfig", err)
 		}
+		if _, err := st.WaitingAfter(ctx, now, []string{"i\xff"}); !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("WaitingAfter with an id of invalid UTF-8 = %v, want an error wrapping ErrInvalidConfig", err)
+		}
 		if _, err := st.WaitingAfter(ctx, now, []string{strings.Repeat("i", core.MaxEventIDLen+1)}); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("WaitingAfter with a long id = %v, want an error wrapping ErrInvalidConfig", err)
 		}
@@ -524,6 +527,8 @@ func (s *suite) testOrder(t *testing.T) {
 			"empty key":       func(r *core.NextRequest) { r.After = []core.OrderPos{{Key: "", Seq: 1}} },
 			"key too long":    func(r *core.NextRequest) { r.After = []core.OrderPos{{Key: long, Seq: 1}} },
 			"seq zero":        func(r *core.NextRequest) { r.After = []core.OrderPos{{Key: "k", Seq: 1}, {Key: "k", Seq: 0}} },
+			"invalid UTF-8":   func(r *core.NextRequest) { r.After = []core.OrderPos{{Key: "k\xff", Seq: 1}} },
+			"NUL in key":      func(r *core.NextRequest) { r.After = []core.OrderPos{{Key: "k\x00", Seq: 1}} },
 		} {
 			req := ok
 			mutate(&req)
