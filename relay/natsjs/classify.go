@@ -16,17 +16,33 @@ import (
 var (
 	// ErrRejected reports a message JetStream or the NATS client refused
 	// for the event's own sake: no stream for its subject (also
-	// ErrNoStream), larger than the server's max_payload or the stream's
-	// MaxMsgSize, a sealed stream, an ExpectStream mismatch. A normal
-	// failure: the event is retried and ends DEAD after MaxAttempts.
+	// ErrNoStream), a stream that never acknowledges (also
+	// ErrStreamNoAck), larger than the server's max_payload or the
+	// stream's MaxMsgSize, a sealed stream, an ExpectStream mismatch. A
+	// normal failure: the event is retried and ends DEAD after
+	// MaxAttempts.
 	ErrRejected = errors.New("natsjs: JetStream refused the message")
 	// ErrNoStream reports a subject no stream listens on, found out while
-	// the connection and the JetStream API were up. It comes wrapped with
+	// the connection and the JetStream API were up: nothing answered the
+	// publish ("no responders"), or only a plain NATS subscriber received
+	// it and no ack came within AckTimeout. It comes wrapped with
 	// ErrRejected.
 	ErrNoStream = errors.New("natsjs: no stream listens on the subject")
+	// ErrStreamNoAck reports a subject whose stream is configured with
+	// NoAck: it stores a message without acknowledging it, so the relay
+	// cannot know the event was stored (it may well be: each retry stores
+	// it again, unless within the stream's duplicate window). Found out
+	// once AckTimeout passed without an ack, by asking the JetStream API.
+	// It comes wrapped with ErrRejected: a normal failure, retried and
+	// DEAD after MaxAttempts. A stream the relay publishes to must
+	// acknowledge (NoAck false, the default).
+	ErrStreamNoAck = errors.New("natsjs: the stream listening on the subject does not acknowledge (NoAck)")
 	// ErrNoAck reports a publish JetStream did not acknowledge within
 	// AckTimeout or the listener's deadline. It comes inside a
-	// core.Unavailable error: the event is put off, no attempt charged.
+	// core.Unavailable error: the event is put off, no attempt charged;
+	// after AckTimeout with the connection up, only once the JetStream
+	// API named a stream without NoAck for the subject (otherwise it
+	// comes with ErrNoStream or ErrStreamNoAck, a normal failure).
 	ErrNoAck = errors.New("natsjs: no acknowledgement from JetStream")
 )
 
@@ -49,6 +65,9 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject str
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		return r.noResponders(ctx, attempt, subject, err)
 	}
+	if errors.Is(err, ErrNoAck) || errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+		return r.noAck(ctx, attempt, subject, err)
+	}
 	for _, o := range outageErrors {
 		if errors.Is(err, o) {
 			return attempt.Down(fmt.Errorf("natsjs: publish to %q: %w", subject, err))
@@ -57,7 +76,9 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject str
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.Code >= 500 {
 		// 503 and friends: JetStream is there but cannot take messages
-		// now (no leader, storage failure, stream full with DiscardNew).
+		// now (no leader, storage failure, a stream full with DiscardNew,
+		// which answers 503 "maximum messages exceeded" too: its events
+		// wait, uncharged, until room is made).
 		return attempt.Down(fmt.Errorf("natsjs: publish to %q: JetStream unavailable: %w", subject, err))
 	}
 	if !r.connected() {
@@ -85,6 +106,49 @@ func (r *Relay) noResponders(ctx context.Context, attempt relay.Attempt, subject
 	default:
 		return attempt.Down(fmt.Errorf("natsjs: stream %s listens on %q but did not answer: %w", stream, subject, err))
 	}
+}
+
+// noAck tells the meanings of a publish that got no ack in time (err:
+// AckTimeout, or nats.go's own publish timeout) apart. Something received
+// it, or it would have got "no responders": a stream that did not
+// answer (an outage), a stream with NoAck, which never answers, or only
+// a plain NATS subscriber, no stream at all (both the event's fault). With
+// the connection up, the JetStream API, asked which stream listens on the
+// subject and how, decides; it is asked only here, never for a publish
+// acknowledged in time, bounded by AckTimeout and ctx, and by one publish
+// at a time: once one found an outage (the breaker is down) the others
+// that timed out with it, and the probes of that outage, ask nothing.
+func (r *Relay) noAck(ctx context.Context, attempt relay.Attempt, subject string, err error) error {
+	down := func(err error) error { return attempt.Down(fmt.Errorf("natsjs: publish to %q: %w", subject, err)) }
+	if !r.connected() {
+		return down(err)
+	}
+	select {
+	case r.lookups <- struct{}{}:
+		defer func() { <-r.lookups }()
+	case <-ctx.Done():
+		return down(err)
+	}
+	if outage, _ := r.breaker.State(); outage {
+		return down(err)
+	}
+	lookup, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
+	defer cancel()
+	name, lerr := r.js.StreamNameBySubject(lookup, subject)
+	if errors.Is(lerr, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: %w: subject %q (only a plain NATS subscriber, if any, received it): %w", ErrRejected, ErrNoStream, subject, err)
+	}
+	if lerr != nil {
+		return down(fmt.Errorf("%w; and the JetStream API did not answer which stream listens on it: %w", err, lerr))
+	}
+	st, lerr := r.js.Stream(lookup, name)
+	if lerr != nil {
+		return down(fmt.Errorf("%w; and the JetStream API did not answer about stream %s: %w", err, name, lerr))
+	}
+	if st.CachedInfo().Config.NoAck {
+		return fmt.Errorf("%w: %w: stream %s, subject %q: %w", ErrRejected, ErrStreamNoAck, name, subject, err)
+	}
+	return down(fmt.Errorf("stream %s listens on it but did not acknowledge: %w", name, err))
 }
 
 // connected reports whether the NATS connection is up.

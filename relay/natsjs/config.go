@@ -60,9 +60,17 @@ type Config struct {
 	MaxInFlight int
 	// AckTimeout is how long a publish waits for JetStream's ack. A
 	// publish that gets none in time counts as an outage (the event is put
-	// off, no attempt charged), not as a failure of the event. The
-	// listener's ctx deadline (the dispatcher's ListenerTimeout) applies
-	// too, whichever ends first. Defaults to DefaultAckTimeout (5 s).
+	// off, no attempt charged), not as a failure of the event, once the
+	// JetStream API, asked then (with the connection up; one publish at a
+	// time, within AckTimeout again, and not while an outage is under
+	// way), named the stream that listens on the subject: when none does
+	// (a plain NATS subscriber received the message) the event fails with
+	// ErrNoStream, and when that stream has NoAck with ErrStreamNoAck,
+	// normal failures. The listener's ctx deadline (the dispatcher's
+	// ListenerTimeout) applies too, whichever ends first; a deadline that
+	// ends the wait first is an outage without that question, so keep
+	// AckTimeout below ListenerTimeout. Defaults to DefaultAckTimeout
+	// (5 s).
 	AckTimeout time.Duration
 	// ExpectStream, when set, makes JetStream refuse a message that would
 	// not land in the stream of this name (the "Nats-Expected-Stream"

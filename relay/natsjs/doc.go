@@ -84,11 +84,17 @@
 // on its subject, the message is larger than the server or stream allows,
 // the stream is sealed, the subject is invalid) is a normal failure: the
 // listener returns an error, the dispatcher retries the event with backoff
-// and marks it DEAD after MaxAttempts.
+// and marks it DEAD after MaxAttempts. So is a message that got no ack
+// within AckTimeout because no stream listens on its subject (only a plain
+// NATS subscriber received it: [ErrNoStream]) or because its stream has
+// NoAck ([ErrStreamNoAck]): the relay asks the JetStream API once the
+// ack is late, never for a message acknowledged in time.
 //
 // When JetStream cannot be reached (the connection is down or
-// reconnecting, the server does not acknowledge within AckTimeout, the
-// JetStream API itself does not answer) the relay returns a
+// reconnecting, the stream that listens on the subject does not
+// acknowledge within AckTimeout, the JetStream API itself does not answer,
+// JetStream answers 503, as a stream full with DiscardNew does) the relay
+// returns a
 // core.Unavailable error through a relay.Breaker: the event is put off
 // without charging an attempt, one ERROR is logged when the outage begins
 // and one INFO "recovered" line when a publish is acknowledged again.

@@ -30,6 +30,9 @@ type Relay struct {
 	breaker *relay.Breaker
 	slots   chan struct{} // one token per publish awaiting its ack
 	pubOpts []jetstream.PublishOpt
+	// lookups (one token) lets one publish at a time ask the JetStream
+	// API why its ack did not come (see noAck).
+	lookups chan struct{}
 
 	mu      sync.Mutex
 	closed  bool
@@ -74,7 +77,7 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{js: js, cfg: cfg, subject: tpl, breaker: b,
-		slots: make(chan struct{}, cfg.MaxInFlight), drained: make(chan struct{})}
+		slots: make(chan struct{}, cfg.MaxInFlight), lookups: make(chan struct{}, 1), drained: make(chan struct{})}
 	if cfg.ExpectStream != "" {
 		r.pubOpts = append(r.pubOpts, jetstream.WithExpectStream(cfg.ExpectStream))
 	}
@@ -182,7 +185,7 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	case <-timer.C:
 		// Down through attempt: a publish that outlived the outage its
 		// ack was lost in begins no new one.
-		return attempt.Down(fmt.Errorf("%w within AckTimeout %v", ErrNoAck, r.cfg.AckTimeout))
+		return fail(fmt.Errorf("%w within AckTimeout %v", ErrNoAck, r.cfg.AckTimeout))
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return attempt.Down(fmt.Errorf("%w before the listener's deadline: %w", ErrNoAck, context.Cause(ctx)))
