@@ -263,7 +263,7 @@ func (r *Relay) deliver(ctx context.Context, exchange, key string, msg amqp.Publ
 // ctx: a wait ended by ctx is an unsent outcome, the event put off, as
 // for a MaxInFlight slot). The error is the slot's: no channel.
 func (r *Relay) publishOn(ctx context.Context, alone bool, exchange, key string, msg amqp.Publishing) (result, error) {
-	s := r.slots[r.next.Add(1)%uint64(len(r.slots))]
+	var s *slot
 	if alone {
 		select {
 		case r.loneSem <- struct{}{}:
@@ -272,6 +272,8 @@ func (r *Relay) publishOn(ctx context.Context, alone bool, exchange, key string,
 			return result{outcome: unsent, err: fmt.Errorf("waiting to publish again alone on a channel: %w", ctx.Err())}, nil
 		}
 		s = r.lone
+	} else {
+		s = r.slots[r.next.Add(1)%uint64(len(r.slots))]
 	}
 	pc, err := s.get(ctx, r)
 	if err != nil {
@@ -356,9 +358,8 @@ func (s *slot) open(r *Relay, conn *amqp.Connection, op *opening) {
 
 // Close stops the relay: new OnEvent calls return a core.Unavailable
 // error wrapping core.ErrClosed (the event is put off for
-// Breaker.RetryAfter, not charged), the
-// publishes under way finish (their confirms awaited), then the channels
-// and the connection are closed. If ctx ends first, Close closes them
+// Breaker.RetryAfter, not charged), the publishes under way finish (their
+// confirms awaited), then the channels and the connection are closed. If ctx ends first, Close closes them
 // anyway (the publishes still waiting fail as an outage) and returns
 // ctx's error: it waits past ctx neither for the publishes nor for a
 // channel being opened nor for the broker's answer to the close (which,
@@ -420,7 +421,7 @@ func (r *Relay) Close(ctx context.Context) error {
 	}()
 	wait(opened)
 	var watchers []chan struct{}
-	for _, s := range append(r.slots, r.lone) {
+	for _, s := range append([]*slot{r.lone}, r.slots...) {
 		s.mu.Lock()
 		if s.pc != nil {
 			watchers = append(watchers, s.pc.done)
