@@ -397,7 +397,8 @@ func (e *outageEnv) lockedIncident(round, passes, backlog int) (pending, killed 
 	waitLong(t, "a backlog of committed events", func() bool { return e.committedCount() >= from+backlog })
 
 	// The coalesced DONE write, as the server shows it.
-	doneWrite := "UPDATE " + parts.Outbox(e.ob).Store.Dialect().QuoteIdent("outbox_event") + " SET status = " + fmt.Sprint(int(core.StatusDone)) + ",%"
+	// (MySQL: "UPDATE `outbox_event` FORCE INDEX (PRIMARY) SET …".)
+	doneWrite := "UPDATE " + parts.Outbox(e.ob).Store.Dialect().QuoteIdent("outbox_event") + "% SET status = " + fmt.Sprint(int(core.StatusDone)) + ",%"
 	pending, unlock := e.d.lockTable(ctx)
 	locked := true
 	defer func() {
