@@ -46,6 +46,20 @@ type CommitChecker interface {
 	BeforeCommit(key any, check func(ctx context.Context) error)
 }
 
+// SavepointWatcher is implemented by transactions that can tell whether a
+// row written in them may have been removed before commit by a rollback to
+// a savepoint ([txctx.Tx] does): a ROLLBACK statement ran through its own
+// methods, or statements ran where it cannot see them (the raw transaction
+// was taken, or the transaction was adopted). The outbox then reads, right
+// after commit, which of the transaction's events are stored, and hands
+// only those to its workers: an event whose row a ROLLBACK TO SAVEPOINT
+// removed is never delivered.
+type SavepointWatcher interface {
+	// RowsMayBeUndone reports whether a row written in the transaction
+	// may have been removed before commit by a rollback to a savepoint.
+	RowsMayBeUndone() bool
+}
+
 // StatementWatcher is implemented by transactions that see the outcome of
 // the statements run on them ([txctx.Tx] does for statements run through
 // its own methods). A database rolls a transaction back on its own only in

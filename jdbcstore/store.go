@@ -380,6 +380,9 @@ func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
 		var one int
 		err := q.QueryRowContext(ctx, s.q.exists, id).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
+			if s.stillOpen(ctx, q) {
+				return nil // the row was rolled back to a savepoint, the transaction goes on
+			}
 			return fmt.Errorf("outbox: jdbcstore: event %q is no longer in %s: %w", id, s.table, core.ErrTxAborted)
 		}
 		if err != nil {
@@ -387,6 +390,25 @@ func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
 		}
 		return nil
 	})
+}
+
+// stillOpen reports whether the server says q's transaction is open
+// (MariaDB's @@in_transaction): then an event row missing before commit
+// was removed by a rollback to a savepoint, not by a rollback of the
+// server's, which leaves the session in autocommit mode. MySQL cannot
+// say: false.
+func (s *Store) stillOpen(ctx context.Context, q rowQuerier) bool {
+	if s.noOpenCheck.Load() {
+		return false
+	}
+	var open int
+	if err := q.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open); err != nil {
+		if unknownVariable(err) {
+			s.noOpenCheck.Store(true)
+		}
+		return false
+	}
+	return open == 1
 }
 
 // checkOpen refuses, with core.ErrTxAborted, to add an event to ex when

@@ -220,3 +220,69 @@ func TestMayHaveFailed(t *testing.T) {
 		t.Fatal("a transaction adopted by a Manager vouches for statements it never saw")
 	}
 }
+
+// RowsMayBeUndone is true once a row written in the transaction may have
+// been removed by a rollback to a savepoint: a statement holding
+// "rollback" through the Tx's methods, the raw handle taken, or an
+// adopted transaction; false for plain statements.
+func TestRowsMayBeUndone(t *testing.T) {
+	db := openDB(t)
+	m := txctx.New(db)
+	ctx := context.Background()
+	cases := map[string]struct {
+		run  func(ctx context.Context, tx *txctx.Tx)
+		want bool
+	}{
+		"nothing": {func(context.Context, *txctx.Tx) {}, false},
+		"exec and query": {func(ctx context.Context, tx *txctx.Tx) {
+			_, _ = tx.ExecContext(ctx, `INSERT INTO items VALUES (1, 'a')`)
+			_, _ = tx.ExecContext(ctx, `SAVEPOINT s1`)
+			_, _ = tx.ExecContext(ctx, `RELEASE SAVEPOINT s1`)
+			var n int
+			_ = tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM items`).Scan(&n)
+		}, false},
+		"rollback to": {func(ctx context.Context, tx *txctx.Tx) {
+			_, _ = tx.ExecContext(ctx, `SAVEPOINT s1`)
+			_, _ = tx.ExecContext(ctx, `rollback to savepoint s1`)
+		}, true},
+		"after a comment": {func(ctx context.Context, tx *txctx.Tx) {
+			_, _ = tx.ExecContext(ctx, `SAVEPOINT s1`)
+			_, _ = tx.ExecContext(ctx, `/* nested */ ROLLBACK TRANSACTION TO s1`)
+		}, true},
+		"through a query": {func(ctx context.Context, tx *txctx.Tx) {
+			_, _ = tx.ExecContext(ctx, `SAVEPOINT s1`)
+			if r, err := tx.QueryContext(ctx, `ROLLBACK TO s1`); err == nil {
+				_ = r.Close()
+			}
+		}, true},
+		"raw SQL handle":  {func(_ context.Context, tx *txctx.Tx) { _ = tx.SQL() }, true},
+		"raw sqlx handle": {func(_ context.Context, tx *txctx.Tx) { _ = tx.Sqlx() }, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			errDone := errors.New("roll back")
+			err := m.Do(ctx, func(ctx context.Context) error {
+				tx, _ := txctx.From(ctx)
+				if tx.RowsMayBeUndone() {
+					t.Fatal("a fresh transaction may have rows undone")
+				}
+				tc.run(ctx, tx)
+				if got := tx.RowsMayBeUndone(); got != tc.want {
+					t.Errorf("RowsMayBeUndone = %v, want %v", got, tc.want)
+				}
+				return errDone
+			})
+			if !errors.Is(err, errDone) {
+				t.Fatal(err)
+			}
+		})
+	}
+	sqlTx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sqlTx.Rollback() }()
+	if _, tx := txctx.Adopt(ctx, sqlTx); !tx.RowsMayBeUndone() {
+		t.Fatal("an adopted transaction vouches for statements it never saw")
+	}
+}

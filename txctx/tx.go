@@ -66,6 +66,9 @@ type Tx struct {
 	// mayHaveFailed is set when a statement failed, or may have failed
 	// where this Tx cannot see it (see MayHaveFailed).
 	mayHaveFailed atomic.Bool
+	// rowsUndone is set when a row written in the transaction may have
+	// been removed by a rollback to a savepoint (see RowsMayBeUndone).
+	rowsUndone atomic.Bool
 
 	mu            sync.Mutex
 	state         txState
@@ -85,6 +88,7 @@ var (
 	_ core.CommitChecker    = (*Tx)(nil)
 	_ core.TxDatabase       = (*Tx)(nil)
 	_ core.StatementWatcher = (*Tx)(nil)
+	_ core.SavepointWatcher = (*Tx)(nil)
 )
 
 func newTx(tx *sql.Tx, txx *sqlx.Tx, db *sql.DB, managed bool, logger *slog.Logger) *Tx {
@@ -96,6 +100,7 @@ func newTx(tx *sql.Tx, txx *sqlx.Tx, db *sql.DB, managed bool, logger *slog.Logg
 		// The caller holds the raw transaction and may run statements on
 		// it that this Tx never sees.
 		t.mayHaveFailed.Store(true)
+		t.rowsUndone.Store(true)
 	}
 	return t
 }
@@ -106,11 +111,43 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 	if t.tx == nil {
 		return nil, core.ErrNoTransaction
 	}
+	t.watchRollback(q)
 	res, err := t.tx.ExecContext(ctx, q, args...)
 	if err != nil {
 		t.mayHaveFailed.Store(true)
 	}
 	return res, err
+}
+
+// watchRollback notes a statement that may roll back to a savepoint: any
+// whose text holds "rollback" in any case (a ROLLBACK TO SAVEPOINT,
+// perhaps after a comment). A false alarm costs the publishing
+// transaction one read after commit (see RowsMayBeUndone).
+func (t *Tx) watchRollback(q string) {
+	if containsFold(q, "rollback") {
+		t.rowsUndone.Store(true)
+	}
+}
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// in any case, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for ; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == len(sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // QueryContext runs a query on the transaction. An error met while reading
@@ -122,6 +159,7 @@ func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows
 		return nil, core.ErrNoTransaction
 	}
 	t.mayHaveFailed.Store(true)
+	t.watchRollback(q)
 	return t.tx.QueryContext(ctx, q, args...)
 }
 
@@ -135,6 +173,7 @@ func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows
 // [Tx.Active] first.
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	t.mayHaveFailed.Store(true)
+	t.watchRollback(q)
 	return t.tx.QueryRowContext(ctx, q, args...)
 }
 
@@ -144,6 +183,7 @@ func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Ro
 // Statements run on it are out of this Tx's sight (see [Tx.MayHaveFailed]).
 func (t *Tx) SQL() *sql.Tx {
 	t.mayHaveFailed.Store(true)
+	t.rowsUndone.Store(true)
 	return t.tx
 }
 
@@ -152,6 +192,7 @@ func (t *Tx) SQL() *sql.Tx {
 // for [Tx.SQL] apply.
 func (t *Tx) Sqlx() *sqlx.Tx {
 	t.mayHaveFailed.Store(true)
+	t.rowsUndone.Store(true)
 	return t.txx
 }
 
@@ -165,6 +206,16 @@ func (t *Tx) Sqlx() *sqlx.Tx {
 // statement; a transaction for which MayHaveFailed is false skips that
 // check and its round trip.
 func (t *Tx) MayHaveFailed() bool { return t.mayHaveFailed.Load() }
+
+// RowsMayBeUndone reports whether a row written in the transaction may
+// have been removed before commit by a rollback to a savepoint: a
+// statement holding "rollback" (ROLLBACK TO SAVEPOINT) ran through
+// [Tx.ExecContext], [Tx.QueryContext] or [Tx.QueryRowContext], the raw
+// transaction was taken with [Tx.SQL] or [Tx.Sqlx], or the transaction was
+// adopted. It implements [core.SavepointWatcher]: the outbox then reads
+// after commit which of the transaction's events are stored, one query,
+// and delivers only those.
+func (t *Tx) RowsMayBeUndone() bool { return t.rowsUndone.Load() }
 
 // Database returns the database the transaction belongs to: the Manager's
 // for transactions begun or adopted through a [Manager], nil for the

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -149,9 +150,52 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 		return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), txDone(err))
 	}
 	if hot != nil {
-		hooked.AfterCommit(func() { hot.EnqueueHot(env, lease) })
+		hooked.AfterCommit(func() {
+			if c.kept(hooked, []string{env.ID()})[0] {
+				hot.EnqueueHot(env, lease)
+			}
+		})
 	}
 	return env.ID(), nil
+}
+
+// storedTimeout bounds the read after commit of which events a
+// transaction kept (see kept).
+const storedTimeout = 10 * time.Second
+
+// statuser reads the status of events by id (jdbcstore.Store does).
+type statuser interface {
+	Statuses(ctx context.Context, ids []string) (map[string]core.Status, error)
+}
+
+// kept reports, for each of ids, whether its row survived tx's commit:
+// always, unless tx says a row written in it may have been removed by a
+// rollback to a savepoint (core.SavepointWatcher); then one read of the
+// ids, after the commit, tells. An event whose row is gone must not reach
+// a listener. Should the read fail, every event counts as kept: the
+// rows most likely are (a savepoint rollback that removed one, and a
+// failed read, together), and a hand-off not made would leave them to
+// the poller only after their lease.
+func (c *Client) kept(tx core.Tx, ids []string) []bool {
+	out := make([]bool, len(ids))
+	for i := range out {
+		out[i] = true
+	}
+	w, ok := tx.(core.SavepointWatcher)
+	st, reads := c.store.(statuser)
+	if !ok || !reads || !w.RowsMayBeUndone() {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storedTimeout)
+	defer cancel()
+	found, err := st.Statuses(ctx, ids)
+	if err != nil {
+		return out
+	}
+	for i, id := range ids {
+		_, out[i] = found[id]
+	}
+	return out
 }
 
 // txDone returns err, the error of an insert, matching

@@ -100,8 +100,9 @@ func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.
 		// As PublishTx: an ordered event behind a pending one of its key
 		// is left to a poller, which delivers it in turn.
 		hooked.AfterCommit(func() {
+			kept := c.kept(hooked, ids)
 			for i, env := range batch {
-				if env.OrderKey() == "" || leased[i] {
+				if kept[i] && (env.OrderKey() == "" || leased[i]) {
 					hot.EnqueueHot(env, leases[i])
 				}
 			}

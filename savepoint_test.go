@@ -1,0 +1,105 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/txctx"
+)
+
+// An event whose row a ROLLBACK TO SAVEPOINT removed is never delivered,
+// on every database, whether the rollback ran through the transaction's
+// own methods, on its raw *sql.Tx (as an ORM's nested transaction does)
+// or on an adopted transaction; the events kept are. It was delivered
+// after commit although no row existed (a phantom), and on MariaDB the
+// raw-transaction case failed the commit with ErrTxAborted.
+func TestSavepointRollbackIsNotDelivered(t *testing.T) {
+	for dbName, open := range testDatabases {
+		t.Run(dbName, func(t *testing.T) {
+			ctx := context.Background()
+			db := open(t, "savepoint.db")
+			// One worker: the hot queue is delivered in order, so a
+			// phantom handed over before the kept event would be seen
+			// before it.
+			cfg := outbox.Config{}
+			cfg.Dispatcher.Workers = 1
+			cfg.Poller.Interval = time.Hour
+			ob, seen := newDelivering(t, db, cfg)
+			for _, tc := range []struct {
+				name string
+				run  func(t *testing.T, gone, kept []outbox.Envelope) error
+			}{
+				{"through the Tx", func(t *testing.T, gone, kept []outbox.Envelope) error {
+					return ob.InTx(ctx, func(ctx context.Context) error {
+						tx, _ := txctx.From(ctx)
+						return savepointCase(ctx, ob, tx.ExecContext, gone, kept)
+					})
+				}},
+				{"on the raw transaction", func(t *testing.T, gone, kept []outbox.Envelope) error {
+					return ob.InTx(ctx, func(ctx context.Context) error {
+						tx, _ := txctx.From(ctx)
+						return savepointCase(ctx, ob, tx.SQL().ExecContext, gone, kept)
+					})
+				}},
+				{"on an adopted transaction", func(t *testing.T, gone, kept []outbox.Envelope) error {
+					raw, err := db.BeginTx(ctx, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					actx, tx := ob.Adopt(ctx, raw)
+					if err := savepointCase(actx, ob, raw.ExecContext, gone, kept); err != nil {
+						_ = tx.Rollback()
+						return err
+					}
+					return tx.Commit()
+				}},
+			} {
+				gone := []outbox.Envelope{event(t), event(t)}
+				kept := []outbox.Envelope{event(t), event(t)}
+				if err := tc.run(t, gone, kept); err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				for _, want := range kept {
+					if got := testsupport.Recv(t, 30*time.Second, seen, "a delivery"); got != want.ID() {
+						t.Fatalf("%s: delivered %s, want %s (the events rolled back to the savepoint: %s, %s)",
+							tc.name, got, want.ID(), gone[0].ID(), gone[1].ID())
+					}
+				}
+				for _, env := range gone {
+					if _, err := ob.Get(ctx, env.ID()); !errors.Is(err, core.ErrNotFound) {
+						t.Fatalf("%s: Get(%s) = %v, want ErrNotFound", tc.name, env.ID(), err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// savepointCase publishes gone[0] with Publish and gone[1] with
+// PublishAll after a savepoint, rolls back to it with exec, then publishes
+// kept the same two ways.
+func savepointCase(ctx context.Context, ob *outbox.Outbox, exec func(context.Context, string, ...any) (sql.Result, error), gone, kept []outbox.Envelope) error {
+	if _, err := exec(ctx, "SAVEPOINT s1"); err != nil {
+		return err
+	}
+	if _, err := ob.Publish(ctx, gone[0]); err != nil {
+		return err
+	}
+	if _, err := ob.PublishAll(ctx, gone[1]); err != nil {
+		return err
+	}
+	if _, err := exec(ctx, "ROLLBACK TO SAVEPOINT s1"); err != nil {
+		return err
+	}
+	if _, err := ob.Publish(ctx, kept[0]); err != nil {
+		return err
+	}
+	_, err := ob.PublishAll(ctx, kept[1])
+	return err
+}
