@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -227,6 +228,48 @@ func (s *Store) lockedAfter(ctx context.Context, tx *sqlx.Tx, after []core.Order
 	return locked, err
 }
 
+// withoutHeldBack returns recs without the ordered events whose event
+// before still holds their key, read again in a statement of its own. The
+// claim's SELECT … FOR UPDATE SKIP LOCKED reads each row as last
+// committed (InnoDB's locking read) but its check of the event before, a
+// plain subquery, in the snapshot the statement began with: an event
+// committed while the statement ran (under load, a claim of a long
+// backlog) was taken although the event before it, committed just before
+// it, was pending, and two events of a key were delivered out of order.
+// The next statement's snapshot (READ COMMITTED) holds every event the
+// claim read and the ones before them.
+func (s *Store) withoutHeldBack(ctx context.Context, tx *sqlx.Tx, recs []core.Record) ([]core.Record, error) {
+	var args []any
+	for _, r := range recs {
+		if r.OrderKey != "" && r.OrderSeq > 1 {
+			args = append(args, r.OrderKey, r.OrderSeq-1)
+		}
+	}
+	if len(args) == 0 {
+		return recs, nil
+	}
+	held := map[core.OrderPos]bool{}
+	for page := range slices.Chunk(args, max(2, s.bindLimit()/2*2)) {
+		found, err := scanPositions(ctx, tx, positionList(s.dialect, s.q.heldPrefix, len(page)/2, s.q.heldSuffix), page...)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range found {
+			held[p] = true
+		}
+	}
+	if len(held) == 0 {
+		return recs, nil
+	}
+	kept := recs[:0]
+	for _, r := range recs {
+		if r.OrderKey == "" || !held[core.OrderPos{Key: r.OrderKey, Seq: r.OrderSeq - 1}] {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
+}
+
 // positionList returns prefix, n position terms joined by OR, and suffix,
 // rebound for the dialect.
 func positionList(d Dialect, prefix string, n int, suffix string) string {
@@ -265,6 +308,8 @@ func (q *statements) nextStatements(d Dialect, table string) {
 		" AND n.order_seq = " + t + ".order_seq + 1 AND n.status IN (" + st(core.StatusNew) + ", " + st(core.StatusRetry) + ")" +
 		" AND (n.locked_by IS NULL OR n.locked_until < ?))"
 	q.lockedNextSuffix = ") AND " + q.claimable
+	q.heldPrefix = "SELECT order_key, order_seq FROM " + t + " WHERE ("
+	q.heldSuffix = ") AND " + holdsKey("")
 }
 
 // claimLocked runs pick in a short READ COMMITTED transaction (a SELECT
@@ -278,6 +323,9 @@ func (s *Store) claimLocked(ctx context.Context, owner string, until time.Time, 
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	recs, err := pick(tx)
 	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	if recs, err = s.withoutHeldBack(ctx, tx, recs); err != nil || len(recs) == 0 {
 		return nil, err
 	}
 	ids := make([]string, len(recs))

@@ -132,6 +132,9 @@ type statements struct {
 	selectNextPrefix, selectNextSuffix                string
 	lockedNextPrefix, lockedNextSuffix                string
 	positionsPrefix, positionsSuffix                  string
+	// heldPrefix + positions + heldSuffix (SKIP LOCKED dialects): of the
+	// given positions, those whose event holds its key (see heldBack).
+	heldPrefix, heldSuffix string
 	// pollPinned and claimPinned are poll and claimReturning naming the
 	// pending index (SQLite's INDEXED BY), for a store whose schema has it
 	// (Store.pinPending); "" for other dialects.
