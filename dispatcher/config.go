@@ -69,8 +69,11 @@ type Config struct {
 	RetryCapacity int
 	// Owner is this dispatcher's owner token, written as the lease holder
 	// of every event it publishes or claims and checked by every status
-	// write. It must be unique among running nodes; at most 64 bytes.
-	// Defaults to a new random token per dispatcher (hostname + ULID).
+	// write. It must be unique among running nodes; at most 64 bytes of
+	// valid text, neither beginning nor ending with a space (MySQL
+	// compares the lease column padded: "n1" and "n1 " would be one
+	// owner). Defaults to a new random token per dispatcher (hostname +
+	// ULID).
 	Owner string
 	// Lease is how long this node owns an event it published or claimed.
 	// Another node takes an event over only after its lease expired, so a
@@ -270,6 +273,8 @@ func (c Config) validate() error {
 	}
 	if len(c.Owner) > MaxOwnerLen || !utf8.ValidString(c.Owner) || strings.IndexByte(c.Owner, 0) >= 0 {
 		p.Field("Owner", fmt.Sprintf("must be valid text of at most %d bytes", MaxOwnerLen))
+	} else if strings.TrimSpace(c.Owner) != c.Owner {
+		p.Field("Owner", "must not begin or end with a space (MySQL compares the lease column padded: \"n1\" and \"n1 \" would be one owner)")
 	}
 	if c.Unhandled > UnhandledDead {
 		p.Field("Unhandled", fmt.Sprintf("unknown policy %d (want UnhandledDone, UnhandledLeave or UnhandledDead)", uint8(c.Unhandled)))

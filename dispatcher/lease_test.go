@@ -476,6 +476,8 @@ func TestLeaseConfigValidation(t *testing.T) {
 	wantErr("Owner of 33 two-byte runes", "Owner", dispatcher.Config{Owner: strings.Repeat("é", 33)})
 	wantErr("Owner with invalid UTF-8", "Owner", dispatcher.Config{Owner: "node\xff"})
 	wantErr("Owner with NUL", "Owner", dispatcher.Config{Owner: "node\x00a"})
+	wantErr("Owner ending with a space", "Owner", dispatcher.Config{Owner: "node-1 "})
+	wantErr("Owner of spaces", "Owner", dispatcher.Config{Owner: " "})
 	wantOK("Owner of 64 bytes", dispatcher.Config{Owner: strings.Repeat("x", dispatcher.MaxOwnerLen)})
 
 	d1, err := newD(dispatcher.Config{})
