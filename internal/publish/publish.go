@@ -151,7 +151,7 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	}
 	if hot != nil {
 		hooked.AfterCommit(func() {
-			if c.kept(hooked, []string{env.ID()})[0] {
+			if !c.mayBeUndone(hooked) || !c.gone([]string{env.ID()})[env.ID()] {
 				hot.EnqueueHot(env, lease)
 			}
 		})
@@ -160,7 +160,7 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 }
 
 // storedTimeout bounds the read after commit of which events a
-// transaction kept (see kept).
+// transaction kept (see gone).
 const storedTimeout = 10 * time.Second
 
 // statuser reads the status of events by id (jdbcstore.Store does).
@@ -168,32 +168,34 @@ type statuser interface {
 	Statuses(ctx context.Context, ids []string) (map[string]core.Status, error)
 }
 
-// kept reports, for each of ids, whether its row survived tx's commit:
-// always, unless tx says a row written in it may have been removed by a
-// rollback to a savepoint (core.SavepointWatcher); then one read of the
-// ids, after the commit, tells. An event whose row is gone must not reach
-// a listener. Should the read fail, every event counts as kept: the
-// rows most likely are (a savepoint rollback that removed one, and a
+// mayBeUndone reports whether tx says a row written in it may have been
+// removed before commit by a rollback to a savepoint
+// (core.SavepointWatcher), and the store can tell which rows are stored.
+// Only then does a hand-off read anything (see gone).
+func (c *Client) mayBeUndone(tx core.Tx) bool {
+	w, ok := tx.(core.SavepointWatcher)
+	_, reads := c.store.(statuser)
+	return ok && reads && w.RowsMayBeUndone()
+}
+
+// gone returns which of ids have no row after their transaction's commit,
+// in one read: an event whose row a rollback to a savepoint removed must
+// not reach a listener. Should the read fail it returns none: the rows
+// most likely are there (a savepoint rollback that removed one and a
 // failed read, together), and a hand-off not made would leave them to
 // the poller only after their lease.
-func (c *Client) kept(tx core.Tx, ids []string) []bool {
-	out := make([]bool, len(ids))
-	for i := range out {
-		out[i] = true
-	}
-	w, ok := tx.(core.SavepointWatcher)
-	st, reads := c.store.(statuser)
-	if !ok || !reads || !w.RowsMayBeUndone() {
-		return out
-	}
+func (c *Client) gone(ids []string) map[string]bool {
 	ctx, cancel := context.WithTimeout(context.Background(), storedTimeout)
 	defer cancel()
-	found, err := st.Statuses(ctx, ids)
+	found, err := c.store.(statuser).Statuses(ctx, ids)
 	if err != nil {
-		return out
+		return nil
 	}
-	for i, id := range ids {
-		_, out[i] = found[id]
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if _, ok := found[id]; !ok {
+			out[id] = true
+		}
 	}
 	return out
 }

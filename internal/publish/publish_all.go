@@ -100,9 +100,12 @@ func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.
 		// As PublishTx: an ordered event behind a pending one of its key
 		// is left to a poller, which delivers it in turn.
 		hooked.AfterCommit(func() {
-			kept := c.kept(hooked, ids)
+			var gone map[string]bool
+			if c.mayBeUndone(hooked) {
+				gone = c.gone(ids)
+			}
 			for i, env := range batch {
-				if kept[i] && (env.OrderKey() == "" || leased[i]) {
+				if !gone[env.ID()] && (env.OrderKey() == "" || leased[i]) {
 					hot.EnqueueHot(env, leases[i])
 				}
 			}

@@ -1,0 +1,87 @@
+package publish_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/publish"
+)
+
+// undoneTx is a transaction that says whether rows written in it may
+// have been undone by a rollback to a savepoint.
+type undoneTx struct {
+	*fakeTx
+	undone bool
+}
+
+func (tx undoneTx) RowsMayBeUndone() bool { return tx.undone }
+
+// statusStore is a fakeInserter that reads statuses: the events of
+// stored, or err.
+type statusStore struct {
+	fakeInserter
+	stored map[string]bool
+	err    error
+	reads  int
+}
+
+func (s *statusStore) Statuses(_ context.Context, ids []string) (map[string]core.Status, error) {
+	s.reads++
+	if s.err != nil {
+		return nil, s.err
+	}
+	out := map[string]core.Status{}
+	for _, id := range ids {
+		if s.stored[id] {
+			out[id] = core.StatusNew
+		}
+	}
+	return out, nil
+}
+
+// After commit, a transaction that may have rows undone gets one read per
+// hand-off and the events without a row are not handed over; one that
+// cannot have them gets no read; a failed read hands every event over
+// (the poller would otherwise wait for their lease).
+func TestHandOffReadsBackWhatASavepointMayHaveUndone(t *testing.T) {
+	kept, gone := mustBuild(t, ev()), mustBuild(t, ev())
+	for _, tc := range []struct {
+		name      string
+		undone    bool
+		err       error
+		wantReads int
+		want      []string
+	}{
+		{"no rollback", false, nil, 0, []string{kept.ID(), gone.ID()}},
+		{"rolled back", true, nil, 2, []string{kept.ID()}},
+		{"read failed", true, errors.New("connection lost"), 2, []string{kept.ID(), gone.ID()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &statusStore{stored: map[string]bool{kept.ID(): true}, err: tc.err}
+			hot := &fakeHotQueue{}
+			c, err := publish.New(st, hot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx := undoneTx{newFakeTx(), tc.undone}
+			ctx := core.ContextWithTx(context.Background(), tx)
+			if _, err := c.Publish(ctx, kept); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.PublishAll(ctx, gone); err != nil {
+				t.Fatal(err)
+			}
+			tx.Commit()
+			var got []string
+			for _, env := range hot.received() {
+				got = append(got, env.ID())
+			}
+			if !slices.Equal(got, tc.want) || st.reads != tc.wantReads {
+				t.Errorf("handed over %v after %d reads, want %v after %d", got, st.reads, tc.want, tc.wantReads)
+			}
+		})
+	}
+}
