@@ -320,13 +320,7 @@ func (s *Store) execInsert(ctx context.Context, ex core.Execer, owned bool, id, 
 		res, err = exec()
 	}
 	if err != nil {
-		err = s.mapError("insert", id, err)
-		if !owned && s.dialect.Capabilities().FailedStatementAbortsTx && !errors.Is(err, sql.ErrTxDone) {
-			// Not for a transaction that had ended already: the
-			// statement never reached the database.
-			err = fmt.Errorf("%w (the database aborted the transaction: roll it back)", err)
-		}
-		return 0, err
+		return 0, s.abortedNote(ex, s.mapError("insert", id, err))
 	}
 	if query == s.q.insert && !s.dialect.Capabilities().FailedStatementAbortsTx {
 		return 1, nil // a duplicate id was an error
@@ -380,7 +374,7 @@ func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
 		var one int
 		err := q.QueryRowContext(ctx, s.q.exists, id).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			if s.stillOpen(ctx, q) {
+			if open, known, err := s.inTransaction(ctx, q); err == nil && known && open {
 				return nil // the row was rolled back to a savepoint, the transaction goes on
 			}
 			return fmt.Errorf("outbox: jdbcstore: event %q is no longer in %s: %w", id, s.table, core.ErrTxAborted)
@@ -390,25 +384,6 @@ func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
 		}
 		return nil
 	})
-}
-
-// stillOpen reports whether the server says q's transaction is open
-// (MariaDB's @@in_transaction): then an event row missing before commit
-// was removed by a rollback to a savepoint, not by a rollback of the
-// server's, which leaves the session in autocommit mode. MySQL cannot
-// say: false.
-func (s *Store) stillOpen(ctx context.Context, q rowQuerier) bool {
-	if s.noOpenCheck.Load() {
-		return false
-	}
-	var open int
-	if err := q.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open); err != nil {
-		if unknownVariable(err) {
-			s.noOpenCheck.Store(true)
-		}
-		return false
-	}
-	return open == 1
 }
 
 // checkOpen refuses, with core.ErrTxAborted, to add an event to ex when
@@ -433,19 +408,35 @@ func (s *Store) checkOpen(ctx context.Context, ex core.Execer, id string) error 
 	if !ok {
 		return nil
 	}
-	var open int
-	if err := q.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&open); err != nil {
-		if unknownVariable(err) {
-			s.noOpenCheck.Store(true) // MySQL: no such variable
-			return nil
-		}
+	open, known, err := s.inTransaction(ctx, q)
+	if err != nil {
 		return fmt.Errorf("outbox: jdbcstore: insert %q: check the transaction is open: %w", id, err)
 	}
-	if open == 0 {
+	if known && !open {
 		return fmt.Errorf("outbox: jdbcstore: insert %q: %w: the database ended the transaction before this event "+
 			"(an earlier statement failed: a deadlock or lock wait timeout ignored?); nothing was written", id, core.ErrTxAborted)
 	}
 	return nil
+}
+
+// inTransaction asks the server whether q's transaction is open
+// (MariaDB's @@in_transaction). After a rollback of the server's own the
+// session goes on in autocommit mode: not open. known is false on MySQL,
+// which has no such variable; after its first answer saying so the store
+// asks no more.
+func (s *Store) inTransaction(ctx context.Context, q rowQuerier) (open, known bool, err error) {
+	if s.noOpenCheck.Load() {
+		return false, false, nil
+	}
+	var n int
+	if err := q.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&n); err != nil {
+		if unknownVariable(err) {
+			s.noOpenCheck.Store(true) // MySQL: no such variable
+			return false, false, nil
+		}
+		return false, false, err
+	}
+	return n == 1, true, nil
 }
 
 // unknownVariable reports whether err is MySQL's answer to a query of
