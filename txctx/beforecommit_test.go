@@ -163,10 +163,7 @@ func TestMayHaveFailed(t *testing.T) {
 	db := openDB(t)
 	m := txctx.New(db)
 	ctx := context.Background()
-	cases := map[string]struct {
-		run  func(ctx context.Context, tx *txctx.Tx)
-		want bool
-	}{
+	cases := map[string]flagCase{
 		"nothing": {func(context.Context, *txctx.Tx) {}, false},
 		"exec ok": {func(ctx context.Context, tx *txctx.Tx) {
 			_, _ = tx.ExecContext(ctx, `INSERT INTO items VALUES (1, 'a')`)
@@ -189,25 +186,7 @@ func TestMayHaveFailed(t *testing.T) {
 		"raw SQL handle":  {func(_ context.Context, tx *txctx.Tx) { _ = tx.SQL() }, true},
 		"raw sqlx handle": {func(_ context.Context, tx *txctx.Tx) { _ = tx.Sqlx() }, true},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			errDone := errors.New("roll back")
-			err := m.Do(ctx, func(ctx context.Context) error {
-				tx, _ := txctx.From(ctx)
-				if tx.MayHaveFailed() {
-					t.Fatal("a fresh transaction may have failed")
-				}
-				tc.run(ctx, tx)
-				if got := tx.MayHaveFailed(); got != tc.want {
-					t.Errorf("MayHaveFailed = %v, want %v", got, tc.want)
-				}
-				return errDone
-			})
-			if !errors.Is(err, errDone) {
-				t.Fatal(err)
-			}
-		})
-	}
+	checkFlag(t, m, "MayHaveFailed", (*txctx.Tx).MayHaveFailed, cases)
 	sqlTx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -229,10 +208,7 @@ func TestRowsMayBeUndone(t *testing.T) {
 	db := openDB(t)
 	m := txctx.New(db)
 	ctx := context.Background()
-	cases := map[string]struct {
-		run  func(ctx context.Context, tx *txctx.Tx)
-		want bool
-	}{
+	cases := map[string]flagCase{
 		"nothing": {func(context.Context, *txctx.Tx) {}, false},
 		"exec and query": {func(ctx context.Context, tx *txctx.Tx) {
 			_, _ = tx.ExecContext(ctx, `INSERT INTO items VALUES (1, 'a')`)
@@ -258,25 +234,7 @@ func TestRowsMayBeUndone(t *testing.T) {
 		"raw SQL handle":  {func(_ context.Context, tx *txctx.Tx) { _ = tx.SQL() }, true},
 		"raw sqlx handle": {func(_ context.Context, tx *txctx.Tx) { _ = tx.Sqlx() }, true},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			errDone := errors.New("roll back")
-			err := m.Do(ctx, func(ctx context.Context) error {
-				tx, _ := txctx.From(ctx)
-				if tx.RowsMayBeUndone() {
-					t.Fatal("a fresh transaction may have rows undone")
-				}
-				tc.run(ctx, tx)
-				if got := tx.RowsMayBeUndone(); got != tc.want {
-					t.Errorf("RowsMayBeUndone = %v, want %v", got, tc.want)
-				}
-				return errDone
-			})
-			if !errors.Is(err, errDone) {
-				t.Fatal(err)
-			}
-		})
-	}
+	checkFlag(t, m, "RowsMayBeUndone", (*txctx.Tx).RowsMayBeUndone, cases)
 	sqlTx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -284,5 +242,37 @@ func TestRowsMayBeUndone(t *testing.T) {
 	defer func() { _ = sqlTx.Rollback() }()
 	if _, tx := txctx.Adopt(ctx, sqlTx); !tx.RowsMayBeUndone() {
 		t.Fatal("an adopted transaction vouches for statements it never saw")
+	}
+}
+
+// flagCase is what a transaction runs, and the flag it must then have.
+type flagCase struct {
+	run  func(ctx context.Context, tx *txctx.Tx)
+	want bool
+}
+
+// checkFlag runs each case in a transaction of m that it rolls back: the
+// flag (named name) is false on a fresh transaction and tc.want after
+// tc.run.
+func checkFlag(t *testing.T, m *txctx.Manager, name string, flag func(*txctx.Tx) bool, cases map[string]flagCase) {
+	t.Helper()
+	for caseName, tc := range cases {
+		t.Run(caseName, func(t *testing.T) {
+			errDone := errors.New("roll back")
+			err := m.Do(context.Background(), func(ctx context.Context) error {
+				tx, _ := txctx.From(ctx)
+				if flag(tx) {
+					t.Fatalf("%s is true on a fresh transaction", name)
+				}
+				tc.run(ctx, tx)
+				if got := flag(tx); got != tc.want {
+					t.Errorf("%s = %v, want %v", name, got, tc.want)
+				}
+				return errDone
+			})
+			if !errors.Is(err, errDone) {
+				t.Fatal(err)
+			}
+		})
 	}
 }
