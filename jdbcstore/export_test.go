@@ -1,6 +1,8 @@
 package jdbcstore
 
 import (
+	"context"
+	"database/sql"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -82,3 +84,14 @@ func ActivityQuery(s *Store, buckets int, width time.Duration, end time.Time) (s
 // ByID reports whether ordered inserts read the event before by the id
 // the keys table records.
 func (s *Store) ByID() bool { return s.byID() }
+
+// WithoutHeldBack runs withoutHeldBack on recs in a READ COMMITTED
+// transaction of its own, as a claim does.
+func (s *Store) WithoutHeldBack(ctx context.Context, recs []core.Record) ([]core.Record, error) {
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a read only
+	return s.withoutHeldBack(ctx, tx, recs)
+}

@@ -2,6 +2,7 @@ package jdbcstore_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -239,4 +240,44 @@ func TestOrderedKeysUpgradeRefused(t *testing.T) {
 			t.Fatalf("InsertOrdered after the refused upgrade: %v", err)
 		}
 	})
+}
+
+// A MySQL claim leaves the ordered events whose event before still holds
+// the key, read again after its SKIP LOCKED pick: position 2 while
+// position 1 is pending; kept once that is DONE, as are a key's first
+// position and unordered events.
+func TestClaimLeavesEventsHeldBack(t *testing.T) {
+	st, db := orderedStores["mysql"](t)
+	ctx := t.Context()
+	lease := core.Lease{Owner: "node-1", Until: time.Now().Add(time.Minute)}
+	first, second := orderedEvent(t, "h"), orderedEvent(t, "h")
+	inTx(t, db, func(ctx context.Context, tx core.Tx) {
+		for _, env := range []core.Envelope{first, second} {
+			if _, err := st.InsertOrdered(ctx, tx, env, lease); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	recs := []core.Record{
+		{ID: "plain"},
+		{ID: first.ID(), OrderKey: "h", OrderSeq: 1},
+		{ID: second.ID(), OrderKey: "h", OrderSeq: 2},
+	}
+	ids := func(recs []core.Record) (out []string) {
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	got, err := st.WithoutHeldBack(ctx, slices.Clone(recs))
+	if want := []string{"plain", first.ID()}; err != nil || !slices.Equal(ids(got), want) {
+		t.Fatalf("with position 1 pending: %v, %v; want %v", ids(got), err, want)
+	}
+	if n, err := st.MarkDone(ctx, "node-1", []string{first.ID()}); err != nil || n != 1 {
+		t.Fatalf("MarkDone = %d, %v", n, err)
+	}
+	got, err = st.WithoutHeldBack(ctx, slices.Clone(recs))
+	if want := ids(recs); err != nil || !slices.Equal(ids(got), want) {
+		t.Fatalf("with position 1 DONE: %v, %v; want %v", ids(got), err, want)
+	}
 }
