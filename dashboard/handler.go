@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -125,18 +124,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hdr.Set("Cache-Control", "no-store")
-	allow, known := pageMethods[rest]
+	rt, known := routes[rest]
 	if !known {
 		h.fail(w, r, nil, http.StatusNotFound, "no such page")
 		return
 	}
-	if !slices.Contains(strings.Split(allow, ", "), r.Method) {
-		hdr.Set("Allow", allow)
-		h.fail(w, r, nil, http.StatusMethodNotAllowed, "method not allowed")
+	switch {
+	case r.Method == http.MethodPost && rt.post != nil:
+		h.post(w, r, rt.post)
 		return
-	}
-	if r.Method == http.MethodPost {
-		h.post(w, r, rest)
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		hdr.Set("Allow", rt.allow())
+		h.fail(w, r, nil, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
 	if len(r.URL.RawQuery) > maxQueryLen {
@@ -148,37 +147,38 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, http.StatusNotFound, err.Error())
 		return
 	}
-	switch rest {
-	case "":
-		h.overview(w, r, src)
-	case "dead":
-		h.deadList(w, r, src)
-	case "event":
-		h.event(w, r, src)
-	case "replay":
-		h.replayPreview(w, r, src)
-	case "purge":
-		h.purgePreview(w, r, src)
-	case "types":
-		h.types(w, r, src)
-	case "inbox":
-		h.inbox(w, r, src)
-	default:
-		h.fail(w, r, src, http.StatusNotFound, "no such page")
-	}
+	rt.get(h, w, r, src)
 }
 
-// pageMethods holds the methods each page answers, as its Allow header
-// says them: the pages read, GET and HEAD; replay also POST (the replay
-// itself, when AllowMutations).
-var pageMethods = map[string]string{
-	"": "GET, HEAD", "dead": "GET, HEAD", "event": "GET, HEAD", "purge": "GET, HEAD", "types": "GET, HEAD", "inbox": "GET, HEAD",
-	"replay": "GET, HEAD, POST",
+// pageFunc serves a page, or runs an action, on a database.
+type pageFunc func(h *handler, w http.ResponseWriter, r *http.Request, src *source)
+
+// route is what a path of the dashboard answers: its page to GET and HEAD
+// and, for replay, its action to POST (when AllowMutations).
+type route struct{ get, post pageFunc }
+
+// allow is the route's methods as its Allow header says them.
+func (rt route) allow() string {
+	if rt.post != nil {
+		return "GET, HEAD, POST"
+	}
+	return "GET, HEAD"
+}
+
+// routes are the dashboard's paths under BasePath.
+var routes = map[string]route{
+	"":       {get: (*handler).overview},
+	"dead":   {get: (*handler).deadList},
+	"event":  {get: (*handler).event},
+	"replay": {get: (*handler).replayPreview, post: (*handler).replay},
+	"purge":  {get: (*handler).purgePreview},
+	"types":  {get: (*handler).types},
+	"inbox":  {get: (*handler).inbox},
 }
 
 // post runs a mutation after the security checks: mutations enabled,
 // same origin, CSRF token.
-func (h *handler) post(w http.ResponseWriter, r *http.Request, rest string) {
+func (h *handler) post(w http.ResponseWriter, r *http.Request, action pageFunc) {
 	if !h.cfg.AllowMutations {
 		h.fail(w, r, nil, http.StatusForbidden, "the dashboard is read-only: mutations are not enabled")
 		return
@@ -203,12 +203,7 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, rest string) {
 		h.fail(w, r, nil, http.StatusNotFound, err.Error())
 		return
 	}
-	switch rest {
-	case "replay":
-		h.replay(w, r, src)
-	default:
-		h.fail(w, r, src, http.StatusNotFound, "no such action")
-	}
+	action(h, w, r, src)
 }
 
 // source returns the database named by the db parameter (the first one
