@@ -258,16 +258,6 @@ func TestRelayPlainHeadersUnchanged(t *testing.T) {
 	}
 }
 
-// spoofInjector is a Propagator that writes the traceparent of the
-// delivery and, besides, headers of metadata names.
-type spoofInjector struct{}
-
-func (spoofInjector) InjectHeaders(_ context.Context, set func(key, value string)) {
-	set("traceparent", traceparent)
-	set(relay.HeaderEventID, "from-the-propagator")
-	set("outbox-occurred-at", "from-the-propagator")
-}
-
 // The relay's metadata headers win: an event header (or a Propagator's)
 // named like one of them, in any case, is dropped, so a consumer always
 // reads the event's own id, type and fields (an event id copied into the
@@ -275,51 +265,14 @@ func (spoofInjector) InjectHeaders(_ context.Context, set func(key, value string
 // duplicate). Content-Type is the relay's for a JSON payload only: a bytes
 // event's own Content-Type travels.
 func TestRelayMetadataHeadersWin(t *testing.T) {
-	const copied = "copied-from-upstream"
-	jsonEvent, err := core.NewEvent("Over").AggregateType("T").AggregateID("agg\nid").
-		Header(relay.HeaderEventID, copied).Header("outbox-event-type", "Other").Header("OUTBOX-TENANT", "spoof").
-		Header(relay.HeaderAggregateID, "the event's").Header("content-type", "text/plain").Header("x-own", "kept").
-		PayloadJSONString(`{}`).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bytesEvent, err := core.NewEvent("Over").Header(relay.HeaderEventID, copied).
-		Header(relay.HeaderContentType, "application/protobuf").PayloadBytes([]byte{1}).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, _ := relayHeaders(t, natsjs.Config{Propagator: spoofInjector{}}, jsonEvent, bytesEvent)
-
-	metadata := []string{relay.HeaderEventID, relay.HeaderEventType, relay.HeaderAggregateType, relay.HeaderAggregateID,
-		relay.HeaderTenant, relay.HeaderOccurredAt, relay.HeaderOrderKey, relay.HeaderContentType}
-	for i, want := range []map[string]string{
-		{relay.HeaderEventID: jsonEvent.ID(), relay.HeaderEventType: "Over", relay.HeaderAggregateType: "T",
-			relay.HeaderAggregateID: "agg\nid", relay.HeaderContentType: "application/json", "x-own": "kept"},
-		{relay.HeaderEventID: bytesEvent.ID(), relay.HeaderEventType: "Over", relay.HeaderContentType: "application/protobuf"},
-	} {
+	envs, want := relaytest.SpoofedEvents(t, "agg\nid")
+	msgs, _ := relayHeaders(t, natsjs.Config{Propagator: relaytest.SpoofInjector{}}, envs...)
+	for i := range envs {
 		got, err := natsjs.DecodeHeaders(msgs[i].Headers())
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := single(t, got)
-		for k, v := range want {
-			if h[k] != v {
-				t.Errorf("message %d: %s = %q, want %q", i, k, h[k], v)
-			}
-		}
-		if occurred := h[relay.HeaderOccurredAt]; occurred == "from-the-propagator" {
-			t.Errorf("message %d: the Propagator's %s replaced the relay's", i, relay.HeaderOccurredAt)
-		}
-		for k := range h {
-			for _, m := range metadata {
-				if strings.EqualFold(k, m) && k != m {
-					t.Errorf("message %d: header %q = %q travels beside the metadata header %s", i, k, h[k], m)
-				}
-			}
-		}
-		if _, ok := h[relay.HeaderTenant]; ok {
-			t.Errorf("message %d: %s = %q for an event without a tenant", i, relay.HeaderTenant, h[relay.HeaderTenant])
-		}
+		relaytest.CheckMetadataHeaders(t, envs[i].ID(), single(t, got), want[i])
 	}
 }
 
