@@ -28,10 +28,19 @@ func refusedMessage() amqp.Publishing {
 // a normal failure.
 func wantRefused(t *testing.T, what string, err error, code int) {
 	t.Helper()
+	if err := refusedWith(err, code); err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
+// refusedWith returns nil when err is ErrRefused with the broker's code,
+// not an outage, and else an error saying what err is.
+func refusedWith(err error, code int) error {
 	var ae *amqp.Error
 	if !errors.Is(err, rabbitmq.ErrRefused) || !errors.As(err, &ae) || ae.Code != code || errors.Is(err, core.ErrUnavailable) {
-		t.Errorf("%s: %v, want ErrRefused with %d, not an outage", what, err, code)
+		return fmt.Errorf("%v, want ErrRefused with %d, not an outage", err, code)
 	}
+	return nil
 }
 
 // A channel the broker closes for a reason that does not name the
@@ -62,28 +71,27 @@ func TestRelayRefusedMessageAlone(t *testing.T) {
 	testsupport.WaitFor(t, 30*time.Second, "the next event in the queue", func() bool { return got.count() >= 1 }, got.wake)
 }
 
-// refusedAmongGood publishes good events (OnEvent) and bad ones (bad)
-// at once on r, round after round, and checks that every bad one is
-// refused (want) and every good one delivered: a message whose channel
-// was closed while others awaited their confirms on it is published again
-// alone, where a refusal can only be its own. Nobody is put off.
-func refusedAmongGood(t *testing.T, r *rabbitmq.Relay, ex string, bad func() error, want int) {
+// refusedAmongGood runs 3 rounds of 60 concurrent events through r, every
+// every-th a bad one (bad returns an error unless it ended as it must)
+// and the others good ones, to exchange ex, each of which must be
+// delivered: a message whose channel was closed while others awaited
+// their confirms on it is published again alone, where a refusal can
+// only be its own. Nobody is put off.
+func refusedAmongGood(t *testing.T, r *rabbitmq.Relay, ex string, every int, bad func() error) {
 	t.Helper()
 	for round := range 3 {
 		var wg sync.WaitGroup
 		errs := make(chan error, 60)
 		for i := range 60 {
 			wg.Go(func() {
-				if i%6 == 0 {
-					if err := bad(); !errors.Is(err, rabbitmq.ErrRefused) || errors.Is(err, core.ErrUnavailable) {
-						errs <- fmt.Errorf("round %d: bad message: %v, want ErrRefused", round, err)
-					} else if ae := (*amqp.Error)(nil); !errors.As(err, &ae) || ae.Code != want {
-						errs <- fmt.Errorf("round %d: bad message: %v, want code %d", round, err, want)
+				if i%every == 0 {
+					if err := bad(); err != nil {
+						errs <- fmt.Errorf("round %d: bad event: %w", round, err)
 					}
 					return
 				}
 				if err := r.OnEvent(context.Background(), tenantEvent(t, ex)); err != nil {
-					errs <- fmt.Errorf("round %d: good event: %w", round, err)
+					errs <- fmt.Errorf("round %d: good event not delivered: %w", round, err)
 				}
 			})
 		}
@@ -104,9 +112,9 @@ func TestRelayRefusedMessageAmongOthers(t *testing.T) {
 	newQueue(t, ch, ex, "#")
 	logger, _ := testsupport.NewLogger()
 	r := newRelay(t, rabbitmq.Config{Exchange: "{tenant}", Channels: 1, Logger: logger})
-	refusedAmongGood(t, r, ex, func() error {
-		return rabbitmq.Deliver(context.Background(), r, ex, "T", refusedMessage())
-	}, amqp.PreconditionFailed)
+	refusedAmongGood(t, r, ex, 6, func() error {
+		return refusedWith(rabbitmq.Deliver(context.Background(), r, ex, "T", refusedMessage()), amqp.PreconditionFailed)
+	})
 }
 
 // The broker cuts a reply text at 255 bytes ("..." at its end): the 404
@@ -136,7 +144,7 @@ func TestRelayMissingExchangeLongName(t *testing.T) {
 		err := r.OnEvent(context.Background(), missing(n))
 		wantRefused(t, fmt.Sprintf("an event to a missing exchange of %d bytes", n), err, amqp.NotFound)
 	}
-	refusedAmongGood(t, r, ex, func() error {
-		return r.OnEvent(context.Background(), missing(240))
-	}, amqp.NotFound)
+	refusedAmongGood(t, r, ex, 6, func() error {
+		return refusedWith(r.OnEvent(context.Background(), missing(240)), amqp.NotFound)
+	})
 }
