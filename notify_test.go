@@ -36,16 +36,7 @@ func notifyNodes(t *testing.T, appName string) (a *outbox.Outbox, dbA *sqlx.DB, 
 	}
 	seen := make(chan string, 16)
 	b.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { seen <- e.ID(); return nil })
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := b.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	startUntilCleanup(t, b)
 	return a, dbA, seen, logs
 }
 

@@ -89,16 +89,7 @@ func startOpsNode(t *testing.T, db *sqlx.DB) *opsNode {
 		node.delivered <- env.Headers()["n"]
 		return nil
 	})
-	if err := ob.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := ob.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	startUntilCleanup(t, ob)
 	return node
 }
 

@@ -56,15 +56,24 @@ func newDelivering[DB *sql.DB | *sqlx.DB](t *testing.T, db DB, cfg outbox.Config
 	}
 	seen := make(chan string, 16)
 	ob.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { seen <- e.ID(); return nil })
+	startUntilCleanup(t, ob)
+	return ob, seen
+}
+
+// startUntilCleanup starts ob and closes it when t ends (within 10 s),
+// reporting a failed Close.
+func startUntilCleanup(t *testing.T, ob *outbox.Outbox) {
+	t.Helper()
 	if err := ob.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = ob.Close(ctx)
+		if err := ob.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
 	})
-	return ob, seen
 }
 
 func event(t *testing.T) outbox.Envelope {

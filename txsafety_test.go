@@ -31,14 +31,7 @@ func startOutbox(t *testing.T, db *sqlx.DB, seen *atomic.Int64) (*outbox.Outbox,
 		t.Fatal(err)
 	}
 	ob.RegisterFunc("E", func(context.Context, outbox.Envelope) error { seen.Add(1); return nil })
-	if err := ob.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = ob.Close(ctx)
-	})
+	startUntilCleanup(t, ob)
 	return ob, m
 }
 

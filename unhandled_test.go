@@ -36,16 +36,7 @@ func openStarted(t *testing.T, cfg outbox.Config, register func(*outbox.Outbox))
 	if register != nil {
 		register(ob)
 	}
-	if err := ob.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := ob.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	startUntilCleanup(t, ob)
 	return ob
 }
 
