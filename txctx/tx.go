@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -129,21 +130,11 @@ func (t *Tx) watchRollback(q string) {
 	}
 }
 
-// containsFold reports whether s contains the lower-case ASCII word sub,
-// in any case, without allocating.
+// containsFold reports whether s contains sub in any case, without
+// allocating (strings.ToLower would copy every statement).
 func containsFold(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
-		j := 0
-		for ; j < len(sub); j++ {
-			c := s[i+j]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != sub[j] {
-				break
-			}
-		}
-		if j == len(sub) {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}
