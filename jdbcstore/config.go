@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/internal/sqldriver"
 )
 
@@ -42,6 +43,7 @@ type Config struct {
 	// imports jdbcstore/sqlite, "mysql" once it imports jdbcstore/mysql.
 	// Without one, New fails with a *core.ConfigError for this field
 	// that wraps both core.ErrInvalidConfig and [ErrUnsupportedDriver].
+	// A nil value of a type (a nil *T) is refused.
 	Dialect Dialect
 	// Table is the outbox table name. It must match
 	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$. Defaults to [DefaultTable].
@@ -77,6 +79,8 @@ func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
 	var dialectErr error
 	if cfg.Dialect == nil {
 		dialectErr = noDialect(unsupported(db.DriverName(), db.Driver()))
+	} else if nilval.Is(cfg.Dialect) {
+		dialectErr = &core.ConfigError{Field: "Dialect", Msg: fmt.Sprintf("is a nil %T (leave it nil for the dialect registered for the driver)", cfg.Dialect)}
 	} else if c := cfg.Dialect.Capabilities(); !c.SkipLocked && !c.Returning {
 		dialectErr = &core.ConfigError{Field: "Dialect", Msg: fmt.Sprintf(
 			"dialect %s supports neither SKIP LOCKED nor RETURNING (Capabilities): the store could claim no row", cfg.Dialect.Name())}

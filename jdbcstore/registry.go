@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/internal/sqldriver"
 )
 
@@ -49,13 +50,17 @@ var registry struct {
 //
 //	import _ "github.com/outbox-go/outbox/jdbcstore/mysql"
 //
-// Register panics if d is nil, has no driver name, is of a type that
+// Register panics if d is nil (or a nil pointer), has no driver name, is of a type that
 // cannot be compared with == (a struct holding a slice or a map: register
 // a pointer to it), or one of its driver names is already registered for
 // another dialect (as database/sql's Register does for drivers).
 func Register(d Dialect) {
 	if d == nil {
 		panic("outbox: jdbcstore: Register of a nil Dialect")
+	}
+	if nilval.Is(d) {
+		// Its methods would fail on every use, long after init.
+		panic(fmt.Sprintf("outbox: jdbcstore: Register of a nil Dialect (a nil %T)", d))
 	}
 	if t := reflect.TypeOf(d); !t.Comparable() {
 		panic(fmt.Sprintf("outbox: jdbcstore: Register of dialect %s: its type %v is not comparable (==); register a pointer to it", d.Name(), t))

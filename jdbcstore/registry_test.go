@@ -170,3 +170,42 @@ func TestNewRefusesDialectThatCannotClaim(t *testing.T) {
 		t.Errorf("inbox store: err = %v, want ErrInvalidConfig", err)
 	}
 }
+
+// pointerDialect is a dialect registered, or configured, as a pointer.
+type pointerDialect struct{ jdbcstore.Dialect }
+
+func (*pointerDialect) Name() string          { return "pointer" }
+func (*pointerDialect) DriverNames() []string { return []string{"pointer_test"} }
+
+// A nil pointer of a dialect type is refused as a nil dialect is: Register
+// panics saying so (it used to register it, and every use then failed),
+// and New and the inbox store report a ConfigError of field Dialect (New
+// used to panic on it).
+func TestNilPointerDialectRefused(t *testing.T) {
+	t.Parallel()
+	var d *pointerDialect
+	func() {
+		defer func() {
+			if msg, _ := recover().(string); !strings.Contains(msg, "nil Dialect") || !strings.Contains(msg, "*jdbcstore_test.pointerDialect") {
+				t.Errorf("Register of a nil *pointerDialect: panic %q, want one naming a nil Dialect and its type", msg)
+			}
+		}()
+		jdbcstore.Register(d)
+	}()
+	if _, err := jdbcstore.Lookup("pointer_test"); err == nil {
+		t.Error("the nil dialect was registered")
+	}
+	db, err := sqlx.Open("sqlite3", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = jdbcstore.New(db, jdbcstore.Config{Dialect: d})
+	var ce *core.ConfigError
+	if !errors.Is(err, core.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != "Dialect" || !strings.Contains(err.Error(), "nil *jdbcstore_test.pointerDialect") {
+		t.Errorf("New with a nil *pointerDialect = %v, want a ConfigError of field Dialect naming it", err)
+	}
+	if _, err := inboxrow.Open(db, inboxrow.Options{Table: "inbox_message", Dialect: d}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("inbox store: err = %v, want ErrInvalidConfig", err)
+	}
+}
