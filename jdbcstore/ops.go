@@ -386,16 +386,19 @@ func sortOut(page []DeadSummary, changed, wentOn map[string]bool, ids []string, 
 	return ids, left
 }
 
-// keyWentOn is the condition of a row of the store's table that is an
-// ordered event under the skip policy whose key has a later event, or,
-// where the store keeps a keys table, whose key's last position is past
-// it (a later event was committed, and perhaps purged since). Both
-// subqueries read the order index or the keys table's primary key.
-func (s *Store) keyWentOn() string {
+// keyWentOn is the condition of a row of page, in the store's table, that
+// is an ordered event under the skip policy whose key has a later event,
+// or, where the store keeps a keys table, whose key's last position is
+// past it (a later event was committed, and perhaps purged since). Both
+// subqueries read the order index or the keys table's primary key. The
+// keys table is named only when page holds such an event, so replaying
+// other events needs no privilege on it (an application publishing no
+// ordered event may be granted the outbox table alone).
+func (s *Store) keyWentOn(page []DeadSummary) string {
 	t := s.dialect.QuoteIdent(s.table)
 	c := t + ".order_key IS NOT NULL AND " + t + ".order_skip <> 0 AND (EXISTS (SELECT 1 FROM " + t + " n WHERE n.order_key = " +
 		t + ".order_key AND n.order_seq > " + t + ".order_seq)"
-	if !s.dialect.Capabilities().SingleWriter {
+	if !s.dialect.Capabilities().SingleWriter && len(skipKeys(page)) > 0 {
 		c += " OR EXISTS (SELECT 1 FROM " + s.dialect.QuoteIdent(keysTable(s.table)) + " k WHERE k.order_key = " + t +
 			".order_key AND k.last_seq > " + t + ".order_seq)"
 	}
@@ -414,7 +417,7 @@ func (s *Store) replayable(ctx context.Context, q queryer, page []DeadSummary, l
 	if lock {
 		suffix += " FOR UPDATE"
 	}
-	query := inList(s.dialect, "SELECT event_id, CASE WHEN "+s.keyWentOn()+" THEN 1 ELSE 0 END FROM "+s.dialect.QuoteIdent(s.table)+
+	query := inList(s.dialect, "SELECT event_id, CASE WHEN "+s.keyWentOn(page)+" THEN 1 ELSE 0 END FROM "+s.dialect.QuoteIdent(s.table)+
 		" WHERE event_id IN (", len(page), suffix)
 	rows, err := q.QueryContext(ctx, query, pageIDs(page)...)
 	if err != nil {
@@ -494,7 +497,7 @@ func (s *Store) replayIn(ctx context.Context, tx *sqlx.Tx, page []DeadSummary) (
 	}
 	args := append([]any{now}, pageIDs(page)...)
 	moved, err := queryIDs(ctx, tx, inList(d, "UPDATE "+t+replaySet+" WHERE event_id IN (", len(page),
-		") AND status = "+dead+" AND NOT "+s.keyWentOn()+" RETURNING event_id"), len(page), args...)
+		") AND status = "+dead+" AND NOT "+s.keyWentOn(page)+" RETURNING event_id"), len(page), args...)
 	if err != nil || len(moved) == len(page) {
 		return moved, nil, err
 	}
@@ -518,17 +521,10 @@ func (s *Store) lockSkipKeys(ctx context.Context, tx *sqlx.Tx, page []DeadSummar
 	if s.dialect.Capabilities().SingleWriter {
 		return nil
 	}
-	var keys []string
-	for _, r := range page {
-		if r.OrderKey != "" && r.OnDead == core.SkipOnDead {
-			keys = append(keys, r.OrderKey)
-		}
-	}
+	keys := skipKeys(page)
 	if len(keys) == 0 {
 		return nil
 	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
 	args := make([]any, len(keys))
 	for i, k := range keys {
 		args[i] = k
@@ -536,6 +532,19 @@ func (s *Store) lockSkipKeys(ctx context.Context, tx *sqlx.Tx, page []DeadSummar
 	_, err := queryIDs(ctx, tx, inList(s.dialect, "SELECT order_key FROM "+s.dialect.QuoteIdent(keysTable(s.table))+
 		" WHERE order_key IN (", len(keys), ") ORDER BY order_key FOR UPDATE"), len(keys), args...)
 	return err
+}
+
+// skipKeys returns the keys of the ordered events under the skip policy
+// in page, sorted, each once.
+func skipKeys(page []DeadSummary) []string {
+	var keys []string
+	for _, r := range page {
+		if r.OrderKey != "" && r.OnDead == core.SkipOnDead {
+			keys = append(keys, r.OrderKey)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
 
 // ownTx runs fn in a transaction of the store's own, under the write
