@@ -174,7 +174,11 @@ func (c ddlConn) execEach(ctx context.Context, script string) error {
 // ([SchemaLocker]), so nodes that start at once apply the schema one
 // after the other.
 func (s *Store) withSchemaLock(ctx context.Context, name string, apply func(ddlConn) error) error {
-	conn, err := s.db.Conn(ctx)
+	// Opening the connection may meet lock contention: SQLite's first
+	// connection to a new file turns it to WAL, which fails at once while
+	// another process's first connection writes to it (processes that
+	// start together on a new file).
+	conn, err := retryBusy(ctx, s, func() (*sql.Conn, error) { return s.db.Conn(ctx) })
 	if err != nil {
 		return fmt.Errorf("outbox: jdbcstore: apply %s schema for %q: %w", s.dialect.Name(), name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,70 @@ func TestApplySchemaWarnsWithoutBusyTimeout(t *testing.T) {
 	}
 	if logs.Len() != 0 {
 		t.Errorf("warnings for an sqlite.Open database:\n%s", logs.String())
+	}
+}
+
+// Processes that start at once on a new SQLite file all apply the schema:
+// the first connection of each turns the file to WAL, which SQLite fails
+// at once (no busy wait) while another connection holds the write lock in
+// rollback-journal mode. ApplySchema retries opening its connection until
+// the lock holder is done instead of failing with "database is locked".
+func TestApplySchemaWaitsForTheWALSwitch(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "new.db")
+	ctx := t.Context()
+	holder := openRaw(t, path, "_busy_timeout=0") // rollback journal, as a new file is
+	if _, err := holder.ExecContext(ctx, "CREATE TABLE business (x INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := holder.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // committed below
+	// The insert takes the write lock.
+	if _, err := tx.ExecContext(ctx, "INSERT INTO business VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	st, err := jdbcstore.New(db, jdbcstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retrying := make(chan struct{}, 1)
+	jdbcstore.SetBusyHook(st, func(int, error) {
+		select {
+		case retrying <- struct{}{}:
+		default:
+		}
+	})
+	done := make(chan error, 1)
+	go func() { done <- st.ApplySchema(ctx) }()
+	select {
+	case <-retrying: // its connection met SQLITE_BUSY and waits to retry
+	case err := <-done:
+		t.Fatalf("ApplySchema while another connection holds the write lock = %v, want it to wait", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("ApplySchema neither retried nor returned")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ApplySchema after the lock was released: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ApplySchema did not return after the lock was released")
+	}
+	var mode string
+	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
 	}
 }
