@@ -654,8 +654,11 @@ func (o *options) validateRelay() error {
 	if !ok {
 		return fmt.Errorf("-relay must be %s, got %q", strings.Join(relayNames(), " or "), o.relay)
 	}
-	if o.relayURL == "" {
+	if o.relayURL = strings.TrimSpace(o.relayURL); o.relayURL == "" {
 		o.relayURL = kind.defaultURL
+	}
+	if err := kind.check(o.relayURL); err != nil {
+		return fmt.Errorf("-relay-url: %w", err)
 	}
 	switch {
 	case o.relayWorkers == 0:

@@ -109,6 +109,10 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-relay", "kafka"}, `-relay must be natsjs or rabbitmq, got "kafka"`},
 		{[]string{"-relay-url", "nats://x:4222"}, "-relay-url needs -relay"},
 		{[]string{"-relay-workers", "8"}, "-relay-workers needs -relay"},
+		{[]string{"-relay", "rabbitmq", "-relay-url", "http://u:secret@x/"}, "-relay-url: AMQP scheme must be"},
+		{[]string{"-relay", "rabbitmq", "-relay-url", "amqp://u:secret@x:bad/"}, `-relay-url: invalid port ":bad"`},
+		{[]string{"-relay", "natsjs", "-relay-url", "nats://u:secret@x:bad"}, `-relay-url: invalid port ":bad"`},
+		{[]string{"-relay", "natsjs", "-relay-url", "nats://x:4222,nats://"}, "-relay-url: a server address without a host"},
 		{[]string{"-relay", "natsjs", "-relay-workers", "300"}, "-relay-workers must be between 1 and 256"},
 		{[]string{"-relay", "natsjs", "-scenarios", "floor,end_to_end"}, "-relay: -scenarios selects no relay scenario"},
 		{[]string{"-relay", "natsjs", "-scenarios", "relay"}, "relay is measured against end_to_end"},
@@ -120,6 +124,9 @@ func TestFlagErrors(t *testing.T) {
 		}
 		if !strings.Contains(errOut.String(), tc.msg) {
 			t.Errorf("%v: stderr %q does not contain %q", tc.args, errOut.String(), tc.msg)
+		}
+		if strings.Contains(errOut.String(), "secret") {
+			t.Errorf("%v: stderr %q shows the password", tc.args, errOut.String())
 		}
 	}
 	var out, errOut bytes.Buffer

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	neturl "net/url"
 	"slices"
 	"time"
 
@@ -26,6 +27,13 @@ const relayCloseTimeout = 30 * time.Second
 type relayKind struct {
 	// defaultURL is the broker's address without -relay-url.
 	defaultURL string
+	// check parses url as open will, so that a malformed -relay-url is a
+	// bad flag (exit status 2) before any scenario runs. Its error does
+	// not repeat url, which may hold a password.
+	check func(url string) error
+	// forLog returns url without user names, passwords or tokens, for
+	// messages.
+	forLog func(url string) string
 	// open connects to the broker at url, creates a destination that only
 	// this scenario uses (names derived from run, a random token), and
 	// returns the relay publishing to it.
@@ -70,7 +78,7 @@ func (b *bench) openRelay(ctx context.Context) (*relayTarget, error) {
 	}
 	t, err := kind.open(ctx, b.opts.relayURL, hex.EncodeToString(tok), b.log)
 	if err != nil {
-		return nil, fmt.Errorf("relay %s at %s: %w", b.opts.relay, b.opts.relayURL, err)
+		return nil, fmt.Errorf("relay %s at %s: %w", b.opts.relay, kind.forLog(b.opts.relayURL), err)
 	}
 	return t, nil
 }
@@ -202,4 +210,14 @@ func checkStored(ctx context.Context, t *relayTarget, want int) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// urlParseError returns err without the URL a *url.Error repeats, since
+// the URL may hold a password.
+func urlParseError(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }

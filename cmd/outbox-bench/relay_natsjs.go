@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -24,7 +25,49 @@ const (
 )
 
 func init() {
-	relayKinds["natsjs"] = relayKind{defaultURL: nats.DefaultURL, open: openNATSJS}
+	relayKinds["natsjs"] = relayKind{defaultURL: nats.DefaultURL, check: checkNATSURL, forLog: natsURLForLog, open: openNATSJS}
+}
+
+// natsURLs parses a nats.go server list: comma-separated URLs, each with
+// "nats://" when it has no scheme, as nats.Connect reads it.
+func natsURLs(list string) ([]*neturl.URL, error) {
+	var urls []*neturl.URL
+	for s := range strings.SplitSeq(list, ",") {
+		s = strings.TrimSpace(s)
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
+		u, err := neturl.Parse(s)
+		if err != nil {
+			return nil, urlParseError(err)
+		}
+		if u.Host == "" {
+			return nil, errors.New("a server address without a host")
+		}
+		urls = append(urls, u)
+	}
+	return urls, nil
+}
+
+// checkNATSURL is the natsjs relayKind.check.
+func checkNATSURL(list string) error {
+	_, err := natsURLs(list)
+	return err
+}
+
+// natsURLForLog is the natsjs relayKind.forLog: the servers without their
+// user, password or token.
+func natsURLForLog(list string) string {
+	urls, err := natsURLs(list)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		u.User = nil
+		out[i] = u.String()
+	}
+	return strings.Join(out, ",")
 }
 
 // openNATSJS connects to NATS at url and creates the file-storage stream

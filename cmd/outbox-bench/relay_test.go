@@ -152,18 +152,39 @@ func TestRunSQLiteRelayTiny(t *testing.T) {
 }
 
 // TestRelayUnreachable: a broker that cannot be reached fails the relay
-// scenario with its address in the message (exit status 1).
+// scenario with its address in the message (exit status 1), without the
+// credentials the address holds.
 func TestRelayUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	code := run(ctx, []string{"-db", "sqlite", "-json", "-n", "50", "-rounds", "1", "-warmup", "5",
-		"-relay", "natsjs", "-relay-url", "nats://127.0.0.1:1", "-scenarios", "end_to_end,relay"}, &out, &errOut)
+		"-relay", "natsjs", "-relay-url", "nats://u:secret@127.0.0.1:1", "-scenarios", "end_to_end,relay"}, &out, &errOut)
 	if code != 1 {
 		t.Fatalf("exit status %d, want 1; stderr:\n%s", code, errOut.String())
 	}
-	if msg := errOut.String(); !strings.Contains(msg, "relay on sqlite: relay natsjs at nats://127.0.0.1:1: connect:") {
+	msg := errOut.String()
+	if !strings.Contains(msg, "relay on sqlite: relay natsjs at nats://127.0.0.1:1: connect:") {
 		t.Errorf("stderr does not name the broker: %s", msg)
+	}
+	if strings.Contains(msg, "secret") {
+		t.Errorf("stderr shows the password: %s", msg)
+	}
+}
+
+// TestRelayURLForLog: the broker addresses in messages keep the servers
+// and leave out users, passwords and tokens.
+func TestRelayURLForLog(t *testing.T) {
+	for _, tc := range []struct{ kind, url, want string }{
+		{"natsjs", "nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"natsjs", "nats://u:secret@a:4222, secret@b:4223", "nats://a:4222,nats://b:4223"},
+		{"natsjs", "u:secret@a:4222", "nats://a:4222"},
+		{"rabbitmq", "amqp://guest:secret@127.0.0.1:5672/", "amqp://127.0.0.1:5672/"},
+		{"rabbitmq", "amqps://u:secret@h/vh", "amqps://h:5671/vh"},
+	} {
+		if got := relayKinds[tc.kind].forLog(tc.url); got != tc.want {
+			t.Errorf("%s %q: %q, want %q", tc.kind, tc.url, got, tc.want)
+		}
 	}
 }
 
