@@ -284,10 +284,11 @@ func (o *options) validate(dsnSet bool) error {
 
 // checkRelayURL parses url as the broker client of relay will, so a
 // malformed one is a bad flag (exit 2) rather than a failed connection.
+// Its error does not repeat url, which may hold a password.
 func checkRelayURL(relay, url string) error {
 	if relay == relayRabbitMQ {
 		_, err := amqp.ParseURI(url)
-		return err
+		return withoutURL(err)
 	}
 	// nats.go takes a comma-separated list, each URL with "nats://" when
 	// it has no scheme.
@@ -297,8 +298,17 @@ func checkRelayURL(relay, url string) error {
 			u = "nats://" + u
 		}
 		if _, err := neturl.Parse(u); err != nil {
-			return err
+			return withoutURL(err)
 		}
 	}
 	return nil
+}
+
+// withoutURL returns err without the URL a *url.Error repeats.
+func withoutURL(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }

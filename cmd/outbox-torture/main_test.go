@@ -123,10 +123,15 @@ func TestUsageErrors(t *testing.T) {
 		{"-relay", "natsjs", "-relay-url", " "},
 		{"-relay", "natsjs", "-relay-url", "not a url"},
 		{"-relay", "rabbitmq", "-relay-url", "http://127.0.0.1:5672/"},
+		{"-relay", "rabbitmq", "-relay-url", "amqp://u:secret@127.0.0.1:bad/"},
+		{"-relay", "natsjs", "-relay-url", "nats://u:secret@127.0.0.1:bad"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
 			t.Errorf("%q: exit status %d, want 2", args, code)
+		}
+		if strings.Contains(stderr.String(), "secret") {
+			t.Errorf("%q: stderr %q shows the password", args, stderr.String())
 		}
 		if lines := strings.Count(strings.TrimSpace(stderr.String()), "\n") + 1; lines != 1 || stdout.Len() != 0 {
 			t.Errorf("%q: want one line on stderr and nothing on stdout, got stderr %q stdout %q", args, stderr.String(), stdout.String())

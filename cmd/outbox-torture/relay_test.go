@@ -70,15 +70,29 @@ func TestTortureRelaySQLite(t *testing.T) {
 }
 
 // A NATS server that cannot be reached fails the run before anything
-// else, with its address in the message, and leaves no database behind.
+// else, with its address (without the credentials it holds) in the
+// message, and leaves no database behind.
 func TestTortureRelayUnreachable(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"-db", "sqlite", "-relay", "natsjs", "-relay-url", "nats://127.0.0.1:1", "-cycles", "1"}, &stdout, &stderr)
+	code := run(context.Background(), []string{"-db", "sqlite", "-relay", "natsjs", "-relay-url", "nats://u:secret@127.0.0.1:1", "-cycles", "1"}, &stdout, &stderr)
 	if code != 1 {
 		t.Fatalf("exit status %d, want 1; stderr:\n%s", code, stderr.String())
 	}
-	if msg := stderr.String(); !strings.Contains(msg, "-relay: connect to NATS at nats://127.0.0.1:1:") || strings.Contains(msg, "database kept") {
+	if msg := stderr.String(); !strings.Contains(msg, "-relay: connect to NATS at nats://127.0.0.1:1:") || strings.Contains(msg, "secret") || strings.Contains(msg, "database kept") {
 		t.Errorf("stderr: %s", msg)
+	}
+}
+
+// The NATS addresses in log lines keep the servers and leave out users,
+// passwords and tokens.
+func TestNATSURLForLog(t *testing.T) {
+	for url, want := range map[string]string{
+		"nats://127.0.0.1:4222":                 "nats://127.0.0.1:4222",
+		"nats://u:secret@a:4222, secret@b:4223": "nats://a:4222,nats://b:4223",
+	} {
+		if got := natsURLForLog(url); got != want {
+			t.Errorf("%q: %q, want %q", url, got, want)
+		}
 	}
 }
 
