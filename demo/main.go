@@ -109,11 +109,15 @@ func run(ctx context.Context, out io.Writer, keep string, verbose bool) error {
 		path = filepath.Join(dir, "demo.db")
 	}
 	db, err := sqlite.Open(path)
-	if err != nil {
-		return err
+	if err == nil {
+		defer db.Close()
+		// The first statement opens the file.
+		_, err = db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`)
 	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`); err != nil {
+	if err != nil {
+		if keep != "" {
+			return fmt.Errorf("-keep %s: %w", keep, err)
+		}
 		return err
 	}
 	return walk(ctx, out, db, fmt.Sprintf("SQLite (%s)", path), "orders", outbox.Config{}, verbose)

@@ -30,3 +30,16 @@ func TestDemoRuns(t *testing.T) {
 		}
 	}
 }
+
+// A -keep path that cannot be opened fails with the flag and the path in
+// the message, not the driver's error alone.
+func TestDemoKeepUnopenable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "no-such-dir", "demo.db")
+	var out bytes.Buffer
+	err := run(ctx, &out, path, false)
+	if err == nil || !strings.HasPrefix(err.Error(), "-keep "+path+": ") {
+		t.Fatalf("run with -keep %s: error %v, want one starting with \"-keep %s: \"", path, err, path)
+	}
+}
