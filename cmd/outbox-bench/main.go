@@ -6,13 +6,14 @@
 //	go run ./cmd/outbox-bench -db mysql -dsn 'root@tcp(127.0.0.1:3306)/test?parseTime=true' -json
 //	go run ./cmd/outbox-bench -db postgres -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' -json
 //
-// It runs five scenarios, each on a fresh database (floor, publish,
-// end_to_end, latency, overload), prints one line per scenario and a
-// summary line with the ratios the project targets: publish_ratio = floor
-// rate / publish rate (at most 1.05) and end_to_end_ratio = end_to_end
-// rate / floor rate (at least 0.95). With -ordered-keys K it also runs the
-// ordered scenarios (ordered_end_to_end over K keys, ordered_one_key,
-// ordered_latency) and reports ordered_ratio = ordered_end_to_end rate /
+// By default it runs floor, publish, batch, end_to_end, latency, overload
+// and recovery (and wakeup on PostgreSQL), each on a fresh database,
+// prints one line per scenario and a summary line with the ratios the
+// project targets: publish_ratio = floor rate / publish rate (at most
+// 1.05) and end_to_end_ratio = end_to_end rate / floor rate (at least
+// 0.95). With -ordered-keys K it also runs the ordered scenarios
+// (ordered_end_to_end over K keys, ordered_one_key, ordered_latency,
+// ordered_recovery) and reports ordered_ratio = ordered_end_to_end rate /
 // end_to_end rate (at least 0.7) and ordered_p99_us (at most 1000). With
 // -relay natsjs (or rabbitmq) it also runs the relay scenarios through a broker relay
 // (relay, relay_latency) and reports relay_ratio = relay rate / end_to_end

@@ -72,8 +72,9 @@ Usage:
   outbox-torture -db sqlite|mysql|postgres [-dsn DSN] [-cycles N] [-duration D] [flags]
 
 The run uses a fresh database: a new SQLite file in a temporary directory,
-or a new MySQL/MariaDB database outbox_torture_<random> created through -dsn;
-it is removed at the end unless -keep is given or the check fails.
+or a new MySQL/MariaDB or PostgreSQL database outbox_torture_<random>
+created through -dsn; it is removed at the end unless -keep is given or the
+check fails.
 
 Each cycle starts a child process (this binary, re-executed) that runs the
 outbox (dispatcher + poller, 3 s leases) and publishes from -publishers
