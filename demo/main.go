@@ -52,6 +52,13 @@ func main() {
 	pgDSN := flag.String("postgres", "", "run on PostgreSQL instead: a pgx DSN, e.g. 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'")
 	verbose := flag.Bool("v", false, "show the framework's own log lines")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		// "go run ./demo f.db" would otherwise run on a temporary file and
+		// remove it, and ignore any flag after the argument.
+		fmt.Fprintf(os.Stderr, "demo: unexpected argument %q (a SQLite file to keep goes after -keep)\n", flag.Arg(0))
+		flag.Usage()
+		os.Exit(2)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	var err error

@@ -3,12 +3,50 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
+
+// envRunMain makes the test binary run the command's main, for the tests
+// of its command line.
+const envRunMain = "OUTBOX_DEMO_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		os.Args = append([]string{"demo"}, os.Args[1:]...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// An argument that is not a flag ("go run ./demo f.db", -keep forgotten)
+// is a usage error (exit status 2), not a run on a temporary file that is
+// then removed.
+func TestDemoRejectsArguments(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	keep := filepath.Join(t.TempDir(), "demo.db")
+	cmd := exec.CommandContext(ctx, os.Args[0], keep)
+	cmd.Env = append(os.Environ(), envRunMain+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Fatalf("demo %s: %v, want exit status 2; stderr:\n%s", keep, err, stderr.String())
+	}
+	if want := fmt.Sprintf("demo: unexpected argument %q", keep); !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+}
 
 // The walkthrough prints all five scenarios and the final table.
 func TestDemoRuns(t *testing.T) {
