@@ -4,7 +4,7 @@
 // → DEAD, a wildcard listener, and an inbox consumer.
 //
 //	go run ./demo            # temporary database, removed at exit
-//	go run ./demo -keep f.db # keep the database file for inspection
+//	go run ./demo -keep f.db # keep the database file for inspection (a new file)
 //	go run ./demo -mysql 'root@tcp(127.0.0.1:3306)/test?parseTime=true'
 //	go run ./demo -postgres 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //
@@ -47,7 +47,7 @@ import (
 )
 
 func main() {
-	keep := flag.String("keep", "", "keep the SQLite database at this path (default: a temporary file, removed at exit)")
+	keep := flag.String("keep", "", "keep the SQLite database at this new path (default: a temporary file, removed at exit); an existing file is refused")
 	mysqlDSN := flag.String("mysql", "", "run on MySQL/MariaDB instead: a go-sql-driver/mysql DSN naming a database, e.g. 'root@tcp(127.0.0.1:3306)/test?parseTime=true'")
 	pgDSN := flag.String("postgres", "", "run on PostgreSQL instead: a pgx DSN, e.g. 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'")
 	verbose := flag.Bool("v", false, "show the framework's own log lines")
@@ -114,6 +114,13 @@ func run(ctx context.Context, out io.Writer, keep string, verbose bool) error {
 		}
 		defer os.RemoveAll(dir)
 		path = filepath.Join(dir, "demo.db")
+	}
+	if keep != "" {
+		// The walkthrough's figures (9 DONE, 1 DEAD) are those of a new
+		// database: on an earlier run's file they would add up.
+		if _, err := os.Lstat(keep); err == nil {
+			return fmt.Errorf("-keep %s: the file exists; the demo starts on a new one (remove it or choose another path)", keep)
+		}
 	}
 	db, err := sqlite.Open(path)
 	if err == nil {

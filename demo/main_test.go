@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,5 +80,27 @@ func TestDemoKeepUnopenable(t *testing.T) {
 	err := run(ctx, &out, path, false)
 	if err == nil || !strings.HasPrefix(err.Error(), "-keep "+path+": ") {
 		t.Fatalf("run with -keep %s: error %v, want one starting with \"-keep %s: \"", path, err, path)
+	}
+}
+
+// A -keep path that exists is refused: the walkthrough's figures are
+// those of a new database, and an earlier run's rows would add to them.
+func TestDemoKeepRefusesAnExistingFile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "demo.db")
+	if err := run(ctx, io.Discard, path, false); err != nil {
+		t.Fatalf("first run with -keep %s: %v", path, err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(ctx, io.Discard, path, false)
+	if err == nil || !strings.HasPrefix(err.Error(), "-keep "+path+": the file exists") {
+		t.Fatalf("second run with -keep %s: error %v, want one starting with \"-keep %s: the file exists\"", path, err, path)
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("the kept file changed on the refused run (read error %v)", err)
 	}
 }
