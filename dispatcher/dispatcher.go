@@ -125,6 +125,12 @@ type Dispatcher struct {
 
 	hot  chan item
 	cold chan item
+	// intakeMu is held for reading by a hand-off from its last look at
+	// closed to its send on a queue, and for writing by Close while it
+	// sets closed: an event handed over is on its queue before the
+	// workers are told to drain, or refused, never left on a queue no
+	// worker reads any more with its row leased to this node.
+	intakeMu sync.RWMutex
 	// coldMu serializes the senders to the cold queue (offerCold), so
 	// that a room check followed by a send cannot block.
 	coldMu sync.Mutex
@@ -342,6 +348,17 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		d.release(it)
 		return false // the poller delivers it when due
 	}
+	// Closed since the look above: the workers may have drained the queue
+	// and exited already (see intakeMu), so the event is not sent.
+	d.intakeMu.RLock()
+	if d.closed.Load() {
+		d.intakeMu.RUnlock()
+		d.release(it)
+		o.metrics.HotDropped()
+		d.releaseLate(o)
+		return false
+	}
+	defer d.intakeMu.RUnlock() // after the send deferred below
 	// A place in the queue is taken first: hotWaiting counts the events
 	// sent and not yet taken by a worker (it is decremented after the
 	// receive), so while it stays within the capacity the send below has
@@ -389,9 +406,11 @@ func (d *Dispatcher) enqueueCold(o *origin, env core.Envelope, attempts int, lea
 // event, and its DONE row be seen, the moment it is on the queue, and
 // whoever sees that must see it counted too.
 func (d *Dispatcher) offerCold(it item, count bool) bool {
+	d.intakeMu.RLock() // see intakeMu
+	defer d.intakeMu.RUnlock()
 	d.coldMu.Lock()
 	defer d.coldMu.Unlock()
-	if len(d.cold) == cap(d.cold) {
+	if d.closed.Load() || len(d.cold) == cap(d.cold) {
 		return false
 	}
 	if count {
@@ -484,7 +503,9 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	d.closeOnce.Do(func() {
 		d.lifeMu.Lock() // not concurrently with Start
 		defer d.lifeMu.Unlock()
+		d.intakeMu.Lock() // no hand-off between its look at closed and its send
 		d.closed.Store(true)
+		d.intakeMu.Unlock()
 		close(d.stopping)
 		d.cancelRetries(nil)
 		if !d.started.Load() {

@@ -75,3 +75,13 @@ func (d *Dispatcher) NotifyRoom(fn func()) { d.def0().NotifyRoom(fn) }
 func (d *Dispatcher) EnqueueColdAt(env core.Envelope, leaseUntil time.Time, seq int64) bool {
 	return d.enqueueCold(d.def, env, 0, leaseUntil, time.Time{}, d.tracker.Mark(), seq, false)
 }
+
+// IntakeClosing reports whether Close is waiting to stop intake for a
+// hand-off that looked at closed and has not sent yet (test hook).
+func IntakeClosing(d *Dispatcher) bool {
+	if d.intakeMu.TryRLock() {
+		d.intakeMu.RUnlock()
+		return false
+	}
+	return true
+}

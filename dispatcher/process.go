@@ -588,6 +588,11 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 		}
 		if !d.offerCold(it, false) {
 			d.release(it) // the poller delivers it
+			if d.closed.Load() {
+				// Closed since the look above: Close may have kept
+				// this row's lease, the event being held then.
+				d.releaseLate(it.src)
+			}
 		}
 	})
 	d.retryTimers[t] = it
