@@ -518,6 +518,12 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		}
 	})
 	select {
+	case <-d.done: // finished: nil even for a done ctx, which the select below would pick at random
+		d.cancel()
+		return nil
+	default:
+	}
+	select {
 	case <-d.done:
 		d.cancel()
 		return nil

@@ -284,6 +284,31 @@ func TestStartTwiceAndStartAfterClose(t *testing.T) {
 	}
 }
 
+// Close of a dispatcher that has finished (a Close returned nil before, or
+// it never started) returns nil whatever its ctx: nothing is left to wait
+// for. A done ctx raced the finished dispatcher in a select and Close
+// returned ctx's error about as often as nil.
+func TestCloseOfAFinishedDispatcherIsNil(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, started := range []bool{false, true} {
+		for range 20 {
+			h := newHarness(t, dispatcher.Config{Workers: 1})
+			if started {
+				h.start()
+				if err := h.d.Close(closeCtx(t, waitTimeout)); err != nil {
+					t.Fatalf("Close = %v", err)
+				}
+			} else if err := h.d.Close(context.Background()); err != nil {
+				t.Fatalf("Close before Start = %v", err)
+			}
+			if err := h.d.Close(cancelled); err != nil {
+				t.Fatalf("started %v: Close again with a cancelled ctx = %v, want nil", started, err)
+			}
+		}
+	}
+}
+
 func TestCloseCancelsPendingRetries(t *testing.T) {
 	h := newHarness(t, dispatcher.Config{Workers: 2, Retry: fixedDelay(time.Hour)})
 	var n atomic.Int32
