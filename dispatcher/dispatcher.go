@@ -20,6 +20,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/inflight"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/internal/ratelog"
 )
 
@@ -188,7 +189,7 @@ type Dispatcher struct {
 // New returns a dispatcher writing outcomes to store and reading listeners
 // from listeners. It does not start any goroutine.
 func New(store core.StatusWriter, listeners core.ListenerSource, cfg Config) (*Dispatcher, error) {
-	if store == nil {
+	if nilval.Is(store) { // a nil *T too: it would panic at the first status write
 		return nil, &core.ConfigError{Field: "dispatcher store", Msg: "must not be nil"}
 	}
 	d, err := newDispatcher(listeners, cfg)
@@ -207,7 +208,7 @@ func NewMulti(listeners core.ListenerSource, cfg Config) (*Dispatcher, error) {
 }
 
 func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, error) {
-	if listeners == nil {
+	if nilval.Is(listeners) { // a nil *T too: it would panic at the first delivery
 		return nil, &core.ConfigError{Field: "dispatcher listeners", Msg: "must not be nil"}
 	}
 	cfg = cfg.withDefaults()

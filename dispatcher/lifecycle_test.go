@@ -391,6 +391,22 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := dispatcher.New(st, nil, dispatcher.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("New(nil listeners) = %v, want core.ErrInvalidConfig", err)
 	}
+	// A nil *T store or listener source passed, then killed the process
+	// at the first status write or delivery.
+	if _, err := dispatcher.New((*memstore.Store)(nil), reg, dispatcher.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("New(nil *memstore.Store) = %v, want core.ErrInvalidConfig", err)
+	}
+	if _, err := dispatcher.New(st, (*registry.Registry)(nil), dispatcher.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("New(nil *registry.Registry) = %v, want core.ErrInvalidConfig", err)
+	}
+	if _, err := dispatcher.NewMulti((*registry.Registry)(nil), dispatcher.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("NewMulti(nil *registry.Registry) = %v, want core.ErrInvalidConfig", err)
+	}
+	if multi, err := dispatcher.NewMulti(reg, dispatcher.Config{}); err != nil {
+		t.Errorf("NewMulti = %v", err)
+	} else if err := multi.AddStore("x", (*memstore.Store)(nil)); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("AddStore(nil *memstore.Store) = %v, want core.ErrInvalidConfig", err)
+	}
 	for _, cfg := range []dispatcher.Config{{}, {RetryCapacity: -1}, {Workers: 1, HotCapacity: 1, ColdCapacity: 1, MaxAttempts: 1},
 		{Workers: 16, HotCapacity: dispatcher.MaxCapacity, DoneBatchSize: dispatcher.MaxDoneBatchSize}} {
 		d, err := dispatcher.New(st, reg, cfg)

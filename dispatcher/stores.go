@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/ident"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/internal/wiring"
 )
 
@@ -257,7 +258,7 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) error {
 	if err := ident.ValidateStoreID(id); err != nil {
 		return err
 	}
-	if store == nil {
+	if nilval.Is(store) { // a nil *T too
 		return &core.ConfigError{Field: "store " + id, Msg: "must not be nil"}
 	}
 	if d.closed.Load() {

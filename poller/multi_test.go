@@ -145,7 +145,7 @@ func TestMultiPollerAddRemove(t *testing.T) {
 		id string
 		s  poller.Store
 		d  *dispatcher.Dispatcher
-	}{{"", st, d}, {"x", nil, d}, {"x", st, nil}, {"y", st, d}} {
+	}{{"", st, d}, {"x", nil, d}, {"x", (*memstore.Store)(nil), d}, {"x", st, nil}, {"y", st, d}} {
 		if err := p.Add(bad.id, bad.s, bad.d); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("Add(%q, %v, %v) = %v, want ErrInvalidConfig", bad.id, bad.s != nil, bad.d != nil, err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/handoff"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/internal/wiring"
 )
 
@@ -117,7 +118,7 @@ func New(store Store, d *dispatcher.Dispatcher, cfg Config) (*Poller, error) {
 }
 
 func newWithQueue(store Store, queue queue, cfg Config) (*Poller, error) {
-	if store == nil {
+	if nilval.Is(store) { // a nil *T too: it would panic at the first poll
 		return nil, &core.ConfigError{Field: "poller store", Msg: "must not be nil"}
 	}
 	if queue == nil {
@@ -165,7 +166,7 @@ func (p *Poller) addQueue(id string, store Store, queue queue) error {
 	switch {
 	case id == "":
 		return &core.ConfigError{Field: "poller store id", Msg: "must not be empty"}
-	case store == nil:
+	case nilval.Is(store): // a nil *T too
 		return &core.ConfigError{Field: "poller store " + id, Msg: "must not be nil"}
 	case queue == nil:
 		return &core.ConfigError{Field: "poller dispatcher of store " + id, Msg: "must not be nil"}

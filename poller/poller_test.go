@@ -535,6 +535,10 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := poller.NewWithQueue(nil, q, poller.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("New(nil store) = %v", err)
 	}
+	// A nil *T store passed, then killed the process at the first poll.
+	if _, err := poller.NewWithQueue((*memstore.Store)(nil), q, poller.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Errorf("New(nil *memstore.Store) = %v", err)
+	}
 	if _, err := poller.NewWithQueue(st, nil, poller.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("New(nil queue) = %v", err)
 	}
