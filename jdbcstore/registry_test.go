@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -115,12 +117,18 @@ type uncomparableDialect struct {
 
 func (d uncomparableDialect) DriverNames() []string { return d.names }
 
+// uncomparableRuns numbers the runs of TestRegisterRefusesUncomparableDialect.
+var uncomparableRuns atomic.Int64
+
 // A dialect whose type cannot be compared is refused by Register with a
 // message that says so, not with a runtime error from comparing it with
 // the dialect already registered (even for the same value twice).
 func TestRegisterRefusesUncomparableDialect(t *testing.T) {
 	t.Parallel()
-	d := uncomparableDialect{Dialect: sqlite.Dialect, names: []string{"uncomparable_test"}}
+	// The registry is global and keeps &d: each run (-count) registers a
+	// driver name of its own.
+	name := fmt.Sprintf("uncomparable_test_%d", uncomparableRuns.Add(1))
+	d := uncomparableDialect{Dialect: sqlite.Dialect, names: []string{name}}
 	for range 2 {
 		func() {
 			defer func() {
@@ -133,7 +141,7 @@ func TestRegisterRefusesUncomparableDialect(t *testing.T) {
 			jdbcstore.Register(d)
 		}()
 	}
-	if _, err := jdbcstore.Lookup("uncomparable_test"); err == nil {
+	if _, err := jdbcstore.Lookup(name); err == nil {
 		t.Error("the refused dialect was registered")
 	}
 	jdbcstore.Register(&d) // a pointer to it is fine
