@@ -119,3 +119,20 @@ func TestCloseReturnsCtxErrorItself(t *testing.T) {
 		t.Fatalf("Close with the listener running = %#v, want context.DeadlineExceeded itself", err)
 	}
 }
+
+// Close after a Close that finished is nil, also with a done context: it
+// returned that context's error about half the time (the poller's loop
+// having ended and the context being done were raced by a select).
+func TestCloseAfterCloseIsNilWithADoneContext(t *testing.T) {
+	ob := openStarted(t, outbox.Config{}, nil)
+	if err := ob.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 50 {
+		if err := ob.Close(done); err != nil {
+			t.Fatalf("Close %d with a cancelled context after a finished Close = %v, want nil", i+2, err)
+		}
+	}
+}

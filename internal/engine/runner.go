@@ -84,6 +84,12 @@ func (r *Runner) Close(ctx context.Context) error {
 	if done == nil { // never started
 		return nil
 	}
+	select { // finished already: nil, whatever ctx (a select of both would pick at random)
+	case <-done:
+		cancel()
+		return nil
+	default:
+	}
 	select {
 	case <-done:
 		cancel()

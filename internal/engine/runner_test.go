@@ -52,6 +52,15 @@ func TestRunnerLifeCycle(t *testing.T) {
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatalf("second Close = %v", err)
 	}
+	// A Close after the loop finished is nil even with a done context
+	// (not a coin toss between the two).
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 50 {
+		if err := r.Close(done); err != nil {
+			t.Fatalf("Close %d with a cancelled context after the loop finished = %v, want nil", i+3, err)
+		}
+	}
 	if r.Running() || !r.Closed() {
 		t.Fatal("Running/Closed wrong after Close")
 	}
