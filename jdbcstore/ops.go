@@ -493,11 +493,15 @@ func (s *Store) replayIn(ctx context.Context, tx *sqlx.Tx, page []DeadSummary) (
 		if n != int64(len(ok)) {
 			return nil, nil, fmt.Errorf("moved %d of the %d rows it had locked", n, len(ok))
 		}
-		return set(ok), went, nil
+		replayed = set(ok)
+		return replayed, went, s.touchReplayedKeys(ctx, tx, page, replayed)
 	}
 	args := append([]any{now}, pageIDs(page)...)
 	moved, err := queryIDs(ctx, tx, inList(d, "UPDATE "+t+replaySet+" WHERE event_id IN (", len(page),
 		") AND status = "+dead+" AND NOT "+s.keyWentOn(page)+" RETURNING event_id"), len(page), args...)
+	if err == nil {
+		err = s.touchReplayedKeys(ctx, tx, page, moved)
+	}
 	if err != nil || len(moved) == len(page) {
 		return moved, nil, err
 	}
@@ -531,6 +535,40 @@ func (s *Store) lockSkipKeys(ctx context.Context, tx *sqlx.Tx, page []DeadSummar
 	}
 	_, err := queryIDs(ctx, tx, inList(s.dialect, "SELECT order_key FROM "+s.dialect.QuoteIdent(keysTable(s.table))+
 		" WHERE order_key IN (", len(keys), ") ORDER BY order_key FOR UPDATE"), len(keys), args...)
+	return err
+}
+
+// touchReplayedKeys writes, in tx, to the keys-table rows of the events
+// of page under the skip policy that were replayed (an UPDATE that
+// changes no value; lockSkipKeys locked those rows already). Such an
+// event holds its key again, and a transaction whose snapshot is older
+// than this replay must not go on as if it did not: a REPEATABLE READ or
+// SERIALIZABLE transaction on PostgreSQL reads the event before its own
+// in that snapshot, still DEAD, and would insert its event with the hot
+// lease, delivered before or alongside the replayed one. A row that was
+// merely locked lets its upsert of the key's next position through; a row
+// changed since its snapshot fails it with a serialization error (SQLSTATE
+// 40001), as a concurrent publish on the key does.
+func (s *Store) touchReplayedKeys(ctx context.Context, tx *sqlx.Tx, page []DeadSummary, replayed map[string]bool) error {
+	if s.dialect.Capabilities().SingleWriter || len(replayed) == 0 {
+		return nil
+	}
+	var moved []DeadSummary
+	for _, r := range page {
+		if replayed[r.ID] {
+			moved = append(moved, r)
+		}
+	}
+	keys := skipKeys(moved)
+	if len(keys) == 0 {
+		return nil
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	_, err := tx.ExecContext(ctx, inList(s.dialect, "UPDATE "+s.dialect.QuoteIdent(keysTable(s.table))+
+		" SET last_seq = last_seq WHERE order_key IN (", len(keys), ")"), args...)
 	return err
 }
 

@@ -2,6 +2,7 @@ package jdbcstore_test
 
 import (
 	"context"
+	"database/sql"
 	"slices"
 	"testing"
 	"time"
@@ -55,6 +56,55 @@ func TestReplayWithoutTheKeysTable(t *testing.T) {
 			res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{}, jdbcstore.ReplayOptions{All: true})
 			if err != nil || res.Replayed != 2 || !slices.Equal(res.IDs, ids) {
 				t.Fatalf("ReplayDead = %+v, %v; want %v replayed", res, err, ids)
+			}
+		})
+	}
+}
+
+// A replay of a skip-policy event that is still its key's last makes it
+// hold the key again, and a transaction whose snapshot is older than the
+// replay must see that: a REPEATABLE READ transaction publishing on the
+// key afterwards either fails (PostgreSQL: serialization error, as for a
+// concurrent publish) or leaves its event to the poller (MySQL/MariaDB,
+// whose INSERT … SELECT reads the latest rows). On PostgreSQL the replay
+// only locked the keys row, so the upsert went through and the insert,
+// reading the replayed event DEAD in the old snapshot, took the hot lease:
+// the event was delivered before the replayed one.
+func TestReplayReachesOlderRepeatableReadPublisher(t *testing.T) {
+	for _, name := range []string{"mysql", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			st, db := orderedStores[name](t)
+			ctx := t.Context()
+			lease := core.Lease{Owner: "node-1", Until: time.Now().Add(time.Minute)}
+			first := mustEnv(t, core.NewEvent("Changed").PayloadJSONString(`{}`).OrderKey("k").OnDead(core.SkipOnDead))
+			inTx(t, db, func(ctx context.Context, tx core.Tx) {
+				if _, err := st.InsertOrdered(ctx, tx, first, lease); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if ok, err := st.MarkDead(ctx, lease.Owner, first.ID(), "failed"); err != nil || !ok {
+				t.Fatalf("MarkDead = %v, %v", ok, err)
+			}
+			tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			var n int
+			if err := tx.GetContext(ctx, &n, "SELECT COUNT(*) FROM "+st.Table()); err != nil { // the snapshot
+				t.Fatal(err)
+			}
+			res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{IDs: []string{first.ID()}}, jdbcstore.ReplayOptions{})
+			if err != nil || res.Replayed != 1 {
+				t.Fatalf("ReplayDead = %+v, %v", res, err)
+			}
+			next := mustEnv(t, core.NewEvent("Changed").PayloadJSONString(`{}`).OrderKey("k").OnDead(core.SkipOnDead))
+			leased, err := st.InsertOrdered(ctx, tx, next, lease)
+			switch {
+			case err != nil:
+				t.Logf("publish after the replay refused: %v", err)
+			case leased:
+				t.Fatal("the event after the replayed one took the hot lease: it would be delivered before it")
 			}
 		})
 	}
