@@ -2,6 +2,8 @@ package otel
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -35,6 +37,10 @@ type Config struct {
 	// default propagates nothing, which would leave every delivery out of
 	// its publisher's trace). A Propagator that writes no field is an
 	// error.
+	//
+	// A nil value of a pointer type (a nil *sdktrace.TracerProvider, say)
+	// in any of these fields is an error, not the default: its methods
+	// would panic.
 	Propagator propagation.TextMapPropagator
 	// LinkOnly makes each delivery attempt start a trace of its own,
 	// linked to the publisher's span, instead of a span in the
@@ -53,6 +59,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Propagator == nil {
 		cfg.Propagator = otel.GetTextMapPropagator()
+		if typedNil(cfg.Propagator) {
+			return cfg // validate reports it
+		}
 		if len(cfg.Propagator.Fields()) == 0 {
 			cfg.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 		}
@@ -63,8 +72,28 @@ func (cfg Config) withDefaults() Config {
 // validate reports every invalid field of cfg (defaults applied) at once.
 func (cfg Config) validate() error {
 	var errs []error
-	if len(cfg.Propagator.Fields()) == 0 {
+	for _, f := range []struct {
+		name string
+		v    any
+	}{{"TracerProvider", cfg.TracerProvider}, {"MeterProvider", cfg.MeterProvider}, {"Propagator", cfg.Propagator}} {
+		if typedNil(f.v) {
+			errs = append(errs, &core.ConfigError{Field: f.name, Msg: fmt.Sprintf("must not be nil (a nil %T): leave the field unset for the default", f.v)})
+		}
+	}
+	if !typedNil(cfg.Propagator) && len(cfg.Propagator.Fields()) == 0 {
 		errs = append(errs, &core.ConfigError{Field: "Propagator", Msg: "writes no header field: deliveries could not join their publisher's trace (use propagation.TraceContext{})"})
 	}
 	return errors.Join(errs...)
+}
+
+// typedNil reports whether v holds a nil pointer, map, func, chan or
+// interface: a provider or propagator whose methods would panic. A nil
+// slice is not one: a composite propagator of no propagators is a nil
+// slice, which propagates nothing but does not panic.
+func typedNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }

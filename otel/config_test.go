@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/outbox-go/outbox/core"
 	obsotel "github.com/outbox-go/outbox/otel"
@@ -36,5 +38,27 @@ func TestNewDefaultsToW3CWhenNoGlobalPropagatorIsSet(t *testing.T) {
 	obs.InjectHeaders(ctx, got.Set)
 	if !strings.Contains(got["traceparent"], "0af7651916cd43dd8448eb211c80319c") {
 		t.Errorf("default propagator injected %v, want the W3C trace context of the event", got)
+	}
+}
+
+// nilPropagator is a propagator whose nil pointer panics when called.
+type nilPropagator struct{ propagation.TraceContext }
+
+func TestNewRefusesTypedNilProvidersAndPropagator(t *testing.T) {
+	for field, cfg := range map[string]obsotel.Config{
+		"TracerProvider": {TracerProvider: (*sdktrace.TracerProvider)(nil)},
+		"MeterProvider":  {MeterProvider: (*sdkmetric.MeterProvider)(nil)},
+		"Propagator":     {Propagator: (*nilPropagator)(nil)},
+	} {
+		t.Run(field, func(t *testing.T) {
+			obs, err := obsotel.New(cfg) // panicked with a nil pointer dereference
+			if !errors.Is(err, core.ErrInvalidConfig) || obs != nil {
+				t.Fatalf("New = %v, %v; want core.ErrInvalidConfig", obs, err)
+			}
+			var ce *core.ConfigError
+			if !errors.As(err, &ce) || ce.Field != field || !strings.Contains(ce.Msg, "must not be nil") {
+				t.Errorf("err = %v, want a ConfigError naming %s", err, field)
+			}
+		})
 	}
 }
