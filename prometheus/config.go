@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"unicode/utf8"
@@ -39,7 +40,8 @@ type Config struct {
 	// values: Prometheus refuses the same metric name with other label
 	// names or twice the same series, and New returns its error.
 	// Defaults to nil: the metrics are in the collector's own registry
-	// only, and New never touches a global.
+	// only, and New never touches a global. A nil value of a pointer type
+	// (a nil *prometheus.Registry) is an error, not the default.
 	Registerer prom.Registerer
 	// Namespace is the prefix of every metric name, joined with "_". It
 	// must match [a-zA-Z_][a-zA-Z0-9_]*. Defaults to DefaultNamespace,
@@ -153,6 +155,11 @@ func (cfg Config) validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &core.ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if cfg.Registerer != nil {
+		if rv := reflect.ValueOf(cfg.Registerer); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			bad("Registerer", "must not be nil (a nil %T): leave it unset for the collector's own registry only", cfg.Registerer)
+		}
 	}
 	if !nameRE.MatchString(cfg.Namespace) {
 		bad("Namespace", "%q must match [a-zA-Z_][a-zA-Z0-9_]*", cfg.Namespace)

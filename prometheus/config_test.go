@@ -119,3 +119,24 @@ func TestRegisterer(t *testing.T) {
 	// Another namespace can.
 	newCollector(t, outboxprom.Config{Registerer: reg, Namespace: "billing_outbox"})
 }
+
+// A nil *prometheus.Registry is refused up front: New registered in it and
+// panicked.
+func TestNewRefusesATypedNilRegisterer(t *testing.T) {
+	c, err := outboxprom.New(outboxprom.Config{Registerer: (*prom.Registry)(nil)})
+	var ce *core.ConfigError
+	if c != nil || !errors.Is(err, core.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != "Registerer" {
+		t.Fatalf("New = %v, %v; want a ConfigError naming Registerer", c, err)
+	}
+}
+
+// A second collector identical to one registered is refused with the
+// registry's prometheus.AlreadyRegisteredError, as New's doc says.
+func TestRegistererAlreadyRegistered(t *testing.T) {
+	reg := prom.NewRegistry()
+	newCollector(t, outboxprom.Config{Registerer: reg})
+	_, err := outboxprom.New(outboxprom.Config{Registerer: reg})
+	if are := (prom.AlreadyRegisteredError{}); !errors.As(err, &are) {
+		t.Errorf("second New = %v, want a prometheus.AlreadyRegisteredError", err)
+	}
+}
