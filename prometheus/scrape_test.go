@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -220,15 +219,36 @@ func TestScrapeRealOutbox(t *testing.T) {
 	atLeast("outbox_inbox_process_duration_seconds", labels{"store": "tenant-a", "mode": "queued"}, 1)
 	atLeast("outbox_inbox_enqueue_to_handler_seconds", labels{"store": "tenant-a", "topic": "order.created"}, 1)
 
-	// Every metric the dashboard and the alert rules query exists.
+	// Every metric the dashboard and the alert rules query exists: every
+	// metric name of every query, whatever its prefix, and every query
+	// names one (a query the reader cannot see into fails rather than
+	// pass unchecked).
 	used := map[string][]string{} // metric name → where
-	for _, expr := range dashboardExprs(t, filepath.Join("dashboards", "outbox.json")) {
-		for _, n := range metricNames(expr) {
+	queries := dashboardExprs(t, filepath.Join("dashboards", "outbox.json"))
+	for _, expr := range queries.promql {
+		names := selectorNames(expr)
+		if len(names) == 0 {
+			t.Errorf("dashboard query %q names no metric", expr)
+		}
+		for _, n := range names {
 			used[n] = append(used[n], "dashboard")
 		}
 	}
-	for _, expr := range ruleExprs(t, filepath.Join("alerts", "outbox-rules.yml")) {
-		for _, n := range metricNames(expr) {
+	for _, q := range queries.variables {
+		for _, n := range variableMetrics(q) {
+			used[n] = append(used[n], "dashboard variables")
+		}
+	}
+	rules := ruleExprs(t, filepath.Join("alerts", "outbox-rules.yml"))
+	if len(rules) < 8 {
+		t.Fatalf("only %d rule expressions read: %q", len(rules), rules)
+	}
+	for _, expr := range rules {
+		names := selectorNames(expr)
+		if len(names) == 0 {
+			t.Errorf("rule expression %q names no metric", expr)
+		}
+		for _, n := range names {
 			used[n] = append(used[n], "rules")
 		}
 	}
@@ -311,14 +331,151 @@ func exposed(fams map[string]*dto.MetricFamily, name string) bool {
 	return false
 }
 
-// metricRE matches the outbox metric names in a PromQL expression.
-var metricRE = regexp.MustCompile(`\boutbox_[a-zA-Z0-9_]+`)
+// promqlKeywords are the words of PromQL that are neither metric nor
+// function names: aggregation operators (which may take their grouping
+// before their parentheses), grouping and matching modifiers, set and
+// comparison operators, and the number literals.
+var promqlKeywords = map[string]bool{
+	"sum": true, "min": true, "max": true, "avg": true, "group": true, "stddev": true, "stdvar": true,
+	"count": true, "count_values": true, "bottomk": true, "topk": true, "quantile": true, "limitk": true, "limit_ratio": true,
+	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
+	"bool": true, "and": true, "or": true, "unless": true, "atan2": true, "offset": true, "inf": true, "nan": true,
+}
 
-func metricNames(expr string) []string { return metricRE.FindAllString(expr, -1) }
+// labelListKeywords are followed by a parenthesized list of label names.
+var labelListKeywords = map[string]bool{"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true}
 
-// dashboardExprs returns the query expressions of a Grafana dashboard:
-// every target's "expr" and every templating variable's query.
-func dashboardExprs(t *testing.T, path string) []string {
+// selectorNames returns the metric names of the selectors of a PromQL
+// expression, whatever their prefix: every identifier that is not a
+// keyword, a function (followed by "("), a label name (inside {…} or the
+// list of by, without, on, ignoring, group_left, group_right), a string,
+// a range or subquery ([…]), a number or duration, or a Grafana variable.
+// A metric selected as {__name__="x"} is not seen: the outbox's files do
+// not use that form.
+func selectorNames(expr string) []string {
+	var names []string
+	isStart := func(c byte) bool { return c == '_' || c == ':' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+	isPart := func(c byte) bool { return isStart(c) || '0' <= c && c <= '9' }
+	// skipString returns the index after the string opening at i.
+	skipString := func(i int) int {
+		q := expr[i]
+		for i++; i < len(expr) && expr[i] != q; i++ {
+			if expr[i] == '\\' && q != '`' {
+				i++
+			}
+		}
+		return i + 1
+	}
+	// skipTo returns the index after the first close outside strings from i.
+	skipTo := func(i int, close byte) int {
+		for i < len(expr) && expr[i] != close {
+			if c := expr[i]; c == '"' || c == '\'' || c == '`' {
+				i = skipString(i)
+				continue
+			}
+			i++
+		}
+		return i + 1
+	}
+	labelList := false // the next "(" opens a list of label names
+	for i := 0; i < len(expr); {
+		c := expr[i]
+		switch {
+		case c == '"' || c == '\'' || c == '`':
+			i = skipString(i)
+		case c == '{':
+			i = skipTo(i+1, '}')
+		case c == '[':
+			i = skipTo(i+1, ']')
+		case c == '(' && labelList:
+			i, labelList = skipTo(i+1, ')'), false
+		case c == '$' || '0' <= c && c <= '9' || c == '.':
+			// A Grafana variable ($x, ${x}), a number or a duration.
+			for i++; i < len(expr) && (isPart(expr[i]) || expr[i] == '.' || expr[i] == '{' || expr[i] == '}'); i++ {
+			}
+		case isStart(c):
+			j := i
+			for j < len(expr) && isPart(expr[j]) {
+				j++
+			}
+			word := expr[i:j]
+			k := j
+			for k < len(expr) && (expr[k] == ' ' || expr[k] == '\t' || expr[k] == '\n') {
+				k++
+			}
+			switch lower := strings.ToLower(word); {
+			case promqlKeywords[lower]:
+				labelList = labelList || labelListKeywords[lower]
+			case k < len(expr) && expr[k] == '(':
+				// a function
+			default:
+				names = append(names, word)
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return names
+}
+
+// variableMetrics returns the metric names of a Grafana query variable:
+// the selector of label_values(selector, label), nothing for another
+// query (label_values(label), the data source variable's "prometheus").
+func variableMetrics(query string) []string {
+	inner, ok := strings.CutPrefix(strings.TrimSpace(query), "label_values(")
+	i := strings.LastIndex(inner, ",")
+	if !ok || i < 0 {
+		return nil
+	}
+	return selectorNames(inner[:i])
+}
+
+// TestSelectorNames checks the reader of metric names the scrape test
+// relies on: it must see every selector, whatever its prefix, and nothing
+// else, or a dashboard query or an alert rule could use a metric the
+// collector does not expose and the scrape test pass all the same.
+func TestSelectorNames(t *testing.T) {
+	for _, c := range []struct {
+		expr string
+		want []string
+	}{
+		{`sum by (job, store) (increase(outbox_dead_total[15m])) > 0`, []string{"outbox_dead_total"}},
+		{`histogram_quantile(0.99, sum by (le, path) (rate(outbox_commit_to_listener_seconds_bucket{job=~"$job", store=~"$store"}[$__rate_interval])))`,
+			[]string{"outbox_commit_to_listener_seconds_bucket"}},
+		{`sum(rate(published_total[5m])) / ignoring(store) group_left(event_type) sum without (path) (rate(outbox_deliveries_total{outcome="done"}[5m]))`,
+			[]string{"published_total", "outbox_deliveries_total"}},
+		{`max by (job, store) (outbox_oldest_pending_seconds offset 1h) > bool 60 or on(job) vector(0) unless absent(up{job="a}b"})`,
+			[]string{"outbox_oldest_pending_seconds", "up"}},
+		{`SUM BY (store) (outbx_put_off_total)`, []string{"outbx_put_off_total"}},
+		{`topk(5, count_values("v", outbox:lag:max5m))`, []string{"outbox:lag:max5m"}},
+		{`sum(rate(outbox_done_batch_size_sum[$__rate_interval])) / sum(rate(outbox_done_batch_size_count[$__rate_interval]))`,
+			[]string{"outbox_done_batch_size_sum", "outbox_done_batch_size_count"}},
+	} {
+		if got := selectorNames(c.expr); !slices.Equal(got, c.want) {
+			t.Errorf("selectorNames(%q) = %q, want %q", c.expr, got, c.want)
+		}
+	}
+	for q, want := range map[string][]string{
+		`label_values(outbox_oldest_pending_seconds{job=~"$job"}, store)`: {"outbox_oldest_pending_seconds"},
+		`label_values(outbox_queue_depth, job)`:                           {"outbox_queue_depth"},
+		`label_values(job)`:                                               nil,
+		`prometheus`:                                                      nil,
+	} {
+		if got := variableMetrics(q); !slices.Equal(got, want) {
+			t.Errorf("variableMetrics(%q) = %q, want %q", q, got, want)
+		}
+	}
+}
+
+// dashboardQueries are the queries of a Grafana dashboard.
+type dashboardQueries struct {
+	promql    []string // every target's "expr"
+	variables []string // the templating variables' queries ("query", "definition")
+}
+
+// dashboardExprs returns the queries of a Grafana dashboard.
+func dashboardExprs(t *testing.T, path string) dashboardQueries {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -328,7 +485,7 @@ func dashboardExprs(t *testing.T, path string) []string {
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	var exprs []string
+	var q dashboardQueries
 	var walk func(v any, key string)
 	walk = func(v any, key string) {
 		switch v := v.(type) {
@@ -341,17 +498,23 @@ func dashboardExprs(t *testing.T, path string) []string {
 				walk(x, key)
 			}
 		case string:
-			if key == "expr" || key == "query" || key == "definition" {
-				exprs = append(exprs, v)
+			switch key {
+			case "expr":
+				q.promql = append(q.promql, v)
+			case "query", "definition":
+				q.variables = append(q.variables, v)
 			}
 		}
 	}
 	walk(dash, "")
-	return exprs
+	if len(q.promql) < 20 {
+		t.Fatalf("%s: only %d queries found", path, len(q.promql))
+	}
+	return q
 }
 
 // ruleExprs returns the expr fields of a Prometheus rules file, with the
-// continuation lines of a folded (">-") expression. A small reader for the
+// continuation lines of a block (">-", "|-", …) expression. A small reader for the
 // file's own layout: the module takes no YAML dependency for a test.
 func ruleExprs(t *testing.T, path string) []string {
 	t.Helper()
@@ -368,7 +531,7 @@ func ruleExprs(t *testing.T, path string) []string {
 			continue
 		}
 		v = strings.TrimSpace(v)
-		if v == ">-" || v == "|" || v == ">" {
+		if v != "" && (v[0] == '>' || v[0] == '|') { // a block scalar: >-, |, |-, >+…
 			indent := len(lines[i]) - len(strings.TrimLeft(lines[i], " "))
 			v = ""
 			for i+1 < len(lines) {
