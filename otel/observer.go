@@ -140,12 +140,13 @@ func (o *Observer) Deliver(ctx context.Context, d core.Delivery) (context.Contex
 	opts = append(opts, trace.WithAttributes(semconv.MessagingMessageID(d.Event.ID()), AttrAttempt.Int(d.Attempt)))
 	parent := ctx
 	if h := d.Event.RawHeaders(); len(h) > 0 {
-		// One extraction gives both the parent (with the event's baggage)
-		// and the link.
+		// One extraction gives both the parent (with the event's baggage,
+		// also when the event has no trace context: a publisher under a
+		// no-op tracer) and the link.
 		extracted := o.propagator.Extract(ctx, propagation.MapCarrier(h))
+		parent = extracted
 		if sc := trace.SpanContextFromContext(extracted); sc.IsValid() && sc.IsRemote() && !sc.Equal(trace.SpanContextFromContext(ctx)) {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
-			parent = extracted
 			if o.linkOnly {
 				opts = append(opts, newRoot)
 			}

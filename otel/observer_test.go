@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/outbox-go/outbox/core"
 	obsotel "github.com/outbox-go/outbox/otel"
@@ -282,5 +285,27 @@ func TestInjectHeadersWritesTheCurrentSpan(t *testing.T) {
 	sc := trace.SpanContextFromContext(w3c.Extract(context.Background(), propagation.MapCarrier(got)))
 	if sc.SpanID() != span.SpanContext().SpanID() {
 		t.Errorf("injected %v, want the span %v", got, span.SpanContext().SpanID())
+	}
+}
+
+// Baggage travels from the publisher to the listeners also when the event
+// carries no trace context, as with a no-op TracerProvider (metrics
+// only): the delivery dropped it, having no span context to parent on.
+func TestDeliverCarriesBaggageWithoutTraceContext(t *testing.T) {
+	obs, err := obsotel.New(obsotel.Config{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Propagator: w3c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, _ := baggage.NewMember("tenant", "acme")
+	bag, _ := baggage.New(member)
+	headers, done := obs.Publish(baggage.ContextWithBaggage(context.Background(), bag), event(t, "T", nil))
+	done(nil)
+	if headers["baggage"] != "tenant=acme" || headers["traceparent"] != "" {
+		t.Fatalf("Publish's headers %v, want the baggage alone", headers)
+	}
+	ctx, end := obs.Deliver(context.Background(), core.Delivery{Event: event(t, "T", headers), Attempt: 1})
+	defer end(core.DeliveryResult{Outcome: core.OutcomeDone})
+	if got := baggage.FromContext(ctx).Member("tenant").Value(); got != "acme" {
+		t.Errorf("baggage tenant in the listeners' context = %q, want acme", got)
 	}
 }
