@@ -18,7 +18,9 @@ import (
 const ScopeName = "github.com/outbox-go/outbox/otel"
 
 // Config configures an [Observer]. The zero value uses the global
-// OpenTelemetry providers.
+// OpenTelemetry providers. A nil pointer in a field (a nil
+// *sdktrace.TracerProvider, say) is an error, not the default: its
+// methods would panic.
 type Config struct {
 	// TracerProvider creates the spans. Defaults to the global one,
 	// otel.GetTracerProvider(), as it is when New runs.
@@ -37,10 +39,6 @@ type Config struct {
 	// default propagates nothing, which would leave every delivery out of
 	// its publisher's trace). A Propagator that writes no field is an
 	// error.
-	//
-	// A nil value of a pointer type (a nil *sdktrace.TracerProvider, say)
-	// in any of these fields is an error, not the default: its methods
-	// would panic.
 	Propagator propagation.TextMapPropagator
 	// LinkOnly makes each delivery attempt start a trace of its own,
 	// linked to the publisher's span, instead of a span in the
