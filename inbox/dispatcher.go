@@ -192,6 +192,7 @@ func (c DispatcherConfig) validate() error {
 	p.Count("BatchSize", c.BatchSize, MaxBatchSize)
 	p.NilValue("Retry", c.Retry)
 	p.NilValue("Selector", c.Selector)
+	p.NilValue("Observer", c.Observer)
 	if c.HandlerTimeout <= 0 {
 		p.Field("HandlerTimeout", "must be positive")
 	}

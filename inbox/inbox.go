@@ -79,14 +79,15 @@ func (c Config) Validate() error {
 	if table == "" {
 		table = DefaultTable
 	}
-	return errors.Join(jdbcstore.Config{Table: table, MaxErrorLen: c.MaxErrorLen}.Validate(), c.backoffError())
+	return errors.Join(jdbcstore.Config{Table: table, MaxErrorLen: c.MaxErrorLen}.Validate(), c.nilValueErrors())
 }
 
-// backoffError reports a Backoff that is a nil value of a policy type
-// (nil itself means the default).
-func (c Config) backoffError() error {
+// nilValueErrors reports a Backoff or an Observer that is a nil value of
+// a pointer type (nil itself means the default, or none).
+func (c Config) nilValueErrors() error {
 	var p cfgpath.Collector
 	p.NilValue("Backoff", c.Backoff)
+	p.NilValue("Observer", c.Observer)
 	return p.Err()
 }
 
@@ -129,7 +130,7 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*In
 		return nil, core.ErrNilContext
 	}
 	db := sqldriver.Of(handle)
-	badBackoff := cfg.backoffError()
+	badValues := cfg.nilValueErrors()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -147,8 +148,8 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*In
 		o.Dialect = cfg.Dialect
 	}
 	store, err := inboxrow.Open(db, o)
-	if err != nil || badBackoff != nil {
-		return nil, errors.Join(err, badBackoff)
+	if err != nil || badValues != nil {
+		return nil, errors.Join(err, badValues)
 	}
 	if !cfg.SkipSchema {
 		if err := store.ApplySchema(ctx); err != nil {
