@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/relay"
 )
 
@@ -147,6 +148,9 @@ func (cfg Config) validate() (relay.Template, error) {
 		if err := ValidateSubject(tpl.Expand(probeEvent)); err != nil {
 			errs = append(errs, &core.ConfigError{Field: "Subject", Msg: fmt.Sprintf("template %q: %v", cfg.Subject, err), Err: ErrInvalidSubject})
 		}
+	}
+	if cfg.Propagator != nil && nilval.Is(cfg.Propagator) {
+		bad("Propagator", "is a nil %T (leave it nil for none)", cfg.Propagator)
 	}
 	if cfg.MaxInFlight < 0 {
 		bad("MaxInFlight", "must not be negative (got %d)", cfg.MaxInFlight)

@@ -1,6 +1,7 @@
 package natsjs_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -34,6 +35,8 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"bad ExpectStream", natsjs.Config{ExpectStream: "a.b"}, "ExpectStream", nil},
 		{"negative ProbeInterval", natsjs.Config{Breaker: relay.BreakerConfig{ProbeInterval: -1}}, "Breaker.ProbeInterval", nil},
 		{"negative RetryAfter", natsjs.Config{Breaker: relay.BreakerConfig{RetryAfter: -1}}, "Breaker.RetryAfter", nil},
+		// A nil *otel.Observer: InjectHeaders panicked on it at the first event.
+		{"nil value Propagator", natsjs.Config{Propagator: (*nilInjector)(nil)}, "Propagator", nil},
 	} {
 		_, err := natsjs.New(js, tc.cfg)
 		var ce *core.ConfigError
@@ -68,4 +71,11 @@ func TestValidateSubject(t *testing.T) {
 			t.Errorf("%q: %v, want ErrInvalidSubject", bad, err)
 		}
 	}
+}
+
+// nilInjector is a HeaderInjector of a pointer type, as otel's Observer.
+type nilInjector struct{ header string }
+
+func (n *nilInjector) InjectHeaders(_ context.Context, set func(key, value string)) {
+	set("x", n.header)
 }

@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/relay"
 )
 
@@ -212,6 +213,9 @@ func (cfg Config) validate() (templates, error) {
 		} else if _, err := amqp.ParseURI(cfg.URL); err != nil {
 			bad("URL", "is not an AMQP URI: %s", uriProblem(cfg.URL, err))
 		}
+	}
+	if cfg.Propagator != nil && nilval.Is(cfg.Propagator) {
+		bad("Propagator", "is a nil %T (leave it nil for none)", cfg.Propagator)
 	}
 	var t templates
 	var err error

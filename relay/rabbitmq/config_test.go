@@ -29,6 +29,7 @@ func TestConfigInvalid(t *testing.T) {
 		ReconnectDelay:    time.Second,
 		ReconnectMaxDelay: time.Millisecond,
 		Breaker:           relay.BreakerConfig{ProbeInterval: -1, RetryAfter: -1},
+		Propagator:        (*nilInjector)(nil), // a nil *otel.Observer: InjectHeaders panicked on it at the first event
 	})
 	if !errors.Is(err, core.ErrInvalidConfig) {
 		t.Fatalf("New = %v, want ErrInvalidConfig", err)
@@ -37,7 +38,7 @@ func TestConfigInvalid(t *testing.T) {
 		t.Errorf("the bad template is not ErrInvalidTemplate: %v", err)
 	}
 	for _, field := range []string{"URL", "Exchange", "RoutingKey", "MaxInFlight", "Channels", "ConfirmTimeout", "DialTimeout",
-		"ReconnectMaxDelay", "Breaker.ProbeInterval", "Breaker.RetryAfter"} {
+		"ReconnectMaxDelay", "Breaker.ProbeInterval", "Breaker.RetryAfter", "Propagator"} {
 		if !strings.Contains(err.Error(), " "+field+" ") {
 			t.Errorf("no error for %s in:\n%v", field, err)
 		}
@@ -138,4 +139,11 @@ func TestConfigBadURLHidesPassword(t *testing.T) {
 			}
 		}
 	}
+}
+
+// nilInjector is a HeaderInjector of a pointer type, as otel's Observer.
+type nilInjector struct{ header string }
+
+func (n *nilInjector) InjectHeaders(_ context.Context, set func(key, value string)) {
+	set("x", n.header)
 }
