@@ -25,7 +25,7 @@ const (
 )
 
 func init() {
-	relayKinds["natsjs"] = relayKind{defaultURL: nats.DefaultURL, check: checkNATSURL, forLog: natsURLForLog, open: openNATSJS}
+	relayKinds["natsjs"] = relayKind{defaultURL: nats.DefaultURL, check: checkNATSURL, forLog: natsjs.RedactURL, open: openNATSJS}
 }
 
 // natsURLs parses a nats.go server list: comma-separated URLs, each with
@@ -53,21 +53,6 @@ func natsURLs(list string) ([]*neturl.URL, error) {
 func checkNATSURL(list string) error {
 	_, err := natsURLs(list)
 	return err
-}
-
-// natsURLForLog is the natsjs relayKind.forLog: the servers without their
-// user, password or token.
-func natsURLForLog(list string) string {
-	urls, err := natsURLs(list)
-	if err != nil {
-		return "<invalid URL>"
-	}
-	out := make([]string, len(urls))
-	for i, u := range urls {
-		u.User = nil
-		out[i] = u.String()
-	}
-	return strings.Join(out, ",")
 }
 
 // openNATSJS connects to NATS at url and creates the file-storage stream

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -16,27 +14,13 @@ import (
 )
 
 func init() {
-	relayKinds["rabbitmq"] = relayKind{defaultURL: "amqp://guest:guest@127.0.0.1:5672/", check: checkAMQPURL, forLog: amqpURLForLog, open: openRabbitMQ}
+	relayKinds["rabbitmq"] = relayKind{defaultURL: "amqp://guest:guest@127.0.0.1:5672/", check: checkAMQPURL, forLog: rabbitmq.RedactURL, open: openRabbitMQ}
 }
 
 // checkAMQPURL is the rabbitmq relayKind.check.
 func checkAMQPURL(url string) error {
 	_, err := amqp.ParseURI(url)
 	return urlParseError(err)
-}
-
-// amqpURLForLog is the rabbitmq relayKind.forLog: scheme, host, port and
-// virtual host, without the user and password.
-func amqpURLForLog(url string) string {
-	uri, err := amqp.ParseURI(url)
-	if err != nil {
-		return "<invalid URL>"
-	}
-	vhost := uri.Vhost
-	if vhost == "/" {
-		vhost = ""
-	}
-	return uri.Scheme + "://" + net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)) + "/" + vhost
 }
 
 // openRabbitMQ declares the durable topic exchange outbox-bench-<run> and

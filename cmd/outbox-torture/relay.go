@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	neturl "net/url"
 	"strings"
 	"time"
 
@@ -39,7 +38,7 @@ func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := nats.Connect(url, nats.Name(name), nats.Timeout(5*time.Second),
 		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", natsURLForLog(url), err)
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", natsjs.RedactURL(url), err)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(natsTimeout))
 	if err != nil {
@@ -47,26 +46,6 @@ func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, err
 	}
 	return nc, js, nil
-}
-
-// natsURLForLog returns a nats.go server list (comma-separated URLs,
-// "nats://" where one has no scheme) without the users, passwords and
-// tokens of its URLs, for log lines.
-func natsURLForLog(list string) string {
-	var out []string
-	for s := range strings.SplitSeq(list, ",") {
-		s = strings.TrimSpace(s)
-		if !strings.Contains(s, "://") {
-			s = "nats://" + s
-		}
-		u, err := neturl.Parse(s)
-		if err != nil {
-			return "<invalid URL>"
-		}
-		u.User = nil
-		out = append(out, u.String())
-	}
-	return strings.Join(out, ",")
 }
 
 // runStream is the run's destination, made by the parent: every child
@@ -127,9 +106,9 @@ func openNATSStream(ctx context.Context, url string) (*runStream, error) {
 		Duplicates: streamDuplicates,
 	}); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("create stream %s at %s (is JetStream enabled?): %w", s.name, natsURLForLog(url), err)
+		return nil, fmt.Errorf("create stream %s at %s (is JetStream enabled?): %w", s.name, natsjs.RedactURL(url), err)
 	}
-	return &runStream{name: s.name, addr: natsURLForLog(url), subject: s.subject, copyTo: s.copyTo, close: s.close}, nil
+	return &runStream{name: s.name, addr: natsjs.RedactURL(url), subject: s.subject, copyTo: s.copyTo, close: s.close}, nil
 }
 
 // copyTo reads every message of the stream, in stream order, into the

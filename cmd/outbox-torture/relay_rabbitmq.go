@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -47,7 +46,7 @@ func openRabbitQueue(ctx context.Context, url string) (*runStream, error) {
 		Properties: amqp.Table{"connection_name": "outbox-torture"},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("connect to RabbitMQ at %s: %w", rabbitmqURLForLog(url), err)
+		return nil, fmt.Errorf("connect to RabbitMQ at %s: %w", rabbitmq.RedactURL(url), err)
 	}
 	tok := make([]byte, 5)
 	if _, err := rand.Read(tok); err != nil {
@@ -68,20 +67,7 @@ func openRabbitQueue(ctx context.Context, url string) (*runStream, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("declare exchange and queue %s: %w", q.name, err), q.close(false))
 	}
-	return &runStream{name: q.name, addr: rabbitmqURLForLog(url), subject: q.name, copyTo: q.copyTo, close: q.close}, nil
-}
-
-// rabbitmqURLForLog returns url without its user and password.
-func rabbitmqURLForLog(url string) string {
-	uri, err := amqp.ParseURI(url)
-	if err != nil {
-		return "<invalid URL>"
-	}
-	vhost := uri.Vhost
-	if vhost == "/" {
-		vhost = ""
-	}
-	return uri.Scheme + "://" + net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)) + "/" + vhost
+	return &runStream{name: q.name, addr: rabbitmq.RedactURL(url), subject: q.name, copyTo: q.copyTo, close: q.close}, nil
 }
 
 // copyTo reads every message of the queue, in queue order, into the

@@ -83,19 +83,6 @@ func TestTortureRelayUnreachable(t *testing.T) {
 	}
 }
 
-// The NATS addresses in log lines keep the servers and leave out users,
-// passwords and tokens.
-func TestNATSURLForLog(t *testing.T) {
-	for url, want := range map[string]string{
-		"nats://127.0.0.1:4222":                 "nats://127.0.0.1:4222",
-		"nats://u:secret@a:4222, secret@b:4223": "nats://a:4222,nats://b:4223",
-	} {
-		if got := natsURLForLog(url); got != want {
-			t.Errorf("%q: %q, want %q", url, got, want)
-		}
-	}
-}
-
 // amqpURL is the RabbitMQ of the relay tests: OUTBOX_TEST_AMQP_URL, by
 // default the local one.
 func amqpURL() string {

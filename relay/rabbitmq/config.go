@@ -303,9 +303,12 @@ func uriProblem(u string, err error) string {
 	return "its port or a query parameter is invalid" + hint
 }
 
-// redactURL returns u without its user and password, for log lines and
-// errors: scheme, host, port and virtual host.
-func redactURL(u string) string {
+// RedactURL returns the AMQP URI u without its user and password, for
+// log lines and errors: scheme, host, port (the default one when u has
+// none) and virtual host, as in "amqp://127.0.0.1:5672/". A u that is
+// not an AMQP URI gives "<invalid URL>". The relay names its broker this
+// way.
+func RedactURL(u string) string {
 	uri, err := amqp.ParseURI(u)
 	if err != nil {
 		return "<invalid URL>"

@@ -147,3 +147,18 @@ type nilInjector struct{ header string }
 func (n *nilInjector) InjectHeaders(_ context.Context, set func(key, value string)) {
 	set("x", n.header)
 }
+
+// RedactURL keeps the scheme, host, port and virtual host and leaves out
+// the user and password.
+func TestRedactURL(t *testing.T) {
+	for u, want := range map[string]string{
+		"amqp://guest:secret@127.0.0.1:5672/": "amqp://127.0.0.1:5672/",
+		"amqps://u:secret@h/vh":               "amqps://h:5671/vh",
+		"amqp://h/a%2Fb":                      "amqp://h:5672/a%2Fb",
+		"http://u:secret@h/":                  "<invalid URL>",
+	} {
+		if got := rabbitmq.RedactURL(u); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", u, got, want)
+		}
+	}
+}

@@ -79,7 +79,7 @@ var _ core.Listener = (*Relay)(nil)
 func New(ctx context.Context, cfg Config) (*Relay, error) {
 	name := "rabbitmq"
 	if cfg.URL != "" {
-		name += " " + redactURL(cfg.URL)
+		name += " " + RedactURL(cfg.URL)
 	}
 	cfg = cfg.withDefaults(name)
 	tpl, err := cfg.validate()
