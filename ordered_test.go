@@ -227,3 +227,54 @@ func TestOrderedBacklogDrainsInOrder(t *testing.T) {
 		})
 	}
 }
+
+// A delayed event of a key behind a pending one arrives once it is due,
+// not at the next poll: when the event before it finished, the claim of
+// the next event by position found it not due yet and the poller asked
+// for it again only with its next full claim (up to Poller.Interval
+// late, an hour here).
+func TestDelayedEventBehindAPendingOneArrivesWhenDue(t *testing.T) {
+	for name, open := range orderedDatabases {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			s := newSeen()
+			ob, err := outbox.New(t.Context(), db, outbox.Config{
+				Logger:   quietLogger(),
+				Ordering: core.Ordering{Types: []string{"Changed"}},
+				Poller:   poller.Config{Interval: time.Hour, BacklogInterval: time.Hour},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ob.RegisterFunc("Changed", s.listener(nil))
+			startUntilCleanup(t, ob)
+			t.Cleanup(func() { logPending(t, db) })
+			const delay = 300 * time.Millisecond
+			var due time.Time
+			err = ob.InTx(t.Context(), func(ctx context.Context) error {
+				for seq, d := range []time.Duration{0, delay} {
+					env, err := outbox.NewEvent("Changed").AggregateType("Account").AggregateID("a").
+						Header("seq", strconv.Itoa(seq+1)).Delay(d).PayloadJSONString(`{}`).Build()
+					if err != nil {
+						return err
+					}
+					if _, err := ob.Publish(ctx, env); err != nil {
+						return err
+					}
+					due = env.NotBefore()
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			testsupport.WaitFor(t, 20*time.Second, "both events delivered", func() bool { return s.count("a") >= 2 }, s.got)
+			if now := time.Now(); now.Before(due) {
+				t.Errorf("the delayed event arrived %v before it was due", due.Sub(now))
+			}
+			if got := s.of("a"); !slices.Equal(got, []int{1, 2}) {
+				t.Errorf("delivered in order %v, want [1 2]", got)
+			}
+		})
+	}
+}

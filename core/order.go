@@ -169,8 +169,9 @@ type SuccessorClaimer interface {
 	// whose lease ended before Now, and its predecessor finished (DONE,
 	// deleted, or DEAD under the skip policy). Events this node leases
 	// already are left to the poller's claims. A position with no such
-	// event is skipped; of two positions of a key, the later counts. An
-	// empty After returns nothing.
+	// event is skipped; of two positions of a key, the later counts. A
+	// position whose next event would be claimable but is not due yet
+	// comes back in NextResult.Later. An empty After returns nothing.
 	ClaimNext(ctx context.Context, req NextRequest) (NextResult, error)
 	// WaitingAfter returns the positions of those of the finished
 	// ordered events ids behind which an event waits for a poller (NEW
@@ -193,6 +194,14 @@ type NextResult struct {
 	// publishes the event after it locks it until that transaction
 	// ends). The caller asks for them again shortly.
 	Locked []OrderPos
+	// Later are the positions whose next event waits for a poller, its
+	// predecessor finished, but is not due at the request's Now (a
+	// delayed event: Builder.Delay, Builder.NotBefore; or a retry's
+	// backoff), and NextDue is the earliest time one of them becomes due
+	// (zero when Later is empty). The caller asks for them again then: no
+	// poll would otherwise claim such an event before its next full claim.
+	Later   []OrderPos
+	NextDue time.Time
 }
 
 // Ordering says which events are delivered in order per key without their

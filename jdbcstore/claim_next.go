@@ -34,7 +34,10 @@ const nextChunk = 200
 // transaction. There a row the claim skipped because another transaction
 // held it (the transaction publishing the event after it, whose insert
 // reads it under a shared lock) comes back in NextResult.Locked: a plain
-// read in the same transaction finds it.
+// read in the same transaction finds it. A position whose next event is
+// unowned but not due yet comes back in NextResult.Later, with the time
+// it is due (NextDue: the earliest), read in one more statement only when
+// some position got neither a row nor a lock.
 //
 // An invalid owner, a lease end not after req.Now, or a position with an
 // empty or too long key, a key of invalid UTF-8 or holding NUL (also
@@ -65,6 +68,9 @@ func (s *Store) ClaimNext(ctx context.Context, req core.NextRequest) (core.NextR
 		recs, locked, err := s.claimNext(ctx, req, chunk)
 		res.Claimed = append(res.Claimed, recs...)
 		res.Locked = append(res.Locked, locked...)
+		if err == nil {
+			err = s.laterAfter(ctx, req.Now, chunk, recs, locked, &res)
+		}
 		if err != nil {
 			sortClaim(res.Claimed)
 			return res, fmt.Errorf("outbox: jdbcstore: claim next: %w", err)
@@ -228,6 +234,65 @@ func (s *Store) lockedAfter(ctx context.Context, tx *sqlx.Tx, after []core.Order
 	return locked, err
 }
 
+// laterAfter adds to res the positions of after whose next event is
+// neither among claimed nor locked but waits, unowned, until a time after
+// now (see core.NextResult.Later), and the earliest such time.
+func (s *Store) laterAfter(ctx context.Context, now time.Time, after []core.OrderPos, claimed []core.Record, locked []core.OrderPos, res *core.NextResult) error {
+	taken := make(map[core.OrderPos]bool, len(claimed)+len(locked))
+	for _, r := range claimed {
+		taken[core.OrderPos{Key: r.OrderKey, Seq: r.OrderSeq - 1}] = true
+	}
+	for _, p := range locked {
+		taken[p] = true
+	}
+	args := make([]any, 0, 2*len(after)+2)
+	n := 0
+	for _, p := range after {
+		if !taken[p] {
+			args = append(args, p.Key, p.Seq+1)
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	at := s.dialect.EncodeTime(now)
+	args = append(args, at, at)
+	query := positionList(s.dialect, s.q.laterNextPrefix, n, s.q.laterNextSuffix)
+	type due struct {
+		pos core.OrderPos
+		at  time.Time
+	}
+	found, err := retryBusy(ctx, s, func() ([]due, error) {
+		rows, err := s.db.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []due
+		for rows.Next() {
+			var d due
+			var raw any
+			if err := rows.Scan(&d.pos.Key, &d.pos.Seq, &raw); err != nil {
+				return nil, err
+			}
+			if d.at, err = s.dialect.DecodeTime(raw); err != nil {
+				return nil, fmt.Errorf("available_at of the event at %q/%d: %w", d.pos.Key, d.pos.Seq, err)
+			}
+			d.pos.Seq-- // the position after which it waits
+			out = append(out, d)
+		}
+		return out, rows.Err()
+	})
+	for _, d := range found {
+		res.Later = append(res.Later, d.pos)
+		if res.NextDue.IsZero() || d.at.Before(res.NextDue) {
+			res.NextDue = d.at
+		}
+	}
+	return err
+}
+
 // withoutHeldBack returns recs without the ordered events whose event
 // before still holds their key, read again in a statement of its own. The
 // claim's SELECT … FOR UPDATE SKIP LOCKED reads each row as last
@@ -308,6 +373,9 @@ func (q *statements) nextStatements(d Dialect, table string) {
 		" AND n.order_seq = " + t + ".order_seq + 1 AND n.status IN (" + st(core.StatusNew) + ", " + st(core.StatusRetry) + ")" +
 		" AND (n.locked_by IS NULL OR n.locked_until < ?))"
 	q.lockedNextSuffix = ") AND " + q.claimable
+	q.laterNextPrefix = "SELECT order_key, order_seq, " + timeExpr(d, "available_at") + " FROM " + t + " WHERE ("
+	q.laterNextSuffix = ") AND status IN (" + st(core.StatusNew) + ", " + st(core.StatusRetry) + ")" +
+		" AND available_at > ? AND (locked_by IS NULL OR locked_until < ?)"
 	q.heldPrefix = "SELECT order_key, order_seq FROM " + t + " WHERE ("
 	q.heldSuffix = ") AND " + holdsKey("")
 }

@@ -127,8 +127,11 @@ type statements struct {
 	// of the (order_key, order_seq) of those rows. positionsPrefix + n
 	// placeholders + positionsSuffix: n event ids, now (lease expired);
 	// the (order_key, order_seq) of those ordered rows behind which an
-	// event waits for a poller.
+	// event waits for a poller. laterNextPrefix + laterNextSuffix: each
+	// position's key and seq, now (not due), now (lease expired); the
+	// key, seq and available_at of those unowned pending rows not due yet.
 	claimNextPrefix, claimNextPinned, claimNextSuffix string
+	laterNextPrefix, laterNextSuffix                  string
 	selectNextPrefix, selectNextSuffix                string
 	lockedNextPrefix, lockedNextSuffix                string
 	positionsPrefix, positionsSuffix                  string

@@ -17,6 +17,10 @@ import (
 // keep finding locked events, the wait doubles up to BacklogInterval.
 const lockedRetry = 5 * time.Millisecond
 
+// dueSlack is how long after the time an event not due yet becomes due
+// (core.NextResult.NextDue) the poller asks for it again.
+const dueSlack = time.Millisecond
+
 // maxAfter bounds the finished ordered events a store's successor claims
 // wait with, in multiples of BatchSize: beyond it the poller forgets them
 // and makes one full claim of the store instead, which finds their
@@ -136,6 +140,13 @@ func (p *Poller) claimNext(ctx context.Context, t *target, after []core.OrderPos
 		time.AfterFunc(t.lockedWait, func() { p.claimAfter(id, locked) })
 	} else if err == nil {
 		t.lockedWait = 0
+	}
+	if len(next.Later) > 0 && !next.NextDue.IsZero() {
+		// Delayed events after finished ones: asked for again when the
+		// first is due (dueSlack later, past the stored time's rounding),
+		// not left to the next full claim.
+		id, later := t.id, next.Later
+		time.AfterFunc(max(next.NextDue.Sub(now), 0)+dueSlack, func() { p.claimAfter(id, later) })
 	}
 	var res Result
 	res.Store, res.Read = t.id, len(next.Claimed)

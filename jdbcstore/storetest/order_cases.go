@@ -300,14 +300,19 @@ func (s *suite) testOrder(t *testing.T) {
 		}
 		publishOrdered(t, st, orderedEvent(t, "z-1", "z", core.BlockOnDead), core.Lease{}, false)
 		now := t0.Add(time.Minute)
+		var res core.NextResult
 		next := func(what, owner string, at time.Time, after []core.OrderPos, want ...string) {
 			t.Helper()
-			res, err := st.ClaimNext(ctx, core.NextRequest{Owner: owner, Now: at, LeaseUntil: at.Add(time.Minute), After: after})
+			var err error
+			res, err = st.ClaimNext(ctx, core.NextRequest{Owner: owner, Now: at, LeaseUntil: at.Add(time.Minute), After: after})
 			if err != nil {
 				t.Fatalf("%s: ClaimNext: %v", what, err)
 			}
 			if len(res.Locked) != 0 {
 				t.Fatalf("%s: ClaimNext found %v locked, with no other transaction", what, res.Locked)
+			}
+			if what != "retry not due" && (len(res.Later) != 0 || !res.NextDue.IsZero()) {
+				t.Fatalf("%s: ClaimNext found %v waiting until %v, with no event not due", what, res.Later, res.NextDue)
 			}
 			recs := res.Claimed
 			claimedIDs(t, what, recs, want...)
@@ -356,6 +361,12 @@ func (s *suite) testOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		next("retry not due", "node-a", later, []core.OrderPos{{Key: "n", Seq: 2}})
+		// It comes back as waiting, with its time, for the caller to ask
+		// again then (a poll would not claim it before its next full claim).
+		if !slices.Equal(res.Later, []core.OrderPos{{Key: "n", Seq: 2}}) {
+			t.Fatalf("retry not due: Later = %v, want [{n 2}]", res.Later)
+		}
+		sameTime(t, "retry not due: NextDue", res.NextDue, due.Truncate(time.Microsecond))
 		next("retry due", "node-a", due, []core.OrderPos{{Key: "n", Seq: 2}}, "n-3")
 		next("no positions", "node-a", due, nil)
 	})
