@@ -295,14 +295,20 @@ func (s *session) close() {
 	}
 }
 
-// missingTable adds a hint to an error saying the table does not exist.
+// missingTable adds a hint to an error saying the table, or one of its
+// columns, does not exist: a table created by an earlier release lacks
+// the ordering columns until schema apply upgrades it.
 func missingTable(err error, table string) error {
 	if err == nil {
 		return nil
 	}
 	var me *mysql.MySQLError
-	if (errors.As(err, &me) && me.Number == 1146) || postgresMissingTable(err) || strings.Contains(err.Error(), "no such table") {
+	isMySQL := errors.As(err, &me)
+	switch {
+	case (isMySQL && me.Number == 1146) || postgresMissing(err, "42P01") || strings.Contains(err.Error(), "no such table"):
 		return fmt.Errorf("%w (is --table %s right? 'outboxctl schema apply' creates the table)", err, table)
+	case (isMySQL && me.Number == 1054) || postgresMissing(err, "42703") || strings.Contains(err.Error(), "no such column"):
+		return fmt.Errorf("%w (a table created by an earlier release? 'outboxctl schema apply' upgrades %s in place)", err, table)
 	}
 	return err
 }

@@ -27,8 +27,9 @@ func parsePostgres(raw string) (target, error) {
 	return target{driver: "pgx", dialect: pgdialect.Dialect, source: u, shown: maskDSN(u)}, nil
 }
 
-// postgresMissingTable reports a PostgreSQL undefined_table error.
-func postgresMissingTable(err error) bool {
+// postgresMissing reports a PostgreSQL error of this SQLSTATE: 42P01
+// undefined_table, 42703 undefined_column.
+func postgresMissing(err error, code string) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "42P01"
+	return errors.As(err, &pe) && pe.Code == code
 }

@@ -108,9 +108,12 @@ func schemaApplyCommand() *command {
 	return &command{
 		name:    "apply",
 		summary: "create the outbox table and index if they do not exist",
-		help: `Runs the store's DDL (see 'schema print') on the database: creates the --table and
-its index when missing and leaves an existing table as it is (no migration). Safe to
-run again. This is the only command that creates a SQLite file that does not exist.
+		help: `Runs the store's DDL (see 'schema print') on the database: creates the --table, its
+indexes and its keys table when missing. An existing table keeps its rows; one created
+by an earlier release, without the ordering columns, is upgraded in place (ALTER TABLE
+... ADD COLUMN, as README "Ordered delivery" shows; jdbcstore ApplySchema), which
+'schema print' does not show. Safe to run again. This is the only command that creates
+a SQLite file that does not exist.
 
 --json prints one object: dialect, database (password masked), table and applied.`,
 		define: func(*flag.FlagSet) action {
@@ -127,7 +130,7 @@ run again. This is the only command that creates a SQLite file that does not exi
 						Dialect: store.Dialect().Name(), Database: s.target.shown, Table: store.Table(), Applied: true,
 					})
 				}
-				_, err = fmt.Fprintf(s.stdout, "schema applied: table %s on %s %s (created if missing; an existing table is left as it is)\n",
+				_, err = fmt.Fprintf(s.stdout, "schema applied: table %s on %s %s (created if missing; an existing table keeps its rows, upgraded if of an earlier release)\n",
 					store.Table(), store.Dialect().Name(), cell(s.target.shown))
 				return err
 			}
