@@ -342,7 +342,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 }
 
 // Close stops claiming and waits for the running handlers to finish and
-// record their outcome. When ctx ends first, the handlers' contexts are
+// record their outcome; a reaping or cleanup under way is interrupted
+// (each of its statements is atomic). When ctx ends first, the handlers' contexts are
 // cancelled and ctx's error is returned; a handler interrupted that way
 // records nothing and, once it returned, its lease and the attempt its
 // claim charged are given back, so its message is claimed again at once
@@ -382,10 +383,15 @@ type maintenance struct{ reap, cleanup time.Time }
 func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}) {
 	defer d.wg.Wait()
 	last := map[*member]*maintenance{}
+	// Reaping and cleanup are many short statements, each complete on its
+	// own: Close interrupts them (a cleanup of a large backlog, or one
+	// waiting for a row lock) instead of waiting for them.
+	mctx, cancel := engine.UntilStop(ctx, stop)
+	defer cancel()
 	d.run.Pace(ctx, stop, 0, func(ctx context.Context, _ bool) time.Duration {
 		// Maintenance first (the first round of each inbox runs at once):
 		// a restart releases the leases its previous run left behind.
-		d.maintain(ctx, last)
+		d.maintain(mctx, last)
 		if d.cycle(ctx, stop) {
 			return d.cfg.PollInterval
 		}
@@ -399,6 +405,9 @@ func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance
 	seen := make(map[*member]bool, len(ms))
 	for _, m := range ms {
 		seen[m] = true
+		if ctx.Err() != nil { // Close: no more maintenance
+			return
+		}
 		l := last[m]
 		if l == nil {
 			l = &maintenance{}
@@ -409,14 +418,20 @@ func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance
 		if !(reap || cleanup) || !m.work.Hold() {
 			continue
 		}
+		// A removal of the inbox that gives up waiting interrupts its
+		// maintenance too, as it does its handlers.
+		mctx, cancel := context.WithCancel(ctx)
+		unhook := context.AfterFunc(m.work.Context(), cancel)
 		if reap {
 			l.reap = time.Now()
-			d.reap(ctx, m)
+			d.reap(mctx, m)
 		}
 		if cleanup {
 			l.cleanup = time.Now()
-			d.cleanup(ctx, m)
+			d.cleanup(mctx, m)
 		}
+		unhook()
+		cancel()
 		m.work.Release()
 	}
 	for m := range last {

@@ -1,0 +1,60 @@
+package inbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/testdb"
+)
+
+// TestCloseInterruptsCleanupPostgres: Close of a dispatcher whose cleanup
+// is under way (here waiting for a row lock another transaction holds; a
+// large backlog of Done messages takes as long) interrupts it and returns
+// nil at once: no handler runs, and each cleanup statement is atomic. It
+// used to wait for the cleanup to finish, so until the lock was released
+// or Close's ctx ended.
+func TestCloseInterruptsCleanupPostgres(t *testing.T) {
+	testdb.PostgresDSN(t)
+	e := newEnv(t, openPostgres, inbox.Config{})
+	if _, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "m"},
+		func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(inbox.DefaultRetention + time.Hour) // the Done message is past retention
+
+	blocker, err := e.db.BeginTxx(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback() //nolint:errcheck // ends the lock
+	var pid int
+	if err := blocker.QueryRowContext(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.ExecContext(e.ctx, `SELECT 1 FROM `+e.in.Table()+` FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+
+	d, err := e.in.NewDispatcher(inbox.DispatcherConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the dispatcher's cleanup to wait for the row lock", func() bool {
+		var n int
+		err := e.db.QueryRowContext(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
+		return err == nil && n > 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.Close(ctx); err != nil {
+		t.Fatalf("Close of a dispatcher running no handler = %v, want nil (it waited for the cleanup)", err)
+	}
+	mustEqual(t, "status", e.status("s", "m"), inbox.StatusDone) // the interrupted cleanup deleted nothing
+}
