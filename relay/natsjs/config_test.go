@@ -60,13 +60,15 @@ func TestNewValidatesConfig(t *testing.T) {
 }
 
 func TestValidateSubject(t *testing.T) {
-	for _, ok := range []string{"a", "orders.created", "a.b-c_d.E9", "tenant.acme.Order.42", "ünïcode.ok", "orders.$JS.API.x", "a$", "INBOX.x", "orders._INBOX"} {
+	for _, ok := range []string{"a", "orders.created", "a.b-c_d.E9", "tenant.acme.Order.42", "ünïcode.ok", "orders.$JS.API.x", "a$", "INBOX.x", "orders._INBOX",
+		strings.Repeat("a", 4000)} {
 		if err := natsjs.ValidateSubject(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", ".a", "a.", "a..b", "a b", "a\tb", "a\nb", "a.*", "a.>", "a*b", "a\x00b", "a.\xff",
-		"$JS.API.STREAM.PURGE.ORDERS", "$SYS.REQ.SERVER.PING", "$KV.bucket.key", "$G", "_INBOX.abc"} {
+		"$JS.API.STREAM.PURGE.ORDERS", "$SYS.REQ.SERVER.PING", "$KV.bucket.key", "$G", "_INBOX.abc",
+		strings.Repeat("a", 4001)} {
 		if err := natsjs.ValidateSubject(bad); !errors.Is(err, natsjs.ErrInvalidSubject) {
 			t.Errorf("%q: %v, want ErrInvalidSubject", bad, err)
 		}

@@ -14,9 +14,20 @@ import (
 // outage is involved.
 var ErrInvalidSubject = errors.New("natsjs: invalid subject")
 
+// maxSubjectBytes bounds a published subject. nats-server refuses a
+// publish whose protocol line (subject, reply subject and sizes, about 60
+// bytes besides the subject) is longer than its max_control_line, 4096
+// bytes by default, by closing the client's connection, which nats.go then
+// closes for good (no reconnect, whatever MaxReconnects): one event with
+// such a subject would leave the relay without a connection, every event
+// put off for ever.
+const maxSubjectBytes = 4000
+
 // ValidateSubject checks subject against the rules of a NATS publish
-// subject: not empty, valid UTF-8, tokens separated by '.' and none of
-// them empty, no whitespace or control character, no wildcard
+// subject: not empty, at most 4000 bytes (nats-server closes the
+// connection of a client whose publish line exceeds its max_control_line,
+// 4096 bytes by default, and nats.go does not reconnect it), valid UTF-8,
+// tokens separated by '.' and none of them empty, no whitespace or control character, no wildcard
 // character ('*' or '>'), which JetStream refuses in a published subject,
 // and a first token that is not reserved for the server's APIs (one that
 // starts with '$', such as $JS.API, or _INBOX): an event field at the
@@ -25,6 +36,10 @@ var ErrInvalidSubject = errors.New("natsjs: invalid subject")
 func ValidateSubject(subject string) error {
 	if subject == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidSubject)
+	}
+	if len(subject) > maxSubjectBytes {
+		return fmt.Errorf("%w: %d bytes, longer than %d (nats-server's max_control_line, 4096 bytes by default, bounds the publish line)",
+			ErrInvalidSubject, len(subject), maxSubjectBytes)
 	}
 	if !utf8.ValidString(subject) {
 		return fmt.Errorf("%w %q: not valid UTF-8", ErrInvalidSubject, subject)
