@@ -166,8 +166,9 @@ type Config struct {
 	// queries count the whole table, so they are shared: concurrent page
 	// loads wait on one read, and a load that finds figures older than
 	// StatsMaxAge gets them at once while one read refreshes them in the
-	// background (the page says when they were read). A dashboard left
-	// open by many operators thus costs the database at most one read per
+	// background (the page says when they were read and, when a later
+	// read failed, why; the failure is logged too). A dashboard left open
+	// by many operators thus costs the database at most one read per
 	// StatsMaxAge. On a table so large that the read takes long, reads are
 	// spaced further: one that took T is not repeated for 50 × T (a read
 	// of 200 ms, then, every 10 s), so the figures never take more than 2%

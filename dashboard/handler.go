@@ -48,10 +48,10 @@ func New(cfg Config) (http.Handler, error) {
 	h := &handler{cfg: cfg, byName: map[string]*source{}, pages: map[string]*template.Template{}, log: cfg.Logger}
 	sl := make(slots, cfg.MaxConcurrentReads)
 	if cfg.Store != nil {
-		h.sources = []*source{newSource("", cfg.Store, cfg.Inbox, sl)}
+		h.sources = []*source{newSource("", cfg.Store, cfg.Inbox, sl, cfg.Logger)}
 	}
 	for _, d := range cfg.Databases {
-		h.sources = append(h.sources, newSource(d.Name, d.Store, d.Inbox, sl))
+		h.sources = append(h.sources, newSource(d.Name, d.Store, d.Inbox, sl, cfg.Logger))
 	}
 	for _, s := range h.sources {
 		h.byName[s.name] = s

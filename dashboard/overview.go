@@ -48,18 +48,24 @@ type overviewView struct {
 	Blocked      []jdbcstore.BlockedKey
 	ReadAt       time.Time
 	Took         time.Duration
+	Failed       string // the failure of the last read, newer than these figures
+	FailedAt     time.Time
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request, src *source) {
 	d, err := src.overview(r.Context(), h.cfg.Now, h.cfg.StatsMaxAge)
 	if err != nil {
-		h.failStore(w, r, src, "reading the overview", err)
+		// The source logged a failed read.
+		h.fail(w, r, src, http.StatusInternalServerError, "reading the overview failed: "+err.Error())
 		return
 	}
 	v := overviewView{
 		Now: h.cfg.Now(), Lag: d.Stats.Lag, OldestAt: d.Stats.OldestPending,
 		Activity: d.Activity, Window: time.Duration(len(d.Activity)) * DefaultActivityWidth, Bucket: DefaultActivityWidth,
 		BlockedCount: d.Stats.BlockedKeys, Blocked: d.Blocked, ReadAt: d.ReadAt, Took: d.Took,
+	}
+	if d.Failed != nil {
+		v.Failed, v.FailedAt = d.Failed.Error(), d.FailedAt
 	}
 	for _, s := range []core.Status{core.StatusNew, core.StatusRetry, core.StatusDone, core.StatusDead} {
 		v.Statuses = append(v.Statuses, statusRow{Name: s.String(), Code: int(s), Count: d.Stats.Counts[s]})

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -18,6 +19,10 @@ type overviewData struct {
 	Blocked  []jdbcstore.BlockedKey
 	ReadAt   time.Time
 	Took     time.Duration
+	// Failed is the failure of the last read, at FailedAt, when it came
+	// after the read of these figures.
+	Failed   error
+	FailedAt time.Time
 }
 
 // source is one database with its cached overview figures.
@@ -26,12 +31,17 @@ type source struct {
 	store Store
 	inbox Inbox  // nil when none
 	table string // the outbox table's name when the Store tells it (a *jdbcstore.Store does), else ""
+	log   *slog.Logger
 
 	mu       sync.Mutex
 	cached   overviewData
 	cachedOK bool
 	inflight *flight
 	gen      uint64 // bumped by invalidate: reads started before it are not cached
+	// failed is the last read's failure, and failedAt its time, while
+	// no read succeeded since: the page shows it over older figures.
+	failed   error
+	failedAt time.Time
 }
 
 // flight is one read of the overview figures that concurrent page loads
@@ -43,9 +53,10 @@ type flight struct {
 	err  error
 }
 
-// newSource returns the database with its calls limited by sl.
-func newSource(name string, st Store, in Inbox, sl slots) *source {
-	s := &source{name: name, store: limitedStore{st: st, s: sl}}
+// newSource returns the database with its calls limited by sl; log
+// receives its failed reads of the overview figures.
+func newSource(name string, st Store, in Inbox, sl slots, log *slog.Logger) *source {
+	s := &source{name: name, store: limitedStore{st: st, s: sl}, log: log}
 	if t, ok := st.(interface{ Table() string }); ok {
 		s.table = t.Table()
 	}
@@ -71,13 +82,16 @@ func due(now time.Time, d overviewData, maxAge time.Duration) bool {
 
 // overview returns the figures of the database. Figures not yet due for
 // a new read (see due) are returned as they are; older ones too, while
-// one read refreshes them in the background; without figures (or with a
-// negative maxAge) the caller waits for a read. Concurrent callers share
-// one read, unless it started before the last mutation.
+// one read refreshes them in the background, with the failure of the
+// last read, if any, and its time; without figures (or with a negative
+// maxAge) the caller waits for a read. Concurrent callers share one read,
+// unless it started before the last mutation. Every failed read is
+// logged.
 func (s *source) overview(ctx context.Context, now func() time.Time, maxAge time.Duration) (overviewData, error) {
 	s.mu.Lock()
 	if s.cachedOK && maxAge >= 0 {
 		d := s.cached
+		d.Failed, d.FailedAt = s.failed, s.failedAt
 		if due(now(), d, maxAge) && s.inflight == nil {
 			s.startRead(ctx, now)
 		}
@@ -117,8 +131,16 @@ func (s *source) read(ctx context.Context, now func() time.Time, f *flight) {
 	d, err := readOverview(ctx, s.store)
 	d.ReadAt = now()
 	d.Took = d.ReadAt.Sub(start)
+	if err != nil && s.log != nil {
+		s.log.ErrorContext(ctx, "outbox dashboard: reading the overview failed", "db", s.name, "err", err)
+	}
 	s.mu.Lock()
 	f.data, f.err = d, err
+	if err == nil {
+		s.failed, s.failedAt = nil, time.Time{}
+	} else {
+		s.failed, s.failedAt = err, d.ReadAt
+	}
 	if err == nil && f.gen == s.gen {
 		s.cached, s.cachedOK = d, true
 	}
