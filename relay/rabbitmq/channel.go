@@ -14,6 +14,14 @@ import (
 // the returns of its mandatory publishes, correlated by message id, and
 // the error it was closed with.
 //
+// A return names its message by message id alone (and exchange and
+// routing key), so two mandatory publishes with one message id (events
+// of two outboxes, or tenants, that share the relay and chose the same
+// id) never await their confirms on one channel at once: the second waits
+// until the first has its outcome. Otherwise the return of one could be
+// taken for the other's, and a message the broker dropped counted as
+// delivered.
+//
 // Correlating returns relies on two facts. RabbitMQ sends a mandatory
 // message's basic.return before its basic.ack (its publisher confirms
 // documentation: "If the message is also published as mandatory, the
@@ -37,7 +45,7 @@ type pubChannel struct {
 	ch *amqp.Channel
 
 	mu      sync.Mutex
-	pending map[string]*amqp.Return // message id -> its return, nil until returned
+	pending map[string]*awaitedReturn // message id -> the one mandatory publish of it under way
 
 	// sendMu makes sending a message and recording it in unconfirmed
 	// one step, so that whoever reads unconfirmed sees every message
@@ -56,6 +64,13 @@ type pubChannel struct {
 	done     chan struct{} // closed when watch returns
 }
 
+// awaitedReturn is the return of the mandatory publish under way of one
+// message id on a channel.
+type awaitedReturn struct {
+	ret  *amqp.Return  // nil until returned; under pubChannel.mu
+	done chan struct{} // closed once the publish no longer awaits its outcome
+}
+
 // openChannel opens a channel on conn and puts it in confirm mode.
 func openChannel(conn *amqp.Connection) (*pubChannel, error) {
 	ch, err := conn.Channel()
@@ -68,7 +83,7 @@ func openChannel(conn *amqp.Connection) (*pubChannel, error) {
 	}
 	pc := &pubChannel{
 		ch:          ch,
-		pending:     make(map[string]*amqp.Return),
+		pending:     make(map[string]*awaitedReturn),
 		unconfirmed: make(map[uint64]*amqp.DeferredConfirmation),
 		barrier:     make(chan chan struct{}),
 		closed:      make(chan struct{}),
@@ -96,8 +111,8 @@ func (pc *pubChannel) watch(returns <-chan amqp.Return, closes <-chan *amqp.Erro
 				continue
 			}
 			pc.mu.Lock()
-			if v, ok := pc.pending[r.MessageId]; ok && v == nil {
-				pc.pending[r.MessageId] = &r
+			if v, ok := pc.pending[r.MessageId]; ok && v.ret == nil {
+				v.ret = &r
 			}
 			pc.mu.Unlock()
 		case e, ok := <-closes:
@@ -146,14 +161,32 @@ type result struct {
 // within ctx.
 func (pc *pubChannel) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing, timeout time.Duration) result {
 	id := msg.MessageId
+	var awaited *awaitedReturn
 	if mandatory {
-		pc.mu.Lock()
-		pc.pending[id] = nil
-		pc.mu.Unlock()
+		awaited = &awaitedReturn{done: make(chan struct{})}
+		for {
+			pc.mu.Lock()
+			other, busy := pc.pending[id]
+			if !busy {
+				pc.pending[id] = awaited
+			}
+			pc.mu.Unlock()
+			if !busy {
+				break
+			}
+			// Another publish of this message id awaits its outcome
+			// here: a return could not tell the two apart.
+			select {
+			case <-other.done:
+			case <-ctx.Done():
+				return result{outcome: unsent, err: ctx.Err()}
+			}
+		}
 		defer func() {
 			pc.mu.Lock()
 			delete(pc.pending, id)
 			pc.mu.Unlock()
+			close(awaited.done)
 		}()
 	}
 	pc.sendMu.Lock()
@@ -169,14 +202,15 @@ func (pc *pubChannel) publish(ctx context.Context, exchange, key string, mandato
 		// Not sent: the broker did not close the channel because of it.
 		return pc.closedResult(err, nil)
 	}
-	res := pc.await(ctx, id, mandatory, dc, timeout)
+	res := pc.await(ctx, awaited, dc, timeout)
 	pc.settle(dc, res.outcome)
 	return res
 }
 
 // await waits for the confirm of the message sent with dc, at most
-// timeout and within ctx.
-func (pc *pubChannel) await(ctx context.Context, id string, mandatory bool, dc *amqp.DeferredConfirmation, timeout time.Duration) result {
+// timeout and within ctx; awaited is its return, nil when it is not
+// mandatory.
+func (pc *pubChannel) await(ctx context.Context, awaited *awaitedReturn, dc *amqp.DeferredConfirmation, timeout time.Duration) result {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
@@ -195,7 +229,7 @@ func (pc *pubChannel) await(ctx context.Context, id string, mandatory bool, dc *
 		}
 		return result{outcome: nacked}
 	}
-	if !mandatory {
+	if awaited == nil {
 		return result{outcome: acked}
 	}
 	b := make(chan struct{})
@@ -205,7 +239,7 @@ func (pc *pubChannel) await(ctx context.Context, id string, mandatory bool, dc *
 	case <-pc.done: // watch returned: it recorded everything it received
 	}
 	pc.mu.Lock()
-	ret := pc.pending[id]
+	ret := awaited.ret
 	pc.mu.Unlock()
 	if ret != nil {
 		return result{outcome: returned, ret: ret}
