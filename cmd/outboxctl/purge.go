@@ -27,7 +27,9 @@ after each batch it waits --pause-factor times as long as the batch took (0
 runs the batches back to back; at most 99), and --max-rate caps the rows
 deleted per second over the run (0: no cap). On SQLite, where the purge and
 the application share one write lock, about twice the peak publish rate is a
-good cap.
+good cap. --timeout (10s by default) bounds the whole purge, pauses included: give
+a paced purge of a big backlog a longer one (--timeout 2h). A purge cut short
+by it exits 1 and says how many rows it removed; run it again to go on.
 
 --json prints one object: dry_run, done_older_than_seconds and
 dead_older_than_seconds (0 when omitted: kept), done and dead (events removed, or
