@@ -216,8 +216,8 @@ func writeEscape(sb *strings.Builder, r rune) {
 // A consumer that reads the NATS headers directly sees every header NATS
 // carries verbatim, exactly, and misses only those inside HeaderEncoded;
 // there are none when each name is made of ASCII letters, digits and
-// dashes and no value holds a line break or starts or ends with a space
-// or a tab. A malformed HeaderEncoded (see [ErrEncodedHeaders]) returns
+// dashes, no value holds a line break or starts or ends with a space or a
+// tab, and no name or value mentions "Nats-" (in any case). A malformed HeaderEncoded (see [ErrEncodedHeaders]) returns
 // an error and no headers.
 func DecodeHeaders(h nats.Header) (nats.Header, error) {
 	out := make(nats.Header, len(h))
