@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -102,7 +103,8 @@ type DispatcherConfig struct {
 	// Defaults to 30 s; negative disables.
 	ReapInterval time.Duration
 	// CleanupInterval is how often Done messages past Retention are
-	// deleted. Defaults to 1 h; negative disables.
+	// deleted, in every inbox, beside the claims (a long cleanup does not
+	// hold them up). Defaults to 1 h; negative disables.
 	CleanupInterval time.Duration
 	// Retention is how long a Done message is kept after its last
 	// sighting or its completion, whichever came later (Record.LastSeenAt).
@@ -388,10 +390,11 @@ func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}) {
 	// waiting for a row lock) instead of waiting for them.
 	mctx, cancel := engine.UntilStop(ctx, stop)
 	defer cancel()
+	var cleaning atomic.Bool // a cleanup round runs
 	d.run.Pace(ctx, stop, 0, func(ctx context.Context, _ bool) time.Duration {
 		// Maintenance first (the first round of each inbox runs at once):
 		// a restart releases the leases its previous run left behind.
-		d.maintain(mctx, last)
+		d.maintain(mctx, last, &cleaning)
 		if d.cycle(ctx, stop) {
 			return d.cfg.PollInterval
 		}
@@ -399,46 +402,65 @@ func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}) {
 	})
 }
 
-// maintain reaps and cleans up every inbox whose interval has passed.
-func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance) {
+// maintain reaps every inbox whose interval has passed (each reap is
+// bounded by Lease), and starts a cleanup round of those whose cleanup
+// interval has passed, unless one runs. A cleanup runs beside the claims:
+// one of a large backlog, or one waiting for a lock in one inbox, must not
+// hold up the claims of every inbox.
+func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance, cleaning *atomic.Bool) {
 	ms := d.members.Members()
 	seen := make(map[*member]bool, len(ms))
+	canClean := !cleaning.Load()
+	var clean []*member // held once each
 	for _, m := range ms {
 		seen[m] = true
 		if ctx.Err() != nil { // Close: no more maintenance
-			return
+			break
 		}
 		l := last[m]
 		if l == nil {
 			l = &maintenance{}
 			last[m] = l
 		}
-		reap := d.cfg.ReapInterval > 0 && time.Since(l.reap) >= d.cfg.ReapInterval
-		cleanup := d.cfg.CleanupInterval > 0 && time.Since(l.cleanup) >= d.cfg.CleanupInterval
-		if !(reap || cleanup) || !m.work.Hold() {
-			continue
-		}
-		// A removal of the inbox that gives up waiting interrupts its
-		// maintenance too, as it does its handlers.
-		mctx, cancel := context.WithCancel(ctx)
-		unhook := context.AfterFunc(m.work.Context(), cancel)
-		if reap {
+		if d.cfg.ReapInterval > 0 && time.Since(l.reap) >= d.cfg.ReapInterval && m.work.Hold() {
 			l.reap = time.Now()
-			d.reap(mctx, m)
+			onMember(ctx, m, d.reap)
+			m.work.Release()
 		}
-		if cleanup {
+		if canClean && d.cfg.CleanupInterval > 0 && time.Since(l.cleanup) >= d.cfg.CleanupInterval && m.work.Hold() {
 			l.cleanup = time.Now()
-			d.cleanup(mctx, m)
+			clean = append(clean, m)
 		}
-		unhook()
-		cancel()
-		m.work.Release()
 	}
 	for m := range last {
 		if !seen[m] {
 			delete(last, m)
 		}
 	}
+	if len(clean) == 0 {
+		return
+	}
+	cleaning.Store(true)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer cleaning.Store(false)
+		for _, m := range clean {
+			if ctx.Err() == nil {
+				onMember(ctx, m, d.cleanup)
+			}
+			m.work.Release()
+		}
+	}()
+}
+
+// onMember runs fn on m with a child of ctx that also ends when a removal
+// of m gives up waiting, as its handlers' contexts do.
+func onMember(ctx context.Context, m *member, fn func(context.Context, *member)) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(m.work.Context(), cancel)()
+	fn(ctx, m)
 }
 
 // cycle waits for an idle worker, claims as many messages as there are

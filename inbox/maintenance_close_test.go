@@ -58,3 +58,68 @@ func TestCloseInterruptsCleanupPostgres(t *testing.T) {
 	}
 	mustEqual(t, "status", e.status("s", "m"), inbox.StatusDone) // the interrupted cleanup deleted nothing
 }
+
+// TestClaimsGoOnDuringCleanupPostgres: a cleanup under way (here waiting
+// for a row lock another transaction holds on a Done message; a large
+// backlog takes as long) does not hold up the claims: a message enqueued
+// meanwhile is handled. The cleanup used to run in the claim loop, so no
+// message of any of the dispatcher's inboxes was claimed until it ended.
+func TestClaimsGoOnDuringCleanupPostgres(t *testing.T) {
+	testdb.PostgresDSN(t)
+	e := newEnv(t, openPostgres, inbox.Config{})
+	if _, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "done"},
+		func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(inbox.DefaultRetention + time.Hour)
+
+	blocker, err := e.db.BeginTxx(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback() //nolint:errcheck // ends the lock
+	var pid int
+	if err := blocker.QueryRowContext(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.ExecContext(e.ctx, `SELECT 1 FROM `+e.in.Table()+` FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+
+	d, err := e.in.NewDispatcher(inbox.DispatcherConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan struct{}, 1)
+	if err := d.HandleFunc("topic", func(context.Context, inbox.Record) error {
+		select {
+		case handled <- struct{}{}:
+		default:
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = blocker.Rollback()
+		if err := d.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	waitFor(t, "the dispatcher's cleanup to wait for the row lock", func() bool {
+		var n int
+		err := e.db.QueryRowContext(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
+		return err == nil && n > 0
+	})
+	e.enqueue(inbox.Message{Source: "s", MessageID: "new"})
+	select {
+	case <-handled:
+	case <-time.After(waitTimeout):
+		t.Fatal("a message enqueued during a cleanup was not handled: the cleanup holds up the claims")
+	}
+}
