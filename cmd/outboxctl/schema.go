@@ -107,7 +107,7 @@ type schemaJSON struct {
 func schemaApplyCommand() *command {
 	return &command{
 		name:    "apply",
-		summary: "create the outbox table and index if they do not exist",
+		summary: "create the outbox table and its indexes if missing; upgrade one of an earlier release",
 		help: `Runs the store's DDL (see 'schema print') on the database: creates the --table, its
 indexes and its keys table when missing. An existing table keeps its rows; one created
 by an earlier release, without the ordering columns, is upgraded in place (ALTER TABLE
