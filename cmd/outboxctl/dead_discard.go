@@ -25,9 +25,9 @@ discarded (exit status 2). --dry-run deletes nothing and tells what would be
 discarded.
 
 The table output says "discarded N events" ("would discard N events" in a dry run)
-and lists the first %d ids discarded. --json prints one object: dry_run, matched,
-discarded, ids (every id discarded, or in a dry run that would be) and
-not_discarded.
+and lists the first %d ids discarded. --json prints one object: dry_run,
+matched (the DEAD events selected), discarded (their count, 0 in a dry run),
+ids (every id discarded, or in a dry run that would be) and not_discarded.
 
 An event not discarded is listed under "not discarded" with the reason
 (not_discarded in --json: id, reason and status): an --id not found, not DEAD,

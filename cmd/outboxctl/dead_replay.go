@@ -33,9 +33,9 @@ or are being delivered, as if it had succeeded, so replaying it would deliver it
 out of order. It stays DEAD: discard it, or publish a new event.
 
 The table output says "replayed N events" ("would replay N events" in a dry run)
-and lists the first %d ids replayed. --json prints one object: dry_run, matched,
-replayed, ids (every id replayed, or in a dry run that would be) and
-not_replayed.
+and lists the first %d ids replayed. --json prints one object: dry_run,
+matched (the DEAD events selected), replayed (their count, 0 in a dry run),
+ids (every id replayed, or in a dry run that would be) and not_replayed.
 
 An event not replayed is listed under "not replayed" with the reason
 (not_replayed in --json: id, reason and status): an --id not found, not DEAD,
