@@ -224,15 +224,18 @@ func (r *Relay) signalDrained() {
 	}
 }
 
-// Close stops the relay and waits until every publish under way has its
-// outcome (ack, refusal, AckTimeout or its listener's ctx). From the call
-// on, OnEvent publishes nothing and returns a core.Unavailable error
-// wrapping ErrClosed, so events still dispatched are put off without
-// charging an attempt. If ctx ends first Close returns ctx's error; the
-// publishes under way still end on their own, within AckTimeout. Calling
-// it again waits again. Close neither closes the JetStream context nor the
-// NATS connection, which belong to the caller; close the outbox first,
-// so no event is still being delivered.
+// Close stops the relay and waits until every OnEvent call under way has
+// its outcome (ack, refusal, AckTimeout or its listener's ctx). An OnEvent
+// called from then on publishes nothing and returns a core.Unavailable
+// error wrapping ErrClosed, so events still dispatched are put off
+// without charging an attempt. If ctx ends first Close returns ctx's
+// error; the calls under way still end on their own, within their
+// listener's ctx: at their ack or AckTimeout, or, when the relay then asks
+// the JetStream API why an ack did not come (see Config.AckTimeout), once
+// it answered, within AckTimeout more. Calling it again waits again. Close
+// neither closes the JetStream context nor the NATS connection, which
+// belong to the caller; close the outbox first, so no event is still
+// being delivered.
 func (r *Relay) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
