@@ -454,12 +454,12 @@ func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance
 	}()
 }
 
-// onMember runs fn on m with a child of ctx that also ends when a removal
-// of m gives up waiting, as its handlers' contexts do.
+// onMember runs fn on m with a child of ctx that also ends when m's
+// removal begins.
 func onMember(ctx context.Context, m *member, fn func(context.Context, *member)) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(m.work.Context(), cancel)()
+	defer context.AfterFunc(m.removing, cancel)()
 	fn(ctx, m)
 }
 

@@ -26,18 +26,7 @@ func TestCloseInterruptsCleanupPostgres(t *testing.T) {
 	}
 	e.clock.Advance(inbox.DefaultRetention + time.Hour) // the Done message is past retention
 
-	blocker, err := e.db.BeginTxx(e.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback() //nolint:errcheck // ends the lock
-	var pid int
-	if err := blocker.QueryRowContext(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := blocker.ExecContext(e.ctx, `SELECT 1 FROM `+e.in.Table()+` FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	pid := lockInboxRows(t, e)
 
 	d, err := e.in.NewDispatcher(inbox.DispatcherConfig{})
 	if err != nil {
@@ -46,11 +35,7 @@ func TestCloseInterruptsCleanupPostgres(t *testing.T) {
 	if err := d.Start(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the dispatcher's cleanup to wait for the row lock", func() bool {
-		var n int
-		err := e.db.QueryRowContext(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
-		return err == nil && n > 0
-	})
+	waitForBlocked(t, e, pid)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := d.Close(ctx); err != nil {
@@ -73,18 +58,7 @@ func TestClaimsGoOnDuringCleanupPostgres(t *testing.T) {
 	}
 	e.clock.Advance(inbox.DefaultRetention + time.Hour)
 
-	blocker, err := e.db.BeginTxx(e.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback() //nolint:errcheck // ends the lock
-	var pid int
-	if err := blocker.QueryRowContext(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := blocker.ExecContext(e.ctx, `SELECT 1 FROM `+e.in.Table()+` FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	pid := lockInboxRows(t, e)
 
 	d, err := e.in.NewDispatcher(inbox.DispatcherConfig{})
 	if err != nil {
@@ -106,20 +80,83 @@ func TestClaimsGoOnDuringCleanupPostgres(t *testing.T) {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		defer cancel()
-		_ = blocker.Rollback()
 		if err := d.Close(ctx); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	}()
-	waitFor(t, "the dispatcher's cleanup to wait for the row lock", func() bool {
-		var n int
-		err := e.db.QueryRowContext(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
-		return err == nil && n > 0
-	})
+	waitForBlocked(t, e, pid)
 	e.enqueue(inbox.Message{Source: "s", MessageID: "new"})
 	select {
 	case <-handled:
 	case <-time.After(waitTimeout):
 		t.Fatal("a message enqueued during a cleanup was not handled: the cleanup holds up the claims")
 	}
+}
+
+// TestRemoveInboxInterruptsCleanupPostgres: RemoveInbox of an inbox whose
+// cleanup is under way (here waiting for a row lock) interrupts it and
+// returns nil at once, where it waited for it until ctx ended and then
+// failed.
+func TestRemoveInboxInterruptsCleanupPostgres(t *testing.T) {
+	testdb.PostgresDSN(t)
+	e := newEnv(t, openPostgres, inbox.Config{})
+	if _, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "m"},
+		func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(inbox.DefaultRetention + time.Hour)
+	pid := lockInboxRows(t, e)
+
+	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Logger: e.logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddInbox("a", e.in); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	waitForBlocked(t, e, pid)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.RemoveInbox(ctx, "a"); err != nil {
+		t.Fatalf("RemoveInbox of an inbox running no handler = %v, want nil (it waited for the cleanup)", err)
+	}
+	mustEqual(t, "status", e.status("s", "m"), inbox.StatusDone)
+}
+
+// lockInboxRows locks every row of e's inbox table in a transaction of
+// its own until t ends, and returns that transaction's backend pid.
+func lockInboxRows(t *testing.T, e *env) int {
+	t.Helper()
+	tx, err := e.db.BeginTxx(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	var pid int
+	if err := tx.QueryRowContext(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(e.ctx, `SELECT 1 FROM `+e.in.Table()+` FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// waitForBlocked waits until a statement waits for a lock that the
+// backend pid holds.
+func waitForBlocked(t *testing.T, e *env, pid int) {
+	t.Helper()
+	waitFor(t, "a statement to wait for the row lock", func() bool {
+		var n int
+		err := e.db.QueryRowContext(e.ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
+		return err == nil && n > 0
+	})
 }

@@ -30,6 +30,11 @@ type member struct {
 	// running handlers see their context end.
 	work    *engine.Counter
 	pending atomic.Bool // a message was enqueued since the last claim began
+	// removing ends when RemoveInbox begins: the inbox's reaping and
+	// cleanup stop at once (each statement is atomic) instead of holding
+	// up the removal.
+	removing context.Context
+	remove   context.CancelFunc
 
 	noHandlerLog, statusLog, lostLog, cycleLog *ratelog.Limiter
 }
@@ -45,6 +50,7 @@ func newMember(d *Dispatcher, id string, in *Inbox) *member {
 	if id != "" {
 		m.log = d.log.With(slog.String("store", id))
 	}
+	m.removing, m.remove = context.WithCancel(context.Background())
 	return m
 }
 
@@ -165,7 +171,7 @@ func (d *Dispatcher) addMember(id string, in *Inbox) error {
 }
 
 // RemoveInbox stops claiming from inbox id (and reaping and cleaning it
-// up) and waits until its running handlers have recorded their outcome,
+// up: a cleanup under way is interrupted) and waits until its running handlers have recorded their outcome,
 // or ctx ends. Once it returned nil the dispatcher no longer uses the
 // inbox, and its database may be closed. When ctx ends first, the
 // contexts of the inbox's running handlers are cancelled (a handler
@@ -193,6 +199,7 @@ func (d *Dispatcher) RemoveInbox(ctx context.Context, id string) error {
 		return nil
 	}
 	m.work.Close()
+	m.remove()
 	m.in.unregister(m)
 	if _, err := m.work.Drain(ctx); err != nil {
 		// The handlers were interrupted. Those that honour their ctx return
