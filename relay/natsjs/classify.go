@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/relay"
 )
 
@@ -74,6 +76,17 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject str
 		}
 	}
 	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code >= 500 && strings.Contains(apiErr.Description, "per subject") {
+		// 503 "maximum messages per subject exceeded": the stream keeps
+		// no more messages on this subject (MaxMsgsPerSubject with
+		// DiscardNewPerSubject) and takes those of every other one. The
+		// event waits, uncharged, until room is made on its subject,
+		// without opening the breaker: an outage would put off the
+		// events of every subject, and each retry of this one would
+		// begin a new one.
+		attempt.Up()
+		return core.Unavailable(fmt.Errorf("natsjs: publish to %q: the stream takes no more messages on this subject: %w", subject, err), r.cfg.Breaker.RetryAfter)
+	}
 	if errors.As(err, &apiErr) && apiErr.Code >= 500 {
 		// 503 and friends: JetStream is there but cannot take messages
 		// now (no leader, storage failure, a stream full with DiscardNew,

@@ -103,6 +103,12 @@
 // because the broker was down and the reconnect buffer of nats.go does not
 // fill with messages whose acks may never come.
 //
+// A subject the stream takes no more messages on (MaxMsgsPerSubject with
+// DiscardNewPerSubject: 503 "maximum messages per subject exceeded") is
+// no outage: its event is put off (core.Unavailable, no attempt charged)
+// until room is made on that subject, and the events of other subjects
+// are published meanwhile.
+//
 // # Order
 //
 // The relay returns only after the stream's ack, and the dispatcher hands
