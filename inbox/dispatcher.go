@@ -411,7 +411,7 @@ func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance
 	ms := d.members.Members()
 	seen := make(map[*member]bool, len(ms))
 	canClean := !cleaning.Load()
-	var clean []*member // held once each
+	var clean []*member
 	for _, m := range ms {
 		seen[m] = true
 		if ctx.Err() != nil { // Close: no more maintenance
@@ -427,7 +427,7 @@ func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance
 			onMember(ctx, m, d.reap)
 			m.work.Release()
 		}
-		if canClean && d.cfg.CleanupInterval > 0 && time.Since(l.cleanup) >= d.cfg.CleanupInterval && m.work.Hold() {
+		if canClean && d.cfg.CleanupInterval > 0 && time.Since(l.cleanup) >= d.cfg.CleanupInterval {
 			l.cleanup = time.Now()
 			clean = append(clean, m)
 		}
@@ -446,10 +446,12 @@ func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance
 		defer d.wg.Done()
 		defer cleaning.Store(false)
 		for _, m := range clean {
-			if ctx.Err() == nil {
+			// Held only while its own cleanup runs: a removal of one inbox
+			// does not wait for another's.
+			if ctx.Err() == nil && m.work.Hold() {
 				onMember(ctx, m, d.cleanup)
+				m.work.Release()
 			}
-			m.work.Release()
 		}
 	}()
 }

@@ -160,3 +160,41 @@ func waitForBlocked(t *testing.T, e *env, pid int) {
 		return err == nil && n > 0
 	})
 }
+
+// TestRemoveInboxDuringAnothersCleanupPostgres: RemoveInbox of one inbox
+// does not wait for the cleanup of another (here waiting for a row lock).
+func TestRemoveInboxDuringAnothersCleanupPostgres(t *testing.T) {
+	testdb.PostgresDSN(t)
+	a := newEnv(t, openPostgres, inbox.Config{})
+	b := newEnv(t, openPostgres, inbox.Config{Now: a.clock.Now})
+	if _, err := a.in.Process(a.ctx, inbox.Message{Source: "s", MessageID: "m"},
+		func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	a.clock.Advance(inbox.DefaultRetention + time.Hour)
+	pid := lockInboxRows(t, a)
+
+	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Logger: a.logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, e := range map[string]*env{"a": a, "b": b} {
+		if err := d.AddInbox(id, e.in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(a.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	waitForBlocked(t, a, pid)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.RemoveInbox(ctx, "b"); err != nil {
+		t.Fatalf("RemoveInbox(b) during a's cleanup = %v, want nil", err)
+	}
+}
