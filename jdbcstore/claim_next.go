@@ -211,18 +211,7 @@ func (s *Store) claimNext(ctx context.Context, req core.NextRequest, after []cor
 // committed. A plain read in tx (no lock, the latest committed rows)
 // finds them.
 func (s *Store) lockedAfter(ctx context.Context, tx *sqlx.Tx, after []core.OrderPos, claimed []core.Record, claimable []any) ([]core.OrderPos, error) {
-	got := make(map[core.OrderPos]bool, len(claimed))
-	for _, r := range claimed {
-		got[core.OrderPos{Key: r.OrderKey, Seq: r.OrderSeq - 1}] = true
-	}
-	args := make([]any, 0, 2*len(after)+len(claimable))
-	n := 0
-	for _, p := range after {
-		if !got[p] {
-			args = append(args, p.Key, p.Seq+1)
-			n++
-		}
-	}
+	args, n := untakenNext(after, claimed, nil, len(claimable))
 	if n == 0 {
 		return nil, nil
 	}
@@ -234,10 +223,11 @@ func (s *Store) lockedAfter(ctx context.Context, tx *sqlx.Tx, after []core.Order
 	return locked, err
 }
 
-// laterAfter adds to res the positions of after whose next event is
-// neither among claimed nor locked but waits, unowned, until a time after
-// now (see core.NextResult.Later), and the earliest such time.
-func (s *Store) laterAfter(ctx context.Context, now time.Time, after []core.OrderPos, claimed []core.Record, locked []core.OrderPos, res *core.NextResult) error {
+// untakenNext returns the arguments of positionList for the next event of
+// each position of after that neither a row of claimed follows nor locked
+// holds (key and seq + 1 each, with room for extra more arguments), and
+// their number.
+func untakenNext(after []core.OrderPos, claimed []core.Record, locked []core.OrderPos, extra int) (args []any, n int) {
 	taken := make(map[core.OrderPos]bool, len(claimed)+len(locked))
 	for _, r := range claimed {
 		taken[core.OrderPos{Key: r.OrderKey, Seq: r.OrderSeq - 1}] = true
@@ -245,14 +235,21 @@ func (s *Store) laterAfter(ctx context.Context, now time.Time, after []core.Orde
 	for _, p := range locked {
 		taken[p] = true
 	}
-	args := make([]any, 0, 2*len(after)+2)
-	n := 0
+	args = make([]any, 0, 2*len(after)+extra)
 	for _, p := range after {
 		if !taken[p] {
 			args = append(args, p.Key, p.Seq+1)
 			n++
 		}
 	}
+	return args, n
+}
+
+// laterAfter adds to res the positions of after whose next event is
+// neither among claimed nor locked but waits, unowned, until a time after
+// now (see core.NextResult.Later), and the earliest such time.
+func (s *Store) laterAfter(ctx context.Context, now time.Time, after []core.OrderPos, claimed []core.Record, locked []core.OrderPos, res *core.NextResult) error {
+	args, n := untakenNext(after, claimed, locked, 2)
 	if n == 0 {
 		return nil
 	}
