@@ -30,6 +30,11 @@ func TestSchemaApplyUpgradesAnOldTable(t *testing.T) {
 	if !strings.Contains(line, "earlier release") || !strings.Contains(line, "schema apply") {
 		t.Errorf("stats on an old table gives no hint: %q", line)
 	}
+	// serve refuses to start on it, with the same hint, rather than serve
+	// pages that all fail.
+	if line := fails(t, exitFailed, "--dsn", path, "serve", "--addr", "127.0.0.1:0"); !strings.Contains(line, "earlier release") || !strings.Contains(line, "schema apply") {
+		t.Errorf("serve on an old table gives no hint: %q", line)
+	}
 	matches(t, ok(t, "--dsn", path, "schema", "apply"), `^schema applied: table outbox_event on sqlite .*upgraded if of an earlier release\)$`)
 	var n int
 	if err := db.Get(&n, `SELECT count(*) FROM pragma_table_info('outbox_event') WHERE name IN ('order_key', 'order_seq', 'order_skip')`); err != nil || n != 3 {

@@ -266,13 +266,15 @@ func dbSpecError(name, raw string, err error) error {
 	return fmt.Errorf("--db %s: %s", name, scrubSecret(err.Error(), raw))
 }
 
-// probeTables checks that st's table and, when given, the inbox table
-// exist, so that serve fails at start rather than on every page. The
-// names are quoted as the store's own statements quote them: a table
-// named order, or a mixed-case PostgreSQL name, is found as they find it.
+// probeTables checks that st's table, with the columns of this release,
+// and, when given, the inbox table exist, so that serve fails at start
+// rather than on every page (a table of an earlier release lacks the
+// ordering columns until schema apply upgrades it). The names are quoted
+// as the store's own statements quote them: a table named order, or a
+// mixed-case PostgreSQL name, is found as they find it.
 func probeTables(ctx context.Context, st *jdbcstore.Store, inboxTable string) error {
 	db, q := st.DB(), st.Dialect().QuoteIdent
-	if _, err := db.ExecContext(ctx, "SELECT 1 FROM "+q(st.Table())+" WHERE 1 = 0"); err != nil {
+	if _, err := db.ExecContext(ctx, "SELECT order_key, order_seq, order_skip FROM "+q(st.Table())+" WHERE 1 = 0"); err != nil {
 		return missingTable(err, st.Table())
 	}
 	if inboxTable == "" {
