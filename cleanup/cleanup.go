@@ -217,7 +217,8 @@ func (c *Cleaner) RunOnce(ctx context.Context) (jdbcstore.PurgeResult, error) {
 func (c *Cleaner) Start(ctx context.Context) error {
 	return c.run.Start(ctx, func(ctx context.Context, stop <-chan struct{}) {
 		// A purge is many short statements, each complete on its own:
-		// Close interrupts one in progress after its current statement.
+		// Close interrupts one in progress, its current statement included
+		// (rolled back: the rows it would have deleted go with a later purge).
 		ctx, cancel := engine.UntilStop(ctx, stop)
 		defer cancel()
 		c.run.Pace(ctx, stop, c.firstDelay(), func(ctx context.Context, _ bool) time.Duration {
