@@ -398,7 +398,7 @@ func (s *Store) keyWentOn(page []DeadSummary) string {
 	t := s.dialect.QuoteIdent(s.table)
 	c := t + ".order_key IS NOT NULL AND " + t + ".order_skip <> 0 AND (EXISTS (SELECT 1 FROM " + t + " n WHERE n.order_key = " +
 		t + ".order_key AND n.order_seq > " + t + ".order_seq)"
-	if !s.dialect.Capabilities().SingleWriter && len(skipKeys(page)) > 0 {
+	if !s.dialect.Capabilities().SingleWriter && slices.ContainsFunc(page, underSkip) {
 		c += " OR EXISTS (SELECT 1 FROM " + s.dialect.QuoteIdent(keysTable(s.table)) + " k WHERE k.order_key = " + t +
 			".order_key AND k.last_seq > " + t + ".order_seq)"
 	}
@@ -529,12 +529,8 @@ func (s *Store) lockSkipKeys(ctx context.Context, tx *sqlx.Tx, page []DeadSummar
 	if len(keys) == 0 {
 		return nil
 	}
-	args := make([]any, len(keys))
-	for i, k := range keys {
-		args[i] = k
-	}
 	_, err := queryIDs(ctx, tx, inList(s.dialect, "SELECT order_key FROM "+s.dialect.QuoteIdent(keysTable(s.table))+
-		" WHERE order_key IN (", len(keys), ") ORDER BY order_key FOR UPDATE"), len(keys), args...)
+		" WHERE order_key IN (", len(keys), ") ORDER BY order_key FOR UPDATE"), len(keys), keys...)
 	return err
 }
 
@@ -563,27 +559,31 @@ func (s *Store) touchReplayedKeys(ctx context.Context, tx *sqlx.Tx, page []DeadS
 	if len(keys) == 0 {
 		return nil
 	}
-	args := make([]any, len(keys))
-	for i, k := range keys {
-		args[i] = k
-	}
 	_, err := tx.ExecContext(ctx, inList(s.dialect, "UPDATE "+s.dialect.QuoteIdent(keysTable(s.table))+
-		" SET last_seq = last_seq WHERE order_key IN (", len(keys), ")"), args...)
+		" SET last_seq = last_seq WHERE order_key IN (", len(keys), ")"), keys...)
 	return err
 }
 
 // skipKeys returns the keys of the ordered events under the skip policy
-// in page, sorted, each once.
-func skipKeys(page []DeadSummary) []string {
+// in page, sorted, each once, as query arguments.
+func skipKeys(page []DeadSummary) []any {
 	var keys []string
 	for _, r := range page {
-		if r.OrderKey != "" && r.OnDead == core.SkipOnDead {
+		if underSkip(r) {
 			keys = append(keys, r.OrderKey)
 		}
 	}
 	slices.Sort(keys)
-	return slices.Compact(keys)
+	keys = slices.Compact(keys)
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	return args
 }
+
+// underSkip reports whether r is an ordered event under the skip policy.
+func underSkip(r DeadSummary) bool { return r.OrderKey != "" && r.OnDead == core.SkipOnDead }
 
 // ownTx runs fn in a transaction of the store's own, under the write
 // gate (single-writer databases) and READ COMMITTED where rows lock (each
