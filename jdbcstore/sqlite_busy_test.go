@@ -31,13 +31,7 @@ func TestStatusWriteRetriesWhileLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	retrying := make(chan struct{}, 1)
-	jdbcstore.SetBusyHook(st, func(int, error) {
-		select {
-		case retrying <- struct{}{}:
-		default:
-		}
-	})
+	retrying := busySignal(st)
 	tx, err := holder.DB().BeginTxx(ctx, nil) // takes the write lock
 	if err != nil {
 		t.Fatal(err)
@@ -215,13 +209,7 @@ func TestApplySchemaWaitsForTheWALSwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retrying := make(chan struct{}, 1)
-	jdbcstore.SetBusyHook(st, func(int, error) {
-		select {
-		case retrying <- struct{}{}:
-		default:
-		}
-	})
+	retrying := busySignal(st)
 	done := make(chan error, 1)
 	go func() { done <- st.ApplySchema(ctx) }()
 	select {
@@ -246,4 +234,17 @@ func TestApplySchemaWaitsForTheWALSwitch(t *testing.T) {
 	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil || mode != "wal" {
 		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
 	}
+}
+
+// busySignal returns a channel that receives when a statement of st met
+// SQLITE_BUSY and waits to retry (coalesced: it holds one signal).
+func busySignal(st *jdbcstore.Store) <-chan struct{} {
+	retrying := make(chan struct{}, 1)
+	jdbcstore.SetBusyHook(st, func(int, error) {
+		select {
+		case retrying <- struct{}{}:
+		default:
+		}
+	})
+	return retrying
 }
