@@ -57,10 +57,7 @@ func blackhole(t *testing.T, proxy *toxiproxy.Proxy) (remove func()) {
 // event reaches the queue and ends DONE with 0 attempts. The log has one ERROR for the outage,
 // naming the missing confirm, and one "recovered" line.
 func TestRelayBlackhole(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	q := newQueue(t, ch, ex, "#")
-	got := consume(t, q)
+	ex, got := consumedExchange(t)
 	proxy, proxied := faultProxy(t)
 
 	logger, logs := testsupport.NewLogger()
@@ -103,10 +100,7 @@ func TestRelayBlackhole(t *testing.T) {
 // are removed one "recovered" line, and every event reaches the queue,
 // DONE with 0 attempts.
 func TestRelayBlackholeListenerDeadline(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	q := newQueue(t, ch, ex, "#")
-	got := consume(t, q)
+	ex, got := consumedExchange(t)
 	proxy, proxied := faultProxy(t)
 
 	logger, logs := testsupport.NewLogger()

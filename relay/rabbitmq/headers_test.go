@@ -24,10 +24,7 @@ import (
 // Outbox-Event-Id drop the second). Content-Type is the relay's for a
 // JSON payload only: a bytes event's own Content-Type travels.
 func TestRelayMetadataHeadersWin(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	q := newQueue(t, ch, ex, "#")
-	got := consume(t, q)
+	ex, got := consumedExchange(t)
 	r := newRelay(t, rabbitmq.Config{Exchange: ex, Propagator: relaytest.SpoofInjector{}})
 	envs, wants := relaytest.SpoofedEvents(t, "agg-1")
 	want := map[string]map[string]string{}
@@ -61,10 +58,7 @@ func TestRelayMetadataHeadersWin(t *testing.T) {
 // no channel (nor the publishes of other events on it) is lost. Other
 // cases of the names are ordinary headers.
 func TestRelaySenderSelectedHeadersRefused(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	q := newQueue(t, ch, ex, "#")
-	got := consume(t, q)
+	ex, got := consumedExchange(t)
 	r := newRelay(t, rabbitmq.Config{Exchange: ex})
 	event := func(k string) core.Envelope {
 		env, err := core.NewEvent("Mail").Header(k, "boss@example.com").PayloadJSONString(`{}`).Build()

@@ -125,6 +125,15 @@ func consume(t testing.TB, queue string) *collector {
 	return consumeAt(t, amqpURL(), queue)
 }
 
+// consumedExchange returns a new exchange with a queue bound to every
+// routing key ("#") and the collector of that queue's messages.
+func consumedExchange(t testing.TB) (string, *collector) {
+	t.Helper()
+	ch := admin(t)
+	ex := newExchange(t, ch)
+	return ex, consume(t, newQueue(t, ch, ex, "#"))
+}
+
 // consumeAt starts consuming queue (auto-ack) of the broker at url on a
 // channel of its own.
 func consumeAt(t testing.TB, url, queue string) *collector {

@@ -55,10 +55,7 @@ func faultProxy(t *testing.T) (*toxiproxy.Proxy, string) {
 // 0 attempts (none DEAD), and the log has one ERROR for the outage and
 // one "recovered" line.
 func TestRelayOutage(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	q := newQueue(t, ch, ex, "#")
-	got := consume(t, q)
+	ex, got := consumedExchange(t)
 	proxy, proxied := faultProxy(t)
 
 	logger, logs := testsupport.NewLogger()

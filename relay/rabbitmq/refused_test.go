@@ -49,10 +49,7 @@ func refusedWith(err error, code int) error {
 // of that message: ErrRefused, a normal failure (retried, DEAD after
 // MaxAttempts), not an event put off for ever after five new channels.
 func TestRelayRefusedMessageAlone(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	q := newQueue(t, ch, ex, "#")
-	got := consume(t, q)
+	ex, got := consumedExchange(t)
 	logger, logs := testsupport.NewLogger()
 	r := newRelay(t, rabbitmq.Config{Exchange: ex, Logger: logger})
 

@@ -141,10 +141,7 @@ func TestRelayUnroutable(t *testing.T) {
 // ErrRefused, the relay opens a new channel, and the events waiting on
 // the closed channel are published again: none of them fails.
 func TestRelayMissingExchange(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	q := newQueue(t, ch, ex, "#")
-	got := consume(t, q)
+	ex, got := consumedExchange(t)
 	// The exchange comes from the event's tenant: "missing-..." names none.
 	logger, logs := testsupport.NewLogger()
 	r := newRelay(t, rabbitmq.Config{Exchange: "{tenant}", Channels: 1, Logger: logger})
@@ -212,10 +209,7 @@ func TestRelayManyBadNeighbours(t *testing.T) {
 // Events the outbox orders per key reach the queue in per-key commit
 // order, with many workers: the relay returns only after the confirm.
 func TestRelayOrdered(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	q := newQueue(t, ch, ex, "#")
-	got := consume(t, q)
+	ex, got := consumedExchange(t)
 	r := newRelay(t, rabbitmq.Config{Exchange: ex})
 	ob := relaytest.Outbox(t, outbox.Config{Dispatcher: dispatcher.Config{Workers: 16},
 		Ordering: core.Ordering{Types: []string{"Moved"}}}, r)
