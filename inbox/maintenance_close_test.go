@@ -20,13 +20,7 @@ import (
 func TestCloseInterruptsCleanupPostgres(t *testing.T) {
 	testdb.PostgresDSN(t)
 	e := newEnv(t, openPostgres, inbox.Config{})
-	if _, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "m"},
-		func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(inbox.DefaultRetention + time.Hour) // the Done message is past retention
-
-	pid := lockInboxRows(t, e)
+	pid := pastRetentionLocked(t, e, "m")
 
 	d, err := e.in.NewDispatcher(inbox.DispatcherConfig{})
 	if err != nil {
@@ -52,13 +46,7 @@ func TestCloseInterruptsCleanupPostgres(t *testing.T) {
 func TestClaimsGoOnDuringCleanupPostgres(t *testing.T) {
 	testdb.PostgresDSN(t)
 	e := newEnv(t, openPostgres, inbox.Config{})
-	if _, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "done"},
-		func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(inbox.DefaultRetention + time.Hour)
-
-	pid := lockInboxRows(t, e)
+	pid := pastRetentionLocked(t, e, "done")
 
 	d, err := e.in.NewDispatcher(inbox.DispatcherConfig{})
 	if err != nil {
@@ -100,12 +88,7 @@ func TestClaimsGoOnDuringCleanupPostgres(t *testing.T) {
 func TestRemoveInboxInterruptsCleanupPostgres(t *testing.T) {
 	testdb.PostgresDSN(t)
 	e := newEnv(t, openPostgres, inbox.Config{})
-	if _, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "m"},
-		func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(inbox.DefaultRetention + time.Hour)
-	pid := lockInboxRows(t, e)
+	pid := pastRetentionLocked(t, e, "m")
 
 	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Logger: e.logs.Logger()})
 	if err != nil {
@@ -129,6 +112,20 @@ func TestRemoveInboxInterruptsCleanupPostgres(t *testing.T) {
 		t.Fatalf("RemoveInbox of an inbox running no handler = %v, want nil (it waited for the cleanup)", err)
 	}
 	mustEqual(t, "status", e.status("s", "m"), inbox.StatusDone)
+}
+
+// pastRetentionLocked processes message id of source "s" in e's inbox
+// (Done), moves e's clock past the retention, so that the next cleanup
+// deletes it, and locks the inbox's rows until t ends (lockInboxRows): a
+// cleanup then waits. It returns the locking transaction's backend pid.
+func pastRetentionLocked(t *testing.T, e *env, id string) int {
+	t.Helper()
+	if _, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: id},
+		func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(inbox.DefaultRetention + time.Hour)
+	return lockInboxRows(t, e)
 }
 
 // lockInboxRows locks every row of e's inbox table in a transaction of
@@ -167,12 +164,7 @@ func TestRemoveInboxDuringAnothersCleanupPostgres(t *testing.T) {
 	testdb.PostgresDSN(t)
 	a := newEnv(t, openPostgres, inbox.Config{})
 	b := newEnv(t, openPostgres, inbox.Config{Now: a.clock.Now})
-	if _, err := a.in.Process(a.ctx, inbox.Message{Source: "s", MessageID: "m"},
-		func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	a.clock.Advance(inbox.DefaultRetention + time.Hour)
-	pid := lockInboxRows(t, a)
+	pid := pastRetentionLocked(t, a, "m")
 
 	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Logger: a.logs.Logger()})
 	if err != nil {
