@@ -184,9 +184,7 @@ func TestRelayBlackholeListenerDeadline(t *testing.T) {
 // returns within its ctx although that open is still under way (it used
 // to wait for it under the slot's lock).
 func TestRelayBlackholeChannelOpen(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	newQueue(t, ch, ex, "#")
+	ex, _ := routedExchange(t)
 	proxy, proxied := faultProxy(t)
 	logger, logs := testsupport.NewLogger()
 	r := newRelay(t, rabbitmq.Config{URL: proxied, Exchange: ex, Channels: 2, Logger: logger,

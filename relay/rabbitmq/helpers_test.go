@@ -129,9 +129,17 @@ func consume(t testing.TB, queue string) *collector {
 // routing key ("#") and the collector of that queue's messages.
 func consumedExchange(t testing.TB) (string, *collector) {
 	t.Helper()
+	ex, q := routedExchange(t)
+	return ex, consume(t, q)
+}
+
+// routedExchange returns a new exchange and a queue bound to it for
+// every routing key ("#"), so that every message sent to it is routed.
+func routedExchange(t testing.TB) (exchange, queue string) {
+	t.Helper()
 	ch := admin(t)
 	ex := newExchange(t, ch)
-	return ex, consume(t, newQueue(t, ch, ex, "#"))
+	return ex, newQueue(t, ch, ex, "#")
 }
 
 // consumeAt starts consuming queue (auto-ack) of the broker at url on a

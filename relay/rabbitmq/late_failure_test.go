@@ -80,9 +80,7 @@ func (c *ackFilter) frames() {
 // publish's confirm) belongs to that outage: it is put off, and declares
 // no second one. One incident, one ERROR and one "recovered" line.
 func TestRelayLateFailureAfterRecovery(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	newQueue(t, ch, ex, "#")
+	ex, _ := routedExchange(t)
 	filter := &ackFilter{dropped: make(chan struct{}, 8)}
 	var dialed atomic.Bool
 	dial := func(ctx context.Context) (*amqp.Connection, error) {

@@ -104,9 +104,7 @@ func refusedAmongGood(t *testing.T, r *rabbitmq.Relay, ex string, every int, bad
 // it), a message the broker refuses for a reason that names no exchange
 // still ends refused, and its neighbours delivered.
 func TestRelayRefusedMessageAmongOthers(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	newQueue(t, ch, ex, "#")
+	ex, _ := routedExchange(t)
 	logger, _ := testsupport.NewLogger()
 	r := newRelay(t, rabbitmq.Config{Exchange: "{tenant}", Channels: 1, Logger: logger})
 	refusedAmongGood(t, r, ex, 6, func() error {
@@ -119,9 +117,7 @@ func TestRelayRefusedMessageAmongOthers(t *testing.T) {
 // whole name. Such an event is refused all the same (ErrRefused, a
 // normal failure), alone and among others.
 func TestRelayMissingExchangeLongName(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	newQueue(t, ch, ex, "#")
+	ex, _ := routedExchange(t)
 	logger, _ := testsupport.NewLogger()
 	// A good event names ex by its tenant alone; a bad one, a missing
 	// exchange of n bytes by the three fields (the outbox's limits: 64,

@@ -191,9 +191,7 @@ func TestRelayMissingExchange(t *testing.T) {
 // is never charged for the others: the relay publishes it again alone,
 // on a channel of its own, where it is confirmed.
 func TestRelayManyBadNeighbours(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	newQueue(t, ch, ex, "#")
+	ex, _ := routedExchange(t)
 	logger, _ := testsupport.NewLogger()
 	r := newRelay(t, rabbitmq.Config{Exchange: "{tenant}", Channels: 1, Logger: logger})
 	refusedAmongGood(t, r, ex, 4, func() error { // each to an exchange of its own, missing
@@ -358,9 +356,7 @@ func TestRelayEmptyExchangeFromTemplate(t *testing.T) {
 // themselves if their confirms do not come. The next publish goes through
 // with no "recovered" line.
 func TestRelaySlotWaitDeadline(t *testing.T) {
-	ch := admin(t)
-	ex := newExchange(t, ch)
-	newQueue(t, ch, ex, "#")
+	ex, _ := routedExchange(t)
 	logger, logs := testsupport.NewLogger()
 	r := newRelay(t, rabbitmq.Config{Exchange: ex, MaxInFlight: 1, Logger: logger})
 	env, err := core.JSONEvent("a.b", `{}`)
