@@ -87,11 +87,18 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject str
 		attempt.Up()
 		return core.Unavailable(fmt.Errorf("natsjs: publish to %q: the stream takes no more messages on this subject: %w", subject, err), r.cfg.Breaker.RetryAfter)
 	}
+	if errors.As(err, &apiErr) && isStreamFull(apiErr) {
+		// The stream holds all it may and discards new messages: the
+		// broker answers, and the other streams take theirs. The event
+		// waits, uncharged, until room is made, without opening the
+		// breaker (see fullStreams).
+		attempt.Up()
+		r.full.refused(ctx, subject, err, r.streamOf)
+		return core.Unavailable(fmt.Errorf("natsjs: publish to %q: the stream is full: %w", subject, err), r.cfg.Breaker.RetryAfter)
+	}
 	if errors.As(err, &apiErr) && apiErr.Code >= 500 {
 		// 503 and friends: JetStream is there but cannot take messages
-		// now (no leader, storage failure, a stream full with DiscardNew,
-		// which answers 503 "maximum messages exceeded" too: its events
-		// wait, uncharged, until room is made).
+		// now (no leader, storage failure).
 		return attempt.Down(fmt.Errorf("natsjs: publish to %q: JetStream unavailable: %w", subject, err))
 	}
 	if !r.connected() {
@@ -168,4 +175,12 @@ func (r *Relay) noAck(ctx context.Context, attempt relay.Attempt, subject string
 func (r *Relay) connected() bool {
 	nc := r.js.Conn()
 	return nc == nil || nc.IsConnected()
+}
+
+// streamOf asks the JetStream API which stream listens on subject, within
+// AckTimeout.
+func (r *Relay) streamOf(ctx context.Context, subject string) (string, error) {
+	lookup, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
+	defer cancel()
+	return r.js.StreamNameBySubject(lookup, subject)
 }

@@ -85,7 +85,8 @@ type Config struct {
 	// the rest.
 	Breaker relay.BreakerConfig
 	// Logger receives the relay's logs (through the breaker: one ERROR per
-	// outage, one INFO when it ends). Payloads and header values are never
+	// outage, one INFO when it ends; the same for each incident of a
+	// stream full with DiscardNew). Payloads and header values are never
 	// logged. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Propagator, when set, writes the trace context of the listener's

@@ -93,9 +93,8 @@
 // When JetStream cannot be reached (the connection is down or
 // reconnecting, the stream that listens on the subject does not
 // acknowledge within AckTimeout, the JetStream API itself does not answer,
-// JetStream answers 503, as a stream full with DiscardNew does) the relay
-// returns a
-// core.Unavailable error through a relay.Breaker: the event is put off
+// JetStream answers 503 because it cannot take messages now) the relay
+// returns a core.Unavailable error through a relay.Breaker: the event is put off
 // without charging an attempt, one ERROR is logged when the outage begins
 // and one INFO "recovered" line when a publish is acknowledged again.
 // During the outage the breaker lets one probe event through per
@@ -108,6 +107,15 @@
 // no outage: its event is put off (core.Unavailable, no attempt charged)
 // until room is made on that subject, and the events of other subjects
 // are published meanwhile.
+//
+// Nor is a stream full with Discard: DiscardNew (MaxMsgs or MaxBytes: 503
+// "maximum messages exceeded" or "maximum bytes exceeded"): its events
+// are put off, uncharged, until room is made (a consumer acks, a purge,
+// MaxAge), and the other streams' events are published meanwhile. Each
+// such incident logs one ERROR naming the stream when its first event is
+// refused and one INFO "full stream takes messages again" (with how long
+// it was full and how many times an event was put off) once every subject
+// refused meanwhile was accepted again.
 //
 // # Order
 //

@@ -11,3 +11,6 @@ const MsgIDPrefix = msgIDPrefix
 
 // VerbatimValue exposes verbatim's rule for a value (a Nats-Msg-Id's).
 var VerbatimValue = verbatimValue
+
+// IsStreamFull exposes the test of a full stream's refusal.
+var IsStreamFull = isStreamFull
