@@ -1,8 +1,10 @@
 // Package relay holds what the broker relays of this repository share and
 // imports no broker client: subject and routing-key templates over an
 // event's fields ([Template]), the headers every relayed message carries
-// ([Headers]) and the outage breaker that turns a broker outage into
-// events put off without charging attempts ([Breaker]).
+// ([Headers]), the outage breaker that turns a broker outage into
+// events put off without charging attempts ([Breaker]), and the same for
+// the events of one destination full while the broker is up, such as a
+// stream or queue at its length limit ([Full]).
 //
 // The relays themselves are separate Go modules, so an application that
 // uses neither broker does not download its client:

@@ -93,8 +93,13 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject str
 		// waits, uncharged, until room is made, without opening the
 		// breaker (see fullStreams).
 		attempt.Up()
-		r.full.refused(ctx, subject, err, r.streamOf)
-		return core.Unavailable(fmt.Errorf("natsjs: publish to %q: the stream is full: %w", subject, err), r.cfg.Breaker.RetryAfter)
+		return r.full.Refused(subject, fmt.Errorf("natsjs: publish to %q: the stream is full: %w", subject, err), func() string {
+			name, err := r.streamOf(ctx, subject)
+			if err != nil {
+				return "the stream of " + subject + " (the JetStream API did not say which: " + err.Error() + ")"
+			}
+			return name
+		})
 	}
 	if errors.As(err, &apiErr) && apiErr.Code >= 500 {
 		// 503 and friends: JetStream is there but cannot take messages
@@ -183,4 +188,13 @@ func (r *Relay) streamOf(ctx context.Context, subject string) (string, error) {
 	lookup, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
 	defer cancel()
 	return r.js.StreamNameBySubject(lookup, subject)
+}
+
+// isStreamFull reports whether err is JetStream's refusal of a message
+// because its stream holds all it may (MaxMsgs or MaxBytes) and discards
+// new messages (Discard: DiscardNew): 503 "maximum messages exceeded" or
+// "maximum bytes exceeded". The per-subject limit is told apart before.
+func isStreamFull(apiErr *jetstream.APIError) bool {
+	return apiErr.Code == 503 &&
+		(strings.Contains(apiErr.Description, "maximum messages exceeded") || strings.Contains(apiErr.Description, "maximum bytes exceeded"))
 }

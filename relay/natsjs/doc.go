@@ -113,7 +113,7 @@
 // are put off, uncharged, until room is made (a consumer acks, a purge,
 // MaxAge), and the other streams' events are published meanwhile. Each
 // such incident logs one ERROR naming the stream when its first event is
-// refused and one INFO "full stream takes messages again" (with how long
+// refused and one INFO "full destination takes messages again" (with how long
 // it was full and how many times an event was put off) once every subject
 // refused meanwhile was accepted again.
 //

@@ -89,7 +89,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs := logs.Lines("level=ERROR")
-	if len(errs) != 1 || logs.Count("level=ERROR", "stream full", "stream="+info.Config.Name) != 1 {
+	if len(errs) != 1 || logs.Count("level=ERROR", "stream full", "destination="+info.Config.Name) != 1 {
 		t.Fatalf("ERROR lines %q, want one naming the full stream %s:\n%s", errs, info.Config.Name, logs)
 	}
 	if n := logs.Count("recovered"); n != 0 {
@@ -105,7 +105,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 		if err := r.OnEvent(ctx, event(s)); err != nil {
 			t.Fatalf("refused event %s after the purge: %v", s, err)
 		}
-		ended := logs.Count("level=INFO", "full stream takes messages again", "stream="+info.Config.Name)
+		ended := logs.Count("level=INFO", "full destination takes messages again", "destination="+info.Config.Name)
 		if want := map[bool]int{false: 0, true: 1}[i == len(refused)-1]; ended != want {
 			t.Fatalf("after %d of the %d refused subjects went in: %d lines that the stream takes messages again, want %d:\n%s",
 				i+1, len(refused), ended, want, logs)

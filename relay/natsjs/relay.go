@@ -28,7 +28,7 @@ type Relay struct {
 	cfg     Config
 	subject relay.Template
 	breaker *relay.Breaker
-	full    *fullStreams  // streams full with DiscardNew: no outage
+	full    *relay.Full   // streams full with DiscardNew: no outage
 	slots   chan struct{} // one token per publish awaiting its ack
 	pubOpts []jetstream.PublishOpt
 	// lookups (one token) lets one publish at a time ask the JetStream
@@ -77,12 +77,9 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := cfg.Breaker.Now
-	if now == nil {
-		now = time.Now
-	}
 	r := &Relay{js: js, cfg: cfg, subject: tpl, breaker: b,
-		full:  newFullStreams(cfg.Breaker.Logger, cfg.Breaker.Name, cfg.Breaker.RetryAfter, now),
+		full: relay.NewFull(relay.FullConfig{Name: cfg.Breaker.Name, What: "stream full (Discard: DiscardNew)",
+			RetryAfter: cfg.Breaker.RetryAfter, Logger: cfg.Breaker.Logger, Now: cfg.Breaker.Now}),
 		slots: make(chan struct{}, cfg.MaxInFlight), lookups: make(chan struct{}, 1), drained: make(chan struct{})}
 	if cfg.ExpectStream != "" {
 		r.pubOpts = append(r.pubOpts, jetstream.WithExpectStream(cfg.ExpectStream))
@@ -185,7 +182,7 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	select {
 	case <-paf.Ok():
 		attempt.Up()
-		r.full.accepted(msg.Subject)
+		r.full.Accepted(msg.Subject)
 		return nil
 	case err := <-paf.Err():
 		return fail(err)

@@ -1,0 +1,95 @@
+package relay_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/relay"
+)
+
+// A full destination's incident: every refusal returns a core.Unavailable
+// error after RetryAfter, one ERROR when it begins, the destination named
+// once per key, and one INFO, counting the events put off, once every
+// key refused meanwhile was accepted; another destination has its own
+// incident, and an accepted key never refused changes nothing.
+func TestFull(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	f := relay.NewFull(relay.FullConfig{Name: "b", What: "queue full", RetryAfter: 3 * time.Second, Logger: logger,
+		Now: func() time.Time { return now }})
+	asked := map[string]int{}
+	dest := func(name, key string) func() string {
+		return func() string { asked[key]++; return name }
+	}
+	cause := errors.New("nacked")
+	refuse := func(key, name string) {
+		t.Helper()
+		err := f.Refused(key, cause, dest(name, key))
+		var ue *core.UnavailableError
+		if !errors.As(err, &ue) || ue.After != 3*time.Second || !errors.Is(err, cause) {
+			t.Fatalf("Refused(%s) = %v, want a core.Unavailable error after 3s wrapping the cause", key, err)
+		}
+	}
+
+	refuse("q1/a", "q1")
+	refuse("q1/a", "q1")
+	refuse("q1/b", "q1")
+	refuse("q2/a", "q2")
+	if asked["q1/a"] != 1 || asked["q1/b"] != 1 || asked["q2/a"] != 1 {
+		t.Errorf("destination asked %v, want once per key", asked)
+	}
+	if n, q1, q2 := logs.Count("level=ERROR"), logs.Count("level=ERROR", "queue full", "destination=q1", "key=q1/a"),
+		logs.Count("level=ERROR", "destination=q2"); n != 2 || q1 != 1 || q2 != 1 {
+		t.Fatalf("ERROR lines: want one per destination, naming it and its first key:\n%s", logs)
+	}
+
+	f.Accepted("never-refused")
+	f.Accepted("q1/a")
+	if n := logs.Count("level=INFO"); n != 0 {
+		t.Fatalf("an INFO line while q1/b waits:\n%s", logs)
+	}
+	now = now.Add(90 * time.Second)
+	f.Accepted("q1/b")
+	f.Accepted("q1/b") // no incident any more: nothing
+	if n := logs.Count("level=INFO", "full destination takes messages again", "destination=q1", "full=1m30s", "put_offs=3"); n != 1 ||
+		logs.Count("level=INFO") != 1 {
+		t.Fatalf("want one INFO line for q1 (full 1m30s, 3 put off):\n%s", logs)
+	}
+	refuse("q1/a", "q1") // a new incident
+	if n := logs.Count("level=ERROR", "destination=q1"); n != 2 {
+		t.Errorf("%d ERROR lines for q1, want 2 (two incidents):\n%s", n, logs)
+	}
+	f.Accepted("q2/a")
+	if n := logs.Count("level=INFO", "destination=q2", "put_offs=1"); n != 1 {
+		t.Errorf("want the INFO line of q2:\n%s", logs)
+	}
+}
+
+// Beyond MaxFullKeys refused keys, events are still put off but their
+// keys are not remembered: the incident ends with the remembered ones.
+func TestFullBounded(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	f := relay.NewFull(relay.FullConfig{Logger: logger})
+	named := 0
+	for i := range relay.MaxFullKeys + 10 {
+		if err := f.Refused(fmt.Sprint(i), errors.New("full"), func() string { named++; return "q" }); err == nil {
+			t.Fatal("Refused returned nil")
+		}
+	}
+	if named != relay.MaxFullKeys+10 {
+		t.Errorf("destination named %d times, want once per key (%d)", named, relay.MaxFullKeys+10)
+	}
+	for i := range relay.MaxFullKeys {
+		f.Accepted(fmt.Sprint(i))
+	}
+	if n := logs.Count("level=INFO", "destination=q", fmt.Sprintf("put_offs=%d", relay.MaxFullKeys+10)); n != 1 {
+		t.Fatalf("want the incident ended once the remembered keys were accepted:\n%s", logs)
+	}
+	if n := logs.Count("level=ERROR"); n != 1 {
+		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
+	}
+}
