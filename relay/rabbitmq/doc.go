@@ -33,10 +33,14 @@
 //
 // A message is published as mandatory (unless Config.AllowUnroutable):
 // one no queue is bound for is returned by the broker and the event fails
-// with [ErrUnroutable]. A nack ([ErrNacked]), a missing exchange or a
-// refused access ([ErrRefused]) and a message AMQP cannot carry
-// ([ErrInvalidMessage]) fail the event too: it is retried with backoff and
-// ends DEAD after the outbox's MaxAttempts.
+// with [ErrUnroutable]. A missing exchange or a refused access
+// ([ErrRefused]) and a message AMQP cannot carry ([ErrInvalidMessage])
+// fail the event too: it is retried with backoff and ends DEAD after the
+// outbox's MaxAttempts. A nack ([ErrNacked]: a queue full with overflow
+// reject-publish, or a queue that failed) is no refusal of the message:
+// the event is put off without charging an attempt until the queue takes
+// it, and the other exchanges' and routing keys' events go on (one ERROR
+// per incident, one INFO when it ends; see ErrNacked).
 //
 // When the broker cannot be reached (no connection, a connection lost
 // while a confirm was awaited, no confirm within ConfirmTimeout or before

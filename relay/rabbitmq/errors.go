@@ -7,18 +7,26 @@ import (
 )
 
 // Errors a publish can fail with, matched with errors.Is. The ones that
-// are the event's fault (ErrUnroutable, ErrNacked, ErrRefused,
-// ErrInvalidMessage) are normal failures: the event is retried and ends
-// DEAD after MaxAttempts. The others mean the broker cannot be reached
-// and are wrapped in core.Unavailable: the event is put off without
-// charging an attempt.
+// are the event's fault (ErrUnroutable, ErrRefused, ErrInvalidMessage)
+// are normal failures: the event is retried and ends DEAD after
+// MaxAttempts. The others (ErrNacked: a queue with no room; and those
+// that mean the broker cannot be reached) are wrapped in
+// core.Unavailable: the event is put off without charging an attempt.
 var (
 	// ErrUnroutable: the broker returned the mandatory message because no
 	// queue is bound to receive it (basic.return, NO_ROUTE). Bind a queue
 	// for the routing key, or set Config.AllowUnroutable.
 	ErrUnroutable = errors.New("rabbitmq: message unroutable (returned by the broker: no queue is bound for its routing key)")
-	// ErrNacked: the broker nacked the message (basic.nack), e.g. a queue
-	// with overflow=reject-publish is full.
+	// ErrNacked: the broker nacked the message (basic.nack). RabbitMQ
+	// does so when a queue the message was routed to cannot take it: a
+	// queue at its x-max-length or x-max-length-bytes with x-overflow
+	// reject-publish (or reject-publish-dlx), or one whose process
+	// failed. Neither is the message's fault, and the broker's other
+	// queues take their messages: the event is put off (core.Unavailable,
+	// no attempt charged, no outage begun) until the queue has room. One
+	// ERROR is logged when the messages of an exchange and routing key
+	// are first nacked and one INFO ("full destination takes messages
+	// again") once each nacked one was confirmed.
 	ErrNacked = errors.New("rabbitmq: message nacked by the broker")
 	// ErrRefused: the broker closed the publishing channel because of the
 	// message, such as 404 NOT_FOUND for a missing exchange, 403

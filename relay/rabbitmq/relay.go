@@ -24,6 +24,7 @@ type Relay struct {
 	cfg     Config
 	tpl     templates
 	breaker *relay.Breaker
+	full    *relay.Full // nacks: a queue full with reject-publish, no outage
 	log     *slog.Logger
 	sem     chan struct{} // MaxInFlight slots
 	slots   []*slot
@@ -91,9 +92,11 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{
-		cfg:       cfg,
-		tpl:       tpl,
-		breaker:   b,
+		cfg:     cfg,
+		tpl:     tpl,
+		breaker: b,
+		full: relay.NewFull(relay.FullConfig{Name: cfg.Breaker.Name, What: "message nacked (a queue full with overflow reject-publish, or unavailable)",
+			RetryAfter: cfg.Breaker.RetryAfter, Logger: cfg.Breaker.Logger, Now: cfg.Breaker.Now}),
 		log:       cfg.Logger,
 		sem:       make(chan struct{}, cfg.MaxInFlight),
 		slots:     make([]*slot, cfg.Channels),
@@ -129,8 +132,10 @@ const closeTimeout = 5 * time.Second
 
 // OnEvent publishes env and returns once the broker confirmed it: nil for
 // a basic.ack of a routed message, a normal error for a message the broker
-// refused (ErrUnroutable, ErrNacked, ErrRefused, ErrInvalidMessage), and
-// a core.Unavailable error (the event is put off, no attempt charged) when
+// refused (ErrUnroutable, ErrRefused, ErrInvalidMessage), a
+// core.Unavailable error wrapping ErrNacked for a message the broker
+// nacked (see ErrNacked), and a core.Unavailable error (the event is put
+// off, no attempt charged) when
 // the broker cannot be reached (ErrNotConnected, ErrConfirmTimeout, also
 // when ctx's deadline ends the wait for the confirm first, ErrBlocked, a
 // connection lost while the confirm was awaited) or when ctx's deadline
@@ -208,10 +213,16 @@ func (r *Relay) deliver(ctx context.Context, exchange, key string, msg amqp.Publ
 		switch res.outcome {
 		case acked:
 			attempt.Up()
+			r.full.Accepted(where)
 			return nil
 		case nacked:
+			// RabbitMQ nacks a message a queue it was routed to could not
+			// take: one full with overflow reject-publish, or a queue
+			// whose process failed. The broker answers and its other
+			// queues take their messages: the event waits, uncharged,
+			// without opening the breaker.
 			attempt.Up()
-			return fmt.Errorf("%w (%s)", ErrNacked, where)
+			return r.full.Refused(where, fmt.Errorf("%w (%s)", ErrNacked, where), func() string { return where })
 		case returned:
 			attempt.Up()
 			return fmt.Errorf("%w: %d %s (%s)", ErrUnroutable, res.ret.ReplyCode, res.ret.ReplyText, where)

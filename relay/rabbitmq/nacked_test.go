@@ -1,0 +1,88 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/relay"
+	"github.com/outbox-go/outbox/relay/rabbitmq"
+)
+
+// A queue full with overflow reject-publish makes the broker nack the
+// messages routed to it: that is no refusal of the message, and no
+// outage. The event is put off, uncharged (core.Unavailable wrapping
+// ErrNacked), the events of other routing keys are delivered meanwhile,
+// one ERROR names the exchange and routing key, and one INFO follows once
+// the nacked ones were confirmed. A nack was a normal failure: the events
+// of a queue whose consumer was down long enough went DEAD.
+func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
+	ch := admin(t)
+	x := newExchange(t, ch)
+	full := "rabbitmq-test-q-" + uniq()
+	if _, err := ch.QueueDeclare(full, true, false, false, false,
+		amqp.Table{"x-max-length": int32(2), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		deleteWith(t, func(c *amqp.Channel) error { _, err := c.QueueDelete(full, false, false, false); return err })
+	})
+	if err := ch.QueueBind(full, "full", x, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := newQueue(t, ch, x, "other")
+	logger, logs := testsupport.NewLogger()
+	// A probe only every hour: were the breaker opened, the other routing
+	// key's events would be put off.
+	r := newRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "{type}", Logger: logger,
+		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	event := func(typ string) core.Envelope {
+		env, err := core.NewEvent(typ).PayloadBytes([]byte("x")).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+
+	for i := range 2 {
+		if err := r.OnEvent(ctx, event("full")); err != nil {
+			t.Fatalf("event %d, while the queue has room: %v", i, err)
+		}
+	}
+	for i := range 3 {
+		err := r.OnEvent(ctx, event("full"))
+		var unavailable *core.UnavailableError
+		if !errors.As(err, &unavailable) || !errors.Is(err, rabbitmq.ErrNacked) {
+			t.Fatalf("event %d to the full queue: %v, want it put off (core.Unavailable wrapping ErrNacked)", i, err)
+		}
+		if err := r.OnEvent(ctx, event("other")); err != nil {
+			t.Fatalf("event %d to another routing key: %v", i, err)
+		}
+	}
+	if q, err := ch.QueueDeclarePassive(other, true, false, false, false, nil); err != nil || q.Messages != 3 {
+		t.Errorf("the other queue holds %d messages (%v), want 3", q.Messages, err)
+	}
+	if n, named := logs.Count("level=ERROR"), logs.Count("level=ERROR", "nacked", `routing key \"full\"`); n != 1 || named != 1 {
+		t.Fatalf("want one ERROR line naming the routing key:\n%s", logs)
+	}
+	if n := logs.Count("recovered"); n != 0 {
+		t.Errorf("%d recovered lines, want none (no outage):\n%s", n, logs)
+	}
+
+	if _, err := ch.QueuePurge(full, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.OnEvent(ctx, event("full")); err != nil {
+		t.Fatalf("after the purge: %v", err)
+	}
+	if n := logs.Count("level=INFO", "full destination takes messages again", "put_offs=3"); n != 1 {
+		t.Errorf("want one INFO line counting the 3 events put off:\n%s", logs)
+	}
+}
