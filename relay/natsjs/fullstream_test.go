@@ -42,13 +42,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	defer func() { _ = r.Close(context.Background()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	event := func(subject string) core.Envelope {
-		env, err := core.NewEvent("T").AggregateID(subject).PayloadBytes([]byte("x")).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
+	event := func(subject string) core.Envelope { return aggregateEvent(t, subject) }
 
 	// Fill the stream.
 	var put int

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+
+	"github.com/outbox-go/outbox/core"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -113,4 +115,15 @@ func streamCount(t testing.TB, st jetstream.Stream) uint64 {
 		t.Fatalf("stream info: %v", err)
 	}
 	return info.State.Msgs
+}
+
+// aggregateEvent returns an event of type T with aggregate id agg, for a
+// relay whose subject template names {aggregate_id}.
+func aggregateEvent(t testing.TB, agg string) core.Envelope {
+	t.Helper()
+	env, err := core.NewEvent("T").AggregateID(agg).PayloadBytes([]byte("x")).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
 }

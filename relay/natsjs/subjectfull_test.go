@@ -37,13 +37,7 @@ func TestRelaySubjectFullPutsOffItsEventAlone(t *testing.T) {
 	defer func() { _ = r.Close(context.Background()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	event := func(agg string) core.Envelope {
-		env, err := core.NewEvent("T").AggregateID(agg).PayloadBytes([]byte("x")).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
+	event := func(agg string) core.Envelope { return aggregateEvent(t, agg) }
 
 	if err := r.OnEvent(ctx, event("full")); err != nil {
 		t.Fatal(err)
