@@ -61,14 +61,11 @@ type Full struct {
 	// any is set while a key is remembered, so that an accepted message
 	// costs one atomic load when nothing is full.
 	any atomic.Bool
-	// lookupMu lets one refused event at a time name a destination: the
-	// events of a destination that just filled up, refused together, ask
-	// once per key.
-	lookupMu sync.Mutex
 
-	mu    sync.Mutex
-	keys  map[string]string        // refused key -> its destination
-	dests map[string]*fullIncident // destination -> its incident
+	mu     sync.Mutex
+	keys   map[string]string        // refused key -> its destination
+	dests  map[string]*fullIncident // destination -> its incident
+	naming map[string]int64         // keys whose destination is being asked -> events put off meanwhile
 }
 
 // fullIncident is one destination's time full.
@@ -95,37 +92,42 @@ func NewFull(cfg FullConfig) *Full {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Full{cfg: cfg, keys: make(map[string]string), dests: make(map[string]*fullIncident)}
+	return &Full{cfg: cfg, keys: make(map[string]string), dests: make(map[string]*fullIncident), naming: make(map[string]int64)}
 }
 
 // Refused records an event put off because the destination of key was
 // full, with err the broker's answer, and returns the core.Unavailable
 // error wrapping err to return from the listener. destination names the
 // destination in the log (a stream asked of the broker's API, say); it is
-// called only for a key not refused yet in an incident, one call at a
-// time. Keys of one destination share its incident.
+// called only for a key not refused yet in an incident, once at a time
+// per key (the events of that key refused meanwhile do not wait for it),
+// and should be bounded in time. Keys of one destination share its
+// incident.
 func (f *Full) Refused(key string, err error, destination func() string) error {
-	if !f.count(key) {
-		f.refusedFirst(key, err, destination)
+	f.mu.Lock()
+	if name, ok := f.keys[key]; ok {
+		f.dests[name].putOffs++
+		f.mu.Unlock()
+		return core.Unavailable(err, f.cfg.RetryAfter)
 	}
-	return core.Unavailable(err, f.cfg.RetryAfter)
-}
+	if _, ok := f.naming[key]; ok {
+		f.naming[key]++
+		f.mu.Unlock()
+		return core.Unavailable(err, f.cfg.RetryAfter)
+	}
+	f.naming[key] = 1
+	f.mu.Unlock()
 
-// refusedFirst records the refusal of a key not remembered.
-func (f *Full) refusedFirst(key string, err error, destination func() string) {
-	f.lookupMu.Lock()
-	defer f.lookupMu.Unlock()
-	if f.count(key) { // another event of key named it meanwhile
-		return
-	}
 	name := destination()
 	f.mu.Lock()
+	putOffs := f.naming[key]
+	delete(f.naming, key)
 	inc, ongoing := f.dests[name]
 	if !ongoing {
 		inc = &fullIncident{since: f.cfg.Now()}
 		f.dests[name] = inc
 	}
-	inc.putOffs++
+	inc.putOffs += putOffs
 	if len(f.keys) < MaxFullKeys {
 		f.keys[key] = name
 		inc.keys++
@@ -140,18 +142,7 @@ func (f *Full) refusedFirst(key string, err error, destination func() string) {
 			slog.String("broker", f.cfg.Name), slog.String("destination", name), slog.String("key", key),
 			slog.String("error", err.Error()), slog.Duration("retry_after", f.cfg.RetryAfter))
 	}
-}
-
-// count counts one more event put off for key when key is remembered,
-// and reports whether it was.
-func (f *Full) count(key string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	name, ok := f.keys[key]
-	if ok {
-		f.dests[name].putOffs++
-	}
-	return ok
+	return core.Unavailable(err, f.cfg.RetryAfter)
 }
 
 // Accepted records a message the broker took for key: when key was the

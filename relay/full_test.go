@@ -93,3 +93,38 @@ func TestFullBounded(t *testing.T) {
 		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
 	}
 }
+
+// Naming a destination (a call to the broker's API) holds up no other
+// refusal: neither another key's nor the same key's, whose put-offs meanwhile
+// still count.
+func TestFullNamingDoesNotBlock(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	f := relay.NewFull(relay.FullConfig{Logger: logger})
+	asking, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Refused("a", errors.New("full"), func() string { close(asking); <-release; return "q" })
+	}()
+	<-asking
+	for _, key := range []string{"a", "a", "b"} {
+		returned := make(chan error, 1)
+		go func() { returned <- f.Refused(key, errors.New("full"), func() string { return "q" }) }()
+		select {
+		case err := <-returned:
+			if err == nil {
+				t.Fatalf("Refused(%s) returned nil", key)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Refused(%s) waited for another key's destination to be named", key)
+		}
+	}
+	close(release)
+	if err := <-done; err == nil {
+		t.Fatal("Refused(a) returned nil")
+	}
+	f.Accepted("a")
+	f.Accepted("b")
+	if n := logs.Count("level=INFO", "destination=q", "put_offs=4"); n != 1 {
+		t.Fatalf("want one INFO line counting the 4 events put off:\n%s", logs)
+	}
+}

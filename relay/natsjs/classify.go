@@ -94,11 +94,10 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject str
 		// breaker (see fullStreams).
 		attempt.Up()
 		return r.full.Refused(subject, fmt.Errorf("natsjs: publish to %q: the stream is full: %w", subject, err), func() string {
-			name, err := r.streamOf(ctx, subject)
-			if err != nil {
-				return "the stream of " + subject + " (the JetStream API did not say which: " + err.Error() + ")"
+			if name, err := r.streamOf(ctx, subject); err == nil {
+				return name
 			}
-			return name
+			return "(unknown: the JetStream API did not say which stream listens on the subject)"
 		})
 	}
 	if errors.As(err, &apiErr) && apiErr.Code >= 500 {
