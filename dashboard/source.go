@@ -131,9 +131,6 @@ func (s *source) read(ctx context.Context, now func() time.Time, f *flight) {
 	d, err := readOverview(ctx, s.store)
 	d.ReadAt = now()
 	d.Took = d.ReadAt.Sub(start)
-	if err != nil && s.log != nil {
-		s.log.ErrorContext(ctx, "outbox dashboard: reading the overview failed", "db", s.name, "err", err)
-	}
 	s.mu.Lock()
 	f.data, f.err = d, err
 	if err == nil {
@@ -149,6 +146,10 @@ func (s *source) read(ctx context.Context, now func() time.Time, f *flight) {
 	}
 	s.mu.Unlock()
 	close(f.done)
+	// Logged once the failure shows, and a new read may start.
+	if err != nil && s.log != nil {
+		s.log.ErrorContext(ctx, "outbox dashboard: reading the overview failed", "db", s.name, "err", err)
+	}
 }
 
 func readOverview(ctx context.Context, st Store) (overviewData, error) {
