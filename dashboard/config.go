@@ -43,6 +43,9 @@ const (
 	DefaultMaxConcurrentReads = 2
 	// MaxConcurrentReadsLimit bounds Config.MaxConcurrentReads.
 	MaxConcurrentReadsLimit = 64
+	// DefaultQueryTimeout bounds the database work of a page load by
+	// default.
+	DefaultQueryTimeout = 30 * time.Second
 	// DefaultTitle names the dashboard in page titles.
 	DefaultTitle = "outbox"
 )
@@ -177,10 +180,26 @@ type Config struct {
 	StatsMaxAge time.Duration
 	// MaxConcurrentReads bounds the database calls the dashboard runs at
 	// once, over every page load and database: further loads wait their
-	// turn, so page loads never take more than that many connections from
-	// the application. 1..MaxConcurrentReadsLimit; defaults to
-	// DefaultMaxConcurrentReads.
+	// turn (within QueryTimeout), so page loads never take more than that
+	// many connections from the application. 1..MaxConcurrentReadsLimit;
+	// defaults to DefaultMaxConcurrentReads.
 	MaxConcurrentReads int
+	// QueryTimeout bounds the database work of each page load (its
+	// queries together, its wait for one of the MaxConcurrentReads slots
+	// included) and of each confirmed replay (a POST). A page whose
+	// database does not answer in time (a row lock held by another
+	// transaction, a server gone silent) has its query canceled and
+	// answers 504 Gateway Timeout, saying so; the failure is logged like
+	// any failed read, and the slot is free for the next page. A replay
+	// cut short has replayed the batches it committed
+	// (jdbcstore.DefaultOpsBatch events each; the page says how many):
+	// replaying again goes on with the rest. Each read of the overview's
+	// figures, which runs apart from the page loads waiting on it, is
+	// bounded alike. Raise it for a table so large that these queries
+	// take longer, and keep the http.Server's WriteTimeout above it (or
+	// the server drops the pages that take that long). Must not be
+	// negative; defaults to DefaultQueryTimeout.
+	QueryTimeout time.Duration
 	// Title names the dashboard in page titles: at most 100 bytes.
 	// Defaults to DefaultTitle.
 	Title string
@@ -232,6 +251,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConcurrentReads == 0 {
 		c.MaxConcurrentReads = DefaultMaxConcurrentReads
+	}
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = DefaultQueryTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -291,6 +313,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxConcurrentReads < 1 || c.MaxConcurrentReads > MaxConcurrentReadsLimit {
 		bad("MaxConcurrentReads", "must be 1..%d, got %d", MaxConcurrentReadsLimit, c.MaxConcurrentReads)
+	}
+	if c.QueryTimeout < 0 {
+		bad("QueryTimeout", "must not be negative, got %s", c.QueryTimeout)
 	}
 	if c.Secret != nil && len(c.Secret) < 32 {
 		bad("Secret", "must hold at least 32 bytes, got %d", len(c.Secret))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
@@ -32,6 +33,7 @@ func TestConfigValidation(t *testing.T) {
 		"negative page":   {Store: st, PageSize: -1},
 		"trusted origin":  {Store: st, TrustedOrigins: []string{"ops.example.com"}},
 		"short secret":    {Store: st, Secret: []byte("short")},
+		"query timeout":   {Store: st, QueryTimeout: -time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := dashboard.New(cfg); !errors.Is(err, core.ErrInvalidConfig) {
@@ -40,8 +42,8 @@ func TestConfigValidation(t *testing.T) {
 		})
 	}
 	// Every invalid field at once.
-	_, err := dashboard.New(dashboard.Config{Store: st, BasePath: "x", PageSize: -1, Secret: []byte("s")})
-	for _, field := range []string{"BasePath", "PageSize", "Secret"} {
+	_, err := dashboard.New(dashboard.Config{Store: st, BasePath: "x", PageSize: -1, Secret: []byte("s"), QueryTimeout: -1})
+	for _, field := range []string{"BasePath", "PageSize", "Secret", "QueryTimeout"} {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("New = %v, want it to name %s", err, field)
 		}

@@ -48,10 +48,10 @@ func New(cfg Config) (http.Handler, error) {
 	h := &handler{cfg: cfg, byName: map[string]*source{}, pages: map[string]*template.Template{}, log: cfg.Logger}
 	sl := make(slots, cfg.MaxConcurrentReads)
 	if cfg.Store != nil {
-		h.sources = []*source{newSource("", cfg.Store, cfg.Inbox, sl, cfg.Logger)}
+		h.sources = []*source{newSource("", cfg.Store, cfg.Inbox, sl, cfg.QueryTimeout, cfg.Logger)}
 	}
 	for _, d := range cfg.Databases {
-		h.sources = append(h.sources, newSource(d.Name, d.Store, d.Inbox, sl, cfg.Logger))
+		h.sources = append(h.sources, newSource(d.Name, d.Store, d.Inbox, sl, cfg.QueryTimeout, cfg.Logger))
 	}
 	for _, s := range h.sources {
 		h.byName[s.name] = s
@@ -147,7 +147,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, http.StatusNotFound, err.Error())
 		return
 	}
-	rt.get(h, w, r, src)
+	h.run(rt.get, w, r, src)
 }
 
 // pageFunc serves a page, or runs an action, on a database.
@@ -203,7 +203,15 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, action pageFunc) 
 		h.fail(w, r, nil, http.StatusNotFound, err.Error())
 		return
 	}
-	action(h, w, r, src)
+	h.run(action, w, r, src)
+}
+
+// run serves the page, or runs the action, fn with its database work
+// bounded by Config.QueryTimeout.
+func (h *handler) run(fn pageFunc, w http.ResponseWriter, r *http.Request, src *source) {
+	ctx, cancel := withQueryTimeout(r.Context(), h.cfg.QueryTimeout)
+	defer cancel()
+	fn(h, w, r.WithContext(ctx), src)
 }
 
 // source returns the database named by the db parameter (the first one

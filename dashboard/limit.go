@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -30,10 +32,40 @@ func (s slots) release() { <-s }
 func do[T any](ctx context.Context, s slots, fn func() (T, error)) (T, error) {
 	if err := s.acquire(ctx); err != nil {
 		var zero T
-		return zero, err
+		return zero, fmt.Errorf("waiting for a free database slot (all %d in use): %w", cap(s), err)
 	}
 	defer s.release()
 	return fn()
+}
+
+// errQueryTimeout is the cause of a context ended by Config.QueryTimeout.
+var errQueryTimeout = errors.New("outbox: dashboard: query timeout")
+
+// withQueryTimeout returns ctx bounded by the query timeout d.
+func withQueryTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, errQueryTimeout)
+}
+
+// timeoutError is database work cut short by Config.QueryTimeout.
+type timeoutError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("not done within the query timeout (%s): %v", e.after, e.err)
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
+
+// timedOut returns err, from work under ctx (bounded by
+// withQueryTimeout with d), as a *timeoutError when ctx ended by its
+// query timeout; other errors as they are.
+func timedOut(ctx context.Context, d time.Duration, err error) error {
+	if err == nil || !errors.Is(context.Cause(ctx), errQueryTimeout) || errors.As(err, new(*timeoutError)) {
+		return err
+	}
+	return &timeoutError{after: d, err: err}
 }
 
 // limitedStore is a Store whose every call takes a slot.

@@ -55,8 +55,9 @@ type overviewView struct {
 func (h *handler) overview(w http.ResponseWriter, r *http.Request, src *source) {
 	d, err := src.overview(r.Context(), h.cfg.Now, h.cfg.StatsMaxAge)
 	if err != nil {
-		// The source logged a failed read.
-		h.fail(w, r, src, http.StatusInternalServerError, "reading the overview failed: "+err.Error())
+		// The source logs its failed reads.
+		err = timedOut(r.Context(), h.cfg.QueryTimeout, err)
+		h.fail(w, r, src, storeStatus(err), "reading the overview failed: "+err.Error())
 		return
 	}
 	v := overviewView{

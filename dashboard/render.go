@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -92,8 +93,19 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, src *source, stat
 
 // failStore reports a failed database read or write: logged, and shown.
 func (h *handler) failStore(w http.ResponseWriter, r *http.Request, src *source, what string, err error) {
+	err = timedOut(r.Context(), h.cfg.QueryTimeout, err)
 	h.log.ErrorContext(r.Context(), "outbox dashboard: "+what+" failed", "db", src.name, "err", err)
-	h.fail(w, r, src, http.StatusInternalServerError, what+" failed: "+err.Error())
+	h.fail(w, r, src, storeStatus(err), what+" failed: "+err.Error())
+}
+
+// storeStatus is the status of a page whose database work failed with
+// err: 504 Gateway Timeout when Config.QueryTimeout cut it short, 500
+// Internal Server Error otherwise.
+func storeStatus(err error) int {
+	if errors.As(err, new(*timeoutError)) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
 }
 
 type errorData struct {

@@ -70,7 +70,10 @@ func (h *handler) replayPreview(w http.ResponseWriter, r *http.Request, src *sou
 			v.sortOut(recs, res)
 		}
 		if v.ByIDs {
-			h.whyMissing(r, src, &v, recs)
+			if err := h.whyMissing(r, src, &v, recs); err != nil {
+				h.failStore(w, r, src, "previewing the replay", err)
+				return
+			}
 		}
 	}
 	h.render(w, r, src, status, "replay", &page{Title: "Replay preview", Nav: "dead", Data: v})
@@ -121,8 +124,10 @@ func (h *handler) replaySelection(form map[string][]string) (replayView, int) {
 	return v, http.StatusOK
 }
 
-// whyMissing lists the given ids that do not match, and why.
-func (h *handler) whyMissing(r *http.Request, src *source, v *replayView, matched []jdbcstore.DeadSummary) {
+// whyMissing lists the given ids that do not match, and why. An id that
+// cannot be read is listed with the error, unless the page's work was
+// cut short (its context ended): that error is returned.
+func (h *handler) whyMissing(r *http.Request, src *source, v *replayView, matched []jdbcstore.DeadSummary) error {
 	seen := map[string]bool{}
 	for _, rec := range matched {
 		seen[rec.ID] = true
@@ -142,11 +147,14 @@ func (h *handler) whyMissing(r *http.Request, src *source, v *replayView, matche
 				}
 				why = "does not match the other filters"
 			}
+		} else if r.Context().Err() != nil {
+			return err
 		} else if !isNotFound(err) {
 			why = "cannot be read: " + err.Error()
 		}
 		v.Missing = append(v.Missing, missingID{ID: id, Why: why})
 	}
+	return nil
 }
 
 // replay moves the selected DEAD events back to NEW (POST, checked).

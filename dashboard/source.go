@@ -32,6 +32,8 @@ type source struct {
 	inbox Inbox  // nil when none
 	table string // the outbox table's name when the Store tells it (a *jdbcstore.Store does), else ""
 	log   *slog.Logger
+	// timeout bounds each read of the figures (Config.QueryTimeout).
+	timeout time.Duration
 
 	mu       sync.Mutex
 	cached   overviewData
@@ -53,10 +55,10 @@ type flight struct {
 	err  error
 }
 
-// newSource returns the database with its calls limited by sl; log
-// receives its failed reads of the overview figures.
-func newSource(name string, st Store, in Inbox, sl slots, log *slog.Logger) *source {
-	s := &source{name: name, store: limitedStore{st: st, s: sl}, log: log}
+// newSource returns the database with its calls limited by sl and its
+// reads of the overview figures by timeout; log receives their failures.
+func newSource(name string, st Store, in Inbox, sl slots, timeout time.Duration, log *slog.Logger) *source {
+	s := &source{name: name, store: limitedStore{st: st, s: sl}, log: log, timeout: timeout}
 	if t, ok := st.(interface{ Table() string }); ok {
 		s.table = t.Table()
 	}
@@ -121,14 +123,13 @@ func (s *source) startRead(ctx context.Context, now func() time.Time) *flight {
 	return f
 }
 
-// readTimeout bounds one read of the overview figures.
-const readTimeout = 30 * time.Second
-
+// read reads the figures into f, within the source's timeout.
 func (s *source) read(ctx context.Context, now func() time.Time, f *flight) {
-	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	ctx, cancel := withQueryTimeout(ctx, s.timeout)
 	defer cancel()
 	start := now()
 	d, err := readOverview(ctx, s.store)
+	err = timedOut(ctx, s.timeout, err)
 	d.ReadAt = now()
 	d.Took = d.ReadAt.Sub(start)
 	s.mu.Lock()

@@ -64,7 +64,7 @@ func (s *stepStore) Activity(context.Context, int, time.Duration) ([]jdbcstore.A
 
 func TestAReadStartedBeforeAMutationIsNotCached(t *testing.T) {
 	st := &stepStore{entered: make(chan chan int)}
-	src := &source{name: "db", store: st}
+	src := &source{name: "db", store: st, timeout: time.Minute}
 	ctx := t.Context()
 	wait := func(what string) chan int {
 		t.Helper()
