@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -172,12 +173,22 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, src *source) {
 	h.log.InfoContext(r.Context(), "outbox dashboard: replay", "db", src.name, "ids", len(v.Q.IDs), "type", v.Q.Type,
 		"tenant", v.Q.Tenant, "since", v.Q.Since, "until", v.Q.Until, "all", v.Q.All,
 		"matched", res.Matched, "replayed", res.Replayed, "remote", r.RemoteAddr, "err", err)
+	if err == nil || res.Replayed > 0 {
+		// The overview must not show the figures from before the replay.
+		src.invalidate(r.Context(), h.cfg.Now)
+	}
 	if err != nil {
+		// A replay commits a batch at a time: those before the failure
+		// stay replayed, the rest DEAD.
+		switch {
+		case res.Replayed == 1:
+			err = fmt.Errorf("%w (1 event was replayed before the failure)", err)
+		case res.Replayed > 1:
+			err = fmt.Errorf("%w (%d events were replayed before the failure)", err, res.Replayed)
+		}
 		h.failStore(w, r, src, "replaying", err)
 		return
 	}
-	// The overview must not show the figures from before the replay.
-	src.invalidate(r.Context(), h.cfg.Now)
 	v.Replayed, v.Matched = res.Replayed, res.Matched
 	v.IDs = res.IDs
 	if len(v.IDs) > previewShown {

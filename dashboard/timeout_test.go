@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -304,6 +305,42 @@ func TestQueryTimeoutEndsTheReplayPreviewsLookUps(t *testing.T) {
 		t.Errorf("replay preview = %d, want 504\n%s", code, body)
 	}
 	mustContain(t, body, "previewing the replay failed: not done within the query timeout (100ms)")
+}
+
+// cutShortReplay replays, then waits until its ctx ends, as a replay
+// whose later batch waits for a row lock does: it returns the events it
+// replayed with the failure.
+type cutShortReplay struct{ *jdbcstore.Store }
+
+func (s cutShortReplay) ReplayDead(ctx context.Context, f jdbcstore.DeadFilter, o jdbcstore.ReplayOptions) (jdbcstore.ReplayResult, error) {
+	if o.DryRun {
+		return s.Store.ReplayDead(ctx, f, o)
+	}
+	res, err := s.Store.ReplayDead(context.WithoutCancel(ctx), f, o)
+	if err != nil {
+		return res, err
+	}
+	<-ctx.Done()
+	return res, fmt.Errorf("outbox: jdbcstore: replay dead: %w", ctx.Err())
+}
+
+// A replay cut short by the query timeout says how many events it
+// replayed before, and the overview no longer shows them DEAD.
+func TestReplayCutShortSaysWhatItReplayed(t *testing.T) {
+	st := newStore(t)
+	seed(t, st, event{id: "x1", typ: "A", status: core.StatusDead}, event{id: "x2", typ: "A", status: core.StatusDead})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: cutShortReplay{st}, AllowMutations: true, QueryTimeout: 100 * time.Millisecond}))
+	_, body := c.getWithin("/")
+	mustContain(t, body, `id="count-DEAD">2<`)
+	_, body = c.getWithin("/replay?id=x1&id=x2")
+	code, body := c.postWithin("/replay", url.Values{"csrf": {csrfToken(t, body)}, "id": {"x1", "x2"}, "confirm": {"yes"}})
+	if code != http.StatusGatewayTimeout {
+		t.Errorf("replay cut short = %d, want 504\n%s", code, body)
+	}
+	mustContain(t, body, "replaying failed: not done within the query timeout (100ms)", "(2 events were replayed before the failure)")
+	if _, body := c.getWithin("/"); !strings.Contains(body, `id="count-DEAD">0<`) {
+		t.Errorf("the overview after a replay cut short shows the figures from before it:\n%s", body)
+	}
 }
 
 // On PostgreSQL, a replay whose UPDATE waits for a row lock another
