@@ -45,7 +45,11 @@ It listens on --addr, the loopback interface by default: the dashboard
 authenticates nobody, so put it behind an authenticating proxy (add its origin
 with --trusted-origin) before listening elsewhere. It is read-only unless
 --allow-mutations; payloads and header values are hidden unless
---show-payloads. --timeout bounds connecting to the databases only.
+--show-payloads. --timeout bounds connecting to the databases only;
+--query-timeout bounds each page's database work, a replay's included: a page
+whose database does not answer in time (a lock held by another transaction, a
+server gone silent) answers 504 Gateway Timeout, and a replay cut short says
+how many events it replayed (replaying again goes on with the rest).
 
 It answers only to requests for the hosts localhost, 127.0.0.1 and [::1], the
 host of --addr and those of the --trusted-origin origins, and refuses others
@@ -69,6 +73,7 @@ digits, '.', '_' or '-'; the dashboard offers a database selector.`,
 				allow, payload bool
 				origins, dbs   stringList
 				hosts          stringList
+				queryTimeout   time.Duration
 			)
 			fs.StringVar(&addr, "addr", defaultServeAddr, "listen on this `host:port`")
 			fs.StringVar(&base, "base-path", dashboard.DefaultBasePath, "serve the dashboard under this `path` (starts and ends with /)")
@@ -78,6 +83,7 @@ digits, '.', '_' or '-'; the dashboard offers a database selector.`,
 			fs.Var(&hosts, "allowed-host", "also answer to requests for this `host` (ops.internal, 10.0.0.5:8080; '*' for any); repeatable")
 			fs.StringVar(&inboxTable, "inbox-table", "", "also show the inbox table `name` of each database")
 			fs.Var(&dbs, "db", "a database of a tenant set as `NAME=DSN` (instead of --dsn); repeatable")
+			fs.DurationVar(&queryTimeout, "query-timeout", dashboard.DefaultQueryTimeout, "bound on each page's database work (a page over it answers 504)")
 			return func(ctx context.Context, s *session, _ []string) error {
 				if s.g.json {
 					return usagef("--json: serve prints no table to give as JSON (it serves the dashboard)")
@@ -85,12 +91,15 @@ digits, '.', '_' or '-'; the dashboard offers a database selector.`,
 				if err := checkAddr(addr); err != nil {
 					return err
 				}
+				if queryTimeout <= 0 {
+					return usagef("--query-timeout must be positive, got %s", queryTimeout)
+				}
 				allowed, err := allowedHosts(addr, origins, hosts)
 				if err != nil {
 					return err
 				}
 				cfg := dashboard.Config{BasePath: base, AllowMutations: allow, ShowPayloads: payload,
-					TrustedOrigins: origins, AllowedHosts: allowed, Logger: serveLogger(s)}
+					TrustedOrigins: origins, AllowedHosts: allowed, QueryTimeout: queryTimeout, Logger: serveLogger(s)}
 				extra, err := openSources(ctx, s, dbs, inboxTable, &cfg)
 				defer func() {
 					for _, db := range extra {
@@ -307,16 +316,7 @@ func serve(ctx context.Context, s *session, addr string, h http.Handler, cfg das
 			}
 		}
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		// The dashboard's largest GET, the replay preview of a full page
-		// of selected events, takes up to ~220 KB of query.
-		MaxHeaderBytes: 512 << 10,
-	}
+	srv := newServer(h, cfg)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -334,6 +334,22 @@ func serve(ctx context.Context, s *session, addr string, h http.Handler, cfg das
 		return fmt.Errorf("serve: stopping: %w", err)
 	}
 	return nil
+}
+
+// newServer returns the HTTP server of the dashboard h configured by cfg.
+func newServer(h http.Handler, cfg dashboard.Config) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// A page writes its response once its database work is done,
+		// which may take up to QueryTimeout.
+		WriteTimeout: max(time.Minute, cfg.QueryTimeout+30*time.Second),
+		IdleTimeout:  2 * time.Minute,
+		// The dashboard's largest GET, the replay preview of a full page
+		// of selected events, takes up to ~220 KB of query.
+		MaxHeaderBytes: 512 << 10,
+	}
 }
 
 // serveLogger logs the dashboard's mutations and failures on stderr.

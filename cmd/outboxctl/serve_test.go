@@ -17,6 +17,8 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/jdbcstore"
 )
 
 // startServe runs outboxctl with args (which name serve) in process until the test
@@ -123,6 +125,11 @@ func TestServeBadUsage(t *testing.T) {
 		fails(t, exitUsage, args...)
 	}
 	fails(t, exitFailed, "--dsn", path, "serve", "--addr", "256.0.0.1:1")
+	for _, d := range []string{"0", "-1s"} {
+		if line := fails(t, exitUsage, "--dsn", path, "serve", "--query-timeout", d); !strings.Contains(line, "--query-timeout must be positive") {
+			t.Errorf("--query-timeout %s: %q", d, line)
+		}
+	}
 	// An --addr no machine can listen on is bad usage, found before any
 	// database is opened (the missing file is not reported).
 	for _, addr := range []string{"bogus", "127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:nosuchservice"} {
@@ -260,4 +267,54 @@ func TestServeAllowedHosts(t *testing.T) {
 	}
 	fails(t, exitUsage, "--dsn", path, "serve", "--allowed-host", "http://ops.internal")
 	fails(t, exitUsage, "--dsn", path, "serve", "--allowed-host", "*", "--allowed-host", "ops.internal")
+}
+
+// --query-timeout bounds each page's database work: on PostgreSQL, a page
+// whose query waits for a table lock another transaction holds (a
+// migration's) answers 504 at the bound; it waited as long as the lock was
+// held.
+func TestServeQueryTimeoutPostgres(t *testing.T) {
+	dsn := testdb.PostgresSchemaDSN(t)
+	ok(t, "--dsn", dsn, "schema", "apply")
+	base := startServe(t, "--dsn", dsn, "serve", "--query-timeout", "1s")
+	db := testdb.OpenPostgres(t, dsn)
+	tx, err := db.BeginTxx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(t.Context(), "LOCK TABLE "+jdbcstore.DefaultTable+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"dead", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET dead with the table locked: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), "not done within the query timeout (1s)") {
+		t.Errorf("GET dead with the table locked = %d, want 504\n%s", res.StatusCode, b)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := getPage(t, base+"dead"); code != http.StatusOK {
+		t.Errorf("GET dead once the lock is released = %d\n%s", code, body)
+	}
+}
+
+// The server writes a page that took up to --query-timeout: its
+// WriteTimeout (a minute) cut longer ones.
+func TestServeWriteTimeoutOutlastsTheQueryTimeout(t *testing.T) {
+	for _, qt := range []time.Duration{time.Second, dashboard.DefaultQueryTimeout, 5 * time.Minute} {
+		if srv := newServer(nil, dashboard.Config{QueryTimeout: qt}); srv.WriteTimeout <= qt {
+			t.Errorf("--query-timeout %s: the server's WriteTimeout is %s: a page taking that long cannot be written", qt, srv.WriteTimeout)
+		}
+	}
 }
