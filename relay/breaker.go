@@ -30,6 +30,10 @@ type BreakerConfig struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Metrics, when set, receives the broker's state: up when the
+	// Breaker is created, down when an outage begins, up when it ends.
+	// Nil, the default, records nothing.
+	Metrics Metrics
 }
 
 // Defaults of BreakerConfig.
@@ -91,6 +95,9 @@ func NewBreaker(cfg BreakerConfig) (*Breaker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Metrics != nil {
+		cfg.Metrics.BrokerUp(cfg.Name, true)
+	}
 	return &Breaker{cfg: cfg}, nil
 }
 
@@ -139,6 +146,9 @@ func (b *Breaker) fail(err error, ended uint64, fenced bool) error {
 		b.down, b.since = true, now
 		b.outages++
 		b.nextProbe = now.Add(b.cfg.ProbeInterval)
+		if b.cfg.Metrics != nil {
+			b.cfg.Metrics.BrokerUp(b.cfg.Name, false)
+		}
 	}
 	b.mu.Unlock()
 	if first {
@@ -206,6 +216,9 @@ func (b *Breaker) up(outage uint64, fenced bool) {
 	since, putOffs := b.since, b.putOffs
 	b.down, b.putOffs, b.lastErr = false, 0, nil
 	b.ended++
+	if b.cfg.Metrics != nil {
+		b.cfg.Metrics.BrokerUp(b.cfg.Name, true)
+	}
 	now := b.cfg.Now()
 	b.mu.Unlock()
 	b.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "relay: broker recovered",

@@ -34,6 +34,10 @@ type FullConfig struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Metrics, when set, receives the number of full destinations at
+	// every change (Metrics.FullDestinations, with Name as the broker).
+	// Nil, the default, records nothing.
+	Metrics Metrics
 }
 
 // Full keeps a relay from charging attempts to the events of a
@@ -92,7 +96,9 @@ func NewFull(cfg FullConfig) *Full {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Full{cfg: cfg, keys: make(map[string]string), dests: make(map[string]*fullIncident), naming: make(map[string]int64)}
+	f := &Full{cfg: cfg, keys: make(map[string]string), dests: make(map[string]*fullIncident), naming: make(map[string]int64)}
+	f.report()
+	return f
 }
 
 // Refused records an event put off because the destination of key was
@@ -135,6 +141,9 @@ func (f *Full) Refused(key string, err error, destination func() string) error {
 	} else if !ongoing {
 		delete(f.dests, name) // nothing remembered would end it
 	}
+	if !ongoing {
+		f.report()
+	}
 	f.mu.Unlock()
 	if !ongoing {
 		f.cfg.Logger.LogAttrs(context.Background(), slog.LevelError,
@@ -168,8 +177,17 @@ func (f *Full) Accepted(key string) {
 		return
 	}
 	delete(f.dests, name)
+	f.report()
 	f.mu.Unlock()
 	f.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "relay: full destination takes messages again",
 		slog.String("broker", f.cfg.Name), slog.String("destination", name),
 		slog.Duration("full", f.cfg.Now().Sub(inc.since)), slog.Int64("put_offs", inc.putOffs))
+}
+
+// report gives the number of full destinations to the Metrics; f.mu is
+// held, so that changes are reported in order.
+func (f *Full) report() {
+	if f.cfg.Metrics != nil {
+		f.cfg.Metrics.FullDestinations(f.cfg.Name, len(f.dests))
+	}
 }
