@@ -102,6 +102,13 @@ type Config struct {
 	// failure) if it is not valid UTF-8 either. Nil, the default, adds
 	// nothing.
 	Propagator core.HeaderInjector
+	// Metrics, when set, receives the relay's own state: whether the
+	// broker can be reached and how many destinations are full (see
+	// relay.Metrics), with the breaker's name (Breaker.Name) as the
+	// broker. The OpenTelemetry Observer and the Prometheus Collector of
+	// this repository implement it. It is also the default of
+	// Breaker.Metrics. Nil, the default, records nothing.
+	Metrics relay.Metrics
 }
 
 // withDefaults returns cfg with every unset field at its default; name is
@@ -121,6 +128,9 @@ func (cfg Config) withDefaults(name string) Config {
 	}
 	if cfg.Breaker.Logger == nil {
 		cfg.Breaker.Logger = cfg.Logger
+	}
+	if cfg.Breaker.Metrics == nil {
+		cfg.Breaker.Metrics = cfg.Metrics
 	}
 	if cfg.Breaker.Name == "" {
 		cfg.Breaker.Name = name
@@ -152,6 +162,12 @@ func (cfg Config) validate() (relay.Template, error) {
 	}
 	if cfg.Propagator != nil && nilval.Is(cfg.Propagator) {
 		bad("Propagator", "is a nil %T (leave it nil for none)", cfg.Propagator)
+	}
+	if cfg.Metrics != nil && nilval.Is(cfg.Metrics) {
+		bad("Metrics", "is a nil %T (leave it nil for none)", cfg.Metrics)
+	}
+	if cfg.Metrics == nil && cfg.Breaker.Metrics != nil && nilval.Is(cfg.Breaker.Metrics) { // else it is Metrics
+		bad("Breaker.Metrics", "is a nil %T (leave it nil for none)", cfg.Breaker.Metrics)
 	}
 	if cfg.MaxInFlight < 0 {
 		bad("MaxInFlight", "must not be negative (got %d)", cfg.MaxInFlight)

@@ -37,6 +37,8 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"negative RetryAfter", natsjs.Config{Breaker: relay.BreakerConfig{RetryAfter: -1}}, "Breaker.RetryAfter", nil},
 		// A nil *otel.Observer: InjectHeaders panicked on it at the first event.
 		{"nil value Propagator", natsjs.Config{Propagator: (*nilInjector)(nil)}, "Propagator", nil},
+		{"nil value Metrics", natsjs.Config{Metrics: (*nilMetrics)(nil)}, "Metrics", nil},
+		{"nil value Breaker.Metrics", natsjs.Config{Breaker: relay.BreakerConfig{Metrics: (*nilMetrics)(nil)}}, "Breaker.Metrics", nil},
 	} {
 		_, err := natsjs.New(js, tc.cfg)
 		var ce *core.ConfigError

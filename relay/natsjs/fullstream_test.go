@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	// A probe only every hour: were the breaker opened, the other
 	// stream's events would be put off.
-	r, err := natsjs.New(js, natsjs.Config{Subject: "{aggregate_id}", Logger: logger,
+	m := &recordMetrics{}
+	r, err := natsjs.New(js, natsjs.Config{Subject: "{aggregate_id}", Logger: logger, Metrics: m,
 		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +112,9 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	}
 	if n := logs.Count("level=ERROR"); n != 1 {
 		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
+	}
+	if got, want := m.all(), []string{"up=true", "full=0", "full=1", "full=0"}; !slices.Equal(got, want) {
+		t.Errorf("metrics %q, want %q (the broker up throughout, one destination full and no more)", got, want)
 	}
 }
 

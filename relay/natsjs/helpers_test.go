@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,3 +130,33 @@ func aggregateEvent(t testing.TB, agg string) core.Envelope {
 	}
 	return env
 }
+
+// recordMetrics records a relay's relay.Metrics calls in order.
+type recordMetrics struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (m *recordMetrics) BrokerUp(broker string, up bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls = append(m.calls, fmt.Sprintf("up=%v", up))
+}
+
+func (m *recordMetrics) FullDestinations(broker string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls = append(m.calls, fmt.Sprintf("full=%d", n))
+}
+
+func (m *recordMetrics) all() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.calls)
+}
+
+// nilMetrics is a relay.Metrics whose nil value must be refused.
+type nilMetrics struct{ n int }
+
+func (m *nilMetrics) BrokerUp(string, bool)        { m.n++ }
+func (m *nilMetrics) FullDestinations(string, int) { m.n++ }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -129,7 +130,8 @@ func testOutage(t *testing.T, freeze bool) {
 	}
 
 	logger, logs := testsupport.NewLogger()
-	r, err := natsjs.New(js, natsjs.Config{Subject: "outage.{type}", AckTimeout: time.Second, Logger: logger,
+	m := &recordMetrics{}
+	r, err := natsjs.New(js, natsjs.Config{Subject: "outage.{type}", AckTimeout: time.Second, Logger: logger, Metrics: m,
 		Breaker: relay.BreakerConfig{ProbeInterval: 100 * time.Millisecond, RetryAfter: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +197,9 @@ func testOutage(t *testing.T, freeze bool) {
 	// outage begins no second one.
 	if down, up := logs.Count("level=ERROR", "broker unreachable"), logs.Count("level=INFO", "broker recovered"); down != 1 || up != 1 {
 		t.Errorf("%d ERROR lines and %d recovered lines, want 1 and 1", down, up)
+	}
+	if got, want := m.all(), []string{"up=true", "full=0", "up=false", "up=true"}; !slices.Equal(got, want) {
+		t.Errorf("metrics %q, want %q (one outage)", got, want)
 	}
 	if t.Failed() {
 		t.Logf("log:\n%s", logs)

@@ -79,7 +79,8 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	}
 	r := &Relay{js: js, cfg: cfg, subject: tpl, breaker: b,
 		full: relay.NewFull(relay.FullConfig{Name: cfg.Breaker.Name, What: "stream full (Discard: DiscardNew)",
-			RetryAfter: cfg.Breaker.RetryAfter, Logger: cfg.Breaker.Logger, Now: cfg.Breaker.Now}),
+			RetryAfter: cfg.Breaker.RetryAfter, Logger: cfg.Breaker.Logger, Now: cfg.Breaker.Now,
+			Metrics: cfg.Breaker.Metrics}),
 		slots: make(chan struct{}, cfg.MaxInFlight), lookups: make(chan struct{}, 1), drained: make(chan struct{})}
 	if cfg.ExpectStream != "" {
 		r.pubOpts = append(r.pubOpts, jetstream.WithExpectStream(cfg.ExpectStream))

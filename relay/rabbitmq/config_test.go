@@ -30,6 +30,7 @@ func TestConfigInvalid(t *testing.T) {
 		ReconnectMaxDelay: time.Millisecond,
 		Breaker:           relay.BreakerConfig{ProbeInterval: -1, RetryAfter: -1},
 		Propagator:        (*nilInjector)(nil), // a nil *otel.Observer: InjectHeaders panicked on it at the first event
+		Metrics:           (*nilMetrics)(nil),
 	})
 	if !errors.Is(err, core.ErrInvalidConfig) {
 		t.Fatalf("New = %v, want ErrInvalidConfig", err)
@@ -38,7 +39,7 @@ func TestConfigInvalid(t *testing.T) {
 		t.Errorf("the bad template is not ErrInvalidTemplate: %v", err)
 	}
 	for _, field := range []string{"URL", "Exchange", "RoutingKey", "MaxInFlight", "Channels", "ConfirmTimeout", "DialTimeout",
-		"ReconnectMaxDelay", "Breaker.ProbeInterval", "Breaker.RetryAfter", "Propagator"} {
+		"ReconnectMaxDelay", "Breaker.ProbeInterval", "Breaker.RetryAfter", "Propagator", "Metrics"} {
 		if !strings.Contains(err.Error(), " "+field+" ") {
 			t.Errorf("no error for %s in:\n%v", field, err)
 		}

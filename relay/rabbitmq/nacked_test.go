@@ -3,6 +3,7 @@ package rabbitmq_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,7 +40,8 @@ func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	// A probe only every hour: were the breaker opened, the other routing
 	// key's events would be put off.
-	r := newRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "{type}", Logger: logger,
+	m := &recordMetrics{}
+	r := newRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "{type}", Logger: logger, Metrics: m,
 		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -84,5 +86,8 @@ func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
 	}
 	if n := logs.Count("level=INFO", "full destination takes messages again", "put_offs=3"); n != 1 {
 		t.Errorf("want one INFO line counting the 3 events put off:\n%s", logs)
+	}
+	if got, want := m.all(), []string{"up=true", "full=0", "full=1", "full=0"}; !slices.Equal(got, want) {
+		t.Errorf("metrics %q, want %q (the broker up throughout, one destination full and no more)", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package rabbitmq_test
 import (
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -59,7 +60,8 @@ func TestRelayOutage(t *testing.T) {
 	proxy, proxied := faultProxy(t)
 
 	logger, logs := testsupport.NewLogger()
-	r := newRelay(t, rabbitmq.Config{URL: proxied, Exchange: ex, ConfirmTimeout: time.Second, Logger: logger,
+	m := &recordMetrics{}
+	r := newRelay(t, rabbitmq.Config{URL: proxied, Exchange: ex, ConfirmTimeout: time.Second, Logger: logger, Metrics: m,
 		ReconnectDelay: 50 * time.Millisecond, ReconnectMaxDelay: 200 * time.Millisecond,
 		Breaker: relay.BreakerConfig{ProbeInterval: 100 * time.Millisecond, RetryAfter: 200 * time.Millisecond}})
 	ob := relaytest.Outbox(t, outbox.Config{Logger: logger, Dispatcher: dispatcher.Config{Workers: outageWorkers},
@@ -91,6 +93,9 @@ func TestRelayOutage(t *testing.T) {
 	// worker, the publishes under way when the connection went.
 	if dups > outageWorkers {
 		t.Errorf("%d duplicates in the queue, want at most %d (the publishes under way at the cut)", dups, outageWorkers)
+	}
+	if got, want := m.all(), []string{"up=true", "full=0", "up=false", "up=true"}; !slices.Equal(got, want) {
+		t.Errorf("metrics %q, want %q (one outage)", got, want)
 	}
 	if t.Failed() {
 		t.Logf("log:\n%s", logs)
