@@ -3,10 +3,11 @@
 // [New] returns an [*Observer] that is at once a core.Observer (spans),
 // a core.HeaderInjector (trace context for the broker relays), a
 // core.Metrics with every optional signal and per-store labels
-// (core.StoreMetrics) and a core.InboxObserver (the inbox's spans and
-// metrics). Pass the same value as outbox.Config.Observer and
-// outbox.Config.Metrics (tenant.Config likewise), as the Propagator of a
-// natsjs or rabbitmq relay, and as inbox.Config.Observer (which
+// (core.StoreMetrics), a core.InboxObserver (the inbox's spans and
+// metrics) and a relay.Metrics (a broker relay's own state). Pass the
+// same value as outbox.Config.Observer and outbox.Config.Metrics
+// (tenant.Config likewise), as the Propagator and the Metrics of a natsjs
+// or rabbitmq relay, and as inbox.Config.Observer (which
 // inbox.DispatcherConfig.Observer defaults to).
 //
 // # Traces
@@ -59,7 +60,8 @@
 // number bounded (they are in any reasonable application). The Metric*
 // constants name every instrument and say what it measures; labels are
 // messaging.destination.name (the event type), outbox.store, outbox.path,
-// outbox.outcome, outbox.queue, outbox.status and error.type.
+// outbox.outcome, outbox.queue, outbox.status, error.type and
+// outbox.relay.broker.
 //
 // A failed delivery attempt (outcome retry or dead) is counted and timed
 // with error.type, as the conventions require of a failed operation: the
@@ -90,4 +92,18 @@
 // outbox.inbox.lag, with the same labels but outbox.outcome, measures a
 // queued message's wait from Enqueue (or its DueAt, when later) to the
 // start of its first handling.
+//
+// A natsjs or rabbitmq relay given the Observer as its Config.Metrics
+// reports its own state, labelled outbox.relay.broker: the relay's breaker
+// name, its kind and server address without credentials, such as "nats
+// jetstream nats://127.0.0.1:4222". outbox.relay.broker.up is 1 from the
+// relay's creation, 0 from the publish that could not reach the broker,
+// beginning an outage, to the first one the broker answers; the relay
+// learns of its broker from its publishes, so an idle relay goes on
+// reporting its last state. outbox.relay.outages counts the outages
+// begun, one per incident however many publishes fail in it.
+// outbox.relay.full_destinations is how many of the broker's destinations
+// (a stream or queue at its limit) refuse messages for want of room while
+// the broker is up; their events are put off (outbox.put_offs) until they
+// have room.
 package otel

@@ -39,6 +39,10 @@ const (
 	MetricInboxProcessed = "outbox.inbox.processed"        // counter: inbox messages processed, by outcome (error.type when one failed)
 	MetricInboxProcess   = "outbox.inbox.process.duration" // histogram, s: how long an inbox's business function or handler ran, not for duplicate, unhandled and NotRun (error.type when it failed)
 	MetricInboxLag       = "outbox.inbox.lag"              // histogram, s: a queued inbox message's wait, from Enqueue (its DueAt when later) to its first handling
+
+	MetricRelayBrokerUp         = "outbox.relay.broker.up"         // gauge: 1 while a broker relay's broker can be reached, 0 during an outage, by outbox.relay.broker
+	MetricRelayOutages          = "outbox.relay.outages"           // counter: outages of a broker relay's broker begun, by outbox.relay.broker
+	MetricRelayFullDestinations = "outbox.relay.full_destinations" // gauge: a broker relay's destinations full (a stream or queue at its limit), by outbox.relay.broker
 )
 
 // instruments are created once, in New.
@@ -47,8 +51,8 @@ type instruments struct {
 	process, lag, doneWrite, claimTime, inboxProcess, inboxLag  metric.Float64Histogram
 	doneBatch, claimRows                                        metric.Int64Histogram
 	enqueued, hotDropped, leaseLost, leaseReaped, dead, putOffs metric.Int64Counter
-	unhandled, replayed, purged                                 metric.Int64Counter
-	queueDepth, blockedKeys                                     metric.Int64Gauge
+	unhandled, replayed, purged, relayOutages                   metric.Int64Counter
+	queueDepth, blockedKeys, relayBrokerUp, relayFull           metric.Int64Gauge
 	oldestAge                                                   metric.Float64Gauge
 }
 
@@ -98,10 +102,15 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	in.inboxProcessed = counter(MetricInboxProcessed, "{message}", "Inbox messages processed, by outcome.")
 	in.inboxProcess = seconds(MetricInboxProcess, "How long an inbox's business function or handler ran for one message.")
 	in.inboxLag = seconds(MetricInboxLag, "Time from a queued inbox message's Enqueue to the start of its first handling.")
+	in.relayOutages = counter(MetricRelayOutages, "{outage}", "Outages of a broker relay's broker begun, by broker.")
 	var err error
 	in.queueDepth, err = m.Int64Gauge(MetricQueueDepth, metric.WithUnit("{event}"), metric.WithDescription("Events queued in process, by queue."))
 	errs = append(errs, err)
 	in.blockedKeys, err = m.Int64Gauge(MetricBlockedKeys, metric.WithUnit("{key}"), metric.WithDescription("Ordering keys blocked by a DEAD event."))
+	errs = append(errs, err)
+	in.relayBrokerUp, err = m.Int64Gauge(MetricRelayBrokerUp, metric.WithUnit("{broker}"), metric.WithDescription("1 while a broker relay's broker can be reached, 0 during an outage, by broker."))
+	errs = append(errs, err)
+	in.relayFull, err = m.Int64Gauge(MetricRelayFullDestinations, metric.WithUnit("{destination}"), metric.WithDescription("Destinations of a broker relay (streams, queues) refusing messages for want of room, by broker."))
 	errs = append(errs, err)
 	in.oldestAge, err = m.Float64Gauge(MetricOldestAge, metric.WithUnit("s"), metric.WithDescription("Age of the oldest pending event a poller saw."))
 	errs = append(errs, err)

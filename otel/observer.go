@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/relay"
 )
 
 // The attributes of this package beyond the messaging conventions.
@@ -27,6 +28,8 @@ const (
 
 	AttrInboxSource = attribute.Key("outbox.inbox.source") // the source of an inbox message (with messaging.message.id, its key)
 	AttrInboxMode   = attribute.Key("outbox.inbox.mode")   // "transactional" or "queued"
+
+	AttrRelayBroker = attribute.Key("outbox.relay.broker") // a broker relay's breaker name, e.g. "nats jetstream nats://127.0.0.1:4222" (relay.Metrics)
 )
 
 // System is the messaging.system of every span and measurement.
@@ -36,8 +39,8 @@ var systemAttr = semconv.MessagingSystemKey.String(System)
 
 // Observer traces and measures an outbox with OpenTelemetry. Create it
 // with [New]; it is safe for concurrent use. Pass it as
-// outbox.Config.Observer and outbox.Config.Metrics, as the Propagator of
-// a broker relay, and as inbox.Config.Observer.
+// outbox.Config.Observer and outbox.Config.Metrics, as the Propagator and
+// the Metrics of a broker relay, and as inbox.Config.Observer.
 type Observer struct {
 	*storeMetrics // the signals of the outbox's own store ("")
 
@@ -52,6 +55,7 @@ type Observer struct {
 	paths  sync.Map // pathKey -> *pathSets, for the stores of a set of databases
 	topics sync.Map // inbox topic -> *topicInfo
 	inbox  sync.Map // inboxKey -> *inboxSets, for the stores of a dispatcher of several inboxes
+	relays sync.Map // broker -> *brokerInfo, for relay.Metrics
 
 	ownStore *measureSet // DONE writes and claims of store "" that succeeded
 }
@@ -66,6 +70,7 @@ var (
 	_ core.OrderMetrics     = (*Observer)(nil)
 	_ core.PostponeMetrics  = (*Observer)(nil)
 	_ core.InboxObserver    = (*Observer)(nil)
+	_ relay.Metrics         = (*Observer)(nil)
 )
 
 // New returns an Observer configured by cfg. An invalid cfg returns an
