@@ -105,5 +105,7 @@
 // outbox.relay.full_destinations is how many of the broker's destinations
 // (a stream or queue at its limit) refuse messages for want of room while
 // the broker is up; their events are put off (outbox.put_offs) until they
-// have room.
+// have room. Relays of one name (two relays to the same server) share its
+// attributes, the last report winning: give them names apart
+// (BreakerConfig.Name, through the relay's Config.Breaker).
 package otel
