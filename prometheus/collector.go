@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/relay"
 )
 
 // Collector turns the outbox's signals into Prometheus metrics. It is a
@@ -20,7 +21,10 @@ import (
 // fields of the same names). It is also a core.InboxObserver (for the
 // inbox's processings by topic, mode and outcome): give it to
 // inbox.Config.Observer and inbox.DispatcherConfig.Observer as well to
-// measure an inbox. The metrics are listed in the package documentation.
+// measure an inbox. It is a relay.Metrics too (whether a broker relay's
+// broker can be reached, its outages and full destinations): give it to
+// a natsjs or rabbitmq relay's Config.Metrics. The metrics are listed in
+// the package documentation.
 //
 // A Collector is also a prometheus.Collector, so it can be registered in
 // further registries. All its methods are safe for concurrent use and
@@ -68,6 +72,11 @@ type Collector struct {
 	inboxDuration  *prom.HistogramVec // store, topic, mode
 	inboxWait      *prom.HistogramVec // store, topic
 
+	relayBrokerUp *prom.GaugeVec   // broker
+	relayOutages  *prom.CounterVec // broker
+	relayFull     *prom.GaugeVec   // broker
+	relays        relayStates
+
 	all []prom.Collector
 }
 
@@ -80,6 +89,7 @@ var (
 	_ core.PostponeMetrics  = (*Collector)(nil)
 	_ core.StoreMetrics     = (*Collector)(nil)
 	_ core.InboxObserver    = (*Collector)(nil)
+	_ relay.Metrics         = (*Collector)(nil)
 	_ prom.Collector        = (*Collector)(nil)
 )
 
@@ -164,6 +174,17 @@ func New(cfg Config) (*Collector, error) {
 	c.inboxWait = f.histogram("inbox_enqueue_to_handler_seconds",
 		"Seconds from a queued inbox message's Enqueue (its DueAt when later) to the start of its first handling, by store and topic.",
 		cfg.Buckets.CommitToListener, labelStore, labelTopic)
+
+	c.relayBrokerUp = f.gauge("relay_broker_up",
+		"1 while a broker relay's broker can be reached, 0 from the publish that could not reach it (an outage begins) to the first one it answers, by broker.",
+		labelBroker)
+	c.relayOutages = f.counter("relay_outages_total",
+		"Outages of a broker relay's broker begun, one per incident however many publishes fail in it, by broker.",
+		labelBroker)
+	c.relayFull = f.gauge("relay_full_destinations",
+		"Destinations of a broker relay (streams, queues) refusing messages for want of room while the broker is up, by broker.",
+		labelBroker)
+	c.relays.max = cfg.MaxBrokers
 
 	c.types = newTypeLabels(cfg.MaxEventTypes, c.published, c.publishErrors)
 	c.topics = newTopicLabels(cfg.MaxEventTypes)

@@ -22,9 +22,13 @@ const (
 	// DefaultMaxEventTypes bounds the distinct values of the event_type
 	// label.
 	DefaultMaxEventTypes = 500
+	// DefaultMaxBrokers bounds the distinct values of the broker label.
+	DefaultMaxBrokers = 100
 	// OtherEventType is the event_type label of the events whose type came
-	// after Config.MaxEventTypes others, and the topic label of the inbox
-	// messages whose topic came after Config.MaxEventTypes other topics.
+	// after Config.MaxEventTypes others, the topic label of the inbox
+	// messages whose topic came after Config.MaxEventTypes other topics,
+	// and the broker label of the relays whose broker came after
+	// Config.MaxBrokers others.
 	OtherEventType = "(other)"
 )
 
@@ -53,7 +57,7 @@ type Config struct {
 	// [a-zA-Z_][a-zA-Z0-9_]*, must not start with "__", must not be "le"
 	// (histogram buckets) and must not be one of the collector's own
 	// labels (store, event_type, path, outcome, queue, status, topic,
-	// mode). Defaults to none.
+	// mode, broker). Defaults to none.
 	ConstLabels map[string]string
 	// MaxEventTypes bounds the distinct values of the event_type label:
 	// the events of the types seen after this many others are counted
@@ -65,6 +69,16 @@ type Config struct {
 	// seen after this many others are counted under "(other)". Defaults
 	// to DefaultMaxEventTypes (500); it must not be negative.
 	MaxEventTypes int
+	// MaxBrokers bounds the distinct values of the broker label of the
+	// relays' metrics (relay.Metrics): the brokers seen after this many
+	// others share the label OtherEventType, "(other)", whose
+	// outbox_relay_broker_up is 0 while any of them is down, whose
+	// outbox_relay_full_destinations and outbox_relay_outages_total add
+	// theirs up. A broker is a relay's breaker name (its kind and server
+	// address), so a program has a few; the bound only keeps relays
+	// created with names built from data from flooding Prometheus.
+	// Defaults to DefaultMaxBrokers (100); it must not be negative.
+	MaxBrokers int
 	// Buckets are the bucket upper bounds of the histograms; a nil or
 	// empty field takes its default from [DefaultBuckets].
 	Buckets Buckets
@@ -108,7 +122,7 @@ func DefaultBuckets() Buckets {
 }
 
 // labelNames are the variable labels of the collector's metrics.
-var labelNames = []string{labelStore, labelEventType, labelPath, labelOutcome, labelQueue, labelStatus, labelTopic, labelMode}
+var labelNames = []string{labelStore, labelEventType, labelPath, labelOutcome, labelQueue, labelStatus, labelTopic, labelMode, labelBroker}
 
 // The variable labels.
 const (
@@ -120,6 +134,7 @@ const (
 	labelStatus    = "status"
 	labelTopic     = "topic"
 	labelMode      = "mode"
+	labelBroker    = "broker"
 )
 
 // nameRE matches a metric name prefix or a label name.
@@ -132,6 +147,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.MaxEventTypes == 0 {
 		cfg.MaxEventTypes = DefaultMaxEventTypes
+	}
+	if cfg.MaxBrokers == 0 {
+		cfg.MaxBrokers = DefaultMaxBrokers
 	}
 	def := DefaultBuckets()
 	for _, b := range []struct{ v, d *[]float64 }{
@@ -166,6 +184,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.MaxEventTypes < 0 {
 		bad("MaxEventTypes", "must not be negative, got %d", cfg.MaxEventTypes)
+	}
+	if cfg.MaxBrokers < 0 {
+		bad("MaxBrokers", "must not be negative, got %d", cfg.MaxBrokers)
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.ConstLabels)) {
 		field := fmt.Sprintf("ConstLabels[%q]", name)

@@ -20,6 +20,11 @@
 //	in, err := inbox.New(ctx, db, inbox.Config{Observer: col})
 //	d, err := in.NewDispatcher(inbox.DispatcherConfig{}) // inherits Observer
 //
+// And it is a relay.Metrics: give it to a broker relay to see whether its
+// broker can be reached, its outages and its full streams or queues.
+//
+//	r, err := natsjs.New(js, natsjs.Config{Metrics: col}) // or rabbitmq.Config{Metrics: col}
+//
 // The metrics live in a registry of the Collector's own, which
 // [Collector.Handler] and [Collector.Gatherer] serve; set
 // Config.Registerer (prometheus.DefaultRegisterer, say) to register them
@@ -44,7 +49,10 @@
 // Config.MaxEventTypes apart from event types; mode is transactional
 // (ProcessTx, Process) or queued (a dispatcher's handler); outcome is
 // processed, duplicate, failed, retry, dead, unhandled or interrupted
-// (core.InboxOutcome).
+// (core.InboxOutcome). For a relay's own state (relay.Metrics): broker is
+// the relay's breaker name, its kind and server address without
+// credentials ("nats jetstream nats://127.0.0.1:4222"), bounded by
+// Config.MaxBrokers.
 //
 //	Name                                     Type       Labels                            Source
 //	outbox_deliveries_total                  counter    store, event_type, path, outcome  Observer.Deliver: one per delivery attempt
@@ -73,6 +81,9 @@
 //	outbox_inbox_processed_total             counter    store, topic, mode, outcome       InboxObserver.ProcessInbox: one per processing of an inbox message
 //	outbox_inbox_process_duration_seconds    histogram  store, topic, mode                InboxObserver.ProcessInbox: how long the business function or handler ran (not for duplicate, unhandled, NotRun)
 //	outbox_inbox_enqueue_to_handler_seconds  histogram  store, topic                      InboxObserver.ProcessInbox: Enqueue to the handler's start, first handlings of queued messages
+//	outbox_relay_broker_up                   gauge      broker                            relay.Metrics.BrokerUp: 1 while the broker can be reached, 0 during an outage (see below)
+//	outbox_relay_outages_total               counter    broker                            relay.Metrics.BrokerUp: outages begun, one per incident
+//	outbox_relay_full_destinations           gauge      broker                            relay.Metrics.FullDestinations: streams or queues full while the broker is up
 //
 // outbox_oldest_pending_seconds is set by every poll. A poll skipped
 // because the cold queue is full claims nothing and reads nothing: while
@@ -82,6 +93,16 @@
 // its last claim; once that row was delivered it leaves the gauge as it
 // was (the cold queue is shared by the dispatcher's stores: full, it does
 // not mean this store is behind).
+//
+// A relay learns of its broker from its publishes: outbox_relay_broker_up
+// is 1 from the relay's creation, 0 from the publish that could not reach
+// the broker to the first one it answers, and an idle relay goes on
+// reporting its last state. A full destination's events are put off (and
+// counted in outbox_put_off_total) until it has room; the broker's other
+// destinations go on. Relays of one name (two relays to the same server)
+// share its series, the last report winning: give them names apart
+// (BreakerConfig.Name, through the relay's Config.Breaker). A closed
+// relay's series keep their last values.
 //
 // Metrics.DispatchSuccess and DispatchFailure are not counted apart:
 // outbox_deliveries_total{outcome="done"|"retry"} has them with more
@@ -95,12 +116,13 @@
 //
 // The label values are bounded: store by the databases of a tenant set
 // (and the inboxes of a dispatcher), path, outcome, queue, status and mode
-// by the lists above, event_type by the event types the program publishes
-// and topic by the topics its inboxes receive, finite sets chosen by its
-// code. Config.MaxEventTypes (500) caps event_type and, counted apart,
-// topic all the same: types or topics beyond it are counted as "(other)",
-// so that a value built from data by mistake cannot flood Prometheus with
-// series. Event ids, message ids, sources, keys and errors are never
-// labels. [Collector.ForgetStore] deletes the series of a store
-// removed from a tenant set, or of an inbox removed from a dispatcher.
+// by the lists above, event_type by the event types the program publishes,
+// topic by the topics its inboxes receive and broker by its relays, finite
+// sets chosen by its code. Config.MaxEventTypes (500) caps event_type and,
+// counted apart, topic all the same: types or topics beyond it are counted
+// as "(other)", so that a value built from data by mistake cannot flood
+// Prometheus with series; Config.MaxBrokers (100) caps broker likewise.
+// Event ids, message ids, sources, keys and errors are never labels.
+// [Collector.ForgetStore] deletes the series of a store removed from a
+// tenant set, or of an inbox removed from a dispatcher.
 package prometheus

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/poller"
 	outboxprom "github.com/outbox-go/outbox/prometheus"
+	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/retry"
 )
 
@@ -35,9 +37,9 @@ import (
 // fails once (a retry), one that always fails (DEAD, replayed, DEAD
 // again), one whose downstream is down once (put off), one without a
 // listener and one delivered by the poller. It then drives every other
-// signal, serves the metrics over HTTP, scrapes and parses them, checks
-// what the outbox did, and checks that every metric the dashboard and the
-// alert rules use exists.
+// signal, a relay's included, serves the metrics over HTTP, scrapes and
+// parses them, checks what the outbox did, and checks that every metric
+// the dashboard and the alert rules use exists.
 func TestScrapeRealOutbox(t *testing.T) {
 	ctx := context.Background()
 	col := newCollector(t, outboxprom.Config{})
@@ -158,6 +160,7 @@ func TestScrapeRealOutbox(t *testing.T) {
 	})
 
 	driveEverySignal(t, col)
+	driveRelay(t, col)
 
 	srv := httptest.NewServer(col.Handler())
 	defer srv.Close()
@@ -218,6 +221,9 @@ func TestScrapeRealOutbox(t *testing.T) {
 	atLeast("outbox_inbox_processed_total", own(labels{"topic": "order.created", "mode": "transactional", "outcome": "processed"}), 1)
 	atLeast("outbox_inbox_process_duration_seconds", labels{"store": "tenant-a", "mode": "queued"}, 1)
 	atLeast("outbox_inbox_enqueue_to_handler_seconds", labels{"store": "tenant-a", "topic": "order.created"}, 1)
+	atLeast("outbox_relay_broker_up", labels{"broker": scrapedBroker}, 1)
+	atLeast("outbox_relay_outages_total", labels{"broker": scrapedBroker}, 1)
+	atLeast("outbox_relay_full_destinations", labels{"broker": scrapedBroker}, 1)
 
 	// Every metric the dashboard and the alert rules query exists: every
 	// metric name of every query, whatever its prefix, and every query
@@ -290,6 +296,25 @@ func driveEverySignal(t *testing.T, c *outboxprom.Collector) {
 		_, end := c.ProcessInbox(context.Background(), m)
 		end(core.InboxResult{Outcome: core.InboxProcessed, Took: time.Millisecond})
 	}
+}
+
+// scrapedBroker is the broker of driveRelay's relay.
+const scrapedBroker = "nats jetstream nats://127.0.0.1:4222"
+
+// driveRelay runs a relay's Breaker and Full with the collector as their
+// Metrics, as a natsjs or rabbitmq relay given it as Config.Metrics does:
+// an outage that ends, and a stream left full.
+func driveRelay(t *testing.T, c *outboxprom.Collector) {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	b, err := relay.NewBreaker(relay.BreakerConfig{Name: scrapedBroker, Logger: quiet, Metrics: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Down(errors.New("nats: connection closed"))
+	b.Up()
+	f := relay.NewFull(relay.FullConfig{Name: scrapedBroker, Logger: quiet, Metrics: c})
+	_ = f.Refused("orders.created", errors.New("nats: maximum messages exceeded"), func() string { return "ORDERS" })
 }
 
 // scrape GETs url and parses the text exposition.
