@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +24,7 @@ import (
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	obsotel "github.com/outbox-go/outbox/otel"
+	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/natsjs"
 )
 
@@ -34,10 +37,10 @@ func natsURL() string {
 	return "nats://127.0.0.1:4222"
 }
 
-// A JetStream relay given the Observer as its Propagator sends each
-// message with the delivery span's context: a consumer reading the stream
-// extracts it and continues the request's trace.
-func TestEndToEndNATSRelayCarriesTheDeliverySpan(t *testing.T) {
+// connectNATS connects to the test server, closed in t's Cleanup; it
+// skips t without one, or fails it when CI=true.
+func connectNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
 	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -50,23 +53,43 @@ func TestEndToEndNATSRelayCarriesTheDeliverySpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return nc, js
+}
+
+// testStream creates a stream of cfg, its name and subjects set here,
+// deleted in t's Cleanup, and returns it with its subjects' prefix.
+func testStream(t *testing.T, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, string) {
+	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
-	prefix, name := "otel-test-"+id, "OTEL_TEST_"+strings.ToUpper(id)
+	prefix := "otel-test-" + id
+	cfg.Name, cfg.Subjects = "OTEL_TEST_"+strings.ToUpper(id), []string{prefix + ".>"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}})
+	st, err := js.CreateStream(ctx, cfg)
 	if err != nil {
-		t.Fatalf("create stream %s: %v", name, err)
+		t.Fatalf("create stream %s: %v", cfg.Name, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := js.DeleteStream(ctx, name); err != nil {
-			t.Errorf("delete stream %s: %v", name, err)
+		if err := js.DeleteStream(ctx, cfg.Name); err != nil {
+			t.Errorf("delete stream %s: %v", cfg.Name, err)
 		}
 	})
+	return st, prefix
+}
+
+// A JetStream relay given the Observer as its Propagator sends each
+// message with the delivery span's context: a consumer reading the stream
+// extracts it and continues the request's trace.
+func TestEndToEndNATSRelayCarriesTheDeliverySpan(t *testing.T) {
+	_, js := connectNATS(t)
+	st, prefix := testStream(t, js, jetstream.StreamConfig{})
+	name := st.CachedInfo().Config.Name
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 
 	h := newHarness(t, obsotel.Config{})
 	r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{type}", Propagator: h.obs})
@@ -142,5 +165,60 @@ func TestEndToEndNATSRelayCarriesTheDeliverySpan(t *testing.T) {
 	msgID, _ := attr(c.Attributes(), "messaging.message.id")
 	if c.SpanKind() != trace.SpanKindConsumer || outcome.AsString() != "processed" || msgID.AsString() != evID {
 		t.Errorf("the inbox's span: kind %v, attributes %v", c.SpanKind(), c.Attributes())
+	}
+}
+
+// A JetStream relay given the Observer as its Metrics reports its broker,
+// named by its server's address: up from its creation, its stream full
+// and then taking messages again, an outage once its connection is gone.
+func TestNATSRelayReportsItsBroker(t *testing.T) {
+	_, admin := connectNATS(t)
+	st, prefix := testStream(t, admin, jetstream.StreamConfig{MaxMsgs: 1, Discard: jetstream.DiscardNew})
+	nc, js := connectNATS(t) // the relay's own, closed below
+	h := newHarness(t, obsotel.Config{})
+	r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{type}", Metrics: h.obs,
+		Logger: slog.New(slog.DiscardHandler), Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := brokerLabels("nats jetstream " + nc.ConnectedUrlRedacted())
+	wantPoint(t, h, obsotel.MetricRelayBrokerUp, broker, 1)
+	wantPoint(t, h, obsotel.MetricRelayOutages, broker, 0)
+	wantPoint(t, h, obsotel.MetricRelayFullDestinations, broker, 0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	send := func(typ string) error {
+		env, err := outbox.JSONEvent(typ, `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.OnEvent(ctx, env)
+	}
+	if err := send("A"); err != nil {
+		t.Fatalf("the first event: %v", err)
+	}
+	var unavailable *core.UnavailableError
+	if err := send("B"); !errors.As(err, &unavailable) {
+		t.Fatalf("an event to the full stream: %v, want it put off", err)
+	}
+	wantPoint(t, h, obsotel.MetricRelayFullDestinations, broker, 1)
+	if err := st.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := send("B"); err != nil {
+		t.Fatalf("the event again, the stream purged: %v", err)
+	}
+	wantPoint(t, h, obsotel.MetricRelayFullDestinations, broker, 0)
+	wantPoint(t, h, obsotel.MetricRelayOutages, broker, 0) // a full stream is no outage
+
+	nc.Close()
+	if err := send("C"); !errors.As(err, &unavailable) {
+		t.Fatalf("an event after the connection closed: %v, want it put off", err)
+	}
+	wantPoint(t, h, obsotel.MetricRelayBrokerUp, broker, 0)
+	wantPoint(t, h, obsotel.MetricRelayOutages, broker, 1)
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
