@@ -28,6 +28,9 @@ type dashboard struct {
 		Datasource *struct {
 			UID string `json:"uid"`
 		} `json:"datasource"`
+		GridPos struct {
+			H, W, X, Y int
+		} `json:"gridPos"`
 		Targets []struct {
 			Expr  string `json:"expr"`
 			RefID string `json:"refId"`
@@ -50,7 +53,8 @@ func readDashboard(t *testing.T) dashboard {
 
 // TestDashboardShape checks what an import into Grafana relies on: a uid,
 // a data source variable every panel queries through, unique panel ids,
-// and the panels the operators look for.
+// panels within the 24 columns that do not overlap, and the panels the
+// operators look for.
 func TestDashboardShape(t *testing.T) {
 	d := readDashboard(t)
 	if d.UID == "" || d.Title == "" {
@@ -85,9 +89,21 @@ func TestDashboardShape(t *testing.T) {
 	}
 	for _, want := range []string{"Deliveries by outcome", "Commit → listener", "Listener duration", "Queue depths",
 		"Oldest pending event age", "DONE batch size", "DONE write time", "Claim time", "Hot drops", "Lease losses",
-		"Dead letters", "Blocked ordering keys", "Put-offs (relay outage)"} {
+		"Dead letters", "Blocked ordering keys", "Put-offs (relay outage)", "Relay brokers", "Relay full destinations"} {
 		if !titles[want] {
 			t.Errorf("no panel %q", want)
+		}
+	}
+	for i, p := range d.Panels {
+		g := p.GridPos
+		if g.W <= 0 || g.H <= 0 || g.X < 0 || g.Y < 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q: gridPos %+v is not within the 24 columns", p.Title, g)
+		}
+		for _, q := range d.Panels[:i] {
+			o := q.GridPos
+			if g.X < o.X+o.W && o.X < g.X+g.W && g.Y < o.Y+o.H && o.Y < g.Y+g.H {
+				t.Errorf("panels %q %+v and %q %+v overlap", q.Title, o, p.Title, g)
+			}
 		}
 	}
 }
