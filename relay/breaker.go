@@ -71,6 +71,7 @@ type Breaker struct {
 	putOffs   int64     // times an event was put off during this outage
 	outages   uint64    // outages begun so far; the current one's number while down
 	ended     uint64    // outages ended so far
+	retired   bool      // Retire was called: nothing more is reported to Metrics
 }
 
 // NewBreaker returns a Breaker. It returns an error wrapping
@@ -146,7 +147,7 @@ func (b *Breaker) fail(err error, ended uint64, fenced bool) error {
 		b.down, b.since = true, now
 		b.outages++
 		b.nextProbe = now.Add(b.cfg.ProbeInterval)
-		if b.cfg.Metrics != nil {
+		if b.cfg.Metrics != nil && !b.retired {
 			b.cfg.Metrics.BrokerUp(b.cfg.Name, false)
 		}
 	}
@@ -216,7 +217,7 @@ func (b *Breaker) up(outage uint64, fenced bool) {
 	since, putOffs := b.since, b.putOffs
 	b.down, b.putOffs, b.lastErr = false, 0, nil
 	b.ended++
-	if b.cfg.Metrics != nil {
+	if b.cfg.Metrics != nil && !b.retired {
 		b.cfg.Metrics.BrokerUp(b.cfg.Name, true)
 	}
 	now := b.cfg.Now()
@@ -230,4 +231,21 @@ func (b *Breaker) State() (down bool, since time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.down, b.since
+}
+
+// Retire ends the Breaker's reports to BreakerConfig.Metrics, for a relay
+// being closed: it reports the broker up, since a closed relay waits on
+// no broker (so an alert on a relay closed during an outage ends), and
+// nothing after, whatever the publishes still under way find. The
+// Breaker itself goes on working. Calling it again does nothing.
+func (b *Breaker) Retire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.retired {
+		return
+	}
+	b.retired = true
+	if b.cfg.Metrics != nil {
+		b.cfg.Metrics.BrokerUp(b.cfg.Name, true)
+	}
 }

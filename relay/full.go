@@ -66,10 +66,11 @@ type Full struct {
 	// costs one atomic load when nothing is full.
 	any atomic.Bool
 
-	mu     sync.Mutex
-	keys   map[string]string        // refused key -> its destination
-	dests  map[string]*fullIncident // destination -> its incident
-	naming map[string]int64         // keys whose destination is being asked -> events put off meanwhile
+	mu      sync.Mutex
+	keys    map[string]string        // refused key -> its destination
+	dests   map[string]*fullIncident // destination -> its incident
+	naming  map[string]int64         // keys whose destination is being asked -> events put off meanwhile
+	retired bool                     // Retire was called: nothing more is reported to Metrics
 }
 
 // fullIncident is one destination's time full.
@@ -187,7 +188,24 @@ func (f *Full) Accepted(key string) {
 // report gives the number of full destinations to the Metrics; f.mu is
 // held, so that changes are reported in order.
 func (f *Full) report() {
-	if f.cfg.Metrics != nil {
+	if f.cfg.Metrics != nil && !f.retired {
 		f.cfg.Metrics.FullDestinations(f.cfg.Name, len(f.dests))
+	}
+}
+
+// Retire ends the Full's reports to FullConfig.Metrics, for a relay being
+// closed: it reports no destination full, since a closed relay puts no
+// event off (so an alert on a relay closed while a destination was full
+// ends), and nothing after. The Full itself goes on working. Calling it
+// again does nothing.
+func (f *Full) Retire() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.retired {
+		return
+	}
+	f.retired = true
+	if f.cfg.Metrics != nil {
+		f.cfg.Metrics.FullDestinations(f.cfg.Name, 0)
 	}
 }

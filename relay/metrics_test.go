@@ -77,3 +77,32 @@ func TestFullMetrics(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// Retire reports the broker up and no destination full, once, and
+// nothing after: a closed relay's alerts end.
+func TestRetireMetrics(t *testing.T) {
+	m := &recordMetrics{}
+	logger, _ := testsupport.NewLogger()
+	b, err := relay.NewBreaker(relay.BreakerConfig{Name: "b", Logger: logger, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := relay.NewFull(relay.FullConfig{Name: "b", Logger: logger, Metrics: m})
+	_ = b.Down(errors.New("x"))
+	_ = f.Refused("k", errors.New("full"), func() string { return "q" })
+	m.take()
+	b.Retire()
+	f.Retire()
+	b.Retire()
+	f.Retire()
+	if got, want := m.take(), []string{"b up=true", "b full=0"}; !slices.Equal(got, want) {
+		t.Fatalf("Retire: %q, want %q", got, want)
+	}
+	b.Up()
+	_ = b.Down(errors.New("y"))
+	_ = f.Refused("k2", errors.New("full"), func() string { return "q2" })
+	f.Accepted("k")
+	if got := m.take(); len(got) != 0 {
+		t.Fatalf("after Retire: %q, want nothing", got)
+	}
+}

@@ -107,7 +107,10 @@ type Config struct {
 	// relay.Metrics), with the breaker's name (Breaker.Name) as the
 	// broker. The OpenTelemetry Observer and the Prometheus Collector of
 	// this repository implement it. It is also the default of
-	// Breaker.Metrics. Nil, the default, records nothing.
+	// Breaker.Metrics. Close reports the broker up and no destination
+	// full, and nothing after: a closed relay waits on no broker, so an
+	// alert on a relay closed during an outage ends. Nil, the default,
+	// records nothing.
 	Metrics relay.Metrics
 }
 

@@ -246,6 +246,10 @@ func (r *Relay) Close(ctx context.Context) error {
 	r.closed = true
 	r.signalDrained()
 	r.mu.Unlock()
+	// A closed relay waits on no broker: its metrics say so (see
+	// Config.Metrics), whatever the calls still under way find.
+	defer r.full.Retire()
+	defer r.breaker.Retire()
 	select {
 	case <-r.drained:
 		return nil

@@ -392,6 +392,10 @@ func (r *Relay) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	// A closed relay waits on no broker: its metrics say so (see
+	// Config.Metrics), whatever the publishes still under way find.
+	r.breaker.Retire()
+	r.full.Retire()
 	r.stopOnce.Do(func() {
 		close(r.stop)
 		r.cancel()
