@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay/natsjs"
 )
@@ -20,7 +21,7 @@ func TestRelayClosedDuringAnOutageReportsItsBrokerUp(t *testing.T) {
 	_, prefix := newStream(t, admin, nil)
 	nc, js := connect(t) // the relay's, closed below
 	logger, _ := testsupport.NewLogger()
-	m := &recordMetrics{}
+	m := &relaytest.Metrics{}
 	r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{type}", Logger: logger, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestRelayClosedDuringAnOutageReportsItsBrokerUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = r.OnEvent(context.Background(), aggregateEvent(t, "b"))
-	if got, want := m.all(), []string{"up=true", "full=0", "up=false", "up=true", "full=0"}; !slices.Equal(got, want) {
+	if got, want := m.All(), []string{"up=true", "full=0", "up=false", "up=true", "full=0"}; !slices.Equal(got, want) {
 		t.Fatalf("metrics %q, want %q", got, want)
 	}
 }

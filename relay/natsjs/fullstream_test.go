@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/natsjs"
@@ -35,7 +36,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	// A probe only every hour: were the breaker opened, the other
 	// stream's events would be put off.
-	m := &recordMetrics{}
+	m := &relaytest.Metrics{}
 	r, err := natsjs.New(js, natsjs.Config{Subject: "{aggregate_id}", Logger: logger, Metrics: m,
 		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
 	if err != nil {
@@ -113,7 +114,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	if n := logs.Count("level=ERROR"); n != 1 {
 		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
 	}
-	if got, want := m.all(), []string{"up=true", "full=0", "full=1", "full=0"}; !slices.Equal(got, want) {
+	if got, want := m.All(), []string{"up=true", "full=0", "full=1", "full=0"}; !slices.Equal(got, want) {
 		t.Errorf("metrics %q, want %q (the broker up throughout, one destination full and no more)", got, want)
 	}
 }

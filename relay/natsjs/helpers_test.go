@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -129,30 +126,6 @@ func aggregateEvent(t testing.TB, agg string) core.Envelope {
 		t.Fatal(err)
 	}
 	return env
-}
-
-// recordMetrics records a relay's relay.Metrics calls in order.
-type recordMetrics struct {
-	mu    sync.Mutex
-	calls []string
-}
-
-func (m *recordMetrics) BrokerUp(broker string, up bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.calls = append(m.calls, fmt.Sprintf("up=%v", up))
-}
-
-func (m *recordMetrics) FullDestinations(broker string, n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.calls = append(m.calls, fmt.Sprintf("full=%d", n))
-}
-
-func (m *recordMetrics) all() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.calls)
 }
 
 // nilMetrics is a relay.Metrics whose nil value must be refused.

@@ -130,7 +130,7 @@ func testOutage(t *testing.T, freeze bool) {
 	}
 
 	logger, logs := testsupport.NewLogger()
-	m := &recordMetrics{}
+	m := &relaytest.Metrics{}
 	r, err := natsjs.New(js, natsjs.Config{Subject: "outage.{type}", AckTimeout: time.Second, Logger: logger, Metrics: m,
 		Breaker: relay.BreakerConfig{ProbeInterval: 100 * time.Millisecond, RetryAfter: 200 * time.Millisecond}})
 	if err != nil {
@@ -198,7 +198,7 @@ func testOutage(t *testing.T, freeze bool) {
 	if down, up := logs.Count("level=ERROR", "broker unreachable"), logs.Count("level=INFO", "broker recovered"); down != 1 || up != 1 {
 		t.Errorf("%d ERROR lines and %d recovered lines, want 1 and 1", down, up)
 	}
-	if got, want := m.all(), []string{"up=true", "full=0", "up=false", "up=true"}; !slices.Equal(got, want) {
+	if got, want := m.All(), []string{"up=true", "full=0", "up=false", "up=true"}; !slices.Equal(got, want) {
 		t.Errorf("metrics %q, want %q (one outage)", got, want)
 	}
 	if t.Failed() {

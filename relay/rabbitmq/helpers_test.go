@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -268,30 +266,6 @@ func afterOutage(t *testing.T, ob *outbox.Outbox, got *collector, pub *relaytest
 		t.Errorf("%d ERROR lines and %d recovered lines, want 1 and 1", down, up)
 	}
 	return ids, stored, dups
-}
-
-// recordMetrics records a relay's relay.Metrics calls in order.
-type recordMetrics struct {
-	mu    sync.Mutex
-	calls []string
-}
-
-func (m *recordMetrics) BrokerUp(broker string, up bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.calls = append(m.calls, fmt.Sprintf("up=%v", up))
-}
-
-func (m *recordMetrics) FullDestinations(broker string, n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.calls = append(m.calls, fmt.Sprintf("full=%d", n))
-}
-
-func (m *recordMetrics) all() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.calls)
 }
 
 // nilMetrics is a relay.Metrics whose nil value must be refused.

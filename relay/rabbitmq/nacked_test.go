@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/rabbitmq"
@@ -40,7 +41,7 @@ func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	// A probe only every hour: were the breaker opened, the other routing
 	// key's events would be put off.
-	m := &recordMetrics{}
+	m := &relaytest.Metrics{}
 	r := newRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "{type}", Logger: logger, Metrics: m,
 		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -87,7 +88,7 @@ func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
 	if n := logs.Count("level=INFO", "full destination takes messages again", "put_offs=3"); n != 1 {
 		t.Errorf("want one INFO line counting the 3 events put off:\n%s", logs)
 	}
-	if got, want := m.all(), []string{"up=true", "full=0", "full=1", "full=0"}; !slices.Equal(got, want) {
+	if got, want := m.All(), []string{"up=true", "full=0", "full=1", "full=0"}; !slices.Equal(got, want) {
 		t.Errorf("metrics %q, want %q (the broker up throughout, one destination full and no more)", got, want)
 	}
 }

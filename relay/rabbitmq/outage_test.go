@@ -60,7 +60,7 @@ func TestRelayOutage(t *testing.T) {
 	proxy, proxied := faultProxy(t)
 
 	logger, logs := testsupport.NewLogger()
-	m := &recordMetrics{}
+	m := &relaytest.Metrics{}
 	r := newRelay(t, rabbitmq.Config{URL: proxied, Exchange: ex, ConfirmTimeout: time.Second, Logger: logger, Metrics: m,
 		ReconnectDelay: 50 * time.Millisecond, ReconnectMaxDelay: 200 * time.Millisecond,
 		Breaker: relay.BreakerConfig{ProbeInterval: 100 * time.Millisecond, RetryAfter: 200 * time.Millisecond}})
@@ -94,7 +94,7 @@ func TestRelayOutage(t *testing.T) {
 	if dups > outageWorkers {
 		t.Errorf("%d duplicates in the queue, want at most %d (the publishes under way at the cut)", dups, outageWorkers)
 	}
-	if got, want := m.all(), []string{"up=true", "full=0", "up=false", "up=true"}; !slices.Equal(got, want) {
+	if got, want := m.All(), []string{"up=true", "full=0", "up=false", "up=true"}; !slices.Equal(got, want) {
 		t.Errorf("metrics %q, want %q (one outage)", got, want)
 	}
 	if t.Failed() {
