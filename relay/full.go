@@ -38,7 +38,19 @@ type FullConfig struct {
 	// every change (Metrics.FullDestinations, with Name as the broker).
 	// Nil, the default, records nothing.
 	Metrics Metrics
+	// Forget is how long a refused key is remembered while it is neither
+	// refused nor accepted again: its event went through another node
+	// sharing the database, say, or is gone (purged, or marked DEAD by
+	// an operator). A destination none of whose remembered keys was
+	// refused for that long ends its incident, with an INFO line saying
+	// so, so that its metric and alert do not stay on for ever. Default
+	// DefaultFullForget.
+	Forget time.Duration
 }
+
+// DefaultFullForget is the default of FullConfig.Forget: many times the
+// interval at which an event put off comes back (RetryAfter and a poll).
+const DefaultFullForget = time.Minute
 
 // Full keeps a relay from charging attempts to the events of a
 // destination that refuses messages for want of room while the broker
@@ -54,9 +66,10 @@ type FullConfig struct {
 // refused and one INFO "relay: full destination takes messages again",
 // with how long it was full and how many times an event was put off
 // ("put_offs"), once every key (a subject, an exchange and routing key)
-// refused meanwhile was accepted again ([Full.Accepted]). So a
-// destination at its limit, whose consumer frees room one message at a
-// time, does not log a line per message.
+// refused meanwhile was accepted again ([Full.Accepted]), or none of
+// them was refused again for FullConfig.Forget. So a destination at its
+// limit, whose consumer frees room one message at a time, does not log a
+// line per message.
 //
 // A Full is safe for concurrent use.
 type Full struct {
@@ -67,17 +80,25 @@ type Full struct {
 	any atomic.Bool
 
 	mu      sync.Mutex
-	keys    map[string]string        // refused key -> its destination
+	keys    map[string]*fullKey      // refused key -> its destination and last refusal
 	dests   map[string]*fullIncident // destination -> its incident
 	naming  map[string]int64         // keys whose destination is being asked -> events put off meanwhile
 	retired bool                     // Retire was called: nothing more is reported to Metrics
+	sweep   *time.Timer              // runs forget while keys are remembered
+}
+
+// fullKey is a remembered refused key.
+type fullKey struct {
+	dest string
+	last time.Time // its last refusal
 }
 
 // fullIncident is one destination's time full.
 type fullIncident struct {
 	since   time.Time
-	keys    int   // remembered keys refused and not accepted since
-	putOffs int64 // events put off because the destination was full
+	last    time.Time // its last refusal
+	keys    int       // remembered keys refused and not accepted since
+	putOffs int64     // events put off because the destination was full
 }
 
 // NewFull returns a Full configured by cfg, with defaults for unset fields.
@@ -97,7 +118,10 @@ func NewFull(cfg FullConfig) *Full {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	f := &Full{cfg: cfg, keys: make(map[string]string), dests: make(map[string]*fullIncident), naming: make(map[string]int64)}
+	if cfg.Forget <= 0 {
+		cfg.Forget = DefaultFullForget
+	}
+	f := &Full{cfg: cfg, keys: make(map[string]*fullKey), dests: make(map[string]*fullIncident), naming: make(map[string]int64)}
 	f.report()
 	return f
 }
@@ -112,8 +136,11 @@ func NewFull(cfg FullConfig) *Full {
 // incident.
 func (f *Full) Refused(key string, err error, destination func() string) error {
 	f.mu.Lock()
-	if name, ok := f.keys[key]; ok {
-		f.dests[name].putOffs++
+	if k, ok := f.keys[key]; ok {
+		inc := f.dests[k.dest]
+		inc.putOffs++
+		k.last = f.cfg.Now()
+		inc.last = k.last
 		f.mu.Unlock()
 		return core.Unavailable(err, f.cfg.RetryAfter)
 	}
@@ -129,18 +156,21 @@ func (f *Full) Refused(key string, err error, destination func() string) error {
 	f.mu.Lock()
 	putOffs := f.naming[key]
 	delete(f.naming, key)
+	now := f.cfg.Now()
 	inc, ongoing := f.dests[name]
 	if !ongoing {
-		inc = &fullIncident{since: f.cfg.Now()}
+		inc = &fullIncident{since: now}
 		f.dests[name] = inc
 	}
 	inc.putOffs += putOffs
+	inc.last = now
 	if len(f.keys) < MaxFullKeys {
-		f.keys[key] = name
+		f.keys[key] = &fullKey{dest: name, last: now}
 		inc.keys++
 		f.any.Store(true)
-	} else if !ongoing {
-		delete(f.dests, name) // nothing remembered would end it
+	} // else its incident ends once not refused for Forget
+	if f.sweep == nil {
+		f.sweep = time.AfterFunc(f.cfg.Forget, f.forget)
 	}
 	if !ongoing {
 		f.report()
@@ -162,27 +192,82 @@ func (f *Full) Accepted(key string) {
 		return
 	}
 	f.mu.Lock()
-	name, ok := f.keys[key]
+	k, ok := f.keys[key]
 	if !ok {
 		f.mu.Unlock()
 		return
 	}
+	ended := f.drop(key, k)
+	f.mu.Unlock()
+	if ended != nil {
+		f.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "relay: full destination takes messages again",
+			slog.String("broker", f.cfg.Name), slog.String("destination", k.dest),
+			slog.Duration("full", f.cfg.Now().Sub(ended.since)), slog.Int64("put_offs", ended.putOffs))
+	}
+}
+
+// drop forgets the remembered key and returns its destination's incident
+// when that was its last key: the incident ended. f.mu is held.
+func (f *Full) drop(key string, k *fullKey) *fullIncident {
 	delete(f.keys, key)
 	if len(f.keys) == 0 {
 		f.any.Store(false)
 	}
-	inc := f.dests[name]
+	inc := f.dests[k.dest]
 	inc.keys--
 	if inc.keys > 0 {
-		f.mu.Unlock()
-		return
+		return nil
 	}
-	delete(f.dests, name)
+	f.end(k.dest)
+	return inc
+}
+
+// end ends the incident of dest (reported to the Metrics). f.mu is held.
+func (f *Full) end(dest string) {
+	delete(f.dests, dest)
 	f.report()
+	if len(f.dests) == 0 && f.sweep != nil {
+		f.sweep.Stop()
+		f.sweep = nil
+	}
+}
+
+// forget, run by f.sweep, forgets the keys not refused for Forget and
+// ends the incidents left without keys.
+func (f *Full) forget() {
+	type ended struct {
+		dest string
+		inc  *fullIncident
+	}
+	var done []ended
+	f.mu.Lock()
+	now := f.cfg.Now()
+	for key, k := range f.keys {
+		if now.Sub(k.last) >= f.cfg.Forget {
+			if inc := f.drop(key, k); inc != nil {
+				done = append(done, ended{k.dest, inc})
+			}
+		}
+	}
+	// An incident without remembered keys (refused beyond MaxFullKeys)
+	// ends once none of its events was refused for Forget.
+	for dest, inc := range f.dests {
+		if inc.keys == 0 && now.Sub(inc.last) >= f.cfg.Forget {
+			f.end(dest)
+			done = append(done, ended{dest, inc})
+		}
+	}
+	if f.sweep != nil { // incidents go on
+		f.sweep.Reset(f.cfg.Forget / 2)
+	}
 	f.mu.Unlock()
-	f.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "relay: full destination takes messages again",
-		slog.String("broker", f.cfg.Name), slog.String("destination", name),
-		slog.Duration("full", f.cfg.Now().Sub(inc.since)), slog.Int64("put_offs", inc.putOffs))
+	for _, e := range done {
+		f.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo,
+			"relay: no event refused by a full destination for a while; its incident is over (its events may have gone through another node)",
+			slog.String("broker", f.cfg.Name), slog.String("destination", e.dest),
+			slog.Duration("full", now.Sub(e.inc.since)), slog.Int64("put_offs", e.inc.putOffs),
+			slog.Duration("forget", f.cfg.Forget))
+	}
 }
 
 // report gives the number of full destinations to the Metrics; f.mu is

@@ -3,10 +3,13 @@ package relay_test
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
 )
@@ -126,5 +129,84 @@ func TestFullNamingDoesNotBlock(t *testing.T) {
 	f.Accepted("b")
 	if n := logs.Count("level=INFO", "destination=q", "put_offs=4"); n != 1 {
 		t.Fatalf("want one INFO line counting the 4 events put off:\n%s", logs)
+	}
+}
+
+// Once MaxFullKeys keys are remembered, another destination's refusals
+// still make one incident (one ERROR however often its events are
+// refused, counted among the full destinations), which ends once none of
+// its events was refused for Forget.
+func TestFullBoundedOtherDestination(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	m := &relaytest.Metrics{}
+	f := relay.NewFull(relay.FullConfig{Logger: logger, Metrics: m, Forget: 100 * time.Millisecond})
+	for i := range relay.MaxFullKeys {
+		_ = f.Refused(fmt.Sprint(i), errors.New("full"), func() string { return "q1" })
+	}
+	for range 5 {
+		_ = f.Refused("other", errors.New("full"), func() string { return "q2" })
+	}
+	if n := logs.Count("level=ERROR", "destination=q2"); n != 1 {
+		t.Errorf("%d ERROR lines for q2 refused 5 times, want 1", n)
+	}
+	if all := m.All(); all[len(all)-1] != "full=2" {
+		t.Errorf("metrics %q, want 2 destinations full", all)
+	}
+	testsupport.WaitFor(t, 10*time.Second, "both incidents forgotten", func() bool {
+		return logs.Count("level=INFO", "incident is over") == 2
+	})
+	if all := m.All(); all[len(all)-1] != "full=0" {
+		t.Errorf("metrics %q, want no destination full at the end", all)
+	}
+}
+
+// A refused key neither refused nor accepted again for Forget (its event
+// delivered by another node) ends its destination's incident: the metric
+// and the alert on it do not stay on for ever. A key refused again meanwhile
+// keeps it. (The clock the keys' ages are read on is the test's; the
+// sweeps run on the real one, every Forget/2.)
+func TestFullForget(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	m := &relaytest.Metrics{}
+	const forget = 50 * time.Millisecond
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(d)
+	}
+	f := relay.NewFull(relay.FullConfig{Logger: logger, Metrics: m, Forget: forget,
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	q := func() string { return "q" }
+	_ = f.Refused("gone", errors.New("full"), q)
+	_ = f.Refused("again", errors.New("full"), q)
+	at(forget - time.Millisecond)
+	_ = f.Refused("again", errors.New("full"), q)
+	// "gone" is past Forget, "again" is not: sweeps in that time end
+	// nothing.
+	at(forget + time.Millisecond)
+	sweeps := time.Now()
+	for time.Since(sweeps) < 4*forget {
+		if logs.Count("incident is over") != 0 {
+			t.Fatalf("the incident ended while a key was still refused:\n%s", logs)
+		}
+		time.Sleep(forget / 10)
+	}
+	at(2*forget + time.Millisecond)
+	testsupport.WaitFor(t, 10*time.Second, "the incident forgotten", func() bool {
+		return logs.Count("level=INFO", "incident is over", "destination=q") == 1
+	})
+	if got, want := m.All(), []string{"full=0", "full=1", "full=0"}; !slices.Equal(got, want) {
+		t.Errorf("metrics %q, want %q", got, want)
+	}
+	// A new incident begins at the next refusal.
+	_ = f.Refused("gone", errors.New("full"), q)
+	if n := logs.Count("level=ERROR"); n != 2 {
+		t.Errorf("%d ERROR lines, want 2 (two incidents):\n%s", n, logs)
+	}
+	f.Accepted("gone")
+	if n := logs.Count("level=INFO", "takes messages again"); n != 1 {
+		t.Errorf("want the second incident ended by its acceptance:\n%s", logs)
 	}
 }
