@@ -26,7 +26,12 @@ var (
 	// no attempt charged, no outage begun) until the queue has room. One
 	// ERROR is logged when the messages of an exchange and routing key
 	// are first nacked and one INFO ("full destination takes messages
-	// again") once each nacked one was confirmed.
+	// again") once each nacked one was confirmed. A message routed to
+	// several queues is nacked when one of them is full, but the others
+	// took it: each retry of the event puts another copy in them (and,
+	// with reject-publish-dlx, each nack dead-letters one), every
+	// RetryAfter until the full queue has room; consumers deduplicate on
+	// message_id.
 	ErrNacked = errors.New("rabbitmq: message nacked by the broker")
 	// ErrRefused: the broker closed the publishing channel because of the
 	// message, such as 404 NOT_FOUND for a missing exchange, 403

@@ -1,0 +1,94 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/relay"
+	"github.com/outbox-go/outbox/relay/rabbitmq"
+)
+
+// A message routed to two queues, one of them full with overflow
+// reject-publish-dlx: the broker nacks it, so the event is put off,
+// uncharged, with no outage (one ERROR); the queue with room took a copy
+// meanwhile and takes another at each retry (at least once), and the
+// dead-letter exchange one per nack, as ErrNacked says; once room is made
+// the event is confirmed and the incident ends with one INFO.
+func TestRelayNackedByOneOfTwoQueues(t *testing.T) {
+	ch := admin(t)
+	x := newExchange(t, ch)
+	dlx := newExchange(t, ch)
+	dlq := newQueue(t, ch, dlx, "#")
+	full := "rabbitmq-test-q-" + uniq()
+	if _, err := ch.QueueDeclare(full, true, false, false, false, amqp.Table{"x-max-length": int32(1),
+		"x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": dlx}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		deleteWith(t, func(c *amqp.Channel) error { _, err := c.QueueDelete(full, false, false, false); return err })
+	})
+	if err := ch.QueueBind(full, "k", x, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	roomy := newQueue(t, ch, x, "k")
+	logger, logs := testsupport.NewLogger()
+	m := &relaytest.Metrics{}
+	r := newRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "k", Logger: logger, Metrics: m,
+		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	event := func() core.Envelope {
+		env, err := core.NewEvent("T").PayloadBytes([]byte("x")).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	if err := r.OnEvent(ctx, event()); err != nil {
+		t.Fatalf("while the queue has room: %v", err)
+	}
+	refused := event()
+	for i := range 3 {
+		err := r.OnEvent(ctx, refused)
+		var unavailable *core.UnavailableError
+		if !errors.As(err, &unavailable) || !errors.Is(err, rabbitmq.ErrNacked) {
+			t.Fatalf("try %d: %v, want it put off (core.Unavailable wrapping ErrNacked)", i, err)
+		}
+	}
+	count := func(q string) int {
+		t.Helper()
+		info, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Messages
+	}
+	if r, f, d := count(roomy), count(full), count(dlq); r != 4 || f != 1 || d != 3 {
+		t.Errorf("queue with room %d, full queue %d, dead-letter queue %d: want 4 (a copy per try), 1 and 3 (a copy per nack)", r, f, d)
+	}
+	if n := logs.Count("level=ERROR"); n != 1 {
+		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
+	}
+	if _, err := ch.QueuePurge(full, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.OnEvent(ctx, refused); err != nil {
+		t.Fatalf("after the purge: %v", err)
+	}
+	if n := logs.Count("level=INFO", "full destination takes messages again", "put_offs=3"); n != 1 {
+		t.Errorf("want one INFO line counting the 3 put off:\n%s", logs)
+	}
+	if n := logs.Count("recovered"); n != 0 {
+		t.Errorf("an outage:\n%s", logs)
+	}
+	if got := count(full); got != 1 {
+		t.Errorf("full queue holds %d after the purge and the retry, want 1", got)
+	}
+}
