@@ -102,7 +102,8 @@
 // destinations go on. Relays of one name (two relays to the same server)
 // share its series, the last report winning: give them names apart
 // (BreakerConfig.Name, through the relay's Config.Breaker). A closed
-// relay's series keep their last values.
+// relay's series keep the values its Close reported: up, no destination
+// full.
 //
 // Metrics.DispatchSuccess and DispatchFailure are not counted apart:
 // outbox_deliveries_total{outcome="done"|"retry"} has them with more

@@ -8,8 +8,11 @@ package relay
 // repository implement it; pass one as the relay's Config.Metrics.
 //
 // broker is the breaker's name (BreakerConfig.Name: by default the
-// relay's kind and its server's address, credentials left out), one value
-// per relay. The methods are called with the relay's state locked, so that
+// relay's kind and its server's address, credentials left out). Two
+// relays to the same server have the same default name, and a Metrics
+// keeps one state per name, the last report winning: one relay's creation
+// or Close reports its broker up and no destination full over the other's
+// outage or full stream. Give such relays names apart. The methods are called with the relay's state locked, so that
 // they report its changes in order: they must be fast, must not block and
 // must be safe for concurrent use.
 type Metrics interface {
