@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -38,8 +39,16 @@ type FullConfig struct {
 	// every change (Metrics.FullDestinations, with Name as the broker).
 	// Nil, the default, records nothing.
 	Metrics Metrics
-	// Forget is how long a refused key is remembered while it is neither
-	// refused nor accepted again: its event went through another node
+	// ProbeInterval is how often one event of a refused key (a subject,
+	// an exchange and routing key) is let through to try its destination
+	// again ([Full.Allow]); the key's other events are put off at once,
+	// without a publish, so a destination full for long is not sent
+	// every waiting event at each retry (a RabbitMQ message routed to
+	// several queues, one of them full, reaches the others at each
+	// publish). Default DefaultProbeInterval (1 s).
+	ProbeInterval time.Duration
+	// Forget is how long a refused key is remembered while no event of it
+	// comes by (refused, put off or accepted): its event went through another node
 	// sharing the database, say, or is gone (purged, or marked DEAD by
 	// an operator). A destination none of whose remembered keys was
 	// refused for that long ends its incident, with an INFO line saying
@@ -59,8 +68,10 @@ const DefaultFullForget = time.Minute
 // outage: the broker answers, and its other destinations take their
 // messages, so a [Breaker] must not put every event off. Instead the
 // refused event alone is put off ([Full.Refused] returns the
-// core.Unavailable error to return from the listener), until room is made
-// (a consumer catches up, a purge, an age limit).
+// core.Unavailable error to return from the listener), and the later
+// events of its key try one per ProbeInterval, the others put off without
+// a publish ([Full.Allow]), until room is made (a consumer catches up, a
+// purge, an age limit).
 //
 // Each destination's incident logs one ERROR when its first event is
 // refused and one INFO "relay: full destination takes messages again",
@@ -89,8 +100,10 @@ type Full struct {
 
 // fullKey is a remembered refused key.
 type fullKey struct {
-	dest string
-	last time.Time // its last refusal
+	dest      string
+	last      time.Time // the last time an event of it came by
+	nextProbe time.Time // when the next event of it may try the destination
+	err       error     // its last refusal
 }
 
 // fullIncident is one destination's time full.
@@ -121,6 +134,9 @@ func NewFull(cfg FullConfig) *Full {
 	if cfg.Forget <= 0 {
 		cfg.Forget = DefaultFullForget
 	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
 	f := &Full{cfg: cfg, keys: make(map[string]*fullKey), dests: make(map[string]*fullIncident), naming: make(map[string]int64)}
 	f.report()
 	return f
@@ -140,6 +156,8 @@ func (f *Full) Refused(key string, err error, destination func() string) error {
 		inc := f.dests[k.dest]
 		inc.putOffs++
 		k.last = f.cfg.Now()
+		k.nextProbe = k.last.Add(f.cfg.ProbeInterval)
+		k.err = err
 		inc.last = k.last
 		f.mu.Unlock()
 		return core.Unavailable(err, f.cfg.RetryAfter)
@@ -165,7 +183,7 @@ func (f *Full) Refused(key string, err error, destination func() string) error {
 	inc.putOffs += putOffs
 	inc.last = now
 	if len(f.keys) < MaxFullKeys {
-		f.keys[key] = &fullKey{dest: name, last: now}
+		f.keys[key] = &fullKey{dest: name, last: now, nextProbe: now.Add(f.cfg.ProbeInterval), err: err}
 		inc.keys++
 		f.any.Store(true)
 	} // else its incident ends once not refused for Forget
@@ -183,6 +201,37 @@ func (f *Full) Refused(key string, err error, destination func() string) error {
 			slog.String("error", err.Error()), slog.Duration("retry_after", f.cfg.RetryAfter))
 	}
 	return core.Unavailable(err, f.cfg.RetryAfter)
+}
+
+// Allow returns nil when an event of key may be published: key was not
+// refused (or was accepted since), or this event is the key's probe of
+// the next ProbeInterval. Otherwise it returns the core.Unavailable error
+// to return from the listener, wrapping the key's last refusal: the event
+// is put off without a publish.
+// Either way an event of a refused key keeps the key remembered (see
+// FullConfig.Forget), also when it is put off for another reason
+// afterwards, such as a broker outage. Call it before publishing, before
+// the Breaker's Allow. It costs one atomic load while nothing is full.
+func (f *Full) Allow(key string) error {
+	if !f.any.Load() {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k, ok := f.keys[key]
+	if !ok {
+		return nil
+	}
+	inc := f.dests[k.dest]
+	now := f.cfg.Now()
+	k.last, inc.last = now, now
+	if !now.Before(k.nextProbe) {
+		k.nextProbe = now.Add(f.cfg.ProbeInterval)
+		return nil
+	}
+	inc.putOffs++
+	return core.Unavailable(fmt.Errorf("relay: %s full since %s, its next try due in %v; last refusal: %w",
+		k.dest, inc.since.UTC().Format(time.RFC3339), k.nextProbe.Sub(now).Round(time.Millisecond), k.err), f.cfg.RetryAfter)
 }
 
 // Accepted records a message the broker took for key: when key was the

@@ -210,3 +210,61 @@ func TestFullForget(t *testing.T) {
 		t.Errorf("want the second incident ended by its acceptance:\n%s", logs)
 	}
 }
+
+// Allow lets one event of a refused key through per ProbeInterval and puts
+// the others off without a publish (the error wrapping the key's last
+// refusal); a key never refused, or accepted since, is always let
+// through. An event that comes by keeps its key remembered, also when
+// something else (a broker outage) then puts it off, so Forget does not
+// end an incident whose events are still waiting.
+func TestFullAllow(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	const forget = 50 * time.Millisecond
+	f := relay.NewFull(relay.FullConfig{Logger: logger, ProbeInterval: time.Second, Forget: forget,
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	if err := f.Allow("k"); err != nil {
+		t.Fatalf("Allow before any refusal: %v", err)
+	}
+	cause := errors.New("nacked")
+	_ = f.Refused("k", cause, func() string { return "q" })
+	for i := range 3 {
+		err := f.Allow("k")
+		var ue *core.UnavailableError
+		if !errors.As(err, &ue) || !errors.Is(err, cause) {
+			t.Fatalf("Allow %d within the probe interval: %v, want a core.Unavailable error wrapping the refusal", i, err)
+		}
+		advance(300 * time.Millisecond)
+	}
+	if err := f.Allow("other"); err != nil {
+		t.Fatalf("Allow of a key never refused: %v", err)
+	}
+	advance(100 * time.Millisecond) // 1 s since the refusal
+	if err := f.Allow("k"); err != nil {
+		t.Fatalf("the probe: %v", err)
+	}
+	if err := f.Allow("k"); err == nil {
+		t.Fatal("a second event let through in the same probe interval")
+	}
+	// Events keep coming by, put off (by the gate, or after it by an
+	// outage): the sweeps, on the real clock, forget nothing while the
+	// test's clock moves less than Forget between them.
+	sweeps := time.Now()
+	for time.Since(sweeps) < 4*forget {
+		advance(time.Millisecond)
+		_ = f.Allow("k")
+		time.Sleep(forget / 10)
+	}
+	if n := logs.Count("incident is over"); n != 0 {
+		t.Fatalf("the incident was forgotten while its events kept coming:\n%s", logs)
+	}
+	f.Accepted("k")
+	if err := f.Allow("k"); err != nil {
+		t.Fatalf("Allow after the key was accepted: %v", err)
+	}
+	if n := logs.Count("level=INFO", "takes messages again"); n != 1 {
+		t.Errorf("want one INFO line:\n%s", logs)
+	}
+}

@@ -111,7 +111,9 @@
 // Nor is a stream full with Discard: DiscardNew (MaxMsgs or MaxBytes: 503
 // "maximum messages exceeded" or "maximum bytes exceeded"): its events
 // are put off, uncharged, until room is made (a consumer acks, a purge,
-// MaxAge), and the other streams' events are published meanwhile. Each
+// MaxAge), and the other streams' events are published meanwhile; one
+// event per Breaker.ProbeInterval of each refused subject tries the
+// stream, the subject's others are put off without a publish. Each
 // such incident logs one ERROR naming the stream when its first event is
 // refused and one INFO "full destination takes messages again" (with how long
 // it was full and how many times an event was put off) once every subject

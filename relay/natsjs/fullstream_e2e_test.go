@@ -38,7 +38,7 @@ func TestRelayFullStreamThroughOutbox(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	m := &relaytest.Metrics{}
 	r, err := natsjs.New(js, natsjs.Config{Subject: "{aggregate_id}", Logger: logger, Metrics: m,
-		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour, RetryAfter: 50 * time.Millisecond}})
+		Breaker: relay.BreakerConfig{ProbeInterval: 100 * time.Millisecond, RetryAfter: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

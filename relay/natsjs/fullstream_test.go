@@ -37,8 +37,9 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	// A probe only every hour: were the breaker opened, the other
 	// stream's events would be put off.
 	m := &relaytest.Metrics{}
+	clock := testsupport.NewClock(time.Now())
 	r, err := natsjs.New(js, natsjs.Config{Subject: "{aggregate_id}", Logger: logger, Metrics: m,
-		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
+		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour, Now: clock.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +99,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	if err := full.Purge(ctx); err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(time.Hour) // each refused subject's next probe
 	for i, s := range refused {
 		if err := r.OnEvent(ctx, event(s)); err != nil {
 			t.Fatalf("refused event %s after the purge: %v", s, err)

@@ -79,8 +79,8 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	}
 	r := &Relay{js: js, cfg: cfg, subject: tpl, breaker: b,
 		full: relay.NewFull(relay.FullConfig{Name: cfg.Breaker.Name, What: "stream full (Discard: DiscardNew)",
-			RetryAfter: cfg.Breaker.RetryAfter, Logger: cfg.Breaker.Logger, Now: cfg.Breaker.Now,
-			Metrics: cfg.Breaker.Metrics}),
+			RetryAfter: cfg.Breaker.RetryAfter, ProbeInterval: cfg.Breaker.ProbeInterval, Logger: cfg.Breaker.Logger,
+			Now: cfg.Breaker.Now, Metrics: cfg.Breaker.Metrics}),
 		slots: make(chan struct{}, cfg.MaxInFlight), lookups: make(chan struct{}, 1), drained: make(chan struct{})}
 	if cfg.ExpectStream != "" {
 		r.pubOpts = append(r.pubOpts, jetstream.WithExpectStream(cfg.ExpectStream))
@@ -102,6 +102,9 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	msg, err := r.message(ctx, env)
 	if err != nil {
 		return err
+	}
+	if err := r.full.Allow(msg.Subject); err != nil {
+		return err // its stream is full: a probe of it is under way or was just refused
 	}
 	if err := r.breaker.Allow(); err != nil {
 		return err

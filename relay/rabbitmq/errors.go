@@ -26,12 +26,13 @@ var (
 	// no attempt charged, no outage begun) until the queue has room. One
 	// ERROR is logged when the messages of an exchange and routing key
 	// are first nacked and one INFO ("full destination takes messages
-	// again") once each nacked one was confirmed. A message routed to
-	// several queues is nacked when one of them is full, but the others
-	// took it: each retry of the event puts another copy in them (and,
-	// with reject-publish-dlx, each nack dead-letters one), every
-	// RetryAfter until the full queue has room; consumers deduplicate on
-	// message_id.
+	// again") once each nacked one was confirmed. Meanwhile one event per
+	// Breaker.ProbeInterval of that exchange and routing key is published
+	// to try the queue; the others are put off without a publish. A
+	// message routed to several queues is nacked when one of them is
+	// full, but the others took it: each probe puts another copy in them
+	// (and, with reject-publish-dlx, each nack dead-letters one) until the
+	// full queue has room; consumers deduplicate on message_id.
 	ErrNacked = errors.New("rabbitmq: message nacked by the broker")
 	// ErrRefused: the broker closed the publishing channel because of the
 	// message, such as 404 NOT_FOUND for a missing exchange, 403

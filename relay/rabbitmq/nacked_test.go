@@ -42,8 +42,9 @@ func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
 	// A probe only every hour: were the breaker opened, the other routing
 	// key's events would be put off.
 	m := &relaytest.Metrics{}
+	clock := testsupport.NewClock(time.Now())
 	r := newRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "{type}", Logger: logger, Metrics: m,
-		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
+		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour, Now: clock.Now}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	event := func(typ string) core.Envelope {
@@ -82,6 +83,7 @@ func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
 	if _, err := ch.QueuePurge(full, false); err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(time.Hour) // the routing key's next probe
 	if err := r.OnEvent(ctx, event("full")); err != nil {
 		t.Fatalf("after the purge: %v", err)
 	}

@@ -18,9 +18,11 @@ import (
 // A message routed to two queues, one of them full with overflow
 // reject-publish-dlx: the broker nacks it, so the event is put off,
 // uncharged, with no outage (one ERROR); the queue with room took a copy
-// meanwhile and takes another at each retry (at least once), and the
+// and takes another at each probe of the routing key (one per
+// ProbeInterval: the retries in between publish nothing), and the
 // dead-letter exchange one per nack, as ErrNacked says; once room is made
-// the event is confirmed and the incident ends with one INFO.
+// the event is confirmed and the incident ends with one INFO. Every retry
+// published a copy before.
 func TestRelayNackedByOneOfTwoQueues(t *testing.T) {
 	ch := admin(t)
 	x := newExchange(t, ch)
@@ -40,8 +42,9 @@ func TestRelayNackedByOneOfTwoQueues(t *testing.T) {
 	roomy := newQueue(t, ch, x, "k")
 	logger, logs := testsupport.NewLogger()
 	m := &relaytest.Metrics{}
+	clock := testsupport.NewClock(time.Now())
 	r := newRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "k", Logger: logger, Metrics: m,
-		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
+		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour, Now: clock.Now}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	event := func() core.Envelope {
@@ -55,7 +58,10 @@ func TestRelayNackedByOneOfTwoQueues(t *testing.T) {
 		t.Fatalf("while the queue has room: %v", err)
 	}
 	refused := event()
-	for i := range 3 {
+	for i := range 4 {
+		if i == 2 {
+			clock.Advance(time.Hour) // the routing key's next probe
+		}
 		err := r.OnEvent(ctx, refused)
 		var unavailable *core.UnavailableError
 		if !errors.As(err, &unavailable) || !errors.Is(err, rabbitmq.ErrNacked) {
@@ -70,8 +76,8 @@ func TestRelayNackedByOneOfTwoQueues(t *testing.T) {
 		}
 		return info.Messages
 	}
-	if r, f, d := count(roomy), count(full), count(dlq); r != 4 || f != 1 || d != 3 {
-		t.Errorf("queue with room %d, full queue %d, dead-letter queue %d: want 4 (a copy per try), 1 and 3 (a copy per nack)", r, f, d)
+	if r, f, d := count(roomy), count(full), count(dlq); r != 3 || f != 1 || d != 2 {
+		t.Errorf("queue with room %d, full queue %d, dead-letter queue %d: want 3 (the first message and a copy per probe), 1 and 2 (a copy per nack)", r, f, d)
 	}
 	if n := logs.Count("level=ERROR"); n != 1 {
 		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
@@ -79,11 +85,12 @@ func TestRelayNackedByOneOfTwoQueues(t *testing.T) {
 	if _, err := ch.QueuePurge(full, false); err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(time.Hour)
 	if err := r.OnEvent(ctx, refused); err != nil {
 		t.Fatalf("after the purge: %v", err)
 	}
-	if n := logs.Count("level=INFO", "full destination takes messages again", "put_offs=3"); n != 1 {
-		t.Errorf("want one INFO line counting the 3 put off:\n%s", logs)
+	if n := logs.Count("level=INFO", "full destination takes messages again", "put_offs=4"); n != 1 {
+		t.Errorf("want one INFO line counting the 4 put off:\n%s", logs)
 	}
 	if n := logs.Count("recovered"); n != 0 {
 		t.Errorf("an outage:\n%s", logs)

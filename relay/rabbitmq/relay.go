@@ -96,8 +96,8 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 		tpl:     tpl,
 		breaker: b,
 		full: relay.NewFull(relay.FullConfig{Name: cfg.Breaker.Name, What: "message nacked (a queue full with overflow reject-publish, or unavailable)",
-			RetryAfter: cfg.Breaker.RetryAfter, Logger: cfg.Breaker.Logger, Now: cfg.Breaker.Now,
-			Metrics: cfg.Breaker.Metrics}),
+			RetryAfter: cfg.Breaker.RetryAfter, ProbeInterval: cfg.Breaker.ProbeInterval, Logger: cfg.Breaker.Logger,
+			Now: cfg.Breaker.Now, Metrics: cfg.Breaker.Metrics}),
 		log:       cfg.Logger,
 		sem:       make(chan struct{}, cfg.MaxInFlight),
 		slots:     make([]*slot, cfg.Channels),
@@ -174,6 +174,10 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 
 // deliver publishes msg and waits for its confirm: OnEvent's outcomes.
 func (r *Relay) deliver(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	where := fmt.Sprintf("exchange %q, routing key %q", exchange, key)
+	if err := r.full.Allow(where); err != nil {
+		return err // a queue it is routed to is full: a probe is under way or was just nacked
+	}
 	if err := r.breaker.Allow(); err != nil {
 		return err
 	}
@@ -192,7 +196,6 @@ func (r *Relay) deliver(ctx context.Context, exchange, key string, msg amqp.Publ
 	}
 	defer func() { <-r.sem }()
 
-	where := fmt.Sprintf("exchange %q, routing key %q", exchange, key)
 	// The outcomes of this publish go through attempt: an answer to it
 	// ends only an outage under way when it started, and its failure
 	// begins none when an outage ended since it started (the failure
