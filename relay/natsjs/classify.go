@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/relay"
 )
 
@@ -76,24 +75,20 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject str
 		}
 	}
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.Code >= 500 && strings.Contains(apiErr.Description, "per subject") {
-		// 503 "maximum messages per subject exceeded": the stream keeps
-		// no more messages on this subject (MaxMsgsPerSubject with
-		// DiscardNewPerSubject) and takes those of every other one. The
-		// event waits, uncharged, until room is made on its subject,
-		// without opening the breaker: an outage would put off the
-		// events of every subject, and each retry of this one would
-		// begin a new one.
+	if errors.As(err, &apiErr) && (isSubjectFull(apiErr) || isStreamFull(apiErr)) {
+		// The stream holds all it may and discards new messages (or,
+		// with the per-subject limit, all it may of this subject): the
+		// broker answers, and the other streams (subjects) take theirs.
+		// The event waits, uncharged, until room is made, without
+		// opening the breaker, which would put off the events of every
+		// stream, each retry of this one beginning a new outage; the
+		// subject's next events try one per ProbeInterval (relay.Full).
 		attempt.Up()
-		return core.Unavailable(fmt.Errorf("natsjs: publish to %q: the stream takes no more messages on this subject: %w", subject, err), r.cfg.Breaker.RetryAfter)
-	}
-	if errors.As(err, &apiErr) && isStreamFull(apiErr) {
-		// The stream holds all it may and discards new messages: the
-		// broker answers, and the other streams take theirs. The event
-		// waits, uncharged, until room is made, without opening the
-		// breaker (see fullStreams).
-		attempt.Up()
-		return r.full.Refused(subject, fmt.Errorf("natsjs: publish to %q: the stream is full: %w", subject, err), func() string {
+		what := "the stream is full"
+		if isSubjectFull(apiErr) {
+			what = "the stream takes no more messages on this subject"
+		}
+		return r.full.Refused(subject, fmt.Errorf("natsjs: publish to %q: %s: %w", subject, what, err), func() string {
 			if name, err := r.streamOf(ctx, subject); err == nil {
 				return name
 			}
@@ -189,10 +184,18 @@ func (r *Relay) streamOf(ctx context.Context, subject string) (string, error) {
 	return r.js.StreamNameBySubject(lookup, subject)
 }
 
+// isSubjectFull reports whether err is JetStream's refusal of a message
+// because its stream holds all it may of the message's subject
+// (MaxMsgsPerSubject with DiscardNewPerSubject): 503 "maximum messages
+// per subject exceeded".
+func isSubjectFull(apiErr *jetstream.APIError) bool {
+	return apiErr.Code == 503 && strings.Contains(apiErr.Description, "maximum messages per subject exceeded")
+}
+
 // isStreamFull reports whether err is JetStream's refusal of a message
 // because its stream holds all it may (MaxMsgs or MaxBytes) and discards
 // new messages (Discard: DiscardNew): 503 "maximum messages exceeded" or
-// "maximum bytes exceeded". The per-subject limit is told apart before.
+// "maximum bytes exceeded".
 func isStreamFull(apiErr *jetstream.APIError) bool {
 	return apiErr.Code == 503 &&
 		(strings.Contains(apiErr.Description, "maximum messages exceeded") || strings.Contains(apiErr.Description, "maximum bytes exceeded"))

@@ -106,7 +106,8 @@
 // DiscardNewPerSubject: 503 "maximum messages per subject exceeded") is
 // no outage: its event is put off (core.Unavailable, no attempt charged)
 // until room is made on that subject, and the events of other subjects
-// are published meanwhile.
+// are published meanwhile; the stream's incident is logged and counted as
+// below.
 //
 // Nor is a stream full with Discard: DiscardNew (MaxMsgs or MaxBytes: 503
 // "maximum messages exceeded" or "maximum bytes exceeded"): its events

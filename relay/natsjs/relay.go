@@ -78,7 +78,7 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{js: js, cfg: cfg, subject: tpl, breaker: b,
-		full: relay.NewFull(relay.FullConfig{Name: cfg.Breaker.Name, What: "stream full (Discard: DiscardNew)",
+		full: relay.NewFull(relay.FullConfig{Name: cfg.Breaker.Name, What: "stream full (Discard: DiscardNew, or DiscardNewPerSubject for its subjects)",
 			RetryAfter: cfg.Breaker.RetryAfter, ProbeInterval: cfg.Breaker.ProbeInterval, Logger: cfg.Breaker.Logger,
 			Now: cfg.Breaker.Now, Metrics: cfg.Breaker.Metrics}),
 		slots: make(chan struct{}, cfg.MaxInFlight), lookups: make(chan struct{}, 1), drained: make(chan struct{})}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/natsjs"
@@ -18,9 +20,11 @@ import (
 // A subject the stream takes no more messages on (MaxMsgsPerSubject with
 // DiscardNewPerSubject, JetStream's 503 "maximum messages per subject
 // exceeded") puts its event off, uncharged, and opens no outage: the
-// events of the other subjects are published, and no ERROR is logged. It
-// opened the breaker, so every event of every subject was put off until a
-// probe, and each retry of the event began a new outage.
+// events of the other subjects are published. Its events wait for ever
+// unless room is made, so the stream's incident logs one ERROR naming it
+// (it logged nothing above DEBUG), and the metrics count it full. It
+// opened the breaker, before, so every event of every subject was put off
+// until a probe, and each retry of the event began a new outage.
 func TestRelaySubjectFullPutsOffItsEventAlone(t *testing.T) {
 	_, js := connect(t)
 	st, prefix := newStream(t, js, func(c *jetstream.StreamConfig) {
@@ -29,7 +33,8 @@ func TestRelaySubjectFullPutsOffItsEventAlone(t *testing.T) {
 		c.DiscardNewPerSubject = true
 	})
 	logger, logs := testsupport.NewLogger()
-	r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{aggregate_id}", Logger: logger,
+	m := &relaytest.Metrics{}
+	r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{aggregate_id}", Logger: logger, Metrics: m,
 		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +60,17 @@ func TestRelaySubjectFullPutsOffItsEventAlone(t *testing.T) {
 	if n := streamCount(t, st); n != 4 {
 		t.Errorf("%d messages in the stream, want 4", n)
 	}
-	if n := logs.Count("level=ERROR"); n != 0 {
-		t.Errorf("%d ERROR lines, want none:\n%s", n, logs)
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, named := logs.Count("level=ERROR"), logs.Count("level=ERROR", "destination="+info.Config.Name, "per subject"); n != 1 || named != 1 {
+		t.Errorf("want one ERROR line naming the stream and its per-subject limit:\n%s", logs)
+	}
+	if n := logs.Count("unreachable"); n != 0 {
+		t.Errorf("an outage:\n%s", logs)
+	}
+	if got, want := m.All(), []string{"up=true", "full=0", "full=1"}; !slices.Equal(got, want) {
+		t.Errorf("metrics %q, want %q", got, want)
 	}
 }
