@@ -176,8 +176,9 @@ func TestNATSRelayReportsItsBroker(t *testing.T) {
 	st, prefix := testStream(t, admin, jetstream.StreamConfig{MaxMsgs: 1, Discard: jetstream.DiscardNew})
 	nc, js := connectNATS(t) // the relay's own, closed below
 	h := newHarness(t, obsotel.Config{})
+	clock := testsupport.NewClock(time.Now())
 	r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{type}", Metrics: h.obs,
-		Logger: slog.New(slog.DiscardHandler), Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
+		Logger: slog.New(slog.DiscardHandler), Breaker: relay.BreakerConfig{ProbeInterval: time.Hour, Now: clock.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +207,7 @@ func TestNATSRelayReportsItsBroker(t *testing.T) {
 	if err := st.Purge(ctx); err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(time.Hour) // the subject's next probe
 	if err := send("B"); err != nil {
 		t.Fatalf("the event again, the stream purged: %v", err)
 	}
