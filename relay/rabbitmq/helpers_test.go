@@ -76,8 +76,15 @@ func newExchange(t testing.TB, ch *amqp.Channel) string {
 // Cleanup.
 func newQueue(t testing.TB, ch *amqp.Channel, exchange, pattern string) string {
 	t.Helper()
+	return newQueueWith(t, ch, exchange, pattern, nil)
+}
+
+// newQueueWith is newQueue with the queue's arguments (x-max-length,
+// x-overflow, …).
+func newQueueWith(t testing.TB, ch *amqp.Channel, exchange, pattern string, args amqp.Table) string {
+	t.Helper()
 	name := "rabbitmq-test-q-" + uniq()
-	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 		t.Fatalf("declare queue %s: %v", name, err)
 	}
 	t.Cleanup(func() {

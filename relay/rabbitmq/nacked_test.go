@@ -26,17 +26,7 @@ import (
 func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
 	ch := admin(t)
 	x := newExchange(t, ch)
-	full := "rabbitmq-test-q-" + uniq()
-	if _, err := ch.QueueDeclare(full, true, false, false, false,
-		amqp.Table{"x-max-length": int32(2), "x-overflow": "reject-publish"}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		deleteWith(t, func(c *amqp.Channel) error { _, err := c.QueueDelete(full, false, false, false); return err })
-	})
-	if err := ch.QueueBind(full, "full", x, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	full := newQueueWith(t, ch, x, "full", amqp.Table{"x-max-length": int32(2), "x-overflow": "reject-publish"})
 	other := newQueue(t, ch, x, "other")
 	logger, logs := testsupport.NewLogger()
 	// A probe only every hour: were the breaker opened, the other routing

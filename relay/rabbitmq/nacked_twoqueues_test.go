@@ -28,17 +28,8 @@ func TestRelayNackedByOneOfTwoQueues(t *testing.T) {
 	x := newExchange(t, ch)
 	dlx := newExchange(t, ch)
 	dlq := newQueue(t, ch, dlx, "#")
-	full := "rabbitmq-test-q-" + uniq()
-	if _, err := ch.QueueDeclare(full, true, false, false, false, amqp.Table{"x-max-length": int32(1),
-		"x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": dlx}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		deleteWith(t, func(c *amqp.Channel) error { _, err := c.QueueDelete(full, false, false, false); return err })
-	})
-	if err := ch.QueueBind(full, "k", x, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	full := newQueueWith(t, ch, x, "k", amqp.Table{"x-max-length": int32(1),
+		"x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": dlx})
 	roomy := newQueue(t, ch, x, "k")
 	logger, logs := testsupport.NewLogger()
 	m := &relaytest.Metrics{}
