@@ -186,7 +186,7 @@ func (f *Full) Refused(key string, err error, destination func() string) error {
 		f.keys[key] = &fullKey{dest: name, last: now, nextProbe: now.Add(f.cfg.ProbeInterval), err: err}
 		inc.keys++
 		f.any.Store(true)
-	} // else its incident ends once not refused for Forget
+	} // else its incident ends once none of its events came by for Forget
 	if f.sweep == nil {
 		f.sweep = time.AfterFunc(f.cfg.Forget, f.forget)
 	}
@@ -281,8 +281,8 @@ func (f *Full) end(dest string) {
 	}
 }
 
-// forget, run by f.sweep, forgets the keys not refused for Forget and
-// ends the incidents left without keys.
+// forget, run by f.sweep, forgets the keys none of whose events came by
+// for Forget and ends the incidents left without keys.
 func (f *Full) forget() {
 	type ended struct {
 		dest string
@@ -299,7 +299,7 @@ func (f *Full) forget() {
 		}
 	}
 	// An incident without remembered keys (refused beyond MaxFullKeys)
-	// ends once none of its events was refused for Forget.
+	// ends once none of its events came by for Forget.
 	for dest, inc := range f.dests {
 		if inc.keys == 0 && now.Sub(inc.last) >= f.cfg.Forget {
 			f.end(dest)
@@ -312,7 +312,7 @@ func (f *Full) forget() {
 	f.mu.Unlock()
 	for _, e := range done {
 		f.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo,
-			"relay: no event refused by a full destination for a while; its incident is over (its events may have gone through another node)",
+			"relay: no event of a full destination came by for a while; its incident is over (its events may have gone through another node)",
 			slog.String("broker", f.cfg.Name), slog.String("destination", e.dest),
 			slog.Duration("full", now.Sub(e.inc.since)), slog.Int64("put_offs", e.inc.putOffs),
 			slog.Duration("forget", f.cfg.Forget))
