@@ -84,7 +84,7 @@ func TestRelayMetricsFromBreakerAndFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := relay.NewFull(relay.FullConfig{Name: name, Logger: quiet, Metrics: h.obs})
+	f := mustFull(t, relay.FullConfig{Name: name, Logger: quiet, Metrics: h.obs})
 	wantPoint(t, h, obsotel.MetricRelayBrokerUp, l, 1)
 	wantPoint(t, h, obsotel.MetricRelayOutages, l, 0)
 	wantPoint(t, h, obsotel.MetricRelayFullDestinations, l, 0)
@@ -130,4 +130,14 @@ func TestRelayMetricsConcurrent(t *testing.T) {
 		wantPoint(t, h, obsotel.MetricRelayBrokerUp, l, 1)
 		wantPoint(t, h, obsotel.MetricRelayFullDestinations, l, 1)
 	}
+}
+
+// mustFull returns relay.NewFull(cfg), failing the test on an error.
+func mustFull(t testing.TB, cfg relay.FullConfig) *relay.Full {
+	t.Helper()
+	f, err := relay.NewFull(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -313,7 +313,7 @@ func driveRelay(t *testing.T, c *outboxprom.Collector) {
 	}
 	_ = b.Down(errors.New("nats: connection closed"))
 	b.Up()
-	f := relay.NewFull(relay.FullConfig{Name: scrapedBroker, Logger: quiet, Metrics: c})
+	f := mustFull(t, relay.FullConfig{Name: scrapedBroker, Logger: quiet, Metrics: c})
 	_ = f.Refused("orders.created", errors.New("nats: maximum messages exceeded"), func() string { return "ORDERS" })
 }
 

@@ -114,8 +114,14 @@ type fullIncident struct {
 	putOffs int64     // events put off because the destination was full
 }
 
-// NewFull returns a Full configured by cfg, with defaults for unset fields.
-func NewFull(cfg FullConfig) *Full {
+// NewFull returns a Full configured by cfg, with defaults for unset
+// fields. It returns an error wrapping core.ErrInvalidConfig for a
+// negative duration.
+func NewFull(cfg FullConfig) (*Full, error) {
+	if cfg.RetryAfter < 0 || cfg.ProbeInterval < 0 || cfg.Forget < 0 {
+		return nil, fmt.Errorf("%w: relay full: RetryAfter, ProbeInterval and Forget must not be negative (got %v, %v, %v)",
+			core.ErrInvalidConfig, cfg.RetryAfter, cfg.ProbeInterval, cfg.Forget)
+	}
 	if cfg.Name == "" {
 		cfg.Name = "broker"
 	}
@@ -139,7 +145,7 @@ func NewFull(cfg FullConfig) *Full {
 	}
 	f := &Full{cfg: cfg, keys: make(map[string]*fullKey), dests: make(map[string]*fullIncident), naming: make(map[string]int64)}
 	f.report()
-	return f
+	return f, nil
 }
 
 // Refused records an event put off because the destination of key was

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 func TestFull(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	f := relay.NewFull(relay.FullConfig{Name: "b", What: "queue full", RetryAfter: 3 * time.Second, Logger: logger,
+	f := mustFull(t, relay.FullConfig{Name: "b", What: "queue full", RetryAfter: 3 * time.Second, Logger: logger,
 		Now: func() time.Time { return now }})
 	asked := map[string]int{}
 	dest := func(name, key string) func() string {
@@ -76,7 +77,7 @@ func TestFull(t *testing.T) {
 // keys are not remembered: the incident ends with the remembered ones.
 func TestFullBounded(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
-	f := relay.NewFull(relay.FullConfig{Logger: logger})
+	f := mustFull(t, relay.FullConfig{Logger: logger})
 	named := 0
 	for i := range relay.MaxFullKeys + 10 {
 		if err := f.Refused(fmt.Sprint(i), errors.New("full"), func() string { named++; return "q" }); err == nil {
@@ -102,7 +103,7 @@ func TestFullBounded(t *testing.T) {
 // still count.
 func TestFullNamingDoesNotBlock(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
-	f := relay.NewFull(relay.FullConfig{Logger: logger})
+	f := mustFull(t, relay.FullConfig{Logger: logger})
 	asking, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -139,7 +140,7 @@ func TestFullNamingDoesNotBlock(t *testing.T) {
 func TestFullBoundedOtherDestination(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	m := &relaytest.Metrics{}
-	f := relay.NewFull(relay.FullConfig{Logger: logger, Metrics: m, Forget: 100 * time.Millisecond})
+	f := mustFull(t, relay.FullConfig{Logger: logger, Metrics: m, Forget: 100 * time.Millisecond})
 	for i := range relay.MaxFullKeys {
 		_ = f.Refused(fmt.Sprint(i), errors.New("full"), func() string { return "q1" })
 	}
@@ -176,7 +177,7 @@ func TestFullForget(t *testing.T) {
 		defer mu.Unlock()
 		now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(d)
 	}
-	f := relay.NewFull(relay.FullConfig{Logger: logger, Metrics: m, Forget: forget,
+	f := mustFull(t, relay.FullConfig{Logger: logger, Metrics: m, Forget: forget,
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	q := func() string { return "q" }
 	_ = f.Refused("gone", errors.New("full"), q)
@@ -223,7 +224,7 @@ func TestFullAllow(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	const forget = 50 * time.Millisecond
-	f := relay.NewFull(relay.FullConfig{Logger: logger, ProbeInterval: time.Second, Forget: forget,
+	f := mustFull(t, relay.FullConfig{Logger: logger, ProbeInterval: time.Second, Forget: forget,
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err := f.Allow("k"); err != nil {
 		t.Fatalf("Allow before any refusal: %v", err)
@@ -266,5 +267,24 @@ func TestFullAllow(t *testing.T) {
 	}
 	if n := logs.Count("level=INFO", "takes messages again"); n != 1 {
 		t.Errorf("want one INFO line:\n%s", logs)
+	}
+}
+
+// mustFull returns relay.NewFull(cfg), failing the test on an error.
+func mustFull(t testing.TB, cfg relay.FullConfig) *relay.Full {
+	t.Helper()
+	f, err := relay.NewFull(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A negative duration is refused, naming the fields.
+func TestNewFullInvalid(t *testing.T) {
+	for _, cfg := range []relay.FullConfig{{RetryAfter: -1}, {ProbeInterval: -1}, {Forget: -1}} {
+		if _, err := relay.NewFull(cfg); !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "Forget") {
+			t.Errorf("NewFull(%+v) = %v, want ErrInvalidConfig naming the durations", cfg, err)
+		}
 	}
 }
