@@ -249,3 +249,12 @@ func (b *Breaker) Retire() {
 		b.cfg.Metrics.BrokerUp(b.cfg.Name, true)
 	}
 }
+
+// NewFull returns the Full of the relay this Breaker serves: named,
+// logging, timed and reporting as the Breaker (its Name, Logger, Now,
+// Metrics, RetryAfter and ProbeInterval); what says what refuses the
+// messages, as FullConfig.What.
+func (b *Breaker) NewFull(what string) *Full {
+	return newFull(FullConfig{Name: b.cfg.Name, What: what, RetryAfter: b.cfg.RetryAfter, ProbeInterval: b.cfg.ProbeInterval,
+		Logger: b.cfg.Logger, Now: b.cfg.Now, Metrics: b.cfg.Metrics}) // durations NewBreaker checked
+}

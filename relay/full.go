@@ -122,6 +122,11 @@ func NewFull(cfg FullConfig) (*Full, error) {
 		return nil, fmt.Errorf("%w: relay full: RetryAfter, ProbeInterval and Forget must not be negative (got %v, %v, %v)",
 			core.ErrInvalidConfig, cfg.RetryAfter, cfg.ProbeInterval, cfg.Forget)
 	}
+	return newFull(cfg), nil
+}
+
+// newFull is NewFull for a cfg whose durations are not negative.
+func newFull(cfg FullConfig) *Full {
 	if cfg.Name == "" {
 		cfg.Name = "broker"
 	}
@@ -145,7 +150,7 @@ func NewFull(cfg FullConfig) (*Full, error) {
 	}
 	f := &Full{cfg: cfg, keys: make(map[string]*fullKey), dests: make(map[string]*fullIncident), naming: make(map[string]int64)}
 	f.report()
-	return f, nil
+	return f
 }
 
 // Refused records an event put off because the destination of key was
@@ -159,12 +164,9 @@ func NewFull(cfg FullConfig) (*Full, error) {
 func (f *Full) Refused(key string, err error, destination func() string) error {
 	f.mu.Lock()
 	if k, ok := f.keys[key]; ok {
-		inc := f.dests[k.dest]
-		inc.putOffs++
-		k.last = f.cfg.Now()
-		k.nextProbe = k.last.Add(f.cfg.ProbeInterval)
-		k.err = err
-		inc.last = k.last
+		now := f.came(k)
+		f.dests[k.dest].putOffs++
+		k.nextProbe, k.err = now.Add(f.cfg.ProbeInterval), err
 		f.mu.Unlock()
 		return core.Unavailable(err, f.cfg.RetryAfter)
 	}
@@ -228,16 +230,23 @@ func (f *Full) Allow(key string) error {
 	if !ok {
 		return nil
 	}
-	inc := f.dests[k.dest]
-	now := f.cfg.Now()
-	k.last, inc.last = now, now
+	now := f.came(k)
 	if !now.Before(k.nextProbe) {
 		k.nextProbe = now.Add(f.cfg.ProbeInterval)
 		return nil
 	}
+	inc := f.dests[k.dest]
 	inc.putOffs++
 	return core.Unavailable(fmt.Errorf("relay: %s full since %s, its next try due in %v; last refusal: %w",
 		k.dest, inc.since.UTC().Format(time.RFC3339), k.nextProbe.Sub(now).Round(time.Millisecond), k.err), f.cfg.RetryAfter)
+}
+
+// came records that an event of the remembered key k came by (see
+// FullConfig.Forget) and returns the time. f.mu is held.
+func (f *Full) came(k *fullKey) time.Time {
+	now := f.cfg.Now()
+	k.last, f.dests[k.dest].last = now, now
+	return now
 }
 
 // Accepted records a message the broker took for key: when key was the

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/relay"
@@ -80,5 +82,26 @@ func TestRetireMetrics(t *testing.T) {
 	f.Accepted("k")
 	if got := m.Take(); len(got) != 0 {
 		t.Fatalf("after Retire: %q, want nothing", got)
+	}
+}
+
+// A Breaker's Full is named, logs and reports as the Breaker.
+func TestBreakerNewFull(t *testing.T) {
+	m := &relaytest.Metrics{}
+	logger, logs := testsupport.NewLogger()
+	b, err := relay.NewBreaker(relay.BreakerConfig{Name: "b", Logger: logger, Metrics: m, RetryAfter: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.NewFull("queue full")
+	var ue *core.UnavailableError
+	if err := f.Refused("k", errors.New("nacked"), func() string { return "q" }); !errors.As(err, &ue) || ue.After != 3*time.Second {
+		t.Fatalf("Refused = %v, want put off for the Breaker's RetryAfter", err)
+	}
+	if got, want := m.Take(), []string{"up=true", "full=0", "full=1"}; !slices.Equal(got, want) || !slices.Equal(m.Brokers(), []string{"b"}) {
+		t.Errorf("metrics %q of %q, want %q of the Breaker's name", got, m.Brokers(), want)
+	}
+	if n := logs.Count("level=ERROR", "queue full", "broker=b"); n != 1 {
+		t.Errorf("want the ERROR line under the Breaker's name:\n%s", logs)
 	}
 }

@@ -114,9 +114,7 @@ func (r *Relay) noResponders(ctx context.Context, attempt relay.Attempt, subject
 	if !r.connected() {
 		return attempt.Down(fmt.Errorf("natsjs: publish to %q: %w", subject, err))
 	}
-	lookup, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
-	defer cancel()
-	stream, lerr := r.js.StreamNameBySubject(lookup, subject)
+	stream, lerr := r.streamOf(ctx, subject)
 	switch {
 	case errors.Is(lerr, jetstream.ErrStreamNotFound):
 		return fmt.Errorf("%w: %w: subject %q: %w", ErrRejected, ErrNoStream, subject, err)

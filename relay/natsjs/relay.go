@@ -77,14 +77,8 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	full, err := relay.NewFull(relay.FullConfig{Name: cfg.Breaker.Name, What: "stream full (Discard: DiscardNew, or DiscardNewPerSubject for its subjects)",
-		RetryAfter: cfg.Breaker.RetryAfter, ProbeInterval: cfg.Breaker.ProbeInterval, Logger: cfg.Breaker.Logger,
-		Now: cfg.Breaker.Now, Metrics: cfg.Breaker.Metrics})
-	if err != nil {
-		return nil, err
-	}
 	r := &Relay{js: js, cfg: cfg, subject: tpl, breaker: b,
-		full:  full,
+		full:  b.NewFull("stream full (Discard: DiscardNew, or DiscardNewPerSubject for its subjects)"),
 		slots: make(chan struct{}, cfg.MaxInFlight), lookups: make(chan struct{}, 1), drained: make(chan struct{})}
 	if cfg.ExpectStream != "" {
 		r.pubOpts = append(r.pubOpts, jetstream.WithExpectStream(cfg.ExpectStream))

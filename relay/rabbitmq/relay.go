@@ -91,17 +91,11 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	full, err := relay.NewFull(relay.FullConfig{Name: cfg.Breaker.Name, What: "message nacked (a queue full with overflow reject-publish, or unavailable)",
-		RetryAfter: cfg.Breaker.RetryAfter, ProbeInterval: cfg.Breaker.ProbeInterval, Logger: cfg.Breaker.Logger,
-		Now: cfg.Breaker.Now, Metrics: cfg.Breaker.Metrics})
-	if err != nil {
-		return nil, err
-	}
 	r := &Relay{
 		cfg:       cfg,
 		tpl:       tpl,
 		breaker:   b,
-		full:      full,
+		full:      b.NewFull("message nacked (a queue full with overflow reject-publish, or unavailable)"),
 		log:       cfg.Logger,
 		sem:       make(chan struct{}, cfg.MaxInFlight),
 		slots:     make([]*slot, cfg.Channels),
