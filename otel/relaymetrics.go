@@ -4,18 +4,11 @@ import (
 	"sync/atomic"
 )
 
-// The states of a broker, as its relay last reported it.
-const (
-	brokerUnknown uint32 = iota // no BrokerUp yet
-	brokerUp
-	brokerDown
-)
-
-// brokerInfo is the attribute set of one relay's broker and the state it
-// was last reported in.
+// brokerInfo is the attribute set of one relay's broker and whether it
+// was last reported down.
 type brokerInfo struct {
-	set   *measureSet
-	state atomic.Uint32
+	set  *measureSet
+	down atomic.Bool
 }
 
 // brokerOf returns the brokerInfo of broker, built on its first signal:
@@ -37,11 +30,11 @@ func (o *Observer) brokerOf(broker string) *brokerInfo {
 func (o *Observer) BrokerUp(broker string, up bool) {
 	b := o.brokerOf(broker)
 	if up {
-		b.state.Store(brokerUp)
+		b.down.Store(false)
 		o.inst.relayBrokerUp.Record(bg, 1, b.set.rec...)
 		return
 	}
-	if b.state.Swap(brokerDown) != brokerDown {
+	if !b.down.Swap(true) {
 		o.inst.relayOutages.Add(bg, 1, b.set.add...)
 	}
 	o.inst.relayBrokerUp.Record(bg, 0, b.set.rec...)

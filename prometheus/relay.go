@@ -6,13 +6,6 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 )
 
-// The states of a broker, as its relay last reported it.
-const (
-	brokerUnknown uint8 = iota // no BrokerUp yet
-	brokerUp
-	brokerDown
-)
-
 // relayStates is the state of the brokers whose relays report to a
 // Collector (relay.Metrics). The relays report changes only (an outage
 // beginning or ending, a destination filling up or taking messages
@@ -31,7 +24,7 @@ type relayStates struct {
 
 // brokerState is one broker's last reported state.
 type brokerState struct {
-	state  uint8
+	down   bool // as last reported
 	full   int
 	series *brokerSeries // its own, or relayStates.other
 }
@@ -79,12 +72,8 @@ func (c *Collector) BrokerUp(broker string, up bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := c.brokerLocked(broker)
-	wasDown := b.state == brokerDown
-	if up {
-		b.state = brokerUp
-	} else {
-		b.state = brokerDown
-	}
+	wasDown := b.down
+	b.down = !up
 	if !up && !wasDown {
 		b.series.outages.Inc()
 	}
