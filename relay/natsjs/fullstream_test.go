@@ -11,9 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/internal/relaytest"
-	"github.com/outbox-go/outbox/internal/testsupport"
-	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/natsjs"
 )
 
@@ -33,25 +30,14 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 		c.Discard = jetstream.DiscardNew
 	})
 	other, otherPrefix := newStream(t, js, nil)
-	logger, logs := testsupport.NewLogger()
-	// A probe only every hour: were the breaker opened, the other
-	// stream's events would be put off.
-	m := &relaytest.Metrics{}
-	clock := testsupport.NewClock(time.Now())
-	r, err := natsjs.New(js, natsjs.Config{Subject: "{aggregate_id}", Logger: logger, Metrics: m,
-		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour, Now: clock.Now}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = r.Close(context.Background()) }()
+	r, logs, m, clock := probingRelay(t, js, "{aggregate_id}")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	event := func(subject string) core.Envelope { return aggregateEvent(t, subject) }
 
 	// Fill the stream.
 	var put int
 	for put = 0; put < 1000; put++ {
-		err := r.OnEvent(ctx, event(fmt.Sprintf("%s.fill-%d", fullPrefix, put)))
+		err := r.OnEvent(ctx, aggregateEvent(t, fmt.Sprintf("%s.fill-%d", fullPrefix, put)))
 		if err == nil {
 			continue
 		}
@@ -67,7 +53,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	refused := []string{fmt.Sprintf("%s.fill-%d", fullPrefix, put)}
 	for i := range 3 {
 		s := fmt.Sprintf("%s.more-%d", fullPrefix, i%2)
-		err := r.OnEvent(ctx, event(s))
+		err := r.OnEvent(ctx, aggregateEvent(t, s))
 		var unavailable *core.UnavailableError
 		if !errors.As(err, &unavailable) || errors.Is(err, natsjs.ErrRejected) {
 			t.Fatalf("event %d to the full stream: %v, want it put off (core.Unavailable)", i, err)
@@ -75,7 +61,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 		if i < 2 {
 			refused = append(refused, s)
 		}
-		if err := r.OnEvent(ctx, event(fmt.Sprintf("%s.other-%d", otherPrefix, i))); err != nil {
+		if err := r.OnEvent(ctx, aggregateEvent(t, fmt.Sprintf("%s.other-%d", otherPrefix, i))); err != nil {
 			t.Fatalf("event %d to another stream: %v", i, err)
 		}
 	}
@@ -101,7 +87,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	}
 	clock.Advance(time.Hour) // each refused subject's next probe
 	for i, s := range refused {
-		if err := r.OnEvent(ctx, event(s)); err != nil {
+		if err := r.OnEvent(ctx, aggregateEvent(t, s)); err != nil {
 			t.Fatalf("refused event %s after the purge: %v", s, err)
 		}
 		ended := logs.Count("level=INFO", "full destination takes messages again", "destination="+info.Config.Name)

@@ -14,6 +14,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/relaytest"
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/relay"
+	"github.com/outbox-go/outbox/relay/natsjs"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -133,3 +137,22 @@ type nilMetrics struct{ n int }
 
 func (m *nilMetrics) BrokerUp(string, bool)        { m.n++ }
 func (m *nilMetrics) FullDestinations(string, int) { m.n++ }
+
+// probingRelay returns a relay on js publishing to subject, its log, its
+// metrics and its clock, closed in Cleanup. Its breaker and its full
+// destinations probe once an hour on that clock: were the breaker opened,
+// other events would be put off; advance the clock for a refused
+// subject's next probe.
+func probingRelay(t testing.TB, js jetstream.JetStream, subject string) (*natsjs.Relay, *testsupport.LogBuffer, *relaytest.Metrics, *testsupport.Clock) {
+	t.Helper()
+	logger, logs := testsupport.NewLogger()
+	m := &relaytest.Metrics{}
+	clock := testsupport.NewClock(time.Now())
+	r, err := natsjs.New(js, natsjs.Config{Subject: subject, Logger: logger, Metrics: m,
+		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour, Now: clock.Now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r, logs, m, clock
+}

@@ -11,9 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/internal/relaytest"
-	"github.com/outbox-go/outbox/internal/testsupport"
-	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/natsjs"
 )
 
@@ -32,28 +29,20 @@ func TestRelaySubjectFullPutsOffItsEventAlone(t *testing.T) {
 		c.Discard = jetstream.DiscardNew
 		c.DiscardNewPerSubject = true
 	})
-	logger, logs := testsupport.NewLogger()
-	m := &relaytest.Metrics{}
-	r, err := natsjs.New(js, natsjs.Config{Subject: prefix + ".{aggregate_id}", Logger: logger, Metrics: m,
-		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = r.Close(context.Background()) }()
+	r, logs, m, _ := probingRelay(t, js, prefix+".{aggregate_id}")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	event := func(agg string) core.Envelope { return aggregateEvent(t, agg) }
 
-	if err := r.OnEvent(ctx, event("full")); err != nil {
+	if err := r.OnEvent(ctx, aggregateEvent(t, "full")); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		err := r.OnEvent(ctx, event("full"))
+		err := r.OnEvent(ctx, aggregateEvent(t, "full"))
 		var unavailable *core.UnavailableError
 		if !errors.As(err, &unavailable) || errors.Is(err, natsjs.ErrRejected) {
 			t.Fatalf("event %d to the full subject: %v, want it put off (core.Unavailable)", i, err)
 		}
-		if err := r.OnEvent(ctx, event(fmt.Sprintf("other-%d", i))); err != nil {
+		if err := r.OnEvent(ctx, aggregateEvent(t, fmt.Sprintf("other-%d", i))); err != nil {
 			t.Fatalf("event %d to another subject: %v", i, err)
 		}
 	}
