@@ -280,3 +280,27 @@ type nilMetrics struct{ n int }
 
 func (m *nilMetrics) BrokerUp(string, bool)        { m.n++ }
 func (m *nilMetrics) FullDestinations(string, int) { m.n++ }
+
+// probingRelay returns newRelay(cfg) with a log, metrics and a clock of
+// the test's: its breaker and its full destinations probe once an hour on
+// that clock (were the breaker opened, other events would be put off;
+// advance the clock for a nacked routing key's next probe).
+func probingRelay(t testing.TB, cfg rabbitmq.Config) (*rabbitmq.Relay, *testsupport.LogBuffer, *relaytest.Metrics, *testsupport.Clock) {
+	t.Helper()
+	logger, logs := testsupport.NewLogger()
+	m := &relaytest.Metrics{}
+	clock := testsupport.NewClock(time.Now())
+	cfg.Logger, cfg.Metrics = logger, m
+	cfg.Breaker.ProbeInterval, cfg.Breaker.Now = time.Hour, clock.Now
+	return newRelay(t, cfg), logs, m, clock
+}
+
+// typedEvent returns an event of type typ with a one-byte payload.
+func typedEvent(t testing.TB, typ string) core.Envelope {
+	t.Helper()
+	env, err := core.NewEvent(typ).PayloadBytes([]byte("x")).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}

@@ -10,9 +10,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/internal/relaytest"
-	"github.com/outbox-go/outbox/internal/testsupport"
-	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/rabbitmq"
 )
 
@@ -28,35 +25,22 @@ func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
 	x := newExchange(t, ch)
 	full := newQueueWith(t, ch, x, "full", amqp.Table{"x-max-length": int32(2), "x-overflow": "reject-publish"})
 	other := newQueue(t, ch, x, "other")
-	logger, logs := testsupport.NewLogger()
-	// A probe only every hour: were the breaker opened, the other routing
-	// key's events would be put off.
-	m := &relaytest.Metrics{}
-	clock := testsupport.NewClock(time.Now())
-	r := newRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "{type}", Logger: logger, Metrics: m,
-		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour, Now: clock.Now}})
+	r, logs, m, clock := probingRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "{type}"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	event := func(typ string) core.Envelope {
-		env, err := core.NewEvent(typ).PayloadBytes([]byte("x")).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
 
 	for i := range 2 {
-		if err := r.OnEvent(ctx, event("full")); err != nil {
+		if err := r.OnEvent(ctx, typedEvent(t, "full")); err != nil {
 			t.Fatalf("event %d, while the queue has room: %v", i, err)
 		}
 	}
 	for i := range 3 {
-		err := r.OnEvent(ctx, event("full"))
+		err := r.OnEvent(ctx, typedEvent(t, "full"))
 		var unavailable *core.UnavailableError
 		if !errors.As(err, &unavailable) || !errors.Is(err, rabbitmq.ErrNacked) {
 			t.Fatalf("event %d to the full queue: %v, want it put off (core.Unavailable wrapping ErrNacked)", i, err)
 		}
-		if err := r.OnEvent(ctx, event("other")); err != nil {
+		if err := r.OnEvent(ctx, typedEvent(t, "other")); err != nil {
 			t.Fatalf("event %d to another routing key: %v", i, err)
 		}
 	}
@@ -74,7 +58,7 @@ func TestRelayNackedEventIsPutOffUncharged(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Hour) // the routing key's next probe
-	if err := r.OnEvent(ctx, event("full")); err != nil {
+	if err := r.OnEvent(ctx, typedEvent(t, "full")); err != nil {
 		t.Fatalf("after the purge: %v", err)
 	}
 	if n := logs.Count("level=INFO", "full destination takes messages again", "put_offs=3"); n != 1 {

@@ -9,9 +9,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/internal/relaytest"
-	"github.com/outbox-go/outbox/internal/testsupport"
-	"github.com/outbox-go/outbox/relay"
 	"github.com/outbox-go/outbox/relay/rabbitmq"
 )
 
@@ -31,24 +28,13 @@ func TestRelayNackedByOneOfTwoQueues(t *testing.T) {
 	full := newQueueWith(t, ch, x, "k", amqp.Table{"x-max-length": int32(1),
 		"x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": dlx})
 	roomy := newQueue(t, ch, x, "k")
-	logger, logs := testsupport.NewLogger()
-	m := &relaytest.Metrics{}
-	clock := testsupport.NewClock(time.Now())
-	r := newRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "k", Logger: logger, Metrics: m,
-		Breaker: relay.BreakerConfig{ProbeInterval: time.Hour, Now: clock.Now}})
+	r, logs, _, clock := probingRelay(t, rabbitmq.Config{Exchange: x, RoutingKey: "k"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	event := func() core.Envelope {
-		env, err := core.NewEvent("T").PayloadBytes([]byte("x")).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
-	if err := r.OnEvent(ctx, event()); err != nil {
+	if err := r.OnEvent(ctx, typedEvent(t, "T")); err != nil {
 		t.Fatalf("while the queue has room: %v", err)
 	}
-	refused := event()
+	refused := typedEvent(t, "T")
 	for i := range 4 {
 		if i == 2 {
 			clock.Advance(time.Hour) // the routing key's next probe
