@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,9 +21,8 @@ import (
 // incident, and an accepted key never refused changes nothing.
 func TestFull(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	f := mustFull(t, relay.FullConfig{Name: "b", What: "queue full", RetryAfter: 3 * time.Second, Logger: logger,
-		Now: func() time.Time { return now }})
+	clock := testsupport.NewClock(testsupport.Epoch)
+	f := mustFull(t, relay.FullConfig{Name: "b", What: "queue full", RetryAfter: 3 * time.Second, Logger: logger, Now: clock.Now})
 	asked := map[string]int{}
 	dest := func(name, key string) func() string {
 		return func() string { asked[key]++; return name }
@@ -56,7 +54,7 @@ func TestFull(t *testing.T) {
 	if n := logs.Count("level=INFO"); n != 0 {
 		t.Fatalf("an INFO line while q1/b waits:\n%s", logs)
 	}
-	now = now.Add(90 * time.Second)
+	clock.Advance(90 * time.Second)
 	f.Accepted("q1/b")
 	f.Accepted("q1/b") // no incident any more: nothing
 	if n := logs.Count("level=INFO", "full destination takes messages again", "destination=q1", "full=1m30s", "put_offs=3"); n != 1 ||
@@ -170,15 +168,9 @@ func TestFullForget(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	m := &relaytest.Metrics{}
 	const forget = 50 * time.Millisecond
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(d)
-	}
-	f := mustFull(t, relay.FullConfig{Logger: logger, Metrics: m, Forget: forget,
-		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	clock := testsupport.NewClock(testsupport.Epoch)
+	at := func(d time.Duration) { clock.Set(testsupport.Epoch.Add(d)) }
+	f := mustFull(t, relay.FullConfig{Logger: logger, Metrics: m, Forget: forget, Now: clock.Now})
 	q := func() string { return "q" }
 	_ = f.Refused("gone", errors.New("full"), q)
 	_ = f.Refused("again", errors.New("full"), q)
@@ -220,12 +212,11 @@ func TestFullForget(t *testing.T) {
 // end an incident whose events are still waiting.
 func TestFullAllow(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
-	const forget = 50 * time.Millisecond
-	f := mustFull(t, relay.FullConfig{Logger: logger, ProbeInterval: time.Second, Forget: forget,
-		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	clock := testsupport.NewClock(testsupport.Epoch)
+	// The key's age between two of its events stays under Forget: the
+	// sweeps, which run on the real clock, may come at any moment.
+	const probe, forget = 40 * time.Millisecond, 50 * time.Millisecond
+	f := mustFull(t, relay.FullConfig{Logger: logger, ProbeInterval: probe, Forget: forget, Now: clock.Now})
 	if err := f.Allow("k"); err != nil {
 		t.Fatalf("Allow before any refusal: %v", err)
 	}
@@ -237,12 +228,12 @@ func TestFullAllow(t *testing.T) {
 		if !errors.As(err, &ue) || !errors.Is(err, cause) {
 			t.Fatalf("Allow %d within the probe interval: %v, want a core.Unavailable error wrapping the refusal", i, err)
 		}
-		advance(300 * time.Millisecond)
+		clock.Advance(probe / 4)
 	}
 	if err := f.Allow("other"); err != nil {
 		t.Fatalf("Allow of a key never refused: %v", err)
 	}
-	advance(100 * time.Millisecond) // 1 s since the refusal
+	clock.Advance(probe / 4) // the probe interval since the refusal
 	if err := f.Allow("k"); err != nil {
 		t.Fatalf("the probe: %v", err)
 	}
@@ -254,7 +245,7 @@ func TestFullAllow(t *testing.T) {
 	// test's clock moves less than Forget between them.
 	sweeps := time.Now()
 	for time.Since(sweeps) < 4*forget {
-		advance(time.Millisecond)
+		clock.Advance(time.Millisecond)
 		_ = f.Allow("k")
 		time.Sleep(forget / 10)
 	}
