@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/outbox-go/outbox/internal/relaytest"
 	obsotel "github.com/outbox-go/outbox/otel"
 	"github.com/outbox-go/outbox/relay"
 )
@@ -84,7 +85,7 @@ func TestRelayMetricsFromBreakerAndFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := mustFull(t, relay.FullConfig{Name: name, Logger: quiet, Metrics: h.obs})
+	f := relaytest.Full(t, relay.FullConfig{Name: name, Logger: quiet, Metrics: h.obs})
 	wantPoint(t, h, obsotel.MetricRelayBrokerUp, l, 1)
 	wantPoint(t, h, obsotel.MetricRelayOutages, l, 0)
 	wantPoint(t, h, obsotel.MetricRelayFullDestinations, l, 0)
@@ -130,14 +131,4 @@ func TestRelayMetricsConcurrent(t *testing.T) {
 		wantPoint(t, h, obsotel.MetricRelayBrokerUp, l, 1)
 		wantPoint(t, h, obsotel.MetricRelayFullDestinations, l, 1)
 	}
-}
-
-// mustFull returns relay.NewFull(cfg), failing the test on an error.
-func mustFull(t testing.TB, cfg relay.FullConfig) *relay.Full {
-	t.Helper()
-	f, err := relay.NewFull(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/outbox-go/outbox/internal/relaytest"
 	outboxprom "github.com/outbox-go/outbox/prometheus"
 	"github.com/outbox-go/outbox/relay"
 )
@@ -72,7 +73,7 @@ func TestRelayMetricsFromBreakerAndFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := mustFull(t, relay.FullConfig{Name: broker["broker"], Logger: quiet, Metrics: c})
+	f := relaytest.Full(t, relay.FullConfig{Name: broker["broker"], Logger: quiet, Metrics: c})
 	wantValue(t, g, "outbox_relay_broker_up", broker, 1)
 	wantValue(t, g, "outbox_relay_full_destinations", broker, 0)
 
@@ -181,14 +182,4 @@ func TestRelayMetricsConcurrent(t *testing.T) {
 			t.Errorf("outbox_relay_broker_up%v = %v, want 1", s.GetLabel(), v)
 		}
 	}
-}
-
-// mustFull returns relay.NewFull(cfg), failing the test on an error.
-func mustFull(t testing.TB, cfg relay.FullConfig) *relay.Full {
-	t.Helper()
-	f, err := relay.NewFull(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }

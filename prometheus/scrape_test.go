@@ -23,6 +23,7 @@ import (
 	"github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
@@ -313,7 +314,7 @@ func driveRelay(t *testing.T, c *outboxprom.Collector) {
 	}
 	_ = b.Down(errors.New("nats: connection closed"))
 	b.Up()
-	f := mustFull(t, relay.FullConfig{Name: scrapedBroker, Logger: quiet, Metrics: c})
+	f := relaytest.Full(t, relay.FullConfig{Name: scrapedBroker, Logger: quiet, Metrics: c})
 	_ = f.Refused("orders.created", errors.New("nats: maximum messages exceeded"), func() string { return "ORDERS" })
 }
 

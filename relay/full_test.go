@@ -22,7 +22,7 @@ import (
 func TestFull(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	clock := testsupport.NewClock(testsupport.Epoch)
-	f := mustFull(t, relay.FullConfig{Name: "b", What: "queue full", RetryAfter: 3 * time.Second, Logger: logger, Now: clock.Now})
+	f := relaytest.Full(t, relay.FullConfig{Name: "b", What: "queue full", RetryAfter: 3 * time.Second, Logger: logger, Now: clock.Now})
 	asked := map[string]int{}
 	dest := func(name, key string) func() string {
 		return func() string { asked[key]++; return name }
@@ -75,7 +75,7 @@ func TestFull(t *testing.T) {
 // keys are not remembered: the incident ends with the remembered ones.
 func TestFullBounded(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
-	f := mustFull(t, relay.FullConfig{Logger: logger})
+	f := relaytest.Full(t, relay.FullConfig{Logger: logger})
 	named := 0
 	for i := range relay.MaxFullKeys + 10 {
 		if err := f.Refused(fmt.Sprint(i), errors.New("full"), func() string { named++; return "q" }); err == nil {
@@ -101,7 +101,7 @@ func TestFullBounded(t *testing.T) {
 // still count.
 func TestFullNamingDoesNotBlock(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
-	f := mustFull(t, relay.FullConfig{Logger: logger})
+	f := relaytest.Full(t, relay.FullConfig{Logger: logger})
 	asking, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -138,7 +138,7 @@ func TestFullNamingDoesNotBlock(t *testing.T) {
 func TestFullBoundedOtherDestination(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
 	m := &relaytest.Metrics{}
-	f := mustFull(t, relay.FullConfig{Logger: logger, Metrics: m, Forget: 100 * time.Millisecond})
+	f := relaytest.Full(t, relay.FullConfig{Logger: logger, Metrics: m, Forget: 100 * time.Millisecond})
 	for i := range relay.MaxFullKeys {
 		_ = f.Refused(fmt.Sprint(i), errors.New("full"), func() string { return "q1" })
 	}
@@ -170,7 +170,7 @@ func TestFullForget(t *testing.T) {
 	const forget = 50 * time.Millisecond
 	clock := testsupport.NewClock(testsupport.Epoch)
 	at := func(d time.Duration) { clock.Set(testsupport.Epoch.Add(d)) }
-	f := mustFull(t, relay.FullConfig{Logger: logger, Metrics: m, Forget: forget, Now: clock.Now})
+	f := relaytest.Full(t, relay.FullConfig{Logger: logger, Metrics: m, Forget: forget, Now: clock.Now})
 	q := func() string { return "q" }
 	_ = f.Refused("gone", errors.New("full"), q)
 	_ = f.Refused("again", errors.New("full"), q)
@@ -216,7 +216,7 @@ func TestFullAllow(t *testing.T) {
 	// The key's age between two of its events stays under Forget: the
 	// sweeps, which run on the real clock, may come at any moment.
 	const probe, forget = 40 * time.Millisecond, 50 * time.Millisecond
-	f := mustFull(t, relay.FullConfig{Logger: logger, ProbeInterval: probe, Forget: forget, Now: clock.Now})
+	f := relaytest.Full(t, relay.FullConfig{Logger: logger, ProbeInterval: probe, Forget: forget, Now: clock.Now})
 	if err := f.Allow("k"); err != nil {
 		t.Fatalf("Allow before any refusal: %v", err)
 	}
@@ -259,16 +259,6 @@ func TestFullAllow(t *testing.T) {
 	if n := logs.Count("level=INFO", "takes messages again"); n != 1 {
 		t.Errorf("want one INFO line:\n%s", logs)
 	}
-}
-
-// mustFull returns relay.NewFull(cfg), failing the test on an error.
-func mustFull(t testing.TB, cfg relay.FullConfig) *relay.Full {
-	t.Helper()
-	f, err := relay.NewFull(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // A negative duration is refused, naming the fields.

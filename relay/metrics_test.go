@@ -41,7 +41,7 @@ func TestBreakerMetrics(t *testing.T) {
 func TestFullMetrics(t *testing.T) {
 	m := &relaytest.Metrics{}
 	logger, _ := testsupport.NewLogger()
-	f := mustFull(t, relay.FullConfig{Name: "b", Logger: logger, Metrics: m})
+	f := relaytest.Full(t, relay.FullConfig{Name: "b", Logger: logger, Metrics: m})
 	name := func(n string) func() string { return func() string { return n } }
 	_ = f.Refused("k1", errors.New("full"), name("q1"))
 	_ = f.Refused("k1", errors.New("full"), name("q1"))
@@ -65,7 +65,7 @@ func TestRetireMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := mustFull(t, relay.FullConfig{Name: "b", Logger: logger, Metrics: m})
+	f := relaytest.Full(t, relay.FullConfig{Name: "b", Logger: logger, Metrics: m})
 	_ = b.Down(errors.New("x"))
 	_ = f.Refused("k", errors.New("full"), func() string { return "q" })
 	m.Take()

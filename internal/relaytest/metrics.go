@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"testing"
 
 	"github.com/outbox-go/outbox/relay"
 )
@@ -54,4 +55,14 @@ func (m *Metrics) Brokers() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.brokers)
+}
+
+// Full returns relay.NewFull(cfg), failing t on an error.
+func Full(t testing.TB, cfg relay.FullConfig) *relay.Full {
+	t.Helper()
+	f, err := relay.NewFull(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
