@@ -97,14 +97,7 @@ func TestRemoveInboxInterruptsCleanupPostgres(t *testing.T) {
 	if err := d.AddInbox("a", e.in); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Start(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
+	e.start(d)
 	waitForBlocked(t, e, pid)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -175,14 +168,7 @@ func TestRemoveInboxDuringAnothersCleanupPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := d.Start(a.ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
+	a.start(d)
 	waitForBlocked(t, a, pid)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
