@@ -22,10 +22,7 @@ func TestCloseInterruptsCleanupPostgres(t *testing.T) {
 	e := newEnv(t, openPostgres, inbox.Config{})
 	pid := pastRetentionLocked(t, e, "m")
 
-	d, err := e.in.NewDispatcher(inbox.DispatcherConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := e.dispatcher(inbox.DispatcherConfig{})
 	if err := d.Start(e.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -48,10 +45,7 @@ func TestClaimsGoOnDuringCleanupPostgres(t *testing.T) {
 	e := newEnv(t, openPostgres, inbox.Config{})
 	pid := pastRetentionLocked(t, e, "done")
 
-	d, err := e.in.NewDispatcher(inbox.DispatcherConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := e.dispatcher(inbox.DispatcherConfig{})
 	handled := make(chan struct{}, 1)
 	if err := d.HandleFunc("topic", func(context.Context, inbox.Record) error {
 		select {
@@ -62,16 +56,7 @@ func TestClaimsGoOnDuringCleanupPostgres(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Start(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		if err := d.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
+	e.start(d)
 	waitForBlocked(t, e, pid)
 	e.enqueue(inbox.Message{Source: "s", MessageID: "new"})
 	select {
