@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -123,18 +122,33 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 // watchRollback notes a statement that may roll back to a savepoint: any
 // whose text holds "rollback" in any case (a ROLLBACK TO SAVEPOINT,
 // perhaps after a comment). A false alarm costs the publishing
-// transaction one read after commit (see RowsMayBeUndone).
+// transaction one read after commit (see RowsMayBeUndone). Once noted,
+// the statements are not read again.
 func (t *Tx) watchRollback(q string) {
-	if containsFold(q, "rollback") {
+	if !t.rowsUndone.Load() && containsFoldASCII(q, "rollback") {
 		t.rowsUndone.Store(true)
 	}
 }
 
-// containsFold reports whether s contains sub in any case, without
-// allocating (strings.ToLower would copy every statement).
-func containsFold(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
+// containsFoldASCII reports whether s contains word, written in lower-case
+// ASCII letters, in any mix of ASCII upper and lower case. It reads each
+// byte of s about once and allocates nothing: every statement of a
+// managed transaction passes through it, so it runs inside the
+// transaction's locks (strings.ToLower would copy the statement, and
+// strings.EqualFold at every offset took as long as SQLite's INSERT
+// itself). SQL keywords are ASCII, so Unicode folding (the Kelvin sign
+// as a "k") is not wanted.
+func containsFoldASCII(s, word string) bool {
+	n := len(word)
+	for i := 0; i+n <= len(s); i++ {
+		if s[i]|0x20 != word[0] {
+			continue
+		}
+		j := 1
+		for j < n && s[i+j]|0x20 == word[j] {
+			j++
+		}
+		if j == n {
 			return true
 		}
 	}

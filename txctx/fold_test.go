@@ -1,0 +1,62 @@
+package txctx
+
+import (
+	"strings"
+	"testing"
+)
+
+// containsFoldASCII finds the word in any ASCII case, anywhere, and
+// nothing else: not a near miss, not a word cut by the end of the text,
+// not a Unicode look-alike that no database reads as the keyword.
+func TestContainsFoldASCII(t *testing.T) {
+	cases := []struct {
+		s    string
+		want bool
+	}{
+		{"rollback", true},
+		{"ROLLBACK TO SAVEPOINT s1", true},
+		{"/* nested */ RoLlBaCk TRANSACTION TO s1", true},
+		{"SAVEPOINT s1; rollback", true},
+		{"rrollback", true},
+		{"INSERT INTO t VALUES ('rollbac')", false},
+		{"rollbac", false},
+		{"", false},
+		{"ROLLBAC\u212A", false}, // the Kelvin sign folds to k in Unicode only
+		{"R\x00LLBACK", false},
+		{"INSERT INTO outbox_events (event_id, status) VALUES (?, ?)", false},
+		{"rOLLBACk", true},
+		{"@OLLBACK", false}, // '@'|0x20 is '`', not 'r'
+		{"2OLLBACK", false},
+	}
+	for _, c := range cases {
+		if got := containsFoldASCII(c.s, "rollback"); got != c.want {
+			t.Errorf("containsFoldASCII(%q) = %v, want %v", c.s, got, c.want)
+		}
+	}
+	// Against strings.Contains on the lower-cased text, over every
+	// position of the word in a statement of plain ASCII.
+	base := strings.Repeat("insert into t (a, b) values (?, ?); ", 3)
+	for i := 0; i <= len(base); i++ {
+		s := base[:i] + "RollBack" + base[i:]
+		if !containsFoldASCII(s, "rollback") {
+			t.Fatalf("missed the word at offset %d of %q", i, s)
+		}
+		if cut := s[:i+7]; containsFoldASCII(cut, "rollback") != strings.Contains(strings.ToLower(cut), "rollback") {
+			t.Fatalf("disagrees with strings.Contains on %q", cut)
+		}
+	}
+}
+
+// BenchmarkContainsFoldASCII reads a statement as long as the outbox's
+// insert, which holds no "rollback": every managed statement pays this.
+func BenchmarkContainsFoldASCII(b *testing.B) {
+	q := "INSERT INTO outbox_events (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
+		"status, attempts, next_attempt_at, created_at, locked_by, locked_until, order_key, order_seq) " +
+		"VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
+	b.SetBytes(int64(len(q)))
+	for b.Loop() {
+		if containsFoldASCII(q, "rollback") {
+			b.Fatal("found a word the statement does not hold")
+		}
+	}
+}
