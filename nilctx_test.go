@@ -43,12 +43,13 @@ func TestNilContextIsRefused(t *testing.T) {
 		"InTx": func() error {
 			return ob.InTx(nilCtx, func(context.Context) error { ran = true; return nil })
 		},
-		"Publish":       func() error { _, err := ob.Publish(nilCtx, env); return err },
-		"PublishAll":    func() error { _, err := ob.PublishAll(nilCtx, env); return err },
-		"PublishTx":     func() error { _, err := ob.PublishTx(nilCtx, tx, env); return err },
-		"PublishAllTx":  func() error { _, err := ob.PublishAllTx(nilCtx, tx, env); return err },
-		"Get":           func() error { _, err := ob.Get(nilCtx, env.ID()); return err },
-		"CountByStatus": func() error { _, err := ob.CountByStatus(nilCtx); return err },
+		"InTx without a function": func() error { return ob.InTx(nilCtx, nil) },
+		"Publish":                 func() error { _, err := ob.Publish(nilCtx, env); return err },
+		"PublishAll":              func() error { _, err := ob.PublishAll(nilCtx, env); return err },
+		"PublishTx":               func() error { _, err := ob.PublishTx(nilCtx, tx, env); return err },
+		"PublishAllTx":            func() error { _, err := ob.PublishAllTx(nilCtx, tx, env); return err },
+		"Get":                     func() error { _, err := ob.Get(nilCtx, env.ID()); return err },
+		"CountByStatus":           func() error { _, err := ob.CountByStatus(nilCtx); return err },
 		"ReplayDead": func() error {
 			_, err := ob.ReplayDead(nilCtx, jdbcstore.DeadFilter{}, jdbcstore.ReplayOptions{All: true})
 			return err

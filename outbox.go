@@ -370,7 +370,8 @@ func (o *Outbox) InTx(ctx context.Context, fn func(ctx context.Context) error) e
 // after-commit hooks, so its events take the hot path. A nil tx is no
 // transaction: Publish on the returned ctx and the returned Tx's Commit
 // and Rollback return core.ErrNoTransaction, and InTx begins a
-// transaction of its own (see txctx.Adopt).
+// transaction of its own (see txctx.Adopt). ctx must not be nil: Adopt
+// returns no error, so a nil ctx panics, as in context.WithValue.
 func (o *Outbox) Adopt(ctx context.Context, tx *sql.Tx) (context.Context, *txctx.Tx) {
 	return o.tx.Adopt(ctx, tx)
 }

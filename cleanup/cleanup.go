@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/engine"
+	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -167,9 +168,10 @@ type Cleaner struct {
 	rand func() float64
 }
 
-// New returns a cleaner over p.
+// New returns a cleaner over p. A nil p, or a nil value of a pointer
+// type (a nil *jdbcstore.Store), is a *core.ConfigError.
 func New(p Purger, cfg Config) (*Cleaner, error) {
-	if p == nil {
+	if nilval.Is(p) {
 		return nil, &core.ConfigError{Field: "purger", Msg: "must not be nil"}
 	}
 	cfg = cfg.withDefaults()
@@ -193,8 +195,12 @@ func (c *Cleaner) nextDelay() time.Duration {
 	return c.cfg.Interval + time.Duration((2*c.rand()-1)*IntervalJitter*float64(c.cfg.Interval))
 }
 
-// RunOnce purges what is past retention now and logs what it removed.
+// RunOnce purges what is past retention now and logs what it removed. A
+// nil ctx returns core.ErrNilContext.
 func (c *Cleaner) RunOnce(ctx context.Context) (jdbcstore.PurgeResult, error) {
+	if ctx == nil {
+		return jdbcstore.PurgeResult{}, core.ErrNilContext
+	}
 	res, err := c.p.Purge(ctx, jdbcstore.PurgeOptions{
 		DoneOlderThan: c.cfg.DoneRetention, DeadOlderThan: c.cfg.DeadRetention, BatchSize: c.cfg.BatchSize,
 		PauseFactor: c.cfg.PauseFactor, MaxRate: c.cfg.MaxRate,
@@ -213,7 +219,8 @@ func (c *Cleaner) RunOnce(ctx context.Context) (jdbcstore.PurgeResult, error) {
 // Start runs a purge soon after Start (within FirstRunWithin), then
 // every Interval (±IntervalJitter) until Close. It returns at once.
 // Starting a running cleaner is an error wrapping core.ErrInvalidConfig;
-// starting a closed one returns core.ErrClosed.
+// starting a closed one returns core.ErrClosed. A nil ctx returns
+// core.ErrNilContext and starts nothing.
 func (c *Cleaner) Start(ctx context.Context) error {
 	return c.run.Start(ctx, func(ctx context.Context, stop <-chan struct{}) {
 		// A purge is many short statements, each complete on its own:
@@ -232,7 +239,8 @@ func (c *Cleaner) Start(ctx context.Context) error {
 // in progress is cancelled, its current statement with it (each statement
 // is atomic; what earlier ones deleted stays deleted). If ctx ends first, Close returns ctx's error; calling it again
 // waits again. Close is final (Start then returns core.ErrClosed) and
-// returns nil on a cleaner that never started.
+// returns nil on a cleaner that never started. A nil ctx returns
+// core.ErrNilContext and stops nothing.
 func (c *Cleaner) Close(ctx context.Context) error { return c.run.Close(ctx) }
 
 // runLogged is one background run: a failure is logged and retried at the

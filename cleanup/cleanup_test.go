@@ -290,3 +290,63 @@ func TestRunsAreSpread(t *testing.T) {
 
 // nopMetricsPtr is a Metrics whose nil value TestConfigValidation gives.
 type nopMetricsPtr struct{ core.NopMetrics }
+
+// A nil context is refused by Start, RunOnce and Close with
+// core.ErrNilContext before anything runs (they panicked): the cleaner
+// stays usable, and a Close(nil) does not close it.
+func TestNilContextIsRefused(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := jdbcstore.New(db, jdbcstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplySchema(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cleanup.New(st, cleanup.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	check := func(name string, err error) {
+		t.Helper()
+		if !errors.Is(err, core.ErrNilContext) {
+			t.Errorf("%s(nil ctx) = %v, want core.ErrNilContext", name, err)
+		}
+	}
+	check("Close before Start", c.Close(nilCtx))
+	check("Start", c.Start(nilCtx))
+	_, err = c.RunOnce(nilCtx)
+	check("RunOnce", err)
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatalf("Start after the refusals = %v (a refused call changed the cleaner)", err)
+	}
+	check("Close while running", c.Close(nilCtx))
+	if _, err := c.RunOnce(t.Context()); err != nil {
+		t.Fatalf("RunOnce after the refusals: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := c.Start(ctx); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Start after Close = %v, want core.ErrClosed", err)
+	}
+}
+
+// New refuses a nil store of a pointer type as it refuses a nil one (it
+// was taken, and the first purge panicked).
+func TestNewRefusesANilStore(t *testing.T) {
+	for name, p := range map[string]cleanup.Purger{"nil": nil, "nil *jdbcstore.Store": (*jdbcstore.Store)(nil)} {
+		c, err := cleanup.New(p, cleanup.Config{})
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "purger" || c != nil {
+			t.Errorf("New(%s) = %v, %v; want a ConfigError on purger", name, c, err)
+		}
+	}
+}

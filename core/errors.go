@@ -84,8 +84,10 @@ var (
 	// context.TODO() instead) to outbox.New or a method of an
 	// outbox.Outbox that returns an error; txctx.Manager.Do; Start, Close,
 	// PollOnce, ReapOnce and RemoveStore of a dispatcher or poller;
-	// tenant.New, tenant.NewInbox, tenant.Open and the methods of their
-	// sets and tenants; inbox.New.
+	// Start, Close and RunOnce of a cleanup.Cleaner; tenant.New,
+	// tenant.NewInbox, tenant.Open and the methods of their sets and
+	// tenants; inbox.New. A nil ctx is refused before any other argument
+	// is looked at.
 	ErrNilContext = errors.New("outbox: nil context")
 )
 

@@ -106,11 +106,11 @@ func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) er
 	if m == nil || m.db == nil {
 		return fmt.Errorf("%w: txctx: nil database", core.ErrInvalidConfig)
 	}
+	if ctx == nil { // before fn: a nil ctx is always ErrNilContext
+		return core.ErrNilContext
+	}
 	if fn == nil {
 		return fmt.Errorf("%w: txctx: nil function", core.ErrInvalidConfig)
-	}
-	if ctx == nil {
-		return core.ErrNilContext
 	}
 	if outer, join, err := m.carried(ctx); err != nil {
 		return err

@@ -491,6 +491,9 @@ func withTx(ctx context.Context, t *Tx) context.Context {
 // QueryContext return [core.ErrNoTransaction], hooks are ignored with a
 // warning, and [Manager.Do] on it begins a transaction of its own, as after
 // any finished transaction.
+//
+// ctx must not be nil: Adopt returns no error, so a nil ctx panics, as it
+// does in context.WithValue.
 func Adopt(ctx context.Context, tx *sql.Tx, opts ...Option) (context.Context, *Tx) {
 	o := buildOptions(opts)
 	t := newTx(tx, nil, nil, false, o.Logger)

@@ -51,8 +51,12 @@ func NewRunner(what string) *Runner {
 
 // Start runs loop in a new goroutine. Its ctx keeps the values of Start's
 // ctx but not its cancellation: it ends when a Close gives up waiting.
-// stop is closed when Close is called; loop must return soon after.
+// stop is closed when Close is called; loop must return soon after. A nil
+// ctx returns core.ErrNilContext and starts nothing.
 func (r *Runner) Start(ctx context.Context, loop func(ctx context.Context, stop <-chan struct{})) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch r.state {
@@ -71,8 +75,12 @@ func (r *Runner) Start(ctx context.Context, loop func(ctx context.Context, stop 
 	return nil
 }
 
-// Close stops the loop and waits for it (see [Runner]).
+// Close stops the loop and waits for it (see [Runner]). A nil ctx returns
+// core.ErrNilContext and stops nothing.
 func (r *Runner) Close(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	r.mu.Lock()
 	was := r.state
 	r.state = closed
