@@ -84,10 +84,13 @@ var (
 	// context.TODO() instead) to outbox.New or a method of an
 	// outbox.Outbox that returns an error; txctx.Manager.Do; Start, Close,
 	// PollOnce, ReapOnce and RemoveStore of a dispatcher or poller;
-	// Start, Close and RunOnce of a cleanup.Cleaner; tenant.New,
-	// tenant.NewInbox, tenant.Open and the methods of their sets and
-	// tenants; inbox.New. A nil ctx is refused before any other argument
-	// is looked at.
+	// Start, Close and RunOnce of a cleanup.Cleaner; every method of a
+	// jdbcstore.Store, an inbox.Inbox or an inbox.Dispatcher that takes a
+	// context and returns an error; tenant.New, tenant.NewInbox,
+	// tenant.Open and the methods of their sets and tenants; inbox.New. A
+	// nil ctx is refused before any other argument is looked at (one that
+	// reached database/sql would panic holding the pool's lock, and every
+	// later use of the pool would wait for ever).
 	ErrNilContext = errors.New("outbox: nil context")
 )
 

@@ -336,6 +336,9 @@ func (d *Dispatcher) Wake() { d.run.Wake() }
 // once. Starting a running dispatcher is an error wrapping
 // core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
 func (d *Dispatcher) Start(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if err := d.run.Start(ctx, d.loop); err != nil {
 		return err
 	}
@@ -356,6 +359,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // it), Close returns ErrCloseInHandler at once and closes nothing: it
 // would wait for that handler, so for itself.
 func (d *Dispatcher) Close(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if d.InHandler(ctx) {
 		return ErrCloseInHandler
 	}
@@ -554,6 +560,9 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 // ends the calling goroutine; the messages after it are released, as
 // above.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	m, recs, _, err := d.claim(ctx, d.cfg.BatchSize, 0)
 	if err != nil || m == nil {
 		return 0, err

@@ -180,7 +180,12 @@ func (in *Inbox) SchemaSQL() string { return in.store.SchemaSQL() }
 
 // ApplySchema creates the inbox table and its indexes if they do not
 // exist, as [New] does unless Config.SkipSchema. It is idempotent.
-func (in *Inbox) ApplySchema(ctx context.Context) error { return in.store.ApplySchema(ctx) }
+func (in *Inbox) ApplySchema(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
+	return in.store.ApplySchema(ctx)
+}
 
 // IsContention reports whether err is lock contention (SQLite busy,
 // MySQL/MariaDB deadlock or lock wait timeout): the transaction should be
@@ -263,6 +268,9 @@ func (in *Inbox) IsContention(err error) bool {
 // redelivery through this inbox processes the message again. With
 // package tenant, use the transaction of the tenant's own database.
 func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx context.Context) error) (bool, error) {
+	if ctx == nil {
+		return false, core.ErrNilContext
+	}
 	switch tx.(type) {
 	case *sql.DB, *sqlx.DB:
 		return false, fmt.Errorf("outbox: inbox: process: %w: pass the business transaction, not the pool", core.ErrNoTransaction)
@@ -374,6 +382,9 @@ func txEnded(err error) error {
 // ctx ends. fn may therefore run more than once, but only one run's writes
 // ever commit; fn must write only through tx.
 func (in *Inbox) Process(ctx context.Context, msg Message, fn func(ctx context.Context, tx *sqlx.Tx) error) (bool, error) {
+	if ctx == nil {
+		return false, core.ErrNilContext
+	}
 	if fn == nil {
 		return false, &core.ConfigError{Field: "fn", Msg: "must not be nil"}
 	}
@@ -417,6 +428,9 @@ func (in *Inbox) processOnce(ctx context.Context, msg Message, fn func(ctx conte
 // own. Use it with MarkProcessed when the processing cannot share a
 // transaction with the inbox; otherwise ProcessTx is the safe choice.
 func (in *Inbox) AlreadyProcessed(ctx context.Context, source, messageID string, hash []byte) (bool, error) {
+	if ctx == nil {
+		return false, core.ErrNilContext
+	}
 	if err := checkKey(source, messageID); err != nil {
 		return false, err
 	}
@@ -437,6 +451,9 @@ func (in *Inbox) AlreadyProcessed(ctx context.Context, source, messageID string,
 // MarkProcessed sets the message Done (recording it as Done when it is
 // unknown) and releases any lease. It is idempotent.
 func (in *Inbox) MarkProcessed(ctx context.Context, source, messageID string) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if err := checkKey(source, messageID); err != nil {
 		return err
 	}
@@ -457,6 +474,9 @@ func (in *Inbox) MarkProcessed(ctx context.Context, source, messageID string) er
 // from the stored one is logged as a warning. Dispatchers of this Inbox
 // are woken to claim it at once, or at its DueAt when that is later.
 func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if err := checkMessage(msg, true); err != nil {
 		return err
 	}
@@ -494,6 +514,9 @@ func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
 // that handling may still record an outcome, or the outcome would settle
 // the new claim. A [Dispatcher] fences its own writes on the claim itself.
 func (in *Inbox) Claim(ctx context.Context, owner string, lease time.Duration, batchSize int) ([]Record, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if err := checkOwner(owner); err != nil {
 		return nil, err
 	}
@@ -532,6 +555,9 @@ func (in *Inbox) Claim(ctx context.Context, owner string, lease time.Duration, b
 // key cannot be stored, so it is no unknown key. The same holds for
 // Release, Abandon, AbandonAfter and Fail.
 func (in *Inbox) Ack(ctx context.Context, owner string, keys []Key) (int, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
@@ -554,6 +580,9 @@ func (in *Inbox) ack(ctx context.Context, l inboxrow.Lease, keys []Key) (int, er
 // calls it for the messages whose handlers a shutdown interrupted. A key
 // that is not valid refuses the whole call, writing nothing (see Ack).
 func (in *Inbox) Release(ctx context.Context, owner string, keys []Key) (int, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
@@ -576,6 +605,9 @@ func (in *Inbox) release(ctx context.Context, l inboxrow.Lease, keys []Key) (int
 // ignored. It returns how many changed. A key that is not valid refuses
 // the whole call, writing nothing (see Ack).
 func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastError string) (int, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
@@ -589,6 +621,9 @@ func (in *Inbox) Abandon(ctx context.Context, owner string, keys []Key, lastErro
 // delay must be positive. A key that is not valid refuses the whole call,
 // writing nothing (see Ack).
 func (in *Inbox) AbandonAfter(ctx context.Context, owner string, keys []Key, lastError string, delay time.Duration) (int, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
@@ -614,6 +649,9 @@ func (in *Inbox) abandon(ctx context.Context, l inboxrow.Lease, keys []Key, last
 // are never claimed again. It returns how many changed. A key that is not
 // valid refuses the whole call, writing nothing (see Ack).
 func (in *Inbox) Fail(ctx context.Context, owner string, keys []Key, errMsg string) (int, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if err := checkOwner(owner); err != nil {
 		return 0, err
 	}
@@ -637,6 +675,9 @@ func (in *Inbox) fail(ctx context.Context, l inboxrow.Lease, keys []Key, errMsg 
 // process died, or it outlived its lease). A Dispatcher does this every
 // ReapInterval.
 func (in *Inbox) ReapExpired(ctx context.Context) (int, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	total := 0
 	for {
 		n, err := in.store.ReapExpired(ctx, reapBatch)
@@ -652,6 +693,9 @@ func (in *Inbox) ReapExpired(ctx context.Context) (int, error) {
 
 // Get returns the stored message, or an error wrapping ErrNotFound.
 func (in *Inbox) Get(ctx context.Context, source, messageID string) (Record, error) {
+	if ctx == nil {
+		return Record{}, core.ErrNilContext
+	}
 	if err := checkKey(source, messageID); err != nil {
 		return Record{}, err
 	}
@@ -672,6 +716,9 @@ func (in *Inbox) Get(ctx context.Context, source, messageID string) (Record, err
 // message is new again to the inbox: keep retention longer than any
 // sender's redelivery window.
 func (in *Inbox) Cleanup(ctx context.Context, retention time.Duration, batchSize int) (int, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if err := checkPositive("retention", retention, ErrInvalidRetention); err != nil {
 		return 0, err
 	}

@@ -19,6 +19,9 @@ var errNoLister = errors.New("outbox: inbox: the store cannot list messages")
 // CountByStatus returns how many messages the table holds in each
 // status; statuses without rows are absent. One read-only statement.
 func (in *Inbox) CountByStatus(ctx context.Context) (map[Status]int, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	l, ok := in.store.(inboxrow.Lister)
 	if !ok {
 		return nil, errNoLister
@@ -41,6 +44,9 @@ func (in *Inbox) CountByStatus(ctx context.Context) (map[Status]int, error) {
 // failed for good, StatusProcessing the ones queued for a handler. One
 // read-only statement.
 func (in *Inbox) List(ctx context.Context, status Status, after Key, limit int) ([]Record, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if err := checkListArgs(status, after, limit); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,9 @@ var errNoPreviewLister = errors.New("outbox: inbox: the store cannot list messag
 // their payloads, for a list that shows their start or nothing. The cut
 // may split a UTF-8 character. Arguments and order are List's.
 func (in *Inbox) ListPreview(ctx context.Context, status Status, after Key, limit, previewBytes int) ([]Record, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if previewBytes < 0 || previewBytes > MaxPayloadBytes {
 		return nil, &core.ConfigError{Field: "previewBytes", Msg: fmt.Sprintf("must be 0..%d, got %d", MaxPayloadBytes, previewBytes)}
 	}

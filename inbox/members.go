@@ -188,6 +188,9 @@ func (d *Dispatcher) addMember(id string, in *Inbox) error {
 // returns ErrCloseInHandler at once and removes nothing: it would wait
 // for that handler, so for itself.
 func (d *Dispatcher) RemoveInbox(ctx context.Context, id string) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if h, ok := handlingOf(ctx); ok && h.m.d == d && h.m.id == id {
 		return ErrCloseInHandler
 	}

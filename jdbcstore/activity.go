@@ -31,6 +31,9 @@ type ActivityBucket struct {
 // Rows purged by a retention cleanup are no longer counted, and DEAD rows
 // written before done_at was set on DEAD are not counted at all.
 func (s *Store) Activity(ctx context.Context, buckets int, width time.Duration) ([]ActivityBucket, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if buckets < 1 || buckets > MaxActivityBuckets {
 		return nil, &core.ConfigError{Field: "buckets", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxActivityBuckets, buckets)}
 	}

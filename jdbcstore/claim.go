@@ -26,6 +26,9 @@ import (
 // before commit, so concurrent claimers on other nodes never get the same
 // row and never wait for each other.
 func (s *Store) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]core.Record, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if err := validOwner(req.Owner); err != nil {
 		return nil, fmt.Errorf("outbox: jdbcstore: claim: %w", err)
 	}
@@ -113,6 +116,9 @@ func (s *Store) claimSkipLocked(ctx context.Context, req core.ClaimRequest, sele
 // ReapExpired releases up to limit expired leases of NEW/RETRY rows
 // (locked_by and locked_until back to NULL) and returns how many.
 func (s *Store) ReapExpired(ctx context.Context, now time.Time, limit int) (int64, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if limit <= 0 {
 		return 0, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)}
 	}

@@ -44,6 +44,9 @@ const nextChunk = 200
 // wrapping core.ErrInvalidText) or a position below 1 returns an error
 // wrapping core.ErrInvalidConfig, before anything is read.
 func (s *Store) ClaimNext(ctx context.Context, req core.NextRequest) (core.NextResult, error) {
+	if ctx == nil {
+		return core.NextResult{}, core.ErrNilContext
+	}
 	var res core.NextResult
 	if err := validOwner(req.Owner); err != nil {
 		return res, fmt.Errorf("outbox: jdbcstore: claim next: %w", err)
@@ -87,6 +90,9 @@ func (s *Store) ClaimNext(ctx context.Context, req core.NextRequest) (core.NextR
 // an empty or too long id, or one of invalid UTF-8 or holding NUL,
 // returns an error wrapping core.ErrInvalidConfig.
 func (s *Store) WaitingAfter(ctx context.Context, now time.Time, ids []string) ([]core.OrderPos, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	for i, id := range ids {
 		if id == "" || utf8.RuneCountInString(id) > core.MaxEventIDLen {
 			return nil, &core.ConfigError{Field: fmt.Sprintf("ids[%d]", i), Msg: fmt.Sprintf("must be 1 to %d characters", core.MaxEventIDLen)}

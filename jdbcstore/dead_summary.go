@@ -58,6 +58,9 @@ var summaryColumns = []string{
 // same events, filter, order and paging (pass the ID of a page's last
 // summary as after), read as DeadSummary. limit must be 1..MaxListLimit.
 func (s *Store) ListDeadSummaries(ctx context.Context, f DeadFilter, after string, limit int) ([]DeadSummary, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if limit < 1 || limit > MaxListLimit {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
 	}

@@ -22,6 +22,9 @@ type StatsOptions struct {
 // Stats is StatsWith without options: Stats.DeadByType holds every event
 // type with DEAD events.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	if ctx == nil {
+		return Stats{}, core.ErrNilContext
+	}
 	return s.StatsWith(ctx, StatsOptions{})
 }
 
@@ -40,6 +43,9 @@ const MaxDeadTypesOffset = 100_000_000
 // (1..MaxListLimit) types. offset is 0..MaxDeadTypesOffset. The database
 // counts every type for each page.
 func (s *Store) DeadTypes(ctx context.Context, offset, limit int) ([]DeadTypeCount, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if limit < 1 || limit > MaxListLimit {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
 	}

@@ -63,6 +63,9 @@ type rowsQuerier interface {
 // ex may be the store's own database: the batch then runs in a
 // transaction of its own, retried as a whole on lock contention.
 func (s *Store) InsertBatch(ctx context.Context, ex core.Execer, envs []core.Envelope, leases []core.Lease) ([]bool, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if len(leases) != len(envs) {
 		return nil, fmt.Errorf("outbox: jdbcstore: insert batch: %d leases for %d events", len(leases), len(envs))
 	}

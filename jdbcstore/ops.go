@@ -45,6 +45,9 @@ type Stats struct {
 // says) and the blocked ordering keys, in four short read-only
 // statements.
 func (s *Store) StatsWith(ctx context.Context, o StatsOptions) (Stats, error) {
+	if ctx == nil {
+		return Stats{}, core.ErrNilContext
+	}
 	if o.MaxDeadTypes < 0 || o.MaxDeadTypes > MaxListLimit {
 		return Stats{}, &core.ConfigError{Field: "MaxDeadTypes", Msg: fmt.Sprintf("must be 0..%d, got %d", MaxListLimit, o.MaxDeadTypes)}
 	}
@@ -188,6 +191,9 @@ func (s *Store) deadWhere(f DeadFilter) (string, []any) {
 // after ("" for the first page), ordered by event id: pass the last id of a
 // page as after to get the next. limit must be 1..MaxListLimit.
 func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit int) ([]core.Record, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if limit < 1 || limit > MaxListLimit {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
 	}
@@ -325,6 +331,9 @@ type ReplayResult struct {
 // event under the block policy held its key, so nothing after it was
 // delivered: it is replayed, and delivered before the later events.
 func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (ReplayResult, error) {
+	if ctx == nil {
+		return ReplayResult{}, core.ErrNilContext
+	}
 	if f.empty() && !o.All {
 		return ReplayResult{}, &core.ConfigError{Field: "filter", Msg: "is empty: give ids, a type, a tenant or a time range, or set All"}
 	}

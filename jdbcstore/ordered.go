@@ -32,6 +32,9 @@ var _ core.OrderedInserter = (*Store)(nil)
 // (*sql.Tx, *sqlx.Tx, txctx's Tx); the store's own pool is refused, since
 // an autocommit insert could leave a gap in the key's positions.
 func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) (bool, error) {
+	if ctx == nil {
+		return false, core.ErrNilContext
+	}
 	leased, _, err := s.insertOrdered(ctx, ex, env, lease, nil)
 	if err == nil {
 		s.checkBeforeCommit(ex, env.ID())

@@ -38,6 +38,9 @@ func (s *Store) blockingDead() string {
 // the block policy, in one read-only statement (the count of
 // Stats.BlockedKeys).
 func (s *Store) CountBlockedKeys(ctx context.Context) (int, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	n, err := s.countBlockedKeys(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: jdbcstore: count blocked keys: %w", err)
@@ -58,6 +61,9 @@ func (s *Store) countBlockedKeys(ctx context.Context) (int, error) {
 // first of the key, should it hold several), longest blocked first. Pass
 // an event's id to ReplayDead or DiscardDead to release its key.
 func (s *Store) BlockedKeys(ctx context.Context, limit int) ([]BlockedKey, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if limit < 1 || limit > MaxBlockedKeys {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxBlockedKeys, limit)}
 	}
@@ -115,6 +121,9 @@ type DiscardResult struct {
 // discarded one had succeeded. A row that stopped being DEAD meanwhile
 // (replayed by someone else) is kept, and reported in NotDiscarded.
 func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions) (DiscardResult, error) {
+	if ctx == nil {
+		return DiscardResult{}, core.ErrNilContext
+	}
 	if f.empty() && !o.All {
 		return DiscardResult{}, &core.ConfigError{Field: "filter", Msg: "is empty: give ids, a type, a tenant or a time range, or set All"}
 	}
@@ -213,6 +222,9 @@ var _ core.KeyWaiters = (*Store)(nil)
 // core.KeyWaiters). It reads the order index only. An empty keys reports
 // false.
 func (s *Store) Waiting(ctx context.Context, keys []string) (bool, error) {
+	if ctx == nil {
+		return false, core.ErrNilContext
+	}
 	if len(keys) == 0 {
 		return false, nil
 	}

@@ -70,6 +70,9 @@ type PurgeResult struct {
 // When ctx ends, Purge stops after the current batch and returns what it
 // removed with ctx's error.
 func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
+	if ctx == nil {
+		return PurgeResult{}, core.ErrNilContext
+	}
 	if o.DoneOlderThan < 0 || o.DeadOlderThan < 0 {
 		return PurgeResult{}, &core.ConfigError{Field: "retention", Msg: "must not be negative"}
 	}

@@ -25,6 +25,9 @@ import (
 // fails the poll. limit must be positive and skipRecent not negative,
 // otherwise the error wraps [core.ErrInvalidConfig].
 func (s *Store) PollPending(ctx context.Context, now time.Time, skipRecent time.Duration, limit int) ([]core.Record, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	if limit <= 0 {
 		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)}
 	}
@@ -48,6 +51,9 @@ func (s *Store) PollPending(ctx context.Context, now time.Time, skipRecent time.
 // wrapping [core.ErrNotFound]. Undecodable columns are reported in
 // [core.Record.DecodeErr], as by PollPending.
 func (s *Store) Get(ctx context.Context, id string) (core.Record, error) {
+	if ctx == nil {
+		return core.Record{}, core.ErrNilContext
+	}
 	if !storable(id) { // no row has it, and PostgreSQL refuses the text itself
 		return core.Record{}, fmt.Errorf("outbox: jdbcstore: get %q: %w", id, core.ErrNotFound)
 	}
@@ -67,6 +73,9 @@ func (s *Store) Get(ctx context.Context, id string) (core.Record, error) {
 // not take. It takes any number of ids, read in statements of at most
 // 1000.
 func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]core.Status, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	out := make(map[string]core.Status, len(ids))
 	per := s.deadIDsPerStatement()
 	for len(ids) > 0 {
@@ -102,6 +111,9 @@ func (s *Store) Statuses(ctx context.Context, ids []string) (map[string]core.Sta
 // CountByStatus returns how many events have each status. The four
 // defined statuses are always present, with 0 when no row has them.
 func (s *Store) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	counts, err := retryBusy(ctx, s, func() (map[core.Status]int, error) {
 		var c [4]int
 		if err := s.db.QueryRowContext(ctx, s.q.countByStatus).Scan(&c[0], &c[1], &c[2], &c[3]); err != nil {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"strings"
 	"text/template"
+
+	"github.com/outbox-go/outbox/core"
 )
 
 // SchemaData is what a schema template ([Dialect.OutboxSchema],
@@ -105,6 +107,9 @@ func (s *Store) SchemaSQL() string { return s.schema }
 // starting at once may all try; the upgrade a node loses to another is
 // not an error.
 func (s *Store) ApplySchema(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	err := s.withSchemaLock(ctx, s.table, func(ddl ddlConn) error {
 		for i, stmt := range splitStatements(s.schema) {
 			if err := ddl.exec(ctx, stmt); err != nil {

@@ -135,6 +135,9 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 // retried only when ex is the store's own database (an autocommit
 // insert); inside a transaction the caller owns the retry.
 func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, lease core.Lease) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if env.OrderKey() != "" {
 		_, err := s.InsertOrdered(ctx, ex, env, lease)
 		return err
@@ -467,6 +470,9 @@ func (s *Store) ownsExecer(ex core.Execer) bool {
 // yet. It returns how many rows changed: fewer than len(ids) means the
 // rest are DONE already, missing, or owned by another node (fenced off).
 func (s *Store) MarkDone(ctx context.Context, owner string, ids []string) (int64, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if err := validOwner(owner); err != nil {
 		return 0, fmt.Errorf("outbox: jdbcstore: mark done: %w", err)
 	}
@@ -523,6 +529,9 @@ func (s *Store) execByIDs(ids []string, head, tail []any, run func(page []string
 // errMsg truncated to Config.MaxErrorLen characters. It changes nothing
 // (returns false) when the event is DONE or owner does not hold it.
 func (s *Store) MarkRetry(ctx context.Context, owner, id string, nextAt, leaseUntil time.Time, errMsg string) (bool, error) {
+	if ctx == nil {
+		return false, core.ErrNilContext
+	}
 	if err := validOwner(owner); err != nil {
 		return false, fmt.Errorf("outbox: jdbcstore: mark retry: %w", err)
 	}
@@ -537,6 +546,9 @@ func (s *Store) MarkRetry(ctx context.Context, owner, id string, nextAt, leaseUn
 // truncated to Config.MaxErrorLen characters. It changes nothing (returns
 // false) when the event is DONE or owner does not hold it.
 func (s *Store) MarkDead(ctx context.Context, owner, id, errMsg string) (bool, error) {
+	if ctx == nil {
+		return false, core.ErrNilContext
+	}
 	if err := validOwner(owner); err != nil {
 		return false, fmt.Errorf("outbox: jdbcstore: mark dead: %w", err)
 	}
@@ -550,6 +562,9 @@ func (s *Store) MarkDead(ctx context.Context, owner, id, errMsg string) (bool, e
 // releases the lease, keeping status and attempts. It changes nothing
 // (returns false) when the event is DONE or owner does not hold it.
 func (s *Store) Postpone(ctx context.Context, owner, id string, nextAt time.Time, errMsg string) (bool, error) {
+	if ctx == nil {
+		return false, core.ErrNilContext
+	}
 	if err := validOwner(owner); err != nil {
 		return false, fmt.Errorf("outbox: jdbcstore: postpone: %w", err)
 	}
@@ -569,6 +584,9 @@ var _ core.Postponer = (*Store)(nil)
 // expire. exceptIDs is bound as one placeholder per id: keep it to a few
 // thousand ids at most.
 func (s *Store) ReleaseLeases(ctx context.Context, owner string, exceptIDs []string) (int64, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if err := validOwner(owner); err != nil {
 		return 0, fmt.Errorf("outbox: jdbcstore: release leases: %w", err)
 	}
@@ -592,6 +610,9 @@ var _ core.LeaseReleaser = (*Store)(nil)
 // core.LeaseExtender). Other owners' rows and DONE or DEAD rows are never
 // changed.
 func (s *Store) ExtendLeases(ctx context.Context, owner string, ids []string, until time.Time) (int64, error) {
+	if ctx == nil {
+		return 0, core.ErrNilContext
+	}
 	if err := validOwner(owner); err != nil {
 		return 0, fmt.Errorf("outbox: jdbcstore: extend leases: %w", err)
 	}
