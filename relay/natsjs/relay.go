@@ -91,7 +91,11 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 // window), refused it (an error: the event is retried, DEAD after
 // MaxAttempts) or could not be reached (a core.Unavailable error: the event
 // is put off without charging an attempt). It implements core.Listener.
+// A nil ctx returns core.ErrNilContext.
 func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	if !r.enter() {
 		return core.Unavailable(ErrClosed, r.cfg.Breaker.RetryAfter)
 	}
@@ -238,11 +242,15 @@ func (r *Relay) signalDrained() {
 // error; the calls under way still end on their own, within their
 // listener's ctx: at their ack or AckTimeout, or, when the relay then asks
 // the JetStream API why an ack did not come (see Config.AckTimeout), once
-// it answered, within AckTimeout more. Calling it again waits again. Close
+// it answered, within AckTimeout more. Calling it again waits again. A nil
+// ctx returns core.ErrNilContext and closes nothing. Close
 // neither closes the JetStream context nor the NATS connection, which
 // belong to the caller; close the outbox first, so no event is still
 // being delivered.
 func (r *Relay) Close(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	r.mu.Lock()
 	r.closed = true
 	r.signalDrained()

@@ -139,7 +139,7 @@ const closeTimeout = 5 * time.Second
 // when ctx's deadline ends the wait for the confirm first, ErrBlocked, a
 // connection lost while the confirm was awaited) or when ctx's deadline
 // ends before the message was sent (waiting for one of the MaxInFlight
-// slots).
+// slots). A nil ctx returns core.ErrNilContext.
 //
 // The message is persistent, with the event id as message_id, the event
 // type as type, the occurred-at time as timestamp, content_type
@@ -147,6 +147,9 @@ const closeTimeout = 5 * time.Second
 // (the event's own headers, such as traceparent, then the Outbox-*
 // metadata, which an event header cannot replace).
 func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	r.closeMu.RLock()
 	if r.closed {
 		r.closeMu.RUnlock()
@@ -378,7 +381,11 @@ func (s *slot) open(r *Relay, conn *amqp.Connection, op *opening) {
 // channel being opened nor for the broker's answer to the close (which,
 // with a ctx without a deadline, it awaits closeTimeout at most). Close
 // the outbox first, so its workers are done. Calling Close again is safe.
+// A nil ctx returns core.ErrNilContext and closes nothing.
 func (r *Relay) Close(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
 	r.closeMu.Lock()
 	r.closed = true
 	r.closeMu.Unlock()
