@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-go/outbox/cleanup"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/sqlitetest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
@@ -295,18 +296,7 @@ type nopMetricsPtr struct{ core.NopMetrics }
 // core.ErrNilContext before anything runs (they panicked): the cleaner
 // stays usable, and a Close(nil) does not close it.
 func TestNilContextIsRefused(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st, err := jdbcstore.New(db, jdbcstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.ApplySchema(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	st, _ := sqlitetest.OpenStore(t, jdbcstore.Config{})
 	c, err := cleanup.New(st, cleanup.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
