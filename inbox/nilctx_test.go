@@ -32,13 +32,8 @@ func TestNilContextIsRefused(t *testing.T) {
 		_, err := e.in.Get(context.Background(), "s", "m")
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Get after the refusals: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the inbox's pool is stuck after the nil-context calls")
+	if err := testsupport.Recv(t, 10*time.Second, done, "the inbox after the nil-context calls (its pool is stuck)"); err != nil {
+		t.Fatalf("Get after the refusals: %v", err)
 	}
 	e.start(d) // a refused Close closed nothing
 }

@@ -20,12 +20,7 @@ func TestNilContextIsRefused(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { _, err := st.CountByStatus(context.Background()); done <- err }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("CountByStatus after the refusals: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the store's pool is stuck after the nil-context calls")
+	if err := testsupport.Recv(t, 10*time.Second, done, "the store after the nil-context calls (its pool is stuck)"); err != nil {
+		t.Fatalf("CountByStatus after the refusals: %v", err)
 	}
 }
