@@ -86,7 +86,8 @@ var (
 	// PollOnce, ReapOnce and RemoveStore of a dispatcher or poller;
 	// Start, Close and RunOnce of a cleanup.Cleaner; every method of a
 	// jdbcstore.Store, an inbox.Inbox or an inbox.Dispatcher that takes a
-	// context and returns an error; tenant.New, tenant.NewInbox,
+	// context and returns an error; the relays' OnEvent and Close, and
+	// rabbitmq.New; tenant.New, tenant.NewInbox,
 	// tenant.Open and the methods of their sets and tenants; inbox.New. A
 	// nil ctx is refused before any other argument is looked at (one that
 	// reached database/sql would panic holding the pool's lock, and every

@@ -81,8 +81,10 @@ type Config struct {
 	// Breaker configures the outage breaker: its name in log lines, how
 	// often a probe event tries the broker during an outage, and how long
 	// the events put off wait. Breaker.Name defaults to "nats jetstream
-	// <server URL>", Breaker.Logger to Logger; see relay.BreakerConfig for
-	// the rest.
+	// <server URL>", the URL of the server the connection is connected to
+	// (else the first it was given) without user name or password, so the
+	// relays to one server share it; Breaker.Logger defaults to Logger;
+	// see relay.BreakerConfig for the rest.
 	Breaker relay.BreakerConfig
 	// Logger receives the relay's logs (through the breaker: one ERROR per
 	// outage, one INFO when it ends; the same for each incident of a

@@ -62,13 +62,7 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	if js == nil {
 		return nil, &core.ConfigError{Field: "js", Msg: "the JetStream context is nil"}
 	}
-	name := "nats jetstream"
-	if nc := js.Conn(); nc != nil {
-		if u := nc.ConnectedUrlRedacted(); u != "" {
-			name += " " + u
-		}
-	}
-	cfg = cfg.withDefaults(name)
+	cfg = cfg.withDefaults(brokerName(js.Conn()))
 	tpl, err := cfg.validate()
 	if err != nil {
 		return nil, err
@@ -125,6 +119,24 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	}
 	defer func() { <-r.slots }()
 	return r.publish(ctx, msg)
+}
+
+// brokerName is the default name of a relay over nc: "nats jetstream"
+// and the address of the server it is connected to, or else of the first
+// server it was given (it may not be connected yet), without credentials
+// (a user name would give the relays of one server several names).
+func brokerName(nc *nats.Conn) string {
+	const kind = "nats jetstream"
+	if nc == nil {
+		return kind
+	}
+	if u := nc.ConnectedUrl(); u != "" {
+		return kind + " " + RedactURL(u)
+	}
+	if servers := nc.Servers(); len(servers) > 0 {
+		return kind + " " + RedactURL(servers[0])
+	}
+	return kind
 }
 
 // message builds the NATS message of env: subject, headers (the trace

@@ -76,8 +76,11 @@ var _ core.Listener = (*Relay)(nil)
 // per invalid field, joined) for a bad Config, and the dial error when
 // the broker cannot be reached now: the relay starts connected. Once
 // running it reconnects by itself. Close it after the outbox it is
-// registered on.
+// registered on. A nil ctx returns core.ErrNilContext.
 func New(ctx context.Context, cfg Config) (*Relay, error) {
+	if ctx == nil {
+		return nil, core.ErrNilContext
+	}
 	name := "rabbitmq"
 	if cfg.URL != "" {
 		name += " " + RedactURL(cfg.URL)
