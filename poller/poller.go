@@ -87,6 +87,11 @@ type target struct {
 	// (handoff.ReleaseCounter) read before the last claim that took this
 	// node's own rows, 0 before the first; guarded by Poller.cycleMu.
 	ownClaimed uint64
+	// ownMore: the last claim that took this node's rows was full and
+	// found rows the dispatcher did not hold, so more of them may wait
+	// past it (a burst the hot queue dropped), which claims leaving this
+	// node's rows out cannot see; guarded by Poller.cycleMu.
+	ownMore bool
 	// oldestDue is the available_at of the oldest row the last claim
 	// found due, zero when it found none, and oldestID that row's event
 	// id (see fullLag); guarded by Poller.cycleMu.
@@ -246,7 +251,7 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 	if t == nil {
 		return res, pollResting, nil
 	}
-	res, limit, err := p.pollTarget(ctx, t, woken)
+	res, full, err := p.pollTarget(ctx, t, woken)
 	p.report(t, res, err)
 	if res.Full {
 		if woken {
@@ -254,7 +259,6 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 		}
 		return res, pollSoon, err
 	}
-	full := err == nil && limit > 0 && res.Read == limit
 	switch rest, soon := p.rotation.Done(id, res.Enqueued+res.Dead, full, ids); {
 	case soon:
 		return res, pollSoon, err
@@ -264,10 +268,10 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 	return res, pollNow, err
 }
 
-// pollTarget runs one poll of t; it also returns the claim limit it used
-// (0 when the cold queue was full). A woken poll ignores SkipRecent: the
-// rows it is woken for are unowned, and new.
-func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Result, limit int, err error) {
+// pollTarget runs one poll of t; it also reports whether a claim read as
+// many rows as it asked for (full: more may be due). A woken poll ignores
+// SkipRecent: the rows it is woken for are unowned, and new.
+func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Result, full bool, err error) {
 	res.Store = t.id
 	hot, cold := t.queue.QueueDepths()
 	p.cfg.Metrics.QueueDepths(hot, cold)
@@ -276,19 +280,17 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		res.Full = true
 		p.armRoom(t)
 		p.fullLag(t)
-		return res, 0, nil
+		return res, false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
 	defer cancel()
-	now := p.cfg.Now()
-	lease := t.queue.ClaimLease(now)
-	limit = min(p.cfg.BatchSize, room)
+	limit := min(p.cfg.BatchSize, room)
 	// Rows this node holds are still claimable by it (its own hot-queue
 	// drops must be) and, being the oldest, come first in a claim. When
 	// the queue can tell that every row leased here is held
 	// (skipOwnRows), the claim leaves them out; else it asks for up to
 	// that many more rows (at most twice the batch), so events held here
-	// do not hide the next ones.
+	// do not hide the next ones (and when they still may, ownMore).
 	// A woken poll decides the same way: were it always to leave them
 	// out, wake-ups coming faster than Interval (every unowned insert of
 	// every node, on PostgreSQL) would keep this node's drops until their
@@ -301,6 +303,74 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	if !skipOwn {
 		limit += min(max(0, t.queue.Held()), limit)
 	}
+	// The oldest row the claims find due (see fullLag), kept as it was
+	// when they fail.
+	lastDue, lastID := t.oldestDue, t.oldestID
+	t.oldestDue, t.oldestID = time.Time{}, ""
+	defer func() {
+		if err != nil {
+			t.oldestDue, t.oldestID = lastDue, lastID
+			return
+		}
+		p.reportLag(t, p.cfg.Now())
+	}()
+	n, left, err := p.claim(ctx, t, limit, skipRecent, skipOwn, &res)
+	if err != nil {
+		return res, false, err
+	}
+	switch {
+	case left:
+		// Rows leased here and not handed over: more of this node's
+		// rows to claim, soon.
+		t.ownMore = true
+		return res, true, nil
+	case !skipOwn:
+		// A full claim of this node's rows may have left more behind it,
+		// also one that read held rows only (more held rows than the
+		// claim reads past).
+		t.ownMore = n == limit
+	}
+	if skipOwn && t.ownMore && n < limit {
+		// The rows of other nodes ran out, and this node's own may go
+		// on past its last claim of them (a burst its hot queue
+		// dropped): claim them now, past every row held here, rather
+		// than leave them until the dispatcher holds nothing (a claim
+		// of this node's rows every Interval).
+		full, err = p.claimOwnPastHeld(ctx, t, skipRecent, &res)
+		return res, full, err
+	}
+	return res, n == limit, nil
+}
+
+// claimOwnPastHeld is the claim of this node's rows after a claim that
+// left them out: up to a batch of rows beyond all those the dispatcher
+// holds (which, claimed or published first, come first), adding to res.
+// It reports whether it was full; once it is not, this node's rows are
+// all held again (t.ownMore is cleared).
+func (p *Poller) claimOwnPastHeld(ctx context.Context, t *target, skipRecent time.Duration, res *Result) (full bool, err error) {
+	room := t.queue.ColdRoom()
+	if room <= 0 {
+		return false, nil // the first claim filled the queue: the room notice follows
+	}
+	t.ownClaimed = releaseCount(t)
+	limit := min(p.cfg.BatchSize, room) + max(0, t.queue.Held())
+	n, left, err := p.claim(ctx, t, limit, skipRecent, false, res)
+	if err != nil {
+		return false, err
+	}
+	t.ownMore = n == limit || left
+	return t.ownMore, nil
+}
+
+// claim runs one claim of t of up to limit rows, this node's own left out
+// with skipOwn, and enqueues what it read, counted in res. It returns
+// how many rows it read, and whether it left some of them, leased to this
+// node, not handed over (see enqueue). A failed claim makes the next read this node's
+// rows again: it may have leased rows to this node all the same (a
+// timeout while its rows were read, a commit whose answer was lost).
+func (p *Poller) claim(ctx context.Context, t *target, limit int, skipRecent time.Duration, skipOwn bool, res *Result) (n int, leftBehind bool, err error) {
+	now := p.cfg.Now()
+	lease := t.queue.ClaimLease(now)
 	mark := t.queue.ClaimMark()
 	start := time.Now()
 	recs, err := t.store.ClaimDue(ctx, core.ClaimRequest{
@@ -311,20 +381,24 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		obs.Claimed(t.id, len(recs), time.Since(start), err)
 	}
 	if err != nil {
-		// The claim may have leased rows to this node all the same (a
-		// timeout while its rows were read, a commit whose answer was
-		// lost): the next claim takes this node's rows again.
 		t.ownClaimed = 0
-		return res, limit, err
+		return 0, false, err
 	}
-	res.Read = len(recs)
-	t.oldestDue, t.oldestID = time.Time{}, ""
-	if len(recs) > 0 {
+	res.Read += len(recs)
+	if len(recs) > 0 && (t.oldestDue.IsZero() || recs[0].AvailableAt.Before(t.oldestDue)) {
 		t.oldestDue, t.oldestID = recs[0].AvailableAt, recs[0].ID
 	}
-	p.reportLag(t, now)
-	p.enqueue(ctx, t, lease, mark, recs, &res)
-	return res, limit, nil
+	return len(recs), p.enqueue(ctx, t, lease, mark, recs, res), nil
+}
+
+// releaseCount is 1 + the release count of t's queue
+// (handoff.ReleaseCounter), 0 for a queue that does not count.
+func releaseCount(t *target) uint64 {
+	rc, ok := t.queue.(handoff.ReleaseCounter)
+	if !ok {
+		return 0
+	}
+	return rc.Released() + 1
 }
 
 // reportLag reports the age at now of the oldest row t's last claim found
@@ -359,7 +433,7 @@ func (p *Poller) fullLag(t *target) {
 // those that fail to decode are marked DEAD, and once the queue is full
 // the rest waits, leased to this node, for its next claim, which takes
 // this node's rows for that.
-func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark uint64, recs []core.Record, res *Result) {
+func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark uint64, recs []core.Record, res *Result) (leftBehind bool) {
 	for i, rec := range recs {
 		if t.queue.InFlight(rec.ID) {
 			res.Skipped++
@@ -374,16 +448,20 @@ func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark 
 		}
 		again := redelivered(rec)
 		if !t.queue.EnqueueCold(env, rec.Attempts, lease.Until, committed(rec, again), mark, rec.OrderSeq, again) {
+			// Leased to this node and not held: the next claims must
+			// read this node's rows again (not leave them out as all
+			// held), and soon.
+			t.ownClaimed, leftBehind = 0, true
 			if t.queue.ColdRoom() <= 0 { // full: the rest waits for the next cycle
 				res.Skipped += len(recs) - i
-				t.ownClaimed = 0 // rows not offered are not held: read them again
 				break
 			}
-			res.Skipped++
+			res.Skipped++ // refused (a lease too short, the byte budget): taken again later
 			continue
 		}
 		res.Enqueued++
 	}
+	return leftBehind
 }
 
 // redelivered reports whether rec's row tells that its event was handed
@@ -415,11 +493,10 @@ func committed(rec core.Record, redelivered bool) time.Time {
 // false the claim takes this node's rows, and the count read now is the
 // one the next poll compares with.
 func (p *Poller) skipOwnRows(t *target) bool {
-	rc, ok := t.queue.(handoff.ReleaseCounter)
-	if !ok {
+	n := releaseCount(t)
+	if n == 0 {
 		return false
 	}
-	n := rc.Released() + 1
 	if n == t.ownClaimed && t.queue.Held() > 0 && !heldPastTTL(t.queue) {
 		return true
 	}
