@@ -9,6 +9,7 @@ import (
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
 )
@@ -54,19 +55,7 @@ func TestOwnDroppedBacklogDrainsWithoutWaitingForTheInterval(t *testing.T) {
 				defer cancel()
 				_ = ob.Close(ctx)
 			})
-			err = ob.InTx(t.Context(), func(ctx context.Context) error {
-				for range c.n {
-					env, err := outbox.NewEvent("E").PayloadJSONString(`{}`).Build()
-					if err != nil {
-						return err
-					}
-					if _, err := ob.Publish(ctx, env); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
+			if err := relaytest.PublishInOneTx(t.Context(), ob, "E", `{}`, c.n); err != nil {
 				t.Fatal(err)
 			}
 			// Started after the burst, so the poll at Start finds it: its

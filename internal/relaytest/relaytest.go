@@ -138,19 +138,7 @@ func BenchThroughput(b *testing.B, ob *outbox.Outbox) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i += 100 {
-		err := ob.InTx(ctx, func(ctx context.Context) error {
-			for range min(100, b.N-i) {
-				env, err := core.NewEvent("Bench").PayloadJSONString(`{"n":1}`).Build()
-				if err != nil {
-					return err
-				}
-				if _, err := ob.Publish(ctx, env); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := PublishInOneTx(ctx, ob, "Bench", `{"n":1}`, min(100, b.N-i)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -192,4 +180,21 @@ func BenchDirect(b *testing.B, l core.Listener, workers int) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}
+
+// PublishInOneTx publishes n events of type typ with the JSON payload
+// payload in one transaction of ob.
+func PublishInOneTx(ctx context.Context, ob *outbox.Outbox, typ, payload string, n int) error {
+	return ob.InTx(ctx, func(ctx context.Context) error {
+		for range n {
+			env, err := core.NewEvent(typ).PayloadJSONString(payload).Build()
+			if err != nil {
+				return err
+			}
+			if _, err := ob.Publish(ctx, env); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
