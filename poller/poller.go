@@ -208,8 +208,12 @@ func (p *Poller) Stores() []string { return slices.Clone(p.targets.IDs()) }
 // room) due rows for this node's lease (plus, unless this node's rows can
 // be left out, up to as many more it already holds) and enqueue those not
 // already in flight. Rows are claimed only when unowned, when their lease expired, or
-// when this node owns them (its own hot-queue drops). Rows that fail to
-// decode are marked DEAD with the reason. Without stores it does nothing.
+// when this node owns them (its own hot-queue drops). When a claim that
+// left this node's rows out finds the others run out while this node's
+// may go on past its last claim of them (a burst its hot queue dropped),
+// a second claim takes them, past every row the dispatcher holds. Rows
+// that fail to decode are marked DEAD with the reason. Without stores it
+// does nothing.
 func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
 	if ctx == nil {
 		return Result{}, core.ErrNilContext
