@@ -21,9 +21,11 @@
 // The dashboard is read-only unless Config.AllowMutations is set. Every
 // mutation is a POST that must carry the CSRF token of the page it came
 // from (a signed double-submit cookie) and pass a cross-origin check
-// ([http.CrossOriginProtection]: the browser's Sec-Fetch-Site or Origin
-// header must name the dashboard's own origin or one of
-// Config.TrustedOrigins). The dashboard authenticates nobody: put the
+// ([http.CrossOriginProtection]: when the request carries a
+// Sec-Fetch-Site or Origin header, as every browser sends, it must name the
+// dashboard's own origin or one of Config.TrustedOrigins; a request with
+// neither, which no browser sends (curl, a script), passes that check and
+// still needs the token). The dashboard authenticates nobody: put the
 // application's authentication in front of it with Config.Middleware (or
 // by wrapping the returned handler), and serve it on a private address.
 //
