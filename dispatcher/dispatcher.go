@@ -532,10 +532,14 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		hard := false
 		d.hardOnce.Do(func() { close(d.hardStop); d.cancel(); hard = true })
 		if hard {
-			// Release now what no worker holds (the queues are
-			// emptied first); the rest is released when the last
+			// Write now the DONE of the events whose listeners
+			// succeeded (the batcher would wait out DoneFlushWindow,
+			// or the last worker), and release what no worker holds
+			// (the queues are emptied first), both bounded by
+			// StatusTimeout; the rest is released when the last
 			// worker exits.
 			d.logDiscarded(d.discard())
+			d.batcher.flushPending(d.cfg.StatusTimeout)
 			d.releaseLeases(ctx)
 		}
 		return ctx.Err()

@@ -29,15 +29,67 @@ type doneBatcher struct {
 	done chan struct{}
 	max  int
 	wait time.Duration
+	// flushNow asks for every DONE handed over so far to be written at
+	// once, without waiting out DoneFlushWindow; the batcher closes the
+	// channel it receives once they are (see flushPending).
+	flushNow chan chan struct{}
 }
 
 func newDoneBatcher(d *Dispatcher) *doneBatcher {
 	return &doneBatcher{
-		d:    d,
-		in:   make(chan item, 2*d.cfg.DoneBatchSize),
-		done: make(chan struct{}),
-		max:  d.cfg.DoneBatchSize,
-		wait: d.cfg.DoneFlushWindow,
+		d:        d,
+		in:       make(chan item, 2*d.cfg.DoneBatchSize),
+		done:     make(chan struct{}),
+		max:      d.cfg.DoneBatchSize,
+		wait:     d.cfg.DoneFlushWindow,
+		flushNow: make(chan chan struct{}),
+	}
+}
+
+// flushPending writes, at once, the DONE of every event handed to the
+// batcher so far, and returns once they are written, or when timeout
+// passes first, or at once when the batcher is not running.
+func (b *doneBatcher) flushPending(timeout time.Duration) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	ack := make(chan struct{})
+	select {
+	case b.flushNow <- ack:
+	case <-b.done:
+		return
+	case <-timer.C:
+		return
+	}
+	select {
+	case <-ack:
+	case <-timer.C:
+	}
+}
+
+// drainNow flushes batch and every item waiting in b.in, in batches of at
+// most b.max, then closes ack. It reports false once b.in is closed.
+func (b *doneBatcher) drainNow(batch []item, ack chan struct{}) (open bool) {
+	defer close(ack)
+	for {
+		select {
+		case it, ok := <-b.in:
+			if !ok {
+				if len(batch) > 0 {
+					b.flush(batch)
+				}
+				return false
+			}
+			batch = append(batch, it)
+			if len(batch) == b.max {
+				b.flush(batch)
+				batch = batch[:0]
+			}
+		default:
+			if len(batch) > 0 {
+				b.flush(batch)
+			}
+			return true
+		}
 	}
 }
 
@@ -52,13 +104,23 @@ func (b *doneBatcher) run() {
 	batch := make([]item, 0, b.max)
 	var timer *time.Timer
 	for {
-		it, ok := <-b.in
-		if !ok {
-			return
+		var it item
+		select {
+		case in, ok := <-b.in:
+			if !ok {
+				return
+			}
+			it = in
+		case ack := <-b.flushNow:
+			if !b.drainNow(batch[:0], ack) {
+				return
+			}
+			continue
 		}
 		batch = append(batch[:0], it)
 		urgent := urgentDone(it)
 		open := true
+		var ack chan struct{} // a flushNow that came while the batch filled
 		if b.wait > 0 {
 			if timer == nil {
 				timer = time.NewTimer(b.wait)
@@ -92,6 +154,8 @@ func (b *doneBatcher) run() {
 				urgent = urgent || urgentDone(it)
 			case <-timer.C:
 				break collect
+			case ack = <-b.flushNow:
+				break collect
 			}
 		}
 		if timer != nil && !timer.Stop() {
@@ -100,7 +164,11 @@ func (b *doneBatcher) run() {
 			default:
 			}
 		}
-		b.flush(batch)
+		if ack != nil {
+			open = b.drainNow(batch, ack) && open
+		} else {
+			b.flush(batch)
+		}
 		if !open {
 			return
 		}

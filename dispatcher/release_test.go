@@ -181,3 +181,36 @@ func TestRemoveStoreAndCloseReleaseLeasesOfAddedStores(t *testing.T) {
 		t.Fatalf("after Close: store b row leased to %q, want released", r.LockedBy)
 	}
 }
+
+// Close whose ctx ends first writes the DONE of the events whose
+// listeners already succeeded before it returns: a DONE waiting for the
+// batch window (an hour here) or for the last worker (one hung here) was
+// written only after Close returned, so a process exiting right after it
+// left the event leased to it, delivered again only once the lease ended.
+func TestCloseDeadlineWritesPendingDone(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, DoneFlushWindow: time.Hour})
+	g := newGate(t)
+	started := make(chan struct{}, 1)
+	h.reg.RegisterFunc("Ok", func(context.Context, core.Envelope) error { return nil })
+	h.reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
+		started <- struct{}{}
+		<-g.ch // ignores ctx: still running after Close returned
+		return nil
+	})
+	h.start()
+	ok, hung := h.insert("Ok"), h.insert("Hang")
+	h.mustEnqueueHot(ok)
+	h.mustEnqueueHot(hung)
+	recv(t, started, "the second listener to start") // one worker: the first succeeded
+	if err := h.d.Close(closeCtx(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+	if r := h.row(ok.ID()); r.Status != core.StatusDone {
+		t.Fatalf("succeeded event right after Close: %v leased to %q, want DONE", r.Status, r.LockedBy)
+	}
+	if r := h.row(hung.ID()); r.LockedBy != h.d.Owner() {
+		t.Fatalf("the running event's lease was released (%q)", r.LockedBy)
+	}
+	g.open()
+	h.waitStatus(hung.ID(), core.StatusDone)
+}
