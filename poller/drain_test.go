@@ -180,3 +180,88 @@ func TestClaimsSkipOwnRowsWhileAllAreHeld(t *testing.T) {
 		t.Fatalf("enqueued %v, want [backlog dropped]", got)
 	}
 }
+
+// ownClaims returns the claims s saw that took this node's rows.
+func (s *spyStore) ownClaims() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.claims {
+		if !c.SkipOwn {
+			n++
+		}
+	}
+	return n
+}
+
+// A claim of this node's rows that filled its batch may leave more of
+// them behind it (a burst the hot queue dropped, counted as let go
+// before that claim): once the other nodes' rows run out, the same poll
+// claims this node's rows again, past every row held here. The claims
+// left them out as if all were held, until the dispatcher held nothing.
+func TestOwnRowsLeftBehindAFullClaimAreClaimedPastTheHeld(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	st := &spyStore{Store: memstore.New(clock.Now)}
+	lease := core.Lease{Owner: queueOwner, Until: testsupport.Epoch.Add(time.Hour)}
+	ids := []string{"h1", "h2", "d1", "d2", "d3", "d4"} // oldest first
+	for _, id := range ids {
+		insertLeased(t, st.Store, id, lease)
+		clock.Advance(time.Second)
+	}
+	clock.Advance(time.Minute)
+	q := newRoomQueue(10)
+	q.setInFlight("h1") // held here (hot queue); d1..d4 were dropped
+	q.setInFlight("h2")
+	p, err := poller.NewWithQueue(st, q, poller.Config{BatchSize: 2, Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollOnce(t, p) // 2 + 2 held: h1, h2 (held), d1, d2
+	if got := q.ids(); !slices.Equal(got, []string{"d1", "d2"}) {
+		t.Fatalf("first claim enqueued %v, want [d1 d2]", got)
+	}
+	pollOnce(t, p) // no other rows: this node's, past the 4 held
+	if got := q.ids(); !slices.Equal(got, []string{"d1", "d2", "d3", "d4"}) {
+		t.Fatalf("second poll enqueued %v, want [d1 d2 d3 d4]", got)
+	}
+}
+
+// A claim past the held rows that is full and finds nothing new (rows
+// held that the count missed) is not repeated poll after poll: this
+// node's rows are read again once it lets an event go.
+func TestClaimPastTheHeldFindingNothingNewIsNotRepeated(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	st := &spyStore{Store: memstore.New(clock.Now)}
+	lease := core.Lease{Owner: queueOwner, Until: testsupport.Epoch.Add(time.Hour)}
+	for _, id := range []string{"h1", "h2", "h3", "h4"} {
+		insertLeased(t, st.Store, id, lease)
+		clock.Advance(time.Second)
+	}
+	clock.Advance(time.Minute)
+	q := &undercountQueue{newRoomQueue(10)}
+	for _, id := range []string{"h1", "h2", "h3", "h4"} {
+		q.setInFlight(id)
+	}
+	p, err := poller.NewWithQueue(st, q, poller.Config{BatchSize: 2, Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollOnce(t, p) // 2 + 1 "held": h1..h3, all held, full
+	pollOnce(t, p) // other rows: none; past the held: h1..h3 again, full, nothing new
+	before := st.ownClaims()
+	for range 3 {
+		pollOnce(t, p)
+	}
+	if n := st.ownClaims() - before; n != 0 {
+		t.Fatalf("%d more claims of this node's rows, want none until an event is let go", n)
+	}
+	if got := q.ids(); len(got) != 0 {
+		t.Fatalf("enqueued %v, want nothing (all held)", got)
+	}
+}
+
+// undercountQueue is a roomQueue that says it holds one event whatever
+// it holds.
+type undercountQueue struct{ *roomQueue }
+
+func (q *undercountQueue) Held() int { return 1 }

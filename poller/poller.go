@@ -349,8 +349,8 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 // claimOwnPastHeld is the claim of this node's rows after a claim that
 // left them out: up to a batch of rows beyond all those the dispatcher
 // holds (which, claimed or published first, come first), adding to res.
-// It reports whether it was full; once it is not, this node's rows are
-// all held again (t.ownMore is cleared).
+// It reports whether more of them may wait: it was full and found rows
+// not held, or left some it read unqueued (t.ownMore).
 func (p *Poller) claimOwnPastHeld(ctx context.Context, t *target, skipRecent time.Duration, res *Result) (full bool, err error) {
 	room := t.queue.ColdRoom()
 	if room <= 0 {
@@ -358,11 +358,15 @@ func (p *Poller) claimOwnPastHeld(ctx context.Context, t *target, skipRecent tim
 	}
 	t.ownClaimed = releaseCount(t)
 	limit := min(p.cfg.BatchSize, room) + max(0, t.queue.Held())
+	before := res.Enqueued + res.Dead
 	n, left, err := p.claim(ctx, t, limit, skipRecent, false, res)
 	if err != nil {
 		return false, err
 	}
-	t.ownMore = n == limit || left
+	// Full and past every held row, yet nothing new (rows held that the
+	// count missed): coming back would read the same rows again; this
+	// node's rows are read again once it lets an event go or holds none.
+	t.ownMore = left || (n == limit && res.Enqueued+res.Dead > before)
 	return t.ownMore, nil
 }
 
