@@ -336,10 +336,7 @@ func (d *Dispatcher) Wake() { d.run.Wake() }
 // once. Starting a running dispatcher is an error wrapping
 // core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	if ctx == nil {
-		return core.ErrNilContext
-	}
-	if err := d.run.Start(ctx, d.loop); err != nil {
+	if err := d.run.Start(ctx, d.loop); err != nil { // a nil ctx: core.ErrNilContext
 		return err
 	}
 	d.log.LogAttrs(ctx, slog.LevelDebug, "inbox dispatcher started", slog.Int("workers", d.cfg.Workers))

@@ -87,10 +87,11 @@ type target struct {
 	// (handoff.ReleaseCounter) read before the last claim that took this
 	// node's own rows, 0 before the first; guarded by Poller.cycleMu.
 	ownClaimed uint64
-	// ownMore: the last claim that took this node's rows was full and
-	// found rows the dispatcher did not hold, so more of them may wait
-	// past it (a burst the hot queue dropped), which claims leaving this
-	// node's rows out cannot see; guarded by Poller.cycleMu.
+	// ownMore: rows leased to this node and not held by the dispatcher
+	// may wait past what the last claims read (a burst the hot queue
+	// dropped): the last claim of this node's rows was full, or a claim
+	// left rows it read unqueued. Claims leaving this node's rows out
+	// cannot see them (see claimOwnPastHeld); guarded by Poller.cycleMu.
 	ownMore bool
 	// oldestDue is the available_at of the oldest row the last claim
 	// found due, zero when it found none, and oldestID that row's event
@@ -333,8 +334,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 		// also one that read held rows only (more held rows than the
 		// claim reads past).
 		t.ownMore = n == limit
-	}
-	if skipOwn && t.ownMore && n < limit {
+	case t.ownMore && n < limit:
 		// The rows of other nodes ran out, and this node's own may go
 		// on past its last claim of them (a burst its hot queue
 		// dropped): claim them now, past every row held here, rather
@@ -440,7 +440,8 @@ func (p *Poller) fullLag(t *target) {
 // queue, and counts them in res: those already in flight are skipped,
 // those that fail to decode are marked DEAD, and once the queue is full
 // the rest waits, leased to this node, for its next claim, which takes
-// this node's rows for that.
+// this node's rows for that. It reports whether it left a row so, not
+// handed over (the queue full, or the row refused).
 func (p *Poller) enqueue(ctx context.Context, t *target, lease core.Lease, mark uint64, recs []core.Record, res *Result) (leftBehind bool) {
 	for i, rec := range recs {
 		if t.queue.InFlight(rec.ID) {
@@ -605,10 +606,7 @@ func (p *Poller) armRoom(t *target) {
 // once. Starting a running poller is an error wrapping
 // core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
 func (p *Poller) Start(ctx context.Context) error {
-	if ctx == nil {
-		return core.ErrNilContext
-	}
-	return p.run.Start(ctx, p.loop)
+	return p.run.Start(ctx, p.loop) // a nil ctx: core.ErrNilContext
 }
 
 // Close stops the background cycles: no new poll begins, a poll in progress
@@ -618,10 +616,7 @@ func (p *Poller) Start(ctx context.Context) error {
 // core.ErrClosed) and returns nil on a poller that never started. Events a
 // poll handed to the dispatcher are the dispatcher's to finish.
 func (p *Poller) Close(ctx context.Context) error {
-	if ctx == nil {
-		return core.ErrNilContext
-	}
-	return p.run.Close(ctx)
+	return p.run.Close(ctx) // a nil ctx: core.ErrNilContext
 }
 
 func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {

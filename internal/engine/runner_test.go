@@ -173,3 +173,26 @@ func TestCloseErr(t *testing.T) {
 		t.Fatal("CloseErr merged errors of a ctx that did not end")
 	}
 }
+
+// A nil context is refused by Start and Close before anything changes:
+// the runner starts and closes afterwards as if they were never called.
+func TestRunnerRefusesNilContext(t *testing.T) {
+	r := engine.NewRunner("thing")
+	var nilCtx context.Context
+	loop := func(context.Context, <-chan struct{}) {}
+	if err := r.Close(nilCtx); !errors.Is(err, core.ErrNilContext) {
+		t.Fatalf("Close(nil) before Start = %v, want core.ErrNilContext", err)
+	}
+	if err := r.Start(nilCtx, loop); !errors.Is(err, core.ErrNilContext) {
+		t.Fatalf("Start(nil) = %v, want core.ErrNilContext", err)
+	}
+	if err := r.Start(context.Background(), loop); err != nil {
+		t.Fatalf("Start after the refusals = %v", err)
+	}
+	if err := r.Close(nilCtx); !errors.Is(err, core.ErrNilContext) || !r.Running() {
+		t.Fatalf("Close(nil) while running = %v, running %v; want core.ErrNilContext, still running", err, r.Running())
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
