@@ -17,7 +17,7 @@ import (
 )
 
 // MaxStoreIDLen is the longest store identifier [Dispatcher.AddStore]
-// accepts.
+// accepts: 128 bytes.
 const MaxStoreIDLen = ident.MaxStoreIDLen
 
 // origin is one store the dispatcher delivers events from: the store given

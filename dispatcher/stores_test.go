@@ -234,6 +234,9 @@ func TestRemoveStoreCancelsItsRetryTimers(t *testing.T) {
 func TestAddStoreRejectsBadInput(t *testing.T) {
 	d := newMulti(t, dispatcher.Config{}, registry.New())
 	st := memstore.New(nil)
+	if dispatcher.MaxStoreIDLen != 128 {
+		t.Errorf("MaxStoreIDLen = %d; its doc comment says 128 bytes", dispatcher.MaxStoreIDLen)
+	}
 	for _, id := range []string{"", strings.Repeat("x", dispatcher.MaxStoreIDLen+1), "a\nb", "bad\xff"} {
 		if _, err := d.AddStoreQueue(id, st); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("AddStore(%q) = %v, want ErrInvalidConfig", id, err)

@@ -50,15 +50,19 @@ func isKnown(name string) bool {
 // (sql.Register), a driver of a third-party dialect say, or "" when it is
 // under none. A *sql.DB does not keep the name it was opened with, so each
 // registered driver is opened (sql.Open does not connect) and compared:
-// the same driver value, or for a driver type that cannot be compared, the
-// same type. Of several names of one driver, the first (in sql.Drivers'
-// sorted order) with a dialect is taken, else the first.
+// the same driver value first (for a driver type that cannot be compared,
+// the same type), else a driver of the same type, as a connector given to
+// sql.OpenDB returns when it makes a new driver value. Among several
+// names, one with a dialect is preferred, then the first in sql.Drivers'
+// sorted order.
 func Registered(drv driver.Driver) string {
 	if drv == nil {
 		return ""
 	}
 	t := reflect.TypeOf(drv)
-	first := ""
+	// Ranks of a name: 3 the same value with a dialect, 2 the same type
+	// with a dialect, 1 the same value, 0 the same type.
+	best, bestRank := "", -1
 	for _, name := range sql.Drivers() {
 		other, err := sql.Open(name, "")
 		if err != nil {
@@ -66,17 +70,21 @@ func Registered(drv driver.Driver) string {
 		}
 		od := other.Driver()
 		_ = other.Close()
-		if reflect.TypeOf(od) != t || (t.Comparable() && od != drv) {
+		if reflect.TypeOf(od) != t {
 			continue
 		}
-		if isKnown(name) {
-			return name
+		rank := 0
+		if !t.Comparable() || od == drv {
+			rank = 1
 		}
-		if first == "" {
-			first = name
+		if isKnown(name) {
+			rank += 2
+		}
+		if rank > bestRank {
+			best, bestRank = name, rank
 		}
 	}
-	return first
+	return best
 }
 
 // Wrap returns db as an *sqlx.DB named after its driver (see Name); nil

@@ -64,8 +64,10 @@ type Harness struct {
 	NewStore func(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store
 	// Dialect is the dialect under test. When set, the suite also checks
 	// the dialect's own contract (names, capabilities, codecs that never
-	// panic, error classes, schema templates) and that NewStore's stores
-	// use it.
+	// panic, error classes, schema templates), that NewStore's stores
+	// use it, and its inbox table through package inbox (on the database
+	// of a store of NewStore: a table storetest_inbox and a business table
+	// storetest_effect).
 	Dialect jdbcstore.Dialect
 	// LegacyOutboxSchema, when set with Dialect, is the DDL of the outbox
 	// table of an earlier release (a template like Dialect.OutboxSchema):
@@ -122,6 +124,7 @@ func Run(t *testing.T, h Harness) {
 		}
 		if h.Dialect != nil {
 			t.Run("Dialect", s.testDialect)
+			t.Run("Inbox", s.testInbox)
 		}
 	}
 	if h.Name == "" {

@@ -382,7 +382,7 @@ func (s *slot) open(r *Relay, conn *amqp.Connection, op *opening) {
 // anyway (the publishes still waiting fail as an outage) and returns
 // ctx's error: it waits past ctx neither for the publishes nor for a
 // channel being opened nor for the broker's answer to the close (which,
-// with a ctx without a deadline, it awaits closeTimeout at most). Close
+// with a ctx without a deadline, it awaits 5 s at most). Close
 // the outbox first, so its workers are done. Calling Close again is safe.
 // A nil ctx returns core.ErrNilContext and closes nothing.
 func (r *Relay) Close(ctx context.Context) error {
