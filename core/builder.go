@@ -188,7 +188,7 @@ func (b *Builder) Build() (Envelope, error) {
 	if !env.notBefore.IsZero() {
 		env.notBefore = env.notBefore.UTC().Truncate(time.Microsecond)
 	}
-	if err := validate(&env); err != nil {
+	if err := validate(&env, true); err != nil {
 		return Envelope{}, err
 	}
 	if err := checkLimits(&env); err != nil {

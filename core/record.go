@@ -65,7 +65,7 @@ func (r Record) Envelope() (Envelope, error) {
 		orderKey:      r.OrderKey,
 		onDead:        r.OnDead,
 	}
-	if err := validate(&env); err != nil {
+	if err := validate(&env, false); err != nil {
 		return Envelope{}, fmt.Errorf("%w: event %q: %w", ErrDecode, r.ID, err)
 	}
 	if env.orderKey != "" {
@@ -73,9 +73,10 @@ func (r Record) Envelope() (Envelope, error) {
 			return Envelope{}, fmt.Errorf("%w: event %q: %w", ErrDecode, r.ID, err)
 		}
 	}
-	// An event stored before the limits of checkLimits is delivered all
+	// An event stored before the limits of checkLimits, or whose payload
+	// the database gave back longer than MaxPayloadBytes, is delivered all
 	// the same; only Validate (a publish of it) refuses it.
-	env.validated = checkLimits(&env) == nil
+	env.validated = checkPayloadSize(&env) == nil && checkLimits(&env) == nil
 	return env, nil
 }
 

@@ -12,21 +12,34 @@ import (
 // violation as a *ValidationError. Envelopes from [Builder.Build] are
 // already valid; Validate is cheap for them. An envelope read back from a
 // store ([Record.Envelope]) that breaks a limit added after it was stored
-// (MaxHeaderKeyLen, MaxHeadersBytes, the years of its times) is delivered,
-// but fails Validate, so it cannot be published again as it is.
+// (MaxHeaderKeyLen, MaxHeadersBytes, the years of its times), or whose
+// JSON payload the database gave back longer than MaxPayloadBytes, is
+// delivered, but fails Validate, so it cannot be published again as it is.
 func (e Envelope) Validate() error {
 	if e.validated {
 		return nil
 	}
-	if err := validate(&e); err != nil {
+	if err := validate(&e, true); err != nil {
 		return err
 	}
 	return checkLimits(&e)
 }
 
+// checkPayloadSize enforces MaxPayloadBytes on what is published. An event
+// read back may exceed it: a database that rewrites JSON (PostgreSQL's
+// jsonb, MySQL 8: ", " and ": ") gives back a longer document than it was
+// given.
+func checkPayloadSize(e *Envelope) error {
+	if len(e.payload) > MaxPayloadBytes {
+		return invalid("payload", ErrPayloadTooLarge, fmt.Sprintf("%d bytes, limit %d", len(e.payload), MaxPayloadBytes))
+	}
+	return nil
+}
+
 // validate checks the rules an envelope read back from a store must meet
-// as well; checkLimits the ones only a new envelope must.
-func validate(e *Envelope) error {
+// as well, and with published the payload's size (checkPayloadSize, before
+// the payload is read); checkLimits the ones only a new envelope must.
+func validate(e *Envelope, published bool) error {
 	if e.eventType == "" {
 		return invalid("event_type", ErrEmptyEventType, "")
 	}
@@ -56,8 +69,10 @@ func validate(e *Envelope) error {
 			return invalid("headers", ErrInvalidHeader, "key or value is not valid UTF-8 or contains NUL")
 		}
 	}
-	if len(e.payload) > MaxPayloadBytes {
-		return invalid("payload", ErrPayloadTooLarge, fmt.Sprintf("%d bytes, limit %d", len(e.payload), MaxPayloadBytes))
+	if published {
+		if err := checkPayloadSize(e); err != nil {
+			return err
+		}
 	}
 	switch e.kind {
 	case PayloadJSON:
@@ -85,8 +100,8 @@ var (
 
 // checkLimits checks the limits added after events were first stored: the
 // header key length, the size of the headers and the range of the times.
-// Build and Validate check them; Record.Envelope does not, so an event
-// stored before them stays deliverable (its envelope, unmarked as
+// Build and Validate check them (and checkPayloadSize); Record.Envelope
+// does not, so such an event stays deliverable (its envelope, unmarked as
 // validated, fails Validate and cannot be published again as it is).
 func checkLimits(e *Envelope) error {
 	for k := range e.headers {
