@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -87,6 +88,19 @@ func TestNewConfigPaths(t *testing.T) {
 		"part clocks": {func(c *outbox.Config) {
 			c.Store.Now, c.Dispatcher.Now, c.Poller.Now = time.Now, time.Now, time.Now
 		}, []string{"Dispatcher.Now", "Poller.Now", "Store.Now"}, core.ErrInvalidConfig},
+		// The poller's Config is not checked when it is disabled, its clock
+		// included.
+		"poller off, its clock set": {func(c *outbox.Config) {
+			c.DisablePoller = true
+			c.Poller.Now = time.Now
+			c.Dispatcher.Workers = -1
+		}, []string{"Dispatcher.Workers"}, core.ErrInvalidConfig},
+		// A logger without a handler (the zero slog.Logger) panicked at
+		// its first line, in New or in a background goroutine.
+		"loggers without a handler": {func(c *outbox.Config) {
+			c.Logger, c.Store.Logger, c.Dispatcher.Logger = new(slog.Logger), new(slog.Logger), new(slog.Logger)
+			c.Poller.Logger, c.Cleanup.Logger, c.EnableCleanup = new(slog.Logger), new(slog.Logger), true
+		}, []string{"Cleanup.Logger", "Dispatcher.Logger", "Logger", "Poller.Logger", "Store.Logger"}, core.ErrInvalidConfig},
 	}
 	for name, tc := range cases {
 		var cfg outbox.Config

@@ -209,11 +209,12 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	// panic in a background goroutine at the first poll or delivery.
 	p.NilValue("Metrics", c.Metrics)
 	p.NilValue("Observer", c.Observer)
+	p.Logger("Logger", c.Logger)
 	p.UnsetClock("Store.Now", c.Store.Now)
 	p.UnsetClock("Dispatcher.Now", c.Dispatcher.Now)
-	p.UnsetClock("Poller.Now", c.Poller.Now)
 	p.Add("Dispatcher", c.Dispatcher.Validate())
 	if !c.DisablePoller {
+		p.UnsetClock("Poller.Now", c.Poller.Now)
 		p.Add("Poller", c.Poller.Validate())
 	}
 	if c.EnableCleanup {

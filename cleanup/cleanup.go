@@ -141,6 +141,7 @@ func (c Config) validate() error {
 		p.Field("DeadRetention", "must not be shorter than DoneRetention")
 	}
 	p.NilValue("Metrics", c.Metrics)
+	p.Logger("Logger", c.Logger)
 	if c.BatchSize < 1 || c.BatchSize > jdbcstore.MaxPurgeBatch {
 		p.Field("BatchSize", fmt.Sprintf("must be 1..%d", jdbcstore.MaxPurgeBatch))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -269,6 +270,9 @@ func (c Config) validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &core.ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if cfgpath.NoHandler(c.Logger) {
+		bad("Logger", "%s", cfgpath.NoHandlerMsg)
 	}
 	switch {
 	case c.Store == nil && len(c.Databases) == 0:

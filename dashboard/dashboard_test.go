@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -34,6 +35,7 @@ func TestConfigValidation(t *testing.T) {
 		"trusted origin":  {Store: st, TrustedOrigins: []string{"ops.example.com"}},
 		"short secret":    {Store: st, Secret: []byte("short")},
 		"query timeout":   {Store: st, QueryTimeout: -time.Second},
+		"zero logger":     {Store: st, Logger: new(slog.Logger)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := dashboard.New(cfg); !errors.Is(err, core.ErrInvalidConfig) {

@@ -260,6 +260,7 @@ func (c Config) validate() error {
 	p.NilValue("Retry", c.Retry)
 	p.NilValue("Metrics", c.Metrics)
 	p.NilValue("Observer", c.Observer)
+	p.Logger("Logger", c.Logger)
 	if c.RetryCapacity < -1 || c.RetryCapacity > MaxCapacity {
 		p.Field("RetryCapacity", fmt.Sprintf("must be -1 (disabled) or 1..%d", MaxCapacity))
 	}

@@ -195,6 +195,7 @@ func (c DispatcherConfig) validate() error {
 	p.NilValue("Retry", c.Retry)
 	p.NilValue("Selector", c.Selector)
 	p.NilValue("Observer", c.Observer)
+	p.Logger("Logger", c.Logger)
 	if c.HandlerTimeout <= 0 {
 		p.Field("HandlerTimeout", "must be positive")
 	}

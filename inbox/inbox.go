@@ -79,7 +79,7 @@ func (c Config) Validate() error {
 	if table == "" {
 		table = DefaultTable
 	}
-	return errors.Join(jdbcstore.Config{Table: table, MaxErrorLen: c.MaxErrorLen}.Validate(), c.nilValueErrors())
+	return errors.Join(jdbcstore.Config{Table: table, MaxErrorLen: c.MaxErrorLen, Logger: c.Logger}.Validate(), c.nilValueErrors())
 }
 
 // nilValueErrors reports a Backoff or an Observer that is a nil value of

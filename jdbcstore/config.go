@@ -132,6 +132,7 @@ func (cfg Config) Validate() error {
 func (cfg Config) validateFields() error {
 	var p cfgpath.Collector
 	p.Add("", ValidateTableName(cfg.Table))
+	p.Logger("Logger", cfg.Logger)
 	switch {
 	case cfg.MaxErrorLen < 0:
 		p.Field("MaxErrorLen", fmt.Sprintf("must not be negative, got %d", cfg.MaxErrorLen))

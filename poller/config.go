@@ -138,5 +138,6 @@ func (c Config) validate() error {
 	p.NilValue("Selector", c.Selector)
 	p.NilValue("Metrics", c.Metrics)
 	p.NilValue("Observer", c.Observer)
+	p.Logger("Logger", c.Logger)
 	return p.Err()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 )
 
 // BreakerConfig configures a [Breaker]. The zero value is valid: every
@@ -75,11 +76,15 @@ type Breaker struct {
 }
 
 // NewBreaker returns a Breaker. It returns an error wrapping
-// core.ErrInvalidConfig for a negative duration.
+// core.ErrInvalidConfig for a negative duration or a Logger without a
+// handler (the zero slog.Logger).
 func NewBreaker(cfg BreakerConfig) (*Breaker, error) {
 	if cfg.ProbeInterval < 0 || cfg.RetryAfter < 0 {
 		return nil, fmt.Errorf("%w: relay breaker: ProbeInterval and RetryAfter must not be negative (got %v, %v)",
 			core.ErrInvalidConfig, cfg.ProbeInterval, cfg.RetryAfter)
+	}
+	if cfgpath.NoHandler(cfg.Logger) {
+		return nil, fmt.Errorf("%w: relay breaker: Logger %s", core.ErrInvalidConfig, cfgpath.NoHandlerMsg)
 	}
 	if cfg.Name == "" {
 		cfg.Name = "broker"

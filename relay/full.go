@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 )
 
 // MaxFullKeys bounds how many keys refused by full destinations a [Full]
@@ -116,11 +117,14 @@ type fullIncident struct {
 
 // NewFull returns a Full configured by cfg, with defaults for unset
 // fields. It returns an error wrapping core.ErrInvalidConfig for a
-// negative duration.
+// negative duration or a Logger without a handler (the zero slog.Logger).
 func NewFull(cfg FullConfig) (*Full, error) {
 	if cfg.RetryAfter < 0 || cfg.ProbeInterval < 0 || cfg.Forget < 0 {
 		return nil, fmt.Errorf("%w: relay full: RetryAfter, ProbeInterval and Forget must not be negative (got %v, %v, %v)",
 			core.ErrInvalidConfig, cfg.RetryAfter, cfg.ProbeInterval, cfg.Forget)
+	}
+	if cfgpath.NoHandler(cfg.Logger) {
+		return nil, fmt.Errorf("%w: relay full: Logger %s", core.ErrInvalidConfig, cfgpath.NoHandlerMsg)
 	}
 	return newFull(cfg), nil
 }

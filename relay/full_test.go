@@ -3,6 +3,7 @@ package relay_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -267,5 +268,10 @@ func TestNewFullInvalid(t *testing.T) {
 		if _, err := relay.NewFull(cfg); !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "Forget") {
 			t.Errorf("NewFull(%+v) = %v, want ErrInvalidConfig naming the durations", cfg, err)
 		}
+	}
+	// A logger without a handler (the zero slog.Logger) panicked at its
+	// first line.
+	if _, err := relay.NewFull(relay.FullConfig{Logger: new(slog.Logger)}); !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "Logger") {
+		t.Errorf("NewFull with a zero Logger = %v, want ErrInvalidConfig naming Logger", err)
 	}
 }

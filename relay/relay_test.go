@@ -294,6 +294,9 @@ func TestBreakerAttemptDown(t *testing.T) {
 }
 
 func TestBreakerConfig(t *testing.T) {
+	if _, err := relay.NewBreaker(relay.BreakerConfig{Logger: new(slog.Logger)}); !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "Logger") {
+		t.Errorf("zero Logger: %v", err)
+	}
 	if _, err := relay.NewBreaker(relay.BreakerConfig{ProbeInterval: -1}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("negative ProbeInterval: %v", err)
 	}

@@ -3,6 +3,8 @@ package tenant_test
 import (
 	"context"
 	"errors"
+	"github.com/outbox-go/outbox/dispatcher"
+	"log/slog"
 	"os"
 	"slices"
 	"testing"
@@ -45,6 +47,18 @@ func TestConfigValidatedAsAWhole(t *testing.T) {
 	}
 	if _, err := os.Stat(dbs[0].DSN); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a database was opened although the Config is invalid: %v", err)
+	}
+
+	// A logger without a handler (the zero slog.Logger) panicked at its
+	// first line.
+	zero := new(slog.Logger)
+	_, err = tenant.New(ctx, tenant.Config{Databases: dbs, Logger: zero, Dispatcher: dispatcher.Config{Logger: zero}})
+	if got, want := cfgpath.Fields(err), []string{"Dispatcher.Logger", "Logger"}; !slices.Equal(got, want) {
+		t.Errorf("New with zero loggers: problems %q, want %q (error: %v)", got, want, err)
+	}
+	_, err = tenant.NewInbox(ctx, tenant.InboxConfig{Databases: dbs, Logger: zero, Inbox: inbox.Config{Logger: zero}})
+	if got, want := cfgpath.Fields(err), []string{"Inbox.Logger", "Logger"}; !slices.Equal(got, want) {
+		t.Errorf("NewInbox with zero loggers: problems %q, want %q (error: %v)", got, want, err)
 	}
 }
 

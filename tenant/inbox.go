@@ -82,10 +82,10 @@ func NewInbox(ctx context.Context, cfg InboxConfig) (*Inbox, error) {
 	if ctx == nil {
 		return nil, core.ErrNilContext
 	}
-	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	disp, err := inbox.NewMultiDispatcher(cfg.Dispatcher)
 	if err != nil {
 		return nil, cfgpath.Prefix("Dispatcher", err)
@@ -125,10 +125,12 @@ func (c InboxConfig) setOptions() setOptions {
 		route: c.Route, drain: c.DrainTimeout, log: c.Logger}
 }
 
-// validate reports every problem of c at once.
+// validate reports every problem of c at once, before the defaults are
+// applied (a part's problem is reported once, under its own path).
 func (c InboxConfig) validate() error {
 	var p cfgpath.Collector
 	c.setOptions().validate(&p)
+	p.Logger("Logger", c.Logger)
 	p.Add("Inbox", c.Inbox.Validate())
 	p.Add("Dispatcher", c.Dispatcher.Validate())
 	return p.Err()

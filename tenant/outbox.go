@@ -265,12 +265,13 @@ func (c Config) setOptions() setOptions {
 func (c Config) validate() error {
 	var p cfgpath.Collector
 	c.setOptions().validate(&p)
+	p.Logger("Logger", c.Logger)
 	p.UnsetClock("Store.Now", c.Store.Now)
 	p.UnsetClock("Dispatcher.Now", c.Dispatcher.Now)
-	p.UnsetClock("Poller.Now", c.Poller.Now)
 	p.Add("Store", c.Store.Validate())
 	p.Add("Dispatcher", c.Dispatcher.Validate())
 	if !c.DisablePoller {
+		p.UnsetClock("Poller.Now", c.Poller.Now)
 		p.Add("Poller", c.Poller.Validate())
 	}
 	p.Add("Ordering", c.Ordering.Validate())

@@ -6,6 +6,7 @@ package cfgpath
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"time"
@@ -76,6 +77,22 @@ func (c *Collector) NilValue(path string, v any) {
 		c.Field(path, fmt.Sprintf("is a nil %T (leave it nil for the default)", v))
 	}
 }
+
+// Logger records a problem when l is a logger without a handler (the zero
+// slog.Logger, new(slog.Logger)): its first log line would panic, often
+// in a background goroutine.
+func (c *Collector) Logger(path string, l *slog.Logger) {
+	if NoHandler(l) {
+		c.Field(path, NoHandlerMsg)
+	}
+}
+
+// NoHandler reports whether l is a logger without a handler (not nil, which
+// means the default): the zero slog.Logger.
+func NoHandler(l *slog.Logger) bool { return l != nil && l.Handler() == nil }
+
+// NoHandlerMsg is the problem of a logger without a handler.
+const NoHandlerMsg = "is a slog.Logger without a handler (make it with slog.New, or leave it nil for slog.Default())"
 
 // UnsetClock records a problem when the clock of the part at path is set:
 // the parts take the one clock of the Config that wires them.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/relay"
 )
@@ -154,6 +155,12 @@ func (cfg Config) validate() (relay.Template, error) {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &core.ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if cfgpath.NoHandler(cfg.Logger) {
+		bad("Logger", "%s", cfgpath.NoHandlerMsg)
+	}
+	if cfgpath.NoHandler(cfg.Breaker.Logger) {
+		bad("Breaker.Logger", "%s", cfgpath.NoHandlerMsg)
 	}
 	tpl, err := relay.ParseTemplate(cfg.Subject)
 	if err != nil {

@@ -3,6 +3,7 @@ package natsjs_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -39,6 +40,9 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"nil value Propagator", natsjs.Config{Propagator: (*nilInjector)(nil)}, "Propagator", nil},
 		{"nil value Metrics", natsjs.Config{Metrics: (*nilMetrics)(nil)}, "Metrics", nil},
 		{"nil value Breaker.Metrics", natsjs.Config{Breaker: relay.BreakerConfig{Metrics: (*nilMetrics)(nil)}}, "Breaker.Metrics", nil},
+		// A logger without a handler panicked at its first line.
+		{"zero Logger", natsjs.Config{Logger: new(slog.Logger)}, "Logger", nil},
+		{"zero Breaker.Logger", natsjs.Config{Breaker: relay.BreakerConfig{Logger: new(slog.Logger)}}, "Breaker.Logger", nil},
 	} {
 		_, err := natsjs.New(js, tc.cfg)
 		var ce *core.ConfigError

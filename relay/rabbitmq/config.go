@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/nilval"
 	"github.com/outbox-go/outbox/relay"
 )
@@ -219,6 +220,12 @@ func (cfg Config) validate() (templates, error) {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &core.ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if cfgpath.NoHandler(cfg.Logger) {
+		bad("Logger", "%s", cfgpath.NoHandlerMsg)
+	}
+	if cfgpath.NoHandler(cfg.Breaker.Logger) {
+		bad("Breaker.Logger", "%s", cfgpath.NoHandlerMsg)
 	}
 	if cfg.Dial == nil {
 		if cfg.URL == "" {

@@ -3,6 +3,7 @@ package rabbitmq_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ func TestConfigInvalid(t *testing.T) {
 		Breaker:           relay.BreakerConfig{ProbeInterval: -1, RetryAfter: -1},
 		Propagator:        (*nilInjector)(nil), // a nil *otel.Observer: InjectHeaders panicked on it at the first event
 		Metrics:           (*nilMetrics)(nil),
+		Logger:            new(slog.Logger), // no handler: its first line panicked
 	})
 	if !errors.Is(err, core.ErrInvalidConfig) {
 		t.Fatalf("New = %v, want ErrInvalidConfig", err)
@@ -39,7 +41,7 @@ func TestConfigInvalid(t *testing.T) {
 		t.Errorf("the bad template is not ErrInvalidTemplate: %v", err)
 	}
 	for _, field := range []string{"URL", "Exchange", "RoutingKey", "MaxInFlight", "Channels", "ConfirmTimeout", "DialTimeout",
-		"ReconnectMaxDelay", "Breaker.ProbeInterval", "Breaker.RetryAfter", "Propagator", "Metrics"} {
+		"ReconnectMaxDelay", "Breaker.ProbeInterval", "Breaker.RetryAfter", "Propagator", "Metrics", "Logger"} {
 		if !strings.Contains(err.Error(), " "+field+" ") {
 			t.Errorf("no error for %s in:\n%v", field, err)
 		}

@@ -1,0 +1,45 @@
+package inbox_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+)
+
+// A logger without a handler (the zero slog.Logger) is refused as a
+// ConfigError of its field: its first line panicked, in a background
+// goroutine of the dispatcher.
+func TestZeroLoggerIsRefused(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "in.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	zero := new(slog.Logger)
+	if _, err := inbox.New(ctx, db, inbox.Config{Logger: zero}); !slices.Equal(cfgpath.Fields(err), []string{"Logger"}) {
+		t.Fatalf("New with a zero slog.Logger = %v, want a ConfigError of field Logger", err)
+	}
+	if err := (inbox.Config{Logger: zero}).Validate(); !slices.Equal(cfgpath.Fields(err), []string{"Logger"}) {
+		t.Fatalf("Config.Validate = %v, want a ConfigError of field Logger", err)
+	}
+	if err := (inbox.DispatcherConfig{Logger: zero}).Validate(); !slices.Equal(cfgpath.Fields(err), []string{"Logger"}) {
+		t.Fatalf("DispatcherConfig.Validate = %v, want a ConfigError of field Logger", err)
+	}
+	in, err := inbox.New(ctx, db, inbox.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.NewDispatcher(inbox.DispatcherConfig{Logger: zero}); !slices.Equal(cfgpath.Fields(err), []string{"Logger"}) {
+		t.Fatalf("NewDispatcher = %v, want a ConfigError of field Logger", err)
+	}
+	if _, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Logger: zero}); !slices.Equal(cfgpath.Fields(err), []string{"Logger"}) {
+		t.Fatalf("NewMultiDispatcher = %v, want a ConfigError of field Logger", err)
+	}
+}
