@@ -17,11 +17,8 @@ package outbox
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
-	"fmt"
 	"log/slog"
-	"reflect"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -222,14 +219,7 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	}
 	p.Add("Ordering", c.Ordering.Validate())
 	var store *jdbcstore.Store
-	mismatch := ""
-	if db != nil && db.DB != nil && c.Store.Dialect == nil {
-		mismatch = dialectMismatch(db)
-	}
-	if mismatch != "" {
-		p.Field("Store.Dialect", mismatch)
-	}
-	if db != nil && db.DB != nil && mismatch == "" {
+	if db != nil && db.DB != nil {
 		// New validates the store's fields and its dialect together.
 		var err error
 		store, err = jdbcstore.New(db, c.withDefaults().Store)
@@ -238,39 +228,6 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 		p.Add("Store", c.Store.Validate())
 	}
 	return store, p.Err()
-}
-
-// dialectMismatch describes the problem of a handle named after a driver
-// of another database than its own, such as sqlx.NewDb(sqliteDB, "mysql"):
-// the store would take the name's dialect and every statement would fail
-// on the database. It returns "" when the name and the driver have the
-// same dialect, when either has none (a third-party driver, "postgres"
-// over pgx), or when database/sql has the name registered for a driver
-// of the handle's type (a third-party dialect over a known driver).
-func dialectMismatch(db *sqlx.DB) string {
-	named, err := jdbcstore.Lookup(db.DriverName())
-	if err != nil {
-		return ""
-	}
-	driverName := sqldriver.Name(db.DB)
-	detected, err := jdbcstore.Lookup(driverName)
-	if err != nil || detected == named || registeredFor(db.DriverName(), db.Driver()) {
-		return ""
-	}
-	return fmt.Sprintf("is not set, and the handle's driver name %q has dialect %s but its driver (%T) is %q, of dialect %s: "+
-		"name the handle after its driver (sqlx.NewDb(db, %q)) or set Store.Dialect",
-		db.DriverName(), named.Name(), db.Driver(), driverName, detected.Name(), driverName)
-}
-
-// registeredFor reports whether database/sql has a driver of drv's type
-// registered under name.
-func registeredFor(name string, drv driver.Driver) bool {
-	other, err := sql.Open(name, "") // does not connect
-	if err != nil {
-		return false
-	}
-	defer other.Close()
-	return reflect.TypeOf(other.Driver()) == reflect.TypeOf(drv)
 }
 
 // withDefaults fills the defaults and hands Logger, Metrics and Now down

@@ -69,8 +69,12 @@ func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
 	if db == nil {
 		return cfg, &core.ConfigError{Field: "db", Msg: "must not be nil"}
 	}
+	if db.DB == nil {
+		return cfg, &core.ConfigError{Field: "db", Msg: "is an *sqlx.DB holding a nil *sql.DB"}
+	}
+	explicit := cfg.Dialect != nil
 	cfg = cfg.withDefaults(db.DriverName())
-	if cfg.Dialect == nil && db.DB != nil {
+	if cfg.Dialect == nil {
 		// The handle's name has no dialect (a *sqlx.DB named "postgres"
 		// over pgx, or a *sql.DB of a driver only a third-party dialect
 		// knows): detect the driver itself.
@@ -84,6 +88,8 @@ func (cfg Config) resolve(db *sqlx.DB) (Config, error) {
 	} else if c := cfg.Dialect.Capabilities(); !c.SkipLocked && !c.Returning {
 		dialectErr = &core.ConfigError{Field: "Dialect", Msg: fmt.Sprintf(
 			"dialect %s supports neither SKIP LOCKED nor RETURNING (Capabilities): the store could claim no row", cfg.Dialect.Name())}
+	} else if !explicit {
+		dialectErr = dialectMismatch(db)
 	}
 	return cfg, errors.Join(dialectErr, cfg.validateFields())
 }

@@ -37,7 +37,9 @@ func TestDialectDetection(t *testing.T) {
 
 func TestSchemaSQL(t *testing.T) {
 	t.Parallel()
-	st, err := jdbcstore.New(sqlx.NewDb(nil, "sqlite3"), jdbcstore.Config{Table: "events_x"})
+	noServer := sqlx.MustOpen("sqlite3", "") // does not connect
+	defer noServer.Close()
+	st, err := jdbcstore.New(noServer, jdbcstore.Config{Table: "events_x"})
 	if err != nil {
 		t.Fatal(err)
 	}

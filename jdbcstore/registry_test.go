@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/inboxrow"
+	"github.com/outbox-go/outbox/internal/testsupport/pq"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/mysql"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
@@ -25,7 +26,48 @@ type fakePQ struct{}
 
 func (fakePQ) Open(string) (driver.Conn, error) { return nil, errors.New("fakepq: no server") }
 
-func init() { sql.Register("fakepq", &fakePQ{}) }
+func init() {
+	sql.Register("fakepq", &fakePQ{})
+	sql.Register("outbox_test_libpq", &pq.Driver{})
+}
+
+// A handle named after a built-in dialect's driver over a well-known
+// driver of no dialect (lib/pq named "pgx") is refused: the dialect's
+// error classes and notifications need its own driver. A handle without
+// a database is a ConfigError of field db, not a panic.
+func TestHandleTheDialectCannotServe(t *testing.T) {
+	t.Parallel()
+	libpq, err := sql.Open("outbox_test_libpq", "") // does not connect
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer libpq.Close()
+	for _, name := range []string{"pgx", "mysql", "sqlite3"} {
+		_, err := jdbcstore.New(sqlx.NewDb(libpq, name), jdbcstore.Config{})
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "Dialect" || !errors.Is(err, jdbcstore.ErrUnsupportedDriver) ||
+			!strings.Contains(err.Error(), "(*pq.Driver)") {
+			t.Errorf("New(lib/pq named %q) = %v; want a ConfigError of Dialect wrapping ErrUnsupportedDriver", name, err)
+		}
+		if _, err := inboxrow.Open(sqlx.NewDb(libpq, name), inboxrow.Options{Table: "inbox_message"}); !errors.Is(err, jdbcstore.ErrUnsupportedDriver) {
+			t.Errorf("inbox store on lib/pq named %q: err = %v", name, err)
+		}
+	}
+	// With the dialect given, the handle is the caller's business.
+	if _, err := jdbcstore.New(sqlx.NewDb(libpq, "pgx"), jdbcstore.Config{Dialect: mysql.Dialect}); err != nil {
+		t.Errorf("New with an explicit Dialect: %v", err)
+	}
+	for _, name := range []string{"", "pgx", "mysql", "sqlite3", "fakepq"} {
+		_, err := jdbcstore.New(sqlx.NewDb(nil, name), jdbcstore.Config{})
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "db" {
+			t.Errorf("New(sqlx.NewDb(nil, %q)) = %v; want a ConfigError of field db", name, err)
+		}
+		if _, err := inboxrow.Open(sqlx.NewDb(nil, name), inboxrow.Options{Table: "inbox_message"}); !errors.As(err, &ce) || ce.Field != "db" {
+			t.Errorf("inbox store on sqlx.NewDb(nil, %q): err = %v", name, err)
+		}
+	}
+}
 
 // A handle of a driver without a dialect is refused by New, the inbox store,
 // Lookup and Open with an error naming the driver, its Go type and every

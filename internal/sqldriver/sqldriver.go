@@ -18,7 +18,18 @@ import (
 // looked up among the drivers registered with database/sql (see
 // [Registered]); it returns "" when none is the handle's.
 func Name(db *sql.DB) string {
-	switch fmt.Sprintf("%T", db.Driver()) {
+	if name := WellKnown(db.Driver()); name != "" {
+		return name
+	}
+	return Registered(db.Driver())
+}
+
+// WellKnown returns the usual name of drv when it is one of the
+// well-known drivers (mattn/go-sqlite3 "sqlite3", go-sql-driver/mysql
+// "mysql", lib/pq "postgres", pgx "pgx", modernc.org/sqlite "sqlite"),
+// recognised by type, else "".
+func WellKnown(drv driver.Driver) string {
+	switch fmt.Sprintf("%T", drv) {
 	case "*sqlite3.SQLiteDriver":
 		return "sqlite3"
 	case "*mysql.MySQLDriver":
@@ -30,7 +41,7 @@ func Name(db *sql.DB) string {
 	case "*sqlite.Driver":
 		return "sqlite"
 	}
-	return Registered(db.Driver())
+	return ""
 }
 
 // known tells whether a driver name has a dialect (see SetKnown).

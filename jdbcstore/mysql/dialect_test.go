@@ -119,7 +119,9 @@ func TestMySQLDialectBasics(t *testing.T) {
 	if c := Dialect.Capabilities(); !c.SkipLocked || c.Returning || !c.UpdateOrderLimit || !c.SilentRollback || !c.OnDuplicateKeyUpdate || c.SingleWriter {
 		t.Errorf("caps = %+v", c)
 	}
-	st, err := jdbcstore.New(sqlx.NewDb(nil, "mysql"), jdbcstore.Config{Table: "order"})
+	noServer := sqlx.MustOpen("mysql", "") // does not connect
+	defer noServer.Close()
+	st, err := jdbcstore.New(noServer, jdbcstore.Config{Table: "order"})
 	if err != nil {
 		t.Fatal(err)
 	}

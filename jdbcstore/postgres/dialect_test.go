@@ -156,7 +156,9 @@ func TestPostgresDialectBasics(t *testing.T) {
 		c.OnDuplicateKeyUpdate || c.SingleWriter || !c.FailedStatementAbortsTx {
 		t.Errorf("caps = %+v", c)
 	}
-	st, err := jdbcstore.New(sqlx.NewDb(nil, "pgx"), jdbcstore.Config{Table: "order"})
+	noServer := sqlx.MustOpen("pgx", "") // does not connect
+	defer noServer.Close()
+	st, err := jdbcstore.New(noServer, jdbcstore.Config{Table: "order"})
 	if err != nil {
 		t.Fatal(err)
 	}
