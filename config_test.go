@@ -381,3 +381,22 @@ func TestNewRefusesADriverNameOfAnotherDatabase(t *testing.T) {
 		}
 	}
 }
+
+// Store.Table naming one of the application's tables by mistake is
+// refused as that field, and the table is left as it was (the upgrade of
+// an earlier release's outbox table added the ordering columns to it).
+func TestNewRefusesATableThatIsNotAnOutbox(t *testing.T) {
+	ctx := context.Background()
+	db := sqliteDB(t, "foreign.db")
+	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (ref TEXT PRIMARY KEY, amount INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := outbox.New(ctx, db, outbox.Config{Store: jdbcstore.Config{Table: "orders"}, Logger: quietLogger()})
+	if got, want := cfgpath.Fields(err), []string{"Store.Table"}; !slices.Equal(got, want) || !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("New on the table orders = %v: fields %q, want %q", err, got, want)
+	}
+	var cols int
+	if err := db.GetContext(ctx, &cols, `SELECT COUNT(*) FROM pragma_table_info('orders')`); err != nil || cols != 2 {
+		t.Errorf("orders has %d columns (%v), want its 2", cols, err)
+	}
+}

@@ -186,7 +186,7 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 	}
 	if !cfg.SkipSchema {
 		if err := store.ApplySchema(ctx); err != nil {
-			return nil, err
+			return nil, cfgpath.Prefix("Store", err) // Store.Table: not an outbox table
 		}
 	}
 	return o, nil

@@ -179,7 +179,10 @@ func (in *Inbox) Table() string { return in.store.Table() }
 func (in *Inbox) SchemaSQL() string { return in.store.SchemaSQL() }
 
 // ApplySchema creates the inbox table and its indexes if they do not
-// exist, as [New] does unless Config.SkipSchema. It is idempotent.
+// exist, as [New] does unless Config.SkipSchema. It is idempotent. An
+// existing table that lacks an inbox table's columns (one of the
+// application's tables, or an outbox table, named by mistake) is refused
+// with a *core.ConfigError of field Table, and nothing is written.
 func (in *Inbox) ApplySchema(ctx context.Context) error {
 	if ctx == nil {
 		return core.ErrNilContext

@@ -100,9 +100,16 @@ func (s *inboxStore) SchemaSQL() string { return s.schema }
 // exist. It is idempotent and safe to run at every start.
 func (s *inboxStore) ApplySchema(ctx context.Context) error {
 	return s.shell.withSchemaLock(ctx, s.table, func(ddl ddlConn) error {
-		for _, stmt := range splitStatements(s.schema) {
+		for i, stmt := range splitStatements(s.schema) {
 			if err := ddl.exec(ctx, stmt); err != nil {
 				return fmt.Errorf("outbox: jdbcstore: apply %s inbox schema for table %q: %w", s.dialect.Name(), s.table, err)
+			}
+			if i == 0 {
+				// The table may be one of the application's own, or the
+				// outbox's, named by mistake.
+				if err := checkTableShape(ctx, ddl.conn, s.dialect, s.table, "inbox", inboxColumns); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

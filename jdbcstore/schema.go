@@ -105,7 +105,10 @@ func (s *Store) SchemaSQL() string { return s.schema }
 // dialect of this module does): its upgrade statements run right after
 // the table's CREATE TABLE, then the rest of the schema. Several nodes
 // starting at once may all try; the upgrade a node loses to another is
-// not an error.
+// not an error. An existing table that lacks an outbox table's columns
+// (one of the application's tables, or an inbox table, named by mistake)
+// is refused with a *core.ConfigError of field Table before anything
+// alters it.
 func (s *Store) ApplySchema(ctx context.Context) error {
 	if ctx == nil {
 		return core.ErrNilContext
@@ -116,6 +119,11 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 				return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
 			}
 			if i == 0 {
+				// Before the upgrade alters it: the table may be one of
+				// the application's own, named by mistake.
+				if err := checkTableShape(ctx, ddl.conn, s.dialect, s.table, "outbox", recordColumns[:len(recordColumns)-3]); err != nil {
+					return err
+				}
 				if err := s.upgrade(ctx, ddl); err != nil {
 					return fmt.Errorf("outbox: jdbcstore: upgrade %s table %q: %w", s.dialect.Name(), s.table, err)
 				}
@@ -224,6 +232,31 @@ func (s *Store) upgrade(ctx context.Context, ddl ddlConn) error {
 		s.log.LogAttrs(ctx, slog.LevelInfo, "outbox table upgraded: ordering columns added", slog.String("table", s.table))
 	}
 	return nil
+}
+
+// checkTableShape makes sure that table, which exists now, has every
+// column in cols (those of every release's outbox or inbox table): a
+// table of the application's named by mistake, or an inbox table given as
+// the outbox's, is refused before anything alters it or writes to it. It
+// returns a *core.ConfigError of field Table when the table is there but
+// lacks a column, the probe's error when even the table cannot be read.
+func checkTableShape(ctx context.Context, conn *sql.Conn, d Dialect, table, what string, cols []string) error {
+	from := " FROM " + d.QuoteIdent(table) + " WHERE 1 = 0"
+	rows, err := conn.QueryContext(ctx, "SELECT "+strings.Join(cols, ", ")+from)
+	if err == nil {
+		err = rows.Close()
+	}
+	if err == nil {
+		return nil
+	}
+	if rows, rerr := conn.QueryContext(ctx, "SELECT 1"+from); rerr != nil {
+		return fmt.Errorf("outbox: jdbcstore: read %s table %q: %w", what, table, rerr)
+	} else if rerr := rows.Close(); rerr != nil {
+		return fmt.Errorf("outbox: jdbcstore: read %s table %q: %w", what, table, rerr)
+	}
+	return &core.ConfigError{Field: "Table", Msg: fmt.Sprintf(
+		"names the existing table %q, which is not an %s table (it lacks some of the columns %s): name another table",
+		table, what, strings.Join(cols, ", ")), Err: err}
 }
 
 // hasOrderColumns reports whether the table has the ordering columns.

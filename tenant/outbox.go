@@ -290,7 +290,7 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 	}
 	if !o.cfg.SkipSchema {
 		if err := store.ApplySchema(ctx); err != nil {
-			return nil, err
+			return nil, cfgpath.Prefix("Store", err) // Store.Table: not an outbox table
 		}
 	}
 	if err := o.dispatcher.AddStore(d.ID, store); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -194,5 +195,48 @@ func (s *suite) testConcurrency(t *testing.T) {
 	c := countsOf(t, st)
 	if c[core.StatusDone] != doneWant || c[core.StatusRetry] != retryWant || c[core.StatusNew] != 0 {
 		t.Errorf("counts = %v, want %d DONE and %d RETRY", c, doneWant, retryWant)
+	}
+}
+
+// testForeignTable: an existing table that is not an outbox table (one of
+// the application's, named by mistake, or the inbox's) is refused by
+// ApplySchema with a ConfigError of field Table, and left as it was; an
+// inbox on an outbox table is refused the same way.
+func (s *suite) testForeignTable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := s.newStore(t, nil, jdbcstore.Config{})
+	db := st.DB()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE storetest_orders (ref VARCHAR(64) NOT NULL PRIMARY KEY, amount INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	in, err := inbox.New(ctx, db, inbox.Config{Dialect: s.h.Dialect, Table: "storetest_inbox_ft"})
+	if err != nil {
+		t.Fatalf("inbox.New: %v", err)
+	}
+	for _, table := range []string{"storetest_orders", in.Table()} {
+		other, err := jdbcstore.New(db, jdbcstore.Config{Dialect: s.h.Dialect, Table: table})
+		if err != nil {
+			t.Fatalf("New(%s): %v", table, err)
+		}
+		err = other.ApplySchema(ctx)
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "Table" || !errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("ApplySchema on the existing table %s = %v; want a ConfigError of field Table", table, err)
+		}
+		// Nothing altered it: it has no ordering column.
+		if rows, err := db.QueryContext(ctx, "SELECT order_key FROM "+s.h.Dialect.QuoteIdent(table)+" WHERE 1 = 0"); err == nil {
+			_ = rows.Close()
+			t.Errorf("ApplySchema added the ordering columns to %s", table)
+		}
+	}
+	_, err = inbox.New(ctx, db, inbox.Config{Dialect: s.h.Dialect, Table: st.Table()})
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Table" {
+		t.Errorf("inbox.New on the outbox table = %v; want a ConfigError of field Table", err)
+	}
+	// The store's own table passes.
+	if err := st.ApplySchema(ctx); err != nil {
+		t.Errorf("ApplySchema on the outbox table again: %v", err)
 	}
 }

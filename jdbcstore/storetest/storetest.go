@@ -125,6 +125,7 @@ func Run(t *testing.T, h Harness) {
 		if h.Dialect != nil {
 			t.Run("Dialect", s.testDialect)
 			t.Run("Inbox", s.testInbox)
+			t.Run("ForeignTable", s.testForeignTable)
 		}
 	}
 	if h.Name == "" {
