@@ -293,6 +293,13 @@ func (o *Outbox) Start(ctx context.Context) error {
 // ctx ends (for ever for context.Background()). To close from a listener,
 // call go ob.Close(context.Background()): it returns once the listener has.
 //
+// Releasing the leases is a write to the outbox table: on MySQL/MariaDB it
+// waits for the row lock of an event a business transaction published and
+// has not committed yet, on SQLite for that transaction's write lock, so a
+// transaction left open delays Close (up to ctx, or the database's lock
+// wait timeout; PostgreSQL's release does not wait). Finish or roll back
+// the business transactions first.
+//
 // Publishing after Close still works: the event is written, unowned, on
 // the business transaction, and a poller of another process (or of this
 // one's next start) delivers it; this Outbox runs no listener any more.

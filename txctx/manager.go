@@ -91,16 +91,23 @@ func NewX(db *sqlx.DB, opts ...Option) *Manager {
 // on its own, whose failed statement fn ignored, returns an error matching
 // [core.ErrTxAborted]).
 //
-// The transaction is begun with [context.WithoutCancel](ctx), so a cancelled
-// ctx cannot race Do's own rollback; statements run by fn still use the ctx
-// they are given. A ctx done before Do begins the transaction returns an
-// error wrapping ctx.Err() without calling fn.
+// ctx bounds the wait for a connection of the pool (and the dial of a new
+// one) and the BEGIN: a ctx that ends meanwhile returns an error wrapping
+// ctx.Err() without calling fn, as does a ctx done before Do begins. Once
+// begun, the transaction is detached from ctx (as with
+// [context.WithoutCancel]), so a cancelled ctx cannot race Do's own
+// rollback; statements run by fn still use the ctx they are given. The
+// COMMIT itself takes no context in database/sql: against a server that no
+// longer answers it waits for the driver's own timeouts (on MySQL/MariaDB
+// the DSN's readTimeout and writeTimeout).
 //
 // If ctx already carries an active transaction of this Manager's database
 // (an outer Do, or [Manager.Adopt]), fn joins it: no new transaction is
 // begun, fn's result is returned as is, and the outer owner decides whether
 // to commit. If the outer fn ignores the inner error, the inner writes are
-// committed with the rest. If ctx carries an active transaction of another
+// committed with the rest; a panic in a joined fn rolls nothing back by
+// itself either: it goes on to the outer fn (and, unrecovered, to the
+// outer Do, which rolls back). If ctx carries an active transaction of another
 // or unknown database, Do returns [ErrForeignTx] without calling fn.
 func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	if m == nil || m.db == nil {
@@ -128,7 +135,7 @@ func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) er
 	if err := m.opts.Gate.Yield(ctx); err != nil {
 		return fmt.Errorf("outbox: begin transaction: wait for the store's writes: %w", err)
 	}
-	txx, err := m.db.BeginTxx(context.WithoutCancel(ctx), m.opts.TxOptions)
+	txx, err := m.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("outbox: begin transaction: %w", err)
 	}
@@ -207,4 +214,25 @@ func (m *Manager) sqlDB() *sql.DB {
 		return nil
 	}
 	return m.db.DB
+}
+
+// begin begins a transaction that ctx cannot roll back once begun (see
+// Do), while ctx still bounds the wait for a connection of the pool, the
+// dial of a new one and the BEGIN itself: the transaction is begun with a
+// context detached from ctx that ctx's end cancels until BeginTxx
+// returns. When ctx ended meanwhile, database/sql rolls back what BeginTxx
+// began, and begin returns ctx's error.
+func (m *Manager) begin(ctx context.Context) (*sqlx.Tx, error) {
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	txx, err := m.db.BeginTxx(bctx, m.opts.TxOptions)
+	if !stop() {
+		// ctx ended during BeginTxx: a transaction it began is bound to
+		// the cancelled bctx, which database/sql rolls back.
+		if err == nil {
+			_ = txx.Rollback() // ErrTxDone when database/sql did it first
+		}
+		return nil, context.Cause(ctx)
+	}
+	return txx, err
 }

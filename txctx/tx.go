@@ -235,8 +235,10 @@ func (t *Tx) Database() *sql.DB { return t.db }
 // instead, the after-rollback hooks run, and the commit ([Tx.Commit] or
 // [Manager.Do]) returns an error wrapping the check's error. Checks run on
 // the transaction with a context that is not cancelled ([Manager.Do]'s ctx
-// without its cancellation; [context.Background] for [Tx.Commit]). On a
-// transaction that is no longer active it does nothing and logs a warning.
+// without its cancellation; [context.Background] for [Tx.Commit]). A check
+// that panics rolls the transaction back (the after-rollback hooks run)
+// and the panic goes on. On a transaction that is no longer active it
+// does nothing and logs a warning.
 // It implements [core.CommitChecker]: the outbox store uses it on MySQL and
 // MariaDB to notice a transaction the server already rolled back.
 func (t *Tx) BeforeCommit(key any, check func(ctx context.Context) error) {
@@ -366,17 +368,15 @@ func (t *Tx) commit(ctx context.Context) error {
 	if !ok {
 		return ErrTxDone
 	}
-	for _, c := range checks {
-		if err := c.check(ctx); err != nil {
-			notCommitted := fmt.Errorf("outbox: commit: check before commit failed, rolled back: %w", err)
-			rbErr := t.tx.Rollback()
-			t.setState(stateRolledBack)
-			t.runHooks(hookAfterRollback, rollbackHooks)
-			if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
-				return errors.Join(notCommitted, fmt.Errorf("outbox: rollback: %w", rbErr))
-			}
-			return notCommitted
+	if err := t.runChecks(ctx, checks, rollbackHooks); err != nil {
+		notCommitted := fmt.Errorf("outbox: commit: check before commit failed, rolled back: %w", err)
+		rbErr := t.tx.Rollback()
+		t.setState(stateRolledBack)
+		t.runHooks(hookAfterRollback, rollbackHooks)
+		if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+			return errors.Join(notCommitted, fmt.Errorf("outbox: rollback: %w", rbErr))
 		}
+		return notCommitted
 	}
 	if err := t.tx.Commit(); err != nil {
 		t.setState(stateRolledBack)
@@ -385,6 +385,33 @@ func (t *Tx) commit(ctx context.Context) error {
 	}
 	t.setState(stateCommitted)
 	t.runHooks(hookAfterCommit, commitHooks)
+	return nil
+}
+
+// runChecks runs the checks registered with BeforeCommit and returns the
+// first failure. A check that panics (or calls runtime.Goexit) leaves no
+// transaction open: it is rolled back and the after-rollback hooks run
+// before the panic goes on.
+func (t *Tx) runChecks(ctx context.Context, checks []commitCheck, rollbackHooks []func()) error {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if err := t.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			t.logger.LogAttrs(context.Background(), slog.LevelError,
+				"outbox: rollback after a check before commit panicked failed", slog.String("error", err.Error()))
+		}
+		t.setState(stateRolledBack)
+		t.runHooks(hookAfterRollback, rollbackHooks)
+	}()
+	for _, c := range checks {
+		if err := c.check(ctx); err != nil {
+			returned = true
+			return err
+		}
+	}
+	returned = true
 	return nil
 }
 

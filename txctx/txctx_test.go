@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	_ "github.com/mattn/go-sqlite3"
@@ -144,6 +145,102 @@ func TestDoWithADoneContextDoesNotCallFn(t *testing.T) {
 	err := m.Do(ctx, func(context.Context) error { called = true; return nil })
 	if !errors.Is(err, context.Canceled) || called {
 		t.Fatalf("Do with a cancelled ctx = %v, fn called %v; want context.Canceled and fn not called", err, called)
+	}
+}
+
+// ctx bounds the wait for a connection: with the pool's only connection
+// held elsewhere, Do returns ctx's error when ctx ends, without calling
+// fn (it waited until the connection came free), and the pool is usable
+// afterwards.
+func TestDoHonoursTheContextWhileWaitingForAConnection(t *testing.T) {
+	db := openDB(t)
+	db.SetMaxOpenConns(1)
+	m := txctx.New(db)
+	held, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	result := make(chan error, 1)
+	called := false
+	go func() { result <- m.Do(ctx, func(context.Context) error { called = true; return nil }) }()
+	for deadline := time.Now().Add(10 * time.Second); db.Stats().WaitCount == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Do never waited for a connection")
+		}
+	}
+	cancel()
+	select {
+	case err := <-result:
+		if !errors.Is(err, context.Canceled) || called {
+			t.Fatalf("Do = %v, fn called %v; want context.Canceled and fn not called", err, called)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do still waiting for a connection 10 s after its ctx ended")
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Do(context.Background(), func(ctx context.Context) error { return insert(ctx, t, 1) }); err != nil {
+		t.Fatalf("Do once the connection is free: %v", err)
+	}
+	if n := countItems(t, db); n != 1 {
+		t.Fatalf("rows = %d, want 1", n)
+	}
+}
+
+// A check registered with BeforeCommit that panics does not leave the
+// transaction open (on SQLite holding the write lock, its connection out
+// of the pool): it is rolled back, the after-rollback hooks run, and the
+// panic goes on; through Do and through an adopted transaction's Commit.
+func TestBeforeCommitCheckPanicRollsBack(t *testing.T) {
+	db := openDB(t)
+	db.SetMaxOpenConns(1) // a transaction left open would hold the only connection
+	m := txctx.New(db)
+	var r recorder
+	var inside *txctx.Tx
+	commit := func(run func()) (p any) {
+		defer func() { p = recover() }()
+		run()
+		return nil
+	}
+	p := commit(func() {
+		_ = m.Do(context.Background(), func(ctx context.Context) error {
+			inside = mustTx(t, ctx)
+			inside.AfterCommit(r.hook("c"))
+			inside.AfterRollback(r.hook("r"))
+			inside.BeforeCommit(nil, func(context.Context) error { panic("check broke") })
+			return insert(ctx, t, 1)
+		})
+	})
+	if p != "check broke" {
+		t.Fatalf("Do: recovered %v, want the check's panic", p)
+	}
+	if got := r.got(); got != "r" || inside.Active() {
+		t.Fatalf("hooks %q, Active %v; want r, false", got, inside.Active())
+	}
+
+	raw, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("begin after the panic (the connection was not returned): %v", err)
+	}
+	ctx, tx := txctx.Adopt(context.Background(), raw)
+	if _, err := tx.ExecContext(ctx, "INSERT INTO items(id, name) VALUES (2, 'x')"); err != nil {
+		t.Fatal(err)
+	}
+	tx.AfterRollback(r.hook("r2"))
+	tx.BeforeCommit(nil, func(context.Context) error { panic("adopted check broke") })
+	if p := commit(func() { _ = tx.Commit() }); p != "adopted check broke" {
+		t.Fatalf("Commit: recovered %v, want the check's panic", p)
+	}
+	if got := r.got(); got != "r,r2" {
+		t.Fatalf("hooks %q, want r,r2", got)
+	}
+	if err := m.Do(context.Background(), func(ctx context.Context) error { return insert(ctx, t, 3) }); err != nil {
+		t.Fatalf("Do after the panics: %v", err)
+	}
+	if n := countItems(t, db); n != 1 {
+		t.Fatalf("rows = %d, want 1 (only the last transaction's)", n)
 	}
 }
 
