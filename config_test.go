@@ -22,6 +22,7 @@ import (
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+	"github.com/outbox-go/outbox/retry"
 )
 
 func tableExists(t *testing.T, ctx context.Context, db interface {
@@ -95,6 +96,14 @@ func TestNewConfigPaths(t *testing.T) {
 			c.Poller.Now = time.Now
 			c.Dispatcher.Workers = -1
 		}, []string{"Dispatcher.Workers"}, core.ErrInvalidConfig},
+		// A retry.Exponential literal is validated as NewExponential
+		// validates it (a negative MaxDelay used the attempts up at once).
+		"retry literal": {func(c *outbox.Config) {
+			c.Dispatcher.Retry = retry.Exponential{MaxDelay: -time.Second}
+		}, []string{"Dispatcher.Retry.MaxDelay"}, core.ErrInvalidConfig},
+		"retry literal upside down": {func(c *outbox.Config) {
+			c.Dispatcher.Retry = &retry.Exponential{BaseDelay: time.Hour, MaxDelay: time.Millisecond}
+		}, []string{"Dispatcher.Retry.MaxDelay"}, core.ErrInvalidConfig},
 		// A logger without a handler (the zero slog.Logger) panicked at
 		// its first line, in New or in a background goroutine.
 		"loggers without a handler": {func(c *outbox.Config) {

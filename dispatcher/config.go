@@ -56,8 +56,10 @@ type Config struct {
 	// Defaults to 10.
 	MaxAttempts int
 	// Retry computes the delay before the next attempt (a nil value of a
-	// policy type, such as retry.PolicyFunc(nil), is refused; a policy
-	// that panics gets retry.Exponential{}'s delay for that attempt). Defaults to
+	// policy type, such as retry.PolicyFunc(nil), is refused, and so is a
+	// policy whose Validate method reports a problem, such as a
+	// retry.Exponential with a negative delay; a policy that panics gets
+	// retry.Exponential{}'s delay for that attempt). Defaults to
 	// retry.Exponential{} (200 ms base, 60 s max, jitter 0.5–1.5).
 	Retry retry.Policy
 	// RetryCapacity bounds how many events wait in memory on a timer: failed
@@ -258,6 +260,7 @@ func (c Config) validate() error {
 	p.Count("ColdCapacity", c.ColdCapacity, MaxCapacity)
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)
 	p.NilValue("Retry", c.Retry)
+	p.Validated("Retry", c.Retry)
 	p.NilValue("Metrics", c.Metrics)
 	p.NilValue("Observer", c.Observer)
 	p.Logger("Logger", c.Logger)

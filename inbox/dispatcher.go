@@ -96,8 +96,10 @@ type DispatcherConfig struct {
 	// Retry is the delay before the next attempt given the failed
 	// attempts so far. Defaults to the Inbox's Config.Backoff for
 	// [Inbox.NewDispatcher], to [Backoff] for [NewMultiDispatcher]. A nil
-	// value of a policy type (retry.PolicyFunc(nil)) is refused; a policy
-	// that panics gets retry.Exponential{}'s delay for that attempt.
+	// value of a policy type (retry.PolicyFunc(nil)) is refused, and so is
+	// a policy whose Validate method reports a problem (a
+	// retry.Exponential with a negative delay); a policy that panics gets
+	// retry.Exponential{}'s delay for that attempt.
 	Retry retry.Policy
 	// ReapInterval is how often expired leases are released.
 	// Defaults to 30 s; negative disables.
@@ -193,6 +195,7 @@ func (c DispatcherConfig) validate() error {
 	p.Count("Workers", c.Workers, MaxWorkers)
 	p.Count("BatchSize", c.BatchSize, MaxBatchSize)
 	p.NilValue("Retry", c.Retry)
+	p.Validated("Retry", c.Retry)
 	p.NilValue("Selector", c.Selector)
 	p.NilValue("Observer", c.Observer)
 	p.Logger("Logger", c.Logger)

@@ -50,8 +50,10 @@ type Config struct {
 	// Backoff is the delay before the next attempt of an abandoned
 	// message, given its attempt count after the abandon. Defaults to
 	// [Backoff]: min(2^attempt s, 60 s). A nil value of a policy type
-	// (retry.PolicyFunc(nil)) is refused; a policy that panics gets
-	// retry.Exponential{}'s delay for that attempt.
+	// (retry.PolicyFunc(nil)) is refused, and so is a policy whose Validate
+	// method reports a problem (a retry.Exponential with a negative delay);
+	// a policy that panics gets retry.Exponential{}'s delay for that
+	// attempt.
 	Backoff retry.Policy
 	// Logger receives the inbox's logs; payloads are never logged.
 	// Defaults to slog.Default().
@@ -87,6 +89,7 @@ func (c Config) Validate() error {
 func (c Config) nilValueErrors() error {
 	var p cfgpath.Collector
 	p.NilValue("Backoff", c.Backoff)
+	p.Validated("Backoff", c.Backoff)
 	p.NilValue("Observer", c.Observer)
 	return p.Err()
 }

@@ -3,6 +3,7 @@
 package retry
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -40,7 +41,8 @@ func (f PolicyFunc) Delay(attempts int) time.Duration { return f(attempts) }
 //	delay = min(MaxDelay, BaseDelay·2^(attempts−1)) · jitter,  jitter ∈ [0.5, 1.5)
 //
 // The zero value uses the defaults. Build it with [NewExponential] to have
-// the values validated.
+// the values validated, or call [Exponential.Validate] (the configurations
+// that take a policy do).
 type Exponential struct {
 	BaseDelay time.Duration  // Defaults to 200 ms.
 	MaxDelay  time.Duration  // Defaults to 60 s.
@@ -50,16 +52,33 @@ type Exponential struct {
 
 var _ Policy = Exponential{}
 
-// NewExponential returns a validated policy; zero durations take the defaults.
+// NewExponential returns a validated policy (see [Exponential.Validate]);
+// zero durations take the defaults.
 func NewExponential(base, max time.Duration) (Exponential, error) {
-	p := Exponential{BaseDelay: base, MaxDelay: max}.withDefaults()
-	if p.BaseDelay < 0 || p.MaxDelay < 0 {
-		return Exponential{}, &core.ConfigError{Field: "retry delay", Msg: "must not be negative"}
+	p := Exponential{BaseDelay: base, MaxDelay: max}
+	if err := p.Validate(); err != nil {
+		return Exponential{}, err
 	}
-	if p.MaxDelay < p.BaseDelay {
-		return Exponential{}, &core.ConfigError{Field: "retry MaxDelay", Msg: fmt.Sprintf("(%v) must be at least BaseDelay (%v)", p.MaxDelay, p.BaseDelay)}
+	return p.withDefaults(), nil
+}
+
+// Validate reports, at once, a negative BaseDelay or MaxDelay and a
+// MaxDelay shorter than BaseDelay (zero fields count as their defaults),
+// each a *core.ConfigError naming its field. A configuration that takes a
+// retry policy (dispatcher.Config.Retry, inbox.Config.Backoff, ...)
+// validates an Exponential with it.
+func (p Exponential) Validate() error {
+	var errs []error
+	if p.BaseDelay < 0 {
+		errs = append(errs, &core.ConfigError{Field: "BaseDelay", Msg: fmt.Sprintf("must not be negative, got %v", p.BaseDelay)})
 	}
-	return p, nil
+	if p.MaxDelay < 0 {
+		errs = append(errs, &core.ConfigError{Field: "MaxDelay", Msg: fmt.Sprintf("must not be negative, got %v", p.MaxDelay)})
+	}
+	if d := p.withDefaults(); len(errs) == 0 && d.MaxDelay < d.BaseDelay {
+		errs = append(errs, &core.ConfigError{Field: "MaxDelay", Msg: fmt.Sprintf("(%v) must be at least BaseDelay (%v)", d.MaxDelay, d.BaseDelay)})
+	}
+	return errors.Join(errs...)
 }
 
 func (p Exponential) withDefaults() Exponential {

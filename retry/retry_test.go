@@ -246,7 +246,14 @@ func TestNewExponentialValidation(t *testing.T) {
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %v is not a *core.ConfigError", err)
 			}
+			// A literal reports the same problems through Validate.
+			if verr := (retry.Exponential{BaseDelay: tc.base, MaxDelay: tc.max}).Validate(); verr == nil || verr.Error() != err.Error() {
+				t.Errorf("Validate = %v, want %v", verr, err)
+			}
 		})
+	}
+	if err := (retry.Exponential{}).Validate(); err != nil {
+		t.Errorf("Validate of the zero value = %v", err)
 	}
 
 	good := []struct {

@@ -78,6 +78,19 @@ func (c *Collector) NilValue(path string, v any) {
 	}
 }
 
+// Validated records the problems of v, a value of an interface field such
+// as a retry policy, when it has a Validate method (retry.Exponential),
+// under path. A nil v, or a nil value of some type (see NilValue), is
+// left alone.
+func (c *Collector) Validated(path string, v any) {
+	if nilval.Is(v) {
+		return
+	}
+	if val, ok := v.(interface{ Validate() error }); ok {
+		c.Add(path, val.Validate())
+	}
+}
+
 // Logger records a problem when l is a logger without a handler (the zero
 // slog.Logger, new(slog.Logger)): its first log line would panic, often
 // in a background goroutine.

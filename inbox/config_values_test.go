@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+	"github.com/outbox-go/outbox/retry"
 )
 
 // A logger without a handler (the zero slog.Logger) is refused as a
@@ -41,5 +43,17 @@ func TestZeroLoggerIsRefused(t *testing.T) {
 	}
 	if _, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Logger: zero}); !slices.Equal(cfgpath.Fields(err), []string{"Logger"}) {
 		t.Fatalf("NewMultiDispatcher = %v, want a ConfigError of field Logger", err)
+	}
+}
+
+// A retry.Exponential literal is validated as retry.NewExponential
+// validates it: a negative MaxDelay used every attempt up at once.
+func TestInvalidRetryLiteralIsRefused(t *testing.T) {
+	bad := retry.Exponential{MaxDelay: -time.Second}
+	if err := (inbox.Config{Backoff: bad}).Validate(); !slices.Equal(cfgpath.Fields(err), []string{"Backoff.MaxDelay"}) {
+		t.Errorf("Config.Validate = %v, want a ConfigError of field Backoff.MaxDelay", err)
+	}
+	if err := (inbox.DispatcherConfig{Retry: bad}).Validate(); !slices.Equal(cfgpath.Fields(err), []string{"Retry.MaxDelay"}) {
+		t.Errorf("DispatcherConfig.Validate = %v, want a ConfigError of field Retry.MaxDelay", err)
 	}
 }
