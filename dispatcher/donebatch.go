@@ -253,6 +253,10 @@ func (b *doneBatcher) writeDone(o *origin, batch []item) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
 	start := time.Now()
 	n, err := o.store.MarkDone(ctx, d.cfg.Owner, ids)
+	// retried: a try failed, and may have committed all the same (its
+	// answer lost with the connection), so the tries after it find its
+	// rows DONE already and count fewer.
+	retried := err != nil
 	// Up to three more tries (after 10, 20 and 40 ms) within the same
 	// timeout: a batch killed with its connection would otherwise be
 	// delivered again whole. The write is
@@ -281,6 +285,16 @@ func (b *doneBatcher) writeDone(o *origin, batch []item) {
 		d.statusLog.Hit(o.log, slog.LevelError, "status write failed; the poller will deliver these events again",
 			slog.String("status", "done"), slog.Int("events", len(ids)), slog.String("event_id", ids[0]),
 			slog.String("error", err.Error()))
+		for _, it := range batch {
+			d.release(it)
+		}
+	case n < int64(len(ids)) && retried:
+		// Most likely the failed try committed those rows: not a lease
+		// lost. (Were it one, the poller of the node that owns them now
+		// has them.)
+		d.leaseLog.Hit(o.log, slog.LevelWarn, "status write retried after an error changed fewer rows: the failed try probably committed them before its answer was lost (or another node owns them now)",
+			slog.String("status", "done"), slog.Int("events", len(ids)), slog.Int64("changed", n),
+			slog.String("event_id", ids[0]), slog.String("owner", d.cfg.Owner))
 		for _, it := range batch {
 			d.release(it)
 		}

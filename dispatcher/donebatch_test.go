@@ -195,3 +195,70 @@ func TestDoneBatchWritesOrderedEventsApart(t *testing.T) {
 		}
 	}
 }
+
+// lostAnswer commits its first DONE write and then reports an error, as
+// when the connection dies before the server's answer arrives.
+type lostAnswer struct {
+	*memstore.Store
+	calls atomic.Int32
+}
+
+func (s *lostAnswer) MarkDone(ctx context.Context, owner string, ids []string) (int64, error) {
+	n, err := s.Store.MarkDone(ctx, owner, ids)
+	if s.calls.Add(1) == 1 && err == nil {
+		return 0, fmt.Errorf("connection reset after %d rows were marked", n)
+	}
+	return n, err
+}
+
+// A DONE write whose first try committed but failed to answer is retried;
+// the retry finds the rows DONE and changes none. That is not a lease
+// lost: no LeaseLost is counted (the alert on it says to expect
+// duplicates), and every event is DONE and delivered once.
+func TestRetriedDoneWriteAfterALostAnswerIsNoLeaseLost(t *testing.T) {
+	st := &lostAnswer{Store: memstore.New(nil)}
+	reg := registry.New()
+	var delivered atomic.Int32
+	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { delivered.Add(1); return nil })
+	metrics := &testsupport.Metrics{}
+	logs := &testsupport.LogBuffer{}
+	d, err := dispatcher.New(st, reg, dispatcher.Config{Workers: 1, DoneBatchSize: 3, DoneFlushWindow: time.Hour,
+		Metrics: metrics, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = d.Close(ctx)
+	})
+	for i := range 3 {
+		env, err := core.NewEvent("E").ID(fmt.Sprintf("lost-%d", i)).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease := d.HotLease(env)
+		if err := st.Insert(context.Background(), nil, env, lease); err != nil {
+			t.Fatal(err)
+		}
+		if !d.EnqueueHot(env, lease) {
+			t.Fatalf("EnqueueHot(%s) = false", env.ID())
+		}
+	}
+	testsupport.WaitFor(t, waitTimeout, "the retried DONE write", func() bool { return st.calls.Load() >= 2 })
+	testsupport.WaitFor(t, waitTimeout, "its WARN", func() bool { return logs.Count("status write retried after an error") == 1 })
+	for i := range 3 {
+		if r, ok := st.Get(fmt.Sprintf("lost-%d", i)); !ok || r.Status != core.StatusDone {
+			t.Errorf("lost-%d: %+v, want DONE", i, r)
+		}
+	}
+	if n := metrics.LeasesLost.Load(); n != 0 {
+		t.Errorf("LeaseLost counted %d, want 0", n)
+	}
+	if n := delivered.Load(); n != 3 {
+		t.Errorf("%d deliveries, want 3", n)
+	}
+}
