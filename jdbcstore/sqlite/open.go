@@ -76,7 +76,12 @@ func DSN(path string) (string, error) {
 //
 // An in-memory database (":memory:" or a "file::memory:" URI without
 // shared cache) exists per connection, so its pool is limited to one
-// connection that is never closed while idle.
+// connection that is never closed while idle. So is a database opened
+// with shared cache ("cache=shared" in a "file:" URI, in memory or on
+// disk): SQLite then locks tables within the process, and a connection
+// meeting another's lock fails at once with "database table is locked",
+// which the busy timeout does not wait for; with one connection the pool
+// makes concurrent transactions wait their turn instead.
 func Open(path string) (*sqlx.DB, error) {
 	dsn, err := DSN(path)
 	if err != nil {
@@ -86,13 +91,24 @@ func Open(path string) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: open sqlite %q: %w", path, err)
 	}
-	if isMemory(path) {
+	if isMemory(path) || sharedCache(path) {
 		db.SetMaxOpenConns(1)
 		db.SetMaxIdleConns(1)
 		db.SetConnMaxLifetime(0)
 		db.SetConnMaxIdleTime(0)
 	}
 	return db, nil
+}
+
+// sharedCache reports whether path is a "file:" URI asking for shared
+// cache.
+func sharedCache(path string) bool {
+	if !strings.HasPrefix(path, "file:") {
+		return false
+	}
+	_, query, _ := strings.Cut(strings.TrimPrefix(path, "file:"), "?")
+	q, _ := url.ParseQuery(query)
+	return q.Get("cache") == "shared"
 }
 
 // isMemory reports whether path names a private in-memory database.

@@ -3,13 +3,16 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/sqlitetest"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+	"github.com/outbox-go/outbox/txctx"
 )
 
 // The SQLite helpers shared with jdbcstore's tests.
@@ -81,6 +84,56 @@ func TestOpenImmediateTransactions(t *testing.T) {
 	}
 	if sqlite.Dialect.Classify(err) != jdbcstore.ClassBusy {
 		t.Fatalf("second BEGIN: err = %v, want SQLITE_BUSY", err)
+	}
+}
+
+// With shared cache SQLite locks tables within the process and a writer
+// meeting another's lock fails at once ("database table is locked": the
+// busy timeout does not apply), so Open gives such a database one
+// connection: concurrent transactions wait their turn and none fails.
+func TestSharedCacheDatabase(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{
+		"file:" + filepath.Join(t.TempDir(), "shared.db") + "?cache=shared",
+		"file:outbox_shared_mem?mode=memory&cache=shared",
+	} {
+		db, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(t.Context(), `CREATE TABLE items (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		m := txctx.NewX(db)
+		var wg sync.WaitGroup
+		errs := make(chan error, 6*50)
+		for w := range 6 {
+			wg.Go(func() {
+				for i := range 50 {
+					errs <- m.Do(t.Context(), func(ctx context.Context) error {
+						tx, _ := txctx.From(ctx)
+						if _, err := tx.ExecContext(ctx, `SELECT COUNT(*) FROM items`); err != nil {
+							return err
+						}
+						_, err := tx.ExecContext(ctx, `INSERT INTO items (n) VALUES (?)`, w*100+i)
+						return err
+					})
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("%s: a concurrent transaction failed: %v", path, err)
+				break
+			}
+		}
+		var n int
+		if err := db.GetContext(t.Context(), &n, `SELECT COUNT(*) FROM items`); err != nil || n != 300 {
+			t.Errorf("%s: %d rows (%v), want 300", path, n, err)
+		}
+		_ = db.Close()
 	}
 }
 
