@@ -66,6 +66,9 @@ func (s *Store) InsertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 	if ctx == nil {
 		return nil, core.ErrNilContext
 	}
+	if err := ctxDone(ctx, "insert batch"); err != nil {
+		return nil, err
+	}
 	if len(leases) != len(envs) {
 		return nil, fmt.Errorf("outbox: jdbcstore: insert batch: %d leases for %d events", len(leases), len(envs))
 	}

@@ -35,6 +35,9 @@ func (s *Store) InsertOrdered(ctx context.Context, ex core.Execer, env core.Enve
 	if ctx == nil {
 		return false, core.ErrNilContext
 	}
+	if err := ctxDone(ctx, "insert"); err != nil {
+		return false, err
+	}
 	leased, _, err := s.insertOrdered(ctx, ex, env, lease, nil)
 	if err == nil {
 		s.checkBeforeCommit(ex, env.ID())
@@ -252,6 +255,16 @@ func (s *Store) nextSeq(ctx context.Context, ex core.Execer, q rowQuerier, key, 
 	var seq int64
 	err := q.QueryRowContext(ctx, s.q.nextSeq, key).Scan(&seq)
 	return seq, err
+}
+
+// ctxDone returns an error wrapping ctx's when ctx is done: an insert is
+// then never sent (database/sql would refuse it too), so the caller's
+// transaction is untouched and no note says it was aborted.
+func ctxDone(ctx context.Context, what string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("outbox: jdbcstore: %s: %w (nothing was sent; the transaction is unchanged)", what, err)
+	}
+	return nil
 }
 
 // abortedNote adds, on a database whose failed statements abort the

@@ -138,6 +138,9 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 	if ctx == nil {
 		return core.ErrNilContext
 	}
+	if err := ctxDone(ctx, "insert"); err != nil {
+		return err
+	}
 	if env.OrderKey() != "" {
 		_, err := s.InsertOrdered(ctx, ex, env, lease)
 		return err

@@ -190,6 +190,36 @@ func (s *suite) testInsert(t *testing.T) {
 		if _, err := st.PollPending(ctx, time.Now(), 0, 10); !errors.Is(err, context.Canceled) {
 			t.Errorf("PollPending: err = %v, want context.Canceled", err)
 		}
+		// On a transaction: nothing is sent, so the transaction is
+		// untouched (on PostgreSQL not aborted) and the error does not
+		// say it was.
+		tx, err := st.DB().BeginTxx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback() //nolint:errcheck
+		for _, err := range []error{
+			st.Insert(ctx, tx, jsonEvent(t, "evt-canceled-tx"), testLease),
+			func() error {
+				_, err := st.InsertBatch(ctx, tx, []core.Envelope{jsonEvent(t, "evt-canceled-b")}, []core.Lease{testLease})
+				return err
+			}(),
+			func() error {
+				_, err := st.InsertOrdered(ctx, tx, build(t, core.NewEvent("E").ID("evt-canceled-o").OrderKey("k").PayloadJSONString(`{}`)), testLease)
+				return err
+			}(),
+		} {
+			if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "abort") {
+				t.Errorf("insert on a transaction with a canceled ctx: %v; want context.Canceled, no word of an abort", err)
+			}
+		}
+		if err := st.Insert(t.Context(), tx, jsonEvent(t, "evt-after-cancel"), testLease); err != nil {
+			t.Fatalf("insert after the canceled ones: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		get(t, st, "evt-after-cancel")
 	})
 
 	t.Run("UnicodeInEveryTextField", func(t *testing.T) {
