@@ -257,6 +257,11 @@ func (c Config) withDefaults() Config {
 // database that announces commits such as PostgreSQL, the listener that
 // wakes the poller; see jdbcstore.Notifier). Register listeners
 // before Start; registering later is allowed and takes effect at once.
+// Events published before Start are owned by this outbox like any other
+// (leased for Dispatcher.Lease) and wait in its queues for Start; a
+// process that publishes and never starts should Close the outbox before
+// it exits, which releases their leases, or other nodes deliver them only
+// once the leases expire.
 // Start runs once: a second call returns an error (wrapping
 // core.ErrInvalidConfig, "already started"), and a call after Close
 // returns core.ErrClosed.

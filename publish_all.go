@@ -34,7 +34,9 @@ func (o *Outbox) PublishAll(ctx context.Context, envs ...Envelope) ([]string, er
 // exist exactly when tx commits. As with PublishTx, a *txctx.Tx committed
 // through it gets the hot path for every event, a plain *sql.Tx or
 // *sqlx.Tx leaves them to the poller. A nil or finished tx returns
-// core.ErrNoTransaction, as for PublishTx.
+// core.ErrNoTransaction, as for PublishTx; with no envs, a finished plain
+// *sql.Tx or *sqlx.Tx (which only a statement could tell) is not
+// checked: nothing is written and no ids are returned.
 func (o *Outbox) PublishAllTx(ctx context.Context, tx Tx, envs ...Envelope) ([]string, error) {
 	return o.client.PublishAllTx(ctx, tx, envs...)
 }

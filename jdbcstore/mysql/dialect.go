@@ -231,7 +231,7 @@ func (mysqlDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logge
 		return
 	}
 	if charset != "utf8mb4" {
-		log.WarnContext(ctx, "outbox: mysql: the connection character set is not utf8mb4; 4-byte characters (emoji) in events will fail. Remove charset/collation from the DSN or set charset=utf8mb4",
+		log.WarnContext(ctx, "outbox: mysql: the connection character set is not utf8mb4; events with 4-byte characters (emoji) will fail (utf8/utf8mb3), or long non-ASCII text will and the rest is stored double-encoded (latin1). Remove charset/collation from the DSN or set charset=utf8mb4",
 			slog.String("character_set_connection", charset))
 	}
 	if packet < mysqlMinMaxAllowedPacket {
