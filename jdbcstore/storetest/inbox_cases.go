@@ -208,7 +208,7 @@ func (s *suite) testInboxWorkQueue(t *testing.T) {
 				mu.Unlock()
 				if n, err := in.Ack(ctx, owner, keys); err != nil || n != len(keys) {
 					mu.Lock()
-					errs = append(errs, fmt.Errorf("Ack by %s = %d, %v; want %d", owner, n, err, len(keys)))
+					errs = append(errs, fmt.Errorf("ack by %s = %d, %v; want %d", owner, n, err, len(keys)))
 					mu.Unlock()
 				}
 			}
