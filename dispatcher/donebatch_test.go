@@ -143,18 +143,7 @@ func TestDoneBatchWritesOrderedEventsApart(t *testing.T) {
 	st := &doneRecorder{Store: memstore.New(nil)}
 	reg := registry.New()
 	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
-	d, err := dispatcher.New(st, reg, dispatcher.Config{Workers: 4, DoneBatchSize: 4, DoneFlushWindow: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		_ = d.Close(ctx)
-	})
+	d := startOn(t, st, reg, dispatcher.Config{Workers: 4, DoneBatchSize: 4, DoneFlushWindow: time.Hour})
 	ordered := map[string]bool{}
 	for i, key := range []string{"k1", "", "k2", ""} {
 		b := core.NewEvent("E").ID(fmt.Sprintf("e-%d", i)).PayloadJSONString(`{}`)
@@ -162,17 +151,7 @@ func TestDoneBatchWritesOrderedEventsApart(t *testing.T) {
 			b = b.OrderKey(key)
 			ordered[fmt.Sprintf("e-%d", i)] = true
 		}
-		env, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		lease := d.HotLease(env)
-		if err := st.Insert(context.Background(), nil, env, lease); err != nil {
-			t.Fatal(err)
-		}
-		if !d.EnqueueHot(env, lease) {
-			t.Fatalf("EnqueueHot(%s) = false", env.ID())
-		}
+		publishHot(t, d, st.Store, b)
 	}
 	testsupport.WaitFor(t, waitTimeout, "every event DONE", func() bool {
 		for i := range 4 {
@@ -222,31 +201,10 @@ func TestRetriedDoneWriteAfterALostAnswerIsNoLeaseLost(t *testing.T) {
 	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { delivered.Add(1); return nil })
 	metrics := &testsupport.Metrics{}
 	logs := &testsupport.LogBuffer{}
-	d, err := dispatcher.New(st, reg, dispatcher.Config{Workers: 1, DoneBatchSize: 3, DoneFlushWindow: time.Hour,
+	d := startOn(t, st, reg, dispatcher.Config{Workers: 1, DoneBatchSize: 3, DoneFlushWindow: time.Hour,
 		Metrics: metrics, Logger: logs.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		_ = d.Close(ctx)
-	})
 	for i := range 3 {
-		env, err := core.NewEvent("E").ID(fmt.Sprintf("lost-%d", i)).PayloadJSONString(`{}`).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		lease := d.HotLease(env)
-		if err := st.Insert(context.Background(), nil, env, lease); err != nil {
-			t.Fatal(err)
-		}
-		if !d.EnqueueHot(env, lease) {
-			t.Fatalf("EnqueueHot(%s) = false", env.ID())
-		}
+		publishHot(t, d, st.Store, core.NewEvent("E").ID(fmt.Sprintf("lost-%d", i)).PayloadJSONString(`{}`))
 	}
 	testsupport.WaitFor(t, waitTimeout, "the retried DONE write", func() bool { return st.calls.Load() >= 2 })
 	testsupport.WaitFor(t, waitTimeout, "its WARN", func() bool { return logs.Count("status write retried after an error") == 1 })
@@ -261,4 +219,41 @@ func TestRetriedDoneWriteAfterALostAnswerIsNoLeaseLost(t *testing.T) {
 	if n := delivered.Load(); n != 3 {
 		t.Errorf("%d deliveries, want 3", n)
 	}
+}
+
+// startOn builds a dispatcher on st and starts it; it is closed when the
+// test ends.
+func startOn(t *testing.T, st core.StatusWriter, reg *registry.Registry, cfg dispatcher.Config) *dispatcher.Dispatcher {
+	t.Helper()
+	d, err := dispatcher.New(st, reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = d.Close(ctx)
+	})
+	return d
+}
+
+// publishHot builds b's event, stores it on st leased to d, and hands it
+// to d's hot queue, as a commit does.
+func publishHot(t *testing.T, d *dispatcher.Dispatcher, st *memstore.Store, b *core.Builder) core.Envelope {
+	t.Helper()
+	env, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := d.HotLease(env)
+	if err := st.Insert(context.Background(), nil, env, lease); err != nil {
+		t.Fatal(err)
+	}
+	if !d.EnqueueHot(env, lease) {
+		t.Fatalf("EnqueueHot(%s) = false", env.ID())
+	}
+	return env
 }

@@ -113,17 +113,7 @@ func TestUnhandledLeaveWithoutPostponer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close(context.Background())
-	env, err := core.NewEvent("Later").ID("l-1").PayloadJSONString(`{}`).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease := d.HotLease(env)
-	if err := st.Insert(context.Background(), nil, env, lease); err != nil {
-		t.Fatal(err)
-	}
-	if !d.EnqueueHot(env, lease) {
-		t.Fatal("EnqueueHot = false")
-	}
+	env := publishHot(t, d, st, core.NewEvent("Later").ID("l-1").PayloadJSONString(`{}`))
 	testsupport.WaitFor(t, waitTimeout, "the event to be released", func() bool { return !d.InFlight(env.ID()) }, nil)
 	r, _ := st.Get(env.ID())
 	if r.Status != core.StatusNew || r.Attempts != 0 || r.LockedBy != d.Owner() || r.LastError != "" {
