@@ -223,6 +223,9 @@ func (m *Manager) sqlDB() *sql.DB {
 // returns. When ctx ended meanwhile, database/sql rolls back what BeginTxx
 // began, and begin returns ctx's error.
 func (m *Manager) begin(ctx context.Context) (*sqlx.Tx, error) {
+	if ctx.Done() == nil { // never cancelled (context.Background and the like)
+		return m.db.BeginTxx(ctx, m.opts.TxOptions)
+	}
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	txx, err := m.db.BeginTxx(bctx, m.opts.TxOptions)
