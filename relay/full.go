@@ -80,8 +80,12 @@ const DefaultFullForget = time.Minute
 // ("put_offs"), once every key (a subject, an exchange and routing key)
 // refused meanwhile was accepted again ([Full.Accepted]), or none of
 // them was refused again for FullConfig.Forget. So a destination at its
-// limit, whose consumer frees room one message at a time, does not log a
-// line per message.
+// limit does not log a line per event it refuses, nor per key. But an
+// incident ends as soon as its last refused key is accepted: a
+// destination whose consumer frees room one message at a time, refusing
+// a single key, ends one incident and begins the next (an INFO and an
+// ERROR, the metric 0 then 1) each time a probe finds the room just
+// freed.
 //
 // A Full is safe for concurrent use.
 type Full struct {

@@ -18,8 +18,9 @@ var (
 	// ErrRejected reports a message JetStream or the NATS client refused
 	// for the event's own sake: no stream for its subject (also
 	// ErrNoStream), a stream that never acknowledges (also
-	// ErrStreamNoAck), larger than the server's max_payload or the
-	// stream's MaxMsgSize, a sealed stream, an ExpectStream mismatch. A
+	// ErrStreamNoAck), larger than the server's max_payload, the stream's
+	// MaxMsgSize or (refused as "maximum bytes exceeded") the stream's
+	// MaxBytes, a sealed stream, an ExpectStream mismatch. A
 	// normal failure: the event is retried and ends DEAD after
 	// MaxAttempts.
 	ErrRejected = errors.New("natsjs: JetStream refused the message")
@@ -57,12 +58,13 @@ var outageErrors = []error{
 	jetstream.ErrJetStreamPublisherClosed, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,
 }
 
-// classify turns a failed publish, started with attempt, into the
-// listener's result: the breaker's core.Unavailable error for an outage
-// (recorded through attempt, so a failure that outlived the outage it
-// belongs to begins no new one), an error wrapping ErrRejected for a
-// refusal.
-func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject string, err error) error {
+// classify turns a failed publish of a message of size bytes (subject,
+// headers and payload), started with attempt, into the listener's result:
+// the breaker's core.Unavailable error for an outage (recorded through
+// attempt, so a failure that outlived the outage it belongs to begins no
+// new one), relay.Full's for a full destination, an error wrapping
+// ErrRejected for a refusal.
+func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject string, size int, err error) error {
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		return r.noResponders(ctx, attempt, subject, err)
 	}
@@ -75,6 +77,20 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject str
 		}
 	}
 	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && isStreamFull(apiErr) && r.neverFits(ctx, subject, size) {
+		// No room the consumers could make would take it: refused for
+		// the event's own sake.
+		return fmt.Errorf("%w: subject %q: the message (%d bytes) is larger than its stream's MaxBytes: %w", ErrRejected, subject, size, err)
+	}
+	if errors.As(err, &apiErr) && isAccountFull(apiErr) {
+		// The account's JetStream storage holds all it may: no fault of
+		// the event's, and the broker answers. Waits, uncharged, as for
+		// a full stream, until room is made.
+		attempt.Up()
+		return r.full.Refused(subject, fmt.Errorf("natsjs: publish to %q: the account's JetStream storage is full: %w", subject, err), func() string {
+			return "(the account's JetStream storage)"
+		})
+	}
 	if errors.As(err, &apiErr) && (isSubjectFull(apiErr) || isStreamFull(apiErr)) {
 		// The stream holds all it may and discards new messages (or,
 		// with the per-subject limit, all it may of this subject): the
@@ -180,6 +196,34 @@ func (r *Relay) streamOf(ctx context.Context, subject string) (string, error) {
 	lookup, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
 	defer cancel()
 	return r.js.StreamNameBySubject(lookup, subject)
+}
+
+// neverFits reports whether a message of size bytes, refused because its
+// stream on subject holds all the bytes it may, could never be stored:
+// it is larger than the stream's MaxBytes. Asked of the JetStream API
+// (within AckTimeout) only for such a refusal; unknown counts as false.
+func (r *Relay) neverFits(ctx context.Context, subject string, size int) bool {
+	lookup, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
+	defer cancel()
+	name, err := r.js.StreamNameBySubject(lookup, subject)
+	if err != nil {
+		return false
+	}
+	st, err := r.js.Stream(lookup, name)
+	if err != nil {
+		return false
+	}
+	limit := st.CachedInfo().Config.MaxBytes
+	return limit > 0 && int64(size) > limit
+}
+
+// isAccountFull reports whether err is JetStream's refusal of a message
+// because the account's JetStream storage holds all it may: 400
+// "resource limits exceeded for account" (JetStream error code 10002).
+// The server's own storage running out (503 "insufficient resources") is
+// an outage, as every 5xx.
+func isAccountFull(apiErr *jetstream.APIError) bool {
+	return apiErr.ErrorCode == 10002 || strings.Contains(apiErr.Description, "resource limits exceeded for account")
 }
 
 // isSubjectFull reports whether err is JetStream's refusal of a message

@@ -118,7 +118,10 @@
 // such incident logs one ERROR naming the stream when its first event is
 // refused and one INFO "full destination takes messages again" (with how long
 // it was full and how many times an event was put off) once every subject
-// refused meanwhile was accepted again.
+// refused meanwhile was accepted again. A message larger than the stream's
+// MaxBytes, which no room made could take, is a refusal instead
+// (ErrRejected). The account's JetStream storage full (400 "resource
+// limits exceeded for account") waits as a full stream does.
 //
 // # Order
 //

@@ -14,3 +14,6 @@ var VerbatimValue = verbatimValue
 
 // IsStreamFull exposes the test of a full stream's refusal.
 var IsStreamFull = isStreamFull
+
+// IsAccountFull exposes the test of a full account's refusal.
+var IsAccountFull = isAccountFull

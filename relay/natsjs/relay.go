@@ -16,8 +16,9 @@ import (
 )
 
 // ErrClosed is returned (wrapped in a core.Unavailable error, so the event
-// is put off without charging an attempt) by OnEvent after Close.
-var ErrClosed = errors.New("natsjs: relay closed")
+// is put off without charging an attempt) by OnEvent after Close. It
+// wraps core.ErrClosed, as the RabbitMQ relay's error after Close does.
+var ErrClosed = fmt.Errorf("natsjs: relay closed: %w", core.ErrClosed)
 
 // Relay publishes outbox events to JetStream. It implements
 // core.Listener; register it on an outbox with Register or RegisterAll.
@@ -185,7 +186,7 @@ func isNATSHeader(k string) bool {
 func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	attempt := r.breaker.Attempt()
 	fail := func(err error) error {
-		res := r.classify(ctx, attempt, msg.Subject, err)
+		res := r.classify(ctx, attempt, msg.Subject, msg.Size(), err)
 		if errors.Is(res, ErrRejected) {
 			attempt.Up() // refused for the message's sake: the broker answers
 		}
@@ -271,6 +272,11 @@ func (r *Relay) Close(ctx context.Context) error {
 	// Config.Metrics), whatever the calls still under way find.
 	defer r.full.Retire()
 	defer r.breaker.Retire()
+	select {
+	case <-r.drained: // idle: nil, whatever ctx says
+		return nil
+	default:
+	}
 	select {
 	case <-r.drained:
 		return nil

@@ -40,7 +40,10 @@
 // reject-publish, or a queue that failed) is no refusal of the message:
 // the event is put off without charging an attempt until the queue takes
 // it, and the other exchanges' and routing keys' events go on (one ERROR
-// per incident, one INFO when it ends; see ErrNacked).
+// per incident, one INFO when it ends; see ErrNacked). RabbitMQ does not
+// say why it nacks: a message larger than a queue's x-max-length-bytes,
+// which no room made could take, is nacked for ever and waits the same
+// way; keep that limit above the largest event.
 //
 // When the broker cannot be reached (no connection, a connection lost
 // while a confirm was awaited, no confirm within ConfirmTimeout or before
