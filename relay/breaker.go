@@ -73,6 +73,7 @@ type Breaker struct {
 	outages   uint64    // outages begun so far; the current one's number while down
 	ended     uint64    // outages ended so far
 	retired   bool      // Retire was called: nothing more is reported to Metrics
+	quiet     bool      // the outage under way began once retired: it logs at DEBUG
 }
 
 // NewBreaker returns a Breaker. It returns an error wrapping
@@ -149,15 +150,22 @@ func (b *Breaker) fail(err error, ended uint64, fenced bool) error {
 	b.putOffs++
 	first := !b.down
 	if first {
-		b.down, b.since = true, now
+		b.down, b.since, b.quiet = true, now, b.retired
 		b.outages++
 		b.nextProbe = now.Add(b.cfg.ProbeInterval)
 		if b.cfg.Metrics != nil && !b.retired {
 			b.cfg.Metrics.BrokerUp(b.cfg.Name, false)
 		}
 	}
+	retired := b.retired
 	b.mu.Unlock()
-	if first {
+	if first && retired {
+		// The relay is being closed: its publishes under way fail as
+		// its connection closes, not because the broker went away.
+		b.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug,
+			"relay: a publish under way at Close failed; put off",
+			slog.String("broker", b.cfg.Name), slog.String("error", err.Error()))
+	} else if first {
 		b.cfg.Logger.LogAttrs(context.Background(), slog.LevelError,
 			"relay: broker unreachable; events are put off without charging attempts until it answers again",
 			slog.String("broker", b.cfg.Name), slog.String("error", err.Error()),
@@ -219,7 +227,7 @@ func (b *Breaker) up(outage uint64, fenced bool) {
 		b.mu.Unlock()
 		return
 	}
-	since, putOffs := b.since, b.putOffs
+	since, putOffs, quiet := b.since, b.putOffs, b.quiet
 	b.down, b.putOffs, b.lastErr = false, 0, nil
 	b.ended++
 	if b.cfg.Metrics != nil && !b.retired {
@@ -227,7 +235,11 @@ func (b *Breaker) up(outage uint64, fenced bool) {
 	}
 	now := b.cfg.Now()
 	b.mu.Unlock()
-	b.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "relay: broker recovered",
+	level := slog.LevelInfo
+	if quiet {
+		level = slog.LevelDebug
+	}
+	b.cfg.Logger.LogAttrs(context.Background(), level, "relay: broker recovered",
 		slog.String("broker", b.cfg.Name), slog.Duration("outage", now.Sub(since)), slog.Int64("put_offs", putOffs))
 }
 
@@ -241,8 +253,10 @@ func (b *Breaker) State() (down bool, since time.Time) {
 // Retire ends the Breaker's reports to BreakerConfig.Metrics, for a relay
 // being closed: it reports the broker up, since a closed relay waits on
 // no broker (so an alert on a relay closed during an outage ends), and
-// nothing after, whatever the publishes still under way find. The
-// Breaker itself goes on working. Calling it again does nothing.
+// nothing after, whatever the publishes still under way find; nor does
+// an outage those publishes find log its ERROR (a DEBUG line instead):
+// the relay's own close is what fails them. The Breaker itself goes on
+// working. Calling it again does nothing.
 func (b *Breaker) Retire() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -85,6 +85,29 @@ func TestRetireMetrics(t *testing.T) {
 	}
 }
 
+// Once retired (its relay closing), an outage the publishes under way
+// find (the relay's own connection closing under them) logs no ERROR and
+// no "recovered" INFO, only DEBUG lines; the events are still put off.
+func TestRetiredBreakerLogsNoOutage(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	b, err := relay.NewBreaker(relay.BreakerConfig{Name: "b", Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Retire()
+	var ue *core.UnavailableError
+	if err := b.Down(errors.New("connection closed")); !errors.As(err, &ue) {
+		t.Fatalf("Down after Retire = %v, want the event put off", err)
+	}
+	b.Up()
+	if n := logs.Count("level=ERROR") + logs.Count("level=INFO"); n != 0 {
+		t.Fatalf("%d ERROR/INFO lines after Retire, want none:\n%s", n, logs)
+	}
+	if n := logs.Count("level=DEBUG"); n != 2 {
+		t.Errorf("%d DEBUG lines, want 2:\n%s", n, logs)
+	}
+}
+
 // A Breaker's Full is named, logs and reports as the Breaker.
 func TestBreakerNewFull(t *testing.T) {
 	m := &relaytest.Metrics{}
