@@ -9,7 +9,9 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -170,7 +172,11 @@ func (t target) open(ctx context.Context, create bool) (*sqlx.DB, error) {
 				return nil, &reachError{err}
 			}
 		}
-		db, err = sqlite.Open(t.source)
+		source := t.source
+		if deadline, ok := ctx.Deadline(); ok {
+			source = sqliteBusyTimeout(source, time.Until(deadline))
+		}
+		db, err = sqlite.Open(source)
 	} else {
 		db, err = sqlx.Open(t.driver, t.source)
 	}
@@ -189,6 +195,30 @@ func (t target) open(ctx context.Context, create bool) (*sqlx.DB, error) {
 		return nil, &reachError{err}
 	}
 	return db, nil
+}
+
+// sqliteBusyTimeout returns source with a busy timeout of left (at least
+// 1 ms) when that is shorter than sqlite.Open's: SQLite's wait for
+// another connection's write lock cannot be interrupted, so it must end
+// by itself within --timeout. A busy timeout the source sets wins.
+func sqliteBusyTimeout(source string, left time.Duration) string {
+	if left >= sqlite.DefaultBusyTimeout {
+		return source
+	}
+	ms := max(left.Milliseconds(), 1)
+	if !strings.HasPrefix(source, "file:") {
+		// A plain file name as a URI path: '%', '?' and '#' escaped.
+		source = "file:" + (&url.URL{Path: source}).EscapedPath()
+	}
+	name, query, _ := strings.Cut(source, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil || q.Has("_busy_timeout") || q.Has("_timeout") {
+		return source
+	}
+	if query != "" {
+		query += "&"
+	}
+	return name + "?" + query + "_busy_timeout=" + strconv.FormatInt(ms, 10)
 }
 
 // sqliteMustExist fails unless the file a SQLite path or file: URI names

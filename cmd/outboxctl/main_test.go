@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"net"
 	"os"
@@ -560,4 +561,46 @@ func TestEnvAndFlagPlacement(t *testing.T) {
 	// Flags after a positional argument, and "--".
 	ok(t, "--dsn", path, "dead", "show", "x-1", "--json")
 	ok(t, "--dsn", path, "dead", "show", "--json", "--", "x-1")
+}
+
+// On SQLite a write waiting for another connection's write lock sleeps in
+// SQLite's busy handler, which no context interrupts: --timeout bounds
+// it all the same (the busy timeout is cut to what is left), where it
+// took sqlite.Open's 10 s.
+func TestTimeoutBoundsASQLiteWriteLockWait(t *testing.T) {
+	path, _ := sqliteDB(t)
+	db, err := sql.Open("sqlite3", "file:"+path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	holder, err := db.Begin() // BEGIN IMMEDIATE: the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback() //nolint:errcheck
+	start := time.Now()
+	line := fails(t, exitFailed, "--dsn", path, "--timeout", "1s", "purge", "--done-older-than", "1h")
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("purge with --timeout 1s took %v behind a held write lock (%s)", elapsed, line)
+	}
+}
+
+func TestSQLiteBusyTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		source string
+		left   time.Duration
+		want   string
+	}{
+		{"app.db", 20 * time.Second, "app.db"},
+		{"app.db", 2 * time.Second, "file:app.db?_busy_timeout=2000"},
+		{"/a b/x?y#z.db", time.Second, "file:/a%20b/x%3Fy%23z.db?_busy_timeout=1000"},
+		{"file:app.db?mode=rw", 300 * time.Millisecond, "file:app.db?mode=rw&_busy_timeout=300"},
+		{"file:app.db?_busy_timeout=50", time.Second, "file:app.db?_busy_timeout=50"},
+		{"app.db", -time.Second, "file:app.db?_busy_timeout=1"},
+	} {
+		if got := sqliteBusyTimeout(tc.source, tc.left); got != tc.want {
+			t.Errorf("sqliteBusyTimeout(%q, %v) = %q, want %q", tc.source, tc.left, got, tc.want)
+		}
+	}
 }
