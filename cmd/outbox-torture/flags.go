@@ -90,7 +90,8 @@ checked:
 
   lost        ledger ids never delivered successfully           (must be 0)
   phantom     delivered ids without a ledger or an outbox row, plus
-              rolled-back ids that left a ledger or outbox row  (must be 0)
+              rolled-back ids that left a ledger, outbox or
+              delivery row                                      (must be 0)
   duplicates  successful deliveries beyond the first per id     (allowed)
   not_done    ledger ids whose event is not DONE                (must be 0)
   dead        events marked DEAD                                (must be 0)
@@ -144,7 +145,8 @@ Output: one summary line on stdout,
   torture: db=… cycles=… events=… lost=0 phantom=0 duplicates=… …
 Exit status 1 when a check fails or a child misbehaves, 2 on bad flags.
 -duration alone runs cycles until the time is up; with -cycles it spreads
-those cycles over it. The final drain comes on top (a lease, 3 s, plus the
+those cycles over it (at least 50ms a child, -procs at once: a shorter
+-duration is refused). The final drain comes on top (a lease, 3 s, plus the
 backlog).
 
 Flags:
@@ -253,6 +255,9 @@ func (o *options) validate(dsnSet bool) error {
 		return fmt.Errorf("-cycles must not be negative, got %d", o.cycles)
 	case o.duration < 0:
 		return fmt.Errorf("-duration must not be negative, got %v", o.duration)
+	case o.cycles > 0 && o.duration > 0 && o.procs > 0 && o.duration*time.Duration(o.procs) < time.Duration(o.cycles)*minRun:
+		return fmt.Errorf("-duration %v is too short for -cycles %d: each child lives at least %v, %d at once (-procs): give at least %v",
+			o.duration, o.cycles, minRun, o.procs, time.Duration(o.cycles)*minRun/time.Duration(o.procs))
 	case o.publishers < 1 || o.publishers > 64:
 		return fmt.Errorf("-publishers must be between 1 and 64, got %d", o.publishers)
 	case o.rate < 0:

@@ -125,6 +125,10 @@ func TestUsageErrors(t *testing.T) {
 		{"-relay", "rabbitmq", "-relay-url", "http://127.0.0.1:5672/"},
 		{"-relay", "rabbitmq", "-relay-url", "amqp://u:secret@127.0.0.1:bad/"},
 		{"-relay", "natsjs", "-relay-url", "nats://u:secret@127.0.0.1:bad"},
+		// 20 children of at least 50ms each, one at a time, need 1s: it
+		// ran 9 cycles and exited 0.
+		{"-cycles", "20", "-duration", "500ms"},
+		{"-cycles", "1", "-duration", "1ns"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
@@ -136,6 +140,23 @@ func TestUsageErrors(t *testing.T) {
 		if lines := strings.Count(strings.TrimSpace(stderr.String()), "\n") + 1; lines != 1 || stdout.Len() != 0 {
 			t.Errorf("%q: want one line on stderr and nothing on stdout, got stderr %q stdout %q", args, stderr.String(), stdout.String())
 		}
+	}
+}
+
+// The final child's start waits long enough for its transactions at a
+// low -rate: at 2 tx/s its 200 took 100 s, and the fixed minute failed
+// every such run as a child that misbehaved.
+func TestReadyTimeScalesWithRate(t *testing.T) {
+	for _, tc := range []struct {
+		rate int
+		want time.Duration
+	}{{0, readyTimeout}, {1000, readyTimeout}, {2, 200 * time.Second}, {1, 400 * time.Second}} {
+		if got := readyTime(tc.rate); got != tc.want {
+			t.Errorf("readyTime(%d) = %v, want %v", tc.rate, got, tc.want)
+		}
+	}
+	if _, err := parseFlags([]string{"-cycles", "20", "-duration", "500ms", "-procs", "2"}, nil); err != nil {
+		t.Errorf("20 cycles in 500ms with 2 at once (exactly enough): %v", err)
 	}
 }
 

@@ -314,6 +314,16 @@ func (t *torture) life(i int, spent time.Duration) time.Duration {
 	return max(minRun, min(uniform(share/2, share*3/2), left))
 }
 
+// readyTime bounds the final child's start at rate transactions per
+// second (0: unpaced): readyTimeout, or twice the time its drainPublish
+// transactions take at that rate when longer.
+func readyTime(rate int) time.Duration {
+	if rate > 0 {
+		return max(readyTimeout, 2*time.Duration(drainPublish)*time.Second/time.Duration(rate))
+	}
+	return readyTimeout
+}
+
 // drain starts the final children (-procs of them), waits until no event
 // is NEW or RETRY any more, and stops the children with SIGTERM.
 func (t *torture) drain(ctx context.Context) error {
@@ -330,7 +340,8 @@ func (t *torture) drain(ctx context.Context) error {
 		}
 		children = append(children, c)
 	}
-	wait := time.NewTimer(readyTimeout)
+	ready := readyTime(t.opts.rate)
+	wait := time.NewTimer(ready)
 	defer wait.Stop()
 	for _, c := range children {
 		select {
@@ -339,7 +350,7 @@ func (t *torture) drain(ctx context.Context) error {
 			return c.exitedEarly()
 		case <-wait.C:
 			return fmt.Errorf("drain: child %d did not publish its %d transactions within %v; its last log lines:\n%s",
-				c.id, drainPublish, readyTimeout, c.lastLines())
+				c.id, drainPublish, ready, c.lastLines())
 		case <-ctx.Done():
 			return errors.New("interrupted while the final children started")
 		}
