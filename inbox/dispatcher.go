@@ -778,6 +778,12 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 			recAttrs(rec, slog.String("op", op), slog.String("error", err.Error()))...)
 	case n == 0 && op == "ack" && h.marked.Load():
 		// The handler's ProcessTx marked the message Done under its lease.
+	case n == 0 && h.marked.Load():
+		// The handler's ProcessTx committed the message Done, then the
+		// handler failed: no lease was lost, and nothing is retried.
+		m.log.LogAttrs(ctx, slog.LevelInfo,
+			"inbox: the handler failed after its ProcessTx committed the message Done; it stays Done and is not handled again",
+			recAttrs(rec, slog.String("op", op))...)
 	case n == 0:
 		m.lostLog.Hit(m.log, slog.LevelWarn,
 			"inbox: lease lost before the outcome was recorded (it expired, and the message was reaped or claimed again, by this dispatcher or another); the outcome is dropped; increase Lease",

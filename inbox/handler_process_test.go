@@ -102,3 +102,30 @@ func testHandlerProcessesItsOwnMessage(t *testing.T, open opener) {
 		t.Fatalf("RunOnce after the redelivery = %d, %v; want 0", n, err)
 	}
 }
+
+// A handler whose own Process commits the message Done and which then
+// fails leaves it Done, not retried, and says so; it logged that the
+// lease was lost and to increase Lease.
+func TestHandlerFailingAfterItsProcessCommitted(t *testing.T) {
+	e := newEnv(t, openSQLite, inbox.Config{})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "node", MaxAttempts: 3,
+		Retry: retry.PolicyFunc(func(int) time.Duration { return time.Second })})
+	mustHandle(t, d, "topic", func(ctx context.Context, m inbox.Record) error {
+		if _, err := inbox.FromContext(ctx).Process(ctx, inbox.Message{Source: m.Source, MessageID: m.MessageID},
+			func(context.Context, *sqlx.Tx) error { return nil }); err != nil {
+			return err
+		}
+		return errors.New("failed after its effect committed")
+	})
+	e.enqueue(inbox.Message{Source: "s", MessageID: "c"})
+	if n, err := d.RunOnce(e.ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce = %d, %v; want 1", n, err)
+	}
+	mustEqual(t, "status", e.get("s", "c").Status, inbox.StatusDone)
+	mustEqual(t, "lease lost warnings", e.logs.Count("lease lost"), 0)
+	mustEqual(t, "lines saying it stays Done", e.logs.Count("committed the message Done"), 1)
+	e.clock.Advance(time.Minute)
+	if n, err := d.RunOnce(e.ctx); err != nil || n != 0 {
+		t.Fatalf("RunOnce later = %d, %v; want 0 (not retried)", n, err)
+	}
+}
