@@ -501,6 +501,17 @@ fill:
 	if m == nil {
 		return rest
 	}
+	if ctx.Err() != nil && len(recs) > 0 {
+		// A hard stop came while the claim ran (the claim itself is not
+		// cut short: the server may have committed it): give the
+		// messages back, with the attempts the claim charged.
+		d.releaseRest(m, recs, "the dispatcher stopped while it claimed")
+		for range recs {
+			m.work.Release()
+			<-d.slots
+		}
+		return rest
+	}
 	if err != nil && ctx.Err() == nil {
 		m.cycleLog.Hit(m.log, slog.LevelError, "inbox: claim failed; will try again at its next turn", slog.String("error", err.Error()))
 	}
@@ -531,8 +542,12 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 	defer m.work.Release()
 	qctx := ctx
 	if timeout > 0 {
+		// The dispatcher's own claim is bounded by timeout, not cut short
+		// by a hard stop: a claim cancelled after the server committed it
+		// would leave its messages leased, their attempts charged, until
+		// the lease expired (the caller gives them back).
 		var cancel context.CancelFunc
-		qctx, cancel = context.WithTimeout(ctx, timeout)
+		qctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
 	}
 	recs, err = m.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
@@ -571,7 +586,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	held, next := len(recs), 0 // member holds to give back; recs[next:] not started
 	defer func() {
 		if next < len(recs) { // a handler's Goexit ends this goroutine
-			d.releaseRest(m, recs[next:], "a handler called runtime.Goexit")
+			d.releaseRest(m, recs[next:], "RunOnce: a handler called runtime.Goexit")
 		}
 		for ; held > 0; held-- {
 			m.work.Release()
@@ -580,7 +595,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	for next < len(recs) {
 		if !d.leaseCovers(m, recs[next]) {
 			handled := next
-			d.releaseRest(m, recs[next:], "the lease no longer covers a handler and its outcome")
+			d.releaseRest(m, recs[next:], "RunOnce: the lease no longer covers a handler and its outcome")
 			next = len(recs)
 			return handled, nil
 		}
@@ -603,7 +618,8 @@ func (d *Dispatcher) leaseCovers(m *member, rec Record) bool {
 }
 
 // releaseRest hands back the leases (and the attempts) of claimed
-// messages RunOnce will not handle, because of why, bounded by
+// messages that will not be handled (RunOnce's rest, a claim that
+// returned during a hard stop), because of why, bounded by
 // StatusTimeout. They share the claim's lease. If it fails, they are
 // claimed again once their lease expires.
 func (d *Dispatcher) releaseRest(m *member, recs []Record, why string) {
@@ -616,12 +632,12 @@ func (d *Dispatcher) releaseRest(m *member, recs []Record, why string) {
 	n, err := m.in.release(ctx, d.claimOf(recs[0]), keys) // one claim took them all
 	if err != nil {
 		m.log.LogAttrs(ctx, slog.LevelWarn,
-			"inbox: RunOnce: "+why+"; cannot release the remaining messages, they are claimed again when their lease expires",
+			"inbox: "+why+"; cannot release the remaining messages, they are claimed again when their lease expires",
 			slog.Int("messages", len(recs)), slog.String("error", err.Error()))
 		return
 	}
 	m.log.LogAttrs(ctx, slog.LevelInfo,
-		"inbox: RunOnce: "+why+"; the remaining messages are released, any dispatcher claims them at once",
+		"inbox: "+why+"; the remaining messages are released, any dispatcher claims them at once",
 		slog.Int("messages", len(recs)), slog.Int("released", n))
 }
 
