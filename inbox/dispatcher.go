@@ -386,8 +386,12 @@ func handlingOf(ctx context.Context) (*handling, bool) {
 	return h, ok
 }
 
-// maintenance is when an inbox was last reaped and cleaned up by a loop.
-type maintenance struct{ reap, cleanup time.Time }
+// maintenance is when an inbox was last reaped and cleaned up by a loop,
+// and whether a reap of it runs.
+type maintenance struct {
+	reap, cleanup time.Time
+	reaping       atomic.Bool
+}
 
 func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}) {
 	defer d.wg.Wait()
@@ -409,11 +413,12 @@ func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}) {
 	})
 }
 
-// maintain reaps every inbox whose interval has passed (each reap is
-// bounded by Lease), and starts a cleanup round of those whose cleanup
-// interval has passed, unless one runs. A cleanup runs beside the claims:
-// one of a large backlog, or one waiting for a lock in one inbox, must not
-// hold up the claims of every inbox.
+// maintain starts a reap of every inbox whose interval has passed and
+// that has none running (each reap is bounded by Lease), and a cleanup
+// round of those whose cleanup interval has passed, unless one runs. Both
+// run beside the claims: a cleanup of a large backlog, or a reap or a
+// cleanup waiting for a lock or for a database that does not answer in
+// one inbox, must not hold up the claims of every inbox.
 func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance, cleaning *atomic.Bool) {
 	ms := d.members.Members()
 	seen := make(map[*member]bool, len(ms))
@@ -429,10 +434,26 @@ func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance
 			l = &maintenance{}
 			last[m] = l
 		}
-		if d.cfg.ReapInterval > 0 && time.Since(l.reap) >= d.cfg.ReapInterval && m.work.Hold() {
+		if d.cfg.ReapInterval > 0 && l.reap.IsZero() && m.work.Hold() {
+			// The first reap of an inbox comes before its first claim: a
+			// restart releases the leases its previous run left behind.
 			l.reap = time.Now()
 			onMember(ctx, m, d.reap)
 			m.work.Release()
+		} else if d.cfg.ReapInterval > 0 && time.Since(l.reap) >= d.cfg.ReapInterval && !l.reaping.Load() && m.work.Hold() {
+			// The later ones in a goroutine of their own, one at a time
+			// per inbox: a reap waiting for a row lock or for a database
+			// that does not answer (up to Lease) holds up no claim, of
+			// this inbox or another.
+			l.reap = time.Now()
+			l.reaping.Store(true)
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				defer l.reaping.Store(false)
+				defer m.work.Release()
+				onMember(ctx, m, d.reap)
+			}()
 		}
 		if canClean && d.cfg.CleanupInterval > 0 && time.Since(l.cleanup) >= d.cfg.CleanupInterval {
 			l.cleanup = time.Now()
@@ -840,6 +861,10 @@ func (d *Dispatcher) reap(ctx context.Context, m *member) {
 	case n > 0:
 		m.log.LogAttrs(ctx, slog.LevelInfo, "inbox: released expired leases", slog.Int("messages", n))
 	}
+	// A claim of m that ran beside the reap skipped the rows the reap
+	// held locked (SKIP LOCKED), some of them claimable, and may rest
+	// now: claim from m again before the next rest.
+	m.notify()
 }
 
 // cleanup deletes m's Done messages past Retention.

@@ -264,7 +264,7 @@ func (s *inboxStore) ReapExpired(ctx context.Context, limit int) (int64, error) 
 	if limit <= 0 {
 		return 0, opErr("reap", &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)})
 	}
-	n, err := s.exec(ctx, s.q.reap, s.q.reapCleanupArgs(s.dialect.EncodeTime(s.now()), limit)...)
+	n, err := s.execRC(ctx, s.q.reap, s.q.reapCleanupArgs(s.dialect.EncodeTime(s.now()), limit)...)
 	if err != nil {
 		return n, opErr("reap", err)
 	}
@@ -283,7 +283,7 @@ func (s *inboxStore) Cleanup(ctx context.Context, olderThan time.Duration, batch
 	cutoff := s.dialect.EncodeTime(s.now().Add(-olderThan))
 	var total int64
 	for {
-		n, err := s.exec(ctx, s.q.cleanup, s.q.reapCleanupArgs(cutoff, batch)...)
+		n, err := s.execRC(ctx, s.q.cleanup, s.q.reapCleanupArgs(cutoff, batch)...)
 		total += n
 		if err != nil {
 			return total, opErr("cleanup", err)

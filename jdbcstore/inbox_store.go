@@ -414,6 +414,31 @@ func (s *inboxStore) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error
 	return retryTx(ctx, s.shell, s.txOptions(), fn)
 }
 
+// execRC is exec for a write that scans rows others may hold locked (the
+// reap of expired leases, the cleanup of old Done messages): where rows
+// lock it runs in a READ COMMITTED transaction of its own, so that on
+// MySQL/MariaDB it neither takes gap locks, which held up Enqueue's
+// inserts, nor waits for a row another transaction holds whose
+// committed version does not match (a handler's Process transaction on
+// its message, under a live lease), which held up the reap, and with it
+// the dispatcher's claims, for as long as that transaction ran.
+func (s *inboxStore) execRC(ctx context.Context, query string, args ...any) (int64, error) {
+	opts := s.txOptions()
+	if opts == nil {
+		return s.exec(ctx, query, args...)
+	}
+	var n int64
+	err := retryTx(ctx, s.shell, opts, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
 // exec runs one autocommit write, retrying lock contention, and returns
 // the number of rows changed.
 func (s *inboxStore) exec(ctx context.Context, query string, args ...any) (int64, error) {
