@@ -561,6 +561,11 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 		return nil, nil, len(ids) == 0, nil
 	}
 	defer m.work.Release()
+	if timeout > 0 && time.Now().UnixNano() < m.skipUntil.Load() {
+		// Its last claims failed: the other inboxes take this turn.
+		rest, _ = d.rotation.Done(m.id, 0, false, ids)
+		return m, nil, rest, nil
+	}
 	qctx := ctx
 	if timeout > 0 {
 		// The dispatcher's own claim is bounded by timeout, not cut short
@@ -572,12 +577,40 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 		defer cancel()
 	}
 	recs, err = m.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
+	if timeout > 0 {
+		m.backOff(err != nil && ctx.Err() == nil)
+	}
 	m.work.Add(len(recs))
 	rest, _ = d.rotation.Done(m.id, len(recs), err == nil && len(recs) == limit, ids)
 	if rest && d.anyPending() {
 		rest = false // a message was enqueued after its inbox's last claim began
 	}
 	return m, recs, rest, err
+}
+
+// Claim back-off: after failed claims in a row an inbox's turns are
+// skipped for maxClaimBackoff at most, doubling from minClaimBackoff.
+const (
+	minClaimBackoff = time.Second
+	maxClaimBackoff = 30 * time.Second
+)
+
+// backOff records the outcome of a claim of the dispatcher's loop: after
+// a failure the inbox's next turns are skipped for a while (a database
+// that does not answer costs each claim StatusTimeout, which held up the
+// claims of every other inbox turn after turn); a success ends it.
+func (m *member) backOff(failed bool) {
+	if !failed {
+		m.failures = 0
+		m.skipUntil.Store(0)
+		return
+	}
+	m.failures++
+	wait := maxClaimBackoff
+	if shift := m.failures - 1; shift < 5 {
+		wait = min(minClaimBackoff<<shift, maxClaimBackoff)
+	}
+	m.skipUntil.Store(time.Now().Add(wait).UnixNano())
 }
 
 // RunOnce claims up to BatchSize messages from one inbox (the next one the
@@ -863,8 +896,11 @@ func (d *Dispatcher) reap(ctx context.Context, m *member) {
 	}
 	// A claim of m that ran beside the reap skipped the rows the reap
 	// held locked (SKIP LOCKED), some of them claimable, and may rest
-	// now: claim from m again before the next rest.
-	m.notify()
+	// now: claim from m again before the next rest (the database
+	// answered: its claims are no longer skipped either).
+	if err == nil {
+		m.notify()
+	}
 }
 
 // cleanup deletes m's Done messages past Retention.
