@@ -561,8 +561,9 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 		return nil, nil, len(ids) == 0, nil
 	}
 	defer m.work.Release()
-	if timeout > 0 && time.Now().UnixNano() < m.skipUntil.Load() {
-		// Its last claims failed: the other inboxes take this turn.
+	if timeout > 0 && len(ids) > 1 && time.Now().UnixNano() < m.skipUntil.Load() {
+		// Its last claims failed: the other inboxes take this turn (a
+		// lone inbox is claimed from at every turn).
 		rest, _ = d.rotation.Done(m.id, 0, false, ids)
 		return m, nil, rest, nil
 	}

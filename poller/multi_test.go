@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
@@ -163,5 +166,61 @@ func TestMultiPollerAddRemove(t *testing.T) {
 	p.Remove("x") // unknown: ignored
 	if got := p.Stores(); len(got) != 0 {
 		t.Errorf("Stores after Remove = %v", got)
+	}
+}
+
+// A store whose polls fail (a database down, or not answering: each
+// failed poll can take QueryTimeout) is skipped for a while, doubling
+// from 1 s, so the other stores take its turns: it held up the polls of
+// every other store turn after turn. A lone store is polled at every
+// turn all the same.
+func TestFailingStoreIsSkippedForAWhile(t *testing.T) {
+	reg := registry.New()
+	d, err := dispatcher.NewMulti(reg, dispatcher.Config{Workers: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	p, err := poller.NewMulti(poller.Config{Interval: time.Millisecond, BacklogInterval: time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims sync.Map // store id -> *atomic.Int32
+	count := func(id string) *atomic.Int32 {
+		v, _ := claims.LoadOrStore(id, new(atomic.Int32))
+		return v.(*atomic.Int32)
+	}
+	for _, id := range []string{"bad", "good"} {
+		st := memstore.New(nil)
+		st.Fail = func(op, _ string) error {
+			if op != "claim" {
+				return nil
+			}
+			count(id).Add(1)
+			if id == "bad" {
+				return errors.New("connection refused")
+			}
+			return nil
+		}
+		if err := d.AddStore(id, st); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Add(id, st, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	testsupport.WaitFor(t, waitTimeout, "50 polls of the good store", func() bool { return count("good").Load() >= 50 }, nil)
+	// In round robin the bad store had as many turns; backing off, it is
+	// tried again after 1 s, then 2 s.
+	if n := count("bad").Load(); n > 3 {
+		t.Errorf("the failing store was polled %d times while the good one was polled 50 times, want at most 3", n)
 	}
 }

@@ -72,6 +72,12 @@ type target struct {
 	log     *slog.Logger
 	metrics core.Metrics
 	failing bool // an error incident is ongoing (log once per incident); guarded by Poller.mu
+	// skipUntil is when the loop's polls of a store whose polls failed in
+	// a row (a database down or not answering: each failure can take
+	// QueryTimeout) are tried again, failures how many failed; a wake-up
+	// naming the store polls it all the same. Guarded by Poller.cycleMu.
+	skipUntil time.Time
+	failures  int
 	// countFailing: counting blocked keys fails (log once per incident);
 	// guarded by Poller.mu.
 	countFailing bool
@@ -252,11 +258,23 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 	}
 	if t == nil {
 		id, t, ids = p.targets.Next(p.rotation)
+		// The loop skips stores whose polls failed lately: the others
+		// take their turns (a lone store is polled at every turn).
+		for skipped := 0; wakes && len(ids) > 1 && t != nil && time.Now().Before(t.skipUntil); skipped++ {
+			if skipped >= len(ids) {
+				return res, pollResting, nil // every store is backing off
+			}
+			p.rotation.Done(id, 0, false, ids)
+			id, t, ids = p.targets.Next(p.rotation)
+		}
 	}
 	if t == nil {
 		return res, pollResting, nil
 	}
 	res, full, err := p.pollTarget(ctx, t, woken)
+	if wakes {
+		t.backOff(err != nil && ctx.Err() == nil)
+	}
 	p.report(t, res, err)
 	if res.Full {
 		if woken {
@@ -271,6 +289,30 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 		return res, pollResting, err
 	}
 	return res, pollNow, err
+}
+
+// Poll back-off: after failed polls in a row the loop skips a store for
+// minPollBackoff, doubling to maxPollBackoff.
+const (
+	minPollBackoff = time.Second
+	maxPollBackoff = 30 * time.Second
+)
+
+// backOff records the outcome of a poll of the loop: after a failure the
+// store's next turns are skipped for a while (a database that does not
+// answer costs each poll QueryTimeout, which held up the polls of every
+// other store turn after turn); a success ends it. p.cycleMu is held.
+func (t *target) backOff(failed bool) {
+	if !failed {
+		t.failures, t.skipUntil = 0, time.Time{}
+		return
+	}
+	t.failures++
+	wait := maxPollBackoff
+	if shift := t.failures - 1; shift < 5 {
+		wait = min(minPollBackoff<<shift, maxPollBackoff)
+	}
+	t.skipUntil = time.Now().Add(wait)
 }
 
 // pollTarget runs one poll of t; it also reports whether a claim read as
