@@ -54,11 +54,13 @@ type set[T any] struct {
 	drain  time.Duration // bound of one detach
 	log    *slog.Logger
 
-	applyMu sync.Mutex // one apply (or close) at a time
-	started bool       // the first set applied (New returned): under applyMu
-	mu      sync.RWMutex
-	members map[string]*member[T]
-	closed  bool
+	// applying holds one token: one apply (or close) at a time, and a
+	// caller waiting for its turn gives up when its ctx ends.
+	applying chan struct{}
+	started  bool // the first set applied (New returned): under applying
+	mu       sync.RWMutex
+	members  map[string]*member[T]
+	closed   bool
 
 	closeOnce sync.Once
 	dbsClosed chan struct{} // closed once closeAfter closed every database
@@ -117,7 +119,7 @@ func newSet[T any](ctx context.Context, o setOptions,
 		o.open = Open
 	}
 	s := &set[T]{what: o.what, refresher: engine.NewRunner("tenant refresh"), open: o.open, route: o.route, attach: attach, detach: detach,
-		drain: o.drain, log: o.log, members: map[string]*member[T]{}, dbsClosed: make(chan struct{})}
+		drain: o.drain, log: o.log, members: map[string]*member[T]{}, dbsClosed: make(chan struct{}), applying: make(chan struct{}, 1)}
 	dbs := o.databases
 	if o.discover != nil {
 		found, err := o.discover(ctx)
@@ -190,8 +192,17 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 	if err != nil {
 		return res, err
 	}
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
+	select {
+	case s.applying <- struct{}{}:
+		defer func() { <-s.applying }()
+	case <-ctx.Done():
+		return res, fmt.Errorf("outbox: apply the set of databases: wait for the apply under way: %w", context.Cause(ctx))
+	}
+	if err := ctx.Err(); err != nil {
+		// Ended while another apply ran (a handler's own ctx its removal
+		// cancelled, say): change nothing.
+		return res, fmt.Errorf("outbox: apply the set of databases: %w", context.Cause(ctx))
+	}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -266,8 +277,15 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 	return res, errors.Join(errs...)
 }
 
-// add opens d, attaches it and makes it routable.
+// setupTimeout bounds the opening and the setup of one database in an
+// apply: one that does not answer is left out (Failed, tried again at the
+// next apply) instead of holding up the rest of the set for ever.
+const setupTimeout = 30 * time.Second
+
+// add opens d, attaches it and makes it routable, within setupTimeout.
 func (s *set[T]) add(ctx context.Context, d Database) error {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
 	db, err := s.open(ctx, d)
 	if err != nil {
 		s.log.Error("tenant: cannot open database; "+s.failedNote(), slog.String("part", s.what),
@@ -373,8 +391,8 @@ func (s *set[T]) closeAfter(ctx context.Context, idle func(context.Context) erro
 // takeAll marks the set closed and returns its members, which it no
 // longer routes to.
 func (s *set[T]) takeAll() map[string]*member[T] {
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
+	s.applying <- struct{}{}
+	defer func() { <-s.applying }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ms := s.members
