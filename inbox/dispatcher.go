@@ -577,9 +577,10 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 		qctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
 	}
+	began := time.Now()
 	recs, err = m.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
 	if timeout > 0 {
-		m.backOff(err != nil && ctx.Err() == nil)
+		m.backOff(err != nil && ctx.Err() == nil, time.Since(began))
 	}
 	m.work.Add(len(recs))
 	rest, _ = d.rotation.Done(m.id, len(recs), err == nil && len(recs) == limit, ids)
@@ -590,17 +591,23 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 }
 
 // Claim back-off: after failed claims in a row an inbox's turns are
-// skipped for maxClaimBackoff at most, doubling from minClaimBackoff.
+// skipped for minClaimBackoff, doubling to maxClaimBackoff, and for at
+// least failedClaimShare times as long as the failed claim took (up to
+// maxSlowClaimBackoff), so that an inbox whose claims fail slowly takes a
+// small share of the loop's time.
 const (
-	minClaimBackoff = time.Second
-	maxClaimBackoff = 30 * time.Second
+	minClaimBackoff     = time.Second
+	maxClaimBackoff     = 30 * time.Second
+	failedClaimShare    = 4
+	maxSlowClaimBackoff = 5 * time.Minute
 )
 
-// backOff records the outcome of a claim of the dispatcher's loop: after
-// a failure the inbox's next turns are skipped for a while (a database
-// that does not answer costs each claim StatusTimeout, which held up the
-// claims of every other inbox turn after turn); a success ends it.
-func (m *member) backOff(failed bool) {
+// backOff records the outcome of a claim of the dispatcher's loop that
+// took took: after a failure the inbox's next turns are skipped for a
+// while (a database that does not answer costs each claim StatusTimeout,
+// which held up the claims of every other inbox turn after turn); a
+// success ends it.
+func (m *member) backOff(failed bool, took time.Duration) {
 	if !failed {
 		m.failures = 0
 		m.skipUntil.Store(0)
@@ -611,6 +618,7 @@ func (m *member) backOff(failed bool) {
 	if shift := m.failures - 1; shift < 5 {
 		wait = min(minClaimBackoff<<shift, maxClaimBackoff)
 	}
+	wait = max(wait, min(failedClaimShare*took, maxSlowClaimBackoff))
 	m.skipUntil.Store(time.Now().Add(wait).UnixNano())
 }
 

@@ -271,9 +271,10 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 	if t == nil {
 		return res, pollResting, nil
 	}
+	began := time.Now()
 	res, full, err := p.pollTarget(ctx, t, woken)
 	if wakes {
-		t.backOff(err != nil && ctx.Err() == nil)
+		t.backOff(err != nil && ctx.Err() == nil, time.Since(began))
 	}
 	p.report(t, res, err)
 	if res.Full {
@@ -292,17 +293,23 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 }
 
 // Poll back-off: after failed polls in a row the loop skips a store for
-// minPollBackoff, doubling to maxPollBackoff.
+// minPollBackoff, doubling to maxPollBackoff, and for at least
+// failedPollShare times as long as the failed poll took (up to
+// maxSlowBackoff), so that a store whose polls fail slowly takes a small
+// share of the loop's time.
 const (
-	minPollBackoff = time.Second
-	maxPollBackoff = 30 * time.Second
+	minPollBackoff  = time.Second
+	maxPollBackoff  = 30 * time.Second
+	failedPollShare = 4
+	maxSlowBackoff  = 5 * time.Minute
 )
 
-// backOff records the outcome of a poll of the loop: after a failure the
-// store's next turns are skipped for a while (a database that does not
-// answer costs each poll QueryTimeout, which held up the polls of every
-// other store turn after turn); a success ends it. p.cycleMu is held.
-func (t *target) backOff(failed bool) {
+// backOff records the outcome of a poll of the loop that took took: after
+// a failure the store's next turns are skipped for a while (a database
+// that does not answer costs each poll QueryTimeout, which held up the
+// polls of every other store turn after turn); a success ends it.
+// p.cycleMu is held.
+func (t *target) backOff(failed bool, took time.Duration) {
 	if !failed {
 		t.failures, t.skipUntil = 0, time.Time{}
 		return
@@ -312,6 +319,7 @@ func (t *target) backOff(failed bool) {
 	if shift := t.failures - 1; shift < 5 {
 		wait = min(minPollBackoff<<shift, maxPollBackoff)
 	}
+	wait = max(wait, min(failedPollShare*took, maxSlowBackoff))
 	t.skipUntil = time.Now().Add(wait)
 }
 
@@ -674,6 +682,15 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	// events after finished ordered ones (successors.go) come first, and
 	// between the polls: they do not move the next poll. Reaping keeps
 	// its own schedule: the loop wakes for whichever is due first.
+	// Reaping runs beside the polls, one round at a time: a store that
+	// does not answer costs a reap of it up to QueryTimeout, which held
+	// up the polls of every store.
+	var reaping chan struct{} // closed when the reap round under way ends
+	defer func() {
+		if reaping != nil {
+			<-reaping
+		}
+	}()
 	p.run.Pace(ctx, stop, 0, func(ctx context.Context, _ bool) time.Duration {
 		p.claimSuccessors(ctx)
 		if p.roomNoticed.Swap(false) {
@@ -684,7 +701,14 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 			due = time.Now().Add(p.pollWait(res, next, err))
 		}
 		if !reapDue.IsZero() && time.Until(reapDue) <= 0 {
-			p.reap(ctx)
+			if reaping == nil || isClosed(reaping) { // else the round under way stands for this one
+				done := make(chan struct{})
+				reaping = done
+				go func() {
+					defer close(done)
+					p.reap(ctx)
+				}()
+			}
 			reapDue = time.Now().Add(p.cfg.ReapInterval)
 		}
 		wait := time.Until(due)
@@ -693,6 +717,16 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 		}
 		return max(wait, 0)
 	})
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // pollWait is the pause after a poll of the loop with this outcome.
