@@ -590,23 +590,11 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 	return m, recs, rest, err
 }
 
-// Claim back-off: after failed claims in a row an inbox's turns are
-// skipped for minClaimBackoff, doubling to maxClaimBackoff, and for at
-// least failedClaimShare times as long as the failed claim took (up to
-// maxSlowClaimBackoff), so that an inbox whose claims fail slowly takes a
-// small share of the loop's time.
-const (
-	minClaimBackoff     = time.Second
-	maxClaimBackoff     = 30 * time.Second
-	failedClaimShare    = 4
-	maxSlowClaimBackoff = 5 * time.Minute
-)
-
 // backOff records the outcome of a claim of the dispatcher's loop that
 // took took: after a failure the inbox's next turns are skipped for a
-// while (a database that does not answer costs each claim StatusTimeout,
-// which held up the claims of every other inbox turn after turn); a
-// success ends it.
+// while (engine.SkipFor: a database that does not answer costs each claim
+// StatusTimeout, which held up the claims of every other inbox turn after
+// turn); a success ends it.
 func (m *member) backOff(failed bool, took time.Duration) {
 	if !failed {
 		m.failures = 0
@@ -614,12 +602,7 @@ func (m *member) backOff(failed bool, took time.Duration) {
 		return
 	}
 	m.failures++
-	wait := maxClaimBackoff
-	if shift := m.failures - 1; shift < 5 {
-		wait = min(minClaimBackoff<<shift, maxClaimBackoff)
-	}
-	wait = max(wait, min(failedClaimShare*took, maxSlowClaimBackoff))
-	m.skipUntil.Store(time.Now().Add(wait).UnixNano())
+	m.skipUntil.Store(time.Now().Add(engine.SkipFor(m.failures, took)).UnixNano())
 }
 
 // RunOnce claims up to BatchSize messages from one inbox (the next one the

@@ -292,35 +292,18 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 	return res, pollNow, err
 }
 
-// Poll back-off: after failed polls in a row the loop skips a store for
-// minPollBackoff, doubling to maxPollBackoff, and for at least
-// failedPollShare times as long as the failed poll took (up to
-// maxSlowBackoff), so that a store whose polls fail slowly takes a small
-// share of the loop's time.
-const (
-	minPollBackoff  = time.Second
-	maxPollBackoff  = 30 * time.Second
-	failedPollShare = 4
-	maxSlowBackoff  = 5 * time.Minute
-)
-
 // backOff records the outcome of a poll of the loop that took took: after
-// a failure the store's next turns are skipped for a while (a database
-// that does not answer costs each poll QueryTimeout, which held up the
-// polls of every other store turn after turn); a success ends it.
-// p.cycleMu is held.
+// a failure the store's next turns are skipped for a while
+// (engine.SkipFor: a database that does not answer costs each poll
+// QueryTimeout, which held up the polls of every other store turn after
+// turn); a success ends it. p.cycleMu is held.
 func (t *target) backOff(failed bool, took time.Duration) {
 	if !failed {
 		t.failures, t.skipUntil = 0, time.Time{}
 		return
 	}
 	t.failures++
-	wait := maxPollBackoff
-	if shift := t.failures - 1; shift < 5 {
-		wait = min(minPollBackoff<<shift, maxPollBackoff)
-	}
-	wait = max(wait, min(failedPollShare*took, maxSlowBackoff))
-	t.skipUntil = time.Now().Add(wait)
+	t.skipUntil = time.Now().Add(engine.SkipFor(t.failures, took))
 }
 
 // pollTarget runs one poll of t; it also reports whether a claim read as
