@@ -103,7 +103,7 @@ type DeadFilter struct {
 	IDs       []string
 	EventType string
 	TenantID  string
-	From, To  time.Time // created_at in [From, To); zero means unbounded
+	From, To  time.Time // created_at in [From, To), compared in whole microseconds as times are stored (digits below are dropped); zero means unbounded
 }
 
 // maxDeadIDsPerStatement bounds the ids of a DeadFilter in one statement:
