@@ -474,6 +474,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	} else if o.scenarios, err = parseScenarios(scenarios); err != nil {
 		return o, err
 	}
+	if err := o.checkScenarioFlags(fs); err != nil {
+		return o, err
+	}
 	if o.has(scenarioMultinode) && !o.has(scenarioMultinodeFloor) {
 		// multinode is measured against its own floor: run it too.
 		o.scenarios, _ = parseScenarios(strings.Join(append(o.scenarios, scenarioMultinodeFloor), ","))
@@ -514,6 +517,39 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 }
 
 // validate checks the flags and fills the defaults that depend on -db.
+// scenarioFlags are the flags that configure some scenarios only: set
+// without any of them, they would be ignored.
+var scenarioFlags = map[string][]string{
+	"payload":              {scenarioOverload},
+	"overload-n":           {scenarioOverload},
+	"overload-slow":        {scenarioOverload},
+	"overload-skip-recent": {scenarioOverload},
+	"recovery-n":           {scenarioRecovery, scenarioOrderedRecovery},
+	"recovery-keys":        {scenarioRecovery, scenarioOrderedRecovery},
+	"observe-sample":       {scenarioObservedE2E},
+	"history-done":         {scenarioHistory},
+	"history-dead":         {scenarioHistory},
+	"history-pause-factor": {scenarioHistory},
+	"history-purge-batch":  {scenarioHistory},
+	"history-purge-rate":   {scenarioHistory},
+	"dashboard-rows":       {scenarioDashboard},
+	"dashboard-loads":      {scenarioDashboard},
+	"dashboard-loaders":    {scenarioDashboard},
+	"dashboard-pause":      {scenarioDashboard},
+}
+
+// checkScenarioFlags refuses a flag of scenarioFlags set while none of
+// its scenarios runs.
+func (o *options) checkScenarioFlags(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if uses, ok := scenarioFlags[f.Name]; ok && err == nil && !slices.ContainsFunc(uses, o.has) {
+			err = fmt.Errorf("-%s: -scenarios selects none of the scenarios it configures (%s)", f.Name, strings.Join(uses, ", "))
+		}
+	})
+	return err
+}
+
 func (o *options) validate() error {
 	switch o.db {
 	case "sqlite":

@@ -71,6 +71,7 @@ func TestHistoryFlags(t *testing.T) {
 		{[]string{"-history-purge-batch", "-1"}, "-history-purge-batch must be 0..10000"},
 		{[]string{"-history-purge-batch", "10001"}, "-history-purge-batch must be 0..10000"},
 	} {
+		tc.args = append(tc.args, "-scenarios", "floor,publish,end_to_end,history")
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit status %d, want 2", tc.args, code)
@@ -98,8 +99,20 @@ func TestHistoryFlags(t *testing.T) {
 	if o.purgeBatch != 0 {
 		t.Errorf("default purge batch %d, want 0 (the package's)", o.purgeBatch)
 	}
-	if o, err = parseFlags([]string{"-db", "sqlite", "-history-purge-batch", "5000"}, &bytes.Buffer{}); err != nil || o.purgeBatch != 5000 {
+	if o, err = parseFlags([]string{"-db", "sqlite", "-history-purge-batch", "5000", "-scenarios", "floor,publish,end_to_end,history"}, &bytes.Buffer{}); err != nil || o.purgeBatch != 5000 {
 		t.Errorf("-history-purge-batch 5000: purge batch %d, err %v", o.purgeBatch, err)
+	}
+	// A flag of scenarios none of which runs would be ignored: refused.
+	for _, args := range [][]string{
+		{"-history-purge-batch", "5000"},
+		{"-payload", "1KiB", "-scenarios", "floor,publish"},
+		{"-observe-sample", "0.5"},
+		{"-dashboard-rows", "10"},
+		{"-recovery-n", "10", "-scenarios", "end_to_end"},
+	} {
+		if _, err := parseFlags(append([]string{"-db", "sqlite"}, args...), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "selects none of the scenarios") {
+			t.Errorf("%v: err = %v, want the flag refused", args, err)
+		}
 	}
 }
 
