@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		f, err := os.Create(opts.cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "outbox-bench: -cpuprofile: %v\n", err)
-			return 1
+			return 2 // a path it cannot write: bad usage, as a bad flag
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		f, err := os.Create(opts.trace)
 		if err != nil {
 			fmt.Fprintf(stderr, "outbox-bench: -trace: %v\n", err)
-			return 1
+			return 2 // a path it cannot write: bad usage, as a bad flag
 		}
 		defer f.Close()
 		if err := trace.Start(f); err != nil {

@@ -117,6 +117,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-relay", "natsjs", "-scenarios", "floor,end_to_end"}, "-relay: -scenarios selects no relay scenario"},
 		{[]string{"-relay", "natsjs", "-scenarios", "relay"}, "relay is measured against end_to_end"},
 		{[]string{"-relay", "natsjs", "-scenarios", "end_to_end,relay_latency"}, "relay_latency paces itself at half the relay rate"},
+		{[]string{"-db", "sqlite", "-scenarios", "floor", "-cpuprofile", "/nonexistent/dir/cpu.prof"}, "-cpuprofile:"},
+		{[]string{"-db", "sqlite", "-scenarios", "floor", "-trace", "/nonexistent/dir/trace.out"}, "-trace:"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != 2 {
