@@ -518,32 +518,23 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 			close(d.done)
 		}
 	})
-	select {
-	case <-d.done: // finished: nil even for a done ctx, which the select below would pick at random
+	if err := engine.Wait(ctx, d.done); err == nil { // finished: nil even for a done ctx
 		d.cancel()
 		return nil
-	default:
 	}
-	select {
-	case <-d.done:
-		d.cancel()
-		return nil
-	case <-ctx.Done():
-		hard := false
-		d.hardOnce.Do(func() { close(d.hardStop); d.cancel(); hard = true })
-		if hard {
-			// Write now the DONE of the events whose listeners
-			// succeeded (the batcher would wait out DoneFlushWindow,
-			// or the last worker), and release what no worker holds
-			// (the queues are emptied first), both bounded by
-			// StatusTimeout; the rest is released when the last
-			// worker exits.
-			d.logDiscarded(d.discard())
-			d.batcher.flushPending(d.cfg.StatusTimeout)
-			d.releaseLeases(ctx)
-		}
-		return ctx.Err()
+	hard := false
+	d.hardOnce.Do(func() { close(d.hardStop); d.cancel(); hard = true })
+	if hard {
+		// Write now the DONE of the events whose listeners succeeded
+		// (the batcher would wait out DoneFlushWindow, or the last
+		// worker), and release what no worker holds (the queues are
+		// emptied first), both bounded by StatusTimeout; the rest is
+		// released when the last worker exits.
+		d.logDiscarded(d.discard())
+		d.batcher.flushPending(d.cfg.StatusTimeout)
+		d.releaseLeases(ctx)
 	}
+	return ctx.Err()
 }
 
 // startWorkers launches n more workers.

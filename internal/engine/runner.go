@@ -92,20 +92,9 @@ func (r *Runner) Close(ctx context.Context) error {
 	if done == nil { // never started
 		return nil
 	}
-	select { // finished already: nil, whatever ctx (a select of both would pick at random)
-	case <-done:
-		cancel()
-		return nil
-	default:
-	}
-	select {
-	case <-done:
-		cancel()
-		return nil
-	case <-ctx.Done():
-		cancel()
-		return ctx.Err()
-	}
+	err := Wait(ctx, done) // finished already: nil, whatever ctx
+	cancel()
+	return err
 }
 
 // Running reports whether the loop was started and not closed.

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/relay"
 )
 
@@ -272,15 +273,5 @@ func (r *Relay) Close(ctx context.Context) error {
 	// Config.Metrics), whatever the calls still under way find.
 	defer r.full.Retire()
 	defer r.breaker.Retire()
-	select {
-	case <-r.drained: // idle: nil, whatever ctx says
-		return nil
-	default:
-	}
-	select {
-	case <-r.drained:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return engine.Wait(ctx, r.drained) // idle: nil, whatever ctx says
 }
