@@ -370,10 +370,7 @@ func (t *Tx) commit(ctx context.Context) error {
 	}
 	if err := t.runChecks(ctx, checks, rollbackHooks); err != nil {
 		notCommitted := fmt.Errorf("outbox: commit: check before commit failed, rolled back: %w", err)
-		rbErr := t.tx.Rollback()
-		t.setState(stateRolledBack)
-		t.runHooks(hookAfterRollback, rollbackHooks)
-		if rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+		if rbErr := t.abort(rollbackHooks); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
 			return errors.Join(notCommitted, fmt.Errorf("outbox: rollback: %w", rbErr))
 		}
 		return notCommitted
@@ -398,12 +395,10 @@ func (t *Tx) runChecks(ctx context.Context, checks []commitCheck, rollbackHooks 
 		if returned {
 			return
 		}
-		if err := t.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		if err := t.abort(rollbackHooks); err != nil && !errors.Is(err, sql.ErrTxDone) {
 			t.logger.LogAttrs(context.Background(), slog.LevelError,
 				"outbox: rollback after a check before commit panicked failed", slog.String("error", err.Error()))
 		}
-		t.setState(stateRolledBack)
-		t.runHooks(hookAfterRollback, rollbackHooks)
 	}()
 	for _, c := range checks {
 		if err := c.check(ctx); err != nil {
@@ -420,13 +415,20 @@ func (t *Tx) rollback() error {
 	if !ok {
 		return ErrTxDone
 	}
-	err := t.tx.Rollback()
-	t.setState(stateRolledBack)
-	t.runHooks(hookAfterRollback, rollbackHooks)
-	if err != nil {
+	if err := t.abort(rollbackHooks); err != nil {
 		return fmt.Errorf("outbox: rollback: %w", err)
 	}
 	return nil
+}
+
+// abort rolls the finishing transaction back, marks it rolled back
+// and runs its after-rollback hooks (also when the rollback reports an
+// error: it did not commit). It returns the rollback's error.
+func (t *Tx) abort(hooks []func()) error {
+	err := t.tx.Rollback()
+	t.setState(stateRolledBack)
+	t.runHooks(hookAfterRollback, hooks)
+	return err
 }
 
 func (t *Tx) runHooks(kind string, hooks []func()) { t.runHooksFrom(kind, hooks, 0) }
