@@ -561,7 +561,7 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 		return nil, nil, len(ids) == 0, nil
 	}
 	defer m.work.Release()
-	if timeout > 0 && len(ids) > 1 && time.Now().UnixNano() < m.skipUntil.Load() {
+	if timeout > 0 && len(ids) > 1 && m.skip.Skipping() {
 		// Its last claims failed: the other inboxes take this turn (a
 		// lone inbox is claimed from at every turn).
 		rest, _ = d.rotation.Done(m.id, 0, false, ids)
@@ -580,7 +580,10 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 	began := time.Now()
 	recs, err = m.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
 	if timeout > 0 {
-		m.backOff(err != nil && ctx.Err() == nil, time.Since(began))
+		// A failure skips the inbox's next turns for a while: a database
+		// that does not answer costs each claim StatusTimeout, which held
+		// up the claims of every other inbox turn after turn.
+		m.skip.Record(err != nil && ctx.Err() == nil, time.Since(began))
 	}
 	m.work.Add(len(recs))
 	rest, _ = d.rotation.Done(m.id, len(recs), err == nil && len(recs) == limit, ids)
@@ -588,21 +591,6 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 		rest = false // a message was enqueued after its inbox's last claim began
 	}
 	return m, recs, rest, err
-}
-
-// backOff records the outcome of a claim of the dispatcher's loop that
-// took took: after a failure the inbox's next turns are skipped for a
-// while (engine.SkipFor: a database that does not answer costs each claim
-// StatusTimeout, which held up the claims of every other inbox turn after
-// turn); a success ends it.
-func (m *member) backOff(failed bool, took time.Duration) {
-	if !failed {
-		m.failures = 0
-		m.skipUntil.Store(0)
-		return
-	}
-	m.failures++
-	m.skipUntil.Store(time.Now().Add(engine.SkipFor(m.failures, took)).UnixNano())
 }
 
 // RunOnce claims up to BatchSize messages from one inbox (the next one the

@@ -30,13 +30,11 @@ type member struct {
 	// running handlers see their context end.
 	work    *engine.Counter
 	pending atomic.Bool // a message was enqueued since the last claim began
-	// skipUntil (Unix nanoseconds) is when the claims of an inbox whose
-	// claims failed in a row (a database down or not answering: each
-	// failure can take StatusTimeout) are tried again; failures counts
-	// them. Only the dispatcher's loop writes them, but for an enqueue,
-	// which proves the database answers: it clears skipUntil.
-	skipUntil atomic.Int64
-	failures  int
+	// skip is the back-off of an inbox whose claims failed in a row (a
+	// database down or not answering: each failure can take
+	// StatusTimeout). An enqueue, which proves the database answers,
+	// clears it.
+	skip engine.Skip
 	// removing ends when RemoveInbox begins: the inbox's reaping and
 	// cleanup stop at once (each statement is atomic) instead of holding
 	// up the removal.
@@ -65,7 +63,7 @@ func newMember(d *Dispatcher, id string, in *Inbox) *member {
 // is skipped until the member was claimed from again, and the loop wakes.
 func (m *member) notify() {
 	m.pending.Store(true)
-	m.skipUntil.Store(0)
+	m.skip.Clear()
 	m.d.Wake()
 }
 

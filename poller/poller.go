@@ -72,12 +72,10 @@ type target struct {
 	log     *slog.Logger
 	metrics core.Metrics
 	failing bool // an error incident is ongoing (log once per incident); guarded by Poller.mu
-	// skipUntil is when the loop's polls of a store whose polls failed in
-	// a row (a database down or not answering: each failure can take
-	// QueryTimeout) are tried again, failures how many failed; a wake-up
-	// naming the store polls it all the same. Guarded by Poller.cycleMu.
-	skipUntil time.Time
-	failures  int
+	// skip is the back-off of a store whose polls failed in a row (a
+	// database down or not answering: each failure can take
+	// QueryTimeout); a wake-up naming the store polls it all the same.
+	skip engine.Skip
 	// countFailing: counting blocked keys fails (log once per incident);
 	// guarded by Poller.mu.
 	countFailing bool
@@ -260,7 +258,7 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 		id, t, ids = p.targets.Next(p.rotation)
 		// The loop skips stores whose polls failed lately: the others
 		// take their turns (a lone store is polled at every turn).
-		for skipped := 0; wakes && len(ids) > 1 && t != nil && time.Now().Before(t.skipUntil); skipped++ {
+		for skipped := 0; wakes && len(ids) > 1 && t != nil && t.skip.Skipping(); skipped++ {
 			if skipped >= len(ids) {
 				return res, pollResting, nil // every store is backing off
 			}
@@ -274,7 +272,10 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 	began := time.Now()
 	res, full, err := p.pollTarget(ctx, t, woken)
 	if wakes {
-		t.backOff(err != nil && ctx.Err() == nil, time.Since(began))
+		// A failure skips the store's next turns for a while: a database
+		// that does not answer costs each poll QueryTimeout, which held
+		// up the polls of every other store turn after turn.
+		t.skip.Record(err != nil && ctx.Err() == nil, time.Since(began))
 	}
 	p.report(t, res, err)
 	if res.Full {
@@ -290,20 +291,6 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 		return res, pollResting, err
 	}
 	return res, pollNow, err
-}
-
-// backOff records the outcome of a poll of the loop that took took: after
-// a failure the store's next turns are skipped for a while
-// (engine.SkipFor: a database that does not answer costs each poll
-// QueryTimeout, which held up the polls of every other store turn after
-// turn); a success ends it. p.cycleMu is held.
-func (t *target) backOff(failed bool, took time.Duration) {
-	if !failed {
-		t.failures, t.skipUntil = 0, time.Time{}
-		return
-	}
-	t.failures++
-	t.skipUntil = time.Now().Add(engine.SkipFor(t.failures, took))
 }
 
 // pollTarget runs one poll of t; it also reports whether a claim read as

@@ -1,14 +1,16 @@
 package engine
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // The skip of a source whose operations failed in a row (a database down
 // or not answering), in a loop that serves several (the poller's stores,
-// an inbox dispatcher's inboxes): its turns are skipped for
-// MinSkip, doubling to MaxSkip, and for at least FailedShare times as
-// long as the failed operation took (up to MaxSlowSkip), so that a
-// source whose operations fail slowly takes a small share of the loop's
-// time.
+// an inbox dispatcher's inboxes): its turns are skipped for MinSkip,
+// doubling to MaxSkip, and for at least FailedShare times as long as the
+// failed operation took (up to MaxSlowSkip), so that a source whose
+// operations fail slowly takes a small share of the loop's time.
 const (
 	MinSkip     = time.Second
 	MaxSkip     = 30 * time.Second
@@ -25,3 +27,30 @@ func SkipFor(failures int, took time.Duration) time.Duration {
 	}
 	return max(wait, min(FailedShare*took, MaxSlowSkip))
 }
+
+// Skip is the back-off of one source (see SkipFor). Record is called by
+// the one loop that runs the source's operations; Skipping and Clear may
+// be called from any goroutine.
+type Skip struct {
+	until    atomic.Int64 // Unix nanoseconds; 0: not skipped
+	failures int          // failures in a row; the loop's alone
+}
+
+// Record records the outcome of an operation that took took: after a
+// failure the source is skipped for SkipFor; a success ends that.
+func (s *Skip) Record(failed bool, took time.Duration) {
+	if !failed {
+		s.failures = 0
+		s.until.Store(0)
+		return
+	}
+	s.failures++
+	s.until.Store(time.Now().Add(SkipFor(s.failures, took)).UnixNano())
+}
+
+// Skipping reports whether the source's turns are skipped now.
+func (s *Skip) Skipping() bool { return time.Now().UnixNano() < s.until.Load() }
+
+// Clear ends the skip (the source proved it answers), keeping the count
+// of failures: a failure after it skips as long as the next would have.
+func (s *Skip) Clear() { s.until.Store(0) }

@@ -26,3 +26,38 @@ func TestSkipFor(t *testing.T) {
 		}
 	}
 }
+
+// A source whose operations fail in a row is skipped for 1 s, 2 s, 4 s,
+// ..., 30 s at most; a success ends that, and so does Clear.
+func TestSkip(t *testing.T) {
+	var s Skip
+	left := func() time.Duration { return time.Until(time.Unix(0, s.until.Load())) }
+	if s.Skipping() {
+		t.Fatal("a new Skip skips")
+	}
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second} {
+		s.Record(true, 0)
+		if got := left(); got > want || got < want-time.Second || !s.Skipping() {
+			t.Errorf("after %d failures: skipped for %v (skipping %v), want %v", i+1, got, s.Skipping(), want)
+		}
+	}
+	s.Record(false, 0)
+	if s.until.Load() != 0 || s.failures != 0 || s.Skipping() {
+		t.Errorf("after a success: until %d, failures %d; want 0, 0", s.until.Load(), s.failures)
+	}
+	// A failure that took long (a database that does not answer, its
+	// timeout) is skipped four times as long: the other sources get most
+	// of the loop's time.
+	s.Record(true, 5*time.Second)
+	if got := left(); got > 20*time.Second || got < 19*time.Second {
+		t.Errorf("after a failure that took 5s: skipped for %v, want 20s", got)
+	}
+	s.Record(true, time.Hour)
+	if got := left(); got > 5*time.Minute || got < 5*time.Minute-time.Second {
+		t.Errorf("after a failure that took an hour: skipped for %v, want 5m", got)
+	}
+	s.Clear()
+	if s.Skipping() || s.failures != 2 {
+		t.Errorf("after Clear: skipping %v, failures %d; want false, 2", s.Skipping(), s.failures)
+	}
+}
