@@ -288,22 +288,20 @@ func (b *doneBatcher) writeDone(o *origin, batch []item) {
 		for _, it := range batch {
 			d.release(it)
 		}
-	case n < int64(len(ids)) && retried:
-		// Most likely the failed try committed those rows: not a lease
-		// lost. (Were it one, the poller of the node that owns them now
-		// has them.)
-		d.leaseLog.Hit(o.log, slog.LevelWarn, "status write retried after an error changed fewer rows: the failed try probably committed them before its answer was lost (or another node owns them now)",
-			slog.String("status", "done"), slog.Int("events", len(ids)), slog.Int64("changed", n),
-			slog.String("event_id", ids[0]), slog.String("owner", d.cfg.Owner))
-		for _, it := range batch {
-			d.release(it)
-		}
 	case n < int64(len(ids)):
 		// Some rows were fenced off (DONE already, or another node owns
 		// them now). Which ones is unknown: release all, so events owned
-		// by us again later can be claimed again.
-		o.metrics.LeaseLost(len(ids) - int(n))
-		d.leaseLog.Hit(o.log, slog.LevelWarn, "status write fenced off for some events: DONE already or another node owns them now",
+		// by us again later can be claimed again. After a failed try,
+		// most likely that try committed them, its answer lost: not a
+		// lease lost. (Were it one, the poller of the node that owns
+		// them now has them.)
+		msg := "status write fenced off for some events: DONE already or another node owns them now"
+		if retried {
+			msg = "status write retried after an error changed fewer rows: the failed try probably committed them before its answer was lost (or another node owns them now)"
+		} else {
+			o.metrics.LeaseLost(len(ids) - int(n))
+		}
+		d.leaseLog.Hit(o.log, slog.LevelWarn, msg,
 			slog.String("status", "done"), slog.Int("events", len(ids)), slog.Int64("changed", n),
 			slog.String("event_id", ids[0]), slog.String("owner", d.cfg.Owner))
 		for _, it := range batch {
