@@ -100,15 +100,22 @@ func Open(path string) (*sqlx.DB, error) {
 	return db, nil
 }
 
+// fileURI splits a "file:" URI into its name and query parameters; ok is
+// false for a plain file name.
+func fileURI(path string) (name string, q url.Values, ok bool) {
+	if !strings.HasPrefix(path, "file:") {
+		return "", nil, false
+	}
+	name, query, _ := strings.Cut(strings.TrimPrefix(path, "file:"), "?")
+	q, _ = url.ParseQuery(query)
+	return name, q, true
+}
+
 // sharedCache reports whether path is a "file:" URI asking for shared
 // cache.
 func sharedCache(path string) bool {
-	if !strings.HasPrefix(path, "file:") {
-		return false
-	}
-	_, query, _ := strings.Cut(strings.TrimPrefix(path, "file:"), "?")
-	q, _ := url.ParseQuery(query)
-	return q.Get("cache") == "shared"
+	_, q, ok := fileURI(path)
+	return ok && q.Get("cache") == "shared"
 }
 
 // isMemory reports whether path names a private in-memory database.
@@ -116,13 +123,6 @@ func isMemory(path string) bool {
 	if path == ":memory:" {
 		return true
 	}
-	if !strings.HasPrefix(path, "file:") {
-		return false
-	}
-	name, query, _ := strings.Cut(strings.TrimPrefix(path, "file:"), "?")
-	q, _ := url.ParseQuery(query)
-	if q.Get("cache") == "shared" {
-		return false
-	}
-	return name == ":memory:" || q.Get("mode") == "memory"
+	name, q, ok := fileURI(path)
+	return ok && q.Get("cache") != "shared" && (name == ":memory:" || q.Get("mode") == "memory")
 }
