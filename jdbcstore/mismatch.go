@@ -1,7 +1,6 @@
 package jdbcstore
 
 import (
-	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"reflect"
@@ -52,10 +51,6 @@ func dialectMismatch(db *sqlx.DB) error {
 // registeredFor reports whether database/sql has a driver of drv's type
 // registered under name.
 func registeredFor(name string, drv driver.Driver) bool {
-	other, err := sql.Open(name, "") // does not connect
-	if err != nil {
-		return false
-	}
-	defer other.Close()
-	return reflect.TypeOf(other.Driver()) == reflect.TypeOf(drv)
+	other := sqldriver.ByName(name)
+	return other != nil && reflect.TypeOf(other) == reflect.TypeOf(drv)
 }

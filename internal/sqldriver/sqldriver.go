@@ -75,13 +75,8 @@ func Registered(drv driver.Driver) string {
 	// with a dialect, 1 the same value, 0 the same type.
 	best, bestRank := "", -1
 	for _, name := range sql.Drivers() {
-		other, err := sql.Open(name, "")
-		if err != nil {
-			continue
-		}
-		od := other.Driver()
-		_ = other.Close()
-		if reflect.TypeOf(od) != t {
+		od := ByName(name)
+		if od == nil || reflect.TypeOf(od) != t {
 			continue
 		}
 		rank := 0
@@ -96,6 +91,17 @@ func Registered(drv driver.Driver) string {
 		}
 	}
 	return best
+}
+
+// ByName returns the driver registered with database/sql under name, or
+// nil when none is. (sql.Open does not connect.)
+func ByName(name string) driver.Driver {
+	db, err := sql.Open(name, "")
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	return db.Driver()
 }
 
 // Wrap returns db as an *sqlx.DB named after its driver (see Name); nil
