@@ -138,11 +138,11 @@ func (s *Store) Insert(ctx context.Context, ex core.Execer, env core.Envelope, l
 	if ctx == nil {
 		return core.ErrNilContext
 	}
-	if err := ctxDone(ctx, "insert"); err != nil {
+	if env.OrderKey() != "" {
+		_, err := s.InsertOrdered(ctx, ex, env, lease) // which checks ctx as below
 		return err
 	}
-	if env.OrderKey() != "" {
-		_, err := s.InsertOrdered(ctx, ex, env, lease)
+	if err := ctxDone(ctx, "insert"); err != nil {
 		return err
 	}
 	return s.insert(ctx, ex, env, lease, 0)
