@@ -164,11 +164,7 @@ func TestDoHonoursTheContextWhileWaitingForAConnection(t *testing.T) {
 	result := make(chan error, 1)
 	called := false
 	go func() { result <- m.Do(ctx, func(context.Context) error { called = true; return nil }) }()
-	for deadline := time.Now().Add(10 * time.Second); db.Stats().WaitCount == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Do never waited for a connection")
-		}
-	}
+	testsupport.WaitFor(t, 10*time.Second, "Do waiting for a connection", func() bool { return db.Stats().WaitCount > 0 })
 	cancel()
 	select {
 	case err := <-result:
