@@ -80,11 +80,21 @@ func (s *Store) deadTypesQuery(offset, limit int) (string, []any) {
 	if limit == 0 {
 		return q, nil
 	}
-	q += " ORDER BY COUNT(*) DESC, event_type LIMIT ?"
+	q += " ORDER BY COUNT(*) DESC, " + typeKey(s.dialect) + " LIMIT ?"
 	args := []any{limit}
 	if offset > 0 {
 		q += " OFFSET ?"
 		args = append(args, offset)
 	}
 	return q, args
+}
+
+// typeKey is what groups and sorts DEAD rows by event type: event_type,
+// and on a PAD SPACE database its byte length too, so that "Order" and
+// "Order " are two types there as everywhere.
+func typeKey(d Dialect) string {
+	if d.Capabilities().PadSpace {
+		return "event_type, LENGTH(event_type)"
+	}
+	return "event_type"
 }

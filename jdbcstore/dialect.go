@@ -159,6 +159,13 @@ type Capabilities struct {
 	// as the pending index's entries less those. Without it the schema
 	// has a (status, done_at) index over every row.
 	FinishedIndex bool
+	// PadSpace: the database compares the outbox table's text columns
+	// ignoring trailing spaces (MySQL and MariaDB's utf8mb4_bin, a PAD
+	// SPACE collation, where 'Order' = 'Order '). The store then also
+	// compares byte lengths, LENGTH(column), where it filters or groups
+	// by event type or tenant, so that "Order" and "Order " stay two
+	// types. Ids and ordering keys are binary columns, never padded.
+	PadSpace bool
 	// MaxBindParams is the most placeholders the driver and server take
 	// in one statement (SQLite 32766 since 3.32, MySQL/MariaDB and
 	// PostgreSQL 65535). The store splits a batch insert

@@ -133,7 +133,21 @@ func (f DeadFilter) empty() bool {
 	return len(f.IDs) == 0 && f.EventType == "" && f.TenantID == "" && f.From.IsZero() && f.To.IsZero()
 }
 
-// where renders the filter as SQL conditions (AND-joined, after the
+// exactText appends " AND column = ?" for value to b and its arguments to
+// args. On a PAD SPACE database it also compares the byte lengths:
+// 'Order ' = 'Order' there, and a filter naming one must not match (nor
+// discard) the other.
+func (s *Store) exactText(b *strings.Builder, column, value string, args []any) []any {
+	b.WriteString(" AND " + column + " = ?")
+	args = append(args, value)
+	if s.dialect.Capabilities().PadSpace {
+		b.WriteString(" AND LENGTH(" + column + ") = ?")
+		args = append(args, len(value))
+	}
+	return args
+}
+
+// deadWhere renders the filter as SQL conditions (AND-joined, after the
 // status condition) with their arguments.
 func (s *Store) deadWhere(f DeadFilter) (string, []any) {
 	var (
@@ -160,12 +174,10 @@ func (s *Store) deadWhere(f DeadFilter) (string, []any) {
 		return b.String(), args
 	}
 	if f.EventType != "" {
-		b.WriteString(" AND event_type = ?")
-		args = append(args, f.EventType)
+		args = s.exactText(&b, "event_type", f.EventType, args)
 	}
 	if f.TenantID != "" {
-		b.WriteString(" AND tenant_id = ?")
-		args = append(args, f.TenantID)
+		args = s.exactText(&b, "tenant_id", f.TenantID, args)
 	}
 	// Bounds outside the years a row's times can have are not encoded
 	// (MySQL compares a year past 9999 as text, before every date): a

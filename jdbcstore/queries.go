@@ -254,7 +254,7 @@ func buildStatements(d Dialect, table string) statements {
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
 		oldestPending: "SELECT " + timeExpr(d, "MIN(created_at)") + " FROM " + t + " WHERE " + pending,
-		deadByType:    "SELECT event_type, COUNT(*) FROM " + t + " WHERE status = " + st(core.StatusDead) + " GROUP BY event_type",
+		deadByType:    "SELECT event_type, COUNT(*) FROM " + t + " WHERE status = " + st(core.StatusDead) + " GROUP BY " + typeKey(d),
 		countBlocked: "SELECT COUNT(DISTINCT order_key) FROM " + t + " WHERE status = " + st(core.StatusDead) +
 			" AND order_key IS NOT NULL AND order_skip = 0",
 	}

@@ -85,7 +85,7 @@ func (mysqlDialect) Capabilities() jdbcstore.Capabilities {
 	// locks the gap before the entry it finds under REPEATABLE READ: an
 	// ordered insert reads the event before its own by primary key.
 	return jdbcstore.Capabilities{SkipLocked: true, UpdateOrderLimit: true, SilentRollback: true, OnDuplicateKeyUpdate: true,
-		PredecessorByID: true, MaxBindParams: 65535}
+		PredecessorByID: true, PadSpace: true, MaxBindParams: 65535}
 }
 
 // quoteIdent uses backticks, which work whatever sql_mode (ANSI_QUOTES)

@@ -65,3 +65,59 @@ func (s *suite) testDeadTypes(t *testing.T) {
 		}
 	}
 }
+
+// testTrailingSpaces: "A " and "A" are two event types, "t1 " and "t1" two
+// tenants, on every database: the dead-letter filters, counts and discards
+// tell them apart (MySQL's PAD SPACE collation compares them equal).
+func (s *suite) testTrailingSpaces(t *testing.T) {
+	t.Parallel()
+	st, _ := s.opsFixture(t) // DEAD: a-0, a-1 (A, t1), a-2 (A), b-0 (B)
+	ctx := t.Context()
+	insert(t, st, build(t, core.NewEvent("A ").ID("s-0").TenantID("t1 ").PayloadJSONString(`{}`)))
+	if ok, err := st.MarkDead(ctx, testOwner, "s-0", "poison"); !ok || err != nil {
+		t.Fatalf("MarkDead s-0: %v %v", ok, err)
+	}
+	listed := func(f jdbcstore.DeadFilter) []string {
+		t.Helper()
+		recs, err := st.ListDead(ctx, f, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]string, 0, len(recs))
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		f    jdbcstore.DeadFilter
+		want []string
+	}{
+		{"type A", jdbcstore.DeadFilter{EventType: "A"}, []string{"a-0", "a-1", "a-2"}},
+		{"type A+space", jdbcstore.DeadFilter{EventType: "A "}, []string{"s-0"}},
+		{"type A+2 spaces", jdbcstore.DeadFilter{EventType: "A  "}, []string{}},
+		{"tenant t1", jdbcstore.DeadFilter{TenantID: "t1"}, []string{"a-0", "a-1"}},
+		{"tenant t1+space", jdbcstore.DeadFilter{TenantID: "t1 "}, []string{"s-0"}},
+	} {
+		if got := listed(c.f); !slices.Equal(got, c.want) {
+			t.Errorf("ListDead(%s) = %q, want %q", c.name, got, c.want)
+		}
+	}
+	got, err := st.DeadTypes(ctx, 0, 10)
+	want := []jdbcstore.DeadTypeCount{{Type: "A", Count: 3}, {Type: "A ", Count: 1}, {Type: "B", Count: 1}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("DeadTypes = %q, %v; want %q", got, err, want)
+	}
+	stats, err := st.Stats(ctx)
+	if wantStats := map[string]int{"A": 3, "A ": 1, "B": 1}; err != nil || !maps.Equal(stats.DeadByType, wantStats) {
+		t.Errorf("Stats.DeadByType = %q, %v; want %q", stats.DeadByType, err, wantStats)
+	}
+	res, err := st.DiscardDead(ctx, jdbcstore.DeadFilter{EventType: "A "}, jdbcstore.DiscardOptions{})
+	if err != nil || res.Matched != 1 || res.Discarded != 1 {
+		t.Errorf(`DiscardDead(type "A ") = %+v, %v; want 1 matched and discarded`, res, err)
+	}
+	if got := listed(jdbcstore.DeadFilter{}); !slices.Equal(got, []string{"a-0", "a-1", "a-2", "b-0"}) {
+		t.Errorf("DEAD after the discard: %q", got)
+	}
+}

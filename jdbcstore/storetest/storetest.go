@@ -113,6 +113,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("Ops", s.testOps)
 		t.Run("DeadSummaries", s.testDeadSummaries)
 		t.Run("DeadTypes", s.testDeadTypes)
+		t.Run("TrailingSpaces", s.testTrailingSpaces)
 		t.Run("Activity", s.testActivity)
 		t.Run("Order", s.testOrder)
 		if h.Dialect != nil {
