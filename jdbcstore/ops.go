@@ -18,7 +18,8 @@ import (
 const (
 	// DefaultOpsBatch is the batch size of ReplayDead, DiscardDead and Purge.
 	DefaultOpsBatch = 500
-	// MaxListLimit bounds one page of ListDead.
+	// MaxListLimit bounds one page of ListDead and the BatchSize of
+	// ReplayDead and DiscardDead.
 	MaxListLimit = 1000
 )
 
@@ -283,7 +284,9 @@ type ReplayOptions struct {
 	// DryRun counts (and returns the ids of) what would be replayed,
 	// changing nothing.
 	DryRun bool
-	// BatchSize is the most rows changed per statement. Defaults to DefaultOpsBatch.
+	// BatchSize is the most rows changed per statement, 1..MaxListLimit
+	// (each batch is read as one page of the dead letters). Defaults to
+	// DefaultOpsBatch.
 	BatchSize int
 }
 

@@ -96,7 +96,9 @@ type DiscardOptions struct {
 	// DryRun counts (and returns the ids of) what would be discarded,
 	// deleting nothing.
 	DryRun bool
-	// BatchSize is the most rows deleted per statement. Defaults to DefaultOpsBatch.
+	// BatchSize is the most rows deleted per statement, 1..MaxListLimit
+	// (each batch is read as one page of the dead letters). Defaults to
+	// DefaultOpsBatch.
 	BatchSize int
 }
 
