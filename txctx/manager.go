@@ -96,7 +96,12 @@ func NewX(db *sqlx.DB, opts ...Option) *Manager {
 // ctx.Err() without calling fn, as does a ctx done before Do begins. Once
 // begun, the transaction is detached from ctx (as with
 // [context.WithoutCancel]), so a cancelled ctx cannot race Do's own
-// rollback; statements run by fn still use the ctx they are given. The
+// rollback; statements run by fn still use the ctx they are given. A
+// statement interrupted by its ctx makes most drivers close the connection
+// (go-sql-driver/mysql, pgx): the server then rolls the transaction back
+// itself, and Do's rollback, finding the connection closed, reports an
+// error joined to fn's (such as "outbox: rollback: context deadline
+// exceeded"): nothing was committed all the same. The
 // COMMIT itself takes no context in database/sql: against a server that no
 // longer answers it waits for the driver's own timeouts (on MySQL/MariaDB
 // the DSN's readTimeout and writeTimeout).
