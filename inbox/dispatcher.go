@@ -406,7 +406,7 @@ func (d *Dispatcher) loop(ctx context.Context, stop <-chan struct{}) {
 		// Maintenance first (the first round of each inbox runs at once):
 		// a restart releases the leases its previous run left behind.
 		d.maintain(mctx, last, &cleaning)
-		if d.cycle(ctx, stop) {
+		if d.cycle(ctx, mctx, stop) {
 			return d.cfg.PollInterval
 		}
 		return 0
@@ -499,7 +499,7 @@ func onMember(ctx context.Context, m *member, fn func(context.Context, *member))
 // rest: every inbox had a claim that was not full (a failed claim counts
 // as such) since the last full one, and none was enqueued to since its
 // last claim began.
-func (d *Dispatcher) cycle(ctx context.Context, stop <-chan struct{}) (rest bool) {
+func (d *Dispatcher) cycle(ctx, probeCtx context.Context, stop <-chan struct{}) (rest bool) {
 	select {
 	case d.slots <- struct{}{}:
 	case <-stop:
@@ -515,7 +515,7 @@ fill:
 			break fill
 		}
 	}
-	m, recs, rest, err := d.claim(ctx, limit, d.cfg.StatusTimeout)
+	m, recs, rest, err := d.claim(ctx, probeCtx, limit, d.cfg.StatusTimeout)
 	for range limit - len(recs) {
 		<-d.slots
 	}
@@ -550,8 +550,10 @@ fill:
 // claim claims up to limit messages from the inbox the rotation picks,
 // bounding the query by timeout (none when 0). The member is held once
 // per returned record; the caller unholds after each handling. m is nil
-// when there is no inbox (rest is then true).
-func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration) (m *member, recs []Record, rest bool, err error) {
+// when there is no inbox (rest is then true). With a timeout (the loop's
+// claims), the turn of an inbox whose claims failed lately is passed
+// (passTurn); probeCtx bounds its probes.
+func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout time.Duration) (m *member, recs []Record, rest bool, err error) {
 	d.cycleMu.Lock()
 	defer d.cycleMu.Unlock()
 	m, ids := d.pick()
@@ -561,7 +563,7 @@ func (d *Dispatcher) claim(ctx context.Context, limit int, timeout time.Duration
 		return nil, nil, len(ids) == 0, nil
 	}
 	defer m.work.Release()
-	if timeout > 0 && len(ids) > 1 && m.skip.Skipping() {
+	if timeout > 0 && len(ids) > 1 && d.passTurn(probeCtx, m) {
 		// Its last claims failed: the other inboxes take this turn (a
 		// lone inbox is claimed from at every turn).
 		rest, _ = d.rotation.Done(m.id, 0, false, ids)
@@ -613,7 +615,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	if ctx == nil {
 		return 0, core.ErrNilContext
 	}
-	m, recs, _, err := d.claim(ctx, d.cfg.BatchSize, 0)
+	m, recs, _, err := d.claim(ctx, nil, d.cfg.BatchSize, 0)
 	if err != nil || m == nil {
 		return 0, err
 	}

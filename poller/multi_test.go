@@ -224,3 +224,106 @@ func TestFailingStoreIsSkippedForAWhile(t *testing.T) {
 		t.Errorf("the failing store was polled %d times while the good one was polled 50 times, want at most 3", n)
 	}
 }
+
+// Once a failing store's skip ends, whether its database answers again is
+// found out by a probe beside the loop, not by a poll in it: a poll of a
+// database that does not answer takes QueryTimeout, and in the loop it
+// held up the polls of every other store (and the claims of ordered
+// events' successors) for that long at every try. When the probe
+// succeeds, the store is polled again.
+func TestFailingStoreIsProbedBesideTheLoop(t *testing.T) {
+	reg := registry.New()
+	d, err := dispatcher.NewMulti(reg, dispatcher.Config{Workers: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	p, err := poller.NewMulti(poller.Config{Interval: time.Millisecond, BacklogInterval: time.Millisecond,
+		ReapInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		goodClaims, badClaims, badProbes atomic.Int32
+		hanging                          = make(chan string, 1) // the bad store's call that hangs
+		answer                           = make(chan struct{})  // closed: the bad store answers again
+		answered                         atomic.Bool
+	)
+	hang := func(op string) error {
+		select {
+		case hanging <- op:
+		default:
+		}
+		select {
+		case <-answer:
+			return nil
+		case <-time.After(20 * time.Second):
+			return errors.New("i/o timeout")
+		}
+	}
+	bad, good := memstore.New(nil), memstore.New(nil)
+	bad.Fail = func(op, _ string) error {
+		switch {
+		case answered.Load():
+			if op == "claim" {
+				badClaims.Add(1)
+			}
+			return nil
+		case op == "claim" && badClaims.Add(1) == 1:
+			return errors.New("connection refused") // the first failure: skipped for 1 s
+		case op == "claim":
+			return hang(op) // a poll in the loop (the fault)
+		case op == "reap":
+			badProbes.Add(1)
+			return hang(op)
+		}
+		return nil
+	}
+	good.Fail = func(op, _ string) error {
+		if op == "claim" {
+			goodClaims.Add(1)
+		}
+		return nil
+	}
+	for id, st := range map[string]*memstore.Store{"bad": bad, "good": good} {
+		if err := d.AddStore(id, st); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Add(id, st, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	t.Cleanup(func() {
+		if answered.CompareAndSwap(false, true) {
+			close(answer)
+		}
+	})
+
+	var op string
+	select {
+	case op = <-hanging:
+	case <-time.After(waitTimeout):
+		t.Fatal("the failing store was not tried again after its skip")
+	}
+	before := goodClaims.Load()
+	testsupport.WaitFor(t, 5*time.Second, fmt.Sprintf("20 polls of the good store while the bad store's %s hangs", op),
+		func() bool { return goodClaims.Load() >= before+20 }, nil)
+	if op != "reap" {
+		t.Errorf("the failing store was tried again by a %q, want its probe (reap)", op)
+	}
+	claimsBefore := badClaims.Load()
+	answered.Store(true)
+	close(answer)
+	testsupport.WaitFor(t, waitTimeout, "a poll of the store whose probe succeeded",
+		func() bool { return badClaims.Load() > claimsBefore }, nil)
+	if n := badProbes.Load(); n != 1 {
+		t.Errorf("%d probes ran, want 1 (one at a time)", n)
+	}
+}

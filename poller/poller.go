@@ -76,6 +76,8 @@ type target struct {
 	// database down or not answering: each failure can take
 	// QueryTimeout); a wake-up naming the store polls it all the same.
 	skip engine.Skip
+	// probing: a probe of the failing store runs (probe.go).
+	probing atomic.Bool
 	// countFailing: counting blocked keys fails (log once per incident);
 	// guarded by Poller.mu.
 	countFailing bool
@@ -223,7 +225,7 @@ func (p *Poller) PollOnce(ctx context.Context) (Result, error) {
 	if ctx == nil {
 		return Result{}, core.ErrNilContext
 	}
-	res, _, err := p.pollOnce(ctx, false)
+	res, _, err := p.pollOnce(ctx, nil)
 	return res, err
 }
 
@@ -236,11 +238,12 @@ const (
 	pollResting                     // Interval
 )
 
-// pollOnce is PollOnce; it also tells when to poll next. With wakes (the
+// pollOnce is PollOnce; it also tells when to poll next. With pr (the
 // loop's polls) it serves the wake-ups first: a woken store is read
 // before the Selector's pick, and a woken poll ignores SkipRecent (see
-// [Poller.Wake]).
-func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pollDecision, err error) {
+// [Poller.Wake]); and it passes the turns of failing stores (passTurn).
+func (p *Poller) pollOnce(ctx context.Context, pr *probes) (res Result, next pollDecision, err error) {
+	wakes := pr != nil
 	p.cycleMu.Lock()
 	defer p.cycleMu.Unlock()
 	var (
@@ -258,7 +261,7 @@ func (p *Poller) pollOnce(ctx context.Context, wakes bool) (res Result, next pol
 		id, t, ids = p.targets.Next(p.rotation)
 		// The loop skips stores whose polls failed lately: the others
 		// take their turns (a lone store is polled at every turn).
-		for skipped := 0; wakes && len(ids) > 1 && t != nil && t.skip.Skipping(); skipped++ {
+		for skipped := 0; wakes && len(ids) > 1 && t != nil && p.passTurn(pr, t); skipped++ {
 			if skipped >= len(ids) {
 				return res, pollResting, nil // every store is backing off
 			}
@@ -656,7 +659,11 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	// does not answer costs a reap of it up to QueryTimeout, which held
 	// up the polls of every store.
 	var reaping chan struct{} // closed when the reap round under way ends
+	pctx, stopProbes := context.WithCancel(ctx)
+	pr := &probes{ctx: pctx}
 	defer func() {
+		stopProbes()
+		pr.wg.Wait()
 		if reaping != nil {
 			<-reaping
 		}
@@ -667,7 +674,7 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 			due = time.Time{}
 		}
 		if time.Until(due) <= 0 || p.wakePending() {
-			res, next, err := p.pollOnce(ctx, true)
+			res, next, err := p.pollOnce(ctx, pr)
 			due = time.Now().Add(p.pollWait(res, next, err))
 		}
 		if !reapDue.IsZero() && time.Until(reapDue) <= 0 {

@@ -28,28 +28,32 @@ func SkipFor(failures int, took time.Duration) time.Duration {
 	return max(wait, min(FailedShare*took, MaxSlowSkip))
 }
 
-// Skip is the back-off of one source (see SkipFor). Record is called by
-// the one loop that runs the source's operations; Skipping and Clear may
-// be called from any goroutine.
+// Skip is the back-off of one source (see SkipFor). Its methods may be
+// called from any goroutine: the loop that runs the source's operations,
+// and a probe of the source running beside it.
 type Skip struct {
 	until    atomic.Int64 // Unix nanoseconds; 0: not skipped
-	failures int          // failures in a row; the loop's alone
+	failures atomic.Int64 // failures in a row
 }
 
 // Record records the outcome of an operation that took took: after a
 // failure the source is skipped for SkipFor; a success ends that.
 func (s *Skip) Record(failed bool, took time.Duration) {
 	if !failed {
-		s.failures = 0
+		s.failures.Store(0)
 		s.until.Store(0)
 		return
 	}
-	s.failures++
-	s.until.Store(time.Now().Add(SkipFor(s.failures, took)).UnixNano())
+	n := s.failures.Add(1)
+	s.until.Store(time.Now().Add(SkipFor(int(min(n, 1<<20)), took)).UnixNano())
 }
 
 // Skipping reports whether the source's turns are skipped now.
 func (s *Skip) Skipping() bool { return time.Now().UnixNano() < s.until.Load() }
+
+// Failed reports whether the source's last operation failed (its skip
+// may have ended): the next one may take as long to fail.
+func (s *Skip) Failed() bool { return s.failures.Load() > 0 }
 
 // Clear ends the skip (the source proved it answers), keeping the count
 // of failures: a failure after it skips as long as the next would have.

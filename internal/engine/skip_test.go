@@ -42,8 +42,8 @@ func TestSkip(t *testing.T) {
 		}
 	}
 	s.Record(false, 0)
-	if s.until.Load() != 0 || s.failures != 0 || s.Skipping() {
-		t.Errorf("after a success: until %d, failures %d; want 0, 0", s.until.Load(), s.failures)
+	if s.until.Load() != 0 || s.failures.Load() != 0 || s.Skipping() {
+		t.Errorf("after a success: until %d, failures %d; want 0, 0", s.until.Load(), s.failures.Load())
 	}
 	// A failure that took long (a database that does not answer, its
 	// timeout) is skipped four times as long: the other sources get most
@@ -57,7 +57,7 @@ func TestSkip(t *testing.T) {
 		t.Errorf("after a failure that took an hour: skipped for %v, want 5m", got)
 	}
 	s.Clear()
-	if s.Skipping() || s.failures != 2 {
-		t.Errorf("after Clear: skipping %v, failures %d; want false, 2", s.Skipping(), s.failures)
+	if s.Skipping() || s.failures.Load() != 2 {
+		t.Errorf("after Clear: skipping %v, failures %d; want false, 2", s.Skipping(), s.failures.Load())
 	}
 }

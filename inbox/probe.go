@@ -1,0 +1,57 @@
+package inbox
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// passTurn reports whether the loop passes m's turn to the next inbox:
+// while m is skipped after failed claims, and once its skip ended while a
+// probe finds out whether its database answers again. A failed claim may
+// take StatusTimeout (a database that does not answer); made in the loop,
+// it held up every other inbox's claims for that long at each try. The
+// probe, a reaping of m's expired leases bounded by StatusTimeout, runs
+// beside the loop (ctx ends it); when it succeeds, m is claimed from at
+// its next turn.
+func (d *Dispatcher) passTurn(ctx context.Context, m *member) bool {
+	switch {
+	case m.skip.Skipping() || m.probing.Load():
+		return true
+	case !m.skip.Failed():
+		return false
+	case !m.work.Hold(): // being removed
+		return true
+	}
+	m.probing.Store(true)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer m.probing.Store(false)
+		defer m.work.Release()
+		onMember(ctx, m, d.probe)
+	}()
+	return true
+}
+
+// probe reaps m's expired leases to learn whether its database answers:
+// a success ends m's back-off and wakes the loop, a failure extends it.
+func (d *Dispatcher) probe(ctx context.Context, m *member) {
+	qctx, cancel := context.WithTimeout(ctx, d.cfg.StatusTimeout)
+	defer cancel()
+	began := time.Now()
+	n, err := m.in.ReapExpired(qctx)
+	if ctx.Err() != nil {
+		return // Close or the inbox's removal: nothing learnt
+	}
+	if err != nil {
+		m.skip.Record(true, time.Since(began))
+		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: the database still fails; its claims stay suspended", slog.String("error", err.Error()))
+		return
+	}
+	if n > 0 {
+		m.log.LogAttrs(ctx, slog.LevelInfo, "inbox: released expired leases", slog.Int("messages", n))
+	}
+	m.skip.Record(false, 0)
+	m.notify()
+}

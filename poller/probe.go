@@ -1,0 +1,60 @@
+package poller
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// probes runs the probes of the loop's failing stores (see
+// [Poller.passTurn]); its ctx ends when the loop stops.
+type probes struct {
+	ctx context.Context
+	wg  sync.WaitGroup
+}
+
+// passTurn reports whether the loop passes t's turn to the next store:
+// while t is skipped after failed polls, and once its skip ended while a
+// probe finds out whether its database answers again. A failed poll
+// may take QueryTimeout (a database that does not answer); polled in the
+// loop, it held up every other store's polls and the claims of the
+// events after finished ordered ones (successors.go) for that long at
+// each try. The probe, one cheap statement bounded by QueryTimeout, runs
+// beside the loop; when it succeeds the store is polled at its next turn.
+func (p *Poller) passTurn(pr *probes, t *target) bool {
+	switch {
+	case t.skip.Skipping() || t.probing.Load():
+		return true
+	case !t.skip.Failed():
+		return false
+	}
+	t.probing.Store(true)
+	pr.wg.Add(1)
+	go func() {
+		defer pr.wg.Done()
+		defer t.probing.Store(false)
+		p.probe(pr.ctx, t)
+	}()
+	return true
+}
+
+// probe releases at most one expired lease of t's store, a statement
+// that changes nothing another poll would not, to learn whether the
+// database answers: a success ends t's back-off (its next turn in the
+// rotation polls it), a failure extends it.
+func (p *Poller) probe(ctx context.Context, t *target) {
+	qctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
+	defer cancel()
+	began := time.Now()
+	_, err := t.store.ReapExpired(qctx, p.cfg.Now(), 1)
+	if ctx.Err() != nil {
+		return // the loop stopped: nothing learnt
+	}
+	if err != nil {
+		t.skip.Record(true, time.Since(began))
+		t.log.Debug("poller: the store still fails; its polls stay suspended", slog.String("error", err.Error()))
+		return
+	}
+	t.skip.Record(false, 0)
+}
