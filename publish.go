@@ -20,7 +20,9 @@ type Tx interface {
 // Without a transaction in ctx, or with one already committed or rolled
 // back, it returns core.ErrNoTransaction and writes nothing (see
 // [Outbox.PublishTx]). A full hot queue is not an error: the row stays NEW and
-// the poller delivers it.
+// the poller delivers it. Calls on one transaction must not overlap (see
+// txctx.Tx): publish from one goroutine at a time, as with the
+// transaction's other statements.
 func (o *Outbox) Publish(ctx context.Context, env Envelope) (string, error) {
 	return o.client.Publish(ctx, env)
 }

@@ -55,7 +55,11 @@ const (
 // [Manager.AdoptX] (then the caller commits or rolls back through it).
 //
 // All methods are safe for concurrent use; the statements themselves follow
-// the rules of [sql.Tx].
+// the rules of [sql.Tx]: one connection carries them, so a statement must
+// not run while another's rows are still being read (pgx then fails it
+// with "conn busy", and its stdlib adapter may panic reading the other
+// rows). Publishing an ordered event reads its key's position on the
+// transaction: publish on one transaction from one goroutine at a time.
 type Tx struct {
 	tx      *sql.Tx
 	txx     *sqlx.Tx // nil when adopted from a plain *sql.Tx
