@@ -58,7 +58,10 @@ func (b *Builder) OccurredAt(t time.Time) *Builder { b.env.occurredAt = t; retur
 // (ErrTimeOutOfRange). It clears a Delay set earlier.
 func (b *Builder) NotBefore(t time.Time) *Builder { b.env.notBefore, b.delay = t, 0; return b }
 
-// Delay delays delivery by d from the moment Build runs; d <= 0 means now.
+// Delay delays delivery by d from the moment Build runs, on the wall
+// clock (time.Now); d <= 0 means now. With a clock of your own as the
+// outbox's Config.Now, use NotBefore(now().Add(d)) instead: due times are
+// judged by that clock.
 // Even the longest Duration (about 292 years) stays within the years
 // NotBefore takes. It clears a NotBefore set earlier.
 func (b *Builder) Delay(d time.Duration) *Builder {
