@@ -45,7 +45,7 @@ func (f PolicyFunc) Delay(attempts int) time.Duration { return f(attempts) }
 // that take a policy do).
 type Exponential struct {
 	BaseDelay time.Duration  // Defaults to 200 ms.
-	MaxDelay  time.Duration  // Defaults to 60 s.
+	MaxDelay  time.Duration  // Caps the delay before the jitter (so delays reach 1.5·MaxDelay). Defaults to 60 s.
 	Rand      func() float64 // uniform in [0,1); defaults to math/rand/v2.Float64
 	_         struct{}       // keyed literals only
 }
