@@ -21,7 +21,8 @@
 //	d, err := in.NewDispatcher(inbox.DispatcherConfig{}) // inherits Observer
 //
 // And it is a relay.Metrics: give it to a broker relay to see whether its
-// broker can be reached, its outages and its full streams or queues.
+// broker can be reached, its outages and its full destinations (streams;
+// for RabbitMQ, exchange and routing key pairs).
 //
 //	r, err := natsjs.New(js, natsjs.Config{Metrics: col}) // or rabbitmq.Config{Metrics: col}
 //

@@ -80,7 +80,11 @@ const DefaultFullForget = time.Minute
 // ("put_offs"), once every key (a subject, an exchange and routing key)
 // refused meanwhile was accepted again ([Full.Accepted]), or none of
 // them was refused again for FullConfig.Forget. So a destination at its
-// limit does not log a line per event it refuses, nor per key. But an
+// limit does not log a line per event it refuses, nor per key. What a
+// destination is, the relay says: for JetStream the stream, for RabbitMQ
+// the exchange and routing key (a nack does not name the queue that
+// refused), so there one full queue bound to many routing keys is as many
+// destinations. But an
 // incident ends as soon as its last refused key is accepted: a
 // destination whose consumer frees room one message at a time, refusing
 // a single key, ends one incident and begins the next (an INFO and an

@@ -21,7 +21,7 @@ const (
 	HeaderAggregateType = "Outbox-Aggregate-Type"
 	HeaderAggregateID   = "Outbox-Aggregate-Id"
 	HeaderTenant        = "Outbox-Tenant"
-	HeaderOccurredAt    = "Outbox-Occurred-At" // RFC 3339 with nanoseconds, UTC
+	HeaderOccurredAt    = "Outbox-Occurred-At" // RFC 3339 in UTC, as time.RFC3339Nano writes it: microseconds at most, trailing zeros of the fraction left out
 	HeaderOrderKey      = "Outbox-Order-Key"   // only for an ordered event
 	HeaderContentType   = "Content-Type"       // "application/json" for a JSON payload
 )

@@ -183,3 +183,22 @@ func Sum(ds ...time.Duration) time.Duration {
 	}
 	return sum
 }
+
+// MinDuration is the shortest positive duration a timeout, delay or
+// interval of a configuration takes: a shorter one is almost surely a
+// number written without its unit (5 is 5 ns), which would make every
+// wait fail or every loop spin.
+const MinDuration = time.Millisecond
+
+// DurationProblem returns what is wrong with the duration d of a
+// configuration where 0 means the default: "" when it is 0 or at least
+// MinDuration.
+func DurationProblem(d time.Duration) string {
+	switch {
+	case d < 0:
+		return fmt.Sprintf("must not be negative (got %v)", d)
+	case d > 0 && d < MinDuration:
+		return fmt.Sprintf("must be 0 (the default) or at least %v (got %v: a number without a unit is nanoseconds)", MinDuration, d)
+	}
+	return ""
+}

@@ -19,6 +19,8 @@ const (
 	DefaultSubject = "outbox.{type}"
 	// DefaultMaxInFlight bounds the publishes awaiting their ack.
 	DefaultMaxInFlight = 256
+	// MaxInFlightLimit bounds Config.MaxInFlight.
+	MaxInFlightLimit = 1_000_000
 	// DefaultAckTimeout is how long a publish waits for its ack.
 	DefaultAckTimeout = 5 * time.Second
 )
@@ -58,7 +60,7 @@ type Config struct {
 	// the relay puts off as an outage. Concurrency comes from the outbox's
 	// dispatcher workers, each awaiting its own ack, so a bound above
 	// Dispatcher.Workers changes nothing. Defaults to DefaultMaxInFlight
-	// (256).
+	// (256); at most MaxInFlightLimit.
 	MaxInFlight int
 	// AckTimeout is how long a publish waits for JetStream's ack. A
 	// publish that gets none in time counts as an outage (the event is put
@@ -181,22 +183,22 @@ func (cfg Config) validate() (relay.Template, error) {
 	if cfg.Metrics == nil && cfg.Breaker.Metrics != nil && nilval.Is(cfg.Breaker.Metrics) { // else it is Metrics
 		bad("Breaker.Metrics", "is a nil %T (leave it nil for none)", cfg.Breaker.Metrics)
 	}
-	if cfg.MaxInFlight < 0 {
-		bad("MaxInFlight", "must not be negative (got %d)", cfg.MaxInFlight)
+	if cfg.MaxInFlight < 0 || cfg.MaxInFlight > MaxInFlightLimit {
+		bad("MaxInFlight", "must be 0 (the default) or 1..%d (got %d)", MaxInFlightLimit, cfg.MaxInFlight)
 	}
-	if cfg.AckTimeout < 0 {
-		bad("AckTimeout", "must not be negative (got %v)", cfg.AckTimeout)
+	if msg := cfgpath.DurationProblem(cfg.AckTimeout); msg != "" {
+		bad("AckTimeout", "%s", msg)
 	}
 	if cfg.ExpectStream != "" {
 		if err := validateStreamName(cfg.ExpectStream); err != nil {
 			bad("ExpectStream", "%v", err)
 		}
 	}
-	if cfg.Breaker.ProbeInterval < 0 {
-		bad("Breaker.ProbeInterval", "must not be negative (got %v)", cfg.Breaker.ProbeInterval)
+	if msg := cfgpath.DurationProblem(cfg.Breaker.ProbeInterval); msg != "" {
+		bad("Breaker.ProbeInterval", "%s", msg)
 	}
-	if cfg.Breaker.RetryAfter < 0 {
-		bad("Breaker.RetryAfter", "must not be negative (got %v)", cfg.Breaker.RetryAfter)
+	if msg := cfgpath.DurationProblem(cfg.Breaker.RetryAfter); msg != "" {
+		bad("Breaker.RetryAfter", "%s", msg)
 	}
 	return tpl, errors.Join(errs...)
 }

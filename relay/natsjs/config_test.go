@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/relay"
@@ -33,6 +34,12 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"empty token", natsjs.Config{Subject: "orders..{type}"}, "Subject", natsjs.ErrInvalidSubject},
 		{"negative MaxInFlight", natsjs.Config{MaxInFlight: -1}, "MaxInFlight", nil},
 		{"negative AckTimeout", natsjs.Config{AckTimeout: -1}, "AckTimeout", nil},
+		// Out of range: a forgotten unit (5 ns made a false outage of a
+		// healthy server), a count sizing a channel up front.
+		{"MaxInFlight past its limit", natsjs.Config{MaxInFlight: natsjs.MaxInFlightLimit + 1}, "MaxInFlight", nil},
+		{"AckTimeout without a unit", natsjs.Config{AckTimeout: 5}, "AckTimeout", nil},
+		{"ProbeInterval below 1ms", natsjs.Config{Breaker: relay.BreakerConfig{ProbeInterval: time.Microsecond}}, "Breaker.ProbeInterval", nil},
+		{"RetryAfter without a unit", natsjs.Config{Breaker: relay.BreakerConfig{RetryAfter: 30}}, "Breaker.RetryAfter", nil},
 		{"bad ExpectStream", natsjs.Config{ExpectStream: "a.b"}, "ExpectStream", nil},
 		{"negative ProbeInterval", natsjs.Config{Breaker: relay.BreakerConfig{ProbeInterval: -1}}, "Breaker.ProbeInterval", nil},
 		{"negative RetryAfter", natsjs.Config{Breaker: relay.BreakerConfig{RetryAfter: -1}}, "Breaker.RetryAfter", nil},

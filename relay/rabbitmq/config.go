@@ -29,6 +29,13 @@ const (
 	DefaultMaxInFlight = 256
 	// DefaultChannels is the number of publishing channels.
 	DefaultChannels = 4
+	// MaxChannels bounds Config.Channels. The relay opens one channel
+	// more (see ErrRefused): keep Channels below the broker's channel_max
+	// (RabbitMQ's default is 2,047), or the channels past it fail to open
+	// as an outage would.
+	MaxChannels = 1024
+	// MaxInFlightLimit bounds Config.MaxInFlight.
+	MaxInFlightLimit = 1_000_000
 	// DefaultConfirmTimeout is how long a publish waits for its confirm.
 	DefaultConfirmTimeout = 5 * time.Second
 	// DefaultDialTimeout bounds one dial: TCP connect and AMQP handshake.
@@ -93,7 +100,7 @@ type Config struct {
 	// listener's ctx). Concurrency comes from the outbox's dispatcher
 	// workers, each awaiting its own confirm, so a bound above
 	// Dispatcher.Workers changes nothing. Defaults to DefaultMaxInFlight
-	// (256).
+	// (256); at most MaxInFlightLimit.
 	MaxInFlight int
 	// Channels is the number of AMQP channels, all in confirm mode, the
 	// publishes are spread over (round robin) on one connection. A channel
@@ -102,7 +109,7 @@ type Config struct {
 	// at a time, alone on one more channel (see ErrRefused). Throughput barely depends on it (the broker's confirms and
 	// the workers awaiting them set the pace); several channels limit how
 	// many publishes one closed channel interrupts. Defaults to
-	// DefaultChannels (4).
+	// DefaultChannels (4); at most MaxChannels.
 	Channels int
 	// ConfirmTimeout is how long a publish waits for the broker's confirm.
 	// A publish that gets none in time counts as an outage (the event is
@@ -256,11 +263,12 @@ func (cfg Config) validate() (templates, error) {
 		bad("RoutingKey", "%v", err)
 	}
 	for _, f := range []struct {
-		name string
-		v    int
-	}{{"MaxInFlight", cfg.MaxInFlight}, {"Channels", cfg.Channels}} {
-		if f.v < 0 {
-			bad(f.name, "must not be negative (got %d)", f.v)
+		name  string
+		v     int
+		limit int
+	}{{"MaxInFlight", cfg.MaxInFlight, MaxInFlightLimit}, {"Channels", cfg.Channels, MaxChannels}} {
+		if f.v < 0 || f.v > f.limit {
+			bad(f.name, "must be 0 (the default) or 1..%d (got %d)", f.limit, f.v)
 		}
 	}
 	for _, f := range []struct {
@@ -271,8 +279,8 @@ func (cfg Config) validate() (templates, error) {
 		{"ReconnectDelay", cfg.ReconnectDelay}, {"ReconnectMaxDelay", cfg.ReconnectMaxDelay},
 		{"Breaker.ProbeInterval", cfg.Breaker.ProbeInterval}, {"Breaker.RetryAfter", cfg.Breaker.RetryAfter},
 	} {
-		if f.v < 0 {
-			bad(f.name, "must not be negative (got %v)", f.v)
+		if msg := cfgpath.DurationProblem(f.v); msg != "" {
+			bad(f.name, "%s", msg)
 		}
 	}
 	if cfg.ReconnectDelay > 0 && cfg.ReconnectMaxDelay > 0 && cfg.ReconnectMaxDelay < cfg.ReconnectDelay {

@@ -52,6 +52,37 @@ func TestConfigInvalid(t *testing.T) {
 	}
 }
 
+// Counts past what the broker or the memory could take, and durations
+// written without a unit (5 is 5 ns), are refused before anything is
+// dialled: Channels above RabbitMQ's channel_max made every pass of the
+// round robin fail as an outage, 1<<40 of them ran out of memory in New;
+// a ConfirmTimeout of 5 ns failed New as a network error, 100 µs made a
+// false outage of a healthy broker.
+func TestConfigOutOfRange(t *testing.T) {
+	_, err := rabbitmq.New(context.Background(), rabbitmq.Config{
+		URL:               "amqp://127.0.0.1:1/",
+		MaxInFlight:       rabbitmq.MaxInFlightLimit + 1,
+		Channels:          1 << 40,
+		ConfirmTimeout:    5,
+		DialTimeout:       100 * time.Microsecond,
+		ReconnectDelay:    time.Nanosecond,
+		ReconnectMaxDelay: time.Nanosecond,
+		Breaker:           relay.BreakerConfig{ProbeInterval: 999 * time.Microsecond, RetryAfter: 1},
+	})
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("New = %v, want ErrInvalidConfig", err)
+	}
+	for _, field := range []string{"MaxInFlight", "Channels", "ConfirmTimeout", "DialTimeout", "ReconnectDelay",
+		"ReconnectMaxDelay", "Breaker.ProbeInterval", "Breaker.RetryAfter"} {
+		if !strings.Contains(err.Error(), " "+field+" ") {
+			t.Errorf("no error for %s in:\n%v", field, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "without a unit") {
+		t.Errorf("the message does not say a number without a unit is nanoseconds:\n%v", err)
+	}
+}
+
 func TestConfigURLRequired(t *testing.T) {
 	_, err := rabbitmq.New(context.Background(), rabbitmq.Config{})
 	if !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "URL is required") {
