@@ -178,3 +178,47 @@ func TestOpsNotifyOtherNodesPostgres(t *testing.T) {
 	}
 	node.wantDelivered(t, "4")
 }
+
+// Outboxes sharing a limited pool leave it a connection: each one's
+// listener took one and kept it, so two outboxes on a pool of two held
+// both, and every transaction waited for ever. The second is not started
+// (a warning says why); both outboxes publish.
+func TestNotifyListenersLeaveThePoolAConnectionPostgres(t *testing.T) {
+	db := testdb.Postgres(t)
+	db.SetMaxOpenConns(2)
+	logger, logs := testsupport.NewLogger()
+	var obs []*outbox.Outbox
+	for _, table := range []string{"outbox_a", "outbox_b"} {
+		ob, err := outbox.New(context.Background(), db, outbox.Config{Logger: logger, Store: jdbcstore.Config{Table: table},
+			Poller: poller.Config{Interval: 5 * time.Millisecond, SkipRecent: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ob.RegisterFunc("E", func(context.Context, outbox.Envelope) error { return nil })
+		if err := ob.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = ob.Close(ctx)
+		})
+		obs = append(obs, ob)
+	}
+	testsupport.WaitFor(t, 10*time.Second, "the warning", func() bool { return logs.Count("level=WARN", "not listening") == 1 })
+	for i, ob := range obs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		env, err := outbox.NewEvent("E").PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ob.InTx(ctx, func(ctx context.Context) error {
+			_, err := ob.Publish(ctx, env)
+			return err
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("publish through outbox %d: %v", i, err)
+		}
+	}
+}

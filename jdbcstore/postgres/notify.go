@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,19 +44,25 @@ func (pgDialect) NotifyStatement(table string) (string, []any) {
 
 // Listen holds one connection of db's pool (taken with db.Conn, so it
 // uses the pool's credentials and TLS settings; the pool has one
-// connection less while the outbox runs, and with a pool of one connection
-// Listen does not listen) and LISTENs on the channel of table through
+// connection less while the outbox runs, and Listen does not listen when
+// that would leave the pool no connection: a pool of one, or one whose
+// other connections the listeners of other outboxes hold) and LISTENs on the channel of table through
 // pgx's connection, calling wake for every notification. Pinging it after
 // listenHealthInterval of silence detects a dead connection; a lost one
 // is replaced with backoff (100 ms doubling to 5 s). It logs a lost
 // connection once per incident (Warn) and the recovery (Info).
 func (pgDialect) Listen(ctx context.Context, db *sqlx.DB, table string, log *slog.Logger, wake func()) {
-	if m := db.Stats().MaxOpenConnections; m == 1 {
-		// The listener would hold the pool's only connection forever.
-		log.WarnContext(ctx, "outbox: postgres: not listening for notifications: the pool allows one connection (SetMaxOpenConns(1)); new events wait for the poller's interval",
-			slog.String("table", table))
+	held, ok := holdListener(db.DB)
+	if !ok {
+		// The listener would hold the last connection the pool allows
+		// (the only one, or the last the listeners of other outboxes on
+		// the pool left) forever: every transaction would wait for it.
+		log.WarnContext(ctx, "outbox: postgres: not listening for notifications: the pool would have no connection left (SetMaxOpenConns); new events wait for the poller's interval",
+			slog.String("table", table), slog.Int("max_open_connections", db.Stats().MaxOpenConnections),
+			slog.Int("other_listeners", held))
 		return
 	}
+	defer releaseListener(db.DB)
 	backoff := listenMinBackoff
 	failing := false
 	for ctx.Err() == nil {
@@ -88,6 +96,37 @@ func (pgDialect) Listen(ctx context.Context, db *sqlx.DB, table string, log *slo
 		case <-t.C:
 		}
 		backoff = min(2*backoff, listenMaxBackoff)
+	}
+}
+
+// listeners counts, per pool, the listeners holding one of its
+// connections (the outboxes of several tables, or of several tenants,
+// may share a pool).
+var listeners = struct {
+	sync.Mutex
+	held map[*sql.DB]int
+}{held: map[*sql.DB]int{}}
+
+// holdListener counts one more listener on db unless, with the pool's
+// MaxOpenConnections set, it would leave the pool no connection; it
+// returns how many listeners held one before.
+func holdListener(db *sql.DB) (held int, ok bool) {
+	listeners.Lock()
+	defer listeners.Unlock()
+	held = listeners.held[db]
+	if m := db.Stats().MaxOpenConnections; m > 0 && held+1 >= m {
+		return held, false
+	}
+	listeners.held[db] = held + 1
+	return held, true
+}
+
+// releaseListener counts one listener on db less.
+func releaseListener(db *sql.DB) {
+	listeners.Lock()
+	defer listeners.Unlock()
+	if listeners.held[db]--; listeners.held[db] <= 0 {
+		delete(listeners.held, db)
 	}
 }
 
