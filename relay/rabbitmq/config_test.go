@@ -196,3 +196,33 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+// New's ctx ending during the AMQP handshake (a server that accepts and
+// never answers) returns an error matching ctx's: it was an i/o timeout
+// that did not say whose deadline ended.
+func TestNewCtxEndsDuringTheHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	defer func() {
+		select {
+		case c := <-accepted:
+			_ = c.Close()
+		default:
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = rabbitmq.New(ctx, rabbitmq.Config{URL: "amqp://guest:guest@" + ln.Addr().String() + "/", DialTimeout: time.Minute})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("New = %v, want an error matching context.DeadlineExceeded", err)
+	}
+}

@@ -114,6 +114,11 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 	conn, err := r.dial(ctx)
 	if err != nil {
 		r.cancel()
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			// The handshake ended on the socket deadline ctx set: say so,
+			// so that the caller tells its own deadline from the broker's.
+			err = fmt.Errorf("%w: %w", ctxErr, err)
+		}
 		return nil, fmt.Errorf("rabbitmq: connect to %s: %w", cfg.Breaker.Name, err)
 	}
 	r.conn = conn
