@@ -102,7 +102,8 @@ const (
 	// message is Dead.
 	InboxDead
 	// InboxUnhandled (queued): no handler is registered for the topic; the
-	// message is retried later.
+	// message is put off (the inbox's DispatcherConfig.UnhandledDelay),
+	// no attempt charged.
 	InboxUnhandled
 	// InboxInterrupted (queued): shutdown interrupted the handler; the
 	// message is handled again later, no attempt charged.

@@ -26,6 +26,7 @@ const (
 	DefaultLease           = 30 * time.Second
 	DefaultPollInterval    = 500 * time.Millisecond
 	DefaultMaxAttempts     = 10
+	DefaultUnhandledDelay  = time.Minute
 	DefaultReapInterval    = 30 * time.Second
 	DefaultCleanupInterval = time.Hour
 	DefaultRetention       = 30 * 24 * time.Hour
@@ -93,6 +94,12 @@ type DispatcherConfig struct {
 	// charged. A message whose last attempt ended so is Dead at its next
 	// claim without another run (ErrAttemptsExhausted). Defaults to 10.
 	MaxAttempts int
+	// UnhandledDelay is how long a message whose topic has no handler
+	// waits before it is claimed again, for a handler added meanwhile (on
+	// this node, or on another running newer code). No handler ran, so
+	// its attempt is not charged: it never goes Dead for want of a
+	// handler. Defaults to DefaultUnhandledDelay (1 min).
+	UnhandledDelay time.Duration
 	// Retry is the delay before the next attempt given the failed
 	// attempts so far. Defaults to the Inbox's Config.Backoff for
 	// [Inbox.NewDispatcher], to [Backoff] for [NewMultiDispatcher]. A nil
@@ -161,6 +168,9 @@ func (c DispatcherConfig) withDefaults(backoff retry.Policy, log *slog.Logger) D
 	if c.Selector == nil {
 		c.Selector = core.RoundRobin{}
 	}
+	if c.UnhandledDelay == 0 {
+		c.UnhandledDelay = DefaultUnhandledDelay
+	}
 	if c.ReapInterval == 0 {
 		c.ReapInterval = DefaultReapInterval
 	}
@@ -209,6 +219,7 @@ func (c DispatcherConfig) validate() error {
 		p.Field("Lease", fmt.Sprintf("(%v) must exceed HandlerTimeout + StatusTimeout (%v)", c.Lease, need))
 	}
 	p.NotNegative("PollInterval", c.PollInterval)
+	p.NotNegative("UnhandledDelay", c.UnhandledDelay)
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)
 	p.NotNegative("Retention", c.Retention)
 	p.Count("CleanupBatch", c.CleanupBatch, MaxBatchSize)
@@ -735,7 +746,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 	case hd == nil:
 		noHandler = true
 		err = fmt.Errorf("%w %q", ErrNoHandler, rec.Topic)
-		m.noHandlerLog.Hit(m.log, slog.LevelWarn, "inbox: no handler for the topic; message abandoned for a retry",
+		m.noHandlerLog.Hit(m.log, slog.LevelWarn, "inbox: no handler for the topic; message put off for a handler added later (UnhandledDelay, no attempt charged)",
 			recAttrs(rec, slog.String("topic", rec.Topic))...)
 	default:
 		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)
@@ -796,11 +807,21 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 		op  string
 	)
 	var decided core.InboxOutcome
-	switch outcome, delay := engine.Decide(herr, attempt, d.cfg.MaxAttempts, d.cfg.Retry); outcome {
-	case engine.Done:
+	outcome, delay := engine.Decide(herr, attempt, d.cfg.MaxAttempts, d.cfg.Retry)
+	switch {
+	case noHandler: // never Dead for want of a handler
+		// No handler ran: the attempt is given back.
+		op, decided, delay = "put off", core.InboxUnhandled, d.cfg.UnhandledDelay
+		var n64 int64
+		n64, err = m.in.store.PutOff(ctx, h.claim, rowKeys(keys), herr.Error(), delay)
+		n, err = int(n64), m.in.mapErr(err)
+		if err == nil && n > 0 {
+			d.alarm.at(time.Now().Add(delay))
+		}
+	case outcome == engine.Done:
 		op, decided = "ack", core.InboxProcessed
 		n, err = m.in.ack(ctx, h.claim, keys)
-	case engine.Dead:
+	case outcome == engine.Dead:
 		op, decided = "fail", core.InboxDead
 		msg := "inbox: handler failed; message is Dead after its last attempt"
 		if exhausted {
@@ -811,14 +832,9 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 		n, err = m.in.fail(ctx, h.claim, keys, herr.Error(), exhausted)
 	default:
 		op, decided = "abandon", core.InboxRetry
-		if noHandler {
-			decided = core.InboxUnhandled
-		}
-		if !noHandler {
-			m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
-				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
-					slog.Duration("retry_in", delay))...)
-		}
+		m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
+			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
+				slog.Duration("retry_in", delay))...)
 		n, err = m.in.abandonAfter(ctx, h.claim, keys, herr.Error(), delay)
 		if err == nil && n > 0 {
 			d.alarm.at(time.Now().Add(delay)) // the next attempt, without waiting for a poll

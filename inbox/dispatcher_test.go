@@ -165,7 +165,7 @@ func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 	mustEqual(t, "typed nil: error", strings.Contains(rec0.LastError, "panics when inspected"), true)
 	rec := e.get("s", "unrouted")
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
-	mustEqual(t, "attempt", rec.Attempt, 1)
+	mustEqual(t, "attempt", rec.Attempt, 0) // no handler ran: not charged
 	mustEqual(t, "error", strings.Contains(rec.LastError, "no handler for topic"), true)
 	mustEqual(t, "warning", len(e.logs.Lines("level=WARN", "no handler", "topic=nobody")), 1)
 	rec = e.get("s", "panics")

@@ -479,6 +479,13 @@ func (in *Inbox) MarkProcessed(ctx context.Context, source, messageID string) er
 // topic, payload, hash and due time and keeps its state. A hash differing
 // from the stored one is logged as a warning. Dispatchers of this Inbox
 // are woken to claim it at once, or at its DueAt when that is later.
+//
+// Enqueue writes in a transaction of its own: it does not join a
+// transaction ctx carries (as the outbox's Publish does), so a message
+// enqueued inside a business transaction that rolls back stays. Enqueue
+// once that transaction has committed; on SQLite, one enqueued inside a
+// transaction of the same database waits for its write lock until the
+// busy timeout, whatever ctx says.
 func (in *Inbox) Enqueue(ctx context.Context, msg Message) error {
 	if ctx == nil {
 		return core.ErrNilContext

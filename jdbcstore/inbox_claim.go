@@ -163,6 +163,30 @@ func (s *inboxStore) Release(ctx context.Context, l inboxrow.Lease, keys []inbox
 	return n, nil
 }
 
+// PutOff hands back l's leases on the given messages and the attempt
+// their claim charged, as Release does, and makes them claimable again
+// only after delay, recording lastError ("" stores NULL). Messages l does
+// not hold are ignored. It returns how many changed. A dispatcher calls
+// it for messages whose topic has no handler: no handler ran, so no
+// attempt counts.
+func (s *inboxStore) PutOff(ctx context.Context, l inboxrow.Lease, keys []inboxrow.Key, lastError string, delay time.Duration) (int64, error) {
+	if err := checkOwner(l.Owner); err != nil {
+		return 0, opErr("put off", err)
+	}
+	prefix := "UPDATE " + s.dialect.QuoteIdent(s.table) +
+		" SET next_attempt_at = ?, last_error = ?, locked_by = NULL, locked_until = NULL," +
+		" attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END WHERE "
+	fence, fenceArgs := s.fence(l)
+	head := []any{s.dialect.EncodeTime(s.now().Add(max(0, delay))), s.nullError(lastError)}
+	n, err := s.writeKeys(ctx, keys, false, func(ex inboxrow.Tx, ks []inboxrow.Key) (int64, error) {
+		return execCount(ctx, ex, keyList(s.dialect, prefix, len(ks), fence), append(keyArgs(head, ks), fenceArgs...)...)
+	})
+	if err != nil {
+		return 0, opErr("put off", err)
+	}
+	return n, nil
+}
+
 // Abandon releases l's leases on the given messages and makes them
 // claimable again after delay(attempt), attempt being their attempt count
 // (which their claim charged), recording lastError ("" stores NULL).

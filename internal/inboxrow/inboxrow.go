@@ -154,6 +154,7 @@ type Store interface {
 	Claim(ctx context.Context, owner string, lease time.Duration, limit int) ([]Record, error)
 	Ack(ctx context.Context, l Lease, keys []Key) (int64, error)
 	Release(ctx context.Context, l Lease, keys []Key) (int64, error)
+	PutOff(ctx context.Context, l Lease, keys []Key, lastError string, delay time.Duration) (int64, error)
 	Abandon(ctx context.Context, l Lease, keys []Key, lastError string, delay func(attempt int) time.Duration) (int64, error)
 	Fail(ctx context.Context, l Lease, keys []Key, errMsg string, refund bool) (int64, error)
 	ReapExpired(ctx context.Context, limit int) (int64, error)
