@@ -823,22 +823,31 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 		n, err = m.in.ack(ctx, h.claim, keys)
 	case outcome == engine.Dead:
 		op, decided = "fail", core.InboxDead
+		n, err = m.in.fail(ctx, h.claim, keys, herr.Error(), exhausted)
+	default:
+		op, decided = "abandon", core.InboxRetry
+		n, err = m.in.abandonAfter(ctx, h.claim, keys, herr.Error(), delay)
+		if err == nil && n > 0 {
+			d.alarm.at(time.Now().Add(delay)) // the next attempt, without waiting for a poll
+		}
+	}
+	// The handler's failure is logged once the write tells what became of
+	// the message: after its ProcessTx committed it Done, nothing failed.
+	doneByHandler := err == nil && n == 0 && h.marked.Load()
+	switch {
+	case doneByHandler && (op == "fail" || op == "abandon"):
+		decided = core.InboxProcessed
+	case op == "fail":
 		msg := "inbox: handler failed; message is Dead after its last attempt"
 		if exhausted {
 			msg = "inbox: message is Dead: its attempts are used up, the last without an outcome (its process died, or its handler outlived the lease); handler not run again"
 		}
 		m.log.LogAttrs(ctx, slog.LevelError, msg,
 			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
-		n, err = m.in.fail(ctx, h.claim, keys, herr.Error(), exhausted)
-	default:
-		op, decided = "abandon", core.InboxRetry
+	case op == "abandon":
 		m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
 			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
 				slog.Duration("retry_in", delay))...)
-		n, err = m.in.abandonAfter(ctx, h.claim, keys, herr.Error(), delay)
-		if err == nil && n > 0 {
-			d.alarm.at(time.Now().Add(delay)) // the next attempt, without waiting for a poll
-		}
 	}
 	switch {
 	case err != nil:
@@ -851,7 +860,7 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 		// handler failed: no lease was lost, and nothing is retried.
 		m.log.LogAttrs(ctx, slog.LevelInfo,
 			"inbox: the handler failed after its ProcessTx committed the message Done; it stays Done and is not handled again",
-			recAttrs(rec, slog.String("op", op))...)
+			recAttrs(rec, slog.String("op", op), slog.String("error", herr.Error()))...)
 	case n == 0:
 		m.lostLog.Hit(m.log, slog.LevelWarn,
 			"inbox: lease lost before the outcome was recorded (it expired, and the message was reaped or claimed again, by this dispatcher or another); the outcome is dropped; increase Lease",

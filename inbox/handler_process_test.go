@@ -3,11 +3,13 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/retry"
 )
@@ -105,10 +107,22 @@ func testHandlerProcessesItsOwnMessage(t *testing.T, open opener) {
 
 // A handler whose own Process commits the message Done and which then
 // fails leaves it Done, not retried, and says so; it logged that the
-// lease was lost and to increase Lease.
+// lease was lost and to increase Lease. Its outcome is processed: the
+// observer was told retry (dead on the last attempt) and an ERROR said
+// the handler failed and would be retried, so metrics counted a message
+// processed once as a failure.
 func TestHandlerFailingAfterItsProcessCommitted(t *testing.T) {
-	e := newEnv(t, openSQLite, inbox.Config{})
-	d := e.dispatcher(inbox.DispatcherConfig{Owner: "node", MaxAttempts: 3,
+	for _, maxAttempts := range []int{1, 3} {
+		t.Run(fmt.Sprintf("MaxAttempts=%d", maxAttempts), func(t *testing.T) {
+			testHandlerFailingAfterItsProcessCommitted(t, maxAttempts)
+		})
+	}
+}
+
+func testHandlerFailingAfterItsProcessCommitted(t *testing.T, maxAttempts int) {
+	rec := &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: rec})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "node", MaxAttempts: maxAttempts,
 		Retry: retry.PolicyFunc(func(int) time.Duration { return time.Second })})
 	mustHandle(t, d, "topic", func(ctx context.Context, m inbox.Record) error {
 		if _, err := inbox.FromContext(ctx).Process(ctx, inbox.Message{Source: m.Source, MessageID: m.MessageID},
@@ -124,6 +138,10 @@ func TestHandlerFailingAfterItsProcessCommitted(t *testing.T) {
 	mustEqual(t, "status", e.get("s", "c").Status, inbox.StatusDone)
 	mustEqual(t, "lease lost warnings", e.logs.Count("lease lost"), 0)
 	mustEqual(t, "lines saying it stays Done", e.logs.Count("committed the message Done"), 1)
+	mustEqual(t, "ERROR lines", e.logs.Count("level=ERROR"), 0)
+	if all := rec.all(); len(all) == 0 || all[len(all)-1].result.Outcome != core.InboxProcessed {
+		t.Errorf("observed %+v; want the last processing to end processed", all)
+	}
 	e.clock.Advance(time.Minute)
 	if n, err := d.RunOnce(e.ctx); err != nil || n != 0 {
 		t.Fatalf("RunOnce later = %d, %v; want 0 (not retried)", n, err)
