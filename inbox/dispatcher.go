@@ -362,7 +362,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // record their outcome; a reaping or cleanup under way is interrupted
 // (each of its statements is atomic). When ctx ends first, the handlers' contexts are
 // cancelled and ctx's error is returned; a handler interrupted that way
-// records nothing and, once it returned, its lease and the attempt its
+// (one that returns an error once its context ended; one that returns
+// nil all the same has its message Done) records nothing and, once it
+// returned, its lease and the attempt its
 // claim charged are given back, so its message is claimed again at once
 // by any dispatcher.
 // Calling Close again waits again. Close is final (Start then returns

@@ -183,7 +183,8 @@ func (d *Dispatcher) addMember(id string, in *Inbox) error {
 // or ctx ends. Once it returned nil the dispatcher no longer uses the
 // inbox, and its database may be closed. When ctx ends first, the
 // contexts of the inbox's running handlers are cancelled (a handler
-// interrupted that way records nothing and its lease is released once it
+// interrupted that way, returning an error, records nothing; one returning
+// nil has its message Done; the lease of the first is released once it
 // returned: its message is claimed again at once; RemoveInbox waits up to
 // StatusTimeout more for interrupted handlers to return, so the release
 // happens before the database is closed) and an error wrapping
