@@ -134,14 +134,7 @@ func TestNotifyNotWithOneConnectionPostgres(t *testing.T) {
 	}
 	seen := make(chan string, 1)
 	ob.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { seen <- e.ID(); return nil })
-	if err := ob.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = ob.Close(ctx)
-	})
+	startUntilCleanup(t, ob)
 	testsupport.WaitFor(t, 10*time.Second, "the warning", func() bool { return logs.Count("level=WARN", "not listening") == 1 })
 	id, _ := publishPlain(t, ob, db)
 	if got := testsupport.Recv(t, 10*time.Second, seen, "the poller's delivery"); got != id {
@@ -195,14 +188,7 @@ func TestNotifyListenersLeaveThePoolAConnectionPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		ob.RegisterFunc("E", func(context.Context, outbox.Envelope) error { return nil })
-		if err := ob.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = ob.Close(ctx)
-		})
+		startUntilCleanup(t, ob)
 		obs = append(obs, ob)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the warning", func() bool { return logs.Count("level=WARN", "not listening") == 1 })

@@ -175,22 +175,12 @@ func TestMultiPollerAddRemove(t *testing.T) {
 // every other store turn after turn. A lone store is polled at every
 // turn all the same.
 func TestFailingStoreIsSkippedForAWhile(t *testing.T) {
-	reg := registry.New()
-	d, err := dispatcher.NewMulti(reg, dispatcher.Config{Workers: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
-	p, err := poller.NewMulti(poller.Config{Interval: time.Millisecond, BacklogInterval: time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var claims sync.Map // store id -> *atomic.Int32
 	count := func(id string) *atomic.Int32 {
 		v, _ := claims.LoadOrStore(id, new(atomic.Int32))
 		return v.(*atomic.Int32)
 	}
+	stores := map[string]*memstore.Store{}
 	for _, id := range []string{"bad", "good"} {
 		st := memstore.New(nil)
 		st.Fail = func(op, _ string) error {
@@ -203,20 +193,9 @@ func TestFailingStoreIsSkippedForAWhile(t *testing.T) {
 			}
 			return nil
 		}
-		if err := d.AddStore(id, st); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Add(id, st, d); err != nil {
-			t.Fatal(err)
-		}
+		stores[id] = st
 	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	startPolling(t, poller.Config{Interval: time.Millisecond, BacklogInterval: time.Millisecond}, stores)
 	testsupport.WaitFor(t, waitTimeout, "50 polls of the good store", func() bool { return count("good").Load() >= 50 }, nil)
 	// In round robin the bad store had as many turns; backing off, it is
 	// tried again after 1 s, then 2 s.
@@ -232,17 +211,6 @@ func TestFailingStoreIsSkippedForAWhile(t *testing.T) {
 // events' successors) for that long at every try. When the probe
 // succeeds, the store is polled again.
 func TestFailingStoreIsProbedBesideTheLoop(t *testing.T) {
-	reg := registry.New()
-	d, err := dispatcher.NewMulti(reg, dispatcher.Config{Workers: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
-	p, err := poller.NewMulti(poller.Config{Interval: time.Millisecond, BacklogInterval: time.Millisecond,
-		ReapInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var (
 		goodClaims, badClaims, badProbes atomic.Int32
 		hanging                          = make(chan string, 1) // the bad store's call that hangs
@@ -285,21 +253,8 @@ func TestFailingStoreIsProbedBesideTheLoop(t *testing.T) {
 		}
 		return nil
 	}
-	for id, st := range map[string]*memstore.Store{"bad": bad, "good": good} {
-		if err := d.AddStore(id, st); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Add(id, st, d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	startPolling(t, poller.Config{Interval: time.Millisecond, BacklogInterval: time.Millisecond, ReapInterval: time.Hour},
+		map[string]*memstore.Store{"bad": bad, "good": good})
 	t.Cleanup(func() {
 		if answered.CompareAndSwap(false, true) {
 			close(answer)
@@ -326,4 +281,36 @@ func TestFailingStoreIsProbedBesideTheLoop(t *testing.T) {
 	if n := badProbes.Load(); n != 1 {
 		t.Errorf("%d probes ran, want 1 (one at a time)", n)
 	}
+}
+
+// startPolling runs a dispatcher and a poller of several stores (cfg
+// with a discarding Logger) over stores until t ends.
+func startPolling(t *testing.T, cfg poller.Config, stores map[string]*memstore.Store) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d, err := dispatcher.NewMulti(registry.New(), dispatcher.Config{Workers: 1, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	cfg.Logger = log
+	p, err := poller.NewMulti(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, st := range stores {
+		if err := d.AddStore(id, st); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Add(id, st, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
 }
