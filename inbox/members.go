@@ -35,8 +35,6 @@ type member struct {
 	// StatusTimeout). An enqueue, which proves the database answers,
 	// clears it.
 	skip engine.Skip
-	// probing: a probe of the failing inbox's database runs (probe.go).
-	probing atomic.Bool
 	// removing ends when RemoveInbox begins: the inbox's reaping and
 	// cleanup stop at once (each statement is atomic) instead of holding
 	// up the removal.

@@ -6,32 +6,28 @@ import (
 	"time"
 )
 
-// passTurn reports whether the loop passes m's turn to the next inbox:
-// while m is skipped after failed claims, and once its skip ended while a
-// probe finds out whether its database answers again. A failed claim may
-// take StatusTimeout (a database that does not answer); made in the loop,
-// it held up every other inbox's claims for that long at each try. The
-// probe, a reaping of m's expired leases bounded by StatusTimeout, runs
-// beside the loop (ctx ends it); when it succeeds, m is claimed from at
-// its next turn.
+// passTurn reports whether the loop passes m's turn to the next inbox
+// (engine.Skip.Pass): while m is skipped after failed claims, and once its
+// skip ended while a probe finds out whether its database answers again.
+// A failed claim may take StatusTimeout (a database that does not
+// answer); made in the loop, it held up every other inbox's claims for
+// that long at each try. The probe, a reaping of m's expired leases
+// bounded by StatusTimeout, runs beside the loop (ctx ends it); when it
+// succeeds, m is claimed from at its next turn.
 func (d *Dispatcher) passTurn(ctx context.Context, m *member) bool {
-	switch {
-	case m.skip.Skipping() || m.probing.Load():
-		return true
-	case !m.skip.Failed():
-		return false
-	case !m.work.Hold(): // being removed
-		return true
-	}
-	m.probing.Store(true)
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		defer m.probing.Store(false)
-		defer m.work.Release()
-		onMember(ctx, m, d.probe)
-	}()
-	return true
+	return m.skip.Pass(func(ended func()) {
+		if !m.work.Hold() { // being removed
+			ended()
+			return
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			defer ended()
+			defer m.work.Release()
+			onMember(ctx, m, d.probe)
+		}()
+	})
 }
 
 // probe reaps m's expired leases to learn whether its database answers:

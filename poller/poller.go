@@ -76,8 +76,6 @@ type target struct {
 	// database down or not answering: each failure can take
 	// QueryTimeout); a wake-up naming the store polls it all the same.
 	skip engine.Skip
-	// probing: a probe of the failing store runs (probe.go).
-	probing atomic.Bool
 	// countFailing: counting blocked keys fails (log once per incident);
 	// guarded by Poller.mu.
 	countFailing bool

@@ -14,29 +14,24 @@ type probes struct {
 	wg  sync.WaitGroup
 }
 
-// passTurn reports whether the loop passes t's turn to the next store:
-// while t is skipped after failed polls, and once its skip ended while a
-// probe finds out whether its database answers again. A failed poll
-// may take QueryTimeout (a database that does not answer); polled in the
-// loop, it held up every other store's polls and the claims of the
-// events after finished ordered ones (successors.go) for that long at
-// each try. The probe, one cheap statement bounded by QueryTimeout, runs
-// beside the loop; when it succeeds the store is polled at its next turn.
+// passTurn reports whether the loop passes t's turn to the next store
+// (engine.Skip.Pass): while t is skipped after failed polls, and once its
+// skip ended while a probe finds out whether its database answers again.
+// A failed poll may take QueryTimeout (a database that does not answer);
+// polled in the loop, it held up every other store's polls and the claims
+// of the events after finished ordered ones (successors.go) for that long
+// at each try. The probe, one cheap statement bounded by QueryTimeout,
+// runs beside the loop; when it succeeds the store is polled at its next
+// turn.
 func (p *Poller) passTurn(pr *probes, t *target) bool {
-	switch {
-	case t.skip.Skipping() || t.probing.Load():
-		return true
-	case !t.skip.Failed():
-		return false
-	}
-	t.probing.Store(true)
-	pr.wg.Add(1)
-	go func() {
-		defer pr.wg.Done()
-		defer t.probing.Store(false)
-		p.probe(pr.ctx, t)
-	}()
-	return true
+	return t.skip.Pass(func(ended func()) {
+		pr.wg.Add(1)
+		go func() {
+			defer pr.wg.Done()
+			defer ended()
+			p.probe(pr.ctx, t)
+		}()
+	})
 }
 
 // probe releases at most one expired lease of t's store, a statement

@@ -34,6 +34,27 @@ func SkipFor(failures int, took time.Duration) time.Duration {
 type Skip struct {
 	until    atomic.Int64 // Unix nanoseconds; 0: not skipped
 	failures atomic.Int64 // failures in a row
+	probing  atomic.Bool  // a probe of the source runs (Pass)
+}
+
+// Pass reports whether the loop passes the source's turn to the next
+// source: while the source is skipped, while a probe of it runs, and once
+// its skip ended after a failure. Then probe is called to start a probe
+// beside the loop (an operation that tells whether the source answers
+// again, whose outcome it records): it must call ended once the probe is
+// over (at once if it starts none). A failed operation may take its whole
+// timeout (a database that does not answer); tried in the loop, it held
+// up every other source for that long at each try.
+func (s *Skip) Pass(probe func(ended func())) bool {
+	switch {
+	case s.Skipping() || s.probing.Load():
+		return true
+	case !s.Failed():
+		return false
+	}
+	s.probing.Store(true)
+	probe(func() { s.probing.Store(false) })
+	return true
 }
 
 // Record records the outcome of an operation that took took: after a

@@ -61,3 +61,39 @@ func TestSkip(t *testing.T) {
 		t.Errorf("after Clear: skipping %v, failures %d; want false, 2", s.Skipping(), s.failures.Load())
 	}
 }
+
+// Pass passes a failing source's turns: while it is skipped, then once
+// its skip ended, by starting one probe at a time; a success ends that.
+func TestSkipPass(t *testing.T) {
+	var (
+		s      Skip
+		probes int
+		ended  func()
+	)
+	probe := func(e func()) { probes++; ended = e }
+	if s.Pass(probe) || probes != 0 {
+		t.Fatalf("a new source: pass or probe (%d)", probes)
+	}
+	s.Record(true, 0)
+	if !s.Pass(probe) || probes != 0 {
+		t.Fatalf("a skipped source: pass %v, probes %d; want passed, no probe", s.Pass(probe), probes)
+	}
+	s.Clear() // the skip ended; the failure is remembered
+	for range 3 {
+		if !s.Pass(probe) {
+			t.Fatal("the turn of a source being probed was not passed")
+		}
+	}
+	if probes != 1 {
+		t.Fatalf("%d probes started, want 1 at a time", probes)
+	}
+	ended()
+	if !s.Pass(probe) || probes != 2 {
+		t.Fatalf("after a probe ended with nothing learnt: probes %d, want another", probes)
+	}
+	ended()
+	s.Record(false, 0) // the probe found the source answering
+	if s.Pass(probe) || probes != 2 {
+		t.Fatalf("after a success: pass or probe (%d)", probes)
+	}
+}
