@@ -69,6 +69,11 @@ type InboxMessage struct {
 	// measures first handlings (the wait since Enqueued) counts that
 	// message's wait again, the interruption included.
 	Attempt int
+	// Redelivered: a queued message that was claimed before and put off
+	// for want of a handler (no attempt charged), so Attempt may be 1
+	// though this is not its first handling. An observer that measures
+	// first handlings leaves it out.
+	Redelivered bool
 	// Enqueued is when a queued message was first stored, or its DueAt
 	// when later (zero in the transactional mode): the time from there to
 	// the handler is the message's wait in the inbox, a delay asked for

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -731,6 +732,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 			// An exhausted claim reports the attempt it charged (one over
 			// MaxAttempts): it is no handling, first or not.
 			Mode: core.InboxQueued, Attempt: rec.Attempt, Enqueued: enqueued(rec),
+			Redelivered: strings.HasPrefix(rec.LastError, ErrNoHandler.Error()),
 		})
 		end = func(o core.InboxOutcome, err error, took time.Duration, ran bool) {
 			done(core.InboxResult{Outcome: o, Err: err, Took: took, NotRun: !ran})

@@ -43,3 +43,33 @@ func TestUnhandledMessageWaitsForItsHandler(t *testing.T) {
 		t.Errorf("handled: status %v, attempt %d; want Done at attempt 1", rec.Status, rec.Attempt)
 	}
 }
+
+// A message put off for want of a handler is reported Redelivered at its
+// later claims: its Attempt is 1 again (no attempt was charged), and the
+// observers, which measure first handlings (the wait since Enqueue),
+// counted its wait once per claim (16 samples for one message).
+func TestUnhandledMessageIsRedeliveredToTheObserver(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: rec})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", UnhandledDelay: time.Minute})
+	e.enqueue(inbox.Message{Source: "s", MessageID: "m", Topic: "later"})
+	for i := range 3 {
+		if n, err := d.RunOnce(e.ctx); err != nil || n != 1 {
+			t.Fatalf("claim %d: RunOnce = %d, %v", i+1, n, err)
+		}
+		e.clock.Advance(time.Minute)
+	}
+	mustHandle(t, d, "later", func(context.Context, inbox.Record) error { return nil })
+	if n, err := d.RunOnce(e.ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce with the handler = %d, %v", n, err)
+	}
+	all := rec.all()
+	if len(all) != 4 {
+		t.Fatalf("%d processings observed, want 4", len(all))
+	}
+	for i, o := range all {
+		if want := i > 0; o.msg.Attempt != 1 || o.msg.Redelivered != want {
+			t.Errorf("processing %d: attempt %d, redelivered %v; want 1, %v", i+1, o.msg.Attempt, o.msg.Redelivered, want)
+		}
+	}
+}

@@ -206,7 +206,7 @@ func (o *Observer) ProcessInbox(ctx context.Context, m core.InboxMessage) (conte
 	ctx, span := o.tracer.Start(ctx, ti.processName, kindConsumer, ti.processAttrs, is.spanAttrs, msg)
 	store, mode := m.Store, m.Mode // not m: the closure would move it to the heap
 	// A first handling only: a retry's backoff is no wait.
-	if mode == core.InboxQueued && m.Attempt <= 1 && !m.Enqueued.IsZero() {
+	if mode == core.InboxQueued && m.Attempt <= 1 && !m.Redelivered && !m.Enqueued.IsZero() {
 		o.inst.inboxLag.Record(ctx, max(0, time.Since(m.Enqueued).Seconds()), is.lag.rec...)
 	}
 	end := func(r core.InboxResult) {

@@ -19,7 +19,7 @@ import (
 // anything ran, core.InboxResult.NotRun).
 func (c *Collector) ProcessInbox(ctx context.Context, m core.InboxMessage) (context.Context, func(core.InboxResult)) {
 	s := c.inboxView(m.Store).inboxSeries(c.topics.entry(m.Topic), m.Mode)
-	if s.wait != nil && m.Attempt <= 1 && !m.Enqueued.IsZero() {
+	if s.wait != nil && m.Attempt <= 1 && !m.Redelivered && !m.Enqueued.IsZero() {
 		// A message enqueued on another node may carry its clock: never
 		// observe a negative wait.
 		s.wait.Observe(max(0, time.Since(m.Enqueued).Seconds()))
