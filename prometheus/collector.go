@@ -27,8 +27,8 @@ import (
 // the package documentation.
 //
 // A Collector is also a prometheus.Collector, so it can be registered in
-// further registries. All its methods are safe for concurrent use and
-// never block.
+// further registries. Create it with [New] (a zero Collector is not
+// usable). All its methods are safe for concurrent use and never block.
 type Collector struct {
 	core.NopObserver // methods added to core.Observer later observe nothing
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
@@ -65,5 +66,37 @@ func TestNilSelectorValueIsRefused(t *testing.T) {
 		if _, err := os.Stat(d.DSN); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("database %s opened by a refused configuration: %v", d.ID, err)
 		}
+	}
+}
+
+// nilMetrics is a Metrics and Observer type whose nil pointer is no
+// value (a nil *prometheus.Collector).
+type nilMetrics struct {
+	core.NopMetrics
+	n int
+}
+
+func (m *nilMetrics) Publish(context.Context, core.Envelope) (map[string]string, func(error)) {
+	m.n++
+	return nil, func(error) {}
+}
+
+func (m *nilMetrics) Deliver(ctx context.Context, _ core.Delivery) (context.Context, func(core.DeliveryResult)) {
+	m.n++
+	return ctx, func(core.DeliveryResult) {}
+}
+
+func (m *nilMetrics) DoneWritten(string, int, time.Duration, error) { m.n++ }
+
+func (m *nilMetrics) Claimed(string, int, time.Duration, error) { m.n++ }
+
+// A nil value of a Metrics or Observer type set in Config is refused under
+// the name of the field set: it was reported as Dispatcher.Metrics and
+// Dispatcher.Observer, fields the caller never set.
+func TestNilMetricsAndObserverAreNamedAsSet(t *testing.T) {
+	ctx := ibCtx(t)
+	_, err := tenant.New(ctx, tenant.Config{Databases: sqliteDatabases(t, 1), Metrics: (*nilMetrics)(nil), Observer: (*nilMetrics)(nil)})
+	if got := cfgpath.Fields(err); !errors.Is(err, core.ErrInvalidConfig) || !slices.Equal(got, []string{"Metrics", "Observer"}) {
+		t.Errorf("tenant.New = %v (fields %v), want problems of Metrics and Observer", err, got)
 	}
 }

@@ -266,6 +266,10 @@ func (c Config) validate() error {
 	var p cfgpath.Collector
 	c.setOptions().validate(&p)
 	p.Logger("Logger", c.Logger)
+	// Checked here, so that a typed nil is named by the field set (the
+	// parts inherit them and would name their own).
+	p.NilValue("Metrics", c.Metrics)
+	p.NilValue("Observer", c.Observer)
 	p.UnsetClock("Store.Now", c.Store.Now)
 	p.UnsetClock("Dispatcher.Now", c.Dispatcher.Now)
 	p.Add("Store", c.Store.Validate())
