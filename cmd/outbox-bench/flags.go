@@ -454,8 +454,14 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	nodesSet := false
-	fs.Visit(func(f *flag.Flag) { nodesSet = nodesSet || f.Name == "nodes" })
+	nodesSet, nSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		nodesSet = nodesSet || f.Name == "nodes"
+		nSet = nSet || f.Name == "n"
+	})
+	if nSet && o.n < 1 { // 0 stands for the default only when -n is not given
+		return o, errors.New("-n must be at least 1")
+	}
 	var err error
 	if scenarios == "" {
 		for _, name := range allScenarios {
@@ -562,6 +568,9 @@ func (o *options) validate() error {
 	case "mysql":
 		if o.dsn == "" {
 			o.dsn = defaultMySQLDSN
+		}
+		if strings.HasPrefix(o.dsn, "postgres://") || strings.HasPrefix(o.dsn, "postgresql://") {
+			return errors.New("-dsn: a PostgreSQL URL with -db mysql (use -db postgres, or a MySQL DSN such as " + defaultMySQLDSN + ")")
 		}
 		if _, err := mysql.ParseDSN(o.dsn); err != nil {
 			return fmt.Errorf("-dsn: %v", err)

@@ -88,6 +88,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-db", "oracle"}, "outbox-bench: -db must be sqlite, mysql or postgres"},
 		{[]string{"-db", "sqlite", "-dsn", "x"}, "-dsn is only for -db mysql or postgres"},
 		{[]string{"-n", "-3"}, "-n must be at least 1"},
+		{[]string{"-n", "0"}, "-n must be at least 1"}, // 0 stands for the default only when -n is not given
+		{[]string{"-db", "mysql", "-dsn", "postgres://u@h/db"}, "a PostgreSQL URL with -db mysql"},
 		{[]string{"-workers", "0"}, "-workers must be between 1 and"},
 		{[]string{"-scenarios", "floor,bogus"}, `unknown scenario "bogus"`},
 		{[]string{"-scenarios", "latency"}, "latency paces itself"},

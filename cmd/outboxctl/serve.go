@@ -290,7 +290,7 @@ func probeTables(ctx context.Context, st *jdbcstore.Store, inboxTable string) er
 		return nil
 	}
 	if _, err := db.ExecContext(ctx, "SELECT 1 FROM "+q(inboxTable)+" WHERE 1 = 0"); err != nil {
-		return fmt.Errorf("--inbox-table %s: %w (inbox.New creates it unless its Config.SkipSchema)", inboxTable, err)
+		return fmt.Errorf("--inbox-table %s: %w (is the name right? the service that receives messages creates it: inbox.New, unless its Config.SkipSchema)", inboxTable, err)
 	}
 	return nil
 }
