@@ -3,11 +3,13 @@ package tenant_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/tenant"
 )
 
@@ -66,5 +68,83 @@ func TestSetDatabasesWaitsForAnotherApplyWithinItsContext(t *testing.T) {
 	}
 	if got := ob.StoreIDs(); len(got) != 2 || got[0] != "s1" || got[1] != "s3" {
 		t.Errorf("StoreIDs = %v, want [s1 s3]: the timed-out call changed nothing", got)
+	}
+}
+
+// Close ends an apply under way (one opening a database that does not
+// answer) instead of waiting for it: it waited for the apply to give up
+// on its own (30 s per silent database), whatever its ctx, both for the
+// outbox and the inbox.
+func TestCloseEndsAnApplyUnderWay(t *testing.T) {
+	ctx := context.Background()
+	dbs := sqliteDatabases(t, 2)
+	opening := make(chan struct{})
+	open := func(ctx context.Context, d tenant.Database) (*sqlx.DB, error) {
+		if d.ID == "s2" {
+			close(opening)
+			<-ctx.Done() // a database that does not answer
+			return nil, ctx.Err()
+		}
+		return tenant.Open(ctx, d)
+	}
+	ob, err := tenant.New(ctx, tenant.Config{Databases: dbs[:1], Open: open, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan error, 1)
+	go func() {
+		_, err := ob.SetDatabases(ctx, dbs)
+		applied <- err
+	}()
+	select {
+	case <-opening:
+	case <-time.After(waitTimeout):
+		t.Fatal("the apply never opened s2")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- ob.Close(ctx) }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Close waited for the apply under way")
+	}
+	if err := <-applied; !errors.Is(err, core.ErrClosed) {
+		t.Errorf("the apply Close ended = %v, want an error matching core.ErrClosed", err)
+	}
+}
+
+// A Discover that panics during a refresh, or an Open that returns
+// neither a database nor an error, is an error, not a crash of the
+// process: the refresh goroutine had no recover, and New dereferenced the
+// nil database.
+func TestDiscoverPanicAndNilOpenAreErrors(t *testing.T) {
+	ctx := context.Background()
+	dbs := sqliteDatabases(t, 1)
+	calls := 0
+	discover := func(context.Context) ([]tenant.Database, error) {
+		if calls++; calls > 1 {
+			panic("discovery bug")
+		}
+		return dbs, nil
+	}
+	ob, err := tenant.New(ctx, tenant.Config{Discover: discover, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ob.Close(context.Background()) })
+	if _, err := ob.Refresh(ctx); err == nil || !strings.Contains(err.Error(), "panicked: discovery bug") {
+		t.Errorf("Refresh with a panicking Discover = %v", err)
+	}
+	if got := ob.StoreIDs(); len(got) != 1 {
+		t.Errorf("StoreIDs after the failed refresh = %v, want the set kept", got)
+	}
+
+	nilOpen := func(context.Context, tenant.Database) (*sqlx.DB, error) { return nil, nil }
+	if _, err := tenant.New(ctx, tenant.Config{Databases: sqliteDatabases(t, 1), Open: nilOpen, Logger: quietLogger()}); err == nil ||
+		!strings.Contains(err.Error(), "neither a database nor an error") {
+		t.Errorf("New with an Open returning nil, nil = %v", err)
 	}
 }

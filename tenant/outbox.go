@@ -168,7 +168,7 @@ func (t *Tenant) Get(ctx context.Context, id string) (core.Record, error) {
 }
 
 // CountByStatus returns how many events the tenant's outbox holds in each
-// status; statuses without rows are absent from the map.
+// status; every status is in the map, 0 when it has no rows.
 func (t *Tenant) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
 	if ctx == nil {
 		return nil, core.ErrNilContext

@@ -62,6 +62,12 @@ type set[T any] struct {
 	members  map[string]*member[T]
 	closed   bool
 
+	// closing ends when the set is being closed: an apply under way
+	// (opening a database that does not answer, say) gives up at once
+	// instead of holding up Close.
+	closing       context.Context
+	cancelClosing context.CancelFunc
+
 	closeOnce sync.Once
 	dbsClosed chan struct{} // closed once closeAfter closed every database
 	closeErr  error         // what closing them returned: set before dbsClosed is closed
@@ -120,9 +126,10 @@ func newSet[T any](ctx context.Context, o setOptions,
 	}
 	s := &set[T]{what: o.what, refresher: engine.NewRunner("tenant refresh"), open: o.open, route: o.route, attach: attach, detach: detach,
 		drain: o.drain, log: o.log, members: map[string]*member[T]{}, dbsClosed: make(chan struct{}), applying: make(chan struct{}, 1)}
+	s.closing, s.cancelClosing = context.WithCancel(context.Background())
 	dbs := o.databases
 	if o.discover != nil {
-		found, err := o.discover(ctx)
+		found, err := discoverSafely(ctx, o.discover)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: discover databases: %w", err)
 		}
@@ -192,6 +199,9 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 	if err != nil {
 		return res, err
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(s.closing, func() { cancel(fmt.Errorf("the tenant %s set is being closed: %w", s.what, core.ErrClosed)) })()
 	select {
 	case s.applying <- struct{}{}:
 		defer func() { <-s.applying }()
@@ -274,6 +284,9 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 			slog.Any("added", res.Added), slog.Any("removed", res.Removed), slog.Any("replaced", res.Replaced),
 			slog.Any("failed", res.Failed), slog.Int("unchanged", res.Unchanged))
 	}
+	if s.closing.Err() != nil && len(errs) > 0 {
+		errs = append(errs, context.Cause(ctx)) // the set is being closed: say so
+	}
 	return res, errors.Join(errs...)
 }
 
@@ -287,6 +300,9 @@ func (s *set[T]) add(ctx context.Context, d Database) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	db, err := s.open(ctx, d)
+	if err == nil && db == nil {
+		err = fmt.Errorf("outbox: open database %q: the OpenFunc returned neither a database nor an error", d.ID)
+	}
 	if err != nil {
 		s.log.Error("tenant: cannot open database; "+s.failedNote(), slog.String("part", s.what),
 			slog.String("store", d.ID), slog.String("error", err.Error()))
@@ -391,6 +407,7 @@ func (s *set[T]) closeAfter(ctx context.Context, idle func(context.Context) erro
 // takeAll marks the set closed and returns its members, which it no
 // longer routes to.
 func (s *set[T]) takeAll() map[string]*member[T] {
+	s.cancelClosing() // an apply under way gives up
 	s.applying <- struct{}{}
 	defer func() { <-s.applying }()
 	s.mu.Lock()
@@ -439,11 +456,23 @@ func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult
 	if discover == nil {
 		return RefreshResult{}, &core.ConfigError{Field: "tenant.Discover", Msg: "is not set: nothing to refresh"}
 	}
-	dbs, err := discover(ctx)
+	dbs, err := discoverSafely(ctx, discover)
 	if err != nil {
 		return RefreshResult{}, fmt.Errorf("outbox: discover databases: %w", err)
 	}
 	return s.apply(ctx, dbs)
+}
+
+// discoverSafely calls discover, turning a panic into an error: a bug in
+// it must not end the process from the refresh goroutine (the set is
+// kept, as after a failed discovery).
+func discoverSafely(ctx context.Context, discover Discovery) (dbs []Database, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the Discover function panicked: %v", p)
+		}
+	}()
+	return discover(ctx)
 }
 
 // stopRefresh ends the refresh loop, cancelling a refresh in progress, and
