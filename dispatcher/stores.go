@@ -64,6 +64,21 @@ func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
 // the store's origin.
 type originKey struct{}
 
+// StoreID returns the id of the store whose event the listener given ctx
+// (or a context derived from it) is delivering: the id given to AddStore
+// in a dispatcher of several stores (a database's id in a tenant set),
+// "" for the store of a dispatcher made by New, and "" for a context that
+// is no listener's.
+func StoreID(ctx context.Context) string {
+	if ctx == nil {
+		return ""
+	}
+	if o, ok := ctx.Value(originKey{}).(*origin); ok {
+		return o.id
+	}
+	return ""
+}
+
 // keyFreed calls the freed hook, if any, with after (nil: a full claim).
 func (o *origin) keyFreed(after []core.OrderPos) {
 	if fn := o.freed.Load(); fn != nil {

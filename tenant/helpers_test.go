@@ -77,19 +77,30 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // deliveries records listener calls: event id → tenant ids seen, and the
 // order of tenant ids.
 type deliveries struct {
-	mu    sync.Mutex
-	byID  map[string]int
-	order []string
+	mu     sync.Mutex
+	byID   map[string]int
+	order  []string
+	stores map[string]string // event id -> tenant.StoreID of its listener's ctx
 }
 
-func newDeliveries() *deliveries { return &deliveries{byID: map[string]int{}} }
+func newDeliveries() *deliveries {
+	return &deliveries{byID: map[string]int{}, stores: map[string]string{}}
+}
 
-func (d *deliveries) listener(_ context.Context, env core.Envelope) error {
+func (d *deliveries) listener(ctx context.Context, env core.Envelope) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.byID[env.TenantID()+"/"+env.ID()]++
 	d.order = append(d.order, env.TenantID())
+	d.stores[env.ID()] = tenant.StoreID(ctx)
 	return nil
+}
+
+// store returns the database the listener's ctx named for the event.
+func (d *deliveries) store(eventID string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stores[eventID]
 }
 
 func (d *deliveries) count(tenantID, eventID string) int {

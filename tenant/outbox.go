@@ -190,6 +190,11 @@ type Outbox struct {
 	listeners listeners // of the databases that announce commits (notify.go)
 }
 
+// StoreID returns the id of the database whose event the listener given
+// ctx (or a context derived from it) is delivering; "" for a context that
+// is no listener's. The inbox's handlers have inbox.StoreID.
+func StoreID(ctx context.Context) string { return dispatcher.StoreID(ctx) }
+
 // New opens the databases of cfg.Databases (or, with cfg.Discover, of a
 // first discovery),
 // applies the schema to each unless SkipSchema, and wires the dispatcher

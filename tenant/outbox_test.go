@@ -107,6 +107,9 @@ func TestEventsLandInTheirTenantsDatabase(t *testing.T) {
 					if !ok || r.Tenant != d.ID {
 						t.Errorf("event %s of %s: row %+v in its own database (present %v)", id, d.ID, r, ok)
 					}
+					if got := del.store(id); got != d.ID {
+						t.Errorf("event %s of %s: tenant.StoreID of its listener's ctx = %q", id, d.ID, got)
+					}
 					if del.count(d.ID, id) < 1 {
 						t.Errorf("event %s of %s never delivered", id, d.ID)
 					}
