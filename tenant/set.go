@@ -454,7 +454,7 @@ func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
 // returns an error wrapping core.ErrInvalidConfig.
 func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult, error) {
 	if discover == nil {
-		return RefreshResult{}, &core.ConfigError{Field: "tenant.Discover", Msg: "is not set: nothing to refresh"}
+		return RefreshResult{}, &core.ConfigError{Field: "Discover", Msg: "is not set: nothing to refresh"}
 	}
 	dbs, err := discoverSafely(ctx, discover)
 	if err != nil {
