@@ -6,8 +6,9 @@ import (
 
 // Register adds l for the event type name; listeners of one type run in
 // registration order. It returns o for chaining and panics only on
-// programmer errors: an empty type, the wildcard "*" (use RegisterAll) or
-// a nil listener (see TryRegister).
+// programmer errors: an empty type, the wildcard "*" (use RegisterAll), a
+// type no event can have (core.CheckEventType) or a nil listener (see
+// TryRegister).
 // Registering after Start is allowed and takes effect at once.
 func (o *Outbox) Register(eventType string, l Listener) *Outbox {
 	o.reg.Register(eventType, l)

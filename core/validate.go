@@ -175,6 +175,18 @@ func checkTime(field string, t time.Time) error {
 }
 
 // checkText enforces valid UTF-8 without NUL and a maximum rune count.
+// CheckEventType reports whether an event of type t could be built: nil
+// for a type of 1..MaxEventTypeLen characters of valid UTF-8 without NUL,
+// else a *ValidationError matching ErrEmptyEventType, ErrEventTypeTooLong
+// or ErrInvalidText. Listener registries use it: a listener registered
+// for a type no event can have would never run.
+func CheckEventType(t string) error {
+	if t == "" {
+		return invalid("event_type", ErrEmptyEventType, "")
+	}
+	return checkText("event_type", t, MaxEventTypeLen, ErrEventTypeTooLong)
+}
+
 func checkText(field, s string, max int, tooLong error) error {
 	if !cleanText(s) {
 		return invalid(field, ErrInvalidText, "")

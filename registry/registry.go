@@ -47,7 +47,9 @@ func New() *Registry {
 
 // Register adds l for the event type name. It returns r for chaining and
 // panics only on programmer errors: an empty type, the wildcard "*" (use
-// RegisterAll) or a nil listener.
+// RegisterAll), a type no event can have (see core.CheckEventType: over
+// core.MaxEventTypeLen characters, invalid UTF-8, a NUL) or a nil
+// listener.
 func (r *Registry) Register(eventType string, l core.Listener) *Registry {
 	if err := r.TryRegister(eventType, l); err != nil {
 		panic(err)
@@ -66,7 +68,7 @@ func (r *Registry) RegisterFunc(eventType string, fn func(ctx context.Context, e
 // RegisterType adds l for a type-safe event type.
 func (r *Registry) RegisterType(t core.EventType, l core.Listener) *Registry {
 	name := ""
-	if t != nil {
+	if !nilval.Is(t) { // a nil value of a type: its Name is not called
 		name = t.Name()
 	}
 	return r.Register(name, l)
@@ -98,6 +100,8 @@ func (r *Registry) TryRegister(eventType string, l core.Listener) error {
 		return fmt.Errorf("%w: registry: empty event type", core.ErrInvalidConfig)
 	case eventType == Wildcard:
 		return fmt.Errorf("%w: registry: use RegisterAll for the wildcard", core.ErrInvalidConfig)
+	case core.CheckEventType(eventType) != nil:
+		return fmt.Errorf("%w: registry: no event can have this type: %w", core.ErrInvalidConfig, core.CheckEventType(eventType))
 	case isNil(l):
 		return fmt.Errorf("%w: registry: nil listener for %q", core.ErrInvalidConfig, eventType)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -150,6 +151,10 @@ func TestTryRegisterRejectsInvalidInput(t *testing.T) {
 		{"nil listener", "A", nil},
 		{"nil ListenerFunc", "A", core.ListenerFunc(nil)},
 		{"nil pointer", "A", (*nilPointerListener)(nil)},
+		// Types no event can have: the listener would never run.
+		{"type too long", strings.Repeat("é", core.MaxEventTypeLen+1), nop()},
+		{"invalid UTF-8", "bad\xff", nop()},
+		{"NUL", "a\x00b", nop()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,6 +219,9 @@ func TestRegisterPanicsOnProgrammerErrors(t *testing.T) {
 	mustPanicInvalid(t, `Register("A", nil)`, func() { r.Register("A", nil) })
 	mustPanicInvalid(t, `RegisterType(nil)`, func() { r.RegisterType(nil, nop()) })
 	mustPanicInvalid(t, `RegisterType(empty enum)`, func() { r.RegisterType(userEvent(""), nop()) })
+	// A nil value of an event type: its Name is not called (it panicked
+	// with a nil pointer dereference).
+	mustPanicInvalid(t, `RegisterType((*pointerType)(nil))`, func() { r.RegisterType((*pointerType)(nil), nop()) })
 	mustPanicInvalid(t, `RegisterAll(nil)`, func() { r.RegisterAll(nil) })
 	mustPanicInvalid(t, `RegisterAllFunc(nil)`, func() { r.RegisterAllFunc(nil) })
 	mustPanicInvalid(t, `RegisterFunc("A", nil)`, func() { r.RegisterFunc("A", nil) })
@@ -364,3 +372,8 @@ func TestTypesSortedIncludingWildcard(t *testing.T) {
 		t.Fatalf("Types() result shares storage: %v", again)
 	}
 }
+
+// pointerType is an event type whose nil pointer has no Name.
+type pointerType struct{ name string }
+
+func (p *pointerType) Name() string { return p.name }

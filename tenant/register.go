@@ -9,7 +9,8 @@ import (
 // Register adds l for the event type name, for every database; listeners
 // of one type run in registration order. It returns o for chaining and
 // panics only on programmer errors: an empty type, the wildcard "*" (use
-// RegisterAll) or a nil listener (see TryRegister). Registering after Start is allowed and takes effect at
+// RegisterAll), a type no event can have (core.CheckEventType) or a nil
+// listener (see TryRegister). Registering after Start is allowed and takes effect at
 // once.
 func (o *Outbox) Register(eventType string, l core.Listener) *Outbox {
 	o.reg.Register(eventType, l)
