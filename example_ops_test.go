@@ -21,8 +21,8 @@ import (
 // Events of one aggregate delivered in commit order: Config.Ordering
 // orders every event of the type by its aggregate (here Account/42), a
 // failed attempt included: the first delivery of "debit 2" fails, and
-// "credit 3" waits until its retry succeeded. Other aggregates flow in
-// parallel.
+// "credit 3" waits until its retry succeeded. (Other aggregates' events
+// would flow beside these, each aggregate in its own order.)
 func Example_orderedDelivery() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "outbox-example-")

@@ -14,7 +14,8 @@ import (
 )
 
 // Several events of one business transaction go in together with
-// PublishAll: one multi-row INSERT instead of one per event. After commit
+// PublishAll (one multi-row INSERT on stores that take one, instead of one
+// per event; not shown here). After commit
 // each takes the hot path, as with Publish; the events of one ordering
 // key (here the order's aggregate) are delivered in the order given.
 func ExampleOutbox_PublishAll() {
@@ -77,7 +78,7 @@ func ExampleOutbox_PublishAll() {
 	}
 	all.Wait()
 	mu.Lock()
-	fmt.Println(steps) // in order; the invoice went in parallel
+	fmt.Println(steps) // the order's events in order (the invoice, unordered, is not listed)
 	mu.Unlock()
 	// Output:
 	// 4 events published

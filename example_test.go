@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	outbox "github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/txctx"
@@ -41,20 +43,31 @@ func Example() {
 	}
 	defer ob.Close(context.Background())
 
+	var id string
 	err = ob.InTx(ctx, func(ctx context.Context) error {
 		// business writes here, on the transaction txctx.From(ctx) returns
 		env, err := outbox.JSONEvent("UserCreated", `{"name":"Ada"}`)
 		if err != nil {
 			return err
 		}
-		_, err = ob.Publish(ctx, env) // inserted on this tx; delivered right after commit
+		id, err = ob.Publish(ctx, env) // inserted on this tx; delivered right after commit
 		return err
 	})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(<-delivered)
-	// Output: UserCreated {"name":"Ada"}
+	if err := ob.Close(ctx); err != nil { // writes the DONE of what was delivered
+		panic(err)
+	}
+	rec, err := ob.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(rec.Status)
+	// Output:
+	// UserCreated {"name":"Ada"}
+	// DONE
 }
 
 // The business write and the event commit together: publish inside the
@@ -116,9 +129,11 @@ func ExampleOutbox_PublishTx() {
 		panic(err)
 	}
 	defer db.Close()
+	paths := &pathCount{}
 	ob, err := outbox.New(ctx, db.DB, outbox.Config{ // a *sql.DB: its driver is detected
-		Poller: poller.Config{Interval: 10 * time.Millisecond, SkipRecent: -1},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Poller:  poller.Config{Interval: 10 * time.Millisecond, SkipRecent: -1},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: paths, // counts which path the event took
 	})
 	if err != nil {
 		panic(err)
@@ -144,9 +159,19 @@ func ExampleOutbox_PublishTx() {
 	if err := tx.Commit(); err != nil {
 		panic(err)
 	}
-	fmt.Println(<-delivered, "delivered by the poller")
-	// Output: OrderPlaced delivered by the poller
+	fmt.Println(<-delivered, "hot path:", paths.hot.Load(), "poller:", paths.cold.Load())
+	// Output: OrderPlaced hot path: 0 poller: 1
 }
+
+// pathCount counts the events that reached the workers by the hot path
+// and by the poller.
+type pathCount struct {
+	core.NopMetrics
+	hot, cold atomic.Int32
+}
+
+func (p *pathCount) HotEnqueued()  { p.hot.Add(1) }
+func (p *pathCount) ColdEnqueued() { p.cold.Add(1) }
 
 // Publish outside a transaction fails fast and writes nothing.
 func ExampleOutbox_Publish_noTransaction() {
