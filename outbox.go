@@ -92,7 +92,11 @@ type Config struct {
 	// the poller's due times, skip-recent window and lag, the cleanup's
 	// retention cutoffs. Defaults to time.Now. The parts' own Now fields
 	// (Store.Now, Dispatcher.Now, Poller.Now) must stay nil: New reports
-	// them as invalid, so that no part runs on another clock.
+	// them as invalid, so that no part runs on another clock. Nodes sharing
+	// a database compare each other's leases on their own clocks: their
+	// clocks must agree to well within Dispatcher.Lease −
+	// (ListenerTimeout + ListenerGrace + StatusTimeout), 84 s with the
+	// defaults, or live leases are taken and events delivered twice.
 	Now func() time.Time
 	// Logger is the default logger of every part. Defaults to slog.Default().
 	Logger *slog.Logger

@@ -85,7 +85,10 @@ type Config struct {
 	// applied (36 s with the defaults), so that a listener call, the grace
 	// of a hung listener and the status write all end while the lease
 	// holds; otherwise New and NewMulti return an error wrapping
-	// core.ErrInvalidConfig.
+	// core.ErrInvalidConfig. What it exceeds them by bounds the clock skew
+	// the nodes sharing a database tolerate (84 s with the defaults): a
+	// lease is written with the holder's clock and judged expired with
+	// the claimer's.
 	Lease time.Duration
 	// ListenerTimeout bounds each listener call through its ctx; a listener
 	// that overruns it fails the delivery. Defaults to 30 s.
