@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,11 @@ type Full struct {
 	// costs one atomic load when nothing is full.
 	any atomic.Bool
 
+	// refusals counts every refusal (Refused): a publish remembers the
+	// count when it starts (Mark), and its acceptance ends nothing a
+	// refusal after that began (AcceptedSince).
+	refusals atomic.Uint64
+
 	mu      sync.Mutex
 	keys    map[string]*fullKey      // refused key -> its destination and last refusal
 	dests   map[string]*fullIncident // destination -> its incident
@@ -113,6 +119,7 @@ type fullKey struct {
 	last      time.Time // the last time an event of it came by
 	nextProbe time.Time // when the next event of it may try the destination
 	err       error     // its last refusal
+	refusal   uint64    // the Full's refusal count at its last refusal
 }
 
 // fullIncident is one destination's time full.
@@ -174,11 +181,12 @@ func newFull(cfg FullConfig) *Full {
 // and should be bounded in time. Keys of one destination share its
 // incident.
 func (f *Full) Refused(key string, err error, destination func() string) error {
+	refusal := f.refusals.Add(1)
 	f.mu.Lock()
 	if k, ok := f.keys[key]; ok {
 		now := f.came(k)
 		f.dests[k.dest].putOffs++
-		k.nextProbe, k.err = now.Add(f.cfg.ProbeInterval), err
+		k.nextProbe, k.err, k.refusal = now.Add(f.cfg.ProbeInterval), err, refusal
 		f.mu.Unlock()
 		return core.Unavailable(err, f.cfg.RetryAfter)
 	}
@@ -203,7 +211,7 @@ func (f *Full) Refused(key string, err error, destination func() string) error {
 	inc.putOffs += putOffs
 	inc.last = now
 	if len(f.keys) < MaxFullKeys {
-		f.keys[key] = &fullKey{dest: name, last: now, nextProbe: now.Add(f.cfg.ProbeInterval), err: err}
+		f.keys[key] = &fullKey{dest: name, last: now, nextProbe: now.Add(f.cfg.ProbeInterval), err: err, refusal: refusal}
 		inc.keys++
 		f.any.Store(true)
 	} // else its incident ends once none of its events came by for Forget
@@ -263,13 +271,28 @@ func (f *Full) came(k *fullKey) time.Time {
 
 // Accepted records a message the broker took for key: when key was the
 // last one refused of its destination's incident, the incident ends.
-func (f *Full) Accepted(key string) {
+func (f *Full) Accepted(key string) { f.accepted(key, math.MaxUint64) }
+
+// Mark returns what a publish about to start passes to AcceptedSince
+// once it is accepted. Call it before publishing (after Allow).
+func (f *Full) Mark() uint64 { return f.refusals.Load() }
+
+// AcceptedSince is Accepted for a publish that started at mark (from
+// Mark): it ends nothing when the key was refused since mark. An answer
+// to a publish under way when a refusal came (confirmed on another
+// channel, or before the refusal was seen) says nothing about room now;
+// taken as proof, it ended the incident at once and the next refusal
+// began another, so one full destination logged an ERROR and an INFO
+// pair after pair.
+func (f *Full) AcceptedSince(key string, mark uint64) { f.accepted(key, mark) }
+
+func (f *Full) accepted(key string, mark uint64) {
 	if !f.any.Load() {
 		return
 	}
 	f.mu.Lock()
 	k, ok := f.keys[key]
-	if !ok {
+	if !ok || k.refusal > mark {
 		f.mu.Unlock()
 		return
 	}

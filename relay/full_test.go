@@ -275,3 +275,24 @@ func TestNewFullInvalid(t *testing.T) {
 		t.Errorf("NewFull with a zero Logger = %v, want ErrInvalidConfig naming Logger", err)
 	}
 }
+
+// The answer to a publish that started before the key's last refusal ends
+// nothing: the publish was under way when the queue filled (confirmed on
+// another channel), so it says nothing about room now. Taken as proof,
+// it ended the incident at once, and the next refusal began another: one
+// queue that stayed full logged ERROR, INFO, ERROR.
+func TestFullAcceptedSince(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	f := relaytest.Full(t, relay.FullConfig{Name: "b", What: "queue full", Logger: logger})
+	before := f.Mark() // a publish starts
+	_ = f.Refused("q/a", errors.New("nacked"), func() string { return "q" })
+	f.AcceptedSince("q/a", before) // its ack comes after the nack
+	if n := logs.Count("level=INFO"); n != 0 {
+		t.Fatalf("the ack of a publish older than the refusal ended the incident:\n%s", logs)
+	}
+	after := f.Mark() // a publish (the probe) starts after the refusal
+	f.AcceptedSince("q/a", after)
+	if n := logs.Count("level=INFO", "full destination takes messages again", "destination=q"); n != 1 {
+		t.Fatalf("the ack of a publish started after the refusal did not end the incident:\n%s", logs)
+	}
+}

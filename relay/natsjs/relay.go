@@ -186,6 +186,7 @@ func isNATSHeader(k string) bool {
 // ctx, whichever comes first.
 func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	attempt := r.breaker.Attempt()
+	mark := r.full.Mark() // its ack ends no full incident begun since it started
 	fail := func(err error) error {
 		res := r.classify(ctx, attempt, msg.Subject, msg.Size(), err)
 		if errors.Is(res, ErrRejected) {
@@ -202,7 +203,7 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	select {
 	case <-paf.Ok():
 		attempt.Up()
-		r.full.Accepted(msg.Subject)
+		r.full.AcceptedSince(msg.Subject, mark)
 		return nil
 	case err := <-paf.Err():
 		return fail(err)

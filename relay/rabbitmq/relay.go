@@ -210,6 +210,7 @@ func (r *Relay) deliver(ctx context.Context, exchange, key string, msg amqp.Publ
 	// begins none when an outage ended since it started (the failure
 	// belongs to that outage).
 	attempt := r.breaker.Attempt()
+	mark := r.full.Mark() // likewise, its ack ends no full incident begun since
 	var last error
 	alone := false // publish on the lone channel
 	for range maxChannelTries {
@@ -226,7 +227,7 @@ func (r *Relay) deliver(ctx context.Context, exchange, key string, msg amqp.Publ
 		switch res.outcome {
 		case acked:
 			attempt.Up()
-			r.full.Accepted(where)
+			r.full.AcceptedSince(where, mark)
 			return nil
 		case nacked:
 			// RabbitMQ nacks a message a queue it was routed to could not
