@@ -279,7 +279,7 @@ func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Dur
 	if p != nil {
 		it.src.log.LogAttrs(context.Background(), slog.LevelError, "listener panicked",
 			eventAttrs(it.env, -1, slog.String("panic_type", fmt.Sprintf("%T", p.Value)), slog.String("stack", string(p.Stack)))...)
-		return fmt.Errorf("%w: %v", ErrListenerPanic, p.Value)
+		return p.Err(ErrListenerPanic)
 	}
 	if err == nil && ctx.Err() == context.DeadlineExceeded && it.src.work.Context().Err() == nil {
 		// A listener that returns nil after its deadline may not have

@@ -762,7 +762,7 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		took = time.Since(start)
 		cancel()
 		if p != nil {
-			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p.Value)
+			err = p.Err(ErrHandlerPanic)
 			m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler panic stack", recAttrs(rec, slog.String("stack", string(p.Stack)))...)
 		}
 	}

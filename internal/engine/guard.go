@@ -13,6 +13,16 @@ type Panic struct {
 	Stack []byte
 }
 
+// Err returns the failure to record for the panic: an error wrapping
+// sentinel and, when the panic value is an error, that error too (so
+// errors.Is and errors.As reach it), else its text.
+func (p *Panic) Err(sentinel error) error {
+	if err, ok := p.Value.(error); ok {
+		return fmt.Errorf("%w: %w", sentinel, err)
+	}
+	return fmt.Errorf("%w: %v", sentinel, p.Value)
+}
+
 // Guard runs fn, the user code of one attempt (a listener, a handler), and
 // reports how it ended:
 //

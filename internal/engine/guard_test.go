@@ -99,3 +99,18 @@ func TestGuardInspectsTheReturnedError(t *testing.T) {
 		t.Errorf("a sound error came back as %v", err)
 	}
 }
+
+// A panic whose value is an error is recorded as a failure wrapping both
+// the sentinel and that error: ErrListenerPanic "wraps the value of a
+// listener panic", and errors.Is did not reach a panicked error.
+func TestPanicErr(t *testing.T) {
+	sentinel, mine := errors.New("panicked"), errors.New("mine")
+	p, _ := engine.Guard(func() error { panic(mine) }, func() {})
+	if err := p.Err(sentinel); !errors.Is(err, sentinel) || !errors.Is(err, mine) {
+		t.Errorf("Err of panic(error) = %v; want it to match the sentinel and the panicked error", err)
+	}
+	p, _ = engine.Guard(func() error { panic("text") }, func() {})
+	if err := p.Err(sentinel); !errors.Is(err, sentinel) || err.Error() != "panicked: text" {
+		t.Errorf("Err of panic(string) = %v", err)
+	}
+}
