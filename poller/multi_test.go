@@ -314,3 +314,56 @@ func startPolling(t *testing.T, cfg poller.Config, stores map[string]*memstore.S
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 }
+
+// A store whose reaping fails logs one WARN naming it, then its recovery:
+// the reaping WARN repeated every ReapInterval for the whole outage, and
+// named its store only inside the error text.
+func TestFailingReapIsLoggedOncePerIncident(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	d, err := dispatcher.NewMulti(registry.New(), dispatcher.Config{Workers: 1, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	p, err := poller.NewMulti(poller.Config{Interval: time.Hour, ReapInterval: 2 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reaps atomic.Int32
+	var failing atomic.Bool
+	failing.Store(true)
+	st := memstore.New(nil)
+	st.Fail = func(op, _ string) error {
+		if op == "reap" {
+			reaps.Add(1)
+			if failing.Load() {
+				return errors.New("connection refused")
+			}
+		}
+		return nil
+	}
+	for _, id := range []string{"s1", "s2"} {
+		s := st
+		if id == "s2" {
+			s = memstore.New(nil)
+		}
+		if err := d.AddStore(id, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Add(id, s, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	testsupport.WaitFor(t, waitTimeout, "5 failed reaps", func() bool { return reaps.Load() >= 5 }, nil)
+	if n := logs.Count("level=WARN", "reaping expired leases failed", "store=s1"); n != 1 || logs.Count("level=WARN") != 1 {
+		t.Fatalf("want one WARN naming store s1 for 5 failed reaps:\n%s", logs)
+	}
+	failing.Store(false)
+	testsupport.WaitFor(t, waitTimeout, "the recovery line", func() bool {
+		return logs.Count("level=INFO", "reaping expired leases recovered", "store=s1") == 1
+	}, nil)
+}

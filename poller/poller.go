@@ -72,6 +72,9 @@ type target struct {
 	log     *slog.Logger
 	metrics core.Metrics
 	failing bool // an error incident is ongoing (log once per incident); guarded by Poller.mu
+	// reapFailing: its reaping fails (log once per incident); guarded by
+	// Poller.mu.
+	reapFailing bool
 	// skip is the back-off of a store whose polls failed in a row (a
 	// database down or not answering: each failure can take
 	// QueryTimeout); a wake-up naming the store polls it all the same.
@@ -569,9 +572,10 @@ func (p *Poller) ReapOnce(ctx context.Context) (total int64, err error) {
 	for _, t := range p.targets.Members() {
 		n, err := p.reapTarget(ctx, t)
 		total += n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("store %q: %w", t.id, err))
+		if err != nil && t.id != "" {
+			err = fmt.Errorf("store %q: %w", t.id, err)
 		}
+		errs = append(errs, err)
 	}
 	return total, errors.Join(errs...)
 }
@@ -727,10 +731,31 @@ func (p *Poller) pollWait(res Result, next pollDecision, err error) time.Duratio
 // reap is the loop's reaping, every ReapInterval: it releases expired
 // leases and counts the blocked ordering keys.
 func (p *Poller) reap(ctx context.Context) {
-	if _, err := p.ReapOnce(ctx); err != nil && ctx.Err() == nil {
-		p.log.Warn("reaping expired leases failed; will try again", slog.String("error", err.Error()))
+	for _, t := range p.targets.Members() {
+		_, err := p.reapTarget(ctx, t)
+		if ctx.Err() != nil {
+			return
+		}
+		p.reportReap(t, err)
 	}
 	p.reportBlockedKeys(ctx)
+}
+
+// reportReap logs a failing reaping of t once per incident (the store's
+// polls fail too, and say so), at DEBUG after that, and its recovery.
+func (p *Poller) reportReap(t *target, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case err != nil && !t.reapFailing:
+		t.reapFailing = true
+		t.log.Warn("reaping expired leases failed; will try again every ReapInterval (logged once until it recovers)", slog.String("error", err.Error()))
+	case err != nil:
+		t.log.Debug("reaping expired leases failed again", slog.String("error", err.Error()))
+	case t.reapFailing:
+		t.reapFailing = false
+		t.log.Info("reaping expired leases recovered")
+	}
 }
 
 // report logs a failing poll once per incident and store, and the recovery.
