@@ -179,11 +179,9 @@ type Dispatcher struct {
 
 	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
 	budgetLog, supersededLog, observerLog           *ratelog.Limiter
-	heldBytes                                       atomic.Int64 // payload bytes held; see MaxHeldBytes
-	payloadEst                                      atomic.Int64 // moving average of payload sizes offered
-	noListener                                      sync.Map     // event types already warned about
-	noListenerCount                                 atomic.Int32
-	noListenerLog                                   *ratelog.Limiter // beyond maxNoListenerWarnings types
+	heldBytes                                       atomic.Int64    // payload bytes held; see MaxHeldBytes
+	payloadEst                                      atomic.Int64    // moving average of payload sizes offered
+	noListener                                      *ratelog.PerKey // event types warned about
 }
 
 // New returns a dispatcher writing outcomes to store and reading listeners
@@ -237,7 +235,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		staleLog:    ratelog.New(5 * time.Second),
 		hungLog:     ratelog.New(5 * time.Second),
 
-		noListenerLog: ratelog.New(5 * time.Second),
+		noListener:    ratelog.NewPerKey(maxNoListenerWarnings, 5*time.Second),
 		budgetLog:     ratelog.New(5 * time.Second),
 		supersededLog: ratelog.New(5 * time.Second),
 	}

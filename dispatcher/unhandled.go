@@ -106,12 +106,8 @@ func (d *Dispatcher) postpone(it item, delay time.Duration, msg string) {
 
 // warnNoListener logs one WARN per event type without a listener, for the
 // first maxNoListenerWarnings types; further types share a rate-limited
-// WARN. The set of types remembered is bounded by that number (plus the
-// number of workers, which may race past the check).
+// WARN.
 func (d *Dispatcher) warnNoListener(o *origin, eventType string) {
-	if _, seen := d.noListener.Load(eventType); seen {
-		return
-	}
 	var what string
 	switch d.cfg.Unhandled {
 	case UnhandledLeave:
@@ -121,14 +117,6 @@ func (d *Dispatcher) warnNoListener(o *origin, eventType string) {
 	default:
 		what = "events of this type are marked DONE"
 	}
-	msg := "no listener registered for event type; " + what
-	if d.noListenerCount.Load() >= maxNoListenerWarnings {
-		d.noListenerLog.Hit(o.log, slog.LevelWarn, msg+" (too many such types to warn about each once; rate-limited)",
-			slog.String("event_type", eventType), slog.Duration("unhandled_delay", d.cfg.UnhandledDelay))
-		return
-	}
-	if _, seen := d.noListener.LoadOrStore(eventType, struct{}{}); !seen {
-		d.noListenerCount.Add(1)
-		o.log.LogAttrs(context.Background(), slog.LevelWarn, msg, slog.String("event_type", eventType))
-	}
+	d.noListener.Hit(o.log, slog.LevelWarn, eventType, "no listener registered for event type; "+what,
+		slog.String("event_type", eventType))
 }

@@ -750,7 +750,8 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 	case hd == nil:
 		noHandler = true
 		err = fmt.Errorf("%w %q", ErrNoHandler, rec.Topic)
-		m.noHandlerLog.Hit(m.log, slog.LevelWarn, "inbox: no handler for the topic; message put off for a handler added later (UnhandledDelay, no attempt charged)",
+		m.noHandlerLog.Hit(m.log, slog.LevelWarn, rec.Topic,
+			"inbox: no handler for the topic; its messages are put off for a handler added later (UnhandledDelay, no attempt charged)",
 			recAttrs(rec, slog.String("topic", rec.Topic))...)
 	default:
 		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: handling message", recAttrs(rec, slog.String("topic", rec.Topic))...)

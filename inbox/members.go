@@ -41,13 +41,18 @@ type member struct {
 	removing context.Context
 	remove   context.CancelFunc
 
-	noHandlerLog, statusLog, lostLog, cycleLog *ratelog.Limiter
+	statusLog, lostLog, cycleLog *ratelog.Limiter
+	noHandlerLog                 *ratelog.PerKey // topics warned about
 }
+
+// maxNoHandlerWarnings bounds the topics without a handler warned about
+// one by one, per inbox; further topics share a rate-limited WARN.
+const maxNoHandlerWarnings = 1000
 
 func newMember(d *Dispatcher, id string, in *Inbox) *member {
 	m := &member{
 		d: d, id: id, in: in, log: d.log, work: engine.NewCounter(context.Background()),
-		noHandlerLog: ratelog.New(5 * time.Second),
+		noHandlerLog: ratelog.NewPerKey(maxNoHandlerWarnings, 5*time.Second),
 		statusLog:    ratelog.New(5 * time.Second),
 		lostLog:      ratelog.New(5 * time.Second),
 		cycleLog:     ratelog.New(5 * time.Second),

@@ -73,3 +73,33 @@ func TestUnhandledMessageIsRedeliveredToTheObserver(t *testing.T) {
 		}
 	}
 }
+
+// One WARN per topic without a handler, however many of its messages come
+// round: one rate-limited WARN for every topic together named only the
+// first topics it happened to see.
+func TestUnhandledTopicsAreWarnedAboutOnceEach(t *testing.T) {
+	e := newEnv(t, openSQLite, inbox.Config{})
+	d := e.dispatcher(inbox.DispatcherConfig{Owner: "w", UnhandledDelay: time.Minute})
+	for _, topic := range []string{"a", "b", "c"} {
+		for i := range 3 {
+			e.enqueue(inbox.Message{Source: "s", MessageID: topic + strings.Repeat("x", i), Topic: topic})
+		}
+	}
+	for range 2 {
+		for {
+			n, err := d.RunOnce(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+		e.clock.Advance(time.Minute)
+	}
+	for _, topic := range []string{"a", "b", "c"} {
+		if n := e.logs.Count("level=WARN", "no handler for the topic", "topic="+topic); n != 1 {
+			t.Errorf("%d WARN lines for topic %s, want 1:\n%s", n, topic, e.logs.String())
+		}
+	}
+}
