@@ -177,11 +177,9 @@ type Dispatcher struct {
 
 	stores engine.Set[*origin] // added with AddStore
 
-	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
-	budgetLog, supersededLog, observerLog           *ratelog.Limiter
-	heldBytes                                       atomic.Int64    // payload bytes held; see MaxHeldBytes
-	payloadEst                                      atomic.Int64    // moving average of payload sizes offered
-	noListener                                      *ratelog.PerKey // event types warned about
+	heldBytes  atomic.Int64    // payload bytes held; see MaxHeldBytes
+	payloadEst atomic.Int64    // moving average of payload sizes offered
+	noListener *ratelog.PerKey // event types warned about
 }
 
 // New returns a dispatcher writing outcomes to store and reading listeners
@@ -228,16 +226,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		cancel:      cancel,
 		done:        make(chan struct{}),
 		retryTimers: make(map[*time.Timer]item),
-		dropLog:     ratelog.New(5 * time.Second),
-		observerLog: ratelog.New(5 * time.Second),
-		statusLog:   ratelog.New(5 * time.Second),
-		leaseLog:    ratelog.New(5 * time.Second),
-		staleLog:    ratelog.New(5 * time.Second),
-		hungLog:     ratelog.New(5 * time.Second),
-
-		noListener:    ratelog.NewPerKey(maxNoListenerWarnings, 5*time.Second),
-		budgetLog:     ratelog.New(5 * time.Second),
-		supersededLog: ratelog.New(5 * time.Second),
+		noListener:  ratelog.NewPerKey(maxNoListenerWarnings, 5*time.Second),
 	}
 	d.markListenerContexts() // see close_guard.go
 	d.batcher = newDoneBatcher(d)
@@ -367,7 +356,7 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		d.hotWaiting.Add(-1)
 		d.release(it)
 		o.metrics.HotDropped()
-		d.dropLog.Hit(o.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
+		o.logs.dropLog.Hit(o.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
 			slog.String("event_id", env.ID()), slog.Int("hot_capacity", d.cfg.HotCapacity))
 		return false
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/internal/nilval"
+	"github.com/outbox-go/outbox/internal/ratelog"
 	"github.com/outbox-go/outbox/internal/wiring"
 )
 
@@ -45,10 +46,29 @@ type origin struct {
 	// the store's listener contexts: RemoveStore cancels it when it gives
 	// up waiting.
 	work *engine.Counter
+
+	// logs rate-limits the store's recurring lines: one store's incident
+	// neither hides another's nor counts its occurrences.
+	logs originLogs
+}
+
+// originLogs are the rate limiters of one store's recurring log lines.
+type originLogs struct {
+	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
+	budgetLog, supersededLog, observerLog           *ratelog.Limiter
+}
+
+func newOriginLogs() originLogs {
+	const every = 5 * time.Second
+	return originLogs{
+		dropLog: ratelog.New(every), statusLog: ratelog.New(every), leaseLog: ratelog.New(every),
+		staleLog: ratelog.New(every), hungLog: ratelog.New(every), budgetLog: ratelog.New(every),
+		supersededLog: ratelog.New(every), observerLog: ratelog.New(every),
+	}
 }
 
 func newOrigin(d *Dispatcher, id string, store core.StatusWriter) *origin {
-	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics}
+	o := &origin{id: id, store: store, log: d.log, metrics: d.metrics, logs: newOriginLogs()}
 	// The store's listener contexts carry o, so RemoveStore recognizes a
 	// call from one of them.
 	o.work = engine.NewCounter(context.WithValue(d.runCtx, originKey{}, o))
@@ -193,7 +213,7 @@ func (d *Dispatcher) settling(it item, err error, w *callWatch) bool {
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
-	d.supersededLog.Hit(it.src.log, slog.LevelWarn,
+	it.src.logs.supersededLog.Hit(it.src.log, slog.LevelWarn,
 		"delivery outlived InFlightTTL and the event was taken again; this run's outcome is discarded, the newer run's stands",
 		attrs...)
 	d.end(w, it, endDrop)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,4 +296,48 @@ func TestRemoveStorePastItsDeadlineInterruptsItsListeners(t *testing.T) {
 	if other.Held() != 0 || len(d.Stores()) != 1 {
 		t.Fatalf("the other store is affected: held %d, stores %v", other.Held(), d.Stores())
 	}
+}
+
+// Each store's recurring lines are rate-limited apart: failed DONE writes
+// in two stores log one ERROR naming each, where one rate limiter shared
+// by the stores logged the first store's and hid the other's.
+func TestStoresRateLimitTheirLinesApart(t *testing.T) {
+	reg := registry.New()
+	reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return nil })
+	logs := &testsupport.LogBuffer{}
+	d := newMulti(t, dispatcher.Config{Workers: 2, Logger: slog.New(slog.NewTextHandler(logs, nil))}, reg)
+	var failed atomic.Int32
+	queues := map[string]*dispatcher.StoreQueue{}
+	stores := map[string]*memstore.Store{}
+	for _, id := range []string{"my", "pg"} {
+		st := memstore.New(nil)
+		st.Fail = func(op, _ string) error {
+			if op == "done" {
+				failed.Add(1)
+				return errors.New("database is down")
+			}
+			return nil
+		}
+		q, err := d.AddStoreQueue(id, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queues[id], stores[id] = q, st
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for id, q := range queues {
+		env, _ := core.NewEvent("E").PayloadJSONString(`{}`).Build()
+		lease := q.HotLease(env)
+		if err := stores[id].Insert(context.Background(), nil, env, lease); err != nil {
+			t.Fatal(err)
+		}
+		if !q.EnqueueHot(env, lease) {
+			t.Fatal("EnqueueHot = false")
+		}
+	}
+	testsupport.WaitFor(t, waitTimeout, "a failed DONE write in each store", func() bool {
+		return logs.Count("level=ERROR", "status write failed", "store=my") > 0 && logs.Count("level=ERROR", "status write failed", "store=pg") > 0
+	}, nil)
 }
