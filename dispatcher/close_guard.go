@@ -13,7 +13,10 @@ import (
 // goroutine with a context of its own (context.Background, not one
 // derived from the listener's), e.g. go ob.Close(context.Background()): it
 // returns once the listener did. RemoveStore returns it too, called that
-// way for the store of the listener's own event.
+// way for the store of the listener's own event. A context derived from a
+// listener's is recognized as such for good, context.WithoutCancel's
+// included, also after that listener returned (a context kept for its
+// values, say): give Close a context of its own.
 var ErrCloseInListener = errors.New("outbox: Close called from a listener of the dispatcher it closes; call it from another goroutine with a context of its own")
 
 // listenerKey marks the contexts of listener calls; its value is the
