@@ -8,9 +8,14 @@ import (
 	"time"
 )
 
-func TestHitLogsOncePerIntervalWithCount(t *testing.T) {
+// newLog returns a logger writing text into the returned buffer.
+func newLog() (*slog.Logger, *bytes.Buffer) {
 	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
+	return slog.New(slog.NewTextHandler(&buf, nil)), &buf
+}
+
+func TestHitLogsOncePerIntervalWithCount(t *testing.T) {
+	log, buf := newLog()
 	r := New(time.Hour)
 	for range 5 {
 		r.Hit(log, slog.LevelWarn, "full")
@@ -25,5 +30,23 @@ func TestHitLogsOncePerIntervalWithCount(t *testing.T) {
 	r.Hit(log, slog.LevelWarn, "full")
 	if !strings.Contains(buf.String(), "occurrences=5") {
 		t.Fatalf("second line must count the 4 suppressed hits and itself:\n%s", buf.String())
+	}
+}
+
+// PerKey logs once per key for the first max keys, then rate-limits the
+// lines of further keys together, saying so.
+func TestPerKey(t *testing.T) {
+	log, buf := newLog()
+	p := NewPerKey(2, time.Hour)
+	for range 3 {
+		for _, k := range []string{"a", "b", "c", "d"} {
+			p.Hit(log, slog.LevelWarn, k, "no listener", slog.String("key", k))
+		}
+	}
+	out := buf.String()
+	for k, want := range map[string]int{"key=a": 1, "key=b": 1, "key=c": 1, "key=d": 0, "rate-limited": 1} {
+		if got := strings.Count(out, k); got != want {
+			t.Errorf("%d lines with %s, want %d:\n%s", got, k, want, out)
+		}
 	}
 }
