@@ -36,6 +36,22 @@ type deadQuery struct {
 	filter       jdbcstore.DeadFilter
 }
 
+// SinceAt and UntilAt are the filter's bounds as instants (RFC 3339, UTC),
+// "" when unset: a confirmation form carries them rather than the bounds
+// as typed, so that "10m" means the instant the preview listed, not ten
+// minutes before the confirmation.
+func (q deadQuery) SinceAt() string { return formatBound(q.filter.From) }
+
+// UntilAt: see SinceAt.
+func (q deadQuery) UntilAt() string { return formatBound(q.filter.To) }
+
+func formatBound(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
 // parseDeadQuery reads and validates the filter parameters of v; a
 // duration ago is taken from now.
 func parseDeadQuery(v url.Values, defLimit int, now time.Time) (deadQuery, error) {

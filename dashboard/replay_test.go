@@ -3,8 +3,10 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,7 +15,9 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/txctx"
 )
 
@@ -297,4 +301,59 @@ func TestReplayResultSaysWhyEachWasNotReplayed(t *testing.T) {
 
 	_, body = c.post("/replay", url.Values{"csrf": {token}, "id": {"x1"}, "confirm": {"yes"}}, nil)
 	mustContain(t, body, "No DEAD event matched: nothing was replayed.", "<li>x1: not DEAD, not found, or not matching</li>")
+}
+
+// A replay by a relative time bound replays what its preview listed: the
+// confirmation carries the bound as the instant the preview resolved, not
+// as typed ("until=10m" was worked out again at the POST, 10 minutes
+// before the confirmation, and took in an event the preview left out).
+func TestReplayByRelativeTimeReplaysWhatThePreviewListed(t *testing.T) {
+	clock := testsupport.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "outbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	st, err := jdbcstore.New(db, jdbcstore.Config{Dialect: sqlite.Dialect, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplySchema(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, st, event{id: "old", typ: "A", status: core.StatusDead}) // created at T
+	clock.Advance(50 * time.Minute)
+	seed(t, st, event{id: "young", typ: "A", status: core.StatusDead}) // created at T+50m
+	clock.Advance(10*time.Minute - time.Second)                        // now T+60m-1s: young is 9m59s old
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true, Now: clock.Now}))
+	_, body := c.get("/replay?until=10m")
+	mustContain(t, body, "1 would be replayed", ">old<")
+	mustNotContain(t, body, ">young<")
+	form := url.Values{"csrf": {csrfToken(t, body)}, "confirm": {"yes"}}
+	for _, name := range []string{"since", "until"} {
+		if v := hiddenValue(body, name); v != "" {
+			form.Set(name, v)
+		}
+	}
+	clock.Advance(2 * time.Second) // the operator reads, then confirms: young is 10m1s old
+	code, body := c.post("/replay", form, nil)
+	if code != http.StatusOK {
+		t.Fatalf("replay = %d\n%s", code, body)
+	}
+	if got := statusOf(t, st, "young"); got != core.StatusDead {
+		t.Errorf("young is %v: the replay took in an event its preview did not list", got)
+	}
+	if got := statusOf(t, st, "old"); got != core.StatusNew {
+		t.Errorf("old is %v, want NEW", got)
+	}
+}
+
+// hiddenValue returns the value of the hidden input name in body, "" when
+// there is none.
+func hiddenValue(body, name string) string {
+	m := regexp.MustCompile(`<input type="hidden" name="` + name + `" value="([^"]*)">`).FindStringSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return html.UnescapeString(m[1])
 }
