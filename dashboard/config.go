@@ -198,8 +198,11 @@ type Config struct {
 	// figures, which runs apart from the page loads waiting on it, is
 	// bounded alike. Raise it for a table so large that these queries
 	// take longer, and keep the http.Server's WriteTimeout above it (or
-	// the server drops the pages that take that long). Must not be
-	// negative; defaults to DefaultQueryTimeout.
+	// the server drops the pages that take that long). On SQLite a write
+	// waiting for another connection's lock waits up to the connection's
+	// busy timeout whatever QueryTimeout says (SQLite's busy handler cannot
+	// be interrupted). Must not be negative; defaults to
+	// DefaultQueryTimeout.
 	QueryTimeout time.Duration
 	// Title names the dashboard in page titles: at most 100 bytes.
 	// Defaults to DefaultTitle.
