@@ -302,6 +302,7 @@ func (c Config) validate() error {
 	if !strings.HasPrefix(c.BasePath, "/") || !strings.HasSuffix(c.BasePath, "/") {
 		bad("BasePath", "must start and end with '/', got %q", c.BasePath)
 	} else if u, err := url.Parse(c.BasePath); err != nil || u.Path != c.BasePath || strings.Contains(c.BasePath, "//") ||
+		strings.ContainsFunc(c.BasePath, notPlainPath) || // a '\' makes "/\evil/" a redirect off the host
 		(c.BasePath != "/" && path.Clean(c.BasePath)+"/" != c.BasePath) { // no "." or ".." segment: browsers remove them
 		bad("BasePath", "must be a plain path such as /ops/outbox/, got %q", c.BasePath)
 	}
@@ -350,4 +351,16 @@ func origin(o string) (string, error) {
 	host = strings.TrimSuffix(host, map[string]string{"http": ":80", "https": ":443"}[u.Scheme])
 	host = strings.TrimSuffix(host, ":") // an empty port is none
 	return u.Scheme + "://" + host, nil
+}
+
+// notPlainPath reports a rune a plain BasePath does not hold: anything but
+// ASCII letters, digits, '/', '-', '.', '_' and '~' (RFC 3986's unreserved
+// characters). A backslash is the danger: browsers read "/\evil.example/"
+// in a redirect as "//evil.example/", another host.
+func notPlainPath(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("/-._~", r)
 }

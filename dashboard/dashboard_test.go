@@ -30,12 +30,15 @@ func TestConfigValidation(t *testing.T) {
 		"base path ..":    {Store: st, BasePath: "/../"},
 		"base path .":     {Store: st, BasePath: "/./"},
 		"base path a/..":  {Store: st, BasePath: "/ops/../x/"},
-		"page size":       {Store: st, PageSize: dashboard.MaxPageSize + 1},
-		"negative page":   {Store: st, PageSize: -1},
-		"trusted origin":  {Store: st, TrustedOrigins: []string{"ops.example.com"}},
-		"short secret":    {Store: st, Secret: []byte("short")},
-		"query timeout":   {Store: st, QueryTimeout: -time.Second},
-		"zero logger":     {Store: st, Logger: new(slog.Logger)},
+		// A backslash made the redirect to the base path leave the host.
+		"base path backslash": {Store: st, BasePath: "/\\evil.example/"},
+		"base path space":     {Store: st, BasePath: "/a b/"},
+		"page size":           {Store: st, PageSize: dashboard.MaxPageSize + 1},
+		"negative page":       {Store: st, PageSize: -1},
+		"trusted origin":      {Store: st, TrustedOrigins: []string{"ops.example.com"}},
+		"short secret":        {Store: st, Secret: []byte("short")},
+		"query timeout":       {Store: st, QueryTimeout: -time.Second},
+		"zero logger":         {Store: st, Logger: new(slog.Logger)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := dashboard.New(cfg); !errors.Is(err, core.ErrInvalidConfig) {
