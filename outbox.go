@@ -182,6 +182,7 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 		// The next event of an ordered key is claimed as soon as its
 		// predecessor finished, not at the next poll.
 		handoff.OnKeyFreed(disp, "", handoff.Successors(o.poller, ""))
+		handoff.OnPutOff(disp, "", handoff.WakeAt(o.poller, "")) // put-off events come back when due
 	}
 	if cfg.EnableCleanup {
 		if o.cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {

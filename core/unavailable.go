@@ -16,10 +16,9 @@ var ErrUnavailable = errors.New("outbox: downstream unavailable")
 // dispatcher does not count it as a failed attempt: it puts the event off
 // until After from now (its status and attempts unchanged, its lease
 // released), so an outage never drives events to DEAD. The event then
-// comes back through the poller, at its first poll once After passed:
-// with the poller's Interval (5 s by default) longer than After, after
-// about that Interval, and an ordered event's key waits as long. Make one
-// with [Unavailable].
+// comes back through the poller, which the dispatcher wakes when it is
+// due (up to 256 due times remembered per store; later ones wait for the
+// poller's Interval). Make one with [Unavailable].
 type UnavailableError struct {
 	// Err is the cause, e.g. the broker client's connection error.
 	Err error

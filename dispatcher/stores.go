@@ -36,6 +36,11 @@ type origin struct {
 	// poller (handoff.Successors).
 	freed atomic.Pointer[func([]core.OrderPos)]
 
+	// putOff, when set, is called with the time an event put off comes
+	// due again; the wiring sets it to the store's poller
+	// (handoff.WakeAt).
+	putOff atomic.Pointer[func(time.Time)]
+
 	// successors is store as a core.SuccessorClaimer (it claims the next
 	// event of a key by position), or nil.
 	successors core.SuccessorClaimer
@@ -242,13 +247,13 @@ func init() {
 		return storeQueue{d: dd, o: o}
 	}
 	handoff.OnKeyFreed = func(d any, id string, fn func([]core.OrderPos)) {
-		dd := d.(*Dispatcher)
-		o := dd.def
-		if id != "" {
-			o, _ = dd.stores.Get(id)
-		}
-		if o != nil {
+		if o := d.(*Dispatcher).origin(id); o != nil {
 			o.freed.Store(&fn)
+		}
+	}
+	handoff.OnPutOff = func(d any, id string, fn func(time.Time)) {
+		if o := d.(*Dispatcher).origin(id); o != nil {
+			o.putOff.Store(&fn)
 		}
 	}
 }
@@ -353,3 +358,13 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 // Stores returns the identifiers of the stores added with AddStore and not
 // removed, sorted.
 func (d *Dispatcher) Stores() []string { return slices.Clone(d.stores.IDs()) }
+
+// origin returns the store id ("" for the one given to New), nil when d
+// has none.
+func (d *Dispatcher) origin(id string) *origin {
+	if id == "" {
+		return d.def
+	}
+	o, _ := d.stores.Get(id)
+	return o
+}

@@ -97,9 +97,13 @@ func (d *Dispatcher) leave(it item) {
 func (d *Dispatcher) postpone(it item, delay time.Duration, msg string) {
 	if p, ok := it.src.store.(core.Postponer); ok {
 		next := d.cfg.Now().Add(delay)
-		d.writeStatus(it, "postpone", func(ctx context.Context) (bool, error) {
+		st := d.writeStatus(it, "postpone", func(ctx context.Context) (bool, error) {
 			return p.Postpone(ctx, d.cfg.Owner, it.env.ID(), next, msg)
 		})
+		if fn := it.src.putOff.Load(); fn != nil && st == writeChanged {
+			// The poller polls when it comes due, not at its next Interval.
+			(*fn)(time.Now().Add(delay))
+		}
 	}
 	d.release(it)
 }

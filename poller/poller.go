@@ -58,6 +58,8 @@ type Poller struct {
 	// loop polls at once.
 	roomNoticed atomic.Bool
 
+	alarms alarms // wake-ups at the due times of events put off (alarm.go)
+
 	wakeMu      sync.Mutex // guards the wake-ups (wake.go) and target.after
 	wokenAll    bool       // Wake was called: the next poll ignores SkipRecent
 	wokenStores []string   // stores to poll next, in order, ignoring SkipRecent
@@ -205,6 +207,7 @@ func (p *Poller) Remove(id string) {
 		p.targets.Forget(id, t)
 	}
 	p.forgetWake(id)
+	p.stopAlarms(id, false)
 }
 
 // Stores returns the identifiers of the stores polled, sorted ("" is the
@@ -664,6 +667,7 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	pctx, stopProbes := context.WithCancel(ctx)
 	pr := &probes{ctx: pctx}
 	defer func() {
+		p.stopAlarms("", true)
 		stopProbes()
 		pr.wg.Wait()
 		if reaping != nil {

@@ -131,3 +131,16 @@ var OnKeyFreed func(d any, id string, fn func(after []core.OrderPos))
 // store when after is nil. It never blocks. Package poller sets it when
 // it is initialized.
 var Successors func(p any, id string) func(after []core.OrderPos)
+
+// OnPutOff makes d, a *dispatcher.Dispatcher, call fn with the time an
+// event of its store id put off (core.Unavailable, a type without a
+// listener left for later) comes due again: the wiring has the store's
+// poller poll then (WakeAt) rather than at its next Interval. fn must
+// not block. Package dispatcher sets it when it is initialized.
+var OnPutOff func(d any, id string, fn func(at time.Time))
+
+// WakeAt returns the function that makes p, a *poller.Poller, poll store
+// id once the time it is given has come (without SkipRecent, as a
+// wake-up). It never blocks. Package poller sets it when it is
+// initialized.
+var WakeAt func(p any, id string) func(at time.Time)

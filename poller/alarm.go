@@ -1,0 +1,124 @@
+package poller
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/outbox-go/outbox/internal/handoff"
+)
+
+// The alarms of events put off (core.Unavailable, types without a
+// listener left for later): their rows come due at a time the poller
+// would otherwise only reach at its next Interval.
+const (
+	// alarmStep: due times are rounded up to it, so that a burst of
+	// events put off together costs one wake-up.
+	alarmStep = 20 * time.Millisecond
+	// maxAlarms bounds the due times remembered per store; later ones
+	// wait for the regular polls.
+	maxAlarms = 256
+)
+
+func init() {
+	handoff.WakeAt = func(p any, id string) func(time.Time) {
+		pp := p.(*Poller)
+		return func(at time.Time) { pp.wakeAt(id, at) }
+	}
+}
+
+// alarms are the due times remembered per store and the timer of the
+// earliest.
+type alarms struct {
+	mu     sync.Mutex
+	stores map[string]*storeAlarms
+	closed bool
+}
+
+type storeAlarms struct {
+	at    []time.Time // sorted, distinct
+	timer *time.Timer // fires at at[0]
+}
+
+// wakeAt makes the poller poll store id (as a wake-up: without
+// SkipRecent) once at has come.
+func (p *Poller) wakeAt(id string, at time.Time) {
+	at = at.Truncate(alarmStep).Add(alarmStep)
+	a := &p.alarms
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	if a.stores == nil {
+		a.stores = map[string]*storeAlarms{}
+	}
+	s := a.stores[id]
+	if s == nil {
+		s = &storeAlarms{}
+		a.stores[id] = s
+	}
+	i, found := slices.BinarySearchFunc(s.at, at, time.Time.Compare)
+	if found || i >= maxAlarms {
+		return
+	}
+	s.at = slices.Insert(s.at, i, at)
+	if len(s.at) > maxAlarms {
+		s.at = s.at[:maxAlarms]
+	}
+	if i == 0 {
+		p.armAlarm(id, s)
+	}
+}
+
+// armAlarm sets s's timer to its earliest due time. alarms.mu is held.
+func (p *Poller) armAlarm(id string, s *storeAlarms) {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timer = time.AfterFunc(time.Until(s.at[0]), func() { p.ringAlarm(id, s) })
+}
+
+// ringAlarm wakes the poll of store id for the due times that came, and
+// arms the timer for the next.
+func (p *Poller) ringAlarm(id string, s *storeAlarms) {
+	a := &p.alarms
+	a.mu.Lock()
+	if a.closed || a.stores[id] != s {
+		a.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	n := 0
+	for n < len(s.at) && !s.at[n].After(now) {
+		n++
+	}
+	s.at = s.at[n:]
+	if len(s.at) > 0 {
+		p.armAlarm(id, s)
+	} else {
+		delete(a.stores, id)
+	}
+	a.mu.Unlock()
+	if n > 0 {
+		p.wakeStore(id)
+	}
+}
+
+// stopAlarms stops every alarm (the poller closes), or those of store id.
+func (p *Poller) stopAlarms(id string, all bool) {
+	a := &p.alarms
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if all {
+		a.closed = true
+	}
+	for sid, s := range a.stores {
+		if all || sid == id {
+			if s.timer != nil {
+				s.timer.Stop()
+			}
+			delete(a.stores, sid)
+		}
+	}
+}
