@@ -308,7 +308,10 @@ func (o *Outbox) Start(ctx context.Context) error {
 // has not committed yet, on SQLite for that transaction's write lock, so a
 // transaction left open delays Close (up to ctx, or the database's lock
 // wait timeout; PostgreSQL's release does not wait). Finish or roll back
-// the business transactions first.
+// the business transactions first. The release, once ctx ended, is
+// bounded by Dispatcher.StatusTimeout rather than by ctx (see
+// dispatcher.Dispatcher.Close), so Close may return that much after ctx
+// ended.
 //
 // Publishing after Close still works: the event is written, unowned, on
 // the business transaction, and a poller of another process (or of this

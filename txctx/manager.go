@@ -93,7 +93,10 @@ func NewX(db *sqlx.DB, opts ...Option) *Manager {
 //
 // ctx bounds the wait for a connection of the pool (and the dial of a new
 // one) and the BEGIN: a ctx that ends meanwhile returns an error wrapping
-// ctx.Err() without calling fn, as does a ctx done before Do begins. Once
+// ctx.Err() without calling fn, as does a ctx done before Do begins. On
+// SQLite a BEGIN IMMEDIATE waiting for another connection's write lock
+// waits in SQLite's busy handler, which ctx cannot interrupt: up to the
+// busy timeout (10 s with sqlite.Open). Once
 // begun, the transaction is detached from ctx (as with
 // [context.WithoutCancel]), so a cancelled ctx cannot race Do's own
 // rollback; statements run by fn still use the ctx they are given. A

@@ -147,8 +147,19 @@ func (sqliteDialect) Classify(err error) jdbcstore.ErrorClass {
 
 // checkSetup warns when the connection has no busy timeout or does not use
 // WAL: business transactions and status writes would then fail with
-// "database is locked" or serialize readers behind writers.
+// "database is locked" or serialize readers behind writers. It also warns
+// about a database in memory (or a temporary one) on a pool of more than
+// one connection: each connection has a database of its own, and most
+// statements then miss the outbox's table.
 func (sqliteDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger) {
+	var (
+		seq        int
+		name, file string
+	)
+	if err := db.QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file); err == nil &&
+		file == "" && db.Stats().MaxOpenConnections != 1 {
+		log.WarnContext(ctx, "outbox: sqlite: the database is in memory (or temporary) and the pool may open several connections, each with a database of its own: open it with sqlite.Open or call SetMaxOpenConns(1)")
+	}
 	var timeoutMS int64
 	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&timeoutMS); err != nil {
 		log.DebugContext(ctx, "outbox: sqlite: cannot read busy_timeout", slog.Any("error", err))

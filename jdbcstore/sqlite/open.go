@@ -74,8 +74,9 @@ func DSN(path string) (string, error) {
 // "database is locked" errors. It does not connect yet: the first query
 // opens the file.
 //
-// An in-memory database (":memory:" or a "file::memory:" URI without
-// shared cache) exists per connection, so its pool is limited to one
+// An in-memory database (":memory:", a "file::memory:" URI, mode=memory
+// or vfs=memdb, without shared cache) or a temporary one ("file:" with an
+// empty name) exists per connection, so its pool is limited to one
 // connection that is never closed while idle. So is a database opened
 // with shared cache ("cache=shared" in a "file:" URI, in memory or on
 // disk): SQLite then locks tables within the process, and a connection
@@ -118,11 +119,14 @@ func sharedCache(path string) bool {
 	return ok && q.Get("cache") == "shared"
 }
 
-// isMemory reports whether path names a private in-memory database.
+// isMemory reports whether path names a database of each connection its
+// own: in memory (":memory:", mode=memory, the memdb VFS) or a temporary
+// file ("file:" with an empty name).
 func isMemory(path string) bool {
 	if path == ":memory:" {
 		return true
 	}
 	name, q, ok := fileURI(path)
-	return ok && q.Get("cache") != "shared" && (name == ":memory:" || q.Get("mode") == "memory")
+	return ok && q.Get("cache") != "shared" &&
+		(name == ":memory:" || name == "" || q.Get("mode") == "memory" || q.Get("vfs") == "memdb")
 }

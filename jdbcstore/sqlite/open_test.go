@@ -8,8 +8,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/sqlitetest"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/txctx"
@@ -193,5 +196,45 @@ func TestDSN(t *testing.T) {
 		if _, err := sqlite.Open(bad); !errors.Is(err, core.ErrInvalidConfig) {
 			t.Errorf("sqlite.Open(%q): err = %v, want ErrInvalidConfig", bad, err)
 		}
+	}
+}
+
+// Every name of a database each connection has of its own gets a pool of
+// one connection: "file:" with an empty name (a temporary database) and
+// the memdb VFS got several, and a table created on one connection was
+// missing on the next ("no such table").
+func TestPrivateDatabasesGetOneConnection(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{":memory:", "file::memory:", "file:x?mode=memory", "file:", "file:?mode=rwc", "file:/memy?vfs=memdb"} {
+		db, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", path, err)
+		}
+		if got := db.Stats().MaxOpenConnections; got != 1 {
+			t.Errorf("Open(%q): MaxOpenConnections = %d, want 1", path, got)
+		}
+		_ = db.Close()
+	}
+}
+
+// A *sql.DB of your own on an in-memory database with a pool of several
+// connections is warned about: each connection has a database of its
+// own, and most publishes failed with "no such table" without a word.
+func TestOwnInMemoryPoolIsWarnedAbout(t *testing.T) {
+	t.Parallel()
+	logger, logs := testsupport.NewLogger()
+	db, err := sqlx.Open("sqlite3", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sqlite.Dialect.CheckSetup(t.Context(), db, logger)
+	if n := logs.Count("level=WARN", "in memory"); n != 1 {
+		t.Errorf("want one WARN about the in-memory pool:\n%s", logs)
+	}
+	db.SetMaxOpenConns(1)
+	sqlite.Dialect.CheckSetup(t.Context(), db, logger)
+	if n := logs.Count("level=WARN", "in memory"); n != 1 {
+		t.Errorf("a pool of one connection was warned about:\n%s", logs)
 	}
 }
