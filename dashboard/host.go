@@ -47,7 +47,8 @@ func parseHost(h string) (hostPort, error) {
 		}
 	}
 	if hp.port != "" || strings.HasSuffix(h, ":") {
-		if n, err := strconv.Atoi(hp.port); err != nil || n < 1 || n > 65535 || hp.port[0] == '0' && len(hp.port) > 1 {
+		// Digits only: Atoi takes "+80", which no Host header carries.
+		if n, err := strconv.Atoi(hp.port); err != nil || n < 1 || n > 65535 || hp.port[0] < '1' || hp.port[0] > '9' {
 			return hp, fmt.Errorf("port must be 1..65535, got %q", hp.port)
 		}
 	}

@@ -120,7 +120,8 @@ func TestAllowedHostsMatching(t *testing.T) {
 func TestAllowedHostsValidation(t *testing.T) {
 	st := newStore(t)
 	for _, h := range []string{"", "*", "http://localhost", "localhost/", "user@localhost", "local host",
-		"localhost:", "localhost:0", "localhost:65536", "localhost:http", "[::1", "[localhost]", "a..b", "-a.example", "[::1]x"} {
+		"localhost:", "localhost:0", "localhost:65536", "localhost:http", "[::1", "[localhost]", "a..b", "-a.example", "[::1]x",
+		"localhost:+80", "localhost:080"} { // a sign or a leading zero: no Host header carries them
 		_, err := dashboard.New(dashboard.Config{Store: st, AllowedHosts: []string{"localhost", h}})
 		var ce *core.ConfigError
 		if !errors.As(err, &ce) || ce.Field != "AllowedHosts[1]" {
