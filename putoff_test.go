@@ -33,15 +33,6 @@ func TestPutOffEventComesBackWhenDue(t *testing.T) {
 		return nil
 	})
 	startUntilCleanup(t, ob)
-	env, err := outbox.NewEvent("E").PayloadJSONString(`{}`).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ob.InTx(context.Background(), func(ctx context.Context) error {
-		_, err := ob.Publish(ctx, env)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, ob, "E")
 	testsupport.Recv(t, 20*time.Second, done, "the put-off event delivered again")
 }
