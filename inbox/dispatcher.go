@@ -813,6 +813,27 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 	)
 	var decided core.InboxOutcome
 	outcome, delay := engine.Decide(herr, attempt, d.cfg.MaxAttempts, d.cfg.Retry)
+	// The handler's failure is logged before the write, as the outcome is
+	// decided: the write is what others see (a test, an operator reading
+	// the row). Unless the handler's ProcessTx marked the message Done
+	// first: the write then tells whether that committed (nothing failed)
+	// or not (logged after it).
+	handlerMarked := h.marked.Load()
+	failed := func(op string) {
+		switch op {
+		case "fail":
+			msg := "inbox: handler failed; message is Dead after its last attempt"
+			if exhausted {
+				msg = "inbox: message is Dead: its attempts are used up, the last without an outcome (its process died, or its handler outlived the lease); handler not run again"
+			}
+			m.log.LogAttrs(ctx, slog.LevelError, msg,
+				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
+		case "abandon":
+			m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
+				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
+					slog.Duration("retry_in", delay))...)
+		}
+	}
 	switch {
 	case noHandler: // never Dead for want of a handler
 		// No handler ran: the attempt is given back.
@@ -828,31 +849,26 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 		n, err = m.in.ack(ctx, h.claim, keys)
 	case outcome == engine.Dead:
 		op, decided = "fail", core.InboxDead
+		if !handlerMarked {
+			failed(op)
+		}
 		n, err = m.in.fail(ctx, h.claim, keys, herr.Error(), exhausted)
 	default:
 		op, decided = "abandon", core.InboxRetry
+		if !handlerMarked {
+			failed(op)
+		}
 		n, err = m.in.abandonAfter(ctx, h.claim, keys, herr.Error(), delay)
 		if err == nil && n > 0 {
 			d.alarm.at(time.Now().Add(delay)) // the next attempt, without waiting for a poll
 		}
 	}
-	// The handler's failure is logged once the write tells what became of
-	// the message: after its ProcessTx committed it Done, nothing failed.
-	doneByHandler := err == nil && n == 0 && h.marked.Load()
-	switch {
-	case doneByHandler && (op == "fail" || op == "abandon"):
-		decided = core.InboxProcessed
-	case op == "fail":
-		msg := "inbox: handler failed; message is Dead after its last attempt"
-		if exhausted {
-			msg = "inbox: message is Dead: its attempts are used up, the last without an outcome (its process died, or its handler outlived the lease); handler not run again"
+	if handlerMarked && (op == "fail" || op == "abandon") {
+		if err == nil && n == 0 {
+			decided = core.InboxProcessed // its ProcessTx committed it Done: nothing failed
+		} else {
+			failed(op)
 		}
-		m.log.LogAttrs(ctx, slog.LevelError, msg,
-			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
-	case op == "abandon":
-		m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
-			recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
-				slog.Duration("retry_in", delay))...)
 	}
 	switch {
 	case err != nil:
