@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -186,6 +187,12 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, action pageFunc) 
 	if err := h.cop.Check(r); err != nil {
 		h.log.WarnContext(r.Context(), "outbox dashboard: cross-origin POST refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"))
 		h.fail(w, r, nil, http.StatusForbidden, "cross-origin request refused")
+		return
+	}
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/x-www-form-urlencoded" {
+		// ParseForm reads no other body: a multipart form's token would
+		// look missing.
+		h.fail(w, r, nil, http.StatusUnsupportedMediaType, "send the form as application/x-www-form-urlencoded, as the dashboard's pages do")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, int64(maxFormBytes))

@@ -357,3 +357,19 @@ func hiddenValue(body, name string) string {
 	}
 	return html.UnescapeString(m[1])
 }
+
+// A POST whose form is not URL-encoded is answered 415 saying so: its
+// CSRF token, in a multipart body ParseForm does not read, looked missing
+// ("missing or invalid CSRF token").
+func TestMultipartPostIsRefusedAsSuch(t *testing.T) {
+	st := newStore(t)
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true}))
+	resp, err := c.c.Post(c.srv.URL+"/replay", "multipart/form-data; boundary=x", strings.NewReader("--x--\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("multipart POST = %d, want 415", resp.StatusCode)
+	}
+}

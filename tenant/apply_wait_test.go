@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/tenant"
 )
 
@@ -146,5 +147,24 @@ func TestDiscoverPanicAndNilOpenAreErrors(t *testing.T) {
 	if _, err := tenant.New(ctx, tenant.Config{Databases: sqliteDatabases(t, 1), Open: nilOpen, Logger: quietLogger()}); err == nil ||
 		!strings.Contains(err.Error(), "neither a database nor an error") {
 		t.Errorf("New with an Open returning nil, nil = %v", err)
+	}
+}
+
+// A New whose first set fails closes what it opened and logs no "set of
+// databases changed": it said the good databases were added.
+func TestFailedNewLogsNoChange(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	dbs := sqliteDatabases(t, 2)
+	open := func(ctx context.Context, d tenant.Database) (*sqlx.DB, error) {
+		if d.ID == "s2" {
+			return nil, errors.New("connection refused")
+		}
+		return tenant.Open(ctx, d)
+	}
+	if _, err := tenant.New(context.Background(), tenant.Config{Databases: dbs, Open: open, Logger: logger}); err == nil {
+		t.Fatal("New with a database that cannot be opened succeeded")
+	}
+	if n := logs.Count("set of databases changed"); n != 0 {
+		t.Errorf("a failed New logged a change:\n%s", logs)
 	}
 }

@@ -279,7 +279,9 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 		res.Added = slices.DeleteFunc(res.Added, notServed)
 		res.Replaced = slices.DeleteFunc(res.Replaced, notServed)
 	}
-	if len(res.Added)+len(res.Removed)+len(res.Replaced)+len(res.Failed) > 0 {
+	// The first set that failed fails New, which closes what it opened:
+	// nothing changed.
+	if len(res.Added)+len(res.Removed)+len(res.Replaced)+len(res.Failed) > 0 && (s.started || len(errs) == 0) {
 		s.log.Info("tenant: set of databases changed", slog.String("part", s.what),
 			slog.Any("added", res.Added), slog.Any("removed", res.Removed), slog.Any("replaced", res.Replaced),
 			slog.Any("failed", res.Failed), slog.Int("unchanged", res.Unchanged))
