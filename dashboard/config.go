@@ -347,6 +347,11 @@ func origin(o string) (string, error) {
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || strings.Contains(o, "#"):
 		return "", fmt.Errorf("must be an origin such as https://ops.example.com (no path, query or fragment), got %q", o)
 	}
+	if _, err := checkAllowedHost(u.Host); err != nil {
+		// A host no browser sends (a wildcard, a port past 65535): it
+		// could never match.
+		return "", fmt.Errorf("must be an origin such as https://ops.example.com: its host %q: %v", u.Host, err)
+	}
 	host := strings.ToLower(u.Host)
 	host = strings.TrimSuffix(host, map[string]string{"http": ":80", "https": ":443"}[u.Scheme])
 	host = strings.TrimSuffix(host, ":") // an empty port is none

@@ -378,6 +378,9 @@ func TestConfigTrustedOrigins(t *testing.T) {
 		"https://user@ops.example.com",
 		"https://user:p%zzw@ops.example.com",
 		"https://:443",
+		// Hosts no browser sends: they could never match.
+		"https://*.example.com",
+		"https://ops.example.com:99999",
 	}
 	for _, o := range bad {
 		_, err := dashboard.New(dashboard.Config{Store: st, TrustedOrigins: []string{o}})
