@@ -98,7 +98,7 @@ func (d *Dispatcher) coldBudgetRoom() int {
 // warnOverBudget logs (rate-limited) an event left to the poller because
 // the payload budget is used up.
 func (d *Dispatcher) warnOverBudget(o *origin, env core.Envelope) {
-	o.logs.budgetLog.Hit(o.log, slog.LevelWarn, "memory budget for held payloads and headers used up (MaxHeldBytes): event left in the database for the poller",
+	o.logs.budget.Hit(o.log, slog.LevelWarn, "memory budget for held payloads and headers used up (MaxHeldBytes): event left in the database for the poller",
 		slog.String("event_id", env.ID()), slog.Int64("bytes", heldSize(env)),
 		slog.Int64("held_bytes", d.heldBytes.Load()), slog.Int64("max_held_bytes", d.cfg.MaxHeldBytes))
 }

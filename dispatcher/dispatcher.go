@@ -226,7 +226,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		cancel:      cancel,
 		done:        make(chan struct{}),
 		retryTimers: make(map[*time.Timer]item),
-		noListener:  ratelog.NewPerKey(maxNoListenerWarnings, 5*time.Second),
+		noListener:  ratelog.NewPerKey(ratelog.DefaultMaxKeys, 5*time.Second),
 	}
 	d.markListenerContexts() // see close_guard.go
 	d.batcher = newDoneBatcher(d)
@@ -356,7 +356,7 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 		d.hotWaiting.Add(-1)
 		d.release(it)
 		o.metrics.HotDropped()
-		o.logs.dropLog.Hit(o.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
+		o.logs.drop.Hit(o.log, slog.LevelWarn, "hot queue full: event left in the database for the poller",
 			slog.String("event_id", env.ID()), slog.Int("hot_capacity", d.cfg.HotCapacity))
 		return false
 	}

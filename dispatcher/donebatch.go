@@ -282,7 +282,7 @@ func (b *doneBatcher) writeDone(o *origin, batch []item) {
 	}
 	switch {
 	case err != nil:
-		o.logs.statusLog.Hit(o.log, slog.LevelError, "status write failed; the poller will deliver these events again",
+		o.logs.status.Hit(o.log, slog.LevelError, "status write failed; the poller will deliver these events again",
 			slog.String("status", "done"), slog.Int("events", len(ids)), slog.String("event_id", ids[0]),
 			slog.String("error", err.Error()))
 		for _, it := range batch {
@@ -301,7 +301,7 @@ func (b *doneBatcher) writeDone(o *origin, batch []item) {
 		} else {
 			o.metrics.LeaseLost(len(ids) - int(n))
 		}
-		o.logs.leaseLog.Hit(o.log, slog.LevelWarn, msg,
+		o.logs.lease.Hit(o.log, slog.LevelWarn, msg,
 			slog.String("status", "done"), slog.Int("events", len(ids)), slog.Int64("changed", n),
 			slog.String("event_id", ids[0]), slog.String("owner", d.cfg.Owner))
 		for _, it := range batch {

@@ -45,14 +45,14 @@ func (d *Dispatcher) process(it item) bool {
 		// The lease could run out before the outcome is written: another
 		// node may take the event over. Leave it to a fresh claim.
 		d.release(it)
-		it.src.logs.staleLog.Hit(it.src.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
+		it.src.logs.stale.Hit(it.src.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
 			eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease))...)
 		return true
 	}
 	if !d.current(it) {
 		// InFlightTTL let the event be taken again while this copy waited
 		// in a queue or on a timer: the newer copy delivers it.
-		it.src.logs.supersededLog.Hit(it.src.log, slog.LevelWarn,
+		it.src.logs.superseded.Hit(it.src.log, slog.LevelWarn,
 			"event waited past InFlightTTL and was taken again; this copy is left to the newer one",
 			eventAttrs(it.env, it.attempts, slog.Duration("in_flight_ttl", d.cfg.InFlightTTL))...)
 		d.release(it) // leaves the entry to the newer copy; this one is not put back should that be undone
@@ -82,7 +82,7 @@ func (d *Dispatcher) observe(it item) (a *attempt) {
 		return nil
 	}
 	a = &attempt{started: time.Now(), panicked: func(v any) {
-		it.src.logs.observerLog.Hit(it.src.log, slog.LevelError, "observer panicked; the delivery goes on unobserved",
+		it.src.logs.observer.Hit(it.src.log, slog.LevelError, "observer panicked; the delivery goes on unobserved",
 			eventAttrs(it.env, it.attempts, slog.String("panic", fmt.Sprint(v)))...)
 	}}
 	defer func() {
@@ -338,7 +338,7 @@ func (d *Dispatcher) abandon(it item, w *callWatch, timeout time.Duration) {
 	if !w.tryAbandon() {
 		return
 	}
-	it.src.logs.hungLog.Hit(it.src.log, slog.LevelError, "listener ignored its context and hung past its timeout; its worker is replaced",
+	it.src.logs.hung.Hit(it.src.log, slog.LevelError, "listener ignored its context and hung past its timeout; its worker is replaced",
 		eventAttrs(it.env, it.attempts, slog.Duration("timeout", timeout), slog.Duration("grace", d.cfg.ListenerGrace))...)
 	d.startWorkers(1)
 	d.outcome(it, fmt.Errorf("%w (timeout %v + grace %v)", ErrListenerHung, timeout, d.cfg.ListenerGrace), w)
@@ -504,7 +504,7 @@ func (d *Dispatcher) renewHungLeases() bool {
 		_, err := ext.ExtendLeases(ctx, d.cfg.Owner, ids, until)
 		cancel()
 		if err != nil {
-			o.logs.statusLog.Hit(o.log, slog.LevelError, "cannot renew the lease of an event whose listener hangs; another node may deliver it alongside once it expires",
+			o.logs.status.Hit(o.log, slog.LevelError, "cannot renew the lease of an event whose listener hangs; another node may deliver it alongside once it expires",
 				slog.Int("events", len(ids)), slog.String("event_id", ids[0]), slog.String("error", err.Error()))
 			continue
 		}
@@ -548,13 +548,13 @@ func (d *Dispatcher) writeStatus(it item, what string, write func(context.Contex
 	defer cancel()
 	changed, err := write(ctx)
 	if err != nil {
-		it.src.logs.statusLog.Hit(it.src.log, slog.LevelError, "status write failed; the poller will deliver the event again",
+		it.src.logs.status.Hit(it.src.log, slog.LevelError, "status write failed; the poller will deliver the event again",
 			eventAttrs(it.env, it.attempts, slog.String("status", what), slog.String("error", err.Error()))...)
 		return writeFailed
 	}
 	if !changed {
 		it.src.metrics.LeaseLost(1)
-		it.src.logs.leaseLog.Hit(it.src.log, slog.LevelWarn, "status write fenced off: the event is DONE already or another node owns it now",
+		it.src.logs.lease.Hit(it.src.log, slog.LevelWarn, "status write fenced off: the event is DONE already or another node owns it now",
 			eventAttrs(it.env, it.attempts, slog.String("status", what), slog.String("owner", d.cfg.Owner))...)
 		return writeFenced
 	}

@@ -59,16 +59,14 @@ type origin struct {
 
 // originLogs are the rate limiters of one store's recurring log lines.
 type originLogs struct {
-	dropLog, statusLog, leaseLog, staleLog, hungLog *ratelog.Limiter
-	budgetLog, supersededLog, observerLog           *ratelog.Limiter
+	drop, status, lease, stale, hung, budget, superseded, observer *ratelog.Limiter
 }
 
 func newOriginLogs() originLogs {
 	const every = 5 * time.Second
 	return originLogs{
-		dropLog: ratelog.New(every), statusLog: ratelog.New(every), leaseLog: ratelog.New(every),
-		staleLog: ratelog.New(every), hungLog: ratelog.New(every), budgetLog: ratelog.New(every),
-		supersededLog: ratelog.New(every), observerLog: ratelog.New(every),
+		drop: ratelog.New(every), status: ratelog.New(every), lease: ratelog.New(every), stale: ratelog.New(every),
+		hung: ratelog.New(every), budget: ratelog.New(every), superseded: ratelog.New(every), observer: ratelog.New(every),
 	}
 }
 
@@ -218,7 +216,7 @@ func (d *Dispatcher) settling(it item, err error, w *callWatch) bool {
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
-	it.src.logs.supersededLog.Hit(it.src.log, slog.LevelWarn,
+	it.src.logs.superseded.Hit(it.src.log, slog.LevelWarn,
 		"delivery outlived InFlightTTL and the event was taken again; this run's outcome is discarded, the newer run's stands",
 		attrs...)
 	d.end(w, it, endDrop)

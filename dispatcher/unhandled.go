@@ -52,10 +52,6 @@ const DefaultUnhandledDelay = time.Minute
 // errNoListener tells process that no listener is registered for an event.
 var errNoListener = errors.New("outbox: no listener registered for the event type")
 
-// maxNoListenerWarnings bounds the set of event types warned about one by
-// one; beyond it the warnings about further types are rate-limited.
-const maxNoListenerWarnings = 1000
-
 // unhandled settles an event no listener is registered for, as
 // Config.Unhandled says. It reports false when the calling worker must
 // exit (see addDone).
@@ -109,7 +105,7 @@ func (d *Dispatcher) postpone(it item, delay time.Duration, msg string) {
 }
 
 // warnNoListener logs one WARN per event type without a listener, for the
-// first maxNoListenerWarnings types; further types share a rate-limited
+// first ratelog.DefaultMaxKeys types; further types share a rate-limited
 // WARN.
 func (d *Dispatcher) warnNoListener(o *origin, eventType string) {
 	var what string

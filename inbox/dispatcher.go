@@ -838,9 +838,7 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 	case noHandler: // never Dead for want of a handler
 		// No handler ran: the attempt is given back.
 		op, decided, delay = "put off", core.InboxUnhandled, d.cfg.UnhandledDelay
-		var n64 int64
-		n64, err = m.in.store.PutOff(ctx, h.claim, rowKeys(keys), herr.Error(), delay)
-		n, err = int(n64), m.in.mapErr(err)
+		n, err = m.in.putOff(ctx, h.claim, keys, herr.Error(), delay)
 		if err == nil && n > 0 {
 			d.alarm.at(time.Now().Add(delay))
 		}
@@ -874,9 +872,9 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 	case err != nil:
 		m.statusLog.Hit(m.log, slog.LevelError, "inbox: cannot record the outcome; the message is retried when its lease expires",
 			recAttrs(rec, slog.String("op", op), slog.String("error", err.Error()))...)
-	case n == 0 && op == "ack" && h.marked.Load():
+	case n == 0 && op == "ack" && handlerMarked:
 		// The handler's ProcessTx marked the message Done under its lease.
-	case n == 0 && h.marked.Load():
+	case n == 0 && handlerMarked:
 		// The handler's ProcessTx committed the message Done, then the
 		// handler failed: no lease was lost, and nothing is retried.
 		m.log.LogAttrs(ctx, slog.LevelInfo,
@@ -911,24 +909,33 @@ func (d *Dispatcher) release(h *handling, rec Record) {
 	}
 }
 
-// reap releases m's expired leases and logs how many.
+// reap releases m's expired leases (maintain's reaping, every
+// ReapInterval), bounded by Lease.
 func (d *Dispatcher) reap(ctx context.Context, m *member) {
-	qctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
-	defer cancel()
-	n, err := m.in.ReapExpired(qctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
+	if _, err := d.reapWithin(ctx, m, d.cfg.Lease); err != nil && ctx.Err() == nil {
 		m.log.LogAttrs(ctx, slog.LevelWarn, "inbox: reaping expired leases failed; will try again", slog.String("error", err.Error()))
-	case n > 0:
+	}
+}
+
+// reapWithin releases m's expired leases within timeout and returns how
+// long it took. A claim of m that ran beside the reap skipped the rows the
+// reap held locked (SKIP LOCKED), some of them claimable, and may rest
+// now: after a success m is claimed from again before the next rest (the
+// database answered: its claims are no longer skipped either).
+func (d *Dispatcher) reapWithin(ctx context.Context, m *member, timeout time.Duration) (time.Duration, error) {
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	began := time.Now()
+	n, err := m.in.ReapExpired(qctx)
+	took := time.Since(began)
+	if err != nil {
+		return took, err
+	}
+	if n > 0 {
 		m.log.LogAttrs(ctx, slog.LevelInfo, "inbox: released expired leases", slog.Int("messages", n))
 	}
-	// A claim of m that ran beside the reap skipped the rows the reap
-	// held locked (SKIP LOCKED), some of them claimable, and may rest
-	// now: claim from m again before the next rest (the database
-	// answered: its claims are no longer skipped either).
-	if err == nil {
-		m.notify()
-	}
+	m.notify()
+	return took, nil
 }
 
 // cleanup deletes m's Done messages past Retention.

@@ -45,14 +45,10 @@ type member struct {
 	noHandlerLog                 *ratelog.PerKey // topics warned about
 }
 
-// maxNoHandlerWarnings bounds the topics without a handler warned about
-// one by one, per inbox; further topics share a rate-limited WARN.
-const maxNoHandlerWarnings = 1000
-
 func newMember(d *Dispatcher, id string, in *Inbox) *member {
 	m := &member{
 		d: d, id: id, in: in, log: d.log, work: engine.NewCounter(context.Background()),
-		noHandlerLog: ratelog.NewPerKey(maxNoHandlerWarnings, 5*time.Second),
+		noHandlerLog: ratelog.NewPerKey(ratelog.DefaultMaxKeys, 5*time.Second),
 		statusLog:    ratelog.New(5 * time.Second),
 		lostLog:      ratelog.New(5 * time.Second),
 		cycleLog:     ratelog.New(5 * time.Second),
@@ -258,6 +254,14 @@ func (d *Dispatcher) pick() (*member, []string) {
 func (d *Dispatcher) anyPending() bool {
 	_, _, ok := d.members.Find(func(m *member) bool { return m.pending.Load() })
 	return ok
+}
+
+// putOff hands back l's leases on the messages and the attempts their
+// claim charged, claimable again after delay (no handler ran: their topic
+// has none).
+func (in *Inbox) putOff(ctx context.Context, l inboxrow.Lease, keys []Key, lastError string, delay time.Duration) (int, error) {
+	n, err := in.store.PutOff(ctx, l, rowKeys(keys), lastError, delay)
+	return int(n), in.mapErr(err)
 }
 
 // abandonAfter is AbandonAfter fenced on l, allowing no delay at all (a

@@ -3,7 +3,6 @@ package inbox
 import (
 	"context"
 	"log/slog"
-	"time"
 )
 
 // passTurn reports whether the loop passes m's turn to the next inbox
@@ -30,24 +29,17 @@ func (d *Dispatcher) passTurn(ctx context.Context, m *member) bool {
 	})
 }
 
-// probe reaps m's expired leases to learn whether its database answers:
-// a success ends m's back-off and wakes the loop, a failure extends it.
+// probe reaps m's expired leases (reapWithin, bounded by StatusTimeout)
+// to learn whether its database answers: a success ends m's back-off and
+// wakes the loop, a failure extends it.
 func (d *Dispatcher) probe(ctx context.Context, m *member) {
-	qctx, cancel := context.WithTimeout(ctx, d.cfg.StatusTimeout)
-	defer cancel()
-	began := time.Now()
-	n, err := m.in.ReapExpired(qctx)
-	if ctx.Err() != nil {
-		return // Close or the inbox's removal: nothing learnt
-	}
-	if err != nil {
-		m.skip.Record(true, time.Since(began))
+	took, err := d.reapWithin(ctx, m, d.cfg.StatusTimeout)
+	switch {
+	case ctx.Err() != nil: // Close or the inbox's removal: nothing learnt
+	case err != nil:
+		m.skip.Record(true, took)
 		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: the database still fails; its claims stay suspended", slog.String("error", err.Error()))
-		return
+	default:
+		m.skip.Record(false, 0)
 	}
-	if n > 0 {
-		m.log.LogAttrs(ctx, slog.LevelInfo, "inbox: released expired leases", slog.Int("messages", n))
-	}
-	m.skip.Record(false, 0)
-	m.notify()
 }

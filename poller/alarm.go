@@ -105,20 +105,29 @@ func (p *Poller) ringAlarm(id string, s *storeAlarms) {
 	}
 }
 
-// stopAlarms stops every alarm (the poller closes), or those of store id.
-func (p *Poller) stopAlarms(id string, all bool) {
+// stopAlarms stops every alarm: the poller closes.
+func (p *Poller) stopAlarms() {
 	a := &p.alarms
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if all {
-		a.closed = true
+	a.closed = true
+	for id := range a.stores {
+		a.drop(id)
 	}
-	for sid, s := range a.stores {
-		if all || sid == id {
-			if s.timer != nil {
-				s.timer.Stop()
-			}
-			delete(a.stores, sid)
-		}
+}
+
+// forgetAlarms stops the alarms of store id: it is no longer polled.
+func (p *Poller) forgetAlarms(id string) {
+	a := &p.alarms
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.drop(id)
+}
+
+// drop stops and forgets the alarms of store id. a.mu is held.
+func (a *alarms) drop(id string) {
+	if s := a.stores[id]; s != nil && s.timer != nil {
+		s.timer.Stop()
 	}
+	delete(a.stores, id)
 }

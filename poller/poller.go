@@ -207,7 +207,7 @@ func (p *Poller) Remove(id string) {
 		p.targets.Forget(id, t)
 	}
 	p.forgetWake(id)
-	p.stopAlarms(id, false)
+	p.forgetAlarms(id)
 }
 
 // Stores returns the identifiers of the stores polled, sorted ("" is the
@@ -667,7 +667,7 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	pctx, stopProbes := context.WithCancel(ctx)
 	pr := &probes{ctx: pctx}
 	defer func() {
-		p.stopAlarms("", true)
+		p.stopAlarms()
 		stopProbes()
 		pr.wg.Wait()
 		if reaping != nil {

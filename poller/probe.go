@@ -34,22 +34,19 @@ func (p *Poller) passTurn(pr *probes, t *target) bool {
 	})
 }
 
-// probe releases at most one expired lease of t's store, a statement
-// that changes nothing another poll would not, to learn whether the
-// database answers: a success ends t's back-off (its next turn in the
-// rotation polls it), a failure extends it.
+// probe reaps t's expired leases (reapTarget: each statement bounded by
+// QueryTimeout) to learn whether the database answers: a success ends
+// t's back-off (its next turn in the rotation polls it), a failure
+// extends it.
 func (p *Poller) probe(ctx context.Context, t *target) {
-	qctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
-	defer cancel()
 	began := time.Now()
-	_, err := t.store.ReapExpired(qctx, p.cfg.Now(), 1)
-	if ctx.Err() != nil {
-		return // the loop stopped: nothing learnt
-	}
-	if err != nil {
+	_, err := p.reapTarget(ctx, t)
+	switch {
+	case ctx.Err() != nil: // the loop stopped: nothing learnt
+	case err != nil:
 		t.skip.Record(true, time.Since(began))
 		t.log.Debug("poller: the store still fails; its polls stay suspended", slog.String("error", err.Error()))
-		return
+	default:
+		t.skip.Record(false, 0)
 	}
-	t.skip.Record(false, 0)
 }

@@ -19,6 +19,10 @@ type PerKey struct {
 	over  *Limiter
 }
 
+// DefaultMaxKeys is the keys a PerKey of the outbox's and the inbox's
+// dispatchers remembers: event types and topics without a listener.
+const DefaultMaxKeys = 1000
+
 // NewPerKey returns a PerKey remembering up to max keys, rate-limiting
 // the lines of further keys to one per interval.
 func NewPerKey(max int, interval time.Duration) *PerKey {
