@@ -3,6 +3,7 @@ package dashboard
 import (
 	"crypto/rand"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -205,7 +206,12 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, action pageFunc) 
 		h.fail(w, r, nil, http.StatusForbidden, "missing or invalid CSRF token: reload the page and try again")
 		return
 	}
-	src, err := h.source(r.PostForm)
+	sel, err := postDB(r)
+	if err != nil {
+		h.fail(w, r, nil, http.StatusBadRequest, err.Error())
+		return
+	}
+	src, err := h.source(sel)
 	if err != nil {
 		h.fail(w, r, nil, http.StatusNotFound, err.Error())
 		return
@@ -219,6 +225,20 @@ func (h *handler) run(fn pageFunc, w http.ResponseWriter, r *http.Request, src *
 	ctx, cancel := withQueryTimeout(r.Context(), h.cfg.QueryTimeout)
 	defer cancel()
 	fn(h, w, r.WithContext(ctx), src)
+}
+
+// postDB returns the db parameter of a POST: the form's, else the URL
+// query's (a script may post to replay?db=…), never the first database
+// when they name two.
+func postDB(r *http.Request) (url.Values, error) {
+	form, query := r.PostForm["db"], r.URL.Query()["db"]
+	switch {
+	case len(form) > 0 && len(query) > 0 && form[0] != query[0]:
+		return nil, errors.New("the form and the URL name different databases (db)")
+	case len(form) > 0:
+		return url.Values{"db": form[:1]}, nil
+	}
+	return url.Values{"db": query}, nil
 }
 
 // source returns the database named by the db parameter (the first one

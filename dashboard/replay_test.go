@@ -373,3 +373,34 @@ func TestMultipartPostIsRefusedAsSuch(t *testing.T) {
 		t.Errorf("multipart POST = %d, want 415", resp.StatusCode)
 	}
 }
+
+// A POST names its database in the form or in the URL: a script's
+// replay?db=… replays there, never on the first database, and a form and
+// URL that disagree are refused.
+func TestReplayPostNamesItsDatabase(t *testing.T) {
+	a, b := newStore(t), newStore(t)
+	seed(t, a, event{id: "in-a", typ: "A", status: core.StatusDead})
+	seed(t, b, event{id: "in-b", typ: "A", status: core.StatusDead})
+	c := newClient(t, newDashboard(t, dashboard.Config{AllowMutations: true,
+		Databases: []dashboard.Database{{Name: "eu-1", Store: a}, {Name: "us-1", Store: b}}}))
+	_, body := c.get("/replay?db=us-1&type=A")
+	token := csrfToken(t, body)
+
+	form := url.Values{"csrf": {token}, "type": {"A"}, "confirm": {"yes"}, "db": {"eu-1"}}
+	if code, body := c.post("/replay?db=us-1", form, nil); code != http.StatusBadRequest || !strings.Contains(body, "different databases") {
+		t.Errorf("form eu-1, URL us-1 = %d\n%s", code, body)
+	}
+	if statusOf(t, a, "in-a") != core.StatusDead || statusOf(t, b, "in-b") != core.StatusDead {
+		t.Fatal("a refused replay changed a row")
+	}
+	form.Del("db")
+	if code, body := c.post("/replay?db=us-1", form, nil); code != http.StatusOK {
+		t.Fatalf("replay?db=us-1 = %d\n%s", code, body)
+	}
+	if got := statusOf(t, b, "in-b"); got != core.StatusNew {
+		t.Errorf("us-1's event is %v, want NEW", got)
+	}
+	if got := statusOf(t, a, "in-a"); got != core.StatusDead {
+		t.Errorf("eu-1's event is %v, want DEAD (the URL named us-1)", got)
+	}
+}
