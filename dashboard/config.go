@@ -142,7 +142,9 @@ type Config struct {
 	// so name those hosts without a port). Names are compared in lower
 	// case and without a trailing dot, IP addresses in their canonical
 	// form. New refuses an entry with a scheme, user info, a path, spaces
-	// or "*".
+	// or "*", and a name ending in a number that is no IPv4 address in
+	// dotted-decimal form ("127.0.0.01", "127.1", "0x7f.0.0.1"): browsers
+	// read such a host as an IPv4 address and send it as 127.0.0.1.
 	//
 	// Empty, the default, answers to any host: right when the handler is
 	// mounted in an application that authenticates its users (Middleware)

@@ -121,14 +121,15 @@ func TestAllowedHostsValidation(t *testing.T) {
 	st := newStore(t)
 	for _, h := range []string{"", "*", "http://localhost", "localhost/", "user@localhost", "local host",
 		"localhost:", "localhost:0", "localhost:65536", "localhost:http", "[::1", "[localhost]", "a..b", "-a.example", "[::1]x",
-		"localhost:+80", "localhost:080"} { // a sign or a leading zero: no Host header carries them
+		"localhost:+80", "localhost:080", // a sign or a leading zero: no Host header carries them
+		"127.0.0.01", "127.1", "0x7f.0.0.1", "1.2.3.4.5", "host.example.123", "256.0.0.1:80", "a.0x"} { // a browser reads a name ending in a number as IPv4
 		_, err := dashboard.New(dashboard.Config{Store: st, AllowedHosts: []string{"localhost", h}})
 		var ce *core.ConfigError
 		if !errors.As(err, &ce) || ce.Field != "AllowedHosts[1]" {
 			t.Errorf("AllowedHosts %q: New = %v, want a ConfigError on AllowedHosts[1]", h, err)
 		}
 	}
-	for _, h := range []string{"localhost", "localhost:8080", "127.0.0.1:1", "[::1]:65535", "::1", "ops-1.example.com.", "xn--bcher-kva.example", "my_host"} {
+	for _, h := range []string{"localhost", "localhost:8080", "127.0.0.1:1", "[::1]:65535", "::1", "ops-1.example.com.", "xn--bcher-kva.example", "my_host", "host-1.example", "1host.example", "a.0xg", "10.0.0.1."} {
 		if _, err := dashboard.New(dashboard.Config{Store: st, AllowedHosts: []string{h}}); err != nil {
 			t.Errorf("AllowedHosts %q: %v", h, err)
 		}
