@@ -381,6 +381,7 @@ func TestConfigTrustedOrigins(t *testing.T) {
 		// Hosts no browser sends: they could never match.
 		"https://*.example.com",
 		"https://ops.example.com:99999",
+		"http://127.0.0.01:8080",
 	}
 	for _, o := range bad {
 		_, err := dashboard.New(dashboard.Config{Store: st, TrustedOrigins: []string{o}})
