@@ -360,7 +360,8 @@ Ratios (all measured within one run, same process and settings):
   lost = 0.
 
 Output: one line per scenario (an aligned table, or JSON with -json), then a
-summary line. Extra fields: cpu_us_per_event (process CPU per event, steadier
+summary line (its n is the -n flag; each scenario line states the n it ran,
+as overload its -overload-n). Extra fields: cpu_us_per_event (process CPU per event, steadier
 than rates on a loaded machine; on SQLite it includes the database's work),
 hot_dropped (events the full hot queue left to the poller), cold_enqueued
 (events the poller queued: in the ordered scenarios, those that waited for

@@ -99,7 +99,7 @@ type result struct {
 type summary struct {
 	Summary       bool     `json:"summary"`
 	DB            string   `json:"db"`
-	N             int      `json:"n"`
+	N             int      `json:"n"` // the -n flag: each scenario line states its own n
 	Workers       int      `json:"workers"`
 	FloorPerS     *float64 `json:"floor_events_per_s,omitempty"`
 	EndToEndRatio *float64 `json:"end_to_end_ratio,omitempty"`
