@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
@@ -121,8 +123,9 @@ func randomHex(t *testing.T) string {
 	return hex.EncodeToString(b[:])
 }
 
-// A pool of one connection is not taken by the listener: the outbox still
-// works (the poller delivers) and the log says why nothing listens.
+// A pool of one connection is not listened on (the way to run without
+// the listener's connection): the outbox still works (the poller
+// delivers) and the log says why nothing listens.
 func TestNotifyNotWithOneConnectionPostgres(t *testing.T) {
 	db := testdb.Postgres(t)
 	db.SetMaxOpenConns(1)
@@ -135,7 +138,7 @@ func TestNotifyNotWithOneConnectionPostgres(t *testing.T) {
 	seen := make(chan string, 1)
 	ob.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { seen <- e.ID(); return nil })
 	startUntilCleanup(t, ob)
-	testsupport.WaitFor(t, 10*time.Second, "the warning", func() bool { return logs.Count("level=WARN", "not listening") == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the log line", func() bool { return logs.Count("level=INFO", "not listening") == 1 })
 	id, _ := publishPlain(t, ob, db)
 	if got := testsupport.Recv(t, 10*time.Second, seen, "the poller's delivery"); got != id {
 		t.Fatalf("delivered %s, want %s", got, id)
@@ -172,39 +175,77 @@ func TestOpsNotifyOtherNodesPostgres(t *testing.T) {
 	node.wantDelivered(t, "4")
 }
 
-// Outboxes sharing a limited pool leave it a connection: each one's
-// listener took one and kept it, so two outboxes on a pool of two held
-// both, and every transaction waited for ever. The second is not started
-// (a warning says why); both outboxes publish.
-func TestNotifyListenersLeaveThePoolAConnectionPostgres(t *testing.T) {
-	db := testdb.Postgres(t)
-	db.SetMaxOpenConns(2)
-	logger, logs := testsupport.NewLogger()
-	var obs []*outbox.Outbox
-	for _, table := range []string{"outbox_a", "outbox_b"} {
-		ob, err := outbox.New(context.Background(), db, outbox.Config{Logger: logger, Store: jdbcstore.Config{Table: table},
-			Poller: poller.Config{Interval: 5 * time.Millisecond, SkipRecent: -1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ob.RegisterFunc("E", func(context.Context, outbox.Envelope) error { return nil })
-		startUntilCleanup(t, ob)
-		obs = append(obs, ob)
+// The listeners take no connection of the pool: two outboxes (two
+// tables) on a pool of two, a database/sql pool or a pgxpool.Pool whose
+// limit database/sql cannot see (stdlib.OpenDBFromPool), both publish
+// and are both woken by notifications. Each listener held a pool
+// connection before: two held both, and every transaction waited for
+// ever.
+func TestNotifyListenersLeaveThePoolItsConnectionsPostgres(t *testing.T) {
+	dsn := testdb.PostgresSchemaDSN(t)
+	pools := map[string]func(t *testing.T) *sqlx.DB{
+		"sql.DB": func(t *testing.T) *sqlx.DB {
+			db := testdb.OpenPostgres(t, dsn)
+			db.SetMaxOpenConns(2)
+			return db
+		},
+		"pgxpool": func(t *testing.T) *sqlx.DB {
+			cfg, err := pgxpool.ParseConfig(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.MaxConns = 2
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			db := stdlib.OpenDBFromPool(pool)
+			t.Cleanup(func() { _ = db.Close() })
+			return sqlx.NewDb(db, "pgx")
+		},
 	}
-	testsupport.WaitFor(t, 10*time.Second, "the warning", func() bool { return logs.Count("level=WARN", "not listening") == 1 })
-	for i, ob := range obs {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		env, err := outbox.NewEvent("E").PayloadJSONString(`{}`).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = ob.InTx(ctx, func(ctx context.Context) error {
-			_, err := ob.Publish(ctx, env)
-			return err
+	for name, open := range pools {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			logger, logs := testsupport.NewLogger()
+			seen := make(chan string, 4)
+			var obs []*outbox.Outbox
+			for _, table := range []string{"outbox_a_" + randomHex(t), "outbox_b_" + randomHex(t)} {
+				// The poller rests for an hour: only a notification
+				// delivers an event published on a plain transaction.
+				ob, err := outbox.New(context.Background(), db, outbox.Config{Logger: logger, Store: jdbcstore.Config{Table: table},
+					Poller: poller.Config{Interval: time.Hour}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ob.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { seen <- e.ID(); return nil })
+				startUntilCleanup(t, ob)
+				obs = append(obs, ob)
+			}
+			for i, ob := range obs {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				var hot string
+				err := ob.InTx(ctx, func(ctx context.Context) error {
+					var err error
+					hot, err = ob.Publish(ctx, event(t))
+					return err
+				})
+				cancel()
+				if err != nil {
+					t.Fatalf("publish through outbox %d: %v", i, err)
+				}
+				if got := testsupport.Recv(t, 10*time.Second, seen, "the hot delivery"); got != hot {
+					t.Fatalf("outbox %d delivered %s, want %s", i, got, hot)
+				}
+				plain, _ := publishPlain(t, ob, db)
+				if got := testsupport.Recv(t, 10*time.Second, seen, "the notified delivery"); got != plain {
+					t.Fatalf("outbox %d delivered %s, want %s", i, got, plain)
+				}
+			}
+			if n := logs.Count("not listening"); n != 0 {
+				t.Errorf("%d 'not listening' lines:\n%s", n, logs.String())
+			}
 		})
-		cancel()
-		if err != nil {
-			t.Fatalf("publish through outbox %d: %v", i, err)
-		}
 	}
 }

@@ -27,8 +27,9 @@ type Notifier interface {
 	// NotifyStatement returns the statement, with '?' placeholders, that
 	// announces a new event of table, and its arguments.
 	NotifyStatement(table string) (query string, args []any)
-	// Listen listens for the announcements of table on one connection of
-	// db, held for as long as it runs, and calls wake for each (wake must
+	// Listen listens for the announcements of table on a connection to
+	// db's database, held for as long as it runs (PostgreSQL's opens one
+	// of its own, besides db's pool), and calls wake for each (wake must
 	// not block; bursts may be coalesced). It also calls wake each time
 	// it starts listening, since announcements made while it was not
 	// listening are lost. A lost connection is replaced with backoff and

@@ -386,7 +386,8 @@ func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResul
 // whenever an event committed there without a hot path (a plain *sql.Tx,
 // another node), so it is delivered within milliseconds instead of after
 // Poller.Interval; databases joining the set later get theirs when they
-// join. Each listener holds one connection of its database's pool.
+// join. Each listener has a connection of its own to its database,
+// besides the pool.
 func (o *Outbox) Start(ctx context.Context) error {
 	if ctx == nil {
 		return core.ErrNilContext

@@ -2,11 +2,9 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,27 +40,23 @@ func (pgDialect) NotifyStatement(table string) (string, []any) {
 	return "SELECT pg_notify(?, '')", []any{table}
 }
 
-// Listen holds one connection of db's pool (taken with db.Conn, so it
-// uses the pool's credentials and TLS settings; the pool has one
-// connection less while the outbox runs, and Listen does not listen when
-// that would leave the pool no connection: a pool of one, or one whose
-// other connections the listeners of other outboxes hold) and LISTENs on the channel of table through
-// pgx's connection, calling wake for every notification. Pinging it after
+// Listen LISTENs on the channel of table on a connection of its own,
+// opened with the settings of db's connections (read from one of them:
+// host, credentials, TLS, fallbacks), so it takes none of the pool's
+// connections: a pool that is itself a pgxpool.Pool
+// (stdlib.OpenDBFromPool), whose limit database/sql cannot see, keeps
+// every connection. It calls wake for every notification. Pinging after
 // listenHealthInterval of silence detects a dead connection; a lost one
 // is replaced with backoff (100 ms doubling to 5 s). It logs a lost
-// connection once per incident (Warn) and the recovery (Info).
+// connection once per incident (Warn) and the recovery (Info). On a pool
+// limited to one connection (SetMaxOpenConns(1)) it does not listen: that
+// is the way to run without the extra connection.
 func (pgDialect) Listen(ctx context.Context, db *sqlx.DB, table string, log *slog.Logger, wake func()) {
-	held, ok := holdListener(db.DB)
-	if !ok {
-		// The listener would hold the last connection the pool allows
-		// (the only one, or the last the listeners of other outboxes on
-		// the pool left) forever: every transaction would wait for it.
-		log.WarnContext(ctx, "outbox: postgres: not listening for notifications: the pool would have no connection left (SetMaxOpenConns); new events wait for the poller's interval",
-			slog.String("table", table), slog.Int("max_open_connections", db.Stats().MaxOpenConnections),
-			slog.Int("other_listeners", held))
+	if db.Stats().MaxOpenConnections == 1 {
+		log.InfoContext(ctx, "outbox: postgres: not listening for notifications on a pool limited to one connection (SetMaxOpenConns(1)); new events wait for the poller's interval",
+			slog.String("table", table))
 		return
 	}
-	defer releaseListener(db.DB)
 	backoff := listenMinBackoff
 	failing := false
 	for ctx.Err() == nil {
@@ -99,90 +93,69 @@ func (pgDialect) Listen(ctx context.Context, db *sqlx.DB, table string, log *slo
 	}
 }
 
-// listeners counts, per pool, the listeners holding one of its
-// connections (the outboxes of several tables, or of several tenants,
-// may share a pool).
-var listeners = struct {
-	sync.Mutex
-	held map[*sql.DB]int
-}{held: map[*sql.DB]int{}}
-
-// holdListener counts one more listener on db unless, with the pool's
-// MaxOpenConnections set, it would leave the pool no connection; it
-// returns how many listeners held one before.
-func holdListener(db *sql.DB) (held int, ok bool) {
-	listeners.Lock()
-	defer listeners.Unlock()
-	held = listeners.held[db]
-	if m := db.Stats().MaxOpenConnections; m > 0 && held+1 >= m {
-		return held, false
-	}
-	listeners.held[db] = held + 1
-	return held, true
-}
-
-// releaseListener counts one listener on db less.
-func releaseListener(db *sql.DB) {
-	listeners.Lock()
-	defer listeners.Unlock()
-	if listeners.held[db]--; listeners.held[db] <= 0 {
-		delete(listeners.held, db)
-	}
-}
-
-// listenOnce listens on one connection until it fails or ctx ends; it
-// calls listening once the LISTEN succeeded, then wake (announcements
-// made before were lost).
-func listenOnce(ctx context.Context, db *sqlx.DB, table string, wake, listening func()) error {
+// connConfig returns the settings of db's connections, read from one it
+// lends for the moment (anew at each reconnect: a pool whose hook
+// rotates the password has the current one).
+func connConfig(ctx context.Context, db *sqlx.DB) (*pgx.ConnConfig, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
-	return conn.Raw(func(driverConn any) error {
+	var cfg *pgx.ConnConfig
+	err = conn.Raw(func(driverConn any) error {
 		sc, ok := driverConn.(*stdlib.Conn)
 		if !ok {
 			return errNotPgx
 		}
-		pc := sc.Conn()
-		if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{table}.Sanitize()); err != nil {
-			return err
-		}
-		defer unlisten(pc)
-		listening()
-		wake()
-		for {
-			wctx, cancel := context.WithTimeout(ctx, listenHealthInterval)
-			_, err := pc.WaitForNotification(wctx)
-			cancel()
-			switch {
-			case err == nil:
-				wake()
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case errors.Is(err, context.DeadlineExceeded) && !pc.IsClosed():
-				pctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
-				err = pc.Ping(pctx)
-				cancel()
-				if err != nil {
-					return err
-				}
-			default:
-				return err
-			}
-		}
+		cfg = sc.Conn().Config()
+		return nil
 	})
+	return cfg, err
 }
 
-// unlisten stops listening on a connection that goes back to the pool
-// alive; a dead one is discarded by the pool.
-func unlisten(pc *pgx.Conn) {
-	if pc.IsClosed() {
-		return
+// listenOnce listens on a connection of its own until it fails or ctx
+// ends; it calls listening once the LISTEN succeeded, then wake
+// (announcements made before were lost).
+func listenOnce(ctx context.Context, db *sqlx.DB, table string, wake, listening func()) error {
+	cfg, err := connConfig(ctx, db)
+	if err != nil {
+		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), listenPingTimeout)
-	defer cancel()
-	_, _ = pc.Exec(ctx, "UNLISTEN *")
+	pc, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), listenPingTimeout)
+		defer cancel()
+		_ = pc.Close(cctx)
+	}()
+	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{table}.Sanitize()); err != nil {
+		return err
+	}
+	listening()
+	wake()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, listenHealthInterval)
+		_, err := pc.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			wake()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded) && !pc.IsClosed():
+			pctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+			err = pc.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
 }
 
 var _ jdbcstore.Notifier = pgDialect{}
