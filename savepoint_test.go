@@ -9,6 +9,7 @@ import (
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/txctx"
 )
@@ -102,4 +103,41 @@ func savepointCase(ctx context.Context, ob *outbox.Outbox, exec func(context.Con
 	}
 	_, err := ob.PublishAll(ctx, kept[1])
 	return err
+}
+
+// A whole transaction rolled back by a statement run through txctx, then
+// "committed" (PostgreSQL commits nothing outside a transaction and only
+// warns), delivers nothing: ROLLBACK and PostgreSQL's synonym ABORT. ABORT
+// was not watched, so its event reached the listener with no row (a
+// phantom).
+func TestRollbackStatementIsNotDeliveredPostgres(t *testing.T) {
+	ctx := context.Background()
+	cfg := outbox.Config{}
+	cfg.Dispatcher.Workers = 1
+	cfg.Poller.Interval = time.Hour
+	ob, seen := newDelivering(t, testdb.Postgres(t), cfg)
+	for _, stmt := range []string{"ROLLBACK", "ABORT", "abort transaction"} {
+		gone := event(t)
+		err := ob.InTx(ctx, func(ctx context.Context) error {
+			if _, err := ob.Publish(ctx, gone); err != nil {
+				return err
+			}
+			tx, _ := txctx.From(ctx)
+			_, err := tx.ExecContext(ctx, stmt)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: InTx = %v", stmt, err)
+		}
+		kept := event(t)
+		if err := ob.InTx(ctx, func(ctx context.Context) error { _, err := ob.Publish(ctx, kept); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if got := testsupport.Recv(t, 30*time.Second, seen, "a delivery"); got != kept.ID() {
+			t.Fatalf("%s: delivered %s, want %s (%s was rolled back)", stmt, got, kept.ID(), gone.ID())
+		}
+		if _, err := ob.Get(ctx, gone.ID()); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("%s: Get = %v, want ErrNotFound", stmt, err)
+		}
+	}
 }

@@ -183,6 +183,9 @@ func TestMayHaveFailed(t *testing.T) {
 				_ = r.Close()
 			}
 		}, true},
+		"abort": {func(ctx context.Context, tx *txctx.Tx) {
+			_, _ = tx.ExecContext(ctx, `ABORT`) // PostgreSQL's ROLLBACK
+		}, true},
 		"raw SQL handle":  {func(_ context.Context, tx *txctx.Tx) { _ = tx.SQL() }, true},
 		"raw sqlx handle": {func(_ context.Context, tx *txctx.Tx) { _ = tx.Sqlx() }, true},
 	}
@@ -230,6 +233,9 @@ func TestRowsMayBeUndone(t *testing.T) {
 			if r, err := tx.QueryContext(ctx, `ROLLBACK TO s1`); err == nil {
 				_ = r.Close()
 			}
+		}, true},
+		"abort": {func(ctx context.Context, tx *txctx.Tx) {
+			_, _ = tx.ExecContext(ctx, `ABORT`) // PostgreSQL's ROLLBACK
 		}, true},
 		"raw SQL handle":  {func(_ context.Context, tx *txctx.Tx) { _ = tx.SQL() }, true},
 		"raw sqlx handle": {func(_ context.Context, tx *txctx.Tx) { _ = tx.Sqlx() }, true},

@@ -47,16 +47,46 @@ func TestContainsFoldASCII(t *testing.T) {
 	}
 }
 
-// BenchmarkContainsFoldASCII reads a statement as long as the outbox's
-// insert, which holds no "rollback": every managed statement pays this.
-func BenchmarkContainsFoldASCII(b *testing.B) {
+// BenchmarkMayRollBack reads a statement as long as the outbox's
+// insert, which holds neither word (but a b): every managed statement pays this.
+func BenchmarkMayRollBack(b *testing.B) {
 	q := "INSERT INTO outbox_events (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
 		"status, attempts, next_attempt_at, created_at, locked_by, locked_until, order_key, order_seq) " +
 		"VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
 	b.SetBytes(int64(len(q)))
 	for b.Loop() {
-		if containsFoldASCII(q, "rollback") {
+		if mayRollBack(q) {
 			b.Fatal("found a word the statement does not hold")
+		}
+	}
+}
+
+// mayRollBack finds either word, in any ASCII case, as containsFoldASCII
+// finds each.
+func TestMayRollBack(t *testing.T) {
+	for _, q := range []string{"", "ABORT", "abort transaction", "/* x */ AbOrT", "ROLLBACK TO s1", "rollbac", "abor",
+		"INSERT INTO t VALUES ('aborted')", "a", "r", "SAVEPOINT s1", "arollback", "rabort", "b", "B", "bb", "ab", "rollb",
+		"INSERT INTO outbox_events (b) VALUES ('ROLLBACK')", "outbox abort", "RollBack", "ABBORT", "xxxxbbort"} {
+		want := containsFoldASCII(q, "rollback") || containsFoldASCII(q, "abort")
+		if got := mayRollBack(q); got != want {
+			t.Errorf("mayRollBack(%q) = %v, want %v", q, got, want)
+		}
+	}
+}
+
+// mayRollBack agrees with containsFoldASCII at every position of either
+// word in a statement.
+func TestMayRollBackEveryOffset(t *testing.T) {
+	base := strings.Repeat("insert into outbox (a, b) values (?, ?); ", 3)
+	for _, w := range []string{"RollBack", "aBoRt"} {
+		for i := 0; i <= len(base); i++ {
+			s := base[:i] + w + base[i:]
+			for _, cut := range []string{s, s[:i+len(w)-1]} {
+				want := containsFoldASCII(cut, "rollback") || containsFoldASCII(cut, "abort")
+				if got := mayRollBack(cut); got != want {
+					t.Fatalf("mayRollBack(%q) = %v, want %v", cut, got, want)
+				}
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -123,15 +124,49 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 	return res, err
 }
 
-// watchRollback notes a statement that may roll back to a savepoint: any
-// whose text holds "rollback" in any case (a ROLLBACK TO SAVEPOINT,
-// perhaps after a comment). A false alarm costs the publishing
-// transaction one read after commit (see RowsMayBeUndone). Once noted,
-// the statements are not read again.
+// watchRollback notes a statement that may roll back to a savepoint, or
+// the whole transaction: any whose text holds "rollback" or "abort"
+// (PostgreSQL's ROLLBACK) in any case (a ROLLBACK TO SAVEPOINT, perhaps
+// after a comment). A false alarm costs the publishing transaction one
+// read after commit (see RowsMayBeUndone). Once noted, the statements are
+// not read again.
 func (t *Tx) watchRollback(q string) {
-	if !t.rowsUndone.Load() && containsFoldASCII(q, "rollback") {
+	if !t.rowsUndone.Load() && mayRollBack(q) {
 		t.rowsUndone.Store(true)
 	}
+}
+
+// mayRollBack reports whether q holds "rollback" or "abort" in any ASCII
+// case. Both words have a 'b' (rare in SQL), which strings.IndexByte finds
+// many bytes at a time: each one found is checked as the b of either.
+func mayRollBack(q string) bool {
+	for _, b := range [2]byte{'b', 'B'} {
+		for i := strings.IndexByte(q, b); i >= 0; {
+			if i >= 1 && hasFoldASCII(q[i-1:], "abort") || i >= 4 && hasFoldASCII(q[i-4:], "rollback") {
+				return true
+			}
+			j := strings.IndexByte(q[i+1:], b)
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+	}
+	return false
+}
+
+// hasFoldASCII reports whether s begins with word (lower-case ASCII) in
+// any ASCII case.
+func hasFoldASCII(s, word string) bool {
+	if len(s) < len(word) {
+		return false
+	}
+	for j := 0; j < len(word); j++ {
+		if s[j]|0x20 != word[j] {
+			return false
+		}
+	}
+	return true
 }
 
 // containsFoldASCII reports whether s contains word, written in lower-case
@@ -217,8 +252,10 @@ func (t *Tx) Sqlx() *sqlx.Tx {
 func (t *Tx) MayHaveFailed() bool { return t.mayHaveFailed.Load() }
 
 // RowsMayBeUndone reports whether a row written in the transaction may
-// have been removed before commit by a rollback to a savepoint: a
-// statement holding "rollback" (ROLLBACK TO SAVEPOINT) ran through
+// have been removed before commit by a rollback to a savepoint (or of
+// the whole transaction, which PostgreSQL's COMMIT then only warns
+// about): a statement holding "rollback" (ROLLBACK TO SAVEPOINT) or
+// "abort" (PostgreSQL's ABORT) ran through
 // [Tx.ExecContext], [Tx.QueryContext] or [Tx.QueryRowContext], the raw
 // transaction was taken with [Tx.SQL] or [Tx.Sqlx], or the transaction was
 // adopted. It implements [core.SavepointWatcher]: the outbox then reads
