@@ -142,7 +142,10 @@ type server struct {
 	flag   string // the command-line flag, for errors
 	name   string // for the output
 	driver string // the database/sql driver
-	// info returns the server's version and the current database.
+	// info returns the server's version, the current database and the
+	// schema unqualified tables are created in (MySQL: the database;
+	// PostgreSQL: the first existing schema of the search path, NULL
+	// when there is none).
 	info string
 	// orders creates the business table orders_demo.
 	orders string
@@ -152,11 +155,11 @@ type server struct {
 
 var (
 	mysqlServer = server{flag: "-mysql", name: "MySQL/MariaDB", driver: "mysql",
-		info:   "SELECT VERSION(), DATABASE()",
+		info:   "SELECT VERSION(), DATABASE(), DATABASE()",
 		orders: "CREATE TABLE `" + serverOrdersTable + "` (id BIGINT AUTO_INCREMENT PRIMARY KEY, item VARCHAR(64) NOT NULL) ENGINE=InnoDB",
 		quote:  func(s string) string { return "`" + s + "`" }}
 	postgresServer = server{flag: "-postgres", name: "PostgreSQL", driver: "pgx",
-		info:   "SELECT current_setting('server_version'), current_database()",
+		info:   "SELECT current_setting('server_version'), current_database(), current_schema()",
 		orders: `CREATE TABLE "` + serverOrdersTable + `" (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, item VARCHAR(64) NOT NULL)`,
 		quote:  func(s string) string { return `"` + s + `"` }}
 )
@@ -170,18 +173,23 @@ func runServer(ctx context.Context, out io.Writer, srv server, dsn string, verbo
 	}
 	defer db.Close()
 	var version string
-	var database sql.NullString
-	if err := db.QueryRowContext(ctx, srv.info).Scan(&version, &database); err != nil {
+	var database, schema sql.NullString
+	if err := db.QueryRowContext(ctx, srv.info).Scan(&version, &database, &schema); err != nil {
 		return fmt.Errorf("%s: %w", srv.flag, err)
 	}
 	if !database.Valid {
 		return fmt.Errorf("%s: the DSN must name a database", srv.flag)
 	}
+	if !schema.Valid {
+		return fmt.Errorf("%s: no schema of the search path exists to create the demo's tables in", srv.flag)
+	}
 	var tables []string
 	// The outbox schema also creates the table of ordering keys
-	// ("<table>_keys") on MySQL/MariaDB and PostgreSQL.
+	// ("<table>_keys") on MySQL/MariaDB and PostgreSQL. Each is dropped
+	// where the demo creates it, never a same-named table of another
+	// schema that PostgreSQL's search path would find first.
 	for _, t := range []string{serverOutboxTable, serverOutboxTable + "_keys", serverOrdersTable, demoInboxTable, demoEmailsTable} {
-		tables = append(tables, srv.quote(t))
+		tables = append(tables, srv.quote(schema.String)+"."+srv.quote(t))
 	}
 	for _, stmt := range []string{"DROP TABLE IF EXISTS " + strings.Join(tables, ", "), srv.orders} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {

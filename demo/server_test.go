@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -40,5 +41,34 @@ func testDemoOnServer(t *testing.T, srv server, dsn string) {
 				t.Errorf("run %d: demo output lacks %q:\n%s", run, want, out.String())
 			}
 		}
+	}
+}
+
+// On PostgreSQL the demo drops its tables in the schema it creates them
+// in (the first existing schema of the search path), never a same-named
+// table of a later schema: it dropped a second schema's orders_demo.
+func TestDemoKeepsOtherSchemasTablesPostgreSQL(t *testing.T) {
+	first, second := testdb.PostgresSchemaDSN(t), testdb.PostgresSchemaDSN(t)
+	schemaOf := func(dsn string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Query().Get("search_path")
+	}
+	other := testdb.OpenPostgres(t, second)
+	if _, err := other.Exec(`CREATE TABLE "` + serverOrdersTable + `" (item TEXT); INSERT INTO "` + serverOrdersTable + `" VALUES ('keep me')`); err != nil {
+		t.Fatal(err)
+	}
+	dsn := testdb.WithPostgresParam(t, first, "search_path", schemaOf(first)+","+schemaOf(second))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := runServer(ctx, &out, postgresServer, dsn, false); err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out.String())
+	}
+	var item string
+	if err := other.Get(&item, `SELECT item FROM "`+serverOrdersTable+`"`); err != nil || item != "keep me" {
+		t.Fatalf("the other schema's %s: %q, %v", serverOrdersTable, item, err)
 	}
 }
