@@ -35,7 +35,9 @@ func keysTable(table string) string { return table + "_keys" }
 
 // Index returns the quoted name of an index of the table: index names are
 // global in some databases (SQLite, PostgreSQL), so they carry the table
-// name ("<table>_<suffix>_idx").
+// name ("<table>_<suffix>_idx"). PostgreSQL cuts every identifier to 63
+// bytes, in each statement alike: with a table name of 48 characters the
+// status_done index is "<table>_status_done_id".
 func (sd SchemaData) Index(suffix string) string {
 	return sd.d.QuoteIdent(sd.table + "_" + suffix + "_idx")
 }
