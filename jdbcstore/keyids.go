@@ -60,6 +60,10 @@ func (s *Store) upgradeKeys(ctx context.Context, ddl ddlConn) error {
 		return nil
 	}
 	s.keyIDs.Store(true)
-	s.log.LogAttrs(ctx, slog.LevelInfo, "outbox keys table upgraded: id columns added", slog.String("table", keysTable(s.table)))
+	if first == nil {
+		// Only the node whose ALTER added them says so; the others lost
+		// the upgrade to it (duplicate column), which is no error.
+		s.log.LogAttrs(ctx, slog.LevelInfo, "outbox keys table upgraded: id columns added", slog.String("table", keysTable(s.table)))
+	}
 	return nil
 }

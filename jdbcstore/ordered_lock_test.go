@@ -242,6 +242,52 @@ func TestOrderedKeysUpgradeRefused(t *testing.T) {
 	})
 }
 
+// racedKeysUpgrade is the MySQL dialect whose keys upgrade another node
+// wins: the columns get added, then this node's own ALTER fails on them
+// (duplicate column), as for each node but one starting at once.
+type racedKeysUpgrade struct{ jdbcstore.Dialect }
+
+func (d racedKeysUpgrade) KeysUpgrade() string {
+	u := d.Dialect.(jdbcstore.KeysUpgrader).KeysUpgrade()
+	return u + "\n" + u
+}
+
+// A node whose keys upgrade another node won says nothing: only the node
+// whose ALTER added the columns logs "id columns added" (several nodes
+// starting at once each logged it).
+func TestOrderedKeysUpgradeLostToAnotherNodeIsQuiet(t *testing.T) {
+	db := testdb.MySQL(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE outbox_event_keys (order_key VARBINARY(1020) NOT NULL PRIMARY KEY, last_seq BIGINT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := testsupport.NewLogger()
+	st, err := jdbcstore.New(db, jdbcstore.Config{Dialect: racedKeysUpgrade{mysqldialect.Dialect}, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ApplySchema(ctx); err != nil {
+		t.Fatalf("ApplySchema = %v", err)
+	}
+	if !st.ByID() {
+		t.Error("the columns are there, but ordered inserts do not read by id")
+	}
+	if n := logs.Count("id columns added"); n != 0 || logs.Count("level=WARN") != 0 {
+		t.Errorf("the node that lost the upgrade logged (%d 'id columns added'):\n%s", n, logs)
+	}
+	// The node whose ALTER did add them says so, once.
+	if _, err := db.ExecContext(ctx, "ALTER TABLE outbox_event_keys DROP COLUMN last_id, DROP COLUMN id_seq, DROP COLUMN prev_id"); err != nil {
+		t.Fatal(err)
+	}
+	won, err := jdbcstore.New(db, jdbcstore.Config{Dialect: mysqldialect.Dialect, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := won.ApplySchema(ctx); err != nil || logs.Count("level=INFO", "id columns added") != 1 {
+		t.Errorf("ApplySchema = %v; want one 'id columns added':\n%s", err, logs)
+	}
+}
+
 // A MySQL claim leaves the ordered events whose event before still holds
 // the key, read again after its SKIP LOCKED pick: position 2 while
 // position 1 is pending; kept once that is DONE, as are a key's first
