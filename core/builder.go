@@ -5,7 +5,6 @@ import (
 	"maps"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 )
 
 // Builder assembles an [Envelope]. Setters never fail; [Builder.Build]
@@ -44,7 +43,9 @@ func JSONEvent(eventType, payload string) (Envelope, error) {
 }
 
 // ID sets an explicit event id (at most MaxEventIDLen characters). Without
-// it, or with "", Build assigns a monotonic ULID.
+// it, or with "", Build assigns a ULID greater than every one it assigned
+// before in the process, in any goroutine (when the wall clock steps
+// back, the ids keep their last millisecond until it catches up).
 func (b *Builder) ID(id string) *Builder { b.env.id = id; return b }
 
 // OccurredAt sets when the event happened. Defaults to now. Stored in UTC
@@ -179,7 +180,7 @@ func (b *Builder) Build() (Envelope, error) {
 		return Envelope{}, invalid("payload", ErrNoPayload, "")
 	}
 	if env.id == "" {
-		env.id = ulid.Make().String()
+		env.id = newID()
 	}
 	if env.occurredAt.IsZero() {
 		env.occurredAt = time.Now()
