@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"time"
-
 )
 
 // Builder assembles an [Envelope]. Setters never fail; [Builder.Build]
