@@ -35,13 +35,14 @@ const (
 
 // reserveBytes adds n to the payload bytes held and reports true, or
 // reports false when that would exceed MaxHeldBytes. An event is always
-// taken when nothing else is held, however large: otherwise an event
-// larger than the whole budget would never be delivered.
+// taken when nothing else is held but events waiting on a timer, however
+// large: otherwise an event larger than the budget left would not be
+// delivered until they fired, or ever.
 func (d *Dispatcher) reserveBytes(n int64) bool {
 	limit := d.cfg.MaxHeldBytes
 	for {
 		cur := d.heldBytes.Load()
-		if limit >= 0 && cur > 0 && cur+n > limit {
+		if limit >= 0 && cur > d.timerBytes.Load() && cur+n > limit {
 			return false
 		}
 		if d.heldBytes.CompareAndSwap(cur, cur+n) {
@@ -70,8 +71,8 @@ const maxEventBytes = core.MaxPayloadBytes + core.MaxHeadersBytes
 // fit in MaxHeldBytes now (0 when not even one does, though some budget
 // is left), or -1 without a limit. Before any event was seen the usual
 // size is unknown: it counts events of the largest size an event may
-// have. While nothing is held it is at least 1, since any one event is
-// taken then, however large. The poller claims no more rows than that,
+// have. While nothing is held but events waiting on a timer it is at
+// least 1, since any one event is taken then, however large. The poller claims no more rows than that,
 // so it neither reads payloads it could not hold nor leases rows it
 // could not enqueue, which would stay leased to this node, out of other
 // nodes' reach, until a later claim of its own took them.
@@ -82,6 +83,9 @@ func (d *Dispatcher) coldBudgetRoom() int {
 	held := d.heldBytes.Load()
 	free := d.cfg.MaxHeldBytes - held
 	if free <= 0 {
+		if held <= d.timerBytes.Load() {
+			return 1 // one event beside the timers', as reserveBytes takes it
+		}
 		return 0
 	}
 	est := d.payloadEst.Load()
@@ -89,8 +93,8 @@ func (d *Dispatcher) coldBudgetRoom() int {
 		est = maxEventBytes
 	}
 	n := min(free/est, int64(cap(d.cold)))
-	if n == 0 && held == 0 {
-		n = 1 // an event larger than the budget left, taken alone
+	if n == 0 && held <= d.timerBytes.Load() {
+		n = 1 // an event larger than the budget left, taken alone (besides the timers')
 	}
 	return int(n)
 }

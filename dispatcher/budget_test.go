@@ -227,3 +227,43 @@ func TestMaxHeldBytesDefault(t *testing.T) {
 		t.Fatalf("DefaultMaxHeldBytes = %d", dispatcher.DefaultMaxHeldBytes)
 	}
 }
+
+// Events waiting on a timer (delayed far ahead, or retried with a long
+// backoff) hold at most half of MaxHeldBytes: the rest is left to the
+// poller, as beyond RetryCapacity, and an ordinary event is still
+// delivered at once and the poller still claims. They took the whole
+// budget, and the node delivered nothing until their timers fired (a
+// day here).
+func TestTimersHoldAtMostHalfTheByteBudget(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{MaxHeldBytes: 10_000})
+	h.reg.RegisterFunc("Now", func(context.Context, core.Envelope) error { return nil })
+	h.start()
+	var scheduled int
+	for range 20 {
+		if h.enqueueHot(h.insert("Later", sized(1000), func(b *core.Builder) { b.Delay(24 * time.Hour) })) {
+			scheduled++
+		}
+	}
+	if scheduled != 5 {
+		t.Fatalf("%d delayed events of 1000 bytes held on timers, want 5 (half of the 10,000-byte budget)", scheduled)
+	}
+	if got := h.d.ColdRoom(); got < 1 {
+		t.Fatalf("ColdRoom = %d with the timers holding half the budget, want at least 1", got)
+	}
+	now := h.insert("Now", sized(1000))
+	h.mustEnqueueHot(now)
+	h.waitStatus(now.ID(), core.StatusDone)
+
+	// One event larger than the whole budget may wait on a timer when
+	// none does; then any one event is still taken beside it.
+	big := newHarness(t, dispatcher.Config{MaxHeldBytes: 1000})
+	big.reg.RegisterFunc("Now", func(context.Context, core.Envelope) error { return nil })
+	big.start()
+	big.mustEnqueueHot(big.insert("Later", sized(5000), func(b *core.Builder) { b.Delay(24 * time.Hour) }))
+	if got := big.d.ColdRoom(); got != 1 {
+		t.Fatalf("ColdRoom = %d with only a timer's event held, want 1", got)
+	}
+	e := big.insert("Now", sized(2000))
+	big.mustEnqueueHot(e)
+	big.waitStatus(e.ID(), core.StatusDone)
+}

@@ -64,7 +64,10 @@ type Config struct {
 	Retry retry.Policy
 	// RetryCapacity bounds how many events wait in memory on a timer: failed
 	// events until their retry, and delayed events (NotBefore) until they
-	// are due. Beyond it the database row is the only copy and the poller
+	// are due. Their payloads and headers hold at most half of
+	// MaxHeldBytes (any one event when none waits), so events delayed or
+	// retried far ahead never leave the hot path and the poller no room.
+	// Beyond either bound the database row is the only copy and the poller
 	// delivers the event when it is due. Defaults to ColdCapacity; at most
 	// MaxCapacity. Set -1 to leave every retry and delayed event to the
 	// poller.
@@ -181,9 +184,10 @@ type Config struct {
 	// poller claims only as many rows as fit at the recent average size
 	// (before any event was seen, at the largest size an event may have),
 	// none while not even one does, so it does not lease rows it cannot
-	// hold. An
-	// event larger than the whole budget is still taken when nothing else
-	// is held, so it is delivered. Payloads and headers (keys and values)
+	// hold. Events waiting on a timer hold at most half of it (see
+	// RetryCapacity). An event larger than the budget left is still taken
+	// when nothing else is held but events waiting on a timer, so it is
+	// delivered. Payloads and headers (keys and values)
 	// are counted, not the fixed cost of an event (about 1 KiB). Defaults to 64 MiB
 	// (DefaultMaxHeldBytes); negative means no limit.
 	MaxHeldBytes int64

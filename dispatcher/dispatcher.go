@@ -178,6 +178,7 @@ type Dispatcher struct {
 	stores engine.Set[*origin] // added with AddStore
 
 	heldBytes  atomic.Int64    // payload bytes held; see MaxHeldBytes
+	timerBytes atomic.Int64    // those of events waiting on a timer (written under retryMu)
 	payloadEst atomic.Int64    // moving average of payload sizes offered
 	noListener *ratelog.PerKey // event types warned about
 }

@@ -573,11 +573,18 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 	if d.closed.Load() || len(d.retryTimers) >= d.cfg.RetryCapacity {
 		return false
 	}
+	size := heldSize(it.env)
+	if !d.timerRoom(size) {
+		return false
+	}
 	var t *time.Timer
 	t = time.AfterFunc(delay, func() {
 		d.retryMu.Lock()
 		_, live := d.retryTimers[t]
-		delete(d.retryTimers, t)
+		if live {
+			delete(d.retryTimers, t)
+			d.timerBytes.Add(-size)
+		}
 		d.retryMu.Unlock()
 		if !live { // cancelled by Close, which released the event
 			return
@@ -596,7 +603,19 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 		}
 	})
 	d.retryTimers[t] = it
+	d.timerBytes.Add(size)
 	return true
+}
+
+// timerRoom reports whether an event of size bytes may wait on a timer:
+// timers hold at most half of MaxHeldBytes (any one event when they hold
+// none), so events delayed or retried far ahead never take the whole
+// budget from the hot path and the poller, which would then deliver
+// nothing until their timers fired. Called under retryMu.
+func (d *Dispatcher) timerRoom(size int64) bool {
+	limit := d.cfg.MaxHeldBytes
+	cur := d.timerBytes.Load()
+	return limit < 0 || cur == 0 || cur+size <= limit/2
 }
 
 // cancelRetries stops the pending timers of o's events (of every store when
@@ -607,6 +626,7 @@ func (d *Dispatcher) cancelRetries(o *origin) {
 	for t, it := range d.retryTimers {
 		if o == nil || it.src == o {
 			delete(d.retryTimers, t)
+			d.timerBytes.Add(-heldSize(it.env))
 			t.Stop()
 			stopped = append(stopped, it)
 		}
