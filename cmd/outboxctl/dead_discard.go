@@ -34,7 +34,12 @@ An event not discarded is listed under "not discarded" with the reason
 or DEAD but not matching the other selectors; a selected event that stopped
 being DEAD meanwhile (replayed or discarded elsewhere, or purged). The command
 then exits with status 1 and one line on stderr; the other selected events are
-discarded all the same. A dry run reports and exits the same way.`, replayShownIDs),
+discarded all the same. A dry run reports and exits the same way.
+
+--timeout (10s by default) bounds the whole run: give a discard of many events a
+longer one (--timeout 5m). A run cut short by it exits 1 and says on stderr how
+many events it discarded (stdout stays empty, with --json too); the batches
+discarded before stay discarded: run it again to go on.`, replayShownIDs),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f      deadFilterFlags

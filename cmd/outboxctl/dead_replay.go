@@ -43,7 +43,12 @@ or DEAD but not matching the other selectors; a selected event whose key went on
 without it; one that stopped being DEAD meanwhile (replayed or discarded
 elsewhere, or purged). The command then exits with status 1 and one line on
 stderr; the other selected events are replayed all the same. A dry run reports
-and exits the same way.`, replayShownIDs),
+and exits the same way.
+
+--timeout (10s by default) bounds the whole run: give a replay of many events a
+longer one (--timeout 5m). A run cut short by it exits 1 and says on stderr how
+many events it replayed (stdout stays empty, with --json too); the batches
+replayed before stay replayed: run it again to go on.`, replayShownIDs),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f      deadFilterFlags

@@ -163,7 +163,13 @@ func allowedHosts(addr string, origins, extra []string) ([]string, error) {
 	add("127.0.0.1")
 	add("[::1]")
 	if host, _, err := net.SplitHostPort(addr); err == nil {
-		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		ip := net.ParseIP(host)
+		last := host[strings.LastIndexByte(host, '.')+1:]
+		switch {
+		case ip == nil && last != "" && strings.Trim(last, "0123456789") == "":
+			// No address (256.0.0.1), and no name a browser sends: listening
+			// on it fails, saying so.
+		case ip == nil || !ip.IsUnspecified():
 			add(host)
 		}
 	}
