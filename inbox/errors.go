@@ -94,3 +94,8 @@ var (
 // from another goroutine with a context of its own (context.Background,
 // not one derived from the handler's): they return once the handler did.
 var ErrCloseInHandler = errors.New("outbox: inbox: Close called from a handler of the dispatcher it closes; call it from another goroutine with a context of its own")
+
+// errFnAbandoned is the error an InboxObserver is given when the business
+// function of ProcessTx or Process panicked or called runtime.Goexit (the
+// panic itself goes on to the caller).
+var errFnAbandoned = errors.New("outbox: inbox: process: the business function panicked or called runtime.Goexit")

@@ -297,7 +297,16 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 		Source: msg.Source, MessageID: msg.MessageID, Topic: msg.Topic, Mode: core.InboxTransactional,
 	})
 	var run fnRun
+	returned := false
+	defer func() {
+		if !returned {
+			// fn panicked or called runtime.Goexit: the observation still
+			// ends (its span, its count), and the panic goes on untouched.
+			end(core.InboxResult{Outcome: core.InboxFailed, Err: errFnAbandoned, Took: run.took, NotRun: !run.ran})
+		}
+	}()
 	processed, err := in.processTx(ctx, tx, msg, fn, &run)
+	returned = true
 	r := core.InboxResult{Outcome: core.InboxDuplicate, Took: run.took, NotRun: !run.ran}
 	switch {
 	case err != nil:

@@ -240,3 +240,33 @@ func TestObserverHandlerGoexit(t *testing.T) {
 		t.Errorf("Goexit: %+v", o)
 	}
 }
+
+// A business function that panics or calls runtime.Goexit still ends its
+// observation (failed), once, and the panic reaches the caller as it
+// was: the observation was never ended, a span left open.
+func TestObserverTransactionalPanicEnds(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: rec})
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_, _ = e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "p"}, func(context.Context, *sqlx.Tx) error { panic("boom") })
+	}()
+	if got != "boom" {
+		t.Fatalf("recovered %v, want the business function's panic", got)
+	}
+	if o := rec.checkOne(t, 0, core.InboxTransactional, core.InboxFailed); o.result.Err == nil {
+		t.Error("a panicked processing ended without an error")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "g"}, func(context.Context, *sqlx.Tx) error { runtime.Goexit(); return nil })
+	}()
+	<-done
+	rec.checkOne(t, 1, core.InboxTransactional, core.InboxFailed)
+	// Nothing was recorded: the message is processed afterwards.
+	if ok, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "p"}, func(context.Context, *sqlx.Tx) error { return nil }); !ok || err != nil {
+		t.Fatalf("Process after the panic = %v, %v", ok, err)
+	}
+}
