@@ -33,6 +33,9 @@ func TestFromRowCopiesEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", rv.Type().Field(i).Name, f.Kind())
 		}
 	}
+	// A due time after the retry time is the record's NextAttemptAt
+	// (TestFromRowNextAttemptIsTheLater); here every field is copied.
+	row.DueAt = row.NextAttemptAt.Add(-time.Minute)
 	rec := fromRow(row)
 	recV := reflect.ValueOf(rec)
 	if recV.NumField() != rv.NumField() {
@@ -60,5 +63,21 @@ func TestRowKeys(t *testing.T) {
 	got := rowKeys(keys)
 	if len(got) != 2 || got[0] != (inboxrow.Key{Source: "a", MessageID: "1"}) || got[1] != (inboxrow.Key{Source: "b", MessageID: "2"}) {
 		t.Errorf("rowKeys = %v", got)
+	}
+}
+
+// A Processing message is claimed at neither its retry time nor its due
+// time before the other: NextAttemptAt is the later of the two.
+func TestFromRowNextAttemptIsTheLater(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct{ next, due, want time.Time }{
+		{at, time.Time{}, at},
+		{at, at.Add(time.Hour), at.Add(time.Hour)},
+		{at.Add(time.Hour), at, at.Add(time.Hour)},
+	} {
+		rec := fromRow(inboxrow.Record{NextAttemptAt: c.next, DueAt: c.due})
+		if !rec.NextAttemptAt.Equal(c.want) || !rec.DueAt.Equal(c.due) {
+			t.Errorf("next %v, due %v: NextAttemptAt %v, DueAt %v; want %v", c.next, c.due, rec.NextAttemptAt, rec.DueAt, c.want)
+		}
 	}
 }

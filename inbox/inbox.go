@@ -812,10 +812,14 @@ func keyAttrs(k Key) []slog.Attr {
 // fromRow converts a stored row to a Record. (The types differ in Status
 // only, so a struct conversion does not apply.)
 func fromRow(r inboxrow.Record) Record {
+	next := r.NextAttemptAt
+	if r.DueAt.After(next) {
+		next = r.DueAt // no claim before it either
+	}
 	return Record{
 		Source: r.Source, MessageID: r.MessageID, Topic: r.Topic, Payload: r.Payload, Hash: r.Hash,
 		Status: Status(r.Status), Attempt: r.Attempt, FirstSeenAt: r.FirstSeenAt, LastSeenAt: r.LastSeenAt,
-		NextAttemptAt: r.NextAttemptAt, DueAt: r.DueAt, LockedBy: r.LockedBy, LockedUntil: r.LockedUntil,
+		NextAttemptAt: next, DueAt: r.DueAt, LockedBy: r.LockedBy, LockedUntil: r.LockedUntil,
 		LastError: r.LastError, DecodeErr: r.DecodeErr,
 	}
 }

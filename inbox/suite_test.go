@@ -549,6 +549,14 @@ func testDueTime(t *testing.T, open opener) {
 	e.enqueue(inbox.Message{Source: "s", MessageID: "future", DueAt: now.Add(time.Hour)})
 	e.enqueue(inbox.Message{Source: "s", MessageID: "past", DueAt: now.Add(-time.Hour)})
 	e.enqueue(inbox.Message{Source: "s", MessageID: "none"})
+	// The record says when the message may be claimed: at its due time,
+	// not at the retry time it also has (now).
+	if rec, err := e.in.Get(e.ctx, "s", "future"); err != nil || !rec.NextAttemptAt.Equal(rec.DueAt) || !rec.DueAt.Equal(now.Add(time.Hour)) {
+		t.Fatalf("Get = NextAttemptAt %v, DueAt %v, %v; want both %v", rec.NextAttemptAt, rec.DueAt, err, now.Add(time.Hour))
+	}
+	if rec, err := e.in.Get(e.ctx, "s", "past"); err != nil || !rec.NextAttemptAt.Equal(now) {
+		t.Fatalf("Get past = NextAttemptAt %v, %v; want %v", rec.NextAttemptAt, err, now)
+	}
 	got := keysOf(e.claim("w", 2*time.Hour, 10))
 	slices.Sort(got)
 	mustEqual(t, "claimed", strings.Join(got, ","), "s/none,s/past")

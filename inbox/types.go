@@ -68,7 +68,8 @@ type Record struct {
 	// or, if later, when it became Done or Dead. Cleanup counts retention
 	// from LastSeenAt.
 	FirstSeenAt, LastSeenAt time.Time
-	// NextAttemptAt is when a Processing message may be claimed (again).
+	// NextAttemptAt is when a Processing message may be claimed (again):
+	// the later of its retry time and DueAt.
 	NextAttemptAt time.Time
 	// DueAt is the requested earliest processing time; zero means none.
 	DueAt time.Time
