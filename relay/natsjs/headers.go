@@ -28,7 +28,10 @@ import (
 // [DecodeHeaders] puts its headers back. Its value is printable ASCII
 // (every other character escaped as JSON's \uXXXX), which any NATS client
 // reads unchanged. An event header named HeaderEncoded travels inside it
-// too, so it does not clash with the relay's.
+// too, so it does not clash with the relay's. So do the headers Status and
+// Description (in any case) of an event with an empty payload: NATS
+// clients take such a message for a status of the server's (nats.go's
+// JetStream consumers never hand it over).
 const HeaderEncoded = "Outbox-Encoded-Headers"
 
 // ErrEncodedHeaders reports a [HeaderEncoded] header that [DecodeHeaders]
@@ -113,6 +116,19 @@ func mentionsNATS(s string) bool {
 type headerSetter struct {
 	msg *nats.Msg
 	enc map[string]string // nil until a header needs it
+	// empty: the message has no payload, so a Status header would make
+	// it look like a server status (see statusLike).
+	empty bool
+}
+
+// statusLike reports whether a header named k, on a message without
+// payload, makes the message look like a status the server sends a
+// consumer (nats.go's JetStream consumers read "Status" and
+// "Description" on such a message, and take "404" for "no messages",
+// "100" for a heartbeat): they would never hand the event over. Any case
+// is taken, for clients that read headers without it.
+func statusLike(k string) bool {
+	return strings.EqualFold(k, "Status") || strings.EqualFold(k, "Description")
 }
 
 // set adds the header key: value, but none in the "Nats-" namespace.
@@ -120,7 +136,7 @@ func (s *headerSetter) set(key, value string) {
 	if isNATSHeader(key) {
 		return // only the relay sets JetStream's control headers
 	}
-	if verbatim(key, value) {
+	if verbatim(key, value) && !(s.empty && statusLike(key)) {
 		s.msg.Header.Set(key, value)
 		delete(s.enc, key)
 		return

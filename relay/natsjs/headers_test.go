@@ -459,3 +459,33 @@ func TestRelayHeadersMentioningNATSControlHeaders(t *testing.T) {
 		t.Errorf("the stream holds %d messages after each event was relayed twice, want %d: duplicate detection failed", info.State.Msgs, len(envs))
 	}
 }
+
+// A message with an empty payload and a Status header is what nats.go's
+// JetStream consumers take for a server status (404: no messages; 100: a
+// heartbeat), so they never hand it over: with an empty payload the
+// headers Status and Description (in any case) travel inside
+// HeaderEncoded, and the consumer receives the event with them exactly.
+func TestRelayStatusHeaderOfAnEmptyPayloadRoundTrip(t *testing.T) {
+	empty := func(kv ...string) core.Envelope {
+		b := core.NewEvent("Hdr").Header("traceparent", traceparent).PayloadBytes([]byte{})
+		for i := 0; i < len(kv); i += 2 {
+			b.Header(kv[i], kv[i+1])
+		}
+		env, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	roundTrip(t, natsjs.Config{},
+		empty("Status", "404"),
+		empty("Status", "100"),
+		empty("status", "408", "Description", "Request Timeout"),
+	)
+	// With a payload they are ordinary headers and travel verbatim.
+	msgs, want := relayHeaders(t, natsjs.Config{},
+		hdrEvent(t, func(b *core.Builder) *core.Builder { return b.Header("Status", "404").Header("Description", "d") }))
+	if got := single(t, msgs[0].Headers()); !maps.Equal(got, want[0]) {
+		t.Errorf("headers\n%q\nwant\n%q", got, want[0])
+	}
+}

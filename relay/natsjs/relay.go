@@ -161,7 +161,7 @@ func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, erro
 		return nil, fmt.Errorf("natsjs: event %s (type %s): %w", env.ID(), env.Type(), err)
 	}
 	msg := nats.NewMsg(subject)
-	hs := headerSetter{msg: msg}
+	hs := headerSetter{msg: msg, empty: env.PayloadLen() == 0}
 	relay.Headers(env, hs.set)
 	if r.cfg.Propagator != nil {
 		r.cfg.Propagator.InjectHeaders(ctx, hs.setInjected)
