@@ -240,3 +240,33 @@ func TestRelayBlackholeChannelOpen(t *testing.T) {
 		t.Logf("log:\n%s", logs)
 	}
 }
+
+// Close whose ctx ends while the broker has not answered the close (a
+// blackholed connection, nothing in flight) returns ctx's error, as it
+// documents: it returned nil, as if the broker had closed cleanly.
+func TestRelayCloseBlackholedReturnsCtxError(t *testing.T) {
+	ex, _ := routedExchange(t)
+	for _, publish := range []bool{false, true} {
+		proxy, proxied := faultProxy(t)
+		r, err := rabbitmq.New(t.Context(), rabbitmq.Config{URL: proxied, Exchange: ex})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if publish { // a channel open too
+			env, err := core.JSONEvent("a.b", `{}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.OnEvent(context.Background(), env); err != nil {
+				t.Fatal(err)
+			}
+		}
+		remove := blackhole(t, proxy)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close over a blackholed connection (a channel open: %v) = %v, want context.DeadlineExceeded", publish, err)
+		}
+		cancel()
+		remove()
+	}
+}

@@ -114,13 +114,19 @@ func (r *Relay) supervise(conn *amqp.Connection) {
 	}
 }
 
+// reconnectWait returns the wait before a dial: delay with jitter (0.5
+// to 1.5 times it), never past max.
+func reconnectWait(delay, max time.Duration) time.Duration {
+	return min(time.Duration(float64(delay)*(0.5+rand.Float64())), max)
+}
+
 // reconnect dials until it succeeds, waiting ReconnectDelay (doubling up
 // to ReconnectMaxDelay, with jitter) between two attempts. It returns nil
 // when the relay is closed first.
 func (r *Relay) reconnect() *amqp.Connection {
 	delay := r.cfg.ReconnectDelay
 	for attempt := 1; ; attempt++ {
-		t := time.NewTimer(time.Duration(float64(delay) * (0.5 + rand.Float64())))
+		t := time.NewTimer(reconnectWait(delay, r.cfg.ReconnectMaxDelay))
 		select {
 		case <-r.stop:
 			t.Stop()

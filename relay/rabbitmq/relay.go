@@ -433,7 +433,9 @@ func (r *Relay) Close(ctx context.Context) error {
 		case !ok:
 			deadline = time.Now().Add(closeTimeout)
 		}
-		_ = conn.CloseDeadline(deadline)
+		if cerr := conn.CloseDeadline(deadline); cerr != nil && err == nil && ctx.Err() != nil {
+			err = ctx.Err() // the broker's answer did not come within ctx
+		}
 	}
 	wait := func(done <-chan struct{}) {
 		select {
