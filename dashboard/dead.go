@@ -111,13 +111,17 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request, src *source) {
 }
 
 // showPayload renders a payload for people: indented JSON (as stored
-// when indented it would exceed maxIndentedShown), or base64.
+// when indented it would exceed maxIndentedShown; its first
+// maxPayloadShown bytes as stored when longer), or base64.
 func showPayload(rec core.Record) (text, note string, cut bool) {
 	p := rec.Payload
 	if len(p) == 0 {
 		return "", "empty", false
 	}
-	if rec.PayloadKind == core.PayloadJSON && json.Valid(p) && len(p) <= maxPayloadShown {
+	if rec.PayloadKind == core.PayloadJSON && json.Valid(p) {
+		if len(p) > maxPayloadShown {
+			return strings.ToValidUTF8(string(p[:maxPayloadShown]), "\uFFFD"), "JSON as stored", true
+		}
 		if b, ok := jsonindent.Indent(p, "  ", 0, maxIndentedShown); ok {
 			return strings.ToValidUTF8(string(b), "\uFFFD"), "JSON", false
 		}

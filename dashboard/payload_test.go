@@ -44,3 +44,22 @@ func TestEventPageBoundsAPayloadThatIndentsToMuchMore(t *testing.T) {
 	mustContain(t, body, "\n    {\n      &#34;a&#34;: 1,\n")
 	mustNotContain(t, body, "JSON as stored")
 }
+
+// A JSON payload larger than the page shows (256 KiB, of up to 1 MiB) is
+// shown as JSON text, its first 256 KiB as stored, and said so: it was
+// shown as base64, unreadable.
+func TestEventPageShowsTheStartOfALargeJSONPayload(t *testing.T) {
+	st := newStore(t)
+	large := `{"items":[` + strings.TrimSuffix(strings.Repeat(`{"n":"é"},`, 40000), ",") + `]}` // about 440 KB
+	seed(t, st, event{id: "large", typ: "T", status: core.StatusDead, payload: large})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, ShowPayloads: true}))
+	code, body := c.get("/event?id=large")
+	if code != http.StatusOK {
+		t.Fatalf("GET = %d", code)
+	}
+	mustContain(t, body, `{&#34;items&#34;:[{&#34;n&#34;:&#34;é&#34;},`, "JSON as stored, first 256 KiB")
+	mustNotContain(t, body, "base64", "eyJpdGVtcyI6")
+	if len(body) > 2<<20 {
+		t.Fatalf("the page of a %d-byte payload is %d bytes", len(large), len(body))
+	}
+}
