@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -62,10 +64,38 @@ func (e *timeoutError) Unwrap() error { return e.err }
 // withQueryTimeout with d), as a *timeoutError when ctx ended by its
 // query timeout; other errors as they are.
 func timedOut(ctx context.Context, d time.Duration, err error) error {
-	if err == nil || !errors.Is(context.Cause(ctx), errQueryTimeout) || errors.As(err, new(*timeoutError)) {
+	if err == nil || errors.As(err, new(*timeoutError)) {
+		return err
+	}
+	awaitDeadline(ctx, err)
+	if !errors.Is(context.Cause(ctx), errQueryTimeout) {
 		return err
 	}
 	return &timeoutError{after: d, err: err}
+}
+
+// deadlineSlack is how far ahead of ctx's deadline a timeout of the
+// driver's may come: a dial or a read given ctx's deadline may time out
+// a moment before ctx's own timer ends ctx.
+const deadlineSlack = 100 * time.Millisecond
+
+// awaitDeadline waits for ctx to end when err is a timeout that came just
+// before ctx's deadline, so that ctx's cause tells what it was.
+func awaitDeadline(ctx context.Context, err error) {
+	dl, ok := ctx.Deadline()
+	if !ok || ctx.Err() != nil || time.Until(dl) > deadlineSlack {
+		return
+	}
+	var ne net.Error
+	if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
+		return
+	}
+	t := time.NewTimer(time.Until(dl) + deadlineSlack)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // limitedStore is a Store whose every call takes a slot.
