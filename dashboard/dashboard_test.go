@@ -82,6 +82,10 @@ func TestOverview(t *testing.T) {
 			t.Errorf("GET %s = %d", p, code)
 		}
 	}
+	// The assets are not listed.
+	if code, body := c.get("/static/"); code != http.StatusNotFound || strings.Contains(body, "app.css") {
+		t.Errorf("GET /static/ = %d, want 404 without a listing\n%s", code, body)
+	}
 }
 
 func TestOverviewFiguresAreSharedWithinStatsMaxAge(t *testing.T) {

@@ -121,6 +121,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, nil, http.StatusMethodNotAllowed, "method not allowed")
 			return
 		}
+		if strings.HasSuffix(rest, "/") {
+			h.fail(w, r, nil, http.StatusNotFound, "no such page") // no listing of the assets
+			return
+		}
 		hdr.Set("Cache-Control", "public, max-age=3600")
 		h.static.ServeHTTP(w, r)
 		return
