@@ -83,7 +83,7 @@ func TestOverview(t *testing.T) {
 		}
 	}
 	// The assets are not listed.
-	if code, body := c.get("/static/"); code != http.StatusNotFound || strings.Contains(body, "app.css") {
+	if code, body := c.get("/static/"); code != http.StatusNotFound || strings.Contains(body, `href="app.css"`) {
 		t.Errorf("GET /static/ = %d, want 404 without a listing\n%s", code, body)
 	}
 }
