@@ -231,7 +231,8 @@ messages and awaits each confirm):
               instead of the no-op listener: from the first publish until
               every row is DONE, that is until the broker acknowledged
               every event. The hot queue holds every event (HotCapacity =
-              warm-up + N, in the line's notes): with the default 1000 a
+              warm-up + N, at least 1000, in the line's notes): with the
+              default 1000 a
               relay slower than the publishers leaves the overflow to the
               poller, and the scenario would measure the poller. Dispatcher
               workers: -relay-workers (default 16: a relay waits on the broker's ack,

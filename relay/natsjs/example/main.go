@@ -22,7 +22,8 @@ import (
 )
 
 func main() {
-	url := flag.String("url", envOr("OUTBOX_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (JetStream enabled)")
+	url := flag.String("url", envOr("OUTBOX_NATS_URL", envOr("OUTBOX_TEST_NATS_URL", "nats://127.0.0.1:4222")),
+		"NATS server URL (JetStream enabled); defaults to $OUTBOX_NATS_URL, else $OUTBOX_TEST_NATS_URL")
 	n := flag.Int("n", 5, "number of events to publish")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
