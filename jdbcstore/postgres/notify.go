@@ -24,8 +24,14 @@ const (
 	// notification before it checks its connection with a ping: a
 	// connection dropped without a reset would otherwise stay silent.
 	listenHealthInterval = 30 * time.Second
-	// listenPingTimeout bounds that check and the final UNLISTEN.
+	// listenPingTimeout bounds that check, and reading the settings of the
+	// pool's connections: a network fault that left the pool's idle
+	// connections dead hangs the reset ping of the one lent, as long.
 	listenPingTimeout = 5 * time.Second
+	// listenConnectTimeout bounds connecting and the LISTEN: a dial to a
+	// blackholed server hangs until the kernel gives up on it, minutes
+	// later.
+	listenConnectTimeout = 10 * time.Second
 )
 
 // errNotPgx: the handle's connections are not pgx's database/sql
@@ -57,10 +63,15 @@ func (pgDialect) Listen(ctx context.Context, db *sqlx.DB, table string, log *slo
 			slog.String("table", table))
 		return
 	}
+	listen(ctx, &listenSettings{read: func(ctx context.Context) (*pgx.ConnConfig, error) { return connConfig(ctx, db) }}, table, log, wake)
+}
+
+// listen is Listen's loop, its connections made with settings.
+func listen(ctx context.Context, settings *listenSettings, table string, log *slog.Logger, wake func()) {
 	backoff := listenMinBackoff
 	failing := false
 	for ctx.Err() == nil {
-		err := listenOnce(ctx, db, table, wake, func() {
+		err := listenOnce(ctx, settings, table, wake, func() {
 			if failing {
 				failing = false
 				log.InfoContext(ctx, "outbox: postgres: notification listener recovered", slog.String("table", table))
@@ -114,15 +125,43 @@ func connConfig(ctx context.Context, db *sqlx.DB) (*pgx.ConnConfig, error) {
 	return cfg, err
 }
 
+// listenSettings gives the settings of each new listening connection.
+type listenSettings struct {
+	read func(ctx context.Context) (*pgx.ConnConfig, error) // connConfig
+	last *pgx.ConnConfig                                    // the last read, nil before
+}
+
+// get reads the settings afresh (a rotated password), or returns the last
+// ones read when that fails for another reason than a driver that cannot
+// listen: after a network fault the pool may lend a dead connection
+// first, whose reset ping hangs: the read takes at most
+// listenPingTimeout.
+func (s *listenSettings) get(ctx context.Context) (*pgx.ConnConfig, error) {
+	rctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+	defer cancel()
+	cfg, err := s.read(rctx)
+	switch {
+	case err == nil:
+		s.last = cfg
+		return cfg, nil
+	case errors.Is(err, errNotPgx) || s.last == nil:
+		return nil, err
+	}
+	return s.last, nil
+}
+
 // listenOnce listens on a connection of its own until it fails or ctx
 // ends; it calls listening once the LISTEN succeeded, then wake
-// (announcements made before were lost).
-func listenOnce(ctx context.Context, db *sqlx.DB, table string, wake, listening func()) error {
-	cfg, err := connConfig(ctx, db)
+// (announcements made before were lost). The connect and the LISTEN take
+// at most listenConnectTimeout.
+func listenOnce(ctx context.Context, settings *listenSettings, table string, wake, listening func()) error {
+	cfg, err := settings.get(ctx)
 	if err != nil {
 		return err
 	}
-	pc, err := pgx.ConnectConfig(ctx, cfg)
+	cctx, cancel := context.WithTimeout(ctx, listenConnectTimeout)
+	defer cancel()
+	pc, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -131,9 +170,10 @@ func listenOnce(ctx context.Context, db *sqlx.DB, table string, wake, listening 
 		defer cancel()
 		_ = pc.Close(cctx)
 	}()
-	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{table}.Sanitize()); err != nil {
+	if _, err := pc.Exec(cctx, "LISTEN "+pgx.Identifier{table}.Sanitize()); err != nil {
 		return err
 	}
+	cancel()
 	listening()
 	wake()
 	for {
