@@ -96,7 +96,9 @@ func (d *Dispatcher) releaseOrigin(ctx context.Context, o *origin) {
 	n, err := rel.ReleaseLeases(ctx, d.cfg.Owner, except)
 	switch {
 	case err != nil:
-		o.log.Warn("cannot release this node's leases of undelivered events; they are delivered after their lease expires",
+		// Rate-limited: a Close cut short releases twice (what no worker
+		// holds, then the rest), and late commits each release.
+		o.logs.release.Hit(o.log, slog.LevelWarn, "cannot release this node's leases of undelivered events; they are delivered after their lease expires",
 			slog.String("owner", d.cfg.Owner), slog.String("error", err.Error()))
 	case n > 0 || len(except) > 0:
 		o.log.Info("released this node's leases of undelivered events; any node delivers them now",

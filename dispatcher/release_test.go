@@ -3,12 +3,14 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/memstore"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/registry"
 )
 
@@ -213,4 +215,57 @@ func TestCloseDeadlineWritesPendingDone(t *testing.T) {
 	}
 	g.open()
 	h.waitStatus(hung.ID(), core.StatusDone)
+}
+
+// failingReleaser is a store whose lease release fails, as in a database
+// outage.
+type failingReleaser struct{ *memstore.Store }
+
+func (failingReleaser) ReleaseLeases(context.Context, string, []string) (int64, error) {
+	return 0, errors.New("connection refused")
+}
+
+// Close whose ctx expires during an outage releases twice (what no worker
+// holds at once, the rest when the last worker exits): both fail, and the
+// log has one WARN for them, not two identical lines.
+func TestCloseDeadlineDuringAnOutageWarnsOnce(t *testing.T) {
+	st := memstore.New(nil)
+	reg := registry.New()
+	logs := &testsupport.LogBuffer{}
+	d, err := dispatcher.New(failingReleaser{st}, reg, dispatcher.Config{Workers: 1,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGate(t)
+	started := make(chan struct{}, 1)
+	reg.RegisterFunc("Hang", func(context.Context, core.Envelope) error {
+		started <- struct{}{}
+		<-g.ch
+		return nil
+	})
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env, err := core.NewEvent("Hang").PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Insert(context.Background(), nil, env, d.HotLease(env)); err != nil {
+		t.Fatal(err)
+	}
+	if !d.EnqueueHot(env, d.HotLease(env)) {
+		t.Fatal("EnqueueHot = false")
+	}
+	recv(t, started, "the listener to start")
+	if err := d.Close(closeCtx(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+	g.open()
+	if err := d.Close(closeCtx(t, waitTimeout)); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if n := logs.Count("level=WARN", "cannot release this node's leases"); n != 1 {
+		t.Errorf("%d WARN lines about the failed release, want 1:\n%s", n, logs)
+	}
 }

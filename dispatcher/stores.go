@@ -59,7 +59,7 @@ type origin struct {
 
 // originLogs are the rate limiters of one store's recurring log lines.
 type originLogs struct {
-	drop, status, lease, stale, hung, budget, superseded, observer *ratelog.Limiter
+	drop, status, lease, stale, hung, budget, superseded, observer, release *ratelog.Limiter
 }
 
 func newOriginLogs() originLogs {
@@ -67,6 +67,7 @@ func newOriginLogs() originLogs {
 	return originLogs{
 		drop: ratelog.New(every), status: ratelog.New(every), lease: ratelog.New(every), stale: ratelog.New(every),
 		hung: ratelog.New(every), budget: ratelog.New(every), superseded: ratelog.New(every), observer: ratelog.New(every),
+		release: ratelog.New(every),
 	}
 }
 
