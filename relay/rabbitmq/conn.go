@@ -45,6 +45,12 @@ func (r *Relay) dial(ctx context.Context) (*amqp.Connection, error) {
 			return newBatchConn(c, r.cfg.ConfirmTimeout, r.blocked.Load), nil
 		},
 	})
+	if dl, ok := ctx.Deadline(); err != nil && ok && !time.Now().Before(dl) {
+		// The socket's deadline, ctx's own, may end the handshake a moment
+		// before ctx's timer ends ctx: wait for it, so the caller tells
+		// whose deadline it was.
+		<-ctx.Done()
+	}
 	if stop != nil && !stop() && err == nil {
 		// ctx ended during the handshake's last steps: the deadline we set
 		// may have broken the connection.
