@@ -269,3 +269,60 @@ func TestCloseDeadlineDuringAnOutageWarnsOnce(t *testing.T) {
 		t.Errorf("%d WARN lines about the failed release, want 1:\n%s", n, logs)
 	}
 }
+
+// RemoveStore whose ctx ends first hands back the leases of the store's
+// events still queued (no worker will run them) with the rest, keeping
+// only the running listener's: another node delivers them at once. They
+// counted as held, so their leases were kept, and another node waited a
+// whole Lease (a database moving to another node of a tenant set).
+func TestRemoveStoreDeadlineReleasesTheQueuedEvents(t *testing.T) {
+	reg := registry.New()
+	d, err := dispatcher.NewMulti(reg, dispatcher.Config{Workers: 1, HotCapacity: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGate(t)
+	started := make(chan struct{}, 1)
+	reg.RegisterFunc("Hang", func(ctx context.Context, _ core.Envelope) error {
+		started <- struct{}{}
+		select {
+		case <-g.ch:
+		case <-ctx.Done():
+		}
+		return ctx.Err()
+	})
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { g.open(); _ = d.Close(closeCtx(t, waitTimeout)) }()
+	st := memstore.New(nil)
+	q, err := d.AddStoreQueue("a", st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envs []core.Envelope
+	for i := range 6 {
+		env, err := core.NewEvent("Hang").PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Insert(context.Background(), nil, env, q.HotLease(env)); err != nil {
+			t.Fatal(err)
+		}
+		if !q.EnqueueHot(env, q.HotLease(env)) {
+			t.Fatalf("EnqueueHot %d = false", i)
+		}
+		if i == 0 {
+			recv(t, started, "the first listener to start")
+		}
+		envs = append(envs, env)
+	}
+	if err := d.RemoveStore(closeCtx(t, 50*time.Millisecond), "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("RemoveStore = %v, want DeadlineExceeded", err)
+	}
+	for i, env := range envs[1:] {
+		if r, _ := st.Get(env.ID()); r.LockedBy != "" {
+			t.Errorf("queued event %d after RemoveStore: leased to %q, want released", i+1, r.LockedBy)
+		}
+	}
+}

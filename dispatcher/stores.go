@@ -30,6 +30,9 @@ type origin struct {
 	log     *slog.Logger
 	metrics core.Metrics
 
+	// queued: the ids of its events in the hot or cold queue.
+	queued queuedSet
+
 	// freed, when set, is called after ordered events of this store
 	// finished (DONE, or DEAD under the skip policy): the next event of
 	// their keys may be claimable now. The wiring sets it to the store's
