@@ -240,6 +240,7 @@ const (
 	pollNow     pollDecision = iota // more is waiting: poll again at once
 	pollSoon                        // BacklogInterval
 	pollResting                     // Interval
+	pollKeep                        // as planned before the wake-up this poll served
 )
 
 // pollOnce is PollOnce; it also tells when to poll next. With pr (the
@@ -290,6 +291,13 @@ func (p *Poller) pollOnce(ctx context.Context, pr *probes) (res Result, next pol
 			p.rewake(id, storeWoken)
 		}
 		return res, pollSoon, err
+	}
+	if storeWoken && !(full && res.Enqueued+res.Dead > 0) {
+		// A store's own wake-up (its notification) served, and it has no
+		// more waiting: the other stores keep their turns as planned. A
+		// resting poller rests on, instead of polling every store of the
+		// set for each notification of one.
+		return res, pollKeep, err
 	}
 	switch rest, soon := p.rotation.Done(id, res.Enqueued+res.Dead, full, ids); {
 	case soon:
@@ -681,7 +689,9 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 		}
 		if time.Until(due) <= 0 || p.wakePending() {
 			res, next, err := p.pollOnce(ctx, pr)
-			due = time.Now().Add(p.pollWait(res, next, err))
+			if next != pollKeep || err != nil {
+				due = time.Now().Add(p.pollWait(res, next, err))
+			} // else the next poll stays due when it was
 		}
 		if !reapDue.IsZero() && time.Until(reapDue) <= 0 {
 			if reaping == nil || isClosed(reaping) { // else the round under way stands for this one
@@ -697,6 +707,9 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 		wait := time.Until(due)
 		if !reapDue.IsZero() {
 			wait = min(wait, time.Until(reapDue))
+		}
+		if p.wakePending() {
+			wait = 0 // a store was woken meanwhile
 		}
 		return max(wait, 0)
 	})
