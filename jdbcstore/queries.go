@@ -246,11 +246,16 @@ func buildStatements(d Dialect, table string) statements {
 		// key has finished: DONE, deleted, or DEAD under the skip policy.
 		// The subquery is a plain read (locking clauses do not reach
 		// nested subqueries), so a claimer on another node that holds the
-		// predecessor's row lock cannot make it look finished.
+		// predecessor's row lock cannot make it look finished. An
+		// unordered row (order_key NULL) matches no row in it. Written
+		// without "order_key IS NULL OR", which kept PostgreSQL from an
+		// anti-join: it checked the predecessors against a hash of every
+		// pending and DEAD row instead (1.5 M rows, 22,000 DEAD: ~200 ms a
+		// claim, against ~2 ms reading the order index per row).
 		claimable: pending + " AND available_at <= ? AND " + notRecent +
 			" AND (locked_by IS NULL OR locked_until < ? OR locked_by = ?)" +
-			" AND (" + t + ".order_key IS NULL OR NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = " + t + ".order_key" +
-			" AND p.order_seq = " + t + ".order_seq - 1 AND " + holdsKey("p.") + "))",
+			" AND NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = " + t + ".order_key" +
+			" AND p.order_seq = " + t + ".order_seq - 1 AND " + holdsKey("p.") + ")",
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
 		oldestPending: "SELECT " + timeExpr(d, "MIN(created_at)") + " FROM " + t + " WHERE " + pending,
