@@ -168,3 +168,47 @@ func TestFailedNewLogsNoChange(t *testing.T) {
 		t.Errorf("a failed New logged a change:\n%s", logs)
 	}
 }
+
+// Close ends a Refresh waiting in Discover (a directory that does not
+// answer) as it ends an apply: Discover's ctx ends, and Refresh returns an
+// error matching core.ErrClosed. It stayed in Discover for as long as its
+// own ctx allowed.
+func TestCloseEndsARefreshInDiscover(t *testing.T) {
+	ctx := context.Background()
+	dbs := sqliteDatabases(t, 1)
+	discovering := make(chan struct{}, 1)
+	calls := 0
+	discover := func(ctx context.Context) ([]tenant.Database, error) {
+		if calls++; calls == 1 {
+			return dbs, nil // New's
+		}
+		discovering <- struct{}{}
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}
+	ob, err := tenant.New(ctx, tenant.Config{Discover: discover, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refreshed := make(chan error, 1)
+	go func() {
+		_, err := ob.Refresh(ctx)
+		refreshed <- err
+	}()
+	select {
+	case <-discovering:
+	case <-time.After(waitTimeout):
+		t.Fatal("Refresh never called Discover")
+	}
+	if err := ob.Close(ctx); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	select {
+	case err := <-refreshed:
+		if !errors.Is(err, core.ErrClosed) {
+			t.Errorf("the Refresh Close ended = %v, want an error matching core.ErrClosed", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Close did not end the Refresh waiting in Discover")
+	}
+}

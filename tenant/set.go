@@ -458,8 +458,15 @@ func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult
 	if discover == nil {
 		return RefreshResult{}, &core.ConfigError{Field: "Discover", Msg: "is not set: nothing to refresh"}
 	}
-	dbs, err := discoverSafely(ctx, discover)
+	// Closing the set ends a discovery under way, as it ends an apply.
+	dctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(s.closing, func() { cancel(fmt.Errorf("the tenant %s set is being closed: %w", s.what, core.ErrClosed)) })()
+	dbs, err := discoverSafely(dctx, discover)
 	if err != nil {
+		if cause := context.Cause(dctx); cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
 		return RefreshResult{}, fmt.Errorf("outbox: discover databases: %w", err)
 	}
 	return s.apply(ctx, dbs)
