@@ -433,8 +433,13 @@ func (r *Relay) Close(ctx context.Context) error {
 		case !ok:
 			deadline = time.Now().Add(closeTimeout)
 		}
-		if cerr := conn.CloseDeadline(deadline); cerr != nil && err == nil && ctx.Err() != nil {
-			err = ctx.Err() // the broker's answer did not come within ctx
+		if cerr := conn.CloseDeadline(deadline); cerr != nil && err == nil {
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				<-ctx.Done() // the socket's deadline, ctx's, may come a moment before ctx's timer
+			}
+			if ctx.Err() != nil {
+				err = ctx.Err() // the broker's answer did not come within ctx
+			}
 		}
 	}
 	wait := func(done <-chan struct{}) {
