@@ -72,10 +72,11 @@ const maxEventBytes = core.MaxPayloadBytes + core.MaxHeadersBytes
 // is left), or -1 without a limit. Before any event was seen the usual
 // size is unknown: it counts events of the largest size an event may
 // have. While nothing is held but events waiting on a timer it is at
-// least 1, since any one event is taken then, however large. The poller claims no more rows than that,
-// so it neither reads payloads it could not hold nor leases rows it
-// could not enqueue, which would stay leased to this node, out of other
-// nodes' reach, until a later claim of its own took them.
+// least 1, since any one event is taken then, however large. The poller
+// claims no more rows than that, so it neither reads payloads it could
+// not hold nor leases rows it could not enqueue, which would stay leased
+// to this node, out of other nodes' reach, until a later claim of its own
+// took them.
 func (d *Dispatcher) coldBudgetRoom() int {
 	if d.cfg.MaxHeldBytes < 0 {
 		return -1
