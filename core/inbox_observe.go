@@ -36,7 +36,7 @@ const (
 	InboxQueued
 )
 
-// String returns "transactional" or "queued".
+// String returns "transactional", "queued", or InboxMode(n) for another value.
 func (m InboxMode) String() string {
 	switch m {
 	case InboxTransactional:
@@ -116,7 +116,7 @@ const (
 )
 
 // String returns "processed", "duplicate", "failed", "retry", "dead",
-// "unhandled" or "interrupted".
+// "unhandled", "interrupted", or InboxOutcome(n) for another value.
 func (o InboxOutcome) String() string {
 	switch o {
 	case InboxProcessed:

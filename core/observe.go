@@ -56,7 +56,7 @@ const (
 	PathRetry             // an in-process retry whose delay elapsed
 )
 
-// String returns "hot", "cold" or "retry".
+// String returns "hot", "cold", "retry", or Path(n) for another value.
 func (p Path) String() string {
 	switch p {
 	case PathHot:
@@ -141,8 +141,8 @@ const (
 	OutcomeInterrupted
 )
 
-// String returns "done", "retry", "dead", "put_off", "unhandled" or
-// "interrupted".
+// String returns "done", "retry", "dead", "put_off", "unhandled",
+// "interrupted", or Outcome(n) for another value.
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeDone:

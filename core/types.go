@@ -85,7 +85,7 @@ const (
 	PayloadBytes PayloadKind = 1 // opaque bytes
 )
 
-// String returns "json" or "bytes".
+// String returns "json", "bytes", or PayloadKind(n) for another value.
 func (k PayloadKind) String() string {
 	switch k {
 	case PayloadJSON:

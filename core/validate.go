@@ -174,7 +174,6 @@ func checkTime(field string, t time.Time) error {
 	return nil
 }
 
-// checkText enforces valid UTF-8 without NUL and a maximum rune count.
 // CheckEventType reports whether an event of type t could be built: nil
 // for a type of 1..MaxEventTypeLen characters of valid UTF-8 without NUL,
 // else a *ValidationError matching ErrEmptyEventType, ErrEventTypeTooLong
@@ -187,6 +186,7 @@ func CheckEventType(t string) error {
 	return checkText("event_type", t, MaxEventTypeLen, ErrEventTypeTooLong)
 }
 
+// checkText enforces valid UTF-8 without NUL and a maximum rune count.
 func checkText(field, s string, max int, tooLong error) error {
 	if !cleanText(s) {
 		return invalid(field, ErrInvalidText, "")

@@ -12,6 +12,7 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,7 @@ const (
 	SourceRetry               // an in-process retry whose delay elapsed
 )
 
-// String returns "hot", "cold" or "retry".
+// String returns "hot", "cold", "retry", or Source(n) for another value.
 func (s Source) String() string {
 	switch s {
 	case SourceHot:
@@ -44,7 +45,7 @@ func (s Source) String() string {
 	case SourceRetry:
 		return "retry"
 	}
-	return "unknown"
+	return fmt.Sprintf("Source(%d)", int(s))
 }
 
 type item struct {

@@ -646,7 +646,7 @@ func TestListenersRunInOrderAndFirstErrorStops(t *testing.T) {
 
 func TestSourceString(t *testing.T) {
 	for s, want := range map[dispatcher.Source]string{
-		dispatcher.SourceHot: "hot", dispatcher.SourceCold: "cold", dispatcher.SourceRetry: "retry", dispatcher.Source(99): "unknown",
+		dispatcher.SourceHot: "hot", dispatcher.SourceCold: "cold", dispatcher.SourceRetry: "retry", dispatcher.Source(99): "Source(99)",
 	} {
 		if got := s.String(); got != want {
 			t.Errorf("Source(%d).String() = %q, want %q", s, got, want)

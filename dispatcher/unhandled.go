@@ -33,7 +33,8 @@ const (
 	UnhandledDead
 )
 
-// String returns "done", "leave" or "dead".
+// String returns "done", "leave", "dead", or UnhandledPolicy(n) for another
+// value.
 func (p UnhandledPolicy) String() string {
 	switch p {
 	case UnhandledDone:

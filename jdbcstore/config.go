@@ -41,8 +41,11 @@ type Config struct {
 	// Dialect selects the SQL dialect. Defaults to the dialect registered
 	// (see [Register]) for db.DriverName(): "sqlite3" once the program
 	// imports jdbcstore/sqlite, "mysql" once it imports jdbcstore/mysql.
-	// Without one, New fails with a *core.ConfigError for this field
-	// that wraps both core.ErrInvalidConfig and [ErrUnsupportedDriver].
+	// When that name has none (a handle named after another driver), the
+	// dialect registered for the driver the handle really uses is taken
+	// (detected from its driver.Driver). Without either, New fails with a
+	// *core.ConfigError for this field that wraps both
+	// core.ErrInvalidConfig and [ErrUnsupportedDriver].
 	// A nil value of a type (a nil *T) is refused.
 	Dialect Dialect
 	// Table is the outbox table name. It must match
