@@ -229,7 +229,8 @@ type IndexChecker interface {
 }
 
 // DeadTypeHinter is implemented by dialects whose planner may read a
-// dead-letter list filtered by event type along the primary key, in id
+// dead-letter list filtered by event type (or tenant, or time: the store
+// uses the hint for those too) along the primary key, in id
 // order, until it has found a page of matches (MySQL/MariaDB: with DEAD
 // rows of that type rare or absent, most of the table). DeadTypeHint
 // returns the index that finds the DEAD rows of a type (its name and the

@@ -268,7 +268,12 @@ func (s *Store) deadPageQuery(cols string, f DeadFilter, after string, limit int
 		// is in id order.
 		from += " INDEXED BY " + s.dialect.QuoteIdent(deadIndex(s.table))
 	}
-	if hint := s.deadTypeHint.Load(); hint != nil && f.EventType != "" {
+	// A filter of type, tenant or time on MySQL/MariaDB: the DEAD range of
+	// the hinted index, not the primary key walked until a page of matches
+	// (a tenant without DEAD rows walked the whole table: 2.6 s on 1.5 M
+	// rows). Ids alone are read by primary key.
+	narrow := f.EventType != "" || len(f.IDs) == 0 && (f.TenantID != "" || !f.From.IsZero() || !f.To.IsZero())
+	if hint := s.deadTypeHint.Load(); hint != nil && narrow {
 		from += " " + *hint
 	}
 	q := sqlx.Rebind(s.dialect.BindType(), "SELECT "+cols+" FROM "+from+

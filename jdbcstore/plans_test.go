@@ -180,6 +180,8 @@ func checkPlans(t *testing.T, p planDB) {
 		t.Fatal(err)
 	}
 	listByType, listByTypeArgs := jdbcstore.ListDeadQuery(p.st, noDead, "", 100)
+	listByTenant, listByTenantArgs := jdbcstore.ListDeadQuery(p.st, jdbcstore.DeadFilter{TenantID: "TenantWithoutDeadRows"}, "", 100)
+	listByTime, listByTimeArgs := jdbcstore.ListDeadQuery(p.st, jdbcstore.DeadFilter{From: now.Add(-time.Minute)}, "", 100)
 	counts, deadByType := q["countByStatus"], q["deadByType"]
 	// The counts read each status's index range; with a partial index of
 	// the finished rows the pending ones are counted on the pending index
@@ -223,6 +225,9 @@ func checkPlans(t *testing.T, p planDB) {
 		// Not the primary key in id order: with no DEAD row of the type
 		// that reads the whole table.
 		{"dead list by type", listByType, listByTypeArgs, "dead"},
+		// Nor for a tenant or a time range: their DEAD rows are few.
+		{"dead list by tenant", listByTenant, listByTenantArgs, "dead"},
+		{"dead list by time", listByTime, listByTimeArgs, "dead"},
 		{"purge: page", q["purgePage"], []any{1, d.EncodeTime(time.Unix(0, 0)), old, 500}, "done"},
 		{"purge: count", q["purgeCount"], []any{1, old}, purgeCountIndex},
 		{"purge: delete", q["purgeDelete3"], []any{"a", "b", "c", 1, old}, "pk"},

@@ -271,7 +271,8 @@ func (mysqlDialect) HasIndex(ctx context.Context, db sqlx.QueryerContext, table,
 }
 
 // DeadTypeHint implements jdbcstore.DeadTypeHinter: a dead-letter list
-// filtered by type reads the DEAD rows of the type from idx_status_done
+// filtered by type (or by tenant or time, which the store hints alike)
+// reads the DEAD rows of the type from idx_status_done
 // (status, done_at, event_type) and sorts that page's candidates, instead
 // of walking the primary key until it has found a page of matches (1,000,000
 // rows, 10,000 DEAD over 20 types: ~37 against ~2 ms; a type without
