@@ -364,7 +364,6 @@ func (d *Dispatcher) enqueueHot(o *origin, env core.Envelope, lease core.Lease) 
 	}
 	// Sent even should the count panic (a Metrics of the user's): the
 	// place is taken, the event held.
-	o.queued.add(env.ID())
 	defer func() { d.hot <- it }()
 	o.metrics.HotEnqueued()
 	return true
@@ -407,7 +406,6 @@ func (d *Dispatcher) offerCold(it item, count bool) bool {
 	if count {
 		it.src.metrics.ColdEnqueued()
 	}
-	it.src.queued.add(it.env.ID())
 	d.cold <- it // cannot block: only senders fill it, and they hold coldMu
 	return true
 }
@@ -596,10 +594,8 @@ func (d *Dispatcher) discard() int {
 		select {
 		case it := <-d.hot:
 			d.hotWaiting.Add(-1)
-			it.src.queued.remove(it.env.ID())
 			d.release(it)
 		case it := <-d.cold:
-			it.src.queued.remove(it.env.ID())
 			d.release(it)
 		default:
 			return n

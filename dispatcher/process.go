@@ -37,7 +37,6 @@ var errSuperseded = errors.New("outbox: the event was taken again after InFlight
 // hung past its timeout: a replacement worker has taken over and the
 // calling worker must exit.
 func (d *Dispatcher) process(it item) bool {
-	it.src.queued.remove(it.env.ID())       // taken off a queue
 	if it.src.work.Context().Err() != nil { // Close's deadline passed, or the store was removed: leave the row as it is
 		d.release(it)
 		return true

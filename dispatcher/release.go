@@ -13,15 +13,11 @@ import (
 // release is skipped: the leases expire as they would without it.
 const maxReleaseExcept = 4096
 
-// heldIDs returns the ids of o's events still held in the tracker but
-// for those waiting in a queue: their leases may go (Close empties the
-// queues first; a store RemoveStore gave up on has its queued events
-// dropped by the workers, unrun).
+// heldIDs returns the ids of o's events still held in the tracker.
 func (d *Dispatcher) heldIDs(o *origin) []string {
-	queued := o.queued.snapshot()
 	var ids []string
 	d.tracker.Each(func(key string) {
-		if id, ok := o.eventID(key); ok && queued[id] == 0 {
+		if id, ok := o.eventID(key); ok {
 			ids = append(ids, id)
 		}
 	})

@@ -295,12 +295,18 @@ func TestRemoveStoreDeadlineReleasesTheQueuedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { g.open(); _ = d.Close(closeCtx(t, waitTimeout)) }()
-	st := memstore.New(nil)
+	st, stB := memstore.New(nil), memstore.New(nil)
 	q, err := d.AddStoreQueue("a", st)
 	if err != nil {
 		t.Fatal(err)
 	}
+	qb, err := d.AddStoreQueue("b", stB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.RegisterFunc("Ok", func(context.Context, core.Envelope) error { return nil })
 	var envs []core.Envelope
+	var other core.Envelope
 	for i := range 6 {
 		env, err := core.NewEvent("Hang").PayloadJSONString(`{}`).Build()
 		if err != nil {
@@ -315,6 +321,9 @@ func TestRemoveStoreDeadlineReleasesTheQueuedEvents(t *testing.T) {
 		if i == 0 {
 			recv(t, started, "the first listener to start")
 		}
+		if i == 2 { // another store's event, queued among a's
+			other = insertAndEnqueue(t, stB, qb)
+		}
 		envs = append(envs, env)
 	}
 	if err := d.RemoveStore(closeCtx(t, 50*time.Millisecond), "a"); !errors.Is(err, context.DeadlineExceeded) {
@@ -325,4 +334,26 @@ func TestRemoveStoreDeadlineReleasesTheQueuedEvents(t *testing.T) {
 			t.Errorf("queued event %d after RemoveStore: leased to %q, want released", i+1, r.LockedBy)
 		}
 	}
+	// The other store's event stayed queued and is delivered.
+	testsupport.WaitFor(t, waitTimeout, "store b's event to be DONE", func() bool {
+		r, _ := stB.Get(other.ID())
+		return r.Status == core.StatusDone
+	}, nil)
+}
+
+// insertAndEnqueue stores an "Ok" event in st as its publisher would and
+// hands it to q's hot queue.
+func insertAndEnqueue(t *testing.T, st *memstore.Store, q *dispatcher.StoreQueue) core.Envelope {
+	t.Helper()
+	env, err := core.NewEvent("Ok").PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Insert(context.Background(), nil, env, q.HotLease(env)); err != nil {
+		t.Fatal(err)
+	}
+	if !q.EnqueueHot(env, q.HotLease(env)) {
+		t.Fatal("EnqueueHot = false")
+	}
+	return env
 }

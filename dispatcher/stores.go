@@ -30,9 +30,6 @@ type origin struct {
 	log     *slog.Logger
 	metrics core.Metrics
 
-	// queued: the ids of its events in the hot or cold queue.
-	queued queuedSet
-
 	// freed, when set, is called after ordered events of this store
 	// finished (DONE, or DEAD under the skip policy): the next event of
 	// their keys may be claimable now. The wiring sets it to the store's
@@ -345,6 +342,12 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	o.work.Close()
 	d.cancelRetries(o)
 	held, err := o.work.Drain(ctx)
+	if err != nil {
+		// No worker will run the store's events still queued (its work
+		// context is cancelled): they are not held, as Close empties the
+		// queues before it releases.
+		d.dropQueued(o)
+	}
 	// Hand back the leases of the store's events this dispatcher did not
 	// deliver, except those of listeners still running.
 	d.releaseOrigin(ctx, o)
@@ -355,6 +358,36 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	}
 	d.stores.Forget(id, o)
 	return nil
+}
+
+// dropQueued takes o's events off the hot and cold queues and releases
+// them; the other stores' events go back in the order they were in.
+// Hand-offs wait meanwhile (intakeMu), so putting those back cannot block.
+func (d *Dispatcher) dropQueued(o *origin) {
+	d.intakeMu.Lock()
+	defer d.intakeMu.Unlock()
+	for _, q := range []chan item{d.hot, d.cold} {
+		var keep []item
+	take:
+		for {
+			select {
+			case it := <-q:
+				if it.src != o {
+					keep = append(keep, it) // still counted in hotWaiting
+					continue
+				}
+				if q == d.hot {
+					d.hotWaiting.Add(-1)
+				}
+				d.release(it)
+			default:
+				break take
+			}
+		}
+		for _, it := range keep {
+			q <- it
+		}
+	}
 }
 
 // Stores returns the identifiers of the stores added with AddStore and not
