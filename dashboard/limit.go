@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/deadline"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -82,19 +83,9 @@ const deadlineSlack = 100 * time.Millisecond
 // awaitDeadline waits for ctx to end when err is a timeout that came just
 // before ctx's deadline, so that ctx's cause tells what it was.
 func awaitDeadline(ctx context.Context, err error) {
-	dl, ok := ctx.Deadline()
-	if !ok || ctx.Err() != nil || time.Until(dl) > deadlineSlack {
-		return
-	}
 	var ne net.Error
-	if !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
-		return
-	}
-	t := time.NewTimer(time.Until(dl) + deadlineSlack)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		deadline.Settle(ctx, deadlineSlack)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outbox-go/outbox/internal/deadline"
 )
 
 // dial opens a connection: Config.Dial, or URL with DialTimeout bounding
@@ -45,11 +47,11 @@ func (r *Relay) dial(ctx context.Context) (*amqp.Connection, error) {
 			return newBatchConn(c, r.cfg.ConfirmTimeout, r.blocked.Load), nil
 		},
 	})
-	if dl, ok := ctx.Deadline(); err != nil && ok && !time.Now().Before(dl) {
+	if err != nil {
 		// The socket's deadline, ctx's own, may end the handshake a moment
 		// before ctx's timer ends ctx: wait for it, so the caller tells
 		// whose deadline it was.
-		<-ctx.Done()
+		deadline.Settle(ctx, 0)
 	}
 	if stop != nil && !stop() && err == nil {
 		// ctx ended during the handshake's last steps: the deadline we set

@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/deadline"
 	"github.com/outbox-go/outbox/relay"
 )
 
@@ -426,17 +427,15 @@ func (r *Relay) Close(ctx context.Context) error {
 	r.conn, r.connErr = nil, core.ErrClosed
 	r.mu.Unlock()
 	if conn != nil {
-		deadline, ok := ctx.Deadline()
+		closeBy, ok := ctx.Deadline()
 		switch {
 		case ctx.Err() != nil:
-			deadline = time.Now() // the caller gave up: no handshake
+			closeBy = time.Now() // the caller gave up: no handshake
 		case !ok:
-			deadline = time.Now().Add(closeTimeout)
+			closeBy = time.Now().Add(closeTimeout)
 		}
-		if cerr := conn.CloseDeadline(deadline); cerr != nil && err == nil {
-			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-				<-ctx.Done() // the socket's deadline, ctx's, may come a moment before ctx's timer
-			}
+		if cerr := conn.CloseDeadline(closeBy); cerr != nil && err == nil {
+			deadline.Settle(ctx, 0) // the socket's deadline, ctx's, may come a moment before ctx's timer
 			if ctx.Err() != nil {
 				err = ctx.Err() // the broker's answer did not come within ctx
 			}
