@@ -90,3 +90,23 @@ func TestMayRollBackEveryOffset(t *testing.T) {
 		}
 	}
 }
+
+// containsFoldASCII reports whether s contains word, written in lower-case
+// ASCII letters, in any mix of ASCII upper and lower case: the plain
+// scan that mayRollBack's tests check it against.
+func containsFoldASCII(s, word string) bool {
+	n := len(word)
+	for i := 0; i+n <= len(s); i++ {
+		if s[i]|0x20 != word[0] {
+			continue
+		}
+		j := 1
+		for j < n && s[i+j]|0x20 == word[j] {
+			j++
+		}
+		if j == n {
+			return true
+		}
+	}
+	return false
+}

@@ -138,7 +138,12 @@ func (t *Tx) watchRollback(q string) {
 
 // mayRollBack reports whether q holds "rollback" or "abort" in any ASCII
 // case. Both words have a 'b' (rare in SQL), which strings.IndexByte finds
-// many bytes at a time: each one found is checked as the b of either.
+// many bytes at a time: each one found is checked as the b of either. It
+// allocates nothing: every statement of a managed transaction passes
+// through it (strings.ToLower would copy the statement, and
+// strings.EqualFold at every offset took as long as SQLite's INSERT
+// itself). SQL keywords are ASCII, so Unicode folding (the Kelvin sign as
+// a "k") is not wanted.
 func mayRollBack(q string) bool {
 	for _, b := range [2]byte{'b', 'B'} {
 		for i := strings.IndexByte(q, b); i >= 0; {
@@ -167,31 +172,6 @@ func hasFoldASCII(s, word string) bool {
 		}
 	}
 	return true
-}
-
-// containsFoldASCII reports whether s contains word, written in lower-case
-// ASCII letters, in any mix of ASCII upper and lower case. It reads each
-// byte of s about once and allocates nothing: every statement of a
-// managed transaction passes through it, so it runs inside the
-// transaction's locks (strings.ToLower would copy the statement, and
-// strings.EqualFold at every offset took as long as SQLite's INSERT
-// itself). SQL keywords are ASCII, so Unicode folding (the Kelvin sign
-// as a "k") is not wanted.
-func containsFoldASCII(s, word string) bool {
-	n := len(word)
-	for i := 0; i+n <= len(s); i++ {
-		if s[i]|0x20 != word[0] {
-			continue
-		}
-		j := 1
-		for j < n && s[i+j]|0x20 == word[j] {
-			j++
-		}
-		if j == n {
-			return true
-		}
-	}
-	return false
 }
 
 // QueryContext runs a query on the transaction. An error met while reading
