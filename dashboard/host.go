@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/outbox-go/outbox/internal/hostname"
 )
 
 // hostPort is an entry of Config.AllowedHosts, or the Host of a request:
@@ -97,23 +99,10 @@ func checkAllowedHost(h string) (hostPort, error) {
 	if err != nil {
 		return hp, fmt.Errorf("%q: %v", trunc(80, h), err)
 	}
-	if _, err := netip.ParseAddr(hp.name); err != nil && endsInNumber(hp.name) {
+	if _, err := netip.ParseAddr(hp.name); err != nil && hostname.EndsInNumber(hp.name) {
 		return hp, fmt.Errorf("%q: a browser reads a name ending in a number as an IPv4 address, and sends it in dotted-decimal form (127.0.0.1): write it so, or as a name", trunc(80, h))
 	}
 	return hp, nil
-}
-
-// endsInNumber reports whether the last label of name is a number as the
-// URL standard reads one (decimal digits, or 0x and hex digits): browsers
-// then parse the whole host as an IPv4 address, so a Host header never
-// carries such a name as written.
-func endsInNumber(name string) bool {
-	name = strings.TrimSuffix(name, ".")
-	last := name[strings.LastIndexByte(name, '.')+1:]
-	if hex, ok := strings.CutPrefix(last, "0x"); ok {
-		return strings.Trim(hex, "0123456789abcdef") == ""
-	}
-	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // hostCheck refuses the requests whose Host is not among allowed with

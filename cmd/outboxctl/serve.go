@@ -18,6 +18,7 @@ import (
 
 	"github.com/outbox-go/outbox/dashboard"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/hostname"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
@@ -164,9 +165,8 @@ func allowedHosts(addr string, origins, extra []string) ([]string, error) {
 	add("[::1]")
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		ip := net.ParseIP(host)
-		last := host[strings.LastIndexByte(host, '.')+1:]
 		switch {
-		case ip == nil && last != "" && strings.Trim(last, "0123456789") == "":
+		case ip == nil && hostname.EndsInNumber(host):
 			// No address (256.0.0.1), and no name a browser sends: listening
 			// on it fails, saying so.
 		case ip == nil || !ip.IsUnspecified():
