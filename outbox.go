@@ -180,9 +180,9 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 		}
 		o.notify = notify.New(store, o.poller.Wake, cfg.Logger)
 		// The next event of an ordered key is claimed as soon as its
-		// predecessor finished, not at the next poll.
-		handoff.OnKeyFreed(disp, "", handoff.Successors(o.poller, ""))
-		handoff.OnPutOff(disp, "", handoff.WakeAt(o.poller, "")) // put-off events come back when due
+		// predecessor finished, and a put-off event when it comes due,
+		// not at the next poll.
+		handoff.Link(disp, o.poller, "")
 	}
 	if cfg.EnableCleanup {
 		if o.cleaner, err = cleanup.New(store, cfg.Cleanup); err != nil {

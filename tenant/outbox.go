@@ -321,9 +321,7 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 		id := d.ID
 		wake := func() { handoff.WakeStore(o.poller, id) }
 		o.listeners.add(id, notify.New(store, wake, log))
-		handoff.OnKeyFreed(o.dispatcher, id, handoff.Successors(o.poller, id)) // ordered keys move on at once
-		handoff.OnPutOff(o.dispatcher, id, handoff.WakeAt(o.poller, id))       // put-off events come back when due
-
+		handoff.Link(o.dispatcher, o.poller, id) // ordered keys move on, put-off events come back, when due
 	}
 	return t, nil
 }

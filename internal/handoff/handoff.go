@@ -144,3 +144,12 @@ var OnPutOff func(d any, id string, fn func(at time.Time))
 // wake-up). It never blocks. Package poller sets it when it is
 // initialized.
 var WakeAt func(p any, id string) func(at time.Time)
+
+// Link has the dispatcher d tell the poller p when store id has rows to
+// claim before p's next poll: the next events of ordered keys whose
+// predecessors finished (OnKeyFreed, Successors), and events put off
+// coming due (OnPutOff, WakeAt).
+func Link(d, p any, id string) {
+	OnKeyFreed(d, id, Successors(p, id))
+	OnPutOff(d, id, WakeAt(p, id))
+}
