@@ -283,11 +283,14 @@ func TestFailingStoreIsProbedBesideTheLoop(t *testing.T) {
 	}
 }
 
-// startPolling runs a dispatcher and a poller of several stores (cfg
-// with a discarding Logger) over stores until t ends.
+// startPolling runs a dispatcher and a poller of several stores over
+// stores until t ends, both logging to cfg.Logger (discarded when nil).
 func startPolling(t *testing.T, cfg poller.Config, stores map[string]*memstore.Store) {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	d, err := dispatcher.NewMulti(registry.New(), dispatcher.Config{Workers: 1, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -320,15 +323,6 @@ func startPolling(t *testing.T, cfg poller.Config, stores map[string]*memstore.S
 // named its store only inside the error text.
 func TestFailingReapIsLoggedOncePerIncident(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
-	d, err := dispatcher.NewMulti(registry.New(), dispatcher.Config{Workers: 1, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
-	p, err := poller.NewMulti(poller.Config{Interval: time.Hour, ReapInterval: 2 * time.Millisecond, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var reaps atomic.Int32
 	var failing atomic.Bool
 	failing.Store(true)
@@ -342,22 +336,8 @@ func TestFailingReapIsLoggedOncePerIncident(t *testing.T) {
 		}
 		return nil
 	}
-	for _, id := range []string{"s1", "s2"} {
-		s := st
-		if id == "s2" {
-			s = memstore.New(nil)
-		}
-		if err := d.AddStore(id, s); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Add(id, s, d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	startPolling(t, poller.Config{Interval: time.Hour, ReapInterval: 2 * time.Millisecond, Logger: logger},
+		map[string]*memstore.Store{"s1": st, "s2": memstore.New(nil)})
 	testsupport.WaitFor(t, waitTimeout, "5 failed reaps", func() bool { return reaps.Load() >= 5 }, nil)
 	if n := logs.Count("level=WARN", "reaping expired leases failed", "store=s1"); n != 1 || logs.Count("level=WARN") != 1 {
 		t.Fatalf("want one WARN naming store s1 for 5 failed reaps:\n%s", logs)
