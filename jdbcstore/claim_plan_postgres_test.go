@@ -18,7 +18,7 @@ import (
 // predecessors against a hash of every pending and DEAD row (a scan of
 // them per claim: ~200 ms on 1.5 M rows, 22,000 DEAD, against ~2 ms).
 func TestClaimPlanProbesTheOrderIndexPostgres(t *testing.T) {
-	st := appliedStore(t, testdb.Postgres(t), pgdialect.Dialect)
+	st, _ := storeWithSchema(t, testdb.Postgres(t), pgdialect.Dialect)
 	tbl := st.Table()
 	// 60,000 rows over 90 days: DONE, 1 in 67 DEAD, the last 3,000
 	// pending; 1 in 10 ordered, over 1,000 keys.

@@ -70,7 +70,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		})
 	})
 	t.Run("MySQL", func(t *testing.T) {
-		st := appliedStore(t, testdb.MySQL(t), mysqldialect.Dialect)
+		st, _ := storeWithSchema(t, testdb.MySQL(t), mysqldialect.Dialect)
 		checkPlans(t, planDB{kind: historyseed.MySQL, db: st.DB(), st: st,
 			idx: map[string]string{"pending": "idx_status_available", "status": "idx_status_available",
 				"done": "idx_status_done", "dead": "idx_status_done", "order": "idx_order", "pk": "PRIMARY"},
@@ -90,7 +90,7 @@ func TestPlansUseIndexes(t *testing.T) {
 		})
 	})
 	t.Run("PostgreSQL", func(t *testing.T) {
-		st := appliedStore(t, testdb.Postgres(t), pgdialect.Dialect)
+		st, _ := storeWithSchema(t, testdb.Postgres(t), pgdialect.Dialect)
 		tbl := st.Table()
 		checkPlans(t, planDB{kind: historyseed.Postgres, db: st.DB(), st: st,
 			idx: map[string]string{"pending": tbl + "_pending_idx", "status": tbl + "_status_done_idx",
@@ -103,19 +103,6 @@ func TestPlansUseIndexes(t *testing.T) {
 			fullScan: regexp.MustCompile(`Seq Scan on ` + tbl + `\b`).MatchString,
 		})
 	})
-}
-
-// appliedStore returns a store of dialect d on db, its schema applied.
-func appliedStore(t *testing.T, db *sqlx.DB, d jdbcstore.Dialect) *jdbcstore.Store {
-	t.Helper()
-	st, err := jdbcstore.New(db, jdbcstore.Config{Dialect: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.ApplySchema(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 // explainRows runs an EXPLAIN and renders each row with line.
