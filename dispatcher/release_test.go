@@ -247,16 +247,7 @@ func TestCloseDeadlineDuringAnOutageWarnsOnce(t *testing.T) {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	env, err := core.NewEvent("Hang").PayloadJSONString(`{}`).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Insert(context.Background(), nil, env, d.HotLease(env)); err != nil {
-		t.Fatal(err)
-	}
-	if !d.EnqueueHot(env, d.HotLease(env)) {
-		t.Fatal("EnqueueHot = false")
-	}
+	insertAndEnqueue(t, st, d, "Hang")
 	recv(t, started, "the listener to start")
 	if err := d.Close(closeCtx(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close = %v, want DeadlineExceeded", err)
@@ -308,21 +299,12 @@ func TestRemoveStoreDeadlineReleasesTheQueuedEvents(t *testing.T) {
 	var envs []core.Envelope
 	var other core.Envelope
 	for i := range 6 {
-		env, err := core.NewEvent("Hang").PayloadJSONString(`{}`).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Insert(context.Background(), nil, env, q.HotLease(env)); err != nil {
-			t.Fatal(err)
-		}
-		if !q.EnqueueHot(env, q.HotLease(env)) {
-			t.Fatalf("EnqueueHot %d = false", i)
-		}
+		env := insertAndEnqueue(t, st, q, "Hang")
 		if i == 0 {
 			recv(t, started, "the first listener to start")
 		}
 		if i == 2 { // another store's event, queued among a's
-			other = insertAndEnqueue(t, stB, qb)
+			other = insertAndEnqueue(t, stB, qb, "Ok")
 		}
 		envs = append(envs, env)
 	}
@@ -341,11 +323,18 @@ func TestRemoveStoreDeadlineReleasesTheQueuedEvents(t *testing.T) {
 	}, nil)
 }
 
-// insertAndEnqueue stores an "Ok" event in st as its publisher would and
-// hands it to q's hot queue.
-func insertAndEnqueue(t *testing.T, st *memstore.Store, q *dispatcher.StoreQueue) core.Envelope {
+// hotQueue is a store's intake: a *dispatcher.StoreQueue, or a
+// *dispatcher.Dispatcher for the store given to New.
+type hotQueue interface {
+	HotLease(core.Envelope) core.Lease
+	EnqueueHot(core.Envelope, core.Lease) bool
+}
+
+// insertAndEnqueue stores an event of eventType in st as its publisher
+// would and hands it to q's hot queue.
+func insertAndEnqueue(t *testing.T, st *memstore.Store, q hotQueue, eventType string) core.Envelope {
 	t.Helper()
-	env, err := core.NewEvent("Ok").PayloadJSONString(`{}`).Build()
+	env, err := core.NewEvent(eventType).PayloadJSONString(`{}`).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
