@@ -657,8 +657,9 @@ func (p *Poller) Close(ctx context.Context) error {
 
 func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 	var (
-		due     time.Time // when the next poll is due (zero: at once)
-		reapDue time.Time // when the next reaping is due (zero: never)
+		due       time.Time // when the next poll is due (zero: at once), wake-ups aside
+		reapDue   time.Time // when the next reaping is due (zero: never)
+		queueFull bool      // the last poll found the cold queue full
 	)
 	if p.cfg.ReapInterval > 0 {
 		reapDue = time.Now().Add(p.cfg.ReapInterval)
@@ -692,6 +693,7 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 			if next != pollKeep || err != nil {
 				due = time.Now().Add(p.pollWait(res, next, err))
 			} // else the next poll stays due when it was
+			queueFull = res.Full
 		}
 		if !reapDue.IsZero() && time.Until(reapDue) <= 0 {
 			if reaping == nil || isClosed(reaping) { // else the round under way stands for this one
@@ -708,8 +710,10 @@ func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
 		if !reapDue.IsZero() {
 			wait = min(wait, time.Until(reapDue))
 		}
-		if p.wakePending() {
-			wait = 0 // a store was woken meanwhile
+		if p.wakePending() && !queueFull {
+			// A wake-up waits for no schedule (due is the poll planned
+			// without it), except for room in a full queue (armRoom).
+			wait = 0
 		}
 		return max(wait, 0)
 	})
@@ -732,8 +736,6 @@ func (p *Poller) pollWait(res Result, next pollDecision, err error) time.Duratio
 		// No room: wake-ups wait too (the woken store's is kept) until
 		// the queue's room notice (armRoom), or at most BacklogInterval.
 		return p.cfg.BacklogInterval
-	case p.wakePending(): // a store was woken meanwhile, or several at once
-		return 0
 	case err != nil: // an incident: retry at the normal pace
 	case next == pollNow:
 		return 0
