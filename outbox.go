@@ -307,8 +307,10 @@ func (o *Outbox) Start(ctx context.Context) error {
 // waits for the row lock of an event a business transaction published and
 // has not committed yet, on SQLite for that transaction's write lock, so a
 // transaction left open delays Close (up to ctx, or the database's lock
-// wait timeout; PostgreSQL's release does not wait). Finish or roll back
-// the business transactions first. The release, once ctx ended, is
+// wait timeout; PostgreSQL's release does not wait). On SQLite a release
+// that gives up on that lock is not tried again: the leases then expire
+// after Dispatcher.Lease. Finish or roll back the business transactions
+// first. The release, once ctx ended, is
 // bounded by Dispatcher.StatusTimeout rather than by ctx (see
 // dispatcher.Dispatcher.Close), so Close may return that much after ctx
 // ended.
