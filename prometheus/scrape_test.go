@@ -576,3 +576,39 @@ func ruleExprs(t *testing.T, path string) []string {
 	}
 	return exprs
 }
+
+// TestDashboardVariablesFromTheStart checks that the dashboard's
+// variables find a job as soon as its outbox runs, before any poll, and
+// when it runs no poller at all (Poller.Disabled): a variable over a
+// series only a poll reports would leave such a job out of the drop-down
+// and every panel.
+func TestDashboardVariablesFromTheStart(t *testing.T) {
+	ctx := context.Background()
+	col := newCollector(t, outboxprom.Config{})
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	ob, err := outbox.New(ctx, db, outbox.Config{Metrics: col, Observer: col, DisablePoller: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, ctx, ob)
+	srv := httptest.NewServer(col.Handler())
+	defer srv.Close()
+	fams := scrape(t, srv.URL)
+	queries := dashboardExprs(t, filepath.Join("dashboards", "outbox.json"))
+	checked := 0
+	for _, q := range queries.variables {
+		for _, n := range variableMetrics(q) {
+			checked++
+			if !exposed(fams, n) {
+				t.Errorf("dashboard variable %q: %s is not exposed before the first poll", q, n)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no dashboard variable names a metric")
+	}
+}
