@@ -124,7 +124,7 @@ func (s *Store) ReapExpired(ctx context.Context, now time.Time, limit int) (int6
 	}
 	at := s.dialect.EncodeTime(now)
 	if s.q.reapNowTwice {
-		return s.exec(ctx, "reap", "", s.q.reap, at, at, limit)
+		return s.execRC(ctx, "reap", s.q.reap, at, at, limit)
 	}
-	return s.exec(ctx, "reap", "", s.q.reap, at, limit)
+	return s.execRC(ctx, "reap", s.q.reap, at, limit)
 }

@@ -423,20 +423,10 @@ func (s *inboxStore) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error
 // its message, under a live lease), which held up the reap, and with it
 // the dispatcher's claims, for as long as that transaction ran.
 func (s *inboxStore) execRC(ctx context.Context, query string, args ...any) (int64, error) {
-	opts := s.txOptions()
-	if opts == nil {
+	if s.txOptions() == nil {
 		return s.exec(ctx, query, args...)
 	}
-	var n int64
-	err := retryTx(ctx, s.shell, opts, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return n, err
+	return execCommitted(ctx, s.shell, query, args...)
 }
 
 // exec runs one autocommit write, retrying lock contention, and returns

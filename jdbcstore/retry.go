@@ -79,3 +79,25 @@ func retryTx(ctx context.Context, s *Store, opts *sql.TxOptions, fn func(tx *sql
 	})
 	return err
 }
+
+// execCommitted runs one write in a READ COMMITTED transaction of its
+// own, run again as a whole while the database reports lock contention,
+// and returns the number of rows it changed. It is for a write that
+// scans rows others may hold locked but changes only some of them (see
+// Store.execRC): under InnoDB's REPEATABLE READ such a statement locks
+// every row and gap it reads until it ends, and waits for a row a
+// business transaction holds even when it would not change it; under
+// READ COMMITTED it takes no gap lock and judges a locked row by its last
+// committed version, waiting only for rows it changes.
+func execCommitted(ctx context.Context, s *Store, query string, args ...any) (int64, error) {
+	var n int64
+	err := retryTx(ctx, s, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}

@@ -602,7 +602,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string, exceptIDs []str
 	for _, id := range exceptIDs {
 		args = append(args, id)
 	}
-	return s.exec(ctx, "release leases", "", query, args...)
+	return s.execRC(ctx, "release leases", query, args...)
 }
 
 var _ core.LeaseReleaser = (*Store)(nil)
@@ -651,6 +651,26 @@ func (s *Store) exec(ctx context.Context, op, id, query string, args ...any) (in
 	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, s.mapError(op, id, err)
+	}
+	return n, nil
+}
+
+// execRC is exec for a write that reads a range of pending rows to change
+// some of them (the reap of expired leases, a node's release of its own):
+// where rows lock it runs in a READ COMMITTED transaction of its own
+// (execCommitted), so on MySQL/MariaDB it neither takes gap locks, which
+// held up the business transactions' inserts, nor waits for a row it
+// does not change that a business transaction holds (an event it
+// published and has not committed, the event before an ordered one it
+// published), which held the statement up as long as that transaction
+// ran, and deadlocked a transaction publishing on several keys.
+func (s *Store) execRC(ctx context.Context, op, query string, args ...any) (int64, error) {
+	if !s.dialect.Capabilities().SkipLocked {
+		return s.exec(ctx, op, "", query, args...)
+	}
+	n, err := execCommitted(ctx, s, query, args...)
+	if err != nil {
+		return 0, s.mapError(op, "", err)
 	}
 	return n, nil
 }

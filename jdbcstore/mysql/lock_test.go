@@ -1,6 +1,7 @@
 package mysql_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -81,5 +82,66 @@ func TestMySQLDoneWriteLocksOnlyItsRows(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("MarkDone still waiting after the business transaction committed")
+	}
+}
+
+// The reaper and a closing node's release of its leases pass over rows a
+// business transaction holds (an event it published and has not
+// committed, the event before an ordered one it published) without
+// waiting for them: rows they do not change. Under InnoDB's REPEATABLE
+// READ, the default, both statements locked every pending row they read
+// (and the gaps between), so they waited for any open business
+// transaction that had published, and with several keys in a transaction
+// deadlocked it (Error 1213, the business transaction rolled back).
+func TestMySQLLeaseSweepsSkipRowsTheyDoNotChange(t *testing.T) {
+	db := testdb.OpenMySQL(t, testdb.MySQLConfig(t))
+	st := newMySQLStore(t, db, jdbcstore.Config{})
+	ctx := t.Context()
+	live := core.Lease{Owner: "X", Until: time.Now().Add(time.Hour)}
+	tx0 := db.MustBeginTx(ctx, nil)
+	if _, err := st.InsertOrdered(ctx, tx0, mustBuild(t, core.NewEvent("T").ID("p1").OrderKey("K").PayloadJSONString(`{}`)), live); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx0.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	expired := core.Lease{Owner: "Y", Until: time.Now().Add(-time.Minute)}
+	if err := st.Insert(ctx, db, mustBuild(t, core.NewEvent("T").ID("e1").PayloadJSONString(`{}`)), expired); err != nil {
+		t.Fatal(err)
+	}
+
+	// A business transaction, left open, publishes behind p1 on its key
+	// (reading p1 under a shared lock) and an unordered event.
+	biz := db.MustBeginTx(ctx, nil)
+	defer func() { _ = biz.Rollback() }()
+	if _, err := st.InsertOrdered(ctx, biz, mustBuild(t, core.NewEvent("T").ID("z1").OrderKey("K").PayloadJSONString(`{}`)), live); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Insert(ctx, biz, mustBuild(t, core.NewEvent("T").ID("u1").PayloadJSONString(`{}`)), live); err != nil {
+		t.Fatal(err)
+	}
+
+	sweep, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := st.ReapExpired(sweep, time.Now(), 100)
+	if err != nil || n != 1 {
+		t.Fatalf("reap beside the open transaction = %d, %v; want e1's expired lease released at once", n, err)
+	}
+	n, err = st.ReleaseLeases(sweep, "Y", nil)
+	if err != nil || n != 0 {
+		t.Fatalf("another owner's release beside the open transaction = %d, %v; want 0 at once", n, err)
+	}
+	if err := biz.Commit(); err != nil {
+		t.Fatalf("the business transaction's commit: %v", err)
+	}
+	// z1 waits behind p1, unleased (the poller delivers it in turn).
+	for id, owner := range map[string]string{"p1": "X", "z1": "", "u1": "X", "e1": ""} {
+		r, err := st.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.LockedBy != owner {
+			t.Errorf("%s is locked by %q, want %q", id, r.LockedBy, owner)
+		}
 	}
 }
