@@ -146,8 +146,9 @@ Output: one summary line on stdout,
 Exit status 1 when a check fails or a child misbehaves, 2 on bad flags.
 -duration alone runs cycles until the time is up; with -cycles it spreads
 those cycles over it (at least 50ms a child, -procs at once: a shorter
--duration is refused). The final drain comes on top (a lease, 3 s, plus the
-backlog).
+-duration is refused) and runs every one of them, the last ones past
+-duration when starting the children took part of it. The final drain
+comes on top (a lease, 3 s, plus the backlog).
 
 Flags:
 `

@@ -179,3 +179,21 @@ func TestLifeFitsDuration(t *testing.T) {
 		t.Errorf("10 cycles took %v of a 5s budget", spent)
 	}
 }
+
+// Every cycle asked for runs, however much of -duration starting the
+// children took: a run that silently killed fewer children than -cycles
+// said would check fewer crashes than it reports.
+func TestLifeRunsEveryCycle(t *testing.T) {
+	opts, err := parseFlags([]string{"-cycles", "4", "-duration", "200ms", "-seed", "7"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &torture{opts: opts, rng: newRand(opts.seed)}
+	for _, spent := range []time.Duration{150 * time.Millisecond, 200 * time.Millisecond, time.Second} {
+		for i := range opts.cycles {
+			if life := tr.life(i, spent); life < minRun {
+				t.Errorf("cycle %d of 4 after %v of 200ms: life %v, want at least %v", i, spent, life, minRun)
+			}
+		}
+	}
+}

@@ -302,11 +302,17 @@ func (t *torture) life(i int, spent time.Duration) time.Duration {
 		return uniform(o.minRun, o.maxRun)
 	}
 	left := o.duration - spent
-	if left < minRun {
-		return 0
-	}
 	if o.cycles < 0 { // as many cycles as fit
+		if left < minRun {
+			return 0
+		}
 		return min(uniform(o.minRun, o.maxRun), left)
+	}
+	// Every cycle asked for runs, each at least minRun, even when starting
+	// the children took so much of -duration that the last ones end past
+	// it.
+	if left < minRun {
+		return minRun
 	}
 	// Spread the remaining cycles over the time left: a mean share, ±50 %;
 	// -procs children run at once.
