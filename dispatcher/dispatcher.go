@@ -496,8 +496,11 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		d.intakeMu.Lock() // no hand-off between its look at closed and its send
 		d.closed.Store(true)
 		d.intakeMu.Unlock()
-		close(d.stopping)
+		// The timers' events leave the tracker before the workers are
+		// told to stop: the release after the last worker exits would
+		// otherwise find them still held, and keep their leases.
 		d.cancelRetries(nil)
+		close(d.stopping)
 		if !d.started.Load() {
 			// Never started: nothing runs, release what was queued.
 			d.hardOnce.Do(func() { close(d.hardStop); d.cancel() })

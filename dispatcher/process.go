@@ -591,6 +591,12 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 		}
 		if d.closed.Load() || it.src.work.Closed() {
 			d.release(it)
+			if d.closed.Load() {
+				// Fired as Close began, before it stopped the timers:
+				// its release may have found this event held and kept
+				// its lease.
+				d.releaseLate(it.src)
+			}
 			return
 		}
 		if !d.offerCold(it, false) {

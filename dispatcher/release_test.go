@@ -346,3 +346,32 @@ func insertAndEnqueue(t *testing.T, st *memstore.Store, q hotQueue, eventType st
 	}
 	return env
 }
+
+// Close releases the leases of events waiting on a timer (a retry, a
+// delayed event) whenever the workers exit: they left the tracker only
+// after Close had told the workers to stop, so the release after the
+// last worker exited, when it came first, kept them as in flight, and
+// another node waited a whole Lease for them. Run several times: the
+// order was a race.
+func TestCloseReleasesLeasesOfTimerEvents(t *testing.T) {
+	for round := range 10 {
+		h := newHarness(t, dispatcher.Config{Workers: 2, Retry: fixedDelay(time.Hour)})
+		h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error { return errors.New("fail") })
+		h.start()
+		var envs []core.Envelope
+		for range 20 {
+			e := h.insert("E")
+			h.mustEnqueueHot(e)
+			envs = append(envs, e)
+		}
+		h.wait("20 pending retries", func() bool { return h.d.PendingRetries() == 20 })
+		if err := h.d.Close(closeCtx(t, waitTimeout)); err != nil {
+			t.Fatalf("round %d: Close = %v", round, err)
+		}
+		for _, e := range envs {
+			if r := h.row(e.ID()); r.Status != core.StatusRetry || r.LockedBy != "" {
+				t.Fatalf("round %d: %s after Close: %v leased to %q, want RETRY and unleased", round, e.ID(), r.Status, r.LockedBy)
+			}
+		}
+	}
+}
