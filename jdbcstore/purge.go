@@ -142,7 +142,9 @@ func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Dura
 	if d.Capabilities().SingleWriter {
 		return p.singleWriter(ctx, op, st, cutoff, n)
 	}
-	lower := d.EncodeTime(time.Unix(0, 0))
+	// From year 1, not the Unix epoch: rows finished before 1970 (a
+	// clock set back, rows imported) are past any retention too.
+	lower := d.EncodeTime(time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC))
 	for {
 		if err := p.pause(ctx); err != nil {
 			return err
