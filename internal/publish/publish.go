@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -29,6 +30,10 @@ type Client struct {
 	// Observer, when set (before the first publish), sees every publish
 	// and adds its headers (the trace context) to the event.
 	Observer core.Observer
+
+	// readsPausedUntil (Unix nanoseconds): until then a hand-off after
+	// a savepoint rollback reads nothing (see gone).
+	readsPausedUntil atomic.Int64
 }
 
 // New returns a Client that inserts through store and, after commit,
@@ -180,18 +185,29 @@ func (c *Client) mayBeUndone(tx core.Tx) bool {
 
 // gone returns which of ids have no row after their transaction's commit,
 // in one read: an event whose row a rollback to a savepoint removed must
-// not reach a listener. Should the read fail it returns none: the rows
-// most likely are there (a savepoint rollback that removed one and a
-// failed read, together), and a hand-off not made would leave them to
-// the poller only after their lease.
+// not reach a listener. Should the read fail it returns every id: none is
+// handed over, and the poller, which re-takes this node's own rows at
+// once, delivers those that exist (a slower delivery, never a phantom).
+// After a failed read, hand-offs read nothing for storedTimeout and
+// return every id: the read runs on the committing goroutine after
+// COMMIT, so a database that does not answer (a table lock queued behind
+// the transaction, an outage) holds each caller up once, not once per
+// event it published.
 func (c *Client) gone(ids []string) map[string]bool {
+	out := make(map[string]bool, len(ids))
+	if time.Now().UnixNano() < c.readsPausedUntil.Load() {
+		for _, id := range ids {
+			out[id] = true
+		}
+		return out
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), storedTimeout)
 	defer cancel()
 	found, err := c.store.(statuser).Statuses(ctx, ids)
 	if err != nil {
-		return nil
+		c.readsPausedUntil.Store(time.Now().Add(storedTimeout).UnixNano())
+		found = nil
 	}
-	out := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		if _, ok := found[id]; !ok {
 			out[id] = true
