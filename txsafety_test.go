@@ -535,3 +535,36 @@ func TestNoPhantomPublishTxOnAPlainTxMariaDB(t *testing.T) {
 		})
 	}
 }
+
+// TestNoPhantomAfterAProcedureRollbackMySQL: a stored procedure whose
+// exit handler rolls the transaction back (the common DECLARE EXIT
+// HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; END) returns success, so no
+// statement failed and no statement said "rollback": the commit
+// "succeeded" on nothing and the event, whose row never existed, was
+// delivered. A CALL (or EXECUTE) runs statements txctx cannot see, so
+// the transaction is checked before commit as after a failed statement.
+func TestNoPhantomAfterAProcedureRollbackMySQL(t *testing.T) {
+	db := testdb.MySQL(t)
+	var seen atomic.Int64
+	ob, m := startOutbox(t, db, &seen)
+	ctx := context.Background()
+	db.MustExec(`CREATE TABLE acct (id INT PRIMARY KEY) ENGINE=InnoDB`)
+	db.MustExec(`INSERT INTO acct VALUES (1)`)
+	t.Cleanup(func() { _, _ = db.Exec(`DROP PROCEDURE IF EXISTS add_acct`) })
+	db.MustExec(`CREATE PROCEDURE add_acct(IN n INT)
+BEGIN
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; END;
+  INSERT INTO acct VALUES (n);
+END`)
+	var id string
+	err := ob.InTx(ctx, func(ctx context.Context) error {
+		tx, _ := txctx.From(ctx)
+		var err error
+		if id, err = ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `CALL add_acct(1)`) // a duplicate key: the handler rolls back
+		return err
+	})
+	requireAborted(t, err, ob, m, id)
+}

@@ -110,3 +110,39 @@ func containsFoldASCII(s, word string) bool {
 	}
 	return false
 }
+
+// runsUnseen finds a leading CALL or EXECUTE past white space and
+// comments, in any case, and nothing else.
+func TestRunsUnseen(t *testing.T) {
+	for q, want := range map[string]bool{
+		"CALL add_acct(1)":                     true,
+		"  call p()":                           true,
+		"Call\tp":                              true,
+		"EXECUTE stmt USING @a":                true,
+		"execute immediate @q":                 true,
+		"/* app=orders */ CALL p()":            true,
+		"-- note\nCALL p()":                    true,
+		"# note\n\texecute s":                  true,
+		"CALL":                                 true,
+		"INSERT INTO calls VALUES (1)":         false,
+		"callback()":                           false,
+		"SELECT call FROM t":                   false,
+		"UPDATE t SET x = 1 -- CALL p()":       false,
+		"executed":                             false,
+		"call_log":                             false,
+		"/* unterminated CALL p()":             false,
+		"-- only a comment, CALL p()":          false,
+		"":                                     false,
+		"SELECT 'CALL p()'":                    false,
+		"\u00a0CALL p()":                       false, // not ASCII white space
+		"DELETE FROM t WHERE kind = 'execute'": false,
+		"WITH x AS (SELECT 1) SELECT * FROM x": false,
+		"/* a */ /* b */\n-- c\n  EXECUTE s":   true,
+		"call$x":                               false,
+		"CALL`p`()":                            true,
+	} {
+		if got := runsUnseen(q); got != want {
+			t.Errorf("runsUnseen(%q) = %v, want %v", q, got, want)
+		}
+	}
+}

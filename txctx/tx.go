@@ -129,11 +129,59 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 // (PostgreSQL's ROLLBACK) in any case (a ROLLBACK TO SAVEPOINT, perhaps
 // after a comment). A false alarm costs the publishing transaction one
 // read after commit (see RowsMayBeUndone). Once noted, the statements are
-// not read again.
+// not read again. A statement that runs others out of its sight (see
+// runsUnseen) may also have rolled back, to a savepoint or the whole
+// transaction, and report success: the transaction then counts as one
+// that may have failed too (see MayHaveFailed).
 func (t *Tx) watchRollback(q string) {
 	if !t.rowsUndone.Load() && mayRollBack(q) {
 		t.rowsUndone.Store(true)
 	}
+	if !t.mayHaveFailed.Load() && runsUnseen(q) {
+		t.mayHaveFailed.Store(true)
+		t.rowsUndone.Store(true)
+	}
+}
+
+// runsUnseen reports whether q, past leading white space and comments,
+// begins with CALL or EXECUTE (in any ASCII case): a stored procedure, or
+// a prepared statement whose text this Tx never saw. On MySQL/MariaDB a
+// procedure may roll the transaction back in an exit handler (DECLARE
+// EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; END) and return success.
+// Only the statement's start is read.
+func runsUnseen(q string) bool {
+	for {
+		q = strings.TrimLeft(q, " \t\r\n\f")
+		switch {
+		case strings.HasPrefix(q, "/*"):
+			end := strings.Index(q[2:], "*/")
+			if end < 0 {
+				return false
+			}
+			q = q[2+end+2:]
+		case strings.HasPrefix(q, "--") || strings.HasPrefix(q, "#"):
+			end := strings.IndexByte(q, '\n')
+			if end < 0 {
+				return false
+			}
+			q = q[end+1:]
+		default:
+			return keyword(q, "call") || keyword(q, "execute")
+		}
+	}
+}
+
+// keyword reports whether q begins with word (lower-case ASCII) in any
+// ASCII case, followed by a byte that cannot continue an identifier.
+func keyword(q, word string) bool {
+	if !hasFoldASCII(q, word) {
+		return false
+	}
+	if len(q) == len(word) {
+		return true
+	}
+	c := q[len(word)]
+	return !(c == '_' || c == '$' || c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' || c >= 0x80)
 }
 
 // mayRollBack reports whether q holds "rollback" or "abort" in any ASCII
@@ -224,23 +272,28 @@ func (t *Tx) Sqlx() *sqlx.Tx {
 // may have failed unseen: the raw transaction was taken with [Tx.SQL] or
 // [Tx.Sqlx], the transaction was adopted (its owner holds the raw one), or
 // a query ran through [Tx.QueryContext] or [Tx.QueryRowContext] (an error
-// while reading its rows is not seen here). It implements [core.StatementWatcher]. On MySQL and MariaDB
+// while reading its rows is not seen here), or a statement beginning with
+// CALL or EXECUTE ran (a stored procedure, which may roll the transaction
+// back in an exit handler and return success, or a prepared statement
+// whose text this Tx never saw). It implements [core.StatementWatcher]. On MySQL and MariaDB
 // the outbox store checks before commit that the database did not roll the
-// transaction back on its own, which it only does in answer to a failing
-// statement; a transaction for which MayHaveFailed is false skips that
-// check and its round trip.
+// transaction back on its own, or in a procedure, which it only does in
+// answer to such statements; a transaction for which MayHaveFailed is
+// false skips that check and its round trip.
 func (t *Tx) MayHaveFailed() bool { return t.mayHaveFailed.Load() }
 
 // RowsMayBeUndone reports whether a row written in the transaction may
 // have been removed before commit by a rollback to a savepoint (or of
 // the whole transaction, which PostgreSQL's COMMIT then only warns
 // about): a statement holding "rollback" (ROLLBACK TO SAVEPOINT) or
-// "abort" (PostgreSQL's ABORT) ran through
+// "abort" (PostgreSQL's ABORT), or beginning with CALL or EXECUTE (see
+// [Tx.MayHaveFailed]), ran through
 // [Tx.ExecContext], [Tx.QueryContext] or [Tx.QueryRowContext], the raw
 // transaction was taken with [Tx.SQL] or [Tx.Sqlx], or the transaction was
 // adopted. It implements [core.SavepointWatcher]: the outbox then reads
 // after commit which of the transaction's events are stored, one query,
-// and delivers only those.
+// and delivers only those (none, should that read fail: the poller
+// delivers those that are stored).
 func (t *Tx) RowsMayBeUndone() bool { return t.rowsUndone.Load() }
 
 // Database returns the database the transaction belongs to: the Manager's
