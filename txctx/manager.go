@@ -32,7 +32,9 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithTxOptions sets the isolation level and read-only flag of the
 // transactions begun by [Manager.Do]. Defaults to nil (the driver's
-// defaults).
+// defaults). What the driver does with them is the driver's: MySQL,
+// MariaDB and PostgreSQL enforce ReadOnly, but mattn/go-sqlite3 ignores
+// it (writes, and Publish, still commit).
 func WithTxOptions(txOpts *sql.TxOptions) Option {
 	return func(o *options) { o.TxOptions = txOpts }
 }
