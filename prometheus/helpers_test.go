@@ -2,14 +2,18 @@ package prometheus_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	prom "github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/outbox-go/outbox"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	outboxprom "github.com/outbox-go/outbox/prometheus"
 )
 
@@ -122,6 +126,18 @@ func family(t testing.TB, g prom.Gatherer, name string) *dto.MetricFamily {
 		}
 	}
 	return nil
+}
+
+// sqliteDB opens a SQLite database named name in t's temporary directory,
+// closed when t ends.
+func sqliteDB(t testing.TB, name string) *sqlx.DB {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 // start starts ob and closes it (within 30 s) in t's Cleanup.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
-	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	outboxprom "github.com/outbox-go/outbox/prometheus"
 )
 
@@ -262,11 +260,7 @@ func TestInboxConcurrent(t *testing.T) {
 func TestInboxRealTransactional(t *testing.T) {
 	ctx := context.Background()
 	col := newCollector(t, outboxprom.Config{})
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "inbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := sqliteDB(t, "inbox.db")
 	in, err := inbox.New(ctx, db, inbox.Config{Observer: col})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package prometheus_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/testsupport"
-	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/poller"
 	outboxprom "github.com/outbox-go/outbox/prometheus"
 )
@@ -27,11 +25,7 @@ import (
 func TestCommitToListenerCountsFirstDeliveriesOnly(t *testing.T) {
 	ctx := context.Background()
 	col := newCollector(t, outboxprom.Config{})
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := sqliteDB(t, "ob.db")
 	ob, err := outbox.New(ctx, db, outbox.Config{
 		Metrics:    col,
 		Observer:   col,

@@ -26,7 +26,6 @@ import (
 	"github.com/outbox-go/outbox/internal/relaytest"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
-	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/poller"
 	outboxprom "github.com/outbox-go/outbox/prometheus"
 	"github.com/outbox-go/outbox/relay"
@@ -44,11 +43,7 @@ import (
 func TestScrapeRealOutbox(t *testing.T) {
 	ctx := context.Background()
 	col := newCollector(t, outboxprom.Config{})
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := sqliteDB(t, "ob.db")
 	ob, err := outbox.New(ctx, db, outbox.Config{
 		Metrics:  col,
 		Observer: col,
@@ -585,11 +580,7 @@ func ruleExprs(t *testing.T, path string) []string {
 func TestDashboardVariablesFromTheStart(t *testing.T) {
 	ctx := context.Background()
 	col := newCollector(t, outboxprom.Config{})
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := sqliteDB(t, "ob.db")
 	ob, err := outbox.New(ctx, db, outbox.Config{Metrics: col, Observer: col, DisablePoller: true})
 	if err != nil {
 		t.Fatal(err)
