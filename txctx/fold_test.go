@@ -61,6 +61,20 @@ func BenchmarkMayRollBack(b *testing.B) {
 	}
 }
 
+// BenchmarkRunsUnseen reads the same statement: its keyword, and the rest
+// for a ';'.
+func BenchmarkRunsUnseen(b *testing.B) {
+	q := "INSERT INTO outbox_events (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
+		"status, attempts, next_attempt_at, created_at, locked_by, locked_until, order_key, order_seq) " +
+		"VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
+	b.SetBytes(int64(len(q)))
+	for b.Loop() {
+		if runsUnseen(q) {
+			b.Fatal("a plain statement counted as running unseen ones")
+		}
+	}
+}
+
 // mayRollBack finds either word, in any ASCII case, as containsFoldASCII
 // finds each.
 func TestMayRollBack(t *testing.T) {
@@ -111,35 +125,58 @@ func containsFoldASCII(s, word string) bool {
 	return false
 }
 
-// runsUnseen finds a leading CALL or EXECUTE past white space and
-// comments, in any case, and nothing else.
+// runsUnseen passes one statement beginning with a plain keyword, past
+// white space and comments, in any case, and nothing else.
 func TestRunsUnseen(t *testing.T) {
 	for q, want := range map[string]bool{
-		"CALL add_acct(1)":                     true,
-		"  call p()":                           true,
-		"Call\tp":                              true,
-		"EXECUTE stmt USING @a":                true,
-		"execute immediate @q":                 true,
-		"/* app=orders */ CALL p()":            true,
-		"-- note\nCALL p()":                    true,
-		"# note\n\texecute s":                  true,
-		"CALL":                                 true,
-		"INSERT INTO calls VALUES (1)":         false,
-		"callback()":                           false,
-		"SELECT call FROM t":                   false,
-		"UPDATE t SET x = 1 -- CALL p()":       false,
-		"executed":                             false,
-		"call_log":                             false,
-		"/* unterminated CALL p()":             false,
-		"-- only a comment, CALL p()":          false,
-		"":                                     false,
-		"SELECT 'CALL p()'":                    false,
-		"\u00a0CALL p()":                       false, // not ASCII white space
-		"DELETE FROM t WHERE kind = 'execute'": false,
-		"WITH x AS (SELECT 1) SELECT * FROM x": false,
-		"/* a */ /* b */\n-- c\n  EXECUTE s":   true,
-		"call$x":                               false,
-		"CALL`p`()":                            true,
+		"CALL add_acct(1)":               true,
+		"  call p()":                     true,
+		"Call\tp":                        true,
+		"EXECUTE stmt USING @a":          true,
+		"execute immediate @q":           true,
+		"/* app=orders */ CALL p()":      true,
+		"-- note\nCALL p()":              true,
+		"# note\n\texecute s":            true,
+		"CALL":                           true,
+		"\vCALL p()":                     true,
+		"/*!CALL p()*/":                  true,
+		"/*M!CALL p()*/":                 true,
+		"/*+ hint */ SELECT 1":           true,
+		"BEGIN NOT ATOMIC CALL p(); END": true,
+		"IF 1 THEN CALL p(); END IF":     true,
+		"DO 0; CALL p()":                 true,
+		"SELECT 1; CALL p()":             true,
+		"INSERT INTO t VALUES (1);\n-- done\nCALL p()": true,
+		"PREPARE TRANSACTION 'g1'":                     true,
+		"PREPARE s FROM @q":                            true,
+		"ROLLBACK TO SAVEPOINT s1":                     true,
+		"rollback":                                     true,
+		"ABORT":                                        true,
+		"DO $$ BEGIN PERFORM 1; END $$":                true,
+		"(SELECT 1) UNION (SELECT 2)":                  true,
+		"selectx FROM t":                               true,
+		"\u00a0SELECT 1":                               true, // not ASCII white space
+		"call$x":                                       true,
+		"INSERT INTO calls VALUES (1)":                 false,
+		"SELECT call FROM t":                           false,
+		"UPDATE t SET x = 1 -- CALL p()":               false,
+		"select 1;":                                    false,
+		"SELECT 1 ;  \n ; ":                            false,
+		"/* unterminated CALL p()":                     false,
+		"-- only a comment, CALL p()":                  false,
+		"":                                             false,
+		"  \n ":                                        false,
+		"SELECT 'CALL p()'":                            false,
+		"DELETE FROM t WHERE kind = 'execute'":         false,
+		"WITH x AS (SELECT 1) SELECT * FROM x":         false,
+		"/* a */ /* b */\n-- c\n  Insert INTO t VALUES (1)": false,
+		"SAVEPOINT s1":                 false,
+		"RELEASE SAVEPOINT s1":         false,
+		"set @x = 1":                   false,
+		"Replace INTO t VALUES (1)":    false,
+		"CREATE TABLE t (id INT)":      false,
+		"COMMIT":                       false,
+		"INSERT INTO t VALUES ('a;b')": true, // a false alarm: the check runs
 	} {
 		if got := runsUnseen(q); got != want {
 			t.Errorf("runsUnseen(%q) = %v, want %v", q, got, want)

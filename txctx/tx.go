@@ -143,20 +143,29 @@ func (t *Tx) watchRollback(q string) {
 	}
 }
 
-// runsUnseen reports whether q, past leading white space and comments,
-// begins with CALL or EXECUTE (in any ASCII case): a stored procedure, or
-// a prepared statement whose text this Tx never saw. On MySQL/MariaDB a
-// procedure may roll the transaction back in an exit handler (DECLARE
-// EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; END) and return success.
-// Only the statement's start is read.
+// runsUnseen reports whether q may run statements out of this Tx's sight
+// that can roll back, to a savepoint or the whole transaction, and
+// report success: anything but one statement that begins, past white
+// space and comments, with a keyword of plainStatement. That leaves out a
+// stored procedure (CALL: on MySQL/MariaDB its exit handler may run
+// ROLLBACK), a prepared statement (EXECUTE), a compound statement
+// (MariaDB's BEGIN NOT ATOMIC ... END, IF ... END IF: a CONTINUE handler
+// in it may swallow a deadlock that rolled the transaction back), an
+// executable comment (/*! ... */), several statements in one string (a
+// ';' followed by more than white space), and PostgreSQL's PREPARE
+// TRANSACTION. A false alarm (a ';' in a string literal) costs the
+// transaction a check before and a read after commit. It reads the
+// statement's start, and the rest for a ';' only.
 func runsUnseen(q string) bool {
 	for {
-		q = strings.TrimLeft(q, " \t\r\n\f")
+		q = strings.TrimLeft(q, sqlSpace)
 		switch {
+		case strings.HasPrefix(q, "/*!") || strings.HasPrefix(q, "/*M!") || strings.HasPrefix(q, "/*+"):
+			return true // runs (MySQL/MariaDB), or an optimizer hint: not a comment to skip
 		case strings.HasPrefix(q, "/*"):
 			end := strings.Index(q[2:], "*/")
 			if end < 0 {
-				return false
+				return false // nothing but a comment: the server runs nothing
 			}
 			q = q[2+end+2:]
 		case strings.HasPrefix(q, "--") || strings.HasPrefix(q, "#"):
@@ -166,22 +175,54 @@ func runsUnseen(q string) bool {
 			}
 			q = q[end+1:]
 		default:
-			return keyword(q, "call") || keyword(q, "execute")
+			if q == "" {
+				return false
+			}
+			if !plainStatement(q) {
+				return true
+			}
+			i := strings.IndexByte(q, ';')
+			return i >= 0 && strings.TrimRight(q[i+1:], sqlSpace+";") != ""
 		}
 	}
 }
 
-// keyword reports whether q begins with word (lower-case ASCII) in any
-// ASCII case, followed by a byte that cannot continue an identifier.
-func keyword(q, word string) bool {
-	if !hasFoldASCII(q, word) {
-		return false
+// sqlSpace is the white space a statement may begin or end with
+// (MariaDB also takes \v).
+const sqlSpace = " \t\r\n\f\v"
+
+// plainStatement reports whether q begins with a keyword (in any ASCII
+// case) of a statement that runs no code of its own able to roll back
+// and report success: queries and writes (their triggers and stored
+// functions may not commit or roll back), savepoints, DDL and locks. A
+// ROLLBACK (ABORT) is not one: it may have ended the transaction, after
+// which a MySQL/MariaDB session writes in autocommit mode.
+func plainStatement(q string) bool {
+	var w [9]byte
+	n := 0
+	for n < len(q) && n < len(w) {
+		c := q[n] | 0x20
+		if c < 'a' || c > 'z' {
+			break
+		}
+		w[n] = c
+		n++
 	}
-	if len(q) == len(word) {
+	if n == 0 || n < len(q) && isIdentByte(q[n]) {
+		return false // no keyword, or a longer word than any plain one
+	}
+	switch string(w[:n]) {
+	case "select", "insert", "update", "delete", "replace", "with", "values", "table", "merge",
+		"set", "show", "explain", "describe", "desc", "savepoint", "release", "commit", "end", "create", "alter", "drop", "truncate", "rename", "comment", "grant",
+		"revoke", "analyze", "lock", "unlock", "copy", "notify", "listen", "unlisten":
 		return true
 	}
-	c := q[len(word)]
-	return !(c == '_' || c == '$' || c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' || c >= 0x80)
+	return false
+}
+
+// isIdentByte reports whether c can continue an SQL identifier.
+func isIdentByte(c byte) bool {
+	return c == '_' || c == '$' || c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' || c >= 0x80
 }
 
 // mayRollBack reports whether q holds "rollback" or "abort" in any ASCII
@@ -272,10 +313,11 @@ func (t *Tx) Sqlx() *sqlx.Tx {
 // may have failed unseen: the raw transaction was taken with [Tx.SQL] or
 // [Tx.Sqlx], the transaction was adopted (its owner holds the raw one), or
 // a query ran through [Tx.QueryContext] or [Tx.QueryRowContext] (an error
-// while reading its rows is not seen here), or a statement beginning with
-// CALL or EXECUTE ran (a stored procedure, which may roll the transaction
-// back in an exit handler and return success, or a prepared statement
-// whose text this Tx never saw). It implements [core.StatementWatcher]. On MySQL and MariaDB
+// while reading its rows is not seen here), or a statement ran that is
+// not one plain statement, or a ROLLBACK (a stored procedure's CALL, which
+// may roll the transaction back in an exit handler and return success, a
+// prepared statement's EXECUTE, a compound statement, several statements
+// in one string: see the README's "Guarantees"). It implements [core.StatementWatcher]. On MySQL and MariaDB
 // the outbox store checks before commit that the database did not roll the
 // transaction back on its own, or in a procedure, which it only does in
 // answer to such statements; a transaction for which MayHaveFailed is
@@ -286,8 +328,8 @@ func (t *Tx) MayHaveFailed() bool { return t.mayHaveFailed.Load() }
 // have been removed before commit by a rollback to a savepoint (or of
 // the whole transaction, which PostgreSQL's COMMIT then only warns
 // about): a statement holding "rollback" (ROLLBACK TO SAVEPOINT) or
-// "abort" (PostgreSQL's ABORT), or beginning with CALL or EXECUTE (see
-// [Tx.MayHaveFailed]), ran through
+// "abort" (PostgreSQL's ABORT), or one that is not one plain statement
+// (see [Tx.MayHaveFailed]), ran through
 // [Tx.ExecContext], [Tx.QueryContext] or [Tx.QueryRowContext], the raw
 // transaction was taken with [Tx.SQL] or [Tx.Sqlx], or the transaction was
 // adopted. It implements [core.SavepointWatcher]: the outbox then reads
