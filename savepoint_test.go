@@ -141,3 +141,42 @@ func TestRollbackStatementIsNotDeliveredPostgres(t *testing.T) {
 		}
 	}
 }
+
+// PREPARE TRANSACTION detaches the transaction from the session: the
+// COMMIT after it only warns, and the event was handed over before the
+// prepared transaction was decided (a ROLLBACK PREPARED then left a
+// delivered event without a row). Not one plain statement, it makes the
+// outbox read after commit which events are stored: none yet, so none is
+// handed over.
+func TestPrepareTransactionIsNotDeliveredPostgres(t *testing.T) {
+	srv := testdb.StartPostgres(t, "max_prepared_transactions=2")
+	db := srv.Open()
+	ctx := context.Background()
+	cfg := outbox.Config{}
+	cfg.Dispatcher.Workers = 1
+	cfg.Poller.Interval = time.Hour
+	ob, seen := newDelivering(t, db, cfg)
+	gone := event(t)
+	err := ob.InTx(ctx, func(ctx context.Context) error {
+		if _, err := ob.Publish(ctx, gone); err != nil {
+			return err
+		}
+		tx, _ := txctx.From(ctx)
+		_, err := tx.ExecContext(ctx, "PREPARE TRANSACTION 'outbox_test'")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("InTx = %v", err)
+	}
+	kept := event(t)
+	if err := ob.InTx(ctx, func(ctx context.Context) error { _, err := ob.Publish(ctx, kept); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got := testsupport.Recv(t, 30*time.Second, seen, "a delivery"); got != kept.ID() {
+		t.Fatalf("delivered %s, want %s (%s is in a prepared transaction)", got, kept.ID(), gone.ID())
+	}
+	db.MustExec("ROLLBACK PREPARED 'outbox_test'")
+	if _, err := ob.Get(ctx, gone.ID()); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("Get = %v, want ErrNotFound", err)
+	}
+}
