@@ -365,6 +365,9 @@ func TestInProcessRetryFiresAtBackoffDelay(t *testing.T) {
 	if got := n.Load(); got != 2 {
 		t.Fatalf("listener ran %d times, want 2", got)
 	}
+	if got := h.d.OnTimers(); got != 0 {
+		t.Errorf("OnTimers after the timer fired = %d, want 0", got)
+	}
 	gap := time.Duration(retriedAt.Load() - failedAt.Load())
 	if gap < delay {
 		t.Errorf("retry ran %v after the failure, before the %v backoff", gap, delay)

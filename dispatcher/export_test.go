@@ -56,6 +56,7 @@ func (d *Dispatcher) Held() int {
 }
 func (d *Dispatcher) QueueDepths() (hot, cold int) { return d.queueDepths() }
 func (d *Dispatcher) PendingRetries() int          { return d.pendingRetries() }
+func (d *Dispatcher) OnTimers() int                { return d.def0().OnTimers() }
 func (d *Dispatcher) HeldBytes() int64             { return d.heldBytes.Load() }
 func (d *Dispatcher) HotWaiting() bool             { return d.hotWaitingNow() }
 

@@ -326,8 +326,14 @@ func TestCloseCancelsPendingRetries(t *testing.T) {
 	if !h.d.InFlight(a.ID()) || !h.d.InFlight(b.ID()) {
 		t.Fatal("events waiting for a retry are not in flight")
 	}
+	if got := h.d.OnTimers(); got != 2 {
+		t.Errorf("OnTimers = %d, want 2 (the poller counts them out of the held rows it reads)", got)
+	}
 	if err := h.d.Close(closeCtx(t, waitTimeout)); err != nil {
 		t.Fatalf("Close = %v", err)
+	}
+	if got := h.d.OnTimers(); got != 0 {
+		t.Errorf("OnTimers after Close = %d, want 0", got)
 	}
 	if got := h.d.PendingRetries(); got != 0 {
 		t.Errorf("PendingRetries after Close = %d, want 0", got)

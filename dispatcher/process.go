@@ -584,6 +584,7 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 		if live {
 			delete(d.retryTimers, t)
 			d.timerBytes.Add(-size)
+			it.src.timers.Add(-1)
 		}
 		d.retryMu.Unlock()
 		if !live { // cancelled by Close, which released the event
@@ -610,6 +611,7 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 	})
 	d.retryTimers[t] = it
 	d.timerBytes.Add(size)
+	it.src.timers.Add(1)
 	return true
 }
 
@@ -633,6 +635,7 @@ func (d *Dispatcher) cancelRetries(o *origin) {
 		if o == nil || it.src == o {
 			delete(d.retryTimers, t)
 			d.timerBytes.Add(-heldSize(it.env))
+			it.src.timers.Add(-1)
 			t.Stop()
 			stopped = append(stopped, it)
 		}

@@ -51,6 +51,9 @@ type origin struct {
 	// the store's listener contexts: RemoveStore cancels it when it gives
 	// up waiting.
 	work *engine.Counter
+	// timers counts the events of work waiting on a timer (see
+	// handoff.TimerReporter); changed under the dispatcher's retryMu.
+	timers atomic.Int64
 
 	// logs rate-limits the store's recurring lines: one store's incident
 	// neither hides another's nor counts its occurrences.
@@ -284,6 +287,8 @@ func (q storeQueue) InFlight(eventID string) bool { return q.d.tracker.Contains(
 func (q storeQueue) QueueDepths() (hot, cold int) { return q.d.queueDepths() }
 
 func (q storeQueue) Held() int { return int(q.o.work.Held()) }
+
+func (q storeQueue) OnTimers() int { return int(q.o.timers.Load()) }
 
 func (q storeQueue) HotWaiting() bool { return q.d.hotWaitingNow() }
 

@@ -36,11 +36,17 @@ type Config struct {
 	// that filled its whole batch with new events is followed by the next
 	// at once. Defaults to 100 ms; it is capped at Interval.
 	BacklogInterval time.Duration
-	// BatchSize is the most new rows claimed per cycle. Defaults to 200;
+	// BatchSize is the most new rows a cycle asks for. Defaults to 200;
 	// at most MaxBatchSize.
-	// A cycle that also takes the rows this node already holds (they are
-	// the oldest, so they come first) reads up to that many more, at most
-	// twice BatchSize, and skips them.
+	// A cycle that also takes the rows this node already holds (mostly
+	// the oldest, so they come first) asks for as many more as it holds
+	// and skips them, events waiting on a retry or delay timer (whose rows
+	// are not due) left out: at most twice BatchSize in its first claim,
+	// past every row held in the claim that may follow when this node's
+	// own rows go on beyond them (a burst its hot queue dropped). Held
+	// rows such a claim does not read (an event finishing meanwhile, one
+	// the hot queue took after rows it dropped) let it take as many new
+	// rows more.
 	BatchSize int
 	// SkipRecent leaves rows younger than this to the hot path; a row
 	// published with a later due time (a delayed event) is claimed as soon

@@ -1,6 +1,7 @@
 package poller_test
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -221,6 +222,48 @@ func TestOwnRowsLeftBehindAFullClaimAreClaimedPastTheHeld(t *testing.T) {
 		t.Fatalf("first claim enqueued %v, want [d1 d2]", got)
 	}
 	pollOnce(t, p) // no other rows: this node's, past the 4 held
+	if got := q.ids(); !slices.Equal(got, []string{"d1", "d2", "d3", "d4"}) {
+		t.Fatalf("second poll enqueued %v, want [d1 d2 d3 d4]", got)
+	}
+}
+
+// timerQueue is a roomQueue some of whose held events wait on timers
+// (handoff.TimerReporter).
+type timerQueue struct {
+	*roomQueue
+	timers int
+}
+
+func (q *timerQueue) OnTimers() int { return q.timers }
+
+// Events held on timers (retries, delayed events) have rows that are not
+// due, which no claim reads: a claim past the held rows does not count
+// them, or each would let it take one new row more than its batch (the
+// second poll took d3..d8 here, 6 rows with a batch of 2).
+func TestClaimPastTheHeldLeavesOutEventsOnTimers(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	st := &spyStore{Store: memstore.New(clock.Now)}
+	lease := core.Lease{Owner: queueOwner, Until: testsupport.Epoch.Add(time.Hour)}
+	for _, id := range []string{"h1", "h2", "d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8"} { // oldest first
+		insertLeased(t, st.Store, id, lease)
+		clock.Advance(time.Second)
+	}
+	clock.Advance(time.Minute)
+	q := &timerQueue{roomQueue: newRoomQueue(100), timers: 10}
+	q.setInFlight("h1") // held here (hot queue); d1..d8 were dropped
+	q.setInFlight("h2")
+	for i := range 10 {
+		q.setInFlight(fmt.Sprintf("t%d", i)) // on timers: their rows are not due
+	}
+	p, err := poller.NewWithQueue(st, q, poller.Config{BatchSize: 2, Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollOnce(t, p) // 2 + 2 held: h1, h2 (held), d1, d2
+	if got := q.ids(); !slices.Equal(got, []string{"d1", "d2"}) {
+		t.Fatalf("first claim enqueued %v, want [d1 d2]", got)
+	}
+	pollOnce(t, p) // past the 4 held rows, not the 10 on timers: 2 new
 	if got := q.ids(); !slices.Equal(got, []string{"d1", "d2", "d3", "d4"}) {
 		t.Fatalf("second poll enqueued %v, want [d1 d2 d3 d4]", got)
 	}

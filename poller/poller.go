@@ -341,7 +341,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	}
 	skipOwn := p.skipOwnRows(t)
 	if !skipOwn {
-		limit += min(max(0, t.queue.Held()), limit)
+		limit += min(readableHeld(t.queue), limit)
 	}
 	// The oldest row the claims find due (see fullLag), kept as it was
 	// when they fail.
@@ -392,7 +392,7 @@ func (p *Poller) claimOwnPastHeld(ctx context.Context, t *target, skipRecent tim
 		return false, nil // the first claim filled the queue: the room notice follows
 	}
 	t.ownClaimed = releaseCount(t)
-	limit := min(p.cfg.BatchSize, room) + max(0, t.queue.Held())
+	limit := min(p.cfg.BatchSize, room) + readableHeld(t.queue)
 	before := res.Enqueued + res.Dead
 	n, left, err := p.claim(ctx, t, limit, skipRecent, false, res)
 	if err != nil {
@@ -546,6 +546,18 @@ func (p *Poller) skipOwnRows(t *target) bool {
 	}
 	t.ownClaimed = n
 	return false
+}
+
+// readableHeld returns how many of the events q holds a claim of this
+// node's rows reads: every one but those waiting on a timer, whose rows
+// are not due (handoff.TimerReporter). Counted in a claim's limit, each
+// of those let it lease one new row more.
+func readableHeld(q queue) int {
+	n := q.Held()
+	if tr, ok := q.(handoff.TimerReporter); ok {
+		n -= tr.OnTimers()
+	}
+	return max(0, n)
 }
 
 // heldPastTTL reports whether q holds an event past its TTL (see

@@ -81,6 +81,16 @@ type ReleaseCounter interface {
 	Released() uint64
 }
 
+// TimerReporter is implemented by a Cold intake that holds events on
+// timers (the dispatcher's: in-process retries and delayed events). Those
+// rows are not due, so a claim does not read them: a poller that claims
+// past the rows held here counts only the others.
+type TimerReporter interface {
+	// OnTimers returns how many of the store's held events wait on a
+	// timer (part of Held).
+	OnTimers() int
+}
+
 // TTLReporter is implemented by a Cold intake whose held events may be
 // taken again once held too long (the dispatcher's, with InFlightTTL).
 // Such an event's row is leased by this node, so only this node's claims
