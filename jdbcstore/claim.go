@@ -3,7 +3,9 @@ package jdbcstore
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -123,8 +125,41 @@ func (s *Store) ReapExpired(ctx context.Context, now time.Time, limit int) (int6
 		return 0, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be > 0, got %d", limit)}
 	}
 	at := s.dialect.EncodeTime(now)
-	if s.q.reapNowTwice {
-		return s.execRC(ctx, "reap", s.q.reap, at, at, limit)
+	if s.q.reapPick != "" {
+		n, err := s.reapUnlocked(ctx, at, limit)
+		if err != nil {
+			return 0, s.mapError("reap", "", err)
+		}
+		return n, nil
 	}
-	return s.execRC(ctx, "reap", s.q.reap, at, limit)
+	if s.q.reapNowTwice {
+		return s.exec(ctx, "reap", "", s.q.reap, at, at, limit)
+	}
+	return s.exec(ctx, "reap", "", s.q.reap, at, limit)
+}
+
+// reapUnlocked releases expired leases where rows lock (MySQL/MariaDB,
+// PostgreSQL) in a short READ COMMITTED transaction: it picks the rows
+// with FOR UPDATE SKIP LOCKED, then updates them by id. A row a business
+// transaction holds (the event before an ordered one it published, read
+// under a shared lock) is left for the next round: an UPDATE over the
+// range kept the rows it had changed locked while it waited for that one,
+// and a transaction publishing on several keys, waiting in turn for one
+// of those, deadlocked with it (MariaDB rolled the business transaction
+// back, Error 1213).
+func (s *Store) reapUnlocked(ctx context.Context, at any, limit int) (int64, error) {
+	var n int64
+	err := retryTx(ctx, s, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sqlx.Tx) error {
+		picked, err := queryIDs(ctx, tx, s.q.reapPick, limit, at, limit)
+		if err != nil || len(picked) == 0 {
+			n = 0
+			return err
+		}
+		ids := slices.Collect(maps.Keys(picked))
+		n, err = s.execByIDs(ids, nil, []any{at}, func(page []string, args []any) (int64, error) {
+			return execCount(ctx, tx, inList(s.dialect, s.q.reapByIDPrefix, len(page), s.q.reapByIDSuffix), args...)
+		})
+		return err
+	})
+	return n, err
 }

@@ -1,6 +1,7 @@
 package jdbcstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"time"
@@ -32,7 +33,7 @@ func StatementText(d Dialect, table string) map[string]string {
 	m := map[string]string{
 		"insert": q.insert, "markDone1": q.markDone1, "markRetry": q.markRetry, "markDead": q.markDead,
 		"postpone": q.postpone, "poll": q.poll, "claimReturning": q.claimReturning, "claimPinned": q.claimPinned, "pollPinned": q.pollPinned, "claimSelect": q.claimSelect, "claimSelectRetry": q.claimSelectRetry,
-		"reap": q.reap, "release": q.release, "get": q.get, "exists": q.exists, "countByStatus": q.countByStatus,
+		"reap": cmp.Or(q.reapPick, q.reap), "release": q.release, "get": q.get, "exists": q.exists, "countByStatus": q.countByStatus,
 		"markDone3":     inList(d, q.markDonePrefix, 3, q.markDoneSuffix),
 		"oldestPending": q.oldestPending, "deadByType": q.deadByType, "deadByTypePinned": q.deadByTypePinned, "countBlocked": q.countBlocked,
 		"purgePage": q.purgePage, "purgeCount": q.purgeCount, "purgeBatch": q.purgeBatch, "purgeLegacyPage": q.purgeLegacyPage,

@@ -142,9 +142,15 @@ type statements struct {
 	// pending index (SQLite's INDEXED BY), for a store whose schema has it
 	// (Store.pinPending); "" for other dialects.
 	pollPinned, claimPinned string
-	// reap: now, limit; with reapNowTwice now, now, limit.
+	// reap (dialects without SKIP LOCKED): now, limit; with reapNowTwice
+	// now, now, limit.
 	reap         string
 	reapNowTwice bool
+	// reapPick (dialects with SKIP LOCKED, in place of reap): now, limit;
+	// the ids of rows with an expired lease that no transaction holds,
+	// locked. reapByIDPrefix + n placeholders + reapByIDSuffix: the ids,
+	// then now.
+	reapPick, reapByIDPrefix, reapByIDSuffix string
 	// release (+ releaseExceptPrefix + n placeholders + ")"): owner, then
 	// the ids to keep.
 	release, releaseExceptPrefix string
@@ -418,6 +424,10 @@ func buildStatements(d Dialect, table string) statements {
 	q.nextStatements(d, table)
 	expired := pending + " AND locked_by IS NOT NULL AND locked_until < ?"
 	switch {
+	case d.Capabilities().SkipLocked: // see Store.reapUnlocked
+		q.reapPick = "SELECT event_id FROM " + t + " WHERE " + expired + " LIMIT ? FOR UPDATE SKIP LOCKED"
+		q.reapByIDPrefix = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE event_id IN ("
+		q.reapByIDSuffix = ") AND " + expired
 	case d.Capabilities().UpdateOrderLimit:
 		q.reap = "UPDATE " + t + " SET locked_by = NULL, locked_until = NULL WHERE " + expired + " LIMIT ?"
 	case d.Capabilities().SingleWriter: // no claim can run between the subquery and the update
@@ -441,7 +451,7 @@ func buildStatements(d Dialect, table string) statements {
 	bt := d.BindType()
 	for _, p := range []*string{&q.notify, &q.insert, &q.nextSeq, &q.giveBack, &q.insertIfFree,
 		&q.nextSeqByID, &q.insertIfFreeByID, &q.giveBackByID, &q.keysProbe, &q.lastOfKey, &q.markDone1, &q.markRetry, &q.markDead, &q.postpone, &q.poll,
-		&q.claimReturning, &q.claimSelect, &q.claimSelectRetry, &q.pollPinned, &q.claimPinned, &q.reap, &q.release, &q.get, &q.exists, &q.countByStatus,
+		&q.claimReturning, &q.claimSelect, &q.claimSelectRetry, &q.pollPinned, &q.claimPinned, &q.reap, &q.reapPick, &q.release, &q.get, &q.exists, &q.countByStatus,
 		&q.purgePage, &q.purgeLegacyPage, &q.purgeBatch, &q.purgeCount, &q.purgeLegacyCount} {
 		*p = sqlx.Rebind(bt, *p)
 	}

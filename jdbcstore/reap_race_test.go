@@ -55,24 +55,39 @@ func reapRace(t *testing.T, db *sqlx.DB, lease string, args []any, reap func(ctx
 	return r.n
 }
 
-// On PostgreSQL a reap that met a row a claim leased meanwhile (the
-// reap's subquery read it as expired, the claim committed a new lease
-// first) leaves the new lease alone: the claiming node goes on
-// delivering, and no other node claims the event again.
+// On PostgreSQL a reap meeting a row whose expired lease a claim is
+// renewing (uncommitted) leaves it alone, at once, without waiting for
+// the claim (SKIP LOCKED): the claiming node goes on delivering, and no
+// other node claims the event again.
 func TestReapKeepsALeaseTakenMeanwhilePostgres(t *testing.T) {
 	st, db := storeWithSchema(t, testdb.Postgres(t), pgdialect.Dialect)
 	env := mustEnv(t, core.NewEvent("E").PayloadJSONString(`{}`))
 	if err := st.Insert(t.Context(), db, env, core.Lease{Owner: "node-a", Until: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	n := reapRace(t, db, `UPDATE outbox_event SET locked_by = 'node-b', locked_until = now() + interval '1 hour' WHERE event_id = $1`,
-		[]any{env.ID()}, func(ctx context.Context) (int64, error) { return st.ReapExpired(ctx, time.Now(), 10) })
-	r, err := st.Get(t.Context(), env.ID())
+	ctx := t.Context()
+	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 0 || r.LockedBy != "node-b" {
-		t.Errorf("reap released %d rows, the row is locked by %q; want 0 and node-b's new lease kept", n, r.LockedBy)
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `UPDATE outbox_event SET locked_by = 'node-b', locked_until = now() + interval '1 hour' WHERE event_id = $1`, env.ID()); err != nil {
+		t.Fatal(err)
+	}
+	reapCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if n, err := st.ReapExpired(reapCtx, time.Now(), 10); err != nil || n != 0 {
+		t.Fatalf("reap beside the claim = %d, %v; want 0 at once", n, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Get(ctx, env.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LockedBy != "node-b" {
+		t.Errorf("the row is locked by %q; want node-b's new lease kept", r.LockedBy)
 	}
 }
 

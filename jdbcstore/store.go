@@ -656,7 +656,7 @@ func (s *Store) exec(ctx context.Context, op, id, query string, args ...any) (in
 }
 
 // execRC is exec for a write that reads a range of pending rows to change
-// some of them (the reap of expired leases, a node's release of its own):
+// some of them (a node's release of its own leases):
 // where rows lock it runs in a READ COMMITTED transaction of its own
 // (execCommitted), so on MySQL/MariaDB it neither takes gap locks, which
 // held up the business transactions' inserts, nor waits for a row it
