@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
@@ -179,4 +182,122 @@ func TestPrepareTransactionIsNotDeliveredPostgres(t *testing.T) {
 	if _, err := ob.Get(ctx, gone.ID()); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("Get = %v, want ErrNotFound", err)
 	}
+}
+
+// requireNotDelivered runs fn, which publishes gone in a transaction that
+// the database ends up not keeping it in, then a transaction publishing
+// another event: with one worker and no poller, a phantom handed over
+// would be delivered before it. fn's InTx error is returned.
+func requireNotDelivered(t *testing.T, ob *outbox.Outbox, seen chan string, fn func(gone outbox.Envelope) error) error {
+	t.Helper()
+	ctx := context.Background()
+	gone := event(t)
+	err := fn(gone)
+	kept := event(t)
+	if err := ob.InTx(ctx, func(ctx context.Context) error { _, err := ob.Publish(ctx, kept); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got := testsupport.Recv(t, 30*time.Second, seen, "a delivery"); got != kept.ID() {
+		t.Fatalf("delivered %s, want %s (%s has no row)", got, kept.ID(), gone.ID())
+	}
+	if _, err := ob.Get(ctx, gone.ID()); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("Get(%s) = %v, want ErrNotFound", gone.ID(), err)
+	}
+	return err
+}
+
+// deliveringOne is an outbox on db delivering on one worker, without a
+// poller in the test's time.
+func deliveringOne[DB *sql.DB | *sqlx.DB](t *testing.T, db DB) (*outbox.Outbox, chan string) {
+	cfg := outbox.Config{}
+	cfg.Dispatcher.Workers = 1
+	cfg.Poller.Interval = time.Hour
+	return newDelivering(t, db, cfg)
+}
+
+// Statements txctx cannot see through may remove an event's row and
+// report success; a statement that failed may have ended the
+// transaction, and the code going on may begin another. In each case
+// the outbox reads after commit which events are stored and hands over
+// none of the others. Each was a phantom: a query before the CALL (any
+// read makes the transaction one that "may have failed") stopped txctx
+// from looking at later statements; MariaDB's SET STATEMENT ... FOR
+// passed as a plain SET; PostgreSQL answers a COMMIT in a transaction a
+// failed statement aborted with a rollback and no error; SQLite rolls the
+// whole transaction back on a constraint declared ON CONFLICT ROLLBACK,
+// and a SAVEPOINT after it begins another, which then commits.
+func TestHiddenRollbacksAreNotDelivered(t *testing.T) {
+	ctx := context.Background()
+	t.Run("mysql", func(t *testing.T) {
+		db := testdb.MySQL(t)
+		var version string
+		if err := db.Get(&version, `SELECT VERSION()`); err != nil {
+			t.Fatal(err)
+		}
+		db.MustExec(`CREATE PROCEDURE to_sp() BEGIN ROLLBACK TO SAVEPOINT sp; END`)
+		t.Cleanup(func() { _, _ = db.Exec(`DROP PROCEDURE IF EXISTS to_sp`) })
+		ob, seen := deliveringOne(t, db)
+		stmts := map[string]bool{"CALL to_sp()": true} // statement: read something first
+		if strings.Contains(version, "MariaDB") {
+			stmts["SET STATEMENT max_statement_time=0 FOR CALL to_sp()"] = false
+		}
+		for stmt, readFirst := range stmts {
+			err := requireNotDelivered(t, ob, seen, func(gone outbox.Envelope) error {
+				return ob.InTx(ctx, func(ctx context.Context) error {
+					tx, _ := txctx.From(ctx)
+					if readFirst {
+						var one int
+						if err := tx.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+							return err
+						}
+					}
+					if _, err := tx.ExecContext(ctx, `SAVEPOINT sp`); err != nil {
+						return err
+					}
+					if _, err := ob.Publish(ctx, gone); err != nil {
+						return err
+					}
+					_, err := tx.ExecContext(ctx, stmt)
+					return err
+				})
+			})
+			if err != nil {
+				t.Errorf("%s: InTx = %v, want nil (the transaction goes on past its savepoint)", stmt, err)
+			}
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		ob, seen := deliveringOne(t, testdb.Postgres(t))
+		for _, stmt := range []string{"COMMIT", "END", "COMMIT AND CHAIN"} {
+			_ = requireNotDelivered(t, ob, seen, func(gone outbox.Envelope) error {
+				return ob.InTx(ctx, func(ctx context.Context) error {
+					if _, err := ob.Publish(ctx, gone); err != nil {
+						return err
+					}
+					tx, _ := txctx.From(ctx)
+					_, _ = tx.ExecContext(ctx, `SELECT 1/0`) // fails, ignored
+					_, err := tx.ExecContext(ctx, stmt)
+					return err
+				})
+			})
+		}
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		db := sqliteDB(t, "hidden.db")
+		db.MustExec(`CREATE TABLE uniq (id INTEGER UNIQUE ON CONFLICT ROLLBACK)`)
+		db.MustExec(`INSERT INTO uniq VALUES (1)`)
+		ob, seen := deliveringOne(t, db)
+		err := requireNotDelivered(t, ob, seen, func(gone outbox.Envelope) error {
+			return ob.InTx(ctx, func(ctx context.Context) error {
+				if _, err := ob.Publish(ctx, gone); err != nil {
+					return err
+				}
+				tx, _ := txctx.From(ctx)
+				_, _ = tx.ExecContext(ctx, `INSERT INTO uniq VALUES (1)`) // rolls the transaction back, ignored
+				_, err := tx.ExecContext(ctx, `SAVEPOINT s1`)             // an ORM's nested transaction: begins another
+				return err
+			})
+		})
+		t.Logf("InTx = %v", err)
+	})
 }

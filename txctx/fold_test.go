@@ -170,13 +170,21 @@ func TestRunsUnseen(t *testing.T) {
 		"DELETE FROM t WHERE kind = 'execute'":         false,
 		"WITH x AS (SELECT 1) SELECT * FROM x":         false,
 		"/* a */ /* b */\n-- c\n  Insert INTO t VALUES (1)": false,
-		"SAVEPOINT s1":                 false,
-		"RELEASE SAVEPOINT s1":         false,
-		"set @x = 1":                   false,
-		"Replace INTO t VALUES (1)":    false,
-		"CREATE TABLE t (id INT)":      false,
-		"COMMIT":                       false,
-		"INSERT INTO t VALUES ('a;b')": true, // a false alarm: the check runs
+		"SAVEPOINT s1":              false,
+		"RELEASE SAVEPOINT s1":      false,
+		"set @x = 1":                false,
+		"Replace INTO t VALUES (1)": false,
+		"CREATE TABLE t (id INT)":   false,
+		"COMMIT":                    true,
+		"END":                       true,
+		"commit and chain":          true,
+		"SET STATEMENT max_statement_time=0 FOR CALL p()": true,
+		"set	statement x=1 for select 1":                  true,
+		"SET statement_timeout = 0":                       false,
+		"SET @statement = 1":                              false,
+		"SET statementx = 1":                              false,
+		"SET":                                             false,
+		"INSERT INTO t VALUES ('a;b')":                    true, // a false alarm: the check runs
 	} {
 		if got := runsUnseen(q); got != want {
 			t.Errorf("runsUnseen(%q) = %v, want %v", q, got, want)

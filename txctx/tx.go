@@ -119,9 +119,20 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 	t.watchRollback(q)
 	res, err := t.tx.ExecContext(ctx, q, args...)
 	if err != nil {
-		t.mayHaveFailed.Store(true)
+		t.failed()
 	}
 	return res, err
+}
+
+// failed notes a statement that failed. The database may have rolled the
+// whole transaction back (MySQL/MariaDB on a deadlock; SQLite on a
+// constraint declared ON CONFLICT ROLLBACK, or a trigger's RAISE(ROLLBACK));
+// if the code goes on, a later statement may even begin another one (a
+// SAVEPOINT on SQLite, PostgreSQL's COMMIT AND CHAIN): the transaction
+// counts as one that may have failed, and whose rows may be undone.
+func (t *Tx) failed() {
+	t.mayHaveFailed.Store(true)
+	t.rowsUndone.Store(true)
 }
 
 // watchRollback notes a statement that may roll back to a savepoint, or
@@ -134,11 +145,15 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 // transaction, and report success: the transaction then counts as one
 // that may have failed too (see MayHaveFailed).
 func (t *Tx) watchRollback(q string) {
-	if !t.rowsUndone.Load() && mayRollBack(q) {
-		t.rowsUndone.Store(true)
+	if t.rowsUndone.Load() && t.mayHaveFailed.Load() {
+		return // nothing more to learn
 	}
-	if !t.mayHaveFailed.Load() && runsUnseen(q) {
+	if runsUnseen(q) {
 		t.mayHaveFailed.Store(true)
+		t.rowsUndone.Store(true)
+		return
+	}
+	if !t.rowsUndone.Load() && mayRollBack(q) {
 		t.rowsUndone.Store(true)
 	}
 }
@@ -196,7 +211,10 @@ const sqlSpace = " \t\r\n\f\v"
 // and report success: queries and writes (their triggers and stored
 // functions may not commit or roll back), savepoints, DDL and locks. A
 // ROLLBACK (ABORT) is not one: it may have ended the transaction, after
-// which a MySQL/MariaDB session writes in autocommit mode.
+// which a MySQL/MariaDB session writes in autocommit mode; nor is a
+// COMMIT (END), which PostgreSQL answers with a rollback, and no error,
+// in a transaction a failed statement aborted (COMMIT AND CHAIN then
+// begins another, which the outbox's own COMMIT would commit).
 func plainStatement(q string) bool {
 	var w [9]byte
 	n := 0
@@ -212,8 +230,12 @@ func plainStatement(q string) bool {
 		return false // no keyword, or a longer word than any plain one
 	}
 	switch string(w[:n]) {
+	case "set":
+		// MariaDB's SET STATEMENT ... FOR <statement> runs any statement.
+		rest := strings.TrimLeft(q[n:], sqlSpace)
+		return !(hasFoldASCII(rest, "statement") && (len(rest) == len("statement") || !isIdentByte(rest[len("statement")])))
 	case "select", "insert", "update", "delete", "replace", "with", "values", "table", "merge",
-		"set", "show", "explain", "describe", "desc", "savepoint", "release", "commit", "end", "create", "alter", "drop", "truncate", "rename", "comment", "grant",
+		"show", "explain", "describe", "desc", "savepoint", "release", "create", "alter", "drop", "truncate", "rename", "comment", "grant",
 		"revoke", "analyze", "lock", "unlock", "copy", "notify", "listen", "unlisten":
 		return true
 	}
@@ -273,7 +295,11 @@ func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows
 	}
 	t.mayHaveFailed.Store(true)
 	t.watchRollback(q)
-	return t.tx.QueryContext(ctx, q, args...)
+	rows, err := t.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		t.failed()
+	}
+	return rows, err
 }
 
 // QueryRowContext runs a query expected to return at most one row on the
@@ -328,8 +354,10 @@ func (t *Tx) MayHaveFailed() bool { return t.mayHaveFailed.Load() }
 // have been removed before commit by a rollback to a savepoint (or of
 // the whole transaction, which PostgreSQL's COMMIT then only warns
 // about): a statement holding "rollback" (ROLLBACK TO SAVEPOINT) or
-// "abort" (PostgreSQL's ABORT), or one that is not one plain statement
-// (see [Tx.MayHaveFailed]), ran through
+// "abort" (PostgreSQL's ABORT), one that is not one plain statement (see
+// [Tx.MayHaveFailed]), or one that failed (the database may have rolled
+// the whole transaction back, and a later statement begun another), ran
+// through
 // [Tx.ExecContext], [Tx.QueryContext] or [Tx.QueryRowContext], the raw
 // transaction was taken with [Tx.SQL] or [Tx.Sqlx], or the transaction was
 // adopted. It implements [core.SavepointWatcher]: the outbox then reads
