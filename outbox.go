@@ -308,13 +308,12 @@ func (o *Outbox) Start(ctx context.Context) error {
 // transaction holds (the event before an ordered one it published), on
 // SQLite for any open business transaction's write lock, so a transaction
 // left open delays Close (up to ctx, or the database's lock wait timeout;
-// PostgreSQL's release does not wait). On SQLite a release
-// that gives up on that lock is not tried again: the leases then expire
-// after Dispatcher.Lease. Finish or roll back the business transactions
-// first. The release, once ctx ended, is
-// bounded by Dispatcher.StatusTimeout rather than by ctx (see
-// dispatcher.Dispatcher.Close), so Close may return that much after ctx
-// ended.
+// PostgreSQL's release does not wait). On SQLite a release that gives up
+// on that lock is not tried again: the leases then expire after
+// Dispatcher.Lease. Finish or roll back the business transactions first.
+// The release, once ctx ended, is bounded by Dispatcher.StatusTimeout
+// rather than by ctx (see dispatcher.Dispatcher.Close), so Close may
+// return that much after ctx ended.
 //
 // Publishing after Close still works: the event is written, unowned, on
 // the business transaction, and a poller of another process (or of this
