@@ -286,18 +286,30 @@ func TestHiddenRollbacksAreNotDelivered(t *testing.T) {
 		db := sqliteDB(t, "hidden.db")
 		db.MustExec(`CREATE TABLE uniq (id INTEGER UNIQUE ON CONFLICT ROLLBACK)`)
 		db.MustExec(`INSERT INTO uniq VALUES (1)`)
+		db.MustExec(`CREATE TABLE pos (n INTEGER)`)
+		db.MustExec(`CREATE TRIGGER pos_only BEFORE INSERT ON pos WHEN NEW.n < 0 BEGIN SELECT RAISE(ROLLBACK, 'negative'); END`)
 		ob, seen := deliveringOne(t, db)
-		err := requireNotDelivered(t, ob, seen, func(gone outbox.Envelope) error {
-			return ob.InTx(ctx, func(ctx context.Context) error {
-				if _, err := ob.Publish(ctx, gone); err != nil {
+		for name, fail := range map[string]func(ctx context.Context, tx *txctx.Tx){
+			"exec": func(ctx context.Context, tx *txctx.Tx) {
+				_, _ = tx.ExecContext(ctx, `INSERT INTO uniq VALUES (1)`)
+			},
+			"query row": func(ctx context.Context, tx *txctx.Tx) { // an ORM's INSERT ... RETURNING
+				var n int
+				_ = tx.QueryRowContext(ctx, `INSERT INTO pos VALUES (-1) RETURNING n`).Scan(&n)
+			},
+		} {
+			err := requireNotDelivered(t, ob, seen, func(gone outbox.Envelope) error {
+				return ob.InTx(ctx, func(ctx context.Context) error {
+					if _, err := ob.Publish(ctx, gone); err != nil {
+						return err
+					}
+					tx, _ := txctx.From(ctx)
+					fail(ctx, tx)                                 // rolls the transaction back, ignored
+					_, err := tx.ExecContext(ctx, `SAVEPOINT s1`) // an ORM's nested transaction: begins another
 					return err
-				}
-				tx, _ := txctx.From(ctx)
-				_, _ = tx.ExecContext(ctx, `INSERT INTO uniq VALUES (1)`) // rolls the transaction back, ignored
-				_, err := tx.ExecContext(ctx, `SAVEPOINT s1`)             // an ORM's nested transaction: begins another
-				return err
+				})
 			})
-		})
-		t.Logf("InTx = %v", err)
+			t.Logf("%s: InTx = %v", name, err)
+		}
 	})
 }

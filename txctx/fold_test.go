@@ -61,15 +61,15 @@ func BenchmarkMayRollBack(b *testing.B) {
 	}
 }
 
-// BenchmarkRunsUnseen reads the same statement: its keyword, and the rest
+// BenchmarkClassify reads the same statement: its keyword, and the rest
 // for a ';'.
-func BenchmarkRunsUnseen(b *testing.B) {
+func BenchmarkClassify(b *testing.B) {
 	q := "INSERT INTO outbox_events (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
 		"status, attempts, next_attempt_at, created_at, locked_by, locked_until, order_key, order_seq) " +
 		"VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
 	b.SetBytes(int64(len(q)))
 	for b.Loop() {
-		if runsUnseen(q) {
+		if classify(q) != plainStatement {
 			b.Fatal("a plain statement counted as running unseen ones")
 		}
 	}
@@ -125,9 +125,9 @@ func containsFoldASCII(s, word string) bool {
 	return false
 }
 
-// runsUnseen passes one statement beginning with a plain keyword, past
+// classify passes one statement beginning with a plain keyword, past
 // white space and comments, in any case, and nothing else.
-func TestRunsUnseen(t *testing.T) {
+func TestClassify(t *testing.T) {
 	for q, want := range map[string]bool{
 		"CALL add_acct(1)":               true,
 		"  call p()":                     true,
@@ -184,10 +184,15 @@ func TestRunsUnseen(t *testing.T) {
 		"SET @statement = 1":                              false,
 		"SET statementx = 1":                              false,
 		"SET":                                             false,
+		"SET /**/ STATEMENT x=1 FOR SELECT 1":             true,
+		"SET -- x\nSTATEMENT x=1 FOR SELECT 1":            true,
+		"SET /*! STATEMENT x=1 FOR */ SELECT 1":           true,
+		"/* /* */ SELECT */ COMMIT":                       true,
+		"SET /* a */ @x = 1":                              false,
 		"INSERT INTO t VALUES ('a;b')":                    true, // a false alarm: the check runs
 	} {
-		if got := runsUnseen(q); got != want {
-			t.Errorf("runsUnseen(%q) = %v, want %v", q, got, want)
+		if got := classify(q) == unseenStatement; got != want {
+			t.Errorf("classify(%q) unseen = %v, want %v", q, got, want)
 		}
 	}
 }

@@ -141,81 +141,123 @@ func (t *Tx) failed() {
 // after a comment). A false alarm costs the publishing transaction one
 // read after commit (see RowsMayBeUndone). Once noted, the statements are
 // not read again. A statement that runs others out of its sight (see
-// runsUnseen) may also have rolled back, to a savepoint or the whole
+// classify) may also have rolled back, to a savepoint or the whole
 // transaction, and report success: the transaction then counts as one
-// that may have failed too (see MayHaveFailed).
+// that may have failed too (see MayHaveFailed). A SAVEPOINT after a
+// statement that may have failed may begin another transaction (SQLite,
+// after a failure that rolled the whole one back): its rows may be undone.
 func (t *Tx) watchRollback(q string) {
 	if t.rowsUndone.Load() && t.mayHaveFailed.Load() {
 		return // nothing more to learn
 	}
-	if runsUnseen(q) {
+	switch classify(q) {
+	case unseenStatement:
 		t.mayHaveFailed.Store(true)
 		t.rowsUndone.Store(true)
 		return
+	case savepointStatement:
+		if t.mayHaveFailed.Load() {
+			t.rowsUndone.Store(true)
+			return
+		}
 	}
 	if !t.rowsUndone.Load() && mayRollBack(q) {
 		t.rowsUndone.Store(true)
 	}
 }
 
-// runsUnseen reports whether q may run statements out of this Tx's sight
-// that can roll back, to a savepoint or the whole transaction, and
-// report success: anything but one statement that begins, past white
-// space and comments, with a keyword of plainStatement. That leaves out a
+// statementKind is what classify makes of a statement.
+type statementKind uint8
+
+const (
+	plainStatement     statementKind = iota // one statement of a plain keyword (see plainKeyword), or none
+	savepointStatement                      // one SAVEPOINT
+	unseenStatement                         // anything else
+)
+
+// classify reads q's first keyword, past white space and comments: one
+// statement with a keyword of plainKeyword runs no code of its own able
+// to roll back and report success. Anything else may (unseenStatement): a
 // stored procedure (CALL: on MySQL/MariaDB its exit handler may run
 // ROLLBACK), a prepared statement (EXECUTE), a compound statement
 // (MariaDB's BEGIN NOT ATOMIC ... END, IF ... END IF: a CONTINUE handler
-// in it may swallow a deadlock that rolled the transaction back), an
-// executable comment (/*! ... */), several statements in one string (a
-// ';' followed by more than white space), and PostgreSQL's PREPARE
-// TRANSACTION. A false alarm (a ';' in a string literal) costs the
-// transaction a check before and a read after commit. It reads the
-// statement's start, and the rest for a ';' only.
-func runsUnseen(q string) bool {
+// in it may swallow a deadlock that rolled the transaction back),
+// MariaDB's SET STATEMENT ... FOR, an executable comment (/*! ... */),
+// several statements in one string (a ';' followed by more than white
+// space), PostgreSQL's PREPARE TRANSACTION. A false alarm (a ';' in a
+// string literal, a comment nested in a comment) costs the transaction a
+// check before and a read after commit. It reads the statement's start,
+// and the rest for a ';' only.
+func classify(q string) statementKind {
+	q, ok := skipComments(q)
+	if !ok {
+		return unseenStatement
+	}
+	if q == "" {
+		return plainStatement // nothing but comments: the server runs nothing
+	}
+	word, rest := keyword(q)
+	kind := unseenStatement
+	switch {
+	case word == "set":
+		// MariaDB's SET STATEMENT ... FOR <statement> runs any statement.
+		after, ok := skipComments(rest)
+		if ok {
+			next, _ := keyword(after)
+			if next != "statement" {
+				kind = plainStatement
+			}
+		}
+	case word == "savepoint":
+		kind = savepointStatement
+	case plainKeyword(word):
+		kind = plainStatement
+	}
+	if kind == unseenStatement {
+		return kind
+	}
+	if i := strings.IndexByte(q, ';'); i >= 0 && strings.TrimRight(q[i+1:], sqlSpace+";") != "" {
+		return unseenStatement
+	}
+	return kind
+}
+
+// skipComments returns q past leading white space and comments; false
+// for a comment that runs (MySQL/MariaDB's /*! ... */, /*M! ... */), an
+// optimizer hint (/*+ ... */) or a comment nested in a comment
+// (PostgreSQL ends it at the matching */ only), which the caller takes
+// as a statement it cannot see through.
+func skipComments(q string) (string, bool) {
 	for {
 		q = strings.TrimLeft(q, sqlSpace)
 		switch {
 		case strings.HasPrefix(q, "/*!") || strings.HasPrefix(q, "/*M!") || strings.HasPrefix(q, "/*+"):
-			return true // runs (MySQL/MariaDB), or an optimizer hint: not a comment to skip
+			return q, false
 		case strings.HasPrefix(q, "/*"):
 			end := strings.Index(q[2:], "*/")
 			if end < 0 {
-				return false // nothing but a comment: the server runs nothing
+				return "", true // an unterminated comment: nothing runs
+			}
+			if strings.Contains(q[2:2+end], "/*") {
+				return q, false
 			}
 			q = q[2+end+2:]
 		case strings.HasPrefix(q, "--") || strings.HasPrefix(q, "#"):
 			end := strings.IndexByte(q, '\n')
 			if end < 0 {
-				return false
+				return "", true
 			}
 			q = q[end+1:]
 		default:
-			if q == "" {
-				return false
-			}
-			if !plainStatement(q) {
-				return true
-			}
-			i := strings.IndexByte(q, ';')
-			return i >= 0 && strings.TrimRight(q[i+1:], sqlSpace+";") != ""
+			return q, true
 		}
 	}
 }
 
-// sqlSpace is the white space a statement may begin or end with
-// (MariaDB also takes \v).
-const sqlSpace = " \t\r\n\f\v"
-
-// plainStatement reports whether q begins with a keyword (in any ASCII
-// case) of a statement that runs no code of its own able to roll back
-// and report success: queries and writes (their triggers and stored
-// functions may not commit or roll back), savepoints, DDL and locks. A
-// ROLLBACK (ABORT) is not one: it may have ended the transaction, after
-// which a MySQL/MariaDB session writes in autocommit mode; nor is a
-// COMMIT (END), which PostgreSQL answers with a rollback, and no error,
-// in a transaction a failed statement aborted (COMMIT AND CHAIN then
-// begins another, which the outbox's own COMMIT would commit).
-func plainStatement(q string) bool {
+// keyword returns q's leading word in lower case when it is at most 9
+// ASCII letters long (every keyword plainKeyword knows), "" otherwise,
+// and what follows it.
+func keyword(q string) (string, string) {
 	var w [9]byte
 	n := 0
 	for n < len(q) && n < len(w) {
@@ -227,15 +269,28 @@ func plainStatement(q string) bool {
 		n++
 	}
 	if n == 0 || n < len(q) && isIdentByte(q[n]) {
-		return false // no keyword, or a longer word than any plain one
+		return "", q // no keyword, or a longer word than any plain one
 	}
-	switch string(w[:n]) {
-	case "set":
-		// MariaDB's SET STATEMENT ... FOR <statement> runs any statement.
-		rest := strings.TrimLeft(q[n:], sqlSpace)
-		return !(hasFoldASCII(rest, "statement") && (len(rest) == len("statement") || !isIdentByte(rest[len("statement")])))
+	return string(w[:n]), q[n:]
+}
+
+// sqlSpace is the white space a statement may begin or end with
+// (MariaDB also takes \v).
+const sqlSpace = " \t\r\n\f\v"
+
+// plainKeyword reports whether a statement beginning with word (lower
+// case) runs no code of its own able to roll back and report success:
+// queries and writes (their triggers and stored functions may not commit
+// or roll back), savepoints, DDL and locks. A ROLLBACK (ABORT) is not
+// one: it may have ended the transaction, after which a MySQL/MariaDB
+// session writes in autocommit mode; nor is a COMMIT (END), which
+// PostgreSQL answers with a rollback, and no error, in a transaction a
+// failed statement aborted (COMMIT AND CHAIN then begins another, which
+// the outbox's own COMMIT would commit).
+func plainKeyword(word string) bool {
+	switch word {
 	case "select", "insert", "update", "delete", "replace", "with", "values", "table", "merge",
-		"show", "explain", "describe", "desc", "savepoint", "release", "create", "alter", "drop", "truncate", "rename", "comment", "grant",
+		"show", "explain", "describe", "desc", "release", "create", "alter", "drop", "truncate", "rename", "comment", "grant",
 		"revoke", "analyze", "lock", "unlock", "copy", "notify", "listen", "unlisten":
 		return true
 	}
