@@ -290,6 +290,8 @@ func (q storeQueue) Held() int { return int(q.o.work.Held()) }
 
 func (q storeQueue) OnTimers() int { return int(q.o.timers.Load()) }
 
+func (q storeQueue) SkipHot() { q.d.released.Add(1) }
+
 func (q storeQueue) HotWaiting() bool { return q.d.hotWaitingNow() }
 
 // AddStore adds a store whose events this dispatcher delivers, with the

@@ -22,6 +22,16 @@ type Hot interface {
 	EnqueueHot(env core.Envelope, lease core.Lease) bool
 }
 
+// Skipper is implemented by a Hot intake that counts the events it let go
+// (the dispatcher's, see ReleaseCounter): the publishing client calls
+// SkipHot when it does not hand over events inserted with the intake's
+// lease (it could not read back whether their rows were kept), so that
+// this node's next claim takes its own rows again instead of leaving
+// them until the lease ends.
+type Skipper interface {
+	SkipHot()
+}
+
 // Cold is the dispatcher's intake of claimed rows for one store.
 type Cold interface {
 	// ClaimLease returns the lease to claim rows with at now.

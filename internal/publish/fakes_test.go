@@ -53,6 +53,13 @@ type fakeHotQueue struct {
 	reject bool // EnqueueHot returns false (queue full)
 	envs   []core.Envelope
 	leases []core.Lease
+	skips  int // SkipHot calls
+}
+
+func (q *fakeHotQueue) SkipHot() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.skips++
 }
 
 // fakeLease is the lease fakeHotQueue grants.

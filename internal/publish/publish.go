@@ -31,8 +31,8 @@ type Client struct {
 	// and adds its headers (the trace context) to the event.
 	Observer core.Observer
 
-	// readsPausedUntil (Unix nanoseconds): until then a hand-off after
-	// a savepoint rollback reads nothing (see gone).
+	// readsPausedUntil (nanoseconds after clockStart): until then a
+	// hand-off after a savepoint rollback reads nothing (see gone).
 	readsPausedUntil atomic.Int64
 }
 
@@ -156,7 +156,11 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	}
 	if hot != nil {
 		hooked.AfterCommit(func() {
-			if !c.mayBeUndone(hooked) || !c.gone([]string{env.ID()})[env.ID()] {
+			if !c.mayBeUndone(hooked) {
+				hot.EnqueueHot(env, lease)
+				return
+			}
+			if gone, known := c.gone(hot, []string{env.ID()}); known && !gone[env.ID()] {
 				hot.EnqueueHot(env, lease)
 			}
 		})
@@ -185,36 +189,48 @@ func (c *Client) mayBeUndone(tx core.Tx) bool {
 
 // gone returns which of ids have no row after their transaction's commit,
 // in one read: an event whose row a rollback to a savepoint removed must
-// not reach a listener. Should the read fail it returns every id: none is
-// handed over, and the poller, which re-takes this node's own rows at
-// once, delivers those that exist (a slower delivery, never a phantom).
-// After a failed read, hand-offs read nothing for storedTimeout and
-// return every id: the read runs on the committing goroutine after
-// COMMIT, so a database that does not answer (a table lock queued behind
-// the transaction, an outage) holds each caller up once, not once per
-// event it published.
-func (c *Client) gone(ids []string) map[string]bool {
-	out := make(map[string]bool, len(ids))
-	if time.Now().UnixNano() < c.readsPausedUntil.Load() {
-		for _, id := range ids {
-			out[id] = true
+// not reach a listener. Should the read fail it reports the answer
+// unknown (known false): none may be handed over, and hot is told
+// (handoff.Skipper), so that this node's next claim takes its own rows
+// and the poller delivers those that exist (a slower delivery, never a
+// phantom). After a failed read, hand-offs read nothing for
+// storedTimeout and report unknown too: the read runs on the committing
+// goroutine after COMMIT, so a database that does not answer (a table
+// lock queued behind the transaction, an outage) holds each caller up
+// once, not once per event it published.
+func (c *Client) gone(hot handoff.Hot, ids []string) (gone map[string]bool, known bool) {
+	unknown := func() (map[string]bool, bool) {
+		if s, ok := hot.(handoff.Skipper); ok {
+			s.SkipHot()
 		}
-		return out
+		return nil, false
+	}
+	if since(c.readsPausedUntil.Load()) < 0 {
+		return unknown()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storedTimeout)
 	defer cancel()
 	found, err := c.store.(statuser).Statuses(ctx, ids)
 	if err != nil {
-		c.readsPausedUntil.Store(time.Now().Add(storedTimeout).UnixNano())
-		found = nil
+		c.readsPausedUntil.Store(int64(time.Since(clockStart) + storedTimeout))
+		return unknown()
 	}
+	out := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		if _, ok := found[id]; !ok {
 			out[id] = true
 		}
 	}
-	return out
+	return out, true
 }
+
+// clockStart is the origin of readsPausedUntil: a monotonic clock, which
+// setting the wall clock back does not stretch.
+var clockStart = time.Now()
+
+// since returns how long ago the instant at (nanoseconds after
+// clockStart) was; negative for one to come.
+func since(at int64) time.Duration { return time.Since(clockStart) - time.Duration(at) }
 
 // txDone returns err, the error of an insert, matching
 // core.ErrNoTransaction as well when it says the transaction was already

@@ -102,7 +102,10 @@ func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.
 		hooked.AfterCommit(func() {
 			var gone map[string]bool
 			if c.mayBeUndone(hooked) {
-				gone = c.gone(ids)
+				var known bool
+				if gone, known = c.gone(hot, ids); !known {
+					return
+				}
 			}
 			for i, env := range batch {
 				if !gone[env.ID()] && (env.OrderKey() == "" || leased[i]) {

@@ -46,8 +46,9 @@ func (s *statusStore) Statuses(_ context.Context, ids []string) (map[string]core
 // hand-off and the events without a row are not handed over; one that
 // cannot have them gets no read; a failed read hands no event over (the
 // poller delivers those that exist: handing them over delivered an event
-// a savepoint rollback had removed), and the next hand-offs read nothing
-// for a while (each read waited its timeout after COMMIT).
+// a savepoint rollback had removed; the intake is told, so that this
+// node's next claim takes its own rows), and the next hand-offs read
+// nothing for a while (each read waited its timeout after COMMIT).
 func TestHandOffReadsBackWhatASavepointMayHaveUndone(t *testing.T) {
 	kept, gone := mustBuild(t, ev()), mustBuild(t, ev())
 	for _, tc := range []struct {
@@ -56,10 +57,11 @@ func TestHandOffReadsBackWhatASavepointMayHaveUndone(t *testing.T) {
 		err       error
 		wantReads int
 		want      []string
+		wantSkips int
 	}{
-		{"no rollback", false, nil, 0, []string{kept.ID(), gone.ID()}},
-		{"rolled back", true, nil, 2, []string{kept.ID()}},
-		{"read failed", true, errors.New("connection lost"), 1, nil},
+		{"no rollback", false, nil, 0, []string{kept.ID(), gone.ID()}, 0},
+		{"rolled back", true, nil, 2, []string{kept.ID()}, 0},
+		{"read failed", true, errors.New("connection lost"), 1, nil, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &statusStore{stored: map[string]bool{kept.ID(): true}, err: tc.err}
@@ -83,6 +85,11 @@ func TestHandOffReadsBackWhatASavepointMayHaveUndone(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) || st.reads != tc.wantReads {
 				t.Errorf("handed over %v after %d reads, want %v after %d", got, st.reads, tc.want, tc.wantReads)
+			}
+			// Each hand-off not made is told to the intake, so this
+			// node's next claim takes its own rows at once.
+			if hot.skips != tc.wantSkips {
+				t.Errorf("%d hand-offs skipped were told, want %d", hot.skips, tc.wantSkips)
 			}
 		})
 	}
