@@ -200,30 +200,38 @@ func (s *spyStore) ownClaims() int {
 // before that claim): once the other nodes' rows run out, the same poll
 // claims this node's rows again, past every row held here. The claims
 // left them out as if all were held, until the dispatcher held nothing.
+// Events held on timers (retries, delayed events) have rows that are not
+// due, which no claim reads: the claim past the held rows does not count
+// them, or each would let it take one new row more than its batch (the
+// second poll took d3..d8, 6 rows with a batch of 2, beside 10 timers).
 func TestOwnRowsLeftBehindAFullClaimAreClaimedPastTheHeld(t *testing.T) {
-	clock := testsupport.NewClock(testsupport.Epoch)
-	st := &spyStore{Store: memstore.New(clock.Now)}
-	lease := core.Lease{Owner: queueOwner, Until: testsupport.Epoch.Add(time.Hour)}
-	ids := []string{"h1", "h2", "d1", "d2", "d3", "d4"} // oldest first
-	for _, id := range ids {
-		insertLeased(t, st.Store, id, lease)
-		clock.Advance(time.Second)
-	}
-	clock.Advance(time.Minute)
-	q := newRoomQueue(10)
-	q.setInFlight("h1") // held here (hot queue); d1..d4 were dropped
-	q.setInFlight("h2")
-	p, err := poller.NewWithQueue(st, q, poller.Config{BatchSize: 2, Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pollOnce(t, p) // 2 + 2 held: h1, h2 (held), d1, d2
-	if got := q.ids(); !slices.Equal(got, []string{"d1", "d2"}) {
-		t.Fatalf("first claim enqueued %v, want [d1 d2]", got)
-	}
-	pollOnce(t, p) // no other rows: this node's, past the 4 held
-	if got := q.ids(); !slices.Equal(got, []string{"d1", "d2", "d3", "d4"}) {
-		t.Fatalf("second poll enqueued %v, want [d1 d2 d3 d4]", got)
+	for _, timers := range []int{0, 10} {
+		clock := testsupport.NewClock(testsupport.Epoch)
+		st := &spyStore{Store: memstore.New(clock.Now)}
+		lease := core.Lease{Owner: queueOwner, Until: testsupport.Epoch.Add(time.Hour)}
+		for _, id := range []string{"h1", "h2", "d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8"} { // oldest first
+			insertLeased(t, st.Store, id, lease)
+			clock.Advance(time.Second)
+		}
+		clock.Advance(time.Minute)
+		q := &timerQueue{roomQueue: newRoomQueue(100), timers: timers}
+		q.setInFlight("h1") // held here (hot queue); d1..d8 were dropped
+		q.setInFlight("h2")
+		for i := range timers {
+			q.setInFlight(fmt.Sprintf("t%d", i)) // on timers: their rows are not due
+		}
+		p, err := poller.NewWithQueue(st, q, poller.Config{BatchSize: 2, Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pollOnce(t, p) // 2 + 2 held: h1, h2 (held), d1, d2
+		if got := q.ids(); !slices.Equal(got, []string{"d1", "d2"}) {
+			t.Fatalf("%d timers: first claim enqueued %v, want [d1 d2]", timers, got)
+		}
+		pollOnce(t, p) // no other rows: this node's, past the 4 held (not the timers'): 2 new
+		if got := q.ids(); !slices.Equal(got, []string{"d1", "d2", "d3", "d4"}) {
+			t.Fatalf("%d timers: second poll enqueued %v, want [d1 d2 d3 d4]", timers, got)
+		}
 	}
 }
 
@@ -235,39 +243,6 @@ type timerQueue struct {
 }
 
 func (q *timerQueue) OnTimers() int { return q.timers }
-
-// Events held on timers (retries, delayed events) have rows that are not
-// due, which no claim reads: a claim past the held rows does not count
-// them, or each would let it take one new row more than its batch (the
-// second poll took d3..d8 here, 6 rows with a batch of 2).
-func TestClaimPastTheHeldLeavesOutEventsOnTimers(t *testing.T) {
-	clock := testsupport.NewClock(testsupport.Epoch)
-	st := &spyStore{Store: memstore.New(clock.Now)}
-	lease := core.Lease{Owner: queueOwner, Until: testsupport.Epoch.Add(time.Hour)}
-	for _, id := range []string{"h1", "h2", "d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8"} { // oldest first
-		insertLeased(t, st.Store, id, lease)
-		clock.Advance(time.Second)
-	}
-	clock.Advance(time.Minute)
-	q := &timerQueue{roomQueue: newRoomQueue(100), timers: 10}
-	q.setInFlight("h1") // held here (hot queue); d1..d8 were dropped
-	q.setInFlight("h2")
-	for i := range 10 {
-		q.setInFlight(fmt.Sprintf("t%d", i)) // on timers: their rows are not due
-	}
-	p, err := poller.NewWithQueue(st, q, poller.Config{BatchSize: 2, Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pollOnce(t, p) // 2 + 2 held: h1, h2 (held), d1, d2
-	if got := q.ids(); !slices.Equal(got, []string{"d1", "d2"}) {
-		t.Fatalf("first claim enqueued %v, want [d1 d2]", got)
-	}
-	pollOnce(t, p) // past the 4 held rows, not the 10 on timers: 2 new
-	if got := q.ids(); !slices.Equal(got, []string{"d1", "d2", "d3", "d4"}) {
-		t.Fatalf("second poll enqueued %v, want [d1 d2 d3 d4]", got)
-	}
-}
 
 // A claim past the held rows that is full and finds nothing new (rows
 // held that the count missed) is not repeated poll after poll: this

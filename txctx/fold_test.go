@@ -47,12 +47,15 @@ func TestContainsFoldASCII(t *testing.T) {
 	}
 }
 
+// outboxInsert is as long as the outbox's insert.
+const outboxInsert = "INSERT INTO outbox_events (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
+	"status, attempts, next_attempt_at, created_at, locked_by, locked_until, order_key, order_seq) " +
+	"VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
+
 // BenchmarkMayRollBack reads a statement as long as the outbox's
 // insert, which holds neither word (but a b): every managed statement pays this.
 func BenchmarkMayRollBack(b *testing.B) {
-	q := "INSERT INTO outbox_events (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
-		"status, attempts, next_attempt_at, created_at, locked_by, locked_until, order_key, order_seq) " +
-		"VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
+	q := outboxInsert
 	b.SetBytes(int64(len(q)))
 	for b.Loop() {
 		if mayRollBack(q) {
@@ -64,9 +67,7 @@ func BenchmarkMayRollBack(b *testing.B) {
 // BenchmarkClassify reads the same statement: its keyword, and the rest
 // for a ';'.
 func BenchmarkClassify(b *testing.B) {
-	q := "INSERT INTO outbox_events (event_id, event_type, aggregate_type, aggregate_id, tenant_id, payload, headers, " +
-		"status, attempts, next_attempt_at, created_at, locked_by, locked_until, order_key, order_seq) " +
-		"VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)"
+	q := outboxInsert
 	b.SetBytes(int64(len(q)))
 	for b.Loop() {
 		if classify(q) != plainStatement {
