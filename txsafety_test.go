@@ -583,3 +583,33 @@ END`)
 		requireAborted(t, err, ob, m, id)
 	}
 }
+
+// TestNoPhantomWhenTheFirstEventVanishesUnseenMySQL: the check before
+// commit took a first event gone from a transaction still open for a
+// rollback to a savepoint, and let the commit go on, even when the
+// transaction had run no statement that could roll back to one: after a
+// deadlock met reading a query's rows (which txctx does not see), a
+// MariaDB session's SET autocommit = 0 begins another transaction, and
+// the event, without a row, was delivered. Simulated here by removing
+// the row with a plain statement after a query.
+func TestNoPhantomWhenTheFirstEventVanishesUnseenMySQL(t *testing.T) {
+	db := testdb.MySQL(t)
+	var seen atomic.Int64
+	ob, m := startOutbox(t, db, &seen)
+	ctx := context.Background()
+	var id string
+	err := ob.InTx(ctx, func(ctx context.Context) error {
+		tx, _ := txctx.From(ctx)
+		var err error
+		if id, err = ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))); err != nil {
+			return err
+		}
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil { // its rows' errors unseen
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM outbox_event WHERE event_id = ?`, id)
+		return err
+	})
+	requireAborted(t, err, ob, m, id)
+}

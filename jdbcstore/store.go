@@ -380,8 +380,17 @@ func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
 		var one int
 		err := q.QueryRowContext(ctx, s.q.exists, id).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			if open, known, err := s.inTransaction(ctx, q); err == nil && known && open {
-				return nil // the row was rolled back to a savepoint, the transaction goes on
+			// Gone from a transaction still open: rolled back to a
+			// savepoint (the outbox then reads back after commit which
+			// events are stored), but only if the transaction may have
+			// done so; else the server rolled the transaction back and
+			// a statement after it began another (MariaDB's SET
+			// autocommit = 0, after a deadlock met reading a query's
+			// rows, which the transaction did not see).
+			if w, ok := ex.(core.SavepointWatcher); ok && w.RowsMayBeUndone() {
+				if open, known, err := s.inTransaction(ctx, q); err == nil && known && open {
+					return nil
+				}
 			}
 			return fmt.Errorf("outbox: jdbcstore: event %q is no longer in %s: %w", id, s.table, core.ErrTxAborted)
 		}
