@@ -200,11 +200,14 @@ func classify(q string) statementKind {
 	kind := unseenStatement
 	switch {
 	case word == "set":
-		// MariaDB's SET STATEMENT ... FOR <statement> runs any statement.
+		// MariaDB's SET STATEMENT ... FOR <statement> runs any statement;
+		// setting autocommit on commits the transaction, setting it off
+		// after that (or after the server rolled the transaction back)
+		// begins another.
 		after, ok := skipComments(rest)
 		if ok {
 			next, _ := keyword(after)
-			if next != "statement" {
+			if next != "statement" && !strings.Contains(strings.ToLower(after), "autocommit") {
 				kind = plainStatement
 			}
 		}
@@ -279,19 +282,23 @@ func keyword(q string) (string, string) {
 const sqlSpace = " \t\r\n\f\v"
 
 // plainKeyword reports whether a statement beginning with word (lower
-// case) runs no code of its own able to roll back and report success:
-// queries and writes (their triggers and stored functions may not commit
-// or roll back), savepoints, DDL and locks. A ROLLBACK (ABORT) is not
-// one: it may have ended the transaction, after which a MySQL/MariaDB
-// session writes in autocommit mode; nor is a COMMIT (END), which
-// PostgreSQL answers with a rollback, and no error, in a transaction a
-// failed statement aborted (COMMIT AND CHAIN then begins another, which
-// the outbox's own COMMIT would commit).
+// case) runs no code of its own able to roll back and report success, nor
+// ends the transaction: queries and writes (their triggers and stored
+// functions may not commit or roll back), RELEASE SAVEPOINT. A ROLLBACK
+// (ABORT) is not one: it may have ended the transaction, after which a
+// MySQL/MariaDB session writes in autocommit mode; nor is a COMMIT (END),
+// which PostgreSQL answers with a rollback, and no error, in a
+// transaction a failed statement aborted (COMMIT AND CHAIN then begins
+// another, which the outbox's own COMMIT would commit); nor are DDL,
+// LOCK TABLES, GRANT and the like, which MySQL/MariaDB commit implicitly:
+// the events before them are then stored whatever follows, and a hidden
+// rollback later in the session (a deadlock met reading a query's rows)
+// removes only the events after them, which the check before commit,
+// looking at the first event, does not see.
 func plainKeyword(word string) bool {
 	switch word {
 	case "select", "insert", "update", "delete", "replace", "with", "values", "table", "merge",
-		"show", "explain", "describe", "desc", "release", "create", "alter", "drop", "truncate", "rename", "comment", "grant",
-		"revoke", "analyze", "lock", "unlock", "copy", "notify", "listen", "unlisten":
+		"show", "explain", "describe", "desc", "release", "comment", "copy", "notify", "listen", "unlisten":
 		return true
 	}
 	return false
