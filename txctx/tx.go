@@ -201,13 +201,19 @@ func classify(q string) statementKind {
 	switch {
 	case word == "set":
 		// MariaDB's SET STATEMENT ... FOR <statement> runs any statement;
-		// setting autocommit on commits the transaction, setting it off
-		// after that (or after the server rolled the transaction back)
-		// begins another.
+		// SET PASSWORD and SET DEFAULT ROLE commit the transaction, as
+		// does setting autocommit on (setting it off after that, or after
+		// the server rolled the transaction back, begins another); and
+		// completion_type makes a COMMIT begin another, or end the
+		// session.
 		after, ok := skipComments(rest)
 		if ok {
 			next, _ := keyword(after)
-			if next != "statement" && !strings.Contains(strings.ToLower(after), "autocommit") {
+			lower := strings.ToLower(after)
+			switch {
+			case next == "statement" || next == "password" || next == "default" || next == "role":
+			case strings.Contains(lower, "autocommit") || strings.Contains(lower, "completion_type"):
+			default:
 				kind = plainStatement
 			}
 		}
