@@ -307,8 +307,8 @@ func (o *Outbox) Start(ctx context.Context) error {
 // waits for the row lock of an event of this node's that an open business
 // transaction holds (the event before an ordered one it published), on
 // SQLite for any open business transaction's write lock, so a transaction
-// left open delays Close (up to ctx, or the database's lock wait timeout;
-// PostgreSQL's release does not wait). On SQLite a release that gives up
+// left open delays Close (each release is bounded by ctx and by
+// Dispatcher.StatusTimeout; PostgreSQL's release does not wait). On SQLite a release that gives up
 // on that lock is not tried again: the leases then expire after
 // Dispatcher.Lease. Finish or roll back the business transactions first.
 // The release, once ctx ended, is bounded by Dispatcher.StatusTimeout

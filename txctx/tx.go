@@ -139,8 +139,8 @@ func (t *Tx) failed() {
 // the whole transaction: any whose text holds "rollback" or "abort"
 // (PostgreSQL's ROLLBACK) in any case (a ROLLBACK TO SAVEPOINT, perhaps
 // after a comment). A false alarm costs the publishing transaction one
-// read after commit (see RowsMayBeUndone). Once noted, the statements are
-// not read again. A statement that runs others out of its sight (see
+// read after commit (see RowsMayBeUndone). Once both this and
+// MayHaveFailed are noted, the statements are not read again. A statement that runs others out of its sight (see
 // classify) may also have rolled back, to a savepoint or the whole
 // transaction, and report success: the transaction then counts as one
 // that may have failed too (see MayHaveFailed). A SAVEPOINT after a
@@ -186,8 +186,10 @@ const (
 // several statements in one string (a ';' followed by more than white
 // space), PostgreSQL's PREPARE TRANSACTION. A false alarm (a ';' in a
 // string literal, a comment nested in a comment) costs the transaction a
-// check before and a read after commit. It reads the statement's start,
-// and the rest for a ';' only.
+// check before and a read after commit, as does a SET mentioning
+// autocommit or completion_type anywhere (a string holding the word
+// included). It reads the statement's start, and the rest for a ';' (and,
+// after SET, those words) only.
 func classify(q string) statementKind {
 	q, ok := skipComments(q)
 	if !ok {
@@ -423,9 +425,11 @@ func (t *Tx) MayHaveFailed() bool { return t.mayHaveFailed.Load() }
 // the whole transaction, which PostgreSQL's COMMIT then only warns
 // about): a statement holding "rollback" (ROLLBACK TO SAVEPOINT) or
 // "abort" (PostgreSQL's ABORT), one that is not one plain statement (see
-// [Tx.MayHaveFailed]), or one that failed (the database may have rolled
-// the whole transaction back, and a later statement begun another), ran
-// through
+// [Tx.MayHaveFailed]), or one that returned an error from ExecContext or
+// QueryContext (the database may have rolled the whole transaction back,
+// and a later statement begun another; an error met reading a query's
+// rows, or at Scan, is not seen here, but a SAVEPOINT after such a query
+// counts), ran through
 // [Tx.ExecContext], [Tx.QueryContext] or [Tx.QueryRowContext], the raw
 // transaction was taken with [Tx.SQL] or [Tx.Sqlx], or the transaction was
 // adopted. It implements [core.SavepointWatcher]: the outbox then reads
