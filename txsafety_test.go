@@ -559,7 +559,6 @@ func TestNoPhantomAfterAProcedureRollbackMySQL(t *testing.T) {
 	}
 	var seen atomic.Int64
 	ob, m := startOutbox(t, db, &seen)
-	ctx := context.Background()
 	db.MustExec(`CREATE TABLE acct (id INT PRIMARY KEY) ENGINE=InnoDB`)
 	db.MustExec(`INSERT INTO acct VALUES (1)`)
 	t.Cleanup(func() { _, _ = db.Exec(`DROP PROCEDURE IF EXISTS add_acct`) })
@@ -569,19 +568,30 @@ BEGIN
   INSERT INTO acct VALUES (n);
 END`)
 	for _, stmt := range stmts {
-		var id string
-		err := ob.InTx(ctx, func(ctx context.Context) error {
-			tx, _ := txctx.From(ctx)
-			var err error
-			if id, err = ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))); err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, stmt) // a duplicate key: the handler rolls back
+		id, err := publishThen(t, ob, func(ctx context.Context, tx *txctx.Tx, _ string) error {
+			_, err := tx.ExecContext(ctx, stmt) // a duplicate key: the handler rolls back
 			return err
 		})
 		t.Logf("%q: %v", stmt, err)
 		requireAborted(t, err, ob, m, id)
 	}
+}
+
+// publishThen publishes an event of type E in an InTx of ob, then runs
+// then on the transaction with the event's id; it returns the id and
+// InTx's error.
+func publishThen(t *testing.T, ob *outbox.Outbox, then func(ctx context.Context, tx *txctx.Tx, id string) error) (string, error) {
+	t.Helper()
+	var id string
+	err := ob.InTx(context.Background(), func(ctx context.Context) error {
+		tx, _ := txctx.From(ctx)
+		var err error
+		if id, err = ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))); err != nil {
+			return err
+		}
+		return then(ctx, tx, id)
+	})
+	return id, err
 }
 
 // TestNoPhantomWhenTheFirstEventVanishesUnseenMySQL: the check before
@@ -596,19 +606,12 @@ func TestNoPhantomWhenTheFirstEventVanishesUnseenMySQL(t *testing.T) {
 	db := testdb.MySQL(t)
 	var seen atomic.Int64
 	ob, m := startOutbox(t, db, &seen)
-	ctx := context.Background()
-	var id string
-	err := ob.InTx(ctx, func(ctx context.Context) error {
-		tx, _ := txctx.From(ctx)
-		var err error
-		if id, err = ob.Publish(ctx, mustBuild(t, outbox.NewEvent("E").PayloadJSONString(`{}`))); err != nil {
-			return err
-		}
+	id, err := publishThen(t, ob, func(ctx context.Context, tx *txctx.Tx, id string) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil { // its rows' errors unseen
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM outbox_event WHERE event_id = ?`, id)
+		_, err := tx.ExecContext(ctx, `DELETE FROM outbox_event WHERE event_id = ?`, id)
 		return err
 	})
 	requireAborted(t, err, ob, m, id)
