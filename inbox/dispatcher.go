@@ -381,7 +381,15 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		return ErrCloseInHandler
 	}
 	d.alarm.stop()
-	return d.run.Close(ctx)
+	err := d.run.Close(ctx)
+	// Closed for good: the inboxes stop notifying it of their enqueues
+	// (and no longer keep it reachable).
+	d.addMu.Lock()
+	for _, m := range d.members.Members() {
+		m.in.unregister(m)
+	}
+	d.addMu.Unlock()
+	return err
 }
 
 // InHandler reports whether ctx is the context of a handler call of d, or

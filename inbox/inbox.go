@@ -212,7 +212,10 @@ func (in *Inbox) IsContention(err error) bool {
 //   - if a work-queue worker holds a live lease on it, returns an error
 //     wrapping ErrInProgress without calling fn, unless ctx is (derived
 //     from) the context a [Dispatcher] gave the handler of this very
-//     message in this table under the claim that holds the lease: that
+//     message in this table under the claim that holds the lease, and
+//     the call goes through the handler's Inbox (see [FromContext]) or
+//     another on the same *sql.DB handle and table (a handle of its own
+//     on the same database is not recognised: ErrInProgress): that
 //     lease is the caller's own (a handler that outlived its lease, whose
 //     message was claimed again, by its own dispatcher or another, gets
 //     ErrInProgress);
@@ -260,7 +263,8 @@ func (in *Inbox) IsContention(err error) bool {
 // as a warning, never an error. msg.Topic and msg.Payload are
 // optional here (stored for inspection; a nil payload is stored empty).
 //
-// tx must be a transaction: the pool (*sql.DB, *sqlx.DB), a nil one of any
+// tx must be a transaction: a database handle (*sql.DB, *sql.Conn,
+// *sqlx.DB, *sqlx.Conn: anything with a BeginTx method), a nil one of any
 // type, a txctx transaction that is no longer active and a transaction
 // that has ended (committed or rolled back: the error also wraps
 // sql.ErrTxDone) return an error wrapping core.ErrNoTransaction without
@@ -277,9 +281,8 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	if ctx == nil {
 		return false, core.ErrNilContext
 	}
-	switch tx.(type) {
-	case *sql.DB, *sqlx.DB:
-		return false, fmt.Errorf("outbox: inbox: process: %w: pass the business transaction, not the pool", core.ErrNoTransaction)
+	if _, handle := tx.(beginner); handle {
+		return false, fmt.Errorf("outbox: inbox: process: %w: pass the business transaction, not a database handle (%T)", core.ErrNoTransaction, tx)
 	}
 	if noTx(tx) {
 		return false, fmt.Errorf("outbox: inbox: process: %w", core.ErrNoTransaction)
@@ -290,8 +293,18 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	if err := checkMessage(msg, false); err != nil {
 		return false, err
 	}
+	return in.observed(ctx, msg, func(ctx context.Context, run *fnRun) (bool, error) {
+		return in.processTx(ctx, tx, msg, fn, run)
+	})
+}
+
+// observed runs process, the processing of msg in the transactional mode,
+// under the observer if there is one: run receives whether the business
+// function ran and how long (nil without an observer). The processing's
+// outcome is what process returns; Process includes its commit in it.
+func (in *Inbox) observed(ctx context.Context, msg Message, process func(ctx context.Context, run *fnRun) (bool, error)) (bool, error) {
 	if in.obs == nil {
-		return in.processTx(ctx, tx, msg, fn, nil)
+		return process(ctx, nil)
 	}
 	ctx, end := in.obs.ProcessInbox(ctx, core.InboxMessage{
 		Source: msg.Source, MessageID: msg.MessageID, Topic: msg.Topic, Mode: core.InboxTransactional,
@@ -305,7 +318,7 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 			end(core.InboxResult{Outcome: core.InboxFailed, Err: errFnAbandoned, Took: run.took, NotRun: !run.ran})
 		}
 	}()
-	processed, err := in.processTx(ctx, tx, msg, fn, &run)
+	processed, err := process(ctx, &run)
 	returned = true
 	r := core.InboxResult{Outcome: core.InboxDuplicate, Took: run.took, NotRun: !run.ran}
 	switch {
@@ -362,11 +375,7 @@ func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 			t.LockedUntil.Format(time.RFC3339Nano))
 	}
 	in.log.LogAttrs(ctx, slog.LevelDebug, "inbox: processing", append(keyAttrs(msg.Key()), slog.String("status", Status(t.Status).String()))...)
-	start := time.Now()
-	err = fn(ctx)
-	if run != nil {
-		run.ran, run.took = true, time.Since(start)
-	}
+	err = runFn(ctx, fn, run)
 	if err != nil {
 		return false, err
 	}
@@ -377,6 +386,25 @@ func (in *Inbox) processTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 		h.marked.Store(true)
 	}
 	return true, nil
+}
+
+// runFn calls fn and, when run is not nil, records in it that fn ran and
+// how long, also when fn panics or calls runtime.Goexit.
+func runFn(ctx context.Context, fn func(ctx context.Context) error, run *fnRun) error {
+	if run != nil {
+		start := time.Now()
+		run.ran = true
+		defer func() { run.took = time.Since(start) }()
+	}
+	return fn(ctx)
+}
+
+// beginner is a database handle, which begins transactions and is none:
+// *sql.DB, *sql.Conn, *sqlx.DB, *sqlx.Conn. On a handle each statement
+// commits on its own, so no row lock would hold a concurrent redelivery
+// back until the effect commits.
+type beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
 
 // txEnded marks the error of a statement on the caller's transaction
@@ -403,6 +431,9 @@ func (in *Inbox) Process(ctx context.Context, msg Message, fn func(ctx context.C
 	if fn == nil {
 		return false, &core.ConfigError{Field: "fn", Msg: "must not be nil"}
 	}
+	if err := checkMessage(msg, false); err != nil {
+		return false, err
+	}
 	pause := time.Millisecond
 	for {
 		processed, err := in.processOnce(ctx, msg, fn)
@@ -423,17 +454,21 @@ func (in *Inbox) Process(ctx context.Context, msg Message, fn func(ctx context.C
 func (in *Inbox) processOnce(ctx context.Context, msg Message, fn func(ctx context.Context, tx *sqlx.Tx) error) (bool, error) {
 	tx, err := in.db.BeginTxx(ctx, nil)
 	if err != nil {
-		return false, in.mapErr(err)
+		return false, fmt.Errorf("outbox: inbox: process: begin: %w", in.mapErr(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	processed, err := in.ProcessTx(ctx, tx, msg, func(ctx context.Context) error { return fn(ctx, tx) })
-	if err != nil {
-		return false, in.mapErr(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, in.mapErr(err)
-	}
-	return processed, nil
+	// The commit is part of the observed processing: the message is
+	// processed only once it commits.
+	return in.observed(ctx, msg, func(ctx context.Context, run *fnRun) (bool, error) {
+		processed, err := in.processTx(ctx, tx, msg, func(ctx context.Context) error { return fn(ctx, tx) }, run)
+		if err != nil {
+			return false, in.mapErr(err)
+		}
+		if err := tx.Commit(); err != nil {
+			return false, fmt.Errorf("outbox: inbox: process: commit: %w", in.mapErr(err))
+		}
+		return processed, nil
+	})
 }
 
 // AlreadyProcessed records a delivery of (source, messageID) and reports

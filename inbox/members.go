@@ -145,9 +145,10 @@ func FromContext(ctx context.Context) *Inbox {
 // bytes without control characters. (The Inbox's own log lines, such as
 // its claims, carry the id only when its Config.Logger does; package
 // tenant sets that up.) An invalid or present id, a nil inbox
-// or an inbox added already return an error wrapping core.ErrInvalidConfig.
-// It may be called while the dispatcher runs; the new inbox is reaped and
-// claimed from at once.
+// or an inbox added already return an error wrapping core.ErrInvalidConfig;
+// after Close it returns an error wrapping core.ErrClosed. It may be
+// called while the dispatcher runs; the new inbox is reaped and claimed
+// from at once.
 func (d *Dispatcher) AddInbox(id string, in *Inbox) error {
 	if err := ident.ValidateStoreID(id); err != nil {
 		return err
@@ -165,6 +166,9 @@ func (d *Dispatcher) AddInbox(id string, in *Inbox) error {
 func (d *Dispatcher) addMember(id string, in *Inbox) error {
 	d.addMu.Lock()
 	defer d.addMu.Unlock()
+	if d.run.Closed() {
+		return fmt.Errorf("outbox: inbox: add inbox %q: %w", id, core.ErrClosed)
+	}
 	if other, _, ok := d.members.Find(func(o *member) bool { return o.in == in }); ok {
 		return &core.ConfigError{Field: "inbox " + id, Msg: fmt.Sprintf("is already added as %q", other)}
 	}

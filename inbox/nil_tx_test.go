@@ -13,8 +13,9 @@ import (
 	"github.com/outbox-go/outbox/txctx"
 )
 
-// ProcessTx refuses a nil transaction of any type, and a txctx transaction
-// that is no longer active, with core.ErrNoTransaction: it neither panics
+// ProcessTx refuses a nil transaction of any type, a txctx transaction
+// that is no longer active and a database handle (pool or connection)
+// with core.ErrNoTransaction: it neither panics
 // nor calls fn, and writes nothing.
 func TestProcessTxWithoutTransaction(t *testing.T) {
 	db := openSQLite(t)
@@ -32,6 +33,16 @@ func TestProcessTxWithoutTransaction(t *testing.T) {
 	if err := committed.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	conn, err := db.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	connx, err := db.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer connx.Close()
 	for name, tx := range map[string]inbox.Tx{
 		"nil":                 nil,
 		"(*sql.Tx)(nil)":      (*sql.Tx)(nil),
@@ -42,6 +53,10 @@ func TestProcessTxWithoutTransaction(t *testing.T) {
 		"committed *txctx.Tx": committed,
 		"*sql.DB (the pool)":  db.DB,
 		"*sqlx.DB (the pool)": db,
+		// A connection autocommits each statement: no row lock would hold
+		// a concurrent redelivery back until the effect commits.
+		"*sql.Conn":  conn,
+		"*sqlx.Conn": connx,
 	} {
 		t.Run(name, func(t *testing.T) {
 			called := false

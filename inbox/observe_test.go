@@ -255,8 +255,9 @@ func TestObserverTransactionalPanicEnds(t *testing.T) {
 	if got != "boom" {
 		t.Fatalf("recovered %v, want the business function's panic", got)
 	}
-	if o := rec.checkOne(t, 0, core.InboxTransactional, core.InboxFailed); o.result.Err == nil {
-		t.Error("a panicked processing ended without an error")
+	// The function ran (and took its time) before it panicked.
+	if o := rec.checkOne(t, 0, core.InboxTransactional, core.InboxFailed); o.result.Err == nil || o.result.NotRun || o.result.Took <= 0 {
+		t.Errorf("a panicked processing ended with %+v, want an error, the function run and its time", o.result)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -264,7 +265,9 @@ func TestObserverTransactionalPanicEnds(t *testing.T) {
 		_, _ = e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "g"}, func(context.Context, *sqlx.Tx) error { runtime.Goexit(); return nil })
 	}()
 	<-done
-	rec.checkOne(t, 1, core.InboxTransactional, core.InboxFailed)
+	if o := rec.checkOne(t, 1, core.InboxTransactional, core.InboxFailed); o.result.NotRun || o.result.Took <= 0 {
+		t.Errorf("a processing whose function called Goexit ended with %+v, want the function run and its time", o.result)
+	}
 	// Nothing was recorded: the message is processed afterwards.
 	if ok, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "p"}, func(context.Context, *sqlx.Tx) error { return nil }); !ok || err != nil {
 		t.Fatalf("Process after the panic = %v, %v", ok, err)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/testdb"
 )
@@ -81,5 +83,34 @@ func TestPostgresNewAtOnce(t *testing.T) {
 				t.Errorf("inbox.New of %s by one of 4 processes at once: %v", table, err)
 			}
 		}
+	}
+}
+
+// A commit that fails (here a deferred unique constraint the business
+// function broke) fails the processing: Process returns the commit's
+// error with its context, the observer sees the processing failed, not
+// processed, and the message is not recorded.
+func TestPostgresProcessCommitFails(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, openPostgres, inbox.Config{Observer: rec})
+	if _, err := e.db.ExecContext(e.ctx, "CREATE TABLE effects (v int, CONSTRAINT effects_v UNIQUE (v) DEFERRABLE INITIALLY DEFERRED)"); err != nil {
+		t.Fatal(err)
+	}
+	msg := inbox.Message{Source: "s", MessageID: "m"}
+	ok, err := e.in.Process(e.ctx, msg, func(ctx context.Context, tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO effects (v) VALUES (1), (1)") // checked at commit
+		return err
+	})
+	if ok || err == nil || !strings.Contains(err.Error(), "outbox: inbox: process: commit:") {
+		t.Fatalf("Process = %v, %v; want the commit's error", ok, err)
+	}
+	if o := rec.checkOne(t, 0, core.InboxTransactional, core.InboxFailed); o.result.Err == nil || o.result.NotRun {
+		t.Errorf("result = %+v, want failed with the commit's error, the function run", o.result)
+	}
+	if n := len(rec.all()); n != 1 {
+		t.Errorf("%d processings observed, want 1", n)
+	}
+	if _, err := e.in.Get(e.ctx, "s", "m"); !errors.Is(err, inbox.ErrNotFound) {
+		t.Fatalf("Get after the failed commit: %v, want ErrNotFound", err)
 	}
 }

@@ -134,9 +134,9 @@ func (s Status) String() string {
 }
 
 // Tx is a transaction the inbox can write on: *sql.Tx, *sqlx.Tx and
-// *txctx.Tx satisfy it. [Inbox.ProcessTx] refuses a *sql.DB or *sqlx.DB,
-// which satisfy it too, because its guarantee needs the caller's
-// transaction.
+// *txctx.Tx satisfy it. [Inbox.ProcessTx] refuses a database handle
+// (*sql.DB, *sql.Conn, *sqlx.DB, *sqlx.Conn), which satisfies it too,
+// because its guarantee needs the caller's transaction.
 type Tx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
