@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -201,4 +202,13 @@ func DurationProblem(d time.Duration) string {
 		return fmt.Sprintf("must be 0 (the default) or at least %v (got %v: a number without a unit is nanoseconds)", MinDuration, d)
 	}
 	return ""
+}
+
+// Cause returns a *core.ConfigError for field whose cause is sentinel,
+// with err's text as its message less sentinel's own text at its start:
+// the error's text names the sentinel once, not twice.
+func Cause(field string, err, sentinel error) *core.ConfigError {
+	msg := strings.TrimPrefix(err.Error(), sentinel.Error())
+	msg = strings.TrimLeft(msg, ": ")
+	return &core.ConfigError{Field: field, Msg: msg, Err: sentinel}
 }

@@ -156,6 +156,9 @@ func (r *Relay) noAck(ctx context.Context, attempt relay.Attempt, subject string
 	if !r.connected() {
 		return down(err)
 	}
+	if perr := r.publishDenied(subject); perr != nil {
+		return fmt.Errorf("%w: subject %q: the server refused the publish: %w", ErrRejected, subject, errors.Join(perr, err))
+	}
 	select {
 	case r.lookups <- struct{}{}:
 		defer func() { <-r.lookups }()
@@ -182,6 +185,22 @@ func (r *Relay) noAck(ctx context.Context, attempt relay.Attempt, subject string
 		return fmt.Errorf("%w: %w: stream %s, subject %q: %w", ErrRejected, ErrStreamNoAck, name, subject, err)
 	}
 	return down(fmt.Errorf("stream %s listens on it but did not acknowledge: %w", name, err))
+}
+
+// publishDenied returns the connection's last error when it is the
+// server's refusal to let this connection publish to subject (a
+// permissions violation: the server drops the message and answers with an
+// error instead of an ack), nil otherwise.
+func (r *Relay) publishDenied(subject string) error {
+	nc := r.js.Conn()
+	if nc == nil {
+		return nil
+	}
+	err := nc.LastError()
+	if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), "Publish to \""+subject+"\"") {
+		return nil
+	}
+	return err
 }
 
 // connected reports whether the NATS connection is up.

@@ -166,7 +166,7 @@ func (cfg Config) validate() (relay.Template, error) {
 	}
 	tpl, err := relay.ParseTemplate(cfg.Subject)
 	if err != nil {
-		errs = append(errs, &core.ConfigError{Field: "Subject", Msg: err.Error(), Err: relay.ErrInvalidTemplate})
+		errs = append(errs, cfgpath.Cause("Subject", err, relay.ErrInvalidTemplate))
 	} else if cfg.SubjectFunc == nil {
 		// Expanded with every field set, the template shows whether its
 		// literal parts break the subject rules for every event.

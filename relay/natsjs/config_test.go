@@ -60,6 +60,9 @@ func TestNewValidatesConfig(t *testing.T) {
 		if tc.is != nil && !errors.Is(err, tc.is) {
 			t.Errorf("%s: %v does not match %v", tc.name, err, tc.is)
 		}
+		if tc.is == relay.ErrInvalidTemplate && strings.Count(err.Error(), "invalid template") != 1 {
+			t.Errorf("%s: %v; want it to say once that the template is invalid", tc.name, err)
+		}
 	}
 	// Every bad field is reported at once.
 	_, err := natsjs.New(js, natsjs.Config{Subject: "{x}", MaxInFlight: -1, AckTimeout: -1})

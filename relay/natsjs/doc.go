@@ -88,7 +88,10 @@
 // within AckTimeout because no stream listens on its subject (only a plain
 // NATS subscriber received it: [ErrNoStream]) or because its stream has
 // NoAck ([ErrStreamNoAck]): the relay asks the JetStream API once the
-// ack is late, never for a message acknowledged in time.
+// ack is late, never for a message acknowledged in time. So is a publish
+// the server refused for the connection's permissions (it answers with
+// a permissions violation instead of an ack): once AckTimeout passed, an
+// [ErrRejected] that wraps nats.ErrPermissionViolation.
 //
 // When JetStream cannot be reached (the connection is down or
 // reconnecting, the stream that listens on the subject does not

@@ -3,6 +3,7 @@ package natsjs_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -193,5 +194,52 @@ func TestRelayStreamWithoutAckIsOutage(t *testing.T) {
 	}
 	if n := logs.Count("level=ERROR", "broker unreachable"); n != 1 {
 		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
+	}
+}
+
+// A publish the server refuses for the connection's permissions gets an
+// error from the server (a permissions violation) and no ack: once
+// AckTimeout passed, the event fails as ErrRejected wrapping
+// nats.ErrPermissionViolation, a normal failure (retried, DEAD after
+// MaxAttempts), not an outage that put it off for ever and logged an
+// ERROR and a "recovered" line every few seconds. Events to permitted
+// subjects go on.
+func TestRelayPublishPermissionDenied(t *testing.T) {
+	s := startPrivateServerWith(t, `authorization { users = [ {user: u, password: p, permissions: { publish: { allow: [">"], deny: ["denied.>"] } } } ] }`)
+	nc, err := nats.Connect("nats://u:p@127.0.0.1:"+strconv.Itoa(s.port), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "PERM", Subjects: []string{"denied.>", "ok.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := testsupport.NewLogger()
+	r, err := natsjs.New(js, natsjs.Config{Subject: "{aggregate_type}.{type}", AckTimeout: 300 * time.Millisecond, Logger: logger,
+		Breaker: relay.BreakerConfig{ProbeInterval: 10 * time.Millisecond, RetryAfter: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	event := func(agg string) core.Envelope {
+		env, err := core.NewEvent("T").AggregateType(agg).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	for range 2 {
+		wantRejected(t, "a publish to a denied subject", r.OnEvent(context.Background(), event("denied")), nats.ErrPermissionViolation, logs)
+		if err := r.OnEvent(context.Background(), event("ok")); err != nil {
+			t.Fatalf("a publish to a permitted subject: %v", err)
+		}
+	}
+	if n := streamCount(t, st); n != 2 {
+		t.Errorf("%d messages in the stream, want the 2 permitted ones", n)
 	}
 }

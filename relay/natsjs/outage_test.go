@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -47,9 +48,16 @@ type privateServer struct {
 	port int
 	dir  string
 	cmd  *exec.Cmd
+	// conf, when set, is a configuration file the server also reads
+	// (the command line's port and store directory take precedence).
+	conf string
 }
 
-func startPrivateServer(t *testing.T) *privateServer {
+func startPrivateServer(t *testing.T) *privateServer { return startPrivateServerWith(t, "") }
+
+// startPrivateServerWith is startPrivateServer with a configuration
+// file's text (authorization, limits), "" for none.
+func startPrivateServerWith(t *testing.T, conf string) *privateServer {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +65,12 @@ func startPrivateServer(t *testing.T) *privateServer {
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 	s := &privateServer{t: t, bin: natsServerBin(t), port: port, dir: t.TempDir()}
+	if conf != "" {
+		s.conf = filepath.Join(t.TempDir(), "nats.conf")
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.start()
 	t.Cleanup(s.kill)
 	return s
@@ -67,7 +81,11 @@ func (s *privateServer) url() string { return "nats://127.0.0.1:" + strconv.Itoa
 // start runs the server and returns once it accepts connections.
 func (s *privateServer) start() {
 	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", s.dir)
+	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", s.dir}
+	if s.conf != "" {
+		args = append([]string{"-c", s.conf}, args...)
+	}
+	s.cmd = exec.Command(s.bin, args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start nats-server: %v", err)
 	}

@@ -134,7 +134,8 @@ type Config struct {
 	// up to ReconnectMaxDelay. Defaults to DefaultReconnectDelay (100 ms).
 	ReconnectDelay time.Duration
 	// ReconnectMaxDelay caps the delay between two dials. Defaults to
-	// DefaultReconnectMaxDelay (5 s).
+	// DefaultReconnectMaxDelay (5 s), or to ReconnectDelay when that is
+	// longer. Set, it must not be below ReconnectDelay.
 	ReconnectMaxDelay time.Duration
 	// Breaker configures the outage breaker: its name in log lines, how
 	// often a probe event tries the broker during an outage, and how long
@@ -194,7 +195,7 @@ func (cfg Config) withDefaults(name string) Config {
 		cfg.ReconnectDelay = DefaultReconnectDelay
 	}
 	if cfg.ReconnectMaxDelay == 0 {
-		cfg.ReconnectMaxDelay = DefaultReconnectMaxDelay
+		cfg.ReconnectMaxDelay = max(DefaultReconnectMaxDelay, cfg.ReconnectDelay)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -253,13 +254,13 @@ func (cfg Config) validate() (templates, error) {
 	var t templates
 	var err error
 	if t.exchange, err = relay.ParseTemplate(cfg.Exchange); err != nil {
-		errs = append(errs, &core.ConfigError{Field: "Exchange", Msg: err.Error(), Err: relay.ErrInvalidTemplate})
-	} else if err := checkShortString("exchange", t.exchange.Expand(probeEvent)); err != nil && t.exchange.Static() {
+		errs = append(errs, cfgpath.Cause("Exchange", err, relay.ErrInvalidTemplate))
+	} else if err := checkLiteral("exchange", t.exchange); err != nil {
 		bad("Exchange", "%v", err)
 	}
 	if t.routingKey, err = relay.ParseTemplate(cfg.RoutingKey); err != nil {
-		errs = append(errs, &core.ConfigError{Field: "RoutingKey", Msg: err.Error(), Err: relay.ErrInvalidTemplate})
-	} else if err := checkShortString("routing key", t.routingKey.Expand(probeEvent)); err != nil && t.routingKey.Static() {
+		errs = append(errs, cfgpath.Cause("RoutingKey", err, relay.ErrInvalidTemplate))
+	} else if err := checkLiteral("routing key", t.routingKey); err != nil {
 		bad("RoutingKey", "%v", err)
 	}
 	for _, f := range []struct {
@@ -300,10 +301,22 @@ func checkShortString(what, s string) error {
 	return nil
 }
 
-// probeEvent has every field a template can use set, to check the literal
-// parts of a static template.
+// checkLiteral reports a template whose fixed text alone makes every
+// expansion one AMQP cannot carry: too long, or not valid UTF-8 (an
+// event's fields, valid UTF-8, cannot mend it).
+func checkLiteral(what string, t relay.Template) error {
+	err := checkShortString(what, t.Expand(probeEvent))
+	if err == nil || t.Static() {
+		return err
+	}
+	return fmt.Errorf("template %q: %w for every event (with its fields at their shortest)", t, err)
+}
+
+// probeEvent has the fields a template can use at their shortest: the
+// expansion of a template for it is the shortest of all (the template
+// itself when it is static).
 var probeEvent = func() core.Envelope {
-	env, err := core.NewEvent("x").ID("x").AggregateType("x").AggregateID("x").TenantID("x").PayloadBytes([]byte{0}).Build()
+	env, err := core.NewEvent("x").ID("x").PayloadBytes([]byte{0}).Build()
 	if err != nil {
 		panic("rabbitmq: building the template probe event: " + err.Error())
 	}

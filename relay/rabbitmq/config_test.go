@@ -40,6 +40,9 @@ func TestConfigInvalid(t *testing.T) {
 	if !errors.Is(err, relay.ErrInvalidTemplate) {
 		t.Errorf("the bad template is not ErrInvalidTemplate: %v", err)
 	}
+	if n := strings.Count(err.Error(), "invalid template"); n != 1 {
+		t.Errorf("the bad template's error says %d times that it is invalid, want once:\n%v", n, err)
+	}
 	for _, field := range []string{"URL", "Exchange", "RoutingKey", "MaxInFlight", "Channels", "ConfirmTimeout", "DialTimeout",
 		"ReconnectMaxDelay", "Breaker.ProbeInterval", "Breaker.RetryAfter", "Propagator", "Metrics", "Logger"} {
 		if !strings.Contains(err.Error(), " "+field+" ") {
@@ -80,6 +83,44 @@ func TestConfigOutOfRange(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "without a unit") {
 		t.Errorf("the message does not say a number without a unit is nanoseconds:\n%v", err)
+	}
+}
+
+// A template whose fixed text alone makes every expansion too long for
+// AMQP (255 bytes) or not UTF-8 is refused at New, as a static one is:
+// it was accepted, and every event then failed and went DEAD. Text that
+// fits with the fields at their shortest is accepted, and so is setting
+// ReconnectDelay alone above the default ReconnectMaxDelay (the maximum
+// follows it; it was refused, naming the field not set).
+func TestConfigTemplateFixedText(t *testing.T) {
+	unreachable := "amqp://127.0.0.1:1/"
+	for _, c := range []struct {
+		name  string
+		cfg   rabbitmq.Config
+		field string
+	}{
+		{"long exchange", rabbitmq.Config{Exchange: strings.Repeat("a", 300) + "{tenant}"}, "Exchange"},
+		{"long routing key", rabbitmq.Config{RoutingKey: strings.Repeat("a", 255) + "{type}"}, "RoutingKey"},
+		{"routing key not UTF-8", rabbitmq.Config{RoutingKey: "\xff{type}"}, "RoutingKey"},
+		{"exchange not UTF-8", rabbitmq.Config{Exchange: "{tenant}\xc3"}, "Exchange"},
+	} {
+		c.cfg.URL = unreachable
+		_, err := rabbitmq.New(context.Background(), c.cfg)
+		if !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), " "+c.field+" ") || !strings.Contains(err.Error(), "for every event") {
+			t.Errorf("%s: New = %v, want a *core.ConfigError for %s saying it holds for every event", c.name, err, c.field)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		cfg  rabbitmq.Config
+	}{
+		{"fits with the shortest fields", rabbitmq.Config{RoutingKey: strings.Repeat("a", 254) + "{type}", Exchange: strings.Repeat("a", 255) + "{tenant}"}},
+		{"ReconnectDelay alone above 5s", rabbitmq.Config{ReconnectDelay: 10 * time.Second}},
+	} {
+		c.cfg.URL, c.cfg.DialTimeout = unreachable, time.Second
+		if _, err := rabbitmq.New(context.Background(), c.cfg); err == nil || errors.Is(err, core.ErrInvalidConfig) {
+			t.Errorf("%s: New = %v, want the configuration accepted (and the dial failed)", c.name, err)
+		}
 	}
 }
 

@@ -76,6 +76,13 @@ func TestRelayRefusedMessageAlone(t *testing.T) {
 // only be its own. Nobody is put off.
 func refusedAmongGood(t *testing.T, r *rabbitmq.Relay, ex string, every int, bad func() error) {
 	t.Helper()
+	refusedAmongGoodEvents(t, r, every, func(int) core.Envelope { return tenantEvent(t, ex) }, bad)
+}
+
+// refusedAmongGoodEvents is refusedAmongGood with the good events made by
+// good (given the event's index in its round).
+func refusedAmongGoodEvents(t *testing.T, r *rabbitmq.Relay, every int, good func(i int) core.Envelope, bad func() error) {
+	t.Helper()
 	for round := range 3 {
 		var wg sync.WaitGroup
 		errs := make(chan error, 60)
@@ -87,7 +94,7 @@ func refusedAmongGood(t *testing.T, r *rabbitmq.Relay, ex string, every int, bad
 					}
 					return
 				}
-				if err := r.OnEvent(context.Background(), tenantEvent(t, ex)); err != nil {
+				if err := r.OnEvent(context.Background(), good(i)); err != nil {
 					errs <- fmt.Errorf("round %d: good event not delivered: %w", round, err)
 				}
 			})

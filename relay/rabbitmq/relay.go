@@ -244,11 +244,11 @@ func (r *Relay) deliver(ctx context.Context, exchange, key string, msg amqp.Publ
 		case channelError:
 			attempt.Up()
 			last = fmt.Errorf("%w: %w (%s)", ErrRefused, res.err, where)
-			if res.alone || causedBy(res.err, exchange) {
+			if res.alone || causedBy(res.err, exchange, key) {
 				// The only message the broker had not answered on the
 				// channel, whatever the reason says (a 406 for a header,
 				// a 404 whose text the broker cut short), or one to the
-				// exchange the reason names.
+				// exchange (and routing key) the reason names.
 				return last
 			}
 			// Another message on the channel may have closed it: this
@@ -308,18 +308,24 @@ func (r *Relay) publishOn(ctx context.Context, alone bool, exchange, key string,
 	return pc.publish(ctx, exchange, key, !r.cfg.AllowUnroutable, msg, r.cfg.ConfirmTimeout), nil
 }
 
-// causedBy reports whether a channel-level error names exchange: 404
-// NOT_FOUND "no exchange 'x' in vhost '/'" or 403 ACCESS_REFUSED for it,
-// so the message published to it is the one the broker refused.
-func causedBy(err error, exchange string) bool {
+// causedBy reports whether a channel-level error names the message
+// published to exchange with routing key key: 404 NOT_FOUND "no exchange
+// 'x' in vhost '/'" or 403 ACCESS_REFUSED for the exchange, or, when the
+// broker's topic authorisation refused a routing key ("access to topic
+// 'k' in exchange 'x' …"), for that key on that exchange: other messages
+// to the exchange are not at fault then.
+func causedBy(err error, exchange, key string) bool {
 	var ae *amqp.Error
 	if !errors.As(err, &ae) || (ae.Code != amqp.NotFound && ae.Code != amqp.AccessRefused) {
 		return false
 	}
 	// The broker cuts a reply text longer than 255 bytes to 252 and
-	// "...": the name of a long exchange may have lost its end, and then
-	// it is not matched (the publish tells whether its message was alone
-	// on the channel, and if not it is sent again alone).
+	// "...": a long name may have lost its end, and then it is not
+	// matched (the publish tells whether its message was alone on the
+	// channel, and if not it is sent again alone).
+	if ae.Code == amqp.AccessRefused && strings.Contains(ae.Reason, "access to topic '") {
+		return strings.Contains(ae.Reason, "access to topic '"+key+"' in exchange '"+exchange+"'")
+	}
 	return strings.Contains(ae.Reason, "exchange '"+exchange+"'")
 }
 
