@@ -38,3 +38,16 @@ func (d *Dispatcher) markListenerContexts() {
 func (d *Dispatcher) InListener(ctx context.Context) bool {
 	return ctx != nil && ctx.Value(listenerKey{}) == d
 }
+
+// InListenerOf reports whether ctx is the context of a listener call of
+// d for an event of the store added as id, or derived from one: RemoveStore
+// returns ErrCloseInListener for such a ctx, and a type that stops other
+// parts of the store first (as package tenant does its poller) checks it
+// before.
+func (d *Dispatcher) InListenerOf(ctx context.Context, id string) bool {
+	if !d.InListener(ctx) {
+		return false
+	}
+	o, ok := ctx.Value(originKey{}).(*origin)
+	return ok && o.id == id
+}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/outbox-go/outbox/core"
 )
 
@@ -59,12 +61,29 @@ func (d *Dispatcher) origins() []*origin {
 // listener still running, a DONE write still pending): so another node,
 // or this process restarted with a new owner token, delivers the events
 // it did not deliver at once instead of after Lease. ctx bounds the
-// release; when ctx is done already, StatusTimeout does.
+// release; when ctx is done already, StatusTimeout from now does, for
+// every store together: the stores are released several at a time, so
+// databases that do not answer hold Close up once, not once each.
 func (d *Dispatcher) releaseLeases(ctx context.Context) {
-	for _, o := range d.origins() {
-		d.releaseOrigin(ctx, o)
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StatusTimeout)
+		defer cancel()
 	}
+	var g errgroup.Group
+	g.SetLimit(maxParallelReleases)
+	for _, o := range d.origins() {
+		g.Go(func() error {
+			d.releaseWithin(ctx, o)
+			return nil
+		})
+	}
+	_ = g.Wait()
 }
+
+// maxParallelReleases bounds the stores whose leases releaseLeases hands
+// back at the same time.
+const maxParallelReleases = 8
 
 // releaseLate releases the leases of o's rows, as Close does, for an
 // event whose transaction committed after Close (or o's removal) began:
@@ -77,7 +96,17 @@ func (d *Dispatcher) releaseLate(o *origin) {
 
 // releaseOrigin releases the leases of o's rows (see releaseLeases). A
 // store that does not implement core.LeaseReleaser leaves them to expire.
+// ctx bounds it; when ctx is done already, StatusTimeout does.
 func (d *Dispatcher) releaseOrigin(ctx context.Context, o *origin) {
+	if ctx.Err() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	d.releaseWithin(ctx, o)
+}
+
+// releaseWithin is releaseOrigin within ctx and StatusTimeout, whichever
+// ends first (a done ctx: at once).
+func (d *Dispatcher) releaseWithin(ctx context.Context, o *origin) {
 	rel, ok := o.store.(core.LeaseReleaser)
 	if !ok {
 		return
@@ -87,9 +116,6 @@ func (d *Dispatcher) releaseOrigin(ctx context.Context, o *origin) {
 		o.log.Warn("too many events still in flight to release this node's leases; they expire after Lease",
 			slog.Int("in_flight", len(except)))
 		return
-	}
-	if ctx.Err() != nil {
-		ctx = context.WithoutCancel(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StatusTimeout)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -373,5 +374,73 @@ func TestCloseReleasesLeasesOfTimerEvents(t *testing.T) {
 				t.Fatalf("round %d: %s after Close: %v leased to %q, want RETRY and unleased", round, e.ID(), r.Status, r.LockedBy)
 			}
 		}
+	}
+}
+
+// stuckReleaser is a store whose lease release does not answer (a
+// database that went away) until its ctx ends or the test lets it go;
+// each release reports its store's id on entered.
+type stuckReleaser struct {
+	*memstore.Store
+	id      string
+	entered chan string
+	letGo   <-chan struct{}
+}
+
+func (s stuckReleaser) ReleaseLeases(ctx context.Context, _ string, _ []string) (int64, error) {
+	select {
+	case s.entered <- s.id:
+	default:
+	}
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-s.letGo:
+		return 0, nil
+	}
+}
+
+// A Close whose ctx ended releases the leases of every store together,
+// within one StatusTimeout from then: with several databases that do not
+// answer, it took one StatusTimeout more per database, one after the
+// other (a set of tenants with N unreachable databases closed N × 5 s
+// late).
+func TestCloseDeadlineReleasesStoresTogether(t *testing.T) {
+	d, err := dispatcher.NewMulti(registry.New(), dispatcher.Config{StatusTimeout: time.Minute, Lease: time.Hour,
+		Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stores = 4
+	entered := make(chan string, 4*stores)
+	letGo := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(letGo) }) }
+	defer release()
+	for i := range stores {
+		id := string(rune('a' + i))
+		if err := d.AddStore(id, stuckReleaser{Store: memstore.New(nil), id: id, entered: entered, letGo: letGo}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close(ctx) }()
+	seen := map[string]bool{}
+	for len(seen) < stores { // all in flight at once: none waits for another
+		select {
+		case id := <-entered:
+			seen[id] = true
+		case <-time.After(waitTimeout):
+			t.Fatalf("the releases of %d of %d stores started; the others wait for them", len(seen), stores)
+		}
+	}
+	release()
+	if err := <-closed; !errors.Is(err, context.Canceled) {
+		t.Errorf("Close = %v, want its ctx's error", err)
 	}
 }

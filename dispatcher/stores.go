@@ -339,7 +339,7 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 	if ctx == nil {
 		return core.ErrNilContext
 	}
-	if lo, ok := ctx.Value(originKey{}).(*origin); ok && d.InListener(ctx) && lo.id == id {
+	if d.InListenerOf(ctx, id) {
 		return ErrCloseInListener
 	}
 	o, ok := d.stores.Take(id)

@@ -166,7 +166,9 @@ func NewMulti(cfg Config) (*Poller, error) {
 // dispatcher.NewMulti to which the same store was added under the same id
 // (dispatcher.Dispatcher.AddStore). An empty or present id, or a
 // dispatcher without that store, returns an error wrapping
-// core.ErrInvalidConfig.
+// core.ErrInvalidConfig. Added to a started poller, the store is polled
+// at once, as after a wake-up (see [Poller.Wake]), not after the rest of
+// the interval.
 func (p *Poller) Add(id string, store Store, d *dispatcher.Dispatcher) error {
 	if id != "" && d != nil {
 		if q := handoff.Of(d, id); q != nil {
@@ -186,8 +188,17 @@ func (p *Poller) addQueue(id string, store Store, queue queue) error {
 	case queue == nil:
 		return &core.ConfigError{Field: "poller dispatcher of store " + id, Msg: "must not be nil"}
 	}
-	return p.addTarget(&target{id: id, store: store, queue: queue,
-		log: p.log.With(slog.String("store", id)), metrics: wiring.MetricsForStore(p.cfg.Metrics, id)})
+	if err := p.addTarget(&target{id: id, store: store, queue: queue,
+		log: p.log.With(slog.String("store", id)), metrics: wiring.MetricsForStore(p.cfg.Metrics, id)}); err != nil {
+		return err
+	}
+	if p.run.Running() {
+		// Polled at once, as after a wake-up of the store: it may hold
+		// due rows already (a backlog, another node's expired leases).
+		// (Before Start, the first poll reads every store.)
+		p.wakeStore(id)
+	}
+	return nil
 }
 
 func (p *Poller) addTarget(t *target) error {

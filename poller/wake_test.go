@@ -156,3 +156,36 @@ func TestWakeStorePollsThatStoreFirst(t *testing.T) {
 		}
 	}
 }
+
+// A store added to a started poller is polled at once, as a woken store
+// is, not after the rest of the interval (an hour here): a tenant
+// database added with a backlog waited for the next round.
+func TestAddedStoreIsPolledAtOnce(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	p, err := poller.NewMulti(poller.Config{Interval: time.Hour, SkipRecent: time.Minute, Now: clock.Now,
+		Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &claimLog{}
+	a := &loggedStore{Store: memstore.New(clock.Now), id: "a", log: log}
+	if err := p.AddQueue("a", a, newFakeQueue(10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(stopCtx(t, 5*time.Second)) })
+	testsupport.WaitFor(t, 10*time.Second, "the poll at Start", func() bool { return len(log.all()) == 1 })
+
+	b := &loggedStore{Store: memstore.New(clock.Now), id: "b", log: log}
+	insert(t, b.Store, "b-backlog")
+	qb := newFakeQueue(10)
+	if err := p.AddQueue("b", b, qb); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.WaitFor(t, 10*time.Second, "the added store's poll", func() bool { return len(qb.ids()) == 1 })
+	if got, want := log.all(), []string{"a:1m0s", "b:0s"}; !slices.Equal(got, want) {
+		t.Fatalf("claims %v, want %v", got, want)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/poller"
 	"github.com/outbox-go/outbox/tenant"
 )
 
@@ -53,7 +54,8 @@ func TestCloseFromListenerStopsNothing(t *testing.T) {
 // under it.)
 func TestRemoveOwnDatabaseFromListener(t *testing.T) {
 	dbs := withOrders(t, sqliteDatabases(t, 2))
-	o := newUnstarted(t, tenant.Config{Databases: dbs, DrainTimeout: time.Hour})
+	o := newUnstarted(t, tenant.Config{Databases: dbs, DrainTimeout: time.Hour,
+		Poller: poller.Config{Interval: 20 * time.Millisecond, SkipRecent: time.Millisecond}})
 	type result struct {
 		res tenant.RefreshResult
 		err error
@@ -79,6 +81,35 @@ func TestRemoveOwnDatabaseFromListener(t *testing.T) {
 		case <-time.After(waitTimeout):
 			t.Fatalf("delivery %d: the listener did not run, or SetDatabases blocked", i+1)
 		}
+	}
+	// Still polled: an event committed on a plain transaction (no hot
+	// path) is delivered by the poller. (The removal stopped polling the
+	// database before the dispatcher refused it, and nothing put it back.)
+	tn, err := o.For("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold, err := core.NewEvent("OrderPlaced").TenantID("s1").PayloadJSONString(`{"n":2}`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := tn.DB().BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.PublishTx(context.Background(), tx, cold); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if !errors.Is(r.err, dispatcher.ErrCloseInListener) {
+			t.Fatalf("the poller's delivery: SetDatabases from its listener = %+v, %v", r.res, r.err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("an event committed on a plain transaction was not delivered: the database is no longer polled")
 	}
 }
 
