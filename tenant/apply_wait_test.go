@@ -212,3 +212,61 @@ func TestCloseEndsARefreshInDiscover(t *testing.T) {
 		t.Fatal("Close did not end the Refresh waiting in Discover")
 	}
 }
+
+// An apply under way whose OpenFunc ignores its ctx (a secrets lookup
+// that does not take one, say) holds Close up only until Close's ctx
+// ends: Close then returns that ctx's error (it waited for the OpenFunc
+// and returned nil). The database the apply opens afterwards is closed
+// by the apply, which fails with core.ErrClosed, and never routed to.
+func TestCloseBoundedByItsContextBehindAnOpenIgnoringIt(t *testing.T) {
+	ctx := context.Background()
+	dbs := sqliteDatabases(t, 2)
+	opening, release := make(chan struct{}), make(chan struct{})
+	opened := make(chan *sqlx.DB, 1)
+	open := func(ctx context.Context, d tenant.Database) (*sqlx.DB, error) {
+		if d.ID == "s2" {
+			close(opening)
+			<-release // ignores ctx
+			db, err := tenant.Open(context.Background(), d)
+			opened <- db
+			return db, err
+		}
+		return tenant.Open(ctx, d)
+	}
+	ob, err := tenant.New(ctx, tenant.Config{Databases: dbs[:1], Open: open, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan error, 1)
+	go func() {
+		_, err := ob.SetDatabases(ctx, dbs)
+		applied <- err
+	}()
+	select {
+	case <-opening:
+	case <-time.After(waitTimeout):
+		t.Fatal("the apply never opened s2")
+	}
+	short, cancel := context.WithCancel(ctx)
+	cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- ob.Close(short) }()
+	select {
+	case err := <-closed:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Close = %v, want its ctx's error", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Close waited for an OpenFunc that ignores its ctx, past its own ctx")
+	}
+	close(release)
+	if err := <-applied; !errors.Is(err, core.ErrClosed) {
+		t.Errorf("the apply Close gave up on = %v, want an error matching core.ErrClosed", err)
+	}
+	if err := (<-opened).Ping(); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("the database opened after Close: Ping = %v, want it closed", err)
+	}
+	if _, err := ob.For("s2"); !errors.Is(err, core.ErrClosed) {
+		t.Errorf("For(s2) after Close = %v, want core.ErrClosed", err)
+	}
+}

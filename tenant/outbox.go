@@ -84,8 +84,11 @@ type Config struct {
 	// per-store signals go to its ForStore(id). Defaults to core.NopMetrics{}.
 	Metrics core.Metrics
 	// Observer, when set, sees every publish, delivery attempt, DONE
-	// write and claim of every database of the set, each labelled with
-	// its database's id (core.Delivery.Store); see outbox.Config.Observer.
+	// write and claim of every database of the set; the delivery
+	// attempts, DONE writes and claims are labelled with their database's
+	// id (core.Delivery.Store), the publishes are not (core.Observer's
+	// Publish has no store: the event's TenantID, when set, tells it);
+	// see outbox.Config.Observer.
 	// It is handed to Dispatcher and Poller unless they have their own.
 	Observer core.Observer
 }

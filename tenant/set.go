@@ -318,6 +318,13 @@ func (s *set[T]) add(ctx context.Context, d Database) error {
 		return fmt.Errorf("outbox: set up database %q: %w", d.ID, err)
 	}
 	s.mu.Lock()
+	if s.closed {
+		// Close gave up waiting for this apply: the set is closed, and
+		// the database goes with it.
+		s.mu.Unlock()
+		err := errors.Join(s.detach(ctx, d.ID, val), db.Close())
+		return errors.Join(fmt.Errorf("outbox: set up database %q: the tenant %s set was closed meanwhile: %w", d.ID, s.what, core.ErrClosed), err)
+	}
 	s.members[d.ID] = &member[T]{d: d, db: db, val: val}
 	s.mu.Unlock()
 	return nil
@@ -375,7 +382,10 @@ func (s *set[T]) remove(ctx context.Context, id string) error {
 
 // closeAll marks the set closed and closes every database, without
 // detaching (nothing uses them: New failed).
-func (s *set[T]) closeAll() error { return closeMembers(s.takeAll()) }
+func (s *set[T]) closeAll() error {
+	ms, _ := s.takeAll(context.Background())
+	return closeMembers(ms)
+}
 
 // closeAfter marks the set closed and closes every database once idle
 // returns, called with a ctx that never ends: idle waits until nothing
@@ -385,14 +395,21 @@ func (s *set[T]) closeAll() error { return closeMembers(s.takeAll()) }
 // A later call waits again, and returns what closing them returned once
 // they are closed.
 func (s *set[T]) closeAfter(ctx context.Context, idle func(context.Context) error) error {
+	var applying bool
 	s.closeOnce.Do(func() {
-		ms := s.takeAll()
+		var ms map[string]*member[T]
+		ms, applying = s.takeAll(ctx)
 		go func() {
 			defer close(s.dbsClosed)
 			_ = idle(context.Background()) // its error is ctx's, which never comes
 			s.closeErr = closeMembers(ms)
 		}()
 	})
+	if applying {
+		// An apply under way did not give up within ctx (an OpenFunc
+		// that ignores its ctx): it closes what it opens itself.
+		return fmt.Errorf("outbox: close the tenant %s set: an apply of the set of databases is still under way: %w", s.what, ctx.Err())
+	}
 	select {
 	case <-s.dbsClosed:
 		return s.closeErr
@@ -407,17 +424,29 @@ func (s *set[T]) closeAfter(ctx context.Context, idle func(context.Context) erro
 }
 
 // takeAll marks the set closed and returns its members, which it no
-// longer routes to.
-func (s *set[T]) takeAll() map[string]*member[T] {
+// longer routes to. It waits for an apply under way to give up (it is
+// told to) until ctx ends; then applying reports that it still runs: the
+// databases it opens from then on it closes itself (see add).
+func (s *set[T]) takeAll(ctx context.Context) (ms map[string]*member[T], applying bool) {
 	s.cancelClosing() // an apply under way gives up
-	s.applying <- struct{}{}
-	defer func() { <-s.applying }()
+	select {
+	case s.applying <- struct{}{}: // none under way: also for a done ctx
+	default:
+		select {
+		case s.applying <- struct{}{}:
+		case <-ctx.Done():
+			applying = true
+		}
+	}
+	if !applying {
+		defer func() { <-s.applying }()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ms := s.members
+	ms = s.members
 	s.members = map[string]*member[T]{}
 	s.closed = true
-	return ms
+	return ms, applying
 }
 
 // closeMembers closes the databases of ms.
