@@ -88,17 +88,26 @@ func (s *loggedStore) ClaimDue(ctx context.Context, req core.ClaimRequest) ([]co
 	return s.Store.ClaimDue(ctx, req)
 }
 
-// A store's own wake-up (a tenant database's notification) makes the next
-// poll read that store, whatever the Selector would pick, without
-// SkipRecent; the other stores keep SkipRecent. Stores woken together are
-// polled in the order of their wake-ups.
-func TestWakeStorePollsThatStoreFirst(t *testing.T) {
+// restingPoller returns a poller of several stores (none yet) that rests
+// an hour between rounds and skips rows younger than a minute, on a
+// clock of the test's own.
+func restingPoller(t *testing.T) (*testsupport.Clock, *poller.Poller) {
+	t.Helper()
 	clock := testsupport.NewClock(testsupport.Epoch)
 	p, err := poller.NewMulti(poller.Config{Interval: time.Hour, SkipRecent: time.Minute, Now: clock.Now,
 		Logger: (&testsupport.LogBuffer{}).Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return clock, p
+}
+
+// A store's own wake-up (a tenant database's notification) makes the next
+// poll read that store, whatever the Selector would pick, without
+// SkipRecent; the other stores keep SkipRecent. Stores woken together are
+// polled in the order of their wake-ups.
+func TestWakeStorePollsThatStoreFirst(t *testing.T) {
+	clock, p := restingPoller(t)
 	log := &claimLog{}
 	queues := map[string]*fakeQueue{}
 	for _, id := range []string{"a", "b", "c"} {
@@ -161,12 +170,7 @@ func TestWakeStorePollsThatStoreFirst(t *testing.T) {
 // is, not after the rest of the interval (an hour here): a tenant
 // database added with a backlog waited for the next round.
 func TestAddedStoreIsPolledAtOnce(t *testing.T) {
-	clock := testsupport.NewClock(testsupport.Epoch)
-	p, err := poller.NewMulti(poller.Config{Interval: time.Hour, SkipRecent: time.Minute, Now: clock.Now,
-		Logger: (&testsupport.LogBuffer{}).Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, p := restingPoller(t)
 	log := &claimLog{}
 	a := &loggedStore{Store: memstore.New(clock.Now), id: "a", log: log}
 	if err := p.AddQueue("a", a, newFakeQueue(10)); err != nil {

@@ -72,6 +72,29 @@ func TestSetDatabasesWaitsForAnotherApplyWithinItsContext(t *testing.T) {
 	}
 }
 
+// applyUnderWay starts an outbox over dbs[0] whose databases open with
+// open, and an apply of every database of dbs, and returns once open
+// signalled on opening that it opens s2; the apply's error comes on
+// applied.
+func applyUnderWay(t *testing.T, dbs []tenant.Database, open tenant.OpenFunc, opening <-chan struct{}) (ob *tenant.Outbox, applied <-chan error) {
+	t.Helper()
+	ob, err := tenant.New(context.Background(), tenant.Config{Databases: dbs[:1], Open: open, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ob.SetDatabases(context.Background(), dbs)
+		done <- err
+	}()
+	select {
+	case <-opening:
+	case <-time.After(waitTimeout):
+		t.Fatal("the apply never opened s2")
+	}
+	return ob, done
+}
+
 // Close ends an apply under way (one opening a database that does not
 // answer) instead of waiting for it: it waited for the apply to give up
 // on its own (30 s per silent database), whatever its ctx, both for the
@@ -88,20 +111,7 @@ func TestCloseEndsAnApplyUnderWay(t *testing.T) {
 		}
 		return tenant.Open(ctx, d)
 	}
-	ob, err := tenant.New(ctx, tenant.Config{Databases: dbs[:1], Open: open, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied := make(chan error, 1)
-	go func() {
-		_, err := ob.SetDatabases(ctx, dbs)
-		applied <- err
-	}()
-	select {
-	case <-opening:
-	case <-time.After(waitTimeout):
-		t.Fatal("the apply never opened s2")
-	}
+	ob, applied := applyUnderWay(t, dbs, open, opening)
 	closed := make(chan error, 1)
 	go func() { closed <- ob.Close(ctx) }()
 	select {
@@ -233,20 +243,7 @@ func TestCloseBoundedByItsContextBehindAnOpenIgnoringIt(t *testing.T) {
 		}
 		return tenant.Open(ctx, d)
 	}
-	ob, err := tenant.New(ctx, tenant.Config{Databases: dbs[:1], Open: open, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied := make(chan error, 1)
-	go func() {
-		_, err := ob.SetDatabases(ctx, dbs)
-		applied <- err
-	}()
-	select {
-	case <-opening:
-	case <-time.After(waitTimeout):
-		t.Fatal("the apply never opened s2")
-	}
+	ob, applied := applyUnderWay(t, dbs, open, opening)
 	short, cancel := context.WithCancel(ctx)
 	cancel()
 	closed := make(chan error, 1)

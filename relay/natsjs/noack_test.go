@@ -206,15 +206,7 @@ func TestRelayStreamWithoutAckIsOutage(t *testing.T) {
 // subjects go on.
 func TestRelayPublishPermissionDenied(t *testing.T) {
 	s := startPrivateServerWith(t, `authorization { users = [ {user: u, password: p, permissions: { publish: { allow: [">"], deny: ["denied.>"] } } } ] }`)
-	nc, err := nats.Connect("nats://u:p@127.0.0.1:"+strconv.Itoa(s.port), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := s.connect("nats://u:p@127.0.0.1:"+strconv.Itoa(s.port), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	st, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "PERM", Subjects: []string{"denied.>", "ok.>"}})
 	if err != nil {
 		t.Fatal(err)

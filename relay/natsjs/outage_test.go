@@ -78,6 +78,23 @@ func startPrivateServerWith(t *testing.T, conf string) *privateServer {
 
 func (s *privateServer) url() string { return "nats://127.0.0.1:" + strconv.Itoa(s.port) }
 
+// connect connects to the server at url (the server's, or one with a
+// user) with opts and returns its JetStream; the connection is closed in
+// Cleanup.
+func (s *privateServer) connect(url string, opts ...nats.Option) jetstream.JetStream {
+	s.t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return js
+}
+
 // start runs the server and returns once it accepts connections.
 func (s *privateServer) start() {
 	s.t.Helper()
@@ -129,16 +146,8 @@ func TestRelayOutageFrozenBroker(t *testing.T) { testOutage(t, true) }
 
 func testOutage(t *testing.T, freeze bool) {
 	srv := startPrivateServer(t)
-	nc, err := nats.Connect(srv.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+	js := srv.connect(srv.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
 		nats.ReconnectJitter(10*time.Millisecond, 10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The server is private: the stream goes with its directory.
 	ctx := context.Background()
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUTAGE", Subjects: []string{"outage.>"},

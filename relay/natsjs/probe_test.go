@@ -21,15 +21,7 @@ import (
 // probe of an acceptable event.
 func TestRefusedProbeEndsTheOutage(t *testing.T) {
 	srv := startPrivateServer(t)
-	nc, err := nats.Connect(srv.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := srv.connect(srv.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe.ok"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
