@@ -56,13 +56,14 @@ var summaryColumns = []string{
 
 // ListDeadSummaries is ListDead without the payloads and headers: the
 // same events, filter, order and paging (pass the ID of a page's last
-// summary as after), read as DeadSummary. limit must be 1..MaxListLimit.
+// summary as after), read as DeadSummary. limit must be 1..MaxListLimit;
+// an after no event id can be is refused, as by ListDead.
 func (s *Store) ListDeadSummaries(ctx context.Context, f DeadFilter, after string, limit int) ([]DeadSummary, error) {
 	if ctx == nil {
 		return nil, core.ErrNilContext
 	}
-	if limit < 1 || limit > MaxListLimit {
-		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
+	if err := checkPage(after, limit); err != nil {
+		return nil, err
 	}
 	return s.listSummaries(ctx, s.splitIDs(f), after, limit)
 }

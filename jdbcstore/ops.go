@@ -202,15 +202,30 @@ func (s *Store) deadWhere(f DeadFilter) (string, []any) {
 
 // ListDead returns up to limit DEAD events matching f whose id sorts after
 // after ("" for the first page), ordered by event id: pass the last id of a
-// page as after to get the next. limit must be 1..MaxListLimit.
+// page as after to get the next. limit must be 1..MaxListLimit. An after
+// no event id can be (not valid UTF-8, or holding NUL) returns a
+// *core.ConfigError of field after, on every database.
 func (s *Store) ListDead(ctx context.Context, f DeadFilter, after string, limit int) ([]core.Record, error) {
 	if ctx == nil {
 		return nil, core.ErrNilContext
 	}
-	if limit < 1 || limit > MaxListLimit {
-		return nil, &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
+	if err := checkPage(after, limit); err != nil {
+		return nil, err
 	}
 	return s.listDead(ctx, s.splitIDs(f), after, limit)
+}
+
+// checkPage checks the cursor and the limit of a page of DEAD events.
+// PostgreSQL refuses text that is not UTF-8 or holds NUL as a parameter;
+// no id is such text, so no database gets it.
+func checkPage(after string, limit int) error {
+	if limit < 1 || limit > MaxListLimit {
+		return &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
+	}
+	if !storable(after) {
+		return &core.ConfigError{Field: "after", Msg: fmt.Sprintf("must be an event id (valid UTF-8 without NUL), got %q", after)}
+	}
+	return nil
 }
 
 // listDead is ListDead for a filter from splitIDs: ids more than one
@@ -350,6 +365,13 @@ type ReplayResult struct {
 // a transaction publishing on the key at that moment is waited for. An
 // event under the block policy held its key, so nothing after it was
 // delivered: it is replayed, and delivered before the later events.
+//
+// When ctx ends, ReplayDead returns what it replayed with ctx's error.
+// A batch whose commit ctx cut short may have been committed all the
+// same (PostgreSQL commits a COMMIT that reached it): its rows are read
+// back, for up to 2 seconds more, and the batch is counted when it was
+// committed. Should that read fail too, the error says that the batch
+// may have been replayed, and how many events it held.
 func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (ReplayResult, error) {
 	if ctx == nil {
 		return ReplayResult{}, core.ErrNilContext
@@ -388,13 +410,18 @@ func (s *Store) ReplayDead(ctx context.Context, f DeadFilter, o ReplayOptions) (
 			if s.deadPageHook != nil {
 				s.deadPageHook(page)
 			}
+			// A batch committed as ctx ended is counted (see
+			// replayPage).
 			replayed, wentOn, err = s.replayPage(ctx, page)
 			res.Replayed += len(replayed)
 		}
-		if err != nil {
+		if err != nil && replayed == nil {
 			return res, err
 		}
 		res.IDs, res.NotReplayed = sortOut(page, replayed, wentOn, res.IDs, res.NotReplayed)
+		if err != nil {
+			return res, err
+		}
 	}
 }
 
@@ -485,17 +512,29 @@ func (s *Store) replayable(ctx context.Context, q queryer, page []DeadSummary, l
 // UPDATE checks each row itself and returns the ids it moved; elsewhere
 // (MySQL/MariaDB) the rows are read FOR UPDATE with the check, and the
 // UPDATE moves the locked rows that passed.
+//
+// When the commit fails (ctx ended while it ran), the rows are read back
+// (see ownBatch): if the batch was committed all the same, what it did is
+// returned with the error, so that the caller counts it.
 func (s *Store) replayPage(ctx context.Context, page []DeadSummary) (replayed, wentOn map[string]bool, err error) {
-	err = s.ownTx(ctx, func(tx *sqlx.Tx) error {
+	committed, unsure, err := s.ownBatch(ctx, func(tx *sqlx.Tx) (map[string]bool, error) {
 		var err error
 		replayed, wentOn, err = s.replayIn(ctx, tx, page)
 		if err != nil || len(replayed) == 0 {
-			return err
+			return replayed, err
 		}
-		return s.announce(ctx, tx) // the replayed rows are unowned: wake every node
+		return replayed, s.announce(ctx, tx) // the replayed rows are unowned: wake every node
 	})
 	if err != nil {
-		return nil, nil, s.mapError("replay dead", page[0].ID, err)
+		err = s.mapError("replay dead", page[0].ID, err)
+		if unsure != nil {
+			err = fmt.Errorf("%w; its last batch, of %d %s, may have been replayed all the same: the commit was cut short and reading the rows back failed: %w",
+				err, len(replayed), plural(len(replayed)), unsure)
+		}
+		if committed {
+			return replayed, wentOn, err
+		}
+		return nil, nil, err
 	}
 	return replayed, wentOn, nil
 }
@@ -629,6 +668,65 @@ func (s *Store) ownTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
 	return retryTx(ctx, s, opts, fn)
+}
+
+// commitCheckTimeout bounds the read with which ownBatch settles a batch
+// whose commit failed: it runs after the caller's context ended.
+const commitCheckTimeout = 2 * time.Second
+
+// ownBatch runs fn as ownTx does, fn returning the ids of the DEAD rows
+// it changed (moved back to NEW or deleted). When fn succeeded but the
+// commit failed, the client cannot tell whether the server committed: a
+// COMMIT that reached PostgreSQL is applied even when the context ends
+// before its answer comes back (the cancel comes too late, and the
+// client gives up waiting). ownBatch then reads those rows back, under a
+// context of its own that keeps ctx's values but not its end, bounded by
+// commitCheckTimeout: the batch was committed when none of them is DEAD
+// any more (a transaction changes all of its rows or none). Where rows
+// lock, the read locks them, so it waits for a commit the server is
+// still running. committed tells whether the batch was committed;
+// unsure is the read's failure, when it could not tell (committed is
+// then false); err is fn's or the commit's error.
+func (s *Store) ownBatch(ctx context.Context, fn func(tx *sqlx.Tx) (map[string]bool, error)) (committed bool, unsure, err error) {
+	var changed map[string]bool // by the last run of fn, if it succeeded
+	err = s.ownTx(ctx, func(tx *sqlx.Tx) error {
+		changed = nil
+		ids, err := fn(tx)
+		if err == nil {
+			changed = ids
+		}
+		return err
+	})
+	if err == nil {
+		return true, nil, nil
+	}
+	if len(changed) == 0 {
+		return false, nil, err // fn failed, or changed nothing: nothing to count
+	}
+	ids := make([]any, 0, len(changed))
+	for id := range changed {
+		ids = append(ids, id)
+	}
+	suffix := ") AND status = " + strconv.Itoa(int(core.StatusDead))
+	if !s.dialect.Capabilities().SingleWriter {
+		suffix += " FOR UPDATE"
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitCheckTimeout)
+	defer cancel()
+	still, qerr := queryIDs(cctx, s.db, inList(s.dialect, "SELECT event_id FROM "+s.dialect.QuoteIdent(s.table)+
+		" WHERE event_id IN (", len(ids), suffix), len(ids), ids...)
+	if qerr != nil {
+		return false, qerr, err
+	}
+	return len(still) == 0, nil, err
+}
+
+// plural is "event" or "events".
+func plural(n int) string {
+	if n == 1 {
+		return "event"
+	}
+	return "events"
 }
 
 // set returns ids (strings) as a set.

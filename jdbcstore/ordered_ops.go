@@ -122,6 +122,10 @@ type DiscardResult struct {
 // releases the key: its next event is delivered by the poller as if the
 // discarded one had succeeded. A row that stopped being DEAD meanwhile
 // (replayed by someone else) is kept, and reported in NotDiscarded.
+//
+// When ctx ends, DiscardDead returns what it deleted with ctx's error,
+// counting a batch whose commit ctx cut short but which was committed
+// all the same, as ReplayDead does.
 func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions) (DiscardResult, error) {
 	if ctx == nil {
 		return DiscardResult{}, core.ErrNilContext
@@ -158,11 +162,15 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 			s.deadPageHook(page)
 		}
 		deleted, err := s.discardPage(ctx, page)
+		if err != nil && deleted == nil {
+			return res, err
+		}
+		// A batch committed as ctx ended is counted (see discardPage).
+		res.Discarded += len(deleted)
+		res.IDs, res.NotDiscarded = sortOut(page, deleted, nil, res.IDs, res.NotDiscarded)
 		if err != nil {
 			return res, err
 		}
-		res.Discarded += len(deleted)
-		res.IDs, res.NotDiscarded = sortOut(page, deleted, nil, res.IDs, res.NotDiscarded)
 	}
 }
 
@@ -170,20 +178,32 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 // their ids: one DELETE ... RETURNING where the database has it (SQLite,
 // PostgreSQL), otherwise (MySQL/MariaDB) a read of the rows FOR UPDATE
 // and the DELETE of those, in one transaction.
+//
+// When the commit fails (ctx ended while it ran), the rows are read back
+// (see ownBatch): if the batch was committed all the same, its ids are
+// returned with the error, so that the caller counts them.
 func (s *Store) discardPage(ctx context.Context, page []DeadSummary) (map[string]bool, error) {
 	var deleted map[string]bool
-	err := s.ownTx(ctx, func(tx *sqlx.Tx) error {
+	committed, unsure, err := s.ownBatch(ctx, func(tx *sqlx.Tx) (map[string]bool, error) {
 		var err error
 		deleted, err = s.discardIn(ctx, tx, page)
 		if err != nil || len(deleted) == 0 {
-			return err
+			return deleted, err
 		}
 		// The next event of a key a discarded event held is unowned:
 		// wake every node.
-		return s.announce(ctx, tx)
+		return deleted, s.announce(ctx, tx)
 	})
 	if err != nil {
-		return nil, s.mapError("discard dead", page[0].ID, err)
+		err = s.mapError("discard dead", page[0].ID, err)
+		if unsure != nil {
+			err = fmt.Errorf("%w; its last batch, of %d %s, may have been discarded all the same: the commit was cut short and reading the rows back failed: %w",
+				err, len(deleted), plural(len(deleted)), unsure)
+		}
+		if committed {
+			return deleted, err
+		}
+		return nil, err
 	}
 	return deleted, nil
 }

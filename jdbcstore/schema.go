@@ -123,7 +123,7 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 			if i == 0 {
 				// Before the upgrade alters it: the table may be one of
 				// the application's own, named by mistake.
-				if err := checkTableShape(ctx, ddl.conn, s.dialect, s.table, "outbox", recordColumns[:len(recordColumns)-3]); err != nil {
+				if err := checkTableShape(ctx, ddl.conn, s.dialect, s.table, "outbox", everyReleaseColumns()); err != nil {
 					return err
 				}
 				if err := s.upgrade(ctx, ddl); err != nil {
@@ -234,6 +234,28 @@ func (s *Store) upgrade(ctx context.Context, ddl ddlConn) error {
 		s.log.LogAttrs(ctx, slog.LevelInfo, "outbox table upgraded: ordering columns added", slog.String("table", s.table))
 	}
 	return nil
+}
+
+// everyReleaseColumns are the columns of every release's outbox table:
+// all but the ordering columns, which an upgrade adds.
+func everyReleaseColumns() []string { return recordColumns[:len(recordColumns)-3] }
+
+// CheckTable reports whether the store's table is an outbox table, of
+// this release or of an earlier one (which ApplySchema upgrades in
+// place): nil then; a *core.ConfigError of field Table when the table
+// exists but lacks some of the columns every release's outbox table has
+// (another table, which ApplySchema refuses); the read's error when the
+// table cannot be read (it does not exist, say). It only reads.
+func (s *Store) CheckTable(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("outbox: jdbcstore: check table %q: %w", s.table, err)
+	}
+	defer conn.Close()
+	return checkTableShape(ctx, conn, s.dialect, s.table, "outbox", everyReleaseColumns())
 }
 
 // checkTableShape makes sure that table, which exists now, has every

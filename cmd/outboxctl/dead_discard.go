@@ -39,7 +39,10 @@ discarded all the same. A dry run reports and exits the same way.
 --timeout (10s by default) bounds the whole run: give a discard of many events a
 longer one (--timeout 5m). A run cut short by it exits 1 and says on stderr how
 many events it discarded (stdout stays empty, with --json too); the batches
-discarded before stay discarded: run it again to go on.`, replayShownIDs),
+discarded before stay discarded: run it again to go on. A batch whose commit the
+timeout cut short is read back (for up to 2s more) and counted if it was
+committed; should that read fail too, the message says that this last batch,
+of N events, may have been discarded as well.`, replayShownIDs),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f      deadFilterFlags
@@ -75,9 +78,9 @@ discarded before stay discarded: run it again to go on.`, replayShownIDs),
 				res, err := store.DiscardDead(ctx, filter, jdbcstore.DiscardOptions{All: all, DryRun: dryRun, BatchSize: batch})
 				if err != nil {
 					if res.Discarded > 0 {
-						err = fmt.Errorf("%w (%d events were discarded before the failure)", err, res.Discarded)
+						err = fmt.Errorf("%w (%s discarded before the failure)", err, countWere(res.Discarded))
 					}
-					return missingTable(err, store.Table())
+					return missingTable(ctx, err, store)
 				}
 				missed, err := whyNotReplayed(ctx, store, ids, res.IDs, res.NotDiscarded, others)
 				if err != nil {

@@ -27,7 +27,8 @@ filter on created_at, when the event was published.
 --json prints one JSON array of events: the fields of 'dead show --json' but the
 headers, the payload and payload_size (the list reads no payloads), with last_error
 in full. When it holds --limit elements, pass the event_id of the last one as
---after to get the next page. When the event died is died_at (DIED_AT above).`, jdbcstore.MaxListLimit, listErrorWidth),
+--after to get the next page. When the event died is died_at (DIED_AT above).
+An --after no id can be (not UTF-8, or with a NUL byte) is refused.`, jdbcstore.MaxListLimit, listErrorWidth),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f     deadFilterFlags
@@ -51,7 +52,7 @@ in full. When it holds --limit elements, pass the event_id of the last one as
 				}
 				recs, err := store.ListDeadSummaries(ctx, filter, after, limit)
 				if err != nil {
-					return missingTable(err, store.Table())
+					return missingTable(ctx, err, store)
 				}
 				return printDeadList(s, recs, limit)
 			}

@@ -48,7 +48,10 @@ and exits the same way.
 --timeout (10s by default) bounds the whole run: give a replay of many events a
 longer one (--timeout 5m). A run cut short by it exits 1 and says on stderr how
 many events it replayed (stdout stays empty, with --json too); the batches
-replayed before stay replayed: run it again to go on.`, replayShownIDs),
+replayed before stay replayed: run it again to go on. A batch whose commit the
+timeout cut short is read back (for up to 2s more) and counted if it was
+committed; should that read fail too, the message says that this last batch,
+of N events, may have been replayed as well.`, replayShownIDs),
 		define: func(fs *flag.FlagSet) action {
 			var (
 				f      deadFilterFlags
@@ -84,9 +87,9 @@ replayed before stay replayed: run it again to go on.`, replayShownIDs),
 				res, err := store.ReplayDead(ctx, filter, jdbcstore.ReplayOptions{All: all, DryRun: dryRun, BatchSize: batch})
 				if err != nil {
 					if res.Replayed > 0 {
-						err = fmt.Errorf("%w (%d events were replayed before the failure)", err, res.Replayed)
+						err = fmt.Errorf("%w (%s replayed before the failure)", err, countWere(res.Replayed))
 					}
-					return missingTable(err, store.Table())
+					return missingTable(ctx, err, store)
 				}
 				others := f.eventType != "" || f.tenant != "" || !filter.From.IsZero() || !filter.To.IsZero()
 				missed, err := whyNotReplayed(ctx, store, ids, res.IDs, res.NotReplayed, others)
@@ -291,6 +294,14 @@ func printDeadResult(w io.Writer, a deadAction, matched int, ids []string, misse
 			fmt.Fprintf(w, "  %s\n", m)
 		}
 	}
+}
+
+// countWere is "1 event was" or "N events were".
+func countWere(n int) string {
+	if n == 1 {
+		return "1 event was"
+	}
+	return fmt.Sprintf("%d events were", n)
 }
 
 // events is "event" or "events".

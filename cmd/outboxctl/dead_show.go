@@ -46,7 +46,7 @@ arrays indent to the square of their size) is printed on one line.`,
 					return fmt.Errorf("dead show: event %q not found in table %s", args[0], store.Table())
 				}
 				if err != nil {
-					return missingTable(err, store.Table())
+					return missingTable(ctx, err, store)
 				}
 				if s.g.json {
 					return writeJSON(s.stdout, toJSON(rec))

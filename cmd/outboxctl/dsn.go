@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/dsnsecret"
 	"github.com/outbox-go/outbox/jdbcstore"
 	mysqldialect "github.com/outbox-go/outbox/jdbcstore/mysql"
@@ -325,20 +326,32 @@ func (s *session) close() {
 	}
 }
 
-// missingTable adds a hint to an error saying the table, or one of its
-// columns, does not exist: a table created by an earlier release lacks
-// the ordering columns until schema apply upgrades it.
-func missingTable(err error, table string) error {
+// missingTable adds a hint to an error of st saying its table, or one of
+// the table's columns, does not exist. A table created by an earlier
+// release lacks the ordering columns until schema apply upgrades it: the
+// hint says so when the table has the columns of every release's outbox
+// table, which schema apply checks before it upgrades one, and otherwise
+// that the table is no outbox table (one schema apply refuses).
+func missingTable(ctx context.Context, err error, st *jdbcstore.Store) error {
 	if err == nil {
 		return nil
 	}
+	table := st.Table()
 	var me *mysql.MySQLError
 	isMySQL := errors.As(err, &me)
 	switch {
 	case (isMySQL && me.Number == 1146) || postgresMissing(err, "42P01") || strings.Contains(err.Error(), "no such table"):
 		return fmt.Errorf("%w (is --table %s right? 'outboxctl schema apply' creates the table)", err, table)
 	case (isMySQL && me.Number == 1054) || postgresMissing(err, "42703") || strings.Contains(err.Error(), "no such column"):
-		return fmt.Errorf("%w (a table created by an earlier release? 'outboxctl schema apply' upgrades %s in place)", err, table)
+		cerr := st.CheckTable(ctx)
+		var ce *core.ConfigError
+		switch {
+		case cerr == nil:
+			return fmt.Errorf("%w (a table created by an earlier release? 'outboxctl schema apply' upgrades %s in place)", err, table)
+		case errors.As(cerr, &ce):
+			return fmt.Errorf("%w (%s is not an outbox table: it lacks some of the columns every release's outbox table has; is --table right?)", err, table)
+		}
+		return fmt.Errorf("%w (is --table %s right? 'outboxctl schema apply' upgrades an outbox table of an earlier release in place, and refuses any other table)", err, table)
 	}
 	return err
 }

@@ -75,7 +75,7 @@ that would be) and batches (DELETE statements run).`,
 					if res.Done+res.Dead > 0 {
 						err = fmt.Errorf("%w (%d DONE and %d DEAD events were removed before the failure)", err, res.Done, res.Dead)
 					}
-					return missingTable(err, store.Table())
+					return missingTable(ctx, err, store)
 				}
 				if s.g.json {
 					return writeJSON(s.stdout, purgeJSON{

@@ -278,8 +278,19 @@ func dbSpecError(name, raw string, err error) error {
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
 		return usagef("--db %s: %s", name, strings.TrimPrefix(scrubSecret(ue.msg, raw), "--dsn: "))
 	}
-	return fmt.Errorf("--db %s: %s", name, scrubSecret(err.Error(), raw))
+	return &scrubbedError{msg: "--db " + name + ": " + scrubSecret(err.Error(), raw), err: err}
 }
+
+// scrubbedError is an error whose text has its secrets masked but which
+// keeps the error it tells of in its chain, so that report still sees
+// what it is (a --timeout that ran out).
+type scrubbedError struct {
+	msg string // the masked text
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
 
 // probeTables checks that st's table, with the columns of this release,
 // and, when given, the inbox table exist, so that serve fails at start
@@ -290,7 +301,7 @@ func dbSpecError(name, raw string, err error) error {
 func probeTables(ctx context.Context, st *jdbcstore.Store, inboxTable string) error {
 	db, q := st.DB(), st.Dialect().QuoteIdent
 	if _, err := db.ExecContext(ctx, "SELECT order_key, order_seq, order_skip FROM "+q(st.Table())+" WHERE 1 = 0"); err != nil {
-		return missingTable(err, st.Table())
+		return missingTable(ctx, err, st)
 	}
 	if inboxTable == "" {
 		return nil

@@ -86,7 +86,7 @@ func runStats(ctx context.Context, s *session, shown int) error {
 	}
 	st, err := store.Stats(ctx)
 	if err != nil {
-		return missingTable(err, store.Table())
+		return missingTable(ctx, err, store)
 	}
 	out := statsJSON{
 		Dialect: store.Dialect().Name(), Database: s.target.shown, Table: store.Table(),
