@@ -256,3 +256,41 @@ func TestObserverInvalidHeadersRefused(t *testing.T) {
 		t.Errorf("the Observer's done got %v, want the error Publish returned", perr)
 	}
 }
+
+// PublishAll reports every event of a batch to the Observer, also when
+// the Observer's headers for one of them are refused: the events after
+// it were never reported (and their done never called).
+func TestObserverInvalidHeadersRefusedInABatch(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rec := newRecorder()
+	rec.headers = map[string]string{"": "empty key"}
+	ob, err := outbox.New(context.Background(), db, outbox.Config{Observer: rec, DisablePoller: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envs []core.Envelope
+	for range 4 {
+		env, err := outbox.JSONEvent("Bad", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		envs = append(envs, env)
+	}
+	ctx := context.WithValue(context.Background(), ctxKey("request"), "r-4")
+	err = ob.InTx(ctx, func(ctx context.Context) error { _, err := ob.PublishAll(ctx, envs...); return err })
+	var be *core.BatchError
+	if !errors.As(err, &be) || be.Index != 0 || !errors.Is(err, core.ErrInvalidHeader) {
+		t.Fatalf("PublishAll with the Observer's invalid header = %v, want a *core.BatchError of index 0 wrapping ErrInvalidHeader", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i, env := range envs {
+		if perr, ok := rec.published[env.ID()]; !ok || !errors.Is(perr, core.ErrInvalidHeader) {
+			t.Errorf("event %d: reported %v, done got %v; want it reported with PublishAll's error", i, ok, perr)
+		}
+	}
+}

@@ -328,6 +328,11 @@ func TestJSONEvent(t *testing.T) {
 	requireValidationError(t, err, core.ErrInvalidJSON, "payload")
 	_, err = core.JSONEvent("", `{}`)
 	requireValidationError(t, err, core.ErrEmptyEventType, "event_type")
+	// The listeners' wildcard is no type: no listener could be registered
+	// for such an event alone (it was built and published).
+	_, err = core.JSONEvent("*", `{}`)
+	requireValidationError(t, err, core.ErrWildcardEventType, "event_type")
+	requireValidationError(t, core.CheckEventType("*"), core.ErrWildcardEventType, "event_type")
 }
 
 func TestDecode(t *testing.T) {

@@ -23,6 +23,11 @@ var (
 	// Envelope, which has neither, reports ErrEmptyEventType first).
 	// Builder.ID("") sets no id: Build then assigns a ULID.
 	ErrInvalidEventID = errors.New("outbox: invalid event id")
+	// ErrWildcardEventType reports a new event of type "*": that is the
+	// wildcard of listener registries (and of Ordering.Types), which
+	// stands for every type, so no listener could be registered for
+	// that type alone.
+	ErrWildcardEventType = errors.New(`outbox: event type "*" is the wildcard, no event type`)
 	// ErrInvalidText reports a text field that is not valid UTF-8 or holds a NUL byte.
 	ErrInvalidText = errors.New("outbox: text is not valid UTF-8 or contains NUL")
 	// ErrInvalidHeader reports a header with an empty key, or a key or value

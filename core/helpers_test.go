@@ -12,6 +12,7 @@ import (
 // validationSentinels lists every sentinel a *core.ValidationError may wrap.
 var validationSentinels = []error{
 	core.ErrEmptyEventType,
+	core.ErrWildcardEventType,
 	core.ErrEventTypeTooLong,
 	core.ErrAggregateTypeTooLong,
 	core.ErrAggregateIDTooLong,

@@ -99,11 +99,15 @@ var (
 )
 
 // checkLimits checks the limits added after events were first stored: the
-// header key length, the size of the headers and the range of the times.
+// header key length, the size of the headers, the range of the times
+// and the wildcard "*" as a type.
 // Build and Validate check them (and checkPayloadSize); Record.Envelope
 // does not, so such an event stays deliverable (its envelope, unmarked as
 // validated, fails Validate and cannot be published again as it is).
 func checkLimits(e *Envelope) error {
+	if e.eventType == "*" {
+		return invalid("event_type", ErrWildcardEventType, "")
+	}
 	for k := range e.headers {
 		if err := checkHeaderKey(k); err != nil {
 			return err
@@ -175,13 +179,17 @@ func checkTime(field string, t time.Time) error {
 }
 
 // CheckEventType reports whether an event of type t could be built: nil
-// for a type of 1..MaxEventTypeLen characters of valid UTF-8 without NUL,
-// else a *ValidationError matching ErrEmptyEventType, ErrEventTypeTooLong
-// or ErrInvalidText. Listener registries use it: a listener registered
+// for a type of 1..MaxEventTypeLen characters of valid UTF-8 without NUL
+// other than the wildcard "*", else a *ValidationError matching
+// ErrEmptyEventType, ErrEventTypeTooLong, ErrInvalidText or
+// ErrWildcardEventType. Listener registries use it: a listener registered
 // for a type no event can have would never run.
 func CheckEventType(t string) error {
-	if t == "" {
+	switch t {
+	case "":
 		return invalid("event_type", ErrEmptyEventType, "")
+	case "*":
+		return invalid("event_type", ErrWildcardEventType, "")
 	}
 	return checkText("event_type", t, MaxEventTypeLen, ErrEventTypeTooLong)
 }

@@ -204,6 +204,19 @@ type KeysUpgrader interface {
 	KeysUpgrade() string
 }
 
+// ObjectOwnerFinder is implemented by dialects whose index (and trigger)
+// names are global to a schema, not to a table (SQLite, PostgreSQL): a
+// table renamed away keeps its indexes' names, and CREATE INDEX IF NOT
+// EXISTS for a new table of the old name then creates nothing.
+// [Store.ApplySchema] asks, for every index and trigger its schema
+// creates, which table holds it, and refuses a schema whose objects a
+// table of another name holds. TableOf returns the table the index or
+// trigger called name (as the schema writes it, unquoted) belongs to on
+// conn's current schema, "" when there is none.
+type ObjectOwnerFinder interface {
+	TableOf(ctx context.Context, conn *sql.Conn, name string) (string, error)
+}
+
 // SchemaLocker is implemented by dialects whose schema statements are not
 // safe when several nodes apply the schema at once (PostgreSQL's CREATE …
 // IF NOT EXISTS races on its catalogs and fails with a unique violation;

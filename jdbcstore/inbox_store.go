@@ -112,7 +112,7 @@ func (s *inboxStore) ApplySchema(ctx context.Context) error {
 				}
 			}
 		}
-		return nil
+		return checkSchemaObjects(ctx, ddl.conn, s.dialect, s.schema, s.table)
 	})
 }
 

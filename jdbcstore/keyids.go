@@ -2,8 +2,14 @@ package jdbcstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/outbox-go/outbox/core"
 )
 
 // keyIDsRecheck is how long a store whose keys table lacked the id
@@ -30,6 +36,28 @@ func (s *Store) checkKeyIDs(ctx context.Context) {
 	if runs(ctx, s.db, s.q.keysProbe) {
 		s.keyIDs.Store(true) // never false again: ApplySchema may have set it meanwhile
 	}
+}
+
+// keysColumns are the columns of every release's keys table.
+var keysColumns = []string{"order_key", "last_seq"}
+
+// checkKeysTable makes sure that the keys table the schema creates, if
+// it does, is an outbox keys table before anything alters it or writes to
+// it: its name is derived from the outbox table's, and a table of the
+// application's may have it. It returns a *core.ConfigError of field
+// Table when it is not.
+func (s *Store) checkKeysTable(ctx context.Context, conn *sql.Conn) error {
+	keys := keysTable(s.table)
+	if !strings.Contains(s.schema, s.dialect.QuoteIdent(keys)) {
+		return nil
+	}
+	err := checkTableShape(ctx, conn, s.dialect, keys, "outbox keys", keysColumns)
+	var ce *core.ConfigError
+	if errors.As(err, &ce) {
+		ce.Msg = fmt.Sprintf("%q: its ordering-keys table %q exists and is not an outbox keys table (it lacks some of the columns %s): name another table, or rename yours",
+			s.table, keys, strings.Join(keysColumns, ", "))
+	}
+	return err
 }
 
 // upgradeKeys adds the id columns to a keys table an earlier release

@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -110,7 +112,11 @@ func (s *Store) SchemaSQL() string { return s.schema }
 // not an error. An existing table that lacks an outbox table's columns
 // (one of the application's tables, or an inbox table, named by mistake)
 // is refused with a *core.ConfigError of field Table before anything
-// alters it.
+// alters it, and so is an existing "<table>_keys" that is not an outbox
+// keys table, or (SQLite, PostgreSQL, whose index names are global to a
+// schema) an index or trigger of the schema that another table holds: one
+// the outbox table kept when it was renamed away, say, which left the new
+// table without it.
 func (s *Store) ApplySchema(ctx context.Context) error {
 	if ctx == nil {
 		return core.ErrNilContext
@@ -130,6 +136,12 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 					return fmt.Errorf("outbox: jdbcstore: upgrade %s table %q: %w", s.dialect.Name(), s.table, err)
 				}
 			}
+		}
+		if err := checkSchemaObjects(ctx, ddl.conn, s.dialect, s.schema, s.table, keysTable(s.table)); err != nil {
+			return err
+		}
+		if err := s.checkKeysTable(ctx, ddl.conn); err != nil {
+			return err
 		}
 		if err := s.upgradeKeys(ctx, ddl); err != nil {
 			return fmt.Errorf("outbox: jdbcstore: upgrade %s keys table of %q: %w", s.dialect.Name(), s.table, err)
@@ -232,6 +244,40 @@ func (s *Store) upgrade(ctx context.Context, ddl ddlConn) error {
 	}
 	if first == nil {
 		s.log.LogAttrs(ctx, slog.LevelInfo, "outbox table upgraded: ordering columns added", slog.String("table", s.table))
+	}
+	return nil
+}
+
+// createdObjectRe finds the (double-quoted) name of each index and
+// trigger a schema creates.
+var createdObjectRe = regexp.MustCompile(`(?i)CREATE\s+(?:UNIQUE\s+)?(?:INDEX|TRIGGER)\s+IF\s+NOT\s+EXISTS\s+"((?:[^"]|"")+)"`)
+
+// checkSchemaObjects makes sure that every index and trigger schema
+// creates belongs to table (or to one of owners, the table's companion
+// tables), where the dialect's names are global to a schema
+// ([ObjectOwnerFinder]): one a renamed table kept (an outbox table
+// archived under another name) made CREATE … IF NOT EXISTS create nothing
+// for table, which then had no pending index (SQLite's claims, which name
+// it, failed at every poll) nor the unique index and trigger that keep an
+// ordering key's positions apart. It returns a *core.ConfigError of field
+// Table naming the object and the table holding it. (Names compare without
+// case: SQLite's are case-insensitive.)
+func checkSchemaObjects(ctx context.Context, conn *sql.Conn, d Dialect, schema, table string, owners ...string) error {
+	f, ok := d.(ObjectOwnerFinder)
+	if !ok {
+		return nil
+	}
+	for _, m := range createdObjectRe.FindAllStringSubmatch(schema, -1) {
+		name := strings.ReplaceAll(m[1], `""`, `"`)
+		owner, err := f.TableOf(ctx, conn, name)
+		if err != nil {
+			return fmt.Errorf("outbox: jdbcstore: find the table of %q: %w", name, err)
+		}
+		if owner != "" && !strings.EqualFold(owner, table) && !slices.ContainsFunc(owners, func(o string) bool { return strings.EqualFold(o, owner) }) {
+			return &core.ConfigError{Field: "Table", Msg: fmt.Sprintf(
+				"%q: the index or trigger %q its schema creates belongs to the table %q (a table renamed away keeps the names of its indexes and triggers), so %q would have none: drop or rename %q's, then apply the schema again",
+				table, name, owner, table, owner)}
+		}
 	}
 	return nil
 }

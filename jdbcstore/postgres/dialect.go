@@ -192,3 +192,27 @@ func (pgDialect) LockSchema(ctx context.Context, conn *sql.Conn, name string) (f
 		return err
 	}, nil
 }
+
+// maxIdentLen is the length PostgreSQL cuts every identifier to
+// (NAMEDATALEN - 1), in each statement alike.
+const maxIdentLen = 63
+
+// TableOf implements jdbcstore.ObjectOwnerFinder: the table of the index
+// called name (cut as PostgreSQL cuts it) in the current schema, or, when
+// another kind of relation has that name (which CREATE INDEX IF NOT
+// EXISTS skips as well), that relation's own name; "" when there is none.
+func (pgDialect) TableOf(ctx context.Context, conn *sql.Conn, name string) (string, error) {
+	if len(name) > maxIdentLen {
+		name = name[:maxIdentLen]
+	}
+	var owner string
+	err := conn.QueryRowContext(ctx, `SELECT COALESCE(t.relname, o.relname) FROM pg_class o
+		JOIN pg_namespace n ON n.oid = o.relnamespace
+		LEFT JOIN pg_index x ON x.indexrelid = o.oid
+		LEFT JOIN pg_class t ON t.oid = x.indrelid
+		WHERE o.relname = $1 AND n.nspname = current_schema()`, name).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return owner, err
+}

@@ -146,7 +146,8 @@ func (sqliteDialect) Classify(err error) jdbcstore.ErrorClass {
 }
 
 // checkSetup warns when the connection has no busy timeout or does not use
-// WAL: business transactions and status writes would then fail with
+// WAL (unless the database is in memory or temporary, one connection's
+// alone): business transactions and status writes would then fail with
 // "database is locked" or serialize readers behind writers. It also warns
 // about a database in memory (or a temporary one) on a pool of more than
 // one connection: each connection has a database of its own, and most
@@ -156,8 +157,9 @@ func (sqliteDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logg
 		seq        int
 		name, file string
 	)
-	if err := db.QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file); err == nil &&
-		file == "" && db.Stats().MaxOpenConnections != 1 {
+	err := db.QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file)
+	temporary := err == nil && file == "" // in memory, or a temporary file: no other process
+	if temporary && db.Stats().MaxOpenConnections != 1 {
 		log.WarnContext(ctx, "outbox: sqlite: the database is in memory (or temporary) and the pool may open several connections, each with a database of its own: open it with sqlite.Open or call SetMaxOpenConns(1)")
 	}
 	var timeoutMS int64
@@ -173,7 +175,7 @@ func (sqliteDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logg
 		log.DebugContext(ctx, "outbox: sqlite: cannot read journal_mode", slog.Any("error", err))
 		return
 	}
-	if !strings.EqualFold(mode, "wal") && !strings.EqualFold(mode, "memory") {
+	if !temporary && !strings.EqualFold(mode, "wal") && !strings.EqualFold(mode, "memory") {
 		log.WarnContext(ctx, "outbox: sqlite: journal_mode is not WAL; readers and writers will block each other", slog.String("journal_mode", mode))
 	}
 }
@@ -228,4 +230,15 @@ func (sqliteDialect) LockSchema(ctx context.Context, conn *sql.Conn, _ string) (
 		_, err := conn.ExecContext(context.WithoutCancel(ctx), end)
 		return err
 	}, nil
+}
+
+// TableOf implements jdbcstore.ObjectOwnerFinder: the table of the index
+// or trigger called name in the main database, "" when there is none.
+func (sqliteDialect) TableOf(ctx context.Context, conn *sql.Conn, name string) (string, error) {
+	var owner string
+	err := conn.QueryRowContext(ctx, "SELECT tbl_name FROM sqlite_master WHERE type IN ('index', 'trigger') AND name = ? COLLATE NOCASE", name).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return owner, err
 }

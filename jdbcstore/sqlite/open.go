@@ -82,7 +82,12 @@ func DSN(path string) (string, error) {
 // disk): SQLite then locks tables within the process, and a connection
 // meeting another's lock fails at once with "database table is locked",
 // which the busy timeout does not wait for; with one connection the pool
-// makes concurrent transactions wait their turn instead.
+// makes concurrent transactions wait their turn instead. An in-memory or
+// temporary database lives and dies with that connection: database/sql
+// closes a connection whose transaction's context ended before Commit or
+// Rollback (a plain *sql.Tx begun with BeginTx, or one adopted from it),
+// and the database, committed events included, goes with it. Use them
+// for tests and demos; give anything you keep a file.
 func Open(path string) (*sqlx.DB, error) {
 	dsn, err := DSN(path)
 	if err != nil {

@@ -238,3 +238,20 @@ func TestOwnInMemoryPoolIsWarnedAbout(t *testing.T) {
 		t.Errorf("a pool of one connection was warned about:\n%s", logs)
 	}
 }
+
+// A temporary database ("file:" with an empty name), which sqlite.Open
+// supports on one connection, is not warned about for its journal mode:
+// it cannot use WAL, and no other connection reads it.
+func TestTemporaryDatabaseIsNotWarnedAboutWAL(t *testing.T) {
+	t.Parallel()
+	logger, logs := testsupport.NewLogger()
+	db, err := sqlite.Open("file:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sqlite.Dialect.CheckSetup(t.Context(), db, logger)
+	if n := logs.Count("level=WARN"); n != 0 {
+		t.Errorf("a temporary database opened with sqlite.Open was warned about:\n%s", logs)
+	}
+}
