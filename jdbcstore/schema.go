@@ -324,9 +324,11 @@ func checkTableShape(ctx context.Context, conn *sql.Conn, d Dialect, table, what
 	} else if rerr := rows.Close(); rerr != nil {
 		return fmt.Errorf("outbox: jdbcstore: read %s table %q: %w", what, table, rerr)
 	}
+	// The probe's error goes in the message, not the chain: printed
+	// first, the driver's text read as if it were the problem.
 	return &core.ConfigError{Field: "Table", Msg: fmt.Sprintf(
-		"names the existing table %q, which is not an %s table (it lacks some of the columns %s): name another table",
-		table, what, strings.Join(cols, ", ")), Err: err}
+		"names the existing table %q, which is not an %s table (it lacks some of the columns %s: %v): name another table",
+		table, what, strings.Join(cols, ", "), err)}
 }
 
 // hasOrderColumns reports whether the table has the ordering columns.
