@@ -223,20 +223,28 @@ func TestObserverSeesThePollerPath(t *testing.T) {
 	}
 }
 
-// Headers the Observer returns that are invalid fail Publish with
-// ErrInvalidHeader, write nothing, and reach the Observer's done.
-func TestObserverInvalidHeadersRefused(t *testing.T) {
+// badHeadersOutbox returns an outbox on a new SQLite database whose
+// Observer returns a header with an empty key.
+func badHeadersOutbox(t *testing.T) (*outbox.Outbox, *recorder) {
+	t.Helper()
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { _ = db.Close() })
 	rec := newRecorder()
 	rec.headers = map[string]string{"": "empty key"}
 	ob, err := outbox.New(context.Background(), db, outbox.Config{Observer: rec, DisablePoller: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ob, rec
+}
+
+// Headers the Observer returns that are invalid fail Publish with
+// ErrInvalidHeader, write nothing, and reach the Observer's done.
+func TestObserverInvalidHeadersRefused(t *testing.T) {
+	ob, rec := badHeadersOutbox(t)
 	env, err := outbox.JSONEvent("Bad", `{}`)
 	if err != nil {
 		t.Fatal(err)
@@ -261,17 +269,7 @@ func TestObserverInvalidHeadersRefused(t *testing.T) {
 // the Observer's headers for one of them are refused: the events after
 // it were never reported (and their done never called).
 func TestObserverInvalidHeadersRefusedInABatch(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "ob.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rec := newRecorder()
-	rec.headers = map[string]string{"": "empty key"}
-	ob, err := outbox.New(context.Background(), db, outbox.Config{Observer: rec, DisablePoller: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob, rec := badHeadersOutbox(t)
 	var envs []core.Envelope
 	for range 4 {
 		env, err := outbox.JSONEvent("Bad", `{}`)
@@ -281,7 +279,7 @@ func TestObserverInvalidHeadersRefusedInABatch(t *testing.T) {
 		envs = append(envs, env)
 	}
 	ctx := context.WithValue(context.Background(), ctxKey("request"), "r-4")
-	err = ob.InTx(ctx, func(ctx context.Context) error { _, err := ob.PublishAll(ctx, envs...); return err })
+	err := ob.InTx(ctx, func(ctx context.Context) error { _, err := ob.PublishAll(ctx, envs...); return err })
 	var be *core.BatchError
 	if !errors.As(err, &be) || be.Index != 0 || !errors.Is(err, core.ErrInvalidHeader) {
 		t.Fatalf("PublishAll with the Observer's invalid header = %v, want a *core.BatchError of index 0 wrapping ErrInvalidHeader", err)

@@ -161,45 +161,42 @@ func statuses(t *testing.T, st *jdbcstore.Store, ids ...string) []string {
 	return out
 }
 
-// A replay whose context ends while the answer to a batch's COMMIT is on
-// its way (PostgreSQL commits it all the same) counts that batch: the
-// result says what the table says.
-func TestReplayDeadCountsABatchCommittedAsItsContextEnded(t *testing.T) {
-	direct, cut, p := commitCutStores(t, "r1", "r2", "r3")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	p.onCommitted = cancel
-	p.armed.Store(true)
-	res, err := cut.ReplayDead(ctx, jdbcstore.DeadFilter{EventType: "T"}, jdbcstore.ReplayOptions{BatchSize: 1})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("ReplayDead: err = %v, want the context's end", err)
-	}
-	got := statuses(t, direct, "r1", "r2", "r3")
-	if want := []string{core.StatusNew.String(), core.StatusDead.String(), core.StatusDead.String()}; !slices.Equal(got, want) {
-		t.Fatalf("statuses after the cut = %v, want %v (the first batch committed)", got, want)
-	}
-	if res.Replayed != 1 || !slices.Equal(res.IDs, []string{"r1"}) || len(res.NotReplayed) != 0 {
-		t.Errorf("ReplayDead = %+v, want the committed batch counted: Replayed 1, IDs [r1]", res)
-	}
-}
-
-// The same for a discard: the batch deleted as its context ended is
-// counted.
-func TestDiscardDeadCountsABatchCommittedAsItsContextEnded(t *testing.T) {
-	direct, cut, p := commitCutStores(t, "d1", "d2", "d3")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	p.onCommitted = cancel
-	p.armed.Store(true)
-	res, err := cut.DiscardDead(ctx, jdbcstore.DeadFilter{EventType: "T"}, jdbcstore.DiscardOptions{BatchSize: 1})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("DiscardDead: err = %v, want the context's end", err)
-	}
-	got := statuses(t, direct, "d1", "d2", "d3")
-	if want := []string{"gone", core.StatusDead.String(), core.StatusDead.String()}; !slices.Equal(got, want) {
-		t.Fatalf("statuses after the cut = %v, want %v (the first batch committed)", got, want)
-	}
-	if res.Discarded != 1 || !slices.Equal(res.IDs, []string{"d1"}) || len(res.NotDiscarded) != 0 {
-		t.Errorf("DiscardDead = %+v, want the committed batch counted: Discarded 1, IDs [d1]", res)
+// A replay or a discard whose context ends while the answer to a batch's
+// COMMIT is on its way (PostgreSQL commits it all the same) counts that
+// batch: the result says what the table says.
+func TestDeadOpsCountABatchCommittedAsItsContextEnded(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ids   []string
+		first string // the first batch's row after the cut
+		run   func(ctx context.Context, st *jdbcstore.Store) (n int, ids []string, missed int, err error)
+	}{
+		{"replay", []string{"r1", "r2", "r3"}, core.StatusNew.String(), func(ctx context.Context, st *jdbcstore.Store) (int, []string, int, error) {
+			res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{EventType: "T"}, jdbcstore.ReplayOptions{BatchSize: 1})
+			return res.Replayed, res.IDs, len(res.NotReplayed), err
+		}},
+		{"discard", []string{"d1", "d2", "d3"}, "gone", func(ctx context.Context, st *jdbcstore.Store) (int, []string, int, error) {
+			res, err := st.DiscardDead(ctx, jdbcstore.DeadFilter{EventType: "T"}, jdbcstore.DiscardOptions{BatchSize: 1})
+			return res.Discarded, res.IDs, len(res.NotDiscarded), err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			direct, cut, p := commitCutStores(t, c.ids...)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			p.onCommitted = cancel
+			p.armed.Store(true)
+			n, ids, missed, err := c.run(ctx, cut)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want the context's end", err)
+			}
+			got := statuses(t, direct, c.ids...)
+			if want := []string{c.first, core.StatusDead.String(), core.StatusDead.String()}; !slices.Equal(got, want) {
+				t.Fatalf("statuses after the cut = %v, want %v (the first batch committed)", got, want)
+			}
+			if n != 1 || !slices.Equal(ids, c.ids[:1]) || missed != 0 {
+				t.Errorf("counted %d, ids %v, %d not done; want the committed batch counted: 1, %v", n, ids, missed, c.ids[:1])
+			}
+		})
 	}
 }
