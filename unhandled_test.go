@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	outbox "github.com/outbox-go/outbox"
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 	"github.com/outbox-go/outbox/poller"
 )
@@ -114,5 +116,55 @@ func TestUnhandledLeaveDeliversToALaterListener(t *testing.T) {
 	r = waitRow(t, ob, id, "DONE", func(r core.Record) bool { return r.Status == core.StatusDone })
 	if r.Attempts != 0 {
 		t.Errorf("attempts %d, want 0", r.Attempts)
+	}
+}
+
+// unhandledCounter is an Observer counting the attempts that found no
+// listener.
+type unhandledCounter struct {
+	core.NopObserver
+	n atomic.Int32
+}
+
+func (c *unhandledCounter) Deliver(ctx context.Context, _ core.Delivery) (context.Context, func(core.DeliveryResult)) {
+	return ctx, func(r core.DeliveryResult) {
+		if r.Outcome == core.OutcomeUnhandled {
+			c.n.Add(1)
+		}
+	}
+}
+
+// An event a node without its listener left for later (UnhandledLeave)
+// is taken by a node that has the listener when it comes due, not by the
+// node that left it: that node woke its own poller exactly then, re-took
+// the event and put it off again, for as long as it ran (in a rolling
+// deploy the newer nodes never got such events until the old ones
+// stopped).
+func TestUnhandledLeaveIsForAnotherNode(t *testing.T) {
+	db := sqliteDB(t, "nodes.db")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	counter := &unhandledCounter{}
+	old, err := outbox.New(context.Background(), db, outbox.Config{Logger: quiet, Observer: counter,
+		Dispatcher: dispatcher.Config{Owner: "old", Unhandled: dispatcher.UnhandledLeave, UnhandledDelay: 50 * time.Millisecond},
+		Poller:     poller.Config{Interval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startUntilCleanup(t, old)
+	newer, err := outbox.New(context.Background(), db, outbox.Config{Logger: quiet,
+		Dispatcher: dispatcher.Config{Owner: "new"},
+		Poller:     poller.Config{Interval: 300 * time.Millisecond, SkipRecent: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := make(chan struct{})
+	newer.RegisterFunc("Later", func(context.Context, core.Envelope) error { close(delivered); return nil })
+	startUntilCleanup(t, newer)
+
+	id := publish(t, old, "Later") // the hot path: old's worker finds no listener
+	testsupport.Recv(t, 20*time.Second, delivered, "the event delivered by the node with the listener")
+	waitRow(t, newer, id, "DONE", func(r core.Record) bool { return r.Status == core.StatusDone })
+	if n := counter.n.Load(); n != 1 {
+		t.Errorf("the node without the listener took the event %d times, want once (its hot path)", n)
 	}
 }

@@ -207,7 +207,7 @@ func (d *Dispatcher) unavailable(it item, ue *core.UnavailableError, err error) 
 	}
 	it.src.log.LogAttrs(context.Background(), slog.LevelDebug, "listener's downstream unavailable; event put off without charging an attempt",
 		eventAttrs(it.env, it.attempts, slog.String("error", err.Error()), slog.Duration("retry_in", delay))...)
-	d.postpone(it, delay, err.Error())
+	d.postpone(it, delay, err.Error(), true)
 }
 
 // settle releases an event after its final status write (once w's

@@ -23,7 +23,9 @@ const (
 	// later (after Start, or on another node running newer code): it stays
 	// NEW (or RETRY), no attempt is charged, its lease is released and it
 	// is due again UnhandledDelay later, when a poller (of any node)
-	// claims it and it is looked at again. With a store that does not
+	// claims it and it is looked at again: this node's poller is not woken
+	// for it, so a node that has the listener takes it at its next poll
+	// (this one only at its own next Interval). With a store that does not
 	// implement core.Postponer it is only released, and this node's poller
 	// claims it again at its next poll.
 	UnhandledLeave
@@ -80,25 +82,29 @@ func (d *Dispatcher) unhandled(it item) bool {
 }
 
 // leave puts off an event no listener is registered for: due again
-// UnhandledDelay from now, its lease released, no attempt charged.
+// UnhandledDelay from now, its lease released, no attempt charged. This
+// node's poller is not woken for it when it comes due: it is for a node
+// that has the listener (a newer one, in a rolling deploy), which this
+// one would beat to it every time (it re-took the event the moment it was
+// due, and put it off again, for as long as it ran).
 func (d *Dispatcher) leave(it item) {
 	d.postpone(it, d.cfg.UnhandledDelay,
-		fmt.Sprintf("no listener registered for event type %q; left for later", it.env.Type()))
+		fmt.Sprintf("no listener registered for event type %q; left for later", it.env.Type()), false)
 }
 
 // postpone puts an event off for delay without charging an attempt: its
 // status and attempts stay, available_at moves on, last_error records msg
-// and the lease is released. A store that cannot postpone (no
+// and the lease is released. With wake, this node's poller polls when it
+// comes due, not at its next Interval. A store that cannot postpone (no
 // core.Postponer) keeps the row as it is; the event is released for the
 // poller.
-func (d *Dispatcher) postpone(it item, delay time.Duration, msg string) {
+func (d *Dispatcher) postpone(it item, delay time.Duration, msg string, wake bool) {
 	if p, ok := it.src.store.(core.Postponer); ok {
 		next := d.cfg.Now().Add(delay)
 		st := d.writeStatus(it, "postpone", func(ctx context.Context) (bool, error) {
 			return p.Postpone(ctx, d.cfg.Owner, it.env.ID(), next, msg)
 		})
-		if fn := it.src.putOff.Load(); fn != nil && st == writeChanged {
-			// The poller polls when it comes due, not at its next Interval.
+		if fn := it.src.putOff.Load(); wake && fn != nil && st == writeChanged {
 			(*fn)(time.Now().Add(delay))
 		}
 	}
