@@ -304,16 +304,18 @@ func (o *Outbox) Start(ctx context.Context) error {
 // call go ob.Close(context.Background()): it returns once the listener has.
 //
 // Releasing the leases is a write to the outbox table: on MySQL/MariaDB it
-// waits for the row lock of an event of this node's that an open business
-// transaction holds (the event before an ordered one it published), on
-// SQLite for any open business transaction's write lock, so a transaction
-// left open delays Close (each release is bounded by ctx and by
-// Dispatcher.StatusTimeout; PostgreSQL's release does not wait). On SQLite a release that gives up
-// on that lock is not tried again: the leases then expire after
-// Dispatcher.Lease. Finish or roll back the business transactions first.
-// The release, once ctx ended, is bounded by Dispatcher.StatusTimeout
-// rather than by ctx (see dispatcher.Dispatcher.Close), so Close may
-// return that much after ctx ended.
+// may wait for the row lock of an event of this node's that an open
+// business transaction holds (an event it published, or the event before
+// an ordered one it published), on SQLite for any open business
+// transaction's write lock, so a transaction left open delays Close (the
+// release is bounded by ctx and by Dispatcher.StatusTimeout; PostgreSQL's
+// release does not wait). A release that gives up on that lock leaves
+// the leases it could not release to expire after Dispatcher.Lease.
+// Finish or roll back the business transactions first. Once ctx ended,
+// the DONE writes of listeners that succeeded and the release are bounded
+// together by Dispatcher.StatusTimeout rather than by ctx (see
+// dispatcher.Dispatcher.Close), so Close may return that much after ctx
+// ended.
 //
 // Publishing after Close still works: the event is written, unowned, on
 // the business transaction, and a poller of another process (or of this

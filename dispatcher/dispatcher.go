@@ -474,9 +474,12 @@ func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 // (a listener that ignores its cancelled ctx, one hung past ListenerGrace
 // included, or a DONE write in progress) keep their lease; they are
 // released when their worker exits. Each release statement is bounded by
-// StatusTimeout (and by ctx while the workers are being waited for), and
-// a release that let rows go or kept some is logged at INFO with their
-// numbers. A dispatcher must therefore not share its Owner with another
+// StatusTimeout (and by ctx while the workers are being waited for); the
+// stores are released together. When ctx ends first, the DONE writes of
+// the listeners that succeeded and the release of what no worker holds
+// share one StatusTimeout from then, so Close returns at most that long
+// after ctx ended. A release that let rows go or kept some is logged at
+// INFO with their numbers. A dispatcher must therefore not share its Owner with another
 // running dispatcher.
 //
 // Close waits for the listener calls, so a listener must not call it on
@@ -523,8 +526,14 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		// emptied first), both bounded by StatusTimeout; the rest is
 		// released when the last worker exits.
 		d.logDiscarded(d.discard())
-		d.batcher.flushPending(d.cfg.StatusTimeout)
-		d.releaseLeases(ctx)
+		// One StatusTimeout for both: the release waits for the DONE
+		// writes (on SQLite, for the write gate they hold), and a write
+		// begun late would not end sooner (SQLite's busy wait does not
+		// heed its context): Close ran up to four StatusTimeouts late.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StatusTimeout)
+		d.batcher.flushPending(hctx)
+		d.releaseLeasesWithin(hctx)
+		cancel()
 	}
 	return ctx.Err()
 }

@@ -47,22 +47,20 @@ func newDoneBatcher(d *Dispatcher) *doneBatcher {
 }
 
 // flushPending writes, at once, the DONE of every event handed to the
-// batcher so far, and returns once they are written, or when timeout
-// passes first, or at once when the batcher is not running.
-func (b *doneBatcher) flushPending(timeout time.Duration) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+// batcher so far, and returns once they are written, or when ctx ends
+// first, or at once when the batcher is not running.
+func (b *doneBatcher) flushPending(ctx context.Context) {
 	ack := make(chan struct{})
 	select {
 	case b.flushNow <- ack:
 	case <-b.done:
 		return
-	case <-timer.C:
+	case <-ctx.Done():
 		return
 	}
 	select {
 	case <-ack:
-	case <-timer.C:
+	case <-ctx.Done():
 	}
 }
 

@@ -70,6 +70,15 @@ func (d *Dispatcher) releaseLeases(ctx context.Context) {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StatusTimeout)
 		defer cancel()
 	}
+	d.releaseLeasesWithin(ctx)
+}
+
+// releaseLeasesWithin is releaseLeases within ctx, even a done one: then
+// nothing is released (the leases expire after Lease).
+func (d *Dispatcher) releaseLeasesWithin(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
 	var g errgroup.Group
 	g.SetLimit(maxParallelReleases)
 	for _, o := range d.origins() {

@@ -160,7 +160,7 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 				hot.EnqueueHot(env, lease)
 				return
 			}
-			if gone, known := c.gone(hot, []string{env.ID()}); known && !gone[env.ID()] {
+			if gone, known := c.gone(ctx, hot, []string{env.ID()}); known && !gone[env.ID()] {
 				hot.EnqueueHot(env, lease)
 			}
 		})
@@ -197,8 +197,10 @@ func (c *Client) mayBeUndone(tx core.Tx) bool {
 // storedTimeout and report unknown too: the read runs on the committing
 // goroutine after COMMIT, so a database that does not answer (a table
 // lock queued behind the transaction, an outage) holds each caller up
-// once, not once per event it published.
-func (c *Client) gone(hot handoff.Hot, ids []string) (gone map[string]bool, known bool) {
+// once, not once per event it published. The read is bounded by ctx, the
+// publishing call's, and storedTimeout; ctx ending makes the answer
+// unknown without pausing the reads.
+func (c *Client) gone(ctx context.Context, hot handoff.Hot, ids []string) (gone map[string]bool, known bool) {
 	unknown := func() (map[string]bool, bool) {
 		if s, ok := hot.(handoff.Skipper); ok {
 			s.SkipHot()
@@ -208,11 +210,13 @@ func (c *Client) gone(hot handoff.Hot, ids []string) (gone map[string]bool, know
 	if since(c.readsPausedUntil.Load()) < 0 {
 		return unknown()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storedTimeout)
+	rctx, cancel := context.WithTimeout(ctx, storedTimeout)
 	defer cancel()
-	found, err := c.store.(statuser).Statuses(ctx, ids)
+	found, err := c.store.(statuser).Statuses(rctx, ids)
 	if err != nil {
-		c.readsPausedUntil.Store(int64(time.Since(clockStart) + storedTimeout))
+		if ctx.Err() == nil { // the database's failure, not the caller's ctx ending
+			c.readsPausedUntil.Store(int64(time.Since(clockStart) + storedTimeout))
+		}
 		return unknown()
 	}
 	out := make(map[string]bool, len(ids))

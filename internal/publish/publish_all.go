@@ -111,7 +111,7 @@ func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.
 			var gone map[string]bool
 			if c.mayBeUndone(hooked) {
 				var known bool
-				if gone, known = c.gone(hot, ids); !known {
+				if gone, known = c.gone(ctx, hot, ids); !known {
 					return
 				}
 			}

@@ -389,8 +389,8 @@ func TestPublishAllObserved(t *testing.T) {
 	c.Observer = obs
 	_, err = c.PublishAll(core.ContextWithTx(context.Background(), newFakeTx()), events(t, 3)...)
 	wantBatchError(t, err, 1, "id-1", core.ErrInvalidHeader)
-	if len(obs.errs) != 2 || obs.errs[0] == nil || obs.errs[1] == nil {
-		t.Errorf("outcomes %v; want the error for both events observed", obs.errs)
+	if len(obs.errs) != 3 || obs.errs[0] == nil || obs.errs[1] == nil || obs.errs[2] == nil {
+		t.Errorf("outcomes %v; want the error for every event of the batch observed", obs.errs)
 	}
 	if len(st.batches) != 1 {
 		t.Error("a batch was inserted despite the observer's bad header")

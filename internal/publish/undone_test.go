@@ -28,10 +28,13 @@ type statusStore struct {
 	reads  int
 }
 
-func (s *statusStore) Statuses(_ context.Context, ids []string) (map[string]core.Status, error) {
+func (s *statusStore) Statuses(ctx context.Context, ids []string) (map[string]core.Status, error) {
 	s.reads++
 	if s.err != nil {
 		return nil, s.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	out := map[string]core.Status{}
 	for _, id := range ids {
@@ -48,7 +51,10 @@ func (s *statusStore) Statuses(_ context.Context, ids []string) (map[string]core
 // poller delivers those that exist: handing them over delivered an event
 // a savepoint rollback had removed; the intake is told, so that this
 // node's next claim takes its own rows), and the next hand-offs read
-// nothing for a while (each read waited its timeout after COMMIT).
+// nothing for a while (each read waited its timeout after COMMIT). The
+// read is bounded by the publishing call's ctx (it held InTx up to 10 s
+// whatever its ctx): once that ended, nothing is handed over, and the
+// reads are not paused for it.
 func TestHandOffReadsBackWhatASavepointMayHaveUndone(t *testing.T) {
 	kept, gone := mustBuild(t, ev()), mustBuild(t, ev())
 	for _, tc := range []struct {
@@ -58,10 +64,12 @@ func TestHandOffReadsBackWhatASavepointMayHaveUndone(t *testing.T) {
 		wantReads int
 		want      []string
 		wantSkips int
+		ctxEnded  bool
 	}{
-		{"no rollback", false, nil, 0, []string{kept.ID(), gone.ID()}, 0},
-		{"rolled back", true, nil, 2, []string{kept.ID()}, 0},
-		{"read failed", true, errors.New("connection lost"), 1, nil, 2},
+		{"no rollback", false, nil, 0, []string{kept.ID(), gone.ID()}, 0, false},
+		{"rolled back", true, nil, 2, []string{kept.ID()}, 0, false},
+		{"read failed", true, errors.New("connection lost"), 1, nil, 2, false},
+		{"publishing ctx ended", true, nil, 2, nil, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &statusStore{stored: map[string]bool{kept.ID(): true}, err: tc.err}
@@ -71,12 +79,17 @@ func TestHandOffReadsBackWhatASavepointMayHaveUndone(t *testing.T) {
 				t.Fatal(err)
 			}
 			tx := undoneTx{newFakeTx(), tc.undone}
-			ctx := core.ContextWithTx(context.Background(), tx)
+			base, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ctx := core.ContextWithTx(base, tx)
 			if _, err := c.Publish(ctx, kept); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := c.PublishAll(ctx, gone); err != nil {
 				t.Fatal(err)
+			}
+			if tc.ctxEnded {
+				cancel()
 			}
 			tx.Commit()
 			var got []string

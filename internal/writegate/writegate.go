@@ -39,6 +39,11 @@ func (g *Gate) Acquire(ctx context.Context) (context.Context, func(), error) {
 	if g == nil || ctx.Value(gateKey{g}) != nil {
 		return ctx, func() {}, nil
 	}
+	if err := ctx.Err(); err != nil {
+		// Ended already: no write begins (SQLite's busy wait, once it
+		// began, would not heed ctx), even with the gate free.
+		return ctx, func() {}, err
+	}
 	g.pending.Add(1)
 	select {
 	case g.ch <- struct{}{}:
