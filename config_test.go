@@ -110,6 +110,10 @@ func TestNewConfigPaths(t *testing.T) {
 			c.Logger, c.Store.Logger, c.Dispatcher.Logger = new(slog.Logger), new(slog.Logger), new(slog.Logger)
 			c.Poller.Logger, c.Cleanup.Logger, c.EnableCleanup = new(slog.Logger), new(slog.Logger), true
 		}, []string{"Cleanup.Logger", "Dispatcher.Logger", "Logger", "Poller.Logger", "Store.Logger"}, core.ErrInvalidConfig},
+		// The parts inherit Logger: it is reported once, as Logger (it was
+		// also reported as Store.Logger, a field not set).
+		"Logger alone without a handler": {func(c *outbox.Config) { c.Logger = new(slog.Logger) },
+			[]string{"Logger"}, core.ErrInvalidConfig},
 	}
 	for name, tc := range cases {
 		var cfg outbox.Config

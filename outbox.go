@@ -227,7 +227,11 @@ func (c Config) check(db *sqlx.DB) (*jdbcstore.Store, error) {
 	if db != nil && db.DB != nil {
 		// New validates the store's fields and its dialect together.
 		var err error
-		store, err = jdbcstore.New(db, c.withDefaults().Store)
+		sc := c.withDefaults().Store
+		if c.Store.Logger == nil && cfgpath.NoHandler(c.Logger) {
+			sc.Logger = nil // inherited: reported as Logger, not again as Store.Logger
+		}
+		store, err = jdbcstore.New(db, sc)
 		p.Add("Store", err)
 	} else {
 		p.Add("Store", c.Store.Validate())
