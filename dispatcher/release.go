@@ -74,9 +74,12 @@ func (d *Dispatcher) releaseLeases(ctx context.Context) {
 }
 
 // releaseLeasesWithin is releaseLeases within ctx, even a done one: then
-// nothing is released (the leases expire after Lease).
+// nothing is released now (one WARN says so; the release after the last
+// worker exits tries again, else the leases expire after Lease).
 func (d *Dispatcher) releaseLeasesWithin(ctx context.Context) {
 	if ctx.Err() != nil {
+		d.log.Warn("no time left to release this node's leases of undelivered events (the DONE writes used StatusTimeout up); tried again once the last worker exits, else they expire after Lease",
+			slog.String("owner", d.cfg.Owner))
 		return
 	}
 	var g errgroup.Group

@@ -97,9 +97,10 @@ type DispatcherConfig struct {
 	MaxAttempts int
 	// UnhandledDelay is how long a message whose topic has no handler
 	// waits before it is claimed again, for a handler added meanwhile (on
-	// this node, or on another running newer code). No handler ran, so
-	// its attempt is not charged: it never goes Dead for want of a
-	// handler. Defaults to DefaultUnhandledDelay (1 min).
+	// this node, or on another running newer code: this node does not
+	// wake for it, so a node with the handler takes it at its next claim
+	// cycle). No handler ran, so its attempt is not charged: it never goes
+	// Dead for want of a handler. Defaults to DefaultUnhandledDelay (1 min).
 	UnhandledDelay time.Duration
 	// Retry is the delay before the next attempt given the failed
 	// attempts so far. Defaults to the Inbox's Config.Backoff for
@@ -845,11 +846,11 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 	switch {
 	case noHandler: // never Dead for want of a handler
 		// No handler ran: the attempt is given back.
+		// No alarm: the message is for a node that has the handler, which
+		// this one, woken exactly when it comes due, would beat to it
+		// every time; this node looks again at its next claim cycle.
 		op, decided, delay = "put off", core.InboxUnhandled, d.cfg.UnhandledDelay
 		n, err = m.in.putOff(ctx, h.claim, keys, herr.Error(), delay)
-		if err == nil && n > 0 {
-			d.alarm.at(time.Now().Add(delay))
-		}
 	case outcome == engine.Done:
 		op, decided = "ack", core.InboxProcessed
 		n, err = m.in.ack(ctx, h.claim, keys)

@@ -517,7 +517,7 @@ func (s *Store) replayable(ctx context.Context, q queryer, page []DeadSummary, l
 // (see ownBatch): if the batch was committed all the same, what it did is
 // returned with the error, so that the caller counts it.
 func (s *Store) replayPage(ctx context.Context, page []DeadSummary) (replayed, wentOn map[string]bool, err error) {
-	committed, unsure, err := s.ownBatch(ctx, func(tx *sqlx.Tx) (map[string]bool, error) {
+	replayed, err = s.ownBatch(ctx, "replay dead", "replayed", page[0].ID, func(tx *sqlx.Tx) (map[string]bool, error) {
 		var err error
 		replayed, wentOn, err = s.replayIn(ctx, tx, page)
 		if err != nil || len(replayed) == 0 {
@@ -525,18 +525,10 @@ func (s *Store) replayPage(ctx context.Context, page []DeadSummary) (replayed, w
 		}
 		return replayed, s.announce(ctx, tx) // the replayed rows are unowned: wake every node
 	})
-	if err != nil {
-		err = s.mapError("replay dead", page[0].ID, err)
-		if unsure != nil {
-			err = fmt.Errorf("%w; its last batch, of %d %s, may have been replayed all the same: the commit was cut short and reading the rows back failed: %w",
-				err, len(replayed), plural(len(replayed)), unsure)
-		}
-		if committed {
-			return replayed, wentOn, err
-		}
+	if err != nil && replayed == nil { // not committed: nothing to count
 		return nil, nil, err
 	}
-	return replayed, wentOn, nil
+	return replayed, wentOn, err
 }
 
 // replayIn is replayPage's work in tx.
@@ -674,22 +666,27 @@ func (s *Store) ownTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 // whose commit failed: it runs after the caller's context ended.
 const commitCheckTimeout = 2 * time.Second
 
-// ownBatch runs fn as ownTx does, fn returning the ids of the DEAD rows
-// it changed (moved back to NEW or deleted). When fn succeeded but the
-// commit failed, the client cannot tell whether the server committed: a
-// COMMIT that reached PostgreSQL is applied even when the context ends
-// before its answer comes back (the cancel comes too late, and the
-// client gives up waiting). ownBatch then reads those rows back, under a
-// context of its own that keeps ctx's values but not its end, bounded by
+// ownBatch runs fn, a batch of op (its name in errors: "replay dead",
+// "discard dead") on the page whose first id is firstID, as ownTx does,
+// fn returning the ids of the DEAD rows it changed (moved back to NEW or
+// deleted), and returns those ids once the batch was committed (nil when
+// it was not) with the error, if any. When fn succeeded but the commit
+// failed, the client cannot tell whether the server committed: a COMMIT
+// that reached PostgreSQL is applied even when the context ends before
+// its answer comes back (the cancel comes too late, and the client gives
+// up waiting). ownBatch then reads those rows back, under a context of
+// its own that keeps ctx's values but not its end, bounded by
 // commitCheckTimeout: the batch was committed when none of them is DEAD
-// any more (a transaction changes all of its rows or none). Where rows
-// lock, the read locks them, so it waits for a commit the server is
-// still running. committed tells whether the batch was committed;
-// unsure is the read's failure, when it could not tell (committed is
-// then false); err is fn's or the commit's error.
-func (s *Store) ownBatch(ctx context.Context, fn func(tx *sqlx.Tx) (map[string]bool, error)) (committed bool, unsure, err error) {
+// any more (a transaction changes all of its rows or none; a concurrent
+// replay, discard or purge of those rows by someone else after a
+// rollback would read the same, and count them as this batch's). Where
+// rows lock, the read locks them, so it waits for a commit the server is
+// still running. Should the read fail, the error says that the batch, of
+// so many events, may have been verb ("replayed", "discarded") all the
+// same.
+func (s *Store) ownBatch(ctx context.Context, op, verb, firstID string, fn func(tx *sqlx.Tx) (map[string]bool, error)) (map[string]bool, error) {
 	var changed map[string]bool // by the last run of fn, if it succeeded
-	err = s.ownTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.ownTx(ctx, func(tx *sqlx.Tx) error {
 		changed = nil
 		ids, err := fn(tx)
 		if err == nil {
@@ -698,10 +695,11 @@ func (s *Store) ownBatch(ctx context.Context, fn func(tx *sqlx.Tx) (map[string]b
 		return err
 	})
 	if err == nil {
-		return true, nil, nil
+		return changed, nil
 	}
+	err = s.mapError(op, firstID, err)
 	if len(changed) == 0 {
-		return false, nil, err // fn failed, or changed nothing: nothing to count
+		return nil, err // fn failed, or changed nothing: nothing to count
 	}
 	ids := make([]any, 0, len(changed))
 	for id := range changed {
@@ -715,10 +713,14 @@ func (s *Store) ownBatch(ctx context.Context, fn func(tx *sqlx.Tx) (map[string]b
 	defer cancel()
 	still, qerr := queryIDs(cctx, s.db, inList(s.dialect, "SELECT event_id FROM "+s.dialect.QuoteIdent(s.table)+
 		" WHERE event_id IN (", len(ids), suffix), len(ids), ids...)
-	if qerr != nil {
-		return false, qerr, err
+	switch {
+	case qerr != nil:
+		return nil, fmt.Errorf("%w; its last batch, of %d %s, may have been %s all the same: the commit was cut short and reading the rows back failed: %w",
+			err, len(changed), plural(len(changed)), verb, qerr)
+	case len(still) == 0:
+		return changed, err
 	}
-	return len(still) == 0, nil, err
+	return nil, err
 }
 
 // plural is "event" or "events".

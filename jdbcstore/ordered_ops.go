@@ -183,10 +183,8 @@ func (s *Store) DiscardDead(ctx context.Context, f DeadFilter, o DiscardOptions)
 // (see ownBatch): if the batch was committed all the same, its ids are
 // returned with the error, so that the caller counts them.
 func (s *Store) discardPage(ctx context.Context, page []DeadSummary) (map[string]bool, error) {
-	var deleted map[string]bool
-	committed, unsure, err := s.ownBatch(ctx, func(tx *sqlx.Tx) (map[string]bool, error) {
-		var err error
-		deleted, err = s.discardIn(ctx, tx, page)
+	return s.ownBatch(ctx, "discard dead", "discarded", page[0].ID, func(tx *sqlx.Tx) (map[string]bool, error) {
+		deleted, err := s.discardIn(ctx, tx, page)
 		if err != nil || len(deleted) == 0 {
 			return deleted, err
 		}
@@ -194,18 +192,6 @@ func (s *Store) discardPage(ctx context.Context, page []DeadSummary) (map[string
 		// wake every node.
 		return deleted, s.announce(ctx, tx)
 	})
-	if err != nil {
-		err = s.mapError("discard dead", page[0].ID, err)
-		if unsure != nil {
-			err = fmt.Errorf("%w; its last batch, of %d %s, may have been discarded all the same: the commit was cut short and reading the rows back failed: %w",
-				err, len(deleted), plural(len(deleted)), unsure)
-		}
-		if committed {
-			return deleted, err
-		}
-		return nil, err
-	}
-	return deleted, nil
 }
 
 // discardIn is discardPage's work in tx.

@@ -322,7 +322,11 @@ func (s *set[T]) add(ctx context.Context, d Database) error {
 		// Close gave up waiting for this apply: the set is closed, and
 		// the database goes with it.
 		s.mu.Unlock()
-		err := errors.Join(s.detach(ctx, d.ID, val), db.Close())
+		// ctx, the apply's, was ended by Close: the detach gets a ctx of
+		// its own, so that what it attached lets go of the database first.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.drain)
+		err := errors.Join(s.detach(dctx, d.ID, val), db.Close())
+		cancel()
 		return errors.Join(fmt.Errorf("outbox: set up database %q: the tenant %s set was closed meanwhile: %w", d.ID, s.what, core.ErrClosed), err)
 	}
 	s.members[d.ID] = &member[T]{d: d, db: db, val: val}

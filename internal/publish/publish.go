@@ -197,9 +197,9 @@ func (c *Client) mayBeUndone(tx core.Tx) bool {
 // storedTimeout and report unknown too: the read runs on the committing
 // goroutine after COMMIT, so a database that does not answer (a table
 // lock queued behind the transaction, an outage) holds each caller up
-// once, not once per event it published. The read is bounded by ctx, the
-// publishing call's, and storedTimeout; ctx ending makes the answer
-// unknown without pausing the reads.
+// once, not once per event it published. The read is bounded by
+// storedTimeout, not by ctx (the publishing call's, whose values it
+// keeps): a ctx of the publishing code's own may end before the commit.
 func (c *Client) gone(ctx context.Context, hot handoff.Hot, ids []string) (gone map[string]bool, known bool) {
 	unknown := func() (map[string]bool, bool) {
 		if s, ok := hot.(handoff.Skipper); ok {
@@ -210,13 +210,13 @@ func (c *Client) gone(ctx context.Context, hot handoff.Hot, ids []string) (gone 
 	if since(c.readsPausedUntil.Load()) < 0 {
 		return unknown()
 	}
-	rctx, cancel := context.WithTimeout(ctx, storedTimeout)
+	// Not ctx's end: a repository function that published with a ctx of
+	// its own, ended when the caller commits, would lose the hot path.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storedTimeout)
 	defer cancel()
 	found, err := c.store.(statuser).Statuses(rctx, ids)
 	if err != nil {
-		if ctx.Err() == nil { // the database's failure, not the caller's ctx ending
-			c.readsPausedUntil.Store(int64(time.Since(clockStart) + storedTimeout))
-		}
+		c.readsPausedUntil.Store(int64(time.Since(clockStart) + storedTimeout))
 		return unknown()
 	}
 	out := make(map[string]bool, len(ids))

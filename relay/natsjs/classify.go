@@ -64,12 +64,13 @@ var outageErrors = []error{
 // attempt, so a failure that outlived the outage it belongs to begins no
 // new one), relay.Full's for a full destination, an error wrapping
 // ErrRejected for a refusal.
-func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, subject string, size int, err error) error {
+func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, f pubFailure, err error) error {
+	subject, size := f.subject, f.size
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		return r.noResponders(ctx, attempt, subject, err)
 	}
 	if errors.Is(err, ErrNoAck) || errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
-		return r.noAck(ctx, attempt, subject, err)
+		return r.noAck(ctx, attempt, f, err)
 	}
 	for _, o := range outageErrors {
 		if errors.Is(err, o) {
@@ -151,12 +152,13 @@ func (r *Relay) noResponders(ctx context.Context, attempt relay.Attempt, subject
 // acknowledged in time, bounded by AckTimeout and ctx, and by one publish
 // at a time: once one found an outage (the breaker is down) the others
 // that timed out with it, and the probes of that outage, ask nothing.
-func (r *Relay) noAck(ctx context.Context, attempt relay.Attempt, subject string, err error) error {
+func (r *Relay) noAck(ctx context.Context, attempt relay.Attempt, f pubFailure, err error) error {
+	subject := f.subject
 	down := func(err error) error { return attempt.Down(fmt.Errorf("natsjs: publish to %q: %w", subject, err)) }
 	if !r.connected() {
 		return down(err)
 	}
-	if perr := r.publishDenied(subject); perr != nil {
+	if perr := r.publishDenied(subject, f.lastErr); perr != nil {
 		return fmt.Errorf("%w: subject %q: the server refused the publish: %w", ErrRejected, subject, errors.Join(perr, err))
 	}
 	select {
@@ -187,17 +189,34 @@ func (r *Relay) noAck(ctx context.Context, attempt relay.Attempt, subject string
 	return down(fmt.Errorf("stream %s listens on it but did not acknowledge: %w", name, err))
 }
 
+// pubFailure is what classify knows of a failed publish: its subject,
+// the size of its message (subject, headers and payload) and the
+// connection's last error when it began.
+type pubFailure struct {
+	subject string
+	size    int
+	lastErr error
+}
+
+// lastError returns the connection's last error (nil without one).
+func (r *Relay) lastError() error {
+	if nc := r.js.Conn(); nc != nil {
+		return nc.LastError()
+	}
+	return nil
+}
+
 // publishDenied returns the connection's last error when it is the
 // server's refusal to let this connection publish to subject (a
 // permissions violation: the server drops the message and answers with an
-// error instead of an ack), nil otherwise.
-func (r *Relay) publishDenied(subject string) error {
-	nc := r.js.Conn()
-	if nc == nil {
-		return nil
-	}
-	err := nc.LastError()
-	if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), "Publish to \""+subject+"\"") {
+// error instead of an ack) and came after before, the last error when the
+// publish began (nats.go keeps the last error until a reconnect: an older
+// refusal, from before the permissions were fixed, says nothing of this
+// publish); nil otherwise.
+func (r *Relay) publishDenied(subject string, before error) error {
+	err := r.lastError()
+	if err == nil || err == before || !errors.Is(err, nats.ErrPermissionViolation) ||
+		!strings.Contains(err.Error(), "Publish to \""+subject+"\"") {
 		return nil
 	}
 	return err

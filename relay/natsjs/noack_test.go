@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,5 +234,14 @@ func TestRelayPublishPermissionDenied(t *testing.T) {
 	}
 	if n := streamCount(t, st); n != 2 {
 		t.Errorf("%d messages in the stream, want the 2 permitted ones", n)
+	}
+	// nats.go keeps the last refusal until a reconnect: a later publish
+	// to that subject without an ack for another reason (a frozen
+	// server) is an outage, not that old refusal again.
+	s.signal(syscall.SIGSTOP)
+	err = r.OnEvent(context.Background(), event("denied"))
+	s.signal(syscall.SIGCONT)
+	if !errors.Is(err, core.ErrUnavailable) || errors.Is(err, natsjs.ErrRejected) {
+		t.Errorf("a publish to the once denied subject of a frozen server = %v, want an outage", err)
 	}
 }

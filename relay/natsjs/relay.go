@@ -187,8 +187,9 @@ func isNATSHeader(k string) bool {
 func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	attempt := r.breaker.Attempt()
 	mark := r.full.Mark() // its ack ends no full incident begun since it started
+	lastErr := r.lastError() // a refusal of this publish is a newer one
 	fail := func(err error) error {
-		res := r.classify(ctx, attempt, msg.Subject, msg.Size(), err)
+		res := r.classify(ctx, attempt, pubFailure{subject: msg.Subject, size: msg.Size(), lastErr: lastErr}, err)
 		if errors.Is(res, ErrRejected) {
 			attempt.Up() // refused for the message's sake: the broker answers
 		}
