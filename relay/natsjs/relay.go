@@ -186,7 +186,7 @@ func isNATSHeader(k string) bool {
 // ctx, whichever comes first.
 func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	attempt := r.breaker.Attempt()
-	mark := r.full.Mark() // its ack ends no full incident begun since it started
+	mark := r.full.Mark()    // its ack ends no full incident begun since it started
 	lastErr := r.lastError() // a refusal of this publish is a newer one
 	fail := func(err error) error {
 		res := r.classify(ctx, attempt, pubFailure{subject: msg.Subject, size: msg.Size(), lastErr: lastErr}, err)
