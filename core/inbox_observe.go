@@ -101,7 +101,8 @@ const (
 	// processing it); the caller's transaction should roll back.
 	InboxFailed
 	// InboxRetry (queued): the handler failed; the message is retried
-	// after a backoff.
+	// after a backoff. (Transactional mode: a Process whose transaction
+	// met lock contention, which Process runs again.)
 	InboxRetry
 	// InboxDead (queued): the handler failed on the last attempt; the
 	// message is Dead.

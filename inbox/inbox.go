@@ -303,6 +303,13 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 // function ran and how long (nil without an observer). The processing's
 // outcome is what process returns; Process includes its commit in it.
 func (in *Inbox) observed(ctx context.Context, msg Message, process func(ctx context.Context, run *fnRun) (bool, error)) (bool, error) {
+	return in.observedRetried(ctx, msg, nil, process)
+}
+
+// observedRetried is observed where retried, when not nil, tells whether
+// the caller runs a failed processing again (Process, after lock
+// contention): that one is reported as core.InboxRetry, not failed.
+func (in *Inbox) observedRetried(ctx context.Context, msg Message, retried func(error) bool, process func(ctx context.Context, run *fnRun) (bool, error)) (bool, error) {
 	if in.obs == nil {
 		return process(ctx, nil)
 	}
@@ -322,6 +329,8 @@ func (in *Inbox) observed(ctx context.Context, msg Message, process func(ctx con
 	returned = true
 	r := core.InboxResult{Outcome: core.InboxDuplicate, Took: run.took, NotRun: !run.ran}
 	switch {
+	case err != nil && retried != nil && retried(err):
+		r.Outcome, r.Err = core.InboxRetry, err
 	case err != nil:
 		r.Outcome, r.Err = core.InboxFailed, err
 	case processed:
@@ -458,8 +467,10 @@ func (in *Inbox) processOnce(ctx context.Context, msg Message, fn func(ctx conte
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	// The commit is part of the observed processing: the message is
-	// processed only once it commits.
-	return in.observed(ctx, msg, func(ctx context.Context, run *fnRun) (bool, error) {
+	// processed only once it commits. Lock contention makes Process run
+	// it again (unless ctx ended): that round is reported as a retry.
+	retried := func(err error) bool { return errors.Is(err, ErrContention) && ctx.Err() == nil }
+	return in.observedRetried(ctx, msg, retried, func(ctx context.Context, run *fnRun) (bool, error) {
 		processed, err := in.processTx(ctx, tx, msg, func(ctx context.Context) error { return fn(ctx, tx) }, run)
 		if err != nil {
 			return false, in.mapErr(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
@@ -272,4 +273,26 @@ func TestObserverTransactionalPanicEnds(t *testing.T) {
 	if ok, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "p"}, func(context.Context, *sqlx.Tx) error { return nil }); !ok || err != nil {
 		t.Fatalf("Process after the panic = %v, %v", ok, err)
 	}
+}
+
+// A Process whose transaction meets lock contention runs it again: that
+// round is reported as a retry, not as a failure the caller never saw
+// (dashboards showed failures for calls that all succeeded).
+func TestObserverProcessContentionIsARetry(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, openSQLite, inbox.Config{Observer: rec})
+	runs := 0
+	ok, err := e.in.Process(e.ctx, inbox.Message{Source: "s", MessageID: "busy"}, func(context.Context, *sqlx.Tx) error {
+		if runs++; runs == 1 {
+			return sqlite3.Error{Code: sqlite3.ErrBusy} // lock contention: Process runs it again
+		}
+		return nil
+	})
+	if !ok || err != nil || runs != 2 {
+		t.Fatalf("Process = %v, %v after %d runs; want processed after 2", ok, err, runs)
+	}
+	if o := rec.checkOne(t, 0, core.InboxTransactional, core.InboxRetry); !errors.Is(o.result.Err, inbox.ErrContention) {
+		t.Errorf("first round: %+v, want a retry with ErrContention", o.result)
+	}
+	rec.checkOne(t, 1, core.InboxTransactional, core.InboxProcessed)
 }

@@ -299,7 +299,7 @@ func (c *Collector) inboxView(storeID string) *inboxView {
 	if v, ok := c.inboxes.Load(storeID); ok {
 		return v.(*inboxView)
 	}
-	v := &inboxView{c: c, store: validLabel(storeID)}
+	v := &inboxView{c: c, id: storeID, store: validLabel(storeID)}
 	c.inboxes.Store(storeID, v)
 	return v
 }
@@ -320,7 +320,9 @@ func (c *Collector) ForgetStore(storeID string) {
 	if v, ok := c.stores.LoadAndDelete(storeID); ok {
 		v.(*storeView).forgotten.Store(true)
 	}
-	c.inboxes.Delete(storeID)
+	if v, ok := c.inboxes.LoadAndDelete(storeID); ok {
+		v.(*inboxView).forgotten.Store(true)
+	}
 	match := prom.Labels{labelStore: storeID}
 	for _, v := range c.all {
 		if dv, ok := v.(interface{ DeletePartialMatch(prom.Labels) int }); ok {

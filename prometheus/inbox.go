@@ -32,6 +32,8 @@ func (c *Collector) ProcessInbox(ctx context.Context, m core.InboxMessage) (cont
 // topic allocates nothing here.
 type inboxSeries struct {
 	c                  *Collector
+	view               *inboxView
+	inboxMode          core.InboxMode
 	store, topic, mode string
 
 	outcomes [core.InboxInterrupted + 1]prom.Counter // by core.InboxOutcome; nil: created on use
@@ -62,7 +64,7 @@ func (v *inboxView) inboxSeries(topic string, mode core.InboxMode) *inboxSeries 
 
 func (v *inboxView) newInboxSeries(topic string, mode core.InboxMode) *inboxSeries {
 	c := v.c
-	s := &inboxSeries{c: c, store: v.store, topic: topic, mode: mode.String()}
+	s := &inboxSeries{c: c, view: v, inboxMode: mode, store: v.store, topic: topic, mode: mode.String()}
 	s.duration = c.inboxDuration.WithLabelValues(s.store, topic, s.mode)
 	if mode == core.InboxQueued {
 		s.wait = c.inboxWait.WithLabelValues(s.store, topic)
@@ -76,8 +78,14 @@ func (v *inboxView) newInboxSeries(topic string, mode core.InboxMode) *inboxSeri
 	return s
 }
 
-// record counts the outcome of one processing.
+// record counts the outcome of one processing: on the series of the
+// store's current view when ForgetStore deleted s's meanwhile (they would
+// count on series no scrape sees).
 func (s *inboxSeries) record(r core.InboxResult) {
+	if s.view.forgotten.Load() {
+		s.c.inboxView(s.view.id).inboxSeries(s.topic, s.inboxMode).record(r)
+		return
+	}
 	if int(r.Outcome) < len(s.outcomes) && s.outcomes[r.Outcome] != nil {
 		s.outcomes[r.Outcome].Inc()
 	} else {

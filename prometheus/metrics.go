@@ -42,8 +42,12 @@ type storeView struct {
 // several creates inbox series only. They are created on first use.
 type inboxView struct {
 	c      *Collector
+	id     string      // the store's id
 	store  string      // the store's label value
 	series [2]sync.Map // by core.InboxMode: topic label → *inboxSeries
+	// forgotten: ForgetStore deleted the view's series; a processing
+	// that began before counts on the store's current view.
+	forgotten atomic.Bool
 }
 
 var (

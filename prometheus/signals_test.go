@@ -194,6 +194,18 @@ func TestForgetStoreThenEarlierView(t *testing.T) {
 // ForgetStore while signals come for the store, from a core.Metrics taken
 // before and from ForStore each time: no data race (go test -race), and
 // once it returned every signal lands on a series that is exported.
+// An inbox processing under way when its store is forgotten counts its
+// outcome on the store's series created again: it counted on deleted
+// series no scrape saw, and the processing was lost from the counts.
+func TestForgetStoreDuringAnInboxProcessing(t *testing.T) {
+	c := newCollector(t, outboxprom.Config{})
+	g := c.Gatherer()
+	_, end := c.ProcessInbox(context.Background(), core.InboxMessage{Store: "t1", Topic: "T", Mode: core.InboxTransactional})
+	c.ForgetStore("t1")
+	end(core.InboxResult{Outcome: core.InboxProcessed, Took: time.Millisecond})
+	wantValue(t, g, "outbox_inbox_processed_total", labels{"store": "t1", "topic": "T", "mode": "transactional", "outcome": "processed"}, 1)
+}
+
 func TestForgetStoreConcurrentWithSignals(t *testing.T) {
 	c := newCollector(t, outboxprom.Config{})
 	g := c.Gatherer()
