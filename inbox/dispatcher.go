@@ -460,8 +460,12 @@ func (d *Dispatcher) maintain(ctx context.Context, last map[*member]*maintenance
 		if d.cfg.ReapInterval > 0 && l.reap.IsZero() && m.work.Hold() {
 			// The first reap of an inbox comes before its first claim: a
 			// restart releases the leases its previous run left behind.
+			// It holds up the other inboxes' claims, so it is bounded by
+			// StatusTimeout, not Lease (a database that does not answer
+			// held every other inbox up 30 s); the later reaps, beside
+			// the claims, finish what it could not.
 			l.reap = time.Now()
-			onMember(ctx, m, d.reap)
+			onMember(ctx, m, d.firstReap)
 			m.work.Release()
 		} else if d.cfg.ReapInterval > 0 && time.Since(l.reap) >= d.cfg.ReapInterval && !l.reaping.Load() && m.work.Hold() {
 			// The later ones in a goroutine of their own, one at a time
@@ -920,8 +924,17 @@ func (d *Dispatcher) release(h *handling, rec Record) {
 
 // reap releases m's expired leases (maintain's reaping, every
 // ReapInterval), bounded by Lease.
-func (d *Dispatcher) reap(ctx context.Context, m *member) {
-	if _, err := d.reapWithin(ctx, m, d.cfg.Lease); err != nil && ctx.Err() == nil {
+func (d *Dispatcher) reap(ctx context.Context, m *member) { d.reapLogged(ctx, m, d.cfg.Lease) }
+
+// firstReap is an inbox's first reap, before its first claim: bounded by
+// StatusTimeout (the loop waits for it).
+func (d *Dispatcher) firstReap(ctx context.Context, m *member) {
+	d.reapLogged(ctx, m, min(d.cfg.Lease, d.cfg.StatusTimeout))
+}
+
+// reapLogged reaps m within timeout, logging a failure at WARN.
+func (d *Dispatcher) reapLogged(ctx context.Context, m *member, timeout time.Duration) {
+	if _, err := d.reapWithin(ctx, m, timeout); err != nil && ctx.Err() == nil {
 		m.log.LogAttrs(ctx, slog.LevelWarn, "inbox: reaping expired leases failed; will try again", slog.String("error", err.Error()))
 	}
 }

@@ -3,11 +3,13 @@ package inbox_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
 // TestMySQL runs the behaviour suite on MySQL/MariaDB (a fresh database per
@@ -48,4 +50,48 @@ func TestMySQLProcessTxReadsPastTheSnapshot(t *testing.T) {
 	if err != nil || p || ran {
 		t.Fatalf("delivery on the old snapshot = %v, %v (fn ran: %v); want skipped", p, err, ran)
 	}
+}
+
+// An inbox whose database hangs (a frozen private MariaDB) before the
+// dispatcher's first cycle holds up the other inboxes' claims by its first
+// reap, bounded by StatusTimeout: it was bounded by Lease, and a message
+// of a healthy inbox waited 30 s.
+func TestHungInboxFirstReapHoldsUpOthersOnlyStatusTimeout(t *testing.T) {
+	ctx := context.Background()
+	healthy, err := inbox.New(ctx, openMySQL(t), inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := testdb.StartMariaDB(t)
+	hung, err := inbox.New(ctx, server.Open(), inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{StatusTimeout: time.Second, Lease: time.Hour,
+		Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan struct{})
+	d.HandleFunc("t", func(context.Context, inbox.Record) error { close(handled); return nil })
+	for id, in := range map[string]*inbox.Inbox{"healthy": healthy, "hung": hung} {
+		if err := d.AddInbox(id, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := healthy.Enqueue(ctx, inbox.Message{Source: "s", MessageID: "m", Topic: "t", Payload: []byte{}}); err != nil {
+		t.Fatal(err)
+	}
+	server.Freeze()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_ = d.Close(cctx)
+	})
+	// A bound, not a speed: a few StatusTimeouts against the Lease of an
+	// hour the first reap waited before.
+	testsupport.Recv(t, 20*time.Second, handled, "the healthy inbox's message handled")
 }

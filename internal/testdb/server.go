@@ -62,6 +62,34 @@ func (s *serverProc) Kill() {
 	s.halt(syscall.SIGKILL)
 }
 
+// Freeze stops the server process with SIGSTOP: its port accepts
+// connections that nothing answers, as a server that hangs. Thaw, or the
+// end of the test, resumes it.
+func (s *serverProc) Freeze() {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || !s.Running() {
+		s.t.Fatalf("private %s on %s: Freeze while it does not run", s.name, s.addr())
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("private %s: SIGSTOP: %v", s.name, err)
+	}
+	s.t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) }) // before the server's own cleanup stops it
+}
+
+// Thaw resumes a server Freeze stopped (SIGCONT).
+func (s *serverProc) Thaw() {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Start starts the server again on the same data directory and port,
 // after Stop or Kill, and waits until it answers.
 func (s *serverProc) Start() {
