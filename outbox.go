@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -133,6 +134,12 @@ type Outbox struct {
 
 	reg     *registry.Registry
 	metrics core.Metrics
+
+	// notifyMu orders Start's start of notify and Close: once Close began
+	// (closing), notify is never started (a Start running beside Close
+	// left the LISTEN goroutine and its connection running).
+	notifyMu sync.Mutex
+	closing  bool
 }
 
 func init() {
@@ -282,7 +289,7 @@ func (o *Outbox) Start(ctx context.Context) error {
 		if err := o.poller.Start(ctx); err != nil {
 			return errors.Join(err, o.dispatcher.Close(ctx))
 		}
-		o.notify.Start()
+		o.startNotify()
 	}
 	if o.cleaner != nil {
 		if err := o.cleaner.Start(ctx); err != nil {
@@ -332,6 +339,9 @@ func (o *Outbox) Close(ctx context.Context) error {
 		return dispatcher.ErrCloseInListener // before anything is stopped
 	}
 	var errPoller, errCleaner error
+	o.notifyMu.Lock()
+	o.closing = true
+	o.notifyMu.Unlock()
 	errNotify := o.notify.Stop(ctx)
 	if o.cleaner != nil {
 		errCleaner = o.cleaner.Close(ctx)
@@ -340,6 +350,16 @@ func (o *Outbox) Close(ctx context.Context) error {
 		errPoller = o.poller.Close(ctx)
 	}
 	return engine.CloseErr(ctx, errNotify, errCleaner, errPoller, o.dispatcher.Close(ctx))
+}
+
+// startNotify starts the listener of the database's announcements,
+// unless Close began.
+func (o *Outbox) startNotify() {
+	o.notifyMu.Lock()
+	defer o.notifyMu.Unlock()
+	if !o.closing {
+		o.notify.Start()
+	}
 }
 
 // InTx runs fn in a transaction carried by the ctx given to fn (see
