@@ -231,7 +231,7 @@ func (o Ordering) Validate() error {
 		field := fmt.Sprintf("Types[%d]", i)
 		if t == "" {
 			errs = append(errs, &ConfigError{Field: field, Msg: "must not be empty", Err: ErrEmptyEventType})
-		} else if t != "*" {
+		} else if t != wildcardType {
 			var ve *ValidationError
 			if err := checkText("event_type", t, MaxEventTypeLen, ErrEventTypeTooLong); errors.As(err, &ve) {
 				msg := ve.Msg // the length; "" for invalid text
@@ -256,7 +256,7 @@ func (o Ordering) Apply(env Envelope) (Envelope, error) {
 		return env, nil
 	}
 	for _, t := range o.Types {
-		if t == "*" || t == env.eventType {
+		if t == wildcardType || t == env.eventType {
 			onDead := o.OnDead
 			if env.onDeadSet {
 				onDead = env.onDead

@@ -98,6 +98,10 @@ var (
 	maxTime = time.Date(MaxTimeYear+1, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Microsecond)
 )
 
+// wildcardType is the type that stands for every type: in listener
+// registries (registry.Wildcard) and in Ordering.Types. No event has it.
+const wildcardType = "*"
+
 // checkLimits checks the limits added after events were first stored: the
 // header key length, the size of the headers, the range of the times
 // and the wildcard "*" as a type.
@@ -105,7 +109,7 @@ var (
 // does not, so such an event stays deliverable (its envelope, unmarked as
 // validated, fails Validate and cannot be published again as it is).
 func checkLimits(e *Envelope) error {
-	if e.eventType == "*" {
+	if e.eventType == wildcardType {
 		return invalid("event_type", ErrWildcardEventType, "")
 	}
 	for k := range e.headers {
@@ -188,7 +192,7 @@ func CheckEventType(t string) error {
 	switch t {
 	case "":
 		return invalid("event_type", ErrEmptyEventType, "")
-	case "*":
+	case wildcardType:
 		return invalid("event_type", ErrWildcardEventType, "")
 	}
 	return checkText("event_type", t, MaxEventTypeLen, ErrEventTypeTooLong)

@@ -156,13 +156,12 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	}
 	if hot != nil {
 		hooked.AfterCommit(func() {
-			if !c.mayBeUndone(hooked) {
-				hot.EnqueueHot(env, lease)
-				return
+			if c.mayBeUndone(hooked) {
+				if gone, known := c.gone(ctx, hot, []string{env.ID()}); !known || gone[env.ID()] {
+					return // no row, or none known: the poller delivers what is stored
+				}
 			}
-			if gone, known := c.gone(ctx, hot, []string{env.ID()}); known && !gone[env.ID()] {
-				hot.EnqueueHot(env, lease)
-			}
+			hot.EnqueueHot(env, lease)
 		})
 	}
 	return env.ID(), nil

@@ -62,23 +62,23 @@ func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.
 				done(err)
 			}
 		}()
-		var herrs error // the first event whose headers failed
+		var refused error // the first event whose headers failed
 		for i, env := range batch {
 			headers, done := c.Observer.Publish(ctx, env)
 			dones = append(dones, done) // every event reported, also after a failure
-			if herrs != nil {
+			if refused != nil {
 				continue
 			}
 			traced, herr := env.WithHeaders(headers)
 			if herr != nil {
-				herrs = fmt.Errorf("outbox: publish all: %w",
+				refused = fmt.Errorf("outbox: publish all: %w",
 					&core.BatchError{Index: i, ID: env.ID(), Err: fmt.Errorf("the observer's headers: %w", herr)})
 				continue
 			}
 			batch[i] = traced
 		}
-		if herrs != nil {
-			return nil, herrs
+		if refused != nil {
+			return nil, refused
 		}
 	}
 	hot := c.hot
