@@ -293,7 +293,7 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 	if err := checkMessage(msg, false); err != nil {
 		return false, err
 	}
-	return in.observed(ctx, msg, func(ctx context.Context, run *fnRun) (bool, error) {
+	return in.observed(ctx, msg, nil, func(ctx context.Context, run *fnRun) (bool, error) {
 		return in.processTx(ctx, tx, msg, fn, run)
 	})
 }
@@ -302,14 +302,10 @@ func (in *Inbox) ProcessTx(ctx context.Context, tx Tx, msg Message, fn func(ctx 
 // under the observer if there is one: run receives whether the business
 // function ran and how long (nil without an observer). The processing's
 // outcome is what process returns; Process includes its commit in it.
-func (in *Inbox) observed(ctx context.Context, msg Message, process func(ctx context.Context, run *fnRun) (bool, error)) (bool, error) {
-	return in.observedRetried(ctx, msg, nil, process)
-}
-
-// observedRetried is observed where retried, when not nil, tells whether
-// the caller runs a failed processing again (Process, after lock
-// contention): that one is reported as core.InboxRetry, not failed.
-func (in *Inbox) observedRetried(ctx context.Context, msg Message, retried func(error) bool, process func(ctx context.Context, run *fnRun) (bool, error)) (bool, error) {
+// retried, when not nil, tells whether the caller runs a failed
+// processing again (Process, after lock contention): that one is reported
+// as core.InboxRetry, not failed.
+func (in *Inbox) observed(ctx context.Context, msg Message, retried func(error) bool, process func(ctx context.Context, run *fnRun) (bool, error)) (bool, error) {
 	if in.obs == nil {
 		return process(ctx, nil)
 	}
@@ -470,7 +466,7 @@ func (in *Inbox) processOnce(ctx context.Context, msg Message, fn func(ctx conte
 	// processed only once it commits. Lock contention makes Process run
 	// it again (unless ctx ended): that round is reported as a retry.
 	retried := func(err error) bool { return errors.Is(err, ErrContention) && ctx.Err() == nil }
-	return in.observedRetried(ctx, msg, retried, func(ctx context.Context, run *fnRun) (bool, error) {
+	return in.observed(ctx, msg, retried, func(ctx context.Context, run *fnRun) (bool, error) {
 		processed, err := in.processTx(ctx, tx, msg, func(ctx context.Context) error { return fn(ctx, tx) }, run)
 		if err != nil {
 			return false, in.mapErr(err)
