@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
 // serverProc is the process of a private database server ([MariaDB],
@@ -73,10 +75,10 @@ func (s *serverProc) Freeze() {
 	if cmd == nil || !s.Running() {
 		s.t.Fatalf("private %s on %s: Freeze while it does not run", s.name, s.addr())
 	}
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		s.t.Fatalf("private %s: SIGSTOP: %v", s.name, err)
-	}
 	s.t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) }) // before the server's own cleanup stops it
+	if err := testsupport.Freeze(cmd.Process, 10*time.Second); err != nil {
+		s.t.Fatalf("private %s: %v", s.name, err)
+	}
 }
 
 // Thaw resumes a server Freeze stopped (SIGCONT).

@@ -238,7 +238,7 @@ func TestRelayPublishPermissionDenied(t *testing.T) {
 	// nats.go keeps the last refusal until a reconnect: a later publish
 	// to that subject without an ack for another reason (a frozen
 	// server) is an outage, not that old refusal again.
-	s.signal(syscall.SIGSTOP)
+	s.freeze()
 	err = r.OnEvent(context.Background(), event("denied"))
 	s.signal(syscall.SIGCONT)
 	if !errors.Is(err, core.ErrUnavailable) || errors.Is(err, natsjs.ErrRejected) {

@@ -124,6 +124,15 @@ func (s *privateServer) signal(sig os.Signal) {
 	}
 }
 
+// freeze stops the server with SIGSTOP and returns once it is stopped
+// (its TCP connections stay up, nothing answers); signal SIGCONT resumes it.
+func (s *privateServer) freeze() {
+	s.t.Helper()
+	if err := testsupport.Freeze(s.cmd.Process, 10*time.Second); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 // kill stops the server with SIGKILL, as a crash would.
 func (s *privateServer) kill() {
 	if s.cmd == nil {
@@ -173,7 +182,7 @@ func testOutage(t *testing.T, freeze bool) {
 	testsupport.WaitFor(t, 30*time.Second, "events in the stream before the outage", func() bool { return inStream() >= 50 })
 
 	if freeze {
-		srv.signal(syscall.SIGSTOP)
+		srv.freeze()
 	} else {
 		srv.kill()
 	}
