@@ -193,6 +193,20 @@ func (in *Inbox) ApplySchema(ctx context.Context) error {
 	return in.store.ApplySchema(ctx)
 }
 
+// CheckTable reports whether the inbox's table is an inbox table, as a
+// tool that only reads the table (Config.SkipSchema) may want to know
+// before it starts: nil then; a *core.ConfigError of field Table (wrapping
+// core.ErrInvalidConfig) when the table exists but lacks an inbox table's
+// columns (an outbox table, or one of the application's, named by
+// mistake); the read's error when the table cannot be read (it does not
+// exist, say). It only reads.
+func (in *Inbox) CheckTable(ctx context.Context) error {
+	if ctx == nil {
+		return core.ErrNilContext
+	}
+	return in.store.CheckTable(ctx)
+}
+
 // IsContention reports whether err is lock contention (SQLite busy,
 // MySQL/MariaDB deadlock or lock wait timeout): the transaction should be
 // rolled back and run again. Errors of this package already wrap

@@ -116,6 +116,20 @@ func (s *inboxStore) ApplySchema(ctx context.Context) error {
 	})
 }
 
+// CheckTable reports whether the store's table is an inbox table: nil
+// then; a *core.ConfigError of field Table when the table exists but
+// lacks an inbox table's columns (an outbox table, or one of the
+// application's); the read's error when the table cannot be read. It
+// only reads.
+func (s *inboxStore) CheckTable(ctx context.Context) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("outbox: jdbcstore: check inbox table %q: %w", s.table, err)
+	}
+	defer conn.Close()
+	return checkTableShape(ctx, conn, s.dialect, s.table, "inbox", inboxColumns)
+}
+
 // IsContention reports whether err is lock contention (SQLite busy, MySQL
 // deadlock or lock wait timeout): the transaction should be rolled back
 // and run again.

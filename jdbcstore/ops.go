@@ -222,6 +222,16 @@ func checkPage(after string, limit int) error {
 	if limit < 1 || limit > MaxListLimit {
 		return &core.ConfigError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d, got %d", MaxListLimit, limit)}
 	}
+	return CheckCursor(after)
+}
+
+// CheckCursor reports whether after can be the cursor of a page of DEAD
+// events ([Store.ListDead], [Store.ListDeadSummaries]): "" or text an
+// event id can be, valid UTF-8 without NUL. Otherwise it returns a
+// *core.ConfigError of field "after" (wrapping core.ErrInvalidConfig),
+// the error those methods return for it; a tool may check its input with
+// it before it connects.
+func CheckCursor(after string) error {
 	if !storable(after) {
 		return &core.ConfigError{Field: "after", Msg: fmt.Sprintf("must be an event id (valid UTF-8 without NUL), got %q", after)}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 
@@ -77,7 +78,7 @@ of N events, may have been discarded as well.`, replayShownIDs),
 				}
 				res, err := store.DiscardDead(ctx, filter, jdbcstore.DiscardOptions{All: all, DryRun: dryRun, BatchSize: batch})
 				if err != nil {
-					if res.Discarded > 0 {
+					if res.Discarded > 0 || errors.Is(err, context.DeadlineExceeded) { // cut short: the count, 0 too
 						err = fmt.Errorf("%w (%s discarded before the failure)", err, countWere(res.Discarded))
 					}
 					return missingTable(ctx, err, store)

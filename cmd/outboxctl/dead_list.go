@@ -46,6 +46,9 @@ An --after no id can be (not UTF-8, or with a NUL byte) is refused.`, jdbcstore.
 				if limit < 1 || limit > jdbcstore.MaxListLimit {
 					return usagef("--limit must be 1..%d, got %d", jdbcstore.MaxListLimit, limit)
 				}
+				if jdbcstore.CheckCursor(after) != nil {
+					return usagef("--after must be an event id (valid UTF-8 without NUL), got %q", after)
+				}
 				store, err := s.open(ctx, false)
 				if err != nil {
 					return err

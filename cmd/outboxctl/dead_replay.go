@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,7 +87,7 @@ of N events, may have been replayed as well.`, replayShownIDs),
 				}
 				res, err := store.ReplayDead(ctx, filter, jdbcstore.ReplayOptions{All: all, DryRun: dryRun, BatchSize: batch})
 				if err != nil {
-					if res.Replayed > 0 {
+					if res.Replayed > 0 || errors.Is(err, context.DeadlineExceeded) { // cut short: the count, 0 too
 						err = fmt.Errorf("%w (%s replayed before the failure)", err, countWere(res.Replayed))
 					}
 					return missingTable(ctx, err, store)

@@ -306,6 +306,10 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"--dsn", path, "purge", "--dead-older-than", "1h", "--max-rate", "fast"}, "invalid value"},
 		{[]string{"--dsn", path, "--table", "bad-name", "stats"}, `Table "bad-name" must match`},
 		{[]string{"--dsn", path, "--timeout", "0s", "stats"}, "--timeout must be positive"},
+		{[]string{"--dsn", path, "dead", "list", "--after", "\xff"}, "--after must be an event id"},
+		{[]string{"--dsn", path, "dead", "list", "--after", "a\x00b"}, "--after must be an event id"},
+		// Refused before connecting: a server that cannot be reached does not hide it.
+		{[]string{"--dsn", "postgres://u@127.0.0.1:1/x", "dead", "list", "--after", "\xff"}, "--after must be an event id"},
 		{[]string{"stats"}, "no database: give --dsn"},
 		{[]string{"--dsn", "root@tcp(127.0.0.1:3306)/", "stats"}, "names no database"},
 		{[]string{"--dsn", "root@tcp(127.0.0.1:3306", "stats"}, "not a MySQL DSN"},
@@ -579,10 +583,22 @@ func TestTimeoutBoundsASQLiteWriteLockWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Rollback() //nolint:errcheck
-	start := time.Now()
-	line := fails(t, exitFailed, "--dsn", path, "--timeout", "1s", "purge", "--done-older-than", "1h")
-	if elapsed := time.Since(start); elapsed > 5*time.Second {
-		t.Errorf("purge with --timeout 1s took %v behind a held write lock (%s)", elapsed, line)
+	for _, tc := range []struct {
+		args []string
+		want string // the count of a run cut short, 0 included
+	}{
+		{[]string{"purge", "--done-older-than", "1h"}, "(0 DONE and 0 DEAD events were removed before the failure)"},
+		{[]string{"dead", "replay", "--all"}, "(0 events were replayed before the failure)"},
+		{[]string{"dead", "discard", "--all"}, "(0 events were discarded before the failure)"},
+	} {
+		start := time.Now()
+		line := fails(t, exitFailed, append([]string{"--dsn", path, "--timeout", "1s"}, tc.args...)...)
+		if elapsed := time.Since(start); elapsed > 5*time.Second {
+			t.Errorf("%v with --timeout 1s took %v behind a held write lock (%s)", tc.args, elapsed, line)
+		}
+		if !strings.Contains(line, tc.want) || !strings.Contains(line, "ran out") {
+			t.Errorf("%v cut short by --timeout said %q, want the count %q and the timeout", tc.args, line, tc.want)
+		}
 	}
 }
 

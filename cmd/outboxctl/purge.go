@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,7 +73,7 @@ that would be) and batches (DELETE statements run).`,
 					PauseFactor: pause, MaxRate: maxRate,
 				})
 				if err != nil {
-					if res.Done+res.Dead > 0 {
+					if res.Done+res.Dead > 0 || errors.Is(err, context.DeadlineExceeded) { // cut short: the count, 0 too
 						err = fmt.Errorf("%w (%d DONE and %d DEAD events were removed before the failure)", err, res.Done, res.Dead)
 					}
 					return missingTable(ctx, err, store)

@@ -205,6 +205,11 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		if err != nil {
 			return nil, usagef("--inbox-table: %v", err)
 		}
+		// serve fails at start rather than on every inbox page: a table
+		// that is missing, or that is no inbox table (the outbox's).
+		if err := in.CheckTable(ctx); err != nil {
+			return nil, fmt.Errorf("--inbox-table %s: %w (is the name right? the service that receives messages creates it: inbox.New, unless its Config.SkipSchema)", inboxTable, err)
+		}
 		return in, nil
 	}
 	if len(dbs) == 0 {
@@ -212,7 +217,7 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		if err != nil {
 			return nil, err
 		}
-		if err := probeTables(ctx, st, inboxTable); err != nil {
+		if err := probeTable(ctx, st); err != nil {
 			return nil, err
 		}
 		cfg.Store = st
@@ -241,12 +246,12 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		if err != nil {
 			return opened, usagef("%v", err)
 		}
-		if err := probeTables(ctx, st, inboxTable); err != nil {
+		if err := probeTable(ctx, st); err != nil {
 			return opened, fmt.Errorf("--db %s: %w", name, err)
 		}
 		in, err := openInbox(db, t.dialect)
 		if err != nil {
-			return opened, err
+			return opened, fmt.Errorf("--db %s: %w", name, err)
 		}
 		cfg.Databases = append(cfg.Databases, dashboard.Database{Name: name, Store: st, Inbox: in})
 	}
@@ -292,22 +297,16 @@ type scrubbedError struct {
 func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.err }
 
-// probeTables checks that st's table, with the columns of this release,
-// and, when given, the inbox table exist, so that serve fails at start
-// rather than on every page (a table of an earlier release lacks the
-// ordering columns until schema apply upgrades it). The names are quoted
-// as the store's own statements quote them: a table named order, or a
-// mixed-case PostgreSQL name, is found as they find it.
-func probeTables(ctx context.Context, st *jdbcstore.Store, inboxTable string) error {
+// probeTable checks that st's table exists with the columns of this
+// release, so that serve fails at start rather than on every page (a
+// table of an earlier release lacks the ordering columns until schema
+// apply upgrades it). The name is quoted as the store's own statements
+// quote it: a table named order, or a mixed-case PostgreSQL name, is
+// found as they find it. (openInbox checks the inbox table.)
+func probeTable(ctx context.Context, st *jdbcstore.Store) error {
 	db, q := st.DB(), st.Dialect().QuoteIdent
 	if _, err := db.ExecContext(ctx, "SELECT order_key, order_seq, order_skip FROM "+q(st.Table())+" WHERE 1 = 0"); err != nil {
 		return missingTable(ctx, err, st)
-	}
-	if inboxTable == "" {
-		return nil
-	}
-	if _, err := db.ExecContext(ctx, "SELECT 1 FROM "+q(inboxTable)+" WHERE 1 = 0"); err != nil {
-		return fmt.Errorf("--inbox-table %s: %w (is the name right? the service that receives messages creates it: inbox.New, unless its Config.SkipSchema)", inboxTable, err)
 	}
 	return nil
 }

@@ -211,6 +211,16 @@ func TestServeInbox(t *testing.T) {
 	fails(t, exitFailed, "--dsn", path, "serve", "--inbox-table", "nope")
 	fails(t, exitFailed, "--dsn", path, "--table", "nope", "serve")
 	fails(t, exitFailed, "serve", "--db", "a="+path, "--table", "nope")
+	// A table that is no inbox table (the outbox's) fails it too: every
+	// inbox page answered 500 (no such column: source).
+	for _, args := range [][]string{
+		{"--dsn", path, "serve", "--inbox-table", jdbcstore.DefaultTable},
+		{"serve", "--db", "a=" + path, "--inbox-table", jdbcstore.DefaultTable},
+	} {
+		if line := fails(t, exitFailed, args...); !strings.Contains(line, "not an inbox table") {
+			t.Errorf("%v: %s, want the table refused as no inbox table", args, line)
+		}
+	}
 }
 
 func TestServeAllowedHosts(t *testing.T) {

@@ -142,6 +142,7 @@ type Store interface {
 	Table() string
 	SchemaSQL() string
 	ApplySchema(ctx context.Context) error
+	CheckTable(ctx context.Context) error
 	IsContention(err error) bool
 
 	Touch(ctx context.Context, tx Tx, m Message) (Touch, error)
