@@ -525,7 +525,8 @@ func onMember(ctx context.Context, m *member, fn func(context.Context, *member))
 // starts a handler goroutine for each. It reports whether the loop should
 // rest: every inbox had a claim that was not full (a failed claim counts
 // as such) since the last full one, and none was enqueued to since its
-// last claim began.
+// last claim began. A claim of one of several inboxes that outlasts
+// detachAfter goes on beside the loop (see claim), which does not rest.
 func (d *Dispatcher) cycle(ctx, probeCtx context.Context, stop <-chan struct{}) (rest bool) {
 	select {
 	case d.slots <- struct{}{}:
@@ -542,23 +543,39 @@ fill:
 			break fill
 		}
 	}
-	m, recs, rest, err := d.claim(ctx, probeCtx, limit, d.cfg.StatusTimeout)
-	for range limit - len(recs) {
+	c := d.claim(ctx, probeCtx, limit, d.cfg.StatusTimeout)
+	if c.detached {
+		// The claim holds no worker while it runs: the other inboxes'
+		// claims take them meanwhile.
+		for range limit {
+			<-d.slots
+		}
+		return false
+	}
+	for range limit - len(c.recs) {
 		<-d.slots
 	}
-	if m == nil {
-		return rest
+	if c.m == nil {
+		return c.rest
 	}
+	d.start(ctx, c.m, c.recs, c.err)
+	return c.rest
+}
+
+// start starts a handler goroutine for each of recs, claimed from m, each
+// holding a worker slot the caller took and a hold of m; a claim that
+// failed with err is logged. After a hard stop that came while the claim
+// ran (the claim itself is not cut short: the server may have committed
+// it) the messages are given back instead, with the attempts the claim
+// charged.
+func (d *Dispatcher) start(ctx context.Context, m *member, recs []Record, err error) {
 	if ctx.Err() != nil && len(recs) > 0 {
-		// A hard stop came while the claim ran (the claim itself is not
-		// cut short: the server may have committed it): give the
-		// messages back, with the attempts the claim charged.
 		d.releaseRest(m, recs, "the dispatcher stopped while it claimed")
 		for range recs {
 			m.work.Release()
 			<-d.slots
 		}
-		return rest
+		return
 	}
 	if err != nil && ctx.Err() == nil {
 		m.cycleLog.Hit(m.log, slog.LevelError, "inbox: claim failed; will try again at its next turn", slog.String("error", err.Error()))
@@ -571,55 +588,159 @@ fill:
 			d.handle(ctx, m, rec)
 		}()
 	}
-	return rest
+}
+
+// detachAfter is how long the loop of a dispatcher of several inboxes
+// waits for a claim before it goes on with the other inboxes, the claim
+// running on beside it (claims take a few milliseconds; one waiting for a
+// lock, or on a database that answers slowly, held up every other inbox's
+// claims for as long as it took, up to StatusTimeout).
+const detachAfter = 50 * time.Millisecond
+
+// claimed is a claim cycle's result: the inbox claimed from (nil: none),
+// the messages, whether the loop may rest, the claim's error, and whether
+// the claim goes on beside the loop (detached: it owns what it claims).
+type claimed struct {
+	m        *member
+	recs     []Record
+	rest     bool
+	err      error
+	detached bool
 }
 
 // claim claims up to limit messages from the inbox the rotation picks,
 // bounding the query by timeout (none when 0). The member is held once
 // per returned record; the caller unholds after each handling. m is nil
 // when there is no inbox (rest is then true). With a timeout (the loop's
-// claims), the turn of an inbox whose claims failed lately is passed
-// (passTurn); probeCtx bounds its probes.
-func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout time.Duration) (m *member, recs []Record, rest bool, err error) {
+// claims) and several inboxes, the turn of an inbox whose claims failed
+// lately is passed (passTurn; probeCtx bounds its probes), and so is that
+// of an inbox whose claim still runs; a claim that outlasts detachAfter
+// goes on beside the loop (detached), which returns: when it ends, the
+// messages it got start on the workers idle then, and the rest are given
+// back at once (finishDetached).
+func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout time.Duration) claimed {
 	d.cycleMu.Lock()
 	defer d.cycleMu.Unlock()
 	m, ids := d.pick()
 	if m == nil {
 		// No inbox, or the one picked was just removed: rest only when
 		// there is none at all.
-		return nil, nil, len(ids) == 0, nil
+		return claimed{rest: len(ids) == 0}
 	}
-	defer m.work.Release()
-	if timeout > 0 && len(ids) > 1 && d.passTurn(probeCtx, m) {
-		// Its last claims failed: the other inboxes take this turn (a
-		// lone inbox is claimed from at every turn).
-		rest, _ = d.rotation.Done(m.id, 0, false, ids)
-		return m, nil, rest, nil
+	held := true // pick's hold of m, given back here unless detached
+	defer func() {
+		if held {
+			m.work.Release()
+		}
+	}()
+	several := timeout > 0 && len(ids) > 1
+	if (timeout > 0 && m.claiming.Load()) || (several && d.passTurn(probeCtx, m)) {
+		// Its claim still runs (the loop is woken when it ends), or its
+		// last claims failed: the other inboxes take this turn (a lone
+		// inbox whose claims fail is claimed from at every turn).
+		rest, _ := d.rotation.Done(m.id, 0, false, ids)
+		return claimed{m: m, rest: rest}
 	}
-	qctx := ctx
+	qctx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
 		// The dispatcher's own claim is bounded by timeout, not cut short
 		// by a hard stop: a claim cancelled after the server committed it
 		// would leave its messages leased, their attempts charged, until
 		// the lease expired (the caller gives them back).
-		var cancel context.CancelFunc
 		qctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
 	}
 	began := time.Now()
-	recs, err = m.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
-	if timeout > 0 {
+	if !several {
+		defer cancel()
+		recs, err := m.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
+		d.record(ctx, m, recs, err, time.Since(began), timeout > 0)
+		rest, _ := d.rotation.Done(m.id, len(recs), err == nil && len(recs) == limit, ids)
+		return claimed{m: m, recs: recs, rest: rest && !d.anyPending(), err: err}
+	}
+	type result struct {
+		recs []Record
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	m.claiming.Store(true)
+	go func() {
+		recs, err := m.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
+		done <- result{recs, err, time.Since(began)}
+	}()
+	timer := time.NewTimer(detachAfter)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		cancel()
+		m.claiming.Store(false)
+		d.record(ctx, m, r.recs, r.err, r.took, true)
+		rest, _ := d.rotation.Done(m.id, len(r.recs), r.err == nil && len(r.recs) == limit, ids)
+		return claimed{m: m, recs: r.recs, rest: rest && !d.anyPending(), err: r.err}
+	case <-timer.C:
+	}
+	// Slow: the loop goes on with the other inboxes. m stays held (by
+	// pick's hold) until the claim ended and its messages are settled.
+	held = false
+	d.rotation.Done(m.id, 0, false, ids) // the Selector's turn moves on
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		r := <-done
+		cancel()
+		d.finishDetached(ctx, m, r.recs, r.err, limit, r.took)
+	}()
+	return claimed{m: m, detached: true}
+}
+
+// record records a claim of m that got recs or failed with err in took:
+// its failure in m's skip (timed: the loop's claims), and one hold of m
+// per message.
+func (d *Dispatcher) record(ctx context.Context, m *member, recs []Record, err error, took time.Duration, timed bool) {
+	if timed {
 		// A failure skips the inbox's next turns for a while: a database
 		// that does not answer costs each claim StatusTimeout, which held
 		// up the claims of every other inbox turn after turn.
-		m.skip.Record(err != nil && ctx.Err() == nil, time.Since(began))
+		m.skip.Record(err != nil && ctx.Err() == nil, took)
 	}
 	m.work.Add(len(recs))
-	rest, _ = d.rotation.Done(m.id, len(recs), err == nil && len(recs) == limit, ids)
-	if rest && d.anyPending() {
-		rest = false // a message was enqueued after its inbox's last claim began
+}
+
+// finishDetached settles a claim of m that went on beside the loop: it
+// records it (without making m the Selector's last inbox: the loop went
+// on), starts the messages it got on the workers idle now, gives the
+// others back at once (their leases and the attempts the claim charged:
+// any dispatcher claims them again, this one when a worker is free), and
+// wakes the loop. Then it releases pick's hold of m.
+func (d *Dispatcher) finishDetached(ctx context.Context, m *member, recs []Record, err error, limit int, took time.Duration) {
+	defer m.work.Release()
+	d.record(ctx, m, recs, err, took, true)
+	d.cycleMu.Lock()
+	d.rotation.Settle(m.id, len(recs), err == nil && len(recs) == limit, d.members.IDs())
+	d.cycleMu.Unlock()
+	m.claiming.Store(false)
+	n := 0
+take:
+	for n < len(recs) && ctx.Err() == nil {
+		select {
+		case d.slots <- struct{}{}:
+			n++
+		default:
+			break take
+		}
 	}
-	return m, recs, rest, err
+	if n < len(recs) {
+		why := "a slow claim ended with more messages than idle workers"
+		if ctx.Err() != nil {
+			why = "the dispatcher stopped while it claimed"
+		}
+		d.releaseRest(m, recs[n:], why)
+		for range recs[n:] {
+			m.work.Release()
+		}
+	}
+	d.start(ctx, m, recs[:n], err)
+	d.Wake()
 }
 
 // RunOnce claims up to BatchSize messages from one inbox (the next one the
@@ -642,7 +763,8 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	if ctx == nil {
 		return 0, core.ErrNilContext
 	}
-	m, recs, _, err := d.claim(ctx, nil, d.cfg.BatchSize, 0)
+	c := d.claim(ctx, nil, d.cfg.BatchSize, 0)
+	m, recs, err := c.m, c.recs, c.err
 	if err != nil || m == nil {
 		return 0, err
 	}

@@ -35,6 +35,9 @@ type member struct {
 	// StatusTimeout). An enqueue, which proves the database answers,
 	// clears it.
 	skip engine.Skip
+	// claiming: a claim of the inbox runs beside the loop (a slow one,
+	// see detachAfter); its turns are passed until it ended.
+	claiming atomic.Bool
 	// removing ends when RemoveInbox begins: the inbox's reaping and
 	// cleanup stop at once (each statement is atomic) instead of holding
 	// up the removal.
@@ -138,7 +141,11 @@ func FromContext(ctx context.Context) *Inbox {
 // AddInbox adds an inbox whose work queue this dispatcher runs, with the
 // same workers, handlers, owner token and settings as every other inbox
 // (one per database or tenant). The claim cycles visit the inboxes in the
-// order of DispatcherConfig.Selector; outcomes are written to the inbox
+// order of DispatcherConfig.Selector; a claim that takes longer than 50 ms
+// (a database that answers slowly, a claim waiting for a lock) runs on
+// beside the cycles, which go on with the other inboxes, and its messages
+// start on the workers idle when it ends (the others are given back at
+// once, lease and attempt, for a later claim); outcomes are written to the inbox
 // each message came from, and Enqueue on in wakes the dispatcher. id
 // identifies the inbox in logs (the "store" attribute), in [StoreID] and
 // in RemoveInbox: non-empty valid UTF-8 of at most dispatcher.MaxStoreIDLen

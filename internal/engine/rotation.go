@@ -82,6 +82,13 @@ func (r *Rotation) choose(ids []string) (id string, ok bool) {
 // rest briefly rather than a whole interval.
 func (r *Rotation) Done(id string, n int, full bool, ids []string) (rest, soon bool) {
 	r.last, r.lastCount = id, n
+	return r.Settle(id, n, full, ids)
+}
+
+// Settle records a poll of store id as Done does, without making it the
+// last one the Selector is told of: a poll that ended after the loop
+// went on to other stores (see package inbox's slow claims).
+func (r *Rotation) Settle(id string, n int, full bool, ids []string) (rest, soon bool) {
 	if full && n > 0 {
 		clear(r.drained)
 		r.anyFull = false

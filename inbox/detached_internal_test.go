@@ -1,0 +1,106 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/internal/testsupport"
+	"github.com/outbox-go/outbox/jdbcstore/sqlite"
+)
+
+// A claim that ended beside the loop (a slow one) starts its messages on
+// the workers idle then and gives the others back at once, with the
+// attempts it charged: none waits for a worker under a lease that may
+// not cover its handler. Its inbox is held no more once it settled.
+func TestDetachedClaimGivesBackWhatNoIdleWorkerTakes(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "inbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	logs := &testsupport.LogBuffer{}
+	in, err := New(ctx, db, Config{Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := in.NewDispatcher(DispatcherConfig{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan string, 3)
+	if err := d.HandleFunc("t", func(_ context.Context, r Record) error { handled <- r.MessageID; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if err := in.Enqueue(ctx, Message{Source: "s", MessageID: id, Topic: "t", Payload: []byte{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, ok := d.members.Get("")
+	if !ok || !m.work.Hold() { // pick's hold, which finishDetached gives back
+		t.Fatal("no member")
+	}
+	recs, err := in.Claim(ctx, d.cfg.Owner, d.cfg.Lease, 3)
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("claim = %d, %v", len(recs), err)
+	}
+	d.slots <- struct{}{} // one of the two workers is busy: one is idle
+	m.claiming.Store(true)
+	d.finishDetached(ctx, m, recs, nil, 3, time.Second)
+	d.wg.Wait()
+	if got := <-handled; got != "a" {
+		t.Errorf("handled %q, want the first message claimed", got)
+	}
+	if len(handled) != 0 {
+		t.Errorf("%d more messages handled, want none: one worker was idle", len(handled))
+	}
+	for _, id := range []string{"b", "c"} {
+		r, err := in.Get(ctx, "s", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.LockedBy != "" || r.Attempt != 0 || r.Status != StatusProcessing {
+			t.Errorf("%s: locked by %q, attempt %d, status %v; want it given back (no lease, no attempt charged)", id, r.LockedBy, r.Attempt, r.Status)
+		}
+	}
+	if len(d.slots) != 1 {
+		t.Errorf("%d busy workers after the handler, want the other one only", len(d.slots))
+	}
+	if m.claiming.Load() || m.work.Held() != 0 {
+		t.Errorf("claiming %v, held %d after the claim settled; want false, 0", m.claiming.Load(), m.work.Held())
+	}
+	if n := logs.Count("a slow claim ended with more messages than idle workers"); n != 1 {
+		t.Errorf("%d INFO lines about the messages given back, want 1:\n%s", n, logs)
+	}
+	// After a hard stop every message it got is given back.
+	<-d.slots
+	if !m.work.Hold() {
+		t.Fatal("no hold")
+	}
+	recs, err = in.Claim(ctx, d.cfg.Owner, d.cfg.Lease, 3)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("claim = %d, %v", len(recs), err)
+	}
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	d.finishDetached(stopped, m, recs, nil, 3, time.Second)
+	d.wg.Wait()
+	if len(handled) != 0 || len(d.slots) != 0 || m.work.Held() != 0 {
+		t.Errorf("after a hard stop: %d handled, %d busy workers, held %d; want none", len(handled), len(d.slots), m.work.Held())
+	}
+	if r, err := in.Get(ctx, "s", "b"); err != nil || r.LockedBy != "" || r.Attempt != 0 {
+		t.Errorf("after a hard stop: %+v, %v; want it given back", r, err)
+	}
+	// A failed detached claim is logged and skips the inbox's next turns.
+	if !m.work.Hold() {
+		t.Fatal("no hold")
+	}
+	d.finishDetached(ctx, m, nil, errors.New("boom"), 3, time.Second)
+	if !m.skip.Failed() || m.work.Held() != 0 {
+		t.Errorf("after a failed detached claim: failed %v, held %d", m.skip.Failed(), m.work.Held())
+	}
+}
