@@ -50,7 +50,8 @@ var registry struct {
 //
 //	import _ "github.com/outbox-go/outbox/jdbcstore/mysql"
 //
-// Register panics if d is nil (or a nil pointer), has no driver name, is of a type that
+// Register panics if d is nil (or a nil pointer), has no driver name or an
+// empty one, is of a type that
 // cannot be compared with == (a struct holding a slice or a map: register
 // a pointer to it), or one of its driver names is already registered for
 // another dialect (as database/sql's Register does for drivers).
@@ -68,6 +69,9 @@ func Register(d Dialect) {
 	names := d.DriverNames()
 	if len(names) == 0 {
 		panic("outbox: jdbcstore: Register of dialect " + d.Name() + " without driver names")
+	}
+	if slices.Contains(names, "") {
+		panic("outbox: jdbcstore: Register of dialect " + d.Name() + " with an empty driver name")
 	}
 	registry.mu.Lock()
 	defer registry.mu.Unlock()

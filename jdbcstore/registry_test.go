@@ -259,3 +259,23 @@ func TestNilPointerDialectRefused(t *testing.T) {
 		t.Errorf("inbox store: err = %v, want ErrInvalidConfig", err)
 	}
 }
+
+// A dialect with an empty driver name is refused by Register, as one
+// without any (it registered it: Lookup("") found it).
+func TestRegisterRefusesAnEmptyDriverName(t *testing.T) {
+	d := &uncomparableDialect{Dialect: sqlite.Dialect, names: []string{"empty_name_test", ""}}
+	func() {
+		defer func() {
+			if msg, _ := recover().(string); !strings.Contains(msg, "empty driver name") {
+				t.Errorf("Register with an empty driver name: panic %q, want one naming the empty driver name", msg)
+			}
+		}()
+		jdbcstore.Register(d)
+	}()
+	if _, err := jdbcstore.Lookup(""); err == nil {
+		t.Error(`Lookup("") found a dialect`)
+	}
+	if _, err := jdbcstore.Lookup("empty_name_test"); err == nil {
+		t.Error("the refused dialect was registered under its other name")
+	}
+}
