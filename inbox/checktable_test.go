@@ -38,7 +38,8 @@ func TestCheckTable(t *testing.T) {
 	if err := open("missing").CheckTable(ctx); err == nil || errors.As(err, &ce) {
 		t.Errorf("CheckTable of a missing table = %v, want the read's error", err)
 	}
-	if err := good.CheckTable(nil); !errors.Is(err, core.ErrNilContext) { //nolint:staticcheck // the nil ctx is the case
+	var nilCtx context.Context // what a caller's unset field holds
+	if err := good.CheckTable(nilCtx); !errors.Is(err, core.ErrNilContext) {
 		t.Errorf("CheckTable(nil) = %v, want ErrNilContext", err)
 	}
 	var n int
