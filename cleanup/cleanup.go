@@ -191,9 +191,14 @@ func (c *Cleaner) firstDelay() time.Duration {
 }
 
 // nextDelay is the wait after a run: Interval, ±IntervalJitter of it at
-// random.
+// random, at most the largest Duration (a lengthened Interval near it
+// wrapped negative: the next run came at once).
 func (c *Cleaner) nextDelay() time.Duration {
-	return c.cfg.Interval + time.Duration((2*c.rand()-1)*IntervalJitter*float64(c.cfg.Interval))
+	jitter := time.Duration((2*c.rand() - 1) * IntervalJitter * float64(c.cfg.Interval))
+	if jitter > math.MaxInt64-c.cfg.Interval {
+		return math.MaxInt64
+	}
+	return c.cfg.Interval + jitter
 }
 
 // RunOnce purges what is past retention now and logs what it removed. A

@@ -287,6 +287,22 @@ func TestRunsAreSpread(t *testing.T) {
 	if first, next := cleanup.Delays(c); first >= time.Minute || next >= 132*time.Minute || next < 131*time.Minute {
 		t.Errorf("random just below 1: first %s (want < 1m), next %s (want just below 2h12m)", first, next)
 	}
+	// The longest Interval, lengthened, stays the longest wait: it wrapped
+	// negative, and the next run came at once.
+	c, err = cleanup.New(fakePurger{}, cleanup.Config{Interval: math.MaxInt64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []float64{0.75, math.Nextafter(1, 0)} {
+		cleanup.SetRand(c, func() float64 { return r })
+		if _, next := cleanup.Delays(c); next != math.MaxInt64 {
+			t.Errorf("Interval MaxInt64, random %g: next after %v, want the largest Duration", r, next)
+		}
+	}
+	cleanup.SetRand(c, func() float64 { return 0 })
+	if _, next := cleanup.Delays(c); next <= 0 || next >= math.MaxInt64 {
+		t.Errorf("Interval MaxInt64, random 0: next after %v, want 90%% of it", next)
+	}
 }
 
 // nopMetricsPtr is a Metrics whose nil value TestConfigValidation gives.

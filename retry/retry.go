@@ -99,7 +99,7 @@ func (p Exponential) Delay(attempts int) time.Duration {
 	}
 	d := p.MaxDelay
 	// base·2^(attempts−1) without overflow: stop doubling once past max.
-	if shift := attempts - 1; shift < 62 {
+	if shift := attempts - 1; shift < 63 { // b > 0 catches the sign bit
 		if b := p.BaseDelay << shift; b>>shift == p.BaseDelay && b > 0 && b < p.MaxDelay {
 			d = b
 		}

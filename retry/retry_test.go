@@ -113,6 +113,15 @@ func TestExponentialShiftBoundary(t *testing.T) {
 			t.Fatalf("Delay(%d) = %v, want MaxDelay %v", attempts, got, maxd)
 		}
 	}
+	// Uncapped, 2^62 ns still fits: attempt 63 doubles once more (it
+	// returned MaxDelay), attempt 64 (2^63) does not fit.
+	p.MaxDelay = math.MaxInt64
+	if got, want := p.Delay(63), time.Duration(1)<<62; got != want {
+		t.Errorf("uncapped Delay(63) = %v, want %v", got, want)
+	}
+	if got := p.Delay(64); got != math.MaxInt64 {
+		t.Errorf("uncapped Delay(64) = %v, want MaxDelay", got)
+	}
 }
 
 // An uncapped policy (MaxDelay = the largest Duration) must never return a
