@@ -91,7 +91,9 @@ func (e Envelope) Header(key string) (string, bool) {
 }
 
 // NotBefore returns the earliest time the event may be handed to a
-// listener, or the zero time when it may be delivered at once. Envelopes
+// listener, as [Builder.NotBefore] set it (or Build computed it from a
+// Delay): the zero time when none was set; a time in the past, kept as
+// given, also means at once. Envelopes
 // read back from the store report the zero time: their due time is the
 // row's available_at.
 func (e Envelope) NotBefore() time.Time { return e.notBefore }

@@ -19,7 +19,8 @@ type Lease struct {
 	Until time.Time
 }
 
-// IsZero reports whether l is the zero (unowned) lease.
+// IsZero reports whether l is unowned: it has no Owner (whatever its
+// Until, which says nothing without an owner).
 func (l Lease) IsZero() bool { return l.Owner == "" }
 
 // Inserter writes a NEW event row on the caller's transaction.

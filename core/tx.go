@@ -40,7 +40,8 @@ type CommitChecker interface {
 	// BeforeCommit registers check to run once, just before COMMIT, in
 	// registration order. A non-nil key registered before on the same
 	// transaction is ignored, so a store registers one check per
-	// transaction however many events it inserts. The check runs on the
+	// transaction however many events it inserts; keys are compared with
+	// ==, so a key must be comparable (as a map key). The check runs on the
 	// transaction (statements are allowed) with a context that is not
 	// cancelled.
 	BeforeCommit(key any, check func(ctx context.Context) error)

@@ -161,7 +161,13 @@ type Config struct {
 	// Observer, when set, sees every delivery attempt (its listeners run
 	// with the context it returns) and every DONE write. Nil means none.
 	Observer core.Observer
-	// Now is the clock used for retry times. Defaults to time.Now.
+	// Now is the dispatcher's clock: retry times, and the leases it
+	// judges (a claimed event whose lease, written by the poller or the
+	// store on their own clock, would not cover its listener and the
+	// outcome is not delivered: it is left for a claim after the lease
+	// ends). It must agree with the clock of the poller
+	// and of the stores it serves (outbox.New refuses a clock set on one
+	// part only: set Config.Now there). Defaults to time.Now.
 	Now func() time.Time
 	// Unhandled is what happens to an event no listener is registered for
 	// (no listener of its type and no RegisterAll listener). Whatever the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/inboxrow"
 	"github.com/outbox-go/outbox/internal/sqldriver"
@@ -463,7 +464,7 @@ func (in *Inbox) Process(ctx context.Context, msg Message, fn func(ctx context.C
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false, fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
+			return false, fmt.Errorf("%w (gave up: %w)", err, ctxerr.Of(ctx))
 		case <-t.C:
 		}
 		pause = min(2*pause, 50*time.Millisecond)

@@ -84,7 +84,9 @@ type Config struct {
 	// Observer, when set, sees every claim (core.Observer.Claimed). Nil
 	// means none.
 	Observer core.Observer
-	// Now is the clock. Defaults to time.Now.
+	// Now is the clock of the leases the poller writes and of due times.
+	// It must agree with the dispatcher's (dispatcher.Config.Now), which
+	// judges those leases. Defaults to time.Now.
 	Now func() time.Time
 }
 

@@ -19,9 +19,10 @@ import (
 // a wake-up is about were published unowned (a plain *sql.Tx, another
 // node without a hot path, or an ordered event behind a pending one of
 // its key) and no hot path will deliver them, so waiting would only delay
-// them. A woken poll claims only unowned rows and rows whose lease
-// expired (core.ClaimRequest.SkipOwn): it leaves this node's own hot-path
-// rows alone.
+// them. Otherwise a woken poll claims as any poll does (see PollOnce):
+// unowned rows, rows whose lease expired, and this node's own rows (its
+// hot queue's drops) unless the dispatcher can tell it holds every row
+// leased here; a row the dispatcher holds is not delivered twice.
 func (p *Poller) Wake() {
 	p.wakeMu.Lock()
 	p.wokenAll = true

@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 	"github.com/outbox-go/outbox/internal/engine"
 )
 
@@ -206,12 +207,12 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 	case s.applying <- struct{}{}:
 		defer func() { <-s.applying }()
 	case <-ctx.Done():
-		return res, fmt.Errorf("outbox: apply the set of databases: wait for the apply under way: %w", context.Cause(ctx))
+		return res, fmt.Errorf("outbox: apply the set of databases: wait for the apply under way: %w", ctxerr.Of(ctx))
 	}
 	if err := ctx.Err(); err != nil {
 		// Ended while another apply ran (a handler's own ctx its removal
 		// cancelled, say): change nothing.
-		return res, fmt.Errorf("outbox: apply the set of databases: %w", context.Cause(ctx))
+		return res, fmt.Errorf("outbox: apply the set of databases: %w", ctxerr.Of(ctx))
 	}
 	s.mu.RLock()
 	if s.closed {
@@ -287,7 +288,7 @@ func (s *set[T]) apply(ctx context.Context, dbs []Database) (RefreshResult, erro
 			slog.Any("failed", res.Failed), slog.Int("unchanged", res.Unchanged))
 	}
 	if s.closing.Err() != nil && len(errs) > 0 {
-		errs = append(errs, context.Cause(ctx)) // the set is being closed: say so
+		errs = append(errs, ctxerr.Of(ctx)) // the set is being closed: say so
 	}
 	return res, errors.Join(errs...)
 }

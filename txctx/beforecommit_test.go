@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -278,6 +279,65 @@ func checkFlag(t *testing.T, m *txctx.Manager, name string, flag func(*txctx.Tx)
 			})
 			if !errors.Is(err, errDone) {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// An uncomparable key panics at once, and the panic rolls the transaction
+// back as any panic in fn (its after-rollback hooks run): a slice key
+// left the transaction's lock held, and Do hung for ever in its rollback.
+// A comparable type holding an uncomparable value panics in the
+// comparison, with the same outcome.
+func TestBeforeCommitUncomparableKeyPanicsAndRollsBack(t *testing.T) {
+	type holder struct{ v any }
+	for name, keys := range map[string][2]any{
+		"slice":          {[]int{1}, []int{2}},
+		"holds a slice":  {holder{[]int{1}}, holder{[]int{2}}},
+		"holds a map":    {holder{map[int]int{}}, holder{map[int]int{}}},
+		"comparable key": {"k", holder{[]int{2}}}, // different dynamic types: no comparison panics
+	} {
+		t.Run(name, func(t *testing.T) {
+			db := openDB(t)
+			m := txctx.New(db)
+			rolledBack := make(chan struct{})
+			done := make(chan any, 1)
+			go func() {
+				defer func() { done <- recover() }()
+				_ = m.Do(context.Background(), func(ctx context.Context) error {
+					tx, _ := txctx.From(ctx)
+					if _, err := tx.ExecContext(ctx, `INSERT INTO items (id, name) VALUES (1, 'a')`); err != nil {
+						return err
+					}
+					tx.AfterRollback(func() { close(rolledBack) })
+					for _, k := range keys {
+						tx.BeforeCommit(k, func(context.Context) error { return nil })
+					}
+					return nil
+				})
+			}()
+			select {
+			case p := <-done:
+				if name == "comparable key" {
+					if p != nil {
+						t.Fatalf("Do panicked with comparable keys: %v", p)
+					}
+					return
+				}
+				if p == nil {
+					t.Fatal("Do did not panic with an uncomparable BeforeCommit key")
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("Do hung after an uncomparable BeforeCommit key")
+			}
+			select {
+			case <-rolledBack:
+			default:
+				t.Error("the after-rollback hook did not run")
+			}
+			var n int
+			if err := db.QueryRow(`SELECT COUNT(*) FROM items`).Scan(&n); err != nil || n != 0 {
+				t.Errorf("%d rows after the panic (%v), want the insert rolled back", n, err)
 			}
 		})
 	}

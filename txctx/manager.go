@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 	"github.com/outbox-go/outbox/internal/sqldriver"
 	"github.com/outbox-go/outbox/internal/txopts"
 )
@@ -120,11 +121,11 @@ func NewX(db *sqlx.DB, opts ...Option) *Manager {
 // outer Do, which rolls back). If ctx carries an active transaction of another
 // or unknown database, Do returns [ErrForeignTx] without calling fn.
 func (m *Manager) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	if ctx == nil { // before anything else: a nil ctx is always ErrNilContext
+		return core.ErrNilContext
+	}
 	if m == nil || m.db == nil {
 		return fmt.Errorf("%w: txctx: nil database", core.ErrInvalidConfig)
-	}
-	if ctx == nil { // before fn: a nil ctx is always ErrNilContext
-		return core.ErrNilContext
 	}
 	if fn == nil {
 		return fmt.Errorf("%w: txctx: nil function", core.ErrInvalidConfig)
@@ -245,7 +246,7 @@ func (m *Manager) begin(ctx context.Context) (*sqlx.Tx, error) {
 		if err == nil {
 			_ = txx.Rollback() // ErrTxDone when database/sql did it first
 		}
-		return nil, context.Cause(ctx)
+		return nil, ctxerr.Of(ctx)
 	}
 	return txx, err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -447,7 +448,10 @@ func (t *Tx) Database() *sql.DB { return t.db }
 
 // BeforeCommit registers check to run once, just before the transaction
 // commits, in registration order; a non-nil key registered before on this
-// transaction is ignored. If a check fails, the transaction is rolled back
+// transaction is ignored. The key must be comparable with == (as a map
+// key: not a slice, a map or a func, nor a value holding one): BeforeCommit
+// panics otherwise, and the transaction rolls back as for any panic in
+// fn. If a check fails, the transaction is rolled back
 // instead, the after-rollback hooks run, and the commit ([Tx.Commit] or
 // [Manager.Do]) returns an error wrapping the check's error. Checks run on
 // the transaction with a context that is not cancelled ([Manager.Do]'s ctx
@@ -461,28 +465,36 @@ func (t *Tx) BeforeCommit(key any, check func(ctx context.Context) error) {
 	if check == nil {
 		return
 	}
-	t.mu.Lock()
-	state := t.state
-	if state == stateActive {
-		dup := false
-		if key != nil {
-			for _, c := range t.beforeCommit {
-				if c.key == key {
-					dup = true
-					break
-				}
-			}
-		}
-		if !dup {
-			t.beforeCommit = append(t.beforeCommit, commitCheck{key: key, check: check})
-		}
+	if key != nil && !reflect.TypeOf(key).Comparable() {
+		panic(fmt.Sprintf("outbox: txctx: BeforeCommit key of type %T is not comparable (==); use a comparable key, as for a map", key))
 	}
-	t.mu.Unlock()
-	if state != stateActive {
+	if state := t.addCheck(key, check); state != stateActive {
 		t.logger.LogAttrs(context.Background(), slog.LevelWarn,
 			"outbox: hook registered on a finished transaction is ignored",
 			slog.String("hook", hookBeforeCommit), slog.String("tx_state", state.String()))
 	}
+}
+
+// addCheck registers check under key unless a check of key is there
+// already, on an active transaction; it returns the transaction's state.
+// The lock is released however the comparison of keys ends (a key whose
+// value holds an uncomparable one panics there): left locked, the
+// rollback of the panicking transaction waited for it for ever.
+func (t *Tx) addCheck(key any, check func(ctx context.Context) error) txState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state != stateActive {
+		return t.state
+	}
+	if key != nil {
+		for _, c := range t.beforeCommit {
+			if c.key == key {
+				return t.state
+			}
+		}
+	}
+	t.beforeCommit = append(t.beforeCommit, commitCheck{key: key, check: check})
+	return t.state
 }
 
 // Active reports whether the transaction can still be written to and accept
@@ -530,7 +542,11 @@ func (t *Tx) register(kind string, fn func()) {
 // Commit commits an adopted transaction, then runs the after-commit hooks.
 // If a check registered with [Tx.BeforeCommit] fails, the transaction is
 // rolled back instead; if it or the commit fails, the error is returned
-// wrapped and the after-rollback hooks run instead. A second Commit or Rollback returns [ErrTxDone]; on a
+// wrapped and the after-rollback hooks run instead. A second Commit or
+// Rollback returns [ErrTxDone], and so does one on a transaction whose
+// *sql.Tx was ended outside this package (committed or rolled back
+// directly, or rolled back by database/sql when its BeginTx context
+// ended): whether it committed is unknown then, and no hooks run. On a
 // transaction owned by [Manager.Do] it returns [ErrManagedTx], on one
 // adopted from a nil transaction [core.ErrNoTransaction].
 func (t *Tx) Commit() error {
@@ -546,7 +562,8 @@ func (t *Tx) Commit() error {
 // Rollback rolls back an adopted transaction, then runs the after-rollback
 // hooks (also when the rollback itself reports an error, since the
 // transaction did not commit). A second Commit or Rollback returns
-// [ErrTxDone]; on a transaction owned by [Manager.Do] it returns
+// [ErrTxDone], as does one on a transaction ended outside this package,
+// without running hooks (see [Tx.Commit]); on a transaction owned by [Manager.Do] it returns
 // [ErrManagedTx], on one adopted from a nil transaction
 // [core.ErrNoTransaction].
 func (t *Tx) Rollback() error {
@@ -593,6 +610,9 @@ func (t *Tx) commit(ctx context.Context) error {
 	}
 	if err := t.tx.Commit(); err != nil {
 		t.setState(stateRolledBack)
+		if errors.Is(err, sql.ErrTxDone) {
+			return endedOutside("commit")
+		}
 		t.runHooks(hookAfterRollback, rollbackHooks)
 		return fmt.Errorf("outbox: commit: %w", err)
 	}
@@ -631,7 +651,9 @@ func (t *Tx) rollback() error {
 	if !ok {
 		return ErrTxDone
 	}
-	if err := t.abort(rollbackHooks); err != nil {
+	if err := t.abort(rollbackHooks); errors.Is(err, sql.ErrTxDone) {
+		return endedOutside("rollback")
+	} else if err != nil {
 		return fmt.Errorf("outbox: rollback: %w", err)
 	}
 	return nil
@@ -639,12 +661,25 @@ func (t *Tx) rollback() error {
 
 // abort rolls the finishing transaction back, marks it rolled back
 // and runs its after-rollback hooks (also when the rollback reports an
-// error: it did not commit). It returns the rollback's error.
+// error: it did not commit), unless the *sql.Tx was ended outside this
+// package (sql.ErrTxDone: it may have committed). It returns the
+// rollback's error.
 func (t *Tx) abort(hooks []func()) error {
 	err := t.tx.Rollback()
 	t.setState(stateRolledBack)
-	t.runHooks(hookAfterRollback, hooks)
+	if !errors.Is(err, sql.ErrTxDone) {
+		t.runHooks(hookAfterRollback, hooks)
+	}
 	return err
+}
+
+// endedOutside is the error of op (commit, rollback) on a transaction
+// whose *sql.Tx was ended outside this package: committed or rolled back
+// directly (through [Tx.SQL], say), or rolled back by database/sql when
+// its BeginTx context ended. Whether it committed is unknown, so neither
+// kind of hook runs (after-rollback hooks ran after a direct commit).
+func endedOutside(op string) error {
+	return fmt.Errorf("outbox: %s: the transaction was ended outside txctx (its *sql.Tx committed or rolled back directly, or rolled back by database/sql when its context ended), so no hooks ran: %w", op, ErrTxDone)
 }
 
 func (t *Tx) runHooks(kind string, hooks []func()) { t.runHooksFrom(kind, hooks, 0) }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/relay"
 )
@@ -117,7 +118,7 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	case <-ctx.Done():
 		// Every slot is taken by publishes awaiting their ack: the broker
 		// is slow, the event is not at fault.
-		return core.Unavailable(fmt.Errorf("natsjs: waiting for one of %d publish slots: %w", r.cfg.MaxInFlight, context.Cause(ctx)), r.cfg.Breaker.RetryAfter)
+		return core.Unavailable(fmt.Errorf("natsjs: waiting for one of %d publish slots: %w", r.cfg.MaxInFlight, ctxerr.Of(ctx)), r.cfg.Breaker.RetryAfter)
 	}
 	defer func() { <-r.slots }()
 	return r.publish(ctx, msg)
@@ -214,9 +215,9 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 		return fail(fmt.Errorf("%w within AckTimeout %v", ErrNoAck, r.cfg.AckTimeout))
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return attempt.Down(fmt.Errorf("%w before the listener's deadline: %w", ErrNoAck, context.Cause(ctx)))
+			return attempt.Down(fmt.Errorf("%w before the listener's deadline: %w", ErrNoAck, ctxerr.Of(ctx)))
 		}
-		return fmt.Errorf("natsjs: publish to %q interrupted before its ack: %w", msg.Subject, context.Cause(ctx))
+		return fmt.Errorf("natsjs: publish to %q interrupted before its ack: %w", msg.Subject, ctxerr.Of(ctx))
 	}
 }
 
