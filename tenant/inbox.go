@@ -91,7 +91,9 @@ func NewInbox(ctx context.Context, cfg InboxConfig) (*Inbox, error) {
 		return nil, cfgpath.Prefix("Dispatcher", err)
 	}
 	ib := &Inbox{dispatcher: disp, cfg: cfg}
-	if ib.set, err = newSet(ctx, cfg.setOptions(), ib.attach, ib.detach); err != nil {
+	opts := cfg.setOptions()
+	opts.refuse = ib.refuse
+	if ib.set, err = newSet(ctx, opts, ib.attach, ib.detach); err != nil {
 		return nil, err
 	}
 	return ib, nil
@@ -152,6 +154,15 @@ func (ib *Inbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*inbox.In
 		return nil, err
 	}
 	return in, nil
+}
+
+// refuse refuses the removal of database id asked from a handler of its
+// own messages (it would wait for that handler, so for itself).
+func (ib *Inbox) refuse(ctx context.Context, id string) error {
+	if ib.dispatcher.InHandler(ctx) && inbox.StoreID(ctx) == id {
+		return inbox.ErrCloseInHandler
+	}
+	return nil
 }
 
 // detach stops claiming from the database's inbox and waits for its

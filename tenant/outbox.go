@@ -228,7 +228,9 @@ func New(ctx context.Context, cfg Config) (*Outbox, error) {
 			return nil, cfgpath.Prefix("Poller", err)
 		}
 	}
-	if o.set, err = newSet(ctx, cfg.setOptions(), o.attach, o.detach); err != nil {
+	opts := cfg.setOptions()
+	opts.refuse = o.refuse
+	if o.set, err = newSet(ctx, opts, o.attach, o.detach); err != nil {
 		return nil, errors.Join(err, disp.Close(ctx))
 	}
 	return o, nil
@@ -327,6 +329,15 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 		handoff.Link(o.dispatcher, o.poller, id) // ordered keys move on, put-off events come back, when due
 	}
 	return t, nil
+}
+
+// refuse refuses the removal of database id asked from a listener of its
+// own events (it would wait for that listener, so for itself).
+func (o *Outbox) refuse(ctx context.Context, id string) error {
+	if o.dispatcher.InListenerOf(ctx, id) {
+		return dispatcher.ErrCloseInListener
+	}
+	return nil
 }
 
 // detach stops the tenant's notification listener and polling it, and

@@ -52,7 +52,8 @@ type set[T any] struct {
 	route  func(key string) string
 	attach func(ctx context.Context, d Database, db *sqlx.DB) (T, error)
 	detach func(ctx context.Context, id string, val T) error
-	drain  time.Duration // bound of one detach
+	refuse func(ctx context.Context, id string) error // see setOptions
+	drain  time.Duration                              // bound of one detach
 	log    *slog.Logger
 
 	// applying holds one token: one apply (or close) at a time, and a
@@ -85,6 +86,10 @@ type setOptions struct {
 	route     func(key string) string
 	drain     time.Duration
 	log       *slog.Logger
+	// refuse returns the error of a removal of database id asked with
+	// ctx of a listener or handler of id's own work (which the removal
+	// would wait for), nil otherwise; nil: none is refused up front.
+	refuse func(ctx context.Context, id string) error
 }
 
 // validate records the problems of the shared settings in p, named by
@@ -125,7 +130,7 @@ func newSet[T any](ctx context.Context, o setOptions,
 	if o.open == nil {
 		o.open = Open
 	}
-	s := &set[T]{what: o.what, refresher: engine.NewRunner("tenant refresh"), open: o.open, route: o.route, attach: attach, detach: detach,
+	s := &set[T]{what: o.what, refresher: engine.NewRunner("tenant refresh"), open: o.open, route: o.route, attach: attach, detach: detach, refuse: o.refuse,
 		drain: o.drain, log: o.log, members: map[string]*member[T]{}, dbsClosed: make(chan struct{}), applying: make(chan struct{}, 1)}
 	s.closing, s.cancelClosing = context.WithCancel(context.Background())
 	dbs := o.databases
@@ -355,6 +360,15 @@ func (e *keptError) Unwrap() error { return e.err }
 func (s *set[T]) remove(ctx context.Context, id string) error {
 	s.mu.Lock()
 	m, ok := s.members[id]
+	if ok && s.refuse != nil {
+		// Asked from a listener or handler of this very database: it
+		// stays, and is routed to all along (deleted first, it was
+		// unknown to For until the detach refused).
+		if err := s.refuse(ctx, id); err != nil {
+			s.mu.Unlock()
+			return &keptError{id: id, err: err}
+		}
+	}
 	delete(s.members, id)
 	s.mu.Unlock()
 	if !ok {
