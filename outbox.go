@@ -303,7 +303,9 @@ func (o *Outbox) Start(ctx context.Context) error {
 // until ctx expires. Undelivered events stay in the database, and the
 // leases this outbox holds on them are released (see
 // dispatcher.Dispatcher.Close), so the next process or another node
-// delivers them at once. If ctx ends first, Close returns ctx's error
+// delivers them at its next poll, not after the lease (a poll leaves rows
+// published within Poller.SkipRecent, 1 s, for its next one, Interval
+// later). If ctx ends first, Close returns ctx's error
 // (itself, joined only with other errors of its parts, if any); calling
 // it again waits again. It does not close db.
 //

@@ -658,7 +658,8 @@ func (p *Poller) armRoom(t *target) {
 // once; the first poll runs at once too, so a process restarted after a
 // crash delivers right away the rows left pending that no live lease
 // holds: unowned ones (published after a Close, or released by one) and
-// those whose lease expired. The rows the crashed process had leased
+// those whose lease expired, older than Config.SkipRecent (younger ones
+// at the next poll, Interval later). The rows the crashed process had leased
 // (its hot-path events and its claims) wait until their lease ends
 // (dispatcher.Config.Lease, 2 min by default), unless the new process
 // runs with the same dispatcher Owner token, whose claims take them at
