@@ -365,8 +365,11 @@ func (o *Outbox) startNotify() {
 }
 
 // InTx runs fn in a transaction carried by the ctx given to fn (see
-// txctx.Manager.Do): commit on nil, rollback on error or panic. Use
-// txctx.From(ctx) inside fn for the business writes.
+// txctx.Manager.Do): commit on nil, rollback on error or panic. When ctx
+// already carries a transaction of this database (an outer InTx, Adopt),
+// fn joins it and its result is returned as is: the outer owner decides
+// whether to commit (an error fn returns rolls nothing back by itself).
+// Use txctx.From(ctx) inside fn for the business writes.
 func (o *Outbox) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	return o.tx.Do(ctx, fn)
 }
