@@ -113,8 +113,11 @@ func (t *Tenant) ID() string { return t.id }
 func (t *Tenant) DB() *sqlx.DB { return t.db }
 
 // InTx runs fn in a transaction on the tenant's database, carried by the
-// ctx given to fn: commit on nil, rollback on error or panic. Use
-// txctx.From(ctx) for the business writes and [Tenant.Publish] for events.
+// ctx given to fn: commit on nil, rollback on error or panic (see
+// txctx.Manager.Do; joined to an outer transaction of this database, fn's
+// result is returned as is and the outer owner decides whether to
+// commit). Use txctx.From(ctx) for the business writes and
+// [Tenant.Publish] for events.
 func (t *Tenant) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	return t.tx.Do(ctx, fn)
 }
