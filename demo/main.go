@@ -24,11 +24,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -59,7 +61,12 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	// An interrupt (SIGINT, SIGTERM) ends the walkthrough through its ctx,
+	// so that its deferred cleanup runs: the temporary database is
+	// removed (the signal's default action left it behind).
+	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sctx, 15*time.Second)
 	defer cancel()
 	var err error
 	switch {
@@ -73,6 +80,11 @@ func main() {
 		err = runServer(ctx, os.Stdout, postgresServer, *pgDSN, *verbose)
 	default:
 		err = run(ctx, os.Stdout, *keep, *verbose)
+	}
+	if sctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "demo: interrupted")
+		cancel()
+		os.Exit(130)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)

@@ -104,3 +104,47 @@ func TestDemoKeepRefusesAnExistingFile(t *testing.T) {
 		t.Fatalf("the kept file changed on the refused run (read error %v)", err)
 	}
 }
+
+// An interrupt removes the temporary database all the same (SIGINT's
+// default action ended the process before its deferred removal): the
+// demo says it was interrupted and exits with status 130.
+func TestDemoInterruptedRemovesItsTemporaryDatabase(t *testing.T) {
+	tmp := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = append(os.Environ(), envRunMain+"=1", "TMPDIR="+tmp)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once the walkthrough printed its first line the database exists.
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(stdout, first); err != nil {
+		t.Fatal(err)
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(tmp, "outbox-demo-*")); len(dirs) != 1 {
+		t.Fatalf("temporary directories while the demo runs: %v, want one", dirs)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, stdout) //nolint:errcheck // drained so the demo never blocks on its output
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 0 {
+		err = nil
+	}
+	// The demo may have finished before the signal came: exit 0 then.
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 130 || !strings.Contains(stderr.String(), "demo: interrupted")) {
+		t.Errorf("interrupted demo: %v, want exit status 130 and \"demo: interrupted\"; stderr:\n%s", err, stderr.String())
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(tmp, "outbox-demo-*")); len(dirs) != 0 {
+		t.Errorf("left behind after the interrupt: %v", dirs)
+	}
+}

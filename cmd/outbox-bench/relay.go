@@ -10,6 +10,7 @@ import (
 	"maps"
 	neturl "net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	outbox "github.com/outbox-go/outbox"
@@ -214,6 +215,19 @@ func checkStored(ctx context.Context, t *relayTarget, want int) error {
 
 // urlParseError returns err without the URL a *url.Error repeats, since
 // the URL may hold a password.
+// checkPort refuses a port (text, "" for none) outside 1..65535:
+// url.Parse and amqp.ParseURI take any digits, and the dial failed only
+// after the scenarios before the relay's had run.
+func checkPort(port string) error {
+	if port == "" {
+		return nil
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %s is not 1..65535", port)
+	}
+	return nil
+}
+
 func urlParseError(err error) error {
 	var ue *neturl.Error
 	if errors.As(err, &ue) {

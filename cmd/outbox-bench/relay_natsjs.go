@@ -44,6 +44,14 @@ func natsURLs(list string) ([]*neturl.URL, error) {
 		if u.Host == "" {
 			return nil, errors.New("a server address without a host")
 		}
+		switch strings.ToLower(u.Scheme) {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return nil, fmt.Errorf("scheme %q: want nats://, tls://, ws:// or wss://", u.Scheme)
+		}
+		if err := checkPort(u.Port()); err != nil {
+			return nil, err
+		}
 		urls = append(urls, u)
 	}
 	return urls, nil

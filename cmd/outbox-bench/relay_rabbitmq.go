@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -19,8 +20,11 @@ func init() {
 
 // checkAMQPURL is the rabbitmq relayKind.check.
 func checkAMQPURL(url string) error {
-	_, err := amqp.ParseURI(url)
-	return urlParseError(err)
+	u, err := amqp.ParseURI(url)
+	if err != nil {
+		return urlParseError(err)
+	}
+	return checkPort(strconv.Itoa(u.Port))
 }
 
 // openRabbitMQ declares the durable topic exchange outbox-bench-<run> and
