@@ -54,6 +54,10 @@ type Poller struct {
 	cycleMu  sync.Mutex // one poll at a time; guards rotation
 	rotation *engine.Rotation
 
+	// freshStart: each store's first poll of the loop ignores SkipRecent
+	// (handoff.FreshStart).
+	freshStart atomic.Bool
+
 	// roomNoticed: a queue that was full has room again (armRoom): the
 	// loop polls at once.
 	roomNoticed atomic.Bool
@@ -84,6 +88,9 @@ type target struct {
 	// countFailing: counting blocked keys fails (log once per incident);
 	// guarded by Poller.mu.
 	countFailing bool
+	// polled: the loop polled the store once (see handoff.FreshStart);
+	// guarded by Poller.cycleMu.
+	polled bool
 	// roomArmed: a room notice is armed on queue (see armRoom).
 	roomArmed atomic.Bool
 	// after holds finished ordered events whose successors the loop
@@ -289,7 +296,11 @@ func (p *Poller) pollOnce(ctx context.Context, pr *probes) (res Result, next pol
 		return res, pollResting, nil
 	}
 	began := time.Now()
-	res, full, err := p.pollTarget(ctx, t, woken)
+	// With a fresh start (handoff.FreshStart) a store's first poll of the
+	// loop ignores SkipRecent, as a woken one.
+	fresh := wakes && !t.polled && p.freshStart.Load()
+	t.polled = t.polled || wakes
+	res, full, err := p.pollTarget(ctx, t, woken || fresh)
 	if wakes {
 		// A failure skips the store's next turns for a while: a database
 		// that does not answer costs each poll QueryTimeout, which held
@@ -659,7 +670,8 @@ func (p *Poller) armRoom(t *target) {
 // crash delivers right away the rows left pending that no live lease
 // holds: unowned ones (published after a Close, or released by one) and
 // those whose lease expired, older than Config.SkipRecent (younger ones
-// at the next poll, Interval later). The rows the crashed process had leased
+// at the next poll, Interval later; the poller of package outbox and of
+// package tenant takes them at its first poll too). The rows the crashed process had leased
 // (its hot-path events and its claims) wait until their lease ends
 // (dispatcher.Config.Lease, 2 min by default), unless the new process
 // runs with the same dispatcher Owner token, whose claims take them at

@@ -32,6 +32,7 @@ func (p *Poller) Wake() {
 
 func init() {
 	handoff.WakeStore = func(p any, id string) { p.(*Poller).wakeStore(id) }
+	handoff.FreshStart = func(p any) { p.(*Poller).freshStart.Store(true) }
 }
 
 // wakeStore is Wake for one store of a poller of several: the next poll

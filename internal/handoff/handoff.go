@@ -135,6 +135,13 @@ var Of func(d any, id string) Queue
 // blocks. Package poller sets it when it is initialized.
 var WakeStore func(p any, id string)
 
+// FreshStart makes p, a *poller.Poller not started yet, ignore
+// SkipRecent at each store's first poll of its loop (a store added later
+// included): no hot path of this run published the rows it finds then, and
+// those a Close released, or published unowned, just before a restart
+// waited a whole Interval. Set by package poller.
+var FreshStart func(p any)
+
 // OnKeyFreed makes d, a *dispatcher.Dispatcher, call fn after ordered
 // events of its store id ("" for the store given to dispatcher.New)
 // finished (DONE written, or DEAD under the skip policy): the next event
