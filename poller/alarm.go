@@ -33,6 +33,35 @@ type alarms struct {
 	mu     sync.Mutex
 	stores map[string]*storeAlarms
 	closed bool
+	// calls are the timers of afterFunc not fired yet.
+	calls map[*time.Timer]struct{}
+}
+
+// afterFunc calls fn after d, as time.AfterFunc, unless the poller closed
+// meanwhile: Close stops the timer. Left running, a timer kept the closed
+// poller (its dispatcher, listeners and store) reachable until it fired,
+// hours later for a delayed event.
+func (p *Poller) afterFunc(d time.Duration, fn func()) {
+	a := &p.alarms
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	if a.calls == nil {
+		a.calls = map[*time.Timer]struct{}{}
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		a.mu.Lock()
+		_, live := a.calls[t]
+		delete(a.calls, t)
+		a.mu.Unlock()
+		if live {
+			fn()
+		}
+	})
+	a.calls[t] = struct{}{}
 }
 
 type storeAlarms struct {
@@ -114,6 +143,10 @@ func (p *Poller) stopAlarms() {
 	for id := range a.stores {
 		a.drop(id)
 	}
+	for t := range a.calls {
+		t.Stop()
+	}
+	a.calls = nil
 }
 
 // forgetAlarms stops the alarms of store id: it is no longer polled.

@@ -47,3 +47,37 @@ func TestAlarms(t *testing.T) {
 		t.Errorf("alarms armed after stopAlarms: %v", p.alarms.stores)
 	}
 }
+
+// The timers of claims asked for later (a delayed successor's due time,
+// locked successors) run their call once due, and Close stops the others:
+// left running, they kept the closed poller reachable until they fired.
+func TestAfterFuncStopsAtClose(t *testing.T) {
+	p, err := NewMulti(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{})
+	p.afterFunc(time.Millisecond, func() { close(ran) })
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a due call did not run")
+	}
+	late := false
+	p.afterFunc(time.Hour, func() { late = true })
+	p.alarms.mu.Lock()
+	pending := len(p.alarms.calls)
+	p.alarms.mu.Unlock()
+	if pending != 1 {
+		t.Fatalf("%d calls pending, want the one an hour away (the fired one forgotten)", pending)
+	}
+	p.stopAlarms()
+	p.afterFunc(time.Millisecond, func() { late = true }) // closed: never armed
+	if len(p.alarms.calls) != 0 {
+		t.Errorf("%d calls pending after stopAlarms, want none", len(p.alarms.calls))
+	}
+	time.Sleep(20 * time.Millisecond) // a call armed after close would have run by now
+	if late {
+		t.Error("a call ran after stopAlarms")
+	}
+}

@@ -137,7 +137,7 @@ func (p *Poller) claimNext(ctx context.Context, t *target, after []core.OrderPos
 	if len(next.Locked) > 0 {
 		t.lockedWait = min(max(2*t.lockedWait, lockedRetry), p.cfg.BacklogInterval)
 		id, locked := t.id, next.Locked
-		time.AfterFunc(t.lockedWait, func() { p.claimAfter(id, locked) })
+		p.afterFunc(t.lockedWait, func() { p.claimAfter(id, locked) })
 	} else if err == nil {
 		t.lockedWait = 0
 	}
@@ -146,7 +146,7 @@ func (p *Poller) claimNext(ctx context.Context, t *target, after []core.OrderPos
 		// first is due (dueSlack later, past the stored time's rounding),
 		// not left to the next full claim.
 		id, later := t.id, next.Later
-		time.AfterFunc(max(next.NextDue.Sub(now), 0)+dueSlack, func() { p.claimAfter(id, later) })
+		p.afterFunc(max(next.NextDue.Sub(now), 0)+dueSlack, func() { p.claimAfter(id, later) })
 	}
 	var res Result
 	res.Store, res.Read = t.id, len(next.Claimed)

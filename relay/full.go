@@ -215,7 +215,7 @@ func (f *Full) Refused(key string, err error, destination func() string) error {
 		inc.keys++
 		f.any.Store(true)
 	} // else its incident ends once none of its events came by for Forget
-	if f.sweep == nil {
+	if f.sweep == nil && !f.retired {
 		f.sweep = time.AfterFunc(f.cfg.Forget, f.forget)
 	}
 	if !ongoing {
@@ -340,6 +340,10 @@ func (f *Full) forget() {
 	}
 	var done []ended
 	f.mu.Lock()
+	if f.retired { // the relay closed: nothing to forget, nothing to log
+		f.mu.Unlock()
+		return
+	}
 	now := f.cfg.Now()
 	for key, k := range f.keys {
 		if now.Sub(k.last) >= f.cfg.Forget {
@@ -380,8 +384,11 @@ func (f *Full) report() {
 // Retire ends the Full's reports to FullConfig.Metrics, for a relay being
 // closed: it reports no destination full, since a closed relay puts no
 // event off (so an alert on a relay closed while a destination was full
-// ends), and nothing after. The Full itself goes on working. Calling it
-// again does nothing.
+// ends), and nothing after. The Full itself goes on working, but its
+// incidents no longer end by themselves: the timer that forgot them is
+// stopped (it kept the closed relay reachable, and logged an incident's
+// end, up to a minute and a half after Close). Calling it again does
+// nothing.
 func (f *Full) Retire() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -389,6 +396,10 @@ func (f *Full) Retire() {
 		return
 	}
 	f.retired = true
+	if f.sweep != nil {
+		f.sweep.Stop()
+		f.sweep = nil
+	}
 	if f.cfg.Metrics != nil {
 		f.cfg.Metrics.FullDestinations(f.cfg.Name, 0)
 	}

@@ -296,3 +296,18 @@ func TestFullAcceptedSince(t *testing.T) {
 		t.Fatalf("the ack of a publish started after the refusal did not end the incident:\n%s", logs)
 	}
 }
+
+// Retire stops the timer that forgets incidents: a closed relay logs no
+// incident's end afterwards (one did, Forget after Close, keeping the
+// relay reachable until then), and refusals after Retire arm no timer.
+func TestFullRetireStopsForgetting(t *testing.T) {
+	logger, logs := testsupport.NewLogger()
+	f := relaytest.Full(t, relay.FullConfig{Logger: logger, Forget: 50 * time.Millisecond})
+	_ = f.Refused("k", errors.New("full"), func() string { return "q" })
+	f.Retire()
+	_ = f.Refused("k2", errors.New("full"), func() string { return "q2" })
+	time.Sleep(300 * time.Millisecond) // six Forget periods: a live sweep would have ended both incidents
+	if n := logs.Count("its incident is over"); n != 0 {
+		t.Errorf("%d incidents ended after Retire, want none:\n%s", n, logs)
+	}
+}
