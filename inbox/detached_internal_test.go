@@ -50,7 +50,7 @@ func TestDetachedClaimGivesBackWhatNoIdleWorkerTakes(t *testing.T) {
 	}
 	d.slots <- struct{}{} // one of the two workers is busy: one is idle
 	m.claiming.Store(true)
-	d.finishDetached(ctx, m, recs, nil, 3, time.Second)
+	d.finishDetached(ctx, m, recs, nil, 3, 0, time.Second)
 	d.wg.Wait()
 	if got := <-handled; got != "a" {
 		t.Errorf("handled %q, want the first message claimed", got)
@@ -87,7 +87,7 @@ func TestDetachedClaimGivesBackWhatNoIdleWorkerTakes(t *testing.T) {
 	}
 	stopped, cancel := context.WithCancel(ctx)
 	cancel()
-	d.finishDetached(stopped, m, recs, nil, 3, time.Second)
+	d.finishDetached(stopped, m, recs, nil, 3, 0, time.Second)
 	d.wg.Wait()
 	if len(handled) != 0 || len(d.slots) != 0 || m.work.Held() != 0 {
 		t.Errorf("after a hard stop: %d handled, %d busy workers, held %d; want none", len(handled), len(d.slots), m.work.Held())
@@ -99,7 +99,7 @@ func TestDetachedClaimGivesBackWhatNoIdleWorkerTakes(t *testing.T) {
 	if !m.work.Hold() {
 		t.Fatal("no hold")
 	}
-	d.finishDetached(ctx, m, nil, errors.New("boom"), 3, time.Second)
+	d.finishDetached(ctx, m, nil, errors.New("boom"), 3, 0, time.Second)
 	if !m.skip.Failed() || m.work.Held() != 0 {
 		t.Errorf("after a failed detached claim: failed %v, held %d", m.skip.Failed(), m.work.Held())
 	}

@@ -545,9 +545,9 @@ fill:
 	}
 	c := d.claim(ctx, probeCtx, limit, d.cfg.StatusTimeout)
 	if c.detached {
-		// The claim holds no worker while it runs: the other inboxes'
-		// claims take them meanwhile.
-		for range limit {
+		// The claim keeps its share of the workers while it runs: the
+		// other inboxes' claims take the rest meanwhile.
+		for range limit - c.kept {
 			<-d.slots
 		}
 		return false
@@ -606,6 +606,7 @@ type claimed struct {
 	rest     bool
 	err      error
 	detached bool
+	kept     int // detached: the worker slots the claim keeps
 }
 
 // claim claims up to limit messages from the inbox the rotation picks,
@@ -622,6 +623,20 @@ func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout tim
 	d.cycleMu.Lock()
 	defer d.cycleMu.Unlock()
 	m, ids := d.pick()
+	// The turn of an inbox whose claim still runs (the loop is woken when
+	// it ends), or whose last claims failed, goes to the next one the
+	// Selector picks (a lone inbox whose claims fail is claimed from at
+	// every turn); when every pick was passed so, the loop rests until
+	// woken. Returning after one pass made the loop spin while a
+	// Selector kept picking that inbox.
+	for passed := 0; m != nil && timeout > 0 && (m.claiming.Load() || (len(ids) > 1 && d.passTurn(probeCtx, m))); passed++ {
+		d.rotation.Done(m.id, 0, false, ids)
+		m.work.Release()
+		if passed+1 >= len(ids) {
+			return claimed{rest: true}
+		}
+		m, ids = d.pick()
+	}
 	if m == nil {
 		// No inbox, or the one picked was just removed: rest only when
 		// there is none at all.
@@ -634,13 +649,6 @@ func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout tim
 		}
 	}()
 	several := timeout > 0 && len(ids) > 1
-	if (timeout > 0 && m.claiming.Load()) || (several && d.passTurn(probeCtx, m)) {
-		// Its claim still runs (the loop is woken when it ends), or its
-		// last claims failed: the other inboxes take this turn (a lone
-		// inbox whose claims fail is claimed from at every turn).
-		rest, _ := d.rotation.Done(m.id, 0, false, ids)
-		return claimed{m: m, rest: rest}
-	}
 	qctx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
 		// The dispatcher's own claim is bounded by timeout, not cut short
@@ -681,16 +689,21 @@ func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout tim
 	}
 	// Slow: the loop goes on with the other inboxes. m stays held (by
 	// pick's hold) until the claim ended and its messages are settled.
+	// The claim keeps its share of the workers it reserved (the others go
+	// back to the loop): with none, the loop took every worker freed
+	// meanwhile, and a busy inbox beside it left the slow one's messages
+	// none, claim after claim.
 	held = false
 	d.rotation.Done(m.id, 0, false, ids) // the Selector's turn moves on
+	keep := max(1, limit/len(ids))
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		r := <-done
 		cancel()
-		d.finishDetached(ctx, m, r.recs, r.err, limit, r.took)
+		d.finishDetached(ctx, m, r.recs, r.err, limit, keep, r.took)
 	}()
-	return claimed{m: m, detached: true}
+	return claimed{m: m, detached: true, kept: keep}
 }
 
 // record records a claim of m that got recs or failed with err in took:
@@ -706,20 +719,24 @@ func (d *Dispatcher) record(ctx context.Context, m *member, recs []Record, err e
 	m.work.Add(len(recs))
 }
 
-// finishDetached settles a claim of m that went on beside the loop: it
-// records it (without making m the Selector's last inbox: the loop went
-// on), starts the messages it got on the workers idle now, gives the
-// others back at once (their leases and the attempts the claim charged:
-// any dispatcher claims them again, this one when a worker is free), and
-// wakes the loop. Then it releases pick's hold of m.
-func (d *Dispatcher) finishDetached(ctx context.Context, m *member, recs []Record, err error, limit int, took time.Duration) {
+// finishDetached settles a claim of m that went on beside the loop,
+// holding kept worker slots: it records it (without making m the
+// Selector's last inbox: the loop went on), starts the messages it got on
+// those workers and on the others idle now, gives the rest back at once
+// (their leases and the attempts the claim charged: any dispatcher claims
+// them again, this one when a worker is free), frees the slots it kept
+// and did not use, and wakes the loop. Then it releases pick's hold of m.
+func (d *Dispatcher) finishDetached(ctx context.Context, m *member, recs []Record, err error, limit, kept int, took time.Duration) {
 	defer m.work.Release()
 	d.record(ctx, m, recs, err, took, true)
 	d.cycleMu.Lock()
 	d.rotation.Settle(m.id, len(recs), err == nil && len(recs) == limit, d.members.IDs())
 	d.cycleMu.Unlock()
 	m.claiming.Store(false)
-	n := 0
+	n := min(kept, len(recs))
+	for range kept - n {
+		<-d.slots
+	}
 take:
 	for n < len(recs) && ctx.Err() == nil {
 		select {

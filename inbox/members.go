@@ -143,9 +143,11 @@ func FromContext(ctx context.Context) *Inbox {
 // (one per database or tenant). The claim cycles visit the inboxes in the
 // order of DispatcherConfig.Selector; a claim that takes longer than 50 ms
 // (a database that answers slowly, a claim waiting for a lock) runs on
-// beside the cycles, which go on with the other inboxes, and its messages
-// start on the workers idle when it ends (the others are given back at
-// once, lease and attempt, for a later claim); outcomes are written to the inbox
+// beside the cycles, which go on with the other inboxes, keeping its share
+// of the workers (the idle ones it reserved divided by the number of
+// inboxes, at least one); when it ends its messages start on them and on
+// the workers idle then (the others are given back at once, lease and
+// attempt, for a later claim); outcomes are written to the inbox
 // each message came from, and Enqueue on in wakes the dispatcher. id
 // identifies the inbox in logs (the "store" attribute), in [StoreID] and
 // in RemoveInbox: non-empty valid UTF-8 of at most dispatcher.MaxStoreIDLen

@@ -2,10 +2,14 @@ package inbox_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/testsupport"
@@ -115,4 +119,209 @@ func TestASlowInboxHoldsUpNoOtherInbox(t *testing.T) {
 	unlock()
 	enqueue(slow, "after")
 	testsupport.WaitFor(t, 30*time.Second, "the slow inbox's message after the lock", func() bool { return count("slow") == 2 })
+}
+
+// claimGate makes the claims of the MariaDB inbox on db that find
+// messages wait while it is closed: a trigger on each updated row waits
+// for a named lock the gate holds on a connection of its own (an empty
+// claim updates no row and does not wait). open lets them through.
+type claimGate struct {
+	t      *testing.T
+	db     *sqlx.DB
+	dbName string
+	lock   string
+	holder *sql.Conn
+}
+
+func newClaimGate(t *testing.T, db *sqlx.DB) *claimGate {
+	t.Helper()
+	g := &claimGate{t: t, db: db}
+	if err := db.Get(&g.dbName, "SELECT DATABASE()"); err != nil {
+		t.Fatal(err)
+	}
+	lock := "outbox_test_gate_" + g.dbName
+	g.lock = lock
+	if _, err := db.Exec(fmt.Sprintf("CREATE TRIGGER claim_gate BEFORE UPDATE ON %s FOR EACH ROW SET @gate = GET_LOCK('%s', 60) + RELEASE_LOCK('%s')",
+		inbox.DefaultTable, lock, lock)); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	if err := holder.QueryRowContext(context.Background(), "SELECT GET_LOCK(?, 10)", lock).Scan(&got); err != nil || got != 1 {
+		t.Fatalf("GET_LOCK = %d, %v", got, err)
+	}
+	g.holder = holder
+	t.Cleanup(g.open)
+	return g
+}
+
+// waitClaim waits until a claim waits at the gate.
+func (g *claimGate) waitClaim() {
+	g.t.Helper()
+	testsupport.WaitFor(g.t, 20*time.Second, "a claim of the slow inbox waiting at the gate", func() bool {
+		var n int
+		err := g.db.Get(&n, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND STATE = 'User lock'`, g.dbName)
+		return err == nil && n > 0
+	})
+}
+
+// open releases the lock: the claims go through.
+func (g *claimGate) open() {
+	if g.holder != nil {
+		var released sql.NullInt64
+		if err := g.holder.QueryRowContext(context.Background(), "SELECT RELEASE_LOCK(?)", g.lock).Scan(&released); err != nil || released.Int64 != 1 {
+			g.t.Errorf("RELEASE_LOCK = %v, %v", released, err)
+		}
+		_ = g.holder.Close() // back to the pool, holding no lock
+		g.holder = nil
+	}
+}
+
+// A slow claim keeps its share of the workers it reserved: its message is
+// handled although a busy inbox beside it wants every worker (here its
+// handlers wait for the slow inbox's message, so a worker freed only by
+// them would never come). With no share, the loop took every freed
+// worker, and the slow claim gave its messages back, claim after claim.
+func TestASlowInboxKeepsItsShareOfTheWorkers(t *testing.T) {
+	ctx := context.Background()
+	healthy, err := inbox.New(ctx, openSQLite(t), inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slowDB := openMySQL(t)
+	slow, err := inbox.New(ctx, slowDB, inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := newClaimGate(t, slowDB)
+	logs := &testsupport.LogBuffer{}
+	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Workers: 2, StatusTimeout: 20 * time.Second, Lease: time.Hour,
+		HandlerTimeout: 30 * time.Second, PollInterval: 20 * time.Millisecond, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slowHandled, healthyStarted := make(chan struct{}), make(chan struct{}, 10)
+	var once sync.Once
+	if err := d.HandleFunc("s", func(context.Context, inbox.Record) error { once.Do(func() { close(slowHandled) }); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.HandleFunc("h", func(ctx context.Context, _ inbox.Record) error {
+		healthyStarted <- struct{}{}
+		select {
+		case <-slowHandled:
+		case <-ctx.Done():
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for id, in := range map[string]*inbox.Inbox{"healthy": healthy, "slow": slow} {
+		if err := d.AddInbox(id, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = d.Close(cctx)
+	})
+	if err := slow.Enqueue(ctx, inbox.Message{Source: "s", MessageID: "s-1", Topic: "s", Payload: []byte{}}); err != nil {
+		t.Fatal(err)
+	}
+	gate.waitClaim() // the claim of s-1 runs beside the loop now
+	for i := range 10 {
+		if err := healthy.Enqueue(ctx, inbox.Message{Source: "s", MessageID: fmt.Sprintf("h-%d", i), Topic: "h", Payload: []byte{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The busy inbox takes the workers the loop has (every one, before)
+	// and holds them until the slow inbox's message is handled.
+	select {
+	case <-healthyStarted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no handler of the busy inbox started")
+	}
+	gate.open()
+	select {
+	case <-slowHandled:
+	case <-time.After(25 * time.Second):
+		var st []struct {
+			Status, Attempt int
+			Locked          sql.NullString `db:"locked_by"`
+		}
+		_ = slowDB.Select(&st, `SELECT status, attempt, locked_by FROM `+inbox.DefaultTable)
+		t.Fatalf("the slow inbox's message was not handled while the busy inbox held the other workers (rows %+v)\n%s", st, logs)
+	}
+}
+
+// countingSelector picks id every time and counts its calls.
+type countingSelector struct {
+	id    string
+	calls atomic.Int64
+}
+
+func (s *countingSelector) Next([]string, string, int) string {
+	s.calls.Add(1)
+	return s.id
+}
+
+// While the claim of the inbox a Selector keeps picking runs beside the
+// loop, the loop rests until it ends: it spun, passing that inbox's turn
+// thousands of times a second (a third to three quarters of a core).
+func TestTheLoopRestsWhileThePickedInboxClaims(t *testing.T) {
+	ctx := context.Background()
+	other, err := inbox.New(ctx, openSQLite(t), inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slowDB := openMySQL(t)
+	slow, err := inbox.New(ctx, slowDB, inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := newClaimGate(t, slowDB)
+	sel := &countingSelector{id: "slow"}
+	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Selector: sel, StatusTimeout: 20 * time.Second, Lease: time.Hour,
+		PollInterval: time.Hour, Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan struct{})
+	if err := d.HandleFunc("s", func(context.Context, inbox.Record) error { close(handled); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for id, in := range map[string]*inbox.Inbox{"other": other, "slow": slow} {
+		if err := d.AddInbox(id, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = d.Close(cctx)
+	})
+	if err := slow.Enqueue(ctx, inbox.Message{Source: "s", MessageID: "s-1", Topic: "s", Payload: []byte{}}); err != nil {
+		t.Fatal(err)
+	}
+	gate.waitClaim()
+	before := sel.calls.Load()
+	time.Sleep(300 * time.Millisecond) // the claim waits at the gate meanwhile
+	if n := sel.calls.Load() - before; n > 10 {
+		t.Errorf("the Selector was asked %d times while the picked inbox's claim ran, want a few (the loop rests)", n)
+	}
+	gate.open()
+	select {
+	case <-handled:
+	case <-time.After(25 * time.Second):
+		t.Fatal("the slow inbox's message was not handled")
+	}
 }
