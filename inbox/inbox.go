@@ -35,7 +35,8 @@ const (
 // a database whose driver is detected (sqlite3, mysql, pgx).
 type Config struct {
 	// Table is the inbox table name; it must match
-	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$ (see jdbcstore.ValidateTableName).
+	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$ and not be one SQLite reserves
+	// (see jdbcstore.ValidateTableName).
 	// Defaults to DefaultTable ("inbox_message").
 	Table string
 	// Dialect selects the SQL dialect. Defaults to the one matching the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -49,7 +50,8 @@ type Config struct {
 	// A nil value of a type (a nil *T) is refused.
 	Dialect Dialect
 	// Table is the outbox table name. It must match
-	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$. Defaults to [DefaultTable].
+	// ^[A-Za-z_][A-Za-z0-9_]{0,47}$ and not be one SQLite reserves (see
+	// [ValidateTableName]). Defaults to [DefaultTable].
 	Table string
 	// MaxErrorLen is how many characters (runes) of an error message are
 	// stored in last_error. Defaults to [DefaultMaxErrorLen]; negative
@@ -154,12 +156,22 @@ func (cfg Config) validateFields() error {
 
 // ValidateTableName reports whether name can be used as [Config.Table]
 // (an empty Config.Table means [DefaultTable], but "" itself is not a
-// valid name). The error is a *core.ConfigError for the field "Table"; it
-// wraps [core.ErrInvalidIdentifier] and core.ErrInvalidConfig.
+// valid name): it must match ^[A-Za-z_][A-Za-z0-9_]{0,47}$, and must not
+// be a name SQLite reserves (beginning with sqlite_, in any case, or
+// sqlite itself, whose indexes would), on any database. The error is a
+// *core.ConfigError for the field "Table"; it wraps
+// [core.ErrInvalidIdentifier] and core.ErrInvalidConfig.
 func ValidateTableName(name string) error {
 	if !tableNamePattern.MatchString(name) {
 		return &core.ConfigError{Field: "Table", Err: core.ErrInvalidIdentifier,
 			Msg: fmt.Sprintf("%q must match %s", name, tableNamePattern)}
+	}
+	if l := strings.ToLower(name); l == "sqlite" || strings.HasPrefix(l, "sqlite_") {
+		// SQLite refuses such names ("reserved for internal use"), for
+		// the table or for the indexes named after it; refused on every
+		// database, so that a name valid for one is valid for all.
+		return &core.ConfigError{Field: "Table", Err: core.ErrInvalidIdentifier,
+			Msg: fmt.Sprintf("%q: names beginning with sqlite_ (in any case), and sqlite itself, whose indexes would, are reserved by SQLite", name)}
 	}
 	return nil
 }

@@ -208,8 +208,14 @@ func sqliteBusyTimeout(source string, left time.Duration) string {
 	}
 	ms := max(left.Milliseconds(), 1)
 	if !strings.HasPrefix(source, "file:") {
-		// A plain file name as a URI path: '%', '?' and '#' escaped.
-		source = "file:" + (&url.URL{Path: source}).EscapedPath()
+		// A plain file name as a URI path: '%', '?' and '#' escaped; an
+		// absolute one after an empty authority, so that //tmp/a.db is
+		// not read as the authority "tmp".
+		path := (&url.URL{Path: source}).EscapedPath()
+		if strings.HasPrefix(path, "/") {
+			path = "//" + path
+		}
+		source = "file:" + path
 	}
 	name, query, _ := strings.Cut(source, "?")
 	q, err := url.ParseQuery(query)

@@ -610,7 +610,8 @@ func TestSQLiteBusyTimeout(t *testing.T) {
 	}{
 		{"app.db", 20 * time.Second, "app.db"},
 		{"app.db", 2 * time.Second, "file:app.db?_busy_timeout=2000"},
-		{"/a b/x?y#z.db", time.Second, "file:/a%20b/x%3Fy%23z.db?_busy_timeout=1000"},
+		{"/a b/x?y#z.db", time.Second, "file:///a%20b/x%3Fy%23z.db?_busy_timeout=1000"},
+		{"//tmp/a.db", time.Second, "file:////tmp/a.db?_busy_timeout=1000"}, // not the authority "tmp"
 		{"file:app.db?mode=rw", 300 * time.Millisecond, "file:app.db?mode=rw&_busy_timeout=300"},
 		{"file:app.db?_busy_timeout=50", time.Second, "file:app.db?_busy_timeout=50"},
 		{"app.db", -time.Second, "file:app.db?_busy_timeout=1"},
@@ -619,4 +620,15 @@ func TestSQLiteBusyTimeout(t *testing.T) {
 			t.Errorf("sqliteBusyTimeout(%q, %v) = %q, want %q", tc.source, tc.left, got, tc.want)
 		}
 	}
+}
+
+// A SQLite path beginning with // (as /tmp/a.db is on POSIX) opens under
+// the default --timeout: it became the URI file://tmp/a.db, whose
+// authority "tmp" SQLite refused ("invalid uri authority").
+func TestSQLitePathWithTwoLeadingSlashes(t *testing.T) {
+	path, _ := sqliteDB(t)
+	if !filepath.IsAbs(path) {
+		t.Skipf("temp path %q is not absolute", path)
+	}
+	ok(t, "--dsn", "/"+path, "stats")
 }

@@ -13,6 +13,12 @@ func TestIsSQLiteMemory(t *testing.T) {
 		"app.db":                            false,
 		"file:app.db":                       false,
 		"file:app.db?mode=rwc&_txlock=none": false,
+		"file:%3Amemory%3A":                 true,
+		"file:x.db?mode=rwc&mode=memory":    true,
+		"file:x.db?mode=memory&mode=rwc":    false,
+		"file:#frag":                        true,
+		"file:x.db#frag":                    false,
+		"file:x.db?cache=shared&cache=private&mode=memory": true,
 	}
 	for path, want := range cases {
 		if got := isMemory(path); got != want {

@@ -108,20 +108,35 @@ func Open(path string) (*sqlx.DB, error) {
 
 // fileURI splits a "file:" URI into its name and query parameters; ok is
 // false for a plain file name.
+// The name is read as SQLite reads it: without a fragment, its %XX
+// escapes decoded (file:%3Amemory%3A is :memory:).
 func fileURI(path string) (name string, q url.Values, ok bool) {
 	if !strings.HasPrefix(path, "file:") {
 		return "", nil, false
 	}
-	name, query, _ := strings.Cut(strings.TrimPrefix(path, "file:"), "?")
+	uri, _, _ := strings.Cut(strings.TrimPrefix(path, "file:"), "#")
+	name, query, _ := strings.Cut(uri, "?")
+	if n, err := url.PathUnescape(name); err == nil {
+		name = n
+	}
 	q, _ = url.ParseQuery(query)
 	return name, q, true
+}
+
+// param returns the value SQLite takes for a query parameter given
+// several times: the last one.
+func param(q url.Values, key string) string {
+	if v := q[key]; len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return ""
 }
 
 // sharedCache reports whether path is a "file:" URI asking for shared
 // cache.
 func sharedCache(path string) bool {
 	_, q, ok := fileURI(path)
-	return ok && q.Get("cache") == "shared"
+	return ok && param(q, "cache") == "shared"
 }
 
 // isMemory reports whether path names a database of each connection its
@@ -132,6 +147,6 @@ func isMemory(path string) bool {
 		return true
 	}
 	name, q, ok := fileURI(path)
-	return ok && q.Get("cache") != "shared" &&
-		(name == ":memory:" || name == "" || q.Get("mode") == "memory" || q.Get("vfs") == "memdb")
+	return ok && param(q, "cache") != "shared" &&
+		(name == ":memory:" || name == "" || param(q, "mode") == "memory" || param(q, "vfs") == "memdb")
 }

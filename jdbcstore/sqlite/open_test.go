@@ -205,7 +205,10 @@ func TestDSN(t *testing.T) {
 // missing on the next ("no such table").
 func TestPrivateDatabasesGetOneConnection(t *testing.T) {
 	t.Parallel()
-	for _, path := range []string{":memory:", "file::memory:", "file:x?mode=memory", "file:", "file:?mode=rwc", "file:/memy?vfs=memdb"} {
+	for _, path := range []string{":memory:", "file::memory:", "file:x?mode=memory", "file:", "file:?mode=rwc", "file:/memy?vfs=memdb",
+		// Read as SQLite reads them: escapes decoded, the last of a
+		// repeated parameter, no fragment.
+		"file:%3Amemory%3A", "file:x.db?mode=rwc&mode=memory", "file:#frag"} {
 		db, err := sqlite.Open(path)
 		if err != nil {
 			t.Fatalf("Open(%q): %v", path, err)
