@@ -286,10 +286,10 @@ func (o *Outbox) Start(ctx context.Context) error {
 		return err
 	}
 	if o.poller != nil {
-		// The first poll ignores SkipRecent: no hot path of this run
-		// published what it finds, and the rows a Close released (or
-		// that were published unowned) just before a restart waited a
-		// whole Interval for the next poll.
+		// Rows published before Start are taken however recent
+		// (SkipRecent applies to younger ones): those a Close released,
+		// or published unowned, just before a restart waited a whole
+		// Interval for the next poll.
 		handoff.FreshStart(o.poller)
 		if err := o.poller.Start(ctx); err != nil {
 			return errors.Join(err, o.dispatcher.Close(ctx))
@@ -308,8 +308,8 @@ func (o *Outbox) Start(ctx context.Context) error {
 // until ctx expires. Undelivered events stay in the database, and the
 // leases this outbox holds on them are released (see
 // dispatcher.Dispatcher.Close), so the next process or another node
-// delivers them at once (the first poll after Start takes them however
-// recent; a node already running, at its next poll). If ctx ends first, Close returns ctx's error
+// delivers them at once (the polls after Start take every row published
+// before it however recent; a node already running, at its next poll). If ctx ends first, Close returns ctx's error
 // (itself, joined only with other errors of its parts, if any); calling
 // it again waits again. It does not close db.
 //

@@ -15,8 +15,9 @@ import (
 
 // The events a Close released, and one published unowned on a plain
 // transaction, just before the next process starts are delivered by its
-// first poll: they were younger than Poller.SkipRecent, left for the
-// next poll a whole Interval later (5 s by default; an hour here).
+// first polls (several: BatchSize 2): they were younger than
+// Poller.SkipRecent, left for the next poll a whole Interval later (5 s by
+// default; an hour here), and a first version took only the first batch.
 func TestFirstPollTakesRecentlyReleasedEvents(t *testing.T) {
 	ctx := context.Background()
 	db := sqliteDB(t, "restart.db")
@@ -25,7 +26,7 @@ func TestFirstPollTakesRecentlyReleasedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]bool{}
-	for range 3 { // published, never started: leased to first until Close releases them
+	for range 7 { // published, never started: leased to first until Close releases them
 		if err := first.InTx(ctx, func(ctx context.Context) error {
 			id, err := first.Publish(ctx, event(t))
 			want[id] = true
@@ -38,7 +39,7 @@ func TestFirstPollTakesRecentlyReleasedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	second, err := outbox.New(ctx, db, outbox.Config{Logger: (&testsupport.LogBuffer{}).Logger(),
-		Poller: poller.Config{Interval: time.Hour, SkipRecent: time.Hour}})
+		Poller: poller.Config{Interval: time.Hour, SkipRecent: time.Hour, BatchSize: 2}}) // several polls' worth
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,3 +104,74 @@ func TestDetachedClaimGivesBackWhatNoIdleWorkerTakes(t *testing.T) {
 		t.Errorf("after a failed detached claim: failed %v, held %d", m.skip.Failed(), m.work.Held())
 	}
 }
+
+// The messages a slow claim keeps start before the others are given back:
+// that release, a statement on the database that was slow (here: waiting
+// for a write lock), went first, and took from their lease up to
+// StatusTimeout.
+func TestDetachedClaimStartsItsMessagesBeforeItGivesBackTheRest(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	db, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	in, err := New(ctx, db, Config{Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := in.NewDispatcher(DispatcherConfig{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan string, 3)
+	if err := d.HandleFunc("t", func(_ context.Context, r Record) error { started <- r.MessageID; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if err := in.Enqueue(ctx, Message{Source: "s", MessageID: id, Topic: "t", Payload: []byte{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, ok := d.members.Get("")
+	if !ok || !m.work.Hold() {
+		t.Fatal("no member")
+	}
+	recs, err := in.Claim(ctx, d.cfg.Owner, d.cfg.Lease, 3)
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("claim = %d, %v", len(recs), err)
+	}
+	d.slots <- struct{}{} // the worker the claim kept
+	d.slots <- struct{}{} // the other one is busy
+	lock, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	holder, err := lock.Beginx() // the write lock: the release of b and c waits for it
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		d.finishDetached(ctx, m, recs, nil, 3, 1, time.Second)
+	}()
+	select {
+	case id := <-started:
+		if id != "a" {
+			t.Errorf("started %q, want the first message", id)
+		}
+	case <-released:
+		t.Error("the release of the others ended before the kept message started")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the kept message did not start while the release of the others waited")
+	}
+	_ = holder.Rollback()
+	<-released
+	d.wg.Wait()
+	if len(started) != 0 {
+		t.Errorf("%d more messages started, want none: no other worker was idle", len(started))
+	}
+}

@@ -54,8 +54,10 @@ type DispatcherConfig struct {
 	// MaxWorkers.
 	Workers int
 	// BatchSize is the most messages claimed at once; a claim never takes
-	// more than the idle workers can start. Defaults to 50; at most
-	// MaxBatchSize.
+	// more than the idle workers can start (a slow claim of one of several
+	// inboxes, which runs beside the claim cycles, gives back at once what
+	// the workers idle when it ends cannot start; see AddInbox). Defaults
+	// to 50; at most MaxBatchSize.
 	BatchSize int
 	// Lease is how long a claimed message belongs to this dispatcher.
 	// It must exceed HandlerTimeout + StatusTimeout, so only a handler
@@ -622,7 +624,7 @@ type claimed struct {
 func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout time.Duration) claimed {
 	d.cycleMu.Lock()
 	defer d.cycleMu.Unlock()
-	m, ids := d.pick()
+	m, ids, wasPending := d.pick()
 	// The turn of an inbox whose claim still runs (the loop is woken when
 	// it ends), or whose last claims failed, goes to the next one the
 	// Selector picks (a lone inbox whose claims fail is claimed from at
@@ -630,12 +632,17 @@ func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout tim
 	// woken. Returning after one pass made the loop spin while a
 	// Selector kept picking that inbox.
 	for passed := 0; m != nil && timeout > 0 && (m.claiming.Load() || (len(ids) > 1 && d.passTurn(probeCtx, m))); passed++ {
+		// No claim begins: an enqueue that pick's reset would hide still
+		// counts (see anyPending).
+		if wasPending {
+			m.pending.Store(true)
+		}
 		d.rotation.Done(m.id, 0, false, ids)
 		m.work.Release()
 		if passed+1 >= len(ids) {
 			return claimed{rest: true}
 		}
-		m, ids = d.pick()
+		m, ids, wasPending = d.pick()
 	}
 	if m == nil {
 		// No inbox, or the one picked was just removed: rest only when
@@ -746,17 +753,21 @@ take:
 			break take
 		}
 	}
-	if n < len(recs) {
+	// Its handlers start first, as a claim of the loop's starts them: a
+	// release waited for first (a statement on the database that was
+	// slow) took from their lease up to StatusTimeout.
+	rest := recs[n:]
+	d.start(ctx, m, recs[:n], err)
+	if len(rest) > 0 {
 		why := "a slow claim ended with more messages than idle workers"
 		if ctx.Err() != nil {
 			why = "the dispatcher stopped while it claimed"
 		}
-		d.releaseRest(m, recs[n:], why)
-		for range recs[n:] {
+		d.releaseRest(m, rest, why)
+		for range rest {
 			m.work.Release()
 		}
 	}
-	d.start(ctx, m, recs[:n], err)
 	d.Wake()
 }
 
@@ -813,7 +824,8 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 // leaseCovers reports whether rec's lease, on its inbox's clock, outlasts
 // a handler started now and the write of its outcome. A worker of the
 // dispatcher's loop starts each message it claimed at once (a claim takes
-// no more messages than there are idle workers), so only RunOnce, which
+// no more messages than there are idle workers; a slow claim's messages
+// start as soon as it ended, or are given back), so only RunOnce, which
 // runs its batch one after the other, needs to ask.
 func (d *Dispatcher) leaseCovers(m *member, rec Record) bool {
 	return !rec.LockedUntil.Before(m.in.now().Add(d.cfg.HandlerTimeout + d.cfg.StatusTimeout))

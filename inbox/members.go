@@ -252,20 +252,24 @@ func (d *Dispatcher) Inboxes() []string {
 }
 
 // pick chooses the member of the next claim with the rotation and holds
-// it; nil when there is none. The caller holds cycleMu.
-func (d *Dispatcher) pick() (*member, []string) {
+// it; nil when there is none. It resets the member's pending flag and
+// returns what it was (a caller that claims nothing sets it back). The
+// caller holds cycleMu.
+func (d *Dispatcher) pick() (*member, []string, bool) {
 	_, m, ids := d.members.Next(d.rotation)
 	if m == nil || !m.work.Hold() {
-		return nil, ids
+		return nil, ids, false
 	}
-	m.pending.Store(false) // an enqueue from now on is seen by this claim or flags the member again
-	return m, ids
+	pending := m.pending.Swap(false) // an enqueue from now on is seen by this claim or flags the member again
+	return m, ids, pending
 }
 
 // anyPending reports whether a member had a message enqueued since its
-// last claim began.
+// last claim began, leaving out a member whose claim still runs beside
+// the loop (its end wakes the loop; counted, it kept the loop from
+// resting, claiming from the other members again and again).
 func (d *Dispatcher) anyPending() bool {
-	_, _, ok := d.members.Find(func(m *member) bool { return m.pending.Load() })
+	_, _, ok := d.members.Find(func(m *member) bool { return m.pending.Load() && !m.claiming.Load() })
 	return ok
 }
 

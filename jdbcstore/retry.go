@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/outbox-go/outbox/internal/ctxerr"
 )
 
 // Bounds of the lock-contention retry of the store's own statements.
@@ -41,7 +43,7 @@ func retryBusy[T any](ctx context.Context, s *Store, fn func() (T, error)) (T, e
 		}
 		lastBusy = err
 		if ctx.Err() != nil {
-			return v, giveUp(err, attempt, context.Cause(ctx))
+			return v, giveUp(err, attempt, ctxerr.Of(ctx))
 		}
 		if s.busyHook != nil {
 			s.busyHook(attempt, err)
@@ -50,7 +52,7 @@ func retryBusy[T any](ctx context.Context, s *Store, fn func() (T, error)) (T, e
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return v, giveUp(err, attempt, context.Cause(ctx))
+			return v, giveUp(err, attempt, ctxerr.Of(ctx))
 		case <-t.C:
 		}
 		delay = min(delay*2, busyRetryMaxDelay)

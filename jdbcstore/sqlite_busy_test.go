@@ -89,6 +89,15 @@ func TestStatusWriteRetryBoundedByContext(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), "outbox: ") {
 		t.Errorf("error %q lacks the outbox: prefix", err)
 	}
+	// A ctx ended with a cause of its own: both the deadline and the
+	// cause are in the error (the cause alone was).
+	mine := errors.New("the request was abandoned")
+	cctx, ccancel := context.WithTimeoutCause(t.Context(), 100*time.Millisecond, mine)
+	defer ccancel()
+	ok, err = st.MarkRetry(cctx, testOwner, env.ID(), time.Now(), testLease.Until, "x")
+	if ok || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, mine) {
+		t.Errorf("MarkRetry with a ctx's cause = %v, %v; want false, the deadline and the cause", ok, err)
+	}
 }
 
 // Corrupt stored columns surface as Record.DecodeErr; they never fail the

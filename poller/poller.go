@@ -54,9 +54,12 @@ type Poller struct {
 	cycleMu  sync.Mutex // one poll at a time; guards rotation
 	rotation *engine.Rotation
 
-	// freshStart: each store's first poll of the loop ignores SkipRecent
-	// (handoff.FreshStart).
+	// freshStart: rows published before the loop began, or before the
+	// store joined it, are never left for later by SkipRecent
+	// (handoff.FreshStart); loopStart is when the loop began (Config.Now,
+	// Unix nanoseconds).
 	freshStart atomic.Bool
+	loopStart  atomic.Int64
 
 	// roomNoticed: a queue that was full has room again (armRoom): the
 	// loop polls at once.
@@ -88,9 +91,9 @@ type target struct {
 	// countFailing: counting blocked keys fails (log once per incident);
 	// guarded by Poller.mu.
 	countFailing bool
-	// polled: the loop polled the store once (see handoff.FreshStart);
-	// guarded by Poller.cycleMu.
-	polled bool
+	// joined is when the store was added (Config.Now), for a fresh
+	// start (handoff.FreshStart).
+	joined time.Time
 	// roomArmed: a room notice is armed on queue (see armRoom).
 	roomArmed atomic.Bool
 	// after holds finished ordered events whose successors the loop
@@ -209,6 +212,7 @@ func (p *Poller) addQueue(id string, store Store, queue queue) error {
 }
 
 func (p *Poller) addTarget(t *target) error {
+	t.joined = p.cfg.Now()
 	if !p.targets.Add(t.id, t) {
 		return &core.ConfigError{Field: "poller store " + t.id, Msg: "is already added"}
 	}
@@ -296,11 +300,21 @@ func (p *Poller) pollOnce(ctx context.Context, pr *probes) (res Result, next pol
 		return res, pollResting, nil
 	}
 	began := time.Now()
-	// With a fresh start (handoff.FreshStart) a store's first poll of the
-	// loop ignores SkipRecent, as a woken one.
-	fresh := wakes && !t.polled && p.freshStart.Load()
-	t.polled = t.polled || wakes
-	res, full, err := p.pollTarget(ctx, t, woken || fresh)
+	skipRecent := p.cfg.SkipRecent
+	switch {
+	case woken:
+		skipRecent = 0
+	case wakes && p.freshStart.Load():
+		// A fresh start (handoff.FreshStart): rows published before the
+		// loop began, or before the store joined it, are taken however
+		// recent, over as many polls as they fill.
+		since := time.Unix(0, p.loopStart.Load())
+		if t.joined.After(since) {
+			since = t.joined
+		}
+		skipRecent = min(skipRecent, max(p.cfg.Now().Sub(since), 0))
+	}
+	res, full, err := p.pollTarget(ctx, t, skipRecent)
 	if wakes {
 		// A failure skips the store's next turns for a while: a database
 		// that does not answer costs each poll QueryTimeout, which held
@@ -330,10 +344,11 @@ func (p *Poller) pollOnce(ctx context.Context, pr *probes) (res Result, next pol
 	return res, pollNow, err
 }
 
-// pollTarget runs one poll of t; it also reports whether a claim read as
-// many rows as it asked for (full: more may be due). A woken poll ignores
-// SkipRecent: the rows it is woken for are unowned, and new.
-func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Result, full bool, err error) {
+// pollTarget runs one poll of t, leaving rows younger than skipRecent to
+// the hot path (a woken poll leaves none: the rows it is woken for are
+// unowned, and new); it also reports whether a claim read as many rows as
+// it asked for (full: more may be due).
+func (p *Poller) pollTarget(ctx context.Context, t *target, skipRecent time.Duration) (res Result, full bool, err error) {
 	res.Store = t.id
 	hot, cold := t.queue.QueueDepths()
 	p.cfg.Metrics.QueueDepths(hot, cold)
@@ -357,10 +372,6 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, woken bool) (res Res
 	// out, wake-ups coming faster than Interval (every unowned insert of
 	// every node, on PostgreSQL) would keep this node's drops until their
 	// lease ends.
-	skipRecent := p.cfg.SkipRecent
-	if woken {
-		skipRecent = 0
-	}
 	skipOwn := p.skipOwnRows(t)
 	if !skipOwn {
 		limit += min(readableHeld(t.queue), limit)
@@ -670,8 +681,9 @@ func (p *Poller) armRoom(t *target) {
 // crash delivers right away the rows left pending that no live lease
 // holds: unowned ones (published after a Close, or released by one) and
 // those whose lease expired, older than Config.SkipRecent (younger ones
-// at the next poll, Interval later; the poller of package outbox and of
-// package tenant takes them at its first poll too). The rows the crashed process had leased
+// at the next poll, Interval later; the pollers of packages outbox and
+// tenant take every row published before Start however recent, over as
+// many polls as they fill). The rows the crashed process had leased
 // (its hot-path events and its claims) wait until their lease ends
 // (dispatcher.Config.Lease, 2 min by default), unless the new process
 // runs with the same dispatcher Owner token, whose claims take them at
@@ -692,6 +704,7 @@ func (p *Poller) Close(ctx context.Context) error {
 }
 
 func (p *Poller) loop(ctx context.Context, stop <-chan struct{}) {
+	p.loopStart.Store(p.cfg.Now().UnixNano())
 	var (
 		due       time.Time // when the next poll is due (zero: at once), wake-ups aside
 		reapDue   time.Time // when the next reaping is due (zero: never)

@@ -416,7 +416,7 @@ func (o *Outbox) Start(ctx context.Context) error {
 		return err
 	}
 	if o.poller != nil {
-		handoff.FreshStart(o.poller) // each database's first poll ignores SkipRecent (see outbox.Outbox.Start)
+		handoff.FreshStart(o.poller) // rows published before Start are taken however recent (see outbox.Outbox.Start)
 		if err := o.poller.Start(ctx); err != nil {
 			return errors.Join(err, o.dispatcher.Close(ctx))
 		}

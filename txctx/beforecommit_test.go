@@ -292,10 +292,11 @@ func checkFlag(t *testing.T, m *txctx.Manager, name string, flag func(*txctx.Tx)
 func TestBeforeCommitUncomparableKeyPanicsAndRollsBack(t *testing.T) {
 	type holder struct{ v any }
 	for name, keys := range map[string][2]any{
-		"slice":          {[]int{1}, []int{2}},
-		"holds a slice":  {holder{[]int{1}}, holder{[]int{2}}},
-		"holds a map":    {holder{map[int]int{}}, holder{map[int]int{}}},
-		"comparable key": {"k", holder{[]int{2}}}, // different dynamic types: no comparison panics
+		"slice":                {[]int{1}, []int{2}},
+		"holds a slice":        {holder{[]int{1}}, holder{[]int{2}}},
+		"holds a map":          {holder{map[int]int{}}, holder{map[int]int{}}},
+		"holds a slice, first": {holder{[]int{1}}, "k"}, // refused at once, not only when compared
+		"comparable keys":      {"k", holder{"x"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			db := openDB(t)
@@ -318,7 +319,7 @@ func TestBeforeCommitUncomparableKeyPanicsAndRollsBack(t *testing.T) {
 			}()
 			select {
 			case p := <-done:
-				if name == "comparable key" {
+				if name == "comparable keys" {
 					if p != nil {
 						t.Fatalf("Do panicked with comparable keys: %v", p)
 					}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/outbox-go/outbox/internal/testsupport"
 
 	"github.com/outbox-go/outbox/txctx"
 )
@@ -87,5 +90,41 @@ func TestHooksDoNotRunOnATransactionEndedOutside(t *testing.T) {
 	})
 	if !errors.Is(err, txctx.ErrTxDone) || hooks != 0 {
 		t.Errorf("Do whose fn committed the *sql.Tx = %v with %d hooks, want ErrTxDone and none", err, hooks)
+	}
+}
+
+// An adopted transaction whose context ended was rolled back by
+// database/sql: Commit says so (wrapping ctx's error) and runs the
+// after-rollback hooks, whether database/sql's rollback had run before
+// the Commit (sql.ErrTxDone) or not (ctx's error): which one was a race,
+// and the hooks ran in one case only.
+func TestAdoptedTransactionWhoseContextEndedRunsRollbackHooks(t *testing.T) {
+	for _, settled := range []bool{false, true} {
+		db := openDB(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		raw, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		actx, tx := txctx.Adopt(ctx, raw)
+		if _, err := tx.ExecContext(actx, `INSERT INTO items (id, name) VALUES (1, 'a')`); err != nil {
+			t.Fatal(err)
+		}
+		rolledBack, committed := 0, 0
+		tx.AfterRollback(func() { rolledBack++ })
+		tx.AfterCommit(func() { committed++ })
+		cancel()
+		if settled {
+			// database/sql's own rollback has run: Rollback on the raw
+			// transaction reports it done.
+			testsupport.WaitFor(t, 10*time.Second, "database/sql's rollback", func() bool {
+				var n int
+				return db.QueryRow(`SELECT COUNT(*) FROM items`).Scan(&n) == nil && n == 0 && raw.Rollback() != nil
+			})
+		}
+		err = tx.Commit()
+		if !errors.Is(err, context.Canceled) || rolledBack != 1 || committed != 0 {
+			t.Errorf("settled %v: Commit = %v with %d after-rollback and %d after-commit hooks; want context.Canceled, 1 and 0", settled, err, rolledBack, committed)
+		}
 	}
 }

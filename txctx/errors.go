@@ -20,6 +20,8 @@ var (
 	// another database.
 	ErrForeignTx = core.ErrForeignTx
 	// ErrTxDone is returned when a transaction is committed or rolled back a
-	// second time. It also matches [sql.ErrTxDone] with errors.Is.
+	// second time, or after its *sql.Tx was ended directly (no hooks run
+	// then, see [Tx.Commit]). It also matches [sql.ErrTxDone] with
+	// errors.Is.
 	ErrTxDone = fmt.Errorf("outbox: transaction already committed or rolled back: %w", sql.ErrTxDone)
 )

@@ -211,12 +211,14 @@ func (m *Manager) carried(ctx context.Context) (outer *Tx, join bool, err error)
 // A nil tx gives a Tx that is never active (see the package-level [Adopt]).
 func (m *Manager) Adopt(ctx context.Context, tx *sql.Tx) (context.Context, *Tx) {
 	t := newTx(tx, nil, m.sqlDB(), false, m.opts.Logger)
+	t.adopted = ctx
 	return withTx(ctx, t), t
 }
 
 // AdoptX is [Manager.Adopt] for an *sqlx.Tx; [Tx.Sqlx] returns tx.
 func (m *Manager) AdoptX(ctx context.Context, tx *sqlx.Tx) (context.Context, *Tx) {
 	t := newTx(sqlTxOf(tx), tx, m.sqlDB(), false, m.opts.Logger)
+	t.adopted = ctx
 	return withTx(ctx, t), t
 }
 

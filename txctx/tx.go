@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 )
 
 // Context keys are unexported types so no other package can collide with them.
@@ -76,8 +77,12 @@ type Tx struct {
 	// been removed by a rollback to a savepoint (see RowsMayBeUndone).
 	rowsUndone atomic.Bool
 
-	mu            sync.Mutex
-	state         txState
+	mu    sync.Mutex
+	state txState
+	// adopted is the context given to Adopt (nil for Do's own
+	// transactions): when it ended, a *sql.Tx begun with it was rolled
+	// back by database/sql (see ctxRolledBack).
+	adopted       context.Context
 	afterCommit   []func()
 	afterRollback []func()
 	beforeCommit  []commitCheck
@@ -465,7 +470,7 @@ func (t *Tx) BeforeCommit(key any, check func(ctx context.Context) error) {
 	if check == nil {
 		return
 	}
-	if key != nil && !reflect.TypeOf(key).Comparable() {
+	if key != nil && !reflect.ValueOf(key).Comparable() {
 		panic(fmt.Sprintf("outbox: txctx: BeforeCommit key of type %T is not comparable (==); use a comparable key, as for a map", key))
 	}
 	if state := t.addCheck(key, check); state != stateActive {
@@ -514,7 +519,9 @@ func (t *Tx) AfterCommit(fn func()) { t.register(hookAfterCommit, fn) }
 
 // AfterRollback registers fn to run once, only after the transaction rolls
 // back: explicitly, because the function given to [Manager.Do] failed or
-// panicked, or because the commit failed. Otherwise it behaves like
+// panicked, because the commit failed, or because the context an adopted
+// transaction was begun with ended (see [Adopt]); not when its *sql.Tx
+// was ended directly, outside this package. Otherwise it behaves like
 // [Tx.AfterCommit].
 func (t *Tx) AfterRollback(fn func()) { t.register(hookAfterRollback, fn) }
 
@@ -610,7 +617,10 @@ func (t *Tx) commit(ctx context.Context) error {
 	}
 	if err := t.tx.Commit(); err != nil {
 		t.setState(stateRolledBack)
-		if errors.Is(err, sql.ErrTxDone) {
+		switch {
+		case t.ctxRolledBack(err):
+			err = fmt.Errorf("the context it was adopted with ended, and database/sql rolled it back: %w: %w", ctxerr.Of(t.adopted), err)
+		case errors.Is(err, sql.ErrTxDone):
 			return endedOutside("commit")
 		}
 		t.runHooks(hookAfterRollback, rollbackHooks)
@@ -651,7 +661,7 @@ func (t *Tx) rollback() error {
 	if !ok {
 		return ErrTxDone
 	}
-	if err := t.abort(rollbackHooks); errors.Is(err, sql.ErrTxDone) {
+	if err := t.abort(rollbackHooks); errors.Is(err, sql.ErrTxDone) && !t.ctxRolledBack(err) {
 		return endedOutside("rollback")
 	} else if err != nil {
 		return fmt.Errorf("outbox: rollback: %w", err)
@@ -667,10 +677,20 @@ func (t *Tx) rollback() error {
 func (t *Tx) abort(hooks []func()) error {
 	err := t.tx.Rollback()
 	t.setState(stateRolledBack)
-	if !errors.Is(err, sql.ErrTxDone) {
+	if !errors.Is(err, sql.ErrTxDone) || t.ctxRolledBack(err) {
 		t.runHooks(hookAfterRollback, hooks)
 	}
 	return err
+}
+
+// ctxRolledBack reports whether err, sql.ErrTxDone from the *sql.Tx of
+// an adopted transaction, comes from database/sql's rollback of it when
+// the context it was begun with ended, taken to be the one given to
+// Adopt: the transaction is known to have rolled back (whether that
+// rollback had run yet when Commit was called was a race: Commit returned
+// ctx's error before it, sql.ErrTxDone after it).
+func (t *Tx) ctxRolledBack(err error) bool {
+	return errors.Is(err, sql.ErrTxDone) && t.adopted != nil && t.adopted.Err() != nil
 }
 
 // endedOutside is the error of op (commit, rollback) on a transaction
@@ -759,8 +779,11 @@ func withTx(ctx context.Context, t *Tx) context.Context {
 // Adopt wraps a transaction that the caller manages itself and returns a
 // context carrying it (for outbox.Outbox.Publish and [From]). Hooks run
 // when the caller commits or rolls back through the returned [*Tx]; ending
-// tx directly (or letting its BeginTx context be cancelled) skips them.
-// [Tx.Sqlx] returns nil. Only [WithLogger] applies.
+// tx directly skips them (its Commit and Rollback then return [ErrTxDone]).
+// When ctx, taken to be the context tx was begun with, ends before the
+// commit, database/sql rolls tx back: Commit returns an error wrapping
+// ctx's and runs the after-rollback hooks. [Tx.Sqlx] returns nil. Only
+// [WithLogger] applies.
 //
 // The database of tx is unknown, so [Manager.Do] called with the returned
 // context reports [ErrForeignTx]; use [Manager.Adopt] to let Do join it.
@@ -777,6 +800,7 @@ func withTx(ctx context.Context, t *Tx) context.Context {
 func Adopt(ctx context.Context, tx *sql.Tx, opts ...Option) (context.Context, *Tx) {
 	o := buildOptions(opts)
 	t := newTx(tx, nil, nil, false, o.Logger)
+	t.adopted = ctx
 	return withTx(ctx, t), t
 }
 
@@ -785,6 +809,7 @@ func Adopt(ctx context.Context, tx *sql.Tx, opts ...Option) (context.Context, *T
 func AdoptX(ctx context.Context, tx *sqlx.Tx, opts ...Option) (context.Context, *Tx) {
 	o := buildOptions(opts)
 	t := newTx(sqlTxOf(tx), tx, nil, false, o.Logger)
+	t.adopted = ctx
 	return withTx(ctx, t), t
 }
 

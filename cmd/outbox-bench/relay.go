@@ -213,8 +213,6 @@ func checkStored(ctx context.Context, t *relayTarget, want int) error {
 	}
 }
 
-// urlParseError returns err without the URL a *url.Error repeats, since
-// the URL may hold a password.
 // checkPort refuses a port (text, "" for none) outside 1..65535:
 // url.Parse and amqp.ParseURI take any digits, and the dial failed only
 // after the scenarios before the relay's had run.
@@ -228,6 +226,8 @@ func checkPort(port string) error {
 	return nil
 }
 
+// urlParseError returns err without the URL a *url.Error repeats, since
+// the URL may hold a password.
 func urlParseError(err error) error {
 	var ue *neturl.Error
 	if errors.As(err, &ue) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/hostname"
@@ -207,7 +208,9 @@ func openSources(ctx context.Context, s *session, dbs []string, inboxTable strin
 		}
 		// serve fails at start rather than on every inbox page: a table
 		// that is missing, or that is no inbox table (the outbox's).
-		if err := in.CheckTable(ctx); err != nil {
+		if err := in.CheckTable(ctx); errors.Is(err, core.ErrInvalidConfig) {
+			return nil, fmt.Errorf("--inbox-table %s: %w", inboxTable, err) // there, but no inbox table
+		} else if err != nil {
 			return nil, fmt.Errorf("--inbox-table %s: %w (is the name right? the service that receives messages creates it: inbox.New, unless its Config.SkipSchema)", inboxTable, err)
 		}
 		return in, nil

@@ -135,11 +135,13 @@ var Of func(d any, id string) Queue
 // blocks. Package poller sets it when it is initialized.
 var WakeStore func(p any, id string)
 
-// FreshStart makes p, a *poller.Poller not started yet, ignore
-// SkipRecent at each store's first poll of its loop (a store added later
-// included): no hot path of this run published the rows it finds then, and
-// those a Close released, or published unowned, just before a restart
-// waited a whole Interval. Set by package poller.
+// FreshStart makes p, a *poller.Poller not started yet, take the rows
+// published before its loop began (or before a store joined it, for a
+// store added later) however recent, over as many polls as they fill:
+// SkipRecent applies to younger rows only. Those a Close released, or
+// published unowned, just before a restart waited a whole Interval; a
+// row the dispatcher holds already (a hot-path event published before
+// Start) is not delivered twice. Set by package poller.
 var FreshStart func(p any)
 
 // OnKeyFreed makes d, a *dispatcher.Dispatcher, call fn after ordered
