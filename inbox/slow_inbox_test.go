@@ -15,6 +15,67 @@ import (
 	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
+// twoInboxes is a dispatcher of two inboxes, other on SQLite and "slow"
+// on a fresh MariaDB database (slowDB, whose claims a test makes slow),
+// made with cfg and the handlers of handle (topic → handler); start
+// starts it, closed at the test's end.
+type twoInboxes struct {
+	t           *testing.T
+	other, slow *inbox.Inbox
+	slowDB      *sqlx.DB
+	d           *inbox.Dispatcher
+}
+
+func newTwoInboxes(t *testing.T, otherID string, cfg inbox.DispatcherConfig, handle map[string]inbox.HandlerFunc) *twoInboxes {
+	t.Helper()
+	ctx := context.Background()
+	w := &twoInboxes{t: t, slowDB: openMySQL(t)}
+	var err error
+	if w.other, err = inbox.New(ctx, openSQLite(t), inbox.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if w.slow, err = inbox.New(ctx, w.slowDB, inbox.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = (&testsupport.LogBuffer{}).Logger()
+	}
+	if w.d, err = inbox.NewMultiDispatcher(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for topic, h := range handle {
+		if err := w.d.Handle(topic, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, in := range map[string]*inbox.Inbox{otherID: w.other, "slow": w.slow} {
+		if err := w.d.AddInbox(id, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+func (w *twoInboxes) start() {
+	w.t.Helper()
+	if err := w.d.Start(context.Background()); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.d.Close(cctx)
+	})
+}
+
+// enqueue enqueues message id of topic in in.
+func enqueueTopic(t *testing.T, in *inbox.Inbox, id, topic string) {
+	t.Helper()
+	if err := in.Enqueue(context.Background(), inbox.Message{Source: "s", MessageID: id, Topic: topic, Payload: []byte{}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An inbox whose database answers, but slowly (here: a claim waiting for
 // a table lock, well within StatusTimeout), holds up no other inbox of
 // the dispatcher: the loop goes on with the others while that claim
@@ -22,20 +83,6 @@ import (
 // for each slow claim in turn (here, all of them until the lock ended).
 func TestASlowInboxHoldsUpNoOtherInbox(t *testing.T) {
 	ctx := context.Background()
-	healthy, err := inbox.New(ctx, openSQLite(t), inbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slowDB := openMySQL(t)
-	slow, err := inbox.New(ctx, slowDB, inbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Workers: 4, StatusTimeout: time.Minute, Lease: time.Hour,
-		PollInterval: 20 * time.Millisecond, Logger: (&testsupport.LogBuffer{}).Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var (
 		mu      sync.Mutex
 		handled = map[string]int{}
@@ -45,33 +92,16 @@ func TestASlowInboxHoldsUpNoOtherInbox(t *testing.T) {
 		defer mu.Unlock()
 		return handled[store]
 	}
-	if err := d.HandleFunc("t", func(ctx context.Context, _ inbox.Record) error {
+	w := newTwoInboxes(t, "healthy", inbox.DispatcherConfig{Workers: 4, StatusTimeout: time.Minute, Lease: time.Hour,
+		PollInterval: 20 * time.Millisecond}, map[string]inbox.HandlerFunc{"t": func(ctx context.Context, _ inbox.Record) error {
 		mu.Lock()
 		defer mu.Unlock()
 		handled[inbox.StoreID(ctx)]++
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for id, in := range map[string]*inbox.Inbox{"healthy": healthy, "slow": slow} {
-		if err := d.AddInbox(id, in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	enqueue := func(in *inbox.Inbox, id string) {
-		t.Helper()
-		if err := in.Enqueue(ctx, inbox.Message{Source: "s", MessageID: id, Topic: "t", Payload: []byte{}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = d.Close(cctx)
-	})
+	}})
+	healthy, slow, slowDB := w.other, w.slow, w.slowDB
+	enqueue := func(in *inbox.Inbox, id string) { t.Helper(); enqueueTopic(t, in, id, "t") }
+	w.start()
 	// The slow inbox's database answers at first.
 	enqueue(slow, "before")
 	testsupport.WaitFor(t, 20*time.Second, "the slow inbox's first message", func() bool { return count("slow") == 1 })
@@ -186,59 +216,27 @@ func (g *claimGate) open() {
 // them would never come). With no share, the loop took every freed
 // worker, and the slow claim gave its messages back, claim after claim.
 func TestASlowInboxKeepsItsShareOfTheWorkers(t *testing.T) {
-	ctx := context.Background()
-	healthy, err := inbox.New(ctx, openSQLite(t), inbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slowDB := openMySQL(t)
-	slow, err := inbox.New(ctx, slowDB, inbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := newClaimGate(t, slowDB)
-	logs := &testsupport.LogBuffer{}
-	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Workers: 2, StatusTimeout: 20 * time.Second, Lease: time.Hour,
-		HandlerTimeout: 30 * time.Second, PollInterval: 20 * time.Millisecond, Logger: logs.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	slowHandled, healthyStarted := make(chan struct{}), make(chan struct{}, 10)
 	var once sync.Once
-	if err := d.HandleFunc("s", func(context.Context, inbox.Record) error { once.Do(func() { close(slowHandled) }); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.HandleFunc("h", func(ctx context.Context, _ inbox.Record) error {
-		healthyStarted <- struct{}{}
-		select {
-		case <-slowHandled:
-		case <-ctx.Done():
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for id, in := range map[string]*inbox.Inbox{"healthy": healthy, "slow": slow} {
-		if err := d.AddInbox(id, in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = d.Close(cctx)
+	logs := &testsupport.LogBuffer{}
+	w := newTwoInboxes(t, "healthy", inbox.DispatcherConfig{Workers: 2, StatusTimeout: 20 * time.Second, Lease: time.Hour,
+		HandlerTimeout: 30 * time.Second, PollInterval: 20 * time.Millisecond, Logger: logs.Logger()}, map[string]inbox.HandlerFunc{
+		"s": func(context.Context, inbox.Record) error { once.Do(func() { close(slowHandled) }); return nil },
+		"h": func(ctx context.Context, _ inbox.Record) error {
+			healthyStarted <- struct{}{}
+			select {
+			case <-slowHandled:
+			case <-ctx.Done():
+			}
+			return nil
+		},
 	})
-	if err := slow.Enqueue(ctx, inbox.Message{Source: "s", MessageID: "s-1", Topic: "s", Payload: []byte{}}); err != nil {
-		t.Fatal(err)
-	}
+	gate := newClaimGate(t, w.slowDB)
+	w.start()
+	enqueueTopic(t, w.slow, "s-1", "s")
 	gate.waitClaim() // the claim of s-1 runs beside the loop now
 	for i := range 10 {
-		if err := healthy.Enqueue(ctx, inbox.Message{Source: "s", MessageID: fmt.Sprintf("h-%d", i), Topic: "h", Payload: []byte{}}); err != nil {
-			t.Fatal(err)
-		}
+		enqueueTopic(t, w.other, fmt.Sprintf("h-%d", i), "h")
 	}
 	// The busy inbox takes the workers the loop has (every one, before)
 	// and holds them until the slow inbox's message is handled.
@@ -255,7 +253,7 @@ func TestASlowInboxKeepsItsShareOfTheWorkers(t *testing.T) {
 			Status, Attempt int
 			Locked          sql.NullString `db:"locked_by"`
 		}
-		_ = slowDB.Select(&st, `SELECT status, attempt, locked_by FROM `+inbox.DefaultTable)
+		_ = w.slowDB.Select(&st, `SELECT status, attempt, locked_by FROM `+inbox.DefaultTable)
 		t.Fatalf("the slow inbox's message was not handled while the busy inbox held the other workers (rows %+v)\n%s", st, logs)
 	}
 }
@@ -275,43 +273,13 @@ func (s *countingSelector) Next([]string, string, int) string {
 // loop, the loop rests until it ends: it spun, passing that inbox's turn
 // thousands of times a second (a third to three quarters of a core).
 func TestTheLoopRestsWhileThePickedInboxClaims(t *testing.T) {
-	ctx := context.Background()
-	other, err := inbox.New(ctx, openSQLite(t), inbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slowDB := openMySQL(t)
-	slow, err := inbox.New(ctx, slowDB, inbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := newClaimGate(t, slowDB)
 	sel := &countingSelector{id: "slow"}
-	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Selector: sel, StatusTimeout: 20 * time.Second, Lease: time.Hour,
-		PollInterval: time.Hour, Logger: (&testsupport.LogBuffer{}).Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	handled := make(chan struct{})
-	if err := d.HandleFunc("s", func(context.Context, inbox.Record) error { close(handled); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	for id, in := range map[string]*inbox.Inbox{"other": other, "slow": slow} {
-		if err := d.AddInbox(id, in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = d.Close(cctx)
-	})
-	if err := slow.Enqueue(ctx, inbox.Message{Source: "s", MessageID: "s-1", Topic: "s", Payload: []byte{}}); err != nil {
-		t.Fatal(err)
-	}
+	w := newTwoInboxes(t, "other", inbox.DispatcherConfig{Selector: sel, StatusTimeout: 20 * time.Second, Lease: time.Hour,
+		PollInterval: time.Hour}, map[string]inbox.HandlerFunc{"s": func(context.Context, inbox.Record) error { close(handled); return nil }})
+	gate := newClaimGate(t, w.slowDB)
+	w.start()
+	enqueueTopic(t, w.slow, "s-1", "s")
 	gate.waitClaim()
 	before := sel.calls.Load()
 	time.Sleep(300 * time.Millisecond) // the claim waits at the gate meanwhile
