@@ -45,6 +45,11 @@ func TestProcessTxOnAnEndedTransaction(t *testing.T) {
 		if !errors.Is(err, core.ErrNoTransaction) || !errors.Is(err, sql.ErrTxDone) || processed || called {
 			t.Errorf("%s: processed %v, fn called %v, err %v; want core.ErrNoTransaction and sql.ErrTxDone", name, processed, called, err)
 		}
+		// Said once, not three ways (no active transaction, has ended,
+		// already committed or rolled back).
+		if want := "outbox: inbox: process: outbox: no active transaction: sql: transaction has already been committed or rolled back"; err != nil && err.Error() != want {
+			t.Errorf("%s: %q, want %q", name, err, want)
+		}
 	}
 	tx, err := db.Beginx()
 	if err != nil {

@@ -434,7 +434,7 @@ type beginner interface {
 // transaction; errors.Is matches both.
 func txEnded(err error) error {
 	if errors.Is(err, sql.ErrTxDone) && !errors.Is(err, core.ErrNoTransaction) {
-		return fmt.Errorf("outbox: inbox: process: %w: the transaction has ended: %w", core.ErrNoTransaction, err)
+		return fmt.Errorf("outbox: inbox: process: %w: %w", core.ErrNoTransaction, sql.ErrTxDone) // the store's text said it again
 	}
 	return err
 }

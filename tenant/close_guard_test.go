@@ -137,6 +137,13 @@ func TestOpenErrorHidesThePassword(t *testing.T) {
 			t.Errorf("Open(%q) = %v: the error shows a piece of the password", dsn, err)
 		}
 	}
+	// One line: pgx puts each address it tried on a line of its own (a
+	// closed port here), which came through as it was.
+	_, err := tenant.Open(ctx, tenant.Database{ID: "t", Driver: "pgx",
+		DSN: "host=127.0.0.1 port=1 user=postgres password=Secr3tPW dbname=test connect_timeout=2"})
+	if err == nil || strings.ContainsAny(err.Error(), "\n\t") || strings.Contains(err.Error(), "r3tPW") {
+		t.Errorf("Open on a closed port = %q, want one line without the password", err)
+	}
 }
 
 // newUnstarted builds a tenant.Outbox with a quiet logger, not started,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -86,7 +87,9 @@ type openError struct {
 }
 
 func (e *openError) Error() string {
-	return fmt.Sprintf("outbox: %s database %q (%s): %s", e.what, e.d.ID, e.d.Driver, dsnsecret.Scrub(e.err.Error(), e.d.DSN))
+	// One line: pgx puts each address it tried on a line of its own.
+	msg := strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", " ").Replace(dsnsecret.Scrub(e.err.Error(), e.d.DSN))
+	return fmt.Sprintf("outbox: %s database %q (%s): %s", e.what, e.d.ID, e.d.Driver, msg)
 }
 
 func (e *openError) Unwrap() error { return e.err }

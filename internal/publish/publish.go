@@ -242,7 +242,8 @@ func since(at int64) time.Duration { return time.Since(clockStart) - time.Durati
 // is, so its end shows only at the first statement.
 func txDone(err error) error {
 	if errors.Is(err, sql.ErrTxDone) && !errors.Is(err, core.ErrNoTransaction) {
-		return fmt.Errorf("%w: %w", core.ErrNoTransaction, err)
+		// Said once: the store's text around sql.ErrTxDone said it again.
+		return fmt.Errorf("%w: %w", core.ErrNoTransaction, sql.ErrTxDone)
 	}
 	return err
 }

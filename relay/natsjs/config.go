@@ -171,7 +171,9 @@ func (cfg Config) validate() (relay.Template, error) {
 		// Expanded with every field set, the template shows whether its
 		// literal parts break the subject rules for every event.
 		if err := ValidateSubject(tpl.Expand(probeEvent)); err != nil {
-			errs = append(errs, &core.ConfigError{Field: "Subject", Msg: fmt.Sprintf("template %q: %v", cfg.Subject, err), Err: ErrInvalidSubject})
+			ce := cfgpath.Cause("Subject", err, ErrInvalidSubject) // the sentinel's text once
+			ce.Msg = fmt.Sprintf("template %q: %s", cfg.Subject, ce.Msg)
+			errs = append(errs, ce)
 		}
 	}
 	if cfg.Propagator != nil && nilval.Is(cfg.Propagator) {

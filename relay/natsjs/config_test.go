@@ -18,6 +18,14 @@ func TestNewValidatesConfig(t *testing.T) {
 	if _, err := natsjs.New(nil, natsjs.Config{}); !errors.Is(err, core.ErrInvalidConfig) {
 		t.Errorf("nil js: %v", err)
 	}
+	// Every problem at once: the config is checked with a nil js too.
+	if _, err := natsjs.New(nil, natsjs.Config{Subject: "a..{type}"}); !errors.Is(err, natsjs.ErrInvalidSubject) {
+		t.Errorf("nil js and a bad Subject: %v, want both reported", err)
+	}
+	// The sentinel's text is said once.
+	if _, err := natsjs.New(js, natsjs.Config{Subject: "a..{type}"}); err == nil || strings.Count(err.Error(), "invalid subject") != 1 {
+		t.Errorf("bad Subject: %v, want \"invalid subject\" once", err)
+	}
 	if _, err := natsjs.New(js, natsjs.Config{}); err != nil {
 		t.Errorf("zero Config: %v", err)
 	}

@@ -63,7 +63,9 @@ var _ core.Listener = (*Relay)(nil)
 // abandoned acks by MaxInFlight (see Config.MaxInFlight).
 func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	if js == nil {
-		return nil, &core.ConfigError{Field: "js", Msg: "the JetStream context is nil"}
+		// cfg is checked all the same: every problem is reported at once.
+		_, err := cfg.withDefaults("").validate()
+		return nil, errors.Join(&core.ConfigError{Field: "js", Msg: "(the JetStream context) must not be nil"}, err)
 	}
 	cfg = cfg.withDefaults(brokerName(js.Conn()))
 	tpl, err := cfg.validate()
