@@ -26,7 +26,9 @@ const (
 )
 
 // Config configures a [Relay]. The zero value is valid: every field has a
-// documented default.
+// documented default. Every duration (AckTimeout, Breaker.ProbeInterval,
+// Breaker.RetryAfter) is 0 for its default or at least 1 ms: a smaller
+// positive one is refused as a forgotten unit (5 means 5 ns).
 type Config struct {
 	// Subject is the subject template every event is published to, in the
 	// syntax of relay.ParseTemplate: literal text with the placeholders

@@ -55,7 +55,10 @@ const (
 const maxShortString = 255
 
 // Config configures a [Relay]. Only URL (or Dial) is required: every other
-// field has a documented default.
+// field has a documented default. Every duration (ConfirmTimeout,
+// DialTimeout, ReconnectDelay, ReconnectMaxDelay, Breaker.ProbeInterval,
+// Breaker.RetryAfter) is 0 for its default or at least 1 ms: a smaller
+// positive one is refused as a forgotten unit (5 means 5 ns).
 type Config struct {
 	// URL is the broker's AMQP URI, such as
 	// "amqp://user:password@host:5672/vhost" (see amqp091.ParseURI; amqps
@@ -130,8 +133,10 @@ type Config struct {
 	// together. Defaults to DefaultDialTimeout (5 s).
 	DialTimeout time.Duration
 	// ReconnectDelay is the delay before the first dial after the
-	// connection was lost; it doubles (with jitter) after each failed dial
-	// up to ReconnectMaxDelay. Defaults to DefaultReconnectDelay (100 ms).
+	// connection was lost; it doubles after each failed dial up to
+	// ReconnectMaxDelay. Each wait is jittered, the first included: 0.5
+	// to 1.5 times the delay, at most ReconnectMaxDelay. Defaults to
+	// DefaultReconnectDelay (100 ms).
 	ReconnectDelay time.Duration
 	// ReconnectMaxDelay caps the delay between two dials. Defaults to
 	// DefaultReconnectMaxDelay (5 s), or to ReconnectDelay when that is
@@ -151,7 +156,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Propagator, when set, writes the trace context of the listener's
 	// ctx into every message's headers after the relay's, replacing the
-	// event's own (such as its traceparent): a consumer of the queue then
+	// event's own (such as its traceparent, whatever the case of its
+	// name: Traceparent too): a consumer of the queue then
 	// continues the trace of the delivery that relayed the message rather
 	// than the publisher's. A header it writes with the name of a relay
 	// metadata header (relay.IsMetadataHeader) is dropped. Pass the outbox's tracing Observer (the

@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -49,11 +50,20 @@ func message(ctx context.Context, env core.Envelope, exchange, key string, propa
 	}
 	relay.Headers(env, set)
 	if propagator != nil {
-		// After the metadata, which it must not replace.
+		// After the metadata, which it must not replace. It replaces the
+		// event's header of the same name in any case (Traceparent for
+		// traceparent): both went out, and a consumer reading names
+		// without case could take the publisher's trace context.
 		propagator.InjectHeaders(ctx, func(k, v string) {
-			if !relay.IsMetadataHeader(k) {
-				set(k, v)
+			if relay.IsMetadataHeader(k) {
+				return
 			}
+			for old := range headers {
+				if old != k && strings.EqualFold(old, k) {
+					delete(headers, old)
+				}
+			}
+			set(k, v)
 		})
 	}
 	if bad != nil {

@@ -45,7 +45,9 @@ func TestRelayPropagatorWritesTheDeliveryContext(t *testing.T) {
 	got := consume(t, q)
 	r := newRelay(t, rabbitmq.Config{Exchange: ex, RoutingKey: "traced.{type}", Propagator: fakeInjector{}})
 	ob := relaytest.Outbox(t, outbox.Config{Observer: markingObserver{}}, r)
-	env, err := core.NewEvent("Traced").Header("traceparent", traceparent).PayloadJSONString(`{}`).Build()
+	// The event's own, in another case (Go's http.Header spelling): it
+	// went out beside the propagator's.
+	env, err := core.NewEvent("Traced").Header("Traceparent", traceparent).PayloadJSONString(`{}`).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +61,9 @@ func TestRelayPropagatorWritesTheDeliveryContext(t *testing.T) {
 	}
 	if v, want := msgs[0].Headers["traceparent"], "delivery-of-"+env.ID(); v != want {
 		t.Errorf("traceparent = %v, want %q (the delivery's, not the event's)", v, want)
+	}
+	if v, ok := msgs[0].Headers["Traceparent"]; ok {
+		t.Errorf("the event's Traceparent = %v went out too, want it replaced", v)
 	}
 }
 
