@@ -618,8 +618,9 @@ type claimed struct {
 // claims) and several inboxes, the turn of an inbox whose claims failed
 // lately is passed (passTurn; probeCtx bounds its probes), and so is that
 // of an inbox whose claim still runs; a claim that outlasts detachAfter
-// goes on beside the loop (detached), which returns: when it ends, the
-// messages it got start on the workers idle then, and the rest are given
+// goes on beside the loop (detached), which returns: it keeps its share
+// of the worker slots reserved for it, and when it ends the messages it got
+// start on those and on the workers idle then, and the rest are given
 // back at once (finishDetached).
 func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout time.Duration) claimed {
 	d.cycleMu.Lock()
