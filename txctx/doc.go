@@ -10,9 +10,10 @@
 //     order, each once;
 //   - after-rollback hooks run after a rollback: an explicit one, fn
 //     returning an error or panicking, a failed commit (the transaction is
-//     then not known to have committed), or, for an adopted transaction,
-//     database/sql's rollback when its context ended; no hooks run for a
-//     transaction whose *sql.Tx was committed or rolled back directly;
+//     then not known to have committed); no hooks run for a transaction
+//     whose *sql.Tx was ended before, committed or rolled back directly
+//     (or, adopted, rolled back by database/sql when its context ended:
+//     the two cannot be told apart, see Adopt);
 //   - hooks run after the transaction is finished, outside any lock of this
 //     package; a panicking hook is recovered and logged, and the next hook
 //     still runs. A hook that calls runtime.Goexit is logged too; the hooks

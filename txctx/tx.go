@@ -80,8 +80,8 @@ type Tx struct {
 	mu    sync.Mutex
 	state txState
 	// adopted is the context given to Adopt (nil for Do's own
-	// transactions): when it ended, a *sql.Tx begun with it was rolled
-	// back by database/sql (see ctxRolledBack).
+	// transactions): when it ended, a *sql.Tx begun with it may have been
+	// rolled back by database/sql (see endedOutside).
 	adopted       context.Context
 	afterCommit   []func()
 	afterRollback []func()
@@ -519,10 +519,10 @@ func (t *Tx) AfterCommit(fn func()) { t.register(hookAfterCommit, fn) }
 
 // AfterRollback registers fn to run once, only after the transaction rolls
 // back: explicitly, because the function given to [Manager.Do] failed or
-// panicked, because the commit failed, or because the context an adopted
-// transaction was begun with ended (see [Adopt]); not when its *sql.Tx
-// was ended directly, outside this package. Otherwise it behaves like
-// [Tx.AfterCommit].
+// panicked, or because the commit failed; not when its *sql.Tx was ended
+// before, outside this package (nor, for an adopted transaction, when
+// database/sql rolled it back for its ended context before the Commit: see
+// [Adopt]). Otherwise it behaves like [Tx.AfterCommit].
 func (t *Tx) AfterRollback(fn func()) { t.register(hookAfterRollback, fn) }
 
 func (t *Tx) register(kind string, fn func()) {
@@ -617,11 +617,8 @@ func (t *Tx) commit(ctx context.Context) error {
 	}
 	if err := t.tx.Commit(); err != nil {
 		t.setState(stateRolledBack)
-		switch {
-		case t.ctxRolledBack(err):
-			err = fmt.Errorf("the context it was adopted with ended, and database/sql rolled it back: %w: %w", ctxerr.Of(t.adopted), err)
-		case errors.Is(err, sql.ErrTxDone):
-			return endedOutside("commit")
+		if errors.Is(err, sql.ErrTxDone) {
+			return t.endedOutside("commit")
 		}
 		t.runHooks(hookAfterRollback, rollbackHooks)
 		return fmt.Errorf("outbox: commit: %w", err)
@@ -661,8 +658,8 @@ func (t *Tx) rollback() error {
 	if !ok {
 		return ErrTxDone
 	}
-	if err := t.abort(rollbackHooks); errors.Is(err, sql.ErrTxDone) && !t.ctxRolledBack(err) {
-		return endedOutside("rollback")
+	if err := t.abort(rollbackHooks); errors.Is(err, sql.ErrTxDone) {
+		return t.endedOutside("rollback")
 	} else if err != nil {
 		return fmt.Errorf("outbox: rollback: %w", err)
 	}
@@ -677,28 +674,24 @@ func (t *Tx) rollback() error {
 func (t *Tx) abort(hooks []func()) error {
 	err := t.tx.Rollback()
 	t.setState(stateRolledBack)
-	if !errors.Is(err, sql.ErrTxDone) || t.ctxRolledBack(err) {
+	if !errors.Is(err, sql.ErrTxDone) {
 		t.runHooks(hookAfterRollback, hooks)
 	}
 	return err
 }
 
-// ctxRolledBack reports whether err, sql.ErrTxDone from the *sql.Tx of
-// an adopted transaction, comes from database/sql's rollback of it when
-// the context it was begun with ended, taken to be the one given to
-// Adopt: the transaction is known to have rolled back (whether that
-// rollback had run yet when Commit was called was a race: Commit returned
-// ctx's error before it, sql.ErrTxDone after it).
-func (t *Tx) ctxRolledBack(err error) bool {
-	return errors.Is(err, sql.ErrTxDone) && t.adopted != nil && t.adopted.Err() != nil
-}
-
 // endedOutside is the error of op (commit, rollback) on a transaction
-// whose *sql.Tx was ended outside this package: committed or rolled back
-// directly (through [Tx.SQL], say), or rolled back by database/sql when
-// its BeginTx context ended. Whether it committed is unknown, so neither
-// kind of hook runs (after-rollback hooks ran after a direct commit).
-func endedOutside(op string) error {
+// whose *sql.Tx was ended before (sql.ErrTxDone): committed or rolled
+// back directly (through [Tx.SQL], say), or rolled back by database/sql
+// when the context it was begun with ended. Which one is unknown (a
+// context that ended after a direct commit looks the same), so neither
+// kind of hook runs: after-rollback hooks ran after a direct commit. When
+// the context given to Adopt has ended, the error wraps its error too.
+func (t *Tx) endedOutside(op string) error {
+	if t.adopted != nil && t.adopted.Err() != nil {
+		return fmt.Errorf("outbox: %s: the transaction was ended before: its context ended (database/sql then rolls it back), or its *sql.Tx was committed or rolled back directly; which is unknown, so no hooks ran: %w: %w",
+			op, ErrTxDone, ctxerr.Of(t.adopted))
+	}
 	return fmt.Errorf("outbox: %s: the transaction was ended outside txctx (its *sql.Tx committed or rolled back directly, or rolled back by database/sql when its context ended), so no hooks ran: %w", op, ErrTxDone)
 }
 
@@ -780,10 +773,12 @@ func withTx(ctx context.Context, t *Tx) context.Context {
 // context carrying it (for outbox.Outbox.Publish and [From]). Hooks run
 // when the caller commits or rolls back through the returned [*Tx]; ending
 // tx directly skips them (its Commit and Rollback then return [ErrTxDone]).
-// When ctx, taken to be the context tx was begun with, ends before the
-// commit, database/sql rolls tx back: Commit returns an error wrapping
-// ctx's and runs the after-rollback hooks. [Tx.Sqlx] returns nil. Only
-// [WithLogger] applies.
+// When the context tx was begun with ends before the commit, database/sql
+// rolls tx back: Commit returns an error wrapping ctx's error (ctx taken
+// to be that context) and runs the after-rollback hooks if the rollback
+// was still to come; once database/sql has rolled tx back, Commit cannot
+// tell that from a direct end (both are sql.ErrTxDone) and runs no hooks.
+// [Tx.Sqlx] returns nil. Only [WithLogger] applies.
 //
 // The database of tx is unknown, so [Manager.Do] called with the returned
 // context reports [ErrForeignTx]; use [Manager.Adopt] to let Do join it.
