@@ -85,3 +85,16 @@ func IsMetadataHeader(name string) bool {
 	}
 	return false
 }
+
+// DeleteOtherCases deletes from m every entry whose key equals key
+// without regard to case but is spelled otherwise (Traceparent for
+// traceparent): a relay's Propagator replaces the event's header of the
+// same name in any case, where both went out and a consumer reading names
+// without case could take the event's trace context for the relay's.
+func DeleteOtherCases[V any](m map[string]V, key string) {
+	for k := range m {
+		if k != key && strings.EqualFold(k, key) {
+			delete(m, k)
+		}
+	}
+}

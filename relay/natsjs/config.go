@@ -98,7 +98,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Propagator, when set, writes the trace context of the listener's
 	// ctx into every message after the relay's headers, replacing the
-	// event's own (such as its traceparent): a consumer of the stream
+	// event's own (such as its traceparent, whatever the case of its
+	// name: Traceparent too): a consumer of the stream
 	// then continues the trace of the delivery that relayed the message
 	// rather than the publisher's. Pass the outbox's tracing Observer
 	// (the OpenTelemetry module's implements core.HeaderInjector).

@@ -150,11 +150,15 @@ func (s *headerSetter) set(key, value string) {
 
 // setInjected adds a header a Propagator writes, after the metadata: as
 // set, but none of the relay's metadata names either (relay.Headers drops
-// the event's).
+// the event's), and replacing the event's header of that name in any case.
 func (s *headerSetter) setInjected(key, value string) {
 	if relay.IsMetadataHeader(key) {
 		return
 	}
+	// It replaces the event's header of the same name in any case
+	// (NATS header names are case-sensitive: both went out).
+	relay.DeleteOtherCases(s.msg.Header, key)
+	relay.DeleteOtherCases(s.enc, key)
 	s.set(key, value)
 }
 

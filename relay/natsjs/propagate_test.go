@@ -44,7 +44,8 @@ func TestRelayPropagatorWritesTheDeliveryContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	ob := relaytest.Outbox(t, outbox.Config{Observer: markingObserver{}}, r)
-	env, err := core.NewEvent("Traced").Header("traceparent", traceparent).PayloadJSONString(`{}`).Build()
+	// The event's own in another case, and the same case: both replaced.
+	env, err := core.NewEvent("Traced").Header("Traceparent", traceparent).Header("traceparent", traceparent).PayloadJSONString(`{}`).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +59,9 @@ func TestRelayPropagatorWritesTheDeliveryContext(t *testing.T) {
 	m := msgs[0]
 	if got, want := m.Header.Values("traceparent"), "delivery-of-"+env.ID(); len(got) != 1 || got[0] != want {
 		t.Errorf("traceparent = %q, want only %q (the delivery's, not the event's)", got, want)
+	}
+	if got := m.Header.Values("Traceparent"); len(got) != 0 {
+		t.Errorf("the event's Traceparent = %q went out too, want it replaced", got)
 	}
 	if got := m.Header.Get("Nats-Rollup"); got != "" {
 		t.Errorf("the propagator's Nats-Rollup header reached JetStream: %q", got)

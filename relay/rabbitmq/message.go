@@ -3,7 +3,6 @@ package rabbitmq
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -58,11 +57,7 @@ func message(ctx context.Context, env core.Envelope, exchange, key string, propa
 			if relay.IsMetadataHeader(k) {
 				return
 			}
-			for old := range headers {
-				if old != k && strings.EqualFold(old, k) {
-					delete(headers, old)
-				}
-			}
+			relay.DeleteOtherCases(headers, k)
 			set(k, v)
 		})
 	}
