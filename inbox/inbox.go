@@ -19,6 +19,7 @@ import (
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/inboxrow"
 	"github.com/outbox-go/outbox/internal/sqldriver"
+	"github.com/outbox-go/outbox/internal/txend"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/retry"
 )
@@ -433,8 +434,8 @@ type beginner interface {
 // ProcessTx, or by fn) with core.ErrNoTransaction, as for an ended txctx
 // transaction; errors.Is matches both.
 func txEnded(err error) error {
-	if errors.Is(err, sql.ErrTxDone) && !errors.Is(err, core.ErrNoTransaction) {
-		return fmt.Errorf("outbox: inbox: process: %w: %w", core.ErrNoTransaction, sql.ErrTxDone) // the store's text said it again
+	if marked := txend.Mark(err); marked != err {
+		return fmt.Errorf("outbox: inbox: process: %w", marked)
 	}
 	return err
 }

@@ -265,11 +265,14 @@ func (d *Dispatcher) pick() (*member, []string, bool) {
 }
 
 // anyPending reports whether a member had a message enqueued since its
-// last claim began, leaving out a member whose claim still runs beside
-// the loop (its end wakes the loop; counted, it kept the loop from
-// resting, claiming from the other members again and again).
+// last claim began, leaving out a member whose turns are passed now: its
+// claim still runs beside the loop (its end wakes the loop), or it is
+// skipped after failed claims. Counted, they kept the loop from resting,
+// claiming from the other members again and again.
 func (d *Dispatcher) anyPending() bool {
-	_, _, ok := d.members.Find(func(m *member) bool { return m.pending.Load() && !m.claiming.Load() })
+	_, _, ok := d.members.Find(func(m *member) bool {
+		return m.pending.Load() && !m.claiming.Load() && !m.skip.Skipping()
+	})
 	return ok
 }
 

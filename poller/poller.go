@@ -92,8 +92,10 @@ type target struct {
 	// guarded by Poller.mu.
 	countFailing bool
 	// joined is when the store was added (Config.Now), for a fresh
-	// start (handoff.FreshStart).
-	joined time.Time
+	// start (handoff.FreshStart); freshDone: a poll of the loop was not
+	// full, so no row from before is left (guarded by Poller.cycleMu).
+	joined    time.Time
+	freshDone bool
 	// roomArmed: a room notice is armed on queue (see armRoom).
 	roomArmed atomic.Bool
 	// after holds finished ordered events whose successors the loop
@@ -304,10 +306,12 @@ func (p *Poller) pollOnce(ctx context.Context, pr *probes) (res Result, next pol
 	switch {
 	case woken:
 		skipRecent = 0
-	case wakes && p.freshStart.Load():
+	case wakes && p.freshStart.Load() && !t.freshDone:
 		// A fresh start (handoff.FreshStart): rows published before the
 		// loop began, or before the store joined it, are taken however
-		// recent, over as many polls as they fill.
+		// recent, over as many polls as they fill; the first poll that
+		// is not full ends it (with a clock that stands still, as a
+		// test's, SkipRecent stayed off for good).
 		since := time.Unix(0, p.loopStart.Load())
 		if t.joined.After(since) {
 			since = t.joined
@@ -315,6 +319,9 @@ func (p *Poller) pollOnce(ctx context.Context, pr *probes) (res Result, next pol
 		skipRecent = min(skipRecent, max(p.cfg.Now().Sub(since), 0))
 	}
 	res, full, err := p.pollTarget(ctx, t, skipRecent)
+	if wakes && err == nil && !full && !res.Full {
+		t.freshDone = true
+	}
 	if wakes {
 		// A failure skips the store's next turns for a while: a database
 		// that does not answer costs each poll QueryTimeout, which held

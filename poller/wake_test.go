@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/memstore"
 	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/poller"
@@ -191,5 +192,39 @@ func TestAddedStoreIsPolledAtOnce(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "the added store's poll", func() bool { return len(qb.ids()) == 1 })
 	if got, want := log.all(), []string{"a:1m0s", "b:0s"}; !slices.Equal(got, want) {
 		t.Fatalf("claims %v, want %v", got, want)
+	}
+}
+
+// A fresh start (package outbox's and tenant's pollers) takes the rows
+// from before Start however recent, until a poll is not full: then
+// SkipRecent applies again, also on a clock that stands still (a test's),
+// where it stayed off for good.
+func TestFreshStartEndsAtTheFirstPollNotFull(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	p, err := poller.NewMulti(poller.Config{Interval: 10 * time.Millisecond, BacklogInterval: 10 * time.Millisecond,
+		SkipRecent: time.Minute, Now: clock.Now, Logger: (&testsupport.LogBuffer{}).Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &claimLog{}
+	st := &loggedStore{Store: memstore.New(clock.Now), id: "a", log: log}
+	insert(t, st.Store, "a-before")
+	if err := p.AddQueue("a", st, newFakeQueue(10)); err != nil {
+		t.Fatal(err)
+	}
+	handoff.FreshStart(p)
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(stopCtx(t, 5*time.Second)) })
+	testsupport.WaitFor(t, 10*time.Second, "three polls", func() bool { return len(log.all()) >= 3 })
+	got := log.all()
+	if got[0] != "a:0s" {
+		t.Errorf("first poll %s, want SkipRecent 0 (a fresh start)", got[0])
+	}
+	for _, c := range got[1:] {
+		if c != "a:1m0s" {
+			t.Fatalf("polls %v, want SkipRecent back to 1m after the first (not full)", got)
+		}
 	}
 }

@@ -88,7 +88,8 @@ type openError struct {
 
 func (e *openError) Error() string {
 	// One line: pgx puts each address it tried on a line of its own.
-	msg := strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", " ").Replace(dsnsecret.Scrub(e.err.Error(), e.d.DSN))
+	msg := strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\r\n", " ", "\n", " ", "\r", " ").Replace(dsnsecret.Scrub(e.err.Error(), e.d.DSN))
+	msg = dsnsecret.Scrub(msg, e.d.DSN) // a piece the joined lines made whole
 	return fmt.Sprintf("outbox: %s database %q (%s): %s", e.what, e.d.ID, e.d.Driver, msg)
 }
 

@@ -7,7 +7,6 @@ package publish
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/handoff"
+	"github.com/outbox-go/outbox/internal/txend"
 )
 
 // Client publishes events inside business transactions: the event row
@@ -241,11 +241,7 @@ func since(at int64) time.Duration { return time.Since(clockStart) - time.Durati
 // plain *sql.Tx cannot be asked whether it is active before, as a core.Tx
 // is, so its end shows only at the first statement.
 func txDone(err error) error {
-	if errors.Is(err, sql.ErrTxDone) && !errors.Is(err, core.ErrNoTransaction) {
-		// Said once: the store's text around sql.ErrTxDone said it again.
-		return fmt.Errorf("%w: %w", core.ErrNoTransaction, sql.ErrTxDone)
-	}
-	return err
+	return txend.Mark(err)
 }
 
 // isNil reports whether ex is nil, a nil pointer (a nil *sql.Tx passed
