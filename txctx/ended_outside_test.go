@@ -102,16 +102,7 @@ func TestHooksDoNotRunOnATransactionEndedOutside(t *testing.T) {
 // gives too: no hooks run then (after-rollback hooks ran on committed rows).
 func TestAdoptedTransactionWhoseContextEnded(t *testing.T) {
 	for _, settled := range []bool{false, true} {
-		db := openDB(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		raw, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		actx, tx := txctx.Adopt(ctx, raw)
-		if _, err := tx.ExecContext(actx, `INSERT INTO items (id, name) VALUES (1, 'a')`); err != nil {
-			t.Fatal(err)
-		}
+		db, raw, tx, cancel := adoptedWithARow(t)
 		rolledBack, committed := 0, 0
 		tx.AfterRollback(func() { rolledBack++ })
 		tx.AfterCommit(func() { committed++ })
@@ -121,7 +112,7 @@ func TestAdoptedTransactionWhoseContextEnded(t *testing.T) {
 				return errors.Is(raw.Rollback(), sql.ErrTxDone)
 			})
 		}
-		err = tx.Commit()
+		err := tx.Commit()
 		wantHooks := 1
 		if errors.Is(err, txctx.ErrTxDone) {
 			wantHooks = 0 // database/sql's rollback came first (always when settled)
@@ -137,16 +128,8 @@ func TestAdoptedTransactionWhoseContextEnded(t *testing.T) {
 	// A direct commit, then the context's end, then the usual deferred
 	// Rollback: the rows are committed, and no after-rollback hook runs.
 	for _, op := range []string{"Commit", "Rollback"} {
-		db := openDB(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		raw, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		actx, tx := txctx.Adopt(ctx, raw)
-		if _, err := tx.ExecContext(actx, `INSERT INTO items (id, name) VALUES (1, 'a')`); err != nil {
-			t.Fatal(err)
-		}
+		_, raw, tx, cancel := adoptedWithARow(t)
+		var err error
 		hooks := 0
 		tx.AfterRollback(func() { hooks++ })
 		if err := raw.Commit(); err != nil {
@@ -162,4 +145,22 @@ func TestAdoptedTransactionWhoseContextEnded(t *testing.T) {
 			t.Errorf("%s after a direct commit and the context's end = %v with %d after-rollback hooks, want ErrTxDone and none", op, err, hooks)
 		}
 	}
+}
+
+// adoptedWithARow begins a transaction on a new database with a context
+// cancel ends, adopts it with that context and inserts a row on it.
+func adoptedWithARow(t *testing.T) (*sql.DB, *sql.Tx, *txctx.Tx, context.CancelFunc) {
+	t.Helper()
+	db := openDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	raw, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, tx := txctx.Adopt(ctx, raw)
+	if _, err := tx.ExecContext(actx, `INSERT INTO items (id, name) VALUES (1, 'a')`); err != nil {
+		t.Fatal(err)
+	}
+	return db, raw, tx, cancel
 }
