@@ -23,10 +23,11 @@ const ScopeName = "github.com/outbox-go/outbox/otel"
 // methods would panic.
 type Config struct {
 	// TracerProvider creates the spans. Defaults to the global one,
-	// otel.GetTracerProvider(), as it is when New runs.
+	// otel.GetTracerProvider(): until a global provider is set it hands
+	// out a delegate, so one set after New is used from then on.
 	TracerProvider trace.TracerProvider
 	// MeterProvider creates the instruments. Defaults to the global one,
-	// otel.GetMeterProvider().
+	// otel.GetMeterProvider() (a delegate as well, until one is set).
 	MeterProvider metric.MeterProvider
 	// Propagator writes a span's context into event and broker message
 	// headers and reads it back at delivery. The W3C trace context plus

@@ -24,7 +24,7 @@ const (
 	MetricClaimRows   = "outbox.claim.rows"              // histogram: rows per poller claim
 	MetricClaimTime   = "outbox.claim.duration"          // histogram, s: one poller claim
 	MetricEnqueued    = "outbox.enqueued"                // counter: events queued, by outbox.queue
-	MetricHotDropped  = "outbox.hot.dropped"             // counter: hand-overs dropped, hot queue full
+	MetricHotDropped  = "outbox.hot.dropped"             // counter: hand-overs dropped (hot queue full, bytes budget, closing)
 	MetricLeaseLost   = "outbox.lease.lost"              // counter: status writes fenced off
 	MetricLeaseReaped = "outbox.lease.reaped"            // counter: expired leases released
 	MetricDeadLetters = "outbox.dead_letters"            // counter: events that went DEAD
@@ -91,10 +91,10 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	in.doneBatch = sizes(MetricDoneBatch, "{event}", "Events per coalesced DONE write.")
 	in.claimRows = sizes(MetricClaimRows, "{event}", "Rows claimed per poller claim.")
 	in.enqueued = counter(MetricEnqueued, "{event}", "Events queued for the dispatcher, by queue.")
-	in.hotDropped = counter(MetricHotDropped, "{event}", "Hand-overs dropped because the hot queue was full (the poller delivers them).")
+	in.hotDropped = counter(MetricHotDropped, "{event}", "Hand-overs dropped: the hot queue was full, the events held reached the bytes budget (MaxHeldBytes), or the dispatcher was closing (the poller delivers them).")
 	in.leaseLost = counter(MetricLeaseLost, "{event}", "Status writes fenced off: another node owns those events now.")
 	in.leaseReaped = counter(MetricLeaseReaped, "{event}", "Expired leases released.")
-	in.dead = counter(MetricDeadLetters, "{event}", "Events that failed their last attempt and went DEAD.")
+	in.dead = counter(MetricDeadLetters, "{event}", "Events that went DEAD: their last attempt failed, no listener took them (UnhandledDead), or their stored row could not be read.")
 	in.putOffs = counter(MetricPutOffs, "{event}", "Events put off because their downstream was unavailable.")
 	in.unhandled = counter(MetricUnhandled, "{event}", "Events that found no listener.")
 	in.replayed = counter(MetricReplayed, "{event}", "DEAD events moved back to NEW.")
@@ -234,7 +234,9 @@ func (m *storeMetrics) HotEnqueued() { m.in.enqueued.Add(bg, 1, m.hot.add...) }
 // ColdEnqueued counts an event a poller queued (outbox.enqueued, outbox.queue=cold).
 func (m *storeMetrics) ColdEnqueued() { m.in.enqueued.Add(bg, 1, m.cold.add...) }
 
-// HotDropped counts a hand-over dropped because the hot queue was full.
+// HotDropped counts a hand-over dropped: the hot queue was full, the
+// events held reached the bytes budget (dispatcher.Config.MaxHeldBytes),
+// or the dispatcher was closing; the poller delivers it.
 func (m *storeMetrics) HotDropped() { m.in.hotDropped.Add(bg, 1, m.store.add...) }
 
 // DispatchSuccess does nothing: outbox.deliveries, recorded by the
