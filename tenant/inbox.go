@@ -38,7 +38,10 @@ type InboxConfig struct {
 	// DrainTimeout bounds how long a database that left the set may take
 	// to finish its running handlers before it is closed; handlers still
 	// running then are cancelled and their messages are handled again once
-	// the database returns. Defaults to the dispatcher's Lease.
+	// the database returns. The removal then waits up to the dispatcher's
+	// StatusTimeout more, for the cancelled handlers to return and their
+	// leases to be released before the database closes (see
+	// inbox.Dispatcher.RemoveInbox). Defaults to the dispatcher's Lease.
 	DrainTimeout time.Duration
 	// Inbox is the configuration of every database's inbox.Inbox (table
 	// name, error length, backoff, schema, clock). Dialect, when nil, is
@@ -192,7 +195,8 @@ func (ib *Inbox) StoreIDs() []string { return ib.set.ids() }
 // wrapping core.ErrInvalidConfig. It may run while messages flow: new
 // databases are served at once; removed ones stop being routed to and
 // claimed from, finish their running handlers (bounded by DrainTimeout
-// and ctx) and are closed; unchanged ones are left alone.
+// and ctx, then up to StatusTimeout more for cancelled handlers to give
+// their leases back) and are closed; unchanged ones are left alone.
 func (ib *Inbox) Refresh(ctx context.Context) (RefreshResult, error) {
 	if ctx == nil {
 		return RefreshResult{}, core.ErrNilContext
