@@ -13,8 +13,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
-	"github.com/outbox-go/outbox/dispatcher"
-	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/ctxerr"
 	"github.com/outbox-go/outbox/internal/engine"
@@ -341,9 +339,9 @@ func (s *set[T]) add(ctx context.Context, d Database) error {
 }
 
 // keptError is the error of a removal asked from a listener or handler
-// of the very database removed: the dispatcher removed nothing (it would
-// have waited for the caller), so the database stays in the set, open and
-// routed to.
+// of the very database removed (setOptions.refuse): nothing is removed
+// (the detach would have waited for the caller), so the database stays in
+// the set, open and routed to.
 type keptError struct {
 	id  string
 	err error
@@ -362,8 +360,9 @@ func (s *set[T]) remove(ctx context.Context, id string) error {
 	m, ok := s.members[id]
 	if ok && s.refuse != nil {
 		// Asked from a listener or handler of this very database: it
-		// stays, and is routed to all along (deleted first, it was
-		// unknown to For until the detach refused).
+		// stays, and is routed to all along (the detach would wait for
+		// the caller; deleted first, the database was unknown to For until
+		// the detach refused).
 		if err := s.refuse(ctx, id); err != nil {
 			s.mu.Unlock()
 			return &keptError{id: id, err: err}
@@ -377,18 +376,6 @@ func (s *set[T]) remove(ctx context.Context, id string) error {
 	dctx, cancel := context.WithTimeout(ctx, s.drain)
 	err := s.detach(dctx, id, m.val)
 	cancel()
-	if errors.Is(err, dispatcher.ErrCloseInListener) || errors.Is(err, inbox.ErrCloseInHandler) {
-		// Called from a listener or handler of this very database: the
-		// dispatcher removed nothing (it would wait for the caller), so
-		// the database stays in the set, open and routed to.
-		s.mu.Lock()
-		if !s.closed {
-			s.members[id] = m
-			s.mu.Unlock()
-			return &keptError{id: id, err: err}
-		}
-		s.mu.Unlock() // closing: the database goes with the rest
-	}
 	if err != nil {
 		s.log.Warn("tenant: database removed before its work in flight finished; that work is delivered again when the database returns",
 			slog.String("part", s.what), slog.String("store", id), slog.String("error", err.Error()))
