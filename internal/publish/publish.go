@@ -100,7 +100,8 @@ type rowQuerier interface {
 // and a poller delivers it once it is committed. A nil or finished tx
 // returns core.ErrNoTransaction: a core.Tx that is not Active before
 // anything else, a plain transaction already committed or rolled back
-// once the insert finds it so (see txDone). A transaction of another
+// once the insert finds it so (txend.Mark: a plain *sql.Tx cannot be
+// asked whether it is active before, as a core.Tx is). A transaction of another
 // database than the store's is refused with core.ErrForeignTx when it
 // tells its database (core.TxDatabase); nothing is written.
 func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelope) (id string, err error) {
@@ -146,13 +147,13 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 		}
 		leased, err := oi.InsertOrdered(ctx, tx, env, lease)
 		if err != nil {
-			return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), txDone(err))
+			return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), txend.Mark(err))
 		}
 		if !leased {
 			hot = nil // behind a pending event of its key: a poller delivers it in turn
 		}
 	} else if err := c.store.Insert(ctx, tx, env, lease); err != nil {
-		return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), txDone(err))
+		return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), txend.Mark(err))
 	}
 	if hot != nil {
 		hooked.AfterCommit(func() {
@@ -234,15 +235,6 @@ var clockStart = time.Now()
 // since returns how long ago the instant at (nanoseconds after
 // clockStart) was; negative for one to come.
 func since(at int64) time.Duration { return time.Since(clockStart) - time.Duration(at) }
-
-// txDone returns err, the error of an insert, matching
-// core.ErrNoTransaction as well when it says the transaction was already
-// committed or rolled back (sql.ErrTxDone, which it still matches): a
-// plain *sql.Tx cannot be asked whether it is active before, as a core.Tx
-// is, so its end shows only at the first statement.
-func txDone(err error) error {
-	return txend.Mark(err)
-}
 
 // isNil reports whether ex is nil, a nil pointer (a nil *sql.Tx passed
 // as an Execer) or an *sqlx.Tx wrapping no *sql.Tx.

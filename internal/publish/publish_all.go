@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/txend"
 )
 
 // PublishAll is Publish for several events on the transaction carried by
@@ -98,7 +99,7 @@ func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.
 		leased, err = c.insertEach(ctx, tx, batch, leases)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("outbox: publish all: %w", txDone(err))
+		return nil, fmt.Errorf("outbox: publish all: %w", txend.Mark(err))
 	}
 	ids = make([]string, len(batch))
 	for i, env := range batch {
