@@ -122,12 +122,7 @@ func (s *inboxStore) ApplySchema(ctx context.Context) error {
 // application's); the read's error when the table cannot be read. It
 // only reads.
 func (s *inboxStore) CheckTable(ctx context.Context) error {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("outbox: jdbcstore: check inbox table %q: %w", s.table, err)
-	}
-	defer conn.Close()
-	return checkTableShape(ctx, conn, s.dialect, s.table, "inbox", inboxColumns)
+	return checkTableShapeOn(ctx, s.db, s.dialect, s.table, "inbox", inboxColumns)
 }
 
 // IsContention reports whether err is lock contention (SQLite busy, MySQL

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/outbox-go/outbox/core"
 )
 
@@ -296,12 +298,18 @@ func (s *Store) CheckTable(ctx context.Context) error {
 	if ctx == nil {
 		return core.ErrNilContext
 	}
-	conn, err := s.db.Conn(ctx)
+	return checkTableShapeOn(ctx, s.db, s.dialect, s.table, "outbox", everyReleaseColumns())
+}
+
+// checkTableShapeOn is checkTableShape on a connection of db's own (the
+// stores' CheckTable).
+func checkTableShapeOn(ctx context.Context, db *sqlx.DB, d Dialect, table, what string, cols []string) error {
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("outbox: jdbcstore: check table %q: %w", s.table, err)
+		return fmt.Errorf("outbox: jdbcstore: check %s table %q: %w", what, table, err)
 	}
 	defer conn.Close()
-	return checkTableShape(ctx, conn, s.dialect, s.table, "outbox", everyReleaseColumns())
+	return checkTableShape(ctx, conn, d, table, what, cols)
 }
 
 // checkTableShape makes sure that table, which exists now, has every
