@@ -302,11 +302,19 @@ func TestFullAcceptedSince(t *testing.T) {
 // relay reachable until then), and refusals after Retire arm no timer.
 func TestFullRetireStopsForgetting(t *testing.T) {
 	logger, logs := testsupport.NewLogger()
-	f := relaytest.Full(t, relay.FullConfig{Logger: logger, Forget: 50 * time.Millisecond})
+	f := relaytest.Full(t, relay.FullConfig{Logger: logger, Forget: time.Hour})
 	_ = f.Refused("k", errors.New("full"), func() string { return "q" })
+	if !relay.SweepArmed(f) {
+		t.Fatal("no sweep armed for an incident")
+	}
 	f.Retire()
+	if relay.SweepArmed(f) {
+		t.Error("the sweep is still armed after Retire")
+	}
 	_ = f.Refused("k2", errors.New("full"), func() string { return "q2" })
-	time.Sleep(300 * time.Millisecond) // six Forget periods: a live sweep would have ended both incidents
+	if relay.SweepArmed(f) {
+		t.Error("a refusal after Retire armed the sweep")
+	}
 	if n := logs.Count("its incident is over"); n != 0 {
 		t.Errorf("%d incidents ended after Retire, want none:\n%s", n, logs)
 	}
