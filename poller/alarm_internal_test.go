@@ -70,7 +70,7 @@ func TestAfterFuncStopsAtClose(t *testing.T) {
 	if pending != 1 {
 		t.Fatalf("%d calls pending, want the one an hour away (the fired one forgotten)", pending)
 	}
-	p.stopAlarms() // stops it: no timer left to keep the poller reachable
+	p.stopAlarms()                           // stops it: no timer left to keep the poller reachable
 	p.afterFunc(time.Millisecond, func() {}) // closed: never armed
 	if len(p.alarms.calls) != 0 {
 		t.Errorf("%d calls pending after stopAlarms, want none", len(p.alarms.calls))
