@@ -31,10 +31,11 @@ func (c *Collector) ProcessInbox(ctx context.Context, m core.InboxMessage) (cont
 // once, with the function ProcessInbox returns: a processing of a known
 // topic allocates nothing here.
 type inboxSeries struct {
-	c                  *Collector
-	view               *inboxView
-	inboxMode          core.InboxMode
-	store, topic, mode string
+	c         *Collector
+	view      *inboxView     // its store's, whose label view.store is
+	inboxMode core.InboxMode // and mode, its label
+	topic     string
+	mode      string
 
 	outcomes [core.InboxInterrupted + 1]prom.Counter // by core.InboxOutcome; nil: created on use
 	duration prom.Observer
@@ -64,14 +65,14 @@ func (v *inboxView) inboxSeries(topic string, mode core.InboxMode) *inboxSeries 
 
 func (v *inboxView) newInboxSeries(topic string, mode core.InboxMode) *inboxSeries {
 	c := v.c
-	s := &inboxSeries{c: c, view: v, inboxMode: mode, store: v.store, topic: topic, mode: mode.String()}
-	s.duration = c.inboxDuration.WithLabelValues(s.store, topic, s.mode)
+	s := &inboxSeries{c: c, view: v, inboxMode: mode, topic: topic, mode: mode.String()}
+	s.duration = c.inboxDuration.WithLabelValues(v.store, topic, s.mode)
 	if mode == core.InboxQueued {
-		s.wait = c.inboxWait.WithLabelValues(s.store, topic)
+		s.wait = c.inboxWait.WithLabelValues(v.store, topic)
 	}
 	if int(mode) < len(modeOutcomes) {
 		for _, o := range modeOutcomes[mode] {
-			s.outcomes[o] = c.inboxProcessed.WithLabelValues(s.store, topic, s.mode, o.String())
+			s.outcomes[o] = c.inboxProcessed.WithLabelValues(v.store, topic, s.mode, o.String())
 		}
 	}
 	s.end = s.record
@@ -89,7 +90,7 @@ func (s *inboxSeries) record(r core.InboxResult) {
 	if int(r.Outcome) < len(s.outcomes) && s.outcomes[r.Outcome] != nil {
 		s.outcomes[r.Outcome].Inc()
 	} else {
-		s.c.inboxProcessed.WithLabelValues(s.store, s.topic, s.mode, r.Outcome.String()).Inc()
+		s.c.inboxProcessed.WithLabelValues(s.view.store, s.topic, s.mode, r.Outcome.String()).Inc()
 	}
 	if !r.NotRun && r.Outcome != core.InboxDuplicate && r.Outcome != core.InboxUnhandled { // else nothing ran
 		s.duration.Observe(max(0, r.Took.Seconds()))

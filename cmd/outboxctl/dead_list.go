@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"github.com/outbox-go/outbox/core"
 	"strconv"
 
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -46,8 +48,9 @@ An --after no id can be (not UTF-8, or with a NUL byte) is refused.`, jdbcstore.
 				if limit < 1 || limit > jdbcstore.MaxListLimit {
 					return usagef("--limit must be 1..%d, got %d", jdbcstore.MaxListLimit, limit)
 				}
-				if jdbcstore.CheckCursor(after) != nil {
-					return usagef("--after must be an event id (valid UTF-8 without NUL), got %q", after)
+				var ce *core.ConfigError
+				if errors.As(jdbcstore.CheckCursor(after), &ce) { // the store's own check and words
+					return usagef("--%s %s", ce.Field, ce.Msg)
 				}
 				store, err := s.open(ctx, false)
 				if err != nil {
