@@ -546,7 +546,7 @@ fill:
 		}
 	}
 	c := d.claim(ctx, probeCtx, limit, d.cfg.StatusTimeout)
-	if c.detached {
+	if c.kept > 0 { // detached
 		// The claim keeps its share of the workers while it runs: the
 		// other inboxes' claims take the rest meanwhile.
 		for range limit - c.kept {
@@ -600,15 +600,15 @@ func (d *Dispatcher) start(ctx context.Context, m *member, recs []Record, err er
 const detachAfter = 50 * time.Millisecond
 
 // claimed is a claim cycle's result: the inbox claimed from (nil: none),
-// the messages, whether the loop may rest, the claim's error, and whether
-// the claim goes on beside the loop (detached: it owns what it claims).
+// the messages, whether the loop may rest, the claim's error, and, for a
+// claim that goes on beside the loop (detached: it owns what it claims),
+// the worker slots it keeps.
 type claimed struct {
-	m        *member
-	recs     []Record
-	rest     bool
-	err      error
-	detached bool
-	kept     int // detached: the worker slots the claim keeps
+	m    *member
+	recs []Record
+	rest bool
+	err  error
+	kept int // the worker slots a detached claim keeps (at least 1); 0: not detached
 }
 
 // claim claims up to limit messages from the inbox the rotation picks,
@@ -711,7 +711,7 @@ func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout tim
 		cancel()
 		d.finishDetached(ctx, m, r.recs, r.err, limit, keep, r.took)
 	}()
-	return claimed{m: m, detached: true, kept: keep}
+	return claimed{m: m, kept: keep}
 }
 
 // record records a claim of m that got recs or failed with err in took:
