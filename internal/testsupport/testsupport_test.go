@@ -2,9 +2,12 @@ package testsupport_test
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,5 +67,32 @@ func TestClock(t *testing.T) {
 	c.Set(testsupport.Epoch)
 	if !c.Now().Equal(testsupport.Epoch) {
 		t.Fatalf("Set: Now = %v", c.Now())
+	}
+}
+
+// Freeze returns once every thread of the process is stopped; a process
+// that is not there is an error, not a wait.
+func TestFreeze(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep command: %v", err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if err := testsupport.Freeze(cmd.Process, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(stat); s[strings.LastIndexByte(s, ')')+2] != 'T' {
+		t.Errorf("after Freeze: %s, want state T", s)
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	if err := testsupport.WaitStopped(cmd.Process.Pid, 100*time.Millisecond); err == nil {
+		t.Error("WaitStopped of a running process returned nil")
+	}
+	if err := testsupport.WaitStopped(1<<30, time.Millisecond); err == nil {
+		t.Error("WaitStopped of a missing process returned nil")
 	}
 }
