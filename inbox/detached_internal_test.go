@@ -17,33 +17,8 @@ import (
 // not cover its handler. Its inbox is held no more once it settled.
 func TestDetachedClaimGivesBackWhatNoIdleWorkerTakes(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "inbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
 	logs := &testsupport.LogBuffer{}
-	in, err := New(ctx, db, Config{Logger: logs.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := in.NewDispatcher(DispatcherConfig{Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handled := make(chan string, 3)
-	if err := d.HandleFunc("t", func(_ context.Context, r Record) error { handled <- r.MessageID; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"a", "b", "c"} {
-		if err := in.Enqueue(ctx, Message{Source: "s", MessageID: id, Topic: "t", Payload: []byte{}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, ok := d.members.Get("")
-	if !ok || !m.work.Hold() { // pick's hold, which finishDetached gives back
-		t.Fatal("no member")
-	}
+	in, d, m, handled := detachedSetup(t, filepath.Join(t.TempDir(), "inbox.db"), logs)
 	recs, err := in.Claim(ctx, d.cfg.Owner, d.cfg.Lease, 3)
 	if err != nil || len(recs) != 3 {
 		t.Fatalf("claim = %d, %v", len(recs), err)
@@ -112,32 +87,7 @@ func TestDetachedClaimGivesBackWhatNoIdleWorkerTakes(t *testing.T) {
 func TestDetachedClaimStartsItsMessagesBeforeItGivesBackTheRest(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "inbox.db")
-	db, err := sqlite.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	in, err := New(ctx, db, Config{Logger: (&testsupport.LogBuffer{}).Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := in.NewDispatcher(DispatcherConfig{Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan string, 3)
-	if err := d.HandleFunc("t", func(_ context.Context, r Record) error { started <- r.MessageID; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"a", "b", "c"} {
-		if err := in.Enqueue(ctx, Message{Source: "s", MessageID: id, Topic: "t", Payload: []byte{}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, ok := d.members.Get("")
-	if !ok || !m.work.Hold() {
-		t.Fatal("no member")
-	}
+	in, d, m, started := detachedSetup(t, path, &testsupport.LogBuffer{})
 	recs, err := in.Claim(ctx, d.cfg.Owner, d.cfg.Lease, 3)
 	if err != nil || len(recs) != 3 {
 		t.Fatalf("claim = %d, %v", len(recs), err)
@@ -174,4 +124,40 @@ func TestDetachedClaimStartsItsMessagesBeforeItGivesBackTheRest(t *testing.T) {
 	if len(started) != 0 {
 		t.Errorf("%d more messages started, want none: no other worker was idle", len(started))
 	}
+}
+
+// detachedSetup opens an inbox on the SQLite file path with messages a, b
+// and c of topic t, and a dispatcher of 2 workers (not started) whose
+// handler sends each message id it gets on the returned channel; the
+// member is held, as pick holds the inbox of a claim.
+func detachedSetup(t *testing.T, path string, logs *testsupport.LogBuffer) (*Inbox, *Dispatcher, *member, chan string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	in, err := New(ctx, db, Config{Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := in.NewDispatcher(DispatcherConfig{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan string, 3)
+	if err := d.HandleFunc("t", func(_ context.Context, r Record) error { handled <- r.MessageID; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if err := in.Enqueue(ctx, Message{Source: "s", MessageID: id, Topic: "t", Payload: []byte{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, ok := d.members.Get("")
+	if !ok || !m.work.Hold() { // pick's hold, which finishDetached gives back
+		t.Fatal("no member")
+	}
+	return in, d, m, handled
 }
