@@ -3,6 +3,7 @@ package jdbcstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -36,7 +37,12 @@ func retryBusy[T any](ctx context.Context, s *Store, fn func() (T, error)) (T, e
 		}
 		if s.dialect.Classify(err) != ClassBusy {
 			if lastBusy != nil && ctx.Err() != nil {
-				// The context ended between two attempts.
+				// The context ended between two attempts: the statement
+				// failed with ctx's error, which the driver gives without
+				// ctx's cause.
+				if errors.Is(err, ctx.Err()) {
+					err = ctxerr.Of(ctx)
+				}
 				return v, giveUp(lastBusy, attempt-1, err)
 			}
 			return v, err
