@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/handoff"
 )
 
@@ -20,6 +21,14 @@ const lockedRetry = 5 * time.Millisecond
 // dueSlack is how long after the time an event not due yet becomes due
 // (core.NextResult.NextDue) the poller asks for it again.
 const dueSlack = time.Millisecond
+
+// dueWait is how long the poller waits before it asks again for a delayed
+// event due at due: dueSlack past it, at most the largest Duration. (A
+// NotBefore over 292 years ahead saturated Sub, adding dueSlack wrapped
+// negative, and the claim was asked again at once, for ever.)
+func dueWait(now, due time.Time) time.Duration {
+	return cfgpath.Sum(due.Sub(now), dueSlack)
+}
 
 // maxAfter bounds the finished ordered events a store's successor claims
 // wait with, in multiples of BatchSize: beyond it the poller forgets them
@@ -146,7 +155,7 @@ func (p *Poller) claimNext(ctx context.Context, t *target, after []core.OrderPos
 		// first is due (dueSlack later, past the stored time's rounding),
 		// not left to the next full claim.
 		id, later := t.id, next.Later
-		p.afterFunc(max(next.NextDue.Sub(now), 0)+dueSlack, func() { p.claimAfter(id, later) })
+		p.afterFunc(dueWait(now, next.NextDue), func() { p.claimAfter(id, later) })
 	}
 	var res Result
 	res.Store, res.Read = t.id, len(next.Claimed)
