@@ -101,7 +101,7 @@ func (s *inboxStore) SchemaSQL() string { return s.schema }
 func (s *inboxStore) ApplySchema(ctx context.Context) error {
 	return s.shell.withSchemaLock(ctx, s.table, func(ddl ddlConn) error {
 		for i, stmt := range splitStatements(s.schema) {
-			if err := ddl.exec(ctx, stmt); err != nil {
+			if err := ddl.create(ctx, stmt); err != nil {
 				return fmt.Errorf("outbox: jdbcstore: apply %s inbox schema for table %q: %w", s.dialect.Name(), s.table, err)
 			}
 			if i == 0 {

@@ -125,7 +125,7 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 	}
 	err := s.withSchemaLock(ctx, s.table, func(ddl ddlConn) error {
 		for i, stmt := range splitStatements(s.schema) {
-			if err := ddl.exec(ctx, stmt); err != nil {
+			if err := ddl.create(ctx, stmt); err != nil {
 				return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
 			}
 			if i == 0 {
@@ -174,6 +174,30 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 type ddlConn struct {
 	conn *sql.Conn
 	s    *Store
+}
+
+// create runs one statement of a schema. A CREATE … IF NOT EXISTS of an
+// index or trigger whose name is taken already is skipped where the
+// dialect tells which table holds a name ([ObjectOwnerFinder]), as it
+// would create nothing (the caller then checks that the holder is the
+// table). PostgreSQL takes the table's SHARE lock before it finds that
+// the index exists: a node starting while a transaction that wrote to
+// the table stayed open waited for it, and every write to the table, on
+// every node, waited behind the starting node in turn.
+func (c ddlConn) create(ctx context.Context, stmt string) error {
+	if f, ok := c.s.dialect.(ObjectOwnerFinder); ok {
+		if m := createdObjectRe.FindStringSubmatchIndex(stmt); m != nil && m[0] == 0 {
+			name := strings.ReplaceAll(stmt[m[2]:m[3]], `""`, `"`)
+			owner, err := f.TableOf(ctx, c.conn, name)
+			if err != nil {
+				return fmt.Errorf("find the table of %q: %w", name, err)
+			}
+			if owner != "" {
+				return nil
+			}
+		}
+	}
+	return c.exec(ctx, stmt)
 }
 
 // exec runs one schema statement, retrying lock contention.
