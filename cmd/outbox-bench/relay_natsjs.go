@@ -20,8 +20,6 @@ const (
 	// natsDuplicates is the stream's duplicate window: longer than any
 	// redelivery of the scenario, so each event is stored once.
 	natsDuplicates = 2 * time.Minute
-	// natsAckTimeout lets nats.go forget an ack that never comes.
-	natsAckTimeout = 10 * time.Second
 )
 
 func init() {
@@ -74,7 +72,7 @@ func openNATSJS(ctx context.Context, url, run string, log *slog.Logger) (*relayT
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(natsAckTimeout))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, err

@@ -40,7 +40,7 @@ func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", natsjs.RedactURL(url), err)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(natsTimeout))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

@@ -158,7 +158,7 @@ func (r *Relay) noAck(ctx context.Context, attempt relay.Attempt, f pubFailure, 
 	if !r.connected() {
 		return down(err)
 	}
-	if perr := r.publishDenied(subject, f.lastErr); perr != nil {
+	if perr := r.publishDenied(f); perr != nil {
 		return fmt.Errorf("%w: subject %q: the server refused the publish: %w", ErrRejected, subject, errors.Join(perr, err))
 	}
 	select {
@@ -190,12 +190,14 @@ func (r *Relay) noAck(ctx context.Context, attempt relay.Attempt, f pubFailure, 
 }
 
 // pubFailure is what classify knows of a failed publish: its subject,
-// the size of its message (subject, headers and payload) and the
-// connection's last error when it began.
+// the size of its message (subject, headers and payload), the
+// connection's last error when it began and the refusals recorded by then
+// (denials.mark).
 type pubFailure struct {
 	subject string
 	size    int
 	lastErr error
+	denied  uint64
 }
 
 // lastError returns the connection's last error (nil without one).
@@ -206,17 +208,21 @@ func (r *Relay) lastError() error {
 	return nil
 }
 
-// publishDenied returns the connection's last error when it is the
-// server's refusal to let this connection publish to subject (a
-// permissions violation: the server drops the message and answers with an
-// error instead of an ack) and came after before, the last error when the
-// publish began (nats.go keeps the last error until a reconnect: an older
-// refusal, from before the permissions were fixed, says nothing of this
-// publish); nil otherwise.
-func (r *Relay) publishDenied(subject string, before error) error {
+// publishDenied returns the server's refusal to let this connection
+// publish to f's subject (a permissions violation: the server drops the
+// message and answers with an error of the connection instead of an ack)
+// that came after f began: one the relay's error handler recorded, or,
+// when that handler was replaced, the connection's last error if it is
+// such a refusal and newer than the last error when f began (nats.go keeps
+// the last error until a reconnect: an older refusal, from before the
+// permissions were fixed, says nothing of this publish); nil otherwise.
+func (r *Relay) publishDenied(f pubFailure) error {
+	if err := r.denials.since(f.subject, f.denied); err != nil {
+		return err
+	}
 	err := r.lastError()
-	if err == nil || err == before || !errors.Is(err, nats.ErrPermissionViolation) ||
-		!strings.Contains(err.Error(), "Publish to \""+subject+"\"") {
+	if err == nil || err == f.lastErr || !errors.Is(err, nats.ErrPermissionViolation) ||
+		!strings.Contains(err.Error(), "Publish to \""+f.subject+"\"") {
 		return nil
 	}
 	return err

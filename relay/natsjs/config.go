@@ -48,19 +48,12 @@ type Config struct {
 	// MaxInFlight bounds how many publishes of this relay wait for their
 	// ack at once; a publish beyond it waits for a slot (within its
 	// listener's ctx). A publish that gave up waiting for its ack
-	// (AckTimeout, ctx) frees its slot at once, but nats.go keeps it, with
-	// its message, pending in the JetStream context until the ack comes,
-	// the connection drops or the context's WithPublishAsyncTimeout
-	// passes: while acks stall on a live connection, each probe of the
-	// outage adds one. Those are bounded only by the context's
-	// WithPublishAsyncMaxPending (4000 by default), which the relay can
-	// neither read nor set. For an exact bound give the relay a JetStream
-	// context of its own, created with
-	// jetstream.WithPublishAsyncMaxPending(MaxInFlight) and
-	// jetstream.WithPublishAsyncTimeout(AckTimeout): nats.go then refuses
-	// a publish beyond MaxInFlight pending (ErrTooManyStalledMsgs), which
-	// the relay puts off as an outage. Concurrency comes from the outbox's
-	// dispatcher workers, each awaiting its own ack, so a bound above
+	// (AckTimeout, ctx) frees its slot at once and leaves nothing behind:
+	// each publish is a request whose reply nats.go forgets when the wait
+	// ends, so refusals the server never answers (a denied subject, a
+	// stream with NoAck, a plain subscriber) cannot pile up in the
+	// JetStream context. Concurrency comes from the outbox's dispatcher
+	// workers, each awaiting its own ack, so a bound above
 	// Dispatcher.Workers changes nothing. Defaults to DefaultMaxInFlight
 	// (256); at most MaxInFlightLimit.
 	MaxInFlight int

@@ -19,8 +19,11 @@
 //   - the event id as "Nats-Msg-Id" (encoded when NATS cannot carry it as
 //     it is: see Nats-Msg-Id below), so a stream with a duplicate window
 //     (StreamConfig.Duplicates, 2 min by default) stores a redelivered event
-//     once; the second publish is acknowledged as a duplicate and counts as
-//     delivered;
+//     once when it comes back within that window; the second publish is
+//     acknowledged as a duplicate and counts as delivered. An event
+//     published again later (its ack was lost in an outage longer than the
+//     window) is stored again: size Duplicates for the outages to ride out,
+//     or deduplicate in the consumer;
 //   - the relay.Headers metadata ("Outbox-Event-Id", "Outbox-Event-Type",
 //     ...) and the event's own headers, such as "traceparent", which a
 //     consumer gets back exactly (see Headers below); the metadata is the
@@ -91,7 +94,11 @@
 // ack is late, never for a message acknowledged in time. So is a publish
 // the server refused for the connection's permissions (it answers with
 // a permissions violation instead of an ack): once AckTimeout passed, an
-// [ErrRejected] that wraps nats.ErrPermissionViolation.
+// [ErrRejected] that wraps nats.ErrPermissionViolation. The server sends
+// that refusal as an error of the connection, not as an answer to the
+// publish: the relay records each one through the connection's error
+// handler (see [New]), so publishes refused at the same moment on several
+// subjects are each a refusal.
 //
 // When JetStream cannot be reached (the connection is down or
 // reconnecting, the stream that listens on the subject does not

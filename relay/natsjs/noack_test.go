@@ -3,6 +3,7 @@ package natsjs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -120,11 +121,12 @@ type stallJS struct {
 	lookups atomic.Int32
 }
 
-func (s *stallJS) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+func (s *stallJS) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	if s.stalled.Load() {
-		return stalledAck{m}, nil
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
-	return s.JetStream.PublishMsgAsync(m, opts...)
+	return s.JetStream.PublishMsg(ctx, m, opts...)
 }
 
 func (s *stallJS) StreamNameBySubject(ctx context.Context, subject string) (string, error) {
@@ -136,13 +138,6 @@ func (s *stallJS) Stream(ctx context.Context, name string) (jetstream.Stream, er
 	s.lookups.Add(1)
 	return s.JetStream.Stream(ctx, name)
 }
-
-// stalledAck is the future of a publish never answered.
-type stalledAck struct{ m *nats.Msg }
-
-func (stalledAck) Ok() <-chan *jetstream.PubAck { return nil }
-func (stalledAck) Err() <-chan error            { return nil }
-func (a stalledAck) Msg() *nats.Msg             { return a.m }
 
 // A stream that listens on the subject but does not acknowledge within
 // AckTimeout is an outage (the event put off, no attempt charged), as
@@ -243,5 +238,62 @@ func TestRelayPublishPermissionDenied(t *testing.T) {
 	s.signal(syscall.SIGCONT)
 	if !errors.Is(err, core.ErrUnavailable) || errors.Is(err, natsjs.ErrRejected) {
 		t.Errorf("a publish to the once denied subject of a frozen server = %v, want an outage", err)
+	}
+}
+
+// Publishes refused at the same moment on several subjects are each a
+// refusal: the connection's last error holds the latest refusal only, so
+// the relay records each from the connection's error handler, and calls
+// the handler the application set before it. A refusal the relay saw
+// before a publish began says nothing of that publish.
+func TestRelayConcurrentPermissionDenials(t *testing.T) {
+	s := startPrivateServerWith(t, `authorization { users = [ {user: u, password: p, permissions: { publish: { allow: [">"], deny: ["denied.>"] } } } ] }`)
+	var handled atomic.Int32
+	js := s.connect("nats://u:p@127.0.0.1:"+strconv.Itoa(s.port), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) { handled.Add(1) }))
+	st, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "PERM", Subjects: []string{"denied.>", "ok.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := testsupport.NewLogger()
+	r, err := natsjs.New(js, natsjs.Config{Subject: "{aggregate_type}.{type}", AckTimeout: 300 * time.Millisecond, Logger: logger,
+		Breaker: relay.BreakerConfig{ProbeInterval: 10 * time.Millisecond, RetryAfter: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	event := func(agg, typ string) core.Envelope {
+		env, err := core.NewEvent(typ).AggregateType(agg).PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	const n = 4
+	for round := range 2 {
+		errs := make(chan error, n)
+		for i := range n {
+			go func() { errs <- r.OnEvent(context.Background(), event("denied", fmt.Sprintf("T%d", i))) }()
+		}
+		for range n {
+			wantRejected(t, fmt.Sprintf("round %d: a publish to a denied subject beside others", round), <-errs, nats.ErrPermissionViolation, logs)
+		}
+		if err := r.OnEvent(context.Background(), event("ok", "T")); err != nil {
+			t.Fatalf("a publish to a permitted subject: %v", err)
+		}
+	}
+	if got := handled.Load(); got != 2*n {
+		t.Errorf("the application's error handler was called %d times, want %d (each refusal)", got, 2*n)
+	}
+	if c := streamCount(t, st); c != 2 {
+		t.Errorf("%d messages in the stream, want the 2 permitted ones", c)
+	}
+	// The refusals recorded do not make a later publish to one of those
+	// subjects that gets no ack for another reason (a frozen server) a
+	// refusal.
+	s.freeze()
+	err = r.OnEvent(context.Background(), event("denied", "T0"))
+	s.signal(syscall.SIGCONT)
+	if !errors.Is(err, core.ErrUnavailable) || errors.Is(err, natsjs.ErrRejected) {
+		t.Errorf("a publish to a once denied subject of a frozen server = %v, want an outage", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,6 +36,10 @@ type Relay struct {
 	// lookups (one token) lets one publish at a time ask the JetStream
 	// API why its ack did not come (see noAck).
 	lookups chan struct{}
+	denials *denials // the server's refusals to publish (nil without a connection)
+	// maxSubject is the longest subject the connection can publish to
+	// (see maxSubjectOn).
+	maxSubject int
 
 	mu      sync.Mutex
 	closed  bool
@@ -54,13 +57,16 @@ var _ core.Listener = (*Relay)(nil)
 // The relay does not own js or its connection: closing them is up to the
 // caller, after the outbox and the relay are closed. Connect with
 // nats.MaxReconnects(-1) so the client keeps reconnecting through an
-// outage of any length; the relay puts events off meanwhile. Creating js
-// with jetstream.WithPublishAsyncTimeout lets nats.go itself forget an ack
-// that never comes; without it, an abandoned ack waits in the JetStream
-// context until the reply arrives or the connection reconnects. A js
-// created for the relay alone with
-// jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight) too bounds those
-// abandoned acks by MaxInFlight (see Config.MaxInFlight).
+// outage of any length; the relay puts events off meanwhile.
+//
+// New puts a handler of its own in front of the connection's asynchronous
+// error handler (nats.Conn.SetErrorHandler), calling the one it finds
+// there for every error: it records the server's refusals to let the
+// connection publish to a subject (permissions violations), which come as
+// errors of the connection, not as answers to the publish. Set your handler
+// before New: one set after replaces the relay's, which then sees only the
+// connection's last error, so of two publishes refused at the same moment
+// one may be taken for an outage.
 func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	if js == nil {
 		// cfg is checked all the same: every problem is reported at once.
@@ -82,6 +88,8 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	if cfg.ExpectStream != "" {
 		r.pubOpts = append(r.pubOpts, jetstream.WithExpectStream(cfg.ExpectStream))
 	}
+	r.denials = watchDenials(js.Conn())
+	r.maxSubject = maxSubjectOn(js.Conn())
 	return r, nil
 }
 
@@ -163,6 +171,10 @@ func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, erro
 	if err := ValidateSubject(subject); err != nil {
 		return nil, fmt.Errorf("natsjs: event %s (type %s): %w", env.ID(), env.Type(), err)
 	}
+	if len(subject) > r.maxSubject {
+		return nil, fmt.Errorf("natsjs: event %s (type %s): %w: %d bytes, longer than %d: with the connection's inbox prefix (nats.CustomInboxPrefix) the publish line would pass nats-server's max_control_line (4096 bytes by default), and the server would close the connection",
+			env.ID(), env.Type(), ErrInvalidSubject, len(subject), r.maxSubject)
+	}
 	msg := nats.NewMsg(subject)
 	hs := headerSetter{msg: msg, empty: env.PayloadLen() == 0}
 	relay.Headers(env, hs.set)
@@ -185,40 +197,43 @@ func isNATSHeader(k string) bool {
 	return len(k) >= 5 && strings.EqualFold(k[:5], "nats-")
 }
 
-// publish sends msg asynchronously and waits for its ack, AckTimeout or
-// ctx, whichever comes first.
+// publish sends msg and waits for its ack, AckTimeout or ctx, whichever
+// comes first. It publishes as a request (jetstream.PublishMsg), whose
+// reply nats.go forgets when the wait ends: an ack that never comes (a
+// refusal the server answers with no ack, a stream with NoAck, a plain
+// subscriber) leaves nothing behind. (An asynchronous publish left it
+// pending in the JetStream context until a reconnect: 4000 such refusals
+// filled the context's default bound and every later publish was put off,
+// for ever.)
 func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 	attempt := r.breaker.Attempt()
 	mark := r.full.Mark()    // its ack ends no full incident begun since it started
 	lastErr := r.lastError() // a refusal of this publish is a newer one
+	denied := r.denials.mark()
 	fail := func(err error) error {
-		res := r.classify(ctx, attempt, pubFailure{subject: msg.Subject, size: msg.Size(), lastErr: lastErr}, err)
+		res := r.classify(ctx, attempt, pubFailure{subject: msg.Subject, size: msg.Size(), lastErr: lastErr, denied: denied}, err)
 		if errors.Is(res, ErrRejected) {
 			attempt.Up() // refused for the message's sake: the broker answers
 		}
 		return res
 	}
-	paf, err := r.js.PublishMsgAsync(msg, r.pubOpts...)
-	if err != nil {
-		return fail(err)
-	}
-	timer := time.NewTimer(r.cfg.AckTimeout)
-	defer timer.Stop()
-	select {
-	case <-paf.Ok():
+	wait, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
+	defer cancel()
+	_, err := r.js.PublishMsg(wait, msg, r.pubOpts...)
+	switch {
+	case err == nil:
 		attempt.Up()
 		r.full.AcceptedSince(msg.Subject, mark)
 		return nil
-	case err := <-paf.Err():
+	case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 		return fail(err)
-	case <-timer.C:
+	case ctx.Err() == nil:
 		// Down through attempt: a publish that outlived the outage its
 		// ack was lost in begins no new one.
 		return fail(fmt.Errorf("%w within AckTimeout %v", ErrNoAck, r.cfg.AckTimeout))
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return attempt.Down(fmt.Errorf("%w before the listener's deadline: %w", ErrNoAck, ctxerr.Of(ctx)))
-		}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return attempt.Down(fmt.Errorf("%w before the listener's deadline: %w", ErrNoAck, ctxerr.Of(ctx)))
+	default:
 		return fmt.Errorf("natsjs: publish to %q interrupted before its ack: %w", msg.Subject, ctxerr.Of(ctx))
 	}
 }
@@ -278,5 +293,6 @@ func (r *Relay) Close(ctx context.Context) error {
 	// Config.Metrics), whatever the calls still under way find.
 	defer r.full.Retire()
 	defer r.breaker.Retire()
+	defer r.denials.stop()
 	return engine.Wait(ctx, r.drained) // idle: nil, whatever ctx says
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
 )
 
 // ErrInvalidSubject reports a subject that breaks the NATS subject rules:
@@ -22,6 +24,26 @@ var ErrInvalidSubject = errors.New("natsjs: invalid subject")
 // such a subject would leave the relay without a connection, every event
 // put off for ever.
 const maxSubjectBytes = 4000
+
+// maxControlLine is nats-server's default max_control_line, and
+// publishLineBytes what a publish line holds besides its subject and
+// reply subject ("HPUB", the header and total sizes, separators, CRLF).
+const (
+	maxControlLine   = 4096
+	publishLineBytes = 29
+)
+
+// maxSubjectOn is the longest subject a relay over nc publishes: at most
+// maxSubjectBytes, less with an inbox prefix of the connection's own
+// (nats.CustomInboxPrefix) long enough that the reply subject, made from
+// it, would take the publish line past max_control_line. (A 3,950-byte
+// subject with a 200-byte prefix closed the connection for good.)
+func maxSubjectOn(nc *nats.Conn) int {
+	if nc == nil {
+		return maxSubjectBytes
+	}
+	return min(maxSubjectBytes, maxControlLine-publishLineBytes-len(nc.NewRespInbox()))
+}
 
 // ValidateSubject checks subject against the rules of a NATS publish
 // subject: not empty, at most 4000 bytes (nats-server closes the
