@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -25,36 +27,65 @@ import (
 // ends; it returns the dashboard's URL.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	var stderr strings.Builder
-	exited := make(chan int, 1)
-	go func() {
-		code := run(ctx, append(args, "--addr", "127.0.0.1:0"), pw, &stderr)
-		pw.Close()
-		exited <- code
-	}()
+	s := launchServe(t, "127.0.0.1:0", args...)
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-exited:
-			if code != 0 {
-				t.Errorf("serve exited %d after the interrupt: %s", code, stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop after the interrupt")
+		if code, stderr := s.stop(t); code != 0 {
+			t.Errorf("serve exited %d after the interrupt: %s", code, stderr)
 		}
 	})
+	return s.url
+}
+
+// served is an outboxctl serve running in process.
+type served struct {
+	url    string // the dashboard's URL, as serve printed it
+	cancel context.CancelFunc
+	exited chan int
+	stderr *strings.Builder // read once exited
+	code   int              // set by stop
+}
+
+// launchServe runs outboxctl with args (which name serve) in process,
+// listening on addr, and returns once serve printed the dashboard's URL.
+// The test ends it with stop; the cleanup stops it otherwise.
+func launchServe(t *testing.T, addr string, args ...string) *served {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	s := &served{cancel: cancel, exited: make(chan int, 1), stderr: &strings.Builder{}, code: -1}
+	go func() {
+		code := run(ctx, append(args, "--addr", addr), pw, s.stderr)
+		pw.Close()
+		s.exited <- code
+	}()
+	t.Cleanup(func() { s.stop(t) })
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
-		t.Fatalf("serve printed no address (%v); stderr: %s", err, stderr.String())
+		s.stop(t)
+		t.Fatalf("serve printed no address (%v); stderr: %s", err, s.stderr.String())
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	m := regexp.MustCompile(`on (http://\S+) \((read-only|mutations enabled)\)`).FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("serve printed %q", line)
 	}
-	return m[1]
+	s.url = m[1]
+	return s
+}
+
+// stop interrupts serve, waits for it to exit and returns its exit status
+// and what it wrote on stderr. Stopping it again returns the same.
+func (s *served) stop(t *testing.T) (int, string) {
+	t.Helper()
+	s.cancel()
+	if s.code < 0 {
+		select {
+		case s.code = <-s.exited:
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not stop after the interrupt")
+		}
+	}
+	return s.code, s.stderr.String()
 }
 
 func getPage(t *testing.T, url string) (int, string) {
@@ -235,6 +266,9 @@ func TestServeAllowedHosts(t *testing.T) {
 		{"10.1.2.3:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]", "10.1.2.3"}},
 		{"[fd00::5]:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]", "[fd00::5]"}},
 		{"ops.internal:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]", "ops.internal"}},
+		// A link-local address without its zone, as clients send it (it
+		// was refused: "AllowedHosts[3] … names an IPv6 zone").
+		{"[fe80::1%eth0]:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]", "[fe80::1]"}},
 		// Every interface: the names it is reached by are not known.
 		{":8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]"}},
 		{"0.0.0.0:8080", nil, nil, []string{"localhost", "127.0.0.1", "[::1]"}},
@@ -326,5 +360,201 @@ func TestServeWriteTimeoutOutlastsTheQueryTimeout(t *testing.T) {
 		if srv := newServer(nil, dashboard.Config{QueryTimeout: qt}); srv.WriteTimeout <= qt {
 			t.Errorf("--query-timeout %s: the server's WriteTimeout is %s: a page taking that long cannot be written", qt, srv.WriteTimeout)
 		}
+	}
+}
+
+// The URL serve prints answers, whatever --addr: listening on every
+// interface it printed http://[::]:PORT/, which answered 421 (the
+// any-interface address is no host the dashboard answers to), and said
+// "::" for 0.0.0.0 too. A link-local IPv6 --addr with its zone was refused
+// as "AllowedHosts[3] … names an IPv6 zone"; it is answered to without the
+// zone, which clients leave out of the Host header.
+func TestServePrintedURLAnswers(t *testing.T) {
+	path, _ := sqliteDB(t)
+	type listen struct{ addr, warning string }
+	addrs := []listen{
+		{"0.0.0.0:0", "listens on every interface (0.0.0.0:"},
+		{":0", "listens on every interface (:"},
+		{"[::]:0", "listens on every interface ([::]:"},
+		{"localhost:0", ""},
+		{"[::1]:0", ""},
+	}
+	if ll := linkLocal(); ll != "" {
+		addrs = append(addrs, listen{net.JoinHostPort(ll, "0"), "listens on fe80:"})
+	} else {
+		t.Log("no link-local IPv6 address to listen on: its case is left out")
+	}
+	for _, c := range addrs {
+		t.Run(c.addr, func(t *testing.T) {
+			s := launchServe(t, c.addr, "--dsn", path, "serve", "--base-path", "/ops/")
+			if !strings.HasSuffix(s.url, "/ops/") {
+				t.Errorf("serve printed %s, not under --base-path", s.url)
+			}
+			if code, body := getPage(t, s.url); code != http.StatusOK {
+				t.Errorf("GET %s, the URL serve printed = %d\n%s", s.url, code, body)
+			}
+			code, stderr := s.stop(t)
+			if code != 0 {
+				t.Errorf("serve exited %d after the interrupt: %s", code, stderr)
+			}
+			if c.warning != "" && !strings.Contains(stderr, c.warning) {
+				t.Errorf("the warning does not say %q:\n%s", c.warning, stderr)
+			} else if c.warning == "" && stderr != "" {
+				t.Errorf("serve on loopback warned:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// linkLocal returns a link-local IPv6 address that can be listened on,
+// with its zone (fe80::1%eth0), or "" when the machine has none.
+func linkLocal() string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok || n.IP.To4() != nil || !n.IP.IsLinkLocalUnicast() {
+				continue
+			}
+			zoned := n.IP.String() + "%" + ifc.Name
+			if ln, err := net.Listen("tcp", net.JoinHostPort(zoned, "0")); err == nil {
+				ln.Close()
+				return zoned
+			}
+		}
+	}
+	return ""
+}
+
+// A bad --allowed-host, or an --addr whose host the dashboard cannot
+// answer to, is bad usage naming that flag and the value given, found
+// before connecting (the missing file is not reported). They were named
+// as entries of dashboard.Config's AllowedHosts, with an index shifted by
+// the hosts serve adds: --allowed-host 'a b' was "AllowedHosts[3]".
+func TestServeHostUsageErrorsNameTheFlag(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.db")
+	path, _ := sqliteDB(t)
+	for _, c := range []struct {
+		args []string
+		want []string
+		open bool // the database exists: the error is found once it is open
+	}{
+		{[]string{"--allowed-host", "a b"}, []string{`--allowed-host must be a host such as ops.example.com`, `got "a b"`}, false},
+		{[]string{"--addr", "ops.internal:0", "--allowed-host", "ok.internal", "--allowed-host", "http://x", "--allowed-host", "x:0"},
+			[]string{`--allowed-host must be a host such as ops.example.com`, `got "http://x"`, `; --allowed-host "x:0": port must be 1..65535`}, false},
+		{[]string{"--allowed-host", "fe80::1%eth0"}, []string{`--allowed-host "fe80::1%eth0": names an IPv6 zone`}, false},
+		{[]string{"--allowed-host", "127.1"}, []string{`--allowed-host "127.1": a browser reads a name ending in a number`}, false},
+		{[]string{"--addr", "-bad.example:0"}, []string{`--addr "-bad.example:0": the dashboard cannot answer to its host: "-bad.example"`}, false},
+		// The Config fields set by other flags, which dashboard.New checks
+		// (once the database is open), are named by their flags as well.
+		{[]string{"--trusted-origin", "nope", "--base-path", "ops"},
+			[]string{`--base-path must start and end with '/', got "ops"`, `--trusted-origin must be an origin such as https://ops.example.com`, `got "nope"`}, true},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			dsn := missing
+			if c.open {
+				dsn = path
+			}
+			line := fails(t, exitUsage, append([]string{"--dsn", dsn, "serve"}, c.args...)...)
+			for _, w := range c.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("%s\nwant it to say %s", line, w)
+				}
+			}
+			if strings.Contains(line, "AllowedHosts") || strings.Contains(line, "TrustedOrigins") || strings.Contains(line, "BasePath") {
+				t.Errorf("%s\nnames a dashboard.Config field, not the flag", line)
+			}
+		})
+	}
+}
+
+// An interrupt while a request is under way lets it finish for
+// serveShutdown, then cuts it: its context is canceled, serve waits for it
+// to end and fails (exit status 1) saying how many requests it cut. It
+// said "serve: stopping: context deadline exceeded (the --timeout of 10s
+// ran out)", though --timeout bounds serve's start only, and returned
+// with the request still running.
+func TestServeInterruptCutsTheRequestsUnderWay(t *testing.T) {
+	entered := make(chan struct{})
+	ended := make(chan error, 1)
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered) // one request only
+		select {
+		case <-r.Context().Done():
+			ended <- r.Context().Err()
+		case <-release:
+			ended <- errors.New("released by the test's cleanup")
+		}
+	})
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	g := newGlobals("")
+	s := &session{stdout: pw, stderr: &stderr, g: g}
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	served := make(chan error, 1)
+	go func() {
+		served <- serve(ctx, s, "127.0.0.1:0", h, dashboard.Config{BasePath: "/", QueryTimeout: dashboard.DefaultQueryTimeout})
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := regexp.MustCompile(`http://\S+`).FindString(line)
+	answered := make(chan error, 1)
+	go func() {
+		res, err := http.Get(url)
+		if err == nil {
+			res.Body.Close()
+		}
+		answered <- err
+	}()
+	t.Cleanup(func() {
+		close(release)
+		select {
+		case <-answered:
+		case <-time.After(30 * time.Second):
+			t.Error("the request never ended")
+		}
+	})
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request never reached the handler")
+	}
+	start := time.Now()
+	interrupt()
+	select {
+	case err = <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not return after the interrupt")
+	}
+	if took := time.Since(start); took < serveShutdown {
+		t.Errorf("serve returned %v after the interrupt, before the graceful stop's %s", took, serveShutdown)
+	}
+	var out strings.Builder
+	code := report(&out, g, nil, err)
+	want := "outboxctl: serve: stopping: the graceful stop's 5s ran out with 1 request still under way: cut (a page's database work may take up to --query-timeout, 30s)\n"
+	if code != exitFailed || out.String() != want {
+		t.Errorf("serve interrupted with a request under way: exit %d, stderr %q\nwant exit %d, stderr %q", code, out.String(), exitFailed, want)
+	}
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the request cut ended with %v, want its context canceled", err)
+		}
+	default:
+		t.Error("serve returned with the request it cut still running")
 	}
 }
