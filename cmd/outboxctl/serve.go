@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -19,6 +21,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
 	"github.com/outbox-go/outbox/inbox"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/hostname"
 	"github.com/outbox-go/outbox/internal/ident"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -27,8 +30,14 @@ import (
 // Defaults of serve.
 const (
 	defaultServeAddr = "127.0.0.1:8080"
-	// serveShutdown bounds the graceful stop after an interrupt.
+	// serveShutdown bounds the graceful stop after an interrupt: the
+	// requests under way have that long to finish.
 	serveShutdown = 5 * time.Second
+	// serveCut bounds the wait, once serveShutdown ran out, for the
+	// requests still under way to end after their contexts are canceled
+	// (a page's database work stops at once, a replay logs how many events
+	// it replayed); the connections left are then closed.
+	serveCut = 2 * time.Second
 )
 
 func serveCommand() *command {
@@ -60,6 +69,15 @@ loopback or a private network by rebinding its own name to that address (DNS
 rebinding). Add the other names it is reached by (through a proxy that keeps
 the Host header, or when listening on every interface) with --allowed-host,
 with a port to allow only that port; --allowed-host '*' answers to any host.
+It prints the URL to open: with the host of --addr, or localhost when it
+listens on every interface (0.0.0.0, :: or none). A link-local IPv6 --addr
+with its zone ([fe80::1%eth0]:8080) is answered to without the zone, as
+clients send it.
+
+An interrupt (Ctrl-C, SIGTERM) stops it: it stops listening and lets the
+requests under way finish, for 5s at most. Those still under way then are
+cut (their database work is canceled) and it exits with status 1, saying
+how many; otherwise with status 0.
 
 With --inbox-table the dashboard also lists the dead and pending messages
 of that inbox table (package github.com/outbox-go/outbox/inbox) in the same
@@ -113,7 +131,7 @@ digits, '.', '_' or '-'; the dashboard offers a database selector.`,
 				}
 				h, err := dashboard.New(cfg)
 				if err != nil {
-					return usagef("%v", err)
+					return configUsageError(err)
 				}
 				return serve(ctx, s, addr, h, cfg)
 			}
@@ -140,14 +158,27 @@ func checkAddr(addr string) error {
 
 // allowedHosts returns the hosts serve answers to (dashboard's
 // Config.AllowedHosts): localhost, 127.0.0.1 and [::1], the host of addr
-// unless it is every interface's, the hosts of the trusted origins and
-// the --allowed-host hosts; nil, any host, for --allowed-host '*'.
+// unless it is every interface's (see answeredHost), the hosts of the
+// trusted origins and the --allowed-host hosts; nil, any host, for
+// --allowed-host '*'. Every --allowed-host value is checked as the
+// dashboard checks its AllowedHosts, and a bad one is bad usage naming
+// the flag and the value given (the dashboard's own error named an entry
+// of the list, its index shifted by the hosts serve adds).
 func allowedHosts(addr string, origins, extra []string) ([]string, error) {
 	if slices.Contains(extra, "*") {
 		if len(extra) > 1 {
 			return nil, usagef("--allowed-host '*' answers to any host: do not give other hosts with it")
 		}
 		return nil, nil
+	}
+	var bad []string
+	for _, h := range extra {
+		if err := hostError(h); err != nil {
+			bad = append(bad, "--allowed-host "+err.Error())
+		}
+	}
+	if len(bad) > 0 {
+		return nil, usagef("%s", strings.Join(bad, "; "))
 	}
 	var out []string
 	add := func(h string) {
@@ -165,24 +196,94 @@ func allowedHosts(addr string, origins, extra []string) ([]string, error) {
 	add("127.0.0.1")
 	add("[::1]")
 	if host, _, err := net.SplitHostPort(addr); err == nil {
-		ip := net.ParseIP(host)
-		switch {
-		case ip == nil && hostname.EndsInNumber(host):
-			// No address (256.0.0.1), and no name a browser sends: listening
-			// on it fails, saying so.
-		case ip == nil || !ip.IsUnspecified():
-			add(host)
+		h, err := answeredHost(host)
+		if err != nil {
+			return nil, usagef("--addr %q: the dashboard cannot answer to its host: %v", addr, err)
 		}
+		add(h)
 	}
 	for _, o := range origins {
-		if u, err := url.Parse(o); err == nil {
-			add(u.Hostname()) // "" for an invalid origin, which dashboard.New refuses
+		// An invalid origin is left out: dashboard.New refuses it, as
+		// --trusted-origin (configUsageError).
+		if u, err := url.Parse(o); err == nil && hostError(u.Host) == nil {
+			add(u.Hostname())
 		}
 	}
 	for _, h := range extra {
 		add(h)
 	}
 	return out, nil
+}
+
+// answeredHost returns the host of --addr that serve answers to: "" for
+// every interface's (the names it is reached by are not known) and for a
+// name ending in a number that is no address (256.0.0.1: listening on it
+// fails, saying so); an IPv6 address without its zone, which clients
+// leave out of the Host header (http://[fe80::1%25eth0]:8080/ is asked for
+// as [fe80::1]:8080, and the dashboard refuses a zone in AllowedHosts);
+// otherwise the host itself, which must be a name the dashboard can allow.
+func answeredHost(host string) (string, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		if everyInterface(host) {
+			return "", nil
+		}
+		return a.WithZone("").String(), nil
+	}
+	if host == "" || hostname.EndsInNumber(host) {
+		return "", nil
+	}
+	if err := hostError(host); err != nil {
+		return "", err
+	}
+	return host, nil
+}
+
+// everyInterface reports whether host, that of an --addr, listens on every
+// interface: none (:8080), 0.0.0.0 or ::.
+func everyInterface(host string) bool {
+	a, err := netip.ParseAddr(host)
+	return host == "" || (err == nil && a.WithZone("").Unmap().IsUnspecified())
+}
+
+// hostError returns why the dashboard refuses h as an entry of its
+// AllowedHosts, or nil. It asks dashboard.New itself, on a Config with
+// that one entry (and no store, so that New never gets further), so that
+// serve refuses exactly what the dashboard would.
+func hostError(h string) error {
+	_, err := dashboard.New(dashboard.Config{AllowedHosts: []string{h}})
+	for _, ce := range cfgpath.All(err) {
+		if ce.Field == "AllowedHosts[0]" {
+			return errors.New(ce.Msg)
+		}
+	}
+	return nil
+}
+
+// configFlags are the flags that set the dashboard.Config fields an
+// operator can get wrong once the flags are checked.
+var configFlags = map[string]string{
+	"BasePath":       "--base-path",
+	"TrustedOrigins": "--trusted-origin",
+}
+
+// configUsageError is the bad usage a dashboard.New error tells of, each
+// field set by a flag named by that flag (--trusted-origin must be …)
+// rather than as dashboard.Config's (TrustedOrigins[0] must be …).
+func configUsageError(err error) error {
+	ces := cfgpath.All(err)
+	if len(ces) == 0 {
+		return usagef("%v", err)
+	}
+	msgs := make([]string, len(ces))
+	for i, ce := range ces {
+		field, _, _ := strings.Cut(ce.Field, "[")
+		if f, ok := configFlags[field]; ok && ce.Err == nil {
+			msgs[i] = f + " " + ce.Msg
+		} else {
+			msgs[i] = ce.Error()
+		}
+	}
+	return usagef("%s", strings.Join(msgs, "; "))
 }
 
 // openSources opens --dsn, or every --db, into cfg within --timeout. It
@@ -315,7 +416,7 @@ func probeTable(ctx context.Context, st *jdbcstore.Store) error {
 }
 
 // serve listens on addr and serves h until ctx is done, then stops
-// gracefully.
+// gracefully: see stopServer.
 func serve(ctx context.Context, s *session, addr string, h http.Handler, cfg dashboard.Config) error {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -325,10 +426,16 @@ func serve(ctx context.Context, s *session, addr string, h http.Handler, cfg das
 	if cfg.AllowMutations {
 		mode = "mutations enabled"
 	}
-	fmt.Fprintf(s.stdout, "serving the dashboard on http://%s%s (%s); interrupt to stop\n", ln.Addr(), cfg.BasePath, mode)
-	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
+	fmt.Fprintf(s.stdout, "serving the dashboard on %s (%s); interrupt to stop\n", serveURL(addr, ln.Addr(), cfg.BasePath), mode)
+	if host, port, err := net.SplitHostPort(ln.Addr().String()); err == nil {
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-			fmt.Fprintf(s.stderr, "%s: warning: the dashboard authenticates nobody and listens on %s, not only on loopback\n", progName, host)
+			where := host
+			if given, _, _ := net.SplitHostPort(addr); everyInterface(given) {
+				// The address listened on is [::] for 0.0.0.0 too (one
+				// socket for IPv4 and IPv6): say what the operator gave.
+				where = "every interface (" + net.JoinHostPort(given, port) + ")"
+			}
+			fmt.Fprintf(s.stderr, "%s: warning: the dashboard authenticates nobody and listens on %s, not only on loopback\n", progName, where)
 			if len(cfg.AllowedHosts) > 0 {
 				fmt.Fprintf(s.stderr, "%s: it answers only to requests for %s: add the names it is reached by with --allowed-host\n",
 					progName, strings.Join(cfg.AllowedHosts, ", "))
@@ -336,6 +443,13 @@ func serve(ctx context.Context, s *session, addr string, h http.Handler, cfg das
 		}
 	}
 	srv := newServer(h, cfg)
+	var active activeConns
+	srv.ConnState = active.track
+	// The requests' contexts end when stopServer cuts them, not with ctx:
+	// an interrupt lets the requests under way finish.
+	reqCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+	srv.BaseContext = func(net.Listener) context.Context { return reqCtx }
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -343,16 +457,104 @@ func serve(ctx context.Context, s *session, addr string, h http.Handler, cfg das
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdown)
-	defer cancel()
-	err = srv.Shutdown(sctx)
+	n, err := stopServer(srv, &active, cut, serveShutdown, serveCut)
 	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("serve: stopping: %w", err)
+	case n > 0:
+		// Not the --timeout (which bounds serve's start only): no
+		// context.DeadlineExceeded in the chain, which report would
+		// blame on it.
+		why := ""
+		if cfg.QueryTimeout > serveShutdown {
+			why = fmt.Sprintf(" (a page's database work may take up to --query-timeout, %s)", cfg.QueryTimeout)
+		}
+		return fmt.Errorf("serve: stopping: the graceful stop's %s ran out with %s still under way: cut%s",
+			serveShutdown, requests(n), why)
 	}
 	return nil
+}
+
+// stopServer stops srv after an interrupt: it stops listening and lets
+// the requests under way finish within grace. It then cancels the
+// contexts of those still under way (cut), gives them up to wait more to
+// end (their database work stops at once, their pages answer, a replay
+// logs what it replayed), and closes the connections still open. It
+// returns how many requests were still under way when grace ran out.
+func stopServer(srv *http.Server, active *activeConns, cut context.CancelFunc, grace, wait time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return 0, err
+	}
+	n := active.count()
+	cut()
+	ctx, cancel = context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if srv.Shutdown(ctx) != nil {
+		_ = srv.Close()
+	}
+	return n, nil
+}
+
+// activeConns tracks the connections of a server that have a request
+// under way: being read, handled or answered (http.StateActive).
+type activeConns struct {
+	mu     sync.Mutex
+	active map[net.Conn]bool
+}
+
+// track is the server's ConnState hook.
+func (a *activeConns) track(c net.Conn, state http.ConnState) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if state != http.StateActive {
+		delete(a.active, c)
+		return
+	}
+	if a.active == nil {
+		a.active = map[net.Conn]bool{}
+	}
+	a.active[c] = true
+}
+
+// count returns how many requests are under way.
+func (a *activeConns) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.active)
+}
+
+// requests is "1 request" or "N requests".
+func requests(n int) string {
+	if n == 1 {
+		return "1 request"
+	}
+	return fmt.Sprintf("%d requests", n)
+}
+
+// serveURL returns the URL to open the dashboard at, with the port ln
+// listens on: its host is that of addr as given, which serve answers to
+// (a name stays a name: ln's address, the one it resolved to, is not
+// answered to), or localhost when addr is every interface's (0.0.0.0 and
+// :: are no host to ask for, nor answered to). An IPv6 zone is escaped
+// (%25eth0), as a URL holds it.
+func serveURL(addr string, ln net.Addr, base string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	lnHost, port, _ := net.SplitHostPort(ln.String())
+	switch {
+	case everyInterface(host):
+		host = "localhost"
+	case hostname.EndsInNumber(host):
+		if _, err := netip.ParseAddr(host); err != nil {
+			host = lnHost // no address (127.1): not answered to (answeredHost)
+		}
+	}
+	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, port), Path: base}).String()
 }
 
 // newServer returns the HTTP server of the dashboard h configured by cfg.

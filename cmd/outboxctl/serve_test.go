@@ -375,9 +375,13 @@ func TestServePrintedURLAnswers(t *testing.T) {
 	addrs := []listen{
 		{"0.0.0.0:0", "listens on every interface (0.0.0.0:"},
 		{":0", "listens on every interface (:"},
-		{"[::]:0", "listens on every interface ([::]:"},
 		{"localhost:0", ""},
-		{"[::1]:0", ""},
+	}
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		ln.Close()
+		addrs = append(addrs, listen{"[::]:0", "listens on every interface ([::]:"}, listen{"[::1]:0", ""})
+	} else {
+		t.Logf("no IPv6 loopback (%v): its cases are left out", err)
 	}
 	if ll := linkLocal(); ll != "" {
 		addrs = append(addrs, listen{net.JoinHostPort(ll, "0"), "listens on fe80:"})
