@@ -204,25 +204,27 @@ func TestInFlightTTLUndoneRetakeLeavesTheEventToTheFirstRun(t *testing.T) {
 		// retake has the held event taken again while the first run is
 		// in its listener, and that take undone.
 		retake func(h *harness, env core.Envelope, g *gate, blocked <-chan struct{})
+		// noRenewal makes the store refuse to renew leases.
+		noRenewal bool
 	}{
 		{"cold queue full", dispatcher.Config{Workers: 1, ColdCapacity: 1}, func(h *harness, env core.Envelope, _ *gate, _ <-chan struct{}) {
 			h.mustEnqueueCold(h.insert("F"), 0) // waits for the only worker
 			if h.enqueueCold(env, 0) {
 				h.t.Fatal("EnqueueCold took the event again into a full cold queue")
 			}
-		}},
+		}, false},
 		{"hot queue full", dispatcher.Config{Workers: 1, HotCapacity: 1}, func(h *harness, env core.Envelope, _ *gate, _ <-chan struct{}) {
 			h.mustEnqueueHot(h.insert("F")) // waits for the only worker
 			if h.enqueueHot(env) {
 				h.t.Fatal("EnqueueHot took the event again into a full hot queue")
 			}
-		}},
+		}, false},
 		{"over MaxHeldBytes", dispatcher.Config{Workers: 1, MaxHeldBytes: 1}, func(h *harness, env core.Envelope, _ *gate, _ <-chan struct{}) {
 			if h.enqueueCold(env, 0) {
 				h.t.Fatal("EnqueueCold took the event again over MaxHeldBytes")
 			}
-		}},
-		{"lease too short for the newer copy", dispatcher.Config{Workers: 2}, func(h *harness, env core.Envelope, g *gate, blocked <-chan struct{}) {
+		}, false},
+		{"lease too short for the newer copy, not renewed", dispatcher.Config{Workers: 2}, func(h *harness, env core.Envelope, g *gate, blocked <-chan struct{}) {
 			h.mustEnqueueHot(h.insert("B")) // the second worker blocks on it
 			recv(h.t, blocked, "the second worker to be busy")
 			if !h.d.EnqueueCold(env, 0, h.now().Add(time.Second)) {
@@ -232,13 +234,21 @@ func TestInFlightTTLUndoneRetakeLeavesTheEventToTheFirstRun(t *testing.T) {
 			h.wait("the newer copy to be let go for its lease", func() bool {
 				return h.logs.Count("level=WARN", "event waited too long in the queue for its lease", "event_id="+env.ID()) == 1
 			})
-		}},
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := testsupport.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 			cfg := tc.cfg
 			cfg.Owner, cfg.InFlightTTL, cfg.Now = "node", time.Second, clock.Now
 			h := newHarness(t, cfg)
+			if tc.noRenewal {
+				h.st.Fail = func(op, _ string) error {
+					if op == "extend" {
+						return errors.New("test: no lease renewal")
+					}
+					return nil
+				}
+			}
 			g, blocked := newGate(t), make(chan struct{}, 1)
 			entered, result := make(chan struct{}, 1), make(chan error, 1)
 			t.Cleanup(func() { // a failed test does not leave the listener waiting for Close

@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,9 +137,14 @@ func TestEnqueueHotRefusesLeaseOfAnotherOwner(t *testing.T) {
 }
 
 // An event whose lease ends before a listener run and a status write could
-// both complete (now + ListenerTimeout + StatusTimeout > lease) is not
-// processed: another node may take it over meanwhile.
-func TestEventTooCloseToLeaseEndIsNotProcessed(t *testing.T) {
+// both complete (now + ListenerTimeout + StatusTimeout > lease) has its
+// lease renewed to now + Lease first, through the store, while the lease
+// has not run out: with a Lease a little above ListenerTimeout +
+// ListenerGrace + StatusTimeout (valid), no published event waited little
+// enough to run, each was left for a new claim with the same lease, and
+// none was ever delivered. One whose lease has run out is not processed:
+// another node may have taken it over.
+func TestEventTooCloseToLeaseEndIsRenewedOrLeft(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
 	h := newHarness(t, dispatcher.Config{Owner: "me", Workers: 1, Now: clock.Now})
 	c := &calls{}
@@ -154,44 +160,76 @@ func TestEventTooCloseToLeaseEndIsNotProcessed(t *testing.T) {
 	clock.Advance(dispatcher.DefaultLease - budget + time.Nanosecond)
 	now := clock.Now()
 
-	tight := h.env("E")
-	h.insertEnv(tight, core.Lease{Owner: "me", Until: now.Add(budget - time.Nanosecond)})
-	if !h.d.EnqueueCold(tight, 0, now.Add(budget-time.Nanosecond)) {
-		t.Fatal("EnqueueCold(tight) = false")
+	cold := func(until time.Time) core.Envelope {
+		t.Helper()
+		env := h.env("E")
+		h.insertEnv(env, core.Lease{Owner: "me", Until: until})
+		if !h.d.EnqueueCold(env, 0, until) {
+			t.Fatal("EnqueueCold = false")
+		}
+		return env
 	}
-	exact := h.env("E") // exactly enough time left: processed
-	h.insertEnv(exact, core.Lease{Owner: "me", Until: now.Add(budget)})
-	if !h.d.EnqueueCold(exact, 0, now.Add(budget)) {
-		t.Fatal("EnqueueCold(exact) = false")
-	}
+	tight := cold(now.Add(budget - time.Nanosecond))
+	ended := cold(now)                     // runs out as the worker takes it
+	expired := cold(now.Add(-time.Second)) // ran out before
+	exact := cold(now.Add(budget))         // exactly enough time left
 	fresh := h.insert("E")
 	h.mustEnqueueCold(fresh, 0)
 
-	h.start() // one worker: stale (hot) first, then tight, exact, fresh
-	h.waitStatus(exact.ID(), core.StatusDone)
-	h.waitStatus(fresh.ID(), core.StatusDone)
-	h.waitReleased(stale.ID(), tight.ID(), exact.ID(), fresh.ID())
+	h.start() // one worker: stale (hot) first, then tight, ended, expired, exact, fresh
+	for _, e := range []core.Envelope{stale, tight, exact, fresh} {
+		h.waitStatus(e.ID(), core.StatusDone)
+	}
+	h.waitReleased(stale.ID(), tight.ID(), ended.ID(), expired.ID(), exact.ID(), fresh.ID())
 
-	for _, e := range []core.Envelope{stale, tight} {
+	for _, e := range []core.Envelope{ended, expired} {
 		if n := c.count(e.ID()); n != 0 {
-			t.Errorf("listener ran %d times for %s, whose lease was too close to its end", n, e.ID())
+			t.Errorf("listener ran %d times for %s, whose lease had run out", n, e.ID())
 		}
 		if r := h.row(e.ID()); r.Status != core.StatusNew || r.Attempts != 0 {
 			t.Errorf("row %s: %v attempts %d, want NEW 0 (left for a new claim)", e.ID(), r.Status, r.Attempts)
 		}
 	}
-	if got := c.seq(); len(got) != 2 || got[0] != exact.ID() || got[1] != fresh.ID() {
-		t.Errorf("listener calls %v, want [%s %s]", got, exact.ID(), fresh.ID())
+	if got := c.seq(); !slices.Equal(got, []string{stale.ID(), tight.ID(), exact.ID(), fresh.ID()}) {
+		t.Errorf("listener calls %v, want [%s %s %s %s]", got, stale.ID(), tight.ID(), exact.ID(), fresh.ID())
 	}
 	warns := h.logs.Lines("level=WARN", "waited too long", "lease_until=")
 	if len(warns) < 1 || len(warns) > 2 {
 		t.Fatalf("%d WARN lines for 2 skipped events, want 1 (rate-limited, at most 2 on a slow machine):\n%s", len(warns), h.logs)
 	}
-	if !strings.Contains(warns[0], "event_id="+stale.ID()) {
-		t.Errorf("WARN line does not name the first skipped event %s: %s", stale.ID(), warns[0])
+	if !strings.Contains(warns[0], "event_id="+ended.ID()) {
+		t.Errorf("WARN line does not name the first skipped event %s: %s", ended.ID(), warns[0])
 	}
 	if n := h.metrics.LeasesLost.Load() + h.metrics.Failure.Load(); n != 0 {
 		t.Errorf("skipped events were charged: %v", h.metrics)
+	}
+}
+
+// A lease too short to run on that the store cannot renew (the row is no
+// longer this node's) is left as it is, for a new claim.
+func TestEventTooCloseToLeaseEndNotRenewable(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	h := newHarness(t, dispatcher.Config{Owner: "me", Workers: 1, Now: clock.Now})
+	c := &calls{}
+	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
+		c.add(env.ID())
+		return nil
+	})
+	until := clock.Now().Add(time.Second)
+	taken := h.env("E")
+	h.insertEnv(taken, core.Lease{Owner: "other-node", Until: until}) // taken over meanwhile
+	if !h.d.EnqueueCold(taken, 0, until) {
+		t.Fatal("EnqueueCold = false")
+	}
+	fresh := h.insert("E")
+	h.mustEnqueueCold(fresh, 0)
+	h.start()
+	h.waitStatus(fresh.ID(), core.StatusDone)
+	if n := c.count(taken.ID()); n != 0 {
+		t.Errorf("listener ran %d times for an event another node holds", n)
+	}
+	if r := h.row(taken.ID()); r.Status != core.StatusNew || r.LockedBy != "other-node" || !r.LockedUntil.Equal(until) {
+		t.Errorf("row of the event another node holds: %v locked by %q until %v, want NEW, other-node, %v", r.Status, r.LockedBy, r.LockedUntil, until)
 	}
 }
 

@@ -41,7 +41,7 @@ func (d *Dispatcher) process(it item) bool {
 		d.release(it)
 		return true
 	}
-	if !it.lease.IsZero() && d.cfg.Now().Add(d.cfg.ListenerTimeout+d.cfg.StatusTimeout).After(it.lease) {
+	if !it.lease.IsZero() && d.cfg.Now().Add(d.cfg.ListenerTimeout+d.cfg.StatusTimeout).After(it.lease) && !d.renewLease(&it) {
 		// The lease could run out before the outcome is written: another
 		// node may take the event over. Leave it to a fresh claim.
 		d.release(it)
@@ -67,6 +67,32 @@ func (d *Dispatcher) process(it item) bool {
 		return d.unhandled(it)
 	}
 	return d.outcome(it, err, nil)
+}
+
+// renewLease extends the lease of it's event to now + Lease when the
+// lease has not run out yet, through the store's core.LeaseExtender (the
+// row must still be this node's, NEW or RETRY), and reports whether it
+// did. An event waits for a worker with the lease it was published or
+// claimed with, which must still cover its listener's timeout and status
+// write when the worker starts: with a Lease little above ListenerTimeout
+// + ListenerGrace + StatusTimeout (valid), no event published waited
+// little enough, each was left for a new claim, claimed again with the
+// same lease, and none was ever delivered.
+func (d *Dispatcher) renewLease(it *item) bool {
+	ext, ok := it.src.store.(core.LeaseExtender)
+	now := d.cfg.Now()
+	if !ok || !now.Before(it.lease) {
+		return false
+	}
+	until := now.Add(d.cfg.Lease)
+	ctx, cancel := context.WithTimeout(it.src.work.Context(), d.cfg.StatusTimeout)
+	defer cancel()
+	n, err := ext.ExtendLeases(ctx, d.cfg.Owner, []string{it.env.ID()}, until)
+	if err != nil || n != 1 {
+		return false
+	}
+	it.lease = until
+	return true
 }
 
 // observe starts the Observer's view of the attempt it is about to make:
