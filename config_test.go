@@ -110,6 +110,22 @@ func TestNewConfigPaths(t *testing.T) {
 			c.Logger, c.Store.Logger, c.Dispatcher.Logger = new(slog.Logger), new(slog.Logger), new(slog.Logger)
 			c.Poller.Logger, c.Cleanup.Logger, c.EnableCleanup = new(slog.Logger), new(slog.Logger), true
 		}, []string{"Cleanup.Logger", "Dispatcher.Logger", "Logger", "Poller.Logger", "Store.Logger"}, core.ErrInvalidConfig},
+		// A duration given without its unit (5 is 5 ns) made every status
+		// write fail (every event delivered again and again) or a loop
+		// spin on an idle table; 1 ms is the least taken. A negative
+		// ReapInterval still disables reaping.
+		"durations without a unit": {func(c *outbox.Config) {
+			c.Dispatcher.StatusTimeout, c.Dispatcher.ListenerTimeout, c.Dispatcher.InFlightTTL = 5, 30, 60
+			c.Dispatcher.UnhandledDelay = time.Microsecond
+			c.Poller.Interval, c.Poller.BacklogInterval, c.Poller.QueryTimeout, c.Poller.ReapInterval = 5, 1, 30, 30
+			c.EnableCleanup, c.Cleanup.Interval = true, 3600
+		}, []string{"Cleanup.Interval", "Dispatcher.InFlightTTL", "Dispatcher.ListenerTimeout", "Dispatcher.StatusTimeout",
+			"Dispatcher.UnhandledDelay", "Poller.BacklogInterval", "Poller.Interval", "Poller.QueryTimeout", "Poller.ReapInterval"}, core.ErrInvalidConfig},
+		"shortest durations": {func(c *outbox.Config) {
+			c.Dispatcher.StatusTimeout, c.Dispatcher.ListenerTimeout, c.Dispatcher.Lease = time.Millisecond, time.Millisecond, time.Hour
+			c.Poller.Interval, c.Poller.ReapInterval = time.Millisecond, -1
+			c.Dispatcher.Workers = -1 // so that New fails before the schema
+		}, []string{"Dispatcher.Workers"}, core.ErrInvalidConfig},
 		// The parts inherit Logger: it is reported once, as Logger (it was
 		// also reported as Store.Logger, a field not set).
 		"Logger alone without a handler": {func(c *outbox.Config) { c.Logger = new(slog.Logger) },

@@ -133,7 +133,7 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 
 func (c Config) validate() error {
 	var p cfgpath.Collector
-	p.NotNegative("Interval", c.Interval)
+	p.Duration("Interval", c.Interval)
 	p.NotNegative("DoneRetention", c.DoneRetention)
 	if c.DeadRetention < 0 {
 		p.Field("DeadRetention", "must not be negative")

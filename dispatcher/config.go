@@ -285,10 +285,10 @@ func (c Config) validate() error {
 	if c.RetryCapacity < -1 || c.RetryCapacity > MaxCapacity {
 		p.Field("RetryCapacity", fmt.Sprintf("must be -1 (disabled) or 1..%d", MaxCapacity))
 	}
-	p.NotNegative("InFlightTTL", c.InFlightTTL)
-	p.NotNegative("StatusTimeout", c.StatusTimeout)
+	p.Duration("InFlightTTL", c.InFlightTTL)
+	p.Duration("StatusTimeout", c.StatusTimeout)
 	p.Count("DoneBatchSize", c.DoneBatchSize, MaxDoneBatchSize)
-	p.NotNegative("ListenerTimeout", c.ListenerTimeout)
+	p.Duration("ListenerTimeout", c.ListenerTimeout)
 	p.NotNegative("ListenerGrace", c.ListenerGrace)
 	if need := cfgpath.Sum(c.ListenerTimeout, c.ListenerGrace, c.StatusTimeout); c.Lease <= need {
 		p.Field("Lease", fmt.Sprintf("(%v) must exceed ListenerTimeout + ListenerGrace + StatusTimeout (%v)", c.Lease, need))
@@ -301,6 +301,6 @@ func (c Config) validate() error {
 	if c.Unhandled > UnhandledDead {
 		p.Field("Unhandled", fmt.Sprintf("unknown policy %d (want UnhandledDone, UnhandledLeave or UnhandledDead)", uint8(c.Unhandled)))
 	}
-	p.NotNegative("UnhandledDelay", c.UnhandledDelay)
+	p.Duration("UnhandledDelay", c.UnhandledDelay)
 	return p.Err()
 }

@@ -2,12 +2,14 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/inbox"
 	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
@@ -55,5 +57,21 @@ func TestInvalidRetryLiteralIsRefused(t *testing.T) {
 	}
 	if err := (inbox.DispatcherConfig{Retry: bad}).Validate(); !slices.Equal(cfgpath.Fields(err), []string{"Retry.MaxDelay"}) {
 		t.Errorf("DispatcherConfig.Validate = %v, want a ConfigError of field Retry.MaxDelay", err)
+	}
+}
+
+// A duration given without its unit (5 is 5 ns) is refused: the least
+// taken is 1 ms (a 1 ns PollInterval made the claims spin on an empty
+// inbox). A negative ReapInterval or CleanupInterval disables that work.
+func TestDispatcherConfigRefusesDurationsWithoutUnit(t *testing.T) {
+	err := (inbox.DispatcherConfig{HandlerTimeout: 30, StatusTimeout: 5, Lease: time.Hour, PollInterval: 1,
+		UnhandledDelay: time.Microsecond, ReapInterval: 30, CleanupInterval: 3600}).Validate()
+	want := []string{"CleanupInterval", "HandlerTimeout", "PollInterval", "ReapInterval", "StatusTimeout", "UnhandledDelay"}
+	if got := cfgpath.Fields(err); !errors.Is(err, core.ErrInvalidConfig) || !slices.Equal(got, want) {
+		t.Errorf("Validate = %v (fields %q), want %q", err, got, want)
+	}
+	if err := (inbox.DispatcherConfig{HandlerTimeout: time.Millisecond, StatusTimeout: time.Millisecond, PollInterval: time.Millisecond,
+		ReapInterval: -1, CleanupInterval: -1}).Validate(); err != nil {
+		t.Errorf("Validate of the shortest durations and disabled reaping and cleanup = %v", err)
 	}
 }

@@ -215,15 +215,21 @@ func (c DispatcherConfig) validate() error {
 	p.Logger("Logger", c.Logger)
 	if c.HandlerTimeout <= 0 {
 		p.Field("HandlerTimeout", "must be positive")
+	} else {
+		p.Duration("HandlerTimeout", c.HandlerTimeout)
 	}
 	if c.StatusTimeout <= 0 {
 		p.Field("StatusTimeout", "must be positive")
+	} else {
+		p.Duration("StatusTimeout", c.StatusTimeout)
 	}
 	if need := cfgpath.Sum(c.HandlerTimeout, c.StatusTimeout); c.Lease <= need {
 		p.Field("Lease", fmt.Sprintf("(%v) must exceed HandlerTimeout + StatusTimeout (%v)", c.Lease, need))
 	}
-	p.NotNegative("PollInterval", c.PollInterval)
-	p.NotNegative("UnhandledDelay", c.UnhandledDelay)
+	p.Duration("PollInterval", c.PollInterval)
+	p.Duration("UnhandledDelay", c.UnhandledDelay)
+	p.Duration("ReapInterval", max(c.ReapInterval, 0))       // negative disables
+	p.Duration("CleanupInterval", max(c.CleanupInterval, 0)) // negative disables
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)
 	p.NotNegative("Retention", c.Retention)
 	p.Count("CleanupBatch", c.CleanupBatch, MaxBatchSize)

@@ -138,11 +138,12 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 
 func (c Config) validate() error {
 	var p cfgpath.Collector
-	p.NotNegative("Interval", c.Interval)
-	p.NotNegative("BacklogInterval", c.BacklogInterval)
+	p.Duration("Interval", c.Interval)
+	p.Duration("BacklogInterval", c.BacklogInterval)
 	p.Count("BatchSize", c.BatchSize, MaxBatchSize)
-	p.NotNegative("QueryTimeout", c.QueryTimeout)
+	p.Duration("QueryTimeout", c.QueryTimeout)
 	p.Count("ReapBatch", c.ReapBatch, MaxBatchSize)
+	p.Duration("ReapInterval", max(c.ReapInterval, 0)) // negative disables reaping
 	p.NilValue("Selector", c.Selector)
 	p.NilValue("Metrics", c.Metrics)
 	p.NilValue("Observer", c.Observer)

@@ -170,6 +170,15 @@ func (c *Collector) NotNegative(path string, d time.Duration) {
 	}
 }
 
+// Duration records a problem when the duration d at path, where 0 means
+// the default, is negative or positive but shorter than MinDuration (see
+// DurationProblem).
+func (c *Collector) Duration(path string, d time.Duration) {
+	if msg := DurationProblem(d); msg != "" {
+		c.Field(path, msg)
+	}
+}
+
 // Sum returns the sum of durations that are not negative (the caller
 // reports negative ones), saturating at the largest time.Duration instead
 // of wrapping around: a lease checked against timeouts near the maximum
