@@ -65,13 +65,13 @@ func TestInvalidRetryLiteralIsRefused(t *testing.T) {
 // inbox). A negative ReapInterval or CleanupInterval disables that work.
 func TestDispatcherConfigRefusesDurationsWithoutUnit(t *testing.T) {
 	err := (inbox.DispatcherConfig{HandlerTimeout: 30, StatusTimeout: 5, Lease: time.Hour, PollInterval: 1,
-		UnhandledDelay: time.Microsecond, ReapInterval: 30, CleanupInterval: 3600}).Validate()
-	want := []string{"CleanupInterval", "HandlerTimeout", "PollInterval", "ReapInterval", "StatusTimeout", "UnhandledDelay"}
+		UnhandledDelay: time.Microsecond, ReapInterval: 30, CleanupInterval: 3600, DetachAfter: 50}).Validate()
+	want := []string{"CleanupInterval", "DetachAfter", "HandlerTimeout", "PollInterval", "ReapInterval", "StatusTimeout", "UnhandledDelay"}
 	if got := cfgpath.Fields(err); !errors.Is(err, core.ErrInvalidConfig) || !slices.Equal(got, want) {
 		t.Errorf("Validate = %v (fields %q), want %q", err, got, want)
 	}
 	if err := (inbox.DispatcherConfig{HandlerTimeout: time.Millisecond, StatusTimeout: time.Millisecond, PollInterval: time.Millisecond,
-		ReapInterval: -1, CleanupInterval: -1}).Validate(); err != nil {
+		ReapInterval: -1, CleanupInterval: -1, DetachAfter: -1}).Validate(); err != nil {
 		t.Errorf("Validate of the shortest durations and disabled reaping and cleanup = %v", err)
 	}
 }

@@ -32,6 +32,11 @@ const (
 	DefaultCleanupInterval = time.Hour
 	DefaultRetention       = 30 * 24 * time.Hour
 	DefaultCleanupBatch    = 500
+	// DefaultDetachAfter is DispatcherConfig.DetachAfter's default. Claims
+	// take a few milliseconds; one waiting for a lock, or on a database
+	// that answers slowly, held up every other inbox's claims for as long
+	// as it took, up to StatusTimeout.
+	DefaultDetachAfter = 50 * time.Millisecond
 	// MaxWorkers is the most Workers a DispatcherConfig may ask for.
 	MaxWorkers = 10_000
 	// MaxBatchSize is the largest BatchSize and CleanupBatch.
@@ -91,6 +96,17 @@ type DispatcherConfig struct {
 	// panics gets round-robin order for that cycle, and the first panic is
 	// logged at WARN.
 	Selector core.Selector
+	// DetachAfter is how long the claim loop of a dispatcher of several
+	// inboxes waits for one inbox's claim before it goes on with the
+	// others, the claim running on beside it and keeping its share of the
+	// workers (at least one): an inbox waiting for a lock, or on a
+	// database that answers slowly, does not hold up the other inboxes'
+	// claims. The detached claim passes its inbox's turn, so the order a
+	// Selector such as core.DrainFirst makes holds among the claims that
+	// answered in time. Defaults to 50 ms; negative never detaches (the
+	// loop waits for each claim, up to StatusTimeout, and the Selector's
+	// order holds exactly).
+	DetachAfter time.Duration
 	// MaxAttempts is how many attempts make a message Dead: failed
 	// handlings, and handlings that ended without an outcome (the
 	// process died, or the handler outlived its lease), which the claim
@@ -175,6 +191,9 @@ func (c DispatcherConfig) withDefaults(backoff retry.Policy, log *slog.Logger) D
 	if c.UnhandledDelay == 0 {
 		c.UnhandledDelay = DefaultUnhandledDelay
 	}
+	if c.DetachAfter == 0 {
+		c.DetachAfter = DefaultDetachAfter
+	}
 	if c.ReapInterval == 0 {
 		c.ReapInterval = DefaultReapInterval
 	}
@@ -228,6 +247,7 @@ func (c DispatcherConfig) validate() error {
 	}
 	p.Duration("PollInterval", c.PollInterval)
 	p.Duration("UnhandledDelay", c.UnhandledDelay)
+	p.Duration("DetachAfter", max(c.DetachAfter, 0))         // negative: never
 	p.Duration("ReapInterval", max(c.ReapInterval, 0))       // negative disables
 	p.Duration("CleanupInterval", max(c.CleanupInterval, 0)) // negative disables
 	p.AtLeast1("MaxAttempts", c.MaxAttempts)
@@ -534,7 +554,7 @@ func onMember(ctx context.Context, m *member, fn func(context.Context, *member))
 // rest: every inbox had a claim that was not full (a failed claim counts
 // as such) since the last full one, and none was enqueued to since its
 // last claim began. A claim of one of several inboxes that outlasts
-// detachAfter goes on beside the loop (see claim), which does not rest.
+// DetachAfter goes on beside the loop (see claim), which does not rest.
 func (d *Dispatcher) cycle(ctx, probeCtx context.Context, stop <-chan struct{}) (rest bool) {
 	select {
 	case d.slots <- struct{}{}:
@@ -598,13 +618,6 @@ func (d *Dispatcher) start(ctx context.Context, m *member, recs []Record, err er
 	}
 }
 
-// detachAfter is how long the loop of a dispatcher of several inboxes
-// waits for a claim before it goes on with the other inboxes, the claim
-// running on beside it (claims take a few milliseconds; one waiting for a
-// lock, or on a database that answers slowly, held up every other inbox's
-// claims for as long as it took, up to StatusTimeout).
-const detachAfter = 50 * time.Millisecond
-
 // claimed is a claim cycle's result: the inbox claimed from (nil: none),
 // the messages, whether the loop may rest, the claim's error, and, for a
 // claim that goes on beside the loop (detached: it owns what it claims),
@@ -623,7 +636,7 @@ type claimed struct {
 // when there is no inbox (rest is then true). With a timeout (the loop's
 // claims) and several inboxes, the turn of an inbox whose claims failed
 // lately is passed (passTurn; probeCtx bounds its probes), and so is that
-// of an inbox whose claim still runs; a claim that outlasts detachAfter
+// of an inbox whose claim still runs; a claim that outlasts DetachAfter
 // goes on beside the loop (detached), which returns: it keeps its share
 // of the worker slots reserved for it, and when it ends the messages it got
 // start on those and on the workers idle then, and the rest are given
@@ -662,7 +675,7 @@ func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout tim
 			m.work.Release()
 		}
 	}()
-	several := timeout > 0 && len(ids) > 1
+	several := timeout > 0 && len(ids) > 1 && d.cfg.DetachAfter > 0
 	qctx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
 		// The dispatcher's own claim is bounded by timeout, not cut short
@@ -690,7 +703,7 @@ func (d *Dispatcher) claim(ctx, probeCtx context.Context, limit int, timeout tim
 		recs, err := m.in.Claim(qctx, d.cfg.Owner, d.cfg.Lease, limit)
 		done <- result{recs, err, time.Since(began)}
 	}()
-	timer := time.NewTimer(detachAfter)
+	timer := time.NewTimer(d.cfg.DetachAfter)
 	defer timer.Stop()
 	select {
 	case r := <-done:

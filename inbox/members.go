@@ -36,7 +36,7 @@ type member struct {
 	// clears it.
 	skip engine.Skip
 	// claiming: a claim of the inbox runs beside the loop (a slow one,
-	// see detachAfter); its turns are passed until it ended.
+	// see DispatcherConfig.DetachAfter); its turns are passed until it ended.
 	claiming atomic.Bool
 	// removing ends when RemoveInbox begins: the inbox's reaping and
 	// cleanup stop at once (each statement is atomic) instead of holding

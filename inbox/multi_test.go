@@ -78,7 +78,9 @@ func testMultiSelectorOrder(t *testing.T, open opener) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			me := newMultiEnv(t, open, []string{"c", "a", "b"}, inbox.DispatcherConfig{
-				Owner: "w", Workers: 1, BatchSize: 1, PollInterval: time.Hour, Selector: c.sel,
+				// Never detached: a claim slower than DetachAfter (a loaded
+				// machine) passed its inbox's turn and changed the order.
+				Owner: "w", Workers: 1, BatchSize: 1, PollInterval: time.Hour, Selector: c.sel, DetachAfter: -1,
 			})
 			var (
 				mu    sync.Mutex

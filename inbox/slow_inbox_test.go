@@ -293,3 +293,40 @@ func TestTheLoopRestsWhileThePickedInboxClaims(t *testing.T) {
 		t.Fatal("the slow inbox's message was not handled")
 	}
 }
+
+// With a negative DetachAfter the loop waits for every claim: a slow
+// inbox's claim holds the other inbox's claims until it ends (the order a
+// Selector makes then holds exactly, whatever each claim takes).
+func TestNeverDetachedClaimHoldsTheLoop(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		handled = map[string]int{}
+	)
+	count := func(store string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled[store]
+	}
+	w := newTwoInboxes(t, "other", inbox.DispatcherConfig{Workers: 4, StatusTimeout: time.Minute, Lease: time.Hour,
+		PollInterval: 20 * time.Millisecond, DetachAfter: -1}, map[string]inbox.HandlerFunc{"t": func(ctx context.Context, _ inbox.Record) error {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[inbox.StoreID(ctx)]++
+		return nil
+	}})
+	gate := newClaimGate(t, w.slowDB)
+	w.start()
+	enqueueTopic(t, w.slow, "gated", "t")
+	gate.waitClaim()
+	enqueueTopic(t, w.other, "waits", "t")
+	// Detached (the default), the other inbox's message is handled within
+	// a poll or two (20 ms each); held, never while the gate is closed.
+	time.Sleep(500 * time.Millisecond)
+	if n := count("other"); n != 0 {
+		t.Errorf("the other inbox handled %d messages while the slow claim ran, want 0 (DetachAfter < 0)", n)
+	}
+	gate.open()
+	testsupport.WaitFor(t, 30*time.Second, "both messages once the claim ended", func() bool {
+		return count("slow") == 1 && count("other") == 1
+	})
+}

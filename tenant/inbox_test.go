@@ -237,8 +237,10 @@ func TestInboxSelectorsDrainInOrder(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ibCtx(t)
+			// Never detached: a claim slower than DetachAfter (a loaded
+			// machine) passed its database's turn and changed the order.
 			ib := ibNew(t, ctx, tenant.InboxConfig{Databases: mixedDatabases(t), Dispatcher: inbox.DispatcherConfig{
-				Workers: 1, BatchSize: 1, PollInterval: time.Hour, Selector: c.sel,
+				Workers: 1, BatchSize: 1, PollInterval: time.Hour, Selector: c.sel, DetachAfter: -1,
 			}})
 			var (
 				mu    sync.Mutex
