@@ -3,6 +3,7 @@ package jdbcstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -182,6 +183,32 @@ type Capabilities struct {
 type TimeSelector interface {
 	// SelectTime returns the SELECT expression reading a time column.
 	SelectTime(column string) string
+}
+
+// SessionChecker is implemented by dialects that can tell from a
+// connection's settings that the store cannot work on it: MySQL's
+// autocommit turned off (the store's writes outside a transaction would
+// never commit), PostgreSQL's DateStyle other than ISO on a connection
+// that reads results as text (no time could be read back). CheckSession
+// returns what is wrong and what to change, nil when nothing is;
+// [Store.ApplySchema] and the inbox's ApplySchema run it on their
+// connection before the schema's first statement and refuse the
+// connection with a *core.ConfigError of field "db" that states it.
+// It must not fail for a setting it cannot read.
+type SessionChecker interface {
+	CheckSession(ctx context.Context, conn *sql.Conn) error
+}
+
+// checkSession runs d's SessionChecker, if any, on conn.
+func checkSession(ctx context.Context, conn *sql.Conn, d Dialect) error {
+	c, ok := d.(SessionChecker)
+	if !ok {
+		return nil
+	}
+	if err := c.CheckSession(ctx, conn); err != nil {
+		return &core.ConfigError{Field: "db", Msg: fmt.Sprintf("(the %s connection): %v", d.Name(), err)}
+	}
+	return nil
 }
 
 // SchemaUpgrader is implemented by dialects that can bring an outbox

@@ -100,6 +100,9 @@ func (s *inboxStore) SchemaSQL() string { return s.schema }
 // exist. It is idempotent and safe to run at every start.
 func (s *inboxStore) ApplySchema(ctx context.Context) error {
 	return s.shell.withSchemaLock(ctx, s.table, func(ddl ddlConn) error {
+		if err := checkSession(ctx, ddl.conn, s.dialect); err != nil {
+			return err
+		}
 		for i, stmt := range splitStatements(s.schema) {
 			if err := ddl.create(ctx, stmt); err != nil {
 				return fmt.Errorf("outbox: jdbcstore: apply %s inbox schema for table %q: %w", s.dialect.Name(), s.table, err)

@@ -124,6 +124,9 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 		return core.ErrNilContext
 	}
 	err := s.withSchemaLock(ctx, s.table, func(ddl ddlConn) error {
+		if err := checkSession(ctx, ddl.conn, s.dialect); err != nil {
+			return err
+		}
 		for i, stmt := range splitStatements(s.schema) {
 			if err := ddl.create(ctx, stmt); err != nil {
 				return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -212,27 +213,50 @@ func (mysqlDialect) Classify(err error) jdbcstore.ErrorClass {
 	return jdbcstore.ClassOther
 }
 
+// CheckSession implements jdbcstore.SessionChecker: autocommit must be on.
+// Turned off (autocommit=0 in the DSN, or the server's init_connect), the
+// store's writes outside a transaction open one that never commits: DONE
+// never reached other sessions (every event was delivered again after a
+// restart), its claims failed with error 1568 and a purge waited for the
+// locks of idle connections.
+func (mysqlDialect) CheckSession(ctx context.Context, conn *sql.Conn) error {
+	var autocommit int
+	if err := conn.QueryRowContext(ctx, "SELECT @@autocommit").Scan(&autocommit); err == nil && autocommit == 0 {
+		return errors.New("autocommit is off (autocommit=0 in the DSN, or the server's init_connect): the outbox's writes outside a transaction would never commit; leave autocommit on")
+	}
+	return nil
+}
+
 // mysqlVersion matches the leading "major.minor" of @@version.
 var mysqlVersion = regexp.MustCompile(`^(\d+)\.(\d+)`)
 
-// checkSetup warns when the connection character set is not utf8mb4
-// (4-byte characters such as emoji would fail), when max_allowed_packet
+// checkSetup warns when a character set of the connection is not utf8mb4
+// (the client's, the connection's, the results'), when max_allowed_packet
 // cannot carry a 1 MiB payload, and when the server is older than the
 // supported MySQL 8.0 / MariaDB 10.6.
 func (mysqlDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger) {
 	var (
-		charset, version string
-		packet           int64
+		client, charset, version string
+		results                  sql.NullString // NULL: results are not converted
+		packet                   int64
 	)
-	err := db.QueryRowContext(ctx, "SELECT @@character_set_connection, @@version, @@max_allowed_packet").
-		Scan(&charset, &version, &packet)
+	err := db.QueryRowContext(ctx, "SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@version, @@max_allowed_packet").
+		Scan(&client, &charset, &results, &version, &packet)
 	if err != nil {
 		log.DebugContext(ctx, "outbox: mysql: cannot read the connection settings", slog.Any("error", err))
 		return
 	}
-	if charset != "utf8mb4" {
-		log.WarnContext(ctx, "outbox: mysql: the connection character set is not utf8mb4; events with 4-byte characters (emoji) will fail (utf8/utf8mb3), or long non-ASCII text will and the rest is stored double-encoded (latin1). Remove charset/collation from the DSN or set charset=utf8mb4",
-			slog.String("character_set_connection", charset))
+	var attrs []slog.Attr
+	for _, v := range []struct{ name, value string }{
+		{"character_set_client", client}, {"character_set_connection", charset}, {"character_set_results", results.String},
+	} {
+		if v.value != "" && v.value != "utf8mb4" && v.value != "binary" {
+			attrs = append(attrs, slog.String(v.name, v.value))
+		}
+	}
+	if len(attrs) > 0 {
+		log.LogAttrs(ctx, slog.LevelWarn, "outbox: mysql: a character set of the connection is not utf8mb4; events with characters outside it fail or are stored with '?' in their place (utf8/utf8mb3: emoji), long non-ASCII text is stored double-encoded (latin1), or text is read back in another encoding (garbled headers, payloads that are not valid JSON: DEAD). Remove charset/collation and character_set_* from the DSN, or set charset=utf8mb4",
+			attrs...)
 	}
 	if packet < mysqlMinMaxAllowedPacket {
 		log.WarnContext(ctx, "outbox: mysql: max_allowed_packet is below 4 MiB; a 1 MiB bytes payload is stored as about 1.4 MB of base64 and may be rejected",

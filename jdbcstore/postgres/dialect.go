@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -171,6 +172,26 @@ func (pgDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logger) 
 		log.WarnContext(ctx, "outbox: postgres: the database encoding is not UTF8; events with characters outside it will fail",
 			slog.String("server_encoding", encoding))
 	}
+}
+
+// CheckSession implements jdbcstore.SessionChecker: a connection that
+// reads results as text (default_query_exec_mode simple_protocol or exec,
+// which PgBouncer's transaction pooling needs) must have DateStyle ISO,
+// the only text form of a time pgx reads. Another (German, "SQL, DMY")
+// failed every claim and every read of an event ("invalid PostgreSQL
+// date/time value"), while publishing went on: events of the poller's
+// path were never delivered. The check reads a time back on the
+// connection when DateStyle is not ISO.
+func (pgDialect) CheckSession(ctx context.Context, conn *sql.Conn) error {
+	var style string
+	if err := conn.QueryRowContext(ctx, "SHOW DateStyle").Scan(&style); err != nil || strings.HasPrefix(style, "ISO") {
+		return nil
+	}
+	var t time.Time
+	if err := conn.QueryRowContext(ctx, "SELECT now()").Scan(&t); err != nil {
+		return fmt.Errorf("DateStyle is %q and the connection reads results as text (default_query_exec_mode simple_protocol or exec), where times can be read in DateStyle ISO only (%v); set DateStyle=ISO (a DSN parameter, or ALTER ROLE … SET DateStyle = 'ISO')", style, err)
+	}
+	return nil
 }
 
 // LockSchema implements jdbcstore.SchemaLocker: a session advisory lock
