@@ -7,8 +7,10 @@ package writegate
 import (
 	"context"
 	"database/sql"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"weak"
 )
 
 // Gate gives the outbox store's own writes (status writes, claims)
@@ -71,20 +73,29 @@ func (g *Gate) Yield(ctx context.Context) error {
 }
 
 // gates holds the gate of each single-writer pool, shared by every store
-// on it.
-var gates sync.Map // *sql.DB → *Gate
+// on it. A pool is held weakly: its entry goes once it is collected (held
+// strongly, every SQLite pool a store was made on, a tenant database that
+// left the set say, stayed in memory for good).
+var gates sync.Map // weak.Pointer[sql.DB] → *Gate
 
 // For returns the gate of db, creating it on first use: the one gate every
 // store on the pool shares.
 func For(db *sql.DB) *Gate {
-	g, _ := gates.LoadOrStore(db, New())
+	key := weak.Make(db)
+	if g, ok := gates.Load(key); ok {
+		return g.(*Gate)
+	}
+	g, loaded := gates.LoadOrStore(key, New())
+	if !loaded {
+		runtime.AddCleanup(db, func(k weak.Pointer[sql.DB]) { gates.Delete(k) }, key)
+	}
 	return g.(*Gate)
 }
 
 // Of returns the gate of db if a store created one (see [For]), else nil:
 // a nil gate never waits.
 func Of(db *sql.DB) *Gate {
-	g, ok := gates.Load(db)
+	g, ok := gates.Load(weak.Make(db))
 	if !ok {
 		return nil
 	}
