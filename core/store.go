@@ -139,8 +139,12 @@ type LeaseReleaser interface {
 // failure is written (RETRY) but the event stays held until the call
 // returns, and while it runs the dispatcher keeps the row's lease alive,
 // so another node does not deliver the event (or, for an ordered event,
-// the events after it) alongside. It is optional: without it such a lease
-// expires Lease after the retry's due time. jdbcstore.Store implements it.
+// the events after it) alongside. It also renews the lease of an event
+// that waited for a worker until its lease no longer covers a listener
+// call and its status write. It is optional: without it a hung
+// listener's lease expires Lease after the retry's due time, and an event
+// whose lease is too short to run on is left for a new claim.
+// jdbcstore.Store implements it.
 type LeaseExtender interface {
 	// ExtendLeases sets the lease end (locked_until) of the NEW or RETRY
 	// rows of ids that owner holds to until, and returns how many rows

@@ -93,10 +93,10 @@ type Config struct {
 	// lease is written with the holder's clock and judged expired with
 	// the claimer's. An event that waited for a worker until its lease no
 	// longer covers ListenerTimeout + StatusTimeout has it renewed to
-	// Lease from then (one write, through a store implementing
-	// core.LeaseExtender, as jdbcstore's does) before its listener runs;
-	// one whose lease ran out, or that the store cannot renew, is left for
-	// a new claim.
+	// Lease + StatusTimeout from then (one write, bounded by StatusTimeout,
+	// through a store implementing core.LeaseExtender, as jdbcstore's
+	// does) before its listener runs; one whose lease ran out, or that the
+	// store cannot renew, is left for a new claim.
 	Lease time.Duration
 	// ListenerTimeout bounds each listener call through its ctx; a listener
 	// that overruns it fails the delivery. Defaults to 30 s.

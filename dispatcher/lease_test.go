@@ -537,3 +537,45 @@ func TestLeaseConfigValidation(t *testing.T) {
 		t.Errorf("lease defaults changed")
 	}
 }
+
+// A renewal that took so long (a write waiting past StatusTimeout, as
+// SQLite's busy handler can) that the renewed lease no longer covers a
+// listener call and its status write leaves the event for a new claim:
+// the listener would run with its timeout cut to what was left, or with
+// none (an attempt charged for a call that never really ran). A renewal
+// within StatusTimeout leaves a whole Lease (see the smallest Lease's
+// test in package outbox).
+func TestSlowLeaseRenewalLeavesTheEvent(t *testing.T) {
+	clock := testsupport.NewClock(testsupport.Epoch)
+	const lt, st = 10 * time.Second, 5 * time.Second
+	h := newHarness(t, dispatcher.Config{Owner: "me", Workers: 1, Now: clock.Now, ListenerTimeout: lt, StatusTimeout: st,
+		ListenerGrace: time.Millisecond, Lease: lt + st + 2*time.Millisecond})
+	h.st.Fail = func(op, _ string) error {
+		if op == "extend" {
+			clock.Advance(st + 2*time.Second) // the write waited past StatusTimeout (SQLite's busy handler)
+		}
+		return nil
+	}
+	c := &calls{}
+	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
+		c.add(env.ID())
+		return nil
+	})
+	until := clock.Now().Add(time.Second) // too short to run on: renewed
+	env := h.env("E")
+	h.insertEnv(env, core.Lease{Owner: "me", Until: until})
+	if !h.d.EnqueueCold(env, 0, until) {
+		t.Fatal("EnqueueCold = false")
+	}
+	h.start()
+	h.waitReleased(env.ID())
+	if n := c.count(env.ID()); n != 0 {
+		t.Errorf("listener ran %d times on a lease renewed too late", n)
+	}
+	if r := h.row(env.ID()); r.Status != core.StatusNew || r.Attempts != 0 {
+		t.Errorf("row %v, attempts %d; want NEW, 0 (left for a new claim)", r.Status, r.Attempts)
+	}
+	if n := h.logs.Count("level=WARN", "waited too long", "the renewal took so long"); n != 1 {
+		t.Errorf("%d WARN lines saying the renewal took too long, want 1:\n%s", n, h.logs)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 	"github.com/outbox-go/outbox/internal/engine"
 )
 
@@ -41,13 +42,16 @@ func (d *Dispatcher) process(it item) bool {
 		d.release(it)
 		return true
 	}
-	if !it.lease.IsZero() && d.cfg.Now().Add(d.cfg.ListenerTimeout+d.cfg.StatusTimeout).After(it.lease) && !d.renewLease(&it) {
-		// The lease could run out before the outcome is written: another
-		// node may take the event over. Leave it to a fresh claim.
-		d.release(it)
-		it.src.logs.stale.Hit(it.src.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
-			eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease))...)
-		return true
+	if !it.lease.IsZero() && !d.leaseCovers(it.lease) && d.current(it) {
+		if err := d.renewLease(&it); err != nil {
+			// The lease could run out before the outcome is written:
+			// another node may take the event over. Leave it to a fresh
+			// claim.
+			d.release(it)
+			it.src.logs.stale.Hit(it.src.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
+				eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease), slog.String("error", err.Error()))...)
+			return true
+		}
 	}
 	if !d.current(it) {
 		// InFlightTTL let the event be taken again while this copy waited
@@ -69,30 +73,56 @@ func (d *Dispatcher) process(it item) bool {
 	return d.outcome(it, err, nil)
 }
 
-// renewLease extends the lease of it's event to now + Lease when the
-// lease has not run out yet, through the store's core.LeaseExtender (the
-// row must still be this node's, NEW or RETRY), and reports whether it
-// did. An event waits for a worker with the lease it was published or
+// leaseCovers reports whether a lease ending at until still covers a
+// listener call and its status write begun now.
+func (d *Dispatcher) leaseCovers(until time.Time) bool {
+	return !d.cfg.Now().Add(d.cfg.ListenerTimeout + d.cfg.StatusTimeout).After(until)
+}
+
+// errLeaseEnded and errLeaseNotRenewed say why renewLease left an event.
+var (
+	errLeaseEnded      = errors.New("its lease has run out: another node may hold it")
+	errLeaseNotRenewed = errors.New("the store cannot renew leases (no core.LeaseExtender)")
+)
+
+// renewLease extends the lease of it's event to now + Lease +
+// StatusTimeout (Lease past the write's longest wait) when the lease has
+// not run out yet, through the store's core.LeaseExtender (the
+// row must still be this node's, NEW or RETRY), and returns why it did
+// not. An event waits for a worker with the lease it was published or
 // claimed with, which must still cover its listener's timeout and status
 // write when the worker starts: with a Lease little above ListenerTimeout
 // + ListenerGrace + StatusTimeout (valid), no event published waited
 // little enough, each was left for a new claim, claimed again with the
-// same lease, and none was ever delivered.
-func (d *Dispatcher) renewLease(it *item) bool {
+// same lease, and none was ever delivered. The renewed lease must still
+// cover a listener call and its status write when the write returns (one
+// that waited past StatusTimeout, as SQLite's busy handler can, left the
+// listener less than its timeout, or none).
+func (d *Dispatcher) renewLease(it *item) error {
 	ext, ok := it.src.store.(core.LeaseExtender)
 	now := d.cfg.Now()
-	if !ok || !now.Before(it.lease) {
-		return false
+	switch {
+	case !now.Before(it.lease):
+		return errLeaseEnded
+	case !ok:
+		return errLeaseNotRenewed
 	}
-	until := now.Add(d.cfg.Lease)
+	// Lease from the write's end at the latest: a write that takes up to
+	// StatusTimeout leaves a listener call and its status write covered.
+	until := now.Add(cfgpath.Sum(d.cfg.Lease, d.cfg.StatusTimeout))
 	ctx, cancel := context.WithTimeout(it.src.work.Context(), d.cfg.StatusTimeout)
 	defer cancel()
 	n, err := ext.ExtendLeases(ctx, d.cfg.Owner, []string{it.env.ID()}, until)
-	if err != nil || n != 1 {
-		return false
+	switch {
+	case err != nil:
+		return fmt.Errorf("renew its lease: %w", err)
+	case n != 1:
+		return errors.New("renew its lease: the row is no longer this node's (taken over, or finished)")
+	case !d.leaseCovers(until):
+		return errors.New("renew its lease: the renewal took so long that the lease no longer covers a listener call")
 	}
 	it.lease = until
-	return true
+	return nil
 }
 
 // observe starts the Observer's view of the attempt it is about to make:

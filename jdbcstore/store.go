@@ -618,9 +618,10 @@ var _ core.LeaseReleaser = (*Store)(nil)
 
 // ExtendLeases sets locked_until to until on the NEW or RETRY rows of ids
 // that owner holds and returns how many changed: the dispatcher keeps the
-// lease of an event whose listener hung alive while the call runs (see
-// core.LeaseExtender). Other owners' rows and DONE or DEAD rows are never
-// changed.
+// lease of an event whose listener hung alive while the call runs, and
+// renews that of an event whose lease became too short to run on while it
+// waited for a worker (see core.LeaseExtender). Other owners' rows and
+// DONE or DEAD rows are never changed.
 func (s *Store) ExtendLeases(ctx context.Context, owner string, ids []string, until time.Time) (int64, error) {
 	if ctx == nil {
 		return 0, core.ErrNilContext
