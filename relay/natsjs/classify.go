@@ -143,7 +143,8 @@ func (r *Relay) noResponders(ctx context.Context, attempt relay.Attempt, subject
 }
 
 // noAck tells the meanings of a publish that got no ack in time (err:
-// AckTimeout, or nats.go's own publish timeout) apart. Something received
+// AckTimeout; nats.go's own asynchronous publish timeout, kept for a
+// JetStream context wrapping another) apart. Something received
 // it, or it would have got "no responders": a stream that did not
 // answer (an outage), a stream with NoAck, which never answers, or only
 // a plain NATS subscriber, no stream at all (both the event's fault). With

@@ -25,8 +25,8 @@ var deniedSubjectRe = regexp.MustCompile(`Publish to "([^"\s]+)"`)
 type denials struct {
 	off  atomic.Bool // the relay closed: nothing more is recorded
 	mu   sync.Mutex
-	seq  uint64 // refusals recorded so far
-	ring [deniedRing]denial
+	seq  uint64   // refusals recorded so far
+	ring []denial // deniedRing entries; nil once stopped
 }
 
 // denial is one refusal: its number, its subject and the server's error.
@@ -43,7 +43,7 @@ func watchDenials(nc *nats.Conn) *denials {
 	if nc == nil {
 		return nil
 	}
-	d := &denials{}
+	d := &denials{ring: make([]denial, deniedRing)}
 	prev := nc.ErrorHandler()
 	nc.SetErrorHandler(func(c *nats.Conn, s *nats.Subscription, err error) {
 		d.note(err)
@@ -65,6 +65,9 @@ func (d *denials) note(err error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.ring == nil {
+		return
+	}
 	d.seq++
 	d.ring[d.seq%deniedRing] = denial{seq: d.seq, subject: m[1], err: err}
 }
@@ -88,6 +91,9 @@ func (d *denials) since(subject string, mark uint64) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.ring == nil {
+		return nil
+	}
 	for seq := d.seq; seq > mark && d.seq-seq < deniedRing; seq-- {
 		if e := d.ring[seq%deniedRing]; e.seq == seq && e.subject == subject {
 			return e.err
@@ -96,14 +102,15 @@ func (d *denials) since(subject string, mark uint64) error {
 	return nil
 }
 
-// stop ends the recording and forgets what was recorded: the handler
-// stays on the connection, calling the one it found.
+// stop ends the recording and frees what was recorded: the handler stays
+// on the connection (nats.go can only replace it), calling the one it
+// found, and costs a closed relay a few bytes.
 func (d *denials) stop() {
 	if d == nil {
 		return
 	}
 	d.off.Store(true)
 	d.mu.Lock()
-	d.ring = [deniedRing]denial{}
+	d.ring = nil
 	d.mu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,6 +41,11 @@ type Relay struct {
 	// maxSubject is the longest subject the connection can publish to
 	// (see maxSubjectOn).
 	maxSubject int
+	// link is the connection's current spell up (see watchLinks).
+	link     atomic.Pointer[link]
+	linkNC   *nats.Conn
+	linkCh   chan nats.Status
+	linkDone chan struct{}
 
 	mu      sync.Mutex
 	closed  bool
@@ -64,9 +70,12 @@ var _ core.Listener = (*Relay)(nil)
 // there for every error: it records the server's refusals to let the
 // connection publish to a subject (permissions violations), which come as
 // errors of the connection, not as answers to the publish. Set your handler
-// before New: one set after replaces the relay's, which then sees only the
-// connection's last error, so of two publishes refused at the same moment
-// one may be taken for an outage.
+// before New (and not while another New on the connection runs): one set
+// after replaces the relay's, which then sees only the connection's last
+// error, so of two publishes refused at the same moment one may be taken
+// for an outage. New also follows the connection's status
+// (nats.Conn.StatusChanged): a publish awaiting its ack when the
+// connection drops stops waiting at once, an outage.
 func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	if js == nil {
 		// cfg is checked all the same: every problem is reported at once.
@@ -90,6 +99,7 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	}
 	r.denials = watchDenials(js.Conn())
 	r.maxSubject = maxSubjectOn(js.Conn())
+	r.watchLinks(js.Conn())
 	return r, nil
 }
 
@@ -217,8 +227,17 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 		}
 		return res
 	}
+	if nc := r.js.Conn(); nc != nil && nc.MaxPayload() > 0 && int64(len(msg.Data)) > nc.MaxPayload() {
+		// Refused here, as nats.go would: a request it refuses to send
+		// leaves its reply's entry behind for the connection's life.
+		return fail(fmt.Errorf("a payload of %d bytes, over the server's max_payload of %d: %w", len(msg.Data), nc.MaxPayload(), nats.ErrMaxPayload))
+	}
 	wait, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
 	defer cancel()
+	l := r.link.Load()
+	if l != nil {
+		defer context.AfterFunc(l.ctx, cancel)()
+	}
 	_, err := r.js.PublishMsg(wait, msg, r.pubOpts...)
 	switch {
 	case err == nil:
@@ -227,6 +246,8 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 		return nil
 	case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 		return fail(err)
+	case ctx.Err() == nil && l.dropped():
+		return fail(fmt.Errorf("the connection dropped before the ack came: %w", nats.ErrDisconnected))
 	case ctx.Err() == nil:
 		// Down through attempt: a publish that outlived the outage its
 		// ack was lost in begins no new one.
@@ -294,5 +315,6 @@ func (r *Relay) Close(ctx context.Context) error {
 	defer r.full.Retire()
 	defer r.breaker.Retire()
 	defer r.denials.stop()
+	defer r.stopLinks()
 	return engine.Wait(ctx, r.drained) // idle: nil, whatever ctx says
 }

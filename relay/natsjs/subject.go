@@ -48,7 +48,9 @@ func maxSubjectOn(nc *nats.Conn) int {
 // ValidateSubject checks subject against the rules of a NATS publish
 // subject: not empty, at most 4000 bytes (nats-server closes the
 // connection of a client whose publish line exceeds its max_control_line,
-// 4096 bytes by default, and nats.go does not reconnect it), valid UTF-8,
+// 4096 bytes by default, and nats.go does not reconnect it; a relay whose
+// connection has a long inbox prefix, nats.CustomInboxPrefix, takes less,
+// since the reply subject shares the line), valid UTF-8,
 // tokens separated by '.' and none of them empty, no whitespace or control character, no wildcard
 // character ('*' or '>'), which JetStream refuses in a published subject,
 // and a first token that is not reserved for the server's APIs (one that
