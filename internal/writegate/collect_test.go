@@ -30,7 +30,7 @@ func TestGateOfACollectedPoolGoes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if writegate.For(db) != writegate.For(db) || writegate.Of(db) != writegate.For(db) {
+		if g := writegate.For(db); writegate.For(db) != g || writegate.Of(db) != g {
 			t.Fatal("For and Of give a pool different gates")
 		}
 		_ = db.Close()
