@@ -46,7 +46,10 @@ type env struct {
 func newEnv(t *testing.T, open opener, cfg inbox.Config) *env {
 	t.Helper()
 	e := &env{t: t, db: open(t), clock: newClock(), logs: &testsupport.LogBuffer{}}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A safety net against a hang, not a bound on speed: the concurrent
+	// redelivery test (1,600 contended transactions) ran past a minute on
+	// PostgreSQL once in CI, on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	e.ctx = ctx
 	if cfg.Now == nil {
