@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -13,6 +15,7 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/notify"
@@ -103,6 +106,7 @@ type Tenant struct {
 	tx     *txctx.Manager
 	client *publish.Client
 	queue  handoff.Queue
+	open   openTxs // the InTx calls under way
 }
 
 // ID returns the store id (the Database's ID).
@@ -119,6 +123,8 @@ func (t *Tenant) DB() *sqlx.DB { return t.db }
 // commit). Use txctx.From(ctx) for the business writes and
 // [Tenant.Publish] for events.
 func (t *Tenant) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	t.open.enter()
+	defer t.open.leave()
 	return t.tx.Do(ctx, fn)
 }
 
@@ -343,15 +349,68 @@ func (o *Outbox) refuse(ctx context.Context, id string) error {
 	return nil
 }
 
-// detach stops the tenant's notification listener and polling it, and
-// waits until the dispatcher holds none of its events. (A removal asked
-// from a listener of the tenant's own events never gets here: refuse.)
-func (o *Outbox) detach(ctx context.Context, id string, _ *Tenant) error {
+// detach waits for the tenant's InTx calls under way, stops its
+// notification listener and polling it, and waits until the dispatcher
+// holds none of its events. (A removal asked from a listener of the
+// tenant's own events never gets here: refuse.) An event committed after
+// the store's removal began is released by the dispatcher through the
+// database's pool, which the set closes right after: without the wait, a
+// transaction open at the removal committed its events leased to this
+// node, and the database's next owner waited the whole Lease for them.
+func (o *Outbox) detach(ctx context.Context, id string, t *Tenant) error {
+	var errOpen error
+	if t != nil {
+		if err := t.open.wait(ctx); err != nil {
+			errOpen = fmt.Errorf("outbox: database %q: transactions begun with InTx still open: %w", id, err)
+		}
+	}
 	errNotify := o.listeners.remove(ctx, id)
 	if o.poller != nil {
 		o.poller.Remove(id)
 	}
-	return errors.Join(errNotify, o.dispatcher.RemoveStore(ctx, id))
+	return errors.Join(errOpen, errNotify, o.dispatcher.RemoveStore(ctx, id))
+}
+
+// openTxs counts the calls under way (a Tenant's InTx) and lets a
+// removal wait until there is none.
+type openTxs struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func (c *openTxs) enter() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		c.idle = make(chan struct{})
+	}
+	c.n++
+}
+
+func (c *openTxs) leave() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n--; c.n == 0 {
+		close(c.idle)
+	}
+}
+
+// wait returns once no call is under way, or ctx's error first.
+func (c *openTxs) wait(ctx context.Context) error {
+	c.mu.Lock()
+	idle := c.idle
+	n := c.n
+	c.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctxerr.Of(ctx)
+	}
 }
 
 // For returns the tenant a routing key maps to (the Database's ID, unless
