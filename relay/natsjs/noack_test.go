@@ -193,16 +193,15 @@ func TestRelayStreamWithoutAckIsOutage(t *testing.T) {
 	}
 }
 
-// A publish the server refuses for the connection's permissions gets an
-// error from the server (a permissions violation) and no ack: once
-// AckTimeout passed, the event fails as ErrRejected wrapping
-// nats.ErrPermissionViolation, a normal failure (retried, DEAD after
-// MaxAttempts), not an outage that put it off for ever and logged an
-// ERROR and a "recovered" line every few seconds. Events to permitted
-// subjects go on.
-func TestRelayPublishPermissionDenied(t *testing.T) {
+// permissionRelay starts a private server whose user may not publish to
+// "denied.>", connects with the error handler handle, creates stream PERM
+// on "denied.>" and "ok.>" and returns a relay publishing to
+// "{aggregate_type}.{type}" with a short AckTimeout, the stream and the
+// relay's logs.
+func permissionRelay(t *testing.T, handle nats.ErrHandler) (*privateServer, *natsjs.Relay, jetstream.Stream, *testsupport.LogBuffer) {
+	t.Helper()
 	s := startPrivateServerWith(t, `authorization { users = [ {user: u, password: p, permissions: { publish: { allow: [">"], deny: ["denied.>"] } } } ] }`)
-	js := s.connect("nats://u:p@127.0.0.1:"+strconv.Itoa(s.port), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	js := s.connect("nats://u:p@127.0.0.1:"+strconv.Itoa(s.port), nats.ErrorHandler(handle))
 	st, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "PERM", Subjects: []string{"denied.>", "ok.>"}})
 	if err != nil {
 		t.Fatal(err)
@@ -214,13 +213,29 @@ func TestRelayPublishPermissionDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	event := func(agg string) core.Envelope {
-		env, err := core.NewEvent("T").AggregateType(agg).PayloadJSONString(`{}`).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
+	return s, r, st, logs
+}
+
+// permEvent is an event of type typ and aggregate type agg.
+func permEvent(t *testing.T, agg, typ string) core.Envelope {
+	t.Helper()
+	env, err := core.NewEvent(typ).AggregateType(agg).PayloadJSONString(`{}`).Build()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return env
+}
+
+// A publish the server refuses for the connection's permissions gets an
+// error from the server (a permissions violation) and no ack: once
+// AckTimeout passed, the event fails as ErrRejected wrapping
+// nats.ErrPermissionViolation, a normal failure (retried, DEAD after
+// MaxAttempts), not an outage that put it off for ever and logged an
+// ERROR and a "recovered" line every few seconds. Events to permitted
+// subjects go on.
+func TestRelayPublishPermissionDenied(t *testing.T) {
+	s, r, st, logs := permissionRelay(t, func(*nats.Conn, *nats.Subscription, error) {})
+	event := func(agg string) core.Envelope { return permEvent(t, agg, "T") }
 	for range 2 {
 		wantRejected(t, "a publish to a denied subject", r.OnEvent(context.Background(), event("denied")), nats.ErrPermissionViolation, logs)
 		if err := r.OnEvent(context.Background(), event("ok")); err != nil {
@@ -234,7 +249,7 @@ func TestRelayPublishPermissionDenied(t *testing.T) {
 	// to that subject without an ack for another reason (a frozen
 	// server) is an outage, not that old refusal again.
 	s.freeze()
-	err = r.OnEvent(context.Background(), event("denied"))
+	err := r.OnEvent(context.Background(), event("denied"))
 	s.signal(syscall.SIGCONT)
 	if !errors.Is(err, core.ErrUnavailable) || errors.Is(err, natsjs.ErrRejected) {
 		t.Errorf("a publish to the once denied subject of a frozen server = %v, want an outage", err)
@@ -247,27 +262,9 @@ func TestRelayPublishPermissionDenied(t *testing.T) {
 // the handler the application set before it. A refusal the relay saw
 // before a publish began says nothing of that publish.
 func TestRelayConcurrentPermissionDenials(t *testing.T) {
-	s := startPrivateServerWith(t, `authorization { users = [ {user: u, password: p, permissions: { publish: { allow: [">"], deny: ["denied.>"] } } } ] }`)
 	var handled atomic.Int32
-	js := s.connect("nats://u:p@127.0.0.1:"+strconv.Itoa(s.port), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) { handled.Add(1) }))
-	st, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "PERM", Subjects: []string{"denied.>", "ok.>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger, logs := testsupport.NewLogger()
-	r, err := natsjs.New(js, natsjs.Config{Subject: "{aggregate_type}.{type}", AckTimeout: 300 * time.Millisecond, Logger: logger,
-		Breaker: relay.BreakerConfig{ProbeInterval: 10 * time.Millisecond, RetryAfter: 10 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	event := func(agg, typ string) core.Envelope {
-		env, err := core.NewEvent(typ).AggregateType(agg).PayloadJSONString(`{}`).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}
+	s, r, st, logs := permissionRelay(t, func(*nats.Conn, *nats.Subscription, error) { handled.Add(1) })
+	event := func(agg, typ string) core.Envelope { return permEvent(t, agg, typ) }
 	const n = 4
 	for round := range 2 {
 		errs := make(chan error, n)
@@ -291,7 +288,7 @@ func TestRelayConcurrentPermissionDenials(t *testing.T) {
 	// subjects that gets no ack for another reason (a frozen server) a
 	// refusal.
 	s.freeze()
-	err = r.OnEvent(context.Background(), event("denied", "T0"))
+	err := r.OnEvent(context.Background(), event("denied", "T0"))
 	s.signal(syscall.SIGCONT)
 	if !errors.Is(err, core.ErrUnavailable) || errors.Is(err, natsjs.ErrRejected) {
 		t.Errorf("a publish to a once denied subject of a frozen server = %v, want an outage", err)
