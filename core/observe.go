@@ -41,8 +41,9 @@ type Observer interface {
 	// DoneWritten reports one coalesced DONE write of store: n events,
 	// how long the statement took, its error.
 	DoneWritten(store string, n int, took time.Duration, err error)
-	// Claimed reports one claim of the poller in store: rows claimed,
-	// how long the claim took, its error.
+	// Claimed reports one claim of the poller in store: rows claimed
+	// (newly taken: rows this node's dispatcher already held, read again
+	// by the claim, are not counted), how long the claim took, its error.
 	Claimed(store string, rows int, took time.Duration, err error)
 }
 

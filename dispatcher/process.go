@@ -159,11 +159,21 @@ func (d *Dispatcher) observe(it item) (a *attempt) {
 // returned, for a call the watchdog abandoned: see park). Under the skip
 // policy the next event of its key then goes on, at once: claimed by
 // position when a claim read it, else by a full claim.
-func (d *Dispatcher) markDead(it item, msg string, w *callWatch) {
+func (d *Dispatcher) markDead(it item, msg string, w *callWatch, logDead func()) {
 	o := it.src
 	st := d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
 		return o.store.MarkDead(ctx, d.cfg.Owner, it.env.ID(), msg)
 	})
+	if st == writeChanged {
+		// Counted once the row is DEAD: a write fenced off (another node
+		// took the event over and finished it) or failed (the event is
+		// delivered again) made no dead letter, which the counter and
+		// its alerts reported.
+		o.metrics.DispatchDead()
+		if logDead != nil {
+			logDead()
+		}
+	}
 	d.settle(it, st, w)
 	if st == writeChanged && it.env.OrderKey() != "" && it.env.OnDead() == core.SkipOnDead {
 		var after []core.OrderPos
@@ -196,7 +206,8 @@ func (d *Dispatcher) outcome(it item, err error, w *callWatch) bool {
 		return true // stale: the event was taken again after InFlightTTL
 	}
 	// Metrics and logs come before the status write, so whoever sees the
-	// new status also sees them.
+	// new status also sees them; but for DEAD, counted once the row is
+	// (see markDead).
 	owner, o := d.cfg.Owner, it.src
 	if err == nil {
 		o.metrics.DispatchSuccess()
@@ -213,11 +224,11 @@ func (d *Dispatcher) outcome(it item, err error, w *callWatch) bool {
 	msg := err.Error()
 	outcome, delay := engine.Decide(err, attempts, d.cfg.MaxAttempts, d.cfg.Retry)
 	if outcome == engine.Dead {
-		o.metrics.DispatchDead()
 		it.observed(core.OutcomeDead, err)
-		o.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
-			eventAttrs(it.env, attempts, slog.String("error", msg))...)
-		d.markDead(it, msg, w)
+		d.markDead(it, msg, w, func() {
+			o.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
+				eventAttrs(it.env, attempts, slog.String("error", msg))...)
+		})
 		return true
 	}
 	nextAt := d.cfg.Now().Add(delay)

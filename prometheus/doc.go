@@ -86,14 +86,22 @@
 //	outbox_relay_outages_total               counter    broker                            relay.Metrics.BrokerUp: outages begun, one per incident
 //	outbox_relay_full_destinations           gauge      broker                            relay.Metrics.FullDestinations: streams or queues full while the broker is up
 //
-// outbox_oldest_pending_seconds is set by every poll. A poll skipped
+// outbox_oldest_pending_seconds is set by every poll: the age of the
+// oldest row the store's claim found due, or of an older one the claims
+// handed to the dispatcher, which still holds it (claims leave those out
+// once the dispatcher holds every row leased to this node). A poll skipped
 // because the cold queue is full claims nothing and reads nothing: while
-// the dispatcher still holds the oldest row found by the store's last
-// claim, it sets the age that row has reached since, so that a stalled
-// backlog keeps raising the lag alerts instead of freezing the gauge at
-// its last claim; once that row was delivered it leaves the gauge as it
-// was (the cold queue is shared by the dispatcher's stores: full, it does
-// not mean this store is behind).
+// the dispatcher still holds rows the claims found, it sets the age the
+// oldest of them has reached since, so that a stalled backlog keeps
+// raising the lag alerts instead of freezing the gauge at its last claim;
+// once they were delivered it leaves the gauge as it was (the cold queue
+// is shared by the dispatcher's stores: full, it does not mean this store
+// is behind). The gauges keep the values last reported once the outbox is
+// closed (the queue depths, the lag, the blocked keys): unregister the
+// Collector, or ForgetStore, when the process goes on without it.
+//
+// outbox_claimed_total counts the rows a claim took: those this node's
+// dispatcher already held, read again by a claim, are not counted.
 //
 // A relay learns of its broker from its publishes: outbox_relay_broker_up
 // is 1 from the relay's creation, 0 from the publish that could not reach
@@ -111,7 +119,9 @@
 // labels. outbox_dead_total counts DEAD events from every cause (a last
 // failed attempt, an undecodable row, an unhandled event under
 // dispatcher.UnhandledDead); outbox_deliveries_total{outcome="dead"} only
-// the attempts that failed for the last time. These names are stable:
+// the attempts that failed for the last time. An event is counted DEAD
+// once its row is: a DEAD write fenced off (another node took the event
+// over and finished it) counts none. These names are stable:
 // a new metric may be added, none is renamed or removed in a minor version.
 //
 // # Cardinality
