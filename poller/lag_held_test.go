@@ -17,7 +17,9 @@ type claimObserver struct {
 	rows atomic.Int64
 }
 
-func (o *claimObserver) Claimed(_ string, rows int, _ time.Duration, _ error) { o.rows.Add(int64(rows)) }
+func (o *claimObserver) Claimed(_ string, rows int, _ time.Duration, _ error) {
+	o.rows.Add(int64(rows))
+}
 
 // The oldest-pending gauge counts the rows the dispatcher still holds:
 // once every row leased here is held, the claims leave them out and find
