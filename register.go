@@ -5,7 +5,10 @@ import (
 )
 
 // Register adds l for the event type name; listeners of one type run in
-// registration order. It returns o for chaining and panics only on
+// registration order, then the wildcard ones (RegisterAll). They make one
+// delivery: the first that fails or puts the event off ends the run, and
+// the retry runs them all again (those before it see the event again; an
+// event that goes DEAD never reaches those after it). It returns o for chaining and panics only on
 // programmer errors: an empty type, the wildcard "*" (use RegisterAll), a
 // type no event can have (core.CheckEventType) or a nil listener (see
 // TryRegister).

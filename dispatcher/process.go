@@ -215,7 +215,11 @@ func (d *Dispatcher) outcome(it item, err error, w *callWatch) bool {
 		return d.addDone(it) // coalesced DONE write; the batcher settles it
 	}
 	var unavailable *core.UnavailableError
-	if errors.As(err, &unavailable) && unavailable != nil { // never for an abandoned call (ErrListenerHung)
+	// A listener puts its event off by returning the error; one that
+	// panicked with it failed (the put-off took the panic for one, for
+	// ever, no attempt ever charged). Never for an abandoned call
+	// (ErrListenerHung).
+	if !errors.Is(err, ErrListenerPanic) && errors.As(err, &unavailable) && unavailable != nil {
 		it.observed(core.OutcomePutOff, err)
 		d.unavailable(it, unavailable, err)
 		return true

@@ -142,3 +142,24 @@ func TestUnavailableStaleClaimNotQueued(t *testing.T) {
 		t.Fatal("a claim that began after the put-off was refused")
 	}
 }
+
+// A listener that panics with a core.Unavailable error as the panic value
+// failed (an attempt charged, RETRY), as every panic does: the put-off,
+// meant for the error a listener returns, took it for one, for ever, and
+// the event never went DEAD.
+func TestPanicWithUnavailableFails(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, Retry: fixedDelay(time.Hour)})
+	h.reg.RegisterFunc("E", func(context.Context, core.Envelope) error {
+		panic(core.Unavailable(errors.New("down"), time.Millisecond))
+	})
+	h.start()
+	e := h.insert("E")
+	h.mustEnqueueHot(e)
+	h.waitStatus(e.ID(), core.StatusRetry)
+	if r := h.row(e.ID()); r.Attempts != 1 || !strings.Contains(r.LastError, "panicked") {
+		t.Errorf("row: attempts %d last_error %q; want 1 and the panic", r.Attempts, r.LastError)
+	}
+	if n := h.metrics.PostponedN.Load(); n != 0 {
+		t.Errorf("%d put-offs, want 0", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -22,7 +23,8 @@ const (
 	// UnhandledLeave leaves the event pending for a listener registered
 	// later (after Start, or on another node running newer code): it stays
 	// NEW (or RETRY), no attempt is charged, its lease is released and it
-	// is due again UnhandledDelay later, when a poller (of any node)
+	// is due again UnhandledDelay (lengthened at random by up to a quarter)
+	// later, when a poller (of any node)
 	// claims it and it is looked at again: this node's poller is not woken
 	// for it, so a node that has the listener takes it at its next poll
 	// (this one only at its own next Interval). With a store that does not
@@ -86,8 +88,17 @@ func (d *Dispatcher) unhandled(it item) bool {
 // that has the listener (a newer one, in a rolling deploy), which this
 // one would beat to it every time (it re-took the event the moment it was
 // due, and put it off again, for as long as it ran).
+//
+// The delay is lengthened at random by up to a quarter: with a fixed one,
+// this node's poll, at a fixed Interval, fell at the same moment after the
+// due time every round, and when it came before the other node's once it
+// did every time, the event never reaching the node with the listener.
 func (d *Dispatcher) leave(it item) {
-	d.postpone(it, d.cfg.UnhandledDelay,
+	delay := d.cfg.UnhandledDelay
+	if j := delay / 4; j > 0 {
+		delay += rand.N(j + 1)
+	}
+	d.postpone(it, delay,
 		fmt.Sprintf("no listener registered for event type %q; left for later", it.env.Type()), false)
 }
 

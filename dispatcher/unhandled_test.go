@@ -51,9 +51,10 @@ func TestUnhandledLeavePostponesWithoutAttempt(t *testing.T) {
 	h.wait("the event to be put off", func() bool { r, _ := h.st.Get(e.ID()); return r.LastError != "" })
 	h.waitReleased(e.ID())
 	r := h.row(e.ID())
-	if r.Status != core.StatusNew || r.Attempts != 0 || r.LockedBy != "" || !r.AvailableAt.Equal(clk.Now().Add(delay)) {
-		t.Fatalf("put-off row: %v attempts %d locked_by %q available_at %v; want NEW 0 unowned %v",
-			r.Status, r.Attempts, r.LockedBy, r.AvailableAt, clk.Now().Add(delay))
+	if r.Status != core.StatusNew || r.Attempts != 0 || r.LockedBy != "" ||
+		r.AvailableAt.Before(clk.Now().Add(delay)) || r.AvailableAt.After(clk.Now().Add(delay*5/4)) {
+		t.Fatalf("put-off row: %v attempts %d locked_by %q available_at %v; want NEW 0 unowned, due UnhandledDelay (%v) to a quarter more later",
+			r.Status, r.Attempts, r.LockedBy, r.AvailableAt, delay)
 	}
 	if !strings.Contains(r.LastError, `no listener registered for event type "Later"`) {
 		t.Errorf("last_error %q", r.LastError)
@@ -72,7 +73,7 @@ func TestUnhandledLeavePostponesWithoutAttempt(t *testing.T) {
 	}
 	got := make(chan string, 1)
 	h.reg.RegisterFunc("Later", func(_ context.Context, env core.Envelope) error { got <- env.ID(); return nil })
-	clk.Advance(delay)
+	clk.Advance(delay * 5 / 4)
 	recs := claim()
 	if len(recs) != 1 {
 		t.Fatalf("a poll once due claimed %d events, want 1", len(recs))
@@ -182,5 +183,30 @@ func TestUnhandledConfig(t *testing.T) {
 		if got := p.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", p, got, want)
 		}
+	}
+}
+
+// Each event left for a listener is due again UnhandledDelay to a quarter
+// more later, at random: with a fixed delay, the node that left it, polling
+// at a fixed Interval, came before the node with the listener every round
+// once it did so once, and took the event again, for as long as both ran.
+func TestUnhandledLeaveJittersTheDelay(t *testing.T) {
+	clk := testsupport.NewClock(testsupport.Epoch)
+	const delay = time.Minute
+	h := newHarness(t, dispatcher.Config{Workers: 1, Now: clk.Now, Unhandled: dispatcher.UnhandledLeave, UnhandledDelay: delay})
+	h.start()
+	due := map[time.Time]bool{}
+	for range 8 {
+		e := h.insert("Later")
+		h.mustEnqueueHot(e)
+		h.wait("the event to be put off", func() bool { r, _ := h.st.Get(e.ID()); return r.LastError != "" })
+		r := h.row(e.ID())
+		if r.AvailableAt.Before(clk.Now().Add(delay)) || r.AvailableAt.After(clk.Now().Add(delay*5/4)) {
+			t.Fatalf("due %v after it was left, want %v to a quarter more", r.AvailableAt.Sub(clk.Now()), delay)
+		}
+		due[r.AvailableAt] = true
+	}
+	if len(due) < 2 {
+		t.Errorf("8 events left at the same moment are all due at %v: no jitter", due)
 	}
 }
