@@ -2,9 +2,17 @@ package natsjs
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
+
+// linkCheck is how often the relay looks at its connection besides the
+// status events: nats.go does not deliver every one (a listener whose
+// buffer holds an event when the next comes is dropped as if closed).
+const linkCheck = 250 * time.Millisecond
 
 // link is one spell of the connection being up: its ctx ends, with cause
 // nats.ErrDisconnected, when the connection drops. A publish awaiting its
@@ -24,32 +32,65 @@ func newLink() *link {
 // dropped reports whether the connection dropped during l.
 func (l *link) dropped() bool { return l != nil && l.ctx.Err() != nil }
 
-// watchLinks follows nc's drops until stopLinks or nc's close: each ends
-// the current link and begins the next. Without a connection (nil nc)
-// there is no link.
+// links follows a connection's drops: each ends the current link and
+// begins the next.
+type links struct {
+	cur  atomic.Pointer[link]
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// watchLinks follows nc's drops, from its status events and a look every
+// linkCheck (its reconnects, whether it is connected), until stopLinks or
+// nc's close. Without a connection (nil nc) there is no link.
 func (r *Relay) watchLinks(nc *nats.Conn) {
 	if nc == nil {
 		return
 	}
-	r.link.Store(newLink())
-	r.linkNC, r.linkCh = nc, nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
-	r.linkDone = make(chan struct{})
+	l := &r.links
+	l.cur.Store(newLink())
+	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	events := nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	go func() {
-		defer close(r.linkDone)
-		for st := range r.linkCh {
-			r.link.Swap(newLink()).cancel(nats.ErrDisconnected)
-			if st == nats.CLOSED {
+		defer close(l.done)
+		defer nc.RemoveStatusListener(events)
+		tick := time.NewTicker(linkCheck)
+		defer tick.Stop()
+		// seen is the reconnect count at the last look. A look that finds
+		// it moved with no drop known since the look before (no status
+		// event, not down at that look: a drop and its reconnect both
+		// missed within linkCheck) ends the link; after a known drop it
+		// does not: the link begun then is the new connection's.
+		seen, known := nc.Stats().Reconnects, false
+		drop := func() { l.cur.Swap(newLink()).cancel(nats.ErrDisconnected) }
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-events:
+				drop()
+				known = true
+			case <-tick.C:
+				n, down := nc.Stats().Reconnects, !nc.IsConnected()
+				if down || (n != seen && !known) {
+					drop()
+				}
+				seen, known = n, down
+			}
+			if nc.IsClosed() {
 				return // for good: nats.go never reopens a closed connection
 			}
 		}
 	}()
 }
 
-// stopLinks ends watchLinks and waits for it.
+// stopLinks ends watchLinks and waits for it; later calls do nothing.
 func (r *Relay) stopLinks() {
-	if r.linkCh == nil {
+	l := &r.links
+	if l.stop == nil {
 		return
 	}
-	r.linkNC.RemoveStatusListener(r.linkCh) // closes it
-	<-r.linkDone
+	l.once.Do(func() { close(l.stop) })
+	<-l.done
 }

@@ -56,3 +56,39 @@ func TestRelayPublishInFlightWhenTheConnectionDrops(t *testing.T) {
 		t.Fatal("the publish in flight still waits for its ack 30 s after the connection dropped")
 	}
 }
+
+// Closing the relay after its connection (the usual shutdown order)
+// returns at once: the watch of the connection's status ended when it
+// found nothing more to read, once an event waited in its buffer (nats.go
+// then leaves the channel open), and Close waited for it for ever.
+func TestRelayCloseAfterItsConnection(t *testing.T) {
+	for i := range 20 {
+		nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := natsjs.New(js, natsjs.Config{Subject: "close.{type}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Close()
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			done <- r.Close(ctx)
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("round %d: Close = %v", i, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: Close after the connection's still running after 20 s", i)
+		}
+	}
+}

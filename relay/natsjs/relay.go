@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,11 +40,8 @@ type Relay struct {
 	// maxSubject is the longest subject the connection can publish to
 	// (see maxSubjectOn).
 	maxSubject int
-	// link is the connection's current spell up (see watchLinks).
-	link     atomic.Pointer[link]
-	linkNC   *nats.Conn
-	linkCh   chan nats.Status
-	linkDone chan struct{}
+	// links follows the connection's spells up (see watchLinks).
+	links links
 
 	mu      sync.Mutex
 	closed  bool
@@ -199,6 +195,22 @@ func (r *Relay) message(ctx context.Context, env core.Envelope) (*nats.Msg, erro
 	return msg, nil
 }
 
+// headerBytes is the size of h as nats.go sends it: "NATS/1.0\r\n", a
+// "key: value\r\n" line per value, "\r\n" (what max_payload counts
+// besides the payload).
+func headerBytes(h nats.Header) int {
+	if len(h) == 0 {
+		return 0
+	}
+	n := len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
 // isNATSHeader reports whether k is in the "Nats-" namespace, where
 // JetStream reads control headers (expected sequence, rollup, TTL). An
 // event header there could purge or refuse stream contents, so the relay
@@ -227,14 +239,16 @@ func (r *Relay) publish(ctx context.Context, msg *nats.Msg) error {
 		}
 		return res
 	}
-	if nc := r.js.Conn(); nc != nil && nc.MaxPayload() > 0 && int64(len(msg.Data)) > nc.MaxPayload() {
+	if nc := r.js.Conn(); nc != nil && nc.MaxPayload() > 0 {
 		// Refused here, as nats.go would: a request it refuses to send
 		// leaves its reply's entry behind for the connection's life.
-		return fail(fmt.Errorf("a payload of %d bytes, over the server's max_payload of %d: %w", len(msg.Data), nc.MaxPayload(), nats.ErrMaxPayload))
+		if n := int64(len(msg.Data) + headerBytes(msg.Header)); n > nc.MaxPayload() {
+			return fail(fmt.Errorf("a message of %d bytes (payload and headers), over the server's max_payload of %d: %w", n, nc.MaxPayload(), nats.ErrMaxPayload))
+		}
 	}
 	wait, cancel := context.WithTimeout(ctx, r.cfg.AckTimeout)
 	defer cancel()
-	l := r.link.Load()
+	l := r.links.cur.Load()
 	if l != nil {
 		defer context.AfterFunc(l.ctx, cancel)()
 	}
