@@ -115,13 +115,10 @@ type target struct {
 	// cannot see them (see claimOwnPastHeld); guarded by Poller.cycleMu.
 	ownMore bool
 	// oldestDue is the available_at of the oldest row the last claim
-	// found due, zero when it found none (see reportLag); guarded by
-	// Poller.cycleMu.
+	// found due, zero when it found none, and oldestID that row's event
+	// id (see fullLag); guarded by Poller.cycleMu.
 	oldestDue time.Time
-	// held are the due times of the rows the claims handed to the queue,
-	// by event id, while the dispatcher holds them (see oldestHeld);
-	// guarded by Poller.cycleMu.
-	held map[string]time.Time
+	oldestID  string
 }
 
 // Result describes one poll.
@@ -388,11 +385,11 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, skipRecent time.Dura
 	}
 	// The oldest row the claims find due (see fullLag), kept as it was
 	// when they fail.
-	lastDue := t.oldestDue
-	t.oldestDue = time.Time{}
+	lastDue, lastID := t.oldestDue, t.oldestID
+	t.oldestDue, t.oldestID = time.Time{}, ""
 	defer func() {
 		if err != nil {
-			t.oldestDue = lastDue
+			t.oldestDue, t.oldestID = lastDue, lastID
 			return
 		}
 		p.reportLag(t, p.cfg.Now())
@@ -473,21 +470,13 @@ func (p *Poller) claim(ctx context.Context, t *target, limit int, skipRecent tim
 	}
 	res.Read += len(recs)
 	if len(recs) > 0 && (t.oldestDue.IsZero() || recs[0].AvailableAt.Before(t.oldestDue)) {
-		t.oldestDue = recs[0].AvailableAt
+		t.oldestDue, t.oldestID = recs[0].AvailableAt, recs[0].ID
 	}
 	skipped := res.Skipped
 	left := p.enqueue(ctx, t, lease, mark, recs, res)
 	if obs := p.cfg.Observer; obs != nil {
 		// The rows this node already held, read again, are no claim.
 		obs.Claimed(t.id, len(recs)-(res.Skipped-skipped), took, nil)
-	}
-	for _, rec := range recs {
-		if t.queue.InFlight(rec.ID) {
-			if t.held == nil {
-				t.held = map[string]time.Time{}
-			}
-			t.held[rec.ID] = rec.AvailableAt
-		}
 	}
 	return len(recs), left, nil
 }
@@ -502,54 +491,30 @@ func releaseCount(t *target) uint64 {
 	return rc.Released() + 1
 }
 
-// reportLag reports the age at now of the oldest pending row the poller
-// knows of (core.Metrics.OldestLag): the oldest its last claim found due,
-// or an older one its claims handed to the dispatcher, which still holds
-// it (still NEW or RETRY: a claim that leaves this node's rows out does
-// not read it again, and the gauge read 0 while a backlog the dispatcher
-// held waited for its workers); 0 when there is none.
+// reportLag reports the age at now of the oldest row t's last claim found
+// due (core.Metrics.OldestLag), 0 when it found none.
 func (p *Poller) reportLag(t *target, now time.Time) {
-	oldest := t.oldestDue
-	if h, ok := p.oldestHeld(t); ok && (oldest.IsZero() || h.Before(oldest)) {
-		oldest = h
-	}
-	if oldest.IsZero() {
+	if t.oldestDue.IsZero() {
 		t.metrics.OldestLag(0)
 		return
 	}
-	t.metrics.OldestLag(max(0, now.Sub(oldest)))
-}
-
-// oldestHeld returns the due time of the oldest row t's claims handed to
-// the dispatcher that it still holds, forgetting those it let go.
-func (p *Poller) oldestHeld(t *target) (time.Time, bool) {
-	var oldest time.Time
-	for id, due := range t.held {
-		if !t.queue.InFlight(id) {
-			delete(t.held, id)
-			continue
-		}
-		if oldest.IsZero() || due.Before(oldest) {
-			oldest = due
-		}
-	}
-	return oldest, !oldest.IsZero()
+	t.metrics.OldestLag(max(0, now.Sub(t.oldestDue)))
 }
 
 // fullLag reports the oldest pending age of a poll skipped because the
 // cold queue is full. The poll claims nothing, so it reads nothing (a
 // query for the age alone would load the database when it is busiest).
-// While the dispatcher still holds rows the claims handed to it, those are
-// still pending: the oldest one's age, growing, is the gauge's value, so a
+// While the dispatcher still holds the oldest row the last claim found,
+// that row is still pending: its age, growing, is the gauge's value, so a
 // lag alert sees a stalled backlog age rather than the value of the last
-// claim. Once the dispatcher let them all go, the poll knows nothing of
+// claim. Once the dispatcher let that row go, the poll knows nothing of
 // the store's backlog (the cold queue is shared by every store of the
 // dispatcher and holds its retries too, so a full queue does not mean
 // this store is behind) and leaves the gauge as it was, until the next
 // claim measures the backlog again.
 func (p *Poller) fullLag(t *target) {
-	if h, ok := p.oldestHeld(t); ok {
-		t.metrics.OldestLag(max(0, p.cfg.Now().Sub(h)))
+	if !t.oldestDue.IsZero() && t.queue.InFlight(t.oldestID) {
+		p.reportLag(t, p.cfg.Now())
 	}
 }
 

@@ -86,19 +86,20 @@
 //	outbox_relay_outages_total               counter    broker                            relay.Metrics.BrokerUp: outages begun, one per incident
 //	outbox_relay_full_destinations           gauge      broker                            relay.Metrics.FullDestinations: streams or queues full while the broker is up
 //
-// outbox_oldest_pending_seconds is set by every poll: the age of the
-// oldest row the store's claim found due, or of an older one the claims
-// handed to the dispatcher, which still holds it (claims leave those out
-// once the dispatcher holds every row leased to this node). A poll skipped
+// outbox_oldest_pending_seconds is set by every poll. A poll skipped
 // because the cold queue is full claims nothing and reads nothing: while
-// the dispatcher still holds rows the claims found, it sets the age the
-// oldest of them has reached since, so that a stalled backlog keeps
-// raising the lag alerts instead of freezing the gauge at its last claim;
-// once they were delivered it leaves the gauge as it was (the cold queue
-// is shared by the dispatcher's stores: full, it does not mean this store
-// is behind). The gauges keep the values last reported once the outbox is
-// closed (the queue depths, the lag, the blocked keys): unregister the
-// Collector, or ForgetStore, when the process goes on without it.
+// the dispatcher still holds the oldest row found by the store's last
+// claim, it sets the age that row has reached since, so that a stalled
+// backlog keeps raising the lag alerts instead of freezing the gauge at
+// its last claim; once that row was delivered it leaves the gauge as it
+// was (the cold queue is shared by the dispatcher's stores: full, it does
+// not mean this store is behind). It is the age of the rows a claim reads:
+// once the dispatcher holds every row leased to this node, claims leave
+// them out, and a backlog waiting in a cold queue that is not full reads 0
+// (outbox_queue_depth shows it). The gauges keep the values last reported
+// once the outbox is closed (the queue depths, the lag, the blocked keys):
+// unregister the Collector, or ForgetStore, when the process goes on
+// without it.
 //
 // outbox_claimed_total counts the rows a claim took: those this node's
 // dispatcher already held, read again by a claim, are not counted.
