@@ -322,6 +322,9 @@ func testRetryDead(t *testing.T, h Harness) {
 	if rec.Attempts != 3 || rec.LastError == "" {
 		t.Fatalf("DEAD row: attempts %d, last_error %q", rec.Attempts, rec.LastError)
 	}
+	// A DEAD event is counted once its row is (so just after a reader
+	// sees it).
+	waitFor(t, "the dead letter counted", func() bool { return f.metrics.Dead.Load() == 1 })
 	if f.metrics.Dead.Load() != 1 || f.metrics.Failure.Load() != 2 {
 		t.Fatalf("metrics dead=%d failure=%d, want 1 and 2", f.metrics.Dead.Load(), f.metrics.Failure.Load())
 	}

@@ -181,7 +181,9 @@ type Config struct {
 	// event is marked DONE, as if delivered.
 	Unhandled UnhandledPolicy
 	// UnhandledDelay is how long an event is put off with UnhandledLeave
-	// before it is looked at again. Defaults to 1 min.
+	// before it is looked at again, lengthened at random by up to a
+	// quarter (so that the nodes' polls do not meet it in the same order
+	// every round). Defaults to 1 min.
 	UnhandledDelay time.Duration
 	// MaxHeldBytes bounds the payload and header bytes of the events the dispatcher
 	// holds in memory at once: queued (hot and cold), waiting on a retry or

@@ -83,11 +83,12 @@ func (d *Dispatcher) unhandled(it item) bool {
 }
 
 // leave puts off an event no listener is registered for: due again
-// UnhandledDelay from now, its lease released, no attempt charged. This
-// node's poller is not woken for it when it comes due: it is for a node
-// that has the listener (a newer one, in a rolling deploy), which this
-// one would beat to it every time (it re-took the event the moment it was
-// due, and put it off again, for as long as it ran).
+// UnhandledDelay (to a quarter more) from now, its lease released, no
+// attempt charged. This node's poller is not woken for it when it comes
+// due: it is for a node that has the listener (a newer one, in a rolling
+// deploy), which this one would beat to it every time (it re-took the
+// event the moment it was due, and put it off again, for as long as it
+// ran).
 //
 // The delay is lengthened at random by up to a quarter: with a fixed one,
 // this node's poll, at a fixed Interval, fell at the same moment after the
@@ -128,7 +129,7 @@ func (d *Dispatcher) warnNoListener(o *origin, eventType string) {
 	var what string
 	switch d.cfg.Unhandled {
 	case UnhandledLeave:
-		what = "events of this type are left pending, looked at again every UnhandledDelay"
+		what = "events of this type are left pending, looked at again every UnhandledDelay (to a quarter more)"
 	case UnhandledDead:
 		what = "events of this type are marked DEAD"
 	default:
