@@ -68,6 +68,30 @@ func (w *twoInboxes) start() {
 	})
 }
 
+// perStore counts the messages a handler handled, by inbox.
+type perStore struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// handle is the handler: it counts the message for its inbox.
+func (p *perStore) handle(ctx context.Context, _ inbox.Record) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == nil {
+		p.n = map[string]int{}
+	}
+	p.n[inbox.StoreID(ctx)]++
+	return nil
+}
+
+// count returns how many messages of inbox store were handled.
+func (p *perStore) count(store string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[store]
+}
+
 // enqueue enqueues message id of topic in in.
 func enqueueTopic(t *testing.T, in *inbox.Inbox, id, topic string) {
 	t.Helper()
@@ -83,22 +107,10 @@ func enqueueTopic(t *testing.T, in *inbox.Inbox, id, topic string) {
 // for each slow claim in turn (here, all of them until the lock ended).
 func TestASlowInboxHoldsUpNoOtherInbox(t *testing.T) {
 	ctx := context.Background()
-	var (
-		mu      sync.Mutex
-		handled = map[string]int{}
-	)
-	count := func(store string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return handled[store]
-	}
+	var handled perStore
+	count := handled.count
 	w := newTwoInboxes(t, "healthy", inbox.DispatcherConfig{Workers: 4, StatusTimeout: time.Minute, Lease: time.Hour,
-		PollInterval: 20 * time.Millisecond}, map[string]inbox.HandlerFunc{"t": func(ctx context.Context, _ inbox.Record) error {
-		mu.Lock()
-		defer mu.Unlock()
-		handled[inbox.StoreID(ctx)]++
-		return nil
-	}})
+		PollInterval: 20 * time.Millisecond}, map[string]inbox.HandlerFunc{"t": handled.handle})
 	healthy, slow, slowDB := w.other, w.slow, w.slowDB
 	enqueue := func(in *inbox.Inbox, id string) { t.Helper(); enqueueTopic(t, in, id, "t") }
 	w.start()
@@ -298,22 +310,10 @@ func TestTheLoopRestsWhileThePickedInboxClaims(t *testing.T) {
 // inbox's claim holds the other inbox's claims until it ends (the order a
 // Selector makes then holds exactly, whatever each claim takes).
 func TestNeverDetachedClaimHoldsTheLoop(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		handled = map[string]int{}
-	)
-	count := func(store string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return handled[store]
-	}
+	var handled perStore
+	count := handled.count
 	w := newTwoInboxes(t, "other", inbox.DispatcherConfig{Workers: 4, StatusTimeout: time.Minute, Lease: time.Hour,
-		PollInterval: 20 * time.Millisecond, DetachAfter: -1}, map[string]inbox.HandlerFunc{"t": func(ctx context.Context, _ inbox.Record) error {
-		mu.Lock()
-		defer mu.Unlock()
-		handled[inbox.StoreID(ctx)]++
-		return nil
-	}})
+		PollInterval: 20 * time.Millisecond, DetachAfter: -1}, map[string]inbox.HandlerFunc{"t": handled.handle})
 	gate := newClaimGate(t, w.slowDB)
 	w.start()
 	enqueueTopic(t, w.slow, "gated", "t")
