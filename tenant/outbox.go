@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -15,7 +14,6 @@ import (
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dispatcher"
 	"github.com/outbox-go/outbox/internal/cfgpath"
-	"github.com/outbox-go/outbox/internal/ctxerr"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/notify"
@@ -106,7 +104,7 @@ type Tenant struct {
 	tx     *txctx.Manager
 	client *publish.Client
 	queue  handoff.Queue
-	open   openTxs // the InTx calls under way
+	open   *engine.Counter // the InTx calls under way
 }
 
 // ID returns the store id (the Database's ID).
@@ -123,8 +121,9 @@ func (t *Tenant) DB() *sqlx.DB { return t.db }
 // commit). Use txctx.From(ctx) for the business writes and
 // [Tenant.Publish] for events.
 func (t *Tenant) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	t.open.enter()
-	defer t.open.leave()
+	if t.open.Hold() { // false once the database is leaving the set
+		defer t.open.Release()
+	}
 	return t.tx.Do(ctx, fn)
 }
 
@@ -320,7 +319,7 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 		return nil, err
 	}
 	q := handoff.Of(o.dispatcher, d.ID)
-	t := &Tenant{id: d.ID, db: db, store: store, queue: q,
+	t := &Tenant{id: d.ID, db: db, store: store, queue: q, open: engine.NewCounter(context.Background()),
 		tx: txctx.NewX(db, txctx.WithLogger(log),
 			txctx.Option(txopts.Hooks(writegate.Of(db.DB), q.HotWaiting)))}
 	if t.client, err = publish.New(store, q); err != nil {
@@ -360,7 +359,7 @@ func (o *Outbox) refuse(ctx context.Context, id string) error {
 func (o *Outbox) detach(ctx context.Context, id string, t *Tenant) error {
 	var errOpen error
 	if t != nil {
-		if err := t.open.wait(ctx); err != nil {
+		if _, err := t.open.Drain(ctx); err != nil {
 			errOpen = fmt.Errorf("outbox: database %q: transactions begun with InTx still open: %w", id, err)
 		}
 	}
@@ -369,48 +368,6 @@ func (o *Outbox) detach(ctx context.Context, id string, t *Tenant) error {
 		o.poller.Remove(id)
 	}
 	return errors.Join(errOpen, errNotify, o.dispatcher.RemoveStore(ctx, id))
-}
-
-// openTxs counts the calls under way (a Tenant's InTx) and lets a
-// removal wait until there is none.
-type openTxs struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0
-}
-
-func (c *openTxs) enter() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == 0 {
-		c.idle = make(chan struct{})
-	}
-	c.n++
-}
-
-func (c *openTxs) leave() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n--; c.n == 0 {
-		close(c.idle)
-	}
-}
-
-// wait returns once no call is under way, or ctx's error first.
-func (c *openTxs) wait(ctx context.Context) error {
-	c.mu.Lock()
-	idle := c.idle
-	n := c.n
-	c.mu.Unlock()
-	if n == 0 {
-		return nil
-	}
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctxerr.Of(ctx)
-	}
 }
 
 // For returns the tenant a routing key maps to (the Database's ID, unless
