@@ -139,6 +139,7 @@ func secretRetryDead(t *testing.T, s *secrecyRun) {
 	for _, e := range envs {
 		f.waitStatus(t, e.ID(), core.StatusDead)
 	}
+	s.waitLog(t, "event is DEAD") // logged once the row is DEAD
 }
 
 func secretPanic(t *testing.T, s *secrecyRun) {
@@ -153,6 +154,7 @@ func secretPanic(t *testing.T, s *secrecyRun) {
 		t.Fatal(err)
 	}
 	f.waitStatus(t, env.ID(), core.StatusDead)
+	s.waitLog(t, "event is DEAD") // logged once the row is DEAD
 }
 
 func secretHung(t *testing.T, s *secrecyRun) {

@@ -130,6 +130,7 @@ func TestStoreLogsCarryTheStoreID(t *testing.T) {
 		t.Fatal("EnqueueHot = false")
 	}
 	testsupport.WaitFor(t, waitTimeout, "DEAD", func() bool { r, _ := st.Get(env.ID()); return r.Status == core.StatusDead }, st.Changed)
+	testsupport.WaitFor(t, waitTimeout, "the DEAD log line (once the row is DEAD)", func() bool { return len(logs.Lines("event is DEAD")) > 0 })
 	lines := logs.Lines("event is DEAD")
 	if len(lines) != 1 || !strings.Contains(lines[0], "store=tenant-7") {
 		t.Fatalf("DEAD log line without the store id: %q", logs.String())
