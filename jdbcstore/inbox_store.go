@@ -103,8 +103,13 @@ func (s *inboxStore) ApplySchema(ctx context.Context) error {
 		if err := checkSession(ctx, ddl.conn, s.dialect); err != nil {
 			return err
 		}
+		var found []schemaObject
 		for i, stmt := range splitStatements(s.schema) {
-			if err := ddl.create(ctx, stmt); err != nil {
+			o, err := ddl.create(ctx, stmt)
+			if o != nil {
+				found = append(found, *o)
+			}
+			if err != nil {
 				return fmt.Errorf("outbox: jdbcstore: apply %s inbox schema for table %q: %w", s.dialect.Name(), s.table, err)
 			}
 			if i == 0 {
@@ -115,7 +120,7 @@ func (s *inboxStore) ApplySchema(ctx context.Context) error {
 				}
 			}
 		}
-		return checkSchemaObjects(ctx, ddl.conn, s.dialect, s.schema, s.table)
+		return foreignObject(found, s.table)
 	})
 }
 

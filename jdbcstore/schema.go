@@ -127,9 +127,14 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 		if err := checkSession(ctx, ddl.conn, s.dialect); err != nil {
 			return err
 		}
+		var found []schemaObject
 		for i, stmt := range splitStatements(s.schema) {
-			if err := ddl.create(ctx, stmt); err != nil {
+			o, err := ddl.create(ctx, stmt)
+			if err != nil {
 				return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
+			}
+			if o != nil {
+				found = append(found, *o)
 			}
 			if i == 0 {
 				// Before the upgrade alters it: the table may be one of
@@ -142,7 +147,7 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 				}
 			}
 		}
-		if err := checkSchemaObjects(ctx, ddl.conn, s.dialect, s.schema, s.table, keysTable(s.table)); err != nil {
+		if err := foreignObject(found, s.table, keysTable(s.table)); err != nil {
 			return err
 		}
 		if err := s.checkKeysTable(ctx, ddl.conn); err != nil {
@@ -179,28 +184,32 @@ type ddlConn struct {
 	s    *Store
 }
 
+// schemaObject is an index or trigger of a schema and the table holding
+// it.
+type schemaObject struct{ name, table string }
+
 // create runs one statement of a schema. A CREATE … IF NOT EXISTS of an
 // index or trigger whose name is taken already is skipped where the
 // dialect tells which table holds a name ([ObjectOwnerFinder]), as it
-// would create nothing (the caller then checks that the holder is the
-// table). PostgreSQL takes the table's SHARE lock before it finds that
-// the index exists: a node starting while a transaction that wrote to
-// the table stayed open waited for it, and every write to the table, on
-// every node, waited behind the starting node in turn.
-func (c ddlConn) create(ctx context.Context, stmt string) error {
+// would create nothing; create returns the object found (see
+// foreignObject). PostgreSQL takes the table's SHARE lock before it finds
+// that the index exists: a node starting while a transaction that wrote
+// to the table stayed open waited for it, and every write to the table,
+// on every node, waited behind the starting node in turn.
+func (c ddlConn) create(ctx context.Context, stmt string) (found *schemaObject, err error) {
 	if f, ok := c.s.dialect.(ObjectOwnerFinder); ok {
 		if m := createdObjectRe.FindStringSubmatchIndex(stmt); m != nil && m[0] == 0 {
 			name := strings.ReplaceAll(stmt[m[2]:m[3]], `""`, `"`)
 			owner, err := f.TableOf(ctx, c.conn, name)
 			if err != nil {
-				return fmt.Errorf("find the table of %q: %w", name, err)
+				return nil, fmt.Errorf("find the table of %q: %w", name, err)
 			}
 			if owner != "" {
-				return nil
+				return &schemaObject{name: name, table: owner}, nil
 			}
 		}
 	}
-	return c.exec(ctx, stmt)
+	return nil, c.exec(ctx, stmt)
 }
 
 // exec runs one schema statement, retrying lock contention.
@@ -281,31 +290,22 @@ func (s *Store) upgrade(ctx context.Context, ddl ddlConn) error {
 // trigger a schema creates.
 var createdObjectRe = regexp.MustCompile(`(?i)CREATE\s+(?:UNIQUE\s+)?(?:INDEX|TRIGGER)\s+IF\s+NOT\s+EXISTS\s+"((?:[^"]|"")+)"`)
 
-// checkSchemaObjects makes sure that every index and trigger schema
-// creates belongs to table (or to one of owners, the table's companion
-// tables), where the dialect's names are global to a schema
-// ([ObjectOwnerFinder]): one a renamed table kept (an outbox table
-// archived under another name) made CREATE … IF NOT EXISTS create nothing
-// for table, which then had no pending index (SQLite's claims, which name
-// it, failed at every poll) nor the unique index and trigger that keep an
-// ordering key's positions apart. It returns a *core.ConfigError of field
-// Table naming the object and the table holding it. (Names compare without
-// case: SQLite's are case-insensitive.)
-func checkSchemaObjects(ctx context.Context, conn *sql.Conn, d Dialect, schema, table string, owners ...string) error {
-	f, ok := d.(ObjectOwnerFinder)
-	if !ok {
-		return nil
-	}
-	for _, m := range createdObjectRe.FindAllStringSubmatch(schema, -1) {
-		name := strings.ReplaceAll(m[1], `""`, `"`)
-		owner, err := f.TableOf(ctx, conn, name)
-		if err != nil {
-			return fmt.Errorf("outbox: jdbcstore: find the table of %q: %w", name, err)
-		}
-		if owner != "" && !strings.EqualFold(owner, table) && !slices.ContainsFunc(owners, func(o string) bool { return strings.EqualFold(o, owner) }) {
+// foreignObject makes sure that every index and trigger a schema found
+// already (create skipped them) belongs to table (or to one of owners,
+// the table's companion tables), where the dialect's names are global to
+// a schema ([ObjectOwnerFinder]): one a renamed table kept (an outbox
+// table archived under another name) made CREATE … IF NOT EXISTS create
+// nothing for table, which then had no pending index (SQLite's claims,
+// which name it, failed at every poll) nor the unique index and trigger
+// that keep an ordering key's positions apart. It returns a
+// *core.ConfigError of field Table naming the object and the table
+// holding it. (Names compare without case: SQLite's are case-insensitive.)
+func foreignObject(found []schemaObject, table string, owners ...string) error {
+	for _, o := range found {
+		if !strings.EqualFold(o.table, table) && !slices.ContainsFunc(owners, func(n string) bool { return strings.EqualFold(n, o.table) }) {
 			return &core.ConfigError{Field: "Table", Msg: fmt.Sprintf(
 				"%q: the index or trigger %q its schema creates belongs to the table %q (a table renamed away keeps the names of its indexes and triggers), so %q would have none: drop or rename %q's, then apply the schema again",
-				table, name, owner, table, owner)}
+				table, o.name, o.table, table, o.table)}
 		}
 	}
 	return nil

@@ -78,7 +78,8 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 		_, err := cfg.withDefaults("").validate()
 		return nil, errors.Join(&core.ConfigError{Field: "js", Msg: "(the JetStream context) must not be nil"}, err)
 	}
-	cfg = cfg.withDefaults(brokerName(js.Conn()))
+	nc := js.Conn()
+	cfg = cfg.withDefaults(brokerName(nc))
 	tpl, err := cfg.validate()
 	if err != nil {
 		return nil, err
@@ -93,9 +94,9 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	if cfg.ExpectStream != "" {
 		r.pubOpts = append(r.pubOpts, jetstream.WithExpectStream(cfg.ExpectStream))
 	}
-	r.denials = watchDenials(js.Conn())
-	r.maxSubject = maxSubjectOn(js.Conn())
-	r.watchLinks(js.Conn())
+	r.denials = watchDenials(nc)
+	r.maxSubject = maxSubjectOn(nc)
+	r.watchLinks(nc)
 	return r, nil
 }
 
