@@ -141,6 +141,28 @@ func TestEnqueueHotRefusesLeaseOfAnotherOwner(t *testing.T) {
 	}
 }
 
+// counted registers a listener for type E that counts its calls.
+func counted(h *harness) *calls {
+	c := &calls{}
+	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
+		c.add(env.ID())
+		return nil
+	})
+	return c
+}
+
+// coldLeased inserts an event of type E leased to owner until until and
+// offers it to the cold queue with that lease.
+func (h *harness) coldLeased(owner string, until time.Time) core.Envelope {
+	h.t.Helper()
+	env := h.env("E")
+	h.insertEnv(env, core.Lease{Owner: owner, Until: until})
+	if !h.d.EnqueueCold(env, 0, until) {
+		h.t.Fatal("EnqueueCold = false")
+	}
+	return env
+}
+
 // An event whose lease ends before a listener run and a status write could
 // both complete (now + ListenerTimeout + StatusTimeout > lease) has its
 // lease renewed to now + Lease first, through the store, while the lease
@@ -152,11 +174,7 @@ func TestEnqueueHotRefusesLeaseOfAnotherOwner(t *testing.T) {
 func TestEventTooCloseToLeaseEndIsRenewedOrLeft(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
 	h := newHarness(t, dispatcher.Config{Owner: "me", Workers: 1, Now: clock.Now})
-	c := &calls{}
-	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-		c.add(env.ID())
-		return nil
-	})
+	c := counted(h)
 	budget := dispatcher.DefaultListenerTimeout + dispatcher.DefaultStatusTimeout
 
 	// Queued with a fresh lease, then waited in the queue too long.
@@ -165,15 +183,7 @@ func TestEventTooCloseToLeaseEndIsRenewedOrLeft(t *testing.T) {
 	clock.Advance(dispatcher.DefaultLease - budget + time.Nanosecond)
 	now := clock.Now()
 
-	cold := func(until time.Time) core.Envelope {
-		t.Helper()
-		env := h.env("E")
-		h.insertEnv(env, core.Lease{Owner: "me", Until: until})
-		if !h.d.EnqueueCold(env, 0, until) {
-			t.Fatal("EnqueueCold = false")
-		}
-		return env
-	}
+	cold := func(until time.Time) core.Envelope { return h.coldLeased("me", until) }
 	tight := cold(now.Add(budget - time.Nanosecond))
 	ended := cold(now)                     // runs out as the worker takes it
 	expired := cold(now.Add(-time.Second)) // ran out before
@@ -215,17 +225,9 @@ func TestEventTooCloseToLeaseEndIsRenewedOrLeft(t *testing.T) {
 func TestEventTooCloseToLeaseEndNotRenewable(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
 	h := newHarness(t, dispatcher.Config{Owner: "me", Workers: 1, Now: clock.Now})
-	c := &calls{}
-	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-		c.add(env.ID())
-		return nil
-	})
+	c := counted(h)
 	until := clock.Now().Add(time.Second)
-	taken := h.env("E")
-	h.insertEnv(taken, core.Lease{Owner: "other-node", Until: until}) // taken over meanwhile
-	if !h.d.EnqueueCold(taken, 0, until) {
-		t.Fatal("EnqueueCold = false")
-	}
+	taken := h.coldLeased("other-node", until) // taken over meanwhile
 	fresh := h.insert("E")
 	h.mustEnqueueCold(fresh, 0)
 	h.start()
@@ -384,11 +386,7 @@ func TestDelayedHotEventIsDeliveredInProcessWhenDue(t *testing.T) {
 func TestDelayedHotEventWaitsOnATimer(t *testing.T) {
 	clock := testsupport.NewClock(testsupport.Epoch)
 	h := newHarness(t, dispatcher.Config{Workers: 1, RetryCapacity: 1, Now: clock.Now})
-	c := &calls{}
-	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-		c.add(env.ID())
-		return nil
-	})
+	c := counted(h)
 	h.start()
 
 	later := h.insert("E", func(b *core.Builder) { b.NotBefore(clock.Now().Add(time.Hour)) })
@@ -431,11 +429,7 @@ func TestDelayedHotEventWaitsOnATimer(t *testing.T) {
 
 func TestDelayedHotEventWithoutTimersIsLeftToPoller(t *testing.T) {
 	h := newHarness(t, dispatcher.Config{Workers: 1, RetryCapacity: -1})
-	c := &calls{}
-	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-		c.add(env.ID())
-		return nil
-	})
+	c := counted(h)
 	h.start()
 	e := h.insert("E", func(b *core.Builder) { b.NotBefore(time.Now().Add(time.Hour)) })
 	if h.enqueueHot(e) {
@@ -561,17 +555,9 @@ func TestSlowLeaseRenewalLeavesTheEvent(t *testing.T) {
 		}
 		return nil
 	}
-	c := &calls{}
-	h.reg.RegisterFunc("E", func(_ context.Context, env core.Envelope) error {
-		c.add(env.ID())
-		return nil
-	})
+	c := counted(h)
 	until := clock.Now().Add(time.Second) // too short to run on: renewed
-	env := h.env("E")
-	h.insertEnv(env, core.Lease{Owner: "me", Until: until})
-	if !h.d.EnqueueCold(env, 0, until) {
-		t.Fatal("EnqueueCold = false")
-	}
+	env := h.coldLeased("me", until)
 	h.start()
 	h.waitReleased(env.ID())
 	if n := c.count(env.ID()); n != 0 {
