@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/outbox-go/outbox/internal/testdb"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -21,15 +24,7 @@ func TestServeQueryTimeoutMySQL(t *testing.T) {
 	dsn := cfg.FormatDSN()
 	ok(t, "--dsn", dsn, "schema", "apply")
 	base := startServe(t, "--dsn", dsn, "serve", "--query-timeout", "1s")
-	db := testdb.OpenMySQL(t, cfg)
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), "LOCK TABLES "+jdbcstore.DefaultTable+" WRITE"); err != nil {
-		t.Fatal(err)
-	}
+	conn := lockOutboxTable(t, cfg)
 	for _, page := range []string{"dead", "types", "purge?done=7d&dead=30d", "event?id=no-such-id", "replay?id=no-such-id"} {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+page, nil)
@@ -79,14 +74,7 @@ func TestServeInterruptWhileAPageWaitsMySQL(t *testing.T) {
 	ok(t, "--dsn", dsn, "schema", "apply")
 	s := launchServe(t, "127.0.0.1:0", "--dsn", dsn, "serve")
 	db := testdb.OpenMySQL(t, cfg)
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), "LOCK TABLES "+jdbcstore.DefaultTable+" WRITE"); err != nil {
-		t.Fatal(err)
-	}
+	conn := lockOutboxTable(t, cfg)
 	answered := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -135,4 +123,21 @@ func TestServeInterruptWhileAPageWaitsMySQL(t *testing.T) {
 	if _, err := conn.ExecContext(t.Context(), "UNLOCK TABLES"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lockOutboxTable locks the outbox table of the database of cfg for
+// writing (LOCK TABLES, as a migration would) on a connection of its own,
+// which it returns (UNLOCK TABLES on it ends the lock; it is closed at
+// the test's end).
+func lockOutboxTable(t *testing.T, cfg *mysql.Config) *sql.Conn {
+	t.Helper()
+	conn, err := testdb.OpenMySQL(t, cfg).Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := conn.ExecContext(t.Context(), "LOCK TABLES "+jdbcstore.DefaultTable+" WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
