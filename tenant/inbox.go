@@ -161,7 +161,7 @@ func (ib *Inbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*inbox.In
 
 // refuse refuses the removal of database id asked from a handler of its
 // own messages (it would wait for that handler, so for itself).
-func (ib *Inbox) refuse(ctx context.Context, id string) error {
+func (ib *Inbox) refuse(ctx context.Context, id string, _ any) error {
 	if ib.dispatcher.InHandler(ctx) && inbox.StoreID(ctx) == id {
 		return inbox.ErrCloseInHandler
 	}

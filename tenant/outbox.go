@@ -127,6 +127,13 @@ func (t *Tenant) InTx(ctx context.Context, fn func(ctx context.Context) error) e
 	return t.tx.Do(ctx, fn)
 }
 
+// inOwnTx reports whether ctx carries an active transaction on the
+// tenant's database (the innermost one ctx carries).
+func (t *Tenant) inOwnTx(ctx context.Context) bool {
+	tx, ok := txctx.From(ctx)
+	return ok && tx.Active() && tx.Database() == t.db.DB
+}
+
 // Publish inserts env into the tenant's outbox on the transaction carried
 // by ctx (begun by [Tenant.InTx] or adopted with [Tenant.Adopt]) and hands
 // it to the dispatcher after commit. See outbox.Outbox.Publish.
@@ -339,11 +346,15 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 	return t, nil
 }
 
-// refuse refuses the removal of database id asked from a listener of its
-// own events (it would wait for that listener, so for itself).
-func (o *Outbox) refuse(ctx context.Context, id string) error {
+// refuse refuses the removal of database id (member val) asked from a
+// listener of its own events, or from inside a transaction on it (the
+// removal would wait for that listener or transaction, so for itself).
+func (o *Outbox) refuse(ctx context.Context, id string, val any) error {
 	if o.dispatcher.InListenerOf(ctx, id) {
 		return dispatcher.ErrCloseInListener
+	}
+	if t, ok := val.(*Tenant); ok && t.inOwnTx(ctx) {
+		return ErrRemoveInTx
 	}
 	return nil
 }
@@ -404,7 +415,10 @@ func (o *Outbox) Refresh(ctx context.Context) (RefreshResult, error) {
 // replace, it leaves that database in the set, served as before (the
 // removal would wait for the caller), and returns an error wrapping
 // dispatcher.ErrCloseInListener with the rest of the set applied: remove
-// it from another goroutine. Refresh too.
+// it from another goroutine. Called with the context of a transaction on
+// such a database (inside its [Tenant.InTx], or adopted with
+// [Tenant.Adopt]), it leaves it in the set the same way and returns an
+// error wrapping [ErrRemoveInTx]. Refresh too.
 func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResult, error) {
 	if ctx == nil {
 		return RefreshResult{}, core.ErrNilContext

@@ -50,8 +50,8 @@ type set[T any] struct {
 	route  func(key string) string
 	attach func(ctx context.Context, d Database, db *sqlx.DB) (T, error)
 	detach func(ctx context.Context, id string, val T) error
-	refuse func(ctx context.Context, id string) error // see setOptions
-	drain  time.Duration                              // bound of one detach
+	refuse func(ctx context.Context, id string, val any) error // see setOptions
+	drain  time.Duration                                       // bound of one detach
 	log    *slog.Logger
 
 	// applying holds one token: one apply (or close) at a time, and a
@@ -84,10 +84,11 @@ type setOptions struct {
 	route     func(key string) string
 	drain     time.Duration
 	log       *slog.Logger
-	// refuse returns the error of a removal of database id asked with
-	// ctx of a listener or handler of id's own work (which the removal
-	// would wait for), nil otherwise; nil: none is refused up front.
-	refuse func(ctx context.Context, id string) error
+	// refuse returns the error of a removal of database id (whose member
+	// is val) asked with ctx of id's own work, a listener, a handler or a
+	// transaction (which the removal would wait for), nil otherwise; nil:
+	// none is refused up front.
+	refuse func(ctx context.Context, id string, val any) error
 }
 
 // validate records the problems of the shared settings in p, named by
@@ -338,8 +339,8 @@ func (s *set[T]) add(ctx context.Context, d Database) error {
 	return nil
 }
 
-// keptError is the error of a removal asked from a listener or handler
-// of the very database removed (setOptions.refuse): nothing is removed
+// keptError is the error of a removal asked from a listener, handler or
+// transaction of the very database removed (setOptions.refuse): nothing is removed
 // (the detach would have waited for the caller), so the database stays in
 // the set, open and routed to.
 type keptError struct {
@@ -348,7 +349,7 @@ type keptError struct {
 }
 
 func (e *keptError) Error() string {
-	return fmt.Sprintf("outbox: database %q not removed: asked from a listener or handler of its own, it stays in the set (remove it from another goroutine): %v", e.id, e.err)
+	return fmt.Sprintf("outbox: database %q not removed: asked from its own work (a listener, a handler or a transaction of it), it stays in the set (remove it from another goroutine): %v", e.id, e.err)
 }
 
 func (e *keptError) Unwrap() error { return e.err }
@@ -359,11 +360,11 @@ func (s *set[T]) remove(ctx context.Context, id string) error {
 	s.mu.Lock()
 	m, ok := s.members[id]
 	if ok && s.refuse != nil {
-		// Asked from a listener or handler of this very database: it
+		// Asked from a listener, handler or transaction of this very database: it
 		// stays, and is routed to all along (the detach would wait for
 		// the caller; deleted first, the database was unknown to For until
 		// the detach refused).
-		if err := s.refuse(ctx, id); err != nil {
+		if err := s.refuse(ctx, id, m.val); err != nil {
 			s.mu.Unlock()
 			return &keptError{id: id, err: err}
 		}

@@ -36,7 +36,7 @@ func TestRemovalRefusedUpFrontKeepsTheDatabaseRouted(t *testing.T) {
 		unknown  atomic.Int32 // detaches that found their database unknown to get
 	)
 	o := setOptions{what: "test", databases: dbs, drain: time.Second, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		refuse: func(ctx context.Context, id string) error {
+		refuse: func(ctx context.Context, id string, _ any) error {
 			if ctx.Value(ownKey{}) == id {
 				return errOwn
 			}
