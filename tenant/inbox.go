@@ -127,7 +127,7 @@ func (c InboxConfig) withDefaults() InboxConfig {
 
 func (c InboxConfig) setOptions() setOptions {
 	return setOptions{what: "inbox", databases: c.Databases, discover: c.Discover, open: c.Open,
-		route: c.Route, drain: c.DrainTimeout, log: c.Logger}
+		route: c.Route, drain: c.DrainTimeout, refresh: c.RefreshInterval, log: c.Logger}
 }
 
 // validate reports every problem of c at once, before the defaults are

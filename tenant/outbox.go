@@ -282,7 +282,7 @@ func (c Config) withDefaults() Config {
 
 func (c Config) setOptions() setOptions {
 	return setOptions{what: "outbox", databases: c.Databases, discover: c.Discover, open: c.Open,
-		route: c.Route, drain: c.DrainTimeout, log: c.Logger}
+		route: c.Route, drain: c.DrainTimeout, refresh: c.RefreshInterval, log: c.Logger}
 }
 
 // validate reports every problem of c, before the defaults are applied

@@ -83,6 +83,7 @@ type setOptions struct {
 	open      OpenFunc
 	route     func(key string) string
 	drain     time.Duration
+	refresh   time.Duration // RefreshInterval: negative means never
 	log       *slog.Logger
 	// refuse returns the error of a removal of database id (whose member
 	// is val) asked with ctx of id's own work, a listener, a handler or a
@@ -104,7 +105,10 @@ func (o setOptions) validate(p *cfgpath.Collector) {
 			p.Add("", err)
 		}
 	}
-	p.NotNegative("DrainTimeout", o.drain)
+	p.Duration("DrainTimeout", o.drain)
+	if o.refresh > 0 { // negative: only Refresh discovers
+		p.Duration("RefreshInterval", o.refresh)
+	}
 }
 
 // drainDefault is the default DrainTimeout: the configured lease, or the
