@@ -75,3 +75,24 @@ func TestDispatcherConfigRefusesDurationsWithoutUnit(t *testing.T) {
 		t.Errorf("Validate of the shortest durations and disabled reaping and cleanup = %v", err)
 	}
 }
+
+// A Lease too short is reported under Lease, whose half and quarter
+// HandlerTimeout and StatusTimeout default to, not under those fields the
+// caller left unset (Lease 5 was reported as HandlerTimeout 2ns and
+// StatusTimeout 1ns, and not as Lease).
+func TestDispatcherConfigBlamesAShortLease(t *testing.T) {
+	for _, lease := range []time.Duration{5, time.Millisecond, 3 * time.Millisecond, -time.Second} {
+		err := (inbox.DispatcherConfig{Lease: lease}).Validate()
+		if got := cfgpath.Fields(err); !errors.Is(err, core.ErrInvalidConfig) || !slices.Equal(got, []string{"Lease"}) {
+			t.Errorf("Lease %v: Validate = %v (fields %q), want Lease", lease, err, got)
+		}
+	}
+	if err := (inbox.DispatcherConfig{Lease: 4 * time.Millisecond}).Validate(); err != nil {
+		t.Errorf("Lease 4ms (HandlerTimeout 2ms, StatusTimeout 1ms): %v", err)
+	}
+	// Set, the timeouts are checked as given.
+	err := (inbox.DispatcherConfig{Lease: 3 * time.Millisecond, HandlerTimeout: time.Millisecond, StatusTimeout: 5}).Validate()
+	if got := cfgpath.Fields(err); !slices.Equal(got, []string{"StatusTimeout"}) {
+		t.Errorf("StatusTimeout 5ns: Validate = %v (fields %q), want StatusTimeout", err, got)
+	}
+}

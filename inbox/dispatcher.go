@@ -232,6 +232,33 @@ func (c DispatcherConfig) validate() error {
 	p.NilValue("Selector", c.Selector)
 	p.NilValue("Observer", c.Observer)
 	p.Logger("Logger", c.Logger)
+	c.validateTimeouts(&p)
+	p.Duration("PollInterval", c.PollInterval)
+	p.Duration("UnhandledDelay", c.UnhandledDelay)
+	p.Duration("DetachAfter", max(c.DetachAfter, 0))         // negative: never
+	p.Duration("ReapInterval", max(c.ReapInterval, 0))       // negative disables
+	p.Duration("CleanupInterval", max(c.CleanupInterval, 0)) // negative disables
+	p.AtLeast1("MaxAttempts", c.MaxAttempts)
+	p.NotNegative("Retention", c.Retention)
+	p.Count("CleanupBatch", c.CleanupBatch, MaxBatchSize)
+	return p.Err()
+}
+
+// validateTimeouts records the problems of Lease, HandlerTimeout and
+// StatusTimeout. A timeout left unset takes a share of Lease (a half, a
+// quarter): when that share is too short, Lease is what is wrong, and it
+// is reported instead of the field the caller never set.
+func (c DispatcherConfig) validateTimeouts(p *cfgpath.Collector) {
+	if msg := cfgpath.DurationProblem(c.Lease); msg != "" {
+		p.Field("Lease", msg)
+		return
+	}
+	derivedHandler := c.HandlerTimeout == c.Lease/2
+	derivedStatus := c.StatusTimeout == min(defaultStatusTimeout, c.Lease/4)
+	if (derivedHandler && c.HandlerTimeout < cfgpath.MinDuration) || (derivedStatus && c.StatusTimeout < cfgpath.MinDuration) {
+		p.Field("Lease", fmt.Sprintf("(%v) is too short: HandlerTimeout and StatusTimeout, unless set, take a half and a quarter of it, each at least %v", c.Lease, cfgpath.MinDuration))
+		return
+	}
 	if c.HandlerTimeout <= 0 {
 		p.Field("HandlerTimeout", "must be positive")
 	} else {
@@ -245,15 +272,6 @@ func (c DispatcherConfig) validate() error {
 	if need := cfgpath.Sum(c.HandlerTimeout, c.StatusTimeout); c.Lease <= need {
 		p.Field("Lease", fmt.Sprintf("(%v) must exceed HandlerTimeout + StatusTimeout (%v)", c.Lease, need))
 	}
-	p.Duration("PollInterval", c.PollInterval)
-	p.Duration("UnhandledDelay", c.UnhandledDelay)
-	p.Duration("DetachAfter", max(c.DetachAfter, 0))         // negative: never
-	p.Duration("ReapInterval", max(c.ReapInterval, 0))       // negative disables
-	p.Duration("CleanupInterval", max(c.CleanupInterval, 0)) // negative disables
-	p.AtLeast1("MaxAttempts", c.MaxAttempts)
-	p.NotNegative("Retention", c.Retention)
-	p.Count("CleanupBatch", c.CleanupBatch, MaxBatchSize)
-	return p.Err()
 }
 
 // Dispatcher runs the work queue of an [Inbox], or of several (one per
