@@ -1,6 +1,7 @@
 package otel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -38,8 +39,8 @@ type Config struct {
 	// Defaults to the global propagator, otel.GetTextMapPropagator(), when
 	// one is set before New runs, else to the W3C one above (the global
 	// default propagates nothing, which would leave every delivery out of
-	// its publisher's trace). A Propagator that writes no field is an
-	// error.
+	// its publisher's trace). A Propagator that writes nothing for a
+	// span's context (none at all, or baggage alone) is an error.
 	Propagator propagation.TextMapPropagator
 	// LinkOnly makes each delivery attempt start a trace of its own,
 	// linked to the publisher's span, instead of a span in the
@@ -79,10 +80,31 @@ func (cfg Config) validate() error {
 			errs = append(errs, &core.ConfigError{Field: f.name, Msg: fmt.Sprintf("must not be nil (a nil %T): leave the field unset for the default", f.v)})
 		}
 	}
-	if !typedNil(cfg.Propagator) && len(cfg.Propagator.Fields()) == 0 {
-		errs = append(errs, &core.ConfigError{Field: "Propagator", Msg: "writes no header field: deliveries could not join their publisher's trace (use propagation.TraceContext{})"})
+	if !typedNil(cfg.Propagator) && !writesSpanContext(cfg.Propagator) {
+		errs = append(errs, &core.ConfigError{Field: "Propagator", Msg: "writes no span context into the headers: deliveries could not join their publisher's trace (use propagation.TraceContext{})"})
 	}
 	return errors.Join(errs...)
+}
+
+// probeSpan is the span context writesSpanContext propagates: valid,
+// sampled, remote, as a publisher's is at its delivery.
+var probeSpan = trace.NewSpanContext(trace.SpanContextConfig{
+	TraceID:    trace.TraceID{0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd, 0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c},
+	SpanID:     trace.SpanID{0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31},
+	TraceFlags: trace.FlagsSampled,
+	Remote:     true,
+})
+
+// writesSpanContext reports whether p writes anything for a context
+// carrying a sampled span: a propagator of baggage alone declares a field
+// but writes nothing for it.
+func writesSpanContext(p propagation.TextMapPropagator) bool {
+	if len(p.Fields()) == 0 {
+		return false
+	}
+	carrier := propagation.MapCarrier{}
+	p.Inject(trace.ContextWithSpanContext(context.Background(), probeSpan), carrier)
+	return len(carrier) > 0
 }
 
 // typedNil reports whether v holds a nil pointer, map, func, chan or

@@ -13,14 +13,31 @@ import (
 	obsotel "github.com/outbox-go/outbox/otel"
 )
 
+// A propagator that writes no trace context is refused: one of no
+// propagators, and one that declares a field but writes no span's context
+// (baggage alone: New took it, and every delivery started a trace of its
+// own).
 func TestNewRefusesAPropagatorThatPropagatesNothing(t *testing.T) {
-	_, err := obsotel.New(obsotel.Config{Propagator: propagation.NewCompositeTextMapPropagator()})
-	if !errors.Is(err, core.ErrInvalidConfig) {
-		t.Fatalf("err = %v, want core.ErrInvalidConfig", err)
+	for name, p := range map[string]propagation.TextMapPropagator{
+		"empty composite": propagation.NewCompositeTextMapPropagator(),
+		"baggage alone":   propagation.Baggage{},
+	} {
+		_, err := obsotel.New(obsotel.Config{Propagator: p})
+		if !errors.Is(err, core.ErrInvalidConfig) {
+			t.Fatalf("%s: err = %v, want core.ErrInvalidConfig", name, err)
+		}
+		var ce *core.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "Propagator" {
+			t.Errorf("%s: err = %v, want a ConfigError naming Propagator", name, err)
+		}
 	}
-	var ce *core.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "Propagator" {
-		t.Errorf("err = %v, want a ConfigError naming Propagator", err)
+	for name, p := range map[string]propagation.TextMapPropagator{
+		"trace context":           propagation.TraceContext{},
+		"trace context + baggage": propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+	} {
+		if _, err := obsotel.New(obsotel.Config{Propagator: p}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
