@@ -329,10 +329,12 @@ func (o *Outbox) Start(ctx context.Context) error {
 // release does not wait). A release that gives up on that lock leaves
 // the leases it could not release to expire after Dispatcher.Lease.
 // Finish or roll back the business transactions first. Once ctx ended,
-// the DONE writes of listeners that succeeded and the release are bounded
-// together by Dispatcher.StatusTimeout rather than by ctx (see
-// dispatcher.Dispatcher.Close), so Close may return that much after ctx
-// ended.
+// the listeners, their contexts cancelled, get Dispatcher.ListenerGrace
+// to return (the leases of their events are released with the others),
+// then the DONE writes of listeners that succeeded and the release are
+// bounded together by Dispatcher.StatusTimeout rather than by ctx (see
+// dispatcher.Dispatcher.Close), so Close may return ListenerGrace +
+// StatusTimeout after ctx ended.
 //
 // Publishing after Close still works: the event is written, unowned, on
 // the business transaction, and a poller of another process (or of this

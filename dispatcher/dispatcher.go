@@ -159,7 +159,8 @@ type Dispatcher struct {
 	runCtx   context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	done     chan struct{} // closed when every worker has exited
+	done     chan struct{} // closed when every worker has exited, the DONE writes flushed and the leases released
+	out      chan struct{} // closed when every worker has exited
 
 	closeOnce, hardOnce sync.Once
 	lifeMu              sync.Mutex // serializes Start with Close
@@ -227,6 +228,7 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 		runCtx:      ctx,
 		cancel:      cancel,
 		done:        make(chan struct{}),
+		out:         make(chan struct{}),
 		retryTimers: make(map[*time.Timer]item),
 		noListener:  ratelog.NewPerKey(ratelog.DefaultMaxKeys, 5*time.Second),
 	}
@@ -253,6 +255,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	go d.batcher.run()
 	go func() {
 		d.wg.Wait()
+		close(d.out)
 		close(d.batcher.in) // no worker adds any more: flush the rest
 		<-d.batcher.done
 		// Every outcome is written: hand back the leases of what was
@@ -461,8 +464,9 @@ func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 // Close stops intake (the hot path's and the poller's hand-offs are
 // refused), cancels pending
 // in-process retries and lets the workers drain the queues. If ctx expires
-// first, listener contexts are cancelled, queued events are left to the
-// database, and ctx's error is returned; calling Close again waits again.
+// first, listener contexts are cancelled (the listeners get ListenerGrace
+// to return), queued events are left to the database, and ctx's error is
+// returned; calling Close again waits again.
 // Events not delivered stay NEW/RETRY in the database.
 //
 // Once the workers stopped, Close hands back the leases this dispatcher's
@@ -475,9 +479,11 @@ func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 // included, or a DONE write in progress) keep their lease; they are
 // released when their worker exits. Each release statement is bounded by
 // StatusTimeout (and by ctx while the workers are being waited for); the
-// stores are released together. When ctx ends first, the DONE writes of
-// the listeners that succeeded and the release of what no worker holds
-// share one StatusTimeout from then, so Close returns at most that long
+// stores are released together. When ctx ends first, the cancelled
+// listeners get ListenerGrace to return (the leases of the events of
+// those that did are released too), then the DONE writes of the listeners
+// that succeeded and the release of what no worker holds share one
+// StatusTimeout, so Close returns at most ListenerGrace + StatusTimeout
 // after ctx ended. A release that let rows go or kept some is logged at
 // INFO with their numbers. A dispatcher must therefore not share its Owner with another
 // running dispatcher.
@@ -526,6 +532,13 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		// emptied first), both bounded by StatusTimeout; the rest is
 		// released when the last worker exits.
 		d.logDiscarded(d.discard())
+		// The listeners just cancelled get ListenerGrace to return, so
+		// that the leases of their events are released below rather
+		// than when the last worker exits, in the background (lost if
+		// the process exits after Close).
+		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.ListenerGrace)
+		_ = engine.Wait(gctx, d.out)
+		gcancel()
 		// One StatusTimeout for both: the release waits for the DONE
 		// writes (on SQLite, for the write gate they hold), and a write
 		// begun late would not end sooner (SQLite's busy wait does not

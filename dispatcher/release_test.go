@@ -444,3 +444,75 @@ func TestCloseDeadlineReleasesStoresTogether(t *testing.T) {
 		t.Errorf("Close = %v, want its ctx's error", err)
 	}
 }
+
+// Close whose ctx expires gives the listeners it cancels ListenerGrace to
+// return, and releases the leases of the events of those that did before
+// it returns: the next process (or another node) delivers them at once.
+// (Before, the release ran right after the cancel, skipping every event
+// still held, so the events of listeners unwinding from their cancelled
+// ctx kept their leases, released in the background once the last worker
+// exited: lost when the process exited after Close, and their events
+// waited out Lease.)
+func TestCloseDeadlineReleasesTheEventsOfCancelledListeners(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 2, ListenerGrace: time.Minute})
+	started := make(chan struct{}, 2)
+	h.reg.RegisterFunc("Wait", func(ctx context.Context, _ core.Envelope) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // unwinding takes a moment
+		return ctx.Err()
+	})
+	h.start()
+	a, b := h.insert("Wait"), h.insert("Wait")
+	h.mustEnqueueHot(a)
+	h.mustEnqueueHot(b)
+	recv(t, started, "the first listener to start")
+	recv(t, started, "the second listener to start")
+	if err := h.d.Close(closeCtx(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+	for _, id := range []string{a.ID(), b.ID()} {
+		if r := h.row(id); r.Status != core.StatusNew || r.LockedBy != "" || !r.LockedUntil.IsZero() || r.Attempts != 0 {
+			t.Errorf("%s right after Close: %v, %d attempts, leased to %q until %v; want NEW, released, no attempt charged", id, r.Status, r.Attempts, r.LockedBy, r.LockedUntil)
+		}
+	}
+}
+
+// RemoveStore whose ctx expires gives the store's listeners it cancels
+// ListenerGrace to return, and releases the leases of their events before
+// it returns, as Close does: the store is usually closed right after.
+func TestRemoveStoreDeadlineReleasesTheEventsOfCancelledListeners(t *testing.T) {
+	reg := registry.New()
+	d, err := dispatcher.NewMulti(reg, dispatcher.Config{Workers: 2, HotCapacity: 16, ListenerGrace: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{}, 2)
+	reg.RegisterFunc("Wait", func(ctx context.Context, _ core.Envelope) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // unwinding takes a moment
+		return ctx.Err()
+	})
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close(closeCtx(t, waitTimeout)) }()
+	st := memstore.New(nil)
+	q, err := d.AddStoreQueue("a", st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := insertAndEnqueue(t, st, q, "Wait")
+	b := insertAndEnqueue(t, st, q, "Wait")
+	recv(t, started, "the first listener to start")
+	recv(t, started, "the second listener to start")
+	if err := d.RemoveStore(closeCtx(t, 50*time.Millisecond), "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("RemoveStore = %v, want DeadlineExceeded", err)
+	}
+	for _, env := range []core.Envelope{a, b} {
+		if r, _ := st.Get(env.ID()); r.LockedBy != "" || r.Attempts != 0 {
+			t.Errorf("%s right after RemoveStore: leased to %q, %d attempts; want released, no attempt charged", env.ID(), r.LockedBy, r.Attempts)
+		}
+	}
+}

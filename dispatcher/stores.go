@@ -325,12 +325,12 @@ func (d *Dispatcher) AddStore(id string, store core.StatusWriter) error {
 // the store is no longer used and may be closed. When ctx ends first, the contexts of the
 // store's listeners still running are cancelled (like a hard Close: no
 // attempt is charged, their rows stay as they are and are delivered again
-// once the store is back) and ctx's error is returned; the store is
-// removed anyway, and calling RemoveStore again waits for those listeners
-// to return. An unknown id returns nil. Like Close, RemoveStore then hands
-// back the leases this dispatcher's Owner holds on the store's NEW/RETRY
-// rows (except those of listeners still running), so any node delivers
-// them at once.
+// once the store is back; they get ListenerGrace to return) and ctx's
+// error is returned; the store is removed anyway, and calling RemoveStore
+// again waits for those listeners to return. An unknown id returns nil.
+// Like Close, RemoveStore then hands back the leases this dispatcher's
+// Owner holds on the store's NEW/RETRY rows (except those of listeners
+// still running), so any node delivers them at once.
 //
 // Called with the context of one of the store's listener calls (or one
 // derived from it), it returns ErrCloseInListener at once and removes
@@ -354,6 +354,12 @@ func (d *Dispatcher) RemoveStore(ctx context.Context, id string) error {
 		// context is cancelled): they are not held, as Close empties the
 		// queues before it releases.
 		d.dropQueued(o)
+		// The listeners just cancelled get ListenerGrace to return, so
+		// that the release below hands back the leases of their events
+		// too (the store is usually closed right after).
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.ListenerGrace)
+		_, _ = o.work.Drain(gctx)
+		cancel()
 	}
 	// Hand back the leases of the store's events this dispatcher did not
 	// deliver, except those of listeners still running.
