@@ -429,7 +429,7 @@ func (s *Store) checkOpen(ctx context.Context, ex core.Execer, id string) error 
 	}
 	if known && !open {
 		return fmt.Errorf("outbox: jdbcstore: insert %q: %w: the database ended the transaction before this event "+
-			"(an earlier statement failed: a deadlock or lock wait timeout ignored?); nothing was written", id, core.ErrTxAborted)
+			"(an earlier statement failed, a deadlock or lock wait timeout ignored, or committed it implicitly: DDL, LOCK TABLES?); nothing was written", id, core.ErrTxAborted)
 	}
 	return nil
 }
