@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,23 @@ func TestUnhandledLeaveJittersTheDelay(t *testing.T) {
 	}
 	if len(due) < 2 {
 		t.Errorf("8 events left at the same moment are all due at %v: no jitter", due)
+	}
+}
+
+// An UnhandledDelay near the largest duration ("never", in effect) puts
+// the event off that far, not into the past: the quarter added at random
+// saturates instead of wrapping around (with math.MaxInt64 the event came
+// due 264 years ago, and was taken again at every poll).
+func TestUnhandledLeaveWithTheLargestDelay(t *testing.T) {
+	clk := testsupport.NewClock(testsupport.Epoch)
+	h := newHarness(t, dispatcher.Config{Workers: 1, Now: clk.Now, Unhandled: dispatcher.UnhandledLeave, UnhandledDelay: math.MaxInt64})
+	h.start()
+	for range 4 { // the wrap depended on the random quarter
+		e := h.insert("Later")
+		h.mustEnqueueHot(e)
+		h.wait("the event to be put off", func() bool { r, _ := h.st.Get(e.ID()); return r.LastError != "" })
+		if r := h.row(e.ID()); !r.AvailableAt.After(clk.Now().Add(200 * 365 * 24 * time.Hour)) {
+			t.Fatalf("due %v after it was left, want about 292 years", r.AvailableAt.Sub(clk.Now()))
+		}
 	}
 }
