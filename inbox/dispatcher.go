@@ -414,7 +414,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // nil all the same has its message Done) records nothing and, once it
 // returned, its lease and the attempt its
 // claim charged are given back, so its message is claimed again at once
-// by any dispatcher.
+// by any dispatcher. Close waits up to StatusTimeout more for the
+// cancelled handlers to return and give their messages back (a handler
+// that ignores its context keeps its message until it returns, after
+// Close).
 // Calling Close again waits again. Close is final (Start then returns
 // core.ErrClosed) and returns nil on a dispatcher that never started.
 // Called with the context of one of d's handlers (or one derived from
@@ -429,6 +432,15 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	}
 	d.alarm.stop()
 	err := d.run.Close(ctx)
+	if err != nil {
+		// The handlers were cancelled: they get StatusTimeout to return
+		// and give their messages back, so that a process exiting after
+		// Close leaves none of them leased. (Close waits for the loop,
+		// which waits for its handlers.)
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StatusTimeout)
+		_ = d.run.Close(gctx)
+		cancel()
+	}
 	// Closed for good: the inboxes stop notifying it of their enqueues
 	// (and no longer keep it reachable).
 	d.addMu.Lock()

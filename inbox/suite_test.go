@@ -60,6 +60,7 @@ var suite = []struct {
 	{"DispatcherNeverSameMessageTwice", testDispatcherNeverSameMessageTwice},
 	{"DispatcherReapsAndCleansUp", testDispatcherReapsAndCleansUp},
 	{"DispatcherStop", testDispatcherStop},
+	{"DispatcherHardCloseGivesBack", testDispatcherHardCloseGivesBack},
 	{"StaleClaimOutcome", testStaleClaimOutcome},
 	{"CrashedHandlingCountsAnAttempt", testCrashedHandlingCountsAnAttempt},
 	{"MultiSelectorOrder", testMultiSelectorOrder},
