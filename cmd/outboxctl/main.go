@@ -185,6 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if g.timeout <= 0 {
 		return report(stderr, g, cmd, usagef("--timeout must be positive, got %s", g.timeout))
 	}
+	signals := ctx // ends on SIGINT or SIGTERM
 	if !cmd.untimed {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.timeout)
@@ -192,7 +193,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	s := &session{stdout: stdout, stderr: stderr, g: g}
 	defer s.close()
-	return report(stderr, g, cmd, act(ctx, s, pos))
+	err = act(ctx, s, pos)
+	if err != nil && signals.Err() != nil && errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("%w (interrupted before it finished)", err)
+	}
+	return report(stderr, g, cmd, err)
 }
 
 // resolve walks the command tree along args. It returns the leaf command
