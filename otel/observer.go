@@ -277,9 +277,10 @@ func (o *Observer) eventContext(env core.Envelope) trace.SpanContext {
 	return trace.SpanContextFromContext(o.propagator.Extract(context.Background(), propagation.MapCarrier(h)))
 }
 
-// errorType is the error.type of err: its Go type, past the context
-// fmt.Errorf wrapped it in (the outbox wraps listener and publish errors
-// so, and *fmt.wrapError tells nothing; of several errors wrapped at once,
+// errorType is the error.type of err: its Go type, past every context
+// fmt.Errorf wrapped it in, the outbox's and the listener's own (the
+// outbox wraps listener and publish errors so, and *fmt.wrapError tells
+// nothing; of several errors wrapped at once,
 // *fmt.wrapErrors, the last: the store wraps its sentinel, then the
 // driver's error), "" for nil. It is predictable and of low cardinality,
 // as the conventions ask.
