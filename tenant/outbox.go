@@ -105,6 +105,7 @@ type Tenant struct {
 	client *publish.Client
 	queue  handoff.Queue
 	open   *engine.Counter // the InTx calls under way
+	closed func() bool     // reports whether the set was closed
 }
 
 // ID returns the store id (the Database's ID).
@@ -120,11 +121,33 @@ func (t *Tenant) DB() *sqlx.DB { return t.db }
 // result is returned as is and the outer owner decides whether to
 // commit). Use txctx.From(ctx) for the business writes and
 // [Tenant.Publish] for events.
+//
+// Once the database is leaving the set (removed or replaced by
+// SetDatabases or Refresh, or the set closing), InTx runs nothing and
+// returns an error wrapping ErrUnknownKey (and core.ErrClosed after
+// Close), as For does for its key: get the tenant again with For. (Its
+// events would be committed leased to this node, which no longer delivers
+// them.) An InTx joined to an outer one of this database, begun before,
+// still runs.
 func (t *Tenant) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	if t.open.Hold() { // false once the database is leaving the set
-		defer t.open.Release()
+	if !t.open.Hold() { // the database is leaving the set
+		if ctx == nil || !t.inOwnTx(ctx) {
+			return t.leftError()
+		}
+		return t.tx.Do(ctx, fn) // joins the outer call, which is counted
 	}
+	defer t.open.Release()
 	return t.tx.Do(ctx, fn)
+}
+
+// leftError is the error of an InTx refused because the database is
+// leaving the set.
+func (t *Tenant) leftError() error {
+	unknown := &UnknownKeyError{Key: t.id, StoreID: t.id}
+	if t.closed() {
+		return fmt.Errorf("%w: the tenant outbox set was closed (%w)", unknown, core.ErrClosed)
+	}
+	return fmt.Errorf("%w: the database is leaving the set", unknown)
 }
 
 // inOwnTx reports whether ctx carries an active transaction on the
@@ -327,6 +350,7 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 	}
 	q := handoff.Of(o.dispatcher, d.ID)
 	t := &Tenant{id: d.ID, db: db, store: store, queue: q, open: engine.NewCounter(context.Background()),
+		closed: func() bool { return o.set.isClosed() }, // o.set is nil during New's first apply
 		tx: txctx.NewX(db, txctx.WithLogger(log),
 			txctx.Option(txopts.Hooks(writegate.Of(db.DB), q.HotWaiting)))}
 	if t.client, err = publish.New(store, q); err != nil {
@@ -452,7 +476,9 @@ func (o *Outbox) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the refresh and the poller, lets the dispatcher finish what
+// Close stops the refresh, refuses new InTx calls and waits for those
+// under way (their events are delivered or released; not the caller's own
+// when ctx carries one), stops the poller, lets the dispatcher finish what
 // it holds until ctx expires, and closes every database. Undelivered
 // events stay in their databases. When ctx expires while listeners still
 // run, Close returns ctx's error then, and each database is closed once
@@ -468,13 +494,33 @@ func (o *Outbox) Close(ctx context.Context) error {
 		return dispatcher.ErrCloseInListener // before anything is stopped
 	}
 	errRefresh := o.set.stopRefresh(ctx)
+	errOpen := o.drainOpen(ctx)
 	errNotify := o.listeners.stop(ctx)
 	var errPoller error
 	if o.poller != nil {
 		errPoller = o.poller.Close(ctx)
 	}
 	errDisp := o.dispatcher.Close(ctx)
-	return engine.CloseErr(ctx, errRefresh, errNotify, errPoller, errDisp, o.set.closeAfter(ctx, o.dispatcher.Close))
+	return engine.CloseErr(ctx, errRefresh, errOpen, errNotify, errPoller, errDisp, o.set.closeAfter(ctx, o.dispatcher.Close))
+}
+
+// drainOpen refuses new InTx calls on every database and waits, until ctx
+// ends, for those under way, so that their events are delivered or
+// released before the databases close (committed after, they stayed
+// leased to this node until Lease). The caller's own transaction, when
+// ctx carries one, is not waited for: it waits for Close.
+func (o *Outbox) drainOpen(ctx context.Context) error {
+	var errs []error
+	for _, t := range o.set.vals() {
+		if t.inOwnTx(ctx) {
+			t.open.Close()
+			continue
+		}
+		if _, err := t.open.Drain(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("outbox: database %q: transactions begun with InTx still open: %w", t.id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // DispatcherStats returns what the shared dispatcher holds in memory now,

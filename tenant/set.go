@@ -185,6 +185,24 @@ func (s *set[T]) get(key string) (T, error) {
 	return m.val, nil
 }
 
+// vals returns the members of the set, in no order.
+func (s *set[T]) vals() []T {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]T, 0, len(s.members))
+	for _, m := range s.members {
+		out = append(out, m.val)
+	}
+	return out
+}
+
+// isClosed reports whether the set was closed.
+func (s *set[T]) isClosed() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.closed
+}
+
 // ids returns the store ids of the set, sorted.
 func (s *set[T]) ids() []string {
 	s.mu.RLock()
