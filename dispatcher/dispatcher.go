@@ -466,7 +466,9 @@ func (d *Dispatcher) hotWaitingNow() bool { return d.hotWaiting.Load() > 0 }
 // in-process retries and lets the workers drain the queues. If ctx expires
 // first, listener contexts are cancelled (the listeners get ListenerGrace
 // to return), queued events are left to the database, and ctx's error is
-// returned; calling Close again waits again.
+// returned; calling Close again waits again. Concurrent calls share one
+// shutdown: the first ctx to end interrupts the listeners for all of
+// them, and the others return nil once the workers stopped.
 // Events not delivered stay NEW/RETRY in the database.
 //
 // Once the workers stopped, Close hands back the leases this dispatcher's
