@@ -281,6 +281,9 @@ func (c Config) withDefaults() Config {
 // Start runs once: a second call returns an error (wrapping
 // core.ErrInvalidConfig, "already started"), and a call after Close
 // returns core.ErrClosed.
+//
+// Start returns at once; cancelling ctx afterwards does not stop the
+// outbox: Close does.
 func (o *Outbox) Start(ctx context.Context) error {
 	if err := o.dispatcher.Start(ctx); err != nil { // a nil ctx: core.ErrNilContext
 		return err

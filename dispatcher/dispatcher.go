@@ -239,6 +239,8 @@ func newDispatcher(listeners core.ListenerSource, cfg Config) (*Dispatcher, erro
 
 // Start launches the workers and returns. Events enqueued before Start wait
 // in the queues. Starting twice, or after Close, returns an error.
+//
+// Cancelling ctx after Start returned does not stop it: Close does.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	if ctx == nil {
 		return core.ErrNilContext

@@ -398,6 +398,8 @@ func (d *Dispatcher) Wake() { d.run.Wake() }
 // Start runs the dispatcher in the background until Close. It returns at
 // once. Starting a running dispatcher is an error wrapping
 // core.ErrInvalidConfig; starting a closed one returns core.ErrClosed.
+//
+// Cancelling ctx after Start returned does not stop it: Close does.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	if err := d.run.Start(ctx, d.loop); err != nil { // a nil ctx: core.ErrNilContext
 		return err

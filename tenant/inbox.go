@@ -232,6 +232,8 @@ func (ib *Inbox) HandleFunc(topic string, fn func(ctx context.Context, msg inbox
 }
 
 // Start starts the dispatcher and, with Discover, the periodic refresh.
+//
+// Cancelling ctx after Start returned does not stop it: Close does.
 func (ib *Inbox) Start(ctx context.Context) error {
 	if ctx == nil {
 		return core.ErrNilContext

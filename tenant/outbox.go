@@ -458,6 +458,8 @@ func (o *Outbox) SetDatabases(ctx context.Context, dbs []Database) (RefreshResul
 // Poller.Interval; databases joining the set later get theirs when they
 // join. Each listener has a connection of its own to its database,
 // besides the pool.
+//
+// Cancelling ctx after Start returned does not stop it: Close does.
 func (o *Outbox) Start(ctx context.Context) error {
 	if ctx == nil {
 		return core.ErrNilContext
