@@ -92,6 +92,20 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, f pubFailur
 			return "(the account's JetStream storage)"
 		})
 	}
+	if errors.As(err, &apiErr) && isServerStoreFull(apiErr) {
+		// The server's storage of the stream's kind (memory or file)
+		// holds all the server may keep: the broker answers, and
+		// streams of the other kind take their messages. Waits,
+		// uncharged, per subject as for a full stream, without opening
+		// the breaker (which would put off every stream's events).
+		attempt.Up()
+		return r.full.Refused(subject, fmt.Errorf("natsjs: publish to %q: the server's JetStream storage is full (max_memory_store or max_file_store): %w", subject, err), func() string {
+			if name, err := r.streamOf(ctx, subject); err == nil {
+				return name + " (the server's JetStream storage)"
+			}
+			return "(the server's JetStream storage)"
+		})
+	}
 	if errors.As(err, &apiErr) && (isSubjectFull(apiErr) || isStreamFull(apiErr)) {
 		// The stream holds all it may and discards new messages (or,
 		// with the per-subject limit, all it may of this subject): the
@@ -269,6 +283,14 @@ func (r *Relay) neverFits(ctx context.Context, subject string, size int) bool {
 // an outage, as every 5xx.
 func isAccountFull(apiErr *jetstream.APIError) bool {
 	return apiErr.ErrorCode == 10002 || strings.Contains(apiErr.Description, "resource limits exceeded for account")
+}
+
+// isServerStoreFull reports whether err is JetStream's refusal of a
+// message because the server's storage of the stream's kind holds all
+// the server may keep (max_memory_store, max_file_store): 503
+// "insufficient resources", error code 10023.
+func isServerStoreFull(apiErr *jetstream.APIError) bool {
+	return apiErr.Code == 503 && (apiErr.ErrorCode == 10023 || strings.Contains(apiErr.Description, "insufficient resources"))
 }
 
 // isSubjectFull reports whether err is JetStream's refusal of a message

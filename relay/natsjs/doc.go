@@ -4,7 +4,17 @@
 // types it should forward (or for all of them with RegisterAll) and every
 // committed event is published to a JetStream stream. The event counts as
 // delivered only once JetStream acknowledged it (a PubAck, which a stream
-// sends after it stored the message), so at-least-once holds end to end.
+// sends after it stored the message), so at-least-once holds up to the
+// stream. What the stream later drops it drops for good: a stream with
+// limits and the default Discard: DiscardOld removes its oldest messages
+// (a message larger than MaxBytes empties it, itself included), MaxAge
+// expires them; use Discard: DiscardNew to have the relay wait instead.
+// nats-server 2.9 (seen on 2.9.10) admits a message to a DiscardNew stream
+// by its payload and headers but keeps it larger (subject and overhead
+// added) and then trims the stream to MaxBytes: a message that nearly
+// fills the stream is acknowledged and then removed, or removes an older
+// one. Bound such a stream by MaxMsgs, or keep MaxBytes well above what
+// its messages take.
 //
 //	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 //	js, err := jetstream.New(nc)
@@ -131,7 +141,10 @@
 // refused meanwhile was accepted again. A message larger than the stream's
 // MaxBytes, which no room made could take, is a refusal instead
 // (ErrRejected). The account's JetStream storage full (400 "resource
-// limits exceeded for account") waits as a full stream does.
+// limits exceeded for account") waits as a full stream does, and so does
+// the server's storage of the stream's kind (503 "insufficient
+// resources": max_memory_store or max_file_store reached), subject by
+// subject: streams of the other kind go on.
 //
 // # Order
 //

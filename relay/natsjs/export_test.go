@@ -17,3 +17,6 @@ var IsStreamFull = isStreamFull
 
 // IsAccountFull exposes the test of a full account's refusal.
 var IsAccountFull = isAccountFull
+
+// IsServerStoreFull exposes the test of a full server storage's refusal.
+var IsServerStoreFull = isServerStoreFull
