@@ -90,7 +90,12 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 	}
 	r := &Relay{js: js, cfg: cfg, subject: tpl, breaker: b,
 		full:  b.NewFull("stream full (Discard: DiscardNew, or DiscardNewPerSubject for its subjects)"),
-		slots: make(chan struct{}, cfg.MaxInFlight), lookups: make(chan struct{}, 1), drained: make(chan struct{})}
+		slots: make(chan struct{}, cfg.MaxInFlight), lookups: make(chan struct{}, 1), drained: make(chan struct{}),
+		// A publish nothing answered is not sent again: nats.go's retries
+		// (twice, 250 ms apart) held a worker half a second per event to a
+		// subject without stream. classify asks the JetStream API instead,
+		// and a JetStream not there at all is an outage, probed.
+		pubOpts: []jetstream.PublishOpt{jetstream.WithRetryAttempts(0)}}
 	if cfg.ExpectStream != "" {
 		r.pubOpts = append(r.pubOpts, jetstream.WithExpectStream(cfg.ExpectStream))
 	}
