@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/deadline"
+	"github.com/outbox-go/outbox/internal/ratelog"
 	"github.com/outbox-go/outbox/relay"
 )
 
@@ -27,9 +28,12 @@ type Relay struct {
 	breaker *relay.Breaker
 	full    *relay.Full // nacks: a queue full with reject-publish, no outage
 	log     *slog.Logger
-	sem     chan struct{} // MaxInFlight slots
-	slots   []*slot
-	next    atomic.Uint64 // round robin over slots
+	// closedWarn rate-limits the WARN of a channel the broker closed:
+	// events to a deleted exchange close one each.
+	closedWarn *ratelog.Limiter
+	sem        chan struct{} // MaxInFlight slots
+	slots      []*slot
+	next       atomic.Uint64 // round robin over slots
 	// lone is the channel a message is published on again, one at a
 	// time, after the broker closed its channel for a reason that does
 	// not say which of the messages on it was refused: alone on a
@@ -96,17 +100,18 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{
-		cfg:       cfg,
-		tpl:       tpl,
-		breaker:   b,
-		full:      b.NewFull("message nacked (a queue full with overflow reject-publish, or unavailable)"),
-		log:       cfg.Logger,
-		sem:       make(chan struct{}, cfg.MaxInFlight),
-		slots:     make([]*slot, cfg.Channels),
-		lone:      &slot{},
-		loneSem:   make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		superDone: make(chan struct{}),
+		cfg:        cfg,
+		tpl:        tpl,
+		breaker:    b,
+		closedWarn: ratelog.New(5 * time.Second),
+		full:       b.NewFull("message nacked (a queue full with overflow reject-publish, or unavailable)"),
+		log:        cfg.Logger,
+		sem:        make(chan struct{}, cfg.MaxInFlight),
+		slots:      make([]*slot, cfg.Channels),
+		lone:       &slot{},
+		loneSem:    make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		superDone:  make(chan struct{}),
 	}
 	for i := range r.slots {
 		r.slots[i] = &slot{}
@@ -349,7 +354,7 @@ func (s *slot) get(ctx context.Context, r *Relay) (*pubChannel, error) {
 			select {
 			case <-old.closed:
 				if channelLevel(old.closeErr) {
-					r.log.Warn("rabbitmq relay: the broker closed a publishing channel; opening a new one",
+					r.closedWarn.Hit(r.log, slog.LevelWarn, "rabbitmq relay: the broker closed a publishing channel; opening a new one",
 						slog.String("broker", r.cfg.Breaker.Name), slog.Int("code", old.closeErr.Code), slog.String("reason", old.closeErr.Reason))
 				}
 			default:
