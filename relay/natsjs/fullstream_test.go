@@ -34,19 +34,7 @@ func TestRelayFullStreamPutsOffItsEventsAlone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// Fill the stream.
-	var put int
-	for put = 0; put < 1000; put++ {
-		err := r.OnEvent(ctx, aggregateEvent(t, fmt.Sprintf("%s.fill-%d", fullPrefix, put)))
-		if err == nil {
-			continue
-		}
-		var unavailable *core.UnavailableError
-		if !errors.As(err, &unavailable) || errors.Is(err, natsjs.ErrRejected) {
-			t.Fatalf("event %d to the full stream: %v, want it put off (core.Unavailable)", put, err)
-		}
-		break
-	}
+	put := fillUntilPutOff(ctx, t, r, fullPrefix)
 	if put < 3 || put == 1000 {
 		t.Fatalf("the stream took %d events before it refused one, want it full after 3 to 999 (room for the 3 it refuses)", put)
 	}
@@ -129,4 +117,24 @@ func TestIsStreamFull(t *testing.T) {
 			t.Errorf("IsStreamFull(%d %q) = %v, want %v", tc.code, tc.desc, got, tc.want)
 		}
 	}
+}
+
+// fillUntilPutOff relays events to prefix.fill-0, prefix.fill-1, … until
+// one is put off (core.Unavailable: its stream, or the server's storage,
+// is full) and returns how many went in; 1000 when none was put off. An
+// event refused, or failing otherwise, fails the test.
+func fillUntilPutOff(ctx context.Context, t *testing.T, r *natsjs.Relay, prefix string) int {
+	t.Helper()
+	for put := range 1000 {
+		err := r.OnEvent(ctx, aggregateEvent(t, fmt.Sprintf("%s.fill-%d", prefix, put)))
+		if err == nil {
+			continue
+		}
+		var unavailable *core.UnavailableError
+		if !errors.As(err, &unavailable) || errors.Is(err, natsjs.ErrRejected) {
+			t.Fatalf("event %d to %s: %v, want it put off (core.Unavailable)", put, prefix, err)
+		}
+		return put
+	}
+	return 1000
 }

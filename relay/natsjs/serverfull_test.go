@@ -2,14 +2,12 @@ package natsjs_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/relay/natsjs"
 )
 
@@ -30,18 +28,7 @@ func TestRelayServerStorageFullPutsOffItsEventsAlone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	var put int
-	for put = 0; put < 1000; put++ {
-		err := r.OnEvent(ctx, aggregateEvent(t, fmt.Sprintf("%s.fill-%d", memPrefix, put)))
-		if err == nil {
-			continue
-		}
-		var unavailable *core.UnavailableError
-		if !errors.As(err, &unavailable) || errors.Is(err, natsjs.ErrRejected) {
-			t.Fatalf("event %d to the memory stream: %v, want it put off (core.Unavailable)", put, err)
-		}
-		break
-	}
+	put := fillUntilPutOff(ctx, t, r, memPrefix)
 	if put == 1000 {
 		t.Fatal("the memory stream took 1000 events: the server's memory storage never filled")
 	}
