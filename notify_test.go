@@ -249,3 +249,51 @@ func TestNotifyListenersLeaveThePoolItsConnectionsPostgres(t *testing.T) {
 		})
 	}
 }
+
+// The leases a closing node hands back wake the other nodes on PostgreSQL,
+// as the README promises: node B, its poller resting for an hour,
+// delivers the events node A published and never delivered as soon as A's
+// Close released them. (The release sent no notification: B took them at
+// its next timed poll, 16 s later with a 20 s Interval.)
+func TestReleasedLeasesWakeAnotherNodePostgres(t *testing.T) {
+	app := "outbox-release-" + randomHex(t)
+	dsn := testdb.PostgresSchemaDSN(t)
+	dbA := testdb.OpenPostgres(t, dsn)
+	dbB := testdb.OpenPostgres(t, testdb.WithPostgresParam(t, dsn, "application_name", app))
+	a, err := outbox.New(context.Background(), dbA, outbox.Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := outbox.New(context.Background(), dbB, outbox.Config{Logger: quietLogger(), Poller: poller.Config{Interval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := make(chan string, 8)
+	b.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { delivered <- e.ID(); return nil })
+	startUntilCleanup(t, b)
+	admin := testdb.OpenPostgres(t, testdb.PostgresDSN(t))
+	testsupport.WaitFor(t, 10*time.Second, "node B's notification listener", func() bool {
+		var n int
+		err := admin.GetContext(t.Context(), &n, `SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app)
+		return err == nil && n == 1
+	})
+
+	// A, never started, holds its events leased until its Close.
+	want := map[string]bool{}
+	for range 3 {
+		env := event(t)
+		if err := a.InTx(context.Background(), func(ctx context.Context) error { _, err := a.Publish(ctx, env); return err }); err != nil {
+			t.Fatal(err)
+		}
+		want[env.ID()] = true
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range want {
+		id := testsupport.Recv(t, 10*time.Second, delivered, "node B's delivery of the events A released")
+		if !want[id] {
+			t.Fatalf("node B delivered %s, not one of A's", id)
+		}
+	}
+}

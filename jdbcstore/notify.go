@@ -42,8 +42,8 @@ type Notifier interface {
 // announce runs the dialect's notify statement, if it has one, on ex: once
 // ex's transaction commits, every node's poller is woken (see Notifier).
 // The store announces the events no hot path will deliver: inserted
-// unowned, replayed, or released by a discard of the DEAD event before
-// them.
+// unowned, replayed, released by a discard of the DEAD event before
+// them, or whose leases a closing node released (ReleaseLeases).
 func (s *Store) announce(ctx context.Context, ex core.Execer) error {
 	if s.q.notify == "" {
 		return nil

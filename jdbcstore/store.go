@@ -593,7 +593,9 @@ var _ core.Postponer = (*Store)(nil)
 // changed. The dispatcher calls it when it closes (see
 // core.LeaseReleaser), so another node, or this process restarted, takes
 // over the events it did not deliver without waiting for their leases to
-// expire. exceptIDs is bound as one placeholder per id: keep it to a few
+// expire; on a database that announces commits (PostgreSQL, see
+// Notifier) it wakes the other nodes' pollers when it released any.
+// exceptIDs is bound as one placeholder per id: keep it to a few
 // thousand ids at most.
 func (s *Store) ReleaseLeases(ctx context.Context, owner string, exceptIDs []string) (int64, error) {
 	if ctx == nil {
@@ -611,7 +613,16 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string, exceptIDs []str
 	for _, id := range exceptIDs {
 		args = append(args, id)
 	}
-	return s.execRC(ctx, "release leases", query, args...)
+	n, err := s.execRC(ctx, "release leases", query, args...)
+	if err == nil && n > 0 {
+		// The released rows are free for any node: wake them (see
+		// Notifier). Polling remains the backstop should this fail.
+		if aerr := s.announce(ctx, s.db); aerr != nil {
+			s.log.Debug("outbox: jdbcstore: could not announce released leases; other nodes take them at their next poll",
+				slog.String("error", aerr.Error()))
+		}
+	}
+	return n, err
 }
 
 var _ core.LeaseReleaser = (*Store)(nil)
