@@ -99,7 +99,9 @@ func NewX(db *sqlx.DB, opts ...Option) *Manager {
 // ctx.Err() without calling fn, as does a ctx done before Do begins. On
 // SQLite a BEGIN IMMEDIATE waiting for another connection's write lock
 // waits in SQLite's busy handler, which ctx cannot interrupt: up to the
-// busy timeout (10 s with sqlite.Open). Once
+// busy timeout (10 s with sqlite.Open); a Manager of outbox.New or
+// tenant.New first lets the outbox's own pending writes go, for at most
+// 100 ms. Once
 // begun, the transaction is detached from ctx (as with
 // [context.WithoutCancel]), so a cancelled ctx cannot race Do's own
 // rollback; statements run by fn still use the ctx they are given. A

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"weak"
 )
 
@@ -56,17 +57,37 @@ func (g *Gate) Acquire(ctx context.Context) (context.Context, func(), error) {
 	return context.WithValue(ctx, gateKey{g}, true), func() { <-g.ch; g.pending.Add(-1) }, nil
 }
 
+// MaxYield bounds how long Yield lets store writes go first. A store
+// write normally holds the gate for a millisecond or two; one that holds
+// it longer waits for another process's write lock in SQLite's busy
+// handler, and waiting behind it (and behind each store write queued
+// after it, each up to the busy timeout) would add their waits to the
+// business transaction's own: its BEGIN then waits in the busy handler
+// with them instead.
+const MaxYield = 100 * time.Millisecond
+
 // Yield lets pending store writes go first: when one is waiting or
-// running, it waits until it is done (or ctx ends). Business transactions
-// call it before they begin. A nil gate never waits.
+// running, it waits until it is done, ctx ends or MaxYield passed.
+// Business transactions call it before they begin. A nil gate never
+// waits.
 func (g *Gate) Yield(ctx context.Context) error {
 	if g == nil || g.pending.Load() == 0 || ctx.Value(gateKey{g}) != nil {
 		return nil
 	}
+	select { // the gate free: no timer
+	case g.ch <- struct{}{}:
+		<-g.ch
+		return nil
+	default:
+	}
+	t := time.NewTimer(MaxYield)
+	defer t.Stop()
 	select {
 	case g.ch <- struct{}{}:
 		<-g.ch
 		return nil
+	case <-t.C:
+		return nil // go ahead: see MaxYield
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -60,3 +60,27 @@ func TestWriteGate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Yield waits at most MaxYield for the store writes: one that takes longer
+// waits for another process's lock in SQLite's busy handler, and waiting
+// behind it (and behind every store write queued after it) added several
+// busy timeouts to a business transaction's BEGIN (30 s with a 10 s busy
+// timeout), which the README bounds by one busy timeout.
+func TestYieldGivesUpAfterMaxYield(t *testing.T) {
+	g := writegate.New()
+	_, release, err := g.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	yielded := make(chan error, 1)
+	go func() { yielded <- g.Yield(context.Background()) }()
+	select {
+	case err := <-yielded:
+		if err != nil {
+			t.Fatalf("Yield behind a store write that does not end = %v, want nil (go ahead)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Yield still waits behind a store write that does not end")
+	}
+}
