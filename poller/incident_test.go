@@ -58,3 +58,38 @@ func TestSkippedFullCycleDoesNotEndAnIncident(t *testing.T) {
 		t.Errorf("%d ERROR lines after the recovery, want 1", n)
 	}
 }
+
+// A fault that comes and goes (a statement timeout some claims meet,
+// connections cancelled now and then: polls failing and succeeding in
+// turn) is one incident: one ERROR, and "poller recovered" only once the
+// polls have succeeded for a while (10 intervals here). Before, each poll
+// that succeeded ended the incident and the next failure began a new one:
+// 15 ERROR and 15 "recovered" lines in 8 s of a 2 ms statement_timeout.
+func TestFlappingFaultIsOneIncident(t *testing.T) {
+	e := newPollEnv(10)
+	var cycles atomic.Int32
+	var flapping atomic.Bool
+	flapping.Store(true)
+	e.st.Fail = func(op, _ string) error {
+		if op == "claim" && flapping.Load() && cycles.Add(1)%2 == 0 {
+			return errors.New("canceling statement due to statement timeout")
+		}
+		return nil
+	}
+	p := e.poller(t, poller.Config{Interval: 5 * time.Millisecond})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "20 polls failing and succeeding in turn", func() bool { return cycles.Load() >= 20 }, nil)
+	if n := len(e.logs.Lines("level=ERROR", "poll cycle failed")); n != 1 {
+		t.Errorf("%d ERROR lines while polls fail and succeed in turn, want 1 (one incident)", n)
+	}
+	if n := len(e.logs.Lines("poller recovered")); n != 0 {
+		t.Errorf("%d \"poller recovered\" lines while the fault comes and goes, want 0", n)
+	}
+	flapping.Store(false)
+	waitFor(t, "\"poller recovered\" once the polls succeed", func() bool { return len(e.logs.Lines("poller recovered")) == 1 }, nil)
+	if n := len(e.logs.Lines("level=ERROR", "poll cycle failed")); n != 1 {
+		t.Errorf("%d ERROR lines after the recovery, want 1", n)
+	}
+}

@@ -81,6 +81,9 @@ type target struct {
 	log     *slog.Logger
 	metrics core.Metrics
 	failing bool // an error incident is ongoing (log once per incident); guarded by Poller.mu
+	// lastFail is when a poll of the incident last failed (guarded by
+	// Poller.mu): it ends once polls have succeeded for recoverAfter.
+	lastFail time.Time
 	// reapFailing: its reaping fails (log once per incident); guarded by
 	// Poller.mu.
 	reapFailing bool
@@ -823,6 +826,11 @@ func (p *Poller) reap(ctx context.Context) {
 	p.reportBlockedKeys(ctx)
 }
 
+// recoverAfter is how long polls must have succeeded since the last
+// failure for an incident to end: 30 s, or 10 intervals when that is
+// shorter.
+func (p *Poller) recoverAfter() time.Duration { return min(30*time.Second, 10*p.cfg.Interval) }
+
 // reportReap logs a failing reaping of t once per incident (the store's
 // polls fail too, and say so), at DEBUG after that, and its recovery.
 func (p *Poller) reportReap(t *target, err error) {
@@ -840,18 +848,23 @@ func (p *Poller) reportReap(t *target, err error) {
 	}
 }
 
-// report logs a failing poll once per incident and store, and the recovery.
+// report logs a failing poll once per incident and store, and the
+// recovery once polls have succeeded for recoverAfter: a fault that comes
+// and goes (a statement timeout some claims meet, connections cancelled
+// now and then) is one incident, not an ERROR and a "recovered" line per
+// failed poll.
 func (p *Poller) report(t *target, res Result, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case err != nil && errors.Is(err, context.Canceled):
 	case err != nil && !t.failing:
-		t.failing = true
+		t.failing, t.lastFail = true, time.Now()
 		t.log.Error("poll cycle failed; retrying every interval (logged once until it recovers)", slog.String("error", err.Error()))
 	case err != nil:
+		t.lastFail = time.Now()
 		t.log.Debug("poll cycle failed again", slog.String("error", err.Error()))
-	case t.failing && !res.Full:
+	case t.failing && !res.Full && time.Since(t.lastFail) >= p.recoverAfter():
 		// A cycle skipped for a full cold queue never reached the
 		// database: it proves nothing, the incident goes on.
 		t.failing = false
