@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +73,9 @@ func DSN(path string) (string, error) {
 // the driver "sqlite3" and the settings of [DSN], which let business
 // transactions and the store's status writes share one file without
 // "database is locked" errors. It does not connect yet: the first query
-// opens the file.
+// opens the file. A relative file name is made absolute first, against
+// the working directory of the call: the pool's later connections open
+// the same file whatever the directory is then.
 //
 // An in-memory database (":memory:", a "file::memory:" URI, mode=memory
 // or vfs=memdb, without shared cache) or a temporary one ("file:" with an
@@ -89,6 +92,16 @@ func DSN(path string) (string, error) {
 // and the database, committed events included, goes with it. Use them
 // for tests and demos; give anything you keep a file.
 func Open(path string) (*sqlx.DB, error) {
+	if path != ":memory:" && path != "" && !strings.HasPrefix(path, "file:") && !filepath.IsAbs(path) {
+		// Connections are opened later, as the pool needs them: a
+		// relative name would be read against the working directory of
+		// that moment.
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: open sqlite %q: %w", path, err)
+		}
+		path = abs
+	}
 	dsn, err := DSN(path)
 	if err != nil {
 		return nil, err
