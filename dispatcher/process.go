@@ -255,7 +255,7 @@ func (d *Dispatcher) outcome(it item, err error, w *callWatch) bool {
 			break
 		}
 		if !d.schedule(retry, delay) {
-			d.release(it) // the poller retries it when due
+			d.releaseLater(it) // the poller retries it when due
 		}
 	}
 	return true
@@ -508,7 +508,7 @@ func (d *Dispatcher) unpark(p parked) {
 		d.drop(p.it)
 	case endRetry:
 		if p.it.src.work.Closed() || !d.schedule(p.it, p.due.Sub(d.cfg.Now())) {
-			d.release(p.it) // the poller retries it when due
+			d.releaseLater(p.it) // the poller retries it when due
 		}
 	}
 }

@@ -177,6 +177,16 @@ func (d *Dispatcher) release(it item) {
 	d.drop(it)
 }
 
+// releaseLater gives up an event whose outcome for later (put off, a
+// RETRY left to the poller) is written: as release, and a late hot
+// hand-off of it is refused (see inflight.Tracker.Later).
+func (d *Dispatcher) releaseLater(it item) {
+	if d.tracker.Later(it.src.key(it.env.ID()), it.gen) {
+		d.released.Add(1)
+	}
+	d.drop(it)
+}
+
 // finish gives up an event whose final outcome (DONE or DEAD) is written.
 func (d *Dispatcher) finish(it item) {
 	d.tracker.Finish(it.src.key(it.env.ID()), it.gen)

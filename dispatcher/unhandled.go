@@ -116,8 +116,12 @@ func (d *Dispatcher) postpone(it item, delay time.Duration, msg string, wake boo
 		st := d.writeStatus(it, "postpone", func(ctx context.Context) (bool, error) {
 			return p.Postpone(ctx, d.cfg.Owner, it.env.ID(), next, msg)
 		})
-		if fn := it.src.putOff.Load(); wake && fn != nil && st == writeChanged {
-			(*fn)(time.Now().Add(delay))
+		if st == writeChanged {
+			if fn := it.src.putOff.Load(); wake && fn != nil {
+				(*fn)(time.Now().Add(delay))
+			}
+			d.releaseLater(it)
+			return
 		}
 	}
 	d.release(it)

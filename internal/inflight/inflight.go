@@ -282,6 +282,15 @@ func (t *Tracker) Release(id string, gen uint64) bool { return t.letGo(id, gen, 
 // false, and does nothing, when gen is stale (only possible with a TTL).
 func (t *Tracker) Finish(id string, gen uint64) bool { return t.letGo(id, gen, true) }
 
+// Later drops id, held by gen, after an outcome that leaves the event for
+// later was written (put off, or a RETRY the poller delivers when due).
+// As after Release, a claim that began before cannot queue it; as after
+// Finish, TryAcquire (the hot path) refuses it for a few seconds: a late
+// after-commit hand-off of an event a claim took, delivered and put off
+// first would deliver it again at once. It reports false, and does
+// nothing, when gen is stale (only possible with a TTL).
+func (t *Tracker) Later(id string, gen uint64) bool { return t.letGo(id, gen, true) }
+
 func (t *Tracker) letGo(id string, gen uint64, finished bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
