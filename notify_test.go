@@ -297,3 +297,37 @@ func TestReleasedLeasesWakeAnotherNodePostgres(t *testing.T) {
 		}
 	}
 }
+
+// A session idle timeout shorter than the listener's health ping
+// (idle_session_timeout, here in the DSN; a role or database setting does
+// the same) does not end the notification listener's connection: it
+// turns the timeout off for its own session. (Before, PostgreSQL ended the
+// connection at every timeout while no notification came: a WARN and a
+// "recovered" line each time, 18 pairs in 8 s at 300 ms.)
+func TestNotifyListenerOutlivesIdleSessionTimeoutPostgres(t *testing.T) {
+	app := "outbox-idle-" + randomHex(t)
+	schemaDSN := testdb.PostgresSchemaDSN(t)
+	dsn := testdb.WithPostgresParam(t, testdb.WithPostgresParam(t, schemaDSN, "idle_session_timeout", "200"), "application_name", app)
+	logger, logs := testsupport.NewLogger()
+	ob, err := outbox.New(context.Background(), testdb.OpenPostgres(t, dsn), outbox.Config{Logger: logger, Poller: poller.Config{Interval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := make(chan string, 4)
+	ob.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { delivered <- e.ID(); return nil })
+	startUntilCleanup(t, ob)
+	admin := testdb.OpenPostgres(t, testdb.PostgresDSN(t))
+	testsupport.WaitFor(t, 10*time.Second, "the notification listener", func() bool {
+		var n int
+		err := admin.GetContext(t.Context(), &n, `SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app)
+		return err == nil && n == 1
+	})
+	time.Sleep(time.Second) // idle for five timeouts
+	id, _ := publishPlain(t, ob, testdb.OpenPostgres(t, schemaDSN))
+	if got := testsupport.Recv(t, 10*time.Second, delivered, "the delivery woken by the notification"); got != id {
+		t.Fatalf("delivered %s, want %s", got, id)
+	}
+	if n := logs.Count("notification listener lost its connection"); n != 0 {
+		t.Errorf("the listener lost its connection %d times while idle:\n%s", n, logs.String())
+	}
+}

@@ -127,6 +127,7 @@ const (
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
 	codeLockNotAvailable     = "55P03"
+	codeUndefinedObject      = "42704" // an unknown configuration parameter, among others
 )
 
 // Classify maps server errors: a unique violation is a duplicate event; a

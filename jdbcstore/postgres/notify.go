@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 
@@ -170,6 +171,13 @@ func listenOnce(ctx context.Context, settings *listenSettings, table string, wak
 		defer cancel()
 		_ = pc.Close(cctx)
 	}()
+	// The session waits for notifications, idle from the server's point
+	// of view: an idle_session_timeout (a role's or database's setting)
+	// shorter than the health ping would end it again and again.
+	// PostgreSQL before 14 has no such setting (42704): nothing to undo.
+	if _, err := pc.Exec(cctx, "SET idle_session_timeout = 0"); err != nil && !isUndefinedObject(err) {
+		return err
+	}
 	if _, err := pc.Exec(cctx, "LISTEN "+pgx.Identifier{table}.Sanitize()); err != nil {
 		return err
 	}
@@ -199,3 +207,10 @@ func listenOnce(ctx context.Context, settings *listenSettings, table string, wak
 }
 
 var _ jdbcstore.Notifier = pgDialect{}
+
+// isUndefinedObject reports whether err is PostgreSQL's 42704
+// (undefined_object), such as an unknown configuration parameter.
+func isUndefinedObject(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeUndefinedObject
+}
