@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/cfgpath"
 )
 
 // UnhandledPolicy tells the dispatcher what to do with an event no
@@ -98,7 +98,7 @@ func (d *Dispatcher) unhandled(it item) bool {
 func (d *Dispatcher) leave(it item) {
 	delay := d.cfg.UnhandledDelay
 	if j := delay / 4; j > 0 {
-		delay = min(delay, math.MaxInt64-j) + rand.N(j+1) // saturates near the largest duration
+		delay = cfgpath.Sum(delay, rand.N(j+1)) // saturates near the largest duration
 	}
 	d.postpone(it, delay,
 		fmt.Sprintf("no listener registered for event type %q; left for later", it.env.Type()), false)
