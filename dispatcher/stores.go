@@ -178,10 +178,11 @@ func (d *Dispatcher) release(it item) {
 }
 
 // releaseLater gives up an event whose outcome for later (put off, a
-// RETRY left to the poller) is written: as release, and a late hot
-// hand-off of it is refused (see inflight.Tracker.Later).
+// RETRY left to the poller) is written: finished as far as its hand-offs
+// go (a late hot one is refused, see inflight.Tracker.Finish), and
+// counted as released, its row free for a claim when due.
 func (d *Dispatcher) releaseLater(it item) {
-	if d.tracker.Later(it.src.key(it.env.ID()), it.gen) {
+	if d.tracker.Finish(it.src.key(it.env.ID()), it.gen) {
 		d.released.Add(1)
 	}
 	d.drop(it)

@@ -275,21 +275,15 @@ func (t *Tracker) Resume(id string, gen uint64) bool {
 // TTL): the entry is left alone, and gen's is not put back later.
 func (t *Tracker) Release(id string, gen uint64) bool { return t.letGo(id, gen, false) }
 
-// Finish drops id, held by gen, after its final outcome (DONE or DEAD) was
-// written. It is refused to claims that began before (TryAcquireClaimed),
-// whose copy of the row may predate the outcome, and to TryAcquire for a
-// few seconds. It reports
-// false, and does nothing, when gen is stale (only possible with a TTL).
+// Finish drops id, held by gen, after an outcome was written: its final
+// one (DONE or DEAD), or one that leaves it for later (put off, a RETRY
+// the poller delivers when due). It is refused to claims that began
+// before (TryAcquireClaimed), whose copy of the row may predate the
+// outcome, and to TryAcquire for a few seconds: a second hand-off of the
+// event (a late after-commit one, after a claim took it first) would
+// deliver it again at once. It reports false, and does nothing, when gen
+// is stale (only possible with a TTL).
 func (t *Tracker) Finish(id string, gen uint64) bool { return t.letGo(id, gen, true) }
-
-// Later drops id, held by gen, after an outcome that leaves the event for
-// later was written (put off, or a RETRY the poller delivers when due).
-// As after Release, a claim that began before cannot queue it; as after
-// Finish, TryAcquire (the hot path) refuses it for a few seconds: a late
-// after-commit hand-off of an event a claim took, delivered and put off
-// first would deliver it again at once. It reports false, and does
-// nothing, when gen is stale (only possible with a TTL).
-func (t *Tracker) Later(id string, gen uint64) bool { return t.letGo(id, gen, true) }
 
 func (t *Tracker) letGo(id string, gen uint64, finished bool) bool {
 	t.mu.Lock()
