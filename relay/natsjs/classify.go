@@ -92,32 +92,23 @@ func (r *Relay) classify(ctx context.Context, attempt relay.Attempt, f pubFailur
 			return "(the account's JetStream storage)"
 		})
 	}
-	if errors.As(err, &apiErr) && isServerStoreFull(apiErr) {
-		// The server's storage of the stream's kind (memory or file)
-		// holds all the server may keep: the broker answers, and
-		// streams of the other kind take their messages. Waits,
-		// uncharged, per subject as for a full stream, without opening
-		// the breaker (which would put off every stream's events).
-		attempt.Up()
-		return r.full.Refused(subject, fmt.Errorf("natsjs: publish to %q: the server's JetStream storage is full (max_memory_store or max_file_store): %w", subject, err), func() string {
-			if name, err := r.streamOf(ctx, subject); err == nil {
-				return name + " (the server's JetStream storage)"
-			}
-			return "(the server's JetStream storage)"
-		})
-	}
-	if errors.As(err, &apiErr) && (isSubjectFull(apiErr) || isStreamFull(apiErr)) {
+	if errors.As(err, &apiErr) && (isSubjectFull(apiErr) || isStreamFull(apiErr) || isServerStoreFull(apiErr)) {
 		// The stream holds all it may and discards new messages (or,
-		// with the per-subject limit, all it may of this subject): the
-		// broker answers, and the other streams (subjects) take theirs.
-		// The event waits, uncharged, until room is made, without
+		// with the per-subject limit, all it may of this subject; or the
+		// server's storage of the stream's kind, memory or file, holds
+		// all the server may keep, and streams of the other kind go on):
+		// the broker answers, and the other streams (subjects) take
+		// theirs. The event waits, uncharged, until room is made, without
 		// opening the breaker, which would put off the events of every
 		// stream, each retry of this one beginning a new outage; the
 		// subject's next events try one per ProbeInterval (relay.Full).
 		attempt.Up()
 		what := "the stream is full"
-		if isSubjectFull(apiErr) {
+		switch {
+		case isSubjectFull(apiErr):
 			what = "the stream takes no more messages on this subject"
+		case isServerStoreFull(apiErr):
+			what = "the server's JetStream storage of the stream's kind is full (max_memory_store or max_file_store)"
 		}
 		return r.full.Refused(subject, fmt.Errorf("natsjs: publish to %q: %s: %w", subject, what, err), func() string {
 			if name, err := r.streamOf(ctx, subject); err == nil {
