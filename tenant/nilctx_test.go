@@ -45,4 +45,12 @@ func TestNilContextIsRefused(t *testing.T) {
 	if _, err := tn.CountByStatus(t.Context()); err != nil {
 		t.Errorf("CountByStatus after the refusals: %v", err)
 	}
+	// Also on a database that left the set: the nil context is the
+	// first error (it was reported as the database leaving).
+	if err := o.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.InTx(nilCtx, func(context.Context) error { return nil }); !errors.Is(err, core.ErrNilContext) {
+		t.Errorf("InTx(nil ctx) after Close = %v, want ErrNilContext", err)
+	}
 }

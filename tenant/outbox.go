@@ -130,14 +130,21 @@ func (t *Tenant) DB() *sqlx.DB { return t.db }
 // them.) An InTx joined to an outer one of this database, begun before,
 // still runs.
 func (t *Tenant) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
-	if !t.open.Hold() { // the database is leaving the set
-		if ctx == nil || !t.inOwnTx(ctx) {
-			return t.leftError()
-		}
-		return t.tx.Do(ctx, fn) // joins the outer call, which is counted
-	}
-	defer t.open.Release()
+	if t.open.Hold() {
+		defer t.open.Release()
+	} else if ctx != nil && !t.inOwnTx(ctx) { // leaving the set (a nil ctx: Do's error)
+		return t.leftError()
+	} // else it joins an outer InTx of this database, counted already
 	return t.tx.Do(ctx, fn)
+}
+
+// drainInTx refuses new InTx calls and waits, until ctx ends, for those
+// under way.
+func (t *Tenant) drainInTx(ctx context.Context) error {
+	if _, err := t.open.Drain(ctx); err != nil {
+		return fmt.Errorf("outbox: database %q: transactions begun with InTx still open: %w", t.id, err)
+	}
+	return nil
 }
 
 // leftError is the error of an InTx refused because the database is
@@ -394,9 +401,7 @@ func (o *Outbox) refuse(ctx context.Context, id string, val any) error {
 func (o *Outbox) detach(ctx context.Context, id string, t *Tenant) error {
 	var errOpen error
 	if t != nil {
-		if _, err := t.open.Drain(ctx); err != nil {
-			errOpen = fmt.Errorf("outbox: database %q: transactions begun with InTx still open: %w", id, err)
-		}
+		errOpen = t.drainInTx(ctx)
 	}
 	errNotify := o.listeners.remove(ctx, id)
 	if o.poller != nil {
@@ -518,8 +523,8 @@ func (o *Outbox) drainOpen(ctx context.Context) error {
 			t.open.Close()
 			continue
 		}
-		if _, err := t.open.Drain(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("outbox: database %q: transactions begun with InTx still open: %w", t.id, err))
+		if err := t.drainInTx(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
