@@ -103,22 +103,13 @@ func (s *inboxStore) ApplySchema(ctx context.Context) error {
 		if err := checkSession(ctx, ddl.conn, s.dialect); err != nil {
 			return err
 		}
-		var found []schemaObject
-		for i, stmt := range splitStatements(s.schema) {
-			o, err := ddl.create(ctx, stmt)
-			if o != nil {
-				found = append(found, *o)
-			}
-			if err != nil {
-				return fmt.Errorf("outbox: jdbcstore: apply %s inbox schema for table %q: %w", s.dialect.Name(), s.table, err)
-			}
-			if i == 0 {
-				// The table may be one of the application's own, or the
-				// outbox's, named by mistake.
-				if err := checkTableShape(ctx, ddl.conn, s.dialect, s.table, "inbox", inboxColumns); err != nil {
-					return err
-				}
-			}
+		found, err := ddl.createAll(ctx, s.schema, "inbox schema", s.table, func() error {
+			// The table may be one of the application's own, or the
+			// outbox's, named by mistake.
+			return checkTableShape(ctx, ddl.conn, s.dialect, s.table, "inbox", inboxColumns)
+		})
+		if err != nil {
+			return err
 		}
 		return foreignObject(found, s.table)
 	})

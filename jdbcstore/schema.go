@@ -127,25 +127,19 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 		if err := checkSession(ctx, ddl.conn, s.dialect); err != nil {
 			return err
 		}
-		var found []schemaObject
-		for i, stmt := range splitStatements(s.schema) {
-			o, err := ddl.create(ctx, stmt)
-			if err != nil {
-				return fmt.Errorf("outbox: jdbcstore: apply %s schema for table %q: %w", s.dialect.Name(), s.table, err)
+		found, err := ddl.createAll(ctx, s.schema, "schema", s.table, func() error {
+			// Before the upgrade alters it: the table may be one of the
+			// application's own, named by mistake.
+			if err := checkTableShape(ctx, ddl.conn, s.dialect, s.table, "outbox", everyReleaseColumns()); err != nil {
+				return err
 			}
-			if o != nil {
-				found = append(found, *o)
+			if err := s.upgrade(ctx, ddl); err != nil {
+				return fmt.Errorf("outbox: jdbcstore: upgrade %s table %q: %w", s.dialect.Name(), s.table, err)
 			}
-			if i == 0 {
-				// Before the upgrade alters it: the table may be one of
-				// the application's own, named by mistake.
-				if err := checkTableShape(ctx, ddl.conn, s.dialect, s.table, "outbox", everyReleaseColumns()); err != nil {
-					return err
-				}
-				if err := s.upgrade(ctx, ddl); err != nil {
-					return fmt.Errorf("outbox: jdbcstore: upgrade %s table %q: %w", s.dialect.Name(), s.table, err)
-				}
-			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if err := foreignObject(found, s.table, keysTable(s.table)); err != nil {
 			return err
@@ -187,6 +181,30 @@ type ddlConn struct {
 // schemaObject is an index or trigger of a schema and the table holding
 // it.
 type schemaObject struct{ name, table string }
+
+// createAll runs the statements of schema in order, and afterTable once
+// the first one (the table's) ran. It returns the indexes and triggers
+// create found already (see foreignObject). A statement's error is
+// wrapped, naming what the schema is ("schema", "inbox schema") and table;
+// afterTable's is returned as it is.
+func (c ddlConn) createAll(ctx context.Context, schema, what, table string, afterTable func() error) ([]schemaObject, error) {
+	var found []schemaObject
+	for i, stmt := range splitStatements(schema) {
+		o, err := c.create(ctx, stmt)
+		if err != nil {
+			return found, fmt.Errorf("outbox: jdbcstore: apply %s %s for table %q: %w", c.s.dialect.Name(), what, table, err)
+		}
+		if o != nil {
+			found = append(found, *o)
+		}
+		if i == 0 {
+			if err := afterTable(); err != nil {
+				return found, err
+			}
+		}
+	}
+	return found, nil
+}
 
 // create runs one statement of a schema. A CREATE … IF NOT EXISTS of an
 // index or trigger whose name is taken already is skipped where the
