@@ -309,7 +309,11 @@ func TestNotifyListenerOutlivesIdleSessionTimeoutPostgres(t *testing.T) {
 	schemaDSN := testdb.PostgresSchemaDSN(t)
 	dsn := testdb.WithPostgresParam(t, testdb.WithPostgresParam(t, schemaDSN, "idle_session_timeout", "200"), "application_name", app)
 	logger, logs := testsupport.NewLogger()
-	ob, err := outbox.New(context.Background(), testdb.OpenPostgres(t, dsn), outbox.Config{Logger: logger, Poller: poller.Config{Interval: time.Hour}})
+	db := testdb.OpenPostgres(t, dsn)
+	// The pool keeps no idle connection for the server to end: only the
+	// listener's session, idle by design, meets the timeout.
+	db.SetMaxIdleConns(0)
+	ob, err := outbox.New(context.Background(), db, outbox.Config{Logger: logger, Poller: poller.Config{Interval: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,12 +321,13 @@ func TestNotifyListenerOutlivesIdleSessionTimeoutPostgres(t *testing.T) {
 	ob.RegisterFunc("E", func(_ context.Context, e outbox.Envelope) error { delivered <- e.ID(); return nil })
 	startUntilCleanup(t, ob)
 	admin := testdb.OpenPostgres(t, testdb.PostgresDSN(t))
-	testsupport.WaitFor(t, 10*time.Second, "the notification listener", func() bool {
+	// Its session outlives three timeouts while it waits, idle.
+	testsupport.WaitFor(t, 10*time.Second, "the listener's session idle for three timeouts", func() bool {
 		var n int
-		err := admin.GetContext(t.Context(), &n, `SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, app)
+		err := admin.GetContext(t.Context(), &n, `SELECT COUNT(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND query LIKE 'LISTEN %' AND state = 'idle' AND now() - state_change > interval '600 milliseconds'`, app)
 		return err == nil && n == 1
 	})
-	time.Sleep(time.Second) // idle for five timeouts
 	id, _ := publishPlain(t, ob, testdb.OpenPostgres(t, schemaDSN))
 	if got := testsupport.Recv(t, 10*time.Second, delivered, "the delivery woken by the notification"); got != id {
 		t.Fatalf("delivered %s, want %s", got, id)
