@@ -43,20 +43,28 @@ func TestMessageLargerThanTheStreamIsRejected(t *testing.T) {
 	}
 }
 
-func TestIsAccountFull(t *testing.T) {
+// The account's storage full and the server's storage full are told
+// apart from each other and from other refusals.
+func TestIsAccountOrServerStoreFull(t *testing.T) {
 	for _, tc := range []struct {
-		code, errCode int
-		desc          string
-		want          bool
+		code, errCode        int
+		desc                 string
+		account, serverStore bool
 	}{
-		{400, 10002, "resource limits exceeded for account", true},
-		{400, 0, "resource limits exceeded for account", true},
-		{503, 10023, "insufficient resources", false},
-		{503, 10077, "maximum bytes exceeded", false},
-		{400, 10003, "bad request", false},
+		{400, 10002, "resource limits exceeded for account", true, false},
+		{400, 0, "resource limits exceeded for account", true, false},
+		{503, 10023, "insufficient resources", false, true},
+		{503, 0, "insufficient resources", false, true},
+		{503, 10077, "maximum bytes exceeded", false, false},
+		{400, 10003, "bad request", false, false},
+		{503, 0, "JetStream system temporarily unavailable", false, false},
 	} {
-		if got := natsjs.IsAccountFull(&jetstream.APIError{Code: tc.code, ErrorCode: jetstream.ErrorCode(tc.errCode), Description: tc.desc}); got != tc.want {
-			t.Errorf("IsAccountFull(%d %d %q) = %v, want %v", tc.code, tc.errCode, tc.desc, got, tc.want)
+		e := &jetstream.APIError{Code: tc.code, ErrorCode: jetstream.ErrorCode(tc.errCode), Description: tc.desc}
+		if got := natsjs.IsAccountFull(e); got != tc.account {
+			t.Errorf("IsAccountFull(%d %d %q) = %v, want %v", tc.code, tc.errCode, tc.desc, got, tc.account)
+		}
+		if got := natsjs.IsServerStoreFull(e); got != tc.serverStore {
+			t.Errorf("IsServerStoreFull(%d %d %q) = %v, want %v", tc.code, tc.errCode, tc.desc, got, tc.serverStore)
 		}
 	}
 }

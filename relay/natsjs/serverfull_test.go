@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/outbox-go/outbox/relay/natsjs"
 )
 
 // The server's own JetStream storage of one kind full (max_memory_store
@@ -45,23 +43,5 @@ func TestRelayServerStorageFullPutsOffItsEventsAlone(t *testing.T) {
 	}
 	if n := logs.Count("recovered"); n != 0 {
 		t.Errorf("%d recovered lines, want none (no outage):\n%s", n, logs)
-	}
-}
-
-func TestIsServerStoreFull(t *testing.T) {
-	for _, tc := range []struct {
-		code, errCode int
-		desc          string
-		want          bool
-	}{
-		{503, 10023, "insufficient resources", true},
-		{503, 0, "insufficient resources", true},
-		{400, 10002, "resource limits exceeded for account", false},
-		{503, 10077, "maximum bytes exceeded", false},
-		{503, 0, "JetStream system temporarily unavailable", false},
-	} {
-		if got := natsjs.IsServerStoreFull(&jetstream.APIError{Code: tc.code, ErrorCode: jetstream.ErrorCode(tc.errCode), Description: tc.desc}); got != tc.want {
-			t.Errorf("IsServerStoreFull(%d %d %q) = %v, want %v", tc.code, tc.errCode, tc.desc, got, tc.want)
-		}
 	}
 }
