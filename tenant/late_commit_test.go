@@ -45,14 +45,13 @@ func TestRemovalWaitsForAnOpenInTx(t *testing.T) {
 			return errors.Is(err, tenant.ErrUnknownKey)
 		})
 		// Before, the pool was closed within milliseconds, this
-		// transaction still open; now the removal waits for it.
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) {
-			if err := tn.DB().PingContext(ctx); err != nil {
-				t.Logf("the pool was closed with the transaction open: %v", err)
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		// transaction still open; now the removal waits for it (and
+		// refuses new InTx calls meanwhile).
+		waitFor(t, "the removal to wait for the InTx calls under way", func() bool {
+			return errors.Is(tn.InTx(context.Background(), func(context.Context) error { return nil }), tenant.ErrUnknownKey)
+		})
+		if err := tn.DB().PingContext(ctx); err != nil {
+			t.Logf("the pool was closed with the transaction open: %v", err)
 		}
 		return nil
 	})
