@@ -46,10 +46,11 @@ func (d *Dispatcher) process(it item) bool {
 		if err := d.renewLease(&it); err != nil {
 			// The lease could run out before the outcome is written:
 			// another node may take the event over. Leave it to a fresh
-			// claim.
-			d.release(it)
+			// claim. Logged first: whoever sees the event let go sees
+			// the line.
 			it.src.logs.stale.Hit(it.src.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
 				eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease), slog.String("error", err.Error()))...)
+			d.release(it)
 			return true
 		}
 	}
