@@ -44,6 +44,8 @@ type Observer interface {
 	// Claimed reports one claim of the poller in store: rows claimed
 	// (newly taken: rows this node's dispatcher already held, read again
 	// by the claim, are not counted), how long the claim took, its error.
+	// It is called once the claimed rows are handed to the dispatcher, so
+	// their deliveries may be reported (Deliver) before it.
 	Claimed(store string, rows int, took time.Duration, err error)
 }
 
