@@ -162,6 +162,11 @@ func (sqliteDialect) CheckSetup(ctx context.Context, db *sqlx.DB, log *slog.Logg
 	if temporary && db.Stats().MaxOpenConnections != 1 {
 		log.WarnContext(ctx, "outbox: sqlite: the database is in memory (or temporary) and the pool may open several connections, each with a database of its own: open it with sqlite.Open or call SetMaxOpenConns(1)")
 	}
+	var locking string
+	if err := db.QueryRowContext(ctx, "PRAGMA locking_mode").Scan(&locking); err == nil &&
+		strings.EqualFold(locking, "exclusive") && db.Stats().MaxOpenConnections != 1 {
+		log.WarnContext(ctx, "outbox: sqlite: the locking mode is exclusive and the pool may open several connections: the first one keeps the file locked and the others wait out the busy timeout, then fail; open it with sqlite.Open or call SetMaxOpenConns(1)")
+	}
 	var timeoutMS int64
 	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&timeoutMS); err != nil {
 		log.DebugContext(ctx, "outbox: sqlite: cannot read busy_timeout", slog.Any("error", err))

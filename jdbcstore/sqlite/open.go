@@ -85,7 +85,11 @@ func DSN(path string) (string, error) {
 // disk): SQLite then locks tables within the process, and a connection
 // meeting another's lock fails at once with "database table is locked",
 // which the busy timeout does not wait for; with one connection the pool
-// makes concurrent transactions wait their turn instead. An in-memory or
+// makes concurrent transactions wait their turn instead. So is a database
+// in exclusive locking mode ("_locking_mode=EXCLUSIVE" or
+// "_locking=EXCLUSIVE"): its connection never lets go of its locks, and
+// in WAL mode no other connection can read or write the file, in this
+// process or another. An in-memory or
 // temporary database lives and dies with that connection: database/sql
 // closes a connection whose transaction's context ended before Commit or
 // Rollback (a plain *sql.Tx begun with BeginTx, or one adopted from it),
@@ -110,7 +114,7 @@ func Open(path string) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: open sqlite %q: %w", path, err)
 	}
-	if isMemory(path) || sharedCache(path) {
+	if isMemory(path) || sharedCache(path) || exclusiveLocking(path) {
 		db.SetMaxOpenConns(1)
 		db.SetMaxIdleConns(1)
 		db.SetConnMaxLifetime(0)
@@ -143,6 +147,21 @@ func param(q url.Values, key string) string {
 		return v[len(v)-1]
 	}
 	return ""
+}
+
+// exclusiveLocking reports whether path is a "file:" URI asking the
+// driver for exclusive locking mode, read as mattn/go-sqlite3 reads it:
+// _locking wins over _locking_mode, the first value of each counts.
+func exclusiveLocking(path string) bool {
+	_, q, ok := fileURI(path)
+	if !ok {
+		return false
+	}
+	key := "_locking_mode"
+	if _, ok := q["_locking"]; ok {
+		key = "_locking"
+	}
+	return strings.EqualFold(q.Get(key), "exclusive")
 }
 
 // sharedCache reports whether path is a "file:" URI asking for shared

@@ -93,12 +93,18 @@ func TestOpenImmediateTransactions(t *testing.T) {
 // With shared cache SQLite locks tables within the process and a writer
 // meeting another's lock fails at once ("database table is locked": the
 // busy timeout does not apply), so Open gives such a database one
-// connection: concurrent transactions wait their turn and none fails.
-func TestSharedCacheDatabase(t *testing.T) {
+// connection: concurrent transactions wait their turn and none fails. So
+// does a database in exclusive locking mode.
+func TestSharedCacheAndExclusiveDatabases(t *testing.T) {
 	t.Parallel()
 	for _, path := range []string{
 		"file:" + filepath.Join(t.TempDir(), "shared.db") + "?cache=shared",
 		"file:outbox_shared_mem?mode=memory&cache=shared",
+		// A connection in exclusive locking mode keeps its locks: in WAL
+		// mode no other connection reads or writes the file (every one
+		// waited out the busy timeout, then failed "database is locked").
+		"file:" + filepath.Join(t.TempDir(), "exclusive.db") + "?_locking_mode=EXCLUSIVE",
+		"file:" + filepath.Join(t.TempDir(), "exclusive2.db") + "?_locking=exclusive&_busy_timeout=500",
 	} {
 		db, err := sqlite.Open(path)
 		if err != nil {
@@ -239,6 +245,37 @@ func TestOwnInMemoryPoolIsWarnedAbout(t *testing.T) {
 	sqlite.Dialect.CheckSetup(t.Context(), db, logger)
 	if n := logs.Count("level=WARN", "in memory"); n != 1 {
 		t.Errorf("a pool of one connection was warned about:\n%s", logs)
+	}
+}
+
+// A *sql.DB of your own in exclusive locking mode with a pool of several
+// connections is warned about: the first connection keeps the file
+// locked, and the others failed after the busy timeout without a word.
+func TestOwnExclusivePoolIsWarnedAbout(t *testing.T) {
+	t.Parallel()
+	logger, logs := testsupport.NewLogger()
+	db, err := sqlx.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "x.db")+"?_locking_mode=EXCLUSIVE&_journal_mode=WAL&_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sqlite.Dialect.CheckSetup(t.Context(), db, logger)
+	if n := logs.Count("level=WARN", "exclusive"); n != 1 {
+		t.Errorf("want one WARN about the exclusive pool:\n%s", logs)
+	}
+	db.SetMaxOpenConns(1)
+	sqlite.Dialect.CheckSetup(t.Context(), db, logger)
+	if n := logs.Count("level=WARN", "exclusive"); n != 1 {
+		t.Errorf("a pool of one connection was warned about:\n%s", logs)
+	}
+	plain, err := sqlite.Open(filepath.Join(t.TempDir(), "plain.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	sqlite.Dialect.CheckSetup(t.Context(), plain, logger)
+	if n := logs.Count("level=WARN"); n != 1 {
+		t.Errorf("a database in normal locking mode was warned about:\n%s", logs)
 	}
 }
 
