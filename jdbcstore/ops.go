@@ -28,9 +28,13 @@ type Stats struct {
 	// Counts per status; the four statuses are always present.
 	Counts map[core.Status]int
 	// OldestPending is the created_at of the oldest NEW/RETRY row (zero
-	// when none): the outbox lag is Now - OldestPending.
+	// when none), due or not.
 	OldestPending time.Time
-	// Lag is Now - OldestPending, or 0.
+	// Lag is how long the pending event due first has been due: Now -
+	// the earliest available_at of the NEW/RETRY rows, or 0 when none is
+	// due yet. An event waiting for its NotBefore or for its next retry
+	// is no lag (OldestPending counts it); this is what the poller
+	// reports as the oldest pending age (core.Metrics.OldestLag).
 	Lag time.Duration
 	// DeadByType counts DEAD rows per event type: every type, or the
 	// StatsOptions.MaxDeadTypes types with the most.
@@ -57,10 +61,9 @@ func (s *Store) StatsWith(ctx context.Context, o StatsOptions) (Stats, error) {
 		return Stats{}, err
 	}
 	st := Stats{Counts: counts, DeadByType: map[string]int{}}
-	oldest, err := retryBusy(ctx, s, func() ([]any, error) {
-		var v any
-		err := s.db.QueryRowContext(ctx, s.q.oldestPending).Scan(&v)
-		return []any{v}, err
+	oldest, err := retryBusy(ctx, s, func() (v [2]any, err error) { // created_at, available_at
+		err = s.db.QueryRowContext(ctx, s.q.oldestPending).Scan(&v[0], &v[1])
+		return v, err
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: %w", err)
@@ -68,8 +71,12 @@ func (s *Store) StatsWith(ctx context.Context, o StatsOptions) (Stats, error) {
 	if st.OldestPending, err = s.dialect.DecodeTime(oldest[0]); err != nil {
 		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: oldest pending: %w", err)
 	}
-	if !st.OldestPending.IsZero() {
-		st.Lag = max(0, s.now().Sub(st.OldestPending))
+	firstDue, err := s.dialect.DecodeTime(oldest[1])
+	if err != nil {
+		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: first due: %w", err)
+	}
+	if !firstDue.IsZero() {
+		st.Lag = max(0, s.now().Sub(firstDue))
 	}
 	s.checkPins(ctx)
 	byType, args := s.deadTypesQuery(0, o.MaxDeadTypes)

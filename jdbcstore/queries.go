@@ -165,8 +165,9 @@ type statements struct {
 	// dialects), of every row, then of the NEW, RETRY and DEAD rows.
 	countByStatus  string
 	countFromTotal bool
-	// oldestPending: no arguments. One row: the created_at of the oldest
-	// NEW/RETRY row (through the dialect's time selector), NULL when none.
+	// oldestPending: no arguments. One row: the earliest created_at and
+	// the earliest available_at of the NEW/RETRY rows (through the
+	// dialect's time selector), NULL when none.
 	oldestPending string
 	// deadByType: no arguments. (event_type, count) of the DEAD rows.
 	// deadByTypePinned reads them from the dead index (SQLite's INDEXED
@@ -264,7 +265,7 @@ func buildStatements(d Dialect, table string) statements {
 			" AND p.order_seq = " + t + ".order_seq - 1 AND " + holdsKey("p.") + ")",
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
-		oldestPending: "SELECT " + timeExpr(d, "MIN(created_at)") + " FROM " + t + " WHERE " + pending,
+		oldestPending: "SELECT " + timeExpr(d, "MIN(created_at)") + ", " + timeExpr(d, "MIN(available_at)") + " FROM " + t + " WHERE " + pending,
 		deadByType:    "SELECT event_type, COUNT(*) FROM " + t + " WHERE status = " + st(core.StatusDead) + " GROUP BY " + typeKey(d),
 		countBlocked: "SELECT COUNT(DISTINCT order_key) FROM " + t + " WHERE status = " + st(core.StatusDead) +
 			" AND order_key IS NOT NULL AND order_skip = 0",

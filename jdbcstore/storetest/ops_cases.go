@@ -67,11 +67,38 @@ func (s *suite) testOps(t *testing.T) {
 			}
 		}
 		sameTime(t, "OldestPending", stats.OldestPending, micro(t0.Add(4*time.Second))) // n-0
-		if want := time.Minute - 4*time.Second - time.Duration(micro(t0).Sub(t0)); stats.Lag < want-time.Millisecond || stats.Lag > want+time.Millisecond {
+		// r-0, created after n-0, has been due again since t0.
+		if want := time.Minute - time.Duration(micro(t0).Sub(t0)); stats.Lag < want-time.Millisecond || stats.Lag > want+time.Millisecond {
 			t.Errorf("Lag = %v, want ≈ %v", stats.Lag, want)
 		}
 		if stats.DeadByType["A"] != 3 || stats.DeadByType["B"] != 1 || len(stats.DeadByType) != 2 {
 			t.Errorf("DeadByType = %v", stats.DeadByType)
+		}
+	})
+
+	// An event waiting for its NotBefore is pending but no lag: the
+	// lag counted the hour it was meant to wait (as the dashboard and
+	// outboxctl showed it), where the poller's gauge said 0.
+	t.Run("StatsLagCountsOnlyDueEvents", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		insert(t, st, build(t, core.NewEvent("Later").ID("later").NotBefore(t0.Add(time.Hour)).PayloadJSONString(`{}`)))
+		clk.Set(t0.Add(50 * time.Minute))
+		stats, err := st.Stats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameTime(t, "OldestPending", stats.OldestPending, micro(t0))
+		if stats.Lag != 0 {
+			t.Errorf("Lag = %v with the only pending event due in 10 minutes, want 0", stats.Lag)
+		}
+		clk.Set(t0.Add(70 * time.Minute))
+		if stats, err = st.Stats(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if want := 10 * time.Minute; stats.Lag < want-time.Millisecond || stats.Lag > want+time.Millisecond {
+			t.Errorf("Lag = %v 10 minutes after the event was due, want ≈ %v", stats.Lag, want)
 		}
 	})
 
