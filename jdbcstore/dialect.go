@@ -257,6 +257,20 @@ type SchemaLocker interface {
 	LockSchema(ctx context.Context, conn *sql.Conn, name string) (release func(commit bool) error, err error)
 }
 
+// DDLLockTimeouter is implemented by dialects whose schema changes queue
+// for a table lock (MySQL/MariaDB's metadata lock, PostgreSQL's
+// ACCESS EXCLUSIVE lock): an ALTER TABLE waiting for a transaction open
+// on the table makes every later statement on the table wait behind it,
+// on every node, for as long as that transaction stays open (MariaDB's
+// lock_wait_timeout is a day). [Store.ApplySchema] runs its statements
+// on a session whose lock wait set bounds (to a second or less), and
+// tries again, pausing between tries so that the table's other users go
+// on, with a WARN while it waits; reset restores the session's default
+// before the connection goes back to the pool.
+type DDLLockTimeouter interface {
+	DDLLockTimeout() (set, reset string)
+}
+
 // IndexChecker is implemented by dialects whose store may name an index
 // in its queries, where the planner may pick a worse one on a large table
 // (SQLite's INDEXED BY: without statistics; [DeadTypeHinter]). HasIndex

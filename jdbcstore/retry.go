@@ -28,7 +28,13 @@ const (
 // When ctx ends during the retries, the error wraps both the last
 // contention error and the context's error.
 func retryBusy[T any](ctx context.Context, s *Store, fn func() (T, error)) (T, error) {
-	delay := busyRetryMinDelay
+	return retryBusyPaced(ctx, s, busyRetryMinDelay, busyRetryMaxDelay, fn)
+}
+
+// retryBusyPaced is retryBusy with waits growing from minDelay to
+// maxDelay (each with jitter: half of it to all of it).
+func retryBusyPaced[T any](ctx context.Context, s *Store, minDelay, maxDelay time.Duration, fn func() (T, error)) (T, error) {
+	delay := minDelay
 	var lastBusy error
 	for attempt := 1; ; attempt++ {
 		v, err := fn()
@@ -61,7 +67,7 @@ func retryBusy[T any](ctx context.Context, s *Store, fn func() (T, error)) (T, e
 			return v, giveUp(err, attempt, ctxerr.Of(ctx))
 		case <-t.C:
 		}
-		delay = min(delay*2, busyRetryMaxDelay)
+		delay = min(delay*2, maxDelay)
 	}
 }
 

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -111,7 +114,12 @@ func (s *Store) SchemaSQL() string { return s.schema }
 // dialect of this module does): its upgrade statements run right after
 // the table's CREATE TABLE, then the rest of the schema. Several nodes
 // starting at once may all try; the upgrade a node loses to another is
-// not an error. An existing table that lacks an outbox table's columns
+// not an error. Where the dialect bounds its wait for table locks
+// ([DDLLockTimeouter]: MySQL/MariaDB, PostgreSQL), a statement that meets
+// a transaction open on the table is tried again every one to two
+// seconds, with a WARN, until that transaction ends or ctx does, so that
+// the table's other statements are not held behind it meanwhile. An
+// existing table that lacks an outbox table's columns
 // (one of the application's tables, or an inbox table, named by mistake)
 // is refused with a *core.ConfigError of field Table before anything
 // alters it, and so is an existing "<table>_keys" that is not an outbox
@@ -176,7 +184,17 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 type ddlConn struct {
 	conn *sql.Conn
 	s    *Store
+	// lockBounded: the session's wait for a table lock is bounded
+	// ([DDLLockTimeouter]); a statement that met a transaction open on
+	// the table is tried again after a pause (see exec).
+	lockBounded bool
 }
+
+// ddlRetryPause is the pause between two tries of a schema statement
+// whose bounded wait for a table lock ended (jitter: half of it to all
+// of it): the statements of the table's other users, queued behind the
+// waiting one, run meanwhile.
+const ddlRetryPause = 2 * time.Second
 
 // schemaObject is an index or trigger of a schema and the table holding
 // it.
@@ -230,12 +248,39 @@ func (c ddlConn) create(ctx context.Context, stmt string) (found *schemaObject, 
 	return nil, c.exec(ctx, stmt)
 }
 
-// exec runs one schema statement, retrying lock contention.
+// exec runs one schema statement, retrying lock contention. On a
+// session whose lock wait is bounded, contention is a transaction open
+// on the table: the statement is tried again every ddlRetryPause, with
+// a WARN at the first try that met it and an INFO when it went through.
 func (c ddlConn) exec(ctx context.Context, stmt string) error {
-	_, err := retryBusy(ctx, c.s, func() (struct{}, error) {
+	if !c.lockBounded {
+		_, err := retryBusy(ctx, c.s, func() (struct{}, error) {
+			_, err := c.conn.ExecContext(ctx, stmt)
+			return struct{}{}, err
+		})
+		return err
+	}
+	what, _, _ := strings.Cut(stmt, "\n")
+	if len(what) > 80 {
+		what = what[:80] + "…"
+	}
+	tries := 0
+	_, err := retryBusyPaced(ctx, c.s, ddlRetryPause, ddlRetryPause, func() (struct{}, error) {
 		_, err := c.conn.ExecContext(ctx, stmt)
+		switch {
+		case err != nil && c.s.dialect.Classify(err) == ClassBusy:
+			if tries++; tries == 1 {
+				c.s.log.LogAttrs(ctx, slog.LevelWarn, "outbox: a schema change waits for the transactions open on its table, which hold a lock it needs; it tries again every one to two seconds, and the table's other statements wait for it up to a second at each try",
+					slog.String("statement", what), slog.Any("error", err))
+			}
+		case err == nil && tries > 0:
+			c.s.log.LogAttrs(ctx, slog.LevelInfo, "outbox: the schema change went through", slog.String("statement", what), slog.Int("tries", tries+1))
+		}
 		return struct{}{}, err
 	})
+	if err != nil && tries > 0 {
+		return fmt.Errorf("%w (transactions open on the table held a lock the schema change needs: end them, or apply the schema when the table is quiet)", err)
+	}
 	return err
 }
 
@@ -273,7 +318,21 @@ func (s *Store) withSchemaLock(ctx context.Context, name string, apply func(ddlC
 			return fmt.Errorf("outbox: jdbcstore: apply %s schema for %q: take the schema lock: %w", s.dialect.Name(), name, err)
 		}
 	}
-	err = apply(ddlConn{conn: conn, s: s})
+	ddl := ddlConn{conn: conn, s: s}
+	if t, ok := s.dialect.(DDLLockTimeouter); ok {
+		set, reset := t.DDLLockTimeout()
+		if _, err := conn.ExecContext(ctx, set); err != nil {
+			return errors.Join(fmt.Errorf("outbox: jdbcstore: apply %s schema for %q: bound the wait for table locks: %w", s.dialect.Name(), name, err), release(false))
+		}
+		ddl.lockBounded = true
+		defer func() {
+			if _, err := conn.ExecContext(context.WithoutCancel(ctx), reset); err != nil {
+				// The session must not go back to the pool with its bound.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
+	err = apply(ddl)
 	if rerr := release(err == nil); rerr != nil && err == nil {
 		err = fmt.Errorf("outbox: jdbcstore: apply %s schema for %q: release the schema lock: %w", s.dialect.Name(), name, rerr)
 	}

@@ -76,6 +76,14 @@ func (mysqlDialect) OutboxUpgrade() string { return outboxUpgrade }
 func (mysqlDialect) KeysUpgrade() string { return keysUpgrade }
 func (mysqlDialect) BindType() int       { return sqlx.QUESTION }
 
+// DDLLockTimeout implements jdbcstore.DDLLockTimeouter: the session's wait
+// for a metadata lock is bounded to one second (the least
+// lock_wait_timeout takes), and its own value is restored afterwards.
+func (mysqlDialect) DDLLockTimeout() (set, reset string) {
+	return "SET @outbox_lock_wait_timeout = @@SESSION.lock_wait_timeout, SESSION lock_wait_timeout = 1",
+		"SET SESSION lock_wait_timeout = @outbox_lock_wait_timeout"
+}
+
 func (mysqlDialect) Capabilities() jdbcstore.Capabilities {
 	// FOR UPDATE SKIP LOCKED: MySQL 8.0.1, MariaDB 10.6. RETURNING exists
 	// in MariaDB for INSERT and DELETE only, and not at all in MySQL.

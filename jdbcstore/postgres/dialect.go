@@ -67,6 +67,12 @@ func (pgDialect) InboxSchema() string   { return inboxSchema }
 func (pgDialect) OutboxUpgrade() string { return outboxUpgrade }
 func (pgDialect) BindType() int         { return sqlx.DOLLAR }
 
+// DDLLockTimeout implements jdbcstore.DDLLockTimeouter: the session's wait
+// for a table lock is bounded to 200 ms, then reset to its default.
+func (pgDialect) DDLLockTimeout() (set, reset string) {
+	return "SET lock_timeout = '200ms'", "RESET lock_timeout"
+}
+
 func (pgDialect) Capabilities() jdbcstore.Capabilities {
 	// SKIP LOCKED since 9.5, RETURNING on every write, ON CONFLICT since
 	// 9.5. No UPDATE … LIMIT. A failed statement aborts the transaction

@@ -122,6 +122,7 @@ func Run(t *testing.T, h Harness) {
 		if h.LegacyOutboxSchema != "" && h.Dialect != nil {
 			t.Run("UpgradeLegacyTable", s.testUpgrade)
 			t.Run("HalfUpgradedTable", s.testHalfUpgraded)
+			t.Run("UpgradeBehindOpenTransaction", s.testUpgradeBehindOpenTransaction)
 		}
 		if h.Dialect != nil {
 			t.Run("Dialect", s.testDialect)

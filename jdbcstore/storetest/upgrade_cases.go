@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -122,6 +124,66 @@ func (s *suite) testConcurrentSchema(t *testing.T) {
 		}
 		publishOrdered(t, st, orderedEvent(t, "o1", "k", core.BlockOnDead), core.Lease{}, false)
 	}
+}
+
+// An upgrade that meets a transaction open on its table, which holds a
+// lock its ALTER needs, tries again every few seconds with a WARN, and the
+// table's other statements go on meanwhile: a waiting ALTER queues them
+// all behind it, on every node, and MariaDB's lock_wait_timeout is a day
+// (an audit saw every node stop publishing for as long as a business
+// transaction stayed open). Once the transaction ends, the upgrade goes
+// through.
+func (s *suite) testUpgradeBehindOpenTransaction(t *testing.T) {
+	if _, ok := s.h.Dialect.(jdbcstore.DDLLockTimeouter); !ok {
+		t.Skip("the dialect's schema changes do not queue behind open transactions")
+	}
+	t.Parallel()
+	base := s.newStore(t, nil, jdbcstore.Config{})
+	db := base.DB()
+	const table = "outbox_legacy_open_tx"
+	s.legacyTable(t, base, table)
+	count := "SELECT COUNT(*) FROM " + s.h.Dialect.QuoteIdent(table)
+	open, err := db.BeginTxx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback() //nolint:errcheck // committed below
+	var n int
+	if err := open.GetContext(t.Context(), &n, count); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := testsupport.NewLogger()
+	st, err := jdbcstore.New(db, jdbcstore.Config{Table: table, Dialect: s.h.Dialect, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan error, 1)
+	go func() { applied <- st.ApplySchema(t.Context()) }()
+	testsupport.WaitFor(t, 30*time.Second, "the WARN of the upgrade waiting for the open transaction", func() bool {
+		return logs.Count("level=WARN", "schema change waits") > 0
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if err := db.GetContext(ctx, &n, count); err != nil {
+			t.Fatalf("read #%d of the table while the upgrade waits: %v", i+1, err)
+		}
+	}
+	select {
+	case err := <-applied:
+		t.Fatalf("ApplySchema returned while a transaction held the table: %v", err)
+	default:
+	}
+	if err := open.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-applied; err != nil {
+		t.Fatalf("ApplySchema once the transaction ended: %v", err)
+	}
+	if logs.Count("level=INFO", "schema change went through") == 0 {
+		t.Errorf("no INFO line once the upgrade went through:\n%s", logs)
+	}
+	publishOrdered(t, st, orderedEvent(t, "o1", "k", core.BlockOnDead), core.Lease{}, false)
 }
 
 // A table an earlier upgrade left half done (a process stopped between
