@@ -67,6 +67,13 @@ type PurgeResult struct {
 // (when they died), or created_at for rows written before done_at was set
 // on DEAD.
 //
+// Before its first delete a store makes sure that its table is an outbox
+// table (as [Store.CheckTable]; known already after ApplySchema): any
+// table with an event_id, a status and a done_at column would do for the
+// purge's statements, and a table of the application's, named by
+// mistake, lost its rows. Another table is refused with a
+// *core.ConfigError of field Table.
+//
 // When ctx ends, Purge stops after the current batch and returns what it
 // removed with ctx's error.
 func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
@@ -87,6 +94,11 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 	}
 	if o.BatchSize < 1 || o.BatchSize > MaxPurgeBatch {
 		return PurgeResult{}, &core.ConfigError{Field: "BatchSize", Msg: fmt.Sprintf("must be 1..%d", MaxPurgeBatch)}
+	}
+	if !s.shapeChecked.Load() {
+		if err := s.CheckTable(ctx); err != nil {
+			return PurgeResult{}, fmt.Errorf("outbox: jdbcstore: purge %q: %w", s.table, err)
+		}
 	}
 	p := purger{s: s, o: o, now: s.now()}
 	if o.DoneOlderThan > 0 {

@@ -163,6 +163,7 @@ func (s *Store) ApplySchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.shapeChecked.Store(true) // the table was created so, or checked before its upgrade
 	s.dialect.CheckSetup(ctx, s.db, s.log)
 	if s.dialect.Capabilities().SingleWriter && strings.Contains(s.schema, stalePosition) && s.keys.Load() == nil {
 		s.keys.Store(newKeyCache())
@@ -402,7 +403,11 @@ func (s *Store) CheckTable(ctx context.Context) error {
 	if ctx == nil {
 		return core.ErrNilContext
 	}
-	return checkTableShapeOn(ctx, s.db, s.dialect, s.table, "outbox", everyReleaseColumns())
+	err := checkTableShapeOn(ctx, s.db, s.dialect, s.table, "outbox", everyReleaseColumns())
+	if err == nil {
+		s.shapeChecked.Store(true)
+	}
+	return err
 }
 
 // checkTableShapeOn is checkTableShape on a connection of db's own (the

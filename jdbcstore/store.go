@@ -56,6 +56,9 @@ type Store struct {
 	// Unix nanoseconds).
 	keyIDs        atomic.Bool
 	keyIDsChecked atomic.Int64
+	// shapeChecked: the table turned out to be an outbox table (CheckTable,
+	// or ApplySchema), which Purge asks before it deletes anything.
+	shapeChecked atomic.Bool
 	// pinsKnown: pinPending, pinDead, pinOrder and deadTypeHint are settled; pinMu
 	// serializes the lookup that settles them.
 	pinsKnown atomic.Bool
