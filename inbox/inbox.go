@@ -489,7 +489,7 @@ func (in *Inbox) processOnce(ctx context.Context, msg Message, fn func(ctx conte
 			return false, in.mapErr(err)
 		}
 		if err := tx.Commit(); err != nil {
-			return false, fmt.Errorf("outbox: inbox: process: commit: %w", in.mapErr(err))
+			return false, fmt.Errorf("outbox: inbox: process: commit: %w", in.mapErr(ctxerr.OfCommit(ctx, err)))
 		}
 		return processed, nil
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 )
 
 var _ core.SuccessorClaimer = (*Store)(nil)
@@ -410,7 +411,7 @@ func (s *Store) claimLocked(ctx context.Context, owner string, until time.Time, 
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, err
+		return nil, ctxerr.OfCommit(ctx, err)
 	}
 	until = until.UTC().Truncate(time.Microsecond)
 	for i := range recs {

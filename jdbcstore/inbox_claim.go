@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 	"github.com/outbox-go/outbox/internal/inboxrow"
 )
 
@@ -95,7 +96,7 @@ func (s *inboxStore) claimSkipLocked(ctx context.Context, owner string, until ti
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, err
+		return nil, ctxerr.OfCommit(ctx, err)
 	}
 	until = until.UTC().Truncate(time.Microsecond)
 	for i := range recs {

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 )
 
 // Bounds of one statement of a batch insert.
@@ -141,7 +142,7 @@ func (s *Store) insertBatchOwnTx(ctx context.Context, envs []core.Envelope, leas
 			return nil, err
 		}
 		if err := tx.Commit(); err != nil {
-			return nil, s.mapError("insert batch: commit", "", err)
+			return nil, s.mapError("insert batch: commit", "", ctxerr.OfCommit(ctx, err))
 		}
 		return leased, nil
 	})

@@ -89,7 +89,7 @@ func retryTx(ctx context.Context, s *Store, opts *sql.TxOptions, fn func(tx *sql
 		if err := fn(tx); err != nil {
 			return struct{}{}, err
 		}
-		return struct{}{}, tx.Commit()
+		return struct{}{}, ctxerr.OfCommit(ctx, tx.Commit())
 	})
 	return err
 }

@@ -2,7 +2,9 @@ package ctxerr_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,5 +31,28 @@ func TestOf(t *testing.T) {
 	<-tctx.Done()
 	if err := ctxerr.Of(tctx); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, mine) {
 		t.Errorf("Of(timed out with a cause) = %v, want both DeadlineExceeded and the cause", err)
+	}
+}
+
+// A Commit that failed because database/sql rolled the transaction back
+// when its context ended says so, with the context's error; other errors
+// and ErrTxDone of a live context are kept.
+func TestOfCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	if err := ctxerr.OfCommit(ctx, sql.ErrTxDone); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrTxDone) ||
+		!strings.Contains(err.Error(), "rolled back") {
+		t.Errorf("OfCommit(ended ctx, ErrTxDone) = %v, want the deadline, saying the transaction was rolled back", err)
+	}
+	if err := ctxerr.OfCommit(context.Background(), sql.ErrTxDone); err != sql.ErrTxDone {
+		t.Errorf("OfCommit(live ctx, ErrTxDone) = %v, want ErrTxDone itself", err)
+	}
+	other := errors.New("disk full")
+	if err := ctxerr.OfCommit(ctx, other); err != other {
+		t.Errorf("OfCommit(ended ctx, other) = %v, want the error itself", err)
+	}
+	if err := ctxerr.OfCommit(ctx, nil); err != nil {
+		t.Errorf("OfCommit(ended ctx, nil) = %v, want nil", err)
 	}
 }
