@@ -159,8 +159,9 @@ func (d *Dispatcher) observe(it item) (a *attempt) {
 // markDead writes it DEAD with msg and settles it (once w's listener
 // returned, for a call the watchdog abandoned: see park). Under the skip
 // policy the next event of its key then goes on, at once: claimed by
-// position when a claim read it, else by a full claim.
-func (d *Dispatcher) markDead(it item, msg string, w *callWatch) writeResult {
+// position when a claim read it, else by a full claim. logDead, when set,
+// logs the dead letter once the row is DEAD, before the event is let go.
+func (d *Dispatcher) markDead(it item, msg string, w *callWatch, logDead func()) {
 	o := it.src
 	st := d.writeStatus(it, "dead", func(ctx context.Context) (bool, error) {
 		return o.store.MarkDead(ctx, d.cfg.Owner, it.env.ID(), msg)
@@ -171,6 +172,9 @@ func (d *Dispatcher) markDead(it item, msg string, w *callWatch) writeResult {
 		// delivered again) made no dead letter, which the counter and
 		// its alerts reported.
 		o.metrics.DispatchDead()
+		if logDead != nil {
+			logDead() // before the event is let go, as for the other outcomes
+		}
 	}
 	d.settle(it, st, w)
 	if st == writeChanged && it.env.OrderKey() != "" && it.env.OnDead() == core.SkipOnDead {
@@ -180,7 +184,6 @@ func (d *Dispatcher) markDead(it item, msg string, w *callWatch) writeResult {
 		}
 		o.keyFreed(after)
 	}
-	return st
 }
 
 // outcome records the result of a delivery: DONE (coalesced), RETRY with
@@ -228,10 +231,10 @@ func (d *Dispatcher) outcome(it item, err error, w *callWatch) bool {
 	outcome, delay := engine.Decide(err, attempts, d.cfg.MaxAttempts, d.cfg.Retry)
 	if outcome == engine.Dead {
 		it.observed(core.OutcomeDead, err)
-		if d.markDead(it, msg, w) == writeChanged {
+		d.markDead(it, msg, w, func() {
 			o.log.LogAttrs(context.Background(), slog.LevelError, "event is DEAD after its last failed attempt",
 				eventAttrs(it.env, attempts, slog.String("error", msg))...)
-		}
+		})
 		return true
 	}
 	nextAt := d.cfg.Now().Add(delay)

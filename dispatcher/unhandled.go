@@ -76,7 +76,7 @@ func (d *Dispatcher) unhandled(it item) bool {
 		d.leave(it)
 	case UnhandledDead:
 		msg := fmt.Sprintf("no listener registered for event type %q", typ)
-		d.markDead(it, msg, nil) // under the skip policy, frees the key as a failed event does
+		d.markDead(it, msg, nil, nil) // under the skip policy, frees the key as a failed event does
 	default:
 		return d.outcome(it, nil, nil) // DONE, as if delivered
 	}
