@@ -199,9 +199,9 @@ func (d *Dispatcher) outcome(it item, err error, w *callWatch) bool {
 		// attempt is charged, the row keeps its status and the next
 		// process delivers it.
 		it.observed(core.OutcomeInterrupted, err)
-		d.end(w, it, endRelease)
 		it.src.log.LogAttrs(context.Background(), slog.LevelInfo, "delivery interrupted by shutdown; the event stays in the database",
 			eventAttrs(it.env, it.attempts)...)
+		d.end(w, it, endRelease)
 		return true
 	}
 	if !d.settling(it, err, w) {
