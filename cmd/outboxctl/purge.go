@@ -30,7 +30,8 @@ deleted per second over the run (0: no cap). On SQLite, where the purge and
 the application share one write lock, about twice the peak publish rate is a
 good cap. --timeout (10s by default) bounds the whole purge, pauses included: give
 a paced purge of a big backlog a longer one (--timeout 2h). A purge cut short
-by it exits 1 and says how many rows it removed; run it again to go on.
+by it exits 1 and says how many rows it removed (the batch under way may
+have been removed too, which the count leaves out); run it again to go on.
 
 --json prints one object: dry_run, done_older_than_seconds and
 dead_older_than_seconds (0 when omitted: kept), done and dead (events removed, or
@@ -74,7 +75,7 @@ that would be) and batches (DELETE statements run).`,
 				})
 				if err != nil {
 					if res.Done+res.Dead > 0 || errors.Is(err, context.DeadlineExceeded) { // cut short: the count, 0 too
-						err = fmt.Errorf("%w (%d DONE and %d DEAD events were removed before the failure)", err, res.Done, res.Dead)
+						err = fmt.Errorf("%w (%d DONE and %d DEAD events were removed before the failure; the batch under way, up to %d more, may have been removed too)", err, res.Done, res.Dead, batch)
 					}
 					return missingTable(ctx, err, store)
 				}
