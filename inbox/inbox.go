@@ -445,7 +445,10 @@ func txEnded(err error) error {
 // commits when fn succeeds and rolls back otherwise, and runs the whole
 // transaction again on lock contention (with a short jittered pause) until
 // ctx ends. fn may therefore run more than once, but only one run's writes
-// ever commit; fn must write only through tx.
+// ever commit; fn must write only through tx. An error from the commit
+// itself (the connection cut while its answer was on the way) leaves the
+// outcome unknown: the message and its effect may have committed. Deliver
+// it again: Process then returns false, nil if they had.
 func (in *Inbox) Process(ctx context.Context, msg Message, fn func(ctx context.Context, tx *sqlx.Tx) error) (bool, error) {
 	if ctx == nil {
 		return false, core.ErrNilContext
