@@ -3,6 +3,8 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -19,10 +21,18 @@ import (
 // past InFlightTTL, so a stale run's DONE never gets in. A crash before
 // a flush means the rows are still NEW/RETRY: redelivered, never lost.
 //
-// One flusher writes at a time: while it writes, the next batch builds up
-// (group commit). A batch is flushed when it is full or, once started, when
+// A batch is collected when it is full or, once started, when
 // DoneFlushWindow has passed; at once when it holds an ordered event that
-// waited behind the one before it (see urgentDone).
+// waited behind the one before it (see urgentDone). Each store of the
+// batch has its events written by a writer of its own (a lane): one
+// writer per store at a time, while the next batch builds up (group
+// commit), and the stores' writers apart, so a store whose database
+// answers slowly or not at all holds up only its own DONE writes. (One
+// writer for all stores wrote them one store after another: a tenant
+// database answering in a second per packet stopped every other tenant's
+// deliveries for seconds at a time, the workers blocked on the batcher.)
+// A store more than laneBatches batches behind makes the collecting wait
+// for it, which slows the workers down to what its database can take.
 type doneBatcher struct {
 	d    *Dispatcher
 	in   chan item
@@ -33,17 +43,34 @@ type doneBatcher struct {
 	// once, without waiting out DoneFlushWindow; the batcher closes the
 	// channel it receives once they are (see flushPending).
 	flushNow chan chan struct{}
+
+	mu      sync.Mutex
+	lanes   map[*origin]*doneLane // the stores with a writer under way
+	moved   *sync.Cond            // on mu: a lane took pending events, or ended
+	writers sync.WaitGroup
 }
 
+// doneLane is a store's writer under way and the events waiting for it.
+type doneLane struct {
+	pending []item
+}
+
+// laneBatches bounds a lane's pending events, in batches: past it, the
+// collecting waits for the lane's writer.
+const laneBatches = 4
+
 func newDoneBatcher(d *Dispatcher) *doneBatcher {
-	return &doneBatcher{
+	b := &doneBatcher{
 		d:        d,
 		in:       make(chan item, 2*d.cfg.DoneBatchSize),
 		done:     make(chan struct{}),
 		max:      d.cfg.DoneBatchSize,
 		wait:     d.cfg.DoneFlushWindow,
 		flushNow: make(chan chan struct{}),
+		lanes:    make(map[*origin]*doneLane),
 	}
+	b.moved = sync.NewCond(&b.mu)
+	return b
 }
 
 // flushPending writes, at once, the DONE of every event handed to the
@@ -65,9 +92,11 @@ func (b *doneBatcher) flushPending(ctx context.Context) {
 }
 
 // drainNow flushes batch and every item waiting in b.in, in batches of at
-// most b.max, then closes ack. It reports false once b.in is closed.
+// most b.max, and waits for the writes, then closes ack. It reports false
+// once b.in is closed.
 func (b *doneBatcher) drainNow(batch []item, ack chan struct{}) (open bool) {
 	defer close(ack)
+	defer b.idle()
 	for {
 		select {
 		case it, ok := <-b.in:
@@ -96,9 +125,11 @@ func (b *doneBatcher) drainNow(batch []item, ack chan struct{}) (open bool) {
 // what the database can take.
 func (b *doneBatcher) add(it item) { b.in <- it }
 
-// run flushes batches until in is closed and drained.
+// run flushes batches until in is closed and drained, and their writes
+// are done.
 func (b *doneBatcher) run() {
 	defer close(b.done)
+	defer b.writers.Wait()
 	batch := make([]item, 0, b.max)
 	var timer *time.Timer
 	for {
@@ -183,8 +214,9 @@ func urgentDone(it item) bool {
 	return it.source != SourceHot && it.env.OrderKey() != ""
 }
 
-// flush writes one batch and settles its events: one statement per store
-// the events came from (one in a single-store dispatcher).
+// flush hands one batch to the lanes of the stores its events came from
+// (one in a single-store dispatcher), keeping each store's order; batch
+// may be reused once it returns.
 func (b *doneBatcher) flush(batch []item) {
 	first := batch[0].src
 	for _, it := range batch[1:] {
@@ -193,7 +225,7 @@ func (b *doneBatcher) flush(batch []item) {
 			return
 		}
 	}
-	b.flushStore(first, batch)
+	b.toLane(first, slices.Clone(batch))
 }
 
 // flushByStore splits a batch by store, keeping each store's order.
@@ -207,8 +239,62 @@ func (b *doneBatcher) flushByStore(batch []item) {
 		groups[it.src] = append(groups[it.src], it)
 	}
 	for _, o := range order {
-		b.flushStore(o, groups[o])
+		b.toLane(o, groups[o])
 	}
+}
+
+// toLane gives events of store o to its lane: to a new writer when the
+// store has none under way, else to the events waiting for it, once they
+// are fewer than laneBatches batches.
+func (b *doneBatcher) toLane(o *origin, events []item) {
+	b.mu.Lock()
+	l := b.lanes[o]
+	for l != nil && len(l.pending) >= laneBatches*b.max {
+		b.moved.Wait()
+		l = b.lanes[o]
+	}
+	if l != nil {
+		l.pending = append(l.pending, events...)
+		b.mu.Unlock()
+		return
+	}
+	l = &doneLane{}
+	b.lanes[o] = l
+	b.mu.Unlock()
+	b.writers.Add(1)
+	go b.writeLane(o, l, events)
+}
+
+// writeLane writes events of store o, then the events waiting in its
+// lane, a batch at a time, until none waits.
+func (b *doneBatcher) writeLane(o *origin, l *doneLane, events []item) {
+	defer b.writers.Done()
+	for {
+		for len(events) > 0 {
+			n := min(len(events), b.max)
+			b.flushStore(o, events[:n])
+			events = events[n:]
+		}
+		b.mu.Lock()
+		events, l.pending = l.pending, nil
+		if len(events) == 0 {
+			delete(b.lanes, o)
+		}
+		b.moved.Broadcast()
+		b.mu.Unlock()
+		if len(events) == 0 {
+			return
+		}
+	}
+}
+
+// idle waits until no lane has a writer under way.
+func (b *doneBatcher) idle() {
+	b.mu.Lock()
+	for len(b.lanes) > 0 {
+		b.moved.Wait()
+	}
+	b.mu.Unlock()
 }
 
 // flushStore writes the DONE status of events of store o and settles

@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -341,4 +342,82 @@ func TestStoresRateLimitTheirLinesApart(t *testing.T) {
 	testsupport.WaitFor(t, waitTimeout, "a failed DONE write in each store", func() bool {
 		return logs.Count("level=ERROR", "status write failed", "store=my") > 0 && logs.Count("level=ERROR", "status write failed", "store=pg") > 0
 	}, nil)
+}
+
+// hangingDone is a store whose DONE writes wait until release is closed
+// (a database answering slowly, or not at all), telling entered when the
+// first one starts.
+type hangingDone struct {
+	*memstore.Store
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (s *hangingDone) MarkDone(ctx context.Context, owner string, ids []string) (int64, error) {
+	s.once.Do(func() { close(s.entered) })
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return s.Store.MarkDone(ctx, owner, ids)
+}
+
+// A store whose DONE writes hang holds up only its own: the other stores'
+// events are written DONE meanwhile, however many. One writer wrote every
+// store's batch in turn: a tenant database answering a second late
+// stopped the other tenants' deliveries for seconds at a time (the
+// workers blocked on the batcher, the hot queue filled).
+func TestSlowStoreHoldsUpOnlyItsOwnDoneWrites(t *testing.T) {
+	reg := registry.New()
+	reg.RegisterFunc("Paid", func(context.Context, core.Envelope) error { return nil })
+	const done = 4 // DoneBatchSize: the other store's events fill many batches
+	d := newMulti(t, dispatcher.Config{Workers: 2, DoneBatchSize: done, DoneFlushWindow: time.Millisecond, StatusTimeout: time.Minute}, reg)
+	slow := &hangingDone{Store: memstore.New(nil), entered: make(chan struct{}), release: make(chan struct{})}
+	defer close(slow.release)
+	fast := memstore.New(nil)
+	fast.Changed = make(chan struct{}, 1)
+	publishTo := func(id string, st core.Store, n int) []string {
+		q, err := d.AddStoreQueue(id, st)
+		if err != nil {
+			t.Fatalf("AddStore(%s): %v", id, err)
+		}
+		client, err := publish.New(st, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for i := range n {
+			env, err := core.NewEvent("Paid").ID(fmt.Sprintf("%s-%d", id, i)).PayloadJSONString(`{}`).Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx := testsupport.NewTx()
+			if _, err := client.Publish(core.ContextWithTx(context.Background(), tx), env); err != nil {
+				t.Fatalf("Publish(%s): %v", id, err)
+			}
+			tx.Commit()
+			ids = append(ids, env.ID())
+		}
+		return ids
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	publishTo("slow", slow, 1)
+	select {
+	case <-slow.entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the slow store's DONE write never started")
+	}
+	ids := publishTo("fast", fast, 20*done)
+	testsupport.WaitFor(t, waitTimeout, "every event of the other store DONE while the slow store's write hangs", func() bool {
+		for _, id := range ids {
+			if r, ok := fast.Get(id); !ok || r.Status != core.StatusDone {
+				return false
+			}
+		}
+		return true
+	}, fast.Changed)
 }
