@@ -121,7 +121,9 @@ func (b *batchConn) send() {
 // progress for that long fails the connection, unless b.held says the
 // broker blocked the connection (a resource alarm, when it stops reading
 // on purpose until the alarm clears). A slow reader that keeps taking
-// bytes is never failed.
+// bytes is not failed as long as the kernel lets the write go on within
+// b.stall (it does once a share of its send buffer is free: over a link
+// of tens of KB/s, a large buffer may take longer).
 func (b *batchConn) write(batch []byte) error {
 	for len(batch) > 0 {
 		if b.stall > 0 {
@@ -145,6 +147,17 @@ func (b *batchConn) write(batch []byte) error {
 		}
 	}
 	return nil
+}
+
+// writeErr returns the error of the write that made the sender close the
+// socket, nil when it did not (Close, or no failure yet).
+func (b *batchConn) writeErr() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if errors.Is(b.err, net.ErrClosed) {
+		return nil
+	}
+	return b.err
 }
 
 // Close sends what was written before it (the client's connection.close

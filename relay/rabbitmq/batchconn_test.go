@@ -125,6 +125,9 @@ func TestBatchConnKeepsOrderAndFlushesOnClose(t *testing.T) {
 	if err := b.Close(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("second Close: %v, want net.ErrClosed", err)
 	}
+	if err := b.writeErr(); err != nil {
+		t.Errorf("writeErr() = %v after a plain Close, want nil (no write failed)", err)
+	}
 }
 
 // failConn fails every write once told to, and blocks writes until
@@ -263,6 +266,11 @@ func TestBatchConnStallFailsTheConnection(t *testing.T) {
 	}
 	_ = b.Close()
 	<-b.done
+	// What the relay logs as the cause of the lost connection: the client
+	// itself sees only the closed socket.
+	if err := b.writeErr(); !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "the broker took no bytes") {
+		t.Errorf("writeErr() = %v after the stall, want the stalled write's error", err)
+	}
 }
 
 // A peer that reads slowly but steadily is never failed, however long a

@@ -124,10 +124,13 @@ type Config struct {
 	// network that drops everything), without having blocked the
 	// connection on purpose (a resource alarm), fails the connection,
 	// which is dialled again, so a publish stuck behind a full socket
-	// returns then rather than at the client's heartbeat timeout. A slow
-	// link that keeps taking bytes is never failed; a connection from
-	// Config.Dial has no such bound. Defaults to DefaultConfirmTimeout
-	// (5 s).
+	// returns then rather than at the client's heartbeat timeout. A link
+	// so slow that the kernel's send buffer makes no room for that long
+	// (large messages at tens of KB/s: the kernel lets a write go on only
+	// once a share of its buffer is free) is failed the same way, its
+	// events sent again after the reconnection: raise ConfirmTimeout for
+	// such a link. A connection from Config.Dial has no such bound.
+	// Defaults to DefaultConfirmTimeout (5 s).
 	ConfirmTimeout time.Duration
 	// DialTimeout bounds one dial, TCP connect and AMQP handshake
 	// together. Defaults to DefaultDialTimeout (5 s).

@@ -44,7 +44,9 @@ func (r *Relay) dial(ctx context.Context) (*amqp.Connection, error) {
 				return nil, err
 			}
 			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-			return newBatchConn(c, r.cfg.ConfirmTimeout, r.blocked.Load), nil
+			bc := newBatchConn(c, r.cfg.ConfirmTimeout, r.blocked.Load)
+			r.socket.Store(bc)
+			return bc, nil
 		},
 	})
 	if err != nil {
@@ -107,6 +109,13 @@ func (r *Relay) supervise(conn *amqp.Connection) {
 					cause = e
 				}
 				break watch
+			}
+		}
+		if s := r.socket.Load(); s != nil {
+			if werr := s.writeErr(); werr != nil {
+				// The relay closed the socket itself (a write that made no
+				// progress): the client saw only the closed socket.
+				cause = fmt.Errorf("a write to the broker failed: %w (the relay closed the socket; the client then saw: %w)", werr, cause)
 			}
 		}
 		r.blocked.Store(false)

@@ -43,10 +43,11 @@ type Relay struct {
 	loneSem chan struct{}
 
 	mu      sync.Mutex
-	conn    *amqp.Connection // nil while reconnecting
-	connErr error            // why conn is nil
-	blocked atomic.Bool      // connection.blocked by the broker
-	opens   sync.WaitGroup   // channel opens under way (added under mu, with conn set)
+	conn    *amqp.Connection          // nil while reconnecting
+	connErr error                     // why conn is nil
+	blocked atomic.Bool               // connection.blocked by the broker
+	socket  atomic.Pointer[batchConn] // the socket of the last connection dialled from URL
+	opens   sync.WaitGroup            // channel opens under way (added under mu, with conn set)
 
 	closeMu   sync.RWMutex
 	closed    bool
