@@ -31,8 +31,13 @@ import (
 // writer for all stores wrote them one store after another: a tenant
 // database answering in a second per packet stopped every other tenant's
 // deliveries for seconds at a time, the workers blocked on the batcher.)
-// A store more than laneBatches batches behind makes the collecting wait
-// for it, which slows the workers down to what its database can take.
+// A store takes at most laneBatches batches of DONE writes at a time
+// (handed over, waiting, or being written): a worker handing over one
+// more waits for room in that store's lane, which slows the delivery of
+// its events down to what its database can take, and keeps the wait from
+// a delivery to its DONE write within two writes (a deeper queue outlasted
+// the Lease of a slow database's events, which another node then delivered
+// again).
 type doneBatcher struct {
 	d    *Dispatcher
 	in   chan item
@@ -48,6 +53,11 @@ type doneBatcher struct {
 	lanes   map[*origin]*doneLane // the stores with a writer under way
 	moved   *sync.Cond            // on mu: a lane took pending events, or ended
 	writers sync.WaitGroup
+	// queued counts each store's events handed over and not yet written
+	// (or given up), at most laneBatches*max; room is closed, and
+	// replaced, whenever a store's count drops.
+	queued map[*origin]int
+	room   chan struct{}
 }
 
 // doneLane is a store's writer under way and the events waiting for it.
@@ -55,9 +65,9 @@ type doneLane struct {
 	pending []item
 }
 
-// laneBatches bounds a lane's pending events, in batches: past it, the
-// collecting waits for the lane's writer.
-const laneBatches = 4
+// laneBatches bounds the DONE writes a store takes at a time, in
+// batches: the one being written and the next.
+const laneBatches = 2
 
 func newDoneBatcher(d *Dispatcher) *doneBatcher {
 	b := &doneBatcher{
@@ -68,6 +78,8 @@ func newDoneBatcher(d *Dispatcher) *doneBatcher {
 		wait:     d.cfg.DoneFlushWindow,
 		flushNow: make(chan chan struct{}),
 		lanes:    make(map[*origin]*doneLane),
+		queued:   make(map[*origin]int),
+		room:     make(chan struct{}),
 	}
 	b.moved = sync.NewCond(&b.mu)
 	return b
@@ -120,10 +132,43 @@ func (b *doneBatcher) drainNow(batch []item, ack chan struct{}) (open bool) {
 	}
 }
 
-// add queues a succeeded event for its DONE write. It blocks while the
-// batcher is a full two batches behind, which slows the workers down to
-// what the database can take.
-func (b *doneBatcher) add(it item) { b.in <- it }
+// add queues a succeeded event for its DONE write. It blocks while its
+// store's lane is full (see admit).
+func (b *doneBatcher) add(it item) {
+	for {
+		room := b.admit(it.src)
+		if room == nil {
+			break
+		}
+		<-room
+	}
+	b.in <- it
+}
+
+// admit reserves room for one more event of store o in its lane and
+// returns nil, or, when the lane is full, returns a channel closed once
+// some room was made: the caller admits again then.
+func (b *doneBatcher) admit(o *origin) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.queued[o] >= laneBatches*b.max {
+		return b.room
+	}
+	b.queued[o]++
+	return nil
+}
+
+// written gives back the room of n events of store o, written or given
+// up.
+func (b *doneBatcher) written(o *origin, n int) {
+	b.mu.Lock()
+	if b.queued[o] -= n; b.queued[o] <= 0 {
+		delete(b.queued, o)
+	}
+	close(b.room)
+	b.room = make(chan struct{})
+	b.mu.Unlock()
+}
 
 // run flushes batches until in is closed and drained, and their writes
 // are done.
@@ -244,21 +289,16 @@ func (b *doneBatcher) flushByStore(batch []item) {
 }
 
 // toLane gives events of store o to its lane: to a new writer when the
-// store has none under way, else to the events waiting for it, once they
-// are fewer than laneBatches batches.
+// store has none under way, else to the events waiting for it (never more
+// than the room admit gave).
 func (b *doneBatcher) toLane(o *origin, events []item) {
 	b.mu.Lock()
-	l := b.lanes[o]
-	for l != nil && len(l.pending) >= laneBatches*b.max {
-		b.moved.Wait()
-		l = b.lanes[o]
-	}
-	if l != nil {
+	if l := b.lanes[o]; l != nil {
 		l.pending = append(l.pending, events...)
 		b.mu.Unlock()
 		return
 	}
-	l = &doneLane{}
+	l := &doneLane{}
 	b.lanes[o] = l
 	b.mu.Unlock()
 	b.writers.Add(1)
@@ -273,6 +313,7 @@ func (b *doneBatcher) writeLane(o *origin, l *doneLane, events []item) {
 		for len(events) > 0 {
 			n := min(len(events), b.max)
 			b.flushStore(o, events[:n])
+			b.written(o, n)
 			events = events[n:]
 		}
 		b.mu.Lock()
@@ -486,31 +527,53 @@ func keysWaiting(ctx context.Context, store core.StatusWriter, keys []string) bo
 // and a replacement worker took over (see process): the calling worker
 // must exit.
 func (d *Dispatcher) addDone(it item) bool {
+	b := d.batcher
 	if it.source == SourceHot {
-		d.batcher.add(it)
+		b.add(it)
 		return true
 	}
-	select {
-	case d.batcher.in <- it:
-		return true
-	default:
+	admitted, added := b.admit(it.src) == nil, false
+	if admitted {
+		select {
+		case b.in <- it:
+			return true
+		default:
+		}
 	}
-	added := false
+	hand := func() { // it, whose room is reserved or not, to the batcher
+		if admitted {
+			b.in <- it
+		} else {
+			b.add(it)
+		}
+		added = true
+	}
 	defer func() {
 		if !added { // a hot event's listener ended this goroutine (runtime.Goexit)
-			d.batcher.add(it)
+			hand()
 		}
 	}()
 	for {
+		var (
+			room <-chan struct{} // while its lane is full
+			in   chan item       // once admitted
+		)
+		if !admitted {
+			room = b.admit(it.src)
+			admitted = room == nil
+		}
+		if admitted {
+			in = b.in
+		}
 		select {
-		case d.batcher.in <- it:
+		case in <- it:
 			added = true
 			return true
+		case <-room: // admit again
 		case h := <-d.hot:
 			d.hotWaiting.Add(-1)
 			if !d.process(h) {
-				d.batcher.add(it)
-				added = true
+				hand()
 				return false
 			}
 		}

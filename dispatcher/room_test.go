@@ -77,7 +77,7 @@ func TestHotEventServedWhileColdDoneWaits(t *testing.T) {
 	h.reg.RegisterFunc("H", func(context.Context, core.Envelope) error { hot <- struct{}{}; return nil })
 	ev := h.insert("H") // the store's writes block below: insert it now
 	var cold []core.Envelope
-	for range 4 { // one in the stuck flush, two in the batcher's queue, one waiting
+	for range 3 { // one in the stuck write, one waiting in its store's lane, one waiting for room
 		env := h.insert("C")
 		cold = append(cold, env)
 		h.mustEnqueueCold(env, 0)
