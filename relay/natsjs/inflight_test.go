@@ -166,3 +166,31 @@ func TestRelayMaxInFlight(t *testing.T) {
 	}
 	nothingMore()
 }
+
+// A call whose ctx ended before it asked for a publish slot (nats.go held
+// it, behind a write to a slow link) is put off without blaming the
+// slots, which were free: with a slot free and ctx done at once, Go's
+// select picked either, and half such calls said "waiting for one of 256
+// publish slots", sending operators to MaxInFlight.
+func TestRelayEndedCtxDoesNotBlameTheSlots(t *testing.T) {
+	_, js := connect(t)
+	r, err := natsjs.New(js, natsjs.Config{Subject: "natsjs-ended-" + uniq()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	for i := range 20 {
+		env, err := core.NewEvent("ended").PayloadJSONString(`{}`).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.OnEvent(ctx, env)
+		var ue *core.UnavailableError
+		if !errors.As(err, &ue) || strings.Contains(err.Error(), "publish slots") || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d with an ended ctx and free slots: %v, want core.Unavailable with the deadline, not the slots", i+1, err)
+		}
+	}
+}

@@ -135,15 +135,28 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 		// a message whose ack cannot come before the reconnect.
 		return r.breaker.Down(fmt.Errorf("nats connection %s: %w", strings.ToLower(nc.Status().String()), nats.ErrDisconnected))
 	}
+	if ctx.Err() != nil {
+		return r.endedBeforePublish(ctx) // a free slot must not win Go's random select
+	}
 	select {
 	case r.slots <- struct{}{}:
 	case <-ctx.Done():
-		// Every slot is taken by publishes awaiting their ack: the broker
-		// is slow, the event is not at fault.
-		return core.Unavailable(fmt.Errorf("natsjs: waiting for one of %d publish slots: %w", r.cfg.MaxInFlight, ctxerr.Of(ctx)), r.cfg.Breaker.RetryAfter)
+		return r.endedBeforePublish(ctx)
 	}
 	defer func() { <-r.slots }()
 	return r.publish(ctx, msg)
+}
+
+// endedBeforePublish puts off an event whose ctx ended before its
+// publish began: the broker is slow, the event is not at fault. Every
+// slot taken by publishes awaiting their ack says the broker is slow to
+// ack; otherwise nats.go held the call (its connection's lock, behind a
+// write to a slow link), and the slots are not blamed.
+func (r *Relay) endedBeforePublish(ctx context.Context) error {
+	if len(r.slots) == cap(r.slots) {
+		return core.Unavailable(fmt.Errorf("natsjs: waiting for one of %d publish slots: %w", r.cfg.MaxInFlight, ctxerr.Of(ctx)), r.cfg.Breaker.RetryAfter)
+	}
+	return core.Unavailable(fmt.Errorf("natsjs: the listener's deadline passed before the publish began (the NATS connection was busy): %w", ctxerr.Of(ctx)), r.cfg.Breaker.RetryAfter)
 }
 
 // brokerName is the default name of a relay over nc: "nats jetstream"
