@@ -77,11 +77,7 @@ func TestStoresShareWorkersAndWriteBackToTheirStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx := testsupport.NewTx()
-		if _, err := client.Publish(core.ContextWithTx(context.Background(), tx), env); err != nil {
-			t.Fatalf("Publish(%s): %v", id, err)
-		}
-		tx.Commit()
+		publishCommitted(t, client, env)
 	}
 	for id, st := range stores {
 		testsupport.WaitFor(t, waitTimeout, "DONE in "+id, func() bool {
@@ -393,11 +389,7 @@ func TestSlowStoreHoldsUpOnlyItsOwnDoneWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tx := testsupport.NewTx()
-			if _, err := client.Publish(core.ContextWithTx(context.Background(), tx), env); err != nil {
-				t.Fatalf("Publish(%s): %v", id, err)
-			}
-			tx.Commit()
+			publishCommitted(t, client, env)
 			ids = append(ids, env.ID())
 		}
 		return ids
@@ -420,4 +412,15 @@ func TestSlowStoreHoldsUpOnlyItsOwnDoneWrites(t *testing.T) {
 		}
 		return true
 	}, fast.Changed)
+}
+
+// publishCommitted publishes env through client in a transaction and
+// commits it.
+func publishCommitted(t *testing.T, client *publish.Client, env core.Envelope) {
+	t.Helper()
+	tx := testsupport.NewTx()
+	if _, err := client.Publish(core.ContextWithTx(context.Background(), tx), env); err != nil {
+		t.Fatalf("Publish(%s): %v", env.ID(), err)
+	}
+	tx.Commit()
 }
