@@ -1135,10 +1135,19 @@ func (d *Dispatcher) firstReap(ctx context.Context, m *member) {
 	d.reapLogged(ctx, m, min(d.cfg.Lease, d.cfg.StatusTimeout))
 }
 
-// reapLogged reaps m within timeout, logging a failure at WARN.
+// reapLogged reaps m within timeout, logging a failing reaping at WARN
+// once per incident (at DEBUG after that) and its recovery, as the
+// outbox's poller does.
 func (d *Dispatcher) reapLogged(ctx context.Context, m *member, timeout time.Duration) {
-	if _, err := d.reapWithin(ctx, m, timeout); err != nil && ctx.Err() == nil {
-		m.log.LogAttrs(ctx, slog.LevelWarn, "inbox: reaping expired leases failed; will try again", slog.String("error", err.Error()))
+	_, err := d.reapWithin(ctx, m, timeout)
+	switch {
+	case err != nil && ctx.Err() != nil: // stopping: no incident
+	case err != nil && m.reapFailing.CompareAndSwap(false, true):
+		m.log.LogAttrs(ctx, slog.LevelWarn, "inbox: reaping expired leases failed; will try again every ReapInterval (logged once until it recovers)", slog.String("error", err.Error()))
+	case err != nil:
+		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: reaping expired leases failed again", slog.String("error", err.Error()))
+	case m.reapFailing.CompareAndSwap(true, false):
+		m.log.LogAttrs(ctx, slog.LevelInfo, "inbox: reaping expired leases recovered")
 	}
 }
 

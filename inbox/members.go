@@ -45,6 +45,7 @@ type member struct {
 	remove   context.CancelFunc
 
 	statusLog, lostLog, cycleLog *ratelog.Limiter
+	reapFailing                  atomic.Bool     // a failing reaping was logged, its recovery not yet
 	noHandlerLog                 *ratelog.PerKey // topics warned about
 }
 
