@@ -68,14 +68,13 @@ type Config struct {
 	// normal failures. The listener's ctx deadline (the dispatcher's
 	// ListenerTimeout) applies too, whichever ends first; a deadline that
 	// ends the wait first is an outage without that question, so keep
-	// AckTimeout below ListenerTimeout. Neither bounds nats.go's write of
-	// the message to the socket: it writes a message over 32 KB holding
-	// its connection's lock, bounded by nats.FlusherTimeout (1 min), so on
-	// a link too slow for a message within the listener's deadline the
-	// call outlives it and the dispatcher charges an attempt
-	// (ErrListenerHung); keep ListenerTimeout above what your largest
-	// message takes on the slowest link, or set a shorter FlusherTimeout.
-	// Defaults to DefaultAckTimeout (5 s).
+	// AckTimeout below ListenerTimeout. nats.go's write of the message to
+	// the socket heeds neither (it writes a message over 32 KB holding its
+	// connection's lock, bounded by nats.FlusherTimeout, 1 min): on a link
+	// too slow for a message within the listener's deadline, OnEvent
+	// returns at the deadline all the same (the event put off, an outage)
+	// while the publish goes on in the background. Defaults to
+	// DefaultAckTimeout (5 s).
 	AckTimeout time.Duration
 	// ExpectStream, when set, makes JetStream refuse a message that would
 	// not land in the stream of this name (the "Nats-Expected-Stream"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -111,6 +112,17 @@ func New(js jetstream.JetStream, cfg Config) (*Relay, error) {
 // MaxAttempts) or could not be reached (a core.Unavailable error: the event
 // is put off without charging an attempt). It implements core.Listener.
 // A nil ctx returns core.ErrNilContext.
+//
+// The publish runs beside the call, which returns within 100 ms of ctx's
+// end whatever the connection does: nats.go writes a message over 32 KB
+// to the socket holding its connection's lock, heeding no context (bounded
+// by nats.FlusherTimeout, 1 min), so on a link too slow for one message
+// within the listener's deadline a call waiting for it would outlive the
+// deadline, and the dispatcher would charge an attempt. The event is put
+// off at the deadline instead (an outage: the link is too slow); the
+// publish goes on in the background, still a call under way for Close,
+// and a message it does send is dropped as a duplicate (its Nats-Msg-Id)
+// when the event comes again within the stream's duplicate window.
 func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	if ctx == nil {
 		return core.ErrNilContext
@@ -118,8 +130,40 @@ func (r *Relay) OnEvent(ctx context.Context, env core.Envelope) error {
 	if !r.enter() {
 		return core.Unavailable(ErrClosed, r.cfg.Breaker.RetryAfter)
 	}
-	defer r.leave()
+	res := make(chan error, 1)
+	go func() {
+		defer r.leave()
+		res <- r.deliver(ctx, env)
+	}()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+	}
+	// The publish heeds ctx too, and says best why it ended: wait for its
+	// answer a moment.
+	t := time.NewTimer(deliverGrace)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err
+	case <-t.C:
+	}
+	err := fmt.Errorf("natsjs: the publish outlived the listener's context inside nats.go (a write to a slow link holds its connection; the publish goes on in the background): %w", ctxerr.Of(ctx))
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return r.breaker.Down(err)
+	}
+	return err // interrupted (shutdown)
+}
 
+// deliverGrace is how long OnEvent waits, after its ctx ended, for the
+// publish to answer before it returns without it.
+const deliverGrace = 100 * time.Millisecond
+
+// deliver is OnEvent's work: it builds env's message and publishes it
+// (see publish), once the breaker, the stream's room, the connection and
+// a publish slot allow.
+func (r *Relay) deliver(ctx context.Context, env core.Envelope) error {
 	msg, err := r.message(ctx, env)
 	if err != nil {
 		return err
