@@ -23,14 +23,7 @@ func TestFailingInboxIsProbedBesideTheClaimsPostgres(t *testing.T) {
 	bad := newEnv(t, openPostgres, inbox.Config{})
 	good := newEnv(t, openPostgres, inbox.Config{Now: bad.clock.Now})
 	table := bad.in.Table()
-	for _, q := range []string{
-		`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$`,
-		`CREATE TRIGGER refuse BEFORE UPDATE ON ` + table + ` FOR EACH STATEMENT EXECUTE FUNCTION refuse()`,
-	} {
-		if _, err := bad.db.ExecContext(bad.ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	refuseUpdates(t, bad, "refuse")
 	const statusTimeout = 15 * time.Second // a hang of "bad" lasts that long
 	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Owner: "w", PollInterval: 10 * time.Millisecond,
 		ReapInterval: time.Hour, StatusTimeout: statusTimeout, Lease: time.Minute, Logger: bad.logs.Logger()})

@@ -17,14 +17,7 @@ func TestReapFailureLoggedOncePerIncidentPostgres(t *testing.T) {
 	testdb.PostgresDSN(t)
 	e := newEnv(t, openPostgres, inbox.Config{})
 	table := e.in.Table()
-	for _, q := range []string{
-		`CREATE FUNCTION refuse_reap() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$`,
-		`CREATE TRIGGER refuse_reap BEFORE UPDATE ON ` + table + ` FOR EACH STATEMENT EXECUTE FUNCTION refuse_reap()`,
-	} {
-		if _, err := e.db.ExecContext(e.ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	refuseUpdates(t, e, "refuse_reap")
 	d, err := inbox.NewMultiDispatcher(inbox.DispatcherConfig{Owner: "w", PollInterval: 10 * time.Millisecond,
 		ReapInterval: 10 * time.Millisecond, Lease: time.Minute, Logger: e.logs.Logger()})
 	if err != nil {
@@ -46,5 +39,20 @@ func TestReapFailureLoggedOncePerIncidentPostgres(t *testing.T) {
 	waitFor(t, "the recovery line", func() bool { return e.logs.Count("level=INFO", "inbox: reaping expired leases recovered") == 1 })
 	if n := e.logs.Count("level=WARN", failed); n != 1 {
 		t.Errorf("%d WARN lines for one incident of failed reapings, want 1:\n%s", n, e.logs)
+	}
+}
+
+// refuseUpdates makes every UPDATE of e's inbox table fail ("refused"),
+// through a statement trigger and its function, both called name
+// (PostgreSQL): DROP TRIGGER name ON the table ends it.
+func refuseUpdates(t *testing.T, e *env, name string) {
+	t.Helper()
+	for _, q := range []string{
+		`CREATE FUNCTION ` + name + `() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$`,
+		`CREATE TRIGGER ` + name + ` BEFORE UPDATE ON ` + e.in.Table() + ` FOR EACH STATEMENT EXECUTE FUNCTION ` + name + `()`,
+	} {
+		if _, err := e.db.ExecContext(e.ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
