@@ -51,13 +51,12 @@ type doneBatcher struct {
 
 	mu      sync.Mutex
 	lanes   map[*origin]*doneLane // the stores with a writer under way
-	moved   *sync.Cond            // on mu: a lane took pending events, or ended
 	writers sync.WaitGroup
 	// queued counts each store's events handed over and not yet written
-	// (or given up), at most laneBatches*max; room is closed, and
-	// replaced, whenever a store's count drops.
+	// (or given up), at most laneBatches*max; moved is closed, and
+	// replaced, whenever a store's count drops or a lane ends.
 	queued map[*origin]int
-	room   chan struct{}
+	moved  chan struct{}
 }
 
 // doneLane is a store's writer under way and the events waiting for it.
@@ -70,7 +69,7 @@ type doneLane struct {
 const laneBatches = 2
 
 func newDoneBatcher(d *Dispatcher) *doneBatcher {
-	b := &doneBatcher{
+	return &doneBatcher{
 		d:        d,
 		in:       make(chan item, 2*d.cfg.DoneBatchSize),
 		done:     make(chan struct{}),
@@ -79,10 +78,8 @@ func newDoneBatcher(d *Dispatcher) *doneBatcher {
 		flushNow: make(chan chan struct{}),
 		lanes:    make(map[*origin]*doneLane),
 		queued:   make(map[*origin]int),
-		room:     make(chan struct{}),
+		moved:    make(chan struct{}),
 	}
-	b.moved = sync.NewCond(&b.mu)
-	return b
 }
 
 // flushPending writes, at once, the DONE of every event handed to the
@@ -152,7 +149,7 @@ func (b *doneBatcher) admit(o *origin) <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.queued[o] >= laneBatches*b.max {
-		return b.room
+		return b.moved
 	}
 	b.queued[o]++
 	return nil
@@ -165,9 +162,15 @@ func (b *doneBatcher) written(o *origin, n int) {
 	if b.queued[o] -= n; b.queued[o] <= 0 {
 		delete(b.queued, o)
 	}
-	close(b.room)
-	b.room = make(chan struct{})
+	b.signal()
 	b.mu.Unlock()
+}
+
+// signal wakes whoever waits for room or for the lanes to end (see moved);
+// b.mu is held.
+func (b *doneBatcher) signal() {
+	close(b.moved)
+	b.moved = make(chan struct{})
 }
 
 // run flushes batches until in is closed and drained, and their writes
@@ -320,8 +323,8 @@ func (b *doneBatcher) writeLane(o *origin, l *doneLane, events []item) {
 		events, l.pending = l.pending, nil
 		if len(events) == 0 {
 			delete(b.lanes, o)
+			b.signal()
 		}
-		b.moved.Broadcast()
 		b.mu.Unlock()
 		if len(events) == 0 {
 			return
@@ -333,7 +336,10 @@ func (b *doneBatcher) writeLane(o *origin, l *doneLane, events []item) {
 func (b *doneBatcher) idle() {
 	b.mu.Lock()
 	for len(b.lanes) > 0 {
-		b.moved.Wait()
+		moved := b.moved
+		b.mu.Unlock()
+		<-moved
+		b.mu.Lock()
 	}
 	b.mu.Unlock()
 }
