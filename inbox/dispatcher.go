@@ -1139,15 +1139,9 @@ func (d *Dispatcher) firstReap(ctx context.Context, m *member) {
 // once per incident (at DEBUG after that) and its recovery, as the
 // outbox's poller does.
 func (d *Dispatcher) reapLogged(ctx context.Context, m *member, timeout time.Duration) {
-	_, err := d.reapWithin(ctx, m, timeout)
-	switch {
-	case err != nil && ctx.Err() != nil: // stopping: no incident
-	case err != nil && m.reapFailing.CompareAndSwap(false, true):
-		m.log.LogAttrs(ctx, slog.LevelWarn, "inbox: reaping expired leases failed; will try again every ReapInterval (logged once until it recovers)", slog.String("error", err.Error()))
-	case err != nil:
-		m.log.LogAttrs(ctx, slog.LevelDebug, "inbox: reaping expired leases failed again", slog.String("error", err.Error()))
-	case m.reapFailing.CompareAndSwap(true, false):
-		m.log.LogAttrs(ctx, slog.LevelInfo, "inbox: reaping expired leases recovered")
+	if _, err := d.reapWithin(ctx, m, timeout); ctx.Err() == nil { // stopping: no incident
+		m.reaping.Report(m.log, err, "inbox: reaping expired leases failed; will try again every ReapInterval (logged once until it recovers)",
+			"inbox: reaping expired leases failed again", "inbox: reaping expired leases recovered")
 	}
 }
 

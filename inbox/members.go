@@ -45,8 +45,8 @@ type member struct {
 	remove   context.CancelFunc
 
 	statusLog, lostLog, cycleLog *ratelog.Limiter
-	reapFailing                  atomic.Bool     // a failing reaping was logged, its recovery not yet
-	noHandlerLog                 *ratelog.PerKey // topics warned about
+	reaping                      ratelog.Incident // its reaping fails: logged once per incident
+	noHandlerLog                 *ratelog.PerKey  // topics warned about
 }
 
 func newMember(d *Dispatcher, id string, in *Inbox) *member {

@@ -24,6 +24,7 @@ import (
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/handoff"
 	"github.com/outbox-go/outbox/internal/nilval"
+	"github.com/outbox-go/outbox/internal/ratelog"
 	"github.com/outbox-go/outbox/internal/wiring"
 )
 
@@ -84,9 +85,7 @@ type target struct {
 	// lastFail is when a poll of the incident last failed (guarded by
 	// Poller.mu): it ends once polls have succeeded for recoverAfter.
 	lastFail time.Time
-	// reapFailing: its reaping fails (log once per incident); guarded by
-	// Poller.mu.
-	reapFailing bool
+	reaping  ratelog.Incident // its reaping fails: logged once per incident
 	// skip is the back-off of a store whose polls failed in a row (a
 	// database down or not answering: each failure can take
 	// QueryTimeout); a wake-up naming the store polls it all the same.
@@ -834,18 +833,8 @@ func (p *Poller) recoverAfter() time.Duration { return min(30*time.Second, 10*p.
 // reportReap logs a failing reaping of t once per incident (the store's
 // polls fail too, and say so), at DEBUG after that, and its recovery.
 func (p *Poller) reportReap(t *target, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case err != nil && !t.reapFailing:
-		t.reapFailing = true
-		t.log.Warn("reaping expired leases failed; will try again every ReapInterval (logged once until it recovers)", slog.String("error", err.Error()))
-	case err != nil:
-		t.log.Debug("reaping expired leases failed again", slog.String("error", err.Error()))
-	case t.reapFailing:
-		t.reapFailing = false
-		t.log.Info("reaping expired leases recovered")
-	}
+	t.reaping.Report(t.log, err, "reaping expired leases failed; will try again every ReapInterval (logged once until it recovers)",
+		"reaping expired leases failed again", "reaping expired leases recovered")
 }
 
 // report logs a failing poll once per incident and store, and the

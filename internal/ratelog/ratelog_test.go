@@ -2,6 +2,7 @@ package ratelog
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -47,6 +48,24 @@ func TestPerKey(t *testing.T) {
 	for k, want := range map[string]int{"key=a": 1, "key=b": 1, "key=c": 1, "key=d": 0, "rate-limited": 1} {
 		if got := strings.Count(out, k); got != want {
 			t.Errorf("%d lines with %s, want %d:\n%s", got, k, want, out)
+		}
+	}
+}
+
+// An incident is one WARN, DEBUG lines while it goes on, and one INFO
+// when it ends; successes outside an incident say nothing.
+func TestIncident(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var i Incident
+	boom := errors.New("boom")
+	for _, err := range []error{nil, boom, boom, boom, nil, nil, boom, nil} {
+		i.Report(log, err, "failed", "again", "recovered")
+	}
+	got := buf.String()
+	for msg, want := range map[string]int{"level=WARN msg=failed": 2, "level=DEBUG msg=again": 2, "level=INFO msg=recovered": 2} {
+		if n := strings.Count(got, msg); n != want {
+			t.Errorf("%d lines %q, want %d:\n%s", n, msg, want, got)
 		}
 	}
 }
