@@ -226,6 +226,32 @@ func TestPrivateDatabasesGetOneConnection(t *testing.T) {
 	}
 }
 
+// Exclusive locking mode is read as the driver reads it: _locking wins
+// over _locking_mode, the first value of each counts; only that mode gets
+// a pool of one connection.
+func TestExclusiveLockingReadAsTheDriverReadsIt(t *testing.T) {
+	t.Parallel()
+	file := "file:" + filepath.Join(t.TempDir(), "x.db")
+	for query, one := range map[string]bool{
+		"?_locking_mode=EXCLUSIVE":                          true,
+		"?_locking=exclusive":                               true,
+		"?_locking_mode=EXCLUSIVE&_locking=NORMAL":          false,
+		"?_locking_mode=NORMAL":                             false,
+		"?_locking_mode=NORMAL&_locking_mode=EXCLUSIVE":     false,
+		"?_locking_mode=EXCLUSIVE&_locking_mode=NORMAL":     true,
+		"?cache=private&_locking=NORMAL&_locking=EXCLUSIVE": false,
+	} {
+		db, err := sqlite.Open(file + query)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", query, err)
+		}
+		if got := db.Stats().MaxOpenConnections == 1; got != one {
+			t.Errorf("Open(%q): a pool of one connection = %v, want %v", query, got, one)
+		}
+		_ = db.Close()
+	}
+}
+
 // A *sql.DB of your own with a pool of several connections is warned
 // about where the database needs one: in memory (each connection has a
 // database of its own, and most publishes failed with "no such table"
