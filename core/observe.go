@@ -29,7 +29,9 @@ type Observer interface {
 	// reported, also one that fails before the insert (no transaction, an
 	// invalid envelope: env may then be invalid, even the zero Envelope;
 	// its done is called at once). Headers the event already has are kept,
-	// unless their value is empty; invalid ones fail Publish.
+	// unless their value is empty, or the event's trace context is not a
+	// valid W3C "traceparent" and the Observer returns one (see
+	// [Envelope.WithHeaders]); invalid ones fail Publish.
 	Publish(ctx context.Context, env Envelope) (headers map[string]string, done func(err error))
 	// Deliver is called before the listeners of one delivery attempt run,
 	// with the context they would get. The context it returns is the one
@@ -198,7 +200,13 @@ func (NopObserver) Claimed(string, int, time.Duration, error) {}
 // WithHeaders returns a copy of e with the headers h added; a key e has
 // already keeps e's value, unless that value is empty (a header copied
 // from a request that had none, say "traceparent": ""), which h's value
-// replaces. An invalid key or value returns an error
+// replaces. Likewise, when h has a "traceparent", e's own is replaced if
+// it is not a valid W3C Trace Context value (malformed, an all-zero id,
+// version ff: one a propagator discards), and e's "tracestate" with it
+// (by h's, or removed when h has none), as Trace Context asks of a
+// receiver of an invalid traceparent: otherwise the event would carry a
+// trace context no one can read and its deliveries would join no trace.
+// An invalid key or value returns an error
 // wrapping [ErrInvalidHeader], a key over MaxHeaderKeyLen characters
 // [ErrHeaderKeyTooLong], and headers that together exceed
 // MaxHeadersBytes [ErrHeadersTooLarge]; e is unchanged either way.
@@ -219,7 +227,15 @@ func (e Envelope) WithHeaders(h map[string]string) (Envelope, error) {
 		}
 		merged[k] = v
 	}
+	// The event's trace context yields to h's when a propagator cannot
+	// read it.
+	_, hasParent := h[headerTraceparent]
+	own, hasOwn := e.headers[headerTraceparent]
+	yield := hasParent && hasOwn && own != "" && !validTraceparent(own)
 	for k, v := range e.headers {
+		if yield && (k == headerTraceparent || k == headerTracestate) {
+			continue // h's, or none for a tracestate h lacks
+		}
 		if _, ok := merged[k]; !ok || v != "" {
 			merged[k] = v // the event's own, unless empty where h sets one
 		}

@@ -20,7 +20,9 @@
 //     fails). Its context is written into the event's headers through the
 //     Propagator (traceparent and tracestate with the W3C propagator),
 //     unless the event already carries a trace context of its own: then
-//     that one is kept and the producer span links to it.
+//     that one is kept and the producer span links to it. An empty
+//     traceparent, or one the W3C propagator cannot read (malformed, an
+//     all-zero id), is replaced, with its tracestate.
 //   - Every delivery attempt runs its listeners under a CONSUMER span
 //     "process <event type>". By default its parent is the trace context
 //     of the event's headers, so the publisher's request, the publish, each

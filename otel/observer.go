@@ -98,8 +98,9 @@ func New(cfg Config) (*Observer, error) {
 // Publish starts the PRODUCER span "send <event type>" as a child of
 // ctx's span and returns its trace context as headers for the event; done
 // ends the span, with an error status when Publish failed. An event that
-// already carries a trace context keeps it (core.Envelope.WithHeaders
-// keeps existing headers) and the span links to it.
+// already carries a readable trace context keeps it
+// (core.Envelope.WithHeaders keeps existing headers, except an empty or
+// unreadable W3C traceparent) and the span links to it.
 func (o *Observer) Publish(ctx context.Context, env core.Envelope) (map[string]string, func(error)) {
 	ti := o.typeOf(env.Type())
 	opts := make([]trace.SpanStartOption, 2, 4)
