@@ -26,8 +26,10 @@ type BreakerConfig struct {
 	// 2 s. Events put off come back through the poller, so a delivery
 	// after the outage also waits for the poller's next poll.
 	RetryAfter time.Duration
-	// Logger receives one ERROR when an outage begins and one INFO when it
-	// ends. Default slog.Default().
+	// Logger receives one ERROR when an incident begins and one INFO
+	// "broker recovered" line once publishes have gone through for
+	// [Breaker.Settle] after its last outage ended (see [Breaker]).
+	// Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -54,10 +56,20 @@ const (
 // event's own sake (no stream for the subject, a message too large) is
 // neither: it is a normal failure, retried and counted.
 //
-// An outage logs one ERROR when it begins and one INFO "recovered" line,
-// with its duration and how many times an event was put off ("put_offs";
-// an event put off again at each of its deliveries during the outage
-// counts each time), when a publish succeeds again. During an outage one event per ProbeInterval is let
+// The first success after an outage ends it: events go to the broker
+// again at once. The log counts incidents rather than outages, so a link
+// that fails and recovers every few seconds (a latency straddling the
+// relay's ack timeout) does not log a pair of lines each time: an
+// incident logs one ERROR when its first outage begins and one INFO
+// "broker recovered" line once no outage has begun for Settle (10
+// ProbeIntervals, 30 s at most: 10 s by default) after its last one
+// ended, with the incident's length from its first failure to its last
+// recovery ("outage"), its outages ("outages") and how many times an
+// event was put off ("put_offs"; an event put off again at each of its
+// deliveries counts each time). An outage beginning within Settle of the
+// previous one's end continues the incident: a DEBUG line, no ERROR.
+// Metrics, when set, see every outage. Retire logs a pending "recovered"
+// line at once. During an outage one event per ProbeInterval is let
 // through to try the broker; the others are put off at once.
 //
 // A Breaker is safe for concurrent use.
@@ -69,12 +81,33 @@ type Breaker struct {
 	since     time.Time // when the outage began
 	lastErr   error     // the failure that began or last continued the outage
 	nextProbe time.Time // when the next event may try the broker
-	putOffs   int64     // times an event was put off during this outage
+	putOffs   int64     // times an event was put off during this incident
 	outages   uint64    // outages begun so far; the current one's number while down
 	ended     uint64    // outages ended so far
 	retired   bool      // Retire was called: nothing more is reported to Metrics
-	quiet     bool      // the outage under way began once retired: it logs at DEBUG
+	quiet     bool      // the incident under way began once retired: it logs at DEBUG
+
+	// The incident: outages each beginning within Settle of the previous
+	// one's end, logged as one.
+	incSince   time.Time                               // when its first outage began
+	incOutages int                                     // its outages so far
+	lastUp     time.Time                               // when its last outage ended
+	settling   func() bool                             // stops the timer logging its "recovered" line; nil: none armed
+	settleGen  uint64                                  // incremented whenever that timer is stopped or re-armed
+	afterFunc  func(time.Duration, func()) func() bool // time.AfterFunc, returning Stop; tests replace it
 }
+
+// Settle returns how long publishes must go through after an outage
+// before the Breaker logs the incident's "broker recovered" line: 10
+// ProbeIntervals, 30 s at most.
+func (b *Breaker) Settle() time.Duration { return min(10*b.cfg.ProbeInterval, maxSettle) }
+
+// maxSettle bounds Breaker.Settle.
+const maxSettle = 30 * time.Second
+
+// afterFunc runs f after d on its own goroutine, returning the function
+// that stops it.
+func afterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
 // NewBreaker returns a Breaker. It returns an error wrapping
 // core.ErrInvalidConfig for a negative duration or a Logger without a
@@ -105,7 +138,7 @@ func NewBreaker(cfg BreakerConfig) (*Breaker, error) {
 	if cfg.Metrics != nil {
 		cfg.Metrics.BrokerUp(cfg.Name, true)
 	}
-	return &Breaker{cfg: cfg}, nil
+	return &Breaker{cfg: cfg, afterFunc: afterFunc}, nil
 }
 
 // Allow returns nil when the caller may publish: no outage, or this
@@ -147,25 +180,38 @@ func (b *Breaker) fail(err error, ended uint64, fenced bool) error {
 	}
 	now := b.cfg.Now()
 	b.lastErr = err
-	b.putOffs++
-	first := !b.down
+	first, again := !b.down, false
 	if first {
-		b.down, b.since, b.quiet = true, now, b.retired
+		b.down, b.since = true, now
 		b.outages++
 		b.nextProbe = now.Add(b.cfg.ProbeInterval)
 		if b.cfg.Metrics != nil && !b.retired {
 			b.cfg.Metrics.BrokerUp(b.cfg.Name, false)
 		}
+		if again = b.settling != nil; again {
+			// The incident's last outage ended less than Settle ago: this
+			// one continues it.
+			b.stopSettling()
+		} else {
+			b.incSince, b.incOutages, b.putOffs, b.quiet = now, 0, 0, b.retired
+		}
+		b.incOutages++
 	}
-	retired := b.retired
+	b.putOffs++
+	quiet := b.quiet
 	b.mu.Unlock()
-	if first && retired {
+	switch {
+	case first && again:
+		b.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug,
+			"relay: broker unreachable again soon after it answered; the incident goes on",
+			slog.String("broker", b.cfg.Name), slog.String("error", err.Error()))
+	case first && quiet:
 		// The relay is being closed: its publishes under way fail as
 		// its connection closes, not because the broker went away.
 		b.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug,
 			"relay: a publish under way at Close failed; put off",
 			slog.String("broker", b.cfg.Name), slog.String("error", err.Error()))
-	} else if first {
+	case first:
 		b.cfg.Logger.LogAttrs(context.Background(), slog.LevelError,
 			"relay: broker unreachable; events are put off without charging attempts until it answers again",
 			slog.String("broker", b.cfg.Name), slog.String("error", err.Error()),
@@ -219,28 +265,59 @@ func (a Attempt) Up() { a.b.up(a.outage, true) }
 // outage when one ended since the publish started.
 func (a Attempt) Down(err error) error { return a.b.fail(err, a.ended, true) }
 
-// up ends an outage (one INFO line); with fenced, only the outage
-// numbered outage.
+// up ends an outage; with fenced, only the outage numbered outage. The
+// incident's "recovered" line is logged Settle later unless another
+// outage begins first, at once when the Breaker is retired.
 func (b *Breaker) up(outage uint64, fenced bool) {
 	b.mu.Lock()
 	if !b.down || (fenced && b.outages != outage) {
 		b.mu.Unlock()
 		return
 	}
-	since, putOffs, quiet := b.since, b.putOffs, b.quiet
-	b.down, b.putOffs, b.lastErr = false, 0, nil
+	b.down, b.lastErr = false, nil
 	b.ended++
+	b.lastUp = b.cfg.Now()
 	if b.cfg.Metrics != nil && !b.retired {
 		b.cfg.Metrics.BrokerUp(b.cfg.Name, true)
 	}
-	now := b.cfg.Now()
+	if b.retired {
+		b.logRecovered() // unlocks b.mu
+		return
+	}
+	b.settleGen++
+	gen := b.settleGen
+	b.settling = b.afterFunc(b.Settle(), func() {
+		b.mu.Lock()
+		if b.settling == nil || b.settleGen != gen {
+			b.mu.Unlock()
+			return
+		}
+		b.settling = nil
+		b.logRecovered()
+	})
 	b.mu.Unlock()
+}
+
+// stopSettling disarms the timer of the "recovered" line; b.mu held.
+func (b *Breaker) stopSettling() {
+	if b.settling != nil {
+		b.settling()
+		b.settling = nil
+	}
+	b.settleGen++
+}
+
+// logRecovered unlocks b.mu, held, and logs the "recovered" line of the
+// incident whose last outage ended at b.lastUp.
+func (b *Breaker) logRecovered() {
 	level := slog.LevelInfo
-	if quiet {
+	if b.quiet {
 		level = slog.LevelDebug
 	}
-	b.cfg.Logger.LogAttrs(context.Background(), level, "relay: broker recovered",
-		slog.String("broker", b.cfg.Name), slog.Duration("outage", now.Sub(since)), slog.Int64("put_offs", putOffs))
+	attrs := []slog.Attr{slog.String("broker", b.cfg.Name), slog.Duration("outage", b.lastUp.Sub(b.incSince)),
+		slog.Int("outages", b.incOutages), slog.Int64("put_offs", b.putOffs)}
+	b.mu.Unlock()
+	b.cfg.Logger.LogAttrs(context.Background(), level, "relay: broker recovered", attrs...)
 }
 
 // State reports whether an outage is under way, and since when.
@@ -255,18 +332,25 @@ func (b *Breaker) State() (down bool, since time.Time) {
 // no broker (so an alert on a relay closed during an outage ends), and
 // nothing after, whatever the publishes still under way find; nor does
 // an outage those publishes find log its ERROR (a DEBUG line instead):
-// the relay's own close is what fails them. The Breaker itself goes on
-// working. Calling it again does nothing.
+// the relay's own close is what fails them. An incident whose
+// "recovered" line waits for Settle logs it at once. The Breaker itself
+// goes on working. Calling it again does nothing.
 func (b *Breaker) Retire() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.retired {
+		b.mu.Unlock()
 		return
 	}
 	b.retired = true
 	if b.cfg.Metrics != nil {
 		b.cfg.Metrics.BrokerUp(b.cfg.Name, true)
 	}
+	if b.settling == nil {
+		b.mu.Unlock()
+		return
+	}
+	b.stopSettling()
+	b.logRecovered() // unlocks b.mu
 }
 
 // NewFull returns the Full of the relay this Breaker serves: named,

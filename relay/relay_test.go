@@ -161,6 +161,7 @@ func TestBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle := relay.ManualSettle(b)
 	if err := b.Allow(); err != nil {
 		t.Fatalf("Allow before any outage: %v", err)
 	}
@@ -200,10 +201,17 @@ func TestBreaker(t *testing.T) {
 	if down, _ := b.State(); down {
 		t.Fatal("still down after Up")
 	}
+	if n := logs.Count("recovered"); n != 0 {
+		t.Fatalf("%d recovered lines before Settle passed, want 0:\n%s", n, logs)
+	}
+	clk.Advance(time.Hour) // the line tells when the outage ended, not when it was written
+	if n := settle(); n != 1 {
+		t.Fatalf("%d settle timers armed by one recovery, want 1", n)
+	}
 	if n := len(logs.Lines("level=ERROR", "broker unreachable", "broker=nats", "connection refused")); n != 1 {
 		t.Errorf("%d ERROR lines, want 1:\n%s", n, logs)
 	}
-	rec := logs.Lines("level=INFO", "broker recovered", "broker=nats", "outage=2.5s", "put_offs=9")
+	rec := logs.Lines("level=INFO", "broker recovered", "broker=nats", "outage=2.5s", "outages=1", "put_offs=9")
 	if len(rec) != 1 {
 		t.Errorf("recovered line missing or wrong:\n%s", logs)
 	}
@@ -221,6 +229,7 @@ func TestBreakerAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle := relay.ManualSettle(b)
 	before := b.Attempt() // under way, no outage yet
 	_ = b.Down(errors.New("connection lost"))
 	before.Up()
@@ -233,6 +242,7 @@ func TestBreakerAttempt(t *testing.T) {
 	if down, _ := b.State(); down {
 		t.Fatal("an answer to a publish started during the outage did not end it")
 	}
+	settle()
 	if n := len(logs.Lines("level=INFO", "broker recovered")); n != 1 {
 		t.Errorf("%d recovered lines, want 1:\n%s", n, logs)
 	}
@@ -242,6 +252,7 @@ func TestBreakerAttempt(t *testing.T) {
 		t.Error("an answer to a publish started in an earlier outage ended a later one")
 	}
 	b.Attempt().Up()
+	settle()
 	if n := len(logs.Lines("level=ERROR")); n != 2 {
 		t.Errorf("%d ERROR lines, want 2 (one per outage):\n%s", n, logs)
 	}
@@ -257,6 +268,7 @@ func TestBreakerAttemptDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle := relay.ManualSettle(b)
 	before := b.Attempt() // under way, no outage yet
 	probe := func() relay.Attempt {
 		_ = b.Attempt().Down(errors.New("no ack")) // begins the outage
@@ -274,6 +286,7 @@ func TestBreakerAttemptDown(t *testing.T) {
 			t.Fatalf("the late failure of a publish started %s began a new outage", name)
 		}
 	}
+	settle()
 	if down, up := logs.Count("level=ERROR"), logs.Count("level=INFO", "broker recovered"); down != 1 || up != 1 {
 		t.Errorf("%d ERROR and %d recovered lines, want 1 and 1:\n%s", down, up, logs)
 	}
@@ -284,6 +297,7 @@ func TestBreakerAttemptDown(t *testing.T) {
 		t.Error("the failure of a publish started after the recovery began no outage")
 	}
 	b.Attempt().Up()
+	settle()
 	_ = b.Down(errors.New("connection closed")) // seen now
 	if down, _ := b.State(); !down {
 		t.Error("Breaker.Down after a recovery began no outage")

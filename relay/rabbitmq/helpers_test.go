@@ -269,6 +269,9 @@ func afterOutage(t *testing.T, ob *outbox.Outbox, got *collector, pub *relaytest
 	if c := relaytest.Counts(t, ob); c[core.StatusDead] != 0 || c[core.StatusRetry] != 0 {
 		t.Errorf("statuses after the outage: %v", c)
 	}
+	// The "recovered" line comes once publishes went through for the
+	// breaker's Settle.
+	testsupport.WaitFor(t, 60*time.Second, "the recovered line", func() bool { return logs.Count("level=INFO", "broker recovered") > 0 })
 	if down, up := logs.Count("level=ERROR", "broker unreachable"), logs.Count("level=INFO", "broker recovered"); down != 1 || up != 1 {
 		t.Errorf("%d ERROR lines and %d recovered lines, want 1 and 1", down, up)
 	}
