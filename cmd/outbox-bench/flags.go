@@ -441,7 +441,11 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		// -ordered-keys parses as a boolean flag, so that it may go without
 		// a value; "-ordered-keys 500" leaves 500 as the first argument.
 		if ordered.bare && fs.NArg() > 0 {
-			if k, err := strconv.Atoi(fs.Arg(0)); err == nil {
+			k, err := strconv.Atoi(fs.Arg(0))
+			if err != nil && !strings.HasPrefix(fs.Arg(0), "-") {
+				return o, fmt.Errorf("-ordered-keys: want a number of keys of at least 1, got %q", fs.Arg(0))
+			}
+			if err == nil {
 				ordered.keys, ordered.bare = k, false
 				args = fs.Args()[1:]
 				continue

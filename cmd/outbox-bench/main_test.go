@@ -106,7 +106,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-ordered-keys", "-scenarios", "floor,end_to_end"}, "-ordered-keys: -scenarios selects no ordered scenario"},
 		{[]string{"-scenarios", "ordered_end_to_end"}, "ordered_end_to_end is measured against end_to_end"},
 		{[]string{"-scenarios", "end_to_end,ordered_latency"}, "ordered_latency paces itself"},
-		{[]string{"-ordered-keys", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-ordered-keys", "extra"}, `-ordered-keys: want a number of keys of at least 1, got "extra"`}, // was: unexpected argument "extra"
+		{[]string{"-n", "5", "extra"}, `unexpected argument "extra"`},
 		{[]string{"-scenarios", "end_to_end,relay"}, "the relay scenarios need -relay (natsjs or rabbitmq)"},
 		{[]string{"-relay", "kafka"}, `-relay must be natsjs or rabbitmq, got "kafka"`},
 		{[]string{"-relay-url", "nats://x:4222"}, "-relay-url needs -relay"},
