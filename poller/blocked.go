@@ -2,7 +2,6 @@ package poller
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/outbox-go/outbox/core"
 )
@@ -17,7 +16,7 @@ type blockedKeyCounter interface {
 // reportBlockedKeys counts the blocked ordering keys of every store that
 // can count them and whose Metrics takes the count (core.OrderMetrics,
 // not a plain core.NopMetrics), one statement per store. A failing count
-// is logged once per incident and store.
+// is logged once per incident and store, and its recovery.
 func (p *Poller) reportBlockedKeys(ctx context.Context) {
 	for _, t := range p.targets.Members() {
 		om, ok := t.metrics.(core.OrderMetrics)
@@ -31,17 +30,11 @@ func (p *Poller) reportBlockedKeys(ctx context.Context) {
 		qctx, cancel := context.WithTimeout(ctx, p.cfg.QueryTimeout)
 		n, err := c.CountBlockedKeys(qctx)
 		cancel()
-		p.mu.Lock()
-		switch {
-		case err != nil && ctx.Err() != nil:
-		case err != nil && !t.countFailing:
-			t.countFailing = true
-			t.log.Warn("counting blocked ordering keys failed; will try again (logged once until it recovers)", slog.String("error", err.Error()))
-		case err != nil:
-		default:
-			t.countFailing = false
+		if err != nil && ctx.Err() != nil {
+			continue // the poller is closing
 		}
-		p.mu.Unlock()
+		t.counting.Report(t.log, err, "counting blocked ordering keys failed; will try again (logged once until it recovers)",
+			"counting blocked ordering keys failed again", "counting blocked ordering keys recovered")
 		if err == nil {
 			om.BlockedKeys(n)
 		}

@@ -54,13 +54,24 @@ func TestBlockedKeysAreReportedToOrderMetrics(t *testing.T) {
 	if calls := e.metrics.BlockedCalls.Load(); calls != 1 {
 		t.Errorf("a failing count was reported (%d calls)", calls)
 	}
-	if n := e.logs.Count("counting blocked ordering keys failed"); n != 1 {
+	if n := e.logs.Count("level=WARN", "counting blocked ordering keys failed"); n != 1 {
 		t.Errorf("%d WARN lines for one incident, want 1:\n%s", n, e.logs)
 	}
 	st.set(0, nil)
 	p.ReportBlockedKeys(context.Background())
 	if n, calls := e.metrics.Blocked.Load(), e.metrics.BlockedCalls.Load(); n != 0 || calls != 2 {
 		t.Errorf("after recovery: last %d in %d calls, want 0 in 2", n, calls)
+	}
+	// The incident ends with a line of its own (it never did), once; the
+	// next failure is a new incident.
+	p.ReportBlockedKeys(context.Background())
+	if n := e.logs.Count("level=INFO", "counting blocked ordering keys recovered"); n != 1 {
+		t.Errorf("%d recovered lines, want 1:\n%s", n, e.logs)
+	}
+	st.set(0, errors.New("connection refused"))
+	p.ReportBlockedKeys(context.Background())
+	if n := e.logs.Count("level=WARN", "counting blocked ordering keys failed"); n != 2 {
+		t.Errorf("%d WARN lines after a second incident began, want 2:\n%s", n, e.logs)
 	}
 }
 

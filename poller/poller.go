@@ -89,10 +89,8 @@ type target struct {
 	// skip is the back-off of a store whose polls failed in a row (a
 	// database down or not answering: each failure can take
 	// QueryTimeout); a wake-up naming the store polls it all the same.
-	skip engine.Skip
-	// countFailing: counting blocked keys fails (log once per incident);
-	// guarded by Poller.mu.
-	countFailing bool
+	skip     engine.Skip
+	counting ratelog.Incident // counting its blocked keys fails: logged once per incident
 	// joined is when the store was added (Config.Now), for a fresh
 	// start (handoff.FreshStart); freshDone: a poll of the loop was not
 	// full, so no row from before is left (guarded by Poller.cycleMu).
