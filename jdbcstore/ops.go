@@ -332,7 +332,8 @@ type ReplayOptions struct {
 const (
 	// ReasonKeyWentOn: the event is ordered, under the skip policy
 	// (core.SkipOnDead), and its key has a later event, in any status
-	// (or, on databases with a keys table, had one since purged): the
+	// (or had one since purged: a keys table remembers the key's last
+	// position; on SQLite the purge keeps the key's last row): the
 	// key went on without it, so a replay would deliver it after events
 	// that followed it, perhaps while one of them is being delivered on
 	// another node. ReplayDead leaves it DEAD.
@@ -371,8 +372,10 @@ type ReplayResult struct {
 // the payloads and headers.
 //
 // An ordered event under the skip policy whose key went on without it (a
-// later event exists, in any status, or on MySQL/MariaDB and PostgreSQL
-// existed and was purged since) is not replayed: its successors were
+// later event exists, in any status, or existed and was purged since: a
+// keys table remembers the key's last position on MySQL/MariaDB and
+// PostgreSQL, and on SQLite Purge keeps the key's last row while such a
+// DEAD event is there) is not replayed: its successors were
 // delivered, or are being delivered, as if it had succeeded, and only the
 // event right before an ordered event holds it back, so a replayed one
 // would be delivered out of order, perhaps at the same time as a later

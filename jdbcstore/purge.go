@@ -63,7 +63,12 @@ type PurgeResult struct {
 // range): no statement scans rows it keeps or locks more than the rows it deletes,
 // so publishers and workers are not held up, and the purge does not slow
 // down as the table grows. NEW and RETRY rows are never touched, nor a
-// DEAD row replayed while the purge runs. DEAD rows age from done_at
+// DEAD row replayed while the purge runs. On a single-writer database
+// (SQLite, which keeps no keys table), the last row of an ordering key
+// whose earlier event is DEAD under the skip policy is kept until that
+// DEAD event is gone (purged, discarded or replayed), one row per such
+// key: it is what tells ReplayDead that the key went on without the DEAD
+// event. DEAD rows age from done_at
 // (when they died), or created_at for rows written before done_at was set
 // on DEAD.
 //

@@ -286,11 +286,22 @@ func buildStatements(d Dialect, table string) statements {
 	// row leaves its indexes at commit, so each batch's range starts at a
 	// live row, and one statement per batch, with no ids through the
 	// driver, does the page and the delete.
+	//
+	// Without a keys table to remember a key's last position (SQLite),
+	// the purge keeps the last row of a key behind a DEAD event under
+	// the skip policy: that row is what tells a replay that the key went
+	// on without the DEAD event (Store.ReplayDead leaves it DEAD), and
+	// what gives the key's next event its position. One row per such key,
+	// until the DEAD event is purged, replayed or discarded.
+	purgeable := ""
 	if d.Capabilities().SingleWriter {
+		purgeable = " AND (order_key IS NULL OR EXISTS (SELECT 1 FROM " + t + " n WHERE n.order_key = " + t + ".order_key AND n.order_seq > " +
+			t + ".order_seq) OR NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = " + t + ".order_key AND p.order_seq < " +
+			t + ".order_seq AND p.status = " + st(core.StatusDead) + " AND p.order_skip <> 0))"
 		q.purgeBatch = "DELETE FROM " + t + " WHERE event_id IN (SELECT event_id FROM " + t +
-			" WHERE " + finished + "status = ? AND done_at < ? ORDER BY done_at LIMIT ?)"
+			" WHERE " + finished + "status = ? AND done_at < ?" + purgeable + " ORDER BY done_at LIMIT ?)"
 	}
-	q.purgeCount = "SELECT COUNT(*) FROM " + t + " WHERE " + finished + "status = ? AND done_at < ?"
+	q.purgeCount = "SELECT COUNT(*) FROM " + t + " WHERE " + finished + "status = ? AND done_at < ?" + purgeable
 	q.purgeLegacyCount = "SELECT COUNT(*) FROM " + t + " WHERE " + legacy
 	// The insert of an ordered event that takes the hot lease only if the
 	// event before has finished, in the same statement: an INSERT ...

@@ -28,7 +28,7 @@ combined with AND, or with --all for every DEAD event. Without a selector nothin
 replayed (exit status 2). --dry-run changes nothing and tells what would be replayed.
 
 An ordered event under the skip policy whose key went on without it (a later
-event of its key exists, or on MySQL/MariaDB and PostgreSQL was purged since)
+event of its key exists, or existed and was purged since)
 is not replayed: the key's later events were delivered,
 or are being delivered, as if it had succeeded, so replaying it would deliver it
 out of order. It stays DEAD: discard it, or publish a new event.

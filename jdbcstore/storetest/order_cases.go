@@ -649,41 +649,68 @@ func (s *suite) testOrder(t *testing.T) {
 	})
 
 	t.Run("ReplayLeavesASkippedEventWhoseSuccessorWasPurged", func(t *testing.T) {
-		// Where the store keeps a keys table, the key's last position
-		// shows that it went on even once the later events were purged.
-		// SQLite keeps none: the key's last event is the DEAD one, and a
-		// replay delivers it before anything published after.
+		// Once the later events of a key that went on without its DEAD
+		// event are past their retention, a replay must still see that the
+		// key went on. A keys table remembers the key's last position;
+		// SQLite keeps none, so its purge keeps the key's last row while
+		// the DEAD event is there (it replayed the event, out of order,
+		// before: an audit).
 		t.Parallel()
 		clk := newClock(t0)
 		st := s.newStore(t, clk, jdbcstore.Config{})
 		ctx := t.Context()
+		single := st.Dialect().Capabilities().SingleWriter
+		done := func(id string) {
+			t.Helper()
+			claimedIDs(t, id, claimAll(t, st, "node-a", clk.Now().Add(time.Minute)), id)
+			if n, err := st.MarkDone(ctx, "node-a", []string{id}); err != nil || n != 1 {
+				t.Fatalf("MarkDone %s: %d, %v", id, n, err)
+			}
+		}
+		purge := func(what string, want int64) {
+			t.Helper()
+			clk.Advance(2 * time.Hour)
+			opts := jdbcstore.PurgeOptions{DoneOlderThan: time.Hour}
+			dry, err := st.Purge(ctx, jdbcstore.PurgeOptions{DoneOlderThan: time.Hour, DryRun: true})
+			if err != nil || dry.Done != want {
+				t.Fatalf("%s: dry run = %+v, %v; want %d DONE rows", what, dry, err, want)
+			}
+			if res, err := st.Purge(ctx, opts); err != nil || res.Done != want {
+				t.Fatalf("%s: Purge = %+v, %v; want %d DONE rows removed", what, res, err, want)
+			}
+		}
 		publishOrdered(t, st, orderedEvent(t, "p-1", "pk", core.SkipOnDead), core.Lease{}, false)
 		publishOrdered(t, st, orderedEvent(t, "p-2", "pk", core.SkipOnDead), core.Lease{}, false)
 		claimedIDs(t, "head", claimAll(t, st, "node-a", t0.Add(time.Minute)), "p-1")
 		if ok, err := st.MarkDead(ctx, "node-a", "p-1", "poison"); err != nil || !ok {
 			t.Fatalf("MarkDead: %v %v", ok, err)
 		}
-		claimedIDs(t, "next", claimAll(t, st, "node-a", t0.Add(time.Minute)), "p-2")
-		if n, err := st.MarkDone(ctx, "node-a", []string{"p-2"}); err != nil || n != 1 {
-			t.Fatalf("MarkDone: %d, %v", n, err)
-		}
-		clk.Advance(2 * time.Hour)
-		if res, err := st.Purge(ctx, jdbcstore.PurgeOptions{DoneOlderThan: time.Hour}); err != nil || res.Done != 1 {
-			t.Fatalf("Purge = %+v, %v", res, err)
-		}
-		res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{IDs: []string{"p-1"}}, jdbcstore.ReplayOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Dialect().Capabilities().SingleWriter {
-			if res.Replayed != 1 {
-				t.Fatalf("ReplayDead = %+v; want p-1 replayed (no keys table)", res)
+		done("p-2")
+		// SQLite keeps p-2, the key's last row behind the DEAD p-1.
+		purge("the successor past its retention", map[bool]int64{true: 0, false: 1}[single])
+		wentOn := []jdbcstore.Unchanged{{ID: "p-1", Reason: jdbcstore.ReasonKeyWentOn}}
+		for _, dryRun := range []bool{true, false} {
+			res, err := st.ReplayDead(ctx, jdbcstore.DeadFilter{IDs: []string{"p-1"}}, jdbcstore.ReplayOptions{DryRun: dryRun})
+			if err != nil || res.Replayed != 0 || len(res.IDs) != 0 || !slices.Equal(res.NotReplayed, wentOn) {
+				t.Fatalf("ReplayDead (dry run %v) = %+v, %v; want p-1 left DEAD (its key went on)", dryRun, res, err)
 			}
-			return
 		}
-		if res.Replayed != 0 || !slices.Equal(res.NotReplayed, []jdbcstore.Unchanged{{ID: "p-1", Reason: jdbcstore.ReasonKeyWentOn}}) {
-			t.Fatalf("ReplayDead = %+v; want p-1 left DEAD (its key's last position is 2)", res)
+		// The key goes on after the last row kept; that row may go once a
+		// later one is there, which is kept in its place.
+		publishOrdered(t, st, orderedEvent(t, "p-3", "pk", core.SkipOnDead), core.Lease{}, false)
+		if p3 := get(t, st, "p-3"); p3.OrderSeq != 3 {
+			t.Fatalf("p-3 at position %d, want 3", p3.OrderSeq)
 		}
+		done("p-3")
+		purge("a successor behind a later one", 1)
+		if _, err := st.Get(ctx, "p-3"); single && err != nil {
+			t.Fatalf("p-3, the key's last row, purged on SQLite: %v", err)
+		}
+		// Once the DEAD event is gone, nothing holds the last row back.
+		if d, err := st.DiscardDead(ctx, jdbcstore.DeadFilter{IDs: []string{"p-1"}}, jdbcstore.DiscardOptions{}); err != nil || d.Discarded != 1 {
+			t.Fatalf("DiscardDead p-1 = %+v, %v", d, err)
+		}
+		purge("the last row once the DEAD event is discarded", map[bool]int64{true: 1, false: 0}[single])
 	})
 
 	t.Run("ReplayWaitsForAPublishOnTheKey", func(t *testing.T) {
