@@ -22,9 +22,11 @@ import "context"
 // Without a transaction in ctx it returns core.ErrNoTransaction.
 //
 // Events delivered in order (an OrderKey, or Config.Ordering) are
-// inserted one by one after the others, in the order of envs, as Publish
-// inserts them: several events of one key take consecutive positions and
-// are delivered in that order.
+// inserted one by one after the others, as Publish inserts them: several
+// events of one key take consecutive positions in the order of envs and
+// are delivered in that order. The keys are taken in key order, whatever
+// their order in envs, so two batches on the same keys never deadlock
+// each other on MySQL/MariaDB or PostgreSQL.
 func (o *Outbox) PublishAll(ctx context.Context, envs ...Envelope) ([]string, error) {
 	return o.client.PublishAll(ctx, envs...)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -45,7 +46,9 @@ type rowsQuerier interface {
 // rows each (fewer when the dialect's Capabilities.MaxBindParams or a
 // megabyte of payloads says so): on ex, a transaction, one statement for
 // a batch of ten costs about what one single-row insert does. The
-// ordered ones follow, one by one in slice order, as [Store.InsertOrdered]
+// ordered ones follow, one by one, each key's in slice order and the keys
+// in key order (so that batches on the same keys never deadlock each
+// other), as [Store.InsertOrdered]
 // inserts them (several events of one key take consecutive positions; the
 // first takes its lease only if the key is free, the later ones wait for
 // the poller behind it). An unowned row announces itself once for the
@@ -165,6 +168,12 @@ func (s *Store) insertBatch(ctx context.Context, ex core.Execer, envs []core.Env
 			return nil, batchError(i, envs[i], fmt.Errorf("outbox: jdbcstore: insert %q: %w: the transaction (%T) cannot run queries",
 				envs[i].ID(), core.ErrOrderingUnsupported, ex))
 		}
+		// The keys are taken in key order (each key's events in the
+		// order of envs): two batches naming the same keys in different
+		// orders would otherwise each hold a key the other waits for (a
+		// deadlock on the keys table's rows), and nothing orders events
+		// of different keys.
+		slices.SortStableFunc(ordered, func(a, b int) int { return strings.Compare(envs[a].OrderKey(), envs[b].OrderKey()) })
 	}
 	// Every row is encoded before the first statement, so that a bad
 	// one writes nothing.
