@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -65,7 +66,7 @@ func TestConfigOutOfRange(t *testing.T) {
 	_, err := rabbitmq.New(context.Background(), rabbitmq.Config{
 		URL:               "amqp://127.0.0.1:1/",
 		MaxInFlight:       rabbitmq.MaxInFlightLimit + 1,
-		Channels:          1 << 40,
+		Channels:          math.MaxInt,
 		ConfirmTimeout:    5,
 		DialTimeout:       100 * time.Microsecond,
 		ReconnectDelay:    time.Nanosecond,
