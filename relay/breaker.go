@@ -69,7 +69,7 @@ const (
 // deliveries counts each time). An outage beginning within Settle of the
 // previous one's end continues the incident: a DEBUG line, no ERROR.
 // Metrics, when set, see every outage. Retire logs a pending "recovered"
-// line at once. During an outage one event per ProbeInterval is let
+// line at once, or ends an incident under way with a line of its own. During an outage one event per ProbeInterval is let
 // through to try the broker; the others are put off at once.
 //
 // A Breaker is safe for concurrent use.
@@ -333,7 +333,8 @@ func (b *Breaker) State() (down bool, since time.Time) {
 // nothing after, whatever the publishes still under way find; nor does
 // an outage those publishes find log its ERROR (a DEBUG line instead):
 // the relay's own close is what fails them. An incident whose
-// "recovered" line waits for Settle logs it at once. The Breaker itself
+// "recovered" line waits for Settle logs it at once; one still under way
+// logs an INFO line saying the relay closed during it. The Breaker itself
 // goes on working. Calling it again does nothing.
 func (b *Breaker) Retire() {
 	b.mu.Lock()
@@ -345,12 +346,22 @@ func (b *Breaker) Retire() {
 	if b.cfg.Metrics != nil {
 		b.cfg.Metrics.BrokerUp(b.cfg.Name, true)
 	}
-	if b.settling == nil {
+	switch {
+	case b.settling != nil:
+		b.stopSettling()
+		b.logRecovered() // unlocks b.mu
+	case b.down && !b.quiet:
+		// The incident ends with the relay: say so, or its ERROR stays
+		// without an end while the metric says up.
+		b.quiet = true // what the publishes under way find is the close's doing
+		attrs := []slog.Attr{slog.String("broker", b.cfg.Name), slog.Duration("outage", b.cfg.Now().Sub(b.incSince)),
+			slog.Int("outages", b.incOutages), slog.Int64("put_offs", b.putOffs)}
 		b.mu.Unlock()
-		return
+		b.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo,
+			"relay: closed during a broker outage; the events put off wait for the next relay", attrs...)
+	default:
+		b.mu.Unlock()
 	}
-	b.stopSettling()
-	b.logRecovered() // unlocks b.mu
 }
 
 // NewFull returns the Full of the relay this Breaker serves: named,

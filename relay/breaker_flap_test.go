@@ -122,3 +122,31 @@ func TestBreakerSettleTimer(t *testing.T) {
 		t.Errorf("Settle with a 1 min ProbeInterval = %v (%v), want 30s at most", long.Settle(), err)
 	}
 }
+
+// Retire during an outage ends the incident in the log (it stayed open,
+// its ERROR without an end, while the metric said up: an audit); what
+// the publishes under way find then logs at DEBUG.
+func TestBreakerRetireDuringAnOutage(t *testing.T) {
+	clk := testsupport.NewClock(testsupport.Epoch)
+	logs := &testsupport.LogBuffer{}
+	m := &relaytest.Metrics{}
+	b, settle := newFlapBreaker(t, clk, logs, m)
+	_ = b.Down(errors.New("confirm timeout"))
+	b.Up()
+	clk.Advance(time.Second)
+	_ = b.Down(errors.New("confirm timeout")) // the incident's second outage, under way at Close
+	clk.Advance(time.Second)
+	under := b.Attempt()
+	b.Retire()
+	if n := len(logs.Lines("level=INFO", "closed during a broker outage", "outage=2s", "outages=2", "put_offs=2")); n != 1 {
+		t.Fatalf("%d lines ending the incident at Retire, want 1:\n%s", n, logs)
+	}
+	under.Up() // a publish under way answers after the close
+	settle()
+	if n := logs.Count("level=INFO"); n != 1 {
+		t.Errorf("%d INFO lines, want only the one Retire logged:\n%s", n, logs)
+	}
+	if got := m.Take(); got[len(got)-1] != "up=true" {
+		t.Errorf("broker states %q, want up at the end", got)
+	}
+}

@@ -17,8 +17,10 @@ package relay
 // must be safe for concurrent use.
 type Metrics interface {
 	// BrokerUp reports whether the broker can be reached: true when the
-	// relay is created, false when an outage begins (with its ERROR
-	// line), true again when it ends (with its "recovered" line).
+	// relay is created, false when an outage begins, true again when it
+	// ends, for every outage (the log counts incidents: one ERROR and one
+	// "recovered" line for outages that follow each other within the
+	// breaker's Settle), and true when the relay closes.
 	BrokerUp(broker string, up bool)
 	// FullDestinations reports how many of the broker's destinations
 	// refuse messages for want of room (see [Full]), at every change.

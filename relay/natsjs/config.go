@@ -90,7 +90,7 @@ type Config struct {
 	// see relay.BreakerConfig for the rest.
 	Breaker relay.BreakerConfig
 	// Logger receives the relay's logs (through the breaker: one ERROR per
-	// outage, one INFO when it ends; the same for each incident of a
+	// incident of outages, one INFO once it settled; the same for each incident of a
 	// stream full with DiscardNew). Payloads and header values are never
 	// logged. Defaults to slog.Default().
 	Logger *slog.Logger

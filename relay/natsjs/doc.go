@@ -115,8 +115,11 @@
 // acknowledge within AckTimeout, the JetStream API itself does not answer,
 // JetStream answers 503 because it cannot take messages now) the relay
 // returns a core.Unavailable error through a relay.Breaker: the event is put off
-// without charging an attempt, one ERROR is logged when the outage begins
-// and one INFO "recovered" line when a publish is acknowledged again.
+// without charging an attempt, and events flow again as soon as a publish
+// is acknowledged. One ERROR is logged when an incident begins and one
+// INFO "broker recovered" line once publishes have been acknowledged for
+// the breaker's Settle (10 s by default) after its last outage, so a link
+// that fails and recovers every few seconds logs one incident.
 // During the outage the breaker lets one probe event through per
 // ProbeInterval and puts the others off at once, so events never go DEAD
 // because the broker was down and the reconnect buffer of nats.go does not

@@ -153,8 +153,10 @@ type Config struct {
 	// relay.BreakerConfig for the rest.
 	Breaker relay.BreakerConfig
 	// Logger receives the relay's logs: through the breaker one ERROR per
-	// outage and one INFO when it ends, plus WARN lines for a connection
-	// lost or a channel closed by the broker. Payloads and header values
+	// incident of outages and one INFO once it settled, plus WARN lines for a connection
+	// lost (with an INFO "reconnected"; at most one pair a minute, counting
+	// the losses since, the others at DEBUG unless dialling again fails)
+	// or a channel closed by the broker. Payloads and header values
 	// are never logged. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Propagator, when set, writes the trace context of the listener's

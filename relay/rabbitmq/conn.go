@@ -80,8 +80,16 @@ func (r *Relay) startOpen() (*amqp.Connection, error) {
 // supervise watches the connection; when it is lost, it dials again with
 // backoff until it succeeds or the relay is closed. It also tracks the
 // broker's connection.blocked notifications.
+//
+// A lost connection logs a WARN and its reconnection an INFO, at most once
+// per connLogInterval (connLog): a link cut every few seconds logs one
+// pair a minute, the WARN counting the losses since the last one
+// ("losses"); the others log at DEBUG, unless their reconnection fails at
+// least once (the broker is really away), which logs the pair all the
+// same.
 func (r *Relay) supervise(conn *amqp.Connection) {
 	defer close(r.superDone)
+	var lost connLog
 	for {
 		closes := conn.NotifyClose(make(chan *amqp.Error, 1))
 		blocks := conn.NotifyBlocked(make(chan amqp.Blocking, 1))
@@ -122,9 +130,8 @@ func (r *Relay) supervise(conn *amqp.Connection) {
 		r.mu.Lock()
 		r.conn, r.connErr = nil, cause
 		r.mu.Unlock()
-		r.log.Warn("rabbitmq relay: connection lost; reconnecting in the background",
-			slog.String("broker", r.cfg.Breaker.Name), slog.String("error", cause.Error()))
-		conn = r.reconnect()
+		lost.lost(r, cause, time.Now())
+		conn = r.reconnect(&lost)
 		if conn == nil {
 			return
 		}
@@ -137,10 +144,67 @@ func reconnectWait(delay, max time.Duration) time.Duration {
 	return min(time.Duration(float64(delay)*(0.5+rand.Float64())), max)
 }
 
+// connLogInterval is the least time between two WARN lines of a lost
+// connection (see supervise).
+const connLogInterval = time.Minute
+
+// connLog logs the losses of the connection (see supervise). It is the
+// supervising goroutine's own.
+type connLog struct {
+	lastLoud time.Time // when the last loss logged at WARN was
+	quiet    int       // losses logged at DEBUG since
+	loud     bool      // the current loss was logged at WARN
+	cause    error     // the current loss's cause
+}
+
+// lost logs a loss of the connection at now: at WARN unless the last one
+// so logged was less than connLogInterval ago.
+func (l *connLog) lost(r *Relay, cause error, now time.Time) {
+	l.cause = cause
+	l.loud = now.Sub(l.lastLoud) >= connLogInterval
+	if !l.loud {
+		l.quiet++
+		r.logLost(slog.LevelDebug, cause, 1)
+		return
+	}
+	l.lastLoud = now
+	r.logLost(slog.LevelWarn, cause, l.quiet+1)
+	l.quiet = 0
+}
+
+// dialFailed logs, at WARN, a loss logged at DEBUG whose reconnection
+// failed once: not a blip, the broker is away.
+func (l *connLog) dialFailed(r *Relay, now time.Time) {
+	if l.loud {
+		return
+	}
+	l.loud, l.lastLoud = true, now
+	r.logLost(slog.LevelWarn, l.cause, l.quiet)
+	l.quiet = 0
+}
+
+// reconnectedLevel is the level of the line of the current loss's
+// reconnection: INFO when the loss was logged at WARN.
+func (l *connLog) reconnectedLevel() slog.Level {
+	if l.loud {
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
+}
+
+// logLost logs the loss of the connection at level; losses counts it and
+// those logged at DEBUG since the last WARN.
+func (r *Relay) logLost(level slog.Level, cause error, losses int) {
+	r.log.LogAttrs(context.Background(), level, "rabbitmq relay: connection lost; reconnecting in the background",
+		slog.String("broker", r.cfg.Breaker.Name), slog.String("error", cause.Error()), slog.Int("losses", losses))
+}
+
 // reconnect dials until it succeeds, waiting ReconnectDelay (doubling up
 // to ReconnectMaxDelay, with jitter) between two attempts. It returns nil
-// when the relay is closed first.
-func (r *Relay) reconnect() *amqp.Connection {
+// when the relay is closed first. lost logs the loss at WARN after a
+// failed dial if it did not already, and says the level of the
+// "reconnected" line.
+func (r *Relay) reconnect(lost *connLog) *amqp.Connection {
 	delay := r.cfg.ReconnectDelay
 	for attempt := 1; ; attempt++ {
 		t := time.NewTimer(reconnectWait(delay, r.cfg.ReconnectMaxDelay))
@@ -155,12 +219,14 @@ func (r *Relay) reconnect() *amqp.Connection {
 			r.mu.Lock()
 			r.conn, r.connErr = conn, nil
 			r.mu.Unlock()
-			r.log.Info("rabbitmq relay: reconnected", slog.String("broker", r.cfg.Breaker.Name), slog.Int("attempts", attempt))
+			r.log.LogAttrs(context.Background(), lost.reconnectedLevel(), "rabbitmq relay: reconnected",
+				slog.String("broker", r.cfg.Breaker.Name), slog.Int("attempts", attempt))
 			return conn
 		}
 		r.mu.Lock()
 		r.connErr = err
 		r.mu.Unlock()
+		lost.dialFailed(r, time.Now())
 		delay = min(2*delay, r.cfg.ReconnectMaxDelay)
 	}
 }

@@ -50,8 +50,10 @@
 // the listener's deadline, a connection blocked by a resource alarm) the
 // event is not charged: the relay returns a core.Unavailable error, and
 // the outbox puts the event off and delivers it again later. The
-// relay.Breaker behind it logs one ERROR when such an outage begins and
-// one INFO "recovered" line when a publish is confirmed again; meanwhile
+// relay.Breaker behind it logs one ERROR when such an incident begins and
+// one INFO "broker recovered" line once publishes have been confirmed for
+// its Settle (10 s by default) after the last outage, while events flow
+// again from the first confirm; meanwhile
 // one event per probe interval tries the broker and the others are put
 // off at once. An event whose deadline ends while it waits for one of the
 // MaxInFlight slots is put off too, without opening the breaker.
