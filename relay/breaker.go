@@ -307,6 +307,13 @@ func (b *Breaker) stopSettling() {
 	b.settleGen++
 }
 
+// incidentAttrs are the attributes of the line ending the incident at
+// end; b.mu held.
+func (b *Breaker) incidentAttrs(end time.Time) []slog.Attr {
+	return []slog.Attr{slog.String("broker", b.cfg.Name), slog.Duration("outage", end.Sub(b.incSince)),
+		slog.Int("outages", b.incOutages), slog.Int64("put_offs", b.putOffs)}
+}
+
 // logRecovered unlocks b.mu, held, and logs the "recovered" line of the
 // incident whose last outage ended at b.lastUp.
 func (b *Breaker) logRecovered() {
@@ -314,8 +321,7 @@ func (b *Breaker) logRecovered() {
 	if b.quiet {
 		level = slog.LevelDebug
 	}
-	attrs := []slog.Attr{slog.String("broker", b.cfg.Name), slog.Duration("outage", b.lastUp.Sub(b.incSince)),
-		slog.Int("outages", b.incOutages), slog.Int64("put_offs", b.putOffs)}
+	attrs := b.incidentAttrs(b.lastUp)
 	b.mu.Unlock()
 	b.cfg.Logger.LogAttrs(context.Background(), level, "relay: broker recovered", attrs...)
 }
@@ -354,8 +360,7 @@ func (b *Breaker) Retire() {
 		// The incident ends with the relay: say so, or its ERROR stays
 		// without an end while the metric says up.
 		b.quiet = true // what the publishes under way find is the close's doing
-		attrs := []slog.Attr{slog.String("broker", b.cfg.Name), slog.Duration("outage", b.cfg.Now().Sub(b.incSince)),
-			slog.Int("outages", b.incOutages), slog.Int64("put_offs", b.putOffs)}
+		attrs := b.incidentAttrs(b.cfg.Now())
 		b.mu.Unlock()
 		b.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo,
 			"relay: closed during a broker outage; the events put off wait for the next relay", attrs...)
