@@ -13,6 +13,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
@@ -438,5 +439,28 @@ func TestTrustedOriginsAcceptCrossOriginPosts(t *testing.T) {
 		if code, _ := c.post("/replay", form, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}); code != http.StatusForbidden {
 			t.Errorf("POST from an untrusted origin = %d, want 403", code)
 		}
+	}
+}
+
+// A refused cross-origin POST logs its Origin and path cut to 100
+// characters: a 900 KiB Origin header made a 900 KiB log line (an
+// audit: 10 requests wrote 9 MB of log).
+func TestCrossOriginRefusalLogIsBounded(t *testing.T) {
+	st := newStore(t)
+	seed(t, st, event{id: "x", typ: "A", status: core.StatusDead})
+	logs := &testsupport.LogBuffer{}
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st, AllowMutations: true, Logger: logs.Logger()}))
+	_, body := c.get("/replay?id=x")
+	form := url.Values{"csrf": {csrfToken(t, body)}, "id": {"x"}, "confirm": {"yes"}}
+	origin := "https://evil.example/" + strings.Repeat("a", 900<<10)
+	if code, _ := c.post("/replay", form, map[string]string{"Origin": origin, "Sec-Fetch-Site": "cross-site"}); code != http.StatusForbidden {
+		t.Fatalf("POST from an untrusted origin = %d, want 403", code)
+	}
+	lines := logs.Lines("cross-origin POST refused")
+	if len(lines) != 1 {
+		t.Fatalf("%d refusal lines, want 1", len(lines))
+	}
+	if n := len(lines[0]); n > 1000 {
+		t.Errorf("the refusal line is %d bytes long, want the origin cut short", n)
 	}
 }

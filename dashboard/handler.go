@@ -190,7 +190,8 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request, action pageFunc) 
 		return
 	}
 	if err := h.cop.Check(r); err != nil {
-		h.log.WarnContext(r.Context(), "outbox dashboard: cross-origin POST refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"))
+		h.log.WarnContext(r.Context(), "outbox dashboard: cross-origin POST refused",
+			"path", trunc(100, r.URL.Path), "origin", trunc(100, r.Header.Get("Origin")))
 		h.fail(w, r, nil, http.StatusForbidden, "cross-origin request refused")
 		return
 	}

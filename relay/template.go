@@ -52,7 +52,12 @@ type part struct {
 // "orders.{type}" or "{tenant}.{aggregate_type}.{aggregate_id}". The
 // placeholders are the Placeholder* constants; any other brace is an
 // error. An empty field expands to the empty string: the relay checks the
-// result against its broker's rules. The zero Template expands to "".
+// result against its broker's rules. A field's value goes in as it is: a
+// '.' in it adds tokens to a NATS subject or words to an AMQP topic
+// routing key, so a tenant id "acme.mallory" in "events.{tenant}.{type}"
+// matches a filter "events.acme.>"; refuse dots in ids that come from
+// outside, or build the destination yourself. The zero Template expands
+// to "".
 type Template struct {
 	src   string
 	parts []part
