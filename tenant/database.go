@@ -44,13 +44,16 @@ type Database struct {
 }
 
 // Discovery returns the current set of databases. It is
-// called once by New and then every RefreshInterval; an error keeps the
-// current set.
+// called once by New and then every RefreshInterval; an error, or a
+// panic, keeps the current set. Each periodic call gets 30 s: its ctx
+// then ends and the refresh counts as failed (logged; the next one runs
+// at the next interval), so honour ctx.
 type Discovery func(ctx context.Context) ([]Database, error)
 
 // OpenFunc opens a database of the set. The pool it returns belongs to the
 // package from then on: it is closed when the database leaves the set or
-// on Close.
+// on Close. An error, or a panic, leaves the database out of the set (it
+// fails New for a database of the first set).
 type OpenFunc func(ctx context.Context, db Database) (*sqlx.DB, error)
 
 // Open is the default OpenFunc: [jdbcstore.Open], which opens the

@@ -201,7 +201,7 @@ func (ib *Inbox) Refresh(ctx context.Context) (RefreshResult, error) {
 	if ctx == nil {
 		return RefreshResult{}, core.ErrNilContext
 	}
-	return ib.set.refresh(ctx, ib.cfg.Discover)
+	return ib.set.refresh(ctx, ib.cfg.Discover, 0)
 }
 
 // SetDatabases replaces the set of databases by dbs, like a refresh whose

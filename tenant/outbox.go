@@ -433,7 +433,7 @@ func (o *Outbox) Refresh(ctx context.Context) (RefreshResult, error) {
 	if ctx == nil {
 		return RefreshResult{}, core.ErrNilContext
 	}
-	return o.set.refresh(ctx, o.cfg.Discover)
+	return o.set.refresh(ctx, o.cfg.Discover, 0)
 }
 
 // SetDatabases replaces the set of databases by dbs, like a refresh whose

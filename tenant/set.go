@@ -138,7 +138,7 @@ func newSet[T any](ctx context.Context, o setOptions,
 	s.closing, s.cancelClosing = context.WithCancel(context.Background())
 	dbs := o.databases
 	if o.discover != nil {
-		found, err := discoverSafely(ctx, o.discover)
+		found, err := callSafely("Discover", func() ([]Database, error) { return o.discover(ctx) })
 		if err != nil {
 			return nil, fmt.Errorf("outbox: discover databases: %w", err)
 		}
@@ -328,7 +328,7 @@ const setupTimeout = 30 * time.Second
 func (s *set[T]) add(ctx context.Context, d Database) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	db, err := s.open(ctx, d)
+	db, err := callSafely("OpenFunc", func() (*sqlx.DB, error) { return s.open(ctx, d) })
 	if err == nil && db == nil {
 		err = fmt.Errorf("outbox: open database %q: the OpenFunc returned neither a database nor an error", d.ID)
 	}
@@ -501,7 +501,7 @@ func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
 		ctx, cancel := engine.UntilStop(ctx, stop) // a refresh may stop anywhere
 		defer cancel()
 		s.refresher.Pace(ctx, stop, interval, func(ctx context.Context, _ bool) time.Duration {
-			if _, err := s.refresh(ctx, discover); err != nil && ctx.Err() == nil {
+			if _, err := s.refresh(ctx, discover, discoverTimeout); err != nil && ctx.Err() == nil {
 				s.log.Error("tenant: refresh of the set of databases failed; will try again", slog.String("part", s.what),
 					slog.String("error", err.Error()))
 			}
@@ -510,9 +510,15 @@ func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
 	})
 }
 
-// refresh runs discover and applies its result; without discover it
-// returns an error wrapping core.ErrInvalidConfig.
-func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult, error) {
+// discoverTimeout bounds a periodic discovery: one whose backend never
+// answers would otherwise stop the refreshes for good, silently. A
+// variable for tests.
+var discoverTimeout = setupTimeout
+
+// refresh runs discover, within bound when it is not 0, and applies its
+// result; without discover it returns an error wrapping
+// core.ErrInvalidConfig.
+func (s *set[T]) refresh(ctx context.Context, discover Discovery, bound time.Duration) (RefreshResult, error) {
 	if discover == nil {
 		return RefreshResult{}, &core.ConfigError{Field: "Discover", Msg: "is not set: nothing to refresh"}
 	}
@@ -520,7 +526,12 @@ func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult
 	dctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(s.closing, func() { cancel(fmt.Errorf("the tenant %s set is being closed: %w", s.what, core.ErrClosed)) })()
-	dbs, err := discoverSafely(dctx, discover)
+	if bound > 0 {
+		var stop context.CancelFunc
+		dctx, stop = context.WithTimeoutCause(dctx, bound, fmt.Errorf("Discover did not return within %v: %w", bound, context.DeadlineExceeded))
+		defer stop()
+	}
+	dbs, err := callSafely("Discover", func() ([]Database, error) { return discover(dctx) })
 	if err != nil {
 		if cause := context.Cause(dctx); cause != nil && !errors.Is(err, cause) {
 			err = fmt.Errorf("%w (%w)", err, cause)
@@ -530,16 +541,17 @@ func (s *set[T]) refresh(ctx context.Context, discover Discovery) (RefreshResult
 	return s.apply(ctx, dbs)
 }
 
-// discoverSafely calls discover, turning a panic into an error: a bug in
-// it must not end the process from the refresh goroutine (the set is
-// kept, as after a failed discovery).
-func discoverSafely(ctx context.Context, discover Discovery) (dbs []Database, err error) {
+// callSafely calls f, a function of the user's named name (Discover, an
+// OpenFunc), turning a panic into an error: a bug in it must not end the
+// process from the refresh goroutine (the set is kept, as after a failed
+// discovery; a database that cannot be opened is left out).
+func callSafely[R any](name string, f func() (R, error)) (r R, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("the Discover function panicked: %v", p)
+			err = fmt.Errorf("the %s function panicked: %v", name, p)
 		}
 	}()
-	return discover(ctx)
+	return f()
 }
 
 // stopRefresh ends the refresh loop, cancelling a refresh in progress, and

@@ -1,0 +1,11 @@
+package tenant
+
+import "time"
+
+// SetDiscoverTimeout sets the bound of a periodic discovery and returns
+// the function that restores it. Tests using it must not run in parallel.
+func SetDiscoverTimeout(d time.Duration) (restore func()) {
+	old := discoverTimeout
+	discoverTimeout = d
+	return func() { discoverTimeout = old }
+}
