@@ -83,7 +83,7 @@ func TestPeriodicDiscoveryIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	testsupport.WaitFor(t, 30*time.Second, "the database of the next discovery added", func() bool { return len(ob.StoreIDs()) == 2 })
-	if n := logs.Count("level=ERROR", "refresh of the set of databases failed", "Discover did not return within 50ms"); n != 1 {
+	if n := logs.Count("level=ERROR", "refresh of the set of databases failed", "the Discover function did not return within 50ms"); n != 1 {
 		t.Errorf("%d ERROR lines for the discovery cut at its bound, want 1:\n%s", n, logs)
 	}
 }

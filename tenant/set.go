@@ -528,7 +528,7 @@ func (s *set[T]) refresh(ctx context.Context, discover Discovery, bound time.Dur
 	defer context.AfterFunc(s.closing, func() { cancel(fmt.Errorf("the tenant %s set is being closed: %w", s.what, core.ErrClosed)) })()
 	if bound > 0 {
 		var stop context.CancelFunc
-		dctx, stop = context.WithTimeoutCause(dctx, bound, fmt.Errorf("Discover did not return within %v: %w", bound, context.DeadlineExceeded))
+		dctx, stop = context.WithTimeoutCause(dctx, bound, fmt.Errorf("the Discover function did not return within %v: %w", bound, context.DeadlineExceeded))
 		defer stop()
 	}
 	dbs, err := callSafely("Discover", func() ([]Database, error) { return discover(dctx) })
