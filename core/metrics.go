@@ -15,7 +15,7 @@ type Metrics interface {
 	DispatchFailure()            // a delivery failed and will be retried
 	DispatchDead()               // a delivery failed for the last time
 	QueueDepths(hot, cold int)   // current queue lengths
-	OldestLag(lag time.Duration) // age of the oldest pending event seen by the poller, every poll (one skipped for a full cold queue: while the dispatcher holds the last claim's oldest row)
+	OldestLag(lag time.Duration) // age of the oldest pending event seen by the poller, every poll (one skipped for a full cold queue: while the dispatcher holds the last claim's oldest row; a claim that left this node's held rows out and found none due: the store's first due time, where it can tell)
 	LeaseLost(n int)             // n status writes were fenced off: another node owns those events now (or, with the dispatcher's InFlightTTL, a newer run of this node); a DONE write retried after an error, whose failed try most likely committed, is not counted
 	LeasesReaped(n int)          // n expired leases were released
 }

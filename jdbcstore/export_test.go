@@ -35,7 +35,7 @@ func StatementText(d Dialect, table string) map[string]string {
 		"postpone": q.postpone, "poll": q.poll, "claimReturning": q.claimReturning, "claimPinned": q.claimPinned, "pollPinned": q.pollPinned, "claimSelect": q.claimSelect, "claimSelectRetry": q.claimSelectRetry,
 		"reap": cmp.Or(q.reapPick, q.reap), "release": q.release, "get": q.get, "exists": q.exists, "countByStatus": q.countByStatus,
 		"markDone3":     inList(d, q.markDonePrefix, 3, q.markDoneSuffix),
-		"oldestPending": q.oldestPending, "deadByType": q.deadByType, "deadByTypePinned": q.deadByTypePinned, "countBlocked": q.countBlocked,
+		"oldestPending": q.oldestPending, "firstDue": q.firstDue, "deadByType": q.deadByType, "deadByTypePinned": q.deadByTypePinned, "countBlocked": q.countBlocked,
 		"purgePage": q.purgePage, "purgeCount": q.purgeCount, "purgeBatch": q.purgeBatch, "purgeLegacyPage": q.purgeLegacyPage,
 		"purgeDelete3":       inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteSuffix),
 		"purgeDeleteLegacy3": inList(d, q.purgeDeletePrefix, 3, q.purgeDeleteLegacySuffix),

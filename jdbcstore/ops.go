@@ -45,6 +45,31 @@ type Stats struct {
 	BlockedKeys int
 }
 
+// FirstDue returns when the pending (NEW or RETRY) event due first became
+// due, or will: the earliest available_at of those rows, in one read of
+// the pending index; the zero time when there is none. Now minus it, when
+// positive, is [Stats.Lag]. The poller reads it, at most every 10
+// Poller.Intervals (10 s at most), while it holds events its claims leave
+// out, so that core.Metrics.OldestLag sees a backlog held in its own
+// queues.
+func (s *Store) FirstDue(ctx context.Context) (time.Time, error) {
+	if ctx == nil {
+		return time.Time{}, core.ErrNilContext
+	}
+	v, err := retryBusy(ctx, s, func() (v any, err error) {
+		err = s.db.QueryRowContext(ctx, s.q.firstDue).Scan(&v)
+		return v, err
+	})
+	if err != nil {
+		return time.Time{}, s.mapError("first due", "", err)
+	}
+	due, err := s.dialect.DecodeTime(v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("outbox: jdbcstore: first due: %w", err)
+	}
+	return due, nil
+}
+
 // StatsWith counts rows per status, finds the oldest pending event,
 // counts DEAD rows per event type (all types, or those o.MaxDeadTypes
 // says) and the blocked ordering keys, in four short read-only

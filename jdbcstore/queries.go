@@ -169,6 +169,10 @@ type statements struct {
 	// the earliest available_at of the NEW/RETRY rows (through the
 	// dialect's time selector), NULL when none.
 	oldestPending string
+	// firstDue: no arguments. One row: the earliest available_at of the
+	// NEW/RETRY rows, NULL when none: the first entry of the pending
+	// index (MySQL/MariaDB: of its two status ranges).
+	firstDue string
 	// deadByType: no arguments. (event_type, count) of the DEAD rows.
 	// deadByTypePinned reads them from the dead index (SQLite's INDEXED
 	// BY, Store.pinDead); "" for other dialects.
@@ -266,6 +270,7 @@ func buildStatements(d Dialect, table string) statements {
 		get:           "SELECT " + cols + " FROM " + t + " WHERE event_id = ?",
 		exists:        "SELECT 1 FROM " + t + " WHERE event_id = ?",
 		oldestPending: "SELECT " + timeExpr(d, "MIN(created_at)") + ", " + timeExpr(d, "MIN(available_at)") + " FROM " + t + " WHERE " + pending,
+		firstDue:      firstDueQuery(d, t, pending),
 		deadByType:    "SELECT event_type, COUNT(*) FROM " + t + " WHERE status = " + st(core.StatusDead) + " GROUP BY " + typeKey(d),
 		countBlocked: "SELECT COUNT(DISTINCT order_key) FROM " + t + " WHERE status = " + st(core.StatusDead) +
 			" AND order_key IS NOT NULL AND order_skip = 0",
@@ -489,6 +494,21 @@ func timeExpr(d Dialect, expr string) string {
 // rows.
 func claimOrdered(d Dialect) bool {
 	return !d.Capabilities().PendingIndex
+}
+
+// firstDueQuery is the firstDue query of table t (quoted): the first entry
+// of the pending index where a partial one holds the pending rows alone;
+// else (a (status, available_at) index: MySQL/MariaDB) the first entry of
+// each pending status's range, as a MIN over an IN list of statuses reads
+// the whole of both ranges.
+func firstDueQuery(d Dialect, t, pending string) string {
+	if d.Capabilities().FinishedIndex {
+		return "SELECT " + timeExpr(d, "MIN(available_at)") + " FROM " + t + " WHERE " + pending
+	}
+	first := func(s core.Status) string {
+		return "SELECT MIN(available_at) AS due FROM " + t + " WHERE status = " + strconv.Itoa(int(s))
+	}
+	return "SELECT " + timeExpr(d, "MIN(due)") + " FROM (" + first(core.StatusNew) + " UNION ALL " + first(core.StatusRetry) + ") f"
 }
 
 // finishedTerm is the condition that lets a statement reading finished

@@ -33,7 +33,7 @@ const (
 	MetricReplayed    = "outbox.replayed"                // counter: DEAD events moved back to NEW
 	MetricPurged      = "outbox.purged"                  // counter: rows purged, by outbox.status
 	MetricQueueDepth  = "outbox.queue.depth"             // gauge: events queued in process, by outbox.queue
-	MetricOldestAge   = "outbox.oldest_pending.age"      // gauge, s: age of the oldest pending event a poller saw (still ageing while the cold queue is full and the dispatcher holds that event)
+	MetricOldestAge   = "outbox.oldest_pending.age"      // gauge, s: age of the oldest pending event a poller saw (still ageing while the cold queue is full and the dispatcher holds that event; the store's first due event while the dispatcher holds events a claim left out)
 	MetricBlockedKeys = "outbox.blocked_keys"            // gauge: ordering keys held by a DEAD event
 
 	MetricInboxProcessed = "outbox.inbox.processed"        // counter: inbox messages processed, by outcome (error.type when one failed)

@@ -91,6 +91,9 @@ type target struct {
 	// QueryTimeout); a wake-up naming the store polls it all the same.
 	skip     engine.Skip
 	counting ratelog.Incident // counting its blocked keys fails: logged once per incident
+	// probedDue is the store's first due time read last (reportClaimLag),
+	// at probedAt (Config.Now); zero when not read.
+	probedDue, probedAt time.Time
 	// joined is when the store was added (Config.Now), for a fresh
 	// start (handoff.FreshStart); freshDone: a poll of the loop was not
 	// full, so no row from before is left (guarded by Poller.cycleMu).
@@ -392,7 +395,7 @@ func (p *Poller) pollTarget(ctx context.Context, t *target, skipRecent time.Dura
 			t.oldestDue, t.oldestID = lastDue, lastID
 			return
 		}
-		p.reportLag(t, p.cfg.Now())
+		p.reportClaimLag(ctx, t, skipOwn)
 	}()
 	n, left, err := p.claim(ctx, t, limit, skipRecent, skipOwn, &res)
 	if err != nil {
@@ -500,6 +503,49 @@ func (p *Poller) reportLag(t *target, now time.Time) {
 	}
 	t.metrics.OldestLag(max(0, now.Sub(t.oldestDue)))
 }
+
+// firstDueReader is implemented by a store that can tell when its
+// pending event due first became due (jdbcstore.Store): one read of an
+// index.
+type firstDueReader interface {
+	FirstDue(ctx context.Context) (time.Time, error)
+}
+
+// reportClaimLag reports the oldest pending age after a claim of t. A
+// claim that left this node's rows out (skipOwn) and found none due sees
+// nothing of the events this node holds: a backlog in its queues waiting
+// for slow workers (up to the queues' capacity, 2,000 events by default)
+// read 0 however long it waited, and the lag alerts stayed silent. While
+// the dispatcher holds events of t, the store's first due time is read
+// instead, at most every lagProbeEvery (the age grows from it between two
+// reads); a store that cannot tell reports 0 as before.
+func (p *Poller) reportClaimLag(ctx context.Context, t *target, skipOwn bool) {
+	now := p.cfg.Now()
+	fd, ok := t.store.(firstDueReader)
+	if !t.oldestDue.IsZero() || !skipOwn || !ok || readableHeld(t.queue) == 0 {
+		t.probedDue, t.probedAt = time.Time{}, time.Time{}
+		p.reportLag(t, now)
+		return
+	}
+	if t.probedAt.IsZero() || now.Sub(t.probedAt) >= p.lagProbeEvery() {
+		due, err := fd.FirstDue(ctx)
+		if err != nil {
+			// The claim succeeded: a failing read leaves the gauge as
+			// the last one set it (the next poll tries again).
+			return
+		}
+		t.probedDue, t.probedAt = due, now
+	}
+	if t.probedDue.IsZero() {
+		t.metrics.OldestLag(0)
+		return
+	}
+	t.metrics.OldestLag(max(0, now.Sub(t.probedDue)))
+}
+
+// lagProbeEvery is the least time between two reads of a store's first
+// due time (reportClaimLag): 10 Intervals, 10 s at most.
+func (p *Poller) lagProbeEvery() time.Duration { return min(10*time.Second, 10*p.cfg.Interval) }
 
 // fullLag reports the oldest pending age of a poll skipped because the
 // cold queue is full. The poll claims nothing, so it reads nothing (a

@@ -93,10 +93,12 @@
 // backlog keeps raising the lag alerts instead of freezing the gauge at
 // its last claim; once that row was delivered it leaves the gauge as it
 // was (the cold queue is shared by the dispatcher's stores: full, it does
-// not mean this store is behind). It is the age of the rows a claim reads:
+// not mean this store is behind). It is the age of the rows a claim reads;
 // once the dispatcher holds every row leased to this node, claims leave
-// them out, and a backlog waiting in a cold queue that is not full reads 0
-// (outbox_queue_depth shows it). The gauges keep the values last reported
+// them out, so while it holds events of the store and a claim finds none
+// due, the poller reads the store's first due time instead (at most every
+// 10 poll intervals, 10 s at most): a backlog waiting in this node's
+// queues for slow workers ages in the gauge too. The gauges keep the values last reported
 // once the outbox is closed (the queue depths, the lag, the blocked keys):
 // unregister the Collector, or ForgetStore, when the process goes on
 // without it.

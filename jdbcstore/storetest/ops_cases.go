@@ -102,6 +102,45 @@ func (s *suite) testOps(t *testing.T) {
 		}
 	})
 
+	t.Run("FirstDue", func(t *testing.T) {
+		// The earliest available_at of the NEW and RETRY rows, due or
+		// not (the poller's lag probe); zero for none; DONE and DEAD rows
+		// do not count.
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		if due, err := st.FirstDue(ctx); err != nil || !due.IsZero() {
+			t.Fatalf("FirstDue of an empty table = %v, %v; want zero", due, err)
+		}
+		insert(t, st, build(t, core.NewEvent("Later").ID("later").NotBefore(t0.Add(time.Hour)).PayloadJSONString(`{}`)))
+		if due, err := st.FirstDue(ctx); err != nil {
+			t.Fatal(err)
+		} else {
+			sameTime(t, "FirstDue with one event due later", due, micro(t0.Add(time.Hour)))
+		}
+		insert(t, st, jsonEvent(t, "now")) // leased to testLease's owner
+		if ok, err := st.MarkRetry(ctx, testLease.Owner, "now", t0.Add(2*time.Minute), t0.Add(time.Hour), "failed"); err != nil || !ok {
+			t.Fatalf("MarkRetry: %v %v", ok, err)
+		}
+		if due, err := st.FirstDue(ctx); err != nil {
+			t.Fatal(err)
+		} else {
+			sameTime(t, "FirstDue with a RETRY row due first", due, micro(t0.Add(2*time.Minute)))
+		}
+		if ok, err := st.MarkDead(ctx, testLease.Owner, "now", "gave up"); err != nil || !ok {
+			t.Fatalf("MarkDead: %v %v", ok, err)
+		}
+		if due, err := st.FirstDue(ctx); err != nil {
+			t.Fatal(err)
+		} else {
+			sameTime(t, "FirstDue once the RETRY row is DEAD", due, micro(t0.Add(time.Hour)))
+		}
+		if _, err := st.FirstDue(nil); !errors.Is(err, core.ErrNilContext) { //nolint:staticcheck // the nil ctx is the test
+			t.Errorf("FirstDue(nil) = %v, want core.ErrNilContext", err)
+		}
+	})
+
 	t.Run("StatsOfEmptyTable", func(t *testing.T) {
 		t.Parallel()
 		st := s.newStore(t, nil, jdbcstore.Config{})
