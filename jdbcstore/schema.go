@@ -17,6 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/outbox-go/outbox/core"
+	"github.com/outbox-go/outbox/internal/ctxerr"
 )
 
 // SchemaData is what a schema template ([Dialect.OutboxSchema],
@@ -435,6 +436,12 @@ func checkTableShape(ctx context.Context, conn *sql.Conn, d Dialect, table, what
 	}
 	if err == nil {
 		return nil
+	}
+	if cerr := ctxerr.Of(ctx); cerr != nil {
+		// The probe ended with ctx (on MySQL/MariaDB the driver closes
+		// the connection, and a second probe would fail with "bad
+		// connection", hiding why).
+		return fmt.Errorf("outbox: jdbcstore: read %s table %q: %w (%w)", what, table, err, cerr)
 	}
 	if rows, rerr := conn.QueryContext(ctx, "SELECT 1"+from); rerr != nil {
 		return fmt.Errorf("outbox: jdbcstore: read %s table %q: %w", what, table, rerr)

@@ -110,9 +110,13 @@ func NewX(db *sqlx.DB, opts ...Option) *Manager {
 // itself, and Do's rollback, finding the connection closed, reports an
 // error joined to fn's (such as "outbox: rollback: context deadline
 // exceeded"): nothing was committed all the same. The
-// COMMIT itself takes no context in database/sql: against a server that no
-// longer answers it waits for the driver's own timeouts (on MySQL/MariaDB
-// the DSN's readTimeout and writeTimeout).
+// COMMIT and the ROLLBACK themselves take no context in database/sql:
+// against a server that no longer answers they wait for the driver's own
+// timeouts (on MySQL/MariaDB the DSN's readTimeout and writeTimeout; for
+// PostgreSQL TCP keepalives or tcp_user_timeout), so Do returns past
+// ctx's deadline when fn outran it (or failed without a statement closing
+// the connection) while the server stopped answering: its rollback waits
+// too, then its after-rollback hooks run, and Do returns.
 //
 // If ctx already carries an active transaction of this Manager's database
 // (an outer Do, or [Manager.Adopt]), fn joins it: no new transaction is
