@@ -69,3 +69,28 @@ func TestIncident(t *testing.T) {
 		}
 	}
 }
+
+// Take counts without logging and says when a line is due, with the
+// occurrences it covers; Flush starts a new interval as a forced line
+// would, returning what it covers.
+func TestTakeAndFlush(t *testing.T) {
+	r := New(time.Minute)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if n, due := r.Take(t0); !due || n != 1 {
+		t.Fatalf("first Take = %d, %v; want 1, due", n, due)
+	}
+	for i := range 2 {
+		if _, due := r.Take(t0.Add(time.Duration(i+1) * time.Second)); due {
+			t.Fatal("a Take within the interval was due")
+		}
+	}
+	if n := r.Flush(t0.Add(10 * time.Second)); n != 2 {
+		t.Fatalf("Flush = %d, want the 2 occurrences since the last line", n)
+	}
+	if _, due := r.Take(t0.Add(65 * time.Second)); due {
+		t.Fatal("a Take within the interval after a Flush was due")
+	}
+	if n, due := r.Take(t0.Add(71 * time.Second)); !due || n != 2 {
+		t.Fatalf("Take past the interval after the Flush = %d, %v; want 2, due", n, due)
+	}
+}

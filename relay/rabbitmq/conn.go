@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outbox-go/outbox/internal/deadline"
+	"github.com/outbox-go/outbox/internal/ratelog"
 )
 
 // dial opens a connection: Config.Dial, or URL with DialTimeout bounding
@@ -89,7 +90,7 @@ func (r *Relay) startOpen() (*amqp.Connection, error) {
 // same.
 func (r *Relay) supervise(conn *amqp.Connection) {
 	defer close(r.superDone)
-	var lost connLog
+	lost := connLog{limit: ratelog.New(connLogInterval)}
 	for {
 		closes := conn.NotifyClose(make(chan *amqp.Error, 1))
 		blocks := conn.NotifyBlocked(make(chan amqp.Blocking, 1))
@@ -151,25 +152,21 @@ const connLogInterval = time.Minute
 // connLog logs the losses of the connection (see supervise). It is the
 // supervising goroutine's own.
 type connLog struct {
-	lastLoud time.Time // when the last loss logged at WARN was
-	quiet    int       // losses logged at DEBUG since
-	loud     bool      // the current loss was logged at WARN
-	cause    error     // the current loss's cause
+	limit *ratelog.Limiter // the WARN lines: one per connLogInterval
+	loud  bool             // the current loss was logged at WARN
+	cause error            // the current loss's cause
 }
 
-// lost logs a loss of the connection at now: at WARN unless the last one
-// so logged was less than connLogInterval ago.
+// lost logs a loss of the connection at now: at WARN, counting the losses
+// since the last WARN, unless that was less than connLogInterval ago.
 func (l *connLog) lost(r *Relay, cause error, now time.Time) {
 	l.cause = cause
-	l.loud = now.Sub(l.lastLoud) >= connLogInterval
-	if !l.loud {
-		l.quiet++
+	n, due := l.limit.Take(now)
+	if l.loud = due; !due {
 		r.logLost(slog.LevelDebug, cause, 1)
 		return
 	}
-	l.lastLoud = now
-	r.logLost(slog.LevelWarn, cause, l.quiet+1)
-	l.quiet = 0
+	r.logLost(slog.LevelWarn, cause, n)
 }
 
 // dialFailed logs, at WARN, a loss logged at DEBUG whose reconnection
@@ -178,9 +175,8 @@ func (l *connLog) dialFailed(r *Relay, now time.Time) {
 	if l.loud {
 		return
 	}
-	l.loud, l.lastLoud = true, now
-	r.logLost(slog.LevelWarn, l.cause, l.quiet)
-	l.quiet = 0
+	l.loud = true
+	r.logLost(slog.LevelWarn, l.cause, l.limit.Flush(now))
 }
 
 // reconnectedLevel is the level of the line of the current loss's

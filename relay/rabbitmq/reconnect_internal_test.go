@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbox-go/outbox/internal/ratelog"
 	"github.com/outbox-go/outbox/internal/testsupport"
 )
 
@@ -34,7 +35,7 @@ func TestConnLogRateLimitsFlaps(t *testing.T) {
 	r := &Relay{}
 	r.cfg.Breaker.Name = "amqp"
 	t0 := testsupport.Epoch
-	var l connLog
+	l := connLog{limit: ratelog.New(connLogInterval)}
 	step := func(at time.Duration, dialFails bool, wantLost, wantReconnected slog.Level, wantLosses int) {
 		t.Helper()
 		logs = &testsupport.LogBuffer{}
