@@ -58,7 +58,7 @@ func TestPeriodicRefreshSurvivesAPanickingOpen(t *testing.T) {
 // as a failed refresh, and the next refresh runs: it held the refresh loop
 // for good, silently, until Close (an audit).
 func TestPeriodicDiscoveryIsBounded(t *testing.T) {
-	defer tenant.SetDiscoverTimeout(50 * time.Millisecond)()
+	t.Cleanup(tenant.SetDiscoverTimeout(50 * time.Millisecond)) // restored after the outbox closed
 	ctx := context.Background()
 	dbs := sqliteDatabases(t, 2)
 	var calls atomic.Int32

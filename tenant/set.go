@@ -495,13 +495,14 @@ func (s *set[T]) startRefresh(discover Discovery, interval time.Duration) {
 	if discover == nil || interval <= 0 {
 		return
 	}
+	bound := discoverTimeout // read once, before the refresh goroutine runs
 	// Started once, from Start (which fails when called again); an
 	// error here means the set was closed already.
 	_ = s.refresher.Start(context.Background(), func(ctx context.Context, stop <-chan struct{}) {
 		ctx, cancel := engine.UntilStop(ctx, stop) // a refresh may stop anywhere
 		defer cancel()
 		s.refresher.Pace(ctx, stop, interval, func(ctx context.Context, _ bool) time.Duration {
-			if _, err := s.refresh(ctx, discover, discoverTimeout); err != nil && ctx.Err() == nil {
+			if _, err := s.refresh(ctx, discover, bound); err != nil && ctx.Err() == nil {
 				s.log.Error("tenant: refresh of the set of databases failed; will try again", slog.String("part", s.what),
 					slog.String("error", err.Error()))
 			}
