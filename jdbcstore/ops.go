@@ -497,8 +497,7 @@ func sortOut(page []DeadSummary, changed, wentOn map[string]bool, ids []string, 
 // ordered event may be granted the outbox table alone).
 func (s *Store) keyWentOn(page []DeadSummary) string {
 	t := s.dialect.QuoteIdent(s.table)
-	c := t + ".order_key IS NOT NULL AND " + t + ".order_skip <> 0 AND (EXISTS (SELECT 1 FROM " + t + " n WHERE n.order_key = " +
-		t + ".order_key AND n.order_seq > " + t + ".order_seq)"
+	c := t + ".order_key IS NOT NULL AND " + t + ".order_skip <> 0 AND (" + laterOfKey(t)
 	if !s.dialect.Capabilities().SingleWriter && slices.ContainsFunc(page, underSkip) {
 		c += " OR EXISTS (SELECT 1 FROM " + s.dialect.QuoteIdent(keysTable(s.table)) + " k WHERE k.order_key = " + t +
 			".order_key AND k.last_seq > " + t + ".order_seq)"

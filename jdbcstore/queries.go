@@ -300,9 +300,8 @@ func buildStatements(d Dialect, table string) statements {
 	// until the DEAD event is purged, replayed or discarded.
 	purgeable := ""
 	if d.Capabilities().SingleWriter {
-		purgeable = " AND (order_key IS NULL OR EXISTS (SELECT 1 FROM " + t + " n WHERE n.order_key = " + t + ".order_key AND n.order_seq > " +
-			t + ".order_seq) OR NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = " + t + ".order_key AND p.order_seq < " +
-			t + ".order_seq AND p.status = " + st(core.StatusDead) + " AND p.order_skip <> 0))"
+		purgeable = " AND (order_key IS NULL OR " + laterOfKey(t) + " OR NOT EXISTS (SELECT 1 FROM " + t + " p WHERE p.order_key = " +
+			t + ".order_key AND p.order_seq < " + t + ".order_seq AND p.status = " + st(core.StatusDead) + " AND p.order_skip <> 0))"
 		q.purgeBatch = "DELETE FROM " + t + " WHERE event_id IN (SELECT event_id FROM " + t +
 			" WHERE " + finished + "status = ? AND done_at < ?" + purgeable + " ORDER BY done_at LIMIT ?)"
 	}
@@ -496,13 +495,20 @@ func claimOrdered(d Dialect) bool {
 	return !d.Capabilities().PendingIndex
 }
 
+// laterOfKey is the condition that the row of table t (quoted) in scope
+// has a later event of its ordering key, in any status: one probe of the
+// order index.
+func laterOfKey(t string) string {
+	return "EXISTS (SELECT 1 FROM " + t + " n WHERE n.order_key = " + t + ".order_key AND n.order_seq > " + t + ".order_seq)"
+}
+
 // firstDueQuery is the firstDue query of table t (quoted): the first entry
-// of the pending index where a partial one holds the pending rows alone;
+// of the pending index where the schema has one (Capabilities.PendingIndex);
 // else (a (status, available_at) index: MySQL/MariaDB) the first entry of
 // each pending status's range, as a MIN over an IN list of statuses reads
 // the whole of both ranges.
 func firstDueQuery(d Dialect, t, pending string) string {
-	if d.Capabilities().FinishedIndex {
+	if d.Capabilities().PendingIndex {
 		return "SELECT " + timeExpr(d, "MIN(available_at)") + " FROM " + t + " WHERE " + pending
 	}
 	first := func(s core.Status) string {
