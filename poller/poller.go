@@ -496,12 +496,16 @@ func releaseCount(t *target) uint64 {
 
 // reportLag reports the age at now of the oldest row t's last claim found
 // due (core.Metrics.OldestLag), 0 when it found none.
-func (p *Poller) reportLag(t *target, now time.Time) {
-	if t.oldestDue.IsZero() {
+func (p *Poller) reportLag(t *target, now time.Time) { reportAge(t, t.oldestDue, now) }
+
+// reportAge reports the age at now of a row due at due as t's oldest
+// pending age: 0 for the zero time (none), never negative.
+func reportAge(t *target, due, now time.Time) {
+	if due.IsZero() {
 		t.metrics.OldestLag(0)
 		return
 	}
-	t.metrics.OldestLag(max(0, now.Sub(t.oldestDue)))
+	t.metrics.OldestLag(max(0, now.Sub(due)))
 }
 
 // firstDueReader is implemented by a store that can tell when its
@@ -536,11 +540,7 @@ func (p *Poller) reportClaimLag(ctx context.Context, t *target, skipOwn bool) {
 		}
 		t.probedDue, t.probedAt = due, now
 	}
-	if t.probedDue.IsZero() {
-		t.metrics.OldestLag(0)
-		return
-	}
-	t.metrics.OldestLag(max(0, now.Sub(t.probedDue)))
+	reportAge(t, t.probedDue, now)
 }
 
 // lagProbeEvery is the least time between two reads of a store's first
