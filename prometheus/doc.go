@@ -106,6 +106,17 @@
 // outbox_claimed_total counts the rows a claim took: those this node's
 // dispatcher already held, read again by a claim, are not counted.
 //
+// rate() and increase() see a counter's first increment only when its
+// series existed before it, so series are created at 0 ahead of their
+// first count where the labels are known: a store's series with its first
+// signal, the done, retry and dead series of an event type on a path
+// together with its first attempt there whose listeners ran, a type's two
+// publish series with its first Publish. The first failure of a type
+// delivered or published before is therefore seen; the first attempt of a
+// type on a path, its first put_off, unhandled or interrupted attempt and
+// its first Publish are in the counters but not in a rate over a window
+// that begins before them.
+//
 // A relay learns of its broker from its publishes: outbox_relay_broker_up
 // is 1 from the relay's creation, 0 from the publish that could not reach
 // the broker to the first one it answers, and an idle relay goes on

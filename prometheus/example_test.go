@@ -75,7 +75,9 @@ func Example() {
 		}
 	}
 	// Output:
+	// outbox_deliveries_total{event_type="UserCreated",outcome="dead",path="hot",store=""} 0
 	// outbox_deliveries_total{event_type="UserCreated",outcome="done",path="hot",store=""} 1
+	// outbox_deliveries_total{event_type="UserCreated",outcome="retry",path="hot",store=""} 0
 	// outbox_published_total{event_type="UserCreated"} 1
 }
 

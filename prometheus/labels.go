@@ -75,14 +75,24 @@ func newTypeLabels(max int, published, publishErrors *prom.CounterVec) *typeLabe
 
 func (t *typeLabels) newEntry(label string) *typeEntry {
 	e := &typeEntry{label: label}
-	// The children are created on first use, so that a type that is only
-	// ever delivered has no publish series at 0.
+	// The type's two publish series are created together by its first
+	// Publish, so that a type that is only ever delivered has none, and
+	// the first failed Publish of a type published before is an increment
+	// rate() sees (a series born at 1 shows none).
+	var (
+		once              sync.Once
+		published, failed prom.Counter
+	)
 	e.done = func(err error) {
+		once.Do(func() {
+			published = t.published.WithLabelValues(label)
+			failed = t.publishErrors.WithLabelValues(label)
+		})
 		if err != nil {
-			t.publishErrors.WithLabelValues(label).Inc()
+			failed.Inc()
 			return
 		}
-		t.published.WithLabelValues(label).Inc()
+		published.Inc()
 	}
 	return e
 }

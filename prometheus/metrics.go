@@ -35,6 +35,12 @@ type storeView struct {
 	doneErrors           prom.Counter
 	claim                prom.Observer
 	claimed, claimErrors prom.Counter
+
+	// The Observer's series by event type, resolved on first use:
+	// deliveries by deliveryKey (see delivered), listeners by event_type
+	// label.
+	deliveries sync.Map // deliveryKey → prom.Counter
+	listeners  sync.Map // event_type label → prom.Observer
 }
 
 // inboxView is the InboxObserver's series of one store, apart from its

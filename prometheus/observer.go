@@ -30,11 +30,12 @@ func (c *Collector) Deliver(ctx context.Context, d core.Delivery) (context.Conte
 		// its NotBefore.
 		v.commitToListener[d.Path].Observe(max(0, time.Since(due).Seconds()))
 	}
-	typ, path := c.types.entry(d.Event.Type()).label, d.Path.String()
+	typ, path := c.types.entry(d.Event.Type()).label, d.Path
 	return ctx, func(r core.DeliveryResult) {
-		c.deliveries.WithLabelValues(v.store, typ, path, r.Outcome.String()).Inc()
+		v := v.live()
+		v.delivered(deliveryKey{typ: typ, path: path, outcome: r.Outcome}).Inc()
 		if r.Outcome != core.OutcomeUnhandled {
-			c.listener.WithLabelValues(v.store, typ).Observe(max(0, r.Listeners.Seconds()))
+			v.listenerSeconds(typ).Observe(max(0, r.Listeners.Seconds()))
 		}
 	}
 }
