@@ -79,8 +79,10 @@ type PurgeResult struct {
 // mistake, lost its rows. Another table is refused with a
 // *core.ConfigError of field Table.
 //
-// When ctx ends, Purge stops after the current batch and returns what it
-// removed with ctx's error.
+// When ctx ends, Purge stops and returns what it removed with ctx's
+// error. The batch under way is rolled back (its rows go with a later
+// purge), unless its commit had reached the database as ctx ended: then
+// its rows are gone, and not counted.
 func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
 	if ctx == nil {
 		return PurgeResult{}, core.ErrNilContext
@@ -120,6 +122,18 @@ func (s *Store) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 		}
 	}
 	return p.res, nil
+}
+
+// delete runs the DELETE of one page of rows and returns how many it
+// removed. Where rows lock it runs in a transaction of its own (execRC),
+// so that a ctx ending while the statement runs on the server rolls its
+// rows back: MySQL/MariaDB finish a statement whose client went away
+// (go-sql-driver/mysql closes the connection, it kills no query), and
+// PostgreSQL's cancel request may come after the statement finished, so
+// an autocommit DELETE removed its rows after Purge had returned without
+// counting them.
+func (p *purger) delete(ctx context.Context, op, query string, args ...any) (int64, error) {
+	return p.s.execRC(ctx, op, query, args...)
 }
 
 // purgeHooks, when set (by tests), observe a purge: page receives the ids
@@ -185,7 +199,7 @@ func (p *purger) status(ctx context.Context, st core.Status, olderThan time.Dura
 		if h := s.purgeHooks; h != nil && h.page != nil {
 			h.page(ids)
 		}
-		deleted, err := s.exec(ctx, op, "", inList(d, s.q.purgeDeletePrefix, len(ids), s.q.purgeDeleteSuffix),
+		deleted, err := p.delete(ctx, op, inList(d, s.q.purgeDeletePrefix, len(ids), s.q.purgeDeleteSuffix),
 			append(ids, int64(st), cutoff)...)
 		*n += deleted
 		p.res.Batches++
@@ -250,7 +264,7 @@ func (p *purger) legacyDead(ctx context.Context) error {
 			return nil
 		}
 		after = ids[len(ids)-1].(string)
-		deleted, err := s.exec(ctx, "purge DEAD", "", inList(d, s.q.purgeDeletePrefix, len(ids), s.q.purgeDeleteLegacySuffix),
+		deleted, err := p.delete(ctx, "purge DEAD", inList(d, s.q.purgeDeletePrefix, len(ids), s.q.purgeDeleteLegacySuffix),
 			append(ids, cutoff)...)
 		p.res.Dead += deleted
 		p.res.Batches++

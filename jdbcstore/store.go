@@ -687,7 +687,8 @@ func (s *Store) exec(ctx context.Context, op, id, query string, args ...any) (in
 // does not change that a business transaction holds (an event it
 // published and has not committed, the event before an ordered one it
 // published), which held the statement up as long as that transaction
-// ran, and deadlocked a transaction publishing on several keys.
+// ran, and deadlocked a transaction publishing on several keys. The
+// purge's deletes run so too, for the transaction (see purger.delete).
 func (s *Store) execRC(ctx context.Context, op, query string, args ...any) (int64, error) {
 	if !s.dialect.Capabilities().SkipLocked {
 		return s.exec(ctx, op, "", query, args...)
