@@ -61,6 +61,22 @@ type SavepointWatcher interface {
 	RowsMayBeUndone() bool
 }
 
+// TxValues is implemented by transactions that keep values for as long as
+// they live ([txctx.Tx] does). The outbox keeps there, in a transaction
+// whose rows a rollback to a savepoint may have removed (see
+// [SavepointWatcher]), which publish inserted each event id last: a
+// publish whose row was undone and whose id a later publish of the
+// transaction inserted again must not hand its own event over after
+// commit. On a SavepointWatcher that is not a TxValues, the outbox hands
+// nothing over after such a transaction's commit: the poller delivers
+// what is stored.
+type TxValues interface {
+	// TxValue returns the value kept under key. When there is none it
+	// stores init() and returns it, or returns nil when init is nil. Keys
+	// are compared with ==, as map keys.
+	TxValue(key any, init func() any) any
+}
+
 // StatementWatcher is implemented by transactions that see the outcome of
 // the statements run on them ([txctx.Tx] does for statements run through
 // its own methods). A database rolls a transaction back on its own only in

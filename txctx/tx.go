@@ -86,6 +86,7 @@ type Tx struct {
 	afterCommit   []func()
 	afterRollback []func()
 	beforeCommit  []commitCheck
+	values        map[any]any // see TxValue
 }
 
 // commitCheck is a check registered with BeforeCommit.
@@ -100,6 +101,7 @@ var (
 	_ core.TxDatabase       = (*Tx)(nil)
 	_ core.StatementWatcher = (*Tx)(nil)
 	_ core.SavepointWatcher = (*Tx)(nil)
+	_ core.TxValues         = (*Tx)(nil)
 )
 
 func newTx(tx *sql.Tx, txx *sqlx.Tx, db *sql.DB, managed bool, logger *slog.Logger) *Tx {
@@ -443,6 +445,28 @@ func (t *Tx) MayHaveFailed() bool { return t.mayHaveFailed.Load() }
 // and delivers only those (none, should that read fail: the poller
 // delivers those that are stored).
 func (t *Tx) RowsMayBeUndone() bool { return t.rowsUndone.Load() }
+
+// TxValue returns the value kept under key in this transaction, for as
+// long as the Tx lives. When there is none it stores init() and returns
+// it, or returns nil when init is nil. key must be comparable with ==
+// (as a map key): TxValue panics otherwise; init runs under the Tx's lock
+// and must not call the Tx. It implements
+// [core.TxValues]: the outbox keeps there which publish inserted each
+// event id last, once a row may have been undone (see
+// [Tx.RowsMayBeUndone]).
+func (t *Tx) TxValue(key any, init func() any) any {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.values[key]; ok || init == nil {
+		return v
+	}
+	if t.values == nil {
+		t.values = make(map[any]any)
+	}
+	v := init()
+	t.values[key] = v
+	return v
+}
 
 // Database returns the database the transaction belongs to: the Manager's
 // for transactions begun or adopted through a [Manager], nil for the

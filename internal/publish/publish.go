@@ -155,12 +155,14 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	} else if err := c.store.Insert(ctx, tx, env, lease); err != nil {
 		return "", fmt.Errorf("outbox: publish %s: %w", env.ID(), txend.Mark(err))
 	}
+	if !ok {
+		return env.ID(), nil
+	}
+	token := c.mark(hooked, env.ID())
 	if hot != nil {
 		hooked.AfterCommit(func() {
-			if c.mayBeUndone(hooked) {
-				if gone, known := c.gone(ctx, hot, []string{env.ID()}); !known || gone[env.ID()] {
-					return // no row, or none known: the poller delivers what is stored
-				}
+			if left, known := c.leftOut(ctx, hot, hooked, []string{env.ID()}, token); !known || left[env.ID()] {
+				return // no row of its own, or none known: the poller delivers what is stored
 			}
 			hot.EnqueueHot(env, lease)
 		})
@@ -187,6 +189,52 @@ func (c *Client) mayBeUndone(tx core.Tx) bool {
 	return ok && reads && w.RowsMayBeUndone()
 }
 
+// leftOut returns which of ids, inserted on tx by a publish that took
+// token (see mark), the hand-off after tx's commit must leave out: none
+// when no row of tx may have been undone (see mayBeUndone); else those a
+// later publish of the transaction inserted again (see superseded) and
+// those with no row (see gone). known is false when that cannot be told:
+// none may be handed over.
+func (c *Client) leftOut(ctx context.Context, hot handoff.Hot, tx core.Tx, ids []string, token uint64) (left map[string]bool, known bool) {
+	if !c.mayBeUndone(tx) {
+		return nil, true
+	}
+	left = make(map[string]bool, len(ids))
+	read := make([]string, 0, len(ids))
+	for _, id := range ids {
+		later, known := c.superseded(tx, id, token)
+		switch {
+		case !known:
+			return c.unknown(hot)
+		case later:
+			left[id] = true
+		default:
+			read = append(read, id)
+		}
+	}
+	if len(read) == 0 {
+		return left, true
+	}
+	gone, known := c.gone(ctx, hot, read)
+	if !known {
+		return nil, false
+	}
+	for id := range gone {
+		left[id] = true
+	}
+	return left, true
+}
+
+// unknown tells hot that a hand-off was left to the poller
+// (handoff.Skipper), so that this node's next claim takes its own rows,
+// and reports the answer unknown.
+func (c *Client) unknown(hot handoff.Hot) (map[string]bool, bool) {
+	if s, ok := hot.(handoff.Skipper); ok {
+		s.SkipHot()
+	}
+	return nil, false
+}
+
 // gone returns which of ids have no row after their transaction's commit,
 // in one read: an event whose row a rollback to a savepoint removed must
 // not reach a listener. Should the read fail it reports the answer
@@ -201,14 +249,8 @@ func (c *Client) mayBeUndone(tx core.Tx) bool {
 // storedTimeout, not by ctx (the publishing call's, whose values it
 // keeps): a ctx of the publishing code's own may end before the commit.
 func (c *Client) gone(ctx context.Context, hot handoff.Hot, ids []string) (gone map[string]bool, known bool) {
-	unknown := func() (map[string]bool, bool) {
-		if s, ok := hot.(handoff.Skipper); ok {
-			s.SkipHot()
-		}
-		return nil, false
-	}
 	if since(c.readsPausedUntil.Load()) < 0 {
-		return unknown()
+		return c.unknown(hot)
 	}
 	// Not ctx's end: a repository function that published with a ctx of
 	// its own, ended when the caller commits, would lose the hot path.
@@ -217,7 +259,7 @@ func (c *Client) gone(ctx context.Context, hot handoff.Hot, ids []string) (gone 
 	found, err := c.store.(statuser).Statuses(rctx, ids)
 	if err != nil {
 		c.readsPausedUntil.Store(int64(time.Since(clockStart) + storedTimeout))
-		return unknown()
+		return c.unknown(hot)
 	}
 	out := make(map[string]bool, len(ids))
 	for _, id := range ids {

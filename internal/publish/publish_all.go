@@ -105,19 +105,20 @@ func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.
 	for i, env := range batch {
 		ids[i] = env.ID()
 	}
+	if !ok {
+		return ids, nil
+	}
+	token := c.mark(hooked, ids...)
 	if hot != nil {
 		// As PublishTx: an ordered event behind a pending one of its key
 		// is left to a poller, which delivers it in turn.
 		hooked.AfterCommit(func() {
-			var gone map[string]bool
-			if c.mayBeUndone(hooked) {
-				var known bool
-				if gone, known = c.gone(ctx, hot, ids); !known {
-					return
-				}
+			left, known := c.leftOut(ctx, hot, hooked, ids, token)
+			if !known {
+				return
 			}
 			for i, env := range batch {
-				if !gone[env.ID()] && (env.OrderKey() == "" || leased[i]) {
+				if !left[env.ID()] && (env.OrderKey() == "" || leased[i]) {
 					hot.EnqueueHot(env, leases[i])
 				}
 			}

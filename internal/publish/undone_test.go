@@ -11,13 +11,28 @@ import (
 )
 
 // undoneTx is a transaction that says whether rows written in it may
-// have been undone by a rollback to a savepoint.
+// have been undone by a rollback to a savepoint, and keeps values.
 type undoneTx struct {
 	*fakeTx
 	undone bool
+	values map[any]any
 }
 
 func (tx undoneTx) RowsMayBeUndone() bool { return tx.undone }
+
+func (tx undoneTx) TxValue(key any, init func() any) any {
+	if v, ok := tx.values[key]; ok || init == nil {
+		return v
+	}
+	tx.values[key] = init()
+	return tx.values[key]
+}
+
+// watcherTx says that rows written in it may have been undone, and keeps
+// no values.
+type watcherTx struct{ *fakeTx }
+
+func (watcherTx) RowsMayBeUndone() bool { return true }
 
 // statusStore is a fakeInserter that reads statuses: the events of
 // stored, or err.
@@ -77,7 +92,7 @@ func TestHandOffReadsBackWhatASavepointMayHaveUndone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tx := undoneTx{newFakeTx(), tc.undone}
+			tx := undoneTx{newFakeTx(), tc.undone, map[any]any{}}
 			base, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			ctx := core.ContextWithTx(base, tx)
@@ -104,5 +119,58 @@ func TestHandOffReadsBackWhatASavepointMayHaveUndone(t *testing.T) {
 				t.Errorf("%d hand-offs skipped were told, want %d", hot.skips, tc.wantSkips)
 			}
 		})
+	}
+}
+
+// An id inserted twice in one transaction (a rollback to a savepoint
+// undid the first row) is handed over once after commit, as the last
+// publish inserted it: the first publish's hand-off found the id stored
+// and handed over its own event, which never committed. Through Publish
+// and PublishAll. A transaction that cannot keep values cannot tell
+// which publish is the last: nothing is handed over (the intake is told)
+// and the poller delivers what is stored.
+func TestHandOffLeavesAnIDInsertedAgain(t *testing.T) {
+	build := func(v string) core.Envelope {
+		return mustBuild(t, core.NewEvent("UserCreated").ID("user-1").PayloadJSONString(`{"v":"`+v+`"}`))
+	}
+	for _, all := range []bool{false, true} {
+		st := &statusStore{stored: map[string]bool{"user-1": true}}
+		hot := &fakeHotQueue{}
+		c, err := publish.New(st, hot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := undoneTx{newFakeTx(), true, map[any]any{}}
+		ctx := core.ContextWithTx(context.Background(), tx)
+		for _, v := range []string{"undone", "committed"} {
+			if all {
+				_, err = c.PublishAll(ctx, build(v))
+			} else {
+				_, err = c.Publish(ctx, build(v))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		tx.Commit()
+		got := hot.received()
+		if len(got) != 1 || string(got[0].Payload()) != `{"v":"committed"}` {
+			t.Errorf("PublishAll %v: handed over %d events (%v), want the committed one only", all, len(got), got)
+		}
+	}
+
+	st := &statusStore{stored: map[string]bool{"user-1": true}}
+	hot := &fakeHotQueue{}
+	c, err := publish.New(st, hot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := watcherTx{newFakeTx()}
+	if _, err := c.Publish(core.ContextWithTx(context.Background(), tx), build("committed")); err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit()
+	if got := hot.received(); len(got) != 0 || hot.skips != 1 {
+		t.Errorf("a transaction keeping no values: handed over %d events, told %d skips; want none, and 1", len(got), hot.skips)
 	}
 }
