@@ -271,8 +271,14 @@ func (in *Inbox) IsContention(err error) bool {
 // core.ErrTxAborted: roll back and deliver again. On MySQL/MariaDB a tx
 // that can check before its commit (a core.CommitChecker, as txctx's
 // transactions) also checks there that the message is still Done, so a
-// rollback later in the transaction fails the commit with
-// core.ErrTxAborted instead of letting it succeed on nothing.
+// rollback the server did later in the transaction fails the commit with
+// core.ErrTxAborted instead of letting it succeed on nothing. A ROLLBACK
+// TO SAVEPOINT of a savepoint set before ProcessTx undoes the mark with
+// the rest of what came after the savepoint, on every database: the
+// transaction commits what it kept, and the message is processed again
+// when it comes again (on MySQL/MariaDB, tell the two apart: run the
+// rollback through a txctx transaction's own methods, or on its raw
+// transaction, as an ORM does).
 //
 // Every delivery updates last_seen_at, and so does the Done mark (so the
 // cleanup retention counts from the last sighting or the completion,

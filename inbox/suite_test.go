@@ -32,6 +32,7 @@ var suite = []struct {
 	{"ProcessTx", testProcessTx},
 	{"ProcessTxMixedWithWorkQueue", testProcessTxMixedWithWorkQueue},
 	{"ProcessTxAfterSilentRollback", testProcessTxAfterSilentRollback},
+	{"ProcessTxRolledBackToASavepoint", testProcessTxRolledBackToASavepoint},
 	{"Process", testProcess},
 	{"Enqueue", testEnqueue},
 	{"EnqueueUpsert", testEnqueueUpsert},

@@ -129,6 +129,13 @@ func (s *inboxStore) checkDoneBeforeCommit(ex inboxrow.Tx, k inboxrow.Key) {
 			return opErr("check before commit", err)
 		}
 		if !found {
+			// As the outbox's check: a rollback to a savepoint of a
+			// transaction still open undid the mark (and the business
+			// writes with it); the message is processed again when it
+			// comes again.
+			if q, ok := ex.(rowQuerier); ok && s.shell.undoneBySavepoint(ctx, ex, q) {
+				return nil
+			}
 			return opErr("check before commit", fmt.Errorf("(source %q, message id %q) is no longer Done in %s: %w",
 				k.Source, k.MessageID, s.table, core.ErrTxAborted))
 		}

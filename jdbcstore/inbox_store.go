@@ -36,7 +36,8 @@ type inboxStore struct {
 	q       inboxStatements
 
 	// shell carries db, dialect and clock for the helpers shared with
-	// Store (the busy retry); it is never used as an outbox store.
+	// Store (the busy retry, the savepoint check before commit); it is never
+	// used as an outbox store.
 	shell *Store
 }
 

@@ -390,10 +390,8 @@ func (s *Store) checkBeforeCommit(ex core.Execer, id string) {
 			// a statement after it began another (MariaDB's SET
 			// autocommit = 0, after a deadlock met reading a query's
 			// rows, which the transaction did not see).
-			if w, ok := ex.(core.SavepointWatcher); ok && w.RowsMayBeUndone() {
-				if open, known, err := s.inTransaction(ctx, q); err == nil && known && open {
-					return nil
-				}
+			if s.undoneBySavepoint(ctx, ex, q) {
+				return nil
 			}
 			return fmt.Errorf("outbox: jdbcstore: event %q is no longer in %s: %w", id, s.table, core.ErrTxAborted)
 		}
@@ -455,6 +453,21 @@ func (s *Store) inTransaction(ctx context.Context, q rowQuerier) (open, known bo
 		return false, false, err
 	}
 	return n == 1, true, nil
+}
+
+// undoneBySavepoint reports, for a row ex wrote that a check before
+// commit found gone, whether a rollback to a savepoint explains it: ex
+// says rows may have been undone so (core.SavepointWatcher) and its
+// transaction is still open (MariaDB's @@in_transaction, read on q). Else
+// the server rolled the transaction back on its own, and a statement
+// after it may have begun another.
+func (s *Store) undoneBySavepoint(ctx context.Context, ex any, q rowQuerier) bool {
+	w, ok := ex.(core.SavepointWatcher)
+	if !ok || !w.RowsMayBeUndone() {
+		return false
+	}
+	open, known, err := s.inTransaction(ctx, q)
+	return err == nil && known && open
 }
 
 // unknownVariable reports whether err is MySQL's answer to a query of
