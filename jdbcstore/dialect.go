@@ -108,13 +108,24 @@ type Capabilities struct {
 	// (deadlock, lock wait timeout, killed connection) and still let a
 	// later COMMIT succeed, on nothing (MySQL, MariaDB). The store then
 	// checks before commit that the transaction's first event row is
-	// still there.
+	// still there, and before an insert into a transaction that may have
+	// failed that it is still open, with SELECT @@in_transaction: MySQL
+	// and MariaDB SQL, for those databases only (MySQL's error 1193 for
+	// the unknown variable turns that second check off).
 	SilentRollback bool
 	// SingleWriter: the database runs one write transaction at a time
 	// (SQLite). Stores on one pool then share a write gate that lets
 	// this process's writers (the stores' and, through outbox.New or
 	// tenant.New, the business transactions) take turns in Go instead of
-	// sleeping in the database's busy handler.
+	// sleeping in the database's busy handler. It also means SQLite's
+	// SQL where a schema like SQLite's asks for it: with Returning and
+	// PendingIndex too, the store names the schema's pending, dead and
+	// order indexes ({{.Index "pending"}}, "dead", "order") in its
+	// claims and lists with INDEXED BY; and a schema whose trigger
+	// refuses an ordered event at a stale position with the message
+	// "outbox: stale order position" lets ordered publishes skip the read
+	// of their key's last event (the store remembers it). Start from
+	// jdbcstore/sqlite's schema for such a database.
 	SingleWriter bool
 	// OnDuplicateKeyUpdate: upserts are written INSERT ... ON DUPLICATE
 	// KEY UPDATE (MySQL, MariaDB) instead of the standard INSERT ... ON

@@ -49,7 +49,10 @@ func mysqlHarness(name string, edit func(*mysql.Config)) storetest.Harness {
 			edit(c)
 		}
 		return newMySQLStore(t, testdb.OpenMySQL(t, c), cfg)
-	}, Dialect: mysqldialect.Dialect, LegacyOutboxSchema: legacyOutboxSchema}
+	}, Dialect: mysqldialect.Dialect, LegacyOutboxSchema: legacyOutboxSchema,
+		Contend: func(t *testing.T, st *jdbcstore.Store) error {
+			return storetest.RowLockContention(t, st, "SET SESSION innodb_lock_wait_timeout = 1")
+		}}
 }
 
 // skewed makes a connection as unlike UTC as possible: a session time_zone

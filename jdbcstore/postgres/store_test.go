@@ -41,6 +41,8 @@ func pgHarness(name string, edit func(t *testing.T, dsn string) string) storetes
 			dsn = edit(t, dsn)
 		}
 		return newPGStore(t, testdb.OpenPostgres(t, dsn), cfg)
+	}, Contend: func(t *testing.T, st *jdbcstore.Store) error {
+		return storetest.RowLockContention(t, st, "SET lock_timeout = '100ms'")
 	}}
 }
 

@@ -4,8 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 
@@ -28,6 +33,25 @@ type ownDialect struct{ jdbcstore.Dialect }
 
 func (ownDialect) Name() string          { return "ownpg" }
 func (ownDialect) DriverNames() []string { return []string{ownDriverName} }
+
+// brokenClassify, set from OUTBOX_TEST_BROKEN_CLASSIFY in a child process
+// of TestConformanceCatchesABrokenClassify, breaks ownDialect's Classify:
+// "never-busy" says other for lock contention, "always-busy" says busy
+// for every driver error.
+var brokenClassify = os.Getenv("OUTBOX_TEST_BROKEN_CLASSIFY")
+
+// Classify is PostgreSQL's, or broken as brokenClassify says.
+func (d ownDialect) Classify(err error) jdbcstore.ErrorClass {
+	c := d.Dialect.Classify(err)
+	var pe *pgconn.PgError
+	switch {
+	case brokenClassify == "never-busy" && c == jdbcstore.ClassBusy:
+		return jdbcstore.ClassOther
+	case brokenClassify == "always-busy" && errors.As(err, &pe):
+		return jdbcstore.ClassBusy
+	}
+	return c
+}
 
 // LockSchema forwards PostgreSQL's optional jdbcstore.SchemaLocker, which
 // the embedded interface does not carry.
@@ -64,7 +88,31 @@ func TestThirdPartyDialectConformance(t *testing.T) {
 				t.Fatalf("ApplySchema: %v", err)
 			}
 			return st
+		},
+		Contend: func(t *testing.T, st *jdbcstore.Store) error {
+			return storetest.RowLockContention(t, st, "SET lock_timeout = '100ms'")
 		}})
+}
+
+// The suite fails a dialect that never classifies lock contention as busy
+// (the store would fail at once where it should retry) and one that calls
+// every driver error busy (it would retry a refused statement until its
+// timeout): each runs in a child process, whose failure is the check.
+func TestConformanceCatchesABrokenClassify(t *testing.T) {
+	testdb.PostgresDSN(t)
+	for broken, want := range map[string]string{
+		"never-busy":  "want busy (lock contention the store retries)",
+		"always-busy": "want other (the statement was refused",
+	} {
+		t.Run(broken, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestThirdPartyDialectConformance$/^ownpg$/^(Dialect|Contention)$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "OUTBOX_TEST_BROKEN_CLASSIFY="+broken)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), want) {
+				t.Fatalf("the suite with a %s Classify: %v, output:\n%s\nwant a failure saying %q", broken, err, out, want)
+			}
+		})
+	}
 }
 
 // A *sql.DB does not keep the name it was opened with: the dialect is

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"database/sql"
 	_ "embed"
 	"path/filepath"
 	"testing"
@@ -32,7 +33,36 @@ func newSQLiteStore(t *testing.T, cfg jdbcstore.Config) *jdbcstore.Store {
 }
 
 func TestSQLiteConformance(t *testing.T) {
-	storetest.Run(t, storetest.Harness{Name: "sqlite", NewStore: newSQLiteStore, Dialect: sqlite.Dialect, LegacyOutboxSchema: legacyOutboxSchema})
+	storetest.Run(t, storetest.Harness{Name: "sqlite", NewStore: newSQLiteStore, Dialect: sqlite.Dialect,
+		LegacyOutboxSchema: legacyOutboxSchema, Contend: writeLockContention})
+}
+
+// writeLockContention holds the write lock of st's database file in a
+// transaction and writes from a second connection that has no busy
+// timeout: SQLITE_BUSY at once.
+func writeLockContention(t *testing.T, st *jdbcstore.Store) error {
+	t.Helper()
+	ctx := t.Context()
+	var seq int
+	var name, file string
+	if err := st.DB().QueryRowContext(ctx, "PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := st.DB().BeginTx(ctx, nil) // BEGIN IMMEDIATE: sqlite.Open's _txlock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback() }()
+	if _, err := holder.ExecContext(ctx, "DELETE FROM outbox_event WHERE event_id = 'none'"); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite3", "file:"+file+"?_busy_timeout=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Close() }()
+	_, err = other.ExecContext(ctx, "DELETE FROM outbox_event WHERE event_id = 'none'")
+	return err
 }
 
 // The SQLite dialect stores payloads as BLOB: JSON is kept byte for byte,

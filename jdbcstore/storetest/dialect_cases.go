@@ -75,4 +75,12 @@ func (s *suite) testDialect(t *testing.T) {
 	if sql := st.SchemaSQL(); strings.Contains(sql, "{{") || !strings.Contains(sql, d.QuoteIdent(st.Table())) {
 		t.Errorf("rendered schema does not use the quoted table:\n%s", sql)
 	}
+	// A statement the database refuses is a driver error of neither
+	// class: a dialect calling every driver error busy would have the
+	// store retry it until its timeout.
+	if _, err := st.DB().ExecContext(t.Context(), "SELECT storetest_no_column FROM storetest_no_table"); err == nil {
+		t.Error("a SELECT from a table that does not exist succeeded")
+	} else if c := d.Classify(err); c != jdbcstore.ClassOther {
+		t.Errorf("Classify(%v) = %v, want other (the statement was refused: no retry, no duplicate)", err, c)
+	}
 }

@@ -8,9 +8,12 @@
 //  1. Implement [jdbcstore.Dialect] (primitives, capabilities, error
 //     classes, time and payload encoding, schema templates).
 //  2. Call jdbcstore.Register(Dialect) from the package's init function.
-//  3. Write a test with a Harness: NewStore opens a fresh database (or a
-//     table nobody else uses), builds the store with jdbcstore.New and
-//     applies the schema; Dialect is the dialect under test.
+//  3. Write a test with a Harness: NewStore opens a fresh database (or
+//     schema: the suite creates tables of fixed names beside the store's,
+//     and expects the default table name where it sets none), builds the
+//     store with jdbcstore.New and applies the schema; Dialect is the
+//     dialect under test; Contend provokes lock contention (see
+//     [RowLockContention]).
 //  4. Run it with the -race flag, on every server version supported.
 //
 // For example:
@@ -55,8 +58,11 @@ import (
 type Harness struct {
 	// Name labels the subtests, e.g. "sqlite" or "mariadb".
 	Name string
-	// NewStore returns a store built with cfg on a fresh database (or a
-	// fresh table nobody else uses), with the schema applied. It sets
+	// NewStore returns a store built with cfg on a fresh database (or
+	// schema) of its own, with the schema applied: the suite creates
+	// tables of fixed names on a store's database (storetest_inbox,
+	// storetest_effect, outbox tables of its own), and expects the
+	// default table name where it sets no Table. It sets
 	// cfg.Dialect when needed and keeps the other fields the suite sets
 	// (Table, Now, MaxErrorLen, Logger). It registers its own cleanup with
 	// t and fails t on error. It must be safe to call from parallel
@@ -69,6 +75,17 @@ type Harness struct {
 	// of a store of NewStore: a table storetest_inbox and a business table
 	// storetest_effect).
 	Dialect jdbcstore.Dialect
+	// Contend, when set with Dialect, makes a statement on the database of
+	// st meet lock contention the store should wait out and retry, and
+	// returns the driver's error: a row held locked while another
+	// connection with a short lock timeout updates it (see
+	// [RowLockContention]), or a second connection writing, with no busy
+	// timeout, while another holds SQLite's write lock. The suite checks
+	// that Classify says [jdbcstore.ClassBusy] for it, as it is and
+	// wrapped: a dialect that never does makes the store fail at once
+	// where it should retry (status writes, the inbox's Process). Without
+	// it the Contention subtest is skipped, saying so.
+	Contend func(t *testing.T, st *jdbcstore.Store) error
 	// LegacyOutboxSchema, when set with Dialect, is the DDL of the outbox
 	// table of an earlier release (a template like Dialect.OutboxSchema):
 	// the suite creates such a table next to NewStore's and checks that
@@ -126,6 +143,7 @@ func Run(t *testing.T, h Harness) {
 		}
 		if h.Dialect != nil {
 			t.Run("Dialect", s.testDialect)
+			t.Run("Contention", s.testContention)
 			t.Run("Inbox", s.testInbox)
 			t.Run("ForeignTable", s.testForeignTable)
 		}
