@@ -75,7 +75,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, src *source, st
 	}
 	var b bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
-		h.log.ErrorContext(r.Context(), "outbox dashboard: rendering failed", "page", name, "err", err)
+		h.log.ErrorContext(r.Context(), "outbox dashboard: rendering failed", "page", name, "error", err)
 		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
 		return
 	}
@@ -94,7 +94,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, src *source, stat
 // failStore reports a failed database read or write: logged, and shown.
 func (h *handler) failStore(w http.ResponseWriter, r *http.Request, src *source, what string, err error) {
 	err = timedOut(r.Context(), h.cfg.QueryTimeout, err)
-	h.log.ErrorContext(r.Context(), "outbox dashboard: "+what+" failed", "db", src.name, "err", err)
+	h.log.ErrorContext(r.Context(), "outbox dashboard: "+what+" failed", storeArgs(src.name, "error", err)...)
 	h.fail(w, r, src, storeStatus(err), what+" failed: "+err.Error())
 }
 

@@ -170,9 +170,9 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, src *source) {
 		return
 	}
 	res, err := src.store.ReplayDead(r.Context(), v.Q.filter, jdbcstore.ReplayOptions{All: v.Q.All})
-	h.log.InfoContext(r.Context(), "outbox dashboard: replay", "db", src.name, "ids", len(v.Q.IDs), "type", v.Q.Type,
+	h.log.InfoContext(r.Context(), "outbox dashboard: replay", storeArgs(src.name, "ids", len(v.Q.IDs), "type", v.Q.Type,
 		"tenant", v.Q.Tenant, "since", v.Q.Since, "until", v.Q.Until, "all", v.Q.All,
-		"matched", res.Matched, "replayed", res.Replayed, "remote", r.RemoteAddr, "err", err)
+		"matched", res.Matched, "replayed", res.Replayed, "remote", r.RemoteAddr, "error", err)...)
 	if err == nil || res.Replayed > 0 {
 		// The overview must not show the figures from before the replay.
 		src.invalidate(r.Context(), h.cfg.Now)

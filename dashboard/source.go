@@ -149,7 +149,7 @@ func (s *source) read(ctx context.Context, now func() time.Time, f *flight) {
 	close(f.done)
 	// Logged once the failure shows, and a new read may start.
 	if err != nil && s.log != nil {
-		s.log.ErrorContext(ctx, "outbox dashboard: reading the overview failed", "db", s.name, "err", err)
+		s.log.ErrorContext(ctx, "outbox dashboard: reading the overview failed", storeArgs(s.name, "error", err)...)
 	}
 }
 
@@ -181,4 +181,14 @@ func (s *source) invalidate(ctx context.Context, now func() time.Time) {
 	s.gen++
 	s.startRead(ctx, now)
 	s.mu.Unlock()
+}
+
+// storeArgs returns args after the log attribute naming the database
+// name: store, as the outbox's own lines name a database of a tenant set;
+// none for the dashboard's only database ("").
+func storeArgs(name string, args ...any) []any {
+	if name == "" {
+		return args
+	}
+	return append([]any{"store", name}, args...)
 }

@@ -56,7 +56,7 @@ func testCrashedHandlingCountsAnAttempt(t *testing.T, open opener) {
 	if want := inbox.ErrAttemptsExhausted.Error(); !strings.HasPrefix(rec.LastError, want) {
 		t.Fatalf("last error = %q, want it to start with %q", rec.LastError, want)
 	}
-	mustEqual(t, "dead log", e.logs.Count("level=ERROR", "Dead", "used up", "message_id=poison", "attempt=2"), 1)
+	mustEqual(t, "dead log", e.logs.Count("level=ERROR", "Dead", "used up", "message_id=poison", "attempts=2"), 1)
 
 	// A message that fails normally is Dead after MaxAttempts runs, as
 	// before: each claim's attempt is the one its outcome records.

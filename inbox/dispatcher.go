@@ -980,7 +980,8 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 		cancel()
 		if p != nil {
 			err = p.Err(ErrHandlerPanic)
-			m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler panic stack", recAttrs(rec, slog.String("stack", string(p.Stack)))...)
+			m.log.LogAttrs(context.Background(), slog.LevelError, "inbox: handler panicked",
+				recAttrs(rec, slog.String("topic", rec.Topic), slog.String("panic_type", fmt.Sprintf("%T", p.Value)), slog.String("stack", string(p.Stack)))...)
 		}
 	}
 	if err != nil && ctx.Err() != nil {
@@ -1001,7 +1002,9 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 // slot is given back by the goroutine's own deferred calls.
 func (d *Dispatcher) goexited(ctx context.Context, h *handling, rec Record, took time.Duration, end func(core.InboxOutcome, error, time.Duration, bool)) {
 	m := h.m
-	m.log.LogAttrs(context.Background(), slog.LevelDebug, "inbox: handler Goexit stack", recAttrs(rec, slog.String("stack", string(debug.Stack())))...)
+	m.log.LogAttrs(context.Background(), slog.LevelError,
+		"inbox: handler called runtime.Goexit instead of returning (as t.FailNow and require.* do); the handling failed",
+		recAttrs(rec, slog.String("topic", rec.Topic), slog.String("stack", string(debug.Stack())))...)
 	if ctx.Err() != nil {
 		d.release(h, rec) // as for a handler that returned: no attempt charged
 		end(core.InboxInterrupted, ErrHandlerGoexit, took, true)
@@ -1043,10 +1046,10 @@ func (d *Dispatcher) settle(h *handling, rec Record, attempt int, herr error, no
 				msg = "inbox: message is Dead: its attempts are used up, the last without an outcome (its process died, or its handler outlived the lease); handler not run again"
 			}
 			m.log.LogAttrs(ctx, slog.LevelError, msg,
-				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()))...)
+				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempts", attempt), slog.String("error", herr.Error()))...)
 		case "abandon":
-			m.log.LogAttrs(ctx, slog.LevelError, "inbox: handler failed; will retry",
-				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempt", attempt), slog.String("error", herr.Error()),
+			m.log.LogAttrs(ctx, slog.LevelWarn, "inbox: handler failed; will retry",
+				recAttrs(rec, slog.String("topic", rec.Topic), slog.Int("attempts", attempt), slog.String("error", herr.Error()),
 					slog.Duration("retry_in", delay))...)
 		}
 	}

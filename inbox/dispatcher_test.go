@@ -132,7 +132,7 @@ func testDispatcherRetriesThenDead(t *testing.T, open opener) {
 	e.clock.Advance(time.Hour)
 	run(0)
 	mustEqual(t, "attempts seen by the handler", fmt.Sprint(seen), "[1 2 3]")
-	mustEqual(t, "retry logs", len(e.logs.Lines("level=ERROR", "will retry", "message_id=m", "downstream unavailable")), 2)
+	mustEqual(t, "retry logs", len(e.logs.Lines("level=WARN", "will retry", "message_id=m", "downstream unavailable")), 2)
 	mustEqual(t, "dead log", len(e.logs.Lines("level=ERROR", "Dead", "message_id=m")), 1)
 	if strings.Contains(e.logs.String(), "SECRET-PAYLOAD") {
 		t.Fatal("the payload was logged")
@@ -172,6 +172,11 @@ func testDispatcherNoHandlerAndPanic(t *testing.T, open opener) {
 	mustEqual(t, "status", rec.Status, inbox.StatusProcessing)
 	mustEqual(t, "attempt", rec.Attempt, 1)
 	mustEqual(t, "error", strings.Contains(rec.LastError, "handler panicked: kaboom"), true)
+	// The panic's stack is in an ERROR line (it was at DEBUG only, out of
+	// an operator's sight at the usual levels), the retry a WARN, as the
+	// outbox's listeners' are.
+	mustEqual(t, "panic log with the stack", len(e.logs.Lines("level=ERROR", "handler panicked", "message_id=panics", "stack=", "dispatcher_test.go")), 1)
+	mustEqual(t, "retry log", len(e.logs.Lines("level=WARN", "will retry", "message_id=panics", "attempts=1")), 1)
 
 	if err := d.HandleFunc("", func(context.Context, inbox.Record) error { return nil }); !errors.Is(err, inbox.ErrEmptyTopic) {
 		t.Fatalf("empty topic: %v", err)
@@ -216,7 +221,8 @@ func testDispatcherHandlerGoexit(t *testing.T, open opener) {
 	mustEqual(t, "attempt", rec.Attempt, 1)
 	mustEqual(t, "error", rec.LastError, inbox.ErrHandlerGoexit.Error())
 	mustEqual(t, "lease released", rec.LockedBy, "")
-	mustEqual(t, "error log", len(e.logs.Lines("level=ERROR", "will retry", "message_id=exits", "Goexit")), 1)
+	mustEqual(t, "retry log", len(e.logs.Lines("level=WARN", "will retry", "message_id=exits", "Goexit")), 1)
+	mustEqual(t, "error log with the stack", len(e.logs.Lines("level=ERROR", "runtime.Goexit", "message_id=exits", "stack=", "dispatcher_test.go")), 1)
 	e.enqueue(inbox.Message{Source: "s", MessageID: "next", Topic: "ok"})
 	waitFor(t, "the next message Done", func() bool { return e.status("s", "next") == inbox.StatusDone })
 }

@@ -146,7 +146,7 @@ func testMultiOutcomeToOrigin(t *testing.T, open opener) {
 	mustEqual(t, "a next attempt (default Backoff)", a.NextAttemptAt, now.Add(2*time.Second))
 	mustEqual(t, "b status", b.Status, inbox.StatusDone)
 	mustEqual(t, "b attempt", b.Attempt, 1)
-	mustEqual(t, "retry log of a", len(me.logs.Lines("level=ERROR", "will retry", "store=a", "tenant a is down")), 1)
+	mustEqual(t, "retry log of a", len(me.logs.Lines("level=WARN", "will retry", "store=a", "tenant a is down")), 1)
 	mustEqual(t, "retry logs of b", len(me.logs.Lines("will retry", "store=b")), 0)
 	if n, err := me.d.RunOnce(me.ctx); err != nil || n != 0 {
 		t.Fatalf("RunOnce with nothing due = %d, %v", n, err)

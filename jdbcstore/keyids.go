@@ -84,7 +84,7 @@ func (s *Store) upgradeKeys(ctx context.Context, ddl ddlConn) error {
 	if !runs(ctx, ddl.conn, s.q.keysProbe) {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "outbox: jdbcstore: the keys table lacks its id columns and could not be upgraded;"+
 			" an open transaction that published an ordered event holds up other inserts (see the keys upgrade in the schema)",
-			slog.String("table", keysTable(s.table)), slog.Any("err", first))
+			slog.String("table", keysTable(s.table)), slog.Any("error", first))
 		return nil
 	}
 	s.keyIDs.Store(true)

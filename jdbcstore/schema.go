@@ -486,7 +486,7 @@ func (s *Store) checkPins(ctx context.Context) {
 		return
 	}
 	if err := s.lookUpPins(ctx); err != nil {
-		s.log.DebugContext(ctx, "outbox: jdbcstore: index lookup failed", "table", s.table, "err", err)
+		s.log.DebugContext(ctx, "outbox: jdbcstore: index lookup failed", "table", s.table, "error", err)
 		return
 	}
 	s.pinsKnown.Store(true)
