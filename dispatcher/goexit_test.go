@@ -41,7 +41,8 @@ func TestListenerGoexitFailsDeliveryAndReplacesWorker(t *testing.T) {
 	h.mustEnqueueHot(next)
 	h.waitStatus(next.ID(), core.StatusDone)
 
-	lines := h.logs.Lines("level=ERROR", "Goexit", "event_id="+e.ID())
+	// attempts counts the attempt that failed, as the retry's WARN does.
+	lines := h.logs.Lines("level=ERROR", "Goexit", "event_id="+e.ID(), "attempts=1")
 	if len(lines) != 1 {
 		t.Fatalf("%d ERROR lines about the Goexit naming %s, want 1", len(lines), e.ID())
 	}

@@ -371,7 +371,7 @@ func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Dur
 func (d *Dispatcher) goexited(it item, pos, n int) {
 	it.src.log.LogAttrs(context.Background(), slog.LevelError,
 		"listener called runtime.Goexit instead of returning (as t.FailNow and require.* do); the delivery failed and its worker is replaced",
-		eventAttrs(it.env, it.attempts, slog.String("stack", string(debug.Stack())))...)
+		eventAttrs(it.env, it.attempts+1, slog.String("stack", string(debug.Stack())))...)
 	d.startWorkers(1)
 	d.outcome(it, fmt.Errorf("listener %d of %d: %w", pos, n, ErrListenerGoexit), nil)
 }
@@ -412,7 +412,7 @@ func (d *Dispatcher) abandon(it item, w *callWatch, timeout time.Duration) {
 		return
 	}
 	it.src.logs.hung.Hit(it.src.log, slog.LevelError, "listener ignored its context and hung past its timeout; its worker is replaced",
-		eventAttrs(it.env, it.attempts, slog.Duration("timeout", timeout), slog.Duration("grace", d.cfg.ListenerGrace))...)
+		eventAttrs(it.env, it.attempts+1, slog.Duration("timeout", timeout), slog.Duration("grace", d.cfg.ListenerGrace))...)
 	d.startWorkers(1)
 	d.outcome(it, fmt.Errorf("%w (timeout %v + grace %v)", ErrListenerHung, timeout, d.cfg.ListenerGrace), w)
 }
