@@ -64,7 +64,7 @@ func testSecretsNeverLogged(t *testing.T, h Harness) {
 		{"FencedWrite_Retry", []string{"status write fenced off"}, func(t *testing.T, s *secrecyRun) { secretFenced(t, s, true) }},
 		{"UndecodableRowMarkedDead", []string{"undecodable event marked DEAD"}, secretUndecodable},
 		{"ShutdownInterruption", []string{"delivery interrupted by shutdown"}, secretShutdown},
-		{"StaleLeaseAndNoListener", []string{"event waited too long in the queue", "no listener registered"}, secretStaleNoListener},
+		{"StaleLeaseAndNoListener", []string{"event waited too long for its lease", "no listener registered"}, secretStaleNoListener},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -424,7 +424,7 @@ func secretStaleNoListener(t *testing.T, s *secrecyRun) {
 	}
 	clock.offset.Store(int64(time.Until(handoff.Of(parts.Outbox(f.ob).Dispatcher, "").HotLease(stale).Until)))
 	close(gate)
-	s.waitLog(t, "level=WARN", "event waited too long in the queue")
+	s.waitLog(t, "level=WARN", "event waited too long for its lease")
 	unlistened := s.event(t, "Unlistened", true)
 	if err := f.publish(t, nil, unlistened); err != nil {
 		t.Fatal(err)

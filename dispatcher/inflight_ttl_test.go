@@ -232,7 +232,7 @@ func TestInFlightTTLUndoneRetakeLeavesTheEventToTheFirstRun(t *testing.T) {
 			}
 			g.open() // the second worker takes the newer copy and lets it go for its lease
 			h.wait("the newer copy to be let go for its lease", func() bool {
-				return h.logs.Count("level=WARN", "event waited too long in the queue for its lease", "event_id="+env.ID()) == 1
+				return h.logs.Count("level=WARN", "event waited too long for its lease", "event_id="+env.ID()) == 1
 			})
 		}, true},
 	} {

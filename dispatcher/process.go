@@ -48,7 +48,7 @@ func (d *Dispatcher) process(it item) bool {
 			// another node may take the event over. Leave it to a fresh
 			// claim. Logged first: whoever sees the event let go sees
 			// the line.
-			it.src.logs.stale.Hit(it.src.log, slog.LevelWarn, "event waited too long in the queue for its lease; left for a new claim",
+			it.src.logs.stale.Hit(it.src.log, slog.LevelWarn, "event waited too long for its lease (in the queue, or in its transaction after Publish) and could not be renewed; left for a new claim",
 				eventAttrs(it.env, it.attempts, slog.Time("lease_until", it.lease), slog.String("error", err.Error()))...)
 			d.release(it)
 			return true
