@@ -9,7 +9,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -25,17 +24,7 @@ func TestPurgeCancelledMidDeleteKeepsTheBatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st, db := orderedStores[name](t)
 			const rows = 50
-			old := time.Now().Add(-48 * time.Hour).UTC()
-			d := st.Dialect()
-			for i := range rows {
-				_, err := db.Exec(db.Rebind("INSERT INTO outbox_event (event_id, event_type, occurred_at, payload, payload_kind, status, attempts,"+
-					" available_at, created_at, done_at) VALUES (?, 'T', ?, ?, 0, ?, 1, ?, ?, ?)"),
-					fmt.Sprintf("e-%04d", i), d.EncodeTime(old), `{}`, int(core.StatusDone), d.EncodeTime(old), d.EncodeTime(old),
-					d.EncodeTime(old.Add(time.Duration(i)*time.Millisecond)))
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			seedDone(t, st, db, rows)
 			// Another transaction holds the page's last row.
 			lock, err := db.BeginTxx(t.Context(), nil)
 			if err != nil {

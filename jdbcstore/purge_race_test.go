@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
@@ -25,17 +27,7 @@ func TestPurgeRacingNodesPauseAfterEveryBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			const rows, batch = 400, 100
-			old := time.Now().Add(-48 * time.Hour).UTC()
-			d := st.Dialect()
-			for i := range rows {
-				_, err := db.Exec(db.Rebind("INSERT INTO outbox_event (event_id, event_type, occurred_at, payload, payload_kind, status, attempts,"+
-					" available_at, created_at, done_at) VALUES (?, 'T', ?, ?, 0, ?, 1, ?, ?, ?)"),
-					fmt.Sprintf("e-%04d", i), d.EncodeTime(old), `{}`, int(core.StatusDone), d.EncodeTime(old), d.EncodeTime(old),
-					d.EncodeTime(old.Add(time.Duration(i)*time.Millisecond)))
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			seedDone(t, st, db, rows)
 			// Both nodes read their first page before either deletes it.
 			var (
 				both    sync.WaitGroup
@@ -87,5 +79,22 @@ func TestPurgeRacingNodesPauseAfterEveryBatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// seedDone inserts n DONE rows finished two days ago, a millisecond apart,
+// with ids e-0000, e-0001, …
+func seedDone(t *testing.T, st *jdbcstore.Store, db *sqlx.DB, n int) {
+	t.Helper()
+	old := time.Now().Add(-48 * time.Hour).UTC()
+	d := st.Dialect()
+	for i := range n {
+		_, err := db.Exec(db.Rebind("INSERT INTO outbox_event (event_id, event_type, occurred_at, payload, payload_kind, status, attempts,"+
+			" available_at, created_at, done_at) VALUES (?, 'T', ?, ?, 0, ?, 1, ?, ?, ?)"),
+			fmt.Sprintf("e-%04d", i), d.EncodeTime(old), `{}`, int(core.StatusDone), d.EncodeTime(old), d.EncodeTime(old),
+			d.EncodeTime(old.Add(time.Duration(i)*time.Millisecond)))
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
