@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 )
 
@@ -47,7 +48,7 @@ func TestPurgeCancelledMidDeleteKeepsTheBatch(t *testing.T) {
 				res, err := st.Purge(ctx, jdbcstore.PurgeOptions{DoneOlderThan: time.Hour, BatchSize: 100})
 				ended <- result{res, err}
 			}()
-			waitFor(t, "the purge's DELETE waiting for the locked row", waiting)
+			testsupport.WaitFor(t, 30*time.Second, "the purge's DELETE waiting for the locked row", waiting)
 			cancel()
 			var r result
 			select {
@@ -61,7 +62,7 @@ func TestPurgeCancelledMidDeleteKeepsTheBatch(t *testing.T) {
 			if err := lock.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the DELETE's session to finish", func() bool { return !running() })
+			testsupport.WaitFor(t, 30*time.Second, "the DELETE's session to finish", func() bool { return !running() })
 			var left int64
 			if err := db.Get(&left, "SELECT COUNT(*) FROM outbox_event"); err != nil {
 				t.Fatal(err)
@@ -108,14 +109,4 @@ func deleteWaiting(t *testing.T, db *sqlx.DB, lock *sqlx.Tx) (waiting, running f
 		return n > 0
 	}
 	return waiting, running
-}
-
-// waitFor polls cond until it holds, failing t after 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
