@@ -469,3 +469,33 @@ func hangFirstCall(t *testing.T, h *harness) (core.Envelope, *gate, *atomic.Int3
 	recv(t, entered, "the listener to start")
 	return e, g, calls
 }
+
+// A hung listener's retry whose row another node finished meanwhile (its
+// lease ran out while this process was stopped, or starved, past it) is
+// given up when the call returns: the renewal that changed no row used to
+// set the lease all the same, so the retry ran on a lease this node no
+// longer had and delivered the event again after the other node had (an
+// audit stopping a node with SIGSTOP saw it on every database). The lost
+// lease is counted and logged.
+func TestHungListenerRetryGivenUpOnceAnotherNodeFinishedIt(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	h := newHarness(t, dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: 20 * time.Millisecond,
+		StatusTimeout: 100 * time.Millisecond, Lease: lease, Retry: fixedDelay(time.Millisecond)})
+	e, g, calls := hangFirstCall(t, h)
+	h.waitStatus(e.ID(), core.StatusRetry)
+	r := h.row(e.ID())
+	r.Status, r.LockedBy = core.StatusDone, "" // another node delivered it
+	h.st.Put(r)
+	h.wait("the lease renewal to find the row no longer this node's", func() bool { return h.metrics.LeasesLost.Load() >= 1 })
+	g.open()
+	h.wait("the hung call to return and its event to be let go", func() bool { return dispatcher.HungCalls(h.d) == 0 && h.d.Held() == 0 })
+	if n := calls.Load(); n != 1 {
+		t.Errorf("listener called %d times, want 1: the retry ran on a lease another node had taken", n)
+	}
+	if r := h.row(e.ID()); r.Status != core.StatusDone {
+		t.Errorf("row %v, want DONE as the other node left it", r.Status)
+	}
+	if n := h.logs.Count("level=WARN", "listener hangs was taken over", "event_id="+e.ID()); n != 1 {
+		t.Errorf("%d WARN lines about the lost lease, want 1:\n%s", n, h.logs)
+	}
+}

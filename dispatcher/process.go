@@ -573,25 +573,64 @@ func (d *Dispatcher) renewHungLeases() bool {
 		for i, e := range entries {
 			ids[i] = e.id
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StatusTimeout)
-		_, err := ext.ExtendLeases(ctx, d.cfg.Owner, ids, until)
-		cancel()
+		n, err := extendLeases(ext, d.cfg.StatusTimeout, d.cfg.Owner, ids, until)
 		if err != nil {
 			o.logs.status.Hit(o.log, slog.LevelError, "cannot renew the lease of an event whose listener hangs; another node may deliver it alongside once it expires",
 				slog.Int("events", len(ids)), slog.String("event_id", ids[0]), slog.String("error", err.Error()))
 			continue
 		}
-		// The retry runs with the lease it now has.
+		// Each id's own answer, when some row did not take the new lease.
+		var lost map[string]bool
+		if n < int64(len(ids)) {
+			lost = d.leasesLost(ext, ids, until)
+		}
+		// The retry runs with the lease it now has. One whose row another
+		// node took over (its lease ran out: this process was stopped, or
+		// starved, past it) or finished is given up when its listener
+		// returns: it kept the lease it believed it had, and ran the event
+		// again after the other node had delivered it.
+		var gone []string
 		d.hungMu.Lock()
 		for _, e := range entries {
 			if p, ok := d.hung[e.w]; ok && p.how == endRetry {
-				p.it.lease = until
+				if lost[e.id] {
+					p.how = endRelease
+					gone = append(gone, e.id)
+				} else {
+					p.it.lease = until
+				}
 				d.hung[e.w] = p
 			}
 		}
 		d.hungMu.Unlock()
+		if len(gone) > 0 {
+			o.metrics.LeaseLost(len(gone))
+			o.logs.lease.Hit(o.log, slog.LevelWarn, "the lease of an event whose listener hangs was taken over or its row finished (this process stopped or starved past the lease); its retry is given up here",
+				slog.Int("events", len(gone)), slog.String("event_id", gone[0]), slog.String("owner", d.cfg.Owner))
+		}
 	}
 	return true
+}
+
+// extendLeases runs one ExtendLeases bounded by timeout.
+func extendLeases(ext core.LeaseExtender, timeout time.Duration, owner string, ids []string, until time.Time) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return ext.ExtendLeases(ctx, owner, ids, until)
+}
+
+// leasesLost extends the leases of ids one at a time, after a renewal of
+// them all changed fewer rows than ids, and returns those whose row is no
+// longer this node's to renew. An id whose renewal failed is not among
+// them: the next renewal asks again.
+func (d *Dispatcher) leasesLost(ext core.LeaseExtender, ids []string, until time.Time) map[string]bool {
+	lost := make(map[string]bool)
+	for _, id := range ids {
+		if n, err := extendLeases(ext, d.cfg.StatusTimeout, d.cfg.Owner, []string{id}, until); err == nil && n == 0 {
+			lost[id] = true
+		}
+	}
+	return lost
 }
 
 // hungCalls returns how many abandoned calls wait for their listener to
