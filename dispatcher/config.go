@@ -119,7 +119,10 @@ type Config struct {
 	// headers counted in MaxHeldBytes) until the process ends. An ordered
 	// event that goes DEAD this way under the skip policy frees its key at
 	// once: the key's next event may run while the stuck call still does.
-	// Defaults to 1 s.
+	// A watchdog that fires later than due by more than half of it (the
+	// process was stopped or starved meanwhile, so the listener had no
+	// time to see its ctx end) gives the listener one more ListenerGrace
+	// first. Defaults to 1 s.
 	ListenerGrace time.Duration
 	// InFlightTTL lets an in-flight entry older than this be taken again
 	// (recovery from a stuck listener): this dispatcher's poller or hot

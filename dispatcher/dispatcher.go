@@ -173,6 +173,9 @@ type Dispatcher struct {
 	// park). Made when first needed.
 	hungMu sync.Mutex
 	hung   map[*callWatch]parked
+	// watchLate, when set (by tests), is given how late the watchdog of a
+	// call fired and returns the lateness it acts on (see watch).
+	watchLate func(late time.Duration) time.Duration
 	// keeping is true while a goroutine renews the leases of hung
 	// calls' retries (keepHungLeases); guarded by hungMu.
 	keeping bool

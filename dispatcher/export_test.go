@@ -86,3 +86,7 @@ func IntakeClosing(d *Dispatcher) bool {
 	}
 	return true
 }
+
+// SetWatchLate has the watchdog of every later listener call act on
+// f(how late it fired) (test hook: a process stopped past the watchdog).
+func SetWatchLate(d *Dispatcher, f func(late time.Duration) time.Duration) { d.watchLate = f }

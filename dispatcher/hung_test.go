@@ -499,3 +499,53 @@ func TestHungListenerRetryGivenUpOnceAnotherNodeFinishedIt(t *testing.T) {
 		t.Errorf("%d WARN lines about the lost lease, want 1:\n%s", n, h.logs)
 	}
 }
+
+// A watchdog that fires late (this process was stopped or starved past
+// it: the listener's ctx ended during the stall too, and the listener had
+// no time to see it) gives the listener one more ListenerGrace: one that
+// returns within it is a plain overrun, not a hung listener. Every such
+// stall logged "listener ignored its context and hung" and replaced a
+// worker whose listener was fine (an audit stopping a node with SIGSTOP).
+func TestLateWatchdogGivesTheListenerAnotherGrace(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: time.Second,
+		Retry: fixedDelay(time.Millisecond)})
+	fired := make(chan struct{}, 1)
+	dispatcher.SetWatchLate(h.d, func(late time.Duration) time.Duration {
+		select {
+		case fired <- struct{}{}:
+		default:
+		}
+		return late + time.Minute // as after a stop of a minute
+	})
+	e, g, calls := hangFirstCall(t, h)
+	recv(t, fired, "the watchdog to fire")
+	g.open() // the listener returns within the second grace period
+	h.waitStatus(e.ID(), core.StatusDone)
+	if n := calls.Load(); n != 2 {
+		t.Errorf("listener called %d times, want 2 (the overrun, then its retry)", n)
+	}
+	if r := h.row(e.ID()); !strings.Contains(r.LastError, "overran its timeout") {
+		t.Errorf("last error %q, want the overrun", r.LastError)
+	}
+	if n := h.logs.Count("hung past its timeout"); n != 0 {
+		t.Errorf("%d lines call the listener hung:\n%s", n, h.logs)
+	}
+	if n := dispatcher.LiveWorkers(h.d); n != 1 {
+		t.Errorf("%d workers, want 1: none replaced", n)
+	}
+}
+
+// A watchdog that fires late and again finds the listener running
+// abandons it then: the second grace is given once.
+func TestLateWatchdogAbandonsAfterTheSecondGrace(t *testing.T) {
+	h := newHarness(t, dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: 20 * time.Millisecond,
+		StatusTimeout: 100 * time.Millisecond, Retry: fixedDelay(time.Millisecond)})
+	dispatcher.SetWatchLate(h.d, func(late time.Duration) time.Duration { return late + time.Minute })
+	e, g, _ := hangFirstCall(t, h)
+	h.waitStatus(e.ID(), core.StatusRetry)
+	if n := h.logs.Count("level=ERROR", "hung past its timeout", "event_id="+e.ID()); n != 1 {
+		t.Errorf("%d hung ERROR lines, want 1:\n%s", n, h.logs)
+	}
+	g.open()
+	h.waitStatus(e.ID(), core.StatusDone)
+}

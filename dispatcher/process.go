@@ -337,8 +337,9 @@ func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Dur
 	}
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	w := &callWatch{}
-	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.abandon(it, w, timeout) })
+	w := &callWatch{began: time.Now()}
+	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.watch(it, w, timeout) })
+	w.arm(watchdog)
 	p, err := engine.Guard(func() error { return l.OnEvent(ctx, it.env) }, func() {
 		watchdog.Stop()
 		if !d.returned(w) { // else the watchdog recorded the failure and replaced this worker
@@ -388,9 +389,33 @@ var errAbandoned = errors.New("outbox: delivery abandoned by the watchdog")
 // returns waits in Dispatcher.hung, not here: a call that returns in time,
 // the common case, allocates no more than these few bytes.)
 type callWatch struct {
+	began time.Time // the call's start (monotonic)
+
 	mu        sync.Mutex
 	done      bool // the listener returned, or its goroutine exited
 	abandoned bool // the watchdog gave up on it
+	timer     *time.Timer
+	rearmed   bool // the watchdog gave the listener one more grace period
+}
+
+// arm records the watchdog's timer, which watch may reset once.
+func (w *callWatch) arm(t *time.Timer) {
+	w.mu.Lock()
+	w.timer = t
+	w.mu.Unlock()
+}
+
+// rearm resets the watchdog for another d, once per call, unless the
+// listener returned. It reports whether it did.
+func (w *callWatch) rearm(d time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done || w.rearmed || w.timer == nil {
+		return false
+	}
+	w.rearmed = true
+	w.timer.Reset(d)
+	return true
 }
 
 // tryAbandon marks the call abandoned unless it already returned.
@@ -402,6 +427,24 @@ func (w *callWatch) tryAbandon() bool {
 	}
 	w.abandoned = true
 	return true
+}
+
+// watch is the watchdog's timer function. A timer that fires later than
+// due by more than half of ListenerGrace says this process was stopped
+// or starved of CPU meanwhile (SIGSTOP, a frozen VM): the listener's ctx
+// ended during that stall too, and the listener has had no time to see
+// it. It gets one more ListenerGrace before it counts as hung; a listener
+// that heeds its ctx returns within it, its overrun a plain failure.
+func (d *Dispatcher) watch(it item, w *callWatch, timeout time.Duration) {
+	grace := d.cfg.ListenerGrace
+	late := time.Since(w.began) - (timeout + grace)
+	if d.watchLate != nil {
+		late = d.watchLate(late)
+	}
+	if late > grace/2 && w.rearm(grace) {
+		return
+	}
+	d.abandon(it, w, timeout)
 }
 
 // abandon is the watchdog: the listener ignored its ctx past the grace
