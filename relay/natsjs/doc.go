@@ -32,8 +32,10 @@
 //     once when it comes back within that window; the second publish is
 //     acknowledged as a duplicate and counts as delivered. An event
 //     published again later (its ack was lost in an outage longer than the
-//     window) is stored again: size Duplicates for the outages to ride out,
-//     or deduplicate in the consumer;
+//     window; a crashed node published it and another took it over once its
+//     lease ran out, Dispatcher.Lease after the publish) is stored again:
+//     size Duplicates above Dispatcher.Lease plus Poller.Interval and for
+//     the outages to ride out, or deduplicate in the consumer;
 //   - the relay.Headers metadata ("Outbox-Event-Id", "Outbox-Event-Type",
 //     ...) and the event's own headers, such as "traceparent", which a
 //     consumer gets back exactly (see Headers below); the metadata is the

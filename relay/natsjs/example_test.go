@@ -30,7 +30,7 @@ func Example() {
 	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: "ORDERS", Subjects: []string{"orders.>"},
-		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute,
+		Storage: jetstream.FileStorage, Duplicates: 5 * time.Minute, // above Dispatcher.Lease (2 min): a crashed node's events come back after it
 	})
 	if err != nil {
 		log.Fatal(err)

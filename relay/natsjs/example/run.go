@@ -70,7 +70,7 @@ func Run(ctx context.Context, opts Options, w io.Writer) error {
 	prefix := "example-" + suffix
 	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: "OUTBOX_EXAMPLE_" + strings.ToUpper(suffix), Subjects: []string{prefix + ".>"},
-		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute,
+		Storage: jetstream.FileStorage, Duplicates: 5 * time.Minute, // above Dispatcher.Lease (2 min): a crashed node's events come back after it
 	})
 	if err != nil {
 		return fmt.Errorf("create stream: %w", err)
