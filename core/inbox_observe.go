@@ -18,7 +18,11 @@ import (
 // the one it gets (carrying, for example, a consumer span): it must be ctx
 // or derived from it. end is called exactly once, when the outcome is
 // known. Like [Observer], it runs on the inbox's own paths: it must be
-// fast, must not block and must be safe for concurrent use.
+// fast, must not block and must be safe for concurrent use; and as the
+// outbox's dispatcher does for Deliver, the inbox survives a ProcessInbox,
+// or the end it returned, that panics (it logs the panic and processes
+// the message unobserved), takes a nil context for ctx and a nil end for
+// none.
 type InboxObserver interface {
 	ProcessInbox(ctx context.Context, m InboxMessage) (context.Context, func(InboxResult))
 }

@@ -5,13 +5,15 @@ import (
 )
 
 // Metrics receives the framework's signals. Calls happen on hot paths and
-// must not block. Embed [NopMetrics] in an implementation so that signals
-// added in later versions keep it compiling.
+// must not block; most run on the library's own goroutines, where a panic
+// is not recovered and ends the process, as a panic in any goroutine does.
+// Embed [NopMetrics] in an implementation so that signals added in later
+// versions keep it compiling.
 type Metrics interface {
 	HotEnqueued()                // an event entered the hot queue
 	HotDropped()                 // the hot queue was full; the poller will deliver it
 	ColdEnqueued()               // the poller queued an event
-	DispatchSuccess()            // all listeners succeeded
+	DispatchSuccess()            // all listeners succeeded (also an event with none, marked DONE by dispatcher.UnhandledDone: UnhandledMetrics counts those apart)
 	DispatchFailure()            // a delivery failed and will be retried
 	DispatchDead()               // a delivery failed for the last time
 	QueueDepths(hot, cold int)   // current queue lengths

@@ -17,7 +17,12 @@ import (
 // and must be safe for concurrent use. The dispatcher survives a
 // Deliver, or the end it returned, that panics: it logs the panic and
 // delivers the event unobserved (and a nil context from Deliver is taken
-// as the one it was given). Embed [NopObserver] in an
+// as the one it was given, a nil end as none; a nil done from Publish is
+// not called). A panic in another method is not recovered: one in Publish
+// or its done reaches the publishing call (InTx rolls its transaction
+// back); one in DoneWritten or Claimed, which run on the library's own
+// goroutines, ends the process, as a panic in any goroutine does. Embed
+// [NopObserver] in an
 // implementation so that methods added later keep it compiling.
 type Observer interface {
 	// Publish is called by Publish before the event is inserted, with the

@@ -943,13 +943,13 @@ func (d *Dispatcher) handle(ctx context.Context, m *member, rec Record) {
 	end := func(core.InboxOutcome, error, time.Duration, bool) {}
 	if obs := d.cfg.Observer; obs != nil {
 		var done func(core.InboxResult)
-		ctx, done = obs.ProcessInbox(ctx, core.InboxMessage{
+		ctx, done = observeInbox(ctx, obs, core.InboxMessage{
 			Source: rec.Source, MessageID: rec.MessageID, Topic: rec.Topic, Store: m.id,
 			// An exhausted claim reports the attempt it charged (one over
 			// MaxAttempts): it is no handling, first or not.
 			Mode: core.InboxQueued, Attempt: rec.Attempt, Enqueued: enqueued(rec),
 			Redelivered: strings.HasPrefix(rec.LastError, ErrNoHandler.Error()),
-		})
+		}, m.log, m.observerLog)
 		end = func(o core.InboxOutcome, err error, took time.Duration, ran bool) {
 			done(core.InboxResult{Outcome: o, Err: err, Took: took, NotRun: !ran})
 		}

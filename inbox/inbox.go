@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-go/outbox/internal/ctxerr"
 	"github.com/outbox-go/outbox/internal/engine"
 	"github.com/outbox-go/outbox/internal/inboxrow"
+	"github.com/outbox-go/outbox/internal/ratelog"
 	"github.com/outbox-go/outbox/internal/sqldriver"
 	"github.com/outbox-go/outbox/internal/txend"
 	"github.com/outbox-go/outbox/jdbcstore"
@@ -118,6 +119,8 @@ type Inbox struct {
 	log     *slog.Logger
 	baseLog *slog.Logger // Config.Logger, the default of DispatcherConfig.Logger
 	obs     core.InboxObserver
+	// observerLog limits the lines about the Observer's panics.
+	observerLog *ratelog.Limiter
 
 	mu      sync.Mutex
 	members map[*member]struct{} // dispatchers' members to notify after an enqueue
@@ -170,6 +173,8 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, handle DB, cfg Config) (*In
 		log:     cfg.Logger.With(slog.String("component", "outbox.inbox")),
 		baseLog: cfg.Logger,
 		obs:     cfg.Observer,
+
+		observerLog: ratelog.New(5 * time.Second),
 	}, nil
 }
 
@@ -332,9 +337,9 @@ func (in *Inbox) observed(ctx context.Context, msg Message, retried func(error) 
 	if in.obs == nil {
 		return process(ctx, nil)
 	}
-	ctx, end := in.obs.ProcessInbox(ctx, core.InboxMessage{
+	ctx, end := observeInbox(ctx, in.obs, core.InboxMessage{
 		Source: msg.Source, MessageID: msg.MessageID, Topic: msg.Topic, Mode: core.InboxTransactional,
-	})
+	}, in.log, in.observerLog)
 	var run fnRun
 	returned := false
 	defer func() {

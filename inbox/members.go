@@ -45,6 +45,7 @@ type member struct {
 	remove   context.CancelFunc
 
 	statusLog, lostLog, cycleLog *ratelog.Limiter
+	observerLog                  *ratelog.Limiter // the Observer's panics
 	reaping                      ratelog.Incident // its reaping fails: logged once per incident
 	noHandlerLog                 *ratelog.PerKey  // topics warned about
 }
@@ -56,6 +57,7 @@ func newMember(d *Dispatcher, id string, in *Inbox) *member {
 		statusLog:    ratelog.New(5 * time.Second),
 		lostLog:      ratelog.New(5 * time.Second),
 		cycleLog:     ratelog.New(5 * time.Second),
+		observerLog:  ratelog.New(5 * time.Second),
 	}
 	if id != "" {
 		m.log = d.log.With(slog.String("store", id))

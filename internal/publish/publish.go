@@ -68,11 +68,23 @@ func (c *Client) Publish(ctx context.Context, env core.Envelope) (string, error)
 func (c *Client) refused(ctx context.Context, err error, envs ...core.Envelope) error {
 	if c.Observer != nil {
 		for _, env := range envs {
-			_, done := c.Observer.Publish(ctx, env)
+			_, done := c.observe(ctx, env)
 			done(err)
 		}
 	}
 	return err
+}
+
+// observe reports a Publish of env to the Observer (set) and returns the
+// headers it adds and the function to call with the outcome, never nil:
+// an Observer returning none, as Deliver may return no end, is not
+// called back.
+func (c *Client) observe(ctx context.Context, env core.Envelope) (map[string]string, func(error)) {
+	headers, done := c.Observer.Publish(ctx, env)
+	if done == nil {
+		done = func(error) {}
+	}
+	return headers, done
 }
 
 // hotSafe reports whether tx's after-commit hook may hand events to the
@@ -124,7 +136,7 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	}
 	env = ordered
 	if c.Observer != nil {
-		headers, done := c.Observer.Publish(ctx, env)
+		headers, done := c.observe(ctx, env)
 		defer func() { done(err) }()
 		traced, herr := env.WithHeaders(headers)
 		if herr != nil {

@@ -65,7 +65,7 @@ func (c *Client) PublishAllTx(ctx context.Context, tx core.Execer, envs ...core.
 		}()
 		var refused error // the first event whose headers failed
 		for i, env := range batch {
-			headers, done := c.Observer.Publish(ctx, env)
+			headers, done := c.observe(ctx, env)
 			dones = append(dones, done) // every event reported, also after a failure
 			if refused != nil {
 				continue

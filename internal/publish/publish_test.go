@@ -353,3 +353,32 @@ func TestPublishWithoutHotQueueIsUnowned(t *testing.T) {
 		t.Fatalf("leases %v, want one zero lease", ins.leases)
 	}
 }
+
+// nilDoneObserver returns no done function from Publish.
+type nilDoneObserver struct{ core.NopObserver }
+
+func (nilDoneObserver) Publish(context.Context, core.Envelope) (map[string]string, func(error)) {
+	return nil, nil
+}
+
+// An Observer whose Publish returns no done function is not called back,
+// as a Deliver returning no end is not: Publish, PublishAll and a refused
+// Publish (no transaction) went on to call nil and panicked into the
+// publishing call.
+func TestObserverWithoutDoneIsNotCalledBack(t *testing.T) {
+	c, err := publish.New(&fakeInserter{}, &fakeHotQueue{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Observer = nilDoneObserver{}
+	ctx := core.ContextWithTx(context.Background(), newFakeTx())
+	if _, err := c.Publish(ctx, mustBuild(t, ev())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishAll(ctx, mustBuild(t, ev()), mustBuild(t, ev())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(context.Background(), mustBuild(t, ev())); !errors.Is(err, core.ErrNoTransaction) {
+		t.Fatalf("Publish without a transaction = %v, want ErrNoTransaction", err)
+	}
+}
