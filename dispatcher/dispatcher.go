@@ -77,23 +77,16 @@ type item struct {
 
 // attempt is one delivery attempt as the Observer sees it.
 type attempt struct {
-	ctx      context.Context // the listeners' parent context
-	end      func(core.DeliveryResult)
-	started  time.Time
-	panicked func(v any) // logs a panic of the Observer's
+	ctx     context.Context           // the listeners' parent context
+	end     func(core.DeliveryResult) // guarded: see observe
+	started time.Time
 }
 
-// observed reports the attempt's outcome to the Observer, once. A panic
-// of the Observer's end is logged, not passed on.
+// observed reports the attempt's outcome to the Observer, once.
 func (it item) observed(o core.Outcome, err error) {
 	if a := it.attempt; a != nil && a.end != nil {
 		end := a.end
 		a.end = nil
-		defer func() {
-			if v := recover(); v != nil {
-				a.panicked(v)
-			}
-		}()
 		r := core.DeliveryResult{Outcome: o, Err: err}
 		if o != core.OutcomeUnhandled { // else no listener ran
 			r.Listeners = time.Since(a.started)

@@ -133,26 +133,20 @@ func (d *Dispatcher) renewLease(it *item) error {
 // returned) is a fault of the observation only: it is logged and the
 // delivery goes on unobserved; a nil context from it is the work
 // context.
-func (d *Dispatcher) observe(it item) (a *attempt) {
+func (d *Dispatcher) observe(it item) *attempt {
 	obs := d.cfg.Observer
 	if obs == nil {
 		return nil
 	}
-	a = &attempt{started: time.Now(), panicked: func(v any) {
+	a := &attempt{started: time.Now()}
+	delivery := core.Delivery{Event: it.env, Store: it.src.id, Path: it.path(),
+		Attempt: it.attempts + 1, Committed: it.committed, Redelivered: it.redelivered || it.attempts > 0}
+	a.ctx, a.end = engine.Observe(it.src.work.Context(), func(ctx context.Context) (context.Context, func(core.DeliveryResult)) {
+		return obs.Deliver(ctx, delivery)
+	}, func(v any) {
 		it.src.logs.observer.Hit(it.src.log, slog.LevelError, "observer panicked; the delivery goes on unobserved",
 			eventAttrs(it.env, it.attempts, slog.String("panic", fmt.Sprint(v)))...)
-	}}
-	defer func() {
-		if v := recover(); v != nil {
-			a.panicked(v)
-			a = nil
-		}
-	}()
-	a.ctx, a.end = obs.Deliver(it.src.work.Context(), core.Delivery{Event: it.env, Store: it.src.id, Path: it.path(),
-		Attempt: it.attempts + 1, Committed: it.committed, Redelivered: it.redelivered || it.attempts > 0})
-	if a.ctx == nil {
-		a.ctx = it.src.work.Context()
-	}
+	})
 	return a
 }
 
