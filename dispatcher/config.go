@@ -68,7 +68,12 @@ type Config struct {
 	// MaxHeldBytes (any one event when none waits), so events delayed or
 	// retried far ahead never leave the hot path and the poller no room.
 	// Beyond either bound the database row is the only copy and the poller
-	// delivers the event when it is due. Defaults to ColdCapacity; at most
+	// delivers the event when it is due: its row's lease then ends when it
+	// is due (not Lease after), so that this node's poller, which leaves
+	// the rows of its own live leases out while it holds events, and any
+	// other node's take it then. (A delayed event that found no timer only
+	// after its insert, the timers filling meanwhile, keeps its lease.)
+	// Defaults to ColdCapacity; at most
 	// MaxCapacity. Set -1 to leave every retry and delayed event to the
 	// poller.
 	RetryCapacity int

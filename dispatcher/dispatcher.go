@@ -272,16 +272,24 @@ func (d *Dispatcher) Owner() string { return d.cfg.Owner }
 // hotLease is the lease of an event published through this dispatcher: it
 // is owned by it from the insert until Lease after it is due. Once the
 // dispatcher is closed it is the zero (unowned) lease, so an event
-// published after Close is free for any node's poller at once.
+// published after Close is free for any node's poller at once. A delayed
+// event that no timer could hold now (RetryCapacity, MaxHeldBytes) is
+// owned until it is due only: its row is then any claim's, this node's
+// included, which leaves out the rows of its own live leases while it
+// holds events (they would otherwise wait until Lease after they were
+// due).
 func (d *Dispatcher) hotLease(env core.Envelope) core.Lease {
 	if d.closed.Load() {
 		return core.Lease{}
 	}
-	due := d.cfg.Now()
-	if nb := env.NotBefore(); nb.After(due) {
-		due = nb
+	now := d.cfg.Now()
+	if nb := env.NotBefore(); nb.After(now) {
+		if !d.timerFree(heldSize(env)) {
+			return core.Lease{Owner: d.cfg.Owner, Until: nb}
+		}
+		return core.Lease{Owner: d.cfg.Owner, Until: nb.Add(d.cfg.Lease)}
 	}
-	return core.Lease{Owner: d.cfg.Owner, Until: due.Add(d.cfg.Lease)}
+	return core.Lease{Owner: d.cfg.Owner, Until: now.Add(d.cfg.Lease)}
 }
 
 // claimLease is the lease the poller claims rows with: this dispatcher's

@@ -233,6 +233,11 @@ func (d *Dispatcher) outcome(it item, err error, w *callWatch) bool {
 	}
 	nextAt := d.cfg.Now().Add(delay)
 	leaseUntil := nextAt.Add(d.cfg.Lease)
+	if w == nil && !d.timerFree(heldSize(it.env)) {
+		// No timer will hold the retry: its row is any claim's once due,
+		// this node's included (see hotLease).
+		leaseUntil = nextAt
+	}
 	o.metrics.DispatchFailure()
 	it.observed(core.OutcomeRetry, err)
 	o.log.LogAttrs(context.Background(), slog.LevelWarn, "delivery failed; will retry",
@@ -719,11 +724,8 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 	}
 	d.retryMu.Lock()
 	defer d.retryMu.Unlock()
-	if d.closed.Load() || len(d.retryTimers) >= d.cfg.RetryCapacity {
-		return false
-	}
 	size := heldSize(it.env)
-	if !d.timerRoom(size) {
+	if !d.canTime(size) {
 		return false
 	}
 	var t *time.Timer
@@ -762,6 +764,25 @@ func (d *Dispatcher) schedule(it item, delay time.Duration) bool {
 	d.timerBytes.Add(size)
 	it.src.timers.Add(1)
 	return true
+}
+
+// timerFree reports whether a timer could hold an event of size bytes
+// now (see schedule), without taking one.
+func (d *Dispatcher) timerFree(size int64) bool {
+	if d.cfg.RetryCapacity < 0 {
+		return false
+	}
+	d.retryMu.Lock()
+	defer d.retryMu.Unlock()
+	return d.canTime(size)
+}
+
+// canTime reports whether a timer may hold an event of size bytes: the
+// dispatcher is open, RetryCapacity has room, and so has the timers'
+// share of MaxHeldBytes (timerRoom). Called under retryMu, with a
+// RetryCapacity of at least 0.
+func (d *Dispatcher) canTime(size int64) bool {
+	return !d.closed.Load() && len(d.retryTimers) < d.cfg.RetryCapacity && d.timerRoom(size)
 }
 
 // timerRoom reports whether an event of size bytes may wait on a timer:
