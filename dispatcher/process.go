@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-go/outbox/core"
@@ -338,7 +339,7 @@ func (d *Dispatcher) call(it item, l core.Listener, pos, n int, timeout time.Dur
 	defer cancel()
 	w := &callWatch{began: time.Now()}
 	watchdog := time.AfterFunc(timeout+d.cfg.ListenerGrace, func() { d.watch(it, w, timeout) })
-	w.arm(watchdog)
+	w.timer.Store(watchdog)
 	p, err := engine.Guard(func() error { return l.OnEvent(ctx, it.env) }, func() {
 		watchdog.Stop()
 		if !d.returned(w) { // else the watchdog recorded the failure and replaced this worker
@@ -388,20 +389,13 @@ var errAbandoned = errors.New("outbox: delivery abandoned by the watchdog")
 // returns waits in Dispatcher.hung, not here: a call that returns in time,
 // the common case, allocates no more than these few bytes.)
 type callWatch struct {
-	began time.Time // the call's start (monotonic)
+	began time.Time                  // the call's start (monotonic)
+	timer atomic.Pointer[time.Timer] // the watchdog, which watch may reset once
 
 	mu        sync.Mutex
 	done      bool // the listener returned, or its goroutine exited
 	abandoned bool // the watchdog gave up on it
-	timer     *time.Timer
 	rearmed   bool // the watchdog gave the listener one more grace period
-}
-
-// arm records the watchdog's timer, which watch may reset once.
-func (w *callWatch) arm(t *time.Timer) {
-	w.mu.Lock()
-	w.timer = t
-	w.mu.Unlock()
 }
 
 // rearm resets the watchdog for another d, once per call, unless the
@@ -409,11 +403,12 @@ func (w *callWatch) arm(t *time.Timer) {
 func (w *callWatch) rearm(d time.Duration) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.done || w.rearmed || w.timer == nil {
+	t := w.timer.Load()
+	if w.done || w.rearmed || t == nil {
 		return false
 	}
 	w.rearmed = true
-	w.timer.Reset(d)
+	t.Reset(d)
 	return true
 }
 
