@@ -33,14 +33,15 @@ func (v *storeView) delivered(k deliveryKey) prom.Counter {
 	if k.outcome <= core.OutcomeDead {
 		outcomes = listenerOutcomes[:]
 	}
+	var c prom.Counter
 	for _, o := range outcomes {
 		sk := deliveryKey{typ: k.typ, path: k.path, outcome: o}
-		if _, ok := v.deliveries.Load(sk); !ok {
-			v.deliveries.LoadOrStore(sk, v.c.deliveries.WithLabelValues(v.store, k.typ, k.path.String(), o.String()))
+		got, _ := v.deliveries.LoadOrStore(sk, v.c.deliveries.WithLabelValues(v.store, k.typ, k.path.String(), o.String()))
+		if o == k.outcome {
+			c = got.(prom.Counter)
 		}
 	}
-	c, _ := v.deliveries.Load(k)
-	return c.(prom.Counter)
+	return c
 }
 
 // listenerSeconds returns the store's outbox_listener_duration_seconds
