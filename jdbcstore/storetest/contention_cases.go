@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -34,6 +35,10 @@ func (s *suite) testContention(t *testing.T) {
 		t.Errorf("Classify of the contention error wrapped = %v, want busy (use errors.As)", c)
 	}
 }
+
+// contentionWait bounds how long RowLockContention's update may wait for
+// its row lock before the setup's timeout fails it.
+const contentionWait = 30 * time.Second
 
 // RowLockContention provokes lock contention on a database that locks
 // rows (MySQL, MariaDB, PostgreSQL), for a [Harness.Contend]: it inserts an

@@ -227,7 +227,3 @@ func markDone(ctx context.Context, st *jdbcstore.Store, id string) (bool, error)
 	n, err := st.MarkDone(ctx, testOwner, []string{id})
 	return n == 1, err
 }
-
-// contentionWait bounds how long RowLockContention's update may wait for
-// its row lock before the setup's timeout fails it.
-const contentionWait = 30 * time.Second
