@@ -421,8 +421,9 @@ func TestHungListenerSQLite(t *testing.T) {
 // retry runs here, once.
 func TestHungListenerLeaseIsRenewedWhileItRuns(t *testing.T) {
 	const lease = 300 * time.Millisecond
-	h := newHarness(t, dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: 20 * time.Millisecond,
-		StatusTimeout: 100 * time.Millisecond, Lease: lease, Retry: fixedDelay(time.Millisecond)})
+	cfg := quickHang()
+	cfg.Lease = lease
+	h := newHarness(t, cfg)
 	e, g, calls := hangFirstCall(t, h)
 	h.waitStatus(e.ID(), core.StatusRetry)
 	first := h.row(e.ID()).LockedUntil
@@ -445,6 +446,14 @@ func TestHungListenerLeaseIsRenewedWhileItRuns(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("listener called %d times, want 2 (the hung call, then its retry)", n)
 	}
+}
+
+// quickHang is the configuration of the tests of a hung listener: one
+// worker, a listener deemed hung 50 ms after it began, status writes of
+// 100 ms at most and retries 1 ms after a failure.
+func quickHang() dispatcher.Config {
+	return dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: 20 * time.Millisecond,
+		StatusTimeout: 100 * time.Millisecond, Retry: fixedDelay(time.Millisecond)}
 }
 
 // hangFirstCall registers a listener of type Hang whose first call
@@ -479,8 +488,9 @@ func hangFirstCall(t *testing.T, h *harness) (core.Envelope, *gate, *atomic.Int3
 // lease is counted and logged.
 func TestHungListenerRetryGivenUpOnceAnotherNodeFinishedIt(t *testing.T) {
 	const lease = 300 * time.Millisecond
-	h := newHarness(t, dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: 20 * time.Millisecond,
-		StatusTimeout: 100 * time.Millisecond, Lease: lease, Retry: fixedDelay(time.Millisecond)})
+	cfg := quickHang()
+	cfg.Lease = lease
+	h := newHarness(t, cfg)
 	e, g, calls := hangFirstCall(t, h)
 	h.waitStatus(e.ID(), core.StatusRetry)
 	r := h.row(e.ID())
@@ -507,8 +517,9 @@ func TestHungListenerRetryGivenUpOnceAnotherNodeFinishedIt(t *testing.T) {
 // stall logged "listener ignored its context and hung" and replaced a
 // worker whose listener was fine (an audit stopping a node with SIGSTOP).
 func TestLateWatchdogGivesTheListenerAnotherGrace(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: time.Second,
-		Retry: fixedDelay(time.Millisecond)})
+	cfg := quickHang()
+	cfg.ListenerGrace = time.Second
+	h := newHarness(t, cfg)
 	fired := make(chan struct{}, 1)
 	dispatcher.SetWatchLate(h.d, func(late time.Duration) time.Duration {
 		select {
@@ -538,8 +549,7 @@ func TestLateWatchdogGivesTheListenerAnotherGrace(t *testing.T) {
 // A watchdog that fires late and again finds the listener running
 // abandons it then: the second grace is given once.
 func TestLateWatchdogAbandonsAfterTheSecondGrace(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: 20 * time.Millisecond,
-		StatusTimeout: 100 * time.Millisecond, Retry: fixedDelay(time.Millisecond)})
+	h := newHarness(t, quickHang())
 	dispatcher.SetWatchLate(h.d, func(late time.Duration) time.Duration { return late + time.Minute })
 	e, g, _ := hangFirstCall(t, h)
 	h.waitStatus(e.ID(), core.StatusRetry)
