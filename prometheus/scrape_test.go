@@ -49,7 +49,7 @@ func TestScrapeRealOutbox(t *testing.T) {
 		Observer: col,
 		Dispatcher: dispatcher.Config{Workers: 4, MaxAttempts: 2,
 			Retry: retry.PolicyFunc(func(int) time.Duration { return 10 * time.Millisecond })},
-		Poller: poller.Config{Interval: 50 * time.Millisecond, SkipRecent: -1},
+		Poller: poller.Config{Interval: 50 * time.Millisecond}, // the default SkipRecent: new rows go hot (see redelivery_test.go)
 	})
 	if err != nil {
 		t.Fatal(err)
