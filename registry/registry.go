@@ -3,14 +3,16 @@
 // Listeners registered for an exact event type run first, then wildcard
 // listeners registered with [Registry.RegisterAll] or
 // [Registry.RegisterAllFunc], each group in
-// registration order. Reads are lock-free (an immutable snapshot swapped on
-// every registration), so the dispatcher's per-event lookup costs one map
-// read and no allocation.
+// registration order. Reads are lock-free (an immutable snapshot, rebuilt
+// by the first read after registrations), so the dispatcher's per-event
+// lookup costs one map read and no allocation, and registering n types
+// costs O(n) in all, however many types there are.
 package registry
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,22 +28,30 @@ const Wildcard = "*"
 // Registry holds listeners per event type. The zero value is not usable;
 // call [New]. It is safe for concurrent use.
 type Registry struct {
-	mu   sync.Mutex // serializes writers
-	snap atomic.Pointer[snapshot]
+	mu sync.Mutex // serializes writers and the rebuilds of snap
+
+	// Under mu: the listeners registered, and what changed since snap.
+	exact       map[string][]core.Listener // per type, in registration order
+	wildcard    []core.Listener
+	changed     map[string]struct{} // types registered since snap
+	wildChanged bool                // a wildcard registered since snap
+
+	snap  atomic.Pointer[snapshot]
+	stale atomic.Bool // registrations since snap: the next read rebuilds it
 }
 
+// snapshot is what readers see; it is never modified once published.
 type snapshot struct {
-	exact    map[string][]core.Listener // registered per type
-	wildcard []core.Listener
-	combined map[string][]core.Listener // exact + wildcard, precomputed
+	wildcard []core.Listener            // capacity = length
+	combined map[string][]core.Listener // exact + wildcard per registered type, capacity = length
 }
 
 var _ core.ListenerSource = (*Registry)(nil)
 
 // New returns an empty registry.
 func New() *Registry {
-	r := &Registry{}
-	r.snap.Store(&snapshot{exact: map[string][]core.Listener{}, combined: map[string][]core.Listener{}})
+	r := &Registry{exact: map[string][]core.Listener{}, changed: map[string]struct{}{}}
+	r.snap.Store(&snapshot{combined: map[string][]core.Listener{}})
 	return r
 }
 
@@ -80,7 +90,11 @@ func (r *Registry) RegisterAll(l core.Listener) *Registry {
 	if isNil(l) {
 		panic(fmt.Errorf("%w: registry: nil listener", core.ErrInvalidConfig))
 	}
-	r.update(func(s *snapshot) { s.wildcard = append(s.wildcard, l) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wildcard = append(r.wildcard, l)
+	r.wildChanged = true
+	r.stale.Store(true)
 	return r
 }
 
@@ -105,7 +119,11 @@ func (r *Registry) TryRegister(eventType string, l core.Listener) error {
 	case isNil(l):
 		return fmt.Errorf("%w: registry: nil listener for %q", core.ErrInvalidConfig, eventType)
 	}
-	r.update(func(s *snapshot) { s.exact[eventType] = append(s.exact[eventType], l) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exact[eventType] = append(r.exact[eventType], l)
+	r.changed[eventType] = struct{}{}
+	r.stale.Store(true)
 	return nil
 }
 
@@ -113,7 +131,7 @@ func (r *Registry) TryRegister(eventType string, l core.Listener) error {
 // wildcard listeners. The slice is shared and must not be modified (its
 // capacity equals its length, so append copies).
 func (r *Registry) ListenersFor(eventType string) []core.Listener {
-	s := r.snap.Load()
+	s := r.current()
 	if ls, ok := s.combined[eventType]; ok {
 		return ls
 	}
@@ -123,9 +141,9 @@ func (r *Registry) ListenersFor(eventType string) []core.Listener {
 // Types returns the registered event types (Wildcard included when wildcard
 // listeners exist), sorted.
 func (r *Registry) Types() []string {
-	s := r.snap.Load()
-	out := make([]string, 0, len(s.exact)+1)
-	for t := range s.exact {
+	s := r.current()
+	out := make([]string, 0, len(s.combined)+1)
+	for t := range s.combined {
 		out = append(out, t)
 	}
 	if len(s.wildcard) > 0 {
@@ -135,25 +153,44 @@ func (r *Registry) Types() []string {
 	return out
 }
 
-// update copies the current snapshot, applies fn and publishes the result.
-func (r *Registry) update(fn func(*snapshot)) {
+// current returns the snapshot with every registration that returned
+// before the call, rebuilding it when registrations came since the last
+// one. stale is read before snap: a snapshot stored before stale was
+// cleared holds every registration stale stood for.
+func (r *Registry) current() *snapshot {
+	if !r.stale.Load() {
+		return r.snap.Load()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stale.Load() {
+		r.snap.Store(r.rebuild())
+		r.stale.Store(false)
+	}
+	return r.snap.Load()
+}
+
+// rebuild returns the snapshot of the registrations so far (under mu):
+// after a wildcard registration every type's list, otherwise the previous
+// snapshot's lists with those of the types registered since rebuilt.
+func (r *Registry) rebuild() *snapshot {
 	old := r.snap.Load()
-	next := &snapshot{
-		exact:    make(map[string][]core.Listener, len(old.exact)+1),
-		wildcard: slices.Clip(slices.Clone(old.wildcard)),
+	next := &snapshot{wildcard: old.wildcard}
+	if r.wildChanged {
+		next.wildcard = slices.Clip(slices.Clone(r.wildcard))
+		next.combined = make(map[string][]core.Listener, len(r.exact))
+		for t, ls := range r.exact {
+			next.combined[t] = slices.Clip(slices.Concat(ls, next.wildcard))
+		}
+	} else {
+		next.combined = maps.Clone(old.combined)
+		for t := range r.changed {
+			next.combined[t] = slices.Clip(slices.Concat(r.exact[t], next.wildcard))
+		}
 	}
-	for t, ls := range old.exact {
-		next.exact[t] = slices.Clone(ls)
-	}
-	fn(next)
-	next.wildcard = slices.Clip(next.wildcard)
-	next.combined = make(map[string][]core.Listener, len(next.exact))
-	for t, ls := range next.exact {
-		next.combined[t] = slices.Clip(slices.Concat(ls, next.wildcard))
-	}
-	r.snap.Store(next)
+	clear(r.changed)
+	r.wildChanged = false
+	return next
 }
 
 // isNil reports whether l is nil or holds a nil value it would be called
