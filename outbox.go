@@ -179,7 +179,7 @@ func New[DB *sql.DB | *sqlx.DB](ctx context.Context, db DB, cfg Config) (*Outbox
 	if o.client, err = publish.New(store, q); err != nil {
 		return nil, err
 	}
-	o.client.Order = cfg.Ordering
+	o.client.SetOrdering(cfg.Ordering)
 	o.client.Observer = cfg.Observer
 	if !cfg.DisablePoller {
 		if o.poller, err = poller.New(store, disp, cfg.Poller); err != nil {

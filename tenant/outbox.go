@@ -363,7 +363,7 @@ func (o *Outbox) attach(ctx context.Context, d Database, db *sqlx.DB) (*Tenant, 
 	if t.client, err = publish.New(store, q); err != nil {
 		return nil, errors.Join(err, o.dispatcher.RemoveStore(ctx, d.ID))
 	}
-	t.client.Order = o.cfg.Ordering
+	t.client.SetOrdering(o.cfg.Ordering)
 	t.client.Observer = o.cfg.Observer
 	if o.poller != nil {
 		if err := o.poller.Add(d.ID, store, o.dispatcher); err != nil {

@@ -24,9 +24,12 @@ import (
 type Client struct {
 	store core.Inserter
 	hot   handoff.Hot
-	// Order orders the events of its types (set before the first
-	// publish).
-	Order core.Ordering
+	// order is what SetOrdering was given, orderTypes its Types as a set
+	// (nil for none), orderAll whether "*" is one of them and matched
+	// the same policy for every type, which Apply takes at once.
+	order, matched core.Ordering
+	orderTypes     map[string]struct{}
+	orderAll       bool
 	// Observer, when set (before the first publish), sees every publish
 	// and adds its headers (the trace context) to the event.
 	Observer core.Observer
@@ -44,6 +47,33 @@ func New(store core.Inserter, hot handoff.Hot) (*Client, error) {
 		return nil, &core.ConfigError{Field: "store", Msg: "must not be nil"}
 	}
 	return &Client{store: store, hot: hot}, nil
+}
+
+// SetOrdering orders the events of o's types (call it before the first
+// publish). Finding an event's type among them costs one map lookup,
+// however many types o has.
+func (c *Client) SetOrdering(o core.Ordering) {
+	c.order, c.orderTypes, c.orderAll = o, nil, false
+	c.matched = core.Ordering{Types: []string{"*"}, OnDead: o.OnDead}
+	if len(o.Types) == 0 {
+		return
+	}
+	c.orderTypes = make(map[string]struct{}, len(o.Types))
+	for _, t := range o.Types {
+		c.orderAll = c.orderAll || t == "*"
+		c.orderTypes[t] = struct{}{}
+	}
+}
+
+// applyOrder is c.order.Apply(env) (see SetOrdering).
+func (c *Client) applyOrder(env core.Envelope) (core.Envelope, error) {
+	if c.orderTypes == nil {
+		return env, nil
+	}
+	if _, ok := c.orderTypes[env.Type()]; !ok && !c.orderAll {
+		return env, nil
+	}
+	return c.matched.Apply(env)
 }
 
 // Publish validates env, inserts it with status NEW on the transaction
@@ -130,7 +160,7 @@ func (c *Client) PublishTx(ctx context.Context, tx core.Execer, env core.Envelop
 	if err := env.Validate(); err != nil {
 		return "", c.refused(ctx, err, env)
 	}
-	ordered, err := c.Order.Apply(env)
+	ordered, err := c.applyOrder(env)
 	if err != nil {
 		return "", c.refused(ctx, err, env)
 	}

@@ -27,7 +27,7 @@ func (c *Client) PublishAll(ctx context.Context, envs ...core.Envelope) ([]strin
 // would each of them. It returns their ids in the order of envs.
 //
 // Every envelope is checked first, as PublishTx checks one (validation,
-// Order, an ordered event on a store that cannot keep order, the
+// the ordering (SetOrdering), an ordered event on a store that cannot keep order, the
 // Observer's headers), and so are duplicate ids within envs: the first
 // bad one fails the call with a *core.BatchError naming it, before
 // anything is written. No envelope is not an error: nothing is written
@@ -141,7 +141,7 @@ func (c *Client) checkAll(envs []core.Envelope) ([]core.Envelope, error) {
 		if err := env.Validate(); err != nil {
 			return fail(err)
 		}
-		env, err := c.Order.Apply(env)
+		env, err := c.applyOrder(env)
 		if err != nil {
 			return fail(err)
 		}

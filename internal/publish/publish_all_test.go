@@ -279,7 +279,7 @@ func TestPublishAllOrderedNeedsAnOrderingStore(t *testing.T) {
 	if ins.count() != 0 || len(tx.Execs()) != 0 {
 		t.Errorf("inserts=%d execs=%d; want none", ins.count(), len(tx.Execs()))
 	}
-	c.Order = core.Ordering{Types: []string{"UserCreated"}} // ev()'s type, without an aggregate
+	c.SetOrdering(core.Ordering{Types: []string{"UserCreated"}}) // ev()'s type, without an aggregate
 	_, err = c.PublishAll(core.ContextWithTx(context.Background(), tx), events(t, 2)...)
 	wantBatchError(t, err, 0, "id-0", core.ErrNoOrderKey)
 }
@@ -294,7 +294,7 @@ func TestPublishAllOrdered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Order = core.Ordering{Types: []string{"Ordered"}}
+	c.SetOrdering(core.Ordering{Types: []string{"Ordered"}})
 	envs := []core.Envelope{
 		mustBuild(t, ev().ID("plain")),
 		mustBuild(t, core.NewEvent("Ordered").ID("agg").AggregateType("A").AggregateID("1").PayloadJSONString(`{}`)),
@@ -443,7 +443,7 @@ func TestPublishFailingBeforeTheInsertIsObserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Order = core.Ordering{Types: []string{"Keyed"}}
+	c.SetOrdering(core.Ordering{Types: []string{"Keyed"}})
 	good := events(t, 2)
 	noKey, err := core.NewEvent("Keyed").PayloadJSONString(`{}`).Build() // no aggregate: no key
 	if err != nil {
