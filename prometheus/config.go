@@ -28,7 +28,8 @@ const (
 	// after Config.MaxEventTypes others, the topic label of the inbox
 	// messages whose topic came after Config.MaxEventTypes other topics,
 	// and the broker label of the relays whose broker came after
-	// Config.MaxBrokers others.
+	// Config.MaxBrokers others. An event type, topic or broker named
+	// "(other)" itself is counted there too.
 	OtherEventType = "(other)"
 )
 

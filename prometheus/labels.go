@@ -29,8 +29,12 @@ func (b *boundedLabels[E]) init(max int, newEntry func(label string) E) {
 	b.other = newEntry(OtherEventType)
 }
 
-// entry returns the entry of value.
+// entry returns the entry of value. The value OtherEventType itself is
+// other's, taking no place of its own.
 func (b *boundedLabels[E]) entry(value string) E {
+	if value == OtherEventType {
+		return b.other
+	}
 	if e, ok := b.known.Load(value); ok {
 		return e.(E)
 	}

@@ -362,6 +362,21 @@ func TestMaxEventTypes(t *testing.T) {
 	}
 }
 
+// An event type named like the label of the types past the bound is
+// counted with them, as the docs say, and takes no place of its own.
+func TestEventTypeNamedOther(t *testing.T) {
+	c := newCollector(t, outboxprom.Config{MaxEventTypes: 2})
+	g := c.Gatherer()
+	ctx := context.Background()
+	for _, typ := range []string{outboxprom.OtherEventType, "T0", "T1", "T2"} {
+		_, done := c.Publish(ctx, event(t, typ))
+		done(nil)
+	}
+	wantValue(t, g, "outbox_published_total", labels{"event_type": "T0"}, 1)
+	wantValue(t, g, "outbox_published_total", labels{"event_type": "T1"}, 1)
+	wantValue(t, g, "outbox_published_total", labels{"event_type": outboxprom.OtherEventType}, 2)
+}
+
 // A label value that is not valid UTF-8 would make the client library
 // panic; the collector replaces the bad bytes instead.
 func TestInvalidUTF8Labels(t *testing.T) {

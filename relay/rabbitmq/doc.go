@@ -27,7 +27,10 @@
 // headers, in any case, is dropped. An event header named "CC" or "BCC"
 // (in this case: RabbitMQ's sender-selected distribution headers, arrays
 // of further routing keys) fails the event with [ErrInvalidMessage]
-// before anything is sent. The body is the payload.
+// before anything is sent, and so does an event whose type or a header
+// name is longer than AMQP's short strings, 255 bytes (the outbox takes
+// up to 128 characters, up to 512 bytes: keep those of relayed events
+// within 255 bytes). The body is the payload.
 //
 // # Outcomes
 //
