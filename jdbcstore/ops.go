@@ -31,10 +31,12 @@ type Stats struct {
 	// when none), due or not.
 	OldestPending time.Time
 	// Lag is how long the pending event due first has been due: Now -
-	// the earliest available_at of the NEW/RETRY rows, or 0 when none is
-	// due yet. An event waiting for its NotBefore or for its next retry
-	// is no lag (OldestPending counts it); this is what the poller
-	// reports as the oldest pending age (core.Metrics.OldestLag).
+	// the earliest available_at of the NEW/RETRY rows (see
+	// [Store.FirstDue]), or 0 when none is due yet. An event waiting for
+	// its NotBefore, for its next retry or for an earlier event of its
+	// ordering key to finish (BlockedKeys counts the keys a DEAD event
+	// holds) is no lag (OldestPending counts it); this is what the
+	// poller reports as the oldest pending age (core.Metrics.OldestLag).
 	Lag time.Duration
 	// DeadByType counts DEAD rows per event type: every type, or the
 	// StatsOptions.MaxDeadTypes types with the most.
@@ -46,9 +48,12 @@ type Stats struct {
 }
 
 // FirstDue returns when the pending (NEW or RETRY) event due first became
-// due, or will: the earliest available_at of those rows, in one read of
-// the pending index; the zero time when there is none. Now minus it, when
-// positive, is [Stats.Lag]. The poller reads it, at most every 10
+// due, or will, of those a claim could take once due: the earliest
+// available_at of the pending rows that wait for no earlier event of their
+// ordering key, read from the pending index; the zero time when there is
+// none. The events behind a key's DEAD event (a blocked key, see
+// [Store.CountBlockedKeys]) or behind one waiting for its retry are no lag
+// until that event finished. Now minus it, when positive, is [Stats.Lag]. The poller reads it, at most every 10
 // Poller.Intervals (10 s at most), while it holds events its claims leave
 // out, so that core.Metrics.OldestLag sees a backlog held in its own
 // queues.
@@ -72,7 +77,7 @@ func (s *Store) FirstDue(ctx context.Context) (time.Time, error) {
 
 // StatsWith counts rows per status, finds the oldest pending event,
 // counts DEAD rows per event type (all types, or those o.MaxDeadTypes
-// says) and the blocked ordering keys, in four short read-only
+// says) and the blocked ordering keys, in five short read-only
 // statements.
 func (s *Store) StatsWith(ctx context.Context, o StatsOptions) (Stats, error) {
 	if ctx == nil {
@@ -86,19 +91,19 @@ func (s *Store) StatsWith(ctx context.Context, o StatsOptions) (Stats, error) {
 		return Stats{}, err
 	}
 	st := Stats{Counts: counts, DeadByType: map[string]int{}}
-	oldest, err := retryBusy(ctx, s, func() (v [2]any, err error) { // created_at, available_at
-		err = s.db.QueryRowContext(ctx, s.q.oldestPending).Scan(&v[0], &v[1])
+	oldest, err := retryBusy(ctx, s, func() (v any, err error) {
+		err = s.db.QueryRowContext(ctx, s.q.oldestPending).Scan(&v)
 		return v, err
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: %w", err)
 	}
-	if st.OldestPending, err = s.dialect.DecodeTime(oldest[0]); err != nil {
+	if st.OldestPending, err = s.dialect.DecodeTime(oldest); err != nil {
 		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: oldest pending: %w", err)
 	}
-	firstDue, err := s.dialect.DecodeTime(oldest[1])
+	firstDue, err := s.FirstDue(ctx)
 	if err != nil {
-		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: first due: %w", err)
+		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: %w", err)
 	}
 	if !firstDue.IsZero() {
 		st.Lag = max(0, s.now().Sub(firstDue))

@@ -20,12 +20,13 @@ func statsCommand() *command {
 		summary: "events per status, outbox lag, DEAD events per type, blocked ordering keys",
 		help: `Counts the events of each status (NEW, DONE, RETRY, DEAD), finds the oldest pending
 (NEW or RETRY) event and the outbox lag: how long the pending event due first has
-been due (an event waiting for its NotBefore or its next retry is no lag), counts
+been due (an event waiting for its NotBefore, its next retry or an earlier event of its
+ordering key is no lag), counts
 DEAD events per event type and counts the blocked ordering keys: keys whose later
 events wait behind a DEAD event under the block policy. The first --keys blocked keys (longest blocked
 first) are listed with the DEAD event holding each; 'dead replay --id' (deliver it)
-or 'dead discard --id' (drop it) releases a key. Read-only: four short statements,
-five when a key is blocked.
+or 'dead discard --id' (drop it) releases a key. Read-only: five short statements,
+six when a key is blocked.
 
 --json prints one object: dialect, database (password masked), table, counts (NEW,
 DONE, RETRY, DEAD), total, pending (NEW+RETRY), oldest_pending (RFC 3339 or null),

@@ -142,6 +142,59 @@ func (s *suite) testOps(t *testing.T) {
 		}
 	})
 
+	// The events behind an unfinished event of their key (a DEAD one
+	// holding it, one waiting for its retry) are no lag, as no claim can
+	// take them: the lag of the poller's claims read 0 for a blocked key,
+	// Stats and FirstDue the age of the events behind it, so the gauge
+	// swung between the two as the node held events or not.
+	t.Run("LagLeavesOutEventsWaitingForTheirKey", func(t *testing.T) {
+		t.Parallel()
+		clk := newClock(t0)
+		st := s.newStore(t, clk, jdbcstore.Config{})
+		ctx := t.Context()
+		for _, e := range []struct{ id, key string }{{"b-1", "blocked"}, {"b-2", "blocked"}, {"w-1", "waits"}, {"w-2", "waits"}} {
+			publishOrdered(t, st, orderedEvent(t, e.id, e.key, core.BlockOnDead), testLease, false)
+			clk.Advance(time.Second)
+		}
+		if ok, err := st.MarkDead(ctx, testOwner, "b-1", "poison"); !ok || err != nil {
+			t.Fatalf("MarkDead: %v %v", ok, err)
+		}
+		if ok, err := st.MarkRetry(ctx, testOwner, "w-1", t0.Add(time.Hour), t0.Add(2*time.Hour), "failed"); !ok || err != nil {
+			t.Fatalf("MarkRetry: %v %v", ok, err)
+		}
+		clk.Set(t0.Add(10 * time.Minute))
+		check := func(what string, want time.Time) {
+			t.Helper()
+			due, err := st.FirstDue(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameTime(t, "FirstDue "+what, due, want)
+			stats, err := st.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLag := time.Duration(0)
+			if !want.IsZero() {
+				wantLag = max(0, clk.Now().Sub(want))
+			}
+			if stats.Lag < wantLag-time.Millisecond || stats.Lag > wantLag+time.Millisecond {
+				t.Errorf("Lag %s = %v, want %v", what, stats.Lag, wantLag)
+			}
+			sameTime(t, "OldestPending "+what, stats.OldestPending, micro(t0.Add(time.Second))) // b-2, waiting or not
+		}
+		check("with a blocked key and a key waiting for a retry", micro(t0.Add(time.Hour))) // w-1's retry
+		insert(t, st, build(t, core.NewEvent("Plain").ID("p-1").PayloadJSONString(`{}`)))
+		check("with an unordered event due", micro(clk.Now()))
+		if ok, err := markDone(ctx, st, "p-1"); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if ok, err := markDone(ctx, st, "w-1"); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		check("once the retried event is DONE", micro(t0.Add(3*time.Second))) // w-2
+	})
+
 	t.Run("StatsOfEmptyTable", func(t *testing.T) {
 		t.Parallel()
 		st := s.newStore(t, nil, jdbcstore.Config{})
