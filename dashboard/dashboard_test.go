@@ -89,6 +89,19 @@ func TestOverview(t *testing.T) {
 	}
 }
 
+// The overview counts the blocked keys in words that fit the count.
+func TestOverviewBlockedKeys(t *testing.T) {
+	st := newStore(t)
+	seed(t, st, event{id: "k1-1", typ: "A", key: "k1", status: core.StatusDead}, event{id: "k1-2", typ: "A", key: "k1", status: core.StatusNew})
+	c := newClient(t, newDashboard(t, dashboard.Config{Store: st}))
+	_, body := c.get("/")
+	mustContain(t, body, "1 key waits behind a DEAD event", `href="/event?id=k1-1"`)
+	seed(t, st, event{id: "k2-1", typ: "A", key: "k2", status: core.StatusDead})
+	c = newClient(t, newDashboard(t, dashboard.Config{Store: st}))
+	_, body = c.get("/")
+	mustContain(t, body, "2 keys wait behind a DEAD event")
+}
+
 func TestOverviewFiguresAreSharedWithinStatsMaxAge(t *testing.T) {
 	st := newStore(t)
 	seed(t, st, event{id: "x1", typ: "A", status: core.StatusDead})

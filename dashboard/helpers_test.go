@@ -41,6 +41,7 @@ func newStore(t *testing.T) *jdbcstore.Store {
 // event describes a row to seed.
 type event struct {
 	id, typ, tenant, lastErr string
+	key                      string // an ordering key, block policy
 	status                   core.Status
 	payload                  string
 	headers                  map[string]string
@@ -63,6 +64,9 @@ func seed(t *testing.T, st *jdbcstore.Store, evs ...event) {
 		for k, v := range e.headers {
 			b.Header(k, v)
 		}
+		if e.key != "" {
+			b.OrderKey(e.key)
+		}
 		env, err := b.Build()
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +75,19 @@ func seed(t *testing.T, st *jdbcstore.Store, evs ...event) {
 		if e.status == core.StatusNew {
 			l = core.Lease{}
 		}
-		if err := st.Insert(ctx, st.DB(), env, l); err != nil {
+		if e.key != "" {
+			tx, err := st.DB().BeginTxx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.InsertOrdered(ctx, tx, env, l); err != nil {
+				_ = tx.Rollback()
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := st.Insert(ctx, st.DB(), env, l); err != nil {
 			t.Fatal(err)
 		}
 		switch e.status {
