@@ -75,7 +75,7 @@ func (s *serverProc) Freeze() {
 	if cmd == nil || !s.Running() {
 		s.t.Fatalf("private %s on %s: Freeze while it does not run", s.name, s.addr())
 	}
-	s.t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) }) // before the server's own cleanup stops it
+	s.t.Cleanup(func() { _ = testsupport.Thaw(cmd.Process) }) // before the server's own cleanup stops it
 	if err := testsupport.Freeze(cmd.Process, 10*time.Second); err != nil {
 		s.t.Fatalf("private %s: %v", s.name, err)
 	}
@@ -88,7 +88,7 @@ func (s *serverProc) Thaw() {
 	cmd := s.cmd
 	s.mu.Unlock()
 	if cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = testsupport.Thaw(cmd.Process)
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build unix
+
 package testsupport
 
 import (
@@ -20,6 +22,9 @@ func Freeze(p *os.Process, timeout time.Duration) error {
 	}
 	return WaitStopped(p.Pid, timeout)
 }
+
+// Thaw resumes process p, stopped by Freeze, with SIGCONT.
+func Thaw(p *os.Process) error { return p.Signal(syscall.SIGCONT) }
 
 // WaitStopped waits until every thread of process pid is stopped (state T
 // in /proc), within timeout.

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -88,7 +87,9 @@ func TestFreeze(t *testing.T) {
 	if s := string(stat); s[strings.LastIndexByte(s, ')')+2] != 'T' {
 		t.Errorf("after Freeze: %s, want state T", s)
 	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
+	if err := testsupport.Thaw(cmd.Process); err != nil {
+		t.Fatal(err)
+	}
 	if err := testsupport.WaitStopped(cmd.Process.Pid, 100*time.Millisecond); err == nil {
 		t.Error("WaitStopped of a running process returned nil")
 	}
