@@ -161,3 +161,57 @@ func detachedSetup(t *testing.T, path string, logs *testsupport.LogBuffer) (*Inb
 	}
 	return in, d, m, handled
 }
+
+// A claim that ended beside the loop and gave messages back does not count
+// as one that found its inbox drained, though it got fewer than it asked
+// for: those messages are claimable at once. Counted so, an empty claim of
+// the other inbox then let the loop rest for PollInterval with them
+// waiting (a tenant test waited out its 30 s for one, PollInterval an hour).
+func TestDetachedClaimThatGaveMessagesBackKeepsTheLoopAwake(t *testing.T) {
+	ctx := context.Background()
+	logs := &testsupport.LogBuffer{}
+	d, err := NewMultiDispatcher(DispatcherConfig{Workers: 2, Logger: logs.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := map[string]*Inbox{}
+	for _, id := range []string{"a", "b"} {
+		db, err := sqlite.Open(filepath.Join(t.TempDir(), id+".db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if ins[id], err = New(ctx, db, Config{Logger: logs.Logger()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.AddInbox(id, ins[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"m1", "m2"} {
+		if err := ins["a"].Enqueue(ctx, Message{Source: "s", MessageID: id, Topic: "t", Payload: []byte{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, ok := d.members.Get("a")
+	if !ok || !m.work.Hold() { // pick's hold, which finishDetached gives back
+		t.Fatal("no member")
+	}
+	recs, err := ins["a"].Claim(ctx, d.cfg.Owner, d.cfg.Lease, 4)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("claim = %d, %v", len(recs), err)
+	}
+	d.slots <- struct{}{} // both workers busy: the claim gives both back
+	d.slots <- struct{}{}
+	m.claiming.Store(true)
+	d.finishDetached(ctx, m, recs, nil, 4, 0, time.Second)
+	if n := logs.Count("a slow claim ended with more messages than idle workers"); n != 1 {
+		t.Fatalf("%d lines about messages given back, want 1:\n%s", n, logs)
+	}
+	d.cycleMu.Lock()
+	rest, _ := d.rotation.Done("b", 0, false, d.members.IDs())
+	d.cycleMu.Unlock()
+	if rest {
+		t.Error("the loop may rest after an empty claim of b, with a's messages given back and claimable")
+	}
+}

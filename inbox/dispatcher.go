@@ -788,10 +788,6 @@ func (d *Dispatcher) record(ctx context.Context, m *member, recs []Record, err e
 func (d *Dispatcher) finishDetached(ctx context.Context, m *member, recs []Record, err error, limit, kept int, took time.Duration) {
 	defer m.work.Release()
 	d.record(ctx, m, recs, err, took, true)
-	d.cycleMu.Lock()
-	d.rotation.Settle(m.id, len(recs), err == nil && len(recs) == limit, d.members.IDs())
-	d.cycleMu.Unlock()
-	m.claiming.Store(false)
 	n := min(kept, len(recs))
 	for range kept - n {
 		<-d.slots
@@ -805,6 +801,15 @@ take:
 			break take
 		}
 	}
+	// A claim that gives messages back found its inbox anything but
+	// drained, however few it got: counted as drained, an empty claim of
+	// the other inboxes then let the loop rest for PollInterval while
+	// those messages waited, claimable.
+	full := err == nil && (len(recs) == limit || n < len(recs))
+	d.cycleMu.Lock()
+	d.rotation.Settle(m.id, len(recs), full, d.members.IDs())
+	d.cycleMu.Unlock()
+	m.claiming.Store(false)
 	// Its handlers start first, as a claim of the loop's starts them: a
 	// release waited for first (a statement on the database that was
 	// slow) took from their lease up to StatusTimeout.
