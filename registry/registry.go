@@ -5,14 +5,16 @@
 // [Registry.RegisterAllFunc], each group in
 // registration order. Reads are lock-free (an immutable snapshot, rebuilt
 // by the first read after registrations), so the dispatcher's per-event
-// lookup costs one map read and no allocation, and registering n types
-// costs O(n) in all, however many types there are.
+// lookup costs a map read or two and no allocation, and registering n
+// types costs O(n) in all, O(n√n) with lookups between the registrations
+// (types registered on a running outbox).
 package registry
 
 import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -41,9 +43,26 @@ type Registry struct {
 }
 
 // snapshot is what readers see; it is never modified once published.
+// A type's list (exact + wildcard listeners, capacity = length) is in
+// recent when the type was registered since base was built, else in base:
+// a rebuild after a few registrations copies recent alone, which stays
+// small (see rebuild), so registrations with lookups between them do not
+// copy every type each time.
 type snapshot struct {
-	wildcard []core.Listener            // capacity = length
-	combined map[string][]core.Listener // exact + wildcard per registered type, capacity = length
+	wildcard []core.Listener // capacity = length
+	base     map[string][]core.Listener
+	recent   map[string][]core.Listener // nil when empty
+}
+
+// lookup returns the list of eventType and whether it was registered.
+func (s *snapshot) lookup(eventType string) ([]core.Listener, bool) {
+	if s.recent != nil {
+		if ls, ok := s.recent[eventType]; ok {
+			return ls, true
+		}
+	}
+	ls, ok := s.base[eventType]
+	return ls, ok
 }
 
 var _ core.ListenerSource = (*Registry)(nil)
@@ -51,7 +70,7 @@ var _ core.ListenerSource = (*Registry)(nil)
 // New returns an empty registry.
 func New() *Registry {
 	r := &Registry{exact: map[string][]core.Listener{}, changed: map[string]struct{}{}}
-	r.snap.Store(&snapshot{combined: map[string][]core.Listener{}})
+	r.snap.Store(&snapshot{base: map[string][]core.Listener{}})
 	return r
 }
 
@@ -132,7 +151,7 @@ func (r *Registry) TryRegister(eventType string, l core.Listener) error {
 // capacity equals its length, so append copies).
 func (r *Registry) ListenersFor(eventType string) []core.Listener {
 	s := r.current()
-	if ls, ok := s.combined[eventType]; ok {
+	if ls, ok := s.lookup(eventType); ok {
 		return ls
 	}
 	return s.wildcard
@@ -142,9 +161,14 @@ func (r *Registry) ListenersFor(eventType string) []core.Listener {
 // listeners exist), sorted.
 func (r *Registry) Types() []string {
 	s := r.current()
-	out := make([]string, 0, len(s.combined)+1)
-	for t := range s.combined {
+	out := make([]string, 0, len(s.base)+len(s.recent)+1)
+	for t := range s.base {
 		out = append(out, t)
+	}
+	for t := range s.recent {
+		if _, ok := s.base[t]; !ok {
+			out = append(out, t)
+		}
 	}
 	if len(s.wildcard) > 0 {
 		out = append(out, Wildcard)
@@ -171,21 +195,36 @@ func (r *Registry) current() *snapshot {
 }
 
 // rebuild returns the snapshot of the registrations so far (under mu):
-// after a wildcard registration every type's list, otherwise the previous
-// snapshot's lists with those of the types registered since rebuilt.
+// after a wildcard registration every type's list anew; otherwise the
+// lists of the types registered since are added to a copy of recent, or,
+// once recent would outgrow about the square root of base's size, merged
+// into a copy of base. A rebuild after k registrations thus copies
+// O(k + √n) lists, O(n) only every √n registrations or so: registering n
+// types costs O(n√n) in all even with a lookup after each (the dispatcher
+// looks up every event), O(n) without.
 func (r *Registry) rebuild() *snapshot {
 	old := r.snap.Load()
-	next := &snapshot{wildcard: old.wildcard}
-	if r.wildChanged {
+	next := &snapshot{wildcard: old.wildcard, base: old.base}
+	list := func(t string) []core.Listener { return slices.Clip(slices.Concat(r.exact[t], next.wildcard)) }
+	switch {
+	case r.wildChanged:
 		next.wildcard = slices.Clip(slices.Clone(r.wildcard))
-		next.combined = make(map[string][]core.Listener, len(r.exact))
-		for t, ls := range r.exact {
-			next.combined[t] = slices.Clip(slices.Concat(ls, next.wildcard))
+		next.base = make(map[string][]core.Listener, len(r.exact))
+		for t := range r.exact {
+			next.base[t] = list(t)
 		}
-	} else {
-		next.combined = maps.Clone(old.combined)
+	case len(old.recent)+len(r.changed) <= max(16, int(math.Sqrt(float64(len(old.base))))):
+		next.recent = make(map[string][]core.Listener, len(old.recent)+len(r.changed))
+		maps.Copy(next.recent, old.recent)
 		for t := range r.changed {
-			next.combined[t] = slices.Clip(slices.Concat(r.exact[t], next.wildcard))
+			next.recent[t] = list(t)
+		}
+	default:
+		next.base = make(map[string][]core.Listener, len(old.base)+len(old.recent)+len(r.changed))
+		maps.Copy(next.base, old.base)
+		maps.Copy(next.base, old.recent)
+		for t := range r.changed {
+			next.base[t] = list(t)
 		}
 	}
 	clear(r.changed)

@@ -24,12 +24,12 @@ import (
 type Client struct {
 	store core.Inserter
 	hot   handoff.Hot
-	// order is what SetOrdering was given, orderTypes its Types as a set
-	// (nil for none), orderAll whether "*" is one of them and matched
-	// the same policy for every type, which Apply takes at once.
-	order, matched core.Ordering
-	orderTypes     map[string]struct{}
-	orderAll       bool
+	// orderTypes are the Types of the ordering SetOrdering was given, as
+	// a set (nil for none), orderAll whether "*" is one of them, matched
+	// its policy for every type, which Apply takes at once.
+	matched    core.Ordering
+	orderTypes map[string]struct{}
+	orderAll   bool
 	// Observer, when set (before the first publish), sees every publish
 	// and adds its headers (the trace context) to the event.
 	Observer core.Observer
@@ -53,7 +53,7 @@ func New(store core.Inserter, hot handoff.Hot) (*Client, error) {
 // publish). Finding an event's type among them costs one map lookup,
 // however many types o has.
 func (c *Client) SetOrdering(o core.Ordering) {
-	c.order, c.orderTypes, c.orderAll = o, nil, false
+	c.orderTypes, c.orderAll = nil, false
 	c.matched = core.Ordering{Types: []string{"*"}, OnDead: o.OnDead}
 	if len(o.Types) == 0 {
 		return
@@ -65,7 +65,7 @@ func (c *Client) SetOrdering(o core.Ordering) {
 	}
 }
 
-// applyOrder is c.order.Apply(env) (see SetOrdering).
+// applyOrder is Apply(env) of the ordering SetOrdering was given.
 func (c *Client) applyOrder(env core.Envelope) (core.Envelope, error) {
 	if c.orderTypes == nil {
 		return env, nil
