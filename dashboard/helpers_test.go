@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/dashboard"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
@@ -76,17 +77,7 @@ func seed(t *testing.T, st *jdbcstore.Store, evs ...event) {
 			l = core.Lease{}
 		}
 		if e.key != "" {
-			tx, err := st.DB().BeginTxx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.InsertOrdered(ctx, tx, env, l); err != nil {
-				_ = tx.Rollback()
-				t.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
+			testsupport.InsertOrdered(t, st, env, l)
 		} else if err := st.Insert(ctx, st.DB(), env, l); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-go/outbox/core"
 	"github.com/outbox-go/outbox/internal/testdb"
+	"github.com/outbox-go/outbox/internal/testsupport"
 	"github.com/outbox-go/outbox/jdbcstore"
 	"github.com/outbox-go/outbox/jdbcstore/sqlite"
 )
@@ -39,17 +40,7 @@ func seedOrdered(t *testing.T, on *jdbcstore.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx, err := store.DB().BeginTxx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.InsertOrdered(ctx, tx, env, lease); err != nil {
-			_ = tx.Rollback()
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		testsupport.InsertOrdered(t, store, env, lease)
 	}
 	kill := func(id string) {
 		t.Helper()
