@@ -53,10 +53,11 @@ type Stats struct {
 // ordering key, read from the pending index; the zero time when there is
 // none. The events behind a key's DEAD event (a blocked key, see
 // [Store.CountBlockedKeys]) or behind one waiting for its retry are no lag
-// until that event finished. Now minus it, when positive, is [Stats.Lag]. The poller reads it, at most every 10
-// Poller.Intervals (10 s at most), while it holds events its claims leave
-// out, so that core.Metrics.OldestLag sees a backlog held in its own
-// queues.
+// until that event finished; each is read past, one probe of the order
+// index, as claims read them. Now minus it, when positive, is
+// [Stats.Lag]. The poller reads it, at most every 10 Poller.Intervals (10
+// s at most), while it holds events its claims leave out, so that
+// core.Metrics.OldestLag sees a backlog held in its own queues.
 func (s *Store) FirstDue(ctx context.Context) (time.Time, error) {
 	if ctx == nil {
 		return time.Time{}, core.ErrNilContext
@@ -103,7 +104,7 @@ func (s *Store) StatsWith(ctx context.Context, o StatsOptions) (Stats, error) {
 	}
 	firstDue, err := s.FirstDue(ctx)
 	if err != nil {
-		return Stats{}, fmt.Errorf("outbox: jdbcstore: stats: %w", err)
+		return Stats{}, err // "outbox: jdbcstore: first due: …"
 	}
 	if !firstDue.IsZero() {
 		st.Lag = max(0, s.now().Sub(firstDue))
