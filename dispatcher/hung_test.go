@@ -421,11 +421,7 @@ func TestHungListenerSQLite(t *testing.T) {
 // retry runs here, once.
 func TestHungListenerLeaseIsRenewedWhileItRuns(t *testing.T) {
 	const lease = 300 * time.Millisecond
-	cfg := quickHang()
-	cfg.Lease = lease
-	h := newHarness(t, cfg)
-	e, g, calls := hangFirstCall(t, h)
-	h.waitStatus(e.ID(), core.StatusRetry)
+	h, e, g, calls := hangOnRetry(t, lease)
 	first := h.row(e.ID()).LockedUntil
 	h.wait("the lease renewed twice past the one the RETRY write set", func() bool {
 		return h.row(e.ID()).LockedUntil.After(first.Add(lease))
@@ -454,6 +450,18 @@ func TestHungListenerLeaseIsRenewedWhileItRuns(t *testing.T) {
 func quickHang() dispatcher.Config {
 	return dispatcher.Config{Workers: 1, ListenerTimeout: 30 * time.Millisecond, ListenerGrace: 20 * time.Millisecond,
 		StatusTimeout: 100 * time.Millisecond, Retry: fixedDelay(time.Millisecond)}
+}
+
+// hangOnRetry runs hangFirstCall on a quickHang harness with lease and
+// returns once the hung call's retry is written (RETRY).
+func hangOnRetry(t *testing.T, lease time.Duration) (*harness, core.Envelope, *gate, *atomic.Int32) {
+	t.Helper()
+	cfg := quickHang()
+	cfg.Lease = lease
+	h := newHarness(t, cfg)
+	e, g, calls := hangFirstCall(t, h)
+	h.waitStatus(e.ID(), core.StatusRetry)
+	return h, e, g, calls
 }
 
 // hangFirstCall registers a listener of type Hang whose first call
@@ -488,11 +496,7 @@ func hangFirstCall(t *testing.T, h *harness) (core.Envelope, *gate, *atomic.Int3
 // lease is counted and logged.
 func TestHungListenerRetryGivenUpOnceAnotherNodeFinishedIt(t *testing.T) {
 	const lease = 300 * time.Millisecond
-	cfg := quickHang()
-	cfg.Lease = lease
-	h := newHarness(t, cfg)
-	e, g, calls := hangFirstCall(t, h)
-	h.waitStatus(e.ID(), core.StatusRetry)
+	h, e, g, calls := hangOnRetry(t, lease)
 	r := h.row(e.ID())
 	r.Status, r.LockedBy = core.StatusDone, "" // another node delivered it
 	h.st.Put(r)
