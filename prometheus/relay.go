@@ -45,7 +45,7 @@ func (c *Collector) brokerLocked(broker string) *brokerState {
 	}
 	b := &brokerState{}
 	switch {
-	case r.labelled < r.max:
+	case broker != OtherEventType && r.labelled < r.max: // a broker named so is other's
 		label := validLabel(broker)
 		b.series = &brokerSeries{label: label, outages: c.relayOutages.WithLabelValues(label)}
 		r.labelled++

@@ -94,6 +94,23 @@ func TestRelayMetricsFromBreakerAndFull(t *testing.T) {
 	wantValue(t, g, "outbox_relay_outages_total", broker, 1)
 }
 
+// A broker named like the label of the brokers past the bound is counted
+// with them, taking no place of its own (as an event type so named).
+func TestBrokerNamedOther(t *testing.T) {
+	c := newCollector(t, outboxprom.Config{MaxBrokers: 1})
+	g := c.Gatherer()
+	c.BrokerUp(outboxprom.OtherEventType, false)
+	c.BrokerUp("b0", true)
+	c.BrokerUp("b1", true)
+	wantValue(t, g, "outbox_relay_broker_up", labels{"broker": "b0"}, 1)
+	wantValue(t, g, "outbox_relay_broker_up", labels{"broker": outboxprom.OtherEventType}, 0)
+	c.BrokerUp(outboxprom.OtherEventType, true)
+	wantValue(t, g, "outbox_relay_broker_up", labels{"broker": outboxprom.OtherEventType}, 1)
+	if n := len(family(t, g, "outbox_relay_broker_up").GetMetric()); n != 2 {
+		t.Errorf("%d broker series, want b0 and (other)", n)
+	}
+}
+
 // The brokers after Config.MaxBrokers others share the broker label
 // "(other)": down while any of them is down, their outages and full
 // destinations added up. Brokers seen before keep their label.
